@@ -1,0 +1,97 @@
+"""The decorators and the free functions that use the current journal.
+
+``@durable(goal_id=...)`` opens a ``Journal`` around each call of the
+function; inside it, ``step()`` is ``Journal.step`` of the innermost open
+journal.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from .codec import CodecRegistry
+from .errors import NoJournalError
+from .journal import DEFAULT_TIMEOUT, Journal, current_journal, open_journals
+from .store import Durability
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def current() -> Journal:
+    """The journal that the free functions use.
+
+    The innermost journal opened in this context (thread or task); in a thread
+    that opened none (a worker of a thread pool), the one journal open in this
+    process. Raises NoJournalError when there is none, or several and none in
+    this context.
+    """
+    journal = current_journal.get()
+    if journal is not None and journal.is_open:
+        return journal
+    journals = open_journals()
+    if len(journals) == 1:
+        return journals[0]
+    if not journals:
+        raise NoJournalError(
+            "step() was called with no open journal; call it inside a function decorated "
+            "with @durable(goal_id=...) or a 'with Journal(goal) as j:' block (or use j.step)"
+        )
+    raise NoJournalError(
+        f"step() was called in a thread with no journal of its own while {len(journals)} "
+        f"journals are open in this process, so which one is meant is unclear; "
+        f"call j.step(...) on the journal you mean"
+    )
+
+
+def step(name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``Journal.step`` on the current journal (see :func:`current`)."""
+    return current().step(name, fn, *args, **kwargs)
+
+
+def durable(
+    goal_id: str,
+    *,
+    run: str | Callable[..., str] | None = None,
+    path: str | os.PathLike[str] | None = None,
+    durability: Durability = "process",
+    timeout: float = DEFAULT_TIMEOUT,
+    registry: CodecRegistry | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Run the decorated function as a durable run of ``goal_id``.
+
+    Each call opens ``Journal(goal_id, run=...)``: it resumes the goal's
+    unfinished run or starts a new one; the function's return value is
+    recorded as the run's result. ``run`` names the run, or is a callable of
+    the function's arguments that returns the name
+    (``run=lambda user_id: f"user-{user_id}"``). Calling the function for a
+    completed named run returns the recorded result without running the body.
+    """
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            run_name = run(*args, **kwargs) if callable(run) else run
+            journal = Journal(
+                goal_id,
+                run=run_name,
+                path=path,
+                durability=durability,
+                timeout=timeout,
+                registry=registry,
+            )
+            with journal:
+                if journal.was_completed:
+                    result: R = journal.recorded_result()
+                    return result
+                value = fn(*args, **kwargs)
+                journal.set_result(value)
+                return value
+
+        return wrapper
+
+    return decorate

@@ -1,0 +1,64 @@
+"""The errors letitloop raises: one base class, a few situations a user can act on.
+
+Every message says what was expected, what was found and what to do. Every
+error pickles with its attributes, because errors cross process boundaries
+(a supervised child, a worker process).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LetItLoopError(Exception):
+    """Base class of every error letitloop raises on purpose."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        for name, value in details.items():
+            setattr(self, name, value)
+        # BaseException pickles as (class, args, __dict__): the message rebuilds
+        # the error and the details (pid, key, …) come back as attributes.
+
+
+class JournalFileError(LetItLoopError):
+    """The journal file cannot be used: not SQLite, corrupt, unreadable, read-only or full."""
+
+
+class SchemaVersionError(JournalFileError):
+    """The journal file was written by a newer letitloop; it is left untouched."""
+
+
+class EncodeError(LetItLoopError):
+    """A step's result cannot be encoded; nothing was written."""
+
+    #: Where in the value the offending part sits: ``$``, ``$.items[3].when``.
+    path: str = "$"
+
+
+class DecodeError(LetItLoopError):
+    """A recorded result cannot be decoded into the types this program knows."""
+
+
+class StepMismatchError(LetItLoopError):
+    """The step recorded under a key was produced by a different function."""
+
+
+class InvalidNameError(LetItLoopError):
+    """A goal, run, step or marker name is unusable (empty, not text, control characters)."""
+
+
+class ConcurrentStepError(LetItLoopError):
+    """Two concurrent calls used one step name, so their keys cannot be ordered."""
+
+
+class RunHeldError(LetItLoopError):
+    """The run is held by another live process (or another journal in this one)."""
+
+
+class NoJournalError(LetItLoopError):
+    """A free function such as ``step()`` was called with no open journal."""
+
+
+class RunNotFoundError(LetItLoopError):
+    """A run or goal named on the command line or in a library call does not exist."""

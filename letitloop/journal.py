@@ -1,0 +1,500 @@
+"""``Journal``: runs, steps, replay and step keys.
+
+A journal is one goal's open run in one process. Opening it resumes the
+goal's newest unfinished run (or the named run), holds it against other
+processes, and loads the run's recorded steps so that replay is a dict
+lookup. ``step()`` replays a recorded result without calling the function,
+or calls it and commits its result before returning it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from contextvars import ContextVar
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import filelock
+
+from . import codec
+from .errors import (
+    ConcurrentStepError,
+    DecodeError,
+    EncodeError,
+    InvalidNameError,
+    LetItLoopError,
+    RunHeldError,
+    StepMismatchError,
+)
+from .store import Durability, Store, check_name, utc_iso
+
+T = TypeVar("T")
+
+#: Default seconds a journal waits for a run held by another live process.
+DEFAULT_TIMEOUT = 10.0
+
+#: The innermost open journal of the current context (thread or task); what the
+#: free functions step() and atomic_marker() use.
+current_journal: ContextVar[Journal | None] = ContextVar("letitloop_journal", default=None)
+
+# Runs held by journals of this process: (journal file, run id). A second
+# journal on the same run in this process is refused at once instead of
+# deadlocking on its own lock file.
+_held: set[tuple[str, str]] = set()
+_open_journals: list[Journal] = []
+_registry_lock = threading.Lock()
+
+_REPEAT_SUFFIX = re.compile(r"#\d+$")
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_HOST = socket.gethostname()
+
+
+def new_run_id(t: float) -> str:
+    """A ULID: 48-bit milliseconds then 80 random bits, Crockford base32; sorts by time."""
+    n = (int(t * 1000) << 80) | secrets.randbits(80)
+    return "".join(_CROCKFORD[(n >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def function_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname`` of a step's function (the code identity checked on replay)."""
+    while isinstance(fn, partial):
+        fn = fn.func
+    fn = getattr(fn, "__func__", fn)  # bound methods: their function
+    qualname = getattr(fn, "__qualname__", None)
+    if qualname is None:  # a callable object
+        qualname = type(fn).__qualname__
+        module = type(fn).__module__
+    else:
+        module = getattr(fn, "__module__", None) or "?"
+    return f"{module}.{qualname}"
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__qualname__}: {exc}"
+
+
+_UPSERT_STEP = (
+    'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
+    "duration_ms, attempt, error, traceback) VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run, key) DO UPDATE SET status = excluded.status, fn = excluded.fn, "
+    "result = excluded.result, started_at = excluded.started_at, "
+    "finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, "
+    "attempt = excluded.attempt, error = excluded.error, traceback = excluded.traceback"
+)
+
+
+class Journal:
+    """One goal's run, held by this process while open.
+
+    ``Journal(goal)`` resumes the goal's newest run that has not completed
+    (crashed or failed), or starts a new one. ``Journal(goal, run="key")``
+    names the run: the same key always means the same run, and a completed
+    run replays every step. Use it as a context manager: a clean exit marks
+    the run completed, an exception marks it failed with its error (the next
+    open resumes it from the failed step).
+
+    Raises RunHeldError when another live process holds the run for longer
+    than ``timeout`` seconds, JournalFileError when the file is unusable,
+    SchemaVersionError when it comes from a newer letitloop.
+    """
+
+    def __init__(
+        self,
+        goal: str,
+        *,
+        run: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        durability: Durability = "process",
+        timeout: float = DEFAULT_TIMEOUT,
+        registry: codec.CodecRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.goal = check_name("goal", goal)
+        self.run_name = None if run is None else check_name("run", run)
+        if durability not in ("process", "power"):
+            raise ValueError(f"durability must be 'process' or 'power', got {durability!r}")
+        self._path_arg = path
+        self.durability: Durability = durability
+        self.timeout = timeout
+        self.registry = registry
+        self.clock = clock
+        self.store: Store | None = None
+        self.run_id: str = ""
+        self.attempt = 0
+        self.table = ""
+        #: True when the run had already completed when this journal opened it.
+        self.was_completed = False
+        self._recorded_result: str | None = None
+        self._result_text: str | None = None
+        self._done: dict[str, tuple[str | None, str | None]] = {}
+        self._counts: dict[str, int] = {}
+        self._in_flight: dict[str, list[object]] = {}
+        self._keys_lock = threading.Lock()
+        self._lock: filelock.BaseFileLock | None = None
+        self._held_key: tuple[str, str] | None = None
+        self._tokens: list[Any] = []
+
+    # -- opening and closing -------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The journal file."""
+        return self.store.path if self.store else Path(self._path_arg or "")
+
+    @property
+    def is_open(self) -> bool:
+        return self.store is not None
+
+    def open(self) -> Journal:
+        """Resume or start the run and hold it. Idempotent; ``with`` calls it for you."""
+        if self.store is not None:
+            return self
+        store = Store(self._path_arg, durability=self.durability)
+        try:
+            self._open_run(store)
+        except BaseException:
+            self._release()
+            store.close()
+            raise
+        self.store = store
+        with _registry_lock:
+            _open_journals.append(self)
+        return self
+
+    def _open_run(self, store: Store) -> None:
+        while True:
+            now = self.clock()
+            with store.write() as c:
+                self.table = store.ensure_goal(c, self.goal, now)
+                if self.run_name is not None:
+                    row = c.execute(
+                        "SELECT id FROM runs WHERE goal = ? AND name = ?",
+                        (self.goal, self.run_name),
+                    ).fetchone()
+                else:
+                    row = c.execute(
+                        "SELECT id FROM runs WHERE goal = ? AND status IN ('running', 'failed') "
+                        "ORDER BY id DESC LIMIT 1",
+                        (self.goal,),
+                    ).fetchone()
+                if row:
+                    run_id = str(row[0])
+                else:
+                    run_id = new_run_id(now)
+                    c.execute(
+                        "INSERT INTO runs (id, goal, name, status, attempts, started_at, "
+                        "updated_at) VALUES (?, ?, ?, 'running', 0, ?, ?)",
+                        (run_id, self.goal, self.run_name, utc_iso(now), utc_iso(now)),
+                    )
+            self._hold(store, run_id)
+            now = self.clock()
+            with store.write() as c:
+                status, attempts, result = c.execute(
+                    "SELECT status, attempts, result FROM runs WHERE id = ?", (run_id,)
+                ).fetchone()
+                if status == "completed" and self.run_name is None:
+                    # It completed while we waited for its holder: start a new run.
+                    retry = True
+                else:
+                    retry = False
+                    self.was_completed = status == "completed"
+                    self._recorded_result = result
+                    if not self.was_completed:
+                        attempts += 1
+                        c.execute(
+                            "UPDATE runs SET status = 'running', attempts = ?, holder_pid = ?, "
+                            "holder_host = ?, updated_at = ? WHERE id = ?",
+                            (attempts, os.getpid(), _HOST, utc_iso(now), run_id),
+                        )
+                        c.execute(
+                            "INSERT OR REPLACE INTO attempts (run, attempt, pid, host, watch_id, "
+                            "started_at) VALUES (?, ?, ?, ?, ?, ?)",
+                            (
+                                run_id,
+                                attempts,
+                                os.getpid(),
+                                _HOST,
+                                os.environ.get("LETITLOOP_WATCH_ID"),
+                                utc_iso(now),
+                            ),
+                        )
+            if retry:
+                self._release()
+                continue
+            self.run_id = run_id
+            self.attempt = max(attempts, 1)
+            self._load_steps(store)
+            return
+
+    def _hold(self, store: Store, run_id: str) -> None:
+        key = (str(store.path.resolve()), run_id)
+        with _registry_lock:
+            if key in _held:
+                raise RunHeldError(
+                    f"run {run_id} of goal {self.goal!r} is already open in this process "
+                    f"(pid {os.getpid()}); close the other Journal first, or name a "
+                    f"different run",
+                    run_id=run_id,
+                    pid=os.getpid(),
+                    host=_HOST,
+                )
+            _held.add(key)
+        self._held_key = key
+        lock = filelock.FileLock(store.lock_file("run", f"{store.path.resolve()}\0{run_id}"))
+        try:
+            lock.acquire(timeout=self.timeout)
+        except filelock.Timeout:
+            rows = store.query(
+                "SELECT holder_pid, holder_host, updated_at FROM runs WHERE id = ?", (run_id,)
+            )
+            pid, host, since = rows[0] if rows else (None, None, None)
+            raise RunHeldError(
+                f"run {run_id} of goal {self.goal!r} is held by process {pid} on {host} "
+                f"(since {since}); waited {self.timeout:g} s. Wait for it to finish, stop it, "
+                f"or pass a longer timeout=",
+                run_id=run_id,
+                pid=pid,
+                host=host,
+            ) from None
+        self._lock = lock
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        if self._held_key is not None:
+            with _registry_lock:
+                _held.discard(self._held_key)
+            self._held_key = None
+
+    def _load_steps(self, store: Store) -> None:
+        rows = store.query(
+            f"SELECT key, fn, result FROM \"{self.table}\" WHERE run = ? AND kind = 'step' "
+            f"AND status = 'done'",
+            (self.run_id,),
+        )
+        self._done = {key: (fn, result) for key, fn, result in rows}
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """Mark the run completed (``exc`` is None) or failed with ``exc``, and release it."""
+        store = self.store
+        if store is None:
+            return
+        try:
+            if not self.was_completed:
+                now = utc_iso(self.clock())
+                if exc is None:
+                    store.write1(
+                        "UPDATE runs SET status = 'completed', finished_at = ?, updated_at = ?, "
+                        "result = ?, error = NULL WHERE id = ?",
+                        (now, now, self._result_text, self.run_id),
+                    )
+                else:
+                    store.write1(
+                        "UPDATE runs SET status = 'failed', updated_at = ?, error = ? WHERE id = ?",
+                        (now, _error_text(exc), self.run_id),
+                    )
+        finally:
+            self._release()
+            store.close()
+            self.store = None
+            with _registry_lock:
+                if self in _open_journals:
+                    _open_journals.remove(self)
+
+    def __enter__(self) -> Journal:
+        self.open()
+        self._tokens.append(current_journal.set(self))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._tokens:
+            current_journal.reset(self._tokens.pop())
+        self.close(exc)
+
+    def __repr__(self) -> str:
+        state = f"run {self.run_id} attempt {self.attempt}" if self.store else "closed"
+        return f"<Journal goal={self.goal!r} {state} path={str(self.path)!r}>"
+
+    # -- the run's result (used by @durable) -----------------------------------
+
+    def set_result(self, value: Any) -> None:
+        """Record ``value`` as the run's result when the run completes."""
+        try:
+            self._result_text = codec.encode(value, self.registry)
+        except EncodeError as exc:
+            raise EncodeError(
+                f"run {self.run_id} of goal {self.goal!r}: result: {exc}", path=exc.path
+            ) from None
+
+    def recorded_result(self) -> Any:
+        """The result recorded when the run completed (None if it recorded none)."""
+        if self._recorded_result is None:
+            return None
+        try:
+            return codec.decode(self._recorded_result, self.registry)
+        except DecodeError as exc:
+            raise DecodeError(f"run {self.run_id} of goal {self.goal!r}: result: {exc}") from None
+
+    # -- steps ---------------------------------------------------------------
+
+    def _owner(self) -> object:
+        """Who is calling: concurrent calls of one step name from two owners are refused."""
+        return threading.get_ident()
+
+    def _claim(self, name: str) -> str:
+        check_name("step", name)
+        if _REPEAT_SUFFIX.search(name):
+            raise InvalidNameError(
+                f"step name {name!r} ends in '#<number>', which letitloop uses to number "
+                f"repeated calls of one name ('fetch', 'fetch#2', …); rename the step"
+            )
+        owner = self._owner()
+        with self._keys_lock:
+            owners = self._in_flight.get(name)
+            if owners and any(o != owner for o in owners):
+                raise ConcurrentStepError(
+                    f"step {name!r} (run {self.run_id}) was called again while another call "
+                    f"of the same name was still running in another thread or task; their "
+                    f"keys could not be ordered. Give concurrent steps distinct names, e.g. "
+                    f"f'{name}:{{item}}'"
+                )
+            n = self._counts.get(name, 0) + 1
+            self._counts[name] = n
+            self._in_flight.setdefault(name, []).append(owner)
+        return name if n == 1 else f"{name}#{n}"
+
+    def _unclaim(self, name: str) -> None:
+        with self._keys_lock:
+            owners = self._in_flight[name]
+            owners.remove(self._owner())
+            if not owners:
+                del self._in_flight[name]
+
+    def _require_open(self) -> Store:
+        store = self.store
+        if store is None:
+            raise LetItLoopError(
+                f"journal of goal {self.goal!r} is not open; use it as "
+                f"'with Journal({self.goal!r}) as j:' or call j.open() first"
+            )
+        return store
+
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Return ``fn(*args, **kwargs)``, recorded once for this run and replayed ever after.
+
+        On replay the recorded result comes back without calling ``fn``. A fresh
+        result is committed to the journal file before this returns. If ``fn``
+        raises, the failure is recorded (for inspection) and re-raised; the step
+        runs again on the next attempt. Raises StepMismatchError when the key was
+        recorded by another function, EncodeError (nothing written) when the
+        result cannot be encoded, ConcurrentStepError when another thread is
+        running a step of the same name.
+        """
+        store = self._require_open()
+        key = self._claim(name)
+        try:
+            fn_name = function_name(fn)
+            recorded = self._done.get(key)
+            if recorded is not None:
+                replayed: T = self._replay(key, fn_name, recorded)
+                return replayed
+            started = self.clock()
+            try:
+                value = fn(*args, **kwargs)
+            except Exception as exc:
+                self._record_failure(store, key, fn_name, started, exc)
+                raise
+            try:
+                text = codec.encode(value, self.registry)
+            except EncodeError as exc:
+                raise EncodeError(
+                    f"step {key!r} (run {self.run_id}): {exc}; nothing was recorded",
+                    path=exc.path,
+                    key=key,
+                ) from None
+            finished = self.clock()
+            store.write1(
+                _UPSERT_STEP.format(table=self.table),
+                (
+                    self.run_id,
+                    key,
+                    "done",
+                    fn_name,
+                    text,
+                    utc_iso(started),
+                    utc_iso(finished),
+                    (finished - started) * 1000.0,
+                    self.attempt,
+                    None,
+                    None,
+                ),
+            )
+            self._done[key] = (fn_name, text)
+            return value
+        finally:
+            self._unclaim(name)
+
+    def _replay(self, key: str, fn_name: str, recorded: tuple[str | None, str | None]) -> Any:
+        recorded_fn, text = recorded
+        if recorded_fn != fn_name:
+            raise StepMismatchError(
+                f"step {key!r} (run {self.run_id} of goal {self.goal!r}): recorded by "
+                f"{recorded_fn}, now called with {fn_name} — the code changed under a "
+                f"recorded run; reset it with 'lil reset {self.goal} --run {self.run_id}' "
+                f"or fork it with 'lil fork {self.run_id} --from-step {key}'",
+                run_id=self.run_id,
+                key=key,
+                recorded=recorded_fn,
+                called=fn_name,
+            )
+        if text is None:
+            return None
+        try:
+            return codec.decode(text, self.registry)
+        except DecodeError as exc:
+            raise DecodeError(f"step {key!r} (run {self.run_id}): {exc}") from None
+
+    def _record_failure(
+        self, store: Store, key: str, fn_name: str, started: float, exc: BaseException
+    ) -> None:
+        finished = self.clock()
+        # The step's own exception matters more than its failed record.
+        with contextlib.suppress(LetItLoopError):
+            store.write1(
+                _UPSERT_STEP.format(table=self.table),
+                (
+                    self.run_id,
+                    key,
+                    "failed",
+                    fn_name,
+                    None,
+                    utc_iso(started),
+                    utc_iso(finished),
+                    (finished - started) * 1000.0,
+                    self.attempt,
+                    _error_text(exc),
+                    "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                ),
+            )
+
+
+def open_journals() -> list[Journal]:
+    """The journals open in this process, oldest first."""
+    with _registry_lock:
+        return list(_open_journals)

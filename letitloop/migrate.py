@@ -1,0 +1,165 @@
+"""Applies the numbered SQL files of ``migrations/`` to a journal file.
+
+The files are applied in order, each in its own ``BEGIN IMMEDIATE``
+transaction together with its record in ``_sqlite_migrations`` (the table of
+sqlite-utils' migrations facility, which does the bookkeeping). ``BEGIN
+IMMEDIATE`` first, then sqlite-utils inside it, because sqlite-utils opens a
+plain deferred ``BEGIN``: two processes opening a fresh file at once would
+both see a migration pending and one would fail half-way. Under the write
+lock the second one re-reads the records and finds nothing left to do.
+
+A statement that mentions ``{journal}`` is applied to the journal template
+and to every goal's journal table, so a migration that changes the journal
+table reaches every goal.
+
+A file whose records name a migration this version does not know was
+written by a newer letitloop: it is refused with SchemaVersionError and left
+untouched.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import JournalFileError, SchemaVersionError
+
+if TYPE_CHECKING:
+    from .store import Store
+
+#: The migration set's name in ``_sqlite_migrations``.
+MIGRATION_SET = "letitloop"
+_FILE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+def migrations_dir() -> Path:
+    """The folder of numbered SQL files: inside the installed wheel, or the source checkout's."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "migrations"
+    return packaged if packaged.is_dir() else here.parent / "migrations"
+
+
+@lru_cache(maxsize=1)
+def known_migrations() -> tuple[tuple[str, str], ...]:
+    """``(name, sql)`` of every migration this version knows, in order."""
+    folder = migrations_dir()
+    files = sorted(p for p in folder.glob("*.sql") if _FILE.match(p.name))
+    if not files:
+        raise JournalFileError(f"no migrations found in {folder}; the installation is broken")
+    return tuple((p.stem, p.read_text(encoding="utf-8")) for p in files)
+
+
+def schema_version() -> int:
+    """The number of the newest migration this version knows."""
+    return int(known_migrations()[-1][0][:4])
+
+
+def _applied(conn: sqlite3.Connection) -> list[str]:
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlite_migrations'"
+    ).fetchone()
+    if not has_table:
+        return []
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
+            (MIGRATION_SET,),
+        )
+    ]
+
+
+def _check_not_newer(store: Store, applied: list[str]) -> None:
+    known = {name for name, _ in known_migrations()}
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        from . import __version__
+
+        raise SchemaVersionError(
+            f"{store.path}: this journal was written by a newer letitloop (it has migration "
+            f"{unknown[-1]!r}; letitloop {__version__} knows up to "
+            f"{known_migrations()[-1][0]!r}); upgrade letitloop to open it. "
+            f"The file was not changed.",
+            path=str(store.path),
+        )
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration file into complete statements (comments kept with their statement)."""
+    out: list[str] = []
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip() and not all(
+        ln.strip().startswith("--") or not ln.strip() for ln in buf.splitlines()
+    ):
+        raise JournalFileError(f"incomplete SQL statement at the end of a migration: {buf!r}")
+    return out
+
+
+def _run_sql(conn: sqlite3.Connection, sql: str) -> None:
+    from .store import JOURNAL_TEMPLATE
+
+    tables = [JOURNAL_TEMPLATE]
+    for statement in _statements(sql):
+        if "{journal}" not in statement:
+            conn.execute(statement)
+            continue
+        # Goals created by earlier migrations each have a table to reach too.
+        has_goals = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'goals'"
+        ).fetchone()
+        goal_tables = (
+            [r[0] for r in conn.execute("SELECT journal_table FROM goals")] if has_goals else []
+        )
+        for table in tables + goal_tables:
+            conn.execute(statement.replace("{journal}", table))
+
+
+def migrate(store: Store) -> None:
+    """Bring ``store``'s file up to this version's schema; a no-op read when it already is.
+
+    Raises SchemaVersionError (file untouched) for a file from a newer version,
+    JournalFileError for a file that is not a usable SQLite journal.
+    """
+    conn = store.conn
+    names = [name for name, _ in known_migrations()]
+    try:
+        applied = _applied(conn)
+    except sqlite3.Error as exc:
+        from .store import _explain
+
+        raise _explain(exc, store.path) from None
+    _check_not_newer(store, applied)
+    if applied == names:
+        return  # the fast path of every open after the first: one read
+    # sqlite-utils (and the click it imports) is only needed to change the schema.
+    from sqlite_utils import Database, Migrations
+
+    db = Database(conn)
+    sql_of = dict(known_migrations())
+    for position, name in enumerate(names):
+        with store.write():
+            applied = _applied(conn)
+            _check_not_newer(store, applied)
+            if name in applied:
+                continue
+            migrations = Migrations(MIGRATION_SET)
+            for other in names:
+                migrations(name=other)(_migration_fn(sql_of[other]))
+            # Apply exactly this one: stop before everything after it.
+            migrations.apply(db, stop_before=[n for n in names[position + 1 :] if n != name])
+
+
+def _migration_fn(sql: str) -> Any:
+    def apply(db: Any) -> None:
+        _run_sql(db.conn, sql)
+
+    return apply

@@ -1,0 +1,308 @@
+"""The SQLite connection: where the file lives, its pragmas, transactions, rows in and out.
+
+The store deals in rows and text. It knows nothing of steps' types (that is
+the codec) nor of replay (that is the journal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import InvalidNameError, JournalFileError
+
+Durability = Literal["process", "power"]
+
+#: Where the journal lives when neither ``path=`` nor ``LETITLOOP_DB`` says.
+DEFAULT_PATH = Path(".letitloop") / "journal.db"
+
+#: How long a write waits for another connection's write lock before failing.
+#: Write transactions here last microseconds to milliseconds, so a wait this
+#: long means something is badly wrong (a debugger paused a writer, a
+#: network filesystem); generous enough that many processes hammering one
+#: file never see "database is locked".
+BUSY_TIMEOUT_MS = 30_000
+
+#: The table every goal's journal table is copied from (see migrations/).
+JOURNAL_TEMPLATE = "_journal_template"
+
+_SLUG_DROP = re.compile(r"[^a-z0-9]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Goal and run names longer than this are almost certainly a bug (a payload
+#: passed where a name was meant); the limit keeps tables and listings sane.
+MAX_NAME_LENGTH = 512
+
+
+def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The journal file: ``path``, else ``$LETITLOOP_DB``, else ``.letitloop/journal.db``."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get("LETITLOOP_DB")
+    if env:
+        return Path(env)
+    return DEFAULT_PATH
+
+
+def utc_iso(t: float) -> str:
+    """Seconds since the epoch as ISO-8601 UTC text with microseconds."""
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
+
+
+def check_name(kind: str, name: object) -> str:
+    """Return ``name`` if it is usable as a goal/run/step/marker name, else raise."""
+    if not isinstance(name, str):
+        raise InvalidNameError(
+            f"{kind} name must be a string, got {type(name).__name__} {name!r}; "
+            f"pass a text name such as 'customer_sync'"
+        )
+    if not name.strip():
+        raise InvalidNameError(
+            f"{kind} name must not be empty or blank, got {name!r}; pass a text name"
+        )
+    if _CONTROL.search(name):
+        raise InvalidNameError(
+            f"{kind} name must not contain control characters, got {name!r}; "
+            f"remove newlines, tabs and NUL from the name"
+        )
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidNameError(
+            f"{kind} name must be at most {MAX_NAME_LENGTH} characters, got {len(name)} "
+            f"({name[:40]!r}…); use a shorter name"
+        )
+    return name
+
+
+def journal_table_name(goal: str, *, long_hash: bool = False) -> str:
+    """A readable table name for ``goal``: ``journal_<goal>``, with a hash when needed.
+
+    Goals made only of ``[a-z0-9_]`` keep their name; any other goal gets a
+    slug plus a hash of the exact name, so two goals that differ only in
+    characters a table name cannot hold still get distinct tables.
+    """
+    slug = _SLUG_DROP.sub("_", goal.lower()).strip("_")[:40]
+    if slug == goal and not long_hash:
+        return f"journal_{slug}"
+    digest = hashlib.sha256(goal.encode("utf-8")).hexdigest()[: 16 if long_hash else 8]
+    return f"journal_{slug}_{digest}" if slug else f"journal_{digest}"
+
+
+def _explain(exc: sqlite3.Error, path: Path) -> JournalFileError:
+    """Turn a sqlite3 error about the file into a JournalFileError that says what to do."""
+    text = str(exc)
+    low = text.lower()
+    if "not a database" in low or "malformed" in low or "corrupt" in low:
+        return JournalFileError(
+            f"{path}: expected a letitloop journal (an SQLite file), found a file SQLite "
+            f"cannot read ({text}); move it aside or pass another path= / LETITLOOP_DB",
+            path=str(path),
+        )
+    if "readonly" in low or "read-only" in low or "unable to open" in low:
+        return JournalFileError(
+            f"{path}: expected a writable journal file and folder, found {text}; "
+            f"check the permissions of {path.parent} or pass another path= / LETITLOOP_DB",
+            path=str(path),
+        )
+    if "full" in low:
+        return JournalFileError(
+            f"{path}: the disk is full ({text}); nothing was recorded for this write and "
+            f"every earlier step is intact; free space and run again",
+            path=str(path),
+        )
+    if "locked" in low or "busy" in low:
+        return JournalFileError(
+            f"{path}: the journal stayed locked by another connection for over "
+            f"{BUSY_TIMEOUT_MS / 1000:.0f} s ({text}); is a process stopped in a debugger, "
+            f"or is the file on a network filesystem (not supported)?",
+            path=str(path),
+        )
+    return JournalFileError(f"{path}: SQLite error: {text}", path=str(path))
+
+
+class Store:
+    """One connection to the journal file, shared by the threads of one journal.
+
+    Writes go through :meth:`write`, which takes SQLite's write lock up front
+    (``BEGIN IMMEDIATE``) and commits on exit, so a transaction never fails
+    half-way on a lock upgrade. A process-local lock serializes the threads
+    that share the connection.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        durability: Durability = "process",
+        migrate: bool = True,
+    ) -> None:
+        if durability not in ("process", "power"):
+            raise ValueError(f"durability must be 'process' or 'power', got {durability!r}")
+        self.path = resolve_path(path)
+        self.durability: Durability = durability
+        self.lock = threading.RLock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise JournalFileError(
+                f"{self.path}: cannot create the folder {self.path.parent} ({exc}); "
+                f"create it or pass another path= / LETITLOOP_DB",
+                path=str(self.path),
+            ) from None
+        try:
+            # isolation_level=None: no implicit transactions; we open them ourselves.
+            # check_same_thread=False: threads share this connection under self.lock.
+            self.conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0
+            )
+        except sqlite3.Error as exc:
+            raise _explain(exc, self.path) from None
+        try:
+            self._configure()
+            if migrate:
+                from .migrate import migrate as apply_migrations
+
+                apply_migrations(self)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _configure(self) -> None:
+        try:
+            c = self.conn
+            # Wait (instead of failing at once) while another connection writes.
+            c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            # WAL: readers never block the writer nor the writer readers, and a
+            # commit is one append to the -wal file. Set on every open (it cannot
+            # be changed inside a transaction, so not in a migration).
+            mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise JournalFileError(
+                    f"{self.path}: expected to switch the journal to WAL mode, SQLite "
+                    f"answered {mode!r}; is the file on a filesystem without shared memory?",
+                    path=str(self.path),
+                )
+            # NORMAL: in WAL mode a commit survives the death of the process (the
+            # WAL lives in the OS page cache) and fsyncs only at checkpoints; a
+            # power loss may lose the last commits. FULL: fsync the WAL at every
+            # commit, so a commit also survives power loss and kernel crashes.
+            sync = "FULL" if self.durability == "power" else "NORMAL"
+            c.execute(f"PRAGMA synchronous = {sync}")
+            # Enforce runs -> goals and attempts -> runs (ON DELETE CASCADE).
+            c.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise _explain(exc, self.path) from None
+
+    # -- transactions --------------------------------------------------------
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error.
+
+        Raises JournalFileError for a full disk, a read-only file or a lock
+        that outlived the busy timeout; nothing of the transaction is kept then.
+        """
+        with self.lock:
+            conn = self.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _explain(exc, self.path) from None
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise _explain(exc, self.path) from None
+
+    def write1(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Execute one statement in its own write transaction (the step path's hot loop)."""
+        with self.lock:
+            conn = self.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(sql, params)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise _explain(exc, self.path) from None
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a read query (outside any write transaction)."""
+        with self.lock:
+            try:
+                return self.conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise _explain(exc, self.path) from None
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    # -- goals and their tables ----------------------------------------------
+
+    def goal_table(self, goal: str) -> str | None:
+        """The journal table of ``goal``, or None if the goal was never opened."""
+        rows = self.query("SELECT journal_table FROM goals WHERE goal = ?", (goal,))
+        return rows[0][0] if rows else None
+
+    def ensure_goal(self, conn: sqlite3.Connection, goal: str, now: float) -> str:
+        """Inside a write transaction: the goal's table, created from the template if new."""
+        row = conn.execute("SELECT journal_table FROM goals WHERE goal = ?", (goal,)).fetchone()
+        if row:
+            return str(row[0])
+        table = journal_table_name(goal)
+        taken = conn.execute("SELECT 1 FROM goals WHERE journal_table = ?", (table,)).fetchone()
+        if taken:
+            table = journal_table_name(goal, long_hash=True)
+        for (sql,) in conn.execute(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL "
+            "ORDER BY type = 'index'",
+            (JOURNAL_TEMPLATE,),
+        ).fetchall():
+            # Table names we generate hold only [a-z0-9_], so plain substitution is safe.
+            conn.execute(sql.replace(JOURNAL_TEMPLATE, table))
+        conn.execute(
+            "INSERT INTO goals (goal, journal_table, created_at) VALUES (?, ?, ?)",
+            (goal, table, utc_iso(now)),
+        )
+        return table
+
+    # -- lock files ----------------------------------------------------------
+
+    def lock_file(self, kind: str, name: str) -> Path:
+        """A lock file for ``name`` beside the journal: bounded, hashed, safe on any filesystem."""
+        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
+        folder = self.path.with_name(self.path.name + "-locks")
+        try:
+            folder.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise JournalFileError(
+                f"{folder}: cannot create the lock folder beside the journal ({exc}); "
+                f"the journal's folder must be writable",
+                path=str(self.path),
+            ) from None
+        return folder / f"{kind}-{digest}.lock"
+
+
+def now() -> float:
+    """The default clock: seconds since the epoch."""
+    return time.time()
