@@ -87,6 +87,25 @@ def _check_not_newer(store: Store, applied: list[str]) -> None:
         )
 
 
+def _check_not_foreign(store: Store) -> None:
+    """Refuse to add our tables to another application's SQLite database."""
+    others = [
+        name
+        for (name,) in store.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "AND name != '_sqlite_migrations' ORDER BY name"
+        )
+    ]
+    if others:
+        shown = ", ".join(others[:5]) + (", …" if len(others) > 5 else "")
+        raise JournalFileError(
+            f"{store.path}: expected a letitloop journal or an empty file, found an SQLite "
+            f"database with other tables ({shown}); pass another path= / LETITLOOP_DB. "
+            f"The file was not changed.",
+            path=str(store.path),
+        )
+
+
 def _statements(sql: str) -> list[str]:
     """Split a migration file into complete statements (comments kept with their statement)."""
     out: list[str] = []
@@ -123,23 +142,35 @@ def _run_sql(conn: sqlite3.Connection, sql: str) -> None:
             conn.execute(statement.replace("{journal}", table))
 
 
-def migrate(store: Store) -> None:
-    """Bring ``store``'s file up to this version's schema; a no-op read when it already is.
+def check(store: Store) -> bool:
+    """Read-only: True if the file is already at this version's schema.
 
-    Raises SchemaVersionError (file untouched) for a file from a newer version,
-    JournalFileError for a file that is not a usable SQLite journal.
+    Raises SchemaVersionError for a file from a newer letitloop, JournalFileError
+    for a file that is not SQLite or is another application's database. Runs
+    before anything (even the WAL switch) writes to the file, so a refused file
+    is left untouched.
     """
-    conn = store.conn
-    names = [name for name, _ in known_migrations()]
     try:
-        applied = _applied(conn)
+        applied = _applied(store.conn)
+        _check_not_newer(store, applied)
+        if not applied:
+            _check_not_foreign(store)
     except sqlite3.Error as exc:
         from .store import _explain
 
         raise _explain(exc, store.path) from None
-    _check_not_newer(store, applied)
-    if applied == names:
-        return  # the fast path of every open after the first: one read
+    return applied == [name for name, _ in known_migrations()]
+
+
+def migrate(store: Store) -> None:
+    """Bring ``store``'s file up to this version's schema (call :func:`check` first).
+
+    Each pending migration is applied in its own write transaction with its
+    record. Raises SchemaVersionError (file untouched) for a file from a newer
+    version, JournalFileError for a file that is not a usable SQLite journal.
+    """
+    conn = store.conn
+    names = [name for name, _ in known_migrations()]
     # sqlite-utils (and the click it imports) is only needed to change the schema.
     from sqlite_utils import Database, Migrations
 
@@ -149,6 +180,8 @@ def migrate(store: Store) -> None:
         with store.write():
             applied = _applied(conn)
             _check_not_newer(store, applied)
+            if not applied:
+                _check_not_foreign(store)
             if name in applied:
                 continue
             migrations = Migrations(MIGRATION_SET)

@@ -165,11 +165,18 @@ class Store:
         except sqlite3.Error as exc:
             raise _explain(exc, self.path) from None
         try:
-            self._configure()
-            if migrate:
-                from .migrate import migrate as apply_migrations
+            from . import migrate as migrations
 
-                apply_migrations(self)
+            # Wait (instead of failing at once) while another connection writes.
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            # Refuse a newer or foreign file before anything writes to it.
+            current = migrations.check(self) if migrate else True
+            self._configure()
+            if not current:
+                migrations.migrate(self)
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise _explain(exc, self.path) from None
         except BaseException:
             self.conn.close()
             raise
@@ -177,8 +184,6 @@ class Store:
     def _configure(self) -> None:
         try:
             c = self.conn
-            # Wait (instead of failing at once) while another connection writes.
-            c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             # WAL: readers never block the writer nor the writer readers, and a
             # commit is one append to the -wal file. Set on every open (it cannot
             # be changed inside a transaction, so not in a migration).

@@ -1,0 +1,224 @@
+"""Real child processes killed with real SIGKILL, then run again."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import run_python, spawn_python, write_script
+
+from letitloop import Journal
+from letitloop.errors import RunHeldError
+
+FIFTY_STEPS = """
+    import os, sys, time
+    from letitloop import durable, step
+
+    db, log = sys.argv[1], sys.argv[2]
+
+    def work(i):
+        with open(log, "a") as f:
+            f.write(f"start {i} {os.getpid()}\\n")
+        time.sleep(0.002 + (i % 3) * 0.001)   # stands in for an API call
+        with open(log, "a") as f:
+            f.write(f"done {i} {os.getpid()}\\n")
+        return i * 2
+
+    @durable(goal_id="fifty", run="the-run", path=db)
+    def workflow():
+        total = 0
+        for i in range(50):
+            total += step(f"s{i}", work, i)
+        return total
+
+    print("result", workflow())
+"""
+
+
+def _starts(log: Path) -> list[tuple[int, int]]:
+    """(step, pid) of every 'start' line, in order."""
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "start":
+            out.append((int(parts[1]), int(parts[2])))
+    return out
+
+
+class TestAFiftyStepWorkflowKilledAtRandomPoints:
+    def test_every_returned_step_ran_once_and_the_result_is_right(self, tmp_path: Path) -> None:
+        rng = random.Random(os.environ.get("LETITLOOP_TEST_SEED", "20261130"))
+        script = write_script(tmp_path, "fifty.py", FIFTY_STEPS)
+        db, log = tmp_path / "journal.db", tmp_path / "side.log"
+        killed_pids: list[int] = []
+        final = None
+        for _ in range(200):  # bounded: far more than the 25 kills needed
+            child = spawn_python(script, str(db), str(log))
+            if len(killed_pids) >= 25:
+                out, err = child.communicate(timeout=60)
+                assert child.returncode == 0, err
+                final = out
+                break
+            before = len(_starts(log))
+            new_starts = rng.choice([0, 1, 1, 2, 3])
+            deadline = time.monotonic() + 30
+            if new_starts == 0:
+                time.sleep(rng.uniform(0, 0.15))  # during start-up or replay
+            else:
+                while len(_starts(log)) < before + new_starts and child.poll() is None:
+                    assert time.monotonic() < deadline, "child made no progress"
+                    time.sleep(0.0005)
+                time.sleep(rng.uniform(0, 0.004))  # mid-step or between steps
+            if child.poll() is None:
+                os.kill(child.pid, signal.SIGKILL)
+                child.communicate()
+                killed_pids.append(child.pid)
+            else:
+                out, err = child.communicate()
+                assert child.returncode == 0, err
+                final = out
+                break
+        assert len(killed_pids) >= 25
+        assert final is not None and final.strip() == f"result {sum(i * 2 for i in range(50))}"
+
+        starts = _starts(log)
+        by_pid: dict[int, list[int]] = {}
+        for i, pid in starts:
+            by_pid.setdefault(pid, []).append(i)
+        # A step followed by another in the same attempt had returned: never again.
+        seen_returned: set[int] = set()
+        for pid in dict.fromkeys(p for _, p in starts):
+            steps = by_pid[pid]
+            assert not set(steps) & seen_returned, f"a returned step ran again in pid {pid}"
+            seen_returned |= set(steps[:-1])
+            if pid not in killed_pids:  # the attempt that completed: every step returned
+                seen_returned.add(steps[-1])
+        # Each kill repeats at most the one step it interrupted.
+        interrupted = Counter(by_pid[p][-1] for p in killed_pids if p in by_pid)
+        runs = Counter(i for i, _ in starts)
+        for i in range(50):
+            assert 1 <= runs[i] <= 1 + interrupted[i], f"step s{i} ran {runs[i]} times"
+        assert sum(runs.values()) - 50 <= len(killed_pids)
+
+        conn = sqlite3.connect(db)
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("completed",)]
+        assert conn.execute(
+            "SELECT count(*) FROM journal_fifty WHERE status = 'done'"
+        ).fetchone() == (50,)
+
+
+STEP_THEN_WAIT = """
+    import sys, time
+    from letitloop import Journal
+    with Journal("g", run="r", path=sys.argv[1]) as j:
+        j.step("charge", lambda: {"charged": 123})
+        print("returned", j.run_id, flush=True)
+        time.sleep(60)
+"""
+
+
+class TestAStepThatReturnedBeforeTheKill:
+    def test_its_row_is_in_the_file_when_read_by_a_fresh_connection(self, tmp_path: Path) -> None:
+        script = write_script(tmp_path, "wait.py", STEP_THEN_WAIT)
+        db = tmp_path / "journal.db"
+        child = spawn_python(script, str(db))
+        assert child.stdout is not None
+        line = child.stdout.readline().split()
+        assert line[0] == "returned"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        conn = sqlite3.connect(db)
+        assert conn.execute("SELECT run, key, status, result FROM journal_g").fetchall() == [
+            (line[1], "charge", "done", '{"charged":123}')
+        ]
+        conn.close()
+
+    def test_a_fresh_process_replays_it_without_calling_the_function(self, tmp_path: Path) -> None:
+        script = write_script(tmp_path, "wait.py", STEP_THEN_WAIT)
+        db = tmp_path / "journal.db"
+        child = spawn_python(script, str(db))
+        assert child.stdout is not None
+        run_id = child.stdout.readline().split()[1]
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        done = run_python(
+            write_script(
+                tmp_path,
+                "replay.py",
+                """
+                import sys
+                from letitloop import Journal
+                calls = []
+                with Journal("g", run="r", path=sys.argv[1]) as j:
+                    got = j.step("charge", lambda: calls.append(1) or {"charged": -1})
+                print(j.run_id, j.attempt, got["charged"], len(calls))
+                """,
+            ),
+            str(db),
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [run_id, "2", "123", "0"]
+
+
+HOLD = """
+    import sys, time
+    from letitloop import Journal
+    with Journal("g", run="r", path=sys.argv[1]) as j:
+        j.step("a", lambda: 1)
+        print("held", flush=True)
+        time.sleep(60)
+"""
+
+
+class TestARunHeldByAnotherProcess:
+    def test_a_second_opener_waits_then_gets_an_error_naming_the_holder(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "journal.db"
+        holder = spawn_python(write_script(tmp_path, "hold.py", HOLD), str(db))
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            t0 = time.monotonic()
+            with pytest.raises(RunHeldError) as info:
+                Journal("g", run="r", path=db, timeout=0.5).open()
+            assert time.monotonic() - t0 >= 0.5
+            message = str(info.value)
+            assert f"process {holder.pid} on {socket.gethostname()}" in message
+            assert info.value.pid == holder.pid
+        finally:
+            holder.kill()
+            holder.wait()
+
+    def test_a_holder_killed_with_sigkill_releases_the_run_at_once(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        holder = spawn_python(write_script(tmp_path, "hold.py", HOLD), str(db))
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        reopen = write_script(
+            tmp_path,
+            "reopen.py",
+            """
+            import os, sys
+            from letitloop import Journal
+            calls = []
+            with Journal("g", run="r", path=sys.argv[1], timeout=5) as j:
+                print(os.getpid(), j.attempt, j.step("a", lambda: calls.append(1) or 2), len(calls))
+            """,
+        )
+        done = run_python(reopen, str(db))
+        assert done.returncode == 0, done.stderr
+        pid, attempt, value, calls = done.stdout.split()
+        assert (attempt, value, calls) == ("2", "1", "0")
+        conn = sqlite3.connect(db)
+        pids = [p for (p,) in conn.execute("SELECT pid FROM attempts ORDER BY attempt")]
+        assert pids == [holder.pid, int(pid)]

@@ -1,0 +1,367 @@
+"""The journal's promises, run against both durability modes."""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from letitloop import Journal, durable, step
+from letitloop.errors import (
+    ConcurrentStepError,
+    EncodeError,
+    InvalidNameError,
+    LetItLoopError,
+    NoJournalError,
+    RunHeldError,
+    StepMismatchError,
+)
+
+
+class Counter:
+    """Counts calls per argument, so a test can tell a replay from a call."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def __call__(self, x: Any) -> Any:
+        self.calls.append(x)
+        return {"x": x, "items": [1, 2.5, None, "s", True]}
+
+
+def fetch(x: Any) -> Any:
+    return {"fetched": x}
+
+
+def summarize(x: Any) -> Any:
+    return {"summary": x}
+
+
+def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    """Read through a separate connection: what any other process would see."""
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture(params=["process", "power"])
+def durability(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+class TestAStepThatReturned:
+    def test_it_is_replayed_without_calling_the_function(self, db: Path, durability: Any) -> None:
+        f = Counter()
+        with Journal("g", run="r", path=db, durability=durability) as j:
+            first = j.step("s", f, 1)
+        with Journal("g", run="r", path=db, durability=durability) as j:
+            again = j.step("s", f, 1)
+        assert f.calls == [1]
+        assert again == first
+
+    def test_its_row_is_visible_to_another_connection_the_moment_it_returns(
+        self, db: Path, durability: Any
+    ) -> None:
+        with Journal("g", path=db, durability=durability) as j:
+            j.step("s", fetch, 7)
+            table = j.table
+            seen = rows(db, f'SELECT key, status, result FROM "{table}" WHERE run = ?', (j.run_id,))
+            assert seen == [("s", "done", '{"fetched":7}')]
+
+
+class TestRepeatedNames:
+    def test_they_get_numbered_keys_in_call_order(self, db: Path) -> None:
+        with Journal("g", path=db) as j:
+            for i in range(3):
+                j.step("fetch", fetch, i)
+            keys = rows(db, f'SELECT key FROM "{j.table}" ORDER BY rowid')
+        assert keys == [("fetch",), ("fetch#2",), ("fetch#3",)]
+
+    def test_each_replays_its_own_result(self, db: Path) -> None:
+        with Journal("g", run="r", path=db) as j:
+            for i in range(3):
+                j.step("fetch", fetch, i)
+        f = Counter()
+        with Journal("g", run="r", path=db) as j:
+            got = [j.step("fetch", fetch, None) for _ in range(3)]
+        assert got == [{"fetched": 0}, {"fetched": 1}, {"fetched": 2}]
+        assert f.calls == []
+
+    def test_a_name_that_looks_like_a_numbered_key_is_refused(self, db: Path) -> None:
+        with Journal("g", path=db) as j, pytest.raises(InvalidNameError, match="#<number>"):
+            j.step("fetch#2", fetch, 1)
+
+
+class TestAStepThatRaised:
+    def test_it_is_recorded_as_failed_with_its_error_and_traceback(self, db: Path) -> None:
+        def boom() -> None:
+            raise ValueError("upstream said no")
+
+        with pytest.raises(ValueError), Journal("g", path=db) as j:
+            j.step("ok", fetch, 1)
+            j.step("boom", boom)
+        ((status, error, tb),) = rows(
+            db, f"SELECT status, error, traceback FROM \"{j.table}\" WHERE key = 'boom'"
+        )
+        assert status == "failed"
+        assert error == "ValueError: upstream said no"
+        assert "raise ValueError" in tb
+        assert rows(db, "SELECT status, error FROM runs") == [
+            ("failed", "ValueError: upstream said no")
+        ]
+
+    def test_the_failed_run_resumes_from_the_failed_step(self, db: Path) -> None:
+        f = Counter()
+        fail = [True]
+
+        def flaky() -> str:
+            if fail[0]:
+                raise RuntimeError("transient")
+            return "fine"
+
+        with pytest.raises(RuntimeError), Journal("g", path=db) as j:
+            j.step("first", f, 1)
+            j.step("flaky", flaky)
+        run_id = j.run_id
+        fail[0] = False
+        with Journal("g", path=db) as j:
+            assert j.run_id == run_id
+            j.step("first", f, 1)
+            assert j.step("flaky", flaky) == "fine"
+        assert f.calls == [1]
+        assert rows(db, "SELECT status, attempts, error FROM runs") == [("completed", 2, None)]
+
+
+class TestCodeThatChangedUnderARecordedRun:
+    def test_a_different_function_at_a_recorded_key_is_refused(self, db: Path) -> None:
+        with Journal("customer_sync", run="r", path=db) as j:
+            j.step("summarize", fetch, 1)
+            run_id = j.run_id
+        with (
+            pytest.raises(StepMismatchError) as info,
+            Journal("customer_sync", run="r", path=db) as j,
+        ):
+            j.step("summarize", summarize, 1)
+        message = str(info.value)
+        assert run_id in message
+        assert "'summarize'" in message
+        assert "test_journal.fetch" in message and "test_journal.summarize" in message
+        assert "lil reset customer_sync" in message and "lil fork" in message
+
+    def test_the_refusal_loses_nothing(self, db: Path) -> None:
+        with Journal("g", run="r", path=db) as j:
+            j.step("s", fetch, 1)
+        with pytest.raises(StepMismatchError), Journal("g", run="r", path=db) as j:
+            j.step("s", summarize, 1)
+        with Journal("g", run="r", path=db) as j:
+            assert j.step("s", fetch, 99) == {"fetched": 1}
+
+
+class TestRuns:
+    def test_a_completed_unnamed_run_is_followed_by_a_new_run(self, db: Path) -> None:
+        with Journal("g", path=db) as j:
+            first = j.run_id
+        with Journal("g", path=db) as j:
+            assert j.run_id != first
+        assert [r[0] for r in rows(db, "SELECT status FROM runs")] == ["completed", "completed"]
+
+    def test_a_named_run_is_an_idempotency_key(self, db: Path) -> None:
+        f = Counter()
+        for _ in range(3):
+            with Journal("g", run="2026-11-30", path=db) as j:
+                j.step("a", f, 1)
+                assert j.run_name == "2026-11-30"
+        assert f.calls == [1]
+        assert rows(db, "SELECT name, status, attempts FROM runs") == [
+            ("2026-11-30", "completed", 1)
+        ]
+
+    def test_goals_and_run_names_are_independent(self, db: Path) -> None:
+        f = Counter()
+        with Journal("a", run="r", path=db) as j:
+            j.step("s", f, "a")
+        with Journal("b", run="r", path=db) as j:
+            j.step("s", f, "b")
+        assert f.calls == ["a", "b"]
+
+    def test_a_second_journal_on_a_held_run_in_the_same_process_is_refused(self, db: Path) -> None:
+        with Journal("g", run="r", path=db) as j:
+            with pytest.raises(RunHeldError, match="already open in this process"):
+                Journal("g", run="r", path=db, timeout=0).open()
+            j.step("s", fetch, 1)  # the first journal is unaffected
+
+
+class TestGoalNames:
+    ODD: ClassVar[list[str]] = [
+        "customer sync",
+        "Customer_Sync",
+        "customer_sync",
+        'quote\'s "double"',
+        "émoji 🚀 ünïcode",
+        '"; drop table runs; --',
+        "a/b\\c",
+        "x" * 300,
+    ]
+
+    def test_any_goal_string_gets_its_own_table(self, db: Path) -> None:
+        for goal in self.ODD:
+            with Journal(goal, path=db) as j:
+                j.step("s", fetch, goal)
+        mapping = dict(rows(db, "SELECT goal, journal_table FROM goals"))
+        assert set(mapping) == set(self.ODD)
+        assert len(set(mapping.values())) == len(self.ODD)
+        for goal, table in mapping.items():
+            assert rows(db, f'SELECT result FROM "{table}"') == [
+                (f'{{"fetched":{__import__("json").dumps(goal, ensure_ascii=False)}}}',)
+            ]
+        assert rows(db, "SELECT count(*) FROM runs") == [(len(self.ODD),)]
+
+    def test_a_plain_goal_keeps_a_readable_table_name(self, db: Path) -> None:
+        with Journal("customer_sync", path=db) as j:
+            assert j.table == "journal_customer_sync"
+        with Journal("Customer Sync", path=db) as j:
+            assert j.table.startswith("journal_customer_sync_")
+
+    @pytest.mark.parametrize("bad", ["", "   ", "a\nb", "nul\x00", 42, None])
+    def test_an_unusable_goal_name_is_refused_clearly(self, db: Path, bad: Any) -> None:
+        with pytest.raises(InvalidNameError, match="goal name"):
+            Journal(bad, path=db)
+
+
+class TestResults:
+    def test_an_unencodable_result_is_refused_before_anything_is_written(self, db: Path) -> None:
+        with pytest.raises(EncodeError) as info, Journal("g", run="r", path=db) as j:
+            j.step("ok", fetch, 1)
+            j.step("bad", lambda: {"items": [1, 2, 3, object()]})
+        assert "step 'bad'" in str(info.value)
+        assert "$.items[3]" in str(info.value)
+        assert [k for (k,) in rows(db, f'SELECT key FROM "{j.table}"')] == ["ok"]
+        with Journal("g", run="r", path=db) as j:
+            assert j.step("ok", fetch, 2) == {"fetched": 1}
+
+    def test_json_native_values_come_back_equal(self, db: Path) -> None:
+        value = {
+            "s": "ü",
+            "i": 2**70,
+            "f": 1.5,
+            "n": None,
+            "b": False,
+            "l": [[], {}, [1, {"a": 2}]],
+        }
+        with Journal("g", run="r", path=db) as j:
+            j.step("v", lambda: value)
+        with Journal("g", run="r", path=db) as j:
+            got = j.step("v", lambda: None)
+        assert got == value
+
+
+def worker_step(i: int) -> int:
+    return i * i
+
+
+class TestThreads:
+    def test_steps_from_many_threads_are_all_recorded_and_replayed(self, db: Path) -> None:
+        def work(j: Journal, t: int) -> None:
+            for i in range(20):
+                assert j.step(f"t{t}:{i}", worker_step, i) == i * i
+
+        for _ in range(2):
+            with Journal("g", run="r", path=db) as j:
+                threads = [threading.Thread(target=work, args=(j, t)) for t in range(8)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+        assert rows(db, f"SELECT count(*) FROM \"{j.table}\" WHERE status = 'done'") == [(160,)]
+
+    def test_two_concurrent_calls_of_one_name_are_refused(self, db: Path) -> None:
+        inside = threading.Event()
+        release = threading.Event()
+        errors: list[BaseException] = []
+
+        def slow() -> int:
+            inside.set()
+            release.wait(10)
+            return 1
+
+        with Journal("g", path=db) as j:
+            t = threading.Thread(target=j.step, args=("same", slow))
+            t.start()
+            inside.wait(10)
+            try:
+                j.step("same", worker_step, 2)
+            except ConcurrentStepError as exc:
+                errors.append(exc)
+            release.set()
+            t.join()
+        assert len(errors) == 1
+        assert "distinct names" in str(errors[0])
+
+
+class TestDurableDecorator:
+    def test_the_return_value_is_the_runs_result(self, db: Path) -> None:
+        f = Counter()
+
+        @durable(goal_id="g", run="r", path=db)
+        def wf() -> Any:
+            return step("a", f, 1)
+
+        assert wf() == wf()
+        assert f.calls == [1]
+        assert rows(db, "SELECT result FROM runs") == [('{"x":1,"items":[1,2.5,null,"s",true]}',)]
+
+    def test_a_completed_named_run_returns_its_result_without_running_the_body(
+        self, db: Path
+    ) -> None:
+        bodies: list[int] = []
+
+        @durable(goal_id="g", run="r", path=db)
+        def wf() -> int:
+            bodies.append(1)
+            return 42
+
+        assert wf() == 42 and wf() == 42
+        assert bodies == [1]
+
+    def test_run_can_be_a_function_of_the_arguments(self, db: Path) -> None:
+        f = Counter()
+
+        @durable(goal_id="sync", run=lambda user_id: f"user-{user_id}", path=db)
+        def wf(user_id: int) -> Any:
+            return step("fetch", f, user_id)
+
+        wf(1), wf(2), wf(1)
+        assert f.calls == [1, 2]
+        assert sorted(n for (n,) in rows(db, "SELECT name FROM runs")) == ["user-1", "user-2"]
+
+    def test_step_outside_any_journal_is_a_clear_error(self) -> None:
+        with pytest.raises(NoJournalError, match="@durable"):
+            step("a", fetch, 1)
+
+    def test_step_in_a_worker_thread_uses_the_one_open_journal(self, db: Path) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        @durable(goal_id="g", path=db)
+        def wf() -> list[int]:
+            with ThreadPoolExecutor(4) as pool:
+                return list(pool.map(lambda i: step(f"sq:{i}", worker_step, i), range(8)))
+
+        assert wf() == [i * i for i in range(8)]
+
+
+class TestErrors:
+    def test_every_error_pickles_with_its_details(self, db: Path) -> None:
+        with Journal("g", run="r", path=db) as j:
+            j.step("s", fetch, 1)
+        with pytest.raises(StepMismatchError) as info, Journal("g", run="r", path=db) as j:
+            j.step("s", summarize, 1)
+        clone = pickle.loads(pickle.dumps(info.value))
+        assert isinstance(clone, StepMismatchError) and isinstance(clone, LetItLoopError)
+        assert str(clone) == str(info.value)
+        assert clone.key == "s" and clone.run_id == info.value.run_id

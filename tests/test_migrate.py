@@ -1,0 +1,194 @@
+"""The schema only moves forward, in numbered steps, and ships inside the wheel."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+from helpers import spawn_python, write_script
+
+import letitloop.migrate as migrate
+from letitloop import Journal
+from letitloop.errors import JournalFileError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def applied(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [
+            n
+            for (n,) in conn.execute(
+                "SELECT name FROM _sqlite_migrations WHERE migration_set = 'letitloop' ORDER BY id"
+            )
+        ]
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def extra_migrations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """Point the migration runner at a copy of migrations/ that a test can add files to."""
+    folder = tmp_path / "migrations"
+    shutil.copytree(migrate.migrations_dir(), folder)
+    monkeypatch.setattr(migrate, "migrations_dir", lambda: folder)
+    migrate.known_migrations.cache_clear()
+    yield folder
+    migrate.known_migrations.cache_clear()
+
+
+class TestOpeningAJournal:
+    def test_a_new_file_gets_every_migration_with_its_record(self, db: Path) -> None:
+        with Journal("g", path=db):
+            pass
+        names = [name for name, _ in migrate.known_migrations()]
+        assert applied(db) == names
+        assert names[0] == "0001_initial"
+
+    def test_four_processes_opening_a_fresh_file_at_once_all_succeed(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        script = write_script(
+            tmp_path,
+            "open.py",
+            """
+            import sys
+            from letitloop import Journal
+            with Journal(sys.argv[2], path=sys.argv[1]) as j:
+                j.step("a", lambda: 1)
+            print("ok")
+            """,
+        )
+        children = [spawn_python(script, str(db), f"goal{i}") for i in range(4)]
+        outs = [c.communicate(timeout=60) for c in children]
+        assert [c.returncode for c in children] == [0, 0, 0, 0], outs
+        assert applied(db) == [name for name, _ in migrate.known_migrations()]
+
+
+class TestALaterMigration:
+    def test_a_change_to_the_journal_table_reaches_every_goals_table(
+        self, db: Path, extra_migrations: Path
+    ) -> None:
+        for goal in ("alpha", "Beta goal", "γ"):
+            with Journal(goal, path=db) as j:
+                j.step("s", lambda: 1)
+        (extra_migrations / "0999_add_note.sql").write_text(
+            'ALTER TABLE "{journal}" ADD COLUMN note TEXT;\n'
+            'CREATE INDEX "{journal}_by_status" ON "{journal}" (status);\n'
+        )
+        migrate.known_migrations.cache_clear()
+        with Journal("delta", path=db) as j:  # opening upgrades; a new goal gets the new shape
+            j.step("s", lambda: 1)
+        conn = sqlite3.connect(db)
+        tables = [t for (t,) in conn.execute("SELECT journal_table FROM goals")]
+        assert len(tables) == 4
+        for table in [*tables, "_journal_template"]:
+            columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+            assert "note" in columns, table
+            indexes = [r[1] for r in conn.execute(f'PRAGMA index_list("{table}")')]
+            assert f"{table}_by_status" in indexes
+        assert applied(db)[-1] == "0999_add_note"
+
+    def test_a_failing_migration_is_rolled_back_and_leaves_the_journal_usable(
+        self, db: Path, extra_migrations: Path
+    ) -> None:
+        with Journal("g", run="r", path=db) as j:
+            j.step("s", lambda: 41)
+        (extra_migrations / "0999_broken.sql").write_text(
+            "CREATE TABLE half_done (x INTEGER);\nINSERT INTO no_such_table VALUES (1);\n"
+        )
+        migrate.known_migrations.cache_clear()
+        with pytest.raises(JournalFileError, match="no such table"):
+            Journal("g", run="r", path=db).open()
+        conn = sqlite3.connect(db)
+        assert (
+            conn.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchall() == []
+        )
+        conn.close()
+        assert "0999_broken" not in applied(db)
+        (extra_migrations / "0999_broken.sql").unlink()
+        migrate.known_migrations.cache_clear()
+        with Journal("g", run="r", path=db) as j:
+            assert j.step("s", lambda: 0) == 41
+
+
+class TestTheWheel:
+    def test_it_ships_the_migrations_and_opens_a_journal_from_a_fresh_venv(
+        self, tmp_path: Path
+    ) -> None:
+        wheels = tmp_path / "wheels"
+        build = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(wheels),
+                str(ROOT),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert build.returncode == 0, build.stderr
+        (wheel,) = wheels.glob("letitloop-*.whl")
+        env_dir = tmp_path / "venv"
+        venv.EnvBuilder(with_pip=False).create(env_dir)
+        python = env_dir / "bin" / "python"
+        install = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                str(python),
+                "install",
+                "--no-deps",
+                "--quiet",
+                str(wheel),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert install.returncode == 0, install.stderr
+        # The dependencies come from this environment; letitloop only from the wheel.
+        site = subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        (Path(site) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        probe = subprocess.run(
+            [
+                str(python),
+                "-c",
+                "import letitloop, letitloop.migrate as m, sys\n"
+                "from letitloop import Journal\n"
+                "with Journal('g', path=sys.argv[1]) as j:\n"
+                "    j.step('a', lambda: 1)\n"
+                "print(letitloop.__file__)\n"
+                "print(m.migrations_dir())\n",
+                str(tmp_path / "journal.db"),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert probe.returncode == 0, probe.stderr
+        package_file, migrations_folder = probe.stdout.split()
+        assert package_file.startswith(str(env_dir))
+        assert migrations_folder.startswith(str(env_dir))
+        assert Path(migrations_folder, "0001_initial.sql").is_file()
+        assert applied(tmp_path / "journal.db") == [n for n, _ in migrate.known_migrations()]
