@@ -70,9 +70,14 @@ def raw_floor(n: int, synchronous: str) -> float:
 
 
 def fresh_steps(n: int, durability: str) -> float:
-    with tempfile.TemporaryDirectory() as d, Journal(
-        "bench", path=Path(d) / "j.db", durability=durability  # type: ignore[arg-type]
-    ) as j:
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Journal(
+            "bench",
+            path=Path(d) / "j.db",
+            durability=durability,  # type: ignore[arg-type]
+        ) as j,
+    ):
         t0 = time.perf_counter()
         for i in range(n):
             j.step(f"s{i}", payload, i)

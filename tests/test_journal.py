@@ -50,9 +50,13 @@ def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         conn.close()
 
 
-@pytest.fixture(params=["process", "power"])
-def durability(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+@pytest.fixture(params=["process", "power"], autouse=True)
+def durability(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run this whole contract suite in both durability modes (the default is switched)."""
+    mode = str(request.param)
+    for fn in (Journal.__init__, durable):
+        monkeypatch.setitem(fn.__kwdefaults__, "durability", mode)
+    return mode
 
 
 class TestAStepThatReturned:
@@ -365,3 +369,19 @@ class TestErrors:
         assert isinstance(clone, StepMismatchError) and isinstance(clone, LetItLoopError)
         assert str(clone) == str(info.value)
         assert clone.key == "s" and clone.run_id == info.value.run_id
+
+
+class TestDurabilityModes:
+    def test_the_connection_uses_the_stated_synchronous_and_wal_modes(
+        self, db: Path, durability: str
+    ) -> None:
+        with Journal("g", path=db) as j:
+            assert j.durability == durability
+            assert j.store is not None
+            sync = j.store.conn.execute("PRAGMA synchronous").fetchone()[0]
+            mode = j.store.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        assert (mode, sync) == ("wal", {"process": 1, "power": 2}[durability])
+
+    def test_an_unknown_mode_is_refused(self, db: Path) -> None:
+        with pytest.raises(ValueError, match="'process' or 'power'"):
+            Journal("g", path=db, durability="sometimes")  # type: ignore[arg-type]
