@@ -1,0 +1,202 @@
+"""Per-step overhead, replay, open latency, size on disk, and how they grow to 100k steps.
+
+    python -m benchmarks.overhead [--quick]
+
+Everything compared is measured side by side in one run; medians over
+repeats. The raw floor is one INSERT + COMMIT per row with Python's sqlite3,
+same table shape, same WAL / synchronous setting and the same payload: the
+least any SQLite-journaled step can cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._report import median_of, ms, publish, table, us
+from letitloop import Journal
+
+SMALL: dict[str, Any] = {"id": 123, "name": "Ada Lovelace", "tags": ["vip", "eu"], "score": 0.93}
+LARGE: dict[str, Any] = {"rows": [{"i": i, "text": "x" * 90} for i in range(1000)]}  # ~100 KB
+
+
+def plain_call(value: Any, n: int) -> float:
+    fn = _returner(value)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n
+
+
+def _returner(value: Any) -> Callable[[], Any]:
+    def produce() -> Any:
+        return value
+
+    return produce
+
+
+def raw_floor(value: Any, n: int, synchronous: str) -> float:
+    """One INSERT + COMMIT per row with sqlite3, same shape and mode as a journal."""
+    import msgspec
+
+    text = msgspec.json.encode(value).decode()
+    with tempfile.TemporaryDirectory() as d:
+        conn = sqlite3.connect(Path(d) / "raw.db")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute(
+            "CREATE TABLE t (run TEXT, key TEXT, kind TEXT, status TEXT, fn TEXT, result TEXT, "
+            "started_at TEXT, finished_at TEXT, duration_ms REAL, attempt INTEGER, "
+            "error TEXT, traceback TEXT, PRIMARY KEY (run, key))"
+        )
+        conn.commit()
+        t0 = time.perf_counter()
+        for i in range(n):
+            conn.execute(
+                "INSERT INTO t VALUES (?, ?, 'step', 'done', ?, ?, ?, ?, ?, 1, NULL, NULL)",
+                ("run", f"s{i}", "bench.produce", text, "2026", "2026", 0.1),
+            )
+            conn.commit()
+        elapsed = time.perf_counter() - t0
+        conn.close()
+    return elapsed / n
+
+
+def fresh_steps(value: Any, n: int, durability: str) -> float:
+    """Seconds per fresh durable step (including the call of the step function)."""
+    fn = _returner(value)
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Journal("bench", path=Path(d) / "j.db", durability=durability) as j,  # type: ignore[arg-type]
+    ):
+        t0 = time.perf_counter()
+        for i in range(n):
+            j.step(f"s{i}", fn)
+        return (time.perf_counter() - t0) / n
+
+
+def record(db: Path, n: int, value: Any = SMALL, run: str = "recorded") -> None:
+    fn = _returner(value)
+    with Journal("bench", run=run, path=db) as j:
+        for i in range(n):
+            j.step(f"s{i}", fn)
+
+
+def replay_steps(db: Path, n: int, value: Any = SMALL) -> float:
+    fn = _returner(value)
+    with Journal("bench", run="recorded", path=db) as j:
+        t0 = time.perf_counter()
+        for i in range(n):
+            j.step(f"s{i}", fn)
+        return (time.perf_counter() - t0) / n
+
+
+def open_time(db: Path) -> float:
+    t0 = time.perf_counter()
+    with Journal("bench", run="recorded", path=db):
+        return time.perf_counter() - t0
+
+
+def file_size(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return db.stat().st_size
+
+
+def growth(sizes: list[int]) -> list[tuple[int, float, float]]:
+    """(steps, fresh s/step over the last 1,000 steps, open s) as one run grows to each size."""
+    out = []
+    fn = _returner(SMALL)
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "grow.db"
+        done = 0
+        for size in sizes:
+            with Journal("bench", run="recorded", path=db) as j:
+                for i in range(done, size - 1000):
+                    j.step(f"s{i}", fn)
+                t0 = time.perf_counter()
+                for i in range(size - 1000, size):
+                    j.step(f"s{i}", fn)
+                fresh = (time.perf_counter() - t0) / 1000
+            done = size
+            out.append((size, fresh, median_of(3, lambda: open_time(db))))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    args = parser.parse_args()
+    n, r = (500, 3) if args.quick else (2000, 7)
+    big_n = 10_000 if args.quick else 100_000
+
+    call_s = median_of(r, lambda: plain_call(SMALL, n))
+    call_l = median_of(r, lambda: plain_call(LARGE, n // 10))
+    rows: list[list[object]] = []
+    for label, value, count in (("100 B", SMALL, n), ("100 KB", LARGE, n // 10)):
+        call = call_s if value is SMALL else call_l
+        for mode, sync, k in (("process", "NORMAL", 1), ("power", "FULL", 4)):
+            m = count // k
+            floor = median_of(max(3, r // k), lambda v=value, m=m, s=sync: raw_floor(v, m, s))
+            step = median_of(max(3, r // k), lambda v=value, m=m, d=mode: fresh_steps(v, m, d))
+            rows.append(
+                [
+                    f"sync step, {label}, durability={mode!r}",
+                    us(floor),
+                    us(step - call),
+                    f"{(step - call) / floor:.2f}x",
+                ]
+            )
+    body = "## Fresh step overhead over a plain call, against the raw SQLite floor\n\n"
+    body += table(["step", "raw floor", "overhead", "ratio"], rows)
+
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "replay.db"
+        record(db, n)
+        replay = median_of(r, lambda: replay_steps(db, n))
+        sizes = []
+        for count in (1_000, 10_000):
+            sdb = Path(d) / f"size{count}.db"
+            record(sdb, count)
+            sizes.append((count, file_size(sdb)))
+    body += "\n\n## Replay, and the journal on disk\n\n"
+    body += table(
+        ["measure", "median"],
+        [
+            ["replay of a recorded step (100 B)", us(replay)],
+            *[
+                [
+                    f"file size with {c:,} steps of 100 B (per 1,000 steps)",
+                    f"{s / c * 1000 / 1024:,.0f} KiB",
+                ]
+                for c, s in sizes
+            ],
+        ],
+    )
+    checkpoints = [1_000, 10_000, big_n] if big_n > 10_000 else [1_000, 10_000]
+    grown = growth(checkpoints)
+    body += "\n\n## Growth: per-step costs must stay flat (no O(N²) rewriting of state)\n\n"
+    body += table(
+        ["steps in the run", "fresh step (last 1,000)", "open the run", "open per 1,000 steps"],
+        [[f"{s:,}", us(f), ms(o), ms(o / s * 1000)] for s, f, o in grown],
+    )
+    publish(
+        "overhead",
+        "Overhead",
+        "python -m benchmarks.overhead" + (" --quick" if args.quick else ""),
+        body,
+    )
+
+
+if __name__ == "__main__":
+    main()
