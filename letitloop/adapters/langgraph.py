@@ -53,7 +53,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ..codec import CodecRegistry
-from ..errors import EncodeError, LetItLoopError
+from ..errors import DecodeError, EncodeError, LetItLoopError
 from ..journal import DEFAULT_TIMEOUT, Journal
 from ..store import MAX_NAME_LENGTH, Durability, Store
 
@@ -289,8 +289,9 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
             "ORDER BY task_path, task_id, idx",
             (thread_id, ns, checkpoint_id),
         )
+        where = f"thread {thread_id!r} checkpoint {checkpoint_id}"
         pending: builtins.list[PendingWrite] = [
-            (task_id, channel, self.serde.loads_typed((wtype, value)))
+            (task_id, channel, self._load(wtype, value, f"{where} write {task_id}/{channel}"))
             for task_id, channel, wtype, value in writes
         ]
         return CheckpointTuple(
@@ -301,7 +302,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
                     "checkpoint_id": checkpoint_id,
                 }
             },
-            checkpoint=self.serde.loads_typed((type_, blob)),
+            checkpoint=self._load(type_, blob, where),
             metadata=cast(CheckpointMetadata, json.loads(metadata)),
             parent_config=(
                 {
@@ -316,6 +317,19 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
             ),
             pending_writes=pending,
         )
+
+    def _load(self, type_: str, data: bytes, where: str) -> Any:
+        try:
+            return self.serde.loads_typed((type_, data))
+        except NotImplementedError:
+            # The serde refuses a type tag it was not configured for; 'pickle'
+            # in particular is only read by a serde built with pickle_fallback=True.
+            raise DecodeError(
+                f"{self.store.path}: {where} is stored as {type_!r}, which this saver's "
+                f"serde ({type(self.serde).__name__}) does not read; if you wrote it with "
+                f"another serde and trust this file, pass that serde to "
+                f"LetItLoopCheckpointSaver(serde=...)"
+            ) from None
 
     # -- writing ---------------------------------------------------------------
 
