@@ -336,6 +336,30 @@ class TestTheSaversRows:
         assert found == ["c", "b", "a"]
         assert [t.config["configurable"]["thread_id"] for t in tagged] == ["c"]
 
+    def test_a_journal_written_before_the_adapter_is_upgraded_and_keeps_its_steps(
+        self, tmp_path: Path
+    ) -> None:
+        from letitloop import Journal
+
+        db = tmp_path / "journal.db"
+        with Journal("older", run="r1", path=db) as j:
+            j.step("kept", str, 42)
+        # Make it the file a version without migration 0002 wrote.
+        with sqlite3.connect(db) as conn:
+            conn.execute("DROP TABLE langgraph_writes")
+            conn.execute("DROP TABLE langgraph_checkpoints")
+            conn.execute("DELETE FROM _sqlite_migrations WHERE name = '0002_langgraph'")
+        with LetItLoopCheckpointSaver(db) as saver:
+            saver.put(
+                {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+                _checkpoint(_uuid6(), {}),
+                {"source": "input", "step": -1},
+                {},
+            )
+            assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None
+        with Journal("older", run="r1", path=db) as j:
+            assert j.step("kept", str, 0) == "42"
+
     def test_the_core_package_never_imports_langgraph(self) -> None:
         code = (
             "import sys, letitloop, letitloop.cli, letitloop.journal, letitloop.durable\n"
@@ -418,6 +442,27 @@ class TestDurableNodeKeys:
         assert (first["out"], second["out"]) == ("ONE", "TWO")
         assert calls == ["one", "two"]
 
+    def test_time_travel_from_an_earlier_checkpoint_runs_the_calls_afresh(
+        self, tmp_path: Path
+    ) -> None:
+        calls: list[str] = []
+
+        def model(text: str) -> str:
+            calls.append(text)
+            return text.upper()
+
+        @durable_node
+        def work(state: Counter) -> dict[str, str]:
+            return {"out": step("model", model, state["text"])}
+
+        with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
+            app = _graph(saver, work)
+            config = {"configurable": {"thread_id": "t"}}
+            app.invoke({"text": "once"}, config)
+            before_work = next(h for h in app.get_state_history(config) if h.next == ("work",))
+            app.invoke(None, before_work.config)
+        assert calls == ["once", "once"]
+
     def test_a_node_that_failed_replays_its_finished_calls_when_resumed(
         self, tmp_path: Path
     ) -> None:
@@ -441,6 +486,57 @@ class TestDurableNodeKeys:
             result = app.invoke(None, config)
         assert result["out"] == "firstsecond"
         assert calls == ["first", "second", "second"]
+
+    def test_a_retry_policy_retry_replays_the_calls_that_returned(self, tmp_path: Path) -> None:
+        from langgraph.types import RetryPolicy
+
+        calls: list[str] = []
+
+        def fetch(name: str) -> str:
+            calls.append(name)
+            if name == "second" and calls.count("second") == 1:
+                raise ConnectionError("flaky upstream")
+            return name
+
+        @durable_node
+        def work(state: Counter) -> dict[str, str]:
+            return {"out": step("a", fetch, "first") + step("b", fetch, "second")}
+
+        g = StateGraph(Counter)
+        g.add_node("work", work, retry_policy=RetryPolicy(initial_interval=0.01, jitter=False))
+        g.add_edge(START, "work")
+        g.add_edge("work", END)
+        with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
+            result = g.compile(checkpointer=saver).invoke(
+                {"text": "x"}, {"configurable": {"thread_id": "t"}}
+            )
+        assert result["out"] == "firstsecond"
+        assert calls == ["first", "second", "second"]
+
+    def test_a_node_looping_over_supersteps_runs_its_calls_each_time(self, tmp_path: Path) -> None:
+        calls: list[int] = []
+
+        class Loop(TypedDict):
+            n: int
+
+        def bump(n: int) -> int:
+            calls.append(n)
+            return n + 1
+
+        @durable_node
+        def inc(state: Loop) -> dict[str, int]:
+            return {"n": step("bump", bump, state["n"])}
+
+        g = StateGraph(Loop)
+        g.add_node("inc", inc)
+        g.add_edge(START, "inc")
+        g.add_conditional_edges("inc", lambda s: END if s["n"] >= 3 else "inc")
+        with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
+            out = g.compile(checkpointer=saver).invoke(
+                {"n": 0}, {"configurable": {"thread_id": "t"}}
+            )
+        assert out["n"] == 3
+        assert calls == [0, 1, 2]
 
     def test_a_node_resumed_after_interrupt_does_not_repeat_calls_made_before_it(
         self, tmp_path: Path
