@@ -322,19 +322,21 @@ class TestTheSaversRows:
                 saver.get_tuple({"configurable": {"thread_id": "t"}})
         assert not canary.exists()
 
-    def test_list_filters_on_nested_metadata_and_across_threads(self, tmp_path: Path) -> None:
+    def test_list_filters_on_lists_and_odd_keys_and_across_threads(self, tmp_path: Path) -> None:
         with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
             for thread, tags in (("a", ["x"]), ("b", ["y"]), ("c", ["x"])):
                 saver.put(
                     {"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
                     _checkpoint(_uuid6(), {}),
-                    {"source": "input", "step": -1, "tags": tags},
+                    {"source": "input", "step": -1, "tags": tags, "naïve\\key": thread},
                     {},
                 )
             found = [t.config["configurable"]["thread_id"] for t in saver.list(None)]
             tagged = list(saver.list(None, filter={"tags": ["x"]}, limit=1))
+            odd = list(saver.list(None, filter={"naïve\\key": "b", "step": -1}))
         assert found == ["c", "b", "a"]
         assert [t.config["configurable"]["thread_id"] for t in tagged] == ["c"]
+        assert [t.config["configurable"]["thread_id"] for t in odd] == ["b"]
 
     def test_a_journal_written_before_the_adapter_is_upgraded_and_keeps_its_steps(
         self, tmp_path: Path

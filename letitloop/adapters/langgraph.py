@@ -26,10 +26,11 @@ import inspect
 import json
 import os
 import random
+import re
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -76,6 +77,9 @@ _CHECKPOINT_COLUMNS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
 )
 _SCALARS = (str, int, float, bool)
+#: Metadata keys that a JSON path quotes without surprises; other keys (quotes,
+#: backslashes, non-ASCII) are filtered in Python instead of with json_extract.
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.\- ]+")
 
 _Row = tuple[str, str, str, "str | None", str, bytes, str]
 
@@ -254,7 +258,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         # that equality means what it means in Python (dict key order aside).
         in_python: dict[str, Any] = {}
         for key, value in (filter or {}).items():
-            if '"' in key or not (value is None or isinstance(value, _SCALARS)):
+            if not _PLAIN_KEY.fullmatch(key) or not (value is None or isinstance(value, _SCALARS)):
                 in_python[key] = value
             elif value is None:
                 where.append("json_extract(metadata, ?) IS NULL")
@@ -619,15 +623,31 @@ def node_run_key(config: RunnableConfig) -> tuple[str, str]:
     return _bounded(f"langgraph:{node}"), _bounded(f"{thread_id}|{ns}")
 
 
+@overload
+def durable_node(fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
 def durable_node(
-    fn: Callable[P, R] | None = None,
     *,
     goal: str | None = None,
     path: str | os.PathLike[str] | None = None,
     durability: Durability | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     registry: CodecRegistry | None = None,
-) -> Any:
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def durable_node(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    goal: str | None = None,
+    path: str | os.PathLike[str] | None = None,
+    durability: Durability | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    registry: CodecRegistry | None = None,
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Run a LangGraph node inside a journal, so ``step()`` calls in it are journaled.
 
     ``@durable_node`` (or ``@durable_node(...)``) on a sync node function opens
@@ -640,9 +660,11 @@ def durable_node(
     The journal file is the graph's checkpointer's when that is a
     ``LetItLoopCheckpointSaver`` (and ``path`` is not given), else ``path`` /
     ``$LETITLOOP_DB`` / ``.letitloop/journal.db``. ``goal`` replaces the
-    default ``langgraph:<node>``. Raises TypeError for an async node
-    function (not supported yet), LetItLoopError when called outside a graph
-    run that has a thread_id.
+    default ``langgraph:<node>``. Two processes running the same task at once
+    (two workers resuming one thread) are serialized by the journal's run
+    lock: the second waits up to ``timeout`` seconds, then raises
+    RunHeldError. Raises TypeError for an async node function (not supported
+    yet), LetItLoopError when called outside a graph run that has a thread_id.
     """
 
     def decorate(node_fn: Callable[P, R]) -> Callable[P, R]:
