@@ -410,6 +410,38 @@ class TestTheAsyncMethods:
         assert not done_while_locked
         assert tup is not None and tup.checkpoint["channel_values"] == {"k": "v"}
 
+    def test_an_async_graph_with_a_durable_sync_node_checkpoints_and_replays(
+        self, tmp_path: Path
+    ) -> None:
+        calls: list[str] = []
+
+        def model(text: str) -> str:
+            calls.append(text)
+            if len(calls) == 1:
+                raise ConnectionError("first call fails after nothing was recorded")
+            return text[::-1]
+
+        @durable_node
+        def work(state: Counter) -> dict[str, str]:
+            first = step("echo", str, state["text"])
+            return {"out": step("model", model, first)}
+
+        async def scenario() -> dict[str, Any]:
+            async with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
+                app = _graph(saver, work)
+                config = {"configurable": {"thread_id": "async"}}
+                with pytest.raises(ConnectionError):
+                    await app.ainvoke({"text": "abc"}, config)
+                out: dict[str, Any] = await app.ainvoke(None, config)
+                history = [t async for t in saver.alist(config)]
+                out["steps"] = sorted(t.metadata["step"] for t in history)
+                return out
+
+        out = asyncio.run(scenario())
+        assert out["out"] == "cba"
+        assert calls == ["abc", "abc"]
+        assert out["steps"] == [-1, 0, 1]
+
 
 class Counter(TypedDict):
     text: str
