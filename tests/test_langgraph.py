@@ -362,6 +362,21 @@ class TestTheSaversRows:
         with Journal("older", run="r1", path=db) as j:
             assert j.step("kept", str, 0) == "42"
 
+    def test_a_file_written_by_langgraphs_sqlite_saver_is_refused_untouched(
+        self, tmp_path: Path
+    ) -> None:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        from letitloop.errors import JournalFileError
+
+        db = tmp_path / "checkpoints.sqlite"
+        with sqlite3.connect(db) as conn:
+            SqliteSaver(conn).setup()
+        before = db.read_bytes()
+        with pytest.raises(JournalFileError, match=r"other tables \(checkpoints, writes\)"):
+            LetItLoopCheckpointSaver(db)
+        assert db.read_bytes() == before
+
     def test_the_core_package_never_imports_langgraph(self) -> None:
         code = (
             "import sys, letitloop, letitloop.cli, letitloop.journal, letitloop.durable\n"
