@@ -1,0 +1,251 @@
+"""LetItLoopCheckpointSaver against LangGraph's own SqliteSaver and AsyncSqliteSaver.
+
+    python benchmarks/bench_langgraph.py [--pairs 400] [--runs 15]
+
+Two measurements, every saver in the same run, medians printed side by side:
+
+1. ``put`` then ``get_tuple`` of one checkpoint (about 2 KB of channel values),
+   chained on one thread: the median of ``--pairs`` individually timed pairs.
+   Async savers are timed with ``aput`` + ``aget_tuple`` inside one event loop.
+2. A 20-node linear StateGraph invoked end to end on a fresh thread
+   (``invoke`` for the sync savers, ``ainvoke`` for the async ones, LangGraph's
+   default ``durability="async"``): the median of ``--runs`` invocations.
+   One more row runs the same graph with every node a ``durable_node`` that
+   records one step: the cost of journaling inside nodes.
+
+Bias, stated: letitloop's default durability is "process" (WAL,
+synchronous=NORMAL: survives a killed process, not a power loss).
+SqliteSaver and AsyncSqliteSaver open the file with SQLite's default
+synchronous=FULL, an fsync per commit. The rows "letitloop power" (FULL) and
+"SqliteSaver NORMAL" compare equal durability settings. Every file lives in
+one temporary folder on one disk; the machine is shared, so treat small
+differences as noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+
+from letitloop import step
+from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_node
+
+MESSAGES = [f"message {i}: " + "lorem ipsum dolor sit amet " * 7 for i in range(10)]
+
+
+def checkpoint() -> dict[str, Any]:
+    return {
+        "v": 1,
+        "id": str(uuid6(clock_seq=-1)),
+        "ts": "2026-11-30T00:00:00+00:00",
+        "channel_values": {"messages": MESSAGES, "count": 1},
+        "channel_versions": {"messages": 1, "count": 1},
+        "versions_seen": {},
+        "pending_sends": [],
+        "updated_channels": None,
+    }
+
+
+# -- savers ----------------------------------------------------------------------
+
+
+@contextmanager
+def letitloop_saver(path: Path, durability: str = "process") -> Iterator[BaseCheckpointSaver[Any]]:
+    with LetItLoopCheckpointSaver(path, durability=durability) as saver:  # type: ignore[arg-type]
+        yield saver
+
+
+@contextmanager
+def sqlite_saver(path: Path, synchronous: str | None = None) -> Iterator[BaseCheckpointSaver[Any]]:
+    conn = sqlite3.connect(path, check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    if synchronous:
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+    try:
+        yield saver
+    finally:
+        conn.close()
+
+
+@asynccontextmanager
+async def async_letitloop(path: Path) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    async with LetItLoopCheckpointSaver(path) as saver:
+        yield saver
+
+
+@asynccontextmanager
+async def async_sqlite(path: Path) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        yield saver
+
+
+SYNC: dict[str, Callable[[Path], Any]] = {
+    "letitloop (process)": letitloop_saver,
+    "letitloop (power)": lambda p: letitloop_saver(p, "power"),
+    "SqliteSaver (FULL, its default)": sqlite_saver,
+    "SqliteSaver (NORMAL)": lambda p: sqlite_saver(p, "NORMAL"),
+}
+ASYNC: dict[str, Callable[[Path], Any]] = {
+    "letitloop async (process)": async_letitloop,
+    "AsyncSqliteSaver (FULL, its default)": async_sqlite,
+}
+
+
+# -- 1. put + get_tuple ------------------------------------------------------------
+
+
+def pairs_sync(saver: BaseCheckpointSaver[Any], n: int) -> list[float]:
+    config: dict[str, Any] = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        stored = saver.put(config, checkpoint(), {"source": "loop", "step": i}, {"count": 1})  # type: ignore[arg-type]
+        got = saver.get_tuple(stored)
+        times.append(time.perf_counter() - start)
+        assert got is not None
+        config = stored  # type: ignore[assignment]
+    return times
+
+
+async def pairs_async(saver: BaseCheckpointSaver[Any], n: int) -> list[float]:
+    config: dict[str, Any] = {"configurable": {"thread_id": "bench", "checkpoint_ns": ""}}
+    times = []
+    for i in range(n):
+        start = time.perf_counter()
+        stored = await saver.aput(config, checkpoint(), {"source": "loop", "step": i}, {"count": 1})  # type: ignore[arg-type]
+        got = await saver.aget_tuple(stored)
+        times.append(time.perf_counter() - start)
+        assert got is not None
+        config = stored  # type: ignore[assignment]
+    return times
+
+
+# -- 2. a 20-node graph --------------------------------------------------------------
+
+
+class State(TypedDict):
+    trail: list[str]
+
+
+def plain_node(name: str) -> Callable[[State], dict[str, list[str]]]:
+    return lambda s: {"trail": [*s["trail"], name]}
+
+
+def journaled_node(name: str) -> Callable[[State], dict[str, list[str]]]:
+    """The same node as a durable_node whose work is one journaled step."""
+
+    @durable_node
+    def node(s: State) -> dict[str, list[str]]:
+        return {"trail": [*s["trail"], step("append", str, name)]}
+
+    return node
+
+
+def twenty_nodes(checkpointer: BaseCheckpointSaver[Any], durable: bool = False) -> Any:
+    graph = StateGraph(State)
+    names = [f"n{i:02d}" for i in range(20)]
+    for name in names:
+        graph.add_node(name, journaled_node(name) if durable else plain_node(name))
+    graph.add_edge(START, names[0])
+    for a, b in itertools.pairwise(names):
+        graph.add_edge(a, b)
+    graph.add_edge(names[-1], END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def graph_sync(saver: BaseCheckpointSaver[Any], runs: int, durable: bool = False) -> list[float]:
+    app = twenty_nodes(saver, durable)
+    times = []
+    for r in range(runs):
+        start = time.perf_counter()
+        out = app.invoke({"trail": []}, {"configurable": {"thread_id": f"g{r}"}})
+        times.append(time.perf_counter() - start)
+        assert len(out["trail"]) == 20
+    return times
+
+
+async def graph_async(saver: BaseCheckpointSaver[Any], runs: int) -> list[float]:
+    app = twenty_nodes(saver)
+    times = []
+    for r in range(runs):
+        start = time.perf_counter()
+        out = await app.ainvoke({"trail": []}, {"configurable": {"thread_id": f"g{r}"}})
+        times.append(time.perf_counter() - start)
+        assert len(out["trail"]) == 20
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=400, help="put+get_tuple pairs per saver")
+    parser.add_argument("--runs", type=int, default=15, help="20-node invocations per saver")
+    args = parser.parse_args()
+
+    print(f"Python {platform.python_version()} ({sys.platform}), SQLite {sqlite3.sqlite_version}")
+    print(
+        f"langgraph {version('langgraph')}, langgraph-checkpoint "
+        f"{version('langgraph-checkpoint')}, langgraph-checkpoint-sqlite "
+        f"{version('langgraph-checkpoint-sqlite')}, letitloop {version('letitloop')}"
+    )
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
+
+    results: dict[str, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        base = Path(folder)
+        print(f"files in {base}\n")
+        for i, (name, make) in enumerate(SYNC.items()):
+            with make(base / f"pairs-{i}.db") as saver:
+                pairs_sync(saver, 20)  # warm-up: schema, page cache
+                pair = statistics.median(pairs_sync(saver, args.pairs))
+            with make(base / f"graph-{i}.db") as saver:
+                graph_sync(saver, 2)
+                graph = statistics.median(graph_sync(saver, args.runs))
+            results[name] = (pair, graph)
+
+        async def run_async() -> None:
+            for i, (name, make) in enumerate(ASYNC.items()):
+                async with make(base / f"apairs-{i}.db") as saver:
+                    await pairs_async(saver, 20)
+                    pair = statistics.median(await pairs_async(saver, args.pairs))
+                async with make(base / f"agraph-{i}.db") as saver:
+                    await graph_async(saver, 2)
+                    graph = statistics.median(await graph_async(saver, args.runs))
+                results[name] = (pair, graph)
+
+        asyncio.run(run_async())
+
+        # What durable nodes add: every node opens its journal run and records one step.
+        with letitloop_saver(base / "durable.db") as saver:
+            graph_sync(saver, 2, durable=True)
+            graph = statistics.median(graph_sync(saver, args.runs, durable=True))
+        results["letitloop (process) + 20 durable_node"] = (float("nan"), graph)
+
+    width = max(len(n) for n in results)
+    print(f"{'saver':<{width}}  {'put+get_tuple (median)':>23}  {'20-node invoke (median)':>24}")
+    for name, (pair, graph) in results.items():
+        pair_text = "-" if pair != pair else f"{pair * 1e6:.0f} µs"
+        print(f"{name:<{width}}  {pair_text:>23}  {graph * 1e3:>21.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Framework integrations, one module each, imported only by the user (never by the core)."""
