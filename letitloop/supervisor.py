@@ -584,9 +584,11 @@ class Supervisor:
             if self._stop:
                 return None
             try:
-                return proc.wait(timeout=POLL_S)
+                returncode = proc.wait(timeout=POLL_S)
             except subprocess.TimeoutExpired:
                 continue
+            # A child that died of the signal just forwarded to it was stopped, not crashed.
+            return None if self._stop else returncode
 
     def _sleep(self, seconds: float) -> None:
         deadline = self.clock() + seconds
@@ -810,8 +812,7 @@ def _refuse_interactive() -> None:
             "@supervise cannot restart a notebook or IPython session (there is no program "
             "to run again); move the code into a script and run 'lil watch script.py'"
         )
-    main = sys.modules.get("__main__")
-    if hasattr(sys, "ps1") or main is None or not getattr(main, "__file__", None):
+    if hasattr(sys, "ps1") or (sys.flags.inspect and not sys.argv[0]):
         raise SupervisorError(
             "@supervise cannot restart an interactive session (there is no program to run "
             "again); save the code as a script and run 'python script.py' or "
@@ -901,7 +902,7 @@ def supervise(
             if supervised_child():
                 return func(*args, **kwargs)
             _refuse_interactive()
-            main = sys.modules["__main__"]
+            main = sys.modules.get("__main__")
             tail, target = program_argv(sys.orig_argv, getattr(main, "__file__", None))
             status = Supervisor([sys.executable, *tail], target=target, policy=policy, db=db).run()
             raise SystemExit(status)
