@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -371,6 +372,12 @@ def _group_alive(pgid: int) -> bool:
     On Linux it reads /proc, because a zombie still counts as a member of its
     group for ``killpg(pgid, 0)`` and a container's init may never reap it.
     """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False  # the common case, answered without reading /proc
+    except PermissionError:
+        return True
     proc = Path("/proc")
     if sys.platform.startswith("linux") and proc.is_dir():
         for entry in os.listdir(proc):
@@ -384,12 +391,6 @@ def _group_alive(pgid: int) -> bool:
             if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
                 return True
         return False
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 
@@ -580,15 +581,16 @@ class Supervisor:
 
     def _wait(self, proc: subprocess.Popen[bytes]) -> int | None:
         """The child's returncode, or None when a stop signal arrived first."""
-        while True:
+        # A thread blocks in wait() so that the death is seen at once; the main
+        # thread wakes every POLL_S to see whether a stop signal arrived.
+        waiter = threading.Thread(target=proc.wait, name="letitloop-wait", daemon=True)
+        waiter.start()
+        while waiter.is_alive():
             if self._stop:
                 return None
-            try:
-                returncode = proc.wait(timeout=POLL_S)
-            except subprocess.TimeoutExpired:
-                continue
-            # A child that died of the signal just forwarded to it was stopped, not crashed.
-            return None if self._stop else returncode
+            waiter.join(POLL_S)
+        # A child that died of the signal just forwarded to it was stopped, not crashed.
+        return None if self._stop else proc.returncode
 
     def _sleep(self, seconds: float) -> None:
         deadline = self.clock() + seconds
