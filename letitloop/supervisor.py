@@ -29,9 +29,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, Literal, NoReturn, ParamSpec, TypeVar, overload
+from typing import IO, TYPE_CHECKING, Any, Literal, NoReturn, ParamSpec, TypeVar, overload
 
 from .errors import LetItLoopError, SupervisorError
+
+if TYPE_CHECKING:
+    from .store import Store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -44,7 +47,9 @@ RESTART_MODES: tuple[RestartMode, ...] = ("on-failure", "on-crash", "always")
 #: (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). SIGHUP is included
 #: because the child runs in its own session: a closed terminal would
 #: otherwise kill the watcher and leave the child running, unwatched.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 #: How often the watcher wakes to check for a stop request while the child
 #: runs or a backoff elapses. Short enough that Ctrl+C feels instant, long
@@ -330,7 +335,7 @@ class Recorder:
         self.wall = wall
         self.host = socket.gethostname()
         # Opening the file up front makes a bad --db path fail before any start.
-        self.store: Any = Store(path)
+        self.store: Store = Store(path)
         self.path = self.store.path
         self._warned = False
 

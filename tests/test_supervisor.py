@@ -318,6 +318,32 @@ class TestTheRestartBudgetAndTheBreaker:
             assert at(after) - at(death) >= delay - 0.01
 
 
+class TestAChildThatStayedUpLongEnough:
+    def test_its_death_starts_the_budget_and_the_backoff_afresh(self, tmp_path: Path) -> None:
+        write(
+            tmp_path,
+            "flaky.py",
+            """
+            import os, sys, time
+            attempt = int(os.environ["LETITLOOP_ATTEMPT"])
+            if attempt == 2:
+                time.sleep(0.5)  # a healthy stretch, longer than --stable-after
+            sys.exit(0 if attempt == 3 else 1)
+            """,
+        )
+        argv = [LIL, "watch", "--max-restarts", "1", "--stable-after", "0.4", *FAST, "flaky.py"]
+        result = run(argv, tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "exited with code 1 after" in result.stderr
+        assert "; restart 1/1 in 0.05 s; stayed up long enough, backoff reset" in result.stderr
+        delays = [
+            r["delay_s"]
+            for r in events(tmp_path / ".letitloop" / "journal.db")
+            if r["event"] == "restart"
+        ]
+        assert delays == [0.05, 0.05]
+
+
 class TestExitsThatDoNotRestart:
     def test_a_code_listed_in_no_restart_on_ends_the_loop_with_that_code(
         self, tmp_path: Path
