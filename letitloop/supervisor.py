@@ -116,7 +116,11 @@ class Policy:
             bad("restart", "one of " + ", ".join(RESTART_MODES), self.restart)
         if not isinstance(self.jitter, (int, float)) or not 0 <= self.jitter <= 1:
             bad("jitter", "a fraction between 0 and 1", self.jitter)
-        object.__setattr__(self, "no_restart_on", frozenset(self.no_restart_on))
+        codes = frozenset(self.no_restart_on)
+        for code in codes:
+            if not isinstance(code, int) or not 0 <= code <= 255:
+                bad("no_restart_on", "exit statuses between 0 and 255", code)
+        object.__setattr__(self, "no_restart_on", codes)
 
 
 @dataclass(frozen=True)
@@ -437,6 +441,11 @@ class Supervisor:
     ) -> None:
         from .journal import new_run_id
 
+        if os.name != "posix":
+            raise SupervisorError(
+                "supervision needs POSIX process groups and signals (Linux, macOS), found "
+                f"{sys.platform}; on Windows run it under WSL"
+            )
         self.argv = list(argv)
         self.target = target
         self.policy = RestartPolicy(policy, clock=clock, rng=rng)
@@ -542,47 +551,38 @@ class Supervisor:
             how = ChildExit.from_returncode(returncode)
             uptime = pol.uptime()
             decision = pol.exited(how)
+            what = f"{self.target} {how.describe()} after {_secs(uptime)}"
+            if decision.action == "restart":
+                note = "; stayed up long enough, backoff reset" if decision.reset else ""
+                why = f"restart {pol.restart_label(decision)} in {_secs(decision.delay)}{note}"
+                event = "restart"
+            elif decision.action == "stop" and decision.reason == "finished":
+                why, event = "done", "stop"
+            elif decision.action == "stop":
+                why, event = f"not restarting: {decision.reason}; exit {decision.status}", "stop"
+            else:
+                why, event = f"giving up: {decision.reason}; exit {decision.status}", "give_up"
+            line = self.say(f"{what}; {why}")
+            self.recorder.record(
+                "exit",
+                attempt,
+                child_pid=proc.pid,
+                exit_code=how.status,
+                signal=how.signal_name,
+                uptime_s=round(uptime, 6),
+                message=line,
+            )
+            delay = decision.delay if event == "restart" else None
+            self.recorder.record(event, attempt, child_pid=proc.pid, delay_s=delay, message=line)
             # Stragglers of the dead child (workers it forked) must not outlive
             # it: the next attempt would run beside them.
             self._clear_group(proc.pid)
-            what = f"{self.target} {how.describe()} after {_secs(uptime)}"
-            exit_values = {
-                "child_pid": proc.pid,
-                "exit_code": how.status,
-                "signal": how.signal_name,
-                "uptime_s": round(uptime, 6),
-            }
-            if decision.action == "restart":
-                note = "; stayed up long enough, backoff reset" if decision.reset else ""
-                line = self.say(
-                    f"{what}; restart {pol.restart_label(decision)} in "
-                    f"{_secs(decision.delay)}{note}"
-                )
-                self.recorder.record("exit", attempt, **exit_values, message=line)
-                self.recorder.record(
-                    "restart", attempt, child_pid=proc.pid, delay_s=decision.delay, message=line
-                )
-                try:
-                    self._sleep(decision.delay)
-                except _Stop as stop:
-                    return self._stopped_between(stop.signum)
-                continue
-            if decision.action == "stop":
-                why = (
-                    "done"
-                    if decision.reason == "finished"
-                    else f"not restarting: {decision.reason}"
-                )
-                event = "stop"
-            else:
-                why = f"giving up: {decision.reason}"
-                event = "give_up"
-            line = self.say(
-                f"{what}; {why}" if why == "done" else f"{what}; {why}; exit {decision.status}"
-            )
-            self.recorder.record("exit", attempt, **exit_values, message=line)
-            self.recorder.record(event, attempt, child_pid=proc.pid, message=line)
-            return decision.status
+            if event != "restart":
+                return decision.status
+            try:
+                self._sleep(decision.delay)
+            except _Stop as stop:
+                return self._stopped_between(stop.signum)
 
     def _wait(self, proc: subprocess.Popen[bytes]) -> int | None:
         """The child's returncode, or None when a stop signal arrived first."""
@@ -914,7 +914,6 @@ def supervise(
             status = Supervisor([sys.executable, *tail], target=target, policy=policy, db=db).run()
             raise SystemExit(status)
 
-        wrapper.__letitloop_policy__ = policy  # type: ignore[attr-defined]
         return wrapper
 
     if fn is not None:

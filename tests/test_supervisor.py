@@ -482,6 +482,36 @@ class TestStoppingTheWatcher:
         assert "sent SIGKILL after the 0.50 s grace" in err
         assert not alive(child)
 
+    def test_a_second_ctrl_c_during_the_grace_kills_at_once(self, tmp_path: Path) -> None:
+        write(
+            tmp_path,
+            "deaf.py",
+            """
+            import os, signal, time
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            with open("pids.txt", "a") as f:
+                f.write(f"{os.getpid()}\\n")
+            time.sleep(60)
+            """,
+        )
+        watcher = spawn_watch(tmp_path, "--grace", "50", *FAST, "deaf.py")
+        (child,) = map(int, wait_for(tmp_path / "pids.txt"))
+        t0 = time.monotonic()
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.stderr is not None
+        said = ""
+        while "got SIGINT; stopping" not in said:  # the watcher took the first press
+            line = watcher.stderr.readline()
+            assert line, said
+            said += line
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=SLOW_MACHINE_S)
+        err = said + err
+        assert watcher.returncode == 130
+        assert time.monotonic() - t0 < 50  # not the whole grace
+        assert "deaf.py killed by SIGKILL" in err
+        assert not alive(child)
+
     def test_no_grandchild_survives_a_stopped_watcher(self, tmp_path: Path) -> None:
         write(tmp_path, "sleeper.py", SLEEPER)
         watcher = spawn_watch(tmp_path, "--grace", "0.5", *FAST, "sleeper.py", "--grandchild")
