@@ -3,7 +3,8 @@
 from .durable import durable, step
 from .errors import LetItLoopError
 from .journal import Journal
+from .supervisor import supervise
 
 __version__ = "0.1.0"
 
-__all__ = ["Journal", "LetItLoopError", "__version__", "durable", "step"]
+__all__ = ["Journal", "LetItLoopError", "__version__", "durable", "step", "supervise"]

@@ -62,3 +62,7 @@ class NoJournalError(LetItLoopError):
 
 class RunNotFoundError(LetItLoopError):
     """A run or goal named on the command line or in a library call does not exist."""
+
+
+class SupervisorError(LetItLoopError):
+    """Supervision cannot start: nothing to re-run (a notebook), a bad setting or target."""

@@ -1,0 +1,937 @@
+"""Restart policy and the child-process loop behind ``lil watch`` and ``@supervise``.
+
+Two parts, kept apart so that each can be tested on its own:
+
+- :class:`RestartPolicy` decides, for each death of the child, whether to
+  restart it and after how long. It is pure: it reads time only from the
+  clock it is given, so tests drive it with a fake clock and never sleep.
+- :class:`Supervisor` runs the child interpreter in its own process group,
+  waits for it, forwards SIGINT/SIGTERM/SIGHUP to the group, asks the policy,
+  sleeps the backoff and starts it again; every event is one line on stderr
+  and one row of ``supervisor_events`` in the journal file.
+
+This module never imports click: ``import letitloop`` stays light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any, Literal, NoReturn, ParamSpec, TypeVar, overload
+
+from .errors import LetItLoopError, SupervisorError
+
+if TYPE_CHECKING:
+    from .store import Store
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+RestartMode = Literal["on-failure", "on-crash", "always"]
+RESTART_MODES: tuple[RestartMode, ...] = ("on-failure", "on-crash", "always")
+
+#: Signals that stop the watcher. Each is forwarded to the child's process
+#: group and ends the loop without a restart; the watcher then exits 128+N
+#: (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). SIGHUP is included
+#: because the child runs in its own session: a closed terminal would
+#: otherwise kill the watcher and leave the child running, unwatched.
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+#: How often the watcher wakes to check for a stop request while the child
+#: runs or a backoff elapses. Short enough that Ctrl+C feels instant, long
+#: enough to cost nothing.
+POLL_S = 0.05
+
+#: After SIGKILL, how long the watcher waits for the group to disappear
+#: before moving on (a process stuck in uninterruptible I/O cannot be hurried).
+KILL_WAIT_S = 2.0
+
+
+# -- the policy ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The restart settings; the defaults are those of ``lil watch``.
+
+    Raises SupervisorError at construction when a setting is out of range.
+    """
+
+    #: Restarts allowed since the last stable run; None for no limit.
+    max_restarts: int | None = 10
+    #: Seconds before the first restart.
+    backoff: float = 1.0
+    #: Each further restart waits this many times longer than the previous one.
+    backoff_factor: float = 2.0
+    #: The longest wait between two starts.
+    backoff_max: float = 60.0
+    #: A child that stayed up this long resets the delay and the restart count.
+    stable_after: float = 30.0
+    #: More than ``burst`` deaths within ``window`` seconds trips the breaker.
+    burst: int = 5
+    window: float = 10.0
+    #: Which deaths restart: any failure, only signal deaths, or every exit.
+    restart: RestartMode = "on-failure"
+    #: Exit statuses that never restart (128+N matches a death by signal N).
+    no_restart_on: frozenset[int] = field(default_factory=frozenset)
+    #: Seconds the child gets to exit after a forwarded signal, before SIGKILL.
+    grace: float = 10.0
+    #: Random spread of each delay, as a fraction (0.1 = ±10 %); off by default.
+    jitter: float = 0.0
+
+    def __post_init__(self) -> None:
+        def bad(name: str, expected: str, value: object) -> NoReturn:
+            raise SupervisorError(
+                f"supervision setting {name} must be {expected}, got {value!r}; "
+                f"fix the value passed to lil watch or @supervise"
+            )
+
+        if self.max_restarts is not None and (
+            not isinstance(self.max_restarts, int) or self.max_restarts < 0
+        ):
+            bad("max_restarts", "a whole number >= 0 or None (no limit)", self.max_restarts)
+        for name in ("backoff", "backoff_max", "stable_after", "window", "grace"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0 or value != value:
+                bad(name, "a number of seconds >= 0", value)
+        if not isinstance(self.backoff_factor, (int, float)) or not self.backoff_factor >= 1:
+            bad("backoff_factor", "a number >= 1", self.backoff_factor)
+        if not isinstance(self.burst, int) or self.burst < 1:
+            bad("burst", "a whole number >= 1", self.burst)
+        if self.restart not in RESTART_MODES:
+            bad("restart", "one of " + ", ".join(RESTART_MODES), self.restart)
+        if not isinstance(self.jitter, (int, float)) or not 0 <= self.jitter <= 1:
+            bad("jitter", "a fraction between 0 and 1", self.jitter)
+        codes = frozenset(self.no_restart_on)
+        for code in codes:
+            if not isinstance(code, int) or not 0 <= code <= 255:
+                bad("no_restart_on", "exit statuses between 0 and 255", code)
+        object.__setattr__(self, "no_restart_on", codes)
+
+
+@dataclass(frozen=True)
+class ChildExit:
+    """How a child ended: an exit code, or the signal that killed it."""
+
+    code: int | None = None
+    signal: int | None = None
+
+    @classmethod
+    def from_returncode(cls, returncode: int) -> ChildExit:
+        """From ``Popen.returncode``: negative means killed by that signal."""
+        if returncode < 0:
+            return cls(signal=-returncode)
+        return cls(code=returncode)
+
+    @property
+    def status(self) -> int:
+        """The shell's view: the exit code, or 128+N for a death by signal N."""
+        if self.signal is not None:
+            return 128 + self.signal
+        return self.code or 0
+
+    @property
+    def signal_name(self) -> str | None:
+        return None if self.signal is None else signal_name(self.signal)
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"killed by {signal_name(self.signal)}"
+        return f"exited with code {self.code}"
+
+
+Action = Literal["restart", "stop", "give_up"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the policy decided after a death.
+
+    ``action`` is ``restart`` (after ``delay`` seconds), ``stop`` (the child
+    finished, or its exit is one that must not restart) or ``give_up`` (the
+    restart budget or the breaker ended the loop). ``status`` is the exit
+    status the watcher ends with when it does not restart.
+    """
+
+    action: Action
+    status: int
+    delay: float = 0.0
+    #: The restart about to happen, counted since the last stable run (1, 2, …).
+    restart_number: int = 0
+    #: Why the loop ends (empty for a restart).
+    reason: str = ""
+    #: True when the child's uptime reset the delay and the restart count.
+    reset: bool = False
+
+
+class RestartPolicy:
+    """The state machine of restarts: backoff, stable reset, budget and breaker.
+
+    Call :meth:`started` when a child starts and :meth:`exited` when it ends;
+    the policy reads time only from ``clock`` (monotonic seconds) and random
+    numbers only from ``rng`` (floats in [0, 1), used for jitter).
+    """
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rng: Callable[[], float] | None = None,
+    ) -> None:
+        self.policy = policy or Policy()
+        self.clock = clock
+        if rng is None:
+            import random
+
+            rng = random.random
+        self.rng = rng
+        #: Starts so far (the attempt number of the running or last child).
+        self.attempt = 0
+        #: Restarts since the last stable run (what max_restarts limits).
+        self.restarts = 0
+        self._started_at: float | None = None
+        self._deaths: deque[float] = deque()
+
+    def started(self) -> int:
+        """Note that a child started now; return its attempt number (1, 2, …)."""
+        self.attempt += 1
+        self._started_at = self.clock()
+        return self.attempt
+
+    def uptime(self) -> float:
+        """Seconds since the last :meth:`started` (0 before any start)."""
+        return 0.0 if self._started_at is None else max(0.0, self.clock() - self._started_at)
+
+    def delay_for(self, restart_number: int) -> float:
+        """The backoff before restart ``restart_number`` (1-based), without jitter."""
+        p = self.policy
+        try:
+            delay = p.backoff * p.backoff_factor ** (restart_number - 1)
+        except OverflowError:
+            delay = p.backoff_max
+        return min(delay, p.backoff_max)
+
+    def exited(self, how: ChildExit) -> Decision:
+        """Decide what follows the death of the running child (call once per start)."""
+        p = self.policy
+        now = self.clock()
+        uptime = self.uptime()
+        status = how.status
+        if how.signal is None and how.code == 0 and p.restart != "always":
+            return Decision("stop", 0, reason="finished")
+        if p.restart == "on-crash" and how.signal is None:
+            return Decision("stop", status, reason="not a crash (restart on-crash)")
+        if status in p.no_restart_on:
+            return Decision("stop", status, reason=f"exit status {status} is in no-restart-on")
+
+        reset = uptime >= p.stable_after and self.restarts > 0
+        if uptime >= p.stable_after:
+            # It ran long enough to count as healthy: start the backoff and the
+            # budget afresh (pm2's min_uptime, supervisord's startsecs).
+            self.restarts = 0
+
+        # The breaker: a crash loop ends now, whatever the budget says
+        # (systemd's StartLimitBurst within StartLimitIntervalSec).
+        self._deaths.append(now)
+        while self._deaths and self._deaths[0] < now - p.window:
+            self._deaths.popleft()
+        if len(self._deaths) > p.burst:
+            return Decision(
+                "give_up",
+                status,
+                reason=(
+                    f"{len(self._deaths)} deaths within {_secs(p.window)} "
+                    f"(more than the burst limit of {p.burst})"
+                ),
+                reset=reset,
+            )
+        if p.max_restarts is not None and self.restarts >= p.max_restarts:
+            return Decision(
+                "give_up",
+                status,
+                reason=f"restart budget used up ({p.max_restarts} restarts)",
+                reset=reset,
+            )
+        self.restarts += 1
+        delay = self.delay_for(self.restarts)
+        if p.jitter:
+            delay = max(0.0, delay * (1 + p.jitter * (2 * self.rng() - 1)))
+        return Decision("restart", status, delay=delay, restart_number=self.restarts, reset=reset)
+
+    def restart_label(self, decision: Decision) -> str:
+        """``2/10`` (or ``2`` with no limit) for the message of a restart."""
+        limit = self.policy.max_restarts
+        n = decision.restart_number
+        return f"{n}" if limit is None else f"{n}/{limit}"
+
+
+def signal_name(signum: int) -> str:
+    """``SIGKILL`` for 9; ``signal 64`` for a number with no name here."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def parse_exit_status(text: str) -> int:
+    """An exit status from ``3``, ``137`` or a signal name (``SIGKILL``, ``KILL`` -> 137)."""
+    value = text.strip()
+    if value.lstrip("-").isdigit():
+        code = int(value)
+        if not 0 <= code <= 255:
+            raise SupervisorError(
+                f"an exit status must be between 0 and 255, got {code}; "
+                f"use 128+N (or the signal's name) for a death by signal N"
+            )
+        return code
+    name = value.upper()
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return 128 + int(signal.Signals[name])
+    except KeyError:
+        raise SupervisorError(
+            f"expected an exit status (0-255) or a signal name such as SIGKILL, got {text!r}"
+        ) from None
+
+
+def _secs(s: float) -> str:
+    if s < 1:
+        return f"{s:.2f} s"
+    return f"{s:.1f} s" if s < 100 else f"{s:.0f} s"
+
+
+# -- the journal records ------------------------------------------------------
+
+
+class Recorder:
+    """Writes ``supervisor_events`` rows; a failing journal warns once, never stops the loop."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        *,
+        watch_id: str,
+        target: str,
+        err: IO[str],
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        from .store import Store
+
+        self.watch_id = watch_id
+        self.target = target
+        self.err = err
+        self.wall = wall
+        self.host = socket.gethostname()
+        # Opening the file up front makes a bad --db path fail before any start.
+        self.store: Store = Store(path)
+        self.path = self.store.path
+        self._warned = False
+
+    def record(self, event: str, attempt: int, **values: Any) -> None:
+        from .store import utc_iso
+
+        row = {
+            "watch_id": self.watch_id,
+            "at": utc_iso(self.wall()),
+            "event": event,
+            "target": self.target,
+            "attempt": attempt,
+            "watcher_pid": os.getpid(),
+            "host": self.host,
+            **values,
+        }
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        try:
+            self.store.write1(
+                f"INSERT INTO supervisor_events ({cols}) VALUES ({marks})", tuple(row.values())
+            )
+        except LetItLoopError as exc:
+            # Liveness comes first: a journal we cannot write must not stop the restarts.
+            if not self._warned:
+                self._warned = True
+                print(f"lil: warning: cannot record supervisor events: {exc}", file=self.err)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+# -- process groups -----------------------------------------------------------
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while a live (non-zombie) process is in group ``pgid``.
+
+    On Linux it reads /proc, because a zombie still counts as a member of its
+    group for ``killpg(pgid, 0)`` and a container's init may never reap it.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False  # the common case, answered without reading /proc
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if sys.platform.startswith("linux") and proc.is_dir():
+        for entry in os.listdir(proc):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = (proc / entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                return True
+        return False
+    return True
+
+
+def _killpg(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+# -- the loop -----------------------------------------------------------------
+
+
+class _Stop(Exception):
+    """Internal: the watcher was asked to stop by this signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class Supervisor:
+    """Runs ``argv`` as a child interpreter and restarts it per the policy.
+
+    :meth:`run` returns the exit status the watcher should end with: 0 when
+    the child finished, the child's last status (128+N for a signal) when the
+    loop stopped or gave up, 128+N when the watcher got signal N.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        target: str,
+        policy: Policy | None = None,
+        db: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None,
+        err: IO[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        rng: Callable[[], float] | None = None,
+    ) -> None:
+        from .journal import new_run_id
+
+        if os.name != "posix":
+            raise SupervisorError(
+                "supervision needs POSIX process groups and signals (Linux, macOS), found "
+                f"{sys.platform}; on Windows run it under WSL"
+            )
+        self.argv = list(argv)
+        self.target = target
+        self.policy = RestartPolicy(policy, clock=clock, rng=rng)
+        self.clock = clock
+        self.err = err if err is not None else sys.stderr
+        self.watch_id = new_run_id(time.time())
+        self.recorder = Recorder(db, watch_id=self.watch_id, target=target, err=self.err)
+        self.env = dict(os.environ if env is None else env)
+        self._stop: list[int] = []
+        self._proc: subprocess.Popen[bytes] | None = None
+        #: True once the stop signal reached the running child's group.
+        self._forwarded = False
+
+    # -- messages --
+
+    def say(self, line: str) -> str:
+        text = f"lil: {line}"
+        # A closed stderr must not stop the supervision.
+        with contextlib.suppress(OSError, ValueError):
+            print(text, file=self.err, flush=True)
+        return text
+
+    # -- signals --
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._stop.append(signum)
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            # A second signal while the child is already being stopped: no more grace.
+            _killpg(proc.pid, signal.SIGKILL if self._forwarded else signum)
+            self._forwarded = True
+
+    @contextlib.contextmanager
+    def _signals(self) -> Any:
+        previous: dict[signal.Signals, Any] = {}
+        try:
+            for s in STOP_SIGNALS:
+                previous[s] = signal.signal(s, self._on_signal)
+        except ValueError:
+            # Not the main thread: signal handlers cannot be installed here.
+            for s, h in previous.items():
+                signal.signal(s, h)
+            raise SupervisorError(
+                "supervision must run in the main thread (it handles SIGINT and SIGTERM); "
+                "call the @supervise function or lil watch from the main thread"
+            ) from None
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+    def _check_stop(self) -> None:
+        if self._stop:
+            raise _Stop(self._stop[0])
+
+    # -- the loop --
+
+    def run(self) -> int:
+        """Start, watch and restart the child until the policy or a signal ends it."""
+        try:
+            with self._signals():
+                return self._loop()
+        finally:
+            self.recorder.close()
+
+    def _loop(self) -> int:
+        pol = self.policy
+        while True:
+            try:
+                self._check_stop()
+            except _Stop as stop:
+                return self._stopped_between(stop.signum)
+            attempt = pol.started()
+            env = {
+                **self.env,
+                "LETITLOOP_ATTEMPT": str(attempt),
+                "LETITLOOP_SUPERVISED": "1",
+                "LETITLOOP_WATCH_ID": self.watch_id,
+                # The child's journals go to the file these records go to.
+                "LETITLOOP_DB": str(self.recorder.path.absolute()),
+            }
+            try:
+                # start_new_session: the child leads its own session and process
+                # group, so the watcher can signal it and every grandchild at once,
+                # and Ctrl+C in the terminal reaches only the watcher, which forwards it.
+                proc = subprocess.Popen(self.argv, env=env, start_new_session=True)
+            except OSError as exc:
+                raise SupervisorError(
+                    f"cannot start {self.argv[0]!r} ({exc}); check the interpreter path"
+                ) from None
+            self._forwarded = False
+            self._proc = proc
+            if self._stop and not self._forwarded:  # it came while Popen was starting
+                self._forwarded = True
+                _killpg(proc.pid, self._stop[0])
+            line = self.say(f"{self.target} started (attempt {attempt}, pid {proc.pid})")
+            self.recorder.record("start", attempt, child_pid=proc.pid, message=line)
+            returncode = self._wait(proc)
+            if returncode is None:
+                return self._stop_child(proc, attempt)
+            self._proc = None
+            how = ChildExit.from_returncode(returncode)
+            uptime = pol.uptime()
+            decision = pol.exited(how)
+            what = f"{self.target} {how.describe()} after {_secs(uptime)}"
+            if decision.action == "restart":
+                note = "; stayed up long enough, backoff reset" if decision.reset else ""
+                why = f"restart {pol.restart_label(decision)} in {_secs(decision.delay)}{note}"
+                event = "restart"
+            elif decision.action == "stop" and decision.reason == "finished":
+                why, event = "done", "stop"
+            elif decision.action == "stop":
+                why, event = f"not restarting: {decision.reason}; exit {decision.status}", "stop"
+            else:
+                why, event = f"giving up: {decision.reason}; exit {decision.status}", "give_up"
+            line = self.say(f"{what}; {why}")
+            self.recorder.record(
+                "exit",
+                attempt,
+                child_pid=proc.pid,
+                exit_code=how.status,
+                signal=how.signal_name,
+                uptime_s=round(uptime, 6),
+                message=line,
+            )
+            delay = decision.delay if event == "restart" else None
+            self.recorder.record(event, attempt, child_pid=proc.pid, delay_s=delay, message=line)
+            # Stragglers of the dead child (workers it forked) must not outlive
+            # it: the next attempt would run beside them.
+            self._clear_group(proc.pid)
+            if event != "restart":
+                return decision.status
+            try:
+                self._sleep(decision.delay)
+            except _Stop as stop:
+                return self._stopped_between(stop.signum)
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> int | None:
+        """The child's returncode, or None when a stop signal arrived first."""
+        # A thread blocks in wait() so that the death is seen at once; the main
+        # thread wakes every POLL_S to see whether a stop signal arrived.
+        waiter = threading.Thread(target=proc.wait, name="letitloop-wait", daemon=True)
+        waiter.start()
+        while waiter.is_alive():
+            if self._stop:
+                return None
+            waiter.join(POLL_S)
+        # A child that died of the signal just forwarded to it was stopped, not crashed.
+        return None if self._stop else proc.returncode
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = self.clock() + seconds
+        while True:
+            self._check_stop()
+            left = deadline - self.clock()
+            if left <= 0:
+                return
+            time.sleep(min(POLL_S, left))
+
+    def _stop_child(self, proc: subprocess.Popen[bytes], attempt: int) -> int:
+        """The watcher got a stop signal while the child ran: stop the group, then exit."""
+        signum = self._stop[0]
+        status = 128 + signum
+        grace = self.policy.policy.grace
+        self.say(
+            f"got {signal_name(signum)}; stopping {self.target} "
+            f"(pid {proc.pid}, grace {_secs(grace)})"
+        )
+        if not self._forwarded:
+            self._forwarded = True
+            _killpg(proc.pid, signum)
+        deadline = self.clock() + grace
+        killed = False
+        while proc.poll() is None or _group_alive(proc.pid):
+            if self.clock() >= deadline or len(self._stop) > 1:
+                if not killed:
+                    killed = True
+                    _killpg(proc.pid, signal.SIGKILL)
+                    deadline = self.clock() + KILL_WAIT_S
+                else:
+                    break
+            time.sleep(POLL_S / 2)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        self._proc = None
+        how = ChildExit.from_returncode(proc.returncode)
+        uptime = self.policy.uptime()
+        after = f"; sent SIGKILL after the {_secs(grace)} grace" if killed else ""
+        line = self.say(
+            f"{self.target} {how.describe()} after {_secs(uptime)}{after}; "
+            f"stopped by {signal_name(signum)}, not restarting; exit {status}"
+        )
+        self.recorder.record(
+            "exit",
+            attempt,
+            child_pid=proc.pid,
+            exit_code=how.status,
+            signal=how.signal_name,
+            uptime_s=round(uptime, 6),
+            message=line,
+        )
+        self.recorder.record(
+            "stop", attempt, child_pid=proc.pid, signal=signal_name(signum), message=line
+        )
+        return status
+
+    def _stopped_between(self, signum: int) -> int:
+        """A stop signal during a backoff: no child runs, so just end."""
+        status = 128 + signum
+        line = self.say(
+            f"got {signal_name(signum)} while waiting to restart; stopping; exit {status}"
+        )
+        self.recorder.record("stop", self.policy.attempt, signal=signal_name(signum), message=line)
+        return status
+
+    def _clear_group(self, pgid: int) -> None:
+        """SIGTERM what is left of a dead child's group, SIGKILL it after the grace."""
+        if not _group_alive(pgid):
+            return
+        grace = self.policy.policy.grace
+        self.say(f"stopping what {self.target} left running in its process group")
+        _killpg(pgid, signal.SIGTERM)
+        deadline = self.clock() + grace
+        while _group_alive(pgid) and self.clock() < deadline and not self._stop:
+            time.sleep(POLL_S / 2)
+        if _group_alive(pgid):
+            _killpg(pgid, signal.SIGKILL)
+            deadline = self.clock() + KILL_WAIT_S
+            while _group_alive(pgid) and self.clock() < deadline:
+                time.sleep(POLL_S / 2)
+
+
+# -- what to run --------------------------------------------------------------
+
+
+def script_argv(script: str, args: Iterable[str]) -> list[str]:
+    """The child command for ``lil watch SCRIPT ARGS``; refuses a missing script."""
+    path = Path(script)
+    if not path.exists():
+        raise SupervisorError(
+            f"expected a Python script to watch, found no file {script!r} "
+            f"(in {os.getcwd()}); check the path, or use -m MODULE for a module"
+        )
+    if path.is_dir() and not (path / "__main__.py").exists():
+        raise SupervisorError(
+            f"expected a Python script to watch, found the folder {script!r} with no "
+            f"__main__.py; name the script, or use -m MODULE for a package"
+        )
+    return [sys.executable, script, *args]
+
+
+def module_argv(module: str, args: Iterable[str]) -> list[str]:
+    """The child command for ``lil watch -m MODULE ARGS``; refuses an unknown top package.
+
+    Only the top-level name is looked up (that runs no code); a missing
+    submodule shows up as the child's own error.
+    """
+    import importlib.machinery
+    import importlib.util
+
+    top = module.split(".")[0]
+    if not top.isidentifier():
+        raise SupervisorError(
+            f"expected a module name such as mypackage.pipeline after -m, got {module!r}"
+        )
+    # The child runs `python -m`, which puts the current folder first on sys.path.
+    found = (
+        top in sys.builtin_module_names
+        or importlib.machinery.PathFinder.find_spec(top, [os.getcwd(), *sys.path]) is not None
+    )
+    if not found:
+        raise SupervisorError(
+            f"expected an importable module after -m, found no module {top!r} in the current "
+            f"folder or on sys.path; check the name, PYTHONPATH, or the folder you run lil from"
+        )
+    return [sys.executable, "-m", module, *args]
+
+
+def watch(
+    argv: Sequence[str],
+    *,
+    target: str,
+    policy: Policy | None = None,
+    db: str | os.PathLike[str] | None = None,
+) -> int:
+    """Run ``argv`` under supervision; return the exit status the watcher should end with."""
+    return Supervisor(argv, target=target, policy=policy, db=db).run()
+
+
+# -- @supervise ---------------------------------------------------------------
+
+#: Python's options that take a value (``-W ignore``, ``-X dev``, ``-c cmd``, ``-m mod``).
+_OPTIONS_WITH_VALUE = "cmWX"
+
+
+def program_argv(orig_argv: Sequence[str], main_file: str | None) -> tuple[list[str], str]:
+    """How to start this program again: (the argv after the interpreter, a display name).
+
+    ``orig_argv`` is ``sys.orig_argv`` (the interpreter's own command line);
+    ``main_file`` is ``__main__.__file__`` (absolute since Python 3.9), used
+    so that a script given by a relative path still runs after a chdir.
+    Raises SupervisorError for a program that cannot be started again: a
+    ``-c`` command, a script read from stdin, an interactive interpreter.
+    """
+    args = list(orig_argv[1:])
+    flags: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            i += 1
+            break
+        if a.startswith("--"):
+            flags.append(a)
+            if a == "--check-hash-based-pycs" and i + 1 < len(args):
+                flags.append(args[i + 1])
+                i += 1
+            i += 1
+            continue
+        if a.startswith("-") and a != "-":
+            for j in range(1, len(a)):
+                ch = a[j]
+                if ch in _OPTIONS_WITH_VALUE:
+                    value = a[j + 1 :]
+                    used = 1
+                    if not value:
+                        value = args[i + 1] if i + 1 < len(args) else ""
+                        used = 2
+                    head = a[:j]
+                    if ch == "m":
+                        if head != "-":
+                            flags.append(head)
+                        return [*flags, "-m", value, *args[i + used :]], value
+                    if ch == "c":
+                        raise SupervisorError(
+                            "@supervise cannot re-run a 'python -c' command; put the code in "
+                            "a script (python script.py) or run it under 'lil watch'"
+                        )
+                    flags.append(a)
+                    if used == 2:
+                        flags.append(value)
+                    i += used
+                    break
+            else:
+                # Only flags without values; -i would make the child interactive.
+                cluster = "-" + a[1:].replace("i", "")
+                if cluster != "-":
+                    flags.append(cluster)
+                i += 1
+            continue
+        break
+    if i >= len(args) or args[i] == "-":
+        raise SupervisorError(
+            "@supervise cannot re-run a program read from stdin or typed at an interactive "
+            "prompt; save it as a script and run 'python script.py' or 'lil watch script.py'"
+        )
+    script = args[i]
+    if main_file and Path(main_file).name == Path(script).name:
+        script = main_file
+    return [*flags, script, *args[i + 1 :]], Path(args[i]).name
+
+
+def _refuse_interactive() -> None:
+    """Raise SupervisorError in a REPL, IPython or a notebook, where no program can re-run."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None) if ipython else None
+    if (get_ipython is not None and get_ipython() is not None) or "ipykernel" in sys.modules:
+        raise SupervisorError(
+            "@supervise cannot restart a notebook or IPython session (there is no program "
+            "to run again); move the code into a script and run 'lil watch script.py'"
+        )
+    if hasattr(sys, "ps1") or (sys.flags.inspect and not sys.argv[0]):
+        raise SupervisorError(
+            "@supervise cannot restart an interactive session (there is no program to run "
+            "again); save the code as a script and run 'python script.py' or "
+            "'lil watch script.py'"
+        )
+
+
+def supervised_child() -> bool:
+    """True inside a child started by ``lil watch`` or ``@supervise``."""
+    return os.environ.get("LETITLOOP_SUPERVISED") == "1"
+
+
+@overload
+def supervise(fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def supervise(
+    fn: None = None,
+    /,
+    *,
+    max_restarts: int | None = ...,
+    backoff: float = ...,
+    backoff_factor: float = ...,
+    backoff_max: float = ...,
+    stable_after: float = ...,
+    burst: int = ...,
+    window: float = ...,
+    restart: RestartMode = ...,
+    no_restart_on: Iterable[int | str] = ...,
+    grace: float = ...,
+    jitter: float = ...,
+    db: str | os.PathLike[str] | None = ...,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def supervise(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    max_restarts: int | None = 10,
+    backoff: float = 1.0,
+    backoff_factor: float = 2.0,
+    backoff_max: float = 60.0,
+    stable_after: float = 30.0,
+    burst: int = 5,
+    window: float = 10.0,
+    restart: RestartMode = "on-failure",
+    no_restart_on: Iterable[int | str] = (),
+    grace: float = 10.0,
+    jitter: float = 0.0,
+    db: str | os.PathLike[str] | None = None,
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Restart the program when it dies, from inside the script: ``lil watch`` as a decorator.
+
+    Called in an unsupervised process, the decorated function does not run
+    there: the program is started again (same interpreter, same script or
+    ``-m`` module, same arguments) as a supervised child, restarted by the
+    policy like ``lil watch``, and this process exits with the final status
+    (``SystemExit``). Inside that child (``LETITLOOP_SUPERVISED=1``) the
+    function is simply called. Code that runs before the call runs in the
+    watcher too: call the function from ``if __name__ == "__main__":``.
+
+    Raises SupervisorError, when called, in an interactive session, a notebook
+    or a ``python -c`` command (nothing to re-run), and at decoration time for
+    settings out of range.
+    """
+    policy = Policy(
+        max_restarts=max_restarts,
+        backoff=backoff,
+        backoff_factor=backoff_factor,
+        backoff_max=backoff_max,
+        stable_after=stable_after,
+        burst=burst,
+        window=window,
+        restart=restart,
+        no_restart_on=frozenset(
+            code if isinstance(code, int) else parse_exit_status(code) for code in no_restart_on
+        ),
+        grace=grace,
+        jitter=jitter,
+    )
+
+    def decorate(func: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(func)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            if supervised_child():
+                return func(*args, **kwargs)
+            _refuse_interactive()
+            main = sys.modules.get("__main__")
+            tail, target = program_argv(sys.orig_argv, getattr(main, "__file__", None))
+            status = Supervisor([sys.executable, *tail], target=target, policy=policy, db=db).run()
+            raise SystemExit(status)
+
+        return wrapper
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
+
+
+__all__ = [
+    "ChildExit",
+    "Decision",
+    "Policy",
+    "RestartPolicy",
+    "Supervisor",
+    "module_argv",
+    "parse_exit_status",
+    "program_argv",
+    "script_argv",
+    "supervise",
+    "supervised_child",
+    "watch",
+]

@@ -1,0 +1,630 @@
+"""``lil watch`` and ``@supervise`` with real child processes, real signals, nothing mocked.
+
+Each test runs the real ``lil`` entry point (or a script using @supervise) as
+a subprocess and reads the outcome from outside: the exit status, the stderr
+lines, the journal file through a separate sqlite3 connection, and side files
+the children append to.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+LIL = str(Path(sys.executable).with_name("lil"))
+#: Keeps process tests fast: restarts wait 50 ms instead of a second.
+FAST = ["--backoff", "0.05"]
+#: A generous bound for anything that should take a fraction of a second on
+#: an idle machine (the test machine is shared and loaded).
+SLOW_MACHINE_S = 30.0
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    # Never touch a developer's .letitloop/ nor inherit a watcher's settings.
+    for name in ("LETITLOOP_DB", "LETITLOOP_WATCH_ID", "LETITLOOP_SUPERVISED", "LETITLOOP_ATTEMPT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+def write(folder: Path, name: str, source: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return path
+
+
+def run(argv: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ)
+    )
+
+
+def events(db: Path) -> list[dict[str, object]]:
+    """The supervisor_events rows, read through a connection of our own."""
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute("SELECT * FROM supervisor_events ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def kinds(db: Path) -> list[str]:
+    return [str(e["event"]) for e in events(db)]
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def alive(pid: int) -> bool:
+    """True if ``pid`` runs and is not a zombie (a container's init may never reap one)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return not sys.platform.startswith("linux")
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def wait_for(path: Path, count: int = 1, timeout: float = SLOW_MACHINE_S) -> list[str]:
+    """The lines of ``path`` once it has ``count`` of them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = lines(path)
+        if len(got) >= count:
+            return got
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never got {count} lines: {lines(path)}")
+
+
+# A durable pipeline of three steps that SIGKILLs itself after step 1 on its
+# first attempt and after step 2 on its second; each step's function appends
+# its name to a side file, so the file shows what really ran.
+PIPELINE = """
+    import os, signal, sys
+    from letitloop import durable, step{extra_import}
+
+    SIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "side.txt")
+    ENV = os.path.join(os.path.dirname(os.path.abspath(__file__)), "env.txt")
+
+    def work(name):
+        with open(SIDE, "a") as f:
+            f.write(name + "\\n")
+        return name.upper()
+
+    {decorator}
+    @durable(goal_id="pipeline")
+    def pipeline():
+        attempt = int(os.environ["LETITLOOP_ATTEMPT"])
+        with open(ENV, "a") as f:
+            f.write(" ".join([os.environ["LETITLOOP_ATTEMPT"], os.environ["LETITLOOP_SUPERVISED"],
+                              os.environ["LETITLOOP_WATCH_ID"], repr(sys.argv[1:])]) + "\\n")
+        for n in (1, 2, 3):
+            step(f"s{{n}}", work, f"s{{n}}")
+            if attempt == n < 3:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return "done"
+
+    if __name__ == "__main__":
+        pipeline()
+        print("pipeline finished")
+"""
+
+
+def check_three_attempts(folder: Path, db: Path, args: list[str]) -> None:
+    """What a run that was killed twice and then completed must have left behind."""
+    assert lines(folder / "side.txt") == ["s1", "s2", "s3"]  # each step ran exactly once
+    env = [line.split(" ", 3) for line in lines(folder / "env.txt")]
+    assert [e[0] for e in env] == ["1", "2", "3"]
+    assert {e[1] for e in env} == {"1"}
+    assert {e[3] for e in env} == {repr(args)}
+    rows = events(db)
+    assert [r["event"] for r in rows] == [
+        *["start", "exit", "restart"] * 2,
+        *["start", "exit", "stop"],
+    ]
+    assert [r["attempt"] for r in rows if r["event"] == "start"] == [1, 2, 3]
+    assert [r["signal"] for r in rows if r["event"] == "exit"] == ["SIGKILL", "SIGKILL", None]
+    assert [r["exit_code"] for r in rows if r["event"] == "exit"] == [137, 137, 0]
+    watch_ids = {r["watch_id"] for r in rows}
+    assert watch_ids == {e[2] for e in env}
+    assert len(watch_ids) == 1
+    # Journal tags each attempt of the run with the watcher session that started it.
+    conn = sqlite3.connect(db)
+    try:
+        tagged = conn.execute("SELECT attempt, watch_id FROM attempts ORDER BY attempt").fetchall()
+        status = conn.execute("SELECT status FROM runs").fetchall()
+    finally:
+        conn.close()
+    assert tagged == [(1, *watch_ids), (2, *watch_ids), (3, *watch_ids)]
+    assert status == [("completed",)]
+
+
+class TestAScriptThatKillsItselfTwiceUnderLilWatch:
+    def test_it_completes_on_the_third_attempt_with_each_step_run_once(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "pipe.py", PIPELINE.format(extra_import="", decorator=""))
+        db = tmp_path / "j.db"
+        result = run(
+            [LIL, "watch", "--db", str(db), *FAST, "pipe.py", "a", "--date", "x"], tmp_path
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.count("pipeline finished") == 1
+        check_three_attempts(tmp_path, db, ["a", "--date", "x"])
+
+    def test_it_prints_one_line_per_start_and_per_death(self, tmp_path: Path) -> None:
+        write(tmp_path, "pipe.py", PIPELINE.format(extra_import="", decorator=""))
+        result = run([LIL, "watch", *FAST, "pipe.py"], tmp_path)
+        said = [line for line in result.stderr.splitlines() if line.startswith("lil: ")]
+        assert len(said) == 6, result.stderr
+        assert said[1].startswith("lil: pipe.py killed by SIGKILL after ")
+        assert said[1].endswith("; restart 1/10 in 0.05 s")
+        assert said[3].endswith("; restart 2/10 in 0.10 s")
+        assert said[5].startswith("lil: pipe.py exited with code 0 after ")
+        # Without --db the records go to the default journal, which the child used too.
+        assert kinds(tmp_path / ".letitloop" / "journal.db").count("start") == 3
+
+    def test_a_module_run_with_dash_m_gets_its_arguments_after_the_separator(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "pkg/__init__.py", "")
+        write(tmp_path, "pkg/pipe.py", PIPELINE.format(extra_import="", decorator=""))
+        db = tmp_path / "j.db"
+        result = run(
+            [LIL, "watch", "--db", str(db), *FAST, "-m", "pkg.pipe", "--", "--date", "2026"],
+            tmp_path,
+        )
+        assert result.returncode == 0, result.stderr
+        check_three_attempts(tmp_path / "pkg", db, ["--date", "2026"])
+
+
+class TestAScriptThatKillsItselfTwiceUnderSupervise:
+    SOURCE = PIPELINE.format(
+        extra_import=", supervise",
+        decorator="@supervise(backoff=0.05, db=os.path.join(os.path.dirname(SIDE), 'j.db'))",
+    )
+
+    def test_python_script_py_completes_on_the_third_attempt(self, tmp_path: Path) -> None:
+        write(tmp_path, "pipe.py", self.SOURCE)
+        result = run([sys.executable, "pipe.py", "x", "y"], tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.count("pipeline finished") == 1
+        assert "Traceback" not in result.stderr
+        check_three_attempts(tmp_path, tmp_path / "j.db", ["x", "y"])
+
+    def test_python_dash_m_completes_on_the_third_attempt(self, tmp_path: Path) -> None:
+        write(tmp_path, "pkg/__init__.py", "")
+        write(tmp_path, "pkg/pipe.py", self.SOURCE)
+        result = run([sys.executable, "-u", "-m", "pkg.pipe", "--date", "2026"], tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "lil: pkg.pipe killed by SIGKILL" in result.stderr
+        check_three_attempts(tmp_path / "pkg", tmp_path / "pkg" / "j.db", ["--date", "2026"])
+
+    def test_the_watcher_exits_with_the_status_of_the_last_child(self, tmp_path: Path) -> None:
+        write(
+            tmp_path,
+            "fail.py",
+            """
+            import sys
+            from letitloop import supervise
+
+            @supervise(max_restarts=1, backoff=0.01)
+            def main():
+                sys.exit(7)
+
+            if __name__ == "__main__":
+                main()
+            """,
+        )
+        result = run([sys.executable, "fail.py"], tmp_path)
+        assert result.returncode == 7
+        assert "giving up: restart budget used up (1 restarts); exit 7" in result.stderr
+        assert kinds(tmp_path / ".letitloop" / "journal.db").count("start") == 2
+
+
+class TestSuperviseWhereNothingCanBeRerun:
+    CODE = "from letitloop import supervise\n@supervise\ndef main():\n    print('ran')\n\nmain()\n"
+
+    def test_a_dash_c_command_is_refused_with_the_way_out(self, tmp_path: Path) -> None:
+        result = run([sys.executable, "-c", self.CODE], tmp_path)
+        assert result.returncode == 1
+        assert "SupervisorError: @supervise cannot re-run a 'python -c' command" in result.stderr
+        assert "ran" not in result.stdout
+
+    def test_a_program_read_from_stdin_is_refused(self, tmp_path: Path) -> None:
+        result = subprocess.run(
+            [sys.executable, "-"], input=self.CODE, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 1
+        assert "@supervise cannot re-run a program read from stdin" in result.stderr
+
+    def test_an_interactive_session_is_refused(self, tmp_path: Path) -> None:
+        result = subprocess.run(
+            [sys.executable, "-i", "-q"],
+            input=self.CODE,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "@supervise cannot restart an interactive session" in result.stderr
+        assert "ran" not in result.stdout
+
+
+class TestTheRestartBudgetAndTheBreaker:
+    def test_max_restarts_exhausted_exits_with_the_last_exit_code(self, tmp_path: Path) -> None:
+        write(tmp_path, "fail.py", "import sys\nsys.exit(3)\n")
+        result = run([LIL, "watch", "--max-restarts", "2", *FAST, "fail.py"], tmp_path)
+        assert result.returncode == 3
+        assert "giving up: restart budget used up (2 restarts); exit 3" in result.stderr
+        assert kinds(tmp_path / ".letitloop" / "journal.db")[-1] == "give_up"
+        assert kinds(tmp_path / ".letitloop" / "journal.db").count("start") == 3
+
+    def test_max_restarts_exhausted_by_signal_deaths_exits_128_plus_the_signal(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "kill.py", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+        result = run([LIL, "watch", "--max-restarts", "1", *FAST, "kill.py"], tmp_path)
+        assert result.returncode == 137
+        assert result.stderr.count("killed by SIGKILL") == 2
+
+    def test_the_breaker_stops_a_crash_loop_before_the_budget(self, tmp_path: Path) -> None:
+        write(tmp_path, "fail.py", "import sys\nsys.exit(1)\n")
+        argv = [LIL, "watch", "--burst", "2", "--window", "60", "--max-restarts", "unlimited"]
+        result = run([*argv, "--backoff", "0.01", "fail.py"], tmp_path)
+        assert result.returncode == 1
+        assert "giving up: 3 deaths within 60.0 s (more than the burst limit of 2)" in (
+            result.stderr
+        )
+        rows = events(tmp_path / ".letitloop" / "journal.db")
+        assert [r["event"] for r in rows].count("start") == 3
+        assert rows[-1]["event"] == "give_up"
+        assert str(rows[-1]["message"]).startswith("lil: fail.py exited with code 1 after ")
+
+    def test_the_backoff_delays_are_recorded_as_the_policy_computed_them(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "fail.py", "import sys\nsys.exit(1)\n")
+        argv = [LIL, "watch", "--backoff", "0.1", "--backoff-factor", "3", "--backoff-max", "0.5"]
+        result = run([*argv, "--max-restarts", "3", "fail.py"], tmp_path)
+        assert result.returncode == 1
+        rows = events(tmp_path / ".letitloop" / "journal.db")
+        delays = [r["delay_s"] for r in rows if r["event"] == "restart"]
+        assert delays == pytest.approx([0.1, 0.3, 0.5])
+        # Each start really waited at least its delay after the death before it.
+        from datetime import datetime
+
+        def at(row: dict[str, object]) -> float:
+            return datetime.fromisoformat(str(row["at"])).timestamp()
+
+        exits = [r for r in rows if r["event"] == "exit"]
+        starts = [r for r in rows if r["event"] == "start"]
+        for death, after, delay in zip(exits[:-1], starts[1:], delays, strict=True):
+            assert at(after) - at(death) >= delay - 0.01
+
+
+class TestAChildThatStayedUpLongEnough:
+    def test_its_death_starts_the_budget_and_the_backoff_afresh(self, tmp_path: Path) -> None:
+        write(
+            tmp_path,
+            "flaky.py",
+            """
+            import os, sys, time
+            attempt = int(os.environ["LETITLOOP_ATTEMPT"])
+            if attempt == 2:
+                time.sleep(0.5)  # a healthy stretch, longer than --stable-after
+            sys.exit(0 if attempt == 3 else 1)
+            """,
+        )
+        argv = [LIL, "watch", "--max-restarts", "1", "--stable-after", "0.4", *FAST, "flaky.py"]
+        result = run(argv, tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "exited with code 1 after" in result.stderr
+        assert "; restart 1/1 in 0.05 s; stayed up long enough, backoff reset" in result.stderr
+        delays = [
+            r["delay_s"]
+            for r in events(tmp_path / ".letitloop" / "journal.db")
+            if r["event"] == "restart"
+        ]
+        assert delays == [0.05, 0.05]
+
+
+class TestExitsThatDoNotRestart:
+    def test_a_code_listed_in_no_restart_on_ends_the_loop_with_that_code(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "config.py", "import sys\nsys.exit(2)\n")
+        result = run([LIL, "watch", "--no-restart-on", "2", *FAST, "config.py"], tmp_path)
+        assert result.returncode == 2
+        assert "not restarting: exit status 2 is in no-restart-on; exit 2" in result.stderr
+        assert kinds(tmp_path / ".letitloop" / "journal.db") == ["start", "exit", "stop"]
+
+    def test_a_signal_name_in_no_restart_on_matches_that_death(self, tmp_path: Path) -> None:
+        write(tmp_path, "kill.py", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+        argv = [LIL, "watch", "--no-restart-on", "3", "--no-restart-on", "SIGKILL", *FAST]
+        result = run([*argv, "kill.py"], tmp_path)
+        assert result.returncode == 137
+        assert kinds(tmp_path / ".letitloop" / "journal.db").count("start") == 1
+
+    def test_on_crash_does_not_restart_a_plain_failure(self, tmp_path: Path) -> None:
+        write(tmp_path, "fail.py", "import sys\nsys.exit(4)\n")
+        result = run([LIL, "watch", "--restart", "on-crash", *FAST, "fail.py"], tmp_path)
+        assert result.returncode == 4
+        assert kinds(tmp_path / ".letitloop" / "journal.db").count("start") == 1
+
+    def test_always_restarts_a_clean_exit_until_the_budget(self, tmp_path: Path) -> None:
+        write(tmp_path, "ok.py", "print('hello')\n")
+        argv = [LIL, "watch", "--restart", "always", "--max-restarts", "2", *FAST, "ok.py"]
+        result = run(argv, tmp_path)
+        assert result.returncode == 0
+        assert result.stdout.count("hello") == 3
+
+
+class TestBadInvocations:
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (["watch", "missing.py"], "found no file 'missing.py'"),
+            (["watch", "-m", "no_such_module_xyz"], "found no module 'no_such_module_xyz'"),
+            (["watch"], "expected a SCRIPT or -m MODULE"),
+            (["watch", "--max-restarts", "lots", "x.py"], "'unlimited', got 'lots'"),
+            (["watch", "--no-restart-on", "SIGNOPE", "x.py"], "signal name such as SIGKILL"),
+        ],
+    )
+    def test_each_is_one_clear_line_without_a_traceback(
+        self, tmp_path: Path, argv: list[str], message: str
+    ) -> None:
+        result = run([LIL, *argv], tmp_path)
+        assert result.returncode in (1, 2)
+        assert message in result.stderr
+        assert "Traceback" not in result.stderr
+
+    def test_help_shows_an_example_and_every_option_is_documented(self) -> None:
+        result = run([LIL, "watch", "--help"], Path.cwd())
+        assert "lil watch agent_pipeline.py" in result.stdout
+        docs = (Path(__file__).parent.parent / "docs" / "supervision.md").read_text()
+        from letitloop.cli import watch
+
+        options = [o for p in watch.params for o in p.opts if o.startswith("-")]
+        assert len(options) >= 13
+        for option in options:
+            assert f"`{option}" in docs, option
+            assert option in result.stdout
+
+
+# A child that writes its pid (and that of a grandchild deaf to SIGINT and SIGTERM,
+# if asked) then sleeps; Ctrl+C makes it exit 1 quietly.
+SLEEPER = """
+    import os, signal, subprocess, sys, time
+    here = os.path.dirname(os.path.abspath(__file__))
+    if "--ignore-term" in sys.argv:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pids = [str(os.getpid())]
+    if "--grandchild" in sys.argv:
+        code = "import signal as s, time; s.signal(s.SIGTERM, s.SIG_IGN); "
+        code += "s.signal(s.SIGINT, s.SIG_IGN); time.sleep(60)"
+        pids.append(str(subprocess.Popen([sys.executable, "-c", code]).pid))
+    try:  # Ctrl+C may come as soon as the pids are written
+        with open(os.path.join(here, "pids.txt"), "a") as f:
+            f.write(" ".join(pids) + "\\n")
+        time.sleep(60)
+    except KeyboardInterrupt:
+        sys.exit(1)
+"""
+
+
+def spawn_watch(folder: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [LIL, "watch", *args],
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+
+
+class TestStoppingTheWatcher:
+    def test_ctrl_c_stops_the_child_and_exits_130_without_a_restart_or_traceback(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "sleeper.py", SLEEPER)
+        watcher = spawn_watch(tmp_path, *FAST, "sleeper.py")
+        (child,) = map(int, wait_for(tmp_path / "pids.txt")[0].split())
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=SLOW_MACHINE_S)
+        assert watcher.returncode == 130
+        assert "Traceback" not in err
+        assert "got SIGINT; stopping sleeper.py" in err
+        assert not alive(child)
+        assert len(lines(tmp_path / "pids.txt")) == 1  # no restart
+        assert kinds(tmp_path / ".letitloop" / "journal.db") == ["start", "exit", "stop"]
+
+    def test_sigterm_stops_the_child_and_exits_143(self, tmp_path: Path) -> None:
+        write(tmp_path, "sleeper.py", SLEEPER)
+        watcher = spawn_watch(tmp_path, *FAST, "sleeper.py")
+        (child,) = map(int, wait_for(tmp_path / "pids.txt")[0].split())
+        watcher.send_signal(signal.SIGTERM)
+        _, err = watcher.communicate(timeout=SLOW_MACHINE_S)
+        assert watcher.returncode == 143
+        assert "sleeper.py killed by SIGTERM" in err
+        assert not alive(child)
+        rows = events(tmp_path / ".letitloop" / "journal.db")
+        assert (rows[-1]["event"], rows[-1]["signal"]) == ("stop", "SIGTERM")
+
+    def test_a_child_that_ignores_sigterm_is_sigkilled_after_the_grace(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "sleeper.py", SLEEPER)
+        watcher = spawn_watch(tmp_path, "--grace", "0.5", *FAST, "sleeper.py", "--ignore-term")
+        (child,) = map(int, wait_for(tmp_path / "pids.txt")[0].split())
+        t0 = time.monotonic()
+        watcher.send_signal(signal.SIGTERM)
+        _, err = watcher.communicate(timeout=SLOW_MACHINE_S)
+        assert time.monotonic() - t0 >= 0.5
+        assert watcher.returncode == 143
+        assert "sleeper.py killed by SIGKILL" in err
+        assert "sent SIGKILL after the 0.50 s grace" in err
+        assert not alive(child)
+
+    def test_a_second_ctrl_c_during_the_grace_kills_at_once(self, tmp_path: Path) -> None:
+        write(
+            tmp_path,
+            "deaf.py",
+            """
+            import os, signal, time
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            with open("pids.txt", "a") as f:
+                f.write(f"{os.getpid()}\\n")
+            time.sleep(60)
+            """,
+        )
+        watcher = spawn_watch(tmp_path, "--grace", "50", *FAST, "deaf.py")
+        (child,) = map(int, wait_for(tmp_path / "pids.txt"))
+        t0 = time.monotonic()
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.stderr is not None
+        said = ""
+        while "got SIGINT; stopping" not in said:  # the watcher took the first press
+            line = watcher.stderr.readline()
+            assert line, said
+            said += line
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=SLOW_MACHINE_S)
+        err = said + err
+        assert watcher.returncode == 130
+        assert time.monotonic() - t0 < 50  # not the whole grace
+        assert "deaf.py killed by SIGKILL" in err
+        assert not alive(child)
+
+    def test_no_grandchild_survives_a_stopped_watcher(self, tmp_path: Path) -> None:
+        write(tmp_path, "sleeper.py", SLEEPER)
+        watcher = spawn_watch(tmp_path, "--grace", "0.5", *FAST, "sleeper.py", "--grandchild")
+        child, grandchild = map(int, wait_for(tmp_path / "pids.txt")[0].split())
+        assert alive(grandchild)
+        watcher.send_signal(signal.SIGINT)
+        watcher.communicate(timeout=SLOW_MACHINE_S)
+        assert watcher.returncode == 130
+        assert not alive(child)
+        assert not alive(grandchild)
+
+    def test_no_grandchild_of_a_crashed_child_survives_into_the_next_attempt(
+        self, tmp_path: Path
+    ) -> None:
+        write(
+            tmp_path,
+            "crash.py",
+            """
+            import os, signal, subprocess, sys
+            here = os.path.dirname(os.path.abspath(__file__))
+            if os.environ["LETITLOOP_ATTEMPT"] == "1":
+                code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                code += "time.sleep(60)"
+                pid = subprocess.Popen([sys.executable, "-c", code]).pid
+                with open(os.path.join(here, "pids.txt"), "a") as f:
+                    f.write(f"{pid}\\n")
+                os.kill(os.getpid(), signal.SIGKILL)
+            """,
+        )
+        result = run([LIL, "watch", "--grace", "0.3", *FAST, "crash.py"], tmp_path)
+        assert result.returncode == 0, result.stderr
+        (grandchild,) = map(int, lines(tmp_path / "pids.txt"))
+        assert not alive(grandchild)
+        assert "stopping what crash.py left running in its process group" in result.stderr
+
+    def test_a_signal_during_the_backoff_ends_the_loop_without_another_start(
+        self, tmp_path: Path
+    ) -> None:
+        write(
+            tmp_path,
+            "crash.py",
+            """
+            import os
+            with open("pids.txt", "a") as f:
+                f.write(f"{os.getpid()}\\n")
+            raise SystemExit(1)
+            """,
+        )
+        watcher = spawn_watch(tmp_path, "--backoff", "30", "crash.py")
+        wait_for(tmp_path / "pids.txt")
+        deadline = time.monotonic() + SLOW_MACHINE_S
+        db = tmp_path / ".letitloop" / "journal.db"
+        while "restart" not in (kinds(db) if db.exists() else []):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=SLOW_MACHINE_S)
+        assert watcher.returncode == 130
+        assert "got SIGINT while waiting to restart" in err
+        assert len(lines(tmp_path / "pids.txt")) == 1
+
+
+class TestInATerminal:
+    @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses a Linux pty")
+    def test_the_child_reads_the_terminal_and_ctrl_c_reaches_it_through_the_watcher(
+        self, tmp_path: Path
+    ) -> None:
+        import pty
+        import select
+
+        write(
+            tmp_path,
+            "reader.py",
+            """
+            import sys, time
+            try:
+                print("child got:", sys.stdin.readline().strip(), flush=True)
+                time.sleep(60)
+            except KeyboardInterrupt:
+                print("child interrupted", flush=True)
+                sys.exit(1)
+            """,
+        )
+        pid, fd = pty.fork()
+        if pid == 0:  # the watcher, as a shell would start it in a terminal
+            try:
+                os.chdir(tmp_path)
+                os.execv(LIL, [LIL, "watch", *FAST, "reader.py"])
+            finally:
+                os._exit(127)
+        seen = b""
+
+        def read_until(text: bytes) -> None:
+            nonlocal seen
+            deadline = time.monotonic() + SLOW_MACHINE_S
+            while text not in seen and time.monotonic() < deadline:
+                if select.select([fd], [], [], 0.1)[0]:
+                    try:
+                        seen += os.read(fd, 4096)
+                    except OSError:
+                        return
+            assert text in seen, seen
+
+        try:
+            read_until(b"started (attempt 1")
+            os.write(fd, b"hello\n")
+            read_until(b"child got: hello")
+            os.write(fd, b"\x03")  # Ctrl+C: the terminal sends SIGINT to the watcher
+            read_until(b"not restarting; exit 130")
+        finally:
+            _, status = os.waitpid(pid, 0)
+            os.close(fd)
+        assert os.waitstatus_to_exitcode(status) == 130
+        assert b"child interrupted" in seen
+        assert b"Traceback" not in seen
+        assert seen.count(b"started (attempt") == 1
