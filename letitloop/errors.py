@@ -62,3 +62,11 @@ class NoJournalError(LetItLoopError):
 
 class RunNotFoundError(LetItLoopError):
     """A run or goal named on the command line or in a library call does not exist."""
+
+
+class MarkerHeldError(LetItLoopError):
+    """Another holder stayed inside a marker's block longer than the wait's timeout."""
+
+
+class MarkerLostError(LetItLoopError):
+    """A marker's holder lost its claim before it could commit; the side effect may repeat."""
