@@ -32,6 +32,7 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -57,6 +58,10 @@ GOAL_SCOPE_RUN = "*"
 GLOBAL_TABLE = "markers"
 
 _HOST = socket.gethostname()
+
+#: How often an async waiter's worker thread checks whether its task was
+#: cancelled: a cancelled wait frees its thread within this many seconds.
+_STOP_SLICE_S = 0.1
 
 
 class MarkerOffer:
@@ -395,13 +400,29 @@ class AtomicMarker:
 
     # -- locks ---------------------------------------------------------------
 
-    def _acquire(self, owner: object, timeout: float) -> bool:
-        """Take the process-local lock, then the lock file; False if ``timeout`` ran out."""
+    def _acquire(
+        self, owner: object, who: str, timeout: float, stop: threading.Event | None = None
+    ) -> bool:
+        """Take the process-local lock, then the lock file.
+
+        False if ``timeout`` ran out, or ``stop`` was set while waiting (then
+        the wait ends within one slice, ``_STOP_SLICE_S``). ``owner`` is the
+        thread or task entering, ``who`` how an error names it.
+        """
         assert self._store is not None
         deadline = None if math.isinf(timeout) else time.monotonic() + timeout
 
-        def remaining() -> float:
-            return -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        def wait(try_once: Callable[[float], bool]) -> bool:
+            while True:
+                left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+                if stop is not None:
+                    left = _STOP_SLICE_S if left < 0 else min(left, _STOP_SLICE_S)
+                if try_once(left):
+                    return True
+                if stop is not None and stop.is_set():
+                    return False
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
 
         entry = _local_enter(self._key)
         # Only this thread or task can have set owner to itself: no guard needed.
@@ -409,33 +430,45 @@ class AtomicMarker:
             _local_leave(self._key)
             raise LetItLoopError(
                 f"{self._describe()} was entered again inside its own block (same thread "
-                f"or task); the inner block would wait for itself. Test the outer "
-                f"offer instead, or give the inner marker another name"
+                f"or task); the inner block would wait for itself. Test the outer offer "
+                f"instead or give the inner marker another name; in async code, use "
+                f"'async with' so that tasks of one thread can wait for each other"
             )
         try:
-            got = entry.lock.acquire(timeout=remaining())
+            got = wait(lambda t: entry.lock.acquire(timeout=t))
         except BaseException:
             _local_leave(self._key)
             raise
         if not got:
             _local_leave(self._key)
             return False
-        try:
-            flock = filelock.FileLock(
-                self._store.lock_file("marker", self._key),
-                # Not thread-local: an async holder acquires in a worker
-                # thread and releases from the event loop's thread.
-                thread_local=False,
-            )
-            flock.acquire(timeout=remaining())
-        except BaseException as exc:
-            entry.lock.release()
-            _local_leave(self._key)
-            if isinstance(exc, filelock.Timeout):
+        flock = filelock.FileLock(
+            self._store.lock_file("marker", self._key),
+            # Not thread-local: an async holder acquires in a worker thread
+            # and releases from the event loop's thread.
+            thread_local=False,
+        )
+
+        def try_file(t: float) -> bool:
+            try:
+                flock.acquire(timeout=t)
+            except filelock.Timeout:
                 return False
+            return True
+
+        try:
+            got = wait(try_file)
+        except BaseException:
+            got = False
             raise
+        finally:
+            if not got:
+                entry.lock.release()
+                _local_leave(self._key)
+        if not got:
+            return False
         entry.owner = owner
-        entry.holder = threading.current_thread().name
+        entry.holder = who
         self._flock = flock
         self._holding = True
         return True
@@ -468,7 +501,7 @@ class AtomicMarker:
         if rows and rows[0][1] == "pending":
             pid, host, run, since = rows[0][4:8]
         if thread:
-            who = f"thread {thread!r} of this process (pid {os.getpid()} on {_HOST})"
+            who = f"{thread} of this process (pid {os.getpid()} on {_HOST})"
             pid, host = os.getpid(), _HOST
         elif pid is not None:
             who = f"process {pid} on {host} (run {run}, since {since})"
@@ -500,7 +533,8 @@ class AtomicMarker:
         done = self._already_done()
         if done is not None:
             return done
-        if not self._acquire(threading.get_ident(), self.timeout):
+        thread = threading.current_thread()
+        if not self._acquire(thread.ident, f"thread {thread.name!r}", self.timeout):
             raise self._held_error()
         return self._after_locks()
 
@@ -527,32 +561,41 @@ class AtomicMarker:
         done = self._already_done()
         if done is not None:
             return done
-        owner: object = asyncio.current_task() or threading.get_ident()
-        # Uncontended: take both locks here without a thread hop.
-        if not self._acquire(owner, 0.0):
-            await self._acquire_in_thread(owner)
+        task = asyncio.current_task()
+        thread = threading.current_thread()
+        owner: object = task or thread.ident
+        who = f"task {task.get_name()!r} in thread {thread.name!r}" if task else thread.name
+        # Uncontended: take both locks here, without a hop to a worker thread.
+        if not self._acquire(owner, who, 0.0):
+            await self._acquire_in_thread(owner, who)
         return self._after_locks()
 
-    async def _acquire_in_thread(self, owner: object) -> None:
-        """Wait for the locks in a worker thread, so the event loop keeps running."""
+    async def _acquire_in_thread(self, owner: object, who: str) -> None:
+        """Wait for the locks in a worker thread, so the event loop keeps running.
+
+        If the waiting task is cancelled, the worker stops waiting within
+        ``_STOP_SLICE_S`` and lets go of locks it got in the meantime.
+        """
+        stop = threading.Event()
         guard = threading.Lock()
-        state = {"acquired": False, "abandoned": False}
+        acquired = False
 
         def wait() -> bool:
-            got = self._acquire(owner, self.timeout)
+            nonlocal acquired
+            got = self._acquire(owner, who, self.timeout, stop)
             with guard:
-                if got and state["abandoned"]:
+                if got and stop.is_set():
                     self._release()  # the waiting task was cancelled meanwhile
                     return False
-                state["acquired"] = got
+                acquired = got
             return got
 
         try:
             got = await asyncio.to_thread(wait)
         except BaseException:
             with guard:
-                state["abandoned"] = True
-                if state["acquired"]:
+                stop.set()
+                if acquired:
                     self._release()
             raise
         if not got:
