@@ -194,6 +194,7 @@ class AtomicMarker:
         self._store: Store | None = None
         self._place: _Place | None = None
         self._key = ""
+        self._lock_name = ""
         self._flock: filelock.BaseFileLock | None = None
         self._token = ""
         self._started = 0.0
@@ -239,7 +240,12 @@ class AtomicMarker:
             )
             owner = j.run_id if self.scope == "run" else j.goal
         # NUL cannot occur in names (check_name), so the parts cannot run together.
-        self._key = f"{store.path.resolve()}\0{self.scope}\0{owner}\0{self.name}"
+        # The lock file's name leaves the journal's path out: its folder is beside
+        # the journal already, and two containers that mount one volume at two
+        # paths must still meet on one lock file. The process-local key keeps it,
+        # to tell apart the journal files one process has open.
+        self._lock_name = f"{self.scope}\0{owner}\0{self.name}"
+        self._key = f"{store.path.resolve()}\0{self._lock_name}"
 
     # -- rows ----------------------------------------------------------------
 
@@ -443,7 +449,7 @@ class AtomicMarker:
             _local_leave(self._key)
             return False
         flock = filelock.FileLock(
-            self._store.lock_file("marker", self._key),
+            self._store.lock_file("marker", self._lock_name),
             # Not thread-local: an async holder acquires in a worker thread
             # and releases from the event loop's thread.
             thread_local=False,
@@ -614,7 +620,7 @@ class AtomicMarker:
         """The lock file of this marker (known once entered): for debugging and tests."""
         if self._store is None:
             raise LetItLoopError(f"{self!r}: enter the marker first")
-        return self._store.lock_file("marker", self._key)
+        return self._store.lock_file("marker", self._lock_name)
 
     def __repr__(self) -> str:
         return f"<AtomicMarker {self.name!r} scope={self.scope!r}>"
