@@ -100,11 +100,6 @@ with Journal(a["goal"], run=a.get("run"), path=a["db"]) as j:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "journal.db"
-
-
-@pytest.fixture
 def side(tmp_path: Path) -> Path:
     return tmp_path / "side-effects.log"
 
