@@ -11,7 +11,9 @@ import asyncio
 import json
 import math
 import os
+import pickle
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -58,7 +60,8 @@ def append(line):
     finally:
         os.close(fd)
 
-with Journal(a["goal"], run=a.get("run"), path=a["db"]) as j:
+durability = a.get("durability", "process")
+with Journal(a["goal"], run=a.get("run"), path=a["db"], durability=durability) as j:
     if mode == "race":
         go = threading.Event()
         results = []
@@ -206,13 +209,14 @@ def hold_in_thread(
 
 
 class TestThreadsRacingOnARunScopedMarker:
+    @pytest.mark.parametrize("durability", ["process", "power"])
     def test_exactly_one_of_16_threads_runs_the_body_and_the_others_get_false(
-        self, db: Path, side: Path
+        self, db: Path, side: Path, durability: Any
     ) -> None:
         barrier = threading.Barrier(16)
         offers: list[bool] = []
         keys: set[str] = set()
-        with Journal("race", path=db) as j:
+        with Journal("race", path=db, durability=durability) as j:
 
             def worker() -> None:
                 barrier.wait()
@@ -303,11 +307,21 @@ class TestProcessesRacingOnAGoalScopedMarker:
 
 
 class TestAHolderKilledInsideTheBlock:
-    @pytest.mark.parametrize("scope", ["run", "goal", "global"])
+    @pytest.mark.parametrize(
+        ("scope", "durability"),
+        [("run", "process"), ("goal", "process"), ("global", "process"), ("run", "power")],
+    )
     def test_the_next_attempt_is_offered_it_with_crashed_before_and_the_same_key(
-        self, db: Path, side: Path, child_script: Path, holder: Any, scope: str
+        self, db: Path, side: Path, child_script: Path, holder: Any, scope: str, durability: str
     ) -> None:
-        args = dict(db=str(db), goal="billing", run="r1", scope=scope, name="charge:123")
+        args = dict(
+            db=str(db),
+            goal="billing",
+            run="r1",
+            scope=scope,
+            name="charge:123",
+            durability=durability,
+        )
         proc, first = holder(side=str(side), **args)
         assert first["offered"] and first["attempt"] == 1 and not first["crashed_before"]
         os.kill(proc.pid, signal.SIGKILL)
@@ -499,9 +513,13 @@ class TestWaitingForAHolder:
                 pytest.fail("entered a marker held by another process")
             assert time.monotonic() - started >= 0.3
         err = info.value
-        assert f"process {proc.pid} on {os.uname().nodename}" in str(err)
+        assert f"process {proc.pid} on {socket.gethostname()}" in str(err)
         assert "timeout=" in str(err)
         assert err.pid == proc.pid
+        # Errors cross process boundaries: the details survive pickling.
+        clone = pickle.loads(pickle.dumps(err))
+        assert isinstance(clone, MarkerHeldError) and str(clone) == str(err)
+        assert (clone.pid, clone.name) == (proc.pid, "notify")
 
     def test_a_wait_that_times_out_names_the_holder_thread(self, db: Path) -> None:
         with Journal("sync", path=db) as j:
