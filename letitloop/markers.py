@@ -141,6 +141,18 @@ _local: dict[str, _LocalLock] = {}
 _local_guard = threading.Lock()
 
 
+def _forget_after_fork() -> None:
+    # A forked child has none of its parent's threads: the holders recorded
+    # here are gone (their lock files stay with the parent's descriptors).
+    global _local_guard
+    _local.clear()
+    _local_guard = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _local_enter(key: str) -> _LocalLock:
     with _local_guard:
         entry = _local.get(key)

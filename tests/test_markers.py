@@ -308,50 +308,39 @@ class TestProcessesRacingOnAGoalScopedMarker:
 
 class TestAHolderKilledInsideTheBlock:
     @pytest.mark.parametrize(
-        ("scope", "durability"),
-        [("run", "process"), ("goal", "process"), ("global", "process"), ("run", "power")],
+        ("scope", "durability"), [("run", "power"), ("goal", "process"), ("global", "process")]
     )
     def test_the_next_attempt_is_offered_it_with_crashed_before_and_the_same_key(
-        self, db: Path, side: Path, child_script: Path, holder: Any, scope: str, durability: str
+        self, db: Path, side: Path, child_script: Path, holder: Any, scope: Any, durability: Any
     ) -> None:
-        args = dict(
-            db=str(db),
-            goal="billing",
-            run="r1",
-            scope=scope,
-            name="charge:123",
-            durability=durability,
-        )
-        proc, first = holder(side=str(side), **args)
+        args = dict(db=str(db), goal="billing", run="r1", scope=scope, durability=durability)
+        proc, first = holder(side=str(side), name="charge:123", **args)
         assert first["offered"] and first["attempt"] == 1 and not first["crashed_before"]
+        table = "markers" if scope == "global" else "journal_billing"
+        (pending,) = rows(db, f"SELECT * FROM {table} WHERE key = 'charge:123'")
+        assert (pending["status"], pending["holder_pid"]) == ("pending", proc.pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=WAIT_S)
 
-        second = run_child(child_script, "enter", side=str(side), **args)
+        second = run_child(child_script, "enter", side=str(side), name="charge:123", **args)
         assert second["offered"] is True
         assert second["crashed_before"] is True
         assert second["attempt"] == 2
         assert second["key"] == first["key"]
-
-        third = run_child(child_script, "enter", side=str(side), **args)
-        assert third["offered"] is False
-        assert third["key"] == first["key"]
-        assert len(lines(side)) == 2  # the killed holder's and the takeover's
-
-    def test_the_row_records_the_crash_and_the_holder_that_completed_it(
-        self, db: Path, side: Path, child_script: Path, holder: Any
-    ) -> None:
-        args = dict(db=str(db), goal="billing", run="r1", scope="run", name="charge:7")
-        proc, _ = holder(side=str(side), **args)
-        (pending,) = rows(db, "SELECT * FROM journal_billing WHERE key = 'charge:7'")
-        assert (pending["status"], pending["holder_pid"]) == ("pending", proc.pid)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=WAIT_S)
-        second = run_child(child_script, "enter", side=str(side), **args)
-        (done,) = rows(db, "SELECT * FROM journal_billing WHERE key = 'charge:7'")
+        (done,) = rows(db, f"SELECT * FROM {table} WHERE key = 'charge:123'")
         assert (done["status"], done["claims"], done["crashes"]) == ("done", 2, 1)
         assert done["holder_pid"] == second["pid"]
         assert done["holder_token"] != pending["holder_token"]
+
+        # A third process (this one) gets false, with the same key.
+        with (
+            Journal("billing", run="r1", path=db, durability=durability) as j,
+            j.atomic_marker("charge:123", scope=scope) as third,
+        ):
+            assert not third
+            assert third.idempotency_key == first["key"]
+            assert (third.attempt, third.crashed_before) == (2, True)
+        assert len(lines(side)) == 2  # the killed holder's and the takeover's
 
 
 class TestAnExceptionInsideTheBlock:
@@ -545,6 +534,30 @@ class TestWaitingForAHolder:
                 assert not m
             thread.join()
 
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+    @pytest.mark.filterwarnings("ignore::DeprecationWarning")
+    def test_a_forked_child_waits_for_its_parents_holder_and_names_the_process(
+        self, db: Path
+    ) -> None:
+        with Journal("sync", path=db) as j:
+            thread, _, release = hold_in_thread(j, "notify", scope="goal")
+            try:
+                pid = os.fork()
+                if pid == 0:  # the child: the parent's holder thread does not exist here
+                    code = 1
+                    try:
+                        with j.atomic_marker("notify", scope="goal", timeout=0.2):
+                            code = 2
+                    except MarkerHeldError as exc:
+                        code = 0 if f"process {os.getppid()} on" in str(exc) else 3
+                    finally:
+                        os._exit(code)
+                _, status = os.waitpid(pid, 0)
+                assert os.waitstatus_to_exitcode(status) == 0
+            finally:
+                release.set()
+                thread.join()
+
 
 class TestIdempotencyKeys:
     def test_they_are_stable_across_real_process_restarts(
@@ -561,11 +574,10 @@ class TestIdempotencyKeys:
         # key, while a goal-scoped key stays the same in every run.
         run3 = run_child(child_script, "enter", scope="run", name="mail", **args)
         assert run3["key"] != run1["key"] and run3["offered"]
-        goal_keys = {
-            run_child(child_script, "enter", scope="goal", name="mail", **args)["key"]
-            for _ in range(2)
-        }
-        assert goal_keys == {"notify_users:mail"}
+        in_child = run_child(child_script, "enter", scope="goal", name="mail", **args)["key"]
+        with Journal("notify_users", path=db) as j:  # this process, another new run
+            assert j.atomic_marker("mail", scope="goal").idempotency_key == in_child
+        assert in_child == "notify_users:mail"
 
 
 class TestAsyncWith:
