@@ -15,6 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 from .codec import CodecRegistry
 from .errors import NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, current_journal, open_journals
+from .markers import AtomicMarker, Scope
 from .store import Durability
 
 P = ParamSpec("P")
@@ -22,7 +23,7 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-def current() -> Journal:
+def current(caller: str = "step()") -> Journal:
     """The journal that the free functions use.
 
     The innermost journal opened in this context (thread or task); in a thread
@@ -38,19 +39,25 @@ def current() -> Journal:
         return journals[0]
     if not journals:
         raise NoJournalError(
-            "step() was called with no open journal; call it inside a function decorated "
-            "with @durable(goal_id=...) or a 'with Journal(goal) as j:' block (or use j.step)"
+            f"{caller} was called with no open journal; call it inside a function decorated "
+            "with @durable(goal_id=...) or a 'with Journal(goal) as j:' block (or use the "
+            "journal's method, j.step / j.atomic_marker)"
         )
     raise NoJournalError(
-        f"step() was called in a thread with no journal of its own while {len(journals)} "
+        f"{caller} was called in a thread with no journal of its own while {len(journals)} "
         f"journals are open in this process, so which one is meant is unclear; "
-        f"call j.step(...) on the journal you mean"
+        f"call the method (j.step, j.atomic_marker) on the journal you mean"
     )
 
 
 def step(name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``Journal.step`` on the current journal (see :func:`current`)."""
     return current().step(name, fn, *args, **kwargs)
+
+
+def atomic_marker(name: str, *, scope: Scope = "run", timeout: float | None = None) -> AtomicMarker:
+    """``Journal.atomic_marker`` on the current journal (see :func:`current`)."""
+    return current("atomic_marker()").atomic_marker(name, scope=scope, timeout=timeout)
 
 
 def durable(

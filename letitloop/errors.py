@@ -66,3 +66,11 @@ class RunNotFoundError(LetItLoopError):
 
 class SupervisorError(LetItLoopError):
     """Supervision cannot start: nothing to re-run (a notebook), a bad setting or target."""
+
+
+class MarkerHeldError(LetItLoopError):
+    """Another holder stayed inside a marker's block longer than the wait's timeout."""
+
+
+class MarkerLostError(LetItLoopError):
+    """A marker's holder lost its claim before it could commit; the side effect may repeat."""

@@ -36,6 +36,7 @@ from .errors import (
     RunHeldError,
     StepMismatchError,
 )
+from .markers import AtomicMarker, Scope
 from .store import Durability, Store, check_name, utc_iso
 
 T = TypeVar("T")
@@ -139,6 +140,8 @@ class Journal:
         self._done: dict[str, tuple[str | None, str | None]] = {}
         self._counts: dict[str, int] = {}
         self._in_flight: dict[str, list[object]] = {}
+        #: Names of this run's run-scoped markers: a step may not take one as its key.
+        self._marker_keys: set[str] = set()
         self._keys_lock = threading.Lock()
         self._lock: filelock.BaseFileLock | None = None
         self._held_key: tuple[str, str] | None = None
@@ -284,6 +287,10 @@ class Journal:
             (self.run_id,),
         )
         self._done = {key: (fn, result) for key, fn, result in rows}
+        markers = store.query(
+            f"SELECT key FROM \"{self.table}\" WHERE run = ? AND kind = 'marker'", (self.run_id,)
+        )
+        self._marker_keys = {key for (key,) in markers}
 
     def close(self, exc: BaseException | None = None) -> None:
         """Mark the run completed (``exc`` is None) or failed with ``exc``, and release it."""
@@ -375,9 +382,16 @@ class Journal:
                     f"f'{name}:{{item}}'"
                 )
             n = self._counts.get(name, 0) + 1
+            key = name if n == 1 else f"{name}#{n}"
+            if key in self._marker_keys:
+                raise InvalidNameError(
+                    f"step {key!r} (run {self.run_id}): the key is already the name of a "
+                    f"marker of this run; steps and run-scoped markers of a run share one "
+                    f"set of keys; rename the step or the marker"
+                )
             self._counts[name] = n
             self._in_flight.setdefault(name, []).append(owner)
-        return name if n == 1 else f"{name}#{n}"
+        return key
 
     def _unclaim(self, name: str) -> None:
         with self._keys_lock:
@@ -449,6 +463,35 @@ class Journal:
             return value
         finally:
             self._unclaim(name)
+
+    def atomic_marker(
+        self, name: str, *, scope: Scope = "run", timeout: float | None = None
+    ) -> AtomicMarker:
+        """Guard a side effect once: ``with j.atomic_marker(name) as should_execute:``.
+
+        Yields a truthy offer to one holder at a time until a block exits
+        cleanly, then false to every later entry (see letitloop.markers).
+        ``scope`` is ``"run"`` (default), ``"goal"`` or ``"global"``; a waiter
+        gives up after ``timeout`` seconds (default: the journal's timeout)
+        with MarkerHeldError naming the holder.
+        """
+        marker = AtomicMarker(
+            self, name, scope=scope, timeout=self.timeout if timeout is None else timeout
+        )
+        if scope == "run":
+            with self._keys_lock:
+                base, _, number = name.rpartition("#")
+                n = int(number) if base and number.isdigit() else 1
+                # Step keys are 'name' (first call) and 'name#2', 'name#3', …
+                counted = self._counts.get(base, 0) >= n if n >= 2 else name in self._counts
+                if counted or name in self._done:
+                    raise InvalidNameError(
+                        f"marker {name!r} (run {self.run_id}): the name is already the key of "
+                        f"a step of this run; steps and run-scoped markers of a run share one "
+                        f"set of keys; rename the marker (e.g. {name + ':sent'!r}) or the step"
+                    )
+                self._marker_keys.add(name)
+        return marker
 
     def _replay(self, key: str, fn_name: str, recorded: tuple[str | None, str | None]) -> Any:
         recorded_fn, text = recorded

@@ -1,0 +1,638 @@
+"""``atomic_marker``: a side effect guarded once, by a two-tier lock and its record.
+
+A marker is a row: of the goal's journal table for ``scope="run"`` (``run`` =
+the run id) and ``scope="goal"`` (``run`` = ``'*'``), of the ``markers`` table
+for ``scope="global"``. Its status goes ``pending`` (a holder is inside the
+block, or died there) to ``done`` (the block exited cleanly); ``failed``
+records a block that raised.
+
+Entering a marker:
+
+1. Read the row. ``done``: yield false at once, without taking any lock.
+2. Take the process-local lock of the marker (threads of this process), then
+   its lock file (other processes). Both are per marker, so unrelated
+   markers never wait for each other.
+3. In one write transaction, read the row again and claim it: write this
+   holder's identity (pid, host, run, a random token). A ``pending`` row found
+   under both locks belonged to a holder that died inside the block (a live
+   holder would still hold the lock file): take it over and count the crash.
+4. Leaving the block commits ``done`` (or ``failed`` with the error) only
+   where the row still carries this holder's token: a holder that lost its
+   claim cannot mark the marker done (MarkerLostError).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import secrets
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal
+
+import filelock
+
+from .errors import InvalidNameError, LetItLoopError, MarkerHeldError, MarkerLostError
+from .store import check_name, utc_iso
+
+if TYPE_CHECKING:
+    from .journal import Journal
+    from .store import Store
+
+Scope = Literal["run", "goal", "global"]
+SCOPES: tuple[Scope, ...] = ("run", "goal", "global")
+
+#: The ``run`` column of goal-scoped markers: shared by every run of the goal.
+#: Run ids are ULIDs, so this can never be a run's id.
+GOAL_SCOPE_RUN = "*"
+
+#: The table of global markers (see migrations/0003_markers.sql).
+GLOBAL_TABLE = "markers"
+
+_HOST = socket.gethostname()
+
+#: How often an async waiter's worker thread checks whether its task was
+#: cancelled: a cancelled wait frees its thread within this many seconds.
+_STOP_SLICE_S = 0.1
+
+
+class MarkerOffer:
+    """What ``with atomic_marker(name) as should_execute`` yields.
+
+    True when this holder should run the guarded side effect (nobody has
+    completed it), false when it was already done. Carries the marker's
+    ``idempotency_key`` (stable across attempts and restarts: pass it to the
+    remote service), ``attempt`` (how many times the marker has been offered,
+    this offer included; for a false offer, the attempt that completed it) and
+    ``crashed_before`` (an earlier holder died inside the block, so its side
+    effect may or may not have happened).
+    """
+
+    __slots__ = ("_offered", "attempt", "crashed_before", "idempotency_key", "name", "scope")
+
+    def __init__(
+        self,
+        offered: bool,
+        *,
+        name: str,
+        scope: Scope,
+        idempotency_key: str,
+        attempt: int,
+        crashed_before: bool,
+    ) -> None:
+        self._offered = offered
+        self.name = name
+        self.scope: Scope = scope
+        self.idempotency_key = idempotency_key
+        self.attempt = attempt
+        self.crashed_before = crashed_before
+
+    def __bool__(self) -> bool:
+        return self._offered
+
+    def __repr__(self) -> str:
+        return (
+            f"<MarkerOffer {self._offered} {self.name!r} scope={self.scope!r} "
+            f"idempotency_key={self.idempotency_key!r} attempt={self.attempt} "
+            f"crashed_before={self.crashed_before}>"
+        )
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a marker's row lives and how to address it."""
+
+    table: str
+    #: SQL that selects the row, and its parameters.
+    where: str
+    ids: tuple[str, ...]
+    #: Columns (and values) that an INSERT adds besides the common ones.
+    insert_cols: tuple[tuple[str, str], ...]
+    #: The row's kind column (the global table holds markers only).
+    kind_sql: str
+
+
+# -- the process-local tier ------------------------------------------------------
+
+
+class _LocalLock:
+    """The process-local lock of one marker, alive while anyone uses it."""
+
+    __slots__ = ("holder", "lock", "owner", "users")
+
+    def __init__(self) -> None:
+        # A plain Lock (not RLock): an async holder acquires it in a worker
+        # thread and releases it from the event loop's thread.
+        self.lock = threading.Lock()
+        self.users = 0
+        self.owner: object = None
+        self.holder = ""
+
+
+_local: dict[str, _LocalLock] = {}
+_local_guard = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    # A forked child has none of its parent's threads: the holders recorded
+    # here are gone (their lock files stay with the parent's descriptors).
+    global _local_guard
+    _local.clear()
+    _local_guard = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _local_enter(key: str) -> _LocalLock:
+    with _local_guard:
+        entry = _local.get(key)
+        if entry is None:
+            entry = _local[key] = _LocalLock()
+        entry.users += 1
+        return entry
+
+
+def _local_leave(key: str) -> None:
+    with _local_guard:
+        entry = _local[key]
+        entry.users -= 1
+        if entry.users == 0:
+            # Per-item markers (f"charge:{order_id}") must not grow this forever.
+            del _local[key]
+
+
+# -- the marker --------------------------------------------------------------------
+
+
+class AtomicMarker:
+    """The context manager returned by ``atomic_marker()``; see the module docstring.
+
+    Use it once, with ``with`` (or ``async with``). Raises MarkerHeldError when
+    another holder stays inside the block longer than ``timeout`` seconds,
+    MarkerLostError when this holder's claim was taken from it before it
+    could commit, InvalidNameError for a name that a step of the run uses.
+    """
+
+    def __init__(
+        self, journal: Journal, name: str, *, scope: Scope = "run", timeout: float
+    ) -> None:
+        self.name = check_name("marker", name)
+        if scope not in SCOPES:
+            raise LetItLoopError(
+                f"atomic_marker({name!r}): scope must be 'run', 'goal' or 'global', got "
+                f"{scope!r}; 'run' guards once per run, 'goal' once across every run of "
+                f"the goal, 'global' once across the whole journal file"
+            )
+        if not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout < 0:
+            raise LetItLoopError(
+                f"atomic_marker({name!r}): timeout must be a number of seconds >= 0 "
+                f"(math.inf waits forever), got {timeout!r}"
+            )
+        self.journal = journal
+        self.scope: Scope = scope
+        self.timeout = float(timeout)
+        self._used = False
+        self._holding = False
+        self._store: Store | None = None
+        self._place: _Place | None = None
+        self._key = ""
+        self._lock_name = ""
+        self._flock: filelock.BaseFileLock | None = None
+        self._token = ""
+        self._started = 0.0
+
+    # -- identity ------------------------------------------------------------
+
+    @property
+    def idempotency_key(self) -> str:
+        """``{run_id}:{name}`` (run scope), ``{goal}:{name}`` (goal), ``{name}`` (global)."""
+        if self.scope == "run":
+            return f"{self.journal.run_id}:{self.name}"
+        if self.scope == "goal":
+            return f"{self.journal.goal}:{self.name}"
+        return self.name
+
+    def _describe(self) -> str:
+        j = self.journal
+        if self.scope == "run":
+            return f"marker {self.name!r} (run {j.run_id} of goal {j.goal!r})"
+        if self.scope == "goal":
+            return f"marker {self.name!r} (scope='goal' of goal {j.goal!r})"
+        return f"marker {self.name!r} (scope='global')"
+
+    def _begin(self) -> None:
+        if self._used:
+            raise LetItLoopError(
+                f"{self._describe()}: this atomic_marker(...) object was already entered; "
+                f"call atomic_marker({self.name!r}) again for each 'with' block"
+            )
+        self._used = True
+        j = self.journal
+        store = j._require_open()
+        self._store = store
+        if self.scope == "global":
+            self._place = _Place(
+                GLOBAL_TABLE, "key = ?", (self.name,), (("holder_goal", j.goal),), "'marker'"
+            )
+            owner = ""
+        else:
+            run = j.run_id if self.scope == "run" else GOAL_SCOPE_RUN
+            self._place = _Place(
+                j.table, "run = ? AND key = ?", (run, self.name), (("kind", "marker"),), "kind"
+            )
+            owner = j.run_id if self.scope == "run" else j.goal
+        # NUL cannot occur in names (check_name), so the parts cannot run together.
+        # The lock file's name leaves the journal's path out: its folder is beside
+        # the journal already, and two containers that mount one volume at two
+        # paths must still meet on one lock file. The process-local key keeps it,
+        # to tell apart the journal files one process has open.
+        self._lock_name = f"{self.scope}\0{owner}\0{self.name}"
+        self._key = f"{store.path.resolve()}\0{self._lock_name}"
+
+    # -- rows ----------------------------------------------------------------
+
+    def _select(self) -> str:
+        p = self._place
+        assert p is not None
+        return (
+            f"SELECT {p.kind_sql}, status, claims, crashes, holder_pid, holder_host, "
+            f'holder_run, started_at, holder_token FROM "{p.table}" WHERE {p.where}'
+        )
+
+    def _check_kind(self, kind: str) -> None:
+        if kind != "marker":
+            raise InvalidNameError(
+                f"{self._describe()}: the name is already the key of a step of this run; "
+                f"steps and run-scoped markers of a run share one set of keys; rename the "
+                f"marker (e.g. {self.name + ':sent'!r}) or the step"
+            )
+
+    def _offer_from(self, offered: bool, claims: int, crashes: int) -> MarkerOffer:
+        return MarkerOffer(
+            offered,
+            name=self.name,
+            scope=self.scope,
+            idempotency_key=self.idempotency_key,
+            attempt=claims,
+            crashed_before=crashes > 0,
+        )
+
+    def _already_done(self) -> MarkerOffer | None:
+        """The false offer of a marker that is done, read without any lock; else None."""
+        assert self._store is not None
+        rows = self._store.query(self._select(), self._place.ids if self._place else ())
+        if not rows:
+            return None
+        kind, status, claims, crashes = rows[0][:4]
+        self._check_kind(kind)
+        if status == "done":
+            return self._offer_from(False, claims or 0, crashes or 0)
+        return None
+
+    def _claim(self) -> MarkerOffer:
+        """Under both locks: the false offer if done, else claim the row and offer it."""
+        store, p, j = self._store, self._place, self.journal
+        assert store is not None and p is not None
+        token = secrets.token_hex(8)
+        now = j.clock()
+        holder = (os.getpid(), _HOST, j.run_id, token)
+        with store.write() as c:
+            row = c.execute(self._select(), p.ids).fetchone()
+            if row is None:
+                cols = [col for col, _ in p.insert_cols]
+                vals = [val for _, val in p.insert_cols]
+                id_cols = ["key"] if p.table == GLOBAL_TABLE else ["run", "key"]
+                names = [
+                    *id_cols,
+                    *cols,
+                    "status",
+                    "started_at",
+                    "attempt",
+                    "claims",
+                    "crashes",
+                    "holder_pid",
+                    "holder_host",
+                    "holder_run",
+                    "holder_token",
+                ]
+                values = [*p.ids, *vals, "pending", utc_iso(now), j.attempt, 1, 0, *holder]
+                c.execute(
+                    f'INSERT INTO "{p.table}" ({", ".join(names)}) '
+                    f"VALUES ({', '.join('?' * len(values))})",
+                    values,
+                )
+                claims, crashes = 1, 0
+            else:
+                kind, status, claims, crashes = row[:4]
+                old_token = row[8]
+                self._check_kind(kind)
+                claims, crashes = claims or 0, crashes or 0
+                if status == "done":
+                    return self._offer_from(False, claims, crashes)
+                # 'pending' under both locks: its holder died inside the block
+                # (a live holder keeps the lock file). 'failed': the block raised.
+                if status == "pending":
+                    crashes += 1
+                claims += 1
+                extra = "".join(f", {col} = ?" for col, _ in p.insert_cols if col != "kind")
+                extra_vals = [val for col, val in p.insert_cols if col != "kind"]
+                cur = c.execute(
+                    f"UPDATE \"{p.table}\" SET status = 'pending', started_at = ?, "
+                    f"finished_at = NULL, duration_ms = NULL, attempt = ?, claims = ?, "
+                    f"crashes = ?, holder_pid = ?, holder_host = ?, holder_run = ?, "
+                    f"holder_token = ?, error = NULL, traceback = NULL{extra} "
+                    f"WHERE {p.where} AND status = ? AND holder_token IS ?",
+                    [
+                        utc_iso(now),
+                        j.attempt,
+                        claims,
+                        crashes,
+                        *holder,
+                        *extra_vals,
+                        *p.ids,
+                        status,
+                        old_token,
+                    ],
+                )
+                if cur.rowcount != 1:  # cannot happen inside one write transaction
+                    raise LetItLoopError(f"{self._describe()}: the row changed while claiming it")
+        self._token = token
+        self._started = now
+        return self._offer_from(True, claims, crashes)
+
+    def _finish(self, exc: BaseException | None) -> None:
+        """Commit done (``exc`` is None) or failed, only if the claim is still ours."""
+        store, p, j = self._store, self._place, self.journal
+        assert store is not None and p is not None
+        now = j.clock()
+        duration = (now - self._started) * 1000.0
+        where = f"WHERE {p.where} AND status = 'pending' AND holder_token = ?"
+        with store.write() as c:
+            if exc is None:
+                cur = c.execute(
+                    f"UPDATE \"{p.table}\" SET status = 'done', finished_at = ?, "
+                    f"duration_ms = ? {where}",
+                    (utc_iso(now), duration, *p.ids, self._token),
+                )
+            else:
+                cur = c.execute(
+                    f"UPDATE \"{p.table}\" SET status = 'failed', finished_at = ?, "
+                    f"duration_ms = ?, error = ?, traceback = ? {where}",
+                    (
+                        utc_iso(now),
+                        duration,
+                        f"{type(exc).__qualname__}: {exc}",
+                        "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                        *p.ids,
+                        self._token,
+                    ),
+                )
+            lost = cur.rowcount != 1
+            now_row = c.execute(self._select(), p.ids).fetchone() if lost else None
+        if lost and exc is None:
+            if now_row is None:
+                found = "its row is gone (was the run reset?)"
+            else:
+                found = (
+                    f"its row now says {now_row[1]!r}, held by process {now_row[4]} on "
+                    f"{now_row[5]} (run {now_row[6]}, since {now_row[7]})"
+                )
+            raise MarkerLostError(
+                f"{self._describe()}: this holder (process {os.getpid()} on {_HOST}) lost its "
+                f"claim while inside the block: {found}; it was not marked done. The side "
+                f"effect may have run twice: reconcile it upstream with idempotency key "
+                f"{self.idempotency_key!r}",
+                name=self.name,
+                idempotency_key=self.idempotency_key,
+            )
+
+    # -- locks ---------------------------------------------------------------
+
+    def _acquire(
+        self, owner: object, who: str, timeout: float, stop: threading.Event | None = None
+    ) -> bool:
+        """Take the process-local lock, then the lock file.
+
+        False if ``timeout`` ran out, or ``stop`` was set while waiting (then
+        the wait ends within one slice, ``_STOP_SLICE_S``). ``owner`` is the
+        thread or task entering, ``who`` how an error names it.
+        """
+        assert self._store is not None
+        deadline = None if math.isinf(timeout) else time.monotonic() + timeout
+
+        def wait(try_once: Callable[[float], bool]) -> bool:
+            while True:
+                left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+                if stop is not None:
+                    left = _STOP_SLICE_S if left < 0 else min(left, _STOP_SLICE_S)
+                if try_once(left):
+                    return True
+                if stop is not None and stop.is_set():
+                    return False
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+
+        entry = _local_enter(self._key)
+        # Only this thread or task can have set owner to itself: no guard needed.
+        if entry.owner is not None and entry.owner == owner:
+            _local_leave(self._key)
+            raise LetItLoopError(
+                f"{self._describe()} was entered again inside its own block (same thread "
+                f"or task); the inner block would wait for itself. Test the outer offer "
+                f"instead or give the inner marker another name; in async code, use "
+                f"'async with' so that tasks of one thread can wait for each other"
+            )
+        try:
+            got = wait(lambda t: entry.lock.acquire(timeout=t))
+        except BaseException:
+            _local_leave(self._key)
+            raise
+        if not got:
+            _local_leave(self._key)
+            return False
+        flock = filelock.FileLock(
+            self._store.lock_file("marker", self._lock_name),
+            # Not thread-local: an async holder acquires in a worker thread
+            # and releases from the event loop's thread.
+            thread_local=False,
+        )
+
+        def try_file(t: float) -> bool:
+            try:
+                flock.acquire(timeout=t)
+            except filelock.Timeout:
+                return False
+            return True
+
+        try:
+            got = wait(try_file)
+        except BaseException:
+            got = False
+            raise
+        finally:
+            if not got:
+                entry.lock.release()
+                _local_leave(self._key)
+        if not got:
+            return False
+        entry.owner = owner
+        entry.holder = who
+        self._flock = flock
+        self._holding = True
+        return True
+
+    def _release(self) -> None:
+        if not self._holding:
+            return
+        self._holding = False
+        try:
+            if self._flock is not None:
+                self._flock.release()
+                self._flock = None
+        finally:
+            with _local_guard:
+                entry = _local[self._key]
+                entry.owner = None
+                entry.holder = ""
+            entry.lock.release()
+            _local_leave(self._key)
+
+    def _held_error(self) -> MarkerHeldError:
+        """The error of a wait that timed out, naming the holder."""
+        store, p = self._store, self._place
+        assert store is not None and p is not None
+        with _local_guard:
+            entry = _local.get(self._key)
+            thread = entry.holder if entry is not None and entry.owner is not None else ""
+        rows = store.query(self._select(), p.ids)
+        pid = host = run = since = None
+        if rows and rows[0][1] == "pending":
+            pid, host, run, since = rows[0][4:8]
+        if thread:
+            who = f"{thread} of this process (pid {os.getpid()} on {_HOST})"
+            pid, host = os.getpid(), _HOST
+        elif pid is not None:
+            who = f"process {pid} on {host} (run {run}, since {since})"
+        else:
+            who = "another process that has not recorded its claim yet"
+        return MarkerHeldError(
+            f"{self._describe()} is held by {who}; waited {self.timeout:g} s for it to "
+            f"leave the block. Wait for it to finish, stop it, or pass a longer timeout=",
+            name=self.name,
+            pid=pid,
+            host=host,
+            run_id=run,
+        )
+
+    # -- with / async with ---------------------------------------------------
+
+    def _after_locks(self) -> MarkerOffer:
+        try:
+            offer = self._claim()
+        except BaseException:
+            self._release()
+            raise
+        if not offer:
+            self._release()  # done by an earlier holder: nothing to guard
+        return offer
+
+    def __enter__(self) -> MarkerOffer:
+        self._begin()
+        done = self._already_done()
+        if done is not None:
+            return done
+        thread = threading.current_thread()
+        if not self._acquire(thread.ident, f"thread {thread.name!r}", self.timeout):
+            raise self._held_error()
+        return self._after_locks()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._holding:
+            return
+        try:
+            if exc is None:
+                self._finish(None)
+            else:
+                # The block's own exception matters more than its failed record.
+                with contextlib.suppress(LetItLoopError):
+                    self._finish(exc)
+        finally:
+            self._release()
+
+    async def __aenter__(self) -> MarkerOffer:
+        self._begin()
+        done = self._already_done()
+        if done is not None:
+            return done
+        task = asyncio.current_task()
+        thread = threading.current_thread()
+        owner: object = task or thread.ident
+        who = f"task {task.get_name()!r} in thread {thread.name!r}" if task else thread.name
+        # Uncontended: take both locks here, without a hop to a worker thread.
+        if not self._acquire(owner, who, 0.0):
+            await self._acquire_in_thread(owner, who)
+        return self._after_locks()
+
+    async def _acquire_in_thread(self, owner: object, who: str) -> None:
+        """Wait for the locks in a worker thread, so the event loop keeps running.
+
+        If the waiting task is cancelled, the worker stops waiting within
+        ``_STOP_SLICE_S`` and lets go of locks it got in the meantime.
+        """
+        stop = threading.Event()
+        guard = threading.Lock()
+        acquired = False
+
+        def wait() -> bool:
+            nonlocal acquired
+            got = self._acquire(owner, who, self.timeout, stop)
+            with guard:
+                if got and stop.is_set():
+                    self._release()  # the waiting task was cancelled meanwhile
+                    return False
+                acquired = got
+            return got
+
+        try:
+            got = await asyncio.to_thread(wait)
+        except BaseException:
+            with guard:
+                stop.set()
+                if acquired:
+                    self._release()
+            raise
+        if not got:
+            raise self._held_error()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    @property
+    def lock_file(self) -> Path:
+        """The lock file of this marker (known once entered): for debugging and tests."""
+        if self._store is None:
+            raise LetItLoopError(f"{self!r}: enter the marker first")
+        return self._store.lock_file("marker", self._lock_name)
+
+    def __repr__(self) -> str:
+        return f"<AtomicMarker {self.name!r} scope={self.scope!r}>"
