@@ -65,6 +65,11 @@ def new_run_id(t: float) -> str:
     return "".join(_CROCKFORD[(n >> shift) & 31] for shift in range(125, -1, -5))
 
 
+def run_lock_path(store: Store, run_id: str) -> Path:
+    """The lock file a process holds while it has ``run_id`` open (see ``lil reset``)."""
+    return store.lock_file("run", f"{store.path.resolve()}\0{run_id}")
+
+
 def function_name(fn: Callable[..., Any]) -> str:
     """``module.qualname`` of a step's function (the code identity checked on replay)."""
     while isinstance(fn, partial):
@@ -250,7 +255,7 @@ class Journal:
                 )
             _held.add(key)
         self._held_key = key
-        lock = filelock.FileLock(store.lock_file("run", f"{store.path.resolve()}\0{run_id}"))
+        lock = filelock.FileLock(run_lock_path(store, run_id))
         try:
             lock.acquire(timeout=self.timeout)
         except filelock.Timeout:

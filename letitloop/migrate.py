@@ -189,6 +189,11 @@ def migrate(store: Store) -> None:
                 migrations(name=other)(_migration_fn(sql_of[other]))
             # Apply exactly this one: stop before everything after it.
             migrations.apply(db, stop_before=[n for n in names[position + 1 :] if n != name])
+    from .store import refresh_journal_rows
+
+    with store.write() as conn:
+        # The browsing view lists goal tables by name; rebuild it over every goal.
+        refresh_journal_rows(conn)
 
 
 def _migration_fn(sql: str) -> Any:

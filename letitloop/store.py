@@ -289,6 +289,7 @@ class Store:
             "INSERT INTO goals (goal, journal_table, created_at) VALUES (?, ?, ?)",
             (goal, table, utc_iso(now)),
         )
+        refresh_journal_rows(conn)
         return table
 
     # -- lock files ----------------------------------------------------------
@@ -306,6 +307,41 @@ class Store:
                 path=str(self.path),
             ) from None
         return folder / f"{kind}-{digest}.lock"
+
+
+#: The browsing view of every goal's rows (see migrations/0004_views.sql).
+JOURNAL_ROWS_VIEW = "journal_rows"
+
+#: Goal tables per nested UNION ALL in that view: SQLite refuses a compound
+#: SELECT of more than 500 terms (SQLITE_MAX_COMPOUND_SELECT), so the view
+#: nests groups of this many.
+_VIEW_GROUP = 200
+
+
+def refresh_journal_rows(conn: sqlite3.Connection) -> None:
+    """Inside a write transaction: rebuild the ``journal_rows`` view over every goal's table.
+
+    A no-op on a file whose schema has no such view yet (its migration creates it).
+    """
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?", (JOURNAL_ROWS_VIEW,)
+    ).fetchone()
+    if not exists:
+        return
+    arms = [f"SELECT NULL AS goal, rowid AS seq, * FROM {JOURNAL_TEMPLATE}"]
+    for goal, table in conn.execute("SELECT goal, journal_table FROM goals ORDER BY rowid"):
+        literal = "'" + str(goal).replace("'", "''") + "'"
+        # Table names we generate hold only [a-z0-9_]; the goal is a quoted literal.
+        arms.append(f'SELECT {literal} AS goal, rowid AS seq, * FROM "{table}"')
+    groups = [arms[i : i + _VIEW_GROUP] for i in range(0, len(arms), _VIEW_GROUP)]
+    body = "\nUNION ALL\n".join(
+        "SELECT * FROM (" + "\nUNION ALL\n".join(g) + ")"
+        if len(groups) > 1
+        else "\nUNION ALL\n".join(g)
+        for g in groups
+    )
+    conn.execute(f"DROP VIEW {JOURNAL_ROWS_VIEW}")
+    conn.execute(f"CREATE VIEW {JOURNAL_ROWS_VIEW} AS\n{body}")
 
 
 def now() -> float:
