@@ -204,10 +204,17 @@ class Journal:
             self._hold(store, run_id)
             now = self.clock()
             with store.write() as c:
-                status, attempts, result = c.execute(
-                    "SELECT status, attempts, result FROM runs WHERE id = ?", (run_id,)
+                found = c.execute(
+                    "SELECT status, attempts, result, name FROM runs WHERE id = ?", (run_id,)
                 ).fetchone()
-                if status == "completed" and self.run_name is None:
+                # Forgotten ('lil reset', 'lil gc') or its name handed to a fork ('lil fork')
+                # while we waited for its holder: look again.
+                status, attempts, result, name = found or ("completed", 0, None, None)
+                if (
+                    found is None
+                    or (name != self.run_name and self.run_name is not None)
+                    or (status == "completed" and self.run_name is None)
+                ):
                     # It completed while we waited for its holder: start a new run.
                     retry = True
                 else:

@@ -17,7 +17,6 @@ import sys
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +55,6 @@ print("pipeline finished")
 """
 
 STEPS = "fetch,enrich,price,summarize,notify"
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_journal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    # Never touch a developer's .letitloop/ or $LETITLOOP_DB by accident.
-    monkeypatch.delenv("LETITLOOP_DB", raising=False)
-    monkeypatch.delenv("LETITLOOP_WATCH_ID", raising=False)
-    monkeypatch.chdir(tmp_path)
-    yield
 
 
 class Lab:
