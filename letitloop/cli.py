@@ -130,7 +130,7 @@ def runs(
     limit: int,
     as_json: bool,
 ) -> None:
-    """List runs, newest first: state, steps done, attempts, start, duration, error.
+    """List runs, newest first, with their state and steps done.
 
     A run whose process died without finishing shows as "crashed"; one held
     by a live process as "running"; a fork nobody opened yet as "pending".
@@ -348,7 +348,7 @@ def show(
     interval: float,
     as_json: bool,
 ) -> None:
-    """Show one run: its steps and markers in order, errors, attempts, restarts.
+    """Show one run: its steps in order, errors, attempts, restarts.
 
     RUN is a run id (or a unique prefix of one, or a run name); GOAL means
     the goal's newest run. Each row has its status, attempt, duration and a
@@ -488,7 +488,7 @@ def reset(ctx: click.Context, goal: str, run_ref: str | None, yes: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> None:
-    """Start a new run that keeps RUN's results before KEY and re-executes from KEY on.
+    """Re-run RUN from step KEY on, keeping the results before KEY.
 
     The way out after a bug fix or a code change under a recorded run. The
     fork becomes the goal's newest unfinished run, so the next Journal(GOAL)
@@ -560,7 +560,7 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
 def gc(
     ctx: click.Context, older_than: Any, status: tuple[str, ...], dry_run: bool, as_json: bool
 ) -> None:
-    """Delete old runs with their steps and markers, then reclaim the space (VACUUM).
+    """Delete old runs and their rows, then reclaim the space.
 
     A run is old when its last activity is older than --older-than. Runs
     held by a live process are never removed.
@@ -613,7 +613,7 @@ def gc(
 )
 @click.pass_context
 def export(ctx: click.Context, ref: str, fmt: str) -> None:
-    """Print a run, its steps and markers (results decoded), attempts and restarts as JSON.
+    """Print a run with its steps, markers and decoded results as JSON.
 
     For bug reports and tests. Timestamps are ISO-8601 UTC; each row has its
     decoded "result" and the stored JSON text as "result_json".
