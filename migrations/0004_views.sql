@@ -6,7 +6,8 @@
 -- A view cannot union a changing set of tables, so this definition (over
 -- the always-empty template) is a placeholder that letitloop rebuilds over
 -- every goal's table whenever a goal is added and after each upgrade
--- (letitloop.store.refresh_journal_rows).
+-- (letitloop.store.refresh_journal_rows). Past 200 goals (VIEW_MAX_GOALS) it
+-- stays this empty placeholder: see docs/inspecting.md, "Limits".
 CREATE VIEW journal_rows AS
 SELECT NULL AS goal, rowid AS seq, * FROM _journal_template;
 
