@@ -198,8 +198,9 @@ def _show_text(detail: Any, full: bool, registry: Any = None) -> list[str]:
     elif run.state == "crashed":
         state += f" — its last process (pid {run.holder_pid} on {run.holder_host}) died"
     elif run.state == "pending":
-        state += " — no process has opened it yet"
-    out.append(f"state     {state}, attempt {run.attempts}")
+        state += " — no process has opened it yet"  # a fresh fork
+    plural = "" if run.attempts == 1 else "s"
+    out.append(f"state     {state}; {run.attempts} attempt{plural}")
     out.append(f"started   {render.local_time(run.started_at)}")
     if run.finished_at:
         out.append(
@@ -289,16 +290,31 @@ def _show_text(detail: Any, full: bool, registry: Any = None) -> list[str]:
     return out
 
 
-def _step_text(detail: Any, key: str, registry: Any = None) -> list[str]:
-    from . import render
-    from .inspection import decoded
-
+def _row(detail: Any, key: str) -> Any:
     row = next((r for r in detail.rows if r.key == key), None)
     if row is None:
         keys = ", ".join(r.key for r in detail.rows[:8]) or "none"
         raise click.ClickException(
             f"run {detail.run.id} recorded no step {key!r}; its keys: {keys}"
         )
+    return row
+
+
+def _step_json(detail: Any, key: str) -> dict[str, Any]:
+    from .inspection import decoded
+
+    row = _row(detail, key)
+    out: dict[str, Any] = {"run": detail.run.id, **row.as_dict()}
+    out["result_json"] = out.pop("result")
+    out["result"] = decoded(row.result)
+    return out
+
+
+def _step_text(detail: Any, key: str, registry: Any = None) -> list[str]:
+    from . import render
+    from .inspection import decoded
+
+    row = _row(detail, key)
     took = None if row.duration_ms is None else row.duration_ms / 1000
     out = [
         f"step      {row.key}  ({row.kind}, #{detail.rows.index(row) + 1} in run {detail.run.id})",
@@ -367,7 +383,9 @@ def show(
         run = find_run(store, ref)
         if not follow:
             detail = show_run(store, run)
-            if as_json:
+            if as_json and step_key is not None:
+                _echo_json(_step_json(detail, step_key))
+            elif as_json:
                 _echo_json(detail.as_dict())
             elif step_key is not None:
                 click.echo("\n".join(_step_text(detail, step_key)))
