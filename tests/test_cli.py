@@ -252,6 +252,24 @@ class TestShowingARun:
         )
 
 
+class TestTimes:
+    def test_people_get_the_local_zone_and_json_keeps_utc(self, history: Lab) -> None:
+        from datetime import datetime, timedelta
+
+        started = history.json("show", "sync")["run"]["started_at"]
+        assert started.endswith("+00:00")
+        # A POSIX TZ string needs no tz database: XYZ is nine hours ahead of UTC.
+        r = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(history.db), "show", "sync"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "TZ": "XYZ-09:00"},
+        )
+        local = datetime.fromisoformat(started) + timedelta(hours=9)
+        assert f"started   {local:%Y-%m-%d %H:%M:%S} XYZ" in r.stdout
+
+
 class TestExportingARun:
     def test_json_has_the_run_and_decoded_results(self, history: Lab) -> None:
         data = json.loads(history.ok("export", "sync"))
