@@ -739,11 +739,28 @@ def gc_runs(
     before = _file_bytes(store)
     cutoff = utc_iso((now if now is not None else time.time()) - older_than.total_seconds())
     if dry_run:
+        events = 0
+        if status is None:
+            going = {r.id for r in removable}
+            kept_watchers = {
+                w
+                for run, w in store.query(
+                    "SELECT run, watch_id FROM attempts WHERE watch_id IS NOT NULL"
+                )
+                if run not in going
+            }
+            events = sum(
+                1
+                for (w,) in store.query(
+                    "SELECT watch_id FROM supervisor_events WHERE at < ?", (cutoff,)
+                )
+                if w not in kept_watchers
+            )
         return GcResult(
             removable,
             live,
             sum(r.steps_done + r.steps_failed + r.markers for r in removable),
-            0,
+            events,
             before,
             before,
             True,

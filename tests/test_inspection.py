@@ -28,7 +28,7 @@ from letitloop.inspection import (
     show_run,
 )
 from letitloop.journal import run_lock_path
-from letitloop.store import VIEW_MAX_GOALS, Store
+from letitloop.store import VIEW_MAX_GOALS, Store, utc_iso
 
 
 def numbered(key: str, calls: list[str]) -> str:
@@ -151,6 +151,31 @@ class TestCollectingGarbage:
         assert len(result.removed) == 1 and result.rows_deleted == 1500
         assert result.bytes_after < result.bytes_before / 4
         assert db.stat().st_size == result.bytes_after  # the WAL was checkpointed away
+
+    def test_old_watcher_events_go_with_the_runs_they_started(
+        self, db: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        old = time.time() - 90 * 86400
+        monkeypatch.setenv("LETITLOOP_WATCH_ID", "old-watch")
+        with Journal("g", path=db, clock=lambda: old) as j:
+            j.step("a", str, 1)
+        monkeypatch.setenv("LETITLOOP_WATCH_ID", "new-watch")
+        with Journal("g", path=db, run="kept") as j:
+            j.step("a", str, 1)
+        store = open_journal_file(db)
+        try:
+            for watch, at in (("old-watch", old), ("new-watch", time.time())):
+                store.write1(
+                    "INSERT INTO supervisor_events (watch_id, at, event, target, attempt, "
+                    "watcher_pid, host) VALUES (?, ?, 'start', 'x.py', 1, 1, 'h')",
+                    (watch, utc_iso(at)),
+                )
+            assert gc_runs(store, timedelta(days=30), dry_run=True).supervisor_events_deleted == 1
+            assert gc_runs(store, timedelta(days=30)).supervisor_events_deleted == 1
+            left = store.query("SELECT watch_id FROM supervisor_events")
+        finally:
+            store.close()
+        assert left == [("new-watch",)]
 
 
 @pytest.fixture
