@@ -235,3 +235,29 @@ class TestTheJournalRowsView:
         finally:
             store.close()
         assert [r.key for r in detail.rows] == ["zeta", "alpha", "mid"]
+
+
+class TestAFileWithAGapInItsMigrations:
+    def test_the_missing_earlier_migration_is_applied_and_the_file_opens(
+        self, db: Path, migrations_before_views: Path
+    ) -> None:
+        # A file written by a version that had 0001 and 0004 but not a 0002/0003
+        # merged later: the lower-numbered migration arrives after a higher one.
+        source = Path(__file__).resolve().parent.parent / "migrations" / "0004_views.sql"
+        shutil.copy(source, migrations_before_views)
+        early = sorted(p for p in migrations_before_views.glob("000[23]_*.sql"))
+        held_back = {p: p.read_text(encoding="utf-8") for p in early}
+        for p in held_back:
+            p.unlink()
+        migrate.known_migrations.cache_clear()
+        with Journal("g", path=db, run="r") as j:
+            j.step("s", str, 1)
+        for p, text in held_back.items():
+            p.write_text(text, encoding="utf-8")
+        migrate.known_migrations.cache_clear()
+        with Journal("g", path=db, run="r") as j:
+            assert j.step("s", str, 0) == "1"
+        conn = sqlite3.connect(db)
+        applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
+        conn.close()
+        assert sorted(applied) == sorted(name for name, _ in migrate.known_migrations())
