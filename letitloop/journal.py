@@ -66,6 +66,11 @@ def new_run_id(t: float) -> str:
     return "".join(_CROCKFORD[(n >> shift) & 31] for shift in range(125, -1, -5))
 
 
+def run_lock_path(store: Store, run_id: str) -> Path:
+    """The lock file a process holds while it has ``run_id`` open (see ``lil reset``)."""
+    return store.lock_file("run", f"{store.path.resolve()}\0{run_id}")
+
+
 def function_name(fn: Callable[..., Any]) -> str:
     """``module.qualname`` of a step's function (the code identity checked on replay)."""
     while isinstance(fn, partial):
@@ -202,10 +207,17 @@ class Journal:
             self._hold(store, run_id)
             now = self.clock()
             with store.write() as c:
-                status, attempts, result = c.execute(
-                    "SELECT status, attempts, result FROM runs WHERE id = ?", (run_id,)
+                found = c.execute(
+                    "SELECT status, attempts, result, name FROM runs WHERE id = ?", (run_id,)
                 ).fetchone()
-                if status == "completed" and self.run_name is None:
+                # Forgotten ('lil reset', 'lil gc') or its name handed to a fork ('lil fork')
+                # while we waited for its holder: look again.
+                status, attempts, result, name = found or ("completed", 0, None, None)
+                if (
+                    found is None
+                    or (name != self.run_name and self.run_name is not None)
+                    or (status == "completed" and self.run_name is None)
+                ):
                     # It completed while we waited for its holder: start a new run.
                     retry = True
                 else:
@@ -253,7 +265,7 @@ class Journal:
                 )
             _held.add(key)
         self._held_key = key
-        lock = filelock.FileLock(store.lock_file("run", f"{store.path.resolve()}\0{run_id}"))
+        lock = filelock.FileLock(run_lock_path(store, run_id))
         try:
             lock.acquire(timeout=self.timeout)
         except filelock.Timeout:

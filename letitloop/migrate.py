@@ -187,8 +187,17 @@ def migrate(store: Store) -> None:
             migrations = Migrations(MIGRATION_SET)
             for other in names:
                 migrations(name=other)(_migration_fn(sql_of[other]))
-            # Apply exactly this one: stop before everything after it.
-            migrations.apply(db, stop_before=[n for n in names[position + 1 :] if n != name])
+            # Apply exactly this one: stop before every later one not yet applied. (A
+            # later one can already be applied: a file written by a version whose
+            # migrations were numbered with a gap, e.g. 0001 and 0004 but not 0002;
+            # sqlite-utils refuses to "stop before" an applied migration.)
+            later = [n for n in names[position + 1 :] if n != name and n not in applied]
+            migrations.apply(db, stop_before=later)
+    from .store import refresh_journal_rows
+
+    with store.write() as conn:
+        # The browsing view lists goal tables by name; rebuild it over every goal.
+        refresh_journal_rows(conn)
 
 
 def _migration_fn(sql: str) -> Any:

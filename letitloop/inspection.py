@@ -1,0 +1,904 @@
+"""See, fix and replay runs: the library under ``lil runs/show/reset/fork/gc/export``.
+
+Every function takes an open :class:`~letitloop.store.Store` (see
+:func:`open_journal_file`) and deals in runs and rows; the ``lil`` commands
+only parse arguments and print. A run's steps and markers come in journal
+order: the rowid order of its goal's journal table (the order in which
+their rows were first written).
+
+Whether a run is *live* is read from its lock, not from the ``status``
+column: a process holding a run holds its lock file
+(:func:`letitloop.journal.run_lock_path`), and a process that died released
+it. So a run recorded as ``running`` whose lock is free has *crashed* (or,
+with no attempt yet, is a *pending* fork).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import filelock
+import msgspec
+
+from . import codec
+from .errors import (
+    DecodeError,
+    JournalFileError,
+    LetItLoopError,
+    RunHeldError,
+    RunNotFoundError,
+)
+from .journal import new_run_id, run_lock_path
+from .store import Store, resolve_path, utc_iso
+
+#: The states a run can be in, as ``lil runs`` shows them. ``running``: held
+#: by a live process; ``crashed``: recorded as running, but no process holds
+#: it; ``pending``: a fork (or a run) that no process has opened yet.
+STATES = ("running", "crashed", "pending", "completed", "failed")
+
+#: The shortest unique prefix of a run id ``lil`` accepts: shorter ones are
+#: almost always a typo, and a ULID's first characters are only its time.
+MIN_PREFIX = 6
+
+#: Runs gc deletes per transaction (holding each one's lock file meanwhile).
+GC_BATCH = 200
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+# -- what the functions return ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run as ``lil runs`` lists it. Timestamps are ISO-8601 UTC text."""
+
+    id: str
+    goal: str
+    name: str | None
+    status: str
+    """As recorded in ``runs.status``: running, completed or failed."""
+    state: str
+    """What it is now (one of :data:`STATES`), from the status and the run's lock."""
+    attempts: int
+    steps_done: int
+    steps_failed: int
+    markers: int
+    started_at: str
+    updated_at: str
+    finished_at: str | None
+    error: str | None
+    holder_pid: int | None
+    holder_host: str | None
+    journal_table: str
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the start to the finish (or to the last activity, if unfinished)."""
+        end = self.finished_at or self.updated_at
+        return (parse_utc(end) - parse_utc(self.started_at)).total_seconds()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The run as plain JSON-ready values (UTC timestamps)."""
+        return {**asdict(self), "duration_s": round(self.duration_s, 6)}
+
+
+@dataclass(frozen=True)
+class RowInfo:
+    """One step or marker row of a run, in journal order (``seq`` is its rowid)."""
+
+    seq: int
+    key: str
+    kind: str
+    status: str
+    fn: str | None
+    result: str | None
+    """The result as stored: JSON text written by the codec."""
+    started_at: str | None
+    finished_at: str | None
+    duration_ms: float | None
+    attempt: int
+    """The attempt that wrote the row; 0 for a row a fork copied from its source."""
+    error: str | None
+    traceback: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    """One process's pass over a run."""
+
+    attempt: int
+    pid: int
+    host: str
+    watch_id: str | None
+    started_at: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """One run with its rows, attempts and the supervisor's events around it."""
+
+    run: RunInfo
+    rows: list[RowInfo]
+    attempts: list[AttemptInfo]
+    supervisor_events: list[dict[str, Any]]
+    """Rows of ``supervisor_events`` of every watcher that started an attempt of the run."""
+    previous_steps: int | None
+    """Steps done by the goal's previous completed run, None when there is none."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run.as_dict(),
+            "rows": [r.as_dict() for r in self.rows],
+            "attempts": [a.as_dict() for a in self.attempts],
+            "supervisor_events": self.supervisor_events,
+            "previous_steps": self.previous_steps,
+        }
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    """What :func:`fork_run` made."""
+
+    run: RunInfo
+    """The new run (state ``pending`` until a process opens it)."""
+    source: RunInfo
+    copied: list[str]
+    """Keys of the rows copied from the source, in journal order."""
+    source_renamed_to: str | None
+    """For a named source: the name it now carries (the fork took over its name)."""
+
+
+@dataclass(frozen=True)
+class GcResult:
+    """What :func:`gc_runs` removed (or, with ``dry_run``, would remove)."""
+
+    removed: list[RunInfo]
+    skipped_live: list[RunInfo]
+    """Old runs left alone because a live process holds them."""
+    rows_deleted: int
+    supervisor_events_deleted: int
+    bytes_before: int
+    bytes_after: int
+    dry_run: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "removed": [r.as_dict() for r in self.removed],
+            "skipped_live": [r.as_dict() for r in self.skipped_live],
+            "rows_deleted": self.rows_deleted,
+            "supervisor_events_deleted": self.supervisor_events_deleted,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+            "dry_run": self.dry_run,
+        }
+
+
+# -- small parsers ---------------------------------------------------------------
+
+
+def parse_utc(text: str) -> datetime:
+    """An ISO-8601 timestamp as written by the journal, as an aware datetime."""
+    t = datetime.fromisoformat(text)
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def parse_duration(text: str) -> timedelta:
+    """``"30d"``, ``"12h"``, ``"1h30m"``, ``"90s"``, ``"2w"`` as a timedelta.
+
+    Raises ValueError saying what was expected for anything else.
+    """
+    s = text.strip().lower()
+    pos, total = 0, 0.0
+    for m in _DURATION_PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ValueError(
+            f"expected a duration such as 30d, 12h, 1h30m, 90s or 2w "
+            f"(units s, m, h, d, w), got {text!r}"
+        )
+    return timedelta(seconds=total)
+
+
+def parse_since(text: str, now: float | None = None) -> datetime:
+    """A point in time: a duration ago (``"2h"``), or an ISO date/time (local if no zone)."""
+    with contextlib.suppress(ValueError):
+        return datetime.fromtimestamp(now if now is not None else time.time(), timezone.utc) - (
+            parse_duration(text)
+        )
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"expected a duration ago (2h, 7d) or a date/time (2026-11-30, "
+            f"2026-11-30T08:00), got {text!r}"
+        ) from None
+    return (t if t.tzinfo else t.astimezone()).astimezone(timezone.utc)
+
+
+# -- opening the file --------------------------------------------------------------
+
+
+def open_journal_file(path: str | Path | None = None) -> Store:
+    """Open an existing journal for inspection (upgrading its schema if it is older).
+
+    Unlike ``Journal``, this never creates a file, and refuses an SQLite file
+    that is not a letitloop journal rather than adding tables to it. Raises
+    JournalFileError saying what was found.
+    """
+    p = resolve_path(path)
+    if not p.exists():
+        raise JournalFileError(
+            f"{p}: no journal file here; expected the file a Journal wrote (pass --db PATH "
+            f"or set LETITLOOP_DB; the default is .letitloop/journal.db under the current "
+            f"folder)",
+            path=str(p),
+        )
+    if p.is_dir():
+        raise JournalFileError(
+            f"{p}: expected a journal file, found a folder; pass the file's path to --db",
+            path=str(p),
+        )
+    try:
+        probe = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = {
+                r[0]
+                for r in probe.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name IN ('goals', 'runs')"
+                )
+            }
+        finally:
+            probe.close()
+    except sqlite3.Error as exc:
+        raise JournalFileError(
+            f"{p}: expected a letitloop journal (an SQLite file), found a file SQLite cannot "
+            f"read ({exc}); pass the journal's path to --db",
+            path=str(p),
+        ) from None
+    if names != {"goals", "runs"}:
+        raise JournalFileError(
+            f"{p}: expected a letitloop journal, found an SQLite file without letitloop's "
+            f"tables (goals, runs); pass the journal's path to --db. The file was not changed.",
+            path=str(p),
+        )
+    return Store(p)
+
+
+# -- liveness ------------------------------------------------------------------------
+
+
+def is_run_held(store: Store, run_id: str) -> bool:
+    """True when a live process (this one included) holds ``run_id`` right now."""
+    lock = filelock.FileLock(run_lock_path(store, run_id))
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        return True
+    lock.release()
+    return False
+
+
+@contextlib.contextmanager
+def _holding(store: Store, run: RunInfo, doing: str) -> Iterator[None]:
+    """Hold ``run``'s lock (so no process opens it meanwhile); RunHeldError if a live one has it."""
+    lock = filelock.FileLock(run_lock_path(store, run.id))
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        raise RunHeldError(
+            f"run {run.id} of goal {run.goal!r} is held by a live process (pid "
+            f"{run.holder_pid} on {run.holder_host}); cannot {doing} it. Wait for it to "
+            f"finish or stop that process, then try again",
+            run_id=run.id,
+            pid=run.holder_pid,
+            host=run.holder_host,
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _state(store: Store, status: str, attempts: int, run_id: str) -> str:
+    if status != "running":
+        return status
+    if is_run_held(store, run_id):
+        return "running"
+    return "crashed" if attempts else "pending"
+
+
+# -- listing -------------------------------------------------------------------------
+
+_RUN_COLUMNS = (
+    "r.id, r.goal, r.name, r.status, r.attempts, r.started_at, r.updated_at, r.finished_at, "
+    "r.error, r.holder_pid, r.holder_host, g.journal_table"
+)
+
+
+def _counts(store: Store, table: str, run_ids: list[str]) -> dict[str, tuple[int, int, int]]:
+    out: dict[str, tuple[int, int, int]] = {}
+    # SQLite allows at most 999 bound parameters in old builds; stay well below.
+    for i in range(0, len(run_ids), 500):
+        chunk = run_ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        for run, done, failed, markers in store.query(
+            f"SELECT run, sum(kind = 'step' AND status = 'done'), "
+            f"sum(kind = 'step' AND status = 'failed'), sum(kind = 'marker') "
+            f'FROM "{table}" WHERE run IN ({marks}) GROUP BY run',
+            chunk,
+        ):
+            out[run] = (int(done or 0), int(failed or 0), int(markers or 0))
+    return out
+
+
+def _infos(store: Store, rows: list[Any]) -> list[RunInfo]:
+    by_table: dict[str, list[str]] = {}
+    for row in rows:
+        by_table.setdefault(row[11], []).append(row[0])
+    counts: dict[str, tuple[int, int, int]] = {}
+    for table, ids in by_table.items():
+        counts.update(_counts(store, table, ids))
+    out = []
+    for rid, goal, name, status, attempts, started, updated, finished, error, pid, host, t in rows:
+        done, failed, markers = counts.get(rid, (0, 0, 0))
+        out.append(
+            RunInfo(
+                id=rid,
+                goal=goal,
+                name=name,
+                status=status,
+                state=_state(store, status, attempts, rid),
+                attempts=attempts,
+                steps_done=done,
+                steps_failed=failed,
+                markers=markers,
+                started_at=started,
+                updated_at=updated,
+                finished_at=finished,
+                error=error,
+                holder_pid=pid,
+                holder_host=host,
+                journal_table=t,
+            )
+        )
+    return out
+
+
+def list_runs(
+    store: Store,
+    goal: str | None = None,
+    *,
+    status: str | Iterable[str] | None = None,
+    since: datetime | None = None,
+    limit: int | None = None,
+) -> list[RunInfo]:
+    """Runs newest first, optionally of one goal, in some states, started since a time.
+
+    ``status`` takes the states of :data:`STATES` (``crashed`` and ``running``
+    are told apart by the run's lock). An empty list means no run matched;
+    an unknown goal raises RunNotFoundError.
+    """
+    where, params = [], []
+    if goal is not None:
+        if store.goal_table(goal) is None:
+            raise RunNotFoundError(_no_goal(store, goal))
+        where.append("r.goal = ?")
+        params.append(goal)
+    wanted: set[str] | None = None
+    if status is not None:
+        wanted = {status} if isinstance(status, str) else set(status)
+        unknown = wanted - set(STATES)
+        if unknown:
+            raise LetItLoopError(
+                f"unknown run status {sorted(unknown)[0]!r}; expected one of {', '.join(STATES)}"
+            )
+        recorded = {"running" if s in ("running", "crashed", "pending") else s for s in wanted}
+        where.append(f"r.status IN ({','.join('?' * len(recorded))})")
+        params.extend(sorted(recorded))
+    if since is not None:
+        where.append("r.started_at >= ?")
+        params.append(utc_iso(since.timestamp()))
+    sql = f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY r.id DESC"
+    if limit is not None and wanted is None:
+        sql += f" LIMIT {int(limit)}"
+    infos = _infos(store, store.query(sql, params))
+    if wanted is not None:
+        infos = [i for i in infos if i.state in wanted]
+        if limit is not None:
+            infos = infos[:limit]
+    return infos
+
+
+def _no_goal(store: Store, goal: str) -> str:
+    known = [r[0] for r in store.query("SELECT goal FROM goals ORDER BY goal LIMIT 6")]
+    hint = f"known goals: {', '.join(known[:5])}{', …' if len(known) > 5 else ''}"
+    return f"no goal {goal!r} in {store.path} ({hint if known else 'the journal has no goals'})"
+
+
+def get_run(store: Store, run_id: str) -> RunInfo:
+    """The run with exactly this id. Raises RunNotFoundError."""
+    rows = store.query(
+        f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal WHERE r.id = ?",
+        (run_id,),
+    )
+    if not rows:
+        raise RunNotFoundError(
+            f"no run {run_id!r} in {store.path}; 'lil runs' lists the runs", run=run_id
+        )
+    return _infos(store, rows)[0]
+
+
+def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
+    """The run ``ref`` names: a run id, a goal (its newest run), a run name, or an id prefix.
+
+    With ``goal``, ``ref`` is looked up among that goal's runs only (by id or
+    name). Raises RunNotFoundError when nothing matches, or a prefix or name
+    is ambiguous.
+    """
+    q = f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal WHERE "
+    if goal is not None:
+        if store.goal_table(goal) is None:
+            raise RunNotFoundError(_no_goal(store, goal))
+        rows = store.query(q + "r.goal = ? AND (r.id = ? OR r.name = ?)", (goal, ref, ref))
+        if not rows:
+            raise RunNotFoundError(
+                f"goal {goal!r} has no run with id or name {ref!r}; 'lil runs {goal}' lists "
+                f"its runs",
+                run=ref,
+            )
+        return _infos(store, rows[:1])[0]
+    rows = store.query(q + "r.id = ?", (ref,))
+    if not rows:
+        rows = store.query(q + "r.goal = ? ORDER BY r.id DESC LIMIT 1", (ref,))
+    if not rows:
+        rows = store.query(q + "r.name = ? ORDER BY r.id DESC", (ref,))
+        if len(rows) > 1:
+            goals = ", ".join(sorted({r[1] for r in rows}))
+            raise RunNotFoundError(
+                f"run name {ref!r} belongs to several goals ({goals}); pass the run id "
+                f"('lil runs' lists them)",
+                run=ref,
+            )
+    if not rows and len(ref) >= MIN_PREFIX:
+        rows = store.query(
+            q + "r.id LIKE ? ESCAPE '\\' ORDER BY r.id DESC LIMIT 3",
+            (ref.upper().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",),
+        )
+        if len(rows) > 1:
+            raise RunNotFoundError(
+                f"run id prefix {ref!r} matches several runs ({rows[0][0]}, {rows[1][0]}, …); "
+                f"give more characters",
+                run=ref,
+            )
+    if not rows:
+        raise RunNotFoundError(
+            f"no run or goal {ref!r} in {store.path}; expected a run id, a goal or a run "
+            f"name; 'lil runs' lists them",
+            run=ref,
+        )
+    return _infos(store, rows[:1])[0]
+
+
+# -- one run -------------------------------------------------------------------------
+
+_ROW_COLUMNS = (
+    "rowid, key, kind, status, fn, result, started_at, finished_at, duration_ms, attempt, "
+    "error, traceback"
+)
+
+
+def run_rows(store: Store, run: RunInfo) -> list[RowInfo]:
+    """The run's steps and markers in journal order."""
+    return [
+        RowInfo(*r)
+        for r in store.query(
+            f'SELECT {_ROW_COLUMNS} FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
+            (run.id,),
+        )
+    ]
+
+
+def _dicts(store: Store, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+    with store.lock:
+        try:
+            cur = store.conn.execute(sql, params)
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        except sqlite3.Error as exc:
+            raise JournalFileError(f"{store.path}: SQLite error: {exc}") from None
+
+
+def show_run(store: Store, run: RunInfo | str) -> RunDetail:
+    """The run (an id or a RunInfo) with its rows, attempts and supervisor events."""
+    info = get_run(store, run) if isinstance(run, str) else run
+    attempts = [
+        AttemptInfo(*a)
+        for a in store.query(
+            "SELECT attempt, pid, host, watch_id, started_at FROM attempts WHERE run = ? "
+            "ORDER BY attempt",
+            (info.id,),
+        )
+    ]
+    events = _dicts(
+        store,
+        "SELECT * FROM supervisor_events WHERE watch_id IN "
+        "(SELECT watch_id FROM attempts WHERE run = ? AND watch_id IS NOT NULL) ORDER BY id",
+        (info.id,),
+    )
+    prev = store.query(
+        "SELECT id FROM runs WHERE goal = ? AND status = 'completed' AND id < ? "
+        "ORDER BY id DESC LIMIT 1",
+        (info.goal, info.id),
+    )
+    previous_steps = None
+    if prev:
+        counts = _counts(store, info.journal_table, [prev[0][0]])
+        previous_steps = counts.get(prev[0][0], (0, 0, 0))[0]
+    return RunDetail(info, run_rows(store, info), attempts, events, previous_steps)
+
+
+# -- reset ---------------------------------------------------------------------------
+
+
+def resumable_run(store: Store, goal: str) -> RunInfo | None:
+    """The run ``Journal(goal)`` would resume: the newest not completed, or None."""
+    if store.goal_table(goal) is None:
+        raise RunNotFoundError(_no_goal(store, goal))
+    rows = store.query(
+        f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
+        "WHERE r.goal = ? AND r.status IN ('running', 'failed') ORDER BY r.id DESC LIMIT 1",
+        (goal,),
+    )
+    return _infos(store, rows)[0] if rows else None
+
+
+def reset_target(store: Store, goal: str, run: str | None = None) -> RunInfo:
+    """The run ``reset_run(goal, run)`` would forget. Raises RunNotFoundError."""
+    if run is not None:
+        return find_run(store, run, goal=goal)
+    target = resumable_run(store, goal)
+    if target is None:
+        raise RunNotFoundError(
+            f"goal {goal!r} has no unfinished run to reset (the next Journal({goal!r}) starts "
+            f"a new run anyway); to forget a completed run pass --run RUN"
+        )
+    return target
+
+
+def reset_run(store: Store, goal: str, run: str | None = None) -> RunInfo:
+    """Forget a run: delete its row, attempts, steps and run-scoped markers in one transaction.
+
+    ``run`` is a run id or name of ``goal``; without it, the run
+    ``Journal(goal)`` would resume. The next ``Journal(goal)`` then resumes
+    an older unfinished run if there is one, else starts a new run; a named
+    run's name starts a new run. Returns the run as it was. Raises
+    RunHeldError (nothing changed) for a run a live process holds.
+    """
+    target = reset_target(store, goal, run)
+    with _holding(store, target, "reset"), store.write() as c:
+        _delete_runs(c, target.journal_table, [target.id])
+    return target
+
+
+def _delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
+    deleted = 0
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        deleted += c.execute(f'DELETE FROM "{table}" WHERE run IN ({marks})', chunk).rowcount
+        c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
+        c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
+    return deleted
+
+
+# -- fork ----------------------------------------------------------------------------
+
+
+def fork_run(
+    store: Store,
+    run: RunInfo | str,
+    from_step: str,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> ForkResult:
+    """A new run of the same goal that keeps the source's rows before ``from_step``.
+
+    The new run holds copies of the source's done steps and done markers that
+    precede ``from_step`` in journal order (copied rows carry attempt 0);
+    ``from_step`` and everything after it are not copied, so they run again.
+    It is the goal's newest unfinished run, so the next ``Journal(goal)``
+    resumes it. For a named source the fork takes over the name (so
+    ``Journal(goal, run=name)`` resumes the fork) and the source is renamed
+    ``name@SOURCE_ID``. The source is otherwise unchanged.
+
+    Raises RunNotFoundError for an unknown run or a key the run never
+    recorded, RunHeldError when a live process holds the source.
+    """
+    source = find_run(store, run) if isinstance(run, str) else run
+    rows = run_rows(store, source)
+    keys = [r.key for r in rows]
+    if from_step not in keys:
+        shown = ", ".join(keys[:8]) + (", …" if len(keys) > 8 else "")
+        raise RunNotFoundError(
+            f"run {source.id} of goal {source.goal!r} recorded no step {from_step!r}; "
+            f"expected one of its keys ({shown or 'it recorded none'}); 'lil show "
+            f"{source.id}' lists them",
+            run=source.id,
+            key=from_step,
+        )
+    cut = next(r.seq for r in rows if r.key == from_step)
+    copied = [r.key for r in rows if r.seq < cut and r.status == "done"]
+    now = clock()
+    new_id = new_run_id(now)
+    renamed: str | None = None
+    table = source.journal_table
+    with _holding(store, source, "fork"), store.write() as c:
+        if source.name is not None:
+            renamed = f"{source.name}@{source.id}"
+            c.execute("UPDATE runs SET name = ? WHERE id = ?", (renamed, source.id))
+        c.execute(
+            "INSERT INTO runs (id, goal, name, status, attempts, started_at, updated_at) "
+            "VALUES (?, ?, ?, 'running', 0, ?, ?)",
+            (new_id, source.goal, source.name, utc_iso(now), utc_iso(now)),
+        )
+        c.execute(
+            f'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, '
+            f"finished_at, duration_ms, attempt, error, traceback) "
+            f"SELECT ?, key, kind, status, fn, result, started_at, finished_at, duration_ms, "
+            f'0, error, traceback FROM "{table}" WHERE run = ? AND rowid < ? '
+            f"AND status = 'done' ORDER BY rowid",
+            (new_id, source.id, cut),
+        )
+    return ForkResult(get_run(store, new_id), get_run(store, source.id), copied, renamed)
+
+
+# -- gc ------------------------------------------------------------------------------
+
+
+def _file_bytes(store: Store) -> int:
+    total = 0
+    for suffix in ("", "-wal"):
+        with contextlib.suppress(OSError):
+            total += Path(str(store.path) + suffix).stat().st_size
+    return total
+
+
+def gc_candidates(
+    store: Store,
+    older_than: timedelta,
+    *,
+    status: str | Iterable[str] | None = None,
+    now: float | None = None,
+) -> tuple[list[RunInfo], list[RunInfo]]:
+    """(runs gc would remove, old runs it leaves because a live process holds them).
+
+    A run is old when its last activity (``updated_at``) is older than
+    ``older_than``. Without ``status``, old runs in every state but
+    ``running`` are candidates; a live-held run never is.
+    """
+    cutoff = utc_iso((now if now is not None else time.time()) - older_than.total_seconds())
+    rows = store.query(
+        f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
+        "WHERE r.updated_at < ? ORDER BY r.id",
+        (cutoff,),
+    )
+    infos = _infos(store, rows)
+    wanted = None if status is None else ({status} if isinstance(status, str) else set(status))
+    if wanted is not None and wanted - set(STATES):
+        raise LetItLoopError(
+            f"unknown run status {sorted(wanted - set(STATES))[0]!r}; expected one of "
+            f"{', '.join(STATES)}"
+        )
+    live = [i for i in infos if i.state == "running"]
+    removable = [i for i in infos if i.state != "running" and (wanted is None or i.state in wanted)]
+    return removable, live
+
+
+def gc_runs(
+    store: Store,
+    older_than: timedelta,
+    *,
+    status: str | Iterable[str] | None = None,
+    dry_run: bool = False,
+    vacuum: bool = True,
+    now: float | None = None,
+) -> GcResult:
+    """Delete runs idle for longer than ``older_than`` with their rows, then VACUUM.
+
+    Each removed run goes with its steps, markers and attempts, in one
+    transaction; with no ``status`` filter, supervisor events older than the
+    cutoff that no remaining attempt refers to go too. Then ``VACUUM`` (the
+    journal does not use auto_vacuum, so incremental vacuum is not available)
+    and a WAL checkpoint give the space back to the filesystem. ``dry_run``
+    reports what would go and changes nothing.
+    """
+    removable, live = gc_candidates(store, older_than, status=status, now=now)
+    before = _file_bytes(store)
+    cutoff = utc_iso((now if now is not None else time.time()) - older_than.total_seconds())
+    if dry_run:
+        events = 0
+        if status is None:
+            going = {r.id for r in removable}
+            kept_watchers = {
+                w
+                for run, w in store.query(
+                    "SELECT run, watch_id FROM attempts WHERE watch_id IS NOT NULL"
+                )
+                if run not in going
+            }
+            events = sum(
+                1
+                for (w,) in store.query(
+                    "SELECT watch_id FROM supervisor_events WHERE at < ?", (cutoff,)
+                )
+                if w not in kept_watchers
+            )
+        return GcResult(
+            removable,
+            live,
+            sum(r.steps_done + r.steps_failed + r.markers for r in removable),
+            events,
+            before,
+            before,
+            True,
+        )
+    rows_deleted = events_deleted = 0
+    removed: list[RunInfo] = []
+    # Hold the runs' locks while deleting them, so no process opens one meanwhile;
+    # in batches, so a large gc never has more lock files open than a batch.
+    for i in range(0, len(removable), GC_BATCH):
+        with contextlib.ExitStack() as held:
+            batch = []
+            for run in removable[i : i + GC_BATCH]:
+                try:
+                    held.enter_context(_holding(store, run, "delete"))
+                except RunHeldError:
+                    live.append(run)  # opened since we looked: leave it
+                    continue
+                batch.append(run)
+            by_table: dict[str, list[str]] = {}
+            for run in batch:
+                by_table.setdefault(run.journal_table, []).append(run.id)
+            with store.write() as c:
+                for table, ids in by_table.items():
+                    rows_deleted += _delete_runs(c, table, ids)
+            removed.extend(batch)
+    if status is None:
+        with store.write() as c:
+            events_deleted = c.execute(
+                "DELETE FROM supervisor_events WHERE at < ? AND watch_id NOT IN "
+                "(SELECT watch_id FROM attempts WHERE watch_id IS NOT NULL)",
+                (cutoff,),
+            ).rowcount
+    removable = removed
+    if vacuum and (removable or events_deleted):
+        with store.lock:
+            try:
+                # VACUUM rewrites the file without the freed pages; in WAL mode the new
+                # pages land in the -wal file, and the checkpoint moves them into the
+                # database and truncates the WAL, so the file really shrinks.
+                store.conn.execute("VACUUM")
+                store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                from .store import _explain
+
+                raise _explain(exc, store.path) from None
+    return GcResult(
+        removable, live, rows_deleted, events_deleted, before, _file_bytes(store), False
+    )
+
+
+# -- export --------------------------------------------------------------------------
+
+
+def decoded(text: str | None, registry: codec.CodecRegistry | None = None) -> Any:
+    """A stored result decoded by the codec, as plain JSON-ready values.
+
+    Values of types JSON has no word for (datetimes, UUIDs, sets, …) become
+    their JSON form (msgspec's ``to_builtins``); an object it cannot convert
+    becomes its ``repr``. A result the codec cannot decode (a type this
+    program has not registered) comes back as the stored JSON.
+    """
+    if text is None:
+        return None
+    try:
+        value = codec.decode(text, registry)
+    except DecodeError:
+        return msgspec.json.decode(text)
+    try:
+        return msgspec.to_builtins(value, enc_hook=repr, str_keys=True)
+    except (TypeError, ValueError):
+        return msgspec.json.decode(text)
+
+
+def export_run(
+    store: Store, run: RunInfo | str, registry: codec.CodecRegistry | None = None
+) -> dict[str, Any]:
+    """The run, its rows (results decoded), attempts and supervisor events as one dict.
+
+    Each row keeps the stored JSON text as ``result_json`` beside the decoded ``result``.
+    """
+    detail = show_run(store, run)
+    out = detail.as_dict()
+    out["run"]["result"] = decoded(
+        store.query("SELECT result FROM runs WHERE id = ?", (detail.run.id,))[0][0], registry
+    )
+    rows = []
+    for r in detail.rows:
+        d = r.as_dict()
+        d["result_json"] = d.pop("result")
+        d["result"] = decoded(r.result, registry)
+        rows.append(d)
+    out["rows"] = rows
+    return out
+
+
+def export_records(
+    store: Store, run: RunInfo | str, registry: codec.CodecRegistry | None = None
+) -> Iterator[dict[str, Any]]:
+    """:func:`export_run` as a stream of records, one per line of ``--format ndjson``.
+
+    Each record has ``record``: ``run`` first, then a ``row`` per step/marker in
+    journal order, an ``attempt`` each, a ``supervisor_event`` each.
+    """
+    data = export_run(store, run, registry)
+    yield {"record": "run", **data["run"], "previous_steps": data["previous_steps"]}
+    for kind, items in (
+        ("row", data["rows"]),
+        ("attempt", data["attempts"]),
+        ("supervisor_event", data["supervisor_events"]),
+    ):
+        for item in items:
+            yield {"record": kind, **item}
+
+
+__all__ = [
+    "STATES",
+    "AttemptInfo",
+    "ForkResult",
+    "GcResult",
+    "RowInfo",
+    "RunDetail",
+    "RunInfo",
+    "decoded",
+    "export_records",
+    "export_run",
+    "find_run",
+    "fork_run",
+    "gc_candidates",
+    "gc_runs",
+    "get_run",
+    "is_run_held",
+    "list_runs",
+    "open_journal_file",
+    "parse_duration",
+    "parse_since",
+    "reset_run",
+    "reset_target",
+    "resumable_run",
+    "run_rows",
+    "show_run",
+]

@@ -1,0 +1,572 @@
+"""The inspection commands, run as the real ``lil`` (``python -m letitloop``) in a subprocess.
+
+Every journal here is made by real runs of a small pipeline in child
+interpreters: one that completed, one that failed, one SIGKILLed inside a
+step. What each step really did is counted in a side log outside the
+journal, so replay and re-execution are checked by their side effects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from letitloop import Journal
+from letitloop.errors import StepMismatchError
+
+PIPELINE = """
+import os, sys, time
+from letitloop import Journal
+
+goal, db, log, steps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
+fail_at = os.environ.get("FAIL_AT")
+hang_at = os.environ.get("HANG_AT")
+delay = float(os.environ.get("STEP_DELAY", "0"))
+
+def note(what, key):
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"{os.getpid()} {what} {key}\\n")
+
+def work(key):
+    note("start", key)
+    if key == hang_at:
+        time.sleep(600)
+    time.sleep(delay)
+    if key == fail_at:
+        raise RuntimeError(f"{key} failed on purpose")
+    note("done", key)
+    return {"key": key, "text": "result of " + key}
+
+with Journal(goal, path=db, run=os.environ.get("RUN_NAME") or None) as j:
+    for key in steps:
+        j.step(key, work, key)
+print("pipeline finished")
+"""
+
+STEPS = "fetch,enrich,price,summarize,notify"
+
+
+class Lab:
+    """A journal file, the pipeline script and its side log in one folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.db = folder / "journal.db"
+        self.log = folder / "side.log"
+        self.script = folder / "pipeline.py"
+        self.script.write_text(textwrap.dedent(PIPELINE), encoding="utf-8")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("LETITLOOP_DB", "FAIL_AT")}
+        return {**env, **extra}
+
+    def run(self, goal: str, steps: str = STEPS, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(self.script), goal, str(self.db), str(self.log), steps],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=self.env(**env),
+        )
+
+    def spawn(self, goal: str, steps: str = STEPS, **env: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, str(self.script), goal, str(self.db), str(self.log), steps],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env(**env),
+        )
+
+    def events(self) -> list[tuple[int, str, str]]:
+        if not self.log.exists():
+            return []
+        out = []
+        for line in self.log.read_text(encoding="utf-8").splitlines():
+            pid, what, key = line.split(" ", 2)
+            out.append((int(pid), what, key))
+        return out
+
+    def executed(self, pid: int | None = None) -> list[str]:
+        """Keys whose function started (in process ``pid``, or any), in order."""
+        return [k for p, w, k in self.events() if w == "start" and (pid is None or p == pid)]
+
+    def wait_for(self, what: str, key: str, proc: subprocess.Popen[str]) -> None:
+        deadline = time.monotonic() + 30
+        while (proc.pid, what, key) not in self.events():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, f"the child never logged {what} {key}"
+            time.sleep(0.02)
+
+    def kill_in(self, goal: str, key: str, steps: str = STEPS) -> int:
+        """Run the pipeline, SIGKILL it inside step ``key``; return the dead child's pid."""
+        proc = self.spawn(goal, steps, HANG_AT=key)
+        self.wait_for("start", key, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return proc.pid
+
+    def lil(self, *args: str, db: bool = True) -> subprocess.CompletedProcess[str]:
+        pre = ["--db", str(self.db)] if db else []
+        return subprocess.run(
+            [sys.executable, "-m", "letitloop", *pre, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=self.env(),
+        )
+
+    def ok(self, *args: str) -> str:
+        r = self.lil(*args)
+        assert r.returncode == 0, r.stderr
+        assert "Traceback" not in r.stderr
+        return r.stdout
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.ok(*args, "--json"))
+
+    def sql(self, query: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """A read from a separate plain sqlite3 connection: what is really in the file."""
+        conn = sqlite3.connect(self.db)
+        try:
+            return conn.execute(query, params).fetchall()
+        finally:
+            conn.close()
+
+    def run_ids(self, goal: str) -> list[str]:
+        return [r[0] for r in self.sql("SELECT id FROM runs WHERE goal = ? ORDER BY id", (goal,))]
+
+    def keys(self, run_id: str, goal: str) -> list[tuple[str, str, int]]:
+        (table,) = self.sql("SELECT journal_table FROM goals WHERE goal = ?", (goal,))[0]
+        return self.sql(
+            f'SELECT key, status, attempt FROM "{table}" WHERE run = ? ORDER BY rowid', (run_id,)
+        )
+
+
+def one_error_line(r: subprocess.CompletedProcess[str]) -> str:
+    """The single 'Error: …' line of a failed command (and no traceback)."""
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("Error")]
+    assert len(errors) == 1, r.stderr
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Lab:
+    """A journal with a completed run, a failed run and a run SIGKILLed mid-step."""
+    lab = Lab(tmp_path_factory.mktemp("history"))
+    assert lab.run("sync").returncode == 0
+    failed = lab.run("flaky", FAIL_AT="price")
+    assert failed.returncode == 1 and "price failed on purpose" in failed.stderr
+    lab.kill_in("slow", "summarize")
+    return lab
+
+
+class TestListingRuns:
+    def test_it_shows_each_run_with_its_state_and_steps_done(self, history: Lab) -> None:
+        out = history.ok("runs")
+        lines = {ln.split()[1]: ln.split() for ln in out.splitlines()[1:] if ln[:1].isalnum()}
+        assert lines["sync"][2:5] == ["completed", "5", "1"]
+        assert lines["flaky"][2:5] == ["failed", "2", "1"]
+        assert lines["slow"][2:5] == ["crashed", "3", "1"]
+
+    def test_a_failed_run_shows_its_error_under_it(self, history: Lab) -> None:
+        out = history.ok("runs", "flaky")
+        assert "RuntimeError: price failed on purpose" in out
+
+    def test_every_line_fits_80_columns_and_has_no_colour_off_a_terminal(
+        self, history: Lab
+    ) -> None:
+        for args in (("runs",), ("show", "flaky"), ("show", "sync", "--full")):
+            out = history.ok(*args)
+            assert "\x1b[" not in out
+            assert all(len(ln) <= 80 for ln in out.splitlines() if not ln.startswith(" ")), out
+
+    def test_json_lists_the_same_runs_as_the_file_newest_first(self, history: Lab) -> None:
+        listed = history.json("runs")
+        in_file = history.sql("SELECT id, goal, status, attempts FROM runs ORDER BY id DESC")
+        assert [(r["id"], r["goal"], r["status"], r["attempts"]) for r in listed] == [
+            tuple(row) for row in in_file
+        ]
+        by_goal = {r["goal"]: r for r in listed}
+        assert by_goal["sync"]["steps_done"] == len(history.keys(by_goal["sync"]["id"], "sync"))
+        assert by_goal["slow"]["state"] == "crashed"
+        assert by_goal["sync"]["started_at"].endswith("+00:00")  # UTC in --json
+
+    def test_filters_narrow_the_list(self, history: Lab) -> None:
+        assert [r["goal"] for r in history.json("runs", "--status", "failed")] == ["flaky"]
+        assert [r["goal"] for r in history.json("runs", "--status", "crashed")] == ["slow"]
+        assert len(history.json("runs", "--limit", "2")) == 2
+        assert len(history.json("runs", "--since", "1h")) == 3
+        assert history.json("runs", "--since", "2999-01-01") == []
+        assert [r["goal"] for r in history.json("runs", "sync")] == ["sync"]
+
+
+class TestShowingARun:
+    def test_a_goal_shows_its_newest_run_with_steps_in_order(self, history: Lab) -> None:
+        out = history.ok("show", "sync")
+        assert "completed" in out
+        rows = [ln.split() for ln in out.splitlines() if ln[:1].isdigit()]
+        assert [r[1] for r in rows] == STEPS.split(",")
+        assert all(r[3] == "done" for r in rows)
+
+    def test_a_failed_run_shows_the_failed_step_with_its_traceback(self, history: Lab) -> None:
+        out = history.ok("show", "flaky")
+        assert "step 'price' failed in attempt 1: RuntimeError: price failed on purpose" in out
+        assert "Traceback (most recent call last)" in out
+        assert "supervisor restarts\n  none" in out
+
+    def test_a_killed_run_shows_as_crashed_with_the_steps_it_finished(self, history: Lab) -> None:
+        data = history.json("show", "slow")
+        assert data["run"]["state"] == "crashed"
+        assert [r["key"] for r in data["rows"]] == ["fetch", "enrich", "price"]
+
+    def test_a_run_id_a_prefix_and_step_give_the_same_run(self, history: Lab) -> None:
+        (run_id,) = history.run_ids("sync")
+        assert history.json("show", run_id)["run"]["id"] == run_id
+        assert history.json("show", run_id[:-3])["run"]["id"] == run_id
+        out = history.ok("show", run_id, "--step", "price")
+        assert '"text": "result of price"' in out
+        assert "__main__.work" in out
+
+    def test_full_prints_each_decoded_result(self, history: Lab) -> None:
+        out = history.ok("show", "sync", "--full")
+        assert out.count('"text": "result of ') == 5
+
+    def test_json_rows_match_the_journal_table_in_rowid_order(self, history: Lab) -> None:
+        data = history.json("show", "flaky")
+        assert [(r["key"], r["status"], r["attempt"]) for r in data["rows"]] == history.keys(
+            data["run"]["id"], "flaky"
+        )
+
+
+class TestTimes:
+    def test_people_get_the_local_zone_and_json_keeps_utc(self, history: Lab) -> None:
+        from datetime import datetime, timedelta
+
+        started = history.json("show", "sync")["run"]["started_at"]
+        assert started.endswith("+00:00")
+        # A POSIX TZ string needs no tz database: XYZ is nine hours ahead of UTC.
+        r = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(history.db), "show", "sync"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "TZ": "XYZ-09:00"},
+        )
+        local = datetime.fromisoformat(started) + timedelta(hours=9)
+        assert f"started   {local:%Y-%m-%d %H:%M:%S} XYZ" in r.stdout
+
+
+class TestExportingARun:
+    def test_json_has_the_run_and_decoded_results(self, history: Lab) -> None:
+        data = json.loads(history.ok("export", "sync"))
+        assert data["run"]["goal"] == "sync"
+        assert [r["result"]["key"] for r in data["rows"]] == STEPS.split(",")
+        assert data["rows"][0]["result_json"] == json.dumps(
+            {"key": "fetch", "text": "result of fetch"}, separators=(",", ":")
+        )
+
+    def test_ndjson_is_one_record_per_line_run_first(self, history: Lab) -> None:
+        lines = [
+            json.loads(ln)
+            for ln in history.ok("export", "flaky", "--format", "ndjson").splitlines()
+        ]
+        assert lines[0]["record"] == "run" and lines[0]["status"] == "failed"
+        rows = [r for r in lines if r["record"] == "row"]
+        assert [r["key"] for r in rows] == ["fetch", "enrich", "price"]
+        assert rows[-1]["error"] == "RuntimeError: price failed on purpose"
+        assert [r["record"] for r in lines].count("attempt") == 1
+
+
+class TestFollowingARun:
+    def test_it_reports_progress_against_the_previous_run_and_stops_when_done(
+        self, tmp_path: Path
+    ) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("live").returncode == 0
+        child = lab.spawn("live", STEP_DELAY="0.4")
+        lab.wait_for("start", "fetch", child)
+        follow = lab.lil("show", "live", "--follow", "--interval", "0.1")
+        assert child.wait(timeout=60) == 0
+        assert follow.returncode == 0, follow.stderr
+        lines = follow.stdout.splitlines()
+        assert "running" in lines[0]
+        assert lines[-1].split()[2:4] == ["completed", "5/5"]
+        assert len(lines) >= 3  # it saw the run progress, not just its end
+
+
+class TestResettingARun:
+    def test_a_rerun_after_reset_starts_fresh(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("job", FAIL_AT="price").returncode == 1
+        (old,) = lab.run_ids("job")
+        out = lab.ok("reset", "job", "--yes")
+        assert old in out and "starts a new run" in out
+        assert lab.run_ids("job") == []
+        assert lab.sql("SELECT count(*) FROM journal_job")[0][0] == 0
+        rerun = lab.run("job")
+        assert rerun.returncode == 0
+        after = Counter(lab.executed())
+        # fetch and enrich ran once before the reset and once again after it.
+        assert after == {"fetch": 2, "enrich": 2, "price": 2, "summarize": 1, "notify": 1}
+
+    def test_without_yes_off_a_terminal_it_asks_for_yes_and_changes_nothing(
+        self, tmp_path: Path
+    ) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("job", FAIL_AT="price").returncode == 1
+        line = one_error_line(lab.lil("reset", "job"))
+        assert "--yes" in line
+        assert len(lab.run_ids("job")) == 1
+
+    def test_it_refuses_a_run_held_by_a_live_process(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        child = lab.spawn("job", HANG_AT="enrich")
+        try:
+            lab.wait_for("start", "enrich", child)
+            assert lab.json("runs")[0]["state"] == "running"
+            line = one_error_line(lab.lil("reset", "job", "--yes"))
+            assert "held by a live process" in line and str(child.pid) in line
+            assert len(lab.run_ids("job")) == 1
+        finally:
+            child.kill()
+            child.communicate()
+        assert lab.json("runs")[0]["state"] == "crashed"
+        assert "forgot run" in lab.ok("reset", "job", "--yes")
+
+    def test_a_named_run_can_be_reset_by_its_name(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("job", RUN_NAME="2026-11-30").returncode == 0
+        out = lab.ok("reset", "job", "--run", "2026-11-30", "--yes")
+        assert "with run='2026-11-30' starts a new run" in out
+        assert lab.run("job", RUN_NAME="2026-11-30").returncode == 0
+        assert Counter(lab.executed())["notify"] == 2
+
+
+class TestForkingARun:
+    def test_a_rerun_executes_exactly_the_steps_from_the_key_on(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("job").returncode == 0
+        (source,) = lab.run_ids("job")
+        data = lab.json("fork", source, "--from-step", "price")
+        assert data["copied"] == ["fetch", "enrich"]
+        new = data["run"]["id"]
+        assert data["run"]["state"] == "pending"
+        rerun = lab.spawn("job")
+        rerun.communicate(timeout=60)
+        assert rerun.returncode == 0
+        assert lab.executed(rerun.pid) == ["price", "summarize", "notify"]
+        assert lab.keys(new, "job") == [
+            ("fetch", "done", 0),
+            ("enrich", "done", 0),
+            ("price", "done", 1),
+            ("summarize", "done", 1),
+            ("notify", "done", 1),
+        ]
+        assert lab.keys(source, "job") == [(k, "done", 1) for k in STEPS.split(",")]
+
+    def test_a_failed_run_forked_at_its_failed_step_keeps_what_it_had(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("job", FAIL_AT="price").returncode == 1
+        (source,) = lab.run_ids("job")
+        out = lab.ok("fork", source, "--from-step", "price")
+        assert "keeps 2 recorded results (fetch, enrich)" in out
+        rerun = lab.spawn("job")
+        rerun.communicate(timeout=60)
+        assert lab.executed(rerun.pid) == ["price", "summarize", "notify"]
+
+    def test_a_named_runs_fork_takes_over_the_name(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("job", RUN_NAME="nightly").returncode == 0
+        (source,) = lab.run_ids("job")
+        data = lab.json("fork", "nightly", "--from-step", "summarize")
+        assert data["run"]["name"] == "nightly"
+        assert data["source_renamed_to"] == f"nightly@{source}"
+        rerun = lab.spawn("job", RUN_NAME="nightly")
+        rerun.communicate(timeout=60)
+        assert lab.executed(rerun.pid) == ["summarize", "notify"]
+
+    def test_an_unknown_key_is_one_line_naming_the_keys(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("job").returncode == 0
+        line = one_error_line(lab.lil("fork", "job", "--from-step", "nope"))
+        assert "no step 'nope'" in line and "fetch, enrich" in line
+        assert len(lab.run_ids("job")) == 1
+
+    def test_the_mismatch_errors_way_out_works_as_printed(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        calls: list[str] = []
+        with Journal("job", path=lab.db, run="fixed") as j:
+            j.step("a", record, "a", calls)
+            j.step("b", record, "b", calls)
+        (run_id,) = lab.run_ids("job")
+        with (
+            pytest.raises(StepMismatchError) as err,
+            Journal("job", path=lab.db, run="fixed") as j,
+        ):
+            j.step("a", record, "a", calls)
+            j.step("b", record_v2, "b", calls)  # the code changed under the run
+        assert f"lil fork {run_id} --from-step b" in str(err.value)
+        assert f"lil reset job --run {run_id}" in str(err.value)
+        lab.ok("fork", run_id, "--from-step", "b")
+        calls.clear()
+        with Journal("job", path=lab.db, run="fixed") as j:
+            assert j.step("a", record, "a", calls) == "a"
+            assert j.step("b", record_v2, "b", calls) == "b v2"
+        assert calls == ["b v2"]  # 'a' was replayed from the fork's copy
+
+
+def record(key: str, calls: list[str]) -> str:
+    calls.append(key)
+    return key
+
+
+def record_v2(key: str, calls: list[str]) -> str:
+    calls.append(key + " v2")
+    return key + " v2"
+
+
+class TestCollectingOldRuns:
+    def _journal(self, lab: Lab) -> dict[str, str]:
+        old = time.time() - 40 * 86400
+        ids = {}
+        with Journal("job", path=lab.db, run="old-done", clock=lambda: old) as j:
+            j.step("a", str, 1)
+            ids["old-done"] = j.run_id
+        with (
+            pytest.raises(ValueError),
+            Journal("job", path=lab.db, run="old-failed", clock=lambda: old) as j,
+        ):
+            ids["old-failed"] = j.run_id
+            j.step("a", str, 1)
+            j.step("b", int, "x")
+        with Journal("job", path=lab.db, run="new-done") as j:
+            j.step("a", str, 1)
+            ids["new-done"] = j.run_id
+        with Journal("other", path=lab.db, run="new-other") as j:
+            j.step("a", str, 1)
+            ids["new-other"] = j.run_id
+        return ids
+
+    def test_it_removes_exactly_the_old_runs_and_their_rows(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        ids = self._journal(lab)
+        out = lab.ok("gc", "--older-than", "30d")
+        assert "removed 2 runs (3 steps and markers)" in out
+        assert ids["old-done"] in out and ids["old-failed"] in out
+        left = {r[0] for r in lab.sql("SELECT id FROM runs")}
+        assert left == {ids["new-done"], ids["new-other"]}
+        assert lab.sql("SELECT DISTINCT run FROM journal_job") == [(ids["new-done"],)]
+        assert {r[0] for r in lab.sql("SELECT run FROM attempts")} == left
+        data = lab.json("show", ids["new-done"])
+        assert [r["key"] for r in data["rows"]] == ["a"]
+        assert lab.sql("PRAGMA integrity_check") == [("ok",)]
+
+    def test_dry_run_lists_them_and_changes_nothing(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        ids = self._journal(lab)
+        data = lab.json("gc", "--older-than", "30d", "--dry-run")
+        assert {r["id"] for r in data["removed"]} == {ids["old-done"], ids["old-failed"]}
+        assert len(lab.sql("SELECT id FROM runs")) == 4
+
+    def test_status_narrows_what_goes(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        ids = self._journal(lab)
+        lab.ok("gc", "--older-than", "30d", "--status", "completed")
+        left = {r[0] for r in lab.sql("SELECT id FROM runs")}
+        assert left == {ids["old-failed"], ids["new-done"], ids["new-other"]}
+
+    def test_a_younger_cutoff_removes_nothing(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        self._journal(lab)
+        assert "removed 0 runs" in lab.ok("gc", "--older-than", "60d")
+        assert len(lab.sql("SELECT id FROM runs")) == 4
+
+
+class TestSupervisorEvents:
+    def test_the_watchers_events_show_with_the_runs_it_started(self, tmp_path: Path) -> None:
+        from letitloop.store import Store, utc_iso
+
+        lab = Lab(tmp_path)
+        assert lab.run("job", LETITLOOP_WATCH_ID="w-1", FAIL_AT="price").returncode == 1
+        store = Store(lab.db)  # as the watcher would record its restart decision
+        try:
+            store.write1(
+                "INSERT INTO supervisor_events (watch_id, at, event, target, attempt, "
+                "watcher_pid, host, child_pid, exit_code, delay_s, message) "
+                "VALUES ('w-1', ?, 'restart', 'pipeline.py', 1, 1, 'h', 2, 1, 1.0, ?)",
+                (utc_iso(time.time()), "child exited with status 1; restarting in 1.0 s"),
+            )
+        finally:
+            store.close()
+        out = lab.ok("show", "job")
+        assert "(lil watch w-1)" in out
+        assert "restart  attempt 1  exit 1  child exited with" in out
+        exported = json.loads(lab.ok("export", "job"))
+        assert [e["event"] for e in exported["supervisor_events"]] == ["restart"]
+
+
+class TestBadArguments:
+    def test_an_unknown_run_is_one_line(self, history: Lab) -> None:
+        for args in (("show", "nope"), ("fork", "01ZZZZZZZZ", "--from-step", "a")):
+            assert "no run or goal" in one_error_line(history.lil(*args))
+        assert "no goal 'nope'" in one_error_line(history.lil("reset", "nope", "--yes"))
+
+    def test_a_malformed_duration_is_one_line(self, history: Lab) -> None:
+        r = history.lil("gc", "--older-than", "thirty days")
+        assert r.returncode == 2
+        assert "expected a duration such as 30d" in one_error_line(r)
+        assert "expected a duration ago" in one_error_line(history.lil("runs", "--since", "soon"))
+
+    def test_a_file_that_is_not_a_journal_is_one_line_and_left_untouched(
+        self, tmp_path: Path
+    ) -> None:
+        text = tmp_path / "notes.txt"
+        text.write_text("not a database\n" * 100, encoding="utf-8")
+        other = tmp_path / "other.db"
+        conn = sqlite3.connect(other)
+        conn.execute("CREATE TABLE t (a)")
+        conn.commit()
+        conn.close()
+        before = other.read_bytes()
+        for path, expected in ((text, "SQLite cannot read"), (other, "without letitloop's")):
+            r = subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", str(path), "runs"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert expected in one_error_line(r)
+        assert other.read_bytes() == before
+        missing = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(tmp_path / "none.db"), "runs"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "no journal file here" in one_error_line(missing)
+        assert not (tmp_path / "none.db").exists()
+
+    def test_the_default_journal_comes_from_letitloop_db(self, history: Lab) -> None:
+        r = subprocess.run(
+            [sys.executable, "-m", "letitloop", "runs", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "LETITLOOP_DB": str(history.db)},
+        )
+        assert r.returncode == 0, r.stderr
+        assert len(json.loads(r.stdout)) == 3

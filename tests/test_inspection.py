@@ -1,0 +1,263 @@
+"""letitloop.inspection as a library: parsing, fork/reset/gc calls, the browsing views."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import filelock
+import pytest
+
+from letitloop import Journal, migrate
+from letitloop.errors import JournalFileError, RunHeldError, RunNotFoundError
+from letitloop.inspection import (
+    _delete_runs,
+    find_run,
+    fork_run,
+    gc_runs,
+    is_run_held,
+    list_runs,
+    open_journal_file,
+    parse_duration,
+    reset_run,
+    show_run,
+)
+from letitloop.journal import run_lock_path
+from letitloop.store import VIEW_MAX_GOALS, Store, utc_iso
+
+
+def numbered(key: str, calls: list[str]) -> str:
+    calls.append(key)
+    return f"value of {key}"
+
+
+class TestParsingDurations:
+    @pytest.mark.parametrize(
+        ("text", "seconds"),
+        [("30d", 30 * 86400), ("12h", 43200), ("1h30m", 5400), ("90s", 90), ("2w", 1209600)],
+    )
+    def test_the_units_add_up(self, text: str, seconds: int) -> None:
+        assert parse_duration(text) == timedelta(seconds=seconds)
+
+    @pytest.mark.parametrize("text", ["", "30", "d", "30 days", "1x", "-5d", "5d!"])
+    def test_anything_else_says_what_was_expected(self, text: str) -> None:
+        with pytest.raises(ValueError, match="expected a duration such as 30d"):
+            parse_duration(text)
+
+
+class TestOpeningAFileToInspect:
+    def test_a_missing_file_is_not_created(self, tmp_path: Path) -> None:
+        with pytest.raises(JournalFileError, match="no journal file here"):
+            open_journal_file(tmp_path / "nope.db")
+        assert not (tmp_path / "nope.db").exists()
+
+
+class TestForkingAsALibraryCall:
+    def test_the_fork_replays_before_the_key_and_runs_the_rest(self, db: Path) -> None:
+        calls: list[str] = []
+        with Journal("g", path=db) as j:
+            for key in "abcd":
+                j.step(key, numbered, key, calls)
+            source = j.run_id
+        store = open_journal_file(db)
+        try:
+            result = fork_run(store, source, "c")
+            assert result.copied == ["a", "b"]
+            assert result.run.state == "pending"
+        finally:
+            store.close()
+        calls.clear()
+        with Journal("g", path=db) as j:
+            assert j.run_id == result.run.id
+            assert [j.step(k, numbered, k, calls) for k in "abcd"] == [
+                f"value of {k}" for k in "abcd"
+            ]
+        assert calls == ["c", "d"]
+
+    def test_a_run_held_by_a_live_journal_is_refused(self, db: Path) -> None:
+        with Journal("g", path=db) as j:
+            j.step("a", numbered, "a", [])
+            store = open_journal_file(db)
+            try:
+                assert is_run_held(store, j.run_id)
+                with pytest.raises(RunHeldError, match="held by a live process"):
+                    fork_run(store, j.run_id, "a")
+                assert len(list_runs(store, "g")) == 1
+            finally:
+                store.close()
+
+
+class TestAJournalWaitingForARunThatIsForgotten:
+    def test_it_starts_a_new_run_instead_of_failing(self, db: Path) -> None:
+        with Journal("g", path=db, run="nightly") as j:
+            j.step("a", numbered, "a", [])
+            forgotten = j.run_id
+        store = open_journal_file(db)
+        lock = filelock.FileLock(run_lock_path(store, forgotten))
+        lock.acquire()  # as 'lil reset' does while it deletes the run
+        opened: list[str] = []
+
+        def open_it() -> None:
+            with Journal("g", path=db, run="nightly", timeout=30) as j2:
+                opened.append(j2.run_id)
+
+        waiter = threading.Thread(target=open_it)
+        waiter.start()
+        time.sleep(0.3)  # let it reach the lock (it waits however long this takes)
+        with store.write() as c:
+            _delete_runs(c, "journal_g", [forgotten])
+        lock.release()
+        waiter.join(30)
+        store.close()
+        assert opened and opened[0] != forgotten
+
+
+class TestResettingAsALibraryCall:
+    def test_an_unknown_goal_or_run_is_a_clear_error(self, db: Path) -> None:
+        with Journal("g", path=db) as j:
+            j.step("a", numbered, "a", [])
+        store = open_journal_file(db)
+        try:
+            with pytest.raises(RunNotFoundError, match=r"no goal 'h'.*known goals: g"):
+                reset_run(store, "h")
+            with pytest.raises(RunNotFoundError, match="no unfinished run"):
+                reset_run(store, "g")
+            with pytest.raises(RunNotFoundError, match="no run with id or name 'x'"):
+                reset_run(store, "g", "x")
+        finally:
+            store.close()
+
+
+class TestCollectingGarbage:
+    def test_the_file_shrinks_after_old_runs_go(self, db: Path) -> None:
+        old = time.time() - 90 * 86400
+        payload = "x" * 2000
+        with Journal("g", path=db, clock=lambda: old) as j:
+            for i in range(1500):
+                j.step(f"s{i}", str, payload)
+        with Journal("g", path=db, run="kept") as j:
+            j.step("a", str, 1)
+        store = open_journal_file(db)
+        try:
+            result = gc_runs(store, timedelta(days=30))
+            assert [r.name for r in list_runs(store)] == ["kept"]
+        finally:
+            store.close()
+        assert len(result.removed) == 1 and result.rows_deleted == 1500
+        assert result.bytes_after < result.bytes_before / 4
+        assert db.stat().st_size == result.bytes_after  # the WAL was checkpointed away
+
+    def test_old_watcher_events_go_with_the_runs_they_started(
+        self, db: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        old = time.time() - 90 * 86400
+        monkeypatch.setenv("LETITLOOP_WATCH_ID", "old-watch")
+        with Journal("g", path=db, clock=lambda: old) as j:
+            j.step("a", str, 1)
+        monkeypatch.setenv("LETITLOOP_WATCH_ID", "new-watch")
+        with Journal("g", path=db, run="kept") as j:
+            j.step("a", str, 1)
+        store = open_journal_file(db)
+        try:
+            for watch, at in (("old-watch", old), ("new-watch", time.time())):
+                store.write1(
+                    "INSERT INTO supervisor_events (watch_id, at, event, target, attempt, "
+                    "watcher_pid, host) VALUES (?, ?, 'start', 'x.py', 1, 1, 'h')",
+                    (watch, utc_iso(at)),
+                )
+            assert gc_runs(store, timedelta(days=30), dry_run=True).supervisor_events_deleted == 1
+            assert gc_runs(store, timedelta(days=30)).supervisor_events_deleted == 1
+            left = store.query("SELECT watch_id FROM supervisor_events")
+        finally:
+            store.close()
+        assert left == [("new-watch",)]
+
+
+@pytest.fixture
+def migrations_before_views(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The migration runner pointed at a copy of migrations/ without 0004_views.sql."""
+    folder = tmp_path / "migrations"
+    shutil.copytree(migrate.migrations_dir(), folder)
+    (folder / "0004_views.sql").unlink()
+    monkeypatch.setattr(migrate, "migrations_dir", lambda: folder)
+    migrate.known_migrations.cache_clear()
+    yield folder
+    migrate.known_migrations.cache_clear()
+
+
+class TestTheJournalRowsView:
+    def test_an_upgraded_file_sees_the_goals_it_already_had(
+        self, db: Path, migrations_before_views: Path
+    ) -> None:
+        for goal in ("alpha", "Beta's goal"):
+            with Journal(goal, path=db) as j:
+                j.step("s", str, 1)
+        source = Path(__file__).resolve().parent.parent / "migrations" / "0004_views.sql"
+        shutil.copy(source, migrations_before_views)
+        migrate.known_migrations.cache_clear()
+        with Journal("gamma", path=db) as j:  # opening upgrades, then adds a goal
+            j.step("s", str, 1)
+        conn = sqlite3.connect(db)
+        rows = conn.execute("SELECT goal, key FROM journal_rows ORDER BY goal").fetchall()
+        conn.close()
+        assert rows == [("Beta's goal", "s"), ("alpha", "s"), ("gamma", "s")]
+
+    def test_it_covers_up_to_view_max_goals_then_stays_empty(self, db: Path) -> None:
+        store = Store(db)
+        try:
+            for i in range(VIEW_MAX_GOALS + 2):
+                with store.write() as c:
+                    table = store.ensure_goal(c, f"goal{i}", time.time())
+                    c.execute(
+                        f'INSERT INTO "{table}" (run, key, kind, status, attempt) '
+                        "VALUES ('r', 'k', 'step', 'done', 1)"
+                    )
+                if i == VIEW_MAX_GOALS - 1:
+                    count = store.query("SELECT count(DISTINCT goal) FROM journal_rows")
+                    assert count == [(VIEW_MAX_GOALS,)]
+            assert store.query("SELECT count(*) FROM journal_rows") == [(0,)]
+            assert store.query("SELECT count(*) FROM run_summary") == [(0,)]  # still valid
+        finally:
+            store.close()
+
+    def test_show_lists_rows_in_journal_order_not_key_order(self, db: Path) -> None:
+        with Journal("g", path=db) as j:
+            for key in ("zeta", "alpha", "mid"):
+                j.step(key, str, key)
+        store = open_journal_file(db)
+        try:
+            detail = show_run(store, find_run(store, "g"))
+        finally:
+            store.close()
+        assert [r.key for r in detail.rows] == ["zeta", "alpha", "mid"]
+
+
+class TestAFileWithAGapInItsMigrations:
+    def test_the_missing_earlier_migration_is_applied_and_the_file_opens(
+        self, db: Path, migrations_before_views: Path
+    ) -> None:
+        # A file written by a version that had 0001 and 0004 but not a 0002/0003
+        # merged later: the lower-numbered migration arrives after a higher one.
+        source = Path(__file__).resolve().parent.parent / "migrations" / "0004_views.sql"
+        shutil.copy(source, migrations_before_views)
+        early = sorted(p for p in migrations_before_views.glob("000[23]_*.sql"))
+        held_back = {p: p.read_text(encoding="utf-8") for p in early}
+        for p in held_back:
+            p.unlink()
+        migrate.known_migrations.cache_clear()
+        with Journal("g", path=db, run="r") as j:
+            j.step("s", str, 1)
+        for p, text in held_back.items():
+            p.write_text(text, encoding="utf-8")
+        migrate.known_migrations.cache_clear()
+        with Journal("g", path=db, run="r") as j:
+            assert j.step("s", str, 0) == "1"
+        conn = sqlite3.connect(db)
+        applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
+        conn.close()
+        assert sorted(applied) == sorted(name for name, _ in migrate.known_migrations())
