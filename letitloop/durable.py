@@ -12,7 +12,7 @@ import functools
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, overload
 
 from .codec import CodecRegistry
 from .errors import LetItLoopError, NoJournalError
@@ -106,9 +106,17 @@ def durable(
     return decorate
 
 
+@overload
 async def async_step(
-    name: str, fn: Callable[..., Awaitable[T]] | Callable[..., T], /, *args: Any, **kwargs: Any
-) -> T:
+    name: str, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+) -> T: ...
+
+
+@overload
+async def async_step(name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+
+
+async def async_step(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """``Journal.async_step`` on the current journal (see :func:`current`).
 
     Tasks started inside a ``@durable_async`` function (``asyncio.gather``,

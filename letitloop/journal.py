@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, overload
 
 import filelock
 
@@ -526,14 +526,19 @@ class Journal:
         finally:
             self._unclaim(name, owner)
 
+    @overload
     async def async_step(
-        self,
-        name: str,
-        fn: Callable[..., Awaitable[T]] | Callable[..., T],
-        /,
-        *args: Any,
-        **kwargs: Any,
-    ) -> T:
+        self, name: str, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+
+    @overload
+    async def async_step(
+        self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+
+    async def async_step(
+        self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any:
         """Await ``fn(*args, **kwargs)``, recorded once for this run and replayed ever after.
 
         ``fn`` may be a coroutine function (awaited on this loop) or a plain
@@ -554,8 +559,7 @@ class Journal:
             fn_name = function_name(fn)
             recorded = self._done.get(key)
             if recorded is not None:
-                replayed: T = self._replay(key, fn_name, recorded)
-                return replayed
+                return self._replay(key, fn_name, recorded)
             started = self.clock()
             try:
                 if inspect.iscoroutinefunction(fn):
@@ -568,7 +572,7 @@ class Journal:
                 self._record_failure(store, key, fn_name, started, exc)
                 raise
             self._record_done(store, key, fn_name, started, value)
-            return cast(T, value)
+            return value
         finally:
             self._unclaim(name, owner)
 
