@@ -9,24 +9,23 @@ or calls it and commits its result before returning it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import os
 import re
 import secrets
 import socket
+import sys
 import threading
 import time
 import traceback
 import weakref
-from asyncio import _get_running_loop
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import filelock
 
@@ -42,6 +41,9 @@ from .errors import (
 )
 from .markers import AtomicMarker, Scope
 from .store import Durability, Store, check_name, utc_iso
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 
@@ -360,6 +362,8 @@ class Journal:
         If the awaiting task is cancelled while the worker still waits, the
         journal is closed (its run marked failed) as soon as the worker gets it.
         """
+        import asyncio
+
         opening = asyncio.ensure_future(asyncio.to_thread(self.open))
         try:
             await asyncio.shield(opening)
@@ -370,6 +374,8 @@ class Journal:
         return self
 
     def _close_if_opened(self, opening: asyncio.Future[Journal]) -> None:
+        import asyncio
+
         if not opening.cancelled() and opening.exception() is None:
             self.close(asyncio.CancelledError())
 
@@ -415,8 +421,11 @@ class Journal:
         is its own owner, so steps gathered on one event loop thread are told
         apart (see :meth:`_claim`).
         """
-        if _get_running_loop() is not None:
-            task = asyncio.current_task()
+        # asyncio is imported only by programs that use it (it is slow to import):
+        # if it is not loaded, no event loop can be running.
+        aio = sys.modules.get("asyncio")
+        if aio is not None and aio._get_running_loop() is not None:
+            task = aio.current_task()
             if task is not None:
                 return task
         return threading.get_ident()
@@ -552,6 +561,8 @@ class Journal:
         propagates. Raises ConcurrentStepError when another task uses ``name``
         in this attempt (see :meth:`_claim`).
         """
+        import asyncio
+
         store = self._require_open()
         owner = self._owner()
         key = self._claim(name, owner)

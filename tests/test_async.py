@@ -13,14 +13,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from helpers import write_script
 
 from letitloop import Journal, async_step, durable_async, step
 from letitloop.errors import (
@@ -33,21 +33,6 @@ from letitloop.errors import (
 from letitloop.journal import open_journals
 
 T = TypeVar("T")
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    """A journal path in a fresh temporary folder (the file does not exist yet)."""
-    return tmp_path / "journal.db"
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_journal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    # Never touch a developer's .letitloop/ or $LETITLOOP_DB by accident.
-    monkeypatch.delenv("LETITLOOP_DB", raising=False)
-    monkeypatch.delenv("LETITLOOP_WATCH_ID", raising=False)
-    monkeypatch.chdir(tmp_path)
-    yield
 
 
 def rows(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -71,12 +56,6 @@ def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
         return await coro_fn()
 
     return asyncio.run(main())
-
-
-def write_script(folder: Path, name: str, source: str) -> Path:
-    path = folder / name
-    path.write_text(textwrap.dedent(source), encoding="utf-8")
-    return path
 
 
 class Calls:
@@ -678,3 +657,11 @@ class TestDurableAsync:
 
         with pytest.raises(NoJournalError, match="no open journal"):
             run(lambda: async_step("s", value))
+
+
+class TestImportingLetitloop:
+    def test_it_does_not_load_asyncio_for_programs_that_never_use_it(self) -> None:
+        # asyncio takes tens of milliseconds to import; sync programs must not pay for it.
+        code = "import sys, letitloop; print('asyncio' in sys.modules)"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert out.stdout.strip() == "False", out.stderr
