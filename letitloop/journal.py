@@ -553,13 +553,15 @@ class Journal:
         ``fn`` may be a coroutine function (awaited on this loop) or a plain
         function (run in a worker thread with ``asyncio.to_thread``, so the loop
         is not blocked). Keys, replay, mismatch detection and failure records are
-        those of :meth:`step`. The result is committed on the loop thread, with no
-        ``await`` between ``fn`` returning and the commit, so a step whose ``fn``
-        returned is recorded unless the process dies. A step cancelled while
-        ``fn`` runs (``asyncio.CancelledError``: a timeout, a failed task group)
-        is not recorded and runs again on the next attempt; the cancellation
-        propagates. Raises ConcurrentStepError when another task uses ``name``
-        in this attempt (see :meth:`_claim`).
+        those of :meth:`step`; the result is committed before this returns, inline
+        on the loop when the commit can start at once, else in a worker thread
+        (see :meth:`_commit_from_loop`). A step cancelled while ``fn`` runs
+        (``asyncio.CancelledError``: a timeout, a failed task group) is not
+        recorded and runs again on the next attempt; the cancellation propagates.
+        A cancellation that arrives while the result is being committed in a
+        worker thread does not stop that commit: the step is recorded and replays.
+        Raises ConcurrentStepError when another task uses ``name`` in this
+        attempt (see :meth:`_claim`).
         """
         import asyncio
 
@@ -580,9 +582,14 @@ class Journal:
                     if inspect.isawaitable(value):  # a plain function that returned a coroutine
                         value = await value
             except Exception as exc:
-                self._record_failure(store, key, fn_name, started, exc)
+                if self.store is store:
+                    # The step's own exception matters more than its failed record.
+                    with contextlib.suppress(LetItLoopError):
+                        await self._commit_from_loop(
+                            store, self._failure_row(key, fn_name, started, exc)
+                        )
                 raise
-            self._record_done(store, key, fn_name, started, value)
+            await self._commit_from_loop(store, self._done_row(store, key, fn_name, started, value))
             return value
         finally:
             self._unclaim(name, owner)
@@ -591,6 +598,14 @@ class Journal:
         self, store: Store, key: str, fn_name: str, started: float, value: Any
     ) -> None:
         """Encode ``value`` and commit it as step ``key``'s result (one small transaction)."""
+        row = self._done_row(store, key, fn_name, started, value)
+        store.write1(_UPSERT_STEP.format(table=self.table), row)
+        self._done[key] = (fn_name, row[4])
+
+    def _done_row(
+        self, store: Store, key: str, fn_name: str, started: float, value: Any
+    ) -> tuple[Any, ...]:
+        """The journal row of a step that returned ``value``; raises before anything is written."""
         try:
             text = codec.encode(value, self.registry)
         except EncodeError as exc:
@@ -606,23 +621,45 @@ class Journal:
                 f"attempt; await every step before leaving the journal's 'with' block"
             )
         finished = self.clock()
-        store.write1(
-            _UPSERT_STEP.format(table=self.table),
-            (
-                self.run_id,
-                key,
-                "done",
-                fn_name,
-                text,
-                utc_iso(started),
-                utc_iso(finished),
-                (finished - started) * 1000.0,
-                self.attempt,
-                None,
-                None,
-            ),
+        return (
+            self.run_id,
+            key,
+            "done",
+            fn_name,
+            text,
+            utc_iso(started),
+            utc_iso(finished),
+            (finished - started) * 1000.0,
+            self.attempt,
+            None,
+            None,
         )
-        self._done[key] = (fn_name, text)
+
+    async def _commit_from_loop(self, store: Store, row: tuple[Any, ...]) -> None:
+        """Commit one step row from the event loop without ever waiting on it.
+
+        Inline (one small commit, tens of µs) when it can start at once; in a
+        worker thread when it would wait: ``durability="power"`` (an fsync per
+        commit), another thread using the connection, or another process
+        holding SQLite's write lock (the busy timeout). A done row enters the
+        replay map when it is committed, even if the awaiting task was
+        cancelled meanwhile (the commit itself is not cancelled).
+        """
+        import asyncio
+
+        sql = _UPSERT_STEP.format(table=self.table)
+        done = row[2] == "done"
+        if self.durability == "process" and store.try_write1(sql, row):
+            if done:
+                self._done[row[1]] = (row[3], row[4])
+            return
+
+        def write() -> None:
+            store.write1(sql, row)
+            if done:
+                self._done[row[1]] = (row[3], row[4])
+
+        await asyncio.to_thread(write)
 
     def atomic_marker(
         self, name: str, *, scope: Scope = "run", timeout: float | None = None
@@ -678,25 +715,29 @@ class Journal:
     ) -> None:
         if self.store is not store:
             return  # the journal was closed while the step ran: nothing to write to
-        finished = self.clock()
         # The step's own exception matters more than its failed record.
         with contextlib.suppress(LetItLoopError):
             store.write1(
-                _UPSERT_STEP.format(table=self.table),
-                (
-                    self.run_id,
-                    key,
-                    "failed",
-                    fn_name,
-                    None,
-                    utc_iso(started),
-                    utc_iso(finished),
-                    (finished - started) * 1000.0,
-                    self.attempt,
-                    _error_text(exc),
-                    "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-                ),
+                _UPSERT_STEP.format(table=self.table), self._failure_row(key, fn_name, started, exc)
             )
+
+    def _failure_row(
+        self, key: str, fn_name: str, started: float, exc: BaseException
+    ) -> tuple[Any, ...]:
+        finished = self.clock()
+        return (
+            self.run_id,
+            key,
+            "failed",
+            fn_name,
+            None,
+            utc_iso(started),
+            utc_iso(finished),
+            (finished - started) * 1000.0,
+            self.attempt,
+            _error_text(exc),
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        )
 
 
 def open_journals() -> list[Journal]:
