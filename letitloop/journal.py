@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
@@ -44,6 +44,8 @@ from .store import Durability, Store, check_name, utc_iso
 
 if TYPE_CHECKING:
     import asyncio
+
+    from .commits import LoopCommits
 
 T = TypeVar("T")
 
@@ -155,6 +157,8 @@ class Journal:
         self._marker_keys: set[str] = set()
         # Step name -> the asyncio task that first claimed it in this attempt.
         self._task_names: dict[str, weakref.ref[Any]] = {}
+        # The group commit of async steps, bound to the loop that made it.
+        self._loop_commits: LoopCommits | None = None
         self._keys_lock = threading.Lock()
         self._lock: filelock.BaseFileLock | None = None
         self._held_key: tuple[str, str] | None = None
@@ -386,6 +390,11 @@ class Journal:
         tb: TracebackType | None,
     ) -> None:
         # Closing is one small commit (the run's status) and a lock release: inline.
+        # Rows still queued for the group commit (their tasks were cancelled while
+        # waiting) are committed first: those steps returned.
+        commits, self._loop_commits = self._loop_commits, None
+        if commits is not None and self.store is commits.store:
+            commits.drain()
         self.__exit__(exc_type, exc, tb)
 
     def __repr__(self) -> str:
@@ -563,8 +572,6 @@ class Journal:
         Raises ConcurrentStepError when another task uses ``name`` in this
         attempt (see :meth:`_claim`).
         """
-        import asyncio
-
         store = self._require_open()
         owner = self._owner()
         key = self._claim(name, owner)
@@ -578,6 +585,8 @@ class Journal:
                 if inspect.iscoroutinefunction(fn):
                     value = await fn(*args, **kwargs)
                 else:
+                    import asyncio
+
                     value = await asyncio.to_thread(fn, *args, **kwargs)
                     if inspect.isawaitable(value):  # a plain function that returned a coroutine
                         value = await value
@@ -585,11 +594,17 @@ class Journal:
                 if self.store is store:
                     # The step's own exception matters more than its failed record.
                     with contextlib.suppress(LetItLoopError):
-                        await self._commit_from_loop(
+                        failed = self._commit_from_loop(
                             store, self._failure_row(key, fn_name, started, exc)
                         )
+                        if failed is not None:
+                            await failed
                 raise
-            await self._commit_from_loop(store, self._done_row(store, key, fn_name, started, value))
+            committing = self._commit_from_loop(
+                store, self._done_row(store, key, fn_name, started, value)
+            )
+            if committing is not None:
+                await committing
             return value
         finally:
             self._unclaim(name, owner)
@@ -635,31 +650,28 @@ class Journal:
             None,
         )
 
-    async def _commit_from_loop(self, store: Store, row: tuple[Any, ...]) -> None:
-        """Commit one step row from the event loop without ever waiting on it.
+    def _commit_from_loop(self, store: Store, row: tuple[Any, ...]) -> asyncio.Future[None] | None:
+        """Commit one step row from the loop, at once (None) or in a group commit (a future).
 
-        Inline (one small commit, tens of µs) when it can start at once; in a
-        worker thread when it would wait: ``durability="power"`` (an fsync per
-        commit), another thread using the connection, or another process
-        holding SQLite's write lock (the busy timeout). A done row enters the
-        replay map when it is committed, even if the awaiting task was
-        cancelled meanwhile (the commit itself is not cancelled).
+        See ``letitloop/commits.py``. The future resolves once the row is
+        committed; a done row enters the replay map then, even if the awaiting
+        task was cancelled meanwhile.
         """
-        import asyncio
+        commits = self._loop_commits
+        if commits is None or commits.store is not store or not commits.on_this_loop():
+            from .commits import LoopCommits
 
-        sql = _UPSERT_STEP.format(table=self.table)
-        done = row[2] == "done"
-        if self.durability == "process" and store.try_write1(sql, row):
-            if done:
-                self._done[row[1]] = (row[3], row[4])
-            return
+            commits = self._loop_commits = LoopCommits(
+                store,
+                _UPSERT_STEP.format(table=self.table),
+                inline=self.durability == "process",
+                on_committed=self._committed,
+            )
+        return commits.commit(row)
 
-        def write() -> None:
-            store.write1(sql, row)
-            if done:
-                self._done[row[1]] = (row[3], row[4])
-
-        await asyncio.to_thread(write)
+    def _committed(self, row: Sequence[Any]) -> None:
+        if row[2] == "done":
+            self._done[row[1]] = (row[3], row[4])
 
     def atomic_marker(
         self, name: str, *, scope: Scope = "run", timeout: float | None = None

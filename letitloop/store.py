@@ -250,13 +250,18 @@ class Store:
                     conn.execute("ROLLBACK")
                 raise
 
-    def try_write1(self, sql: str, params: Sequence[Any] = ()) -> bool:
-        """:meth:`write1`, but only if it can start without waiting; False if nothing was done.
+    def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Execute one statement per row of ``rows``, all in one write transaction."""
+        with self.write() as conn:
+            conn.executemany(sql, rows)
+
+    def try_write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> bool:
+        """:meth:`write_many`, but only if it can start without waiting; False if nothing was done.
 
         Returns False when another thread of this process is using the
         connection, or another connection holds SQLite's write lock. The event
-        loop uses it to commit a step inline when that costs one small commit,
-        and hands the write to a worker thread (:meth:`write1`) when it would wait.
+        loop uses it to commit inline when that costs one small commit, and
+        hands the write to a worker thread (:meth:`write_many`) when it would wait.
         """
         if not self.lock.acquire(blocking=False):
             return False
@@ -277,7 +282,10 @@ class Store:
             except sqlite3.Error as exc:
                 raise _explain(exc, self.path) from None
             try:
-                conn.execute(sql, params)
+                if len(rows) == 1:
+                    conn.execute(sql, rows[0])
+                else:
+                    conn.executemany(sql, rows)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if conn.in_transaction:

@@ -665,3 +665,106 @@ class TestImportingLetitloop:
         code = "import sys, letitloop; print('asyncio' in sys.modules)"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert out.stdout.strip() == "False", out.stderr
+
+
+WRITE_LOCKER = """
+    import sqlite3, sys, time
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")  # SQLite's write lock, held by another process
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    conn.execute("COMMIT")
+"""
+
+
+class TestCommitsFromTheEventLoop:
+    @pytest.mark.parametrize("durability", ["process", "power"])
+    def test_many_steps_finishing_together_are_all_recorded(
+        self, db: Path, durability: Any
+    ) -> None:
+        calls = Calls()
+
+        async def work(i: int) -> dict[str, int]:
+            calls.names.append(f"w:{i}")
+            await asyncio.sleep(0)
+            return {"i": i}
+
+        async def attempt() -> list[Any]:
+            async with Journal("g", run="r", path=db, durability=durability) as j:
+                return list(
+                    await asyncio.gather(*(j.async_step(f"w:{i}", work, i) for i in range(300)))
+                )
+
+        assert run(attempt) == [{"i": i} for i in range(300)]
+        seen = steps_of(db, "g")
+        assert len(seen) == 300 and {s for s, _ in seen.values()} == {"done"}
+        assert run(attempt) == [{"i": i} for i in range(300)]
+        assert len(calls.names) == 300
+
+    def test_a_write_lock_held_by_another_process_is_waited_for_off_the_loop(
+        self, tmp_path: Path, db: Path
+    ) -> None:
+        script = write_script(tmp_path, "locker.py", WRITE_LOCKER)
+
+        async def value(i: int) -> int:
+            return i
+
+        async def attempt() -> tuple[list[int], int]:
+            async with Journal("g", run="r", path=db) as j:
+                locker = subprocess.Popen(
+                    [sys.executable, str(script), str(db), "0.5"], stdout=subprocess.PIPE, text=True
+                )
+                try:
+                    assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+                    ticker = Ticker(0.01)
+                    ticker.start()
+                    t0 = time.perf_counter()
+                    got = await asyncio.gather(
+                        *(j.async_step(f"v:{i}", value, i) for i in range(5))
+                    )
+                    got.append(await j.async_step("after", value, 5))
+                    t1 = time.perf_counter()
+                    await ticker.stop()
+                finally:
+                    locker.wait()
+                return list(got), ticker.ticks_between(t0, t1)
+
+        got, ticks = run(attempt)
+        assert got == [0, 1, 2, 3, 4, 5]
+        assert ticks >= 10  # ~40 expected: the loop ran while the commits waited ~0.4 s
+        assert len(steps_of(db, "g")) == 6
+
+    def test_a_task_cancelled_while_its_result_commits_keeps_the_step_recorded(
+        self, tmp_path: Path, db: Path
+    ) -> None:
+        script = write_script(tmp_path, "locker.py", WRITE_LOCKER)
+        calls = Calls()
+
+        async def value() -> str:
+            calls.names.append("v")
+            return "v"
+
+        async def first() -> None:
+            async with Journal("g", run="r", path=db) as j:
+                locker = subprocess.Popen(
+                    [sys.executable, str(script), str(db), "0.5"], stdout=subprocess.PIPE, text=True
+                )
+                try:
+                    assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+                    task = asyncio.ensure_future(j.async_step("v", value))
+                    await asyncio.sleep(0.1)  # the function returned; its commit waits
+                    assert calls.names == ["v"] and not task.done()
+                    task.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await task
+                finally:
+                    locker.wait()
+
+        async def second() -> str:
+            async with Journal("g", run="r", path=db) as j:
+                return await j.async_step("v", value)
+
+        run(first)
+        assert steps_of(db, "g") == {"v": ("done", '"v"')}
+        assert run(second) == "v"
+        assert calls.names == ["v"]  # it had returned once: it never runs again
