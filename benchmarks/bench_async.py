@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import itertools
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -26,7 +27,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._report import median_of, ms, publish, table, us
+from benchmarks._report import ms, publish, table, us
 from benchmarks.overhead import SMALL, fresh_steps, plain_call, raw_floor
 from letitloop import Journal
 from letitloop.store import Durability
@@ -98,16 +99,37 @@ def thread_hop(n: int) -> float:
     return asyncio.run(main())
 
 
-def gathered(db: Path, n: int) -> float:
-    """Seconds for ``n`` gathered steps, open to close (fresh if ``db`` is new, else replay)."""
+def gathered(db: Path, n: int, durability: Durability = "process") -> tuple[float, float]:
+    """(open to close, the gather alone) in seconds for ``n`` gathered steps; fresh if ``db``
+    is new, else replayed.
+    """
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         t0 = time.perf_counter()
-        async with Journal("gather", run="r", path=db) as j:
+        async with Journal("gather", run="r", path=db, durability=durability) as j:
+            t1 = time.perf_counter()
             await asyncio.gather(*(j.async_step(f"g{i}", produce) for i in range(n)))
-        return time.perf_counter() - t0
+            t2 = time.perf_counter()
+        return time.perf_counter() - t0, t2 - t1
 
     return asyncio.run(main())
+
+
+def interleaved(repeats: int, measures: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """The median of each measure over ``repeats`` rounds of running every measure once."""
+    samples: dict[str, list[float]] = {name: [] for name in measures}
+    for _ in range(repeats):
+        for name, fn in measures.items():
+            samples[name].append(fn())
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def median_pair(repeats: int, fn: Callable[[], tuple[float, float]]) -> tuple[float, float]:
+    results = [fn() for _ in range(repeats)]
+    return (
+        sorted(x[0] for x in results)[len(results) // 2],
+        sorted(x[1] for x in results)[len(results) // 2],
+    )
 
 
 def largest_stall(
@@ -160,12 +182,21 @@ def main() -> None:
     args = parser.parse_args()
     n, r = args.steps, args.repeats
 
-    call = median_of(r, lambda: plain_call(SMALL, n))
-    floor = median_of(r, lambda: raw_floor(SMALL, n, "NORMAL"))
-    sync_fresh = median_of(r, lambda: fresh_steps(SMALL, n, "process"))
-    a_fresh = median_of(r, lambda: async_fresh(n, produce))
-    a_fresh_thread = median_of(r, lambda: async_fresh(n // 4, produce_sync))
-    hop = median_of(r, lambda: thread_hop(n // 4))
+    # Interleaved: one of each per repeat, so a change in the machine's load
+    # shifts every row alike instead of favouring whichever ran first.
+    per_step = interleaved(
+        r,
+        {
+            "call": lambda: plain_call(SMALL, n),
+            "floor": lambda: raw_floor(SMALL, n, "NORMAL"),
+            "sync": lambda: fresh_steps(SMALL, n, "process"),
+            "async": lambda: async_fresh(n, produce),
+            "async_thread": lambda: async_fresh(n // 4, produce_sync),
+            "hop": lambda: thread_hop(n // 4),
+        },
+    )
+    call, floor, sync_fresh = per_step["call"], per_step["floor"], per_step["sync"]
+    a_fresh, a_fresh_thread, hop = per_step["async"], per_step["async_thread"], per_step["hop"]
     with tempfile.TemporaryDirectory() as d:
         recorded = Path(d) / "recorded.db"
 
@@ -175,17 +206,21 @@ def main() -> None:
             return 0.0
 
         _in_journal("process", record, recorded)
-        a_replay = median_of(r, lambda: async_replay(recorded, n))
-        s_replay = median_of(r, lambda: sync_replay(recorded, n))
+        replays = interleaved(
+            r,
+            {"async": lambda: async_replay(recorded, n), "sync": lambda: sync_replay(recorded, n)},
+        )
+        a_replay, s_replay = replays["async"], replays["sync"]
 
-        def gather_fresh() -> float:
+        def gather_fresh(durability: Durability) -> tuple[float, float]:
             db = Path(tempfile.mkdtemp(dir=d)) / "g.db"
-            return gathered(db, 100)
+            return gathered(db, 100, durability)
 
-        g_fresh = median_of(r, gather_fresh)
+        g_fresh = median_pair(r, lambda: gather_fresh("process"))
+        g_power = median_pair(r, lambda: gather_fresh("power"))
         replay_db = Path(d) / "g-replay.db"
         gathered(replay_db, 100)
-        g_replay = median_of(r, lambda: gathered(replay_db, 100))
+        g_replay = median_pair(r, lambda: gathered(replay_db, 100))
 
     stall_runs = max(3, r // 2)
     stalls: dict[str, tuple[float, float]] = {}
@@ -195,10 +230,10 @@ def main() -> None:
             sorted(x[0] for x in results)[len(results) // 2],
             sorted(x[1] for x in results)[len(results) // 2],
         )
-    burst = [largest_stall(1000, 0.0, "process", seed) for seed in range(stall_runs)]
-    burst_stall = sorted(x[0] for x in burst)[len(burst) // 2]
+    burst = median_pair(stall_runs, lambda: largest_stall(1000, 0.0, "process"))
+    burst_plain = median_pair(stall_runs, lambda: largest_stall(1000, 0.0, None))
 
-    per_step = table(
+    per_step_table = table(
         ["measure", "median per step", "vs raw floor"],
         [
             ["plain call of the step function", us(call), ""],
@@ -224,8 +259,12 @@ def main() -> None:
         ],
     )
     gather_table = table(
-        ["100 gathered steps, open to close", "median"],
-        [["fresh (100 commits)", ms(g_fresh)], ["replay", ms(g_replay)]],
+        ["100 gathered steps", "open to close", "the gather alone"],
+        [
+            ['fresh, durability="process"', ms(g_fresh[0]), ms(g_fresh[1])],
+            ['fresh, durability="power"', ms(g_power[0]), ms(g_power[1])],
+            ["replay", ms(g_replay[0]), ms(g_replay[1])],
+        ],
     )
     stall_table = table(
         ["1,000 gathered steps finishing over 0.5 s", "largest tick gap", "99th percentile gap"],
@@ -236,16 +275,17 @@ def main() -> None:
             for label, (a, b) in stalls.items()
         ]
         + [
+            ["all 1,000 finishing at once, no journal", ms(burst_plain[0]), ms(burst_plain[1])],
             [
                 'all 1,000 finishing at once, durability="process"',
-                ms(burst_stall),
-                "(one loop pass runs every ready step)",
-            ]
+                ms(burst[0]),
+                ms(burst[1]),
+            ],
         ],
     )
     body = (
         f"{n} steps per repeat (plain-function and thread-hop rows: {n // 4}), "
-        f"median of {r} repeats.\n\n## Per step\n\n{per_step}\n\n## Gathered\n\n"
+        f"median of {r} repeats.\n\n## Per step\n\n{per_step_table}\n\n## Gathered\n\n"
         f"{gather_table}\n\n## Largest event-loop stall (a 1 ms ticker task)\n\n{stall_table}\n"
     )
     publish("async", "Async steps", f"python -m benchmarks.bench_async --repeats {r}", body)

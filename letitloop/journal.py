@@ -562,13 +562,14 @@ class Journal:
         ``fn`` may be a coroutine function (awaited on this loop) or a plain
         function (run in a worker thread with ``asyncio.to_thread``, so the loop
         is not blocked). Keys, replay, mismatch detection and failure records are
-        those of :meth:`step`; the result is committed before this returns, inline
-        on the loop when the commit can start at once, else in a worker thread
-        (see :meth:`_commit_from_loop`). A step cancelled while ``fn`` runs
+        those of :meth:`step`; the result is committed before this returns: at
+        once on the loop, or with the other steps that finished in the same loop
+        pass, or in a worker thread when the commit would wait (see
+        ``letitloop/commits.py``). A step cancelled while ``fn`` runs
         (``asyncio.CancelledError``: a timeout, a failed task group) is not
         recorded and runs again on the next attempt; the cancellation propagates.
-        A cancellation that arrives while the result is being committed in a
-        worker thread does not stop that commit: the step is recorded and replays.
+        A cancellation that arrives after ``fn`` returned, while its result waits
+        to be committed, does not stop that commit: the step is recorded and replays.
         Raises ConcurrentStepError when another task uses ``name`` in this
         attempt (see :meth:`_claim`).
         """
