@@ -64,6 +64,13 @@ _open_journals: list[Journal] = []
 _registry_lock = threading.Lock()
 
 _REPEAT_SUFFIX = re.compile(r"#\d+$")
+# Before 3.12, asyncio.wait_for runs its awaitable in a task of its own.
+_WAIT_FOR_HINT = (
+    " (on this Python, asyncio.wait_for runs the step in a new task: put the timeout "
+    "inside the step's function instead)"
+    if sys.version_info < (3, 12)
+    else ""
+)
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _HOST = socket.gethostname()
 
@@ -474,7 +481,7 @@ class Journal:
                         f"step {name!r} (run {self.run_id}) was already used by another asyncio "
                         f"task in this attempt; which of two tasks numbers its call first "
                         f"depends on timing, so their keys could not be ordered. Give each "
-                        f"task's steps distinct names, e.g. f'{name}:{{item}}'",
+                        f"task's steps distinct names, e.g. f'{name}:{{item}}'{_WAIT_FOR_HINT}",
                         run_id=self.run_id,
                         name=name,
                     )

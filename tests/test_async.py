@@ -259,6 +259,22 @@ class TestOneNameUsedByTwoTasks:
             run(attempt)
         assert steps_of(db, "g") == {"x": ("done", "1")}
 
+    def test_a_wait_for_around_a_repeated_name_is_explained_before_python_3_12(
+        self, db: Path
+    ) -> None:
+        async def value(x: int) -> int:
+            return x
+
+        async def attempt() -> list[int]:
+            async with Journal("g", run="r", path=db) as j:
+                return [await asyncio.wait_for(j.async_step("x", value, i), 5) for i in range(2)]
+
+        if sys.version_info >= (3, 12):  # wait_for awaits in the calling task
+            assert run(attempt) == [0, 1]
+        else:
+            with pytest.raises(ConcurrentStepError, match="timeout inside the step's function"):
+                run(attempt)
+
     def test_one_task_repeating_a_name_gets_numbered_keys_in_call_order(self, db: Path) -> None:
         async def value(x: int) -> int:
             return x
