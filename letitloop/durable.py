@@ -122,7 +122,7 @@ async def async_step(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs:
     Tasks started inside a ``@durable_async`` function (``asyncio.gather``,
     ``TaskGroup``) inherit its journal through their context.
     """
-    return await current().async_step(name, fn, *args, **kwargs)
+    return await current("async_step()").async_step(name, fn, *args, **kwargs)
 
 
 def durable_async(

@@ -671,7 +671,7 @@ class TestDurableAsync:
         async def value() -> int:
             return 1
 
-        with pytest.raises(NoJournalError, match="no open journal"):
+        with pytest.raises(NoJournalError, match=r"async_step\(\) was called with no open journal"):
             run(lambda: async_step("s", value))
 
 
