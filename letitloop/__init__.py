@@ -1,6 +1,6 @@
 """letitloop: the SQLite of durable execution."""
 
-from .durable import atomic_marker, durable, step
+from .durable import async_step, atomic_marker, durable, durable_async, step
 from .errors import LetItLoopError
 from .journal import Journal
 from .supervisor import supervise
@@ -11,8 +11,10 @@ __all__ = [
     "Journal",
     "LetItLoopError",
     "__version__",
+    "async_step",
     "atomic_marker",
     "durable",
+    "durable_async",
     "step",
     "supervise",
 ]

@@ -2,18 +2,20 @@
 
 ``@durable(goal_id=...)`` opens a ``Journal`` around each call of the
 function; inside it, ``step()`` is ``Journal.step`` of the innermost open
-journal.
+journal. ``@durable_async`` and ``async_step()`` are the same for
+``async def`` functions.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
-from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar, overload
 
 from .codec import CodecRegistry
-from .errors import NoJournalError
+from .errors import LetItLoopError, NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, current_journal, open_journals
 from .markers import AtomicMarker, Scope
 from .store import Durability
@@ -96,6 +98,75 @@ def durable(
                     result: R = journal.recorded_result()
                     return result
                 value = fn(*args, **kwargs)
+                journal.set_result(value)
+                return value
+
+        return wrapper
+
+    return decorate
+
+
+@overload
+async def async_step(
+    name: str, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+) -> T: ...
+
+
+@overload
+async def async_step(name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+
+
+async def async_step(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``Journal.async_step`` on the current journal (see :func:`current`).
+
+    Tasks started inside a ``@durable_async`` function (``asyncio.gather``,
+    ``TaskGroup``) inherit its journal through their context.
+    """
+    return await current("async_step()").async_step(name, fn, *args, **kwargs)
+
+
+def durable_async(
+    goal_id: str,
+    *,
+    run: str | Callable[..., str] | None = None,
+    path: str | os.PathLike[str] | None = None,
+    durability: Durability = "process",
+    timeout: float = DEFAULT_TIMEOUT,
+    registry: CodecRegistry | None = None,
+) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Coroutine[Any, Any, R]]]:
+    """Run the decorated ``async def`` function as a durable run of ``goal_id``.
+
+    The same as :func:`durable`, awaited: each call opens the journal with
+    ``async with`` (a run held by another process is waited for in a worker
+    thread, so the event loop keeps running), resumes or starts the run, and
+    records the function's return value as the run's result. Calling it for a
+    completed named run returns the recorded result without running the body.
+    """
+
+    def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+        if not inspect.iscoroutinefunction(fn):
+            raise LetItLoopError(
+                f"@durable_async expects an 'async def' function, got "
+                f"{getattr(fn, '__qualname__', fn)!r}, which is not one; decorate plain "
+                f"functions with @durable(goal_id={goal_id!r}) instead"
+            )
+
+        @functools.wraps(fn)
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            run_name = run(*args, **kwargs) if callable(run) else run
+            journal = Journal(
+                goal_id,
+                run=run_name,
+                path=path,
+                durability=durability,
+                timeout=timeout,
+                registry=registry,
+            )
+            async with journal:
+                if journal.was_completed:
+                    result: R = journal.recorded_result()
+                    return result
+                value = await fn(*args, **kwargs)
                 journal.set_result(value)
                 return value
 

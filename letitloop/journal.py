@@ -10,19 +10,22 @@ or calls it and commits its result before returning it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import re
 import secrets
 import socket
+import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import filelock
 
@@ -38,6 +41,11 @@ from .errors import (
 )
 from .markers import AtomicMarker, Scope
 from .store import Durability, Store, check_name, utc_iso
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .commits import LoopCommits
 
 T = TypeVar("T")
 
@@ -56,6 +64,13 @@ _open_journals: list[Journal] = []
 _registry_lock = threading.Lock()
 
 _REPEAT_SUFFIX = re.compile(r"#\d+$")
+# Before 3.12, asyncio.wait_for runs its awaitable in a task of its own.
+_WAIT_FOR_HINT = (
+    " (on this Python, asyncio.wait_for runs the step in a new task: put the timeout "
+    "inside the step's function instead)"
+    if sys.version_info < (3, 12)
+    else ""
+)
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _HOST = socket.gethostname()
 
@@ -147,6 +162,10 @@ class Journal:
         self._in_flight: dict[str, list[object]] = {}
         #: Names of this run's run-scoped markers: a step may not take one as its key.
         self._marker_keys: set[str] = set()
+        # Step name -> the asyncio task that first claimed it in this attempt.
+        self._task_names: dict[str, weakref.ref[Any]] = {}
+        # The group commit of async steps, bound to the loop that made it.
+        self._loop_commits: LoopCommits | None = None
         self._keys_lock = threading.Lock()
         self._lock: filelock.BaseFileLock | None = None
         self._held_key: tuple[str, str] | None = None
@@ -265,7 +284,9 @@ class Journal:
                 )
             _held.add(key)
         self._held_key = key
-        lock = filelock.FileLock(run_lock_path(store, run_id))
+        # thread_local=False: an `async with` journal takes the lock in a worker
+        # thread and releases it on the event loop's thread.
+        lock = filelock.FileLock(run_lock_path(store, run_id), thread_local=False)
         try:
             lock.acquire(timeout=self.timeout)
         except filelock.Timeout:
@@ -346,6 +367,43 @@ class Journal:
             current_journal.reset(self._tokens.pop())
         self.close(exc)
 
+    async def __aenter__(self) -> Journal:
+        """Open like ``with``, waiting for a held run in a worker thread (the loop keeps running).
+
+        If the awaiting task is cancelled while the worker still waits, the
+        journal is closed (its run marked failed) as soon as the worker gets it.
+        """
+        import asyncio
+
+        opening = asyncio.ensure_future(asyncio.to_thread(self.open))
+        try:
+            await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(self._close_if_opened)
+            raise
+        self._tokens.append(current_journal.set(self))
+        return self
+
+    def _close_if_opened(self, opening: asyncio.Future[Journal]) -> None:
+        import asyncio
+
+        if not opening.cancelled() and opening.exception() is None:
+            self.close(asyncio.CancelledError())
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Closing is one small commit (the run's status) and a lock release: inline.
+        # Rows still queued for the group commit (their tasks were cancelled while
+        # waiting) are committed first: those steps returned.
+        commits, self._loop_commits = self._loop_commits, None
+        if commits is not None and self.store is commits.store:
+            commits.drain()
+        self.__exit__(exc_type, exc, tb)
+
     def __repr__(self) -> str:
         state = f"run {self.run_id} attempt {self.attempt}" if self.store else "closed"
         return f"<Journal goal={self.goal!r} {state} path={str(self.path)!r}>"
@@ -373,17 +431,38 @@ class Journal:
     # -- steps ---------------------------------------------------------------
 
     def _owner(self) -> object:
-        """Who is calling: concurrent calls of one step name from two owners are refused."""
+        """Who is calling: the running asyncio task, else the thread.
+
+        Concurrent calls of one step name from two owners are refused; a task
+        is its own owner, so steps gathered on one event loop thread are told
+        apart (see :meth:`_claim`).
+        """
+        # asyncio is imported only by programs that use it (it is slow to import):
+        # if it is not loaded, no event loop can be running.
+        aio = sys.modules.get("asyncio")
+        if aio is not None and aio._get_running_loop() is not None:
+            task = aio.current_task()
+            if task is not None:
+                return task
         return threading.get_ident()
 
-    def _claim(self, name: str) -> str:
+    def _claim(self, name: str, owner: object = None) -> str:
+        """Reserve the key of the next call of ``name`` by ``owner``; release with _unclaim.
+
+        Keys number repeats in call order (``name``, ``name#2``). Call order is
+        only defined inside one owner, so: a name in flight in another thread or
+        task is refused, and a name claimed by an asyncio task belongs to that
+        task for the rest of this attempt (another task using it is refused even
+        after the first finished, since which of two tasks comes first is timing).
+        """
         check_name("step", name)
         if _REPEAT_SUFFIX.search(name):
             raise InvalidNameError(
                 f"step name {name!r} ends in '#<number>', which letitloop uses to number "
                 f"repeated calls of one name ('fetch', 'fetch#2', …); rename the step"
             )
-        owner = self._owner()
+        if owner is None:
+            owner = self._owner()
         with self._keys_lock:
             owners = self._in_flight.get(name)
             if owners and any(o != owner for o in owners):
@@ -391,8 +470,21 @@ class Journal:
                     f"step {name!r} (run {self.run_id}) was called again while another call "
                     f"of the same name was still running in another thread or task; their "
                     f"keys could not be ordered. Give concurrent steps distinct names, e.g. "
-                    f"f'{name}:{{item}}'"
+                    f"f'{name}:{{item}}'",
+                    run_id=self.run_id,
+                    name=name,
                 )
+            if self._task_names:
+                first = self._task_names.get(name)
+                if first is not None and first() is not owner:
+                    raise ConcurrentStepError(
+                        f"step {name!r} (run {self.run_id}) was already used by another asyncio "
+                        f"task in this attempt; which of two tasks numbers its call first "
+                        f"depends on timing, so their keys could not be ordered. Give each "
+                        f"task's steps distinct names, e.g. f'{name}:{{item}}'{_WAIT_FOR_HINT}",
+                        run_id=self.run_id,
+                        name=name,
+                    )
             n = self._counts.get(name, 0) + 1
             key = name if n == 1 else f"{name}#{n}"
             if key in self._marker_keys:
@@ -401,14 +493,21 @@ class Journal:
                     f"marker of this run; steps and run-scoped markers of a run share one "
                     f"set of keys; rename the step or the marker"
                 )
+            if type(owner) is not int and name not in self._task_names:
+                self._task_names[name] = weakref.ref(owner)
             self._counts[name] = n
-            self._in_flight.setdefault(name, []).append(owner)
+            if owners is None:
+                self._in_flight[name] = [owner]
+            else:
+                owners.append(owner)
         return key
 
-    def _unclaim(self, name: str) -> None:
+    def _unclaim(self, name: str, owner: object = None) -> None:
+        if owner is None:
+            owner = self._owner()
         with self._keys_lock:
             owners = self._in_flight[name]
-            owners.remove(self._owner())
+            owners.remove(owner)
             if not owners:
                 del self._in_flight[name]
 
@@ -433,7 +532,8 @@ class Journal:
         running a step of the same name.
         """
         store = self._require_open()
-        key = self._claim(name)
+        owner = self._owner()
+        key = self._claim(name, owner)
         try:
             fn_name = function_name(fn)
             recorded = self._done.get(key)
@@ -446,35 +546,140 @@ class Journal:
             except Exception as exc:
                 self._record_failure(store, key, fn_name, started, exc)
                 raise
-            try:
-                text = codec.encode(value, self.registry)
-            except EncodeError as exc:
-                raise EncodeError(
-                    f"step {key!r} (run {self.run_id}): {exc}; nothing was recorded",
-                    path=exc.path,
-                    key=key,
-                ) from None
-            finished = self.clock()
-            store.write1(
-                _UPSERT_STEP.format(table=self.table),
-                (
-                    self.run_id,
-                    key,
-                    "done",
-                    fn_name,
-                    text,
-                    utc_iso(started),
-                    utc_iso(finished),
-                    (finished - started) * 1000.0,
-                    self.attempt,
-                    None,
-                    None,
-                ),
-            )
-            self._done[key] = (fn_name, text)
+            self._record_done(store, key, fn_name, started, value)
             return value
         finally:
-            self._unclaim(name)
+            self._unclaim(name, owner)
+
+    @overload
+    async def async_step(
+        self, name: str, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+
+    @overload
+    async def async_step(
+        self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> T: ...
+
+    async def async_step(
+        self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any:
+        """Await ``fn(*args, **kwargs)``, recorded once for this run and replayed ever after.
+
+        ``fn`` may be a coroutine function (awaited on this loop) or a plain
+        function (run in a worker thread with ``asyncio.to_thread``, so the loop
+        is not blocked). Keys, replay, mismatch detection and failure records are
+        those of :meth:`step`; the result is committed before this returns: at
+        once on the loop, or with the other steps that finished in the same loop
+        pass, or in a worker thread when the commit would wait (see
+        ``letitloop/commits.py``). A step cancelled while ``fn`` runs
+        (``asyncio.CancelledError``: a timeout, a failed task group) is not
+        recorded and runs again on the next attempt; the cancellation propagates.
+        A cancellation that arrives after ``fn`` returned, while its result waits
+        to be committed, does not stop that commit: the step is recorded and replays.
+        Raises ConcurrentStepError when another task uses ``name`` in this
+        attempt (see :meth:`_claim`).
+        """
+        store = self._require_open()
+        owner = self._owner()
+        key = self._claim(name, owner)
+        try:
+            fn_name = function_name(fn)
+            recorded = self._done.get(key)
+            if recorded is not None:
+                return self._replay(key, fn_name, recorded)
+            started = self.clock()
+            try:
+                if inspect.iscoroutinefunction(fn):
+                    value = await fn(*args, **kwargs)
+                else:
+                    import asyncio
+
+                    value = await asyncio.to_thread(fn, *args, **kwargs)
+                    if inspect.isawaitable(value):  # a plain function that returned a coroutine
+                        value = await value
+            except Exception as exc:
+                if self.store is store:
+                    # The step's own exception matters more than its failed record.
+                    with contextlib.suppress(LetItLoopError):
+                        failed = self._commit_from_loop(
+                            store, self._failure_row(key, fn_name, started, exc)
+                        )
+                        if failed is not None:
+                            await failed
+                raise
+            committing = self._commit_from_loop(
+                store, self._done_row(store, key, fn_name, started, value)
+            )
+            if committing is not None:
+                await committing
+            return value
+        finally:
+            self._unclaim(name, owner)
+
+    def _record_done(
+        self, store: Store, key: str, fn_name: str, started: float, value: Any
+    ) -> None:
+        """Encode ``value`` and commit it as step ``key``'s result (one small transaction)."""
+        row = self._done_row(store, key, fn_name, started, value)
+        store.write1(_UPSERT_STEP.format(table=self.table), row)
+        self._done[key] = (fn_name, row[4])
+
+    def _done_row(
+        self, store: Store, key: str, fn_name: str, started: float, value: Any
+    ) -> tuple[Any, ...]:
+        """The journal row of a step that returned ``value``; raises before anything is written."""
+        try:
+            text = codec.encode(value, self.registry)
+        except EncodeError as exc:
+            raise EncodeError(
+                f"step {key!r} (run {self.run_id}): {exc}; nothing was recorded",
+                path=exc.path,
+                key=key,
+            ) from None
+        if self.store is not store:
+            raise LetItLoopError(
+                f"step {key!r} (run {self.run_id} of goal {self.goal!r}) returned after its "
+                f"journal was closed, so its result was not recorded and it runs again next "
+                f"attempt; await every step before leaving the journal's 'with' block"
+            )
+        finished = self.clock()
+        return (
+            self.run_id,
+            key,
+            "done",
+            fn_name,
+            text,
+            utc_iso(started),
+            utc_iso(finished),
+            (finished - started) * 1000.0,
+            self.attempt,
+            None,
+            None,
+        )
+
+    def _commit_from_loop(self, store: Store, row: tuple[Any, ...]) -> asyncio.Future[None] | None:
+        """Commit one step row from the loop, at once (None) or in a group commit (a future).
+
+        See ``letitloop/commits.py``. The future resolves once the row is
+        committed; a done row enters the replay map then, even if the awaiting
+        task was cancelled meanwhile.
+        """
+        commits = self._loop_commits
+        if commits is None or commits.store is not store or not commits.on_this_loop():
+            from .commits import LoopCommits
+
+            commits = self._loop_commits = LoopCommits(
+                store,
+                _UPSERT_STEP.format(table=self.table),
+                inline=self.durability == "process",
+                on_committed=self._committed,
+            )
+        return commits.commit(row)
+
+    def _committed(self, row: Sequence[Any]) -> None:
+        if row[2] == "done":
+            self._done[row[1]] = (row[3], row[4])
 
     def atomic_marker(
         self, name: str, *, scope: Scope = "run", timeout: float | None = None
@@ -528,25 +733,31 @@ class Journal:
     def _record_failure(
         self, store: Store, key: str, fn_name: str, started: float, exc: BaseException
     ) -> None:
-        finished = self.clock()
+        if self.store is not store:
+            return  # the journal was closed while the step ran: nothing to write to
         # The step's own exception matters more than its failed record.
         with contextlib.suppress(LetItLoopError):
             store.write1(
-                _UPSERT_STEP.format(table=self.table),
-                (
-                    self.run_id,
-                    key,
-                    "failed",
-                    fn_name,
-                    None,
-                    utc_iso(started),
-                    utc_iso(finished),
-                    (finished - started) * 1000.0,
-                    self.attempt,
-                    _error_text(exc),
-                    "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-                ),
+                _UPSERT_STEP.format(table=self.table), self._failure_row(key, fn_name, started, exc)
             )
+
+    def _failure_row(
+        self, key: str, fn_name: str, started: float, exc: BaseException
+    ) -> tuple[Any, ...]:
+        finished = self.clock()
+        return (
+            self.run_id,
+            key,
+            "failed",
+            fn_name,
+            None,
+            utc_iso(started),
+            utc_iso(finished),
+            (finished - started) * 1000.0,
+            self.attempt,
+            _error_text(exc),
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        )
 
 
 def open_journals() -> list[Journal]:

@@ -23,7 +23,6 @@ Entering a marker:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import os
@@ -575,6 +574,8 @@ class AtomicMarker:
             self._release()
 
     async def __aenter__(self) -> MarkerOffer:
+        import asyncio  # here, not at the top: sync programs do not pay its import time
+
         self._begin()
         done = self._already_done()
         if done is not None:
@@ -594,6 +595,8 @@ class AtomicMarker:
         If the waiting task is cancelled, the worker stops waiting within
         ``_STOP_SLICE_S`` and lets go of locks it got in the meantime.
         """
+        import asyncio
+
         stop = threading.Event()
         guard = threading.Lock()
         acquired = False

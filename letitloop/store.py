@@ -250,6 +250,55 @@ class Store:
                     conn.execute("ROLLBACK")
                 raise
 
+    def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Execute one statement per row of ``rows``, all in one write transaction."""
+        with self.write() as conn:
+            conn.executemany(sql, rows)
+
+    def try_write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> bool:
+        """:meth:`write_many`, but only if it can start without waiting; False if nothing was done.
+
+        Returns False when another thread of this process is using the
+        connection, or another connection holds SQLite's write lock. The event
+        loop uses it to commit inline when that costs one small commit, and
+        hands the write to a worker thread (:meth:`write_many`) when it would wait.
+        """
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            conn = self.conn
+            try:
+                # Fail at once instead of sleeping in SQLite's busy handler.
+                conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            except sqlite3.OperationalError as exc:
+                low = str(exc).lower()
+                if "locked" in low or "busy" in low:
+                    return False
+                raise _explain(exc, self.path) from None
+            except sqlite3.Error as exc:
+                raise _explain(exc, self.path) from None
+            try:
+                if len(rows) == 1:
+                    conn.execute(sql, rows[0])
+                else:
+                    conn.executemany(sql, rows)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise _explain(exc, self.path) from None
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return True
+        finally:
+            self.lock.release()
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """Rows of a read query (outside any write transaction)."""
         with self.lock:
