@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
-from types import TracebackType
+from types import FunctionType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import filelock
@@ -40,7 +40,7 @@ from .errors import (
     StepMismatchError,
 )
 from .markers import AtomicMarker, Scope
-from .store import Durability, Store, check_name, utc_iso
+from .store import MAX_NAME_LENGTH, Durability, Store, check_name, utc_iso
 
 if TYPE_CHECKING:
     import asyncio
@@ -88,6 +88,8 @@ def run_lock_path(store: Store, run_id: str) -> Path:
 
 def function_name(fn: Callable[..., Any]) -> str:
     """``module.qualname`` of a step's function (the code identity checked on replay)."""
+    if type(fn) is FunctionType:  # the common case, without the lookups below
+        return f"{fn.__module__}.{fn.__qualname__}"
     while isinstance(fn, partial):
         fn = fn.func
     fn = getattr(fn, "__func__", fn)  # bound methods: their function
@@ -455,8 +457,15 @@ class Journal:
         task for the rest of this attempt (another task using it is refused even
         after the first finished, since which of two tasks comes first is timing).
         """
-        check_name("step", name)
-        if _REPEAT_SUFFIX.search(name):
+        # The common case in one cheap test; check_name explains anything else.
+        if not (
+            type(name) is str
+            and 0 < len(name) <= MAX_NAME_LENGTH
+            and name.isprintable()
+            and not name.isspace()
+        ):
+            check_name("step", name)
+        if "#" in name and _REPEAT_SUFFIX.search(name):
             raise InvalidNameError(
                 f"step name {name!r} ends in '#<number>', which letitloop uses to number "
                 f"repeated calls of one name ('fetch', 'fetch#2', …); rename the step"
