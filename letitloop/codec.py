@@ -258,26 +258,39 @@ def _enum_entry(cls: Any, name: str) -> _Entry:
 
 def _exception_entry(cls: Any, name: str) -> _Entry:
     def enc(v: BaseException) -> Any:
-        out: dict[str, Any] = {"args": list(v.args)}
-        attrs = getattr(v, "__dict__", None)
-        if attrs:
-            out["attrs"] = dict(attrs)
+        # What pickle would keep, without pickle: BaseException.__reduce__
+        # gives (class, args, state), and state holds what args miss
+        # (OSError's filename, ImportError's name, the instance __dict__).
+        reduced = v.__reduce__()
+        if type(reduced) is tuple and len(reduced) >= 2 and reduced[0] is type(v):
+            args, state = reduced[1], reduced[2] if len(reduced) > 2 else None
+        else:  # a class with its own __reduce__: keep what every exception has
+            args, state = v.args, getattr(v, "__dict__", None)
+        out: dict[str, Any] = {"args": list(args)}
+        if state:
+            out["attrs"] = dict(state)
         return out
 
     def dec(payload: Any) -> Any:
         data = _check_fields(cls, payload, ("args", "attrs"), ("args",))
         args = data["args"]
+        attrs = data.get("attrs")
         if type(args) is not list:
             raise _Fail(f"recorded {_type_name(cls)} has args that are not a list")
+        if attrs is not None and (
+            type(attrs) is not dict or any(k.startswith("__") and k != "__notes__" for k in attrs)
+        ):
+            raise _Fail(
+                f"recorded {_type_name(cls)} has attributes that are not plain names; "
+                f"the row was edited or written by another program"
+            )
         try:
             # __new__, not __init__: BaseException.__new__ stores args without
             # running the class's own __init__, whose signature may differ
             # from args (the reason many exceptions do not survive pickling).
             exc = cls.__new__(cls, *args)
-            exc.args = tuple(args)
-            attrs = data.get("attrs")
             if attrs:
-                exc.__dict__.update(attrs)
+                exc.__setstate__(attrs)
         except Exception as err:
             raise _Fail(
                 f"rebuilding {_type_name(cls)} failed: {type(err).__name__}: {err}"
@@ -648,13 +661,39 @@ def _b64(v: bytes | bytearray) -> str:
     return base64.b64encode(v).decode("ascii")
 
 
+def _odd_offset(tz: _dt.tzinfo | None, v: Any) -> int | None:
+    """A fixed offset with seconds or microseconds, in microseconds; None otherwise.
+
+    Python's ``fromisoformat`` misreads some of those (``+00:00:00.000001``
+    comes back as UTC), so they are stored beside the naive text instead.
+    """
+    if type(tz) is not _dt.timezone:
+        return None
+    offset = tz.utcoffset(None)
+    if offset.microseconds == 0 and offset.seconds % 60 == 0:
+        return None
+    return offset // _dt.timedelta(microseconds=1)
+
+
 def _enc_datetime(v: _dt.datetime, reg: CodecRegistry) -> Any:
     tz = v.tzinfo
-    key = getattr(tz, "key", None) if type(tz).__name__ == "ZoneInfo" else None
-    if key is not None:
-        # A zoneinfo zone keeps its name; the offset in the text pins the instant.
-        return {"!datetime": [v.isoformat(), key]}
-    return {"!datetime": v.isoformat()}
+    key: str | int | None = getattr(tz, "key", None) if type(tz).__name__ == "ZoneInfo" else None
+    odd = _odd_offset(tz, v)
+    if odd is not None:
+        key, v = odd, v.replace(tzinfo=None)
+    if key is None and not v.fold:
+        return {"!datetime": v.isoformat()}
+    # [text, zone, fold]: a zoneinfo zone keeps its name (the offset in the
+    # text pins the instant), an odd fixed offset is an int of microseconds,
+    # and fold (which of two repeated wall times) is not part of ISO text.
+    return {"!datetime": [v.isoformat(), key, v.fold] if v.fold else [v.isoformat(), key]}
+
+
+def _enc_time(v: _dt.time, reg: CodecRegistry) -> Any:
+    odd = _odd_offset(v.tzinfo, v)
+    if odd is not None:
+        return {"!time": [v.replace(tzinfo=None).isoformat(), v.fold, odd]}
+    return {"!time": [v.isoformat(), v.fold] if v.fold else v.isoformat()}
 
 
 def _enc_path(tag: str) -> Callable[[Any, CodecRegistry], Any]:
@@ -675,7 +714,7 @@ _BUILTIN_ENCODERS: dict[type, Callable[[Any, CodecRegistry], Any]] = {
     bytearray: lambda v, reg: {"!bytearray": _b64(v)},
     _dt.datetime: _enc_datetime,
     _dt.date: lambda v, reg: {"!date": v.isoformat()},
-    _dt.time: lambda v, reg: {"!time": v.isoformat()},
+    _dt.time: _enc_time,
     _dt.timedelta: lambda v, reg: {"!timedelta": msgspec.to_builtins(v)},
     decimal.Decimal: lambda v, reg: {"!Decimal": str(v)},
     uuid.UUID: lambda v, reg: {"!UUID": str(v)},
@@ -833,13 +872,31 @@ def _dec_float(payload: Any, reg: CodecRegistry) -> float:
 
 
 def _dec_datetime(payload: Any, reg: CodecRegistry) -> _dt.datetime:
-    if type(payload) is list and len(payload) == 2:
-        text, key = payload
-        value = _dt.datetime.fromisoformat(_need(text, str, "datetime"))
-        import zoneinfo  # stdlib; loads a zone file, never code
+    if type(payload) is str:
+        return _dt.datetime.fromisoformat(payload)
+    if type(payload) is not list or len(payload) not in (2, 3):
+        raise _Fail("recorded datetime is neither text nor [text, zone, fold]")
+    text, key, *fold = payload
+    value = _dt.datetime.fromisoformat(_need(text, str, "datetime"))
+    if type(key) is str:
+        import zoneinfo  # stdlib; loads a zone file by its name, never code
 
-        return value.astimezone(zoneinfo.ZoneInfo(_need(key, str, "time zone")))
-    return _dt.datetime.fromisoformat(_need(payload, str, "datetime"))
+        return value.astimezone(zoneinfo.ZoneInfo(key))
+    if type(key) is int:
+        value = value.replace(tzinfo=_dt.timezone(_dt.timedelta(microseconds=key)))
+    elif key is not None:
+        raise _Fail(f"recorded datetime zone {key!r} is neither a name nor an offset")
+    return value.replace(fold=1) if fold == [1] else value
+
+
+def _dec_time(payload: Any, reg: CodecRegistry) -> _dt.time:
+    if type(payload) is str:
+        return _dt.time.fromisoformat(payload)
+    text, fold, *offset = _need(payload, list, "time")
+    value = _dt.time.fromisoformat(_need(text, str, "time")).replace(fold=fold)
+    if offset:
+        value = value.replace(tzinfo=_dt.timezone(_dt.timedelta(microseconds=offset[0])))
+    return value
 
 
 def _dec_path(cls: type) -> Callable[[Any, CodecRegistry], Any]:
@@ -875,7 +932,7 @@ _BUILTIN_DECODERS: dict[str, Callable[[Any, CodecRegistry], Any]] = {
     "bytearray": lambda p, reg: bytearray(base64.b64decode(_need(p, str, "bytes"), validate=True)),
     "datetime": _dec_datetime,
     "date": lambda p, reg: _dt.date.fromisoformat(_need(p, str, "date")),
-    "time": lambda p, reg: _dt.time.fromisoformat(_need(p, str, "time")),
+    "time": _dec_time,
     "timedelta": lambda p, reg: msgspec.convert(_need(p, str, "timedelta"), _dt.timedelta),
     "Decimal": lambda p, reg: decimal.Decimal(_need(p, str, "Decimal")),
     "UUID": lambda p, reg: uuid.UUID(_need(p, str, "UUID")),
