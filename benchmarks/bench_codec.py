@@ -2,16 +2,17 @@
 
     python benchmarks/bench_codec.py [--repeats 301]
 
-Each row is the median, over ``--repeats`` timings, of one encode plus one
-decode of the same value (the round trip a step pays: encode when it
-returns, decode when it replays). Benchmarks are hard: these machines are
-shared and noisy, so compare the rows of one run with each other, not runs
-across days. Bias, stated: raw msgspec.json and json do *less* work than
-the codec on the typed payload (they turn the datetime and UUID into
-strings and give back strings: not a round trip at all; json needs
-``default=str`` to accept them), so they are a floor, not a competitor.
-pickle gives the types back but cannot be read in an SQLite browser and
-runs code from the data when loading.
+Each row is the median, over ``--repeats`` timings taken round-robin
+across the rows, of one encode plus one decode of the same value (the
+round trip a step pays: encode when it returns, decode when it replays).
+
+Benchmarks are hard: these machines are shared and noisy, so compare the
+rows of one run with each other, not runs across days. Bias, stated: raw
+msgspec.json and json do *less* work than the codec on the typed payload
+(they turn the datetime and UUID into strings and give back strings: not
+a round trip at all; json needs ``default=str`` to accept them), so they
+are a floor, not a competitor. pickle gives the types back but cannot be
+read in an SQLite browser and runs code named by the data when loading.
 """
 
 from __future__ import annotations
@@ -81,16 +82,18 @@ def json_document(target_bytes: int = 100_000) -> dict[str, Any]:
     return doc
 
 
-def median_us(repeats: int, fn: Callable[[], object]) -> float:
-    """Median microseconds of ``fn()`` over ``repeats`` calls (after a short warm-up)."""
-    for _ in range(5):
-        fn()
-    times = []
+def medians_us(repeats: int, fns: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Median microseconds of each function, timed round-robin so that noise hits all alike."""
+    for fn in fns.values():  # warm up
+        for _ in range(5):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e6
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) * 1e6 for name, ts in times.items()}
 
 
 def contenders(value: Any) -> dict[str, Callable[[], object]]:
@@ -121,7 +124,7 @@ def main() -> None:
     ]:
         size = len(encode(value))
         print(f"{label}, {size:,} bytes as stored")
-        rows = {name: median_us(args.repeats, fn) for name, fn in contenders(value).items()}
+        rows = medians_us(args.repeats, contenders(value))
         base = rows["raw msgspec.json"]
         for name, us in rows.items():
             print(f"  {name:<18} {us:10.1f} us   {us / base:5.2f}x raw msgspec")

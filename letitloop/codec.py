@@ -500,20 +500,26 @@ _CONTAINERS = frozenset({dict, list})
 _STR_ONLY = frozenset({str})
 _is_container = _CONTAINERS.__contains__
 _is_dict = dict.__instancecheck__
+_is_list = list.__instancecheck__
 _is_float = float.__instancecheck__
 _chain = chain.from_iterable
 _values = dict.values
 _isfinite = math.isfinite
 
 
-def _plain_scan(value: Any) -> tuple[list[list[Any]], int] | None:
+_Levels = tuple[list[list[Any]], list[list[type]]]
+
+
+def _plain_scan(value: Any) -> _Levels | None:
     """Whether ``value`` is plain JSON, in C-speed passes over each level of the tree.
 
     None when it is not (or may not be). Otherwise the levels that hold
-    floats and the number of ``None`` values, for :func:`_finite`. Exact
-    types only: a subclass of dict, an IntEnum, a tuple, a dict with a
-    non-str key is not plain. One level is one pass of ``map(type, …)``,
-    so the cost per value is a few C calls, never a Python-level loop.
+    floats and the types of the levels that hold None, for :func:`_finite`. Exact types
+    only: a subclass of dict, an IntEnum, a tuple, a dict with a non-str
+    key is not plain. A level costs a few passes of C iterators
+    (``map(type, …)``, ``set``, ``filter``), never a Python-level loop over
+    its values: msgspec has no hook for the types it encodes natively
+    (msgspec issue #671), so this scan is what keeps type identity.
     """
     t = type(value)
     if t is dict:
@@ -521,27 +527,26 @@ def _plain_scan(value: Any) -> tuple[list[list[Any]], int] | None:
             key = next(iter(value))
             if type(key) is str and key.startswith(TAG):
                 return None  # would read back as a tag: escape it
-        level: list[Any] = [value]
+        dicts: list[Any] = [value]
+        lists: list[Any] = []
     elif t is list:
-        level = [value]
+        dicts, lists = [], [value]
     elif t is float:
-        return None if not _isfinite(value) else ([], 0)
+        return None if not _isfinite(value) else ([], [])
     else:
-        return ([], 0) if t in _SCALARS else None
+        return ([], []) if t in _SCALARS else None
     float_levels: list[list[Any]] = []
-    nones = 0
+    none_levels: list[list[type]] = []
     for _ in range(_MAX_SCAN_LEVELS):
-        dicts = list(filter(_is_dict, level))
         if dicts:
             key_types = set(map(type, _chain(dicts)))
             if key_types and key_types != _STR_ONLY:
                 return None
-            if len(dicts) == len(level):
-                children = list(_chain(map(_values, dicts)))
-            else:
-                children = list(_chain(_values(x) if type(x) is dict else x for x in level))
+            children = list(_chain(map(_values, dicts)))
+            if lists:
+                children += _chain(lists)
         else:
-            children = list(_chain(level))
+            children = list(_chain(lists))
         types = list(map(type, children))
         seen = set(types)
         if not seen <= _JSON_TYPES:
@@ -549,23 +554,34 @@ def _plain_scan(value: Any) -> tuple[list[list[Any]], int] | None:
         if float in seen:
             float_levels.append(children)
         if _NONE in seen:
-            nones += types.count(_NONE)  # counting types: identity compares, the fastest
-        if dict not in seen and list not in seen:
-            return float_levels, nones
-        level = list(compress(children, map(_is_container, types)))
+            none_levels.append(types)
+        has_dicts, has_lists = dict in seen, list in seen
+        if has_dicts and has_lists:
+            both = list(compress(children, map(_is_container, types)))
+            dicts, lists = list(filter(_is_dict, both)), list(filter(_is_list, both))
+        elif has_dicts:
+            dicts, lists = list(filter(_is_dict, children)), []
+        elif has_lists:
+            dicts, lists = [], list(filter(_is_list, children))
+        else:
+            return float_levels, none_levels
     return None
 
 
-def _finite(text: bytes, float_levels: list[list[Any]], nones: int) -> bool:
+def _finite(text: bytes, levels: _Levels) -> bool:
     """Whether every float in the scanned levels is finite.
 
-    msgspec writes nan and ±inf as ``null``; when the text holds no more
-    ``null`` than there were ``None`` values, none of the floats was one.
-    Only otherwise (a string containing "null", say) are the floats checked.
+    msgspec writes nan and ±inf as ``null``. So when the text holds no more
+    ``null`` than the value holds ``None`` (counted only now, and only if
+    there is a ``null`` at all), no float was one. Otherwise (a string
+    containing "null", say) the floats are checked one by one, in C.
     """
-    if text.count(b"null") == nones:
+    float_levels, none_levels = levels
+    if not float_levels or b"null" not in text:
         return True
-    return all(all(map(_isfinite, filter(_is_float, lvl))) for lvl in float_levels)
+    if text.count(b"null") == sum(types.count(_NONE) for types in none_levels):
+        return True
+    return all(all(map(_isfinite, filter(_is_float, children))) for children in float_levels)
 
 
 def _enc(v: Any, reg: CodecRegistry) -> Any:
@@ -607,7 +623,7 @@ def _leaves_are_plain(values: Any) -> bool:
 
 
 def _enc_list(v: list[Any], reg: CodecRegistry) -> Any:
-    if len(v) > 8 and _leaves_are_plain(v):
+    if _leaves_are_plain(v):
         return v  # stored as it is: msgspec writes it, nothing is copied
     try:
         # Scalars are tested inline: a function call per item would double the cost.
@@ -618,8 +634,13 @@ def _enc_list(v: list[Any], reg: CodecRegistry) -> Any:
 
 def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
     if set(map(type, v)) <= _STR_ONLY:
+        if len(v) == 1 and next(iter(v)).startswith(TAG):
+            out = {k: _enc(x, reg) for k, x in v.items()}
+            return {"!dict": out}  # a user's key that looks like a tag: escape it
+        if _leaves_are_plain(v.values()):
+            return v
         try:
-            out = {k: x if type(x) in _SIMPLE_SCALARS else _enc(x, reg) for k, x in v.items()}
+            return {k: x if type(x) in _SIMPLE_SCALARS else _enc(x, reg) for k, x in v.items()}
         except _Fail:
             for k, x in v.items():
                 try:
@@ -628,9 +649,6 @@ def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
                     exc.parts.append(_key_segment(k))
                     raise
             raise
-        if len(out) == 1 and next(iter(out)).startswith(TAG):
-            return {"!dict": out}  # a user's key that looks like a tag: escape it
-        return out
     pairs = []
     for k, x in v.items():
         try:
@@ -655,10 +673,6 @@ def _tag_big_ints(tree: Any) -> Any:
     if t is dict:
         return {k: _tag_big_ints(x) for k, x in tree.items()}
     return tree
-
-
-def _b64(v: bytes | bytearray) -> str:
-    return base64.b64encode(v).decode("ascii")
 
 
 def _odd_offset(tz: _dt.tzinfo | None, v: Any) -> int | None:
@@ -710,14 +724,16 @@ _BUILTIN_ENCODERS: dict[type, Callable[[Any, CodecRegistry], Any]] = {
     tuple: lambda v, reg: {"!tuple": _map_seq(_enc, v, reg)},
     set: lambda v, reg: {"!set": _map_seq(_enc, v, reg)},
     frozenset: lambda v, reg: {"!frozenset": _map_seq(_enc, v, reg)},
-    bytes: lambda v, reg: {"!bytes": _b64(v)},
-    bytearray: lambda v, reg: {"!bytearray": _b64(v)},
+    # msgspec writes these payloads itself, in C, as exactly the text the
+    # decoders below read: base64, ISO dates and durations, canonical UUIDs.
+    bytes: lambda v, reg: {"!bytes": v},
+    bytearray: lambda v, reg: {"!bytearray": v},
     _dt.datetime: _enc_datetime,
-    _dt.date: lambda v, reg: {"!date": v.isoformat()},
+    _dt.date: lambda v, reg: {"!date": v},
     _dt.time: _enc_time,
-    _dt.timedelta: lambda v, reg: {"!timedelta": msgspec.to_builtins(v)},
+    _dt.timedelta: lambda v, reg: {"!timedelta": v},
     decimal.Decimal: lambda v, reg: {"!Decimal": str(v)},
-    uuid.UUID: lambda v, reg: {"!UUID": str(v)},
+    uuid.UUID: lambda v, reg: {"!UUID": v},
     pathlib.PurePosixPath: _enc_path("!PurePosixPath"),
     pathlib.PureWindowsPath: _enc_path("!PureWindowsPath"),
     pathlib.PosixPath: _enc_path("!PosixPath"),
@@ -739,7 +755,7 @@ def encode(value: Any, registry: CodecRegistry | None = None) -> str:
         except (ValueError, OverflowError, TypeError, msgspec.EncodeError):
             pass  # an int too long for decimal text: the tagged encoder handles it
         else:
-            if not scan[0] or _finite(out, *scan):
+            if _finite(out, scan):
                 return out.decode("utf-8")
     reg = registry if registry is not None else default_registry
     try:
@@ -774,6 +790,8 @@ def encode(value: Any, registry: CodecRegistry | None = None) -> str:
 def _dec(v: Any, reg: CodecRegistry) -> Any:
     t = type(v)
     if t is list:
+        if set(map(type, v)) <= _SCALARS:
+            return v
         try:
             return [x if type(x) in _SCALARS else _dec(x, reg) for x in v]
         except _Fail:
@@ -830,6 +848,8 @@ def _need(payload: Any, t: type, what: str) -> Any:
 
 def _dec_str_dict(payload: dict[str, Any], reg: CodecRegistry) -> dict[str, Any]:
     """A str-keyed dict with its values decoded (its own keys are never tags)."""
+    if set(map(type, payload.values())) <= _SCALARS:
+        return payload  # fresh from msgspec and holding no tag: used as it is
     try:
         return {k: x if type(x) in _SCALARS else _dec(x, reg) for k, x in payload.items()}
     except _Fail:
@@ -935,7 +955,7 @@ _BUILTIN_DECODERS: dict[str, Callable[[Any, CodecRegistry], Any]] = {
     "time": _dec_time,
     "timedelta": lambda p, reg: msgspec.convert(_need(p, str, "timedelta"), _dt.timedelta),
     "Decimal": lambda p, reg: decimal.Decimal(_need(p, str, "Decimal")),
-    "UUID": lambda p, reg: uuid.UUID(_need(p, str, "UUID")),
+    "UUID": lambda p, reg: msgspec.convert(_need(p, str, "UUID"), uuid.UUID),
     "PurePosixPath": _dec_path(pathlib.PurePosixPath),
     "PureWindowsPath": _dec_path(pathlib.PureWindowsPath),
     "PosixPath": _dec_path(pathlib.PosixPath),

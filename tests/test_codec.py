@@ -293,6 +293,10 @@ class TestPlainJSONStaysPlain:
         assert encode(value) == '[{"!tuple":[1,2]},{"!os.system":"ls"}]'
         assert_same(value, decode(encode(value)))
 
+    @pytest.mark.parametrize("value", [[None, "null", 1.5], {"a": [None, 2.5], "b": "nullable"}])
+    def test_a_string_saying_null_beside_floats_does_not_make_it_tagged(self, value: Any) -> None:
+        assert encode(value) == msgspec.json.encode(value).decode()
+
     def test_a_top_level_key_that_looks_like_a_tag_is_escaped(self) -> None:
         assert encode({"!tuple": [1]}) == '{"!dict":{"!tuple":[1]}}'
         assert_same({"!tuple": [1]}, roundtrip({"!tuple": [1]}))
