@@ -82,6 +82,30 @@ def json_document(target_bytes: int = 100_000) -> dict[str, Any]:
     return doc
 
 
+def transcript_document(target_bytes: int = 100_000) -> dict[str, Any]:
+    """A JSON-native agent transcript of about ``target_bytes``: few values, long strings."""
+    rng = random.Random(11)
+    words = [
+        "the",
+        "refund",
+        "order",
+        "policy",
+        "customer",
+        "days",
+        "within",
+        "allows",
+        "tool",
+        "result",
+        "call",
+    ]
+    messages: list[dict[str, Any]] = []
+    doc: dict[str, Any] = {"model": "claude-sonnet", "stop": None, "messages": messages}
+    while len(msgspec.json.encode(doc)) < target_bytes:
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(50, 400)))
+        messages.append({"role": rng.choice(["user", "assistant", "tool"]), "content": text})
+    return doc
+
+
 def medians_us(repeats: int, fns: dict[str, Callable[[], object]]) -> dict[str, float]:
     """Median microseconds of each function, timed round-robin so that noise hits all alike."""
     for fn in fns.values():  # warm up
@@ -120,7 +144,8 @@ def main() -> None:
     print(f"median of {args.repeats} encode+decode round trips, microseconds\n")
     for label, value in [
         ("typical agent payload (typed: datetime, UUID)", agent_payload()),
-        ("JSON-native document", json_document()),
+        ("JSON-native document: records, many small values", json_document()),
+        ("JSON-native document: agent transcript, long strings", transcript_document()),
     ]:
         size = len(encode(value))
         print(f"{label}, {size:,} bytes as stored")
