@@ -32,6 +32,7 @@ import decimal
 import enum
 import math
 import pathlib
+import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable
@@ -85,15 +86,13 @@ def _key_segment(key: object) -> str:
     return f"[{key!r}]"
 
 
-def _map_seq(
-    fn: Callable[[Any, CodecRegistry], Any],
-    items: Iterable[Any],
-    reg: CodecRegistry,
-) -> list[Any]:
+def _map_seq(fn: Callable[[Any, Any], Any], items: Iterable[Any], reg: Any) -> list[Any]:
     """``[fn(x) for x in items]``; on a failure, find the failing index and add it to the path."""
     try:
         return [fn(x, reg) for x in items]
     except _Fail:
+        if isinstance(reg, _Reading):
+            reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
         for i, x in enumerate(items):
             try:
                 fn(x, reg)
@@ -795,7 +794,39 @@ def encode(value: Any, registry: CodecRegistry | None = None) -> str:
 # -- decoding ------------------------------------------------------------------
 
 
-def _dec(v: Any, reg: CodecRegistry) -> Any:
+#: ``_Reading.tags_left`` that never runs out: walk everything.
+_WALK_ALL = 1 << 62
+
+
+class _Reading:
+    """One decode's state: the registry, and how many tags the text still holds.
+
+    Every tag is an object whose first key starts with ``!``, and the text
+    says how many such objects there are. Once the walk has met them all,
+    the rest of the value is plain JSON and is returned as msgspec built it,
+    without visiting it: a typed value early in a large result costs only
+    the path to it.
+    """
+
+    __slots__ = ("registry", "tags_left")
+
+    #: An object whose first key starts with "!", written in any valid JSON
+    #: spelling (whitespace, ``\u0021``): counting may overshoot (a plain
+    #: dict whose first of several keys starts with "!"), which only stops
+    #: the walk later, never undershoot.
+    FIRST_KEY_BANG = re.compile(r'\{\s*"(?:!|\\u0021)')
+
+    def __init__(self, registry: CodecRegistry, text: str) -> None:
+        self.registry = registry
+        self.tags_left = len(self.FIRST_KEY_BANG.findall(text))
+
+    def _entry_for_name(self, name: str) -> _Entry | None:
+        return self.registry._entry_for_name(name)
+
+
+def _dec(v: Any, reg: _Reading) -> Any:
+    if reg.tags_left <= 0:
+        return v  # every tag is decoded: what is left is plain JSON
     t = type(v)
     if t is list:
         if set(map(type, v)) <= _SCALARS:
@@ -803,22 +834,25 @@ def _dec(v: Any, reg: CodecRegistry) -> Any:
         try:
             return [x if type(x) in _SCALARS else _dec(x, reg) for x in v]
         except _Fail:
+            reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
             return _map_seq(_dec, v, reg)  # finds the failing index for the message
     if t is dict:
         if len(v) == 1:
             key, payload = next(iter(v.items()))
             if key.startswith(TAG):
+                reg.tags_left -= 1
                 return _dec_tag(key, payload, reg)
         if set(map(type, v.values())) <= _SCALARS:
             return v
         try:
             return {k: x if type(x) in _SCALARS else _dec(x, reg) for k, x in v.items()}
         except _Fail:
+            reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
             return _dec_str_dict(v, reg)  # finds the failing key for the message
     return v
 
 
-def _dec_tag(key: str, payload: Any, reg: CodecRegistry) -> Any:
+def _dec_tag(key: str, payload: Any, reg: _Reading) -> Any:
     name = key[1:]
     builtin = _BUILTIN_DECODERS.get(name)
     if builtin is not None:
@@ -859,13 +893,14 @@ def _need(payload: Any, t: type, what: str) -> Any:
     return payload
 
 
-def _dec_str_dict(payload: dict[str, Any], reg: CodecRegistry) -> dict[str, Any]:
+def _dec_str_dict(payload: dict[str, Any], reg: _Reading) -> dict[str, Any]:
     """A str-keyed dict with its values decoded (its own keys are never tags)."""
     if set(map(type, payload.values())) <= _SCALARS:
         return payload  # fresh from msgspec and holding no tag: used as it is
     try:
         return {k: x if type(x) in _SCALARS else _dec(x, reg) for k, x in payload.items()}
     except _Fail:
+        reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
         for k, x in payload.items():
             try:
                 _dec(x, reg)
@@ -875,7 +910,7 @@ def _dec_str_dict(payload: dict[str, Any], reg: CodecRegistry) -> dict[str, Any]
         raise
 
 
-def _dec_dict(payload: Any, reg: CodecRegistry) -> Any:
+def _dec_dict(payload: Any, reg: _Reading) -> Any:
     if type(payload) is dict:  # str keys: a top-level dict, or an escaped one
         return _dec_str_dict(payload, reg)
     out = {}
@@ -898,13 +933,13 @@ def _short_repr(v: Any) -> str:
     return r if len(r) <= 40 else r[:37] + "..."
 
 
-def _dec_float(payload: Any, reg: CodecRegistry) -> float:
+def _dec_float(payload: Any, reg: _Reading) -> float:
     if payload not in ("nan", "inf", "-inf"):
         raise _Fail(f"recorded float {payload!r} is not 'nan', 'inf' or '-inf'")
     return float(payload)
 
 
-def _dec_datetime(payload: Any, reg: CodecRegistry) -> _dt.datetime:
+def _dec_datetime(payload: Any, reg: _Reading) -> _dt.datetime:
     if type(payload) is str:
         return _dt.datetime.fromisoformat(payload)
     if type(payload) is not list or len(payload) not in (2, 3):
@@ -922,7 +957,7 @@ def _dec_datetime(payload: Any, reg: CodecRegistry) -> _dt.datetime:
     return value.replace(fold=1) if fold == [1] else value
 
 
-def _dec_time(payload: Any, reg: CodecRegistry) -> _dt.time:
+def _dec_time(payload: Any, reg: _Reading) -> _dt.time:
     if type(payload) is str:
         return _dt.time.fromisoformat(payload)
     text, fold, *offset = _need(payload, list, "time")
@@ -932,8 +967,8 @@ def _dec_time(payload: Any, reg: CodecRegistry) -> _dt.time:
     return value
 
 
-def _dec_path(cls: type) -> Callable[[Any, CodecRegistry], Any]:
-    def dec(payload: Any, reg: CodecRegistry) -> Any:
+def _dec_path(cls: type) -> Callable[[Any, _Reading], Any]:
+    def dec(payload: Any, reg: _Reading) -> Any:
         text = _need(payload, str, cls.__name__)
         try:
             return cls(text)
@@ -946,14 +981,14 @@ def _dec_path(cls: type) -> Callable[[Any, CodecRegistry], Any]:
     return dec
 
 
-def _dec_container(t: type, what: str) -> Callable[[Any, CodecRegistry], Any]:
-    def dec(payload: Any, reg: CodecRegistry) -> Any:
+def _dec_container(t: type, what: str) -> Callable[[Any, _Reading], Any]:
+    def dec(payload: Any, reg: _Reading) -> Any:
         return t(_map_seq(_dec, _need(payload, list, what), reg))
 
     return dec
 
 
-_BUILTIN_DECODERS: dict[str, Callable[[Any, CodecRegistry], Any]] = {
+_BUILTIN_DECODERS: dict[str, Callable[[Any, _Reading], Any]] = {
     "list": lambda p, reg: _map_seq(_dec, _need(p, list, "list"), reg),
     "dict": _dec_dict,
     "tuple": _dec_container(tuple, "tuple"),
@@ -1008,7 +1043,8 @@ def decode(text: str, registry: CodecRegistry | None = None) -> Any:
     key = next(iter(value))
     if not key.startswith(TAG):
         return value
-    reg = registry if registry is not None else default_registry
+    reg = _Reading(registry if registry is not None else default_registry, text)
+    reg.tags_left -= 1  # the top-level tag
     payload = value[key]
     try:
         if (key == "!dict" and type(payload) is dict and len(payload) != 1) or key == "!list":
