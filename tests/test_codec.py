@@ -628,6 +628,15 @@ class TestAHandEditedRow:
         with pytest.raises(DecodeError):
             decode(text)
 
+    def test_tags_spelled_with_whitespace_or_escapes_are_all_decoded(self) -> None:
+        text = (
+            '{ "!list" : [ {"!a": 1, "b": 2}, { "\\u0021tuple" : [1] },\n'
+            ' {\t"!date": "2020-01-01"} ] }'
+        )
+        assert_same([{"!a": 1, "b": 2}, (1,), dt.date(2020, 1, 1)], decode(text))
+        with pytest.raises(DecodeError, match=r"'os\.system' is not registered"):
+            decode('{"!list": [{"!date": "2020-01-01"}, [1, { "\\u0021os.system": 1}]]}')
+
     @pytest.mark.parametrize(
         "name", ["os.system", "subprocess.Popen", "builtins.eval", "posix.system"]
     )
