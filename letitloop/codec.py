@@ -498,6 +498,7 @@ _SIMPLE_SCALARS = frozenset({str, int, bool, _NONE})
 _JSON_TYPES = frozenset({str, int, float, bool, _NONE, dict, list})
 _CONTAINERS = frozenset({dict, list})
 _STR_ONLY = frozenset({str})
+_DICT_ONLY = {dict}
 _is_container = _CONTAINERS.__contains__
 _is_dict = dict.__instancecheck__
 _is_list = list.__instancecheck__
@@ -600,6 +601,13 @@ def _enc(v: Any, reg: CodecRegistry) -> Any:
             types <= _SCALARS and all(map(_isfinite, filter(_is_float, v)))
         ):
             return v  # stored as it is: msgspec writes it, nothing is copied
+        if (
+            types == _DICT_ONLY  # records: dicts of str keys to scalars, checked in C
+            and set(map(type, _chain(v))) <= _STR_ONLY
+            and 1 not in map(len, v)  # (a one-key dict might look like a tag)
+            and set(map(type, _chain(map(_values, v)))) <= _SIMPLE_SCALARS
+        ):
+            return v
         try:
             return [x if type(x) in _SIMPLE_SCALARS else _enc(x, reg) for x in v]
         except _Fail:
@@ -755,7 +763,13 @@ def encode(value: Any, registry: CodecRegistry | None = None) -> str:
     value of a type that is neither built in nor in ``registry`` (the
     default registry when None), and for a value that contains itself.
     """
-    scan = _plain_scan(value)
+    t = type(value)
+    if (t is dict or t is list) and not set(
+        map(type, value.values() if t is dict else value)
+    ) <= _JSON_TYPES:
+        scan = None  # a typed value at the top: skip the scan's setup and go tag
+    else:
+        scan = _plain_scan(value)
     if scan is not None:
         try:
             out = _encoder.encode(value)
