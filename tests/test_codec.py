@@ -55,7 +55,19 @@ class Model(pydantic.BaseModel):
     meta: Any = None
 
 
+class Loose(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    name: str
+
+
+class Perm(enum.IntFlag):
+    R = 4
+    W = 2
+
+
 register(Model)
+register(Loose)
+register(Perm)
 
 
 def roundtrip(value: Any, registry: CodecRegistry | None = None) -> Any:
@@ -212,6 +224,8 @@ class TestEveryTypeComesBackAsItself:
         Event("e", {"when": dt.date(2020, 1, 1)}),
         Model(name="m", when=dt.datetime(2026, 1, 1), items=[Point(1)], meta={1: (2,)}),
         Money(199, "EUR"),
+        Perm.R | Perm.W,
+        Loose(name="x", extra_field=(1, dt.date(2020, 1, 1))),
         ValueError("bad", 3),
         QuotaError("ada", 5),
     )
