@@ -1,69 +1,1072 @@
 """Encoding of step results as JSON text (msgspec), and the registry of user types.
 
-This first version accepts JSON-native values only: None, bool, int, float,
-str, list and dict with str keys. Anything else is refused with an
-EncodeError naming the path to the value, before anything is written.
+A result made only of JSON-native values (``None``, ``bool``, ``int``,
+finite ``float``, ``str``, ``list``, ``dict`` with ``str`` keys — exact
+types, not subclasses) is stored as ordinary JSON, untagged. Anything else
+is stored as a *tagged document*: its top level is a JSON object with one
+key starting with ``!`` (``{"!tuple": [1, 2]}``, ``{"!list": [1,
+{"!datetime": "2026-11-30T03:04:05+00:00"}]}``), and inside it every
+non-JSON value is such a one-key object. Decoding looks at the top level
+only: plain JSON comes straight back from msgspec.
+
+Built-in and standard-library types are always known. The user's own
+classes (dataclasses, NamedTuples, enums, ``msgspec.Struct``, Pydantic v2
+models, exceptions, anything with an encode/decode pair) are rebuilt only
+if registered: :func:`register` on the default registry, or a
+:class:`CodecRegistry` passed to ``Journal(registry=...)``. A tag is looked
+up in the registry and nowhere else: decoding never imports a module, never
+resolves a name the data gives, never uses pickle or eval.
+
+Evolution: a registered class that gained a field with a default decodes
+old rows; a recorded field the class no longer has, or a field the class
+requires that the row lacks, is a DecodeError naming the class and field.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import base64
+import builtins
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import math
+import pathlib
+import re
+import sys
+import uuid
+from collections.abc import Callable, Iterable
+from itertools import chain, compress
+from typing import Any, TypeVar
 
 import msgspec
 
 from .errors import DecodeError, EncodeError
 
+__all__ = ["CodecRegistry", "decode", "default_registry", "encode", "register"]
+
+T = TypeVar("T")
+
+#: First character of every tag key. A tagged value is a JSON object with
+#: exactly one key, and that key starts with this.
+TAG = "!"
+
+#: Breadth-first levels the plain-JSON scan follows before handing the value
+#: to the tagged encoder (which recurses, and so catches a value that
+#: contains itself with a clear error instead of looping forever).
+_MAX_SCAN_LEVELS = 200
+
+#: Ints longer than this many bits are stored as ``{"!int": "0x…"}``: Python
+#: refuses to turn an int of more than 4300 digits into decimal text (a
+#: denial-of-service guard), and hex text has no such limit.
+_MAX_PLAIN_INT_BITS = 13_000
+
 _encoder = msgspec.json.Encoder()
+_UTC = _dt.timezone.utc
 _decoder = msgspec.json.Decoder()
 
-
-class CodecRegistry:
-    """The types a journal may rebuild on decode. Empty in this version."""
-
-    def __init__(self) -> None:
-        self._types: dict[str, type] = {}
+# -- errors with paths ---------------------------------------------------------
 
 
-default_registry = CodecRegistry()
+class _Fail(Exception):
+    """Internal: a failure deep in a value; containers add their path segment on the way out."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.parts: list[str] = []
+
+    def path(self) -> str:
+        return "$" + "".join(reversed(self.parts))
 
 
-def _check(value: Any, path: str) -> None:
-    t = type(value)
-    if t is str or t is int or t is float or t is bool or value is None:
-        return
-    if t is list:
-        for i, item in enumerate(value):
-            _check(item, f"{path}[{i}]")
-        return
-    if t is dict:
-        for k, item in value.items():
-            if type(k) is not str:
-                raise EncodeError(
-                    f"cannot encode value at {path}: dict key {k!r} is a "
-                    f"{type(k).__name__}, expected str",
-                    path=path,
+def _key_segment(key: object) -> str:
+    if type(key) is str and key.isidentifier():
+        return f".{key}"
+    return f"[{key!r}]"
+
+
+def _map_seq(fn: Callable[[Any, Any], Any], items: Iterable[Any], reg: Any) -> list[Any]:
+    """``[fn(x) for x in items]``; on a failure, find the failing index and add it to the path."""
+    try:
+        return [fn(x, reg) for x in items]
+    except _Fail:
+        if isinstance(reg, _Reading):
+            reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
+        for i, x in enumerate(items):
+            try:
+                fn(x, reg)
+            except _Fail as exc:
+                exc.parts.append(f"[{i}]")
+                raise
+        raise
+
+
+def _type_name(t: type) -> str:
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+# -- the registry --------------------------------------------------------------
+
+
+class _Entry:
+    """How one registered type is encoded to a JSON-able payload and rebuilt from it."""
+
+    __slots__ = ("cls", "decode", "encode", "name")
+
+    def __init__(
+        self,
+        cls: type,
+        name: str,
+        encode: Callable[[Any], Any],
+        decode: Callable[[Any], Any],
+    ) -> None:
+        self.cls = cls
+        self.name = name
+        self.encode = encode
+        self.decode = decode
+
+
+def _check_fields(
+    cls: type,
+    payload: Any,
+    names: Iterable[str],
+    required: Iterable[str],
+    allow_extra: bool = False,
+) -> dict[str, Any]:
+    """The recorded fields of ``cls`` as a dict, or a _Fail naming the field that does not fit."""
+    if type(payload) is not dict:
+        raise _Fail(
+            f"recorded {_type_name(cls)} is a {type(payload).__name__}, expected an object of "
+            f"fields; the row was not written by this codec or was edited"
+        )
+    known = set(names)
+    if not allow_extra:
+        for field in payload:
+            if field not in known:
+                raise _Fail(
+                    f"the recorded {_type_name(cls)} has a field {field!r} that the class no "
+                    f"longer has (removed or renamed?); add the field back (a default is "
+                    f"enough) or reset the run"
                 )
-            _check(item, f"{path}.{k}")
-        return
-    raise EncodeError(
-        f"cannot encode value at {path}: type {t.__module__}.{t.__qualname__} is not "
-        f"supported; return JSON-native values (None, bool, int, float, str, list, dict)",
-        path=path,
+    for field in required:
+        if field not in payload:
+            raise _Fail(
+                f"the recorded {_type_name(cls)} has no field {field!r}, which the class "
+                f"requires (added or renamed?); give {field!r} a default so older rows "
+                f"decode, or reset the run"
+            )
+    return payload
+
+
+def _construct(cls: type, kwargs: dict[str, Any]) -> Any:
+    try:
+        return cls(**kwargs)
+    except Exception as exc:
+        raise _Fail(f"rebuilding {_type_name(cls)} failed: {type(exc).__name__}: {exc}") from None
+
+
+def _dataclass_entry(cls: type, name: str) -> _Entry:
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    names = tuple(f.name for f in fields)
+    required = tuple(
+        f.name
+        for f in fields
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+
+    def enc(v: Any) -> Any:
+        return {n: getattr(v, n) for n in names}
+
+    def dec(payload: Any) -> Any:
+        return _construct(cls, _check_fields(cls, payload, names, required))
+
+    return _Entry(cls, name, enc, dec)
+
+
+def _namedtuple_entry(cls: type, name: str) -> _Entry:
+    names: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    defaults: dict[str, Any] = cls._field_defaults  # type: ignore[attr-defined]
+    required = tuple(n for n in names if n not in defaults)
+
+    def enc(v: Any) -> Any:
+        return dict(zip(names, v, strict=True))
+
+    def dec(payload: Any) -> Any:
+        return _construct(cls, _check_fields(cls, payload, names, required))
+
+    return _Entry(cls, name, enc, dec)
+
+
+def _struct_entry(cls: type, name: str) -> _Entry:
+    info = msgspec.structs.fields(cls)
+    names = tuple(f.name for f in info)
+    required = tuple(f.name for f in info if f.required)
+
+    def enc(v: Any) -> Any:
+        return {n: getattr(v, n) for n in names}
+
+    def dec(payload: Any) -> Any:
+        return _construct(cls, _check_fields(cls, payload, names, required))
+
+    return _Entry(cls, name, enc, dec)
+
+
+def _pydantic_entry(cls: Any, name: str) -> _Entry:
+    fields = cls.model_fields
+    names = tuple(fields)
+    required = tuple(n for n, f in fields.items() if f.is_required())
+    allow_extra = cls.model_config.get("extra") == "allow"
+
+    def enc(v: Any) -> Any:
+        out = {n: getattr(v, n) for n in names}
+        extra = v.__pydantic_extra__
+        if extra:
+            out.update(extra)
+        return out
+
+    def dec(payload: Any) -> Any:
+        data = _check_fields(cls, payload, names, required, allow_extra)
+        # The values were validated when the step returned them and come back
+        # as recorded (nested models already rebuilt), so validators do not
+        # run a second time: model_construct trusts them.
+        try:
+            return cls.model_construct(**data)
+        except Exception as exc:
+            raise _Fail(
+                f"rebuilding {_type_name(cls)} failed: {type(exc).__name__}: {exc}"
+            ) from None
+
+    return _Entry(cls, name, enc, dec)
+
+
+def _enum_entry(cls: Any, name: str) -> _Entry:
+    def enc(v: Any) -> Any:
+        return v.value
+
+    def dec(payload: Any) -> Any:
+        try:
+            return cls(payload)
+        except ValueError:
+            raise _Fail(
+                f"{_type_name(cls)} has no member with the recorded value {payload!r} "
+                f"(removed or changed?); add it back or reset the run"
+            ) from None
+
+    return _Entry(cls, name, enc, dec)
+
+
+def _exception_entry(cls: Any, name: str) -> _Entry:
+    def enc(v: BaseException) -> Any:
+        # What pickle would keep, without pickle: BaseException.__reduce__
+        # gives (class, args, state), and state holds what args miss
+        # (OSError's filename, ImportError's name, the instance __dict__).
+        reduced = v.__reduce__()
+        if type(reduced) is tuple and len(reduced) >= 2 and reduced[0] is type(v):
+            args, state = reduced[1], reduced[2] if len(reduced) > 2 else None
+        else:  # a class with its own __reduce__: keep what every exception has
+            args, state = v.args, getattr(v, "__dict__", None)
+        out: dict[str, Any] = {"args": list(args)}
+        if state:
+            out["attrs"] = dict(state)
+        return out
+
+    def dec(payload: Any) -> Any:
+        data = _check_fields(cls, payload, ("args", "attrs"), ("args",))
+        args = data["args"]
+        attrs = data.get("attrs")
+        if type(args) is not list:
+            raise _Fail(f"recorded {_type_name(cls)} has args that are not a list")
+        if attrs is not None and (
+            type(attrs) is not dict or any(k.startswith("__") and k != "__notes__" for k in attrs)
+        ):
+            raise _Fail(
+                f"recorded {_type_name(cls)} has attributes that are not plain names; "
+                f"the row was edited or written by another program"
+            )
+        try:
+            # __new__, not __init__: BaseException.__new__ stores args without
+            # running the class's own __init__, whose signature may differ
+            # from args (the reason many exceptions do not survive pickling).
+            exc = cls.__new__(cls, *args)
+            if attrs:
+                exc.__setstate__(attrs)
+        except Exception as err:
+            raise _Fail(
+                f"rebuilding {_type_name(cls)} failed: {type(err).__name__}: {err}"
+            ) from None
+        return exc
+
+    return _Entry(cls, name, enc, dec)
+
+
+def _is_pydantic_model(cls: type) -> bool:
+    # Only look if pydantic is already imported: a class cannot be a
+    # pydantic model otherwise, and the core never imports pydantic itself.
+    pydantic = sys.modules.get("pydantic")
+    base = getattr(pydantic, "BaseModel", None) if pydantic is not None else None
+    return base is not None and isinstance(cls, type) and issubclass(cls, base)
+
+
+def _is_namedtuple(cls: type) -> bool:
+    return issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_asdict")
+
+
+def _how_to_register(t: type) -> str:
+    """The registration call a user should write for ``t`` (used in error messages)."""
+    if _registrable_kind(t) is not None:
+        return f"letitloop.codec.register({t.__qualname__})"
+    return (
+        f"letitloop.codec.register({t.__qualname__}, encode=..., decode=...) "
+        f"(encode returns an encodable value, decode rebuilds the object from it)"
     )
 
 
+def _registrable_kind(cls: type) -> str | None:
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        return "exception"
+    if isinstance(cls, type) and issubclass(cls, enum.Enum):
+        return "enum"
+    if dataclasses.is_dataclass(cls) and isinstance(cls, type):
+        return "dataclass"
+    if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
+        return "struct"
+    if isinstance(cls, type) and _is_namedtuple(cls):
+        return "namedtuple"
+    if _is_pydantic_model(cls):
+        return "pydantic"
+    return None
+
+
+_KIND_ENTRY: dict[str, Callable[[Any, str], _Entry]] = {
+    "exception": _exception_entry,
+    "enum": _enum_entry,
+    "dataclass": _dataclass_entry,
+    "struct": _struct_entry,
+    "namedtuple": _namedtuple_entry,
+    "pydantic": _pydantic_entry,
+}
+
+
+class CodecRegistry:
+    """The user types a journal may encode and rebuild, by exact type and by stored name.
+
+    ``CodecRegistry(Order, Color)`` registers those classes at once;
+    ``extends=default_registry`` also lets it use every type registered
+    there (looked up when needed, so later registrations count). A registry
+    passed to ``Journal(registry=...)`` or ``@durable(registry=...)``
+    replaces the default one for that journal. Built-in and standard-library
+    types are known to every registry.
+    """
+
+    def __init__(self, *types: type, extends: CodecRegistry | None = None) -> None:
+        self._by_type: dict[type, _Entry] = {}
+        self._by_name: dict[str, _Entry] = {}
+        self.extends = extends
+        for cls in types:
+            self.register(cls)
+
+    def register(
+        self,
+        cls: type[T],
+        *,
+        name: str | None = None,
+        aliases: Iterable[str] = (),
+        encode: Callable[[T], Any] | None = None,
+        decode: Callable[[Any], T] | None = None,
+    ) -> type[T]:
+        """Let values of exactly type ``cls`` be encoded and rebuilt; returns ``cls``.
+
+        Dataclasses, NamedTuples, enums, ``msgspec.Struct`` subclasses,
+        Pydantic v2 models and exceptions need nothing more. Any other class
+        needs ``encode`` (the object to an encodable value, which may itself
+        hold typed values) and ``decode`` (that value back to the object).
+        ``name`` is the tag stored in the journal (default
+        ``module.QualName``); ``aliases`` are older names still accepted on
+        decode (after moving or renaming the class). Subclasses are not
+        covered: register each class that appears in results.
+
+        Raises TypeError for a class that needs an encode/decode pair and got
+        none, or a built-in type; ValueError when a name is taken by another
+        class or reserved.
+        """
+        if not isinstance(cls, type):
+            raise TypeError(f"register() takes a class, got {cls!r}")
+        if cls in _BUILTIN_ENCODERS or cls in (str, int, bool, type(None)):
+            raise TypeError(
+                f"{_type_name(cls)} is built in: the codec encodes it without registration"
+            )
+        if (encode is None) != (decode is None):
+            raise TypeError("register() takes encode= and decode= together, or neither")
+        name = name if name is not None else f"{cls.__module__}.{cls.__qualname__}"
+        if encode is not None and decode is not None:
+            entry = _Entry(cls, name, encode, decode)
+        else:
+            kind = _registrable_kind(cls)
+            if kind is None:
+                raise TypeError(
+                    f"{_type_name(cls)} is not a dataclass, NamedTuple, Enum, msgspec.Struct, "
+                    f"Pydantic model or exception, so the codec cannot tell how to store it; "
+                    f"pass encode= and decode= (e.g. register({cls.__qualname__}, "
+                    f"encode=lambda v: v.to_dict(), decode={cls.__qualname__}.from_dict))"
+                )
+            entry = _KIND_ENTRY[kind](cls, name)
+        names = [name, *aliases]
+        for n in names:
+            if not n or n in _BUILTIN_DECODERS or n.startswith(TAG):
+                raise ValueError(
+                    f"codec name {n!r} is empty, starts with {TAG!r} or is reserved for a "
+                    f"built-in type; choose another name="
+                )
+            taken = self._by_name.get(n)
+            if taken is not None and taken.cls is not cls:
+                raise ValueError(
+                    f"codec name {n!r} is already registered for {_type_name(taken.cls)}; "
+                    f"pass a different name= for {_type_name(cls)}"
+                )
+        old = self._by_type.get(cls)
+        if old is not None:  # re-registering: forget the old names
+            for n, e in list(self._by_name.items()):
+                if e is old:
+                    del self._by_name[n]
+        self._by_type[cls] = entry
+        for n in names:
+            self._by_name[n] = entry
+        return cls
+
+    def __contains__(self, cls: object) -> bool:
+        return self._entry_for_type(cls) is not None  # type: ignore[arg-type]
+
+    def _entry_for_type(self, t: type) -> _Entry | None:
+        reg: CodecRegistry | None = self
+        while reg is not None:
+            entry = reg._by_type.get(t)
+            if entry is not None:
+                return entry
+            reg = reg.extends
+        return _BUILTIN_EXCEPTIONS.get(t)
+
+    def _entry_for_name(self, name: str) -> _Entry | None:
+        reg: CodecRegistry | None = self
+        while reg is not None:
+            entry = reg._by_name.get(name)
+            if entry is not None:
+                return entry
+            reg = reg.extends
+        return None
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(self._by_name))
+        return (
+            f"<CodecRegistry [{names}]{' extends ' + repr(self.extends) if self.extends else ''}>"
+        )
+
+
+#: The registry used when a journal is given none; :func:`register` adds to it.
+default_registry = CodecRegistry()
+
+
+def register(
+    cls: type[T] | None = None,
+    *,
+    name: str | None = None,
+    aliases: Iterable[str] = (),
+    encode: Callable[[T], Any] | None = None,
+    decode: Callable[[Any], T] | None = None,
+) -> Any:
+    """Register ``cls`` on the default registry (see :meth:`CodecRegistry.register`).
+
+    Works as a call (``register(Order)``) and as a class decorator
+    (``@register`` or ``@register(name="Order")``); returns the class.
+    """
+    if cls is None:
+
+        def decorate(c: type[T]) -> type[T]:
+            return default_registry.register(
+                c, name=name, aliases=aliases, encode=encode, decode=decode
+            )
+
+        return decorate
+    return default_registry.register(cls, name=name, aliases=aliases, encode=encode, decode=decode)
+
+
+# -- encoding ------------------------------------------------------------------
+
+_NONE = type(None)
+_SCALARS = frozenset({str, int, float, bool, _NONE})
+_SIMPLE_SCALARS = frozenset({str, int, bool, _NONE})
+_JSON_TYPES = frozenset({str, int, float, bool, _NONE, dict, list})
+_CONTAINERS = frozenset({dict, list})
+_STR_ONLY = frozenset({str})
+_DICT_ONLY = {dict}
+_is_container = _CONTAINERS.__contains__
+_is_dict = dict.__instancecheck__
+_is_list = list.__instancecheck__
+_is_float = float.__instancecheck__
+_chain = chain.from_iterable
+_values = dict.values
+_isfinite = math.isfinite
+
+
+_Levels = tuple[list[list[Any]], list[list[type]]]
+
+
+def _plain_scan(value: Any) -> _Levels | None:
+    """Whether ``value`` is plain JSON, in C-speed passes over each level of the tree.
+
+    None when it is not (or may not be). Otherwise the levels that hold
+    floats and the types of the levels that hold None, for :func:`_finite`. Exact types
+    only: a subclass of dict, an IntEnum, a tuple, a dict with a non-str
+    key is not plain. A level costs a few passes of C iterators
+    (``map(type, …)``, ``set``, ``filter``), never a Python-level loop over
+    its values: msgspec has no hook for the types it encodes natively
+    (msgspec issue #671), so this scan is what keeps type identity.
+    """
+    t = type(value)
+    if t is dict:
+        if len(value) == 1:
+            key = next(iter(value))
+            if type(key) is str and key.startswith(TAG):
+                return None  # would read back as a tag: escape it
+        dicts: list[Any] = [value]
+        lists: list[Any] = []
+    elif t is list:
+        dicts, lists = [], [value]
+    elif t is float:
+        return None if not _isfinite(value) else ([], [])
+    else:
+        return ([], []) if t in _SCALARS else None
+    float_levels: list[list[Any]] = []
+    none_levels: list[list[type]] = []
+    for _ in range(_MAX_SCAN_LEVELS):
+        if dicts:
+            key_types = set(map(type, _chain(dicts)))
+            if key_types and key_types != _STR_ONLY:
+                return None
+            children = list(_chain(map(_values, dicts)))
+            if lists:
+                children += _chain(lists)
+        else:
+            children = list(_chain(lists))
+        types = list(map(type, children))
+        seen = set(types)
+        if not seen <= _JSON_TYPES:
+            return None
+        if float in seen:
+            float_levels.append(children)
+        if _NONE in seen:
+            none_levels.append(types)
+        has_dicts, has_lists = dict in seen, list in seen
+        if has_dicts and has_lists:
+            both = list(compress(children, map(_is_container, types)))
+            dicts, lists = list(filter(_is_dict, both)), list(filter(_is_list, both))
+        elif has_dicts:
+            dicts, lists = list(filter(_is_dict, children)), []
+        elif has_lists:
+            dicts, lists = [], list(filter(_is_list, children))
+        else:
+            return float_levels, none_levels
+    return None
+
+
+def _finite(text: bytes, levels: _Levels) -> bool:
+    """Whether every float in the scanned levels is finite.
+
+    msgspec writes nan and ±inf as ``null``. So when the text holds no more
+    ``null`` than the value holds ``None`` (counted only now, and only if
+    there is a ``null`` at all), no float was one. Otherwise (a string
+    containing "null", say) the floats are checked one by one, in C.
+    """
+    float_levels, none_levels = levels
+    if not float_levels or b"null" not in text:
+        return True
+    if text.count(b"null") == sum(types.count(_NONE) for types in none_levels):
+        return True
+    return all(all(map(_isfinite, filter(_is_float, children))) for children in float_levels)
+
+
+def _enc(v: Any, reg: CodecRegistry) -> Any:
+    """``v`` as a tree of JSON builtins with tags; shares the parts that need none.
+
+    The list and dict branches are written out here rather than dispatched,
+    and scalars are tested inline: on small typed payloads the cost is the
+    number of Python calls, and this halves it.
+    """
+    t = type(v)
+    if t in _SIMPLE_SCALARS:
+        return v
+    if t is list:
+        types = set(map(type, v))
+        if types <= _SIMPLE_SCALARS or (
+            types <= _SCALARS and all(map(_isfinite, filter(_is_float, v)))
+        ):
+            return v  # stored as it is: msgspec writes it, nothing is copied
+        if (
+            types == _DICT_ONLY  # records: dicts of str keys to scalars, checked in C
+            and set(map(type, _chain(v))) <= _STR_ONLY
+            and 1 not in map(len, v)  # (a one-key dict might look like a tag)
+            and set(map(type, _chain(map(_values, v)))) <= _SIMPLE_SCALARS
+        ):
+            return v
+        try:
+            return [x if type(x) in _SIMPLE_SCALARS else _enc(x, reg) for x in v]
+        except _Fail:
+            return _map_seq(_enc, v, reg)  # finds the failing index for the message
+    if t is dict:
+        if set(map(type, v)) <= _STR_ONLY and (len(v) != 1 or not next(iter(v)).startswith(TAG)):
+            values = v.values()
+            types = set(map(type, values))
+            if types <= _SIMPLE_SCALARS or (
+                types <= _SCALARS and all(map(_isfinite, filter(_is_float, values)))
+            ):
+                return v
+            try:
+                return {k: x if type(x) in _SIMPLE_SCALARS else _enc(x, reg) for k, x in v.items()}
+            except _Fail:
+                pass
+        return _enc_dict(v, reg)  # escapes, non-str keys, and paths for errors
+    f = _BUILTIN_ENCODERS.get(t)
+    if f is not None:
+        return f(v, reg)
+    entry = reg._entry_for_type(t)
+    if entry is not None:
+        try:
+            payload = entry.encode(v)
+        except _Fail:
+            raise
+        except Exception as exc:
+            raise _Fail(
+                f"the encode function registered for {_type_name(t)} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+        return {TAG + entry.name: _enc(payload, reg)}
+    if isinstance(v, type):
+        raise _Fail(f"{v!r} is a class, not a value; return an instance or its name")
+    raise _Fail(f"type {_type_name(t)} is not registered; register it with {_how_to_register(t)}")
+
+
+def _enc_float(v: float, reg: CodecRegistry) -> Any:
+    if _isfinite(v):
+        return v
+    return {"!float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
+
+
+def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
+    """The slow cases of a dict: a tag-like key to escape, non-str keys, a failure's path."""
+    if set(map(type, v)) <= _STR_ONLY:
+        out = {}
+        for k, x in v.items():
+            try:
+                out[k] = _enc(x, reg)
+            except _Fail as exc:
+                exc.parts.append(_key_segment(k))
+                raise
+        if len(out) == 1 and next(iter(out)).startswith(TAG):
+            return {"!dict": out}  # a user's key that looks like a tag: escape it
+        return out
+    pairs = []
+    for k, x in v.items():
+        try:
+            pairs.append([_enc(k, reg), _enc(x, reg)])
+        except _Fail as exc:
+            exc.parts.append(f"[{_short_repr(k)}]")
+            raise
+    return {"!dict": pairs}
+
+
+def _tag_big_ints(tree: Any) -> Any:
+    """``tree`` (JSON builtins only) with ints too long for decimal text as ``{"!int": "0x…"}``.
+
+    Returns new containers where something changed; never mutates ``tree``,
+    which may share lists and dicts with the caller's value.
+    """
+    t = type(tree)
+    if t is int:
+        return {"!int": hex(tree)} if tree.bit_length() > _MAX_PLAIN_INT_BITS else tree
+    if t is list:
+        return [_tag_big_ints(x) for x in tree]
+    if t is dict:
+        return {k: _tag_big_ints(x) for k, x in tree.items()}
+    return tree
+
+
+def _odd_offset(tz: _dt.tzinfo | None, v: Any) -> int | None:
+    """A fixed offset with seconds or microseconds, in microseconds; None otherwise.
+
+    Python's ``fromisoformat`` misreads some of those (``+00:00:00.000001``
+    comes back as UTC), so they are stored beside the naive text instead.
+    """
+    if type(tz) is not _dt.timezone:
+        return None
+    offset = tz.utcoffset(None)
+    if offset.microseconds == 0 and offset.seconds % 60 == 0:
+        return None
+    return offset // _dt.timedelta(microseconds=1)
+
+
+def _enc_datetime(v: _dt.datetime, reg: CodecRegistry) -> Any:
+    tz = v.tzinfo
+    if (tz is None or tz is _UTC) and not v.fold:
+        return {"!datetime": v.isoformat()}  # the common cases, without the checks below
+    key: str | int | None = getattr(tz, "key", None) if type(tz).__name__ == "ZoneInfo" else None
+    odd = _odd_offset(tz, v)
+    if odd is not None:
+        key, v = odd, v.replace(tzinfo=None)
+    if key is None and not v.fold:
+        return {"!datetime": v.isoformat()}
+    # [text, zone, fold]: a zoneinfo zone keeps its name (the offset in the
+    # text pins the instant), an odd fixed offset is an int of microseconds,
+    # and fold (which of two repeated wall times) is not part of ISO text.
+    return {"!datetime": [v.isoformat(), key, v.fold] if v.fold else [v.isoformat(), key]}
+
+
+def _enc_time(v: _dt.time, reg: CodecRegistry) -> Any:
+    odd = _odd_offset(v.tzinfo, v)
+    if odd is not None:
+        return {"!time": [v.replace(tzinfo=None).isoformat(), v.fold, odd]}
+    return {"!time": [v.isoformat(), v.fold] if v.fold else v.isoformat()}
+
+
+def _enc_path(tag: str) -> Callable[[Any, CodecRegistry], Any]:
+    def enc(v: Any, reg: CodecRegistry) -> Any:
+        return {tag: str(v)}
+
+    return enc
+
+
+_BUILTIN_ENCODERS: dict[type, Callable[[Any, CodecRegistry], Any]] = {
+    float: _enc_float,
+    tuple: lambda v, reg: {"!tuple": _map_seq(_enc, v, reg)},
+    set: lambda v, reg: {"!set": _map_seq(_enc, v, reg)},
+    frozenset: lambda v, reg: {"!frozenset": _map_seq(_enc, v, reg)},
+    # msgspec writes these payloads itself, in C, as exactly the text the
+    # decoders below read: base64, ISO dates and durations, canonical UUIDs.
+    bytes: lambda v, reg: {"!bytes": v},
+    bytearray: lambda v, reg: {"!bytearray": v},
+    _dt.datetime: _enc_datetime,
+    _dt.date: lambda v, reg: {"!date": v},
+    _dt.time: _enc_time,
+    _dt.timedelta: lambda v, reg: {"!timedelta": v},
+    decimal.Decimal: lambda v, reg: {"!Decimal": str(v)},
+    uuid.UUID: lambda v, reg: {"!UUID": v},
+    pathlib.PurePosixPath: _enc_path("!PurePosixPath"),
+    pathlib.PureWindowsPath: _enc_path("!PureWindowsPath"),
+    pathlib.PosixPath: _enc_path("!PosixPath"),
+    pathlib.WindowsPath: _enc_path("!WindowsPath"),
+}
+
+
 def encode(value: Any, registry: CodecRegistry | None = None) -> str:
-    """``value`` as JSON text. Raises EncodeError naming the path to an unsupported value."""
-    _check(value, "$")
+    """``value`` as JSON text: plain JSON when it is JSON-native, a tagged document otherwise.
+
+    Raises EncodeError (``path`` says where, as ``$.items[3].when``) for a
+    value of a type that is neither built in nor in ``registry`` (the
+    default registry when None), and for a value that contains itself.
+    """
+    t = type(value)
+    if (t is dict or t is list) and not set(
+        map(type, value.values() if t is dict else value)
+    ) <= _JSON_TYPES:
+        scan = None  # a typed value at the top: skip the scan's setup and go tag
+    else:
+        scan = _plain_scan(value)
+    if scan is not None:
+        try:
+            out = _encoder.encode(value)
+        except (ValueError, OverflowError, TypeError, msgspec.EncodeError):
+            pass  # an int too long for decimal text: the tagged encoder handles it
+        else:
+            if _finite(out, scan):
+                return out.decode("utf-8")
+    reg = registry if registry is not None else default_registry
     try:
-        return _encoder.encode(value).decode("utf-8")
-    except (TypeError, ValueError, OverflowError) as exc:
+        tree = _enc(value, reg)
+    except _Fail as exc:
+        path = exc.path()
+        raise EncodeError(f"cannot encode value at {path}: {exc.reason}", path=path) from None
+    except RecursionError:
+        raise EncodeError(
+            "cannot encode value at $: it nests too deeply or contains itself; "
+            "return a value without cycles",
+            path="$",
+        ) from None
+    t = type(tree)
+    if t is list:
+        tree = {"!list": tree}
+    elif t is dict and not (len(tree) == 1 and next(iter(tree)).startswith(TAG)):
+        tree = {"!dict": tree}
+    try:
+        return _encoder.encode(tree).decode("utf-8")
+    except ValueError:  # an int of more than 4300 digits
+        pass
+    try:
+        return _encoder.encode(_tag_big_ints(tree)).decode("utf-8")
+    except (ValueError, OverflowError, TypeError, msgspec.EncodeError) as exc:
         raise EncodeError(f"cannot encode value at $: {exc}", path="$") from None
 
 
-def decode(text: str, registry: CodecRegistry | None = None) -> Any:
-    """The value that :func:`encode` turned into ``text``. Raises DecodeError."""
+# -- decoding ------------------------------------------------------------------
+
+
+#: ``_Reading.tags_left`` that never runs out: walk everything.
+_WALK_ALL = 1 << 62
+
+
+class _Reading:
+    """One decode's state: the registry, and how many tags the text still holds.
+
+    Every tag is an object whose first key starts with ``!``, and the text
+    says how many such objects there are. Once the walk has met them all,
+    the rest of the value is plain JSON and is returned as msgspec built it,
+    without visiting it: a typed value early in a large result costs only
+    the path to it.
+    """
+
+    __slots__ = ("registry", "tags_left")
+
+    #: An object whose first key starts with "!", written in any valid JSON
+    #: spelling (whitespace, ``\u0021``): counting may overshoot (a plain
+    #: dict whose first of several keys starts with "!"), which only stops
+    #: the walk later, never undershoot.
+    FIRST_KEY_BANG = re.compile(r'\{\s*"(?:!|\\u0021)')
+
+    def __init__(self, registry: CodecRegistry, text: str) -> None:
+        self.registry = registry
+        self.tags_left = len(self.FIRST_KEY_BANG.findall(text))
+
+    def _entry_for_name(self, name: str) -> _Entry | None:
+        return self.registry._entry_for_name(name)
+
+
+def _dec(v: Any, reg: _Reading) -> Any:
+    if reg.tags_left <= 0:
+        return v  # every tag is decoded: what is left is plain JSON
+    t = type(v)
+    if t is list:
+        if set(map(type, v)) <= _SCALARS:
+            return v  # fresh from msgspec and holding no tag: used as it is
+        try:
+            return [x if type(x) in _SCALARS else _dec(x, reg) for x in v]
+        except _Fail:
+            reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
+            return _map_seq(_dec, v, reg)  # finds the failing index for the message
+    if t is dict:
+        if len(v) == 1:
+            key, payload = next(iter(v.items()))
+            if key.startswith(TAG):
+                reg.tags_left -= 1
+                return _dec_tag(key, payload, reg)
+        if set(map(type, v.values())) <= _SCALARS:
+            return v
+        try:
+            return {k: x if type(x) in _SCALARS else _dec(x, reg) for k, x in v.items()}
+        except _Fail:
+            reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
+            return _dec_str_dict(v, reg)  # finds the failing key for the message
+    return v
+
+
+def _dec_tag(key: str, payload: Any, reg: _Reading) -> Any:
+    name = key[1:]
+    builtin = _BUILTIN_DECODERS.get(name)
+    if builtin is not None:
+        try:
+            return builtin(payload, reg)
+        except _Fail:
+            raise
+        except Exception as exc:
+            raise _Fail(
+                f"recorded {name} {payload!r:.80} is malformed ({type(exc).__name__}: {exc}); "
+                f"the row was edited or written by another program"
+            ) from None
+    entry = reg._entry_for_name(name)
+    if entry is None:
+        raise _Fail(
+            f"type {name!r} is not registered; import its class and register it with "
+            f"letitloop.codec.register(<the class>) (or name={name!r} if it was renamed or "
+            f"moved) before reading. Nothing is imported from the journal's data"
+        )
+    decoded = _dec(payload, reg)
     try:
-        return _decoder.decode(text)
+        return entry.decode(decoded)
+    except _Fail:
+        raise
+    except Exception as exc:
+        raise _Fail(
+            f"the decode function registered for {_type_name(entry.cls)} failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _need(payload: Any, t: type, what: str) -> Any:
+    if type(payload) is not t:
+        raise _Fail(
+            f"recorded {what} holds a {type(payload).__name__}, expected a {t.__name__}; "
+            f"the row was edited or written by another program"
+        )
+    return payload
+
+
+def _dec_str_dict(payload: dict[str, Any], reg: _Reading) -> dict[str, Any]:
+    """A str-keyed dict with its values decoded (its own keys are never tags)."""
+    if set(map(type, payload.values())) <= _SCALARS:
+        return payload  # fresh from msgspec and holding no tag: used as it is
+    try:
+        return {k: x if type(x) in _SCALARS else _dec(x, reg) for k, x in payload.items()}
+    except _Fail:
+        reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
+        for k, x in payload.items():
+            try:
+                _dec(x, reg)
+            except _Fail as exc:
+                exc.parts.append(_key_segment(k))
+                raise
+        raise
+
+
+def _dec_dict(payload: Any, reg: _Reading) -> Any:
+    if type(payload) is dict:  # str keys: a top-level dict, or an escaped one
+        return _dec_str_dict(payload, reg)
+    out = {}
+    for i, pair in enumerate(_need(payload, list, "dict")):
+        if type(pair) is not list or len(pair) != 2:
+            raise _Fail(f"recorded dict entry {i} is not a [key, value] pair; the row was edited")
+        try:
+            k = _dec(pair[0], reg)
+            out[k] = _dec(pair[1], reg)
+        except _Fail as exc:
+            exc.parts.append(f"[{_short_repr(pair[0])}]")
+            raise
+        except TypeError as exc:  # an unhashable key
+            raise _Fail(f"recorded dict key is unusable: {exc}") from None
+    return out
+
+
+def _short_repr(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _dec_float(payload: Any, reg: _Reading) -> float:
+    if payload not in ("nan", "inf", "-inf"):
+        raise _Fail(f"recorded float {payload!r} is not 'nan', 'inf' or '-inf'")
+    return float(payload)
+
+
+def _dec_datetime(payload: Any, reg: _Reading) -> _dt.datetime:
+    if type(payload) is str:
+        return _dt.datetime.fromisoformat(payload)
+    if type(payload) is not list or len(payload) not in (2, 3):
+        raise _Fail("recorded datetime is neither text nor [text, zone, fold]")
+    text, key, *fold = payload
+    value = _dt.datetime.fromisoformat(_need(text, str, "datetime"))
+    if type(key) is str:
+        import zoneinfo  # stdlib; loads a zone file by its name, never code
+
+        return value.astimezone(zoneinfo.ZoneInfo(key))
+    if type(key) is int:
+        value = value.replace(tzinfo=_dt.timezone(_dt.timedelta(microseconds=key)))
+    elif key is not None:
+        raise _Fail(f"recorded datetime zone {key!r} is neither a name nor an offset")
+    return value.replace(fold=1) if fold == [1] else value
+
+
+def _dec_time(payload: Any, reg: _Reading) -> _dt.time:
+    if type(payload) is str:
+        return _dt.time.fromisoformat(payload)
+    text, fold, *offset = _need(payload, list, "time")
+    value = _dt.time.fromisoformat(_need(text, str, "time")).replace(fold=fold)
+    if offset:
+        value = value.replace(tzinfo=_dt.timezone(_dt.timedelta(microseconds=offset[0])))
+    return value
+
+
+def _dec_path(cls: type) -> Callable[[Any, _Reading], Any]:
+    def dec(payload: Any, reg: _Reading) -> Any:
+        text = _need(payload, str, cls.__name__)
+        try:
+            return cls(text)
+        except NotImplementedError:
+            raise _Fail(
+                f"recorded {cls.__name__} {text!r} cannot be rebuilt on this system "
+                f"({sys.platform}); it was recorded on another operating system"
+            ) from None
+
+    return dec
+
+
+def _dec_container(t: type, what: str) -> Callable[[Any, _Reading], Any]:
+    def dec(payload: Any, reg: _Reading) -> Any:
+        return t(_map_seq(_dec, _need(payload, list, what), reg))
+
+    return dec
+
+
+_BUILTIN_DECODERS: dict[str, Callable[[Any, _Reading], Any]] = {
+    "list": lambda p, reg: _map_seq(_dec, _need(p, list, "list"), reg),
+    "dict": _dec_dict,
+    "tuple": _dec_container(tuple, "tuple"),
+    "set": _dec_container(set, "set"),
+    "frozenset": _dec_container(frozenset, "frozenset"),
+    "int": lambda p, reg: int(_need(p, str, "int"), 16),
+    "float": _dec_float,
+    "bytes": lambda p, reg: base64.b64decode(_need(p, str, "bytes"), validate=True),
+    "bytearray": lambda p, reg: bytearray(base64.b64decode(_need(p, str, "bytes"), validate=True)),
+    "datetime": _dec_datetime,
+    "date": lambda p, reg: _dt.date.fromisoformat(_need(p, str, "date")),
+    "time": _dec_time,
+    "timedelta": lambda p, reg: msgspec.convert(_need(p, str, "timedelta"), _dt.timedelta),
+    "Decimal": lambda p, reg: decimal.Decimal(_need(p, str, "Decimal")),
+    "UUID": lambda p, reg: msgspec.convert(_need(p, str, "UUID"), uuid.UUID),
+    "PurePosixPath": _dec_path(pathlib.PurePosixPath),
+    "PureWindowsPath": _dec_path(pathlib.PureWindowsPath),
+    "PosixPath": _dec_path(pathlib.PosixPath),
+    "WindowsPath": _dec_path(pathlib.WindowsPath),
+}
+
+#: Python's built-in exception classes (ValueError, KeyError, …), known to
+#: every registry under their plain names. A fixed table of classes already
+#: loaded: decoding an exception looks its name up here, never imports it.
+_BUILTIN_EXCEPTIONS: dict[type, _Entry] = {
+    obj: _exception_entry(obj, name)
+    for name, obj in vars(builtins).items()
+    if isinstance(obj, type) and issubclass(obj, BaseException)
+}
+for _entry in _BUILTIN_EXCEPTIONS.values():
+    _BUILTIN_DECODERS[_entry.name] = (
+        lambda p, reg, _e=_entry: _e.decode(_dec(p, reg))  # type: ignore[misc]
+    )
+del _entry
+
+
+def decode(text: str, registry: CodecRegistry | None = None) -> Any:
+    """The value that :func:`encode` turned into ``text``, with its types.
+
+    Plain JSON comes back from msgspec as it is. In a tagged document every
+    tag is looked up among the built-in types and in ``registry`` (the
+    default registry when None), nowhere else. Raises DecodeError naming
+    the path and the cause: an unregistered type, a field that no longer
+    fits its class, text that is not JSON.
+    """
+    try:
+        value = _decoder.decode(text)
     except msgspec.DecodeError as exc:
         raise DecodeError(f"cannot decode recorded value: {exc}") from None
+    if type(value) is not dict or len(value) != 1:
+        return value
+    key = next(iter(value))
+    if not key.startswith(TAG):
+        return value
+    reg = _Reading(registry if registry is not None else default_registry, text)
+    reg.tags_left -= 1  # the top-level tag
+    payload = value[key]
+    try:
+        if (key == "!dict" and type(payload) is dict and len(payload) != 1) or key == "!list":
+            # A top-level container of tagged values (the common case): its
+            # payload decodes as an ordinary container, one call instead of four.
+            return _dec(_need(payload, list, "list") if key == "!list" else payload, reg)
+        return _dec_tag(key, payload, reg)
+    except _Fail as exc:
+        raise DecodeError(f"cannot decode value at {exc.path()}: {exc.reason}") from None
+    except RecursionError:
+        raise DecodeError("cannot decode recorded value: it nests too deeply") from None

@@ -1,0 +1,857 @@
+"""The codec: typed results come back as the same types, plain JSON stays plain.
+
+Round trips are checked with ``difference()``: equal values *and* identical
+types at every level (a tuple that came back as a list is a failure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import json
+import math
+import pathlib
+import sqlite3
+import sys
+import uuid
+import zoneinfo
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pydantic
+import pytest
+from codec_values import (
+    Box,
+    Color,
+    Event,
+    Level,
+    Mode,
+    Money,
+    Pair,
+    Point,
+    QuotaError,
+    difference,
+    make_value,
+)
+from helpers import run_python, write_script
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from letitloop import Journal, durable
+from letitloop.codec import CodecRegistry, decode, default_registry, encode, register
+from letitloop.errors import DecodeError, EncodeError
+
+TESTS = Path(__file__).parent
+
+
+class Model(pydantic.BaseModel):
+    name: str
+    when: dt.datetime
+    items: list[Any] = []
+    meta: Any = None
+
+
+class Loose(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    name: str
+
+
+class Perm(enum.IntFlag):
+    R = 4
+    W = 2
+
+
+register(Model)
+register(Loose)
+register(Perm)
+
+
+def roundtrip(value: Any, registry: CodecRegistry | None = None) -> Any:
+    return decode(encode(value, registry), registry)
+
+
+def assert_same(value: Any, back: Any) -> None:
+    diff = difference(value, back)
+    assert diff is None, diff
+
+
+def rows(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Read from outside the writer: a separate sqlite3 connection."""
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def returns(value: Any) -> Any:
+    return value
+
+
+# -- strategies ----------------------------------------------------------------
+
+offsets = st.timedeltas(
+    min_value=dt.timedelta(hours=-23, minutes=-59), max_value=dt.timedelta(hours=23, minutes=59)
+)
+timezones = st.one_of(st.none(), st.just(dt.timezone.utc), offsets.map(dt.timezone))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=2**64, max_value=2**300) | st.integers(max_value=-(2**63) - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.binary(max_size=12),
+    st.binary(max_size=12).map(bytearray),
+    st.datetimes(timezones=timezones),
+    st.dates(),
+    st.times(timezones=timezones),
+    st.timedeltas(),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.uuids(),
+    st.builds(
+        lambda cls, parts: cls(*parts),
+        st.sampled_from([pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.PosixPath]),
+        st.lists(st.sampled_from(["a", "b c", "é", "..", "x.txt"]), max_size=3),
+    ),
+    st.sampled_from([*Color, *Level, *Mode]),
+    st.builds(Money, st.integers(0, 10**9), st.sampled_from(["EUR", "JPY"])),
+)
+hashables = st.recursive(
+    st.one_of(
+        st.integers(),
+        st.text(max_size=5),
+        st.uuids(),
+        st.sampled_from([*Color, *Level, *Mode]),
+        st.dates(),
+        st.builds(Point, st.integers(), st.integers()),
+    ),
+    lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3),
+    max_leaves=4,
+)
+
+
+def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(st.text(max_size=5), inner, max_size=4),
+        st.dictionaries(st.sampled_from(["!tuple", "!x", "!"]), inner, max_size=1),
+        st.dictionaries(hashables, inner, max_size=4),
+        st.sets(hashables, max_size=4),
+        st.frozensets(hashables, max_size=4),
+        st.builds(Box, inner, st.text(max_size=4), st.lists(st.text(max_size=3), max_size=2)),
+        st.builds(Pair, inner, inner),
+        st.builds(Event, st.text(max_size=4), inner),
+        st.builds(
+            Model.model_construct,
+            name=st.text(max_size=4),
+            when=st.datetimes(),
+            items=st.lists(inner, max_size=3),
+            meta=inner,
+        ),
+        st.builds(lambda args: ValueError(*args), st.lists(inner, max_size=2)),
+        st.builds(QuotaError, st.text(max_size=4), st.integers()),
+    )
+
+
+values = st.recursive(scalars, containers, max_leaves=12)
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=20,
+)
+FEW = settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+# -- round trips ----------------------------------------------------------------
+
+
+class TestEveryTypeComesBackAsItself:
+    EXAMPLES: tuple[Any, ...] = (
+        None,
+        True,
+        0,
+        -(2**63),
+        2**64,
+        10**5000,
+        -0.0,
+        math.nan,
+        math.inf,
+        -math.inf,
+        "ü🙂\x00",
+        b"\x00\xff",
+        bytearray(b"ab"),
+        [1, [2]],
+        (),
+        (1, (2,)),
+        {"a": 1},
+        {1: "int key", (1, 2): "tuple key", uuid.UUID(int=1): "uuid key", Color.RED: "enum key"},
+        {1, 2},
+        frozenset({"a"}),
+        dt.datetime(2026, 11, 30, 3, 4, 5, 123456),
+        dt.datetime(2026, 11, 30, 3, 4, 5, 6, tzinfo=dt.timezone.utc),
+        dt.datetime(
+            2026, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=-3, seconds=-7, microseconds=-9))
+        ),
+        dt.date(1, 1, 1),
+        dt.time(23, 59, 59, 999999),
+        dt.time(1, 2, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=45))),
+        dt.timedelta(days=-3, seconds=5, microseconds=7),
+        decimal.Decimal("1.10"),
+        decimal.Decimal("-0"),
+        decimal.Decimal("sNaN"),
+        uuid.uuid4(),
+        pathlib.Path("/tmp/a b"),
+        pathlib.PurePosixPath("rel/x"),
+        pathlib.PureWindowsPath(r"C:\Users\Ada"),
+        Color.GREEN,
+        Level.HIGH,
+        Mode.FAST,
+        Point(1, 2),
+        Box([Point(3)], tags=["t"]),
+        Pair((1, 2), {3}),
+        Event("e", {"when": dt.date(2020, 1, 1)}),
+        Model(name="m", when=dt.datetime(2026, 1, 1), items=[Point(1)], meta={1: (2,)}),
+        Money(199, "EUR"),
+        Perm.R | Perm.W,
+        Loose(name="x", extra_field=(1, dt.date(2020, 1, 1))),
+        ValueError("bad", 3),
+        QuotaError("ada", 5),
+    )
+
+    @pytest.mark.parametrize("value", EXAMPLES, ids=lambda v: type(v).__name__)
+    def test_it_comes_back_equal_and_with_its_type(self, value: Any) -> None:
+        assert_same(value, roundtrip(value))
+
+    @pytest.mark.parametrize("value", EXAMPLES, ids=lambda v: type(v).__name__)
+    def test_it_comes_back_nested_in_a_list_dict_and_tuple(self, value: Any) -> None:
+        nested = {"items": [1, {"when": (value, [value])}]}
+        assert_same(nested, roundtrip(nested))
+
+    def test_a_zoneinfo_datetime_keeps_its_zone_and_fold(self) -> None:
+        zone = zoneinfo.ZoneInfo("America/New_York")
+        ambiguous = dt.datetime(2021, 11, 7, 1, 30, tzinfo=zone, fold=1)
+        back = roundtrip(ambiguous)
+        assert back.tzinfo is zone
+        assert (back.fold, back.utcoffset()) == (1, ambiguous.utcoffset())
+
+    def test_each_path_flavour_keeps_its_flavour(self) -> None:
+        for p in (
+            pathlib.PurePosixPath("a/b"),
+            pathlib.PureWindowsPath("a/b"),
+            pathlib.PosixPath("a/b"),
+        ):
+            assert type(roundtrip(p)) is type(p)
+        assert str(roundtrip(pathlib.PureWindowsPath("a/b"))) == "a\\b"
+
+    @given(values)
+    @FEW
+    def test_any_nesting_of_the_supported_types_round_trips(self, value: Any) -> None:
+        assert_same(value, roundtrip(value))
+
+    def test_two_thousand_seeded_nestings_round_trip(self) -> None:
+        for seed in range(2000):
+            value = make_value(seed)
+            diff = difference(value, roundtrip(value))
+            assert diff is None, f"seed {seed}: {diff}"
+
+
+class TestTheComparisonItself:
+    """difference() is the judge of every round trip: it must see what matters."""
+
+    @pytest.mark.parametrize(
+        ("a", "b"),
+        [
+            ((1,), [1]),
+            ({1}, frozenset({1})),
+            (Level.LOW, 1),
+            (Mode.FAST, "fast"),
+            (0.0, -0.0),
+            (decimal.Decimal("1.1"), decimal.Decimal("1.10")),
+            ({"a": (1,)}, {"a": [1]}),
+            (pathlib.PureWindowsPath("A"), pathlib.PureWindowsPath("a")),
+            (
+                dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+                dt.datetime(2026, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1))),
+            ),
+        ],
+    )
+    def test_it_tells_apart_values_that_python_calls_equal(self, a: Any, b: Any) -> None:
+        assert difference(a, b) is not None
+
+
+class TestPlainJSONStaysPlain:
+    @given(json_values)
+    @FEW
+    def test_a_json_native_value_is_stored_exactly_as_msgspec_writes_it(self, value: Any) -> None:
+        if type(value) is dict and len(value) == 1 and next(iter(value)).startswith("!"):
+            return  # escaped (see below)
+        text = encode(value)
+        assert text == msgspec.json.encode(value).decode()
+        assert json.loads(text) == value
+        assert_same(value, decode(text))
+
+    def test_a_nested_key_that_looks_like_a_tag_is_stored_untouched(self) -> None:
+        value = [{"!tuple": [1, 2]}, {"!os.system": "ls"}]
+        assert encode(value) == '[{"!tuple":[1,2]},{"!os.system":"ls"}]'
+        assert_same(value, decode(encode(value)))
+
+    @pytest.mark.parametrize("value", [[None, "null", 1.5], {"a": [None, 2.5], "b": "nullable"}])
+    def test_a_string_saying_null_beside_floats_does_not_make_it_tagged(self, value: Any) -> None:
+        assert encode(value) == msgspec.json.encode(value).decode()
+
+    def test_a_top_level_key_that_looks_like_a_tag_is_escaped(self) -> None:
+        assert encode({"!tuple": [1]}) == '{"!dict":{"!tuple":[1]}}'
+        assert_same({"!tuple": [1]}, roundtrip({"!tuple": [1]}))
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            [Level.LOW],
+            {"k": Mode.FAST},
+            [(1, 2)],
+            {1: "a"},
+            {"f": [1.0, math.nan]},
+            [None, math.inf],
+            [{"s": "null"}, -math.inf],
+        ],
+    )
+    def test_a_lookalike_of_json_is_tagged_not_flattened(self, value: Any) -> None:
+        assert encode(value).startswith('{"!')
+        assert_same(value, roundtrip(value))
+
+    def test_tags_are_small_and_readable(self) -> None:
+        value = {
+            "when": dt.datetime(2026, 11, 30, 3, 4, 5, tzinfo=dt.timezone.utc),
+            "id": uuid.UUID(int=1),
+            "pair": (1, 2),
+        }
+        assert encode(value) == (
+            '{"!dict":{"when":{"!datetime":"2026-11-30T03:04:05+00:00"},'
+            '"id":{"!UUID":"00000000-0000-0000-0000-000000000001"},"pair":{"!tuple":[1,2]}}}'
+        )
+        assert encode(Point(1, 2)) == '{"!codec_values.Point":{"x":1,"y":2}}'
+
+
+# -- the registry ----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Unregistered:
+    when: dt.date
+
+
+class TestTheRegistry:
+    def test_an_unregistered_dataclass_is_refused_with_the_path_and_the_fix(self) -> None:
+        value = {"items": [1, 2, 3, {"when": Unregistered(dt.date(2020, 1, 1))}]}
+        with pytest.raises(EncodeError) as info:
+            encode(value)
+        assert str(info.value) == (
+            "cannot encode value at $.items[3].when: type test_codec.Unregistered is not "
+            "registered; register it with letitloop.codec.register(Unregistered)"
+        )
+        assert info.value.path == "$.items[3].when"
+
+    def test_an_arbitrary_object_is_refused_with_how_to_give_it_a_codec(self) -> None:
+        with pytest.raises(
+            EncodeError,
+            match=r"at \$\[0\]\[1\]: type object is not registered.*"
+            r"register\(object, encode=\.\.\., decode=\.\.\.\)",
+        ):
+            encode([(1, object())])
+
+    def test_a_stdlib_class_it_does_not_know_is_refused_not_flattened(self) -> None:
+        with pytest.raises(EncodeError, match=r"collections\.OrderedDict is not registered"):
+            encode({"d": OrderedDict(a=1)})
+
+    def test_a_class_unknown_on_decode_is_named_with_how_to_register_it(self) -> None:
+        text = encode(Point(1, 2))
+        with pytest.raises(DecodeError) as info:
+            decode(text, CodecRegistry())
+        assert "type 'codec_values.Point' is not registered" in str(info.value)
+        assert "letitloop.codec.register(" in str(info.value)
+
+    def test_a_registry_of_its_own_knows_only_its_types(self) -> None:
+        own = CodecRegistry(Unregistered)
+        value = Unregistered(dt.date(2020, 1, 2))
+        assert_same(value, roundtrip(value, own))
+        with pytest.raises(EncodeError, match=r"codec_values\.Point is not registered"):
+            encode(Point(1), own)
+        with pytest.raises(EncodeError, match="Unregistered is not registered"):
+            encode(value)
+
+    def test_a_registry_that_extends_the_default_sees_later_registrations(self) -> None:
+        own = CodecRegistry(extends=default_registry)
+
+        @dataclasses.dataclass
+        class Late:
+            x: int
+
+        register(Late)
+        assert_same([Late(1), Point(2)], roundtrip([Late(1), Point(2)], own))
+
+    def test_a_class_with_its_own_encode_and_decode_pair_round_trips(self) -> None:
+        assert encode(Money(5, "EUR")) == '{"!codec_values.Money":[5,"EUR"]}'
+        assert_same(
+            {Money(5, "EUR"): [Money(6, "JPY")]}, roundtrip({Money(5, "EUR"): [Money(6, "JPY")]})
+        )
+
+    def test_register_works_as_a_decorator_with_a_chosen_name(self) -> None:
+        own = CodecRegistry()
+
+        @own.register
+        @dataclasses.dataclass
+        class A:
+            x: int
+
+        own.register(A, name="app.A")
+        assert encode(A(1), own) == '{"!app.A":{"x":1}}'
+
+        @register(name="test_codec.decorated")
+        @dataclasses.dataclass
+        class B:
+            y: int
+
+        assert encode(B(2)) == '{"!test_codec.decorated":{"y":2}}'
+
+    def test_an_alias_reads_rows_written_under_an_old_name(self) -> None:
+        own = CodecRegistry()
+
+        @dataclasses.dataclass
+        class Order:
+            id: int
+
+        own.register(Order, name="shop.Order", aliases=["old_shop.Order"])
+        assert_same(Order(3), decode('{"!old_shop.Order":{"id":3}}', own))
+        assert encode(Order(3), own) == '{"!shop.Order":{"id":3}}'
+
+    def test_a_name_taken_by_another_class_is_refused(self) -> None:
+        own = CodecRegistry(Point)
+        with pytest.raises(ValueError, match=r"already registered for codec_values\.Point"):
+            own.register(Box, name="codec_values.Point")
+
+    @pytest.mark.parametrize("name", ["datetime", "tuple", "ValueError", "!x", ""])
+    def test_a_reserved_name_is_refused(self, name: str) -> None:
+        with pytest.raises(ValueError, match="reserved"):
+            CodecRegistry().register(Point, name=name)
+
+    def test_a_class_the_codec_cannot_take_apart_needs_an_encode_decode_pair(self) -> None:
+        class Opaque:
+            pass
+
+        with pytest.raises(TypeError, match="pass encode= and decode="):
+            register(Opaque)
+        with pytest.raises(TypeError, match="built in"):
+            register(dt.datetime)
+
+    def test_a_subclass_of_a_registered_class_is_not_silently_its_parent(self) -> None:
+        class Special(Point):  # type: ignore[misc]
+            pass
+
+        with pytest.raises(EncodeError, match="Special is not registered"):
+            encode(Special(1))
+
+
+# -- evolution ---------------------------------------------------------------------
+
+
+class TestAClassThatChangedUnderRecordedRows:
+    """A row written with one version of a class, read with the next one."""
+
+    def write_old(self, value: Any, name: str) -> str:
+        return encode(value, _registry_with(type(value), name))
+
+    def test_a_field_added_with_a_default_decodes_old_rows(self) -> None:
+        @dataclasses.dataclass
+        class V1:
+            id: int
+
+        @dataclasses.dataclass
+        class V2:
+            id: int
+            email: str | None = None
+            tags: list[str] = dataclasses.field(default_factory=list)
+
+        text = self.write_old(V1(7), "User")
+        back = decode(text, _registry_with(V2, "User"))
+        assert (type(back), back) == (V2, V2(7, None, []))
+
+    @pytest.mark.parametrize("kind", ["dataclass", "struct", "namedtuple", "pydantic"])
+    def test_a_removed_or_renamed_field_fails_naming_the_field(self, kind: str) -> None:
+        old, new = _versions(kind, ("id", "customer"), ("id", "client"))
+        text = self.write_old(old(id=1, customer="ada"), "Order")
+        with pytest.raises(DecodeError) as info:
+            decode(text, _registry_with(new, "Order"))
+        message = str(info.value)
+        assert "field 'customer' that the class no longer has (removed or renamed?)" in message
+
+    @pytest.mark.parametrize("kind", ["dataclass", "struct", "namedtuple", "pydantic"])
+    def test_a_new_field_without_a_default_fails_naming_the_field(self, kind: str) -> None:
+        old, new = _versions(kind, ("id",), ("id", "email"))
+        text = self.write_old(old(id=1), "Order")
+        with pytest.raises(DecodeError, match="has no field 'email', which the class requires"):
+            decode(text, _registry_with(new, "Order"))
+
+    def test_an_enum_member_that_was_removed_fails_naming_the_value(self) -> None:
+        class Old(enum.Enum):
+            A = "a"
+            GONE = "gone"
+
+        class New(enum.Enum):
+            A = "a"
+
+        text = self.write_old(Old.GONE, "E")
+        with pytest.raises(DecodeError, match="no member with the recorded value 'gone'"):
+            decode(text, _registry_with(New, "E"))
+
+    def test_the_error_names_the_step_when_read_through_a_journal(self, db: Path) -> None:
+        old, new = _versions("dataclass", ("id", "customer"), ("id",))
+        with Journal("g", run="r", path=db, registry=_registry_with(old, "Order")) as j:
+            j.step("load_order", returns, old(id=1, customer="ada"))
+        with (
+            pytest.raises(DecodeError) as info,
+            Journal("g", run="r", path=db, registry=_registry_with(new, "Order")) as j,
+        ):
+            j.step("load_order", returns, None)
+        assert str(info.value).startswith("step 'load_order' (run ")
+        assert "field 'customer'" in str(info.value)
+
+
+def _registry_with(cls: type, name: str) -> CodecRegistry:
+    reg = CodecRegistry()
+    reg.register(cls, name=name)
+    return reg
+
+
+def _versions(
+    kind: str, old_fields: tuple[str, ...], new_fields: tuple[str, ...]
+) -> tuple[type, type]:
+    def make(fields: tuple[str, ...], label: str) -> type:
+        if kind == "dataclass":
+            return dataclasses.make_dataclass(label, [(f, Any) for f in fields])
+        if kind == "struct":
+            return msgspec.defstruct(label, [(f, Any) for f in fields])
+        if kind == "namedtuple":
+            from typing import NamedTuple
+
+            return NamedTuple(label, [(f, Any) for f in fields])  # type: ignore[misc]
+        return pydantic.create_model(label, **{f: (Any, ...) for f in fields})  # type: ignore[call-overload]
+
+    return make(old_fields, "Old"), make(new_fields, "New")
+
+
+# -- exceptions as values ------------------------------------------------------------
+
+
+class TestAnExceptionReturnedAsAValue:
+    def test_a_builtin_exception_comes_back_with_its_type_and_args(self) -> None:
+        back = roundtrip([KeyError("k"), FileNotFoundError(2, "No such file", "/x")])
+        assert_same([KeyError("k"), FileNotFoundError(2, "No such file", "/x")], back)
+        assert (back[1].errno, back[1].filename) == (2, "/x")
+
+    def test_a_registered_exception_with_an_odd_init_comes_back_with_its_attributes(self) -> None:
+        back = roundtrip(QuotaError("ada", 5))
+        assert type(back) is QuotaError
+        assert (back.args, back.user, back.limit) == (
+            ("user ada is over the quota of 5",),
+            "ada",
+            5,
+        )
+
+    def test_an_unregistered_exception_is_refused_like_any_class(self) -> None:
+        class Oops(Exception):
+            pass
+
+        with pytest.raises(EncodeError, match="Oops is not registered"):
+            encode({"error": Oops("x")})
+
+    def test_its_traceback_and_cause_are_not_kept(self) -> None:
+        try:
+            raise ValueError("inner") from KeyError("cause")
+        except ValueError as exc:
+            back = roundtrip(exc)
+        assert (back.__traceback__, back.__cause__) == (None, None)
+
+    def test_a_failed_step_records_its_error_as_text(self, db: Path) -> None:
+        def fail() -> None:
+            raise QuotaError("ada", 5)
+
+        with pytest.raises(QuotaError), Journal("g", run="r", path=db) as j:
+            j.step("charge", fail)
+        [(error, result)] = rows(db, f'SELECT error, result FROM "{j.table}"')
+        assert (error, result) == ("QuotaError: user ada is over the quota of 5", None)
+
+
+# -- errors and hand-edited rows ---------------------------------------------------------
+
+
+class TestAResultThatCannotBeEncoded:
+    def test_it_is_refused_before_anything_is_written_naming_step_and_path(self, db: Path) -> None:
+        with pytest.raises(EncodeError) as info, Journal("g", run="r", path=db) as j:
+            j.step("fetch", returns, {"ok": 1})
+            j.step(
+                "summarize", returns, {"items": [0, 1, 2, {"when": Unregistered(dt.date.today())}]}
+            )
+        message = str(info.value)
+        assert message.startswith("step 'summarize' (run ")
+        assert (
+            "cannot encode value at $.items[3].when: type test_codec.Unregistered is not "
+            "registered; register it with letitloop.codec.register(Unregistered)"
+        ) in message
+        assert [k for (k,) in rows(db, f'SELECT key FROM "{j.table}"')] == ["fetch"]
+
+    def test_a_value_that_contains_itself_is_refused_clearly(self) -> None:
+        loop: list[Any] = [1]
+        loop.append(loop)
+        with pytest.raises(EncodeError, match="contains itself"):
+            encode(loop)
+
+    def test_a_class_given_instead_of_an_instance_is_named(self) -> None:
+        with pytest.raises(
+            EncodeError, match=r"at \$\.kind: <class 'codec_values.Point'> is a class"
+        ):
+            encode({"kind": Point})
+
+
+class TestAHandEditedRow:
+    @pytest.mark.parametrize(
+        "text",
+        [
+            '{"!datetime": 5}',
+            '{"!UUID": "not-a-uuid"}',
+            '{"!dict": [[1]]}',
+            '{"!float": "1.5"}',
+            '{"!bytes": "***"}',
+            '{"!list": [1, {"!tuple": {"a": 1}}]}',
+            '{"!ValueError": {"args": ["x"], "attrs": {"__class__": "int"}}}',
+            "not json",
+        ],
+    )
+    def test_a_malformed_tag_is_a_decode_error_not_a_crash(self, text: str) -> None:
+        with pytest.raises(DecodeError):
+            decode(text)
+
+    def test_tags_spelled_with_whitespace_or_escapes_are_all_decoded(self) -> None:
+        text = (
+            '{ "!list" : [ {"!a": 1, "b": 2}, { "\\u0021tuple" : [1] },\n'
+            ' {\t"!date": "2020-01-01"} ] }'
+        )
+        assert_same([{"!a": 1, "b": 2}, (1,), dt.date(2020, 1, 1)], decode(text))
+        with pytest.raises(DecodeError, match=r"'os\.system' is not registered"):
+            decode('{"!list": [{"!date": "2020-01-01"}, [1, { "\\u0021os.system": 1}]]}')
+
+    @pytest.mark.parametrize(
+        "name", ["os.system", "subprocess.Popen", "builtins.eval", "posix.system"]
+    )
+    def test_a_tag_naming_an_importable_callable_is_refused(self, name: str) -> None:
+        with pytest.raises(DecodeError, match=f"type '{name}' is not registered"):
+            decode(f'{{"!list": [{{"!{name}": {{"args": ["touch /tmp/x"]}}}}]}}')
+
+    def test_refused_in_a_fresh_process_with_nothing_imported_or_called(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "j.db"
+        marker = tmp_path / "pwned"
+        with Journal("g", run="r", path=db) as j:
+            for i in range(3):
+                j.step(f"s{i}", returns, i)
+        evil = [
+            {"!os.system": {"command": f"touch {marker}"}},
+            {"!subprocess.Popen": {"args": ["touch", str(marker)]}},
+            {"!list": [{"!subprocess.Popen": [["touch", str(marker)]]}]},
+        ]
+        con = sqlite3.connect(db)
+        for i, row in enumerate(evil):
+            con.execute(
+                f'UPDATE "{j.table}" SET result = ?, fn = ? WHERE key = ?',
+                (json.dumps(row), "__main__.returns", f"s{i}"),
+            )
+        con.commit()
+        con.close()
+        script = write_script(
+            tmp_path,
+            "reader.py",
+            f"""
+            import sys
+            from letitloop import Journal
+            from letitloop.errors import DecodeError
+
+            def returns(v):
+                return v
+
+            outcomes = []
+            with Journal("g", run="r", path={str(db)!r}) as j:
+                before = set(sys.modules)
+                for i in range(3):
+                    try:
+                        j.step(f"s{{i}}", returns, None)
+                        outcomes.append("decoded")
+                    except DecodeError as exc:
+                        outcomes.append(str(exc))
+                new = sorted(set(sys.modules) - before)
+            print(outcomes)
+            print("new modules:", new)
+            """,
+        )
+        proc = run_python(script, env={"PYTHONPATH": str(TESTS)})
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.count("is not registered") == 3
+        assert "new modules: []" in proc.stdout
+        assert not marker.exists()
+
+
+# -- journals, processes, optional pydantic ------------------------------------------------
+
+
+class TestInARealJournal:
+    @given(values)
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    def test_a_recorded_value_replays_with_its_types(self, tmp_path: Path, value: Any) -> None:
+        db = tmp_path / f"{uuid.uuid4().hex}.db"
+        with Journal("g", run="r", path=db) as j:
+            j.step("v", returns, value)
+        with Journal("g", run="r", path=db) as j:
+            back = j.step("v", returns, "not called")
+        assert_same(value, back)
+
+    def test_a_registry_passed_to_the_journal_is_used_both_ways(self, db: Path) -> None:
+        own = CodecRegistry(Unregistered)
+        value = {"u": Unregistered(dt.date(2020, 1, 1))}
+        with Journal("g", run="r", path=db, registry=own) as j:
+            j.step("v", returns, value)
+        with Journal("g", run="r", path=db, registry=own) as j:
+            assert_same(value, j.step("v", returns, None))
+
+    def test_a_durable_run_result_comes_back_typed(self, db: Path) -> None:
+        own = CodecRegistry(Unregistered, extends=default_registry)
+        calls = []
+
+        @durable(goal_id="g", run="r", path=db, registry=own)
+        def job() -> Any:
+            calls.append(1)
+            return (Unregistered(dt.date(2020, 1, 1)), Point(1))
+
+        first, second = job(), job()
+        assert calls == [1]
+        assert_same(first, second)
+
+    def test_the_row_is_readable_json_text(self, db: Path) -> None:
+        with Journal("g", run="r", path=db) as j:
+            j.step("v", returns, {"when": dt.date(2026, 11, 30), "n": (1, 2)})
+        [(text,)] = rows(db, f'SELECT result FROM "{j.table}"')
+        assert json.loads(text) == {
+            "!dict": {"when": {"!date": "2026-11-30"}, "n": {"!tuple": [1, 2]}}
+        }
+
+
+class TestAcrossAProcessRestart:
+    def test_values_written_by_one_process_read_back_typed_in_another(self, tmp_path: Path) -> None:
+        db = tmp_path / "j.db"
+        common = """
+            import sys
+            from letitloop import Journal
+            from codec_values import make_value, difference
+
+            calls = 0
+
+            def produce(seed):
+                global calls
+                calls += 1
+                return make_value(seed)
+
+            N = 300
+            """
+        writer = write_script(
+            tmp_path,
+            "writer.py",
+            common
+            + f"""
+            with Journal("g", run="r", path={str(db)!r}) as j:
+                for seed in range(N):
+                    j.step(f"v{{seed}}", produce, seed)
+            print("wrote", calls)
+            """,
+        )
+        reader = write_script(
+            tmp_path,
+            "reader.py",
+            common
+            + f"""
+            bad = []
+            with Journal("g", run="r", path={str(db)!r}) as j:
+                for seed in range(N):
+                    back = j.step(f"v{{seed}}", produce, seed)
+                    diff = difference(make_value(seed), back)
+                    if diff:
+                        bad.append((seed, diff))
+            print("called", calls, "bad", bad)
+            """,
+        )
+        env = {"PYTHONPATH": str(TESTS)}
+        wrote = run_python(writer, env=env)
+        assert wrote.returncode == 0, wrote.stderr
+        assert wrote.stdout.strip() == "wrote 300"
+        read = run_python(reader, env=env)
+        assert read.returncode == 0, read.stderr
+        assert read.stdout.strip() == "called 0 bad []"
+
+
+class TestWithoutPydantic:
+    def test_the_codec_and_journal_work_when_pydantic_cannot_be_imported(
+        self, tmp_path: Path
+    ) -> None:
+        blocker = tmp_path / "blocked"
+        (blocker / "pydantic").mkdir(parents=True)
+        (blocker / "pydantic" / "__init__.py").write_text(
+            "raise ImportError('pydantic is blocked for this test')\n"
+        )
+        script = write_script(
+            tmp_path,
+            "nopydantic.py",
+            f"""
+            import datetime, sys
+            from letitloop import Journal
+            from letitloop.codec import encode, decode
+            import codec_values
+
+            try:
+                import pydantic
+            except ImportError as exc:
+                print("blocked:", exc)
+            value = [codec_values.Point(1), codec_values.Event("e", (1, datetime.date(2020, 1, 1)))]
+            assert decode(encode(value)) == value
+            with Journal("g", run="r", path={str(tmp_path / "j.db")!r}) as j:
+                j.step("v", lambda: value)
+            with Journal("g", run="r", path={str(tmp_path / "j.db")!r}) as j:
+                assert j.step("v", lambda: None) == value
+            print("ok", "pydantic" in sys.modules)
+            """,
+        )
+        proc = run_python(script, env={"PYTHONPATH": f"{blocker}:{TESTS}"})
+        assert proc.returncode == 0, proc.stderr
+        assert "blocked: pydantic is blocked for this test" in proc.stdout
+        assert "ok False" in proc.stdout
+
+    def test_importing_letitloop_does_not_import_pydantic(self) -> None:
+        proc = run_python_code(
+            "import sys, letitloop, letitloop.codec; "
+            "print(sorted(m for m in ('pydantic', 'zoneinfo', 'pickle') if m in sys.modules))"
+        )
+        assert proc.stdout.strip() == "[]", proc.stderr
+
+
+def run_python_code(code: str) -> Any:
+    import subprocess
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
