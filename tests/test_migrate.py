@@ -192,3 +192,19 @@ class TestTheWheel:
         assert migrations_folder.startswith(str(env_dir))
         assert Path(migrations_folder, "0001_initial.sql").is_file()
         assert applied(tmp_path / "journal.db") == [n for n, _ in migrate.known_migrations()]
+
+
+class TestTheDocumentedSchema:
+    def test_applying_every_migration_gives_migrations_schema_sql(self, db: Path) -> None:
+        from letitloop.store import Store
+
+        store = Store(db)
+        try:
+            dumped = migrate.schema_dump(store)
+        finally:
+            store.close()
+        documented = (ROOT / "migrations" / "schema.sql").read_text(encoding="utf-8")
+        body = "".join(
+            line for line in documented.splitlines(keepends=True) if not line.startswith("-- ")
+        ).lstrip("\n")
+        assert dumped == body, "regenerate: python -m letitloop.migrate > migrations/schema.sql"
