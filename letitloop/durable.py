@@ -62,6 +62,23 @@ def atomic_marker(name: str, *, scope: Scope = "run", timeout: float | None = No
     return current("atomic_marker()").atomic_marker(name, scope=scope, timeout=timeout)
 
 
+def _journal_for(
+    goal_id: str,
+    run: str | Callable[..., str] | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    path: str | os.PathLike[str] | None,
+    durability: Durability,
+    timeout: float,
+    registry: CodecRegistry | None,
+) -> Journal:
+    """The journal of one call of a decorated function (``run`` may name it from the args)."""
+    run_name = run(*args, **kwargs) if callable(run) else run
+    return Journal(
+        goal_id, run=run_name, path=path, durability=durability, timeout=timeout, registry=registry
+    )
+
+
 def durable(
     goal_id: str,
     *,
@@ -84,15 +101,7 @@ def durable(
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            run_name = run(*args, **kwargs) if callable(run) else run
-            journal = Journal(
-                goal_id,
-                run=run_name,
-                path=path,
-                durability=durability,
-                timeout=timeout,
-                registry=registry,
-            )
+            journal = _journal_for(goal_id, run, args, kwargs, path, durability, timeout, registry)
             with journal:
                 if journal.was_completed:
                     result: R = journal.recorded_result()
@@ -153,15 +162,7 @@ def durable_async(
 
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            run_name = run(*args, **kwargs) if callable(run) else run
-            journal = Journal(
-                goal_id,
-                run=run_name,
-                path=path,
-                durability=durability,
-                timeout=timeout,
-                registry=registry,
-            )
+            journal = _journal_for(goal_id, run, args, kwargs, path, durability, timeout, registry)
             async with journal:
                 if journal.was_completed:
                     result: R = journal.recorded_result()

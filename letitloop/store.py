@@ -239,16 +239,30 @@ class Store:
             conn = self.conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute(sql, params)
-                conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
                 raise _explain(exc, self.path) from None
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            self._commit(conn, sql, (params,))
+
+    def _commit(self, conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Inside an open write transaction: ``sql`` once per row, then COMMIT.
+
+        On any error the transaction is rolled back (nothing of it is kept) and
+        a sqlite3 error is explained as a JournalFileError.
+        """
+        try:
+            if len(rows) == 1:
+                conn.execute(sql, rows[0])
+            else:
+                conn.executemany(sql, rows)
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise _explain(exc, self.path) from None
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Execute one statement per row of ``rows``, all in one write transaction."""
@@ -281,20 +295,7 @@ class Store:
                 raise _explain(exc, self.path) from None
             except sqlite3.Error as exc:
                 raise _explain(exc, self.path) from None
-            try:
-                if len(rows) == 1:
-                    conn.execute(sql, rows[0])
-                else:
-                    conn.executemany(sql, rows)
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise _explain(exc, self.path) from None
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            self._commit(conn, sql, rows)
             return True
         finally:
             self.lock.release()
