@@ -84,6 +84,24 @@ def fresh_steps(value: Any, n: int, durability: str) -> float:
         return (time.perf_counter() - t0) / n
 
 
+def fresh_async_steps(value: Any, n: int, durability: str) -> float:
+    """Seconds per fresh async step of a coroutine function, awaited one after another."""
+    import asyncio
+
+    async def produce() -> Any:
+        return value
+
+    async def main() -> float:
+        with tempfile.TemporaryDirectory() as d:
+            async with Journal("bench", path=Path(d) / "j.db", durability=durability) as j:  # type: ignore[arg-type]
+                t0 = time.perf_counter()
+                for i in range(n):
+                    await j.async_step(f"s{i}", produce)
+                return (time.perf_counter() - t0) / n
+
+    return asyncio.run(main())
+
+
 def record(db: Path, n: int, value: Any = SMALL, run: str = "recorded") -> None:
     fn = _returner(value)
     with Journal("bench", run=run, path=db) as j:
@@ -149,14 +167,18 @@ def main() -> None:
             m = count // k
             floor = median_of(max(3, r // k), lambda v=value, m=m, s=sync: raw_floor(v, m, s))
             step = median_of(max(3, r // k), lambda v=value, m=m, d=mode: fresh_steps(v, m, d))
-            rows.append(
-                [
-                    f"sync step, {label}, durability={mode!r}",
-                    us(floor),
-                    us(step - call),
-                    f"{(step - call) / floor:.2f}x",
-                ]
+            astep = median_of(
+                max(3, r // k), lambda v=value, m=m, d=mode: fresh_async_steps(v, m, d)
             )
+            for kind, cost in (("sync", step), ("async", astep)):
+                rows.append(
+                    [
+                        f"{kind} step, {label}, durability={mode!r}",
+                        us(floor),
+                        us(cost - call),
+                        f"{(cost - call) / floor:.2f}x",
+                    ]
+                )
     body = "## Fresh step overhead over a plain call, against the raw SQLite floor\n\n"
     body += table(["step", "raw floor", "overhead", "ratio"], rows)
 

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from . import migrate as _migrations
 from .errors import InvalidNameError, JournalFileError
 
 Durability = Literal["process", "power"]
@@ -165,15 +166,13 @@ class Store:
         except sqlite3.Error as exc:
             raise _explain(exc, self.path) from None
         try:
-            from . import migrate as migrations
-
             # Wait (instead of failing at once) while another connection writes.
             self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             # Refuse a newer or foreign file before anything writes to it.
-            current = migrations.check(self) if migrate else True
+            current = _migrations.check(self) if migrate else True
             self._configure()
             if not current:
-                migrations.migrate(self)
+                _migrations.migrate(self)
         except sqlite3.Error as exc:
             self.conn.close()
             raise _explain(exc, self.path) from None
