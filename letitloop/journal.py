@@ -448,8 +448,14 @@ class Journal:
                 return task
         return threading.get_ident()
 
-    def _claim(self, name: str, owner: object = None) -> str:
-        """Reserve the key of the next call of ``name`` by ``owner``; release with _unclaim.
+    def _claim(
+        self, name: str, owner: object = None
+    ) -> tuple[str, tuple[str | None, str | None] | None]:
+        """Reserve the key of the next call of ``name`` by ``owner``: ``(key, recorded)``.
+
+        ``recorded`` is the key's recorded ``(fn, result)`` when it replays; a
+        replay is over at once, so only a call that runs (``recorded`` is None)
+        is marked in flight, and must be released with :meth:`_unclaim`.
 
         Keys number repeats in call order (``name``, ``name#2``). Call order is
         only defined inside one owner, so: a name in flight in another thread or
@@ -505,11 +511,13 @@ class Journal:
             if type(owner) is not int and name not in self._task_names:
                 self._task_names[name] = weakref.ref(owner)
             self._counts[name] = n
-            if owners is None:
-                self._in_flight[name] = [owner]
-            else:
-                owners.append(owner)
-        return key
+            recorded = self._done.get(key)
+            if recorded is None:
+                if owners is None:
+                    self._in_flight[name] = [owner]
+                else:
+                    owners.append(owner)
+        return key, recorded
 
     def _unclaim(self, name: str, owner: object = None) -> None:
         if owner is None:
@@ -542,13 +550,12 @@ class Journal:
         """
         store = self._require_open()
         owner = self._owner()
-        key = self._claim(name, owner)
+        key, recorded = self._claim(name, owner)
+        fn_name = function_name(fn)
+        if recorded is not None:
+            replayed: T = self._replay(key, fn_name, recorded)
+            return replayed
         try:
-            fn_name = function_name(fn)
-            recorded = self._done.get(key)
-            if recorded is not None:
-                replayed: T = self._replay(key, fn_name, recorded)
-                return replayed
             started = self.clock()
             try:
                 value = fn(*args, **kwargs)
@@ -591,12 +598,11 @@ class Journal:
         """
         store = self._require_open()
         owner = self._owner()
-        key = self._claim(name, owner)
+        key, recorded = self._claim(name, owner)
+        fn_name = function_name(fn)
+        if recorded is not None:
+            return self._replay(key, fn_name, recorded)
         try:
-            fn_name = function_name(fn)
-            recorded = self._done.get(key)
-            if recorded is not None:
-                return self._replay(key, fn_name, recorded)
             started = self.clock()
             try:
                 if inspect.iscoroutinefunction(fn):
