@@ -172,6 +172,7 @@ class Journal:
         self._lock: filelock.BaseFileLock | None = None
         self._held_key: tuple[str, str] | None = None
         self._tokens: list[Any] = []
+        self._upsert_sql = ""  # the step-row statement for self.table, set on open
 
     # -- opening and closing -------------------------------------------------
 
@@ -205,6 +206,7 @@ class Journal:
             now = self.clock()
             with store.write() as c:
                 self.table = store.ensure_goal(c, self.goal, now)
+                self._upsert_sql = _UPSERT_STEP.format(table=self.table)
                 if self.run_name is not None:
                     row = c.execute(
                         "SELECT id FROM runs WHERE goal = ? AND name = ?",
@@ -637,7 +639,7 @@ class Journal:
     ) -> None:
         """Encode ``value`` and commit it as step ``key``'s result (one small transaction)."""
         row = self._done_row(store, key, fn_name, started, value)
-        store.write1(_UPSERT_STEP.format(table=self.table), row)
+        store.write1(self._upsert_sql, row)
         self._done[key] = (fn_name, row[4])
 
     def _done_row(
@@ -686,7 +688,7 @@ class Journal:
 
             commits = self._loop_commits = LoopCommits(
                 store,
-                _UPSERT_STEP.format(table=self.table),
+                self._upsert_sql,
                 inline=self.durability == "process",
                 on_committed=self._committed,
             )
@@ -753,7 +755,7 @@ class Journal:
         # The step's own exception matters more than its failed record.
         with contextlib.suppress(LetItLoopError):
             store.write1(
-                _UPSERT_STEP.format(table=self.table), self._failure_row(key, fn_name, started, exc)
+                self._upsert_sql, self._failure_row(key, fn_name, started, exc)
             )
 
     def _failure_row(
