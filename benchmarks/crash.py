@@ -55,6 +55,7 @@ class Trial:
     resume_after_import: list[float] = field(default_factory=list)
     max_repeats_per_crash: int = 0
     returned_then_rerun: int = 0
+    hung: bool = False
 
 
 def _events(log: Path) -> list[list[str]]:
@@ -113,8 +114,15 @@ def run_trial(n: int, durability: str, rng: random.Random, folder: Path) -> Tria
     try:
         watcher.wait(timeout=120)
     except subprocess.TimeoutExpired:
-        watcher.kill()
-        watcher.wait()
+        # A hung trial counts as not recovered. SIGTERM lets lil stop its child's
+        # process group (grace, then SIGKILL) so nothing outlives the trial.
+        watcher.terminate()
+        try:
+            watcher.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            watcher.kill()
+            watcher.wait()
+        trial.hung = True
     events = _events(log)
     _score(trial, events)
     return trial
@@ -215,6 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
                 "duplicate_marker_bodies": sum(max(0, t.marker_bodies - 1) for t in trials),
                 "returned_then_rerun": sum(t.returned_then_rerun for t in trials),
                 "kills": sum(len(t.kills) for t in trials),
+                "hung": sum(t.hung for t in trials),
             }
     body = table(
         [

@@ -64,13 +64,22 @@ def maybe_fault(key: str) -> None:
     if kind == "exit":
         os._exit(70)
     if kind == "oom":
+        # Allocate until an address-space limit refuses memory, then die the way
+        # the kernel's OOM killer ends a process: SIGKILL, no cleanup. (Letting
+        # the MemoryError propagate instead leaves a process that cannot even
+        # start a thread, which is not what an OOM kill looks like.)
         import resource
+        import signal
 
-        soft = 256 * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        limit = 512 * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
         hog = []
-        while True:  # MemoryError ends the attempt, as the OOM killer would
-            hog.append(bytearray(16 * 1024 * 1024))
+        try:
+            while True:
+                hog.append(bytearray(16 * 1024 * 1024))
+        except MemoryError:
+            hog.clear()
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def work(key: str, ms: float) -> None:
