@@ -511,6 +511,52 @@ _isfinite = math.isfinite
 _Levels = tuple[list[list[Any]], list[list[type]]]
 
 
+#: How many containers and floats a value may hold for :func:`_plain_small` to
+#: check it one part at a time. Below this a plain loop beats the level scan's
+#: setup (sets, maps and lists per level); above it the scan's C passes win.
+_SMALL_PARTS = 48
+
+
+def _plain_small(value: Any) -> bool | None:
+    """Whether a small ``value`` is plain JSON: True, False, or None when it is not small.
+
+    The same rules as :func:`_plain_scan` (exact JSON types, str keys, finite
+    floats, no tag-like top-level key), checked part by part for the typical
+    small step result, where it costs a fraction of the scan.
+    """
+    t = type(value)
+    if t is dict and len(value) == 1:
+        key = next(iter(value))
+        if type(key) is str and key.startswith(TAG):
+            return False  # would read back as a tag: escape it
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    budget = _SMALL_PARTS
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is str or t is int or t is bool or v is None:
+            continue
+        budget -= 1
+        if budget < 0:
+            return None
+        if t is dict:
+            for k in v:
+                if type(k) is not str:
+                    return False
+            extend(v.values())
+        elif t is list:
+            extend(v)
+        elif t is float:
+            if not _isfinite(v):
+                return False
+        else:
+            return False
+        if len(stack) > _SMALL_PARTS:
+            return None
+    return True
+
+
 def _plain_scan(value: Any) -> _Levels | None:
     """Whether ``value`` is plain JSON, in C-speed passes over each level of the tree.
 
@@ -763,11 +809,18 @@ def encode(value: Any, registry: CodecRegistry | None = None) -> str:
     value of a type that is neither built in nor in ``registry`` (the
     default registry when None), and for a value that contains itself.
     """
+    small = _plain_small(value)
+    if small:
+        try:
+            return _encoder.encode(value).decode("utf-8")
+        except (ValueError, OverflowError, TypeError, msgspec.EncodeError):
+            pass  # an int too long for decimal text: the tagged encoder handles it
     t = type(value)
-    if (t is dict or t is list) and not set(
-        map(type, value.values() if t is dict else value)
-    ) <= _JSON_TYPES:
-        scan = None  # a typed value at the top: skip the scan's setup and go tag
+    if small is False or (
+        (t is dict or t is list)
+        and not set(map(type, value.values() if t is dict else value)) <= _JSON_TYPES
+    ):
+        scan = None  # a typed value: skip the scan and go tag
     else:
         scan = _plain_scan(value)
     if scan is not None:
