@@ -809,20 +809,19 @@ def encode(value: Any, registry: CodecRegistry | None = None) -> str:
     value of a type that is neither built in nor in ``registry`` (the
     default registry when None), and for a value that contains itself.
     """
-    small = _plain_small(value)
-    if small:
-        try:
-            return _encoder.encode(value).decode("utf-8")
-        except (ValueError, OverflowError, TypeError, msgspec.EncodeError):
-            pass  # an int too long for decimal text: the tagged encoder handles it
     t = type(value)
-    if small is False or (
-        (t is dict or t is list)
-        and not set(map(type, value.values() if t is dict else value)) <= _JSON_TYPES
-    ):
-        scan = None  # a typed value: skip the scan and go tag
+    if (t is dict or t is list) and not set(
+        map(type, value.values() if t is dict else value)
+    ) <= _JSON_TYPES:
+        scan = None  # a typed value at the top (the usual place): go tag at once
     else:
-        scan = _plain_scan(value)
+        small = _plain_small(value)
+        if small:
+            try:
+                return _encoder.encode(value).decode("utf-8")
+            except (ValueError, OverflowError, TypeError, msgspec.EncodeError):
+                pass  # an int too long for decimal text: the tagged encoder handles it
+        scan = None if small is False else _plain_scan(value)
     if scan is not None:
         try:
             out = _encoder.encode(value)
