@@ -754,9 +754,7 @@ class Journal:
             return  # the journal was closed while the step ran: nothing to write to
         # The step's own exception matters more than its failed record.
         with contextlib.suppress(LetItLoopError):
-            store.write1(
-                self._upsert_sql, self._failure_row(key, fn_name, started, exc)
-            )
+            store.write1(self._upsert_sql, self._failure_row(key, fn_name, started, exc))
 
     def _failure_row(
         self, key: str, fn_name: str, started: float, exc: BaseException
