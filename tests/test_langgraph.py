@@ -9,6 +9,7 @@ plain sqlite3 connection). Skipped only when LangGraph is not installed; the
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import sqlite3
@@ -26,7 +27,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from letitloop import LetItLoopError, step
+from letitloop import LetItLoopError, async_step, step
 from letitloop.adapters.langgraph import (
     LetItLoopCheckpointSaver,
     durable_node,
@@ -628,12 +629,49 @@ class TestDurableNodeKeys:
         with pytest.raises(LetItLoopError, match="outside a LangGraph run"):
             work({"text": "x", "out": ""})
 
-    def test_an_async_node_is_refused_when_decorated(self) -> None:
-        async def work(state: Counter) -> dict[str, str]:
-            return {}
+    def test_an_async_node_journals_its_awaited_calls_and_replays_them(
+        self, tmp_path: Path
+    ) -> None:
+        echoes: list[str] = []
+        calls: list[str] = []
 
-        with pytest.raises(TypeError, match="sync node functions"):
-            durable_node(work)
+        async def echo(text: str) -> str:
+            echoes.append(text)
+            return text
+
+        async def model(text: str) -> str:
+            calls.append(text)
+            if len(calls) == 1:
+                raise ConnectionError("first call fails after 'echo' was recorded")
+            return text[::-1]
+
+        @durable_node
+        async def work(state: Counter) -> dict[str, str]:
+            first = await async_step("echo", echo, state["text"])
+            return {"out": await async_step("model", model, first)}
+
+        assert inspect.iscoroutinefunction(work)
+
+        async def scenario() -> dict[str, Any]:
+            async with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
+                app = _graph(saver, work)
+                config = {"configurable": {"thread_id": "async-node"}}
+                with pytest.raises(ConnectionError):
+                    await app.ainvoke({"text": "abc"}, config)
+                out: dict[str, Any] = await app.ainvoke(None, config)
+                return out
+
+        out = asyncio.run(scenario())
+        assert out["out"] == "cba"
+        assert echoes == ["abc"]  # recorded before the failure: replayed, not called
+        assert calls == ["abc", "abc"]  # the failed call ran again
+        conn = sqlite3.connect(tmp_path / "journal.db")
+        (table,) = conn.execute(
+            "SELECT journal_table FROM goals WHERE goal = 'langgraph:work'"
+        ).fetchone()
+        keys = conn.execute(f'SELECT key, status FROM "{table}" ORDER BY rowid').fetchall()
+        conn.close()
+        assert keys == [("echo", "done"), ("model", "done")]
 
     def test_journal_rows_land_in_the_savers_file(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

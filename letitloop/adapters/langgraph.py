@@ -650,7 +650,7 @@ def durable_node(
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Run a LangGraph node inside a journal, so ``step()`` calls in it are journaled.
 
-    ``@durable_node`` (or ``@durable_node(...)``) on a sync node function opens
+    ``@durable_node`` (or ``@durable_node(...)``) on a node function opens
     ``Journal(goal, run=...)`` keyed by :func:`node_run_key` around each call:
     inside, ``letitloop.step(name, fn, ...)`` records each expensive call.
     A node killed half-way, on resume, replays the calls that returned and
@@ -663,20 +663,13 @@ def durable_node(
     default ``langgraph:<node>``. Two processes running the same task at once
     (two workers resuming one thread) are serialized by the journal's run
     lock: the second waits up to ``timeout`` seconds, then raises
-    RunHeldError. Raises TypeError for an async node function (not supported
-    yet), LetItLoopError when called outside a graph run that has a thread_id.
+    RunHeldError. An ``async def`` node is opened with ``async with`` and
+    journals its calls with ``await async_step(...)``. Raises LetItLoopError
+    when called outside a graph run that has a thread_id.
     """
 
     def decorate(node_fn: Callable[P, R]) -> Callable[P, R]:
-        if inspect.iscoroutinefunction(node_fn):
-            raise TypeError(
-                f"durable_node supports sync node functions; {node_fn.__qualname__} is "
-                f"async. Make the node sync (LangGraph runs sync nodes in a thread "
-                f"under ainvoke too) or journal its calls with an explicit Journal"
-            )
-
-        @functools.wraps(node_fn)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        def journal_for_this_call() -> Journal:
             try:
                 config = get_config()
             except RuntimeError:
@@ -693,7 +686,7 @@ def durable_node(
                 journal_path = saver.store.path
                 if journal_durability is None:
                     journal_durability = saver.store.durability
-            journal = Journal(
+            return Journal(
                 goal or default_goal,
                 run=run,
                 path=journal_path,
@@ -701,7 +694,19 @@ def durable_node(
                 timeout=timeout,
                 registry=registry,
             )
-            with journal:
+
+        if inspect.iscoroutinefunction(node_fn):
+
+            @functools.wraps(node_fn)
+            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+                async with journal_for_this_call():
+                    return await node_fn(*args, **kwargs)
+
+            return cast(Callable[P, R], async_wrapper)
+
+        @functools.wraps(node_fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            with journal_for_this_call():
                 return node_fn(*args, **kwargs)
 
         return wrapper
