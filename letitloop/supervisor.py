@@ -343,6 +343,18 @@ class Recorder:
         self.path = self.store.path
         self._warned = False
 
+    def exited(self, attempt: int, pid: int, how: ChildExit, uptime: float, line: str) -> None:
+        """Record the child's death: its status or signal and how long it stayed up."""
+        self.record(
+            "exit",
+            attempt,
+            child_pid=pid,
+            exit_code=how.status,
+            signal=how.signal_name,
+            uptime_s=round(uptime, 6),
+            message=line,
+        )
+
     def record(self, event: str, attempt: int, **values: Any) -> None:
         from .store import utc_iso
 
@@ -563,15 +575,7 @@ class Supervisor:
             else:
                 why, event = f"giving up: {decision.reason}; exit {decision.status}", "give_up"
             line = self.say(f"{what}; {why}")
-            self.recorder.record(
-                "exit",
-                attempt,
-                child_pid=proc.pid,
-                exit_code=how.status,
-                signal=how.signal_name,
-                uptime_s=round(uptime, 6),
-                message=line,
-            )
+            self.recorder.exited(attempt, proc.pid, how, uptime, line)
             delay = decision.delay if event == "restart" else None
             self.recorder.record(event, attempt, child_pid=proc.pid, delay_s=delay, message=line)
             # Stragglers of the dead child (workers it forked) must not outlive
@@ -640,15 +644,7 @@ class Supervisor:
             f"{self.target} {how.describe()} after {_secs(uptime)}{after}; "
             f"stopped by {signal_name(signum)}, not restarting; exit {status}"
         )
-        self.recorder.record(
-            "exit",
-            attempt,
-            child_pid=proc.pid,
-            exit_code=how.status,
-            signal=how.signal_name,
-            uptime_s=round(uptime, 6),
-            message=line,
-        )
+        self.recorder.exited(attempt, proc.pid, how, uptime, line)
         self.recorder.record(
             "stop", attempt, child_pid=proc.pid, signal=signal_name(signum), message=line
         )
