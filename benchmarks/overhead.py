@@ -85,21 +85,13 @@ def fresh_steps(value: Any, n: int, durability: str) -> float:
 
 
 def fresh_async_steps(value: Any, n: int, durability: str) -> float:
-    """Seconds per fresh async step of a coroutine function, awaited one after another."""
-    import asyncio
+    """Seconds per fresh async step of a coroutine function returning ``value``."""
+    from benchmarks.bench_async import async_fresh  # it imports this module: not at the top
 
     async def produce() -> Any:
         return value
 
-    async def main() -> float:
-        with tempfile.TemporaryDirectory() as d:
-            async with Journal("bench", path=Path(d) / "j.db", durability=durability) as j:  # type: ignore[arg-type]
-                t0 = time.perf_counter()
-                for i in range(n):
-                    await j.async_step(f"s{i}", produce)
-                return (time.perf_counter() - t0) / n
-
-    return asyncio.run(main())
+    return async_fresh(n, produce, durability)  # type: ignore[arg-type]
 
 
 def record(db: Path, n: int, value: Any = SMALL, run: str = "recorded") -> None:
