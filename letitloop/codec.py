@@ -30,13 +30,15 @@ import dataclasses
 import datetime as _dt
 import decimal
 import enum
+import gc
 import math
+import operator
 import pathlib
 import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from typing import Any, TypeVar
 
 import msgspec
@@ -499,16 +501,28 @@ _JSON_TYPES = frozenset({str, int, float, bool, _NONE, dict, list})
 _CONTAINERS = frozenset({dict, list})
 _STR_ONLY = frozenset({str})
 _DICT_ONLY = {dict}
-_is_container = _CONTAINERS.__contains__
-_is_dict = dict.__instancecheck__
-_is_list = list.__instancecheck__
 _is_float = float.__instancecheck__
 _chain = chain.from_iterable
 _values = dict.values
 _isfinite = math.isfinite
 
 
-_Levels = tuple[list[list[Any]], list[list[type]]]
+_Levels = tuple[list[list[Any]], list[list[Any]]]
+
+_referents = gc.get_referents
+_is = operator.is_
+
+
+def _dict_traverse_shows_keys() -> bool:
+    """Whether ``gc.get_referents`` tells str-keyed dicts from others (CPython 3.10+ does)."""
+    try:
+        return _referents({"a": 1}) == [1] and len(_referents({1: 2})) == 2
+    except Exception:
+        return False
+
+
+#: :func:`_plain_scan` relies on it; elsewhere the part-by-part check is used.
+_REFERENTS_SHOW_KEYS = _dict_traverse_shows_keys()
 
 
 #: How many containers and floats a value may hold for :func:`_plain_small` to
@@ -517,7 +531,7 @@ _Levels = tuple[list[list[Any]], list[list[type]]]
 _SMALL_PARTS = 48
 
 
-def _plain_small(value: Any) -> bool | None:
+def _plain_small(value: Any, parts: int = _SMALL_PARTS) -> bool | None:
     """Whether a small ``value`` is plain JSON: True, False, or None when it is not small.
 
     The same rules as :func:`_plain_scan` (exact JSON types, str keys, finite
@@ -531,7 +545,7 @@ def _plain_small(value: Any) -> bool | None:
             return False  # would read back as a tag: escape it
     stack = [value]
     pop, extend = stack.pop, stack.extend
-    budget = _SMALL_PARTS
+    budget = parts
     while stack:
         v = pop()
         t = type(v)
@@ -552,7 +566,7 @@ def _plain_small(value: Any) -> bool | None:
                 return False
         else:
             return False
-        if len(stack) > _SMALL_PARTS:
+        if len(stack) > parts:
             return None
     return True
 
@@ -561,57 +575,55 @@ def _plain_scan(value: Any) -> _Levels | None:
     """Whether ``value`` is plain JSON, in C-speed passes over each level of the tree.
 
     None when it is not (or may not be). Otherwise the levels that hold
-    floats and the types of the levels that hold None, for :func:`_finite`. Exact types
-    only: a subclass of dict, an IntEnum, a tuple, a dict with a non-str
-    key is not plain. A level costs a few passes of C iterators
-    (``map(type, …)``, ``set``, ``filter``), never a Python-level loop over
-    its values: msgspec has no hook for the types it encodes natively
-    (msgspec issue #671), so this scan is what keeps type identity.
+    floats and the levels that hold None, for :func:`_finite`. Exact types
+    only: a subclass of dict, an IntEnum, a tuple, a dict with a non-str key
+    is not plain. msgspec has no hook for the types it encodes natively
+    (msgspec issue #671), so this scan is what keeps type identity, and it
+    never runs a Python-level loop over a level's values:
+
+    - ``set(map(type, level))`` checks every value's exact type;
+    - ``gc.get_referents(*level)`` is the next level: the items of the
+      lists and the values of the dicts, in one C call (scalars have no
+      referents and drop out);
+    - a dict whose keys are all exact ``str`` hands the collector its values
+      only; any other dict hands it keys too (CPython's ``dict_traverse``).
+      So a level whose dicts give more referents than they hold entries has
+      a non-str key, and is not plain.
     """
+    if not _REFERENTS_SHOW_KEYS:  # not CPython: the portable check, part by part
+        return ([], []) if _plain_small(value, 1_000_000) else None
     t = type(value)
-    if t is dict:
-        if len(value) == 1:
-            key = next(iter(value))
-            if type(key) is str and key.startswith(TAG):
-                return None  # would read back as a tag: escape it
-        dicts: list[Any] = [value]
-        lists: list[Any] = []
-    elif t is list:
-        dicts, lists = [], [value]
-    elif t is float:
-        return None if not _isfinite(value) else ([], [])
-    else:
-        return ([], []) if t in _SCALARS else None
+    if t is dict and len(value) == 1:
+        key = next(iter(value))
+        if type(key) is str and key.startswith(TAG):
+            return None  # would read back as a tag: escape it
+    level: list[Any] = [value]
     float_levels: list[list[Any]] = []
-    none_levels: list[list[type]] = []
+    none_levels: list[list[Any]] = []
     for _ in range(_MAX_SCAN_LEVELS):
-        if dicts:
-            key_types = set(map(type, _chain(dicts)))
-            if key_types and key_types != _STR_ONLY:
-                return None
-            children = list(_chain(map(_values, dicts)))
-            if lists:
-                children += _chain(lists)
-        else:
-            children = list(_chain(lists))
-        types = list(map(type, children))
+        types = list(map(type, level))
         seen = set(types)
         if not seen <= _JSON_TYPES:
             return None
         if float in seen:
-            float_levels.append(children)
+            float_levels.append(level)
         if _NONE in seen:
-            none_levels.append(types)
-        has_dicts, has_lists = dict in seen, list in seen
-        if has_dicts and has_lists:
-            both = list(compress(children, map(_is_container, types)))
-            dicts, lists = list(filter(_is_dict, both)), list(filter(_is_list, both))
-        elif has_dicts:
-            dicts, lists = list(filter(_is_dict, children)), []
-        elif has_lists:
-            dicts, lists = [], list(filter(_is_list, children))
+            none_levels.append(level)
+        if dict in seen:
+            if seen <= _CONTAINERS:  # only containers: count them all
+                children = _referents(*level)
+                if len(children) != sum(map(len, level)):
+                    return None
+            else:  # count the dicts among the scalars
+                dicts = list(compress(level, map(_is, types, repeat(dict))))
+                if len(_referents(*dicts)) != sum(map(len, dicts)):
+                    return None
+                children = _referents(*level)
+        elif list in seen:
+            children = _referents(*level)
         else:
             return float_levels, none_levels
+        level = children
     return None
 
 
@@ -626,7 +638,7 @@ def _finite(text: bytes, levels: _Levels) -> bool:
     float_levels, none_levels = levels
     if not float_levels or b"null" not in text:
         return True
-    if text.count(b"null") == sum(types.count(_NONE) for types in none_levels):
+    if text.count(b"null") == sum(level.count(None) for level in none_levels):
         return True
     return all(all(map(_isfinite, filter(_is_float, children))) for children in float_levels)
 

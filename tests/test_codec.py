@@ -344,6 +344,75 @@ class TestPlainJSONStaysPlain:
         assert encode(Point(1, 2)) == '{"!codec_values.Point":{"x":1,"y":2}}'
 
 
+def _general_dict_with_str_keys() -> dict[Any, Any]:
+    """A dict holding only str keys that once held an int key (CPython keeps it 'general')."""
+    d: dict[Any, Any] = {"a": 1, 0: "gone"}
+    del d[0]
+    return d
+
+
+def _large(x: Any) -> Any:
+    """``x`` beside enough parts that the encoder checks it with the level scan."""
+    # x first: the part-by-part check looks at the last key first, and must give up on pad
+    return {"x": x, "pad": [[i, {"n": float(i)}] for i in range(60)]}
+
+
+class StrKey(str):
+    pass
+
+
+class TestTheLargeValueScan:
+    """Values too large for the part-by-part check go through the C-speed level scan."""
+
+    @given(json_values)
+    @FEW
+    def test_a_large_json_native_value_is_stored_exactly_as_msgspec_writes_it(self, x: Any) -> None:
+        value = _large(x)
+        text = encode(value)
+        assert text == msgspec.json.encode(value).decode()
+        assert_same(value, decode(text))
+
+    @pytest.mark.parametrize(
+        "x",
+        [
+            {1: "int key"},  # a dict among scalars
+            [{"a": 1}, {2: "int key"}],  # a level made only of dicts
+            ["s", 1, {1.5: "float key"}, [None]],
+            [[[[(1, 2)]]]],
+            [Level.LOW, 1],
+            {"deep": [{"f": [1.0, math.nan]}]},
+            [None, "null", -math.inf],
+        ],
+        ids=repr,
+    )
+    def test_a_lookalike_deep_in_a_large_value_keeps_its_type(self, x: Any) -> None:
+        value = _large(x)
+        assert encode(value).startswith('{"!')
+        assert_same(value, roundtrip(value))
+
+    @pytest.mark.parametrize("x", [{StrKey("k"): 1}, {"k": StrKey("v")}], ids=["key", "value"])
+    def test_a_str_subclass_deep_in_a_large_value_is_refused_not_flattened(self, x: Any) -> None:
+        with pytest.raises(EncodeError, match=r"at \$\.x.*StrKey is not registered"):
+            encode(_large(x))
+
+    def test_a_str_keyed_dict_that_once_held_an_int_key_still_round_trips(self) -> None:
+        value = _large(_general_dict_with_str_keys())
+        assert_same(value, roundtrip(value))
+
+    def test_a_large_value_that_contains_itself_is_refused_clearly(self) -> None:
+        loop: list[Any] = []
+        loop.append(loop)
+        with pytest.raises(EncodeError, match="contains itself"):
+            encode(_large(loop))
+
+    def test_a_large_value_sharing_a_part_twice_is_stored_twice(self) -> None:
+        shared = {"k": [1.5, None]}
+        value = _large([shared, shared])
+        assert encode(value) == msgspec.json.encode(value).decode()
+        back = decode(encode(value))
+        assert back == value and back["x"][0] is not back["x"][1]
+
+
 # -- the registry ----------------------------------------------------------------
 
 
