@@ -34,7 +34,6 @@ import gc
 import math
 import operator
 import pathlib
-import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable
@@ -88,16 +87,14 @@ def _key_segment(key: object) -> str:
     return f"[{key!r}]"
 
 
-def _map_seq(fn: Callable[[Any, Any], Any], items: Iterable[Any], reg: Any) -> list[Any]:
-    """``[fn(x) for x in items]``; on a failure, find the failing index and add it to the path."""
+def _enc_seq(items: Iterable[Any], reg: CodecRegistry) -> list[Any]:
+    """The items of a tuple or set, encoded; on a failure, adds the failing index to the path."""
     try:
-        return [fn(x, reg) for x in items]
+        return [_enc(x, reg) for x in items]
     except _Fail:
-        if isinstance(reg, _Reading):
-            reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
         for i, x in enumerate(items):
             try:
-                fn(x, reg)
+                _enc(x, reg)
             except _Fail as exc:
                 exc.parts.append(f"[{i}]")
                 raise
@@ -643,46 +640,28 @@ def _finite(text: bytes, levels: _Levels) -> bool:
     return all(all(map(_isfinite, filter(_is_float, children))) for children in float_levels)
 
 
+#: Containers longer than this are first checked with C passes
+#: (``set(map(type, ...))``), which return a plain one untouched at a few
+#: nanoseconds a value; shorter ones are walked value by value, which costs
+#: less than setting those passes up.
+_WALK_MAX = 24
+
+
 def _enc(v: Any, reg: CodecRegistry) -> Any:
     """``v`` as a tree of JSON builtins with tags; shares the parts that need none.
 
-    The list and dict branches are written out here rather than dispatched,
-    and scalars are tested inline: on small typed payloads the cost is the
-    number of Python calls, and this halves it.
+    Containers are copied only where something inside them changed, so a
+    plain part of a typed value is handed to msgspec as it is. Callers test
+    the plain scalars inline: on small typed payloads the cost is the number
+    of Python calls.
     """
     t = type(v)
-    if t in _SIMPLE_SCALARS:
+    if t is str or t is int or t is bool or v is None:
         return v
-    if t is list:
-        types = set(map(type, v))
-        if types <= _SIMPLE_SCALARS or (
-            types <= _SCALARS and all(map(_isfinite, filter(_is_float, v)))
-        ):
-            return v  # stored as it is: msgspec writes it, nothing is copied
-        if (
-            types == _DICT_ONLY  # records: dicts of str keys to scalars, checked in C
-            and set(map(type, _chain(v))) <= _STR_ONLY
-            and 1 not in map(len, v)  # (a one-key dict might look like a tag)
-            and set(map(type, _chain(map(_values, v)))) <= _SIMPLE_SCALARS
-        ):
-            return v
-        try:
-            return [x if type(x) in _SIMPLE_SCALARS else _enc(x, reg) for x in v]
-        except _Fail:
-            return _map_seq(_enc, v, reg)  # finds the failing index for the message
     if t is dict:
-        if set(map(type, v)) <= _STR_ONLY and (len(v) != 1 or not next(iter(v)).startswith(TAG)):
-            values = v.values()
-            types = set(map(type, values))
-            if types <= _SIMPLE_SCALARS or (
-                types <= _SCALARS and all(map(_isfinite, filter(_is_float, values)))
-            ):
-                return v
-            try:
-                return {k: x if type(x) in _SIMPLE_SCALARS else _enc(x, reg) for k, x in v.items()}
-            except _Fail:
-                pass
-        return _enc_dict(v, reg)  # escapes, non-str keys, and paths for errors
+        return _enc_dict(v, reg)
+    if t is list:
+        return _enc_list(v, reg)
     f = _BUILTIN_ENCODERS.get(t)
     if f is not None:
         return f(v, reg)
@@ -703,25 +682,102 @@ def _enc(v: Any, reg: CodecRegistry) -> Any:
     raise _Fail(f"type {_type_name(t)} is not registered; register it with {_how_to_register(t)}")
 
 
+def _plain_values(values: Any) -> bool:
+    """Whether a long container's values are all plain scalars, in C passes."""
+    types = set(map(type, values))
+    return types <= _SIMPLE_SCALARS or (
+        types <= _SCALARS and all(map(_isfinite, filter(_is_float, values)))
+    )
+
+
+def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
+    if len(v) > _WALK_MAX:
+        if _plain_values(v):
+            return v  # stored as it is: msgspec writes it, nothing is copied
+        if (
+            set(map(type, v)) == _DICT_ONLY  # records: dicts of str keys to scalars, in C
+            and set(map(type, _chain(v))) <= _STR_ONLY
+            and 1 not in map(len, v)  # (a one-key dict might look like a tag)
+            and set(map(type, _chain(map(_values, v)))) <= _SIMPLE_SCALARS
+        ):
+            return v
+    out = None
+    i = 0
+    try:
+        for i, x in enumerate(v):
+            tx = type(x)
+            if tx is str or tx is int or tx is bool or x is None:
+                continue
+            if tx is float:
+                if x - x == 0.0:  # finite (nan and inf give nan)
+                    continue
+                y = _enc_float(x, reg)
+            else:
+                y = (
+                    _enc_dict(x, reg)
+                    if tx is dict
+                    else _enc_list(x, reg)
+                    if tx is list
+                    else _enc(x, reg)
+                )
+                if y is x:
+                    continue
+            if out is None:
+                out = v.copy()
+            out[i] = y
+    except _Fail as exc:
+        exc.parts.append(f"[{i}]")
+        raise
+    return v if out is None else out
+
+
+def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
+    if len(v) > _WALK_MAX and set(map(type, v)) <= _STR_ONLY and _plain_values(v.values()):
+        out = None
+    else:
+        out = None
+        k: Any = None
+        try:
+            for k, x in v.items():
+                if type(k) is not str:
+                    return _enc_pairs(v, reg)
+                tx = type(x)
+                if tx is str or tx is int or tx is bool or x is None:
+                    continue
+                if tx is float:
+                    if x - x == 0.0:  # finite (nan and inf give nan)
+                        continue
+                    y = _enc_float(x, reg)
+                else:
+                    y = (
+                        _enc_dict(x, reg)
+                        if tx is dict
+                        else _enc_list(x, reg)
+                        if tx is list
+                        else _enc(x, reg)
+                    )
+                    if y is x:
+                        continue
+                if out is None:
+                    out = v.copy()
+                out[k] = y
+        except _Fail as exc:
+            exc.parts.append(_key_segment(k))
+            raise
+    tree = v if out is None else out
+    if len(tree) == 1 and next(iter(tree)).startswith(TAG):
+        return {"!dict": tree}  # a user's key that looks like a tag: escape it
+    return tree
+
+
 def _enc_float(v: float, reg: CodecRegistry) -> Any:
     if _isfinite(v):
         return v
     return {"!float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
 
 
-def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
-    """The slow cases of a dict: a tag-like key to escape, non-str keys, a failure's path."""
-    if set(map(type, v)) <= _STR_ONLY:
-        out = {}
-        for k, x in v.items():
-            try:
-                out[k] = _enc(x, reg)
-            except _Fail as exc:
-                exc.parts.append(_key_segment(k))
-                raise
-        if len(out) == 1 and next(iter(out)).startswith(TAG):
-            return {"!dict": out}  # a user's key that looks like a tag: escape it
-        return out
+def _enc_pairs(v: dict[Any, Any], reg: CodecRegistry) -> Any:
+    """A dict with a key that is not a str, as ``{"!dict": [[key, value], ...]}``."""
     pairs = []
     for k, x in v.items():
         try:
@@ -765,7 +821,9 @@ def _odd_offset(tz: _dt.tzinfo | None, v: Any) -> int | None:
 def _enc_datetime(v: _dt.datetime, reg: CodecRegistry) -> Any:
     tz = v.tzinfo
     if (tz is None or tz is _UTC) and not v.fold:
-        return {"!datetime": v.isoformat()}  # the common cases, without the checks below
+        # The common cases: msgspec writes the RFC 3339 text itself, in C
+        # ("…Z" for UTC, no offset for naive), without the checks below.
+        return {"!datetime": v}
     key: str | int | None = getattr(tz, "key", None) if type(tz).__name__ == "ZoneInfo" else None
     odd = _odd_offset(tz, v)
     if odd is not None:
@@ -794,9 +852,9 @@ def _enc_path(tag: str) -> Callable[[Any, CodecRegistry], Any]:
 
 _BUILTIN_ENCODERS: dict[type, Callable[[Any, CodecRegistry], Any]] = {
     float: _enc_float,
-    tuple: lambda v, reg: {"!tuple": _map_seq(_enc, v, reg)},
-    set: lambda v, reg: {"!set": _map_seq(_enc, v, reg)},
-    frozenset: lambda v, reg: {"!frozenset": _map_seq(_enc, v, reg)},
+    tuple: lambda v, reg: {"!tuple": _enc_seq(v, reg)},
+    set: lambda v, reg: {"!set": _enc_seq(v, reg)},
+    frozenset: lambda v, reg: {"!frozenset": _enc_seq(v, reg)},
     # msgspec writes these payloads itself, in C, as exactly the text the
     # decoders below read: base64, ISO dates and durations, canonical UUIDs.
     bytes: lambda v, reg: {"!bytes": v},
@@ -888,45 +946,71 @@ class _Reading:
 
     __slots__ = ("registry", "tags_left")
 
-    #: An object whose first key starts with "!", written in any valid JSON
-    #: spelling (whitespace, ``\u0021``): counting may overshoot (a plain
-    #: dict whose first of several keys starts with "!"), which only stops
-    #: the walk later, never undershoot.
-    FIRST_KEY_BANG = re.compile(r'\{\s*"(?:!|\\u0021)')
-
     def __init__(self, registry: CodecRegistry, text: str) -> None:
         self.registry = registry
-        self.tags_left = len(self.FIRST_KEY_BANG.findall(text))
+        # Every tag key starts with "!", spelled raw or as the escape \u0021
+        # (a hand-edited row). The count of raw '"!' may overshoot (a string
+        # holding '"!'), which only walks further, and never undershoots.
+        self.tags_left = _WALK_ALL if "\\u0021" in text else text.count('"!')
 
     def _entry_for_name(self, name: str) -> _Entry | None:
         return self.registry._entry_for_name(name)
 
 
 def _dec(v: Any, reg: _Reading) -> Any:
+    """``v`` (fresh from msgspec, so ours to change) with its tags decoded, in place."""
     if reg.tags_left <= 0:
         return v  # every tag is decoded: what is left is plain JSON
     t = type(v)
-    if t is list:
-        if set(map(type, v)) <= _SCALARS:
-            return v  # fresh from msgspec and holding no tag: used as it is
-        try:
-            return [x if type(x) in _SCALARS else _dec(x, reg) for x in v]
-        except _Fail:
-            reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
-            return _map_seq(_dec, v, reg)  # finds the failing index for the message
     if t is dict:
         if len(v) == 1:
-            key, payload = next(iter(v.items()))
+            key = next(iter(v))
             if key.startswith(TAG):
                 reg.tags_left -= 1
-                return _dec_tag(key, payload, reg)
-        if set(map(type, v.values())) <= _SCALARS:
-            return v
-        try:
-            return {k: x if type(x) in _SCALARS else _dec(x, reg) for k, x in v.items()}
-        except _Fail:
-            reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
-            return _dec_str_dict(v, reg)  # finds the failing key for the message
+                return _dec_tag(key, v[key], reg)
+        return _dec_fields(v, reg)
+    if t is list:
+        return _dec_items(v, reg)
+    return v
+
+
+def _dec_items(v: list[Any], reg: _Reading) -> list[Any]:
+    """A list's items with their tags decoded, in place."""
+    if len(v) > _WALK_MAX and set(map(type, v)) <= _SCALARS:
+        return v  # holding no tag: used as it is
+    i = 0
+    try:
+        for i, x in enumerate(v):
+            tx = type(x)
+            if tx is dict or tx is list:
+                y = _dec(x, reg)
+                if y is not x:
+                    v[i] = y
+                if reg.tags_left <= 0:
+                    break
+    except _Fail as exc:
+        exc.parts.append(f"[{i}]")
+        raise
+    return v
+
+
+def _dec_fields(v: dict[str, Any], reg: _Reading) -> dict[str, Any]:
+    """A str-keyed dict's values with their tags decoded, in place (its keys are never tags)."""
+    if len(v) > _WALK_MAX and set(map(type, v.values())) <= _SCALARS:
+        return v  # holding no tag: used as it is
+    k = ""
+    try:
+        for k, x in v.items():
+            tx = type(x)
+            if tx is dict or tx is list:
+                y = _dec(x, reg)
+                if y is not x:
+                    v[k] = y  # an existing key: the dict keeps its size and order
+                if reg.tags_left <= 0:
+                    break
+    except _Fail as exc:
+        exc.parts.append(_key_segment(k))
+        raise
     return v
 
 
@@ -971,26 +1055,9 @@ def _need(payload: Any, t: type, what: str) -> Any:
     return payload
 
 
-def _dec_str_dict(payload: dict[str, Any], reg: _Reading) -> dict[str, Any]:
-    """A str-keyed dict with its values decoded (its own keys are never tags)."""
-    if set(map(type, payload.values())) <= _SCALARS:
-        return payload  # fresh from msgspec and holding no tag: used as it is
-    try:
-        return {k: x if type(x) in _SCALARS else _dec(x, reg) for k, x in payload.items()}
-    except _Fail:
-        reg.tags_left = _WALK_ALL  # the second pass must meet the failure again
-        for k, x in payload.items():
-            try:
-                _dec(x, reg)
-            except _Fail as exc:
-                exc.parts.append(_key_segment(k))
-                raise
-        raise
-
-
 def _dec_dict(payload: Any, reg: _Reading) -> Any:
     if type(payload) is dict:  # str keys: a top-level dict, or an escaped one
-        return _dec_str_dict(payload, reg)
+        return _dec_fields(payload, reg)
     out = {}
     for i, pair in enumerate(_need(payload, list, "dict")):
         if type(pair) is not list or len(pair) != 2:
@@ -1019,6 +1086,8 @@ def _dec_float(payload: Any, reg: _Reading) -> float:
 
 def _dec_datetime(payload: Any, reg: _Reading) -> _dt.datetime:
     if type(payload) is str:
+        if payload[-1:] == "Z":  # UTC as msgspec writes it (Python 3.10 reads no "Z")
+            return _dt.datetime.fromisoformat(payload[:-1]).replace(tzinfo=_UTC)
         return _dt.datetime.fromisoformat(payload)
     if type(payload) is not list or len(payload) not in (2, 3):
         raise _Fail("recorded datetime is neither text nor [text, zone, fold]")
@@ -1061,13 +1130,13 @@ def _dec_path(cls: type) -> Callable[[Any, _Reading], Any]:
 
 def _dec_container(t: type, what: str) -> Callable[[Any, _Reading], Any]:
     def dec(payload: Any, reg: _Reading) -> Any:
-        return t(_map_seq(_dec, _need(payload, list, what), reg))
+        return t(_dec_items(_need(payload, list, what), reg))
 
     return dec
 
 
 _BUILTIN_DECODERS: dict[str, Callable[[Any, _Reading], Any]] = {
-    "list": lambda p, reg: _map_seq(_dec, _need(p, list, "list"), reg),
+    "list": lambda p, reg: _dec_items(_need(p, list, "list"), reg),
     "dict": _dec_dict,
     "tuple": _dec_container(tuple, "tuple"),
     "set": _dec_container(set, "set"),

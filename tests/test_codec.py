@@ -338,7 +338,7 @@ class TestPlainJSONStaysPlain:
             "pair": (1, 2),
         }
         assert encode(value) == (
-            '{"!dict":{"when":{"!datetime":"2026-11-30T03:04:05+00:00"},'
+            '{"!dict":{"when":{"!datetime":"2026-11-30T03:04:05Z"},'
             '"id":{"!UUID":"00000000-0000-0000-0000-000000000001"},"pair":{"!tuple":[1,2]}}}'
         )
         assert encode(Point(1, 2)) == '{"!codec_values.Point":{"x":1,"y":2}}'
