@@ -498,16 +498,20 @@ _JSON_TYPES = frozenset({str, int, float, bool, _NONE, dict, list})
 _CONTAINERS = frozenset({dict, list})
 _STR_ONLY = frozenset({str})
 _DICT_ONLY = {dict}
+_FLOAT_ONLY = {float}
 _is_float = float.__instancecheck__
 _chain = chain.from_iterable
 _values = dict.values
 _isfinite = math.isfinite
 
 
-_Levels = tuple[list[list[Any]], list[list[Any]]]
+#: The groups of a scanned value that hold floats: those holding nothing
+#: else, and those holding floats among other values.
+_Floats = tuple[list[list[float]], list[list[Any]]]
 
 _referents = gc.get_referents
 _is = operator.is_
+_count_of = operator.countOf
 
 
 def _dict_traverse_shows_keys() -> bool:
@@ -517,6 +521,11 @@ def _dict_traverse_shows_keys() -> bool:
     except Exception:
         return False
 
+
+#: :func:`_plain_scan` splits the values of at least this many dicts of one
+#: size, and at most this many keys, into one group per key.
+_COLUMNS_MIN_ROWS = 16
+_COLUMNS_MAX = 64
 
 #: :func:`_plain_scan` relies on it; elsewhere the part-by-part check is used.
 _REFERENTS_SHOW_KEYS = _dict_traverse_shows_keys()
@@ -552,11 +561,15 @@ def _plain_small(value: Any, parts: int = _SMALL_PARTS) -> bool | None:
         if budget < 0:
             return None
         if t is dict:
+            if len(v) > parts:
+                return None
             for k in v:
                 if type(k) is not str:
                     return False
             extend(v.values())
         elif t is list:
+            if len(v) > parts:
+                return None
             extend(v)
         elif t is float:
             if not _isfinite(v):
@@ -568,24 +581,27 @@ def _plain_small(value: Any, parts: int = _SMALL_PARTS) -> bool | None:
     return True
 
 
-def _plain_scan(value: Any) -> _Levels | None:
+def _plain_scan(value: Any) -> _Floats | None:
     """Whether ``value`` is plain JSON, in C-speed passes over each level of the tree.
 
-    None when it is not (or may not be). Otherwise the levels that hold
-    floats and the levels that hold None, for :func:`_finite`. Exact types
-    only: a subclass of dict, an IntEnum, a tuple, a dict with a non-str key
-    is not plain. msgspec has no hook for the types it encodes natively
-    (msgspec issue #671), so this scan is what keeps type identity, and it
-    never runs a Python-level loop over a level's values:
+    None when it is not (or may not be). Otherwise the groups of values that
+    hold floats, for :func:`_finite`. Exact types only: a subclass of dict,
+    an IntEnum, a tuple, a dict with a non-str key is not plain. msgspec has
+    no hook for the types it encodes natively (msgspec issue #671), so this
+    scan is what keeps type identity, and it never runs a Python-level loop
+    over the values:
 
-    - ``set(map(type, level))`` checks every value's exact type;
-    - ``gc.get_referents(*level)`` is the next level: the items of the
+    - ``set(map(type, group))`` checks the exact type of every value;
+    - ``gc.get_referents(*group)`` gives the next level: the items of the
       lists and the values of the dicts, in one C call (scalars have no
       referents and drop out);
     - a dict whose keys are all exact ``str`` hands the collector its values
-      only; any other dict hands it keys too (CPython's ``dict_traverse``).
-      So a level whose dicts give more referents than they hold entries has
-      a non-str key, and is not plain.
+      only, any other dict its keys too (CPython's ``dict_traverse``), so
+      dicts that give more referents than they hold entries have a non-str
+      key, and the value is not plain;
+    - the values of records (many dicts of one size, in row order) are
+      grouped by column: the values of one key mostly share a type, so the
+      dicts to count come as a whole group and floats in short ones.
     """
     if not _REFERENTS_SHOW_KEYS:  # not CPython: the portable check, part by part
         return ([], []) if _plain_small(value, 1_000_000) else None
@@ -594,50 +610,64 @@ def _plain_scan(value: Any) -> _Levels | None:
         key = next(iter(value))
         if type(key) is str and key.startswith(TAG):
             return None  # would read back as a tag: escape it
-    level: list[Any] = [value]
-    float_levels: list[list[Any]] = []
-    none_levels: list[list[Any]] = []
+    groups: list[list[Any]] = [[value]]
+    pure_floats: list[list[float]] = []
+    mixed_floats: list[list[Any]] = []
     for _ in range(_MAX_SCAN_LEVELS):
-        types = list(map(type, level))
-        seen = set(types)
-        if not seen <= _JSON_TYPES:
-            return None
-        if float in seen:
-            float_levels.append(level)
-        if _NONE in seen:
-            none_levels.append(level)
-        if dict in seen:
-            if seen <= _CONTAINERS:  # only containers: count them all
-                children = _referents(*level)
-                if len(children) != sum(map(len, level)):
+        next_groups: list[list[Any]] = []
+        for group in groups:
+            first = type(group[0])
+            if type(group[-1]) is first and _count_of(map(type, group), first) == len(group):
+                seen = {first}  # one type (a column of records, say): counted, not hashed
+            else:
+                seen = set(map(type, group))
+            if not seen <= _JSON_TYPES:
+                return None
+            if float in seen:
+                (pure_floats if seen == _FLOAT_ONLY else mixed_floats).append(group)
+            if dict in seen and seen <= _CONTAINERS:  # containers only: count them all
+                children = _referents(*group)
+                width = 0
+                if seen == _DICT_ONLY and len(group) >= _COLUMNS_MIN_ROWS:
+                    sizes = set(map(len, group))
+                    width = sizes.pop() if len(sizes) == 1 else 0
+                if len(children) != (width * len(group) if width else sum(map(len, group))):
                     return None
-            else:  # count the dicts among the scalars
-                dicts = list(compress(level, map(_is, types, repeat(dict))))
+                if 1 < width <= _COLUMNS_MAX:
+                    next_groups += [children[i::width] for i in range(width)]
+                    continue
+            elif dict in seen:  # count the dicts among the scalars
+                dicts = list(compress(group, map(_is, map(type, group), repeat(dict))))
                 if len(_referents(*dicts)) != sum(map(len, dicts)):
                     return None
-                children = _referents(*level)
-        elif list in seen:
-            children = _referents(*level)
-        else:
-            return float_levels, none_levels
-        level = children
+                children = _referents(*group)
+            elif list in seen:
+                children = _referents(*group)
+            else:
+                continue
+            if children:
+                next_groups.append(children)
+        if not next_groups:
+            return pure_floats, mixed_floats
+        groups = next_groups
     return None
 
 
-def _finite(text: bytes, levels: _Levels) -> bool:
-    """Whether every float in the scanned levels is finite.
+def _finite(text: bytes, groups: _Floats) -> bool:
+    """Whether every float in the scanned groups is finite.
 
-    msgspec writes nan and ±inf as ``null``. So when the text holds no more
-    ``null`` than the value holds ``None`` (counted only now, and only if
-    there is a ``null`` at all), no float was one. Otherwise (a string
-    containing "null", say) the floats are checked one by one, in C.
+    msgspec writes nan and ±inf as ``null``, so a text without ``null`` has
+    none. Otherwise a group holding only floats is summed (a nan or an inf
+    makes the sum one; finite floats can overflow it, and are then checked
+    one by one), and the floats of a mixed group are checked one by one, in C.
     """
-    float_levels, none_levels = levels
-    if not float_levels or b"null" not in text:
+    pure, mixed = groups
+    if not (pure or mixed) or b"null" not in text:
         return True
-    if text.count(b"null") == sum(level.count(None) for level in none_levels):
-        return True
-    return all(all(map(_isfinite, filter(_is_float, children))) for children in float_levels)
+    for group in pure:
+        if not _isfinite(sum(group)) and not all(map(_isfinite, group)):
+            return False
+    return all(all(map(_isfinite, filter(_is_float, group))) for group in mixed)
 
 
 #: Containers longer than this are first checked with C passes

@@ -395,6 +395,57 @@ class TestTheLargeValueScan:
         with pytest.raises(EncodeError, match=r"at \$\.x.*StrKey is not registered"):
             encode(_large(x))
 
+    @staticmethod
+    def records(n: int = 40) -> list[dict[str, Any]]:
+        """Rows of one shape, which the scan checks column by column."""
+        return [
+            {"id": i, "score": i / 7, "parent": None if i % 3 else i, "at": {"x": 1.5, "y": "s"}}
+            for i in range(n)
+        ]
+
+    @pytest.mark.parametrize(
+        ("column", "odd"),
+        [
+            ("at", {1: "int key"}),  # one dict of a column of dicts
+            ("at", {"x": 1.5, 2.5: "float key"}),  # same size as its neighbours
+            ("score", math.nan),  # one value of a column of floats
+            ("score", -math.inf),
+            ("parent", (1,)),
+            ("id", Level.LOW),
+        ],
+        ids=repr,
+    )
+    def test_one_odd_value_in_a_column_of_records_keeps_its_type(
+        self, column: str, odd: Any
+    ) -> None:
+        value = self.records()
+        value[2][column] = odd  # early: the part-by-part check gives up from the end
+        assert encode(value).startswith('{"!')
+        assert_same(value, roundtrip(value))
+
+    def test_records_of_different_shapes_are_checked_just_as_well(self) -> None:
+        value: list[Any] = self.records()
+        value[5] = {"id": 5, "extra": [1]}  # another size
+        value[9] = {"score": 1.0, "id": 9, "at": {}, "parent": None}  # keys in another order
+        assert encode(value) == msgspec.json.encode(value).decode()
+        value[1]["at"] = {3: "int key"}
+        assert encode(value).startswith('{"!')
+        assert_same(value, roundtrip(value))
+
+    @pytest.mark.parametrize(
+        "value",
+        [[[] for _ in range(60)], [{} for _ in range(60)], {"a": [[{}, []] for _ in range(60)]}],
+        ids=["lists", "dicts", "nested"],
+    )
+    def test_many_empty_containers_are_plain(self, value: Any) -> None:
+        assert encode(value) == msgspec.json.encode(value).decode()
+        assert_same(value, roundtrip(value))
+
+    def test_floats_whose_sum_overflows_are_still_plain(self) -> None:
+        value = [{"f": 1e308, "n": None} for _ in range(40)]
+        assert encode(value) == msgspec.json.encode(value).decode()
+        assert_same(value, roundtrip(value))
+
     def test_a_str_keyed_dict_that_once_held_an_int_key_still_round_trips(self) -> None:
         value = _large(_general_dict_with_str_keys())
         assert_same(value, roundtrip(value))
