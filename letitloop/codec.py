@@ -686,12 +686,12 @@ def _enc(v: Any, reg: CodecRegistry) -> Any:
     of Python calls.
     """
     t = type(v)
-    if t is str or t is int or t is bool or v is None:
-        return v
     if t is dict:
         return _enc_dict(v, reg)
     if t is list:
         return _enc_list(v, reg)
+    if t is str or t is int or t is bool or v is None:
+        return v
     f = _BUILTIN_ENCODERS.get(t)
     if f is not None:
         return f(v, reg)
@@ -721,6 +721,7 @@ def _plain_values(values: Any) -> bool:
 
 
 def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
+    """A list with its typed values tagged: ``v`` itself if none is, else a copy."""
     if len(v) > _WALK_MAX:
         if _plain_values(v):
             return v  # stored as it is: msgspec writes it, nothing is copied
@@ -743,13 +744,7 @@ def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
                     continue
                 y = _enc_float(x, reg)
             else:
-                y = (
-                    _enc_dict(x, reg)
-                    if tx is dict
-                    else _enc_list(x, reg)
-                    if tx is list
-                    else _enc(x, reg)
-                )
+                y = _enc(x, reg)
                 if y is x:
                     continue
             if out is None:
@@ -762,10 +757,9 @@ def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
 
 
 def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
-    if len(v) > _WALK_MAX and set(map(type, v)) <= _STR_ONLY and _plain_values(v.values()):
-        out = None
-    else:
-        out = None
+    """A dict with its typed values tagged (``v`` itself if none is), escaped, or as pairs."""
+    out = None
+    if len(v) <= _WALK_MAX or not (set(map(type, v)) <= _STR_ONLY and _plain_values(v.values())):
         k: Any = None
         try:
             for k, x in v.items():
@@ -779,13 +773,7 @@ def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
                         continue
                     y = _enc_float(x, reg)
                 else:
-                    y = (
-                        _enc_dict(x, reg)
-                        if tx is dict
-                        else _enc_list(x, reg)
-                        if tx is list
-                        else _enc(x, reg)
-                    )
+                    y = _enc(x, reg)
                     if y is x:
                         continue
                 if out is None:
@@ -1116,8 +1104,8 @@ def _dec_float(payload: Any, reg: _Reading) -> float:
 
 def _dec_datetime(payload: Any, reg: _Reading) -> _dt.datetime:
     if type(payload) is str:
-        if payload[-1:] == "Z":  # UTC as msgspec writes it (Python 3.10 reads no "Z")
-            return _dt.datetime.fromisoformat(payload[:-1]).replace(tzinfo=_UTC)
+        if payload[-1:] == "Z":  # UTC, as msgspec wrote it: msgspec reads it back, in C
+            return msgspec.convert(payload, _dt.datetime)
         return _dt.datetime.fromisoformat(payload)
     if type(payload) is not list or len(payload) not in (2, 3):
         raise _Fail("recorded datetime is neither text nor [text, zone, fold]")

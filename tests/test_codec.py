@@ -343,6 +343,16 @@ class TestPlainJSONStaysPlain:
         )
         assert encode(Point(1, 2)) == '{"!codec_values.Point":{"x":1,"y":2}}'
 
+    @pytest.mark.parametrize(
+        "text",
+        ['{"!datetime":"2026-11-30T03:04:05Z"}', '{"!datetime":"2026-11-30T03:04:05+00:00"}'],
+        ids=["as-written-now", "as-written-earlier"],
+    )
+    def test_a_utc_datetime_reads_back_as_utc_in_either_spelling(self, text: str) -> None:
+        when = decode(text)
+        assert when == dt.datetime(2026, 11, 30, 3, 4, 5, tzinfo=dt.timezone.utc)
+        assert when.tzinfo is dt.timezone.utc
+
 
 def _general_dict_with_str_keys() -> dict[Any, Any]:
     """A dict holding only str keys that once held an int key (CPython keeps it 'general')."""
