@@ -676,6 +676,10 @@ class TestDurableAsync:
 
 
 class TestImportingLetitloop:
+    @pytest.mark.skipif(
+        sys.version_info < (3, 11),
+        reason="Python 3.10's newest filelock (4.1) imports asyncio itself",
+    )
     def test_it_does_not_load_asyncio_for_programs_that_never_use_it(self) -> None:
         # asyncio takes tens of milliseconds to import; sync programs must not pay for it.
         code = "import sys, letitloop; print('asyncio' in sys.modules)"

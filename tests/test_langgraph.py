@@ -473,6 +473,43 @@ def _graph(saver: LetItLoopCheckpointSaver, node: Any) -> Any:
 
 
 class TestDurableNodeKeys:
+    def test_a_node_that_takes_config_itself_still_gets_it(self, tmp_path: Path) -> None:
+        from langchain_core.runnables import RunnableConfig
+
+        seen: list[str] = []
+
+        @durable_node
+        def work(state: Counter, config: RunnableConfig) -> dict[str, str]:
+            seen.append(config["configurable"]["thread_id"])
+            return {"out": step("upper", str.upper, state["text"])}
+
+        assert list(inspect.signature(work).parameters) == ["state", "config"]
+        with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
+            out = _graph(saver, work).invoke({"text": "hi"}, {"configurable": {"thread_id": "c"}})
+        assert out["out"] == "HI" and seen == ["c"]
+
+    @pytest.mark.parametrize("kind", ["sync", "async"])
+    def test_the_node_asks_langgraph_for_the_config_instead_of_reading_the_context(
+        self, tmp_path: Path, kind: str
+    ) -> None:
+        # Python 3.10's tasks do not inherit the context LangGraph's get_config()
+        # reads: a config= in the signature is how an async node gets it there.
+        def plain(state: Counter) -> dict[str, str]:
+            return {"out": step("upper", str.upper, state["text"])}
+
+        async def coroutine(state: Counter) -> dict[str, str]:
+            return {"out": await async_step("upper", str.upper, state["text"])}
+
+        work = durable_node(plain if kind == "sync" else coroutine)
+        assert list(inspect.signature(work).parameters) == ["state", "config"]
+        config = {"configurable": {"thread_id": kind}}
+        with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
+            app = _graph(saver, work)
+            out = app.invoke({"text": "a"}, config) if kind == "sync" else None
+            if kind == "async":
+                out = asyncio.run(app.ainvoke({"text": "a"}, config))
+        assert out is not None and out["out"] == "A"
+
     def test_a_later_turn_on_the_same_thread_runs_the_calls_again(self, tmp_path: Path) -> None:
         calls: list[str] = []
 

@@ -623,6 +623,16 @@ def node_run_key(config: RunnableConfig) -> tuple[str, str]:
     return _bounded(f"langgraph:{node}"), _bounded(f"{thread_id}|{ns}")
 
 
+def _with_config(signature: inspect.Signature) -> inspect.Signature:
+    """``signature`` plus a keyword-only ``config``: LangGraph passes the run's config to it."""
+    params = list(signature.parameters.values())
+    at = next(
+        (i for i, p in enumerate(params) if p.kind is inspect.Parameter.VAR_KEYWORD), len(params)
+    )
+    params.insert(at, inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None))
+    return signature.replace(parameters=params)
+
+
 @overload
 def durable_node(fn: Callable[P, R], /) -> Callable[P, R]: ...
 
@@ -669,15 +679,19 @@ def durable_node(
     """
 
     def decorate(node_fn: Callable[P, R]) -> Callable[P, R]:
-        def journal_for_this_call() -> Journal:
-            try:
-                config = get_config()
-            except RuntimeError:
-                raise LetItLoopError(
-                    f"durable_node {node_fn.__qualname__} was called outside a LangGraph "
-                    f"run (no RunnableConfig in context); add it to a graph with "
-                    f"add_node() and invoke the graph"
-                ) from None
+        signature = inspect.signature(node_fn)
+        wants_config = "config" in signature.parameters
+
+        def journal_for_this_call(config: Any) -> Journal:
+            if config is None:
+                try:
+                    config = get_config()
+                except RuntimeError:
+                    raise LetItLoopError(
+                        f"durable_node {node_fn.__qualname__} was called outside a LangGraph "
+                        f"run (no RunnableConfig in context); add it to a graph with "
+                        f"add_node() and invoke the graph"
+                    ) from None
             default_goal, run = node_run_key(config)
             journal_path = path
             journal_durability = durability
@@ -695,21 +709,31 @@ def durable_node(
                 registry=registry,
             )
 
+        def config_of(kwargs: dict[str, Any]) -> Any:
+            # LangGraph passes config= to a node whose signature names it (see
+            # below): the way to reach it in an async node on Python 3.10, where
+            # tasks do not inherit the context that get_config() reads.
+            return kwargs.get("config") if wants_config else kwargs.pop("config", None)
+
         if inspect.iscoroutinefunction(node_fn):
 
             @functools.wraps(node_fn)
-            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-                async with journal_for_this_call():
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                async with journal_for_this_call(config_of(kwargs)):
                     return await node_fn(*args, **kwargs)
 
-            return cast(Callable[P, R], async_wrapper)
+            wrapped: Callable[..., Any] = async_wrapper
+        else:
 
-        @functools.wraps(node_fn)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            with journal_for_this_call():
-                return node_fn(*args, **kwargs)
+            @functools.wraps(node_fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                with journal_for_this_call(config_of(kwargs)):
+                    return node_fn(*args, **kwargs)
 
-        return wrapper
+            wrapped = wrapper
+        if not wants_config:
+            wrapped.__signature__ = _with_config(signature)  # type: ignore[attr-defined]
+        return cast(Callable[P, R], wrapped)
 
     if fn is not None:
         return decorate(fn)
