@@ -166,11 +166,20 @@ def check(store: Store) -> bool:
     is left untouched.
     """
     names = known_names()
+    conn = store.conn
     try:
-        applied = _applied(store.conn)
-        _check_not_newer(store, applied, names)
-        if not applied:
-            _check_not_foreign(store)
+        # One read transaction: another process's first migration may commit
+        # between two reads, and the second must not see its tables without
+        # the record the first did not see (and call the file foreign).
+        conn.execute("BEGIN")
+        try:
+            applied = _applied(conn)
+            _check_not_newer(store, applied, names)
+            if not applied:
+                _check_not_foreign(store)
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
     except sqlite3.Error as exc:
         from .store import _explain
 

@@ -186,7 +186,7 @@ class Store:
             # WAL: readers never block the writer nor the writer readers, and a
             # commit is one append to the -wal file. Set on every open (it cannot
             # be changed inside a transaction, so not in a migration).
-            mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = self._switch_to_wal()
             if str(mode).lower() != "wal":
                 raise JournalFileError(
                     f"{self.path}: expected to switch the journal to WAL mode, SQLite "
@@ -203,6 +203,25 @@ class Store:
             c.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
             raise _explain(exc, self.path) from None
+
+    def _switch_to_wal(self) -> str:
+        """``PRAGMA journal_mode = WAL``, retried while another opener is switching it too.
+
+        Switching a new file to WAL takes an exclusive lock. When two
+        connections try at once, each holding the shared lock the pragma
+        starts with, SQLite answers one of them "database is locked" at once
+        instead of calling the busy handler (waiting could not end the
+        deadlock). The loser's pragma has ended and released its lock, so
+        trying again succeeds, usually because the file is WAL by then.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                return str(self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.005)
 
     # -- transactions --------------------------------------------------------
 
