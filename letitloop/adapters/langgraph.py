@@ -504,19 +504,21 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
                     c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
                     c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
                     continue
+                # Named, not ?1: Python 3.12 deprecates numbered placeholders
+                # bound from a sequence, and 3.14 refuses them.
                 latest = (
                     "SELECT checkpoint_ns, MAX(checkpoint_id) FROM langgraph_checkpoints "
-                    "WHERE thread_id = ?1 GROUP BY checkpoint_ns"
+                    "WHERE thread_id = :tid GROUP BY checkpoint_ns"
                 )
                 c.execute(
-                    "DELETE FROM langgraph_writes WHERE thread_id = ?1 AND "
+                    "DELETE FROM langgraph_writes WHERE thread_id = :tid AND "
                     f"(checkpoint_ns, checkpoint_id) NOT IN ({latest})",
-                    (tid,),
+                    {"tid": tid},
                 )
                 c.execute(
-                    "DELETE FROM langgraph_checkpoints WHERE thread_id = ?1 AND "
+                    "DELETE FROM langgraph_checkpoints WHERE thread_id = :tid AND "
                     f"(checkpoint_ns, checkpoint_id) NOT IN ({latest})",
-                    (tid,),
+                    {"tid": tid},
                 )
 
     # -- async twins: the sync method in a worker thread -----------------------
