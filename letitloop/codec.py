@@ -712,9 +712,8 @@ def _enc(v: Any, reg: CodecRegistry) -> Any:
     raise _Fail(f"type {_type_name(t)} is not registered; register it with {_how_to_register(t)}")
 
 
-def _plain_values(values: Any) -> bool:
-    """Whether a long container's values are all plain scalars, in C passes."""
-    types = set(map(type, values))
+def _plain_values(values: Any, types: set[type]) -> bool:
+    """Whether a long container's values, of these ``types``, are all plain scalars, in C."""
     return types <= _SIMPLE_SCALARS or (
         types <= _SCALARS and all(map(_isfinite, filter(_is_float, values)))
     )
@@ -723,10 +722,11 @@ def _plain_values(values: Any) -> bool:
 def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
     """A list with its typed values tagged: ``v`` itself if none is, else a copy."""
     if len(v) > _WALK_MAX:
-        if _plain_values(v):
+        types = set(map(type, v))
+        if _plain_values(v, types):
             return v  # stored as it is: msgspec writes it, nothing is copied
         if (
-            set(map(type, v)) == _DICT_ONLY  # records: dicts of str keys to scalars, in C
+            types == _DICT_ONLY  # records: dicts of str keys to scalars, in C
             and set(map(type, _chain(v))) <= _STR_ONLY
             and 1 not in map(len, v)  # (a one-key dict might look like a tag)
             and set(map(type, _chain(map(_values, v)))) <= _SIMPLE_SCALARS
@@ -737,16 +737,11 @@ def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
     try:
         for i, x in enumerate(v):
             tx = type(x)
-            if tx is str or tx is int or tx is bool or x is None:
+            if tx in _SIMPLE_SCALARS or (tx is float and x - x == 0.0):
+                continue  # plain (a finite float: nan and inf give nan)
+            y = _enc(x, reg)
+            if y is x:
                 continue
-            if tx is float:
-                if x - x == 0.0:  # finite (nan and inf give nan)
-                    continue
-                y = _enc_float(x, reg)
-            else:
-                y = _enc(x, reg)
-                if y is x:
-                    continue
             if out is None:
                 out = v.copy()
             out[i] = y
@@ -759,23 +754,21 @@ def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
 def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
     """A dict with its typed values tagged (``v`` itself if none is), escaped, or as pairs."""
     out = None
-    if len(v) <= _WALK_MAX or not (set(map(type, v)) <= _STR_ONLY and _plain_values(v.values())):
+    values = v.values()
+    if len(v) <= _WALK_MAX or not (
+        set(map(type, v)) <= _STR_ONLY and _plain_values(values, set(map(type, values)))
+    ):
         k: Any = None
         try:
             for k, x in v.items():
                 if type(k) is not str:
                     return _enc_pairs(v, reg)
                 tx = type(x)
-                if tx is str or tx is int or tx is bool or x is None:
+                if tx in _SIMPLE_SCALARS or (tx is float and x - x == 0.0):
+                    continue  # plain (a finite float: nan and inf give nan)
+                y = _enc(x, reg)
+                if y is x:
                     continue
-                if tx is float:
-                    if x - x == 0.0:  # finite (nan and inf give nan)
-                        continue
-                    y = _enc_float(x, reg)
-                else:
-                    y = _enc(x, reg)
-                    if y is x:
-                        continue
                 if out is None:
                     out = v.copy()
                 out[k] = y
@@ -994,40 +987,47 @@ def _dec(v: Any, reg: _Reading) -> Any:
 
 def _dec_items(v: list[Any], reg: _Reading) -> list[Any]:
     """A list's items with their tags decoded, in place."""
-    if len(v) > _WALK_MAX and set(map(type, v)) <= _SCALARS:
-        return v  # holding no tag: used as it is
-    i = 0
-    try:
-        for i, x in enumerate(v):
-            tx = type(x)
-            if tx is dict or tx is list:
-                y = _dec(x, reg)
-                if y is not x:
-                    v[i] = y
-                if reg.tags_left <= 0:
-                    break
-    except _Fail as exc:
-        exc.parts.append(f"[{i}]")
-        raise
-    return v
+    return _dec_in_place(v, v, enumerate(v), _index_segment, reg)
 
 
 def _dec_fields(v: dict[str, Any], reg: _Reading) -> dict[str, Any]:
     """A str-keyed dict's values with their tags decoded, in place (its keys are never tags)."""
-    if len(v) > _WALK_MAX and set(map(type, v.values())) <= _SCALARS:
+    return _dec_in_place(v, v.values(), v.items(), _key_segment, reg)
+
+
+def _index_segment(i: object) -> str:
+    return f"[{i}]"
+
+
+_Container = TypeVar("_Container", list[Any], dict[str, Any])
+
+
+def _dec_in_place(
+    v: _Container,
+    values: Iterable[Any],
+    entries: Iterable[tuple[Any, Any]],
+    segment: Callable[[Any], str],
+    reg: _Reading,
+) -> _Container:
+    """``v`` (a list or dict) with the tags in ``values`` decoded, assigned back by key or index.
+
+    Assigning to an existing key or index keeps the size (and a dict's
+    order), so ``entries`` can be iterated meanwhile.
+    """
+    if len(v) > _WALK_MAX and set(map(type, values)) <= _SCALARS:
         return v  # holding no tag: used as it is
-    k = ""
+    k: Any = None
     try:
-        for k, x in v.items():
+        for k, x in entries:
             tx = type(x)
             if tx is dict or tx is list:
                 y = _dec(x, reg)
                 if y is not x:
-                    v[k] = y  # an existing key: the dict keeps its size and order
+                    v[k] = y
                 if reg.tags_left <= 0:
                     break
     except _Fail as exc:
-        exc.parts.append(_key_segment(k))
+        exc.parts.append(segment(k))
         raise
     return v
 

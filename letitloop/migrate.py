@@ -47,11 +47,9 @@ def migrations_dir() -> Path:
 def known_migrations() -> tuple[tuple[str, str], ...]:
     """``(name, sql)`` of every migration this version knows, in order."""
     folder = migrations_dir()
-    # os.listdir, not Path.glob: glob compiles a pattern, which costs a resume a millisecond.
-    files = sorted(folder / name for name in os.listdir(folder) if _FILE.match(name))
-    if not files:
-        raise JournalFileError(f"no migrations found in {folder}; the installation is broken")
-    return tuple((p.stem, p.read_text(encoding="utf-8")) for p in files)
+    return tuple(
+        (name, (folder / f"{name}.sql").read_text(encoding="utf-8")) for name in known_names()
+    )
 
 
 def known_names() -> list[str]:
@@ -61,6 +59,7 @@ def known_names() -> list[str]:
     resume a fraction of reading each file (:func:`known_migrations`).
     """
     folder = migrations_dir()
+    # os.listdir, not Path.glob: glob compiles a pattern, which costs a resume a millisecond.
     names = sorted(name[:-4] for name in os.listdir(folder) if _FILE.match(name))
     if not names:
         raise JournalFileError(f"no migrations found in {folder}; the installation is broken")
