@@ -21,11 +21,19 @@ FIFTY_STEPS = """
     import os, sys, time
     from letitloop import durable, step
 
-    db, log = sys.argv[1], sys.argv[2]
+    db, log, gate = sys.argv[1], sys.argv[2], sys.argv[3]
+
+    def allowed():
+        with open(gate) as f:
+            return int(f.read())
 
     def work(i):
         with open(log, "a") as f:
             f.write(f"start {i} {os.getpid()}\\n")
+        # The harness's gate: step i may not return before the harness allows it, so
+        # the child can never outrun the kill the harness has planned for it.
+        while allowed() < i:
+            time.sleep(0.0005)
         time.sleep(0.002 + (i % 3) * 0.001)   # stands in for an API call
         with open(log, "a") as f:
             f.write(f"done {i} {os.getpid()}\\n")
@@ -58,37 +66,39 @@ class TestAFiftyStepWorkflowKilledAtRandomPoints:
     def test_every_returned_step_ran_once_and_the_result_is_right(self, tmp_path: Path) -> None:
         rng = random.Random(os.environ.get("LETITLOOP_TEST_SEED", "20261130"))
         script = write_script(tmp_path, "fifty.py", FIFTY_STEPS)
-        db, log = tmp_path / "journal.db", tmp_path / "side.log"
+        db, log, gate = tmp_path / "journal.db", tmp_path / "side.log", tmp_path / "gate"
+        # Every kill lands on a live child: the gate lets step i return only once the
+        # harness allows i, and each attempt is held inside the step after the one it
+        # is to be killed in. So the number of kills is the plan's, never
+        # the luck of the scheduler (a fast child used to finish before 25 kills).
+        kills = 30
         killed_pids: list[int] = []
-        final = None
-        for _ in range(200):  # bounded: far more than the 25 kills needed
-            child = spawn_python(script, str(db), str(log))
-            if len(killed_pids) >= 25:
-                out, err = child.communicate(timeout=60)
-                assert child.returncode == 0, err
-                final = out
-                break
-            before = len(_starts(log))
+        for _ in range(kills):
+            started = _starts(log)
+            progress = max((i for i, _ in started), default=-1)
             new_starts = rng.choice([0, 1, 1, 2, 3])
+            target = min(progress + new_starts, 48)
+            gate.write_text(str(target))  # step target may return; target + 1 may not
+            child = spawn_python(script, str(db), str(log), str(gate))
             deadline = time.monotonic() + 30
             if new_starts == 0:
                 time.sleep(rng.uniform(0, 0.15))  # during start-up or replay
             else:
-                while len(_starts(log)) < before + new_starts and child.poll() is None:
+                while not any(i >= target for i, pid in _starts(log) if pid == child.pid):
+                    assert child.poll() is None, child.communicate()
                     assert time.monotonic() < deadline, "child made no progress"
                     time.sleep(0.0005)
                 time.sleep(rng.uniform(0, 0.004))  # mid-step or between steps
-            if child.poll() is None:
-                os.kill(child.pid, signal.SIGKILL)
-                child.communicate()
-                killed_pids.append(child.pid)
-            else:
-                out, err = child.communicate()
-                assert child.returncode == 0, err
-                final = out
-                break
-        assert len(killed_pids) >= 25
-        assert final is not None and final.strip() == f"result {sum(i * 2 for i in range(50))}"
+            assert child.poll() is None, "the gate should have held the child"
+            os.kill(child.pid, signal.SIGKILL)
+            child.communicate()
+            killed_pids.append(child.pid)
+        gate.write_text("50")
+        child = spawn_python(script, str(db), str(log), str(gate))
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+        assert out.strip() == f"result {sum(i * 2 for i in range(50))}"
+        assert len(killed_pids) == kills
 
         starts = _starts(log)
         by_pid: dict[int, list[int]] = {}
