@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,3 +24,35 @@ def _no_ambient_journal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iter
     monkeypatch.delenv("LETITLOOP_WATCH_ID", raising=False)
     monkeypatch.chdir(tmp_path)
     yield
+
+
+def _child_pids() -> list[int]:
+    """Live child processes of this process (Linux /proc; empty elsewhere)."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.append(int(entry.parent.name))
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_left_behind() -> Iterator[None]:
+    """Fail the session if a test left a thread or a child process running.
+
+    A leftover non-daemon thread keeps the interpreter alive after "passed"
+    (a forgotten 60 s timer once did); a leftover child holds locks and files.
+    """
+    yield
+    deadline = time.monotonic() + 5  # threads that are just finishing get a moment
+    while True:
+        threads = [t for t in threading.enumerate() if t is not threading.main_thread()]
+        children = _child_pids()
+        if (not threads and not children) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not threads, f"tests left threads running: {threads}"
+    assert not children, f"tests left child processes running: {children}"

@@ -529,10 +529,12 @@ class TestWaitingForAHolder:
     def test_a_waiter_gets_false_once_the_holder_committed(self, db: Path) -> None:
         with Journal("sync", path=db) as j:
             thread, _, release = hold_in_thread(j, "notify")
-            threading.Timer(0.2, release.set).start()
+            timer = threading.Timer(0.2, release.set)
+            timer.start()
             with j.atomic_marker("notify", timeout=WAIT_S) as m:
                 assert not m
             thread.join()
+            timer.join()
 
     @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
     @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -645,13 +647,17 @@ class TestAsyncWith:
 
         with Journal("async_goal", path=db) as j:
             thread, _, release = hold_in_thread(j, "notify")
-            threading.Timer(WAIT_S, release.set).start()  # a backstop, far beyond the bound
-            started = time.monotonic()
-            # asyncio.run waits for its worker threads: the waiter's must stop waiting.
-            asyncio.run(main(j))
-            assert time.monotonic() - started < WAIT_S / 2
-            release.set()
-            thread.join()
+            backstop = threading.Timer(WAIT_S, release.set)  # far beyond the bound
+            backstop.start()
+            try:
+                started = time.monotonic()
+                # asyncio.run waits for its worker threads: the waiter's must stop waiting.
+                asyncio.run(main(j))
+                assert time.monotonic() - started < WAIT_S / 2
+            finally:
+                backstop.cancel()
+                release.set()
+                thread.join()
 
 
 class TestInsideDurable:
