@@ -22,8 +22,11 @@ if __package__ in (None, ""):
 
 from benchmarks._report import environment, median_of, ms, table, us
 from benchmarks.overhead import (
+    ARGS,
     SMALL,
+    fingerprint_cost,
     fresh_steps,
+    fresh_steps_with_args,
     open_time,
     plain_call,
     raw_floor,
@@ -58,12 +61,17 @@ def main() -> None:
     call = median_of(r, lambda: plain_call(SMALL, n))
     floor_n = median_of(r, lambda: raw_floor(SMALL, n, "NORMAL"))
     step_n = median_of(r, lambda: fresh_steps(SMALL, n, "process"))
+    step_args = median_of(r, lambda: fresh_steps_with_args(SMALL, n))
+    fingerprint = median_of(r, lambda: fingerprint_cost(n * 10))
     floor_f = median_of(max(3, r // 2), lambda: raw_floor(SMALL, n // 4, "FULL"))
     step_f = median_of(max(3, r // 2), lambda: fresh_steps(SMALL, n // 4, "power"))
     with tempfile.TemporaryDirectory() as d:
         small, big = Path(d) / "small.db", Path(d) / "big.db"
         record(small, n)
         replay = median_of(r, lambda: replay_steps(small, n))
+        with_args = Path(d) / "args.db"
+        record(with_args, n, args=ARGS)
+        replay_args = median_of(r, lambda: replay_steps(with_args, n, args=ARGS))
         record(big, 10_000)
         opened = median_of(r, lambda: open_time(big))
     imported = median_of(r, import_time)
@@ -87,7 +95,14 @@ def main() -> None:
                     us(step_f - call),
                     f"{(step_f - call) / floor_f:.2f}x floor",
                 ],
+                [
+                    "fresh step with 2 small arguments, overhead over the call",
+                    us(step_args - call),
+                    f"{(step_args - call) / floor_n:.2f}x floor",
+                ],
+                ["argument fingerprint of 2 small arguments (in the above)", us(fingerprint), ""],
                 ["replay of a recorded step", us(replay), ""],
+                ["replay of a recorded step with 2 small arguments", us(replay_args), ""],
                 ["open a journal holding 10,000 steps", ms(opened), ""],
                 ["import letitloop (fresh interpreter)", ms(imported), ""],
                 [

@@ -94,19 +94,57 @@ def fresh_async_steps(value: Any, n: int, durability: str) -> float:
     return async_fresh(n, produce, durability)  # type: ignore[arg-type]
 
 
-def record(db: Path, n: int, value: Any = SMALL, run: str = "recorded") -> None:
-    fn = _returner(value)
+#: Two small arguments, as a typical step passes (an id and a URL).
+ARGS: tuple[Any, ...] = (123, "https://example.com/articles/2026/11/30")
+
+
+def _taking(value: Any) -> Callable[..., Any]:
+    def produce(*args: Any) -> Any:
+        return value
+
+    return produce
+
+
+def record(
+    db: Path, n: int, value: Any = SMALL, run: str = "recorded", args: tuple[Any, ...] = ()
+) -> None:
+    fn = _taking(value)
     with Journal("bench", run=run, path=db) as j:
         for i in range(n):
-            j.step(f"s{i}", fn)
+            j.step(f"s{i}", fn, *args)
 
 
-def replay_steps(db: Path, n: int, value: Any = SMALL) -> float:
-    fn = _returner(value)
+def replay_steps(db: Path, n: int, value: Any = SMALL, args: tuple[Any, ...] = ()) -> float:
+    fn = _taking(value)
     with Journal("bench", run="recorded", path=db) as j:
         t0 = time.perf_counter()
         for i in range(n):
-            j.step(f"s{i}", fn)
+            j.step(f"s{i}", fn, *args)
+        return (time.perf_counter() - t0) / n
+
+
+def fingerprint_cost(n: int, args: tuple[Any, ...] = ARGS) -> float:
+    """Seconds per argument fingerprint of a call (what a fresh step adds to check its call)."""
+    from letitloop.fingerprint import Fingerprinter
+
+    call = Fingerprinter().call
+    kwargs: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    for _ in range(n):
+        call(args, kwargs)
+    return (time.perf_counter() - t0) / n
+
+
+def fresh_steps_with_args(value: Any, n: int, args: tuple[Any, ...] = ARGS) -> float:
+    """Seconds per fresh durable step whose function takes ``args`` (process mode)."""
+    fn = _taking(value)
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Journal("bench", path=Path(d) / "j.db") as j,
+    ):
+        t0 = time.perf_counter()
+        for i in range(n):
+            j.step(f"s{i}", fn, *args)
         return (time.perf_counter() - t0) / n
 
 

@@ -2,6 +2,7 @@
 
 from .durable import async_step, atomic_marker, durable, durable_async, step
 from .errors import LetItLoopError
+from .fingerprint import unchecked
 from .journal import Journal
 from .supervisor import supervise
 
@@ -17,4 +18,5 @@ __all__ = [
     "durable_async",
     "step",
     "supervise",
+    "unchecked",
 ]

@@ -65,6 +65,7 @@ def atomic_marker(name: str, *, scope: Scope = "run", timeout: float | None = No
 def _journal_for(
     goal_id: str,
     run: str | Callable[..., str] | None,
+    signature: inspect.Signature,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     path: str | os.PathLike[str] | None,
@@ -72,10 +73,24 @@ def _journal_for(
     timeout: float,
     registry: CodecRegistry | None,
 ) -> Journal:
-    """The journal of one call of a decorated function (``run`` may name it from the args)."""
+    """The journal of one call of a decorated function (``run`` may name it from the args).
+
+    The run's input is the call's arguments by parameter name, defaults
+    applied, so ``f(1)`` and ``f(uid=1)`` are the same call. Arguments that do
+    not fit the signature raise the TypeError the call itself would raise,
+    before any journal is opened.
+    """
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
     run_name = run(*args, **kwargs) if callable(run) else run
     return Journal(
-        goal_id, run=run_name, path=path, durability=durability, timeout=timeout, registry=registry
+        goal_id,
+        run=run_name,
+        path=path,
+        durability=durability,
+        timeout=timeout,
+        registry=registry,
+        input=dict(bound.arguments),
     )
 
 
@@ -90,18 +105,23 @@ def durable(
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Run the decorated function as a durable run of ``goal_id``.
 
-    Each call opens ``Journal(goal_id, run=...)``: it resumes the goal's
-    unfinished run or starts a new one; the function's return value is
-    recorded as the run's result. ``run`` names the run, or is a callable of
-    the function's arguments that returns the name
+    Each call opens ``Journal(goal_id, run=..., input=<the call's arguments>)``:
+    it resumes the goal's newest unfinished run **called with the same
+    arguments**, or starts a new one; the function's return value is recorded
+    as the run's result. ``run`` names the run, or is a callable of the
+    function's arguments that returns the name
     (``run=lambda user_id: f"user-{user_id}"``). Calling the function for a
     completed named run returns the recorded result without running the body.
     """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(fn)
+
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            journal = _journal_for(goal_id, run, args, kwargs, path, durability, timeout, registry)
+            journal = _journal_for(
+                goal_id, run, signature, args, kwargs, path, durability, timeout, registry
+            )
             with journal:
                 if journal.was_completed:
                     result: R = journal.recorded_result()
@@ -147,9 +167,10 @@ def durable_async(
 
     The same as :func:`durable`, awaited: each call opens the journal with
     ``async with`` (a run held by another process is waited for in a worker
-    thread, so the event loop keeps running), resumes or starts the run, and
-    records the function's return value as the run's result. Calling it for a
-    completed named run returns the recorded result without running the body.
+    thread, so the event loop keeps running), resumes the newest unfinished
+    run called with the same arguments or starts one, and records the
+    function's return value as the run's result. Calling it for a completed
+    named run returns the recorded result without running the body.
     """
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
@@ -160,9 +181,13 @@ def durable_async(
                 f"functions with @durable(goal_id={goal_id!r}) instead"
             )
 
+        signature = inspect.signature(fn)
+
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            journal = _journal_for(goal_id, run, args, kwargs, path, durability, timeout, registry)
+            journal = _journal_for(
+                goal_id, run, signature, args, kwargs, path, durability, timeout, registry
+            )
             async with journal:
                 if journal.was_completed:
                     result: R = journal.recorded_result()

@@ -564,12 +564,17 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
 
 
 def resumable_run(store: Store, goal: str) -> RunInfo | None:
-    """The run ``Journal(goal)`` would resume: the newest not completed, or None."""
+    """The goal's newest unfinished unnamed run (whatever its input), or None.
+
+    Named runs are reached by their name only: an unnamed opener never takes
+    one, and neither does ``lil reset GOAL``.
+    """
     if store.goal_table(goal) is None:
         raise RunNotFoundError(_no_goal(store, goal))
     rows = store.query(
         f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
-        "WHERE r.goal = ? AND r.status IN ('running', 'failed') ORDER BY r.id DESC LIMIT 1",
+        "WHERE r.goal = ? AND r.name IS NULL AND r.status IN ('running', 'failed') "
+        "ORDER BY r.id DESC LIMIT 1",
         (goal,),
     )
     return _infos(store, rows)[0] if rows else None
@@ -582,8 +587,8 @@ def reset_target(store: Store, goal: str, run: str | None = None) -> RunInfo:
     target = resumable_run(store, goal)
     if target is None:
         raise RunNotFoundError(
-            f"goal {goal!r} has no unfinished run to reset (the next Journal({goal!r}) starts "
-            f"a new run anyway); to forget a completed run pass --run RUN"
+            f"goal {goal!r} has no unfinished unnamed run to reset (the next Journal({goal!r}) "
+            f"starts a new run anyway); to forget a named or completed run pass --run RUN"
         )
     return target
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
-import re
 import secrets
 import socket
 import sys
 import threading
 import time
 import traceback
-import weakref
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from functools import partial
@@ -31,7 +30,6 @@ import filelock
 
 from . import codec
 from .errors import (
-    ConcurrentStepError,
     DecodeError,
     EncodeError,
     InvalidNameError,
@@ -39,6 +37,8 @@ from .errors import (
     RunHeldError,
     StepMismatchError,
 )
+from .fingerprint import UNCHECKED, Fingerprinter, differences, unwrap
+from .keys import NEST, REPEAT_SUFFIX, Recorded, StepKeys, split_key
 from .markers import AtomicMarker, Scope
 from .store import MAX_NAME_LENGTH, Durability, Store, check_name, utc_iso
 
@@ -56,23 +56,33 @@ DEFAULT_TIMEOUT = 10.0
 #: free functions step() and atomic_marker() use.
 current_journal: ContextVar[Journal | None] = ContextVar("letitloop_journal", default=None)
 
-# Runs held by journals of this process: (journal file, run id). A second
-# journal on the same run in this process is refused at once instead of
-# deadlocking on its own lock file.
-_held: set[tuple[str, str]] = set()
+#: The step whose function is running in this context, as (journal, key): a
+#: step called inside it is keyed under it (``outer/inner``).
+_parent_step: ContextVar[tuple[Journal, str] | None] = ContextVar(
+    "letitloop_parent_step", default=None
+)
+
+# Runs held by journals of this process: (journal file identity, run id) -> the
+# thread that opened it. A second journal on the same run waits for it like a
+# journal of another process would, except in the very thread that holds it,
+# where waiting could never end.
+_held: dict[tuple[tuple[int, int], str], int] = {}
 _open_journals: list[Journal] = []
 _registry_lock = threading.Lock()
 
-_REPEAT_SUFFIX = re.compile(r"#\d+$")
-# Before 3.12, asyncio.wait_for runs its awaitable in a task of its own.
-_WAIT_FOR_HINT = (
-    " (on this Python, asyncio.wait_for runs the step in a new task: put the timeout "
-    "inside the step's function instead)"
-    if sys.version_info < (3, 12)
-    else ""
-)
+#: ``Journal(goal)`` without ``input=``: the run records no input.
+_NO_INPUT: Any = object()
+
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _HOST = socket.gethostname()
+
+
+def _watch_attempt() -> int | None:
+    """The supervisor's attempt number (``lil watch`` sets LETITLOOP_ATTEMPT), if any."""
+    text = os.environ.get("LETITLOOP_ATTEMPT")
+    if text is None or not text.isdigit():
+        return None
+    return int(text)
 
 
 def new_run_id(t: float) -> str:
@@ -82,8 +92,40 @@ def new_run_id(t: float) -> str:
 
 
 def run_lock_path(store: Store, run_id: str) -> Path:
-    """The lock file a process holds while it has ``run_id`` open (see ``lil reset``)."""
-    return store.lock_file("run", f"{store.path.resolve()}\0{run_id}")
+    """The lock file a process holds while it has ``run_id`` open (see ``lil reset``).
+
+    Named by the run id alone, in the lock folder beside the real journal
+    file: every path that reaches the file reaches this lock.
+    """
+    return store.lock_file("run", run_id)
+
+
+def encode_input(value: Any, registry: codec.CodecRegistry | None) -> str:
+    """A run's input as codec JSON text; parts the codec cannot encode become their type names.
+
+    Never raises for an unencodable value: recording what a run was called
+    with must not prevent the call.
+    """
+    try:
+        return codec.encode(value, registry)
+    except EncodeError:
+        pass
+    if type(value) is dict:
+        safe: dict[Any, Any] = {}
+        for k, v in value.items():
+            try:
+                codec.encode(v, registry)
+            except EncodeError:
+                v = _type_label(v)
+            safe[k if type(k) is str else _type_label(k)] = v
+        with contextlib.suppress(EncodeError):
+            return codec.encode(safe, registry)
+    return codec.encode(_type_label(value), registry)
+
+
+def _type_label(value: Any) -> str:
+    t = type(value)
+    return f"<{t.__module__}.{t.__qualname__}>"
 
 
 def function_name(fn: Callable[..., Any]) -> str:
@@ -102,18 +144,82 @@ def function_name(fn: Callable[..., Any]) -> str:
     return f"{module}.{qualname}"
 
 
+def _storable(text: str) -> str:
+    """``text`` as SQLite can store it: lone surrogates (from undecodable bytes) escaped."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__qualname__}: {exc}"
+    """``Type: message`` of an exception, storable whatever its message holds."""
+    try:
+        message = str(exc)
+    except Exception as failed:  # a __str__ that raises must not hide the exception itself
+        message = f"<str() of the exception failed: {type(failed).__qualname__}>"
+    return _storable(f"{type(exc).__qualname__}: {message}")
+
+
+def _traceback_text(exc: BaseException) -> str:
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        text = _error_text(exc)
+    return _storable(text)
 
 
 _UPSERT_STEP = (
     'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
-    "duration_ms, attempt, error, traceback) VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "duration_ms, attempt, error, traceback, args_fp) "
+    "VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run, key) DO UPDATE SET status = excluded.status, fn = excluded.fn, "
     "result = excluded.result, started_at = excluded.started_at, "
     "finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, "
-    "attempt = excluded.attempt, error = excluded.error, traceback = excluded.traceback"
+    "attempt = excluded.attempt, error = excluded.error, traceback = excluded.traceback, "
+    "args_fp = excluded.args_fp"
 )
+
+#: Results read per query when a run replays: replays mostly come in journal
+#: order, so one query serves this many of them, and no more than this many
+#: result texts are held in memory at once.
+_RESULT_CHUNK = 256
+
+
+class _Results:
+    """Reads recorded results when they are replayed, a chunk at a time, in journal order.
+
+    Only keys, fingerprints and rowids of a run's steps stay in memory for
+    the attempt; a result's text is read when its step replays and dropped
+    once handed back, so memory does not grow with the number of steps.
+    """
+
+    def __init__(self, store: Store, table: str, rowids: list[int]) -> None:
+        self.store = store
+        self.table = table
+        self.rowids = rowids  # ascending
+        self.cache: dict[int, str | None] = {}
+
+    def get(self, rowid: int) -> str | None:
+        cache = self.cache
+        if rowid in cache:
+            return cache.pop(rowid)
+        i = bisect_left(self.rowids, rowid)
+        chunk = self.rowids[i : i + _RESULT_CHUNK]
+        if not chunk or chunk[0] != rowid:
+            chunk = [rowid]
+        marks = ",".join("?" * len(chunk))
+        rows = self.store.query(
+            f'SELECT rowid, result FROM "{self.table}" WHERE rowid IN ({marks})', chunk
+        )
+        self.cache = cache = dict(rows)
+        if rowid not in cache:
+            raise DecodeError(
+                f"the recorded row {rowid} of {self.table} is gone: was the run reset "
+                f"while this process held it?"
+            )
+        return cache.pop(rowid)
 
 
 class Journal:
@@ -141,9 +247,14 @@ class Journal:
         timeout: float = DEFAULT_TIMEOUT,
         registry: codec.CodecRegistry | None = None,
         clock: Callable[[], float] = time.time,
+        input: Any = _NO_INPUT,
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
+        #: What the run is opened for (recorded on a new run; unnamed openers
+        #: resume only a run opened for the same input).
+        self.input = None if input is _NO_INPUT else input
+        self._has_input = input is not _NO_INPUT
         if durability not in ("process", "power"):
             raise ValueError(f"durability must be 'process' or 'power', got {durability!r}")
         self._path_arg = path
@@ -159,18 +270,14 @@ class Journal:
         self.was_completed = False
         self._recorded_result: str | None = None
         self._result_text: str | None = None
-        self._done: dict[str, tuple[str | None, str | None]] = {}
-        self._counts: dict[str, int] = {}
-        self._in_flight: dict[str, list[object]] = {}
-        #: Names of this run's run-scoped markers: a step may not take one as its key.
-        self._marker_keys: set[str] = set()
-        # Step name -> the asyncio task that first claimed it in this attempt.
-        self._task_names: dict[str, weakref.ref[Any]] = {}
+        self._keys = StepKeys("")
+        self._results: _Results | None = None
+        self._fingerprints = Fingerprinter(registry)
         # The group commit of async steps, bound to the loop that made it.
         self._loop_commits: LoopCommits | None = None
         self._keys_lock = threading.Lock()
         self._lock: filelock.BaseFileLock | None = None
-        self._held_key: tuple[str, str] | None = None
+        self._held_key: tuple[tuple[int, int], str] | None = None
         self._tokens: list[Any] = []
         self._upsert_sql = ""  # the step-row statement for self.table, set on open
 
@@ -202,6 +309,10 @@ class Journal:
         return self
 
     def _open_run(self, store: Store) -> None:
+        input_text = input_fp = None
+        if self._has_input:
+            input_text = encode_input(self.input, self.registry)
+            input_fp = self._fingerprints.whole(self.input)
         while True:
             now = self.clock()
             with store.write() as c:
@@ -213,10 +324,12 @@ class Journal:
                         (self.goal, self.run_name),
                     ).fetchone()
                 else:
+                    # Unnamed openers resume only unnamed runs opened for the same
+                    # input (named runs are reached by their name).
                     row = c.execute(
-                        "SELECT id FROM runs WHERE goal = ? AND status IN ('running', 'failed') "
-                        "ORDER BY id DESC LIMIT 1",
-                        (self.goal,),
+                        "SELECT id FROM runs WHERE goal = ? AND name IS NULL AND input_fp IS ? "
+                        "AND status IN ('running', 'failed') ORDER BY id DESC LIMIT 1",
+                        (self.goal, input_fp),
                     ).fetchone()
                 if row:
                     run_id = str(row[0])
@@ -224,8 +337,16 @@ class Journal:
                     run_id = new_run_id(now)
                     c.execute(
                         "INSERT INTO runs (id, goal, name, status, attempts, started_at, "
-                        "updated_at) VALUES (?, ?, ?, 'running', 0, ?, ?)",
-                        (run_id, self.goal, self.run_name, utc_iso(now), utc_iso(now)),
+                        "updated_at, input, input_fp) VALUES (?, ?, ?, 'running', 0, ?, ?, ?, ?)",
+                        (
+                            run_id,
+                            self.goal,
+                            self.run_name,
+                            utc_iso(now),
+                            utc_iso(now),
+                            input_text,
+                            input_fp,
+                        ),
                     )
             self._hold(store, run_id)
             now = self.clock()
@@ -233,18 +354,17 @@ class Journal:
                 found = c.execute(
                     "SELECT status, attempts, result, name FROM runs WHERE id = ?", (run_id,)
                 ).fetchone()
-                # Forgotten ('lil reset', 'lil gc') or its name handed to a fork ('lil fork')
-                # while we waited for its holder: look again.
+                # The rules apply afresh to what we find after waiting for a holder:
+                # a run forgotten meanwhile ('lil reset', 'lil gc'), a name handed to
+                # a fork ('lil fork'), or an unnamed run that its holder completed
+                # (an unnamed opener then starts a new run) means: look again.
                 status, attempts, result, name = found or ("completed", 0, None, None)
-                if (
+                retry = (
                     found is None
-                    or (name != self.run_name and self.run_name is not None)
+                    or name != self.run_name
                     or (status == "completed" and self.run_name is None)
-                ):
-                    # It completed while we waited for its holder: start a new run.
-                    retry = True
-                else:
-                    retry = False
+                )
+                if not retry:
                     self.was_completed = status == "completed"
                     self._recorded_result = result
                     if not self.was_completed:
@@ -256,13 +376,14 @@ class Journal:
                         )
                         c.execute(
                             "INSERT OR REPLACE INTO attempts (run, attempt, pid, host, watch_id, "
-                            "started_at) VALUES (?, ?, ?, ?, ?, ?)",
+                            "watch_attempt, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                             (
                                 run_id,
                                 attempts,
                                 os.getpid(),
                                 _HOST,
                                 os.environ.get("LETITLOOP_WATCH_ID"),
+                                _watch_attempt(),
                                 utc_iso(now),
                             ),
                         )
@@ -275,59 +396,77 @@ class Journal:
             return
 
     def _hold(self, store: Store, run_id: str) -> None:
-        key = (str(store.path.resolve()), run_id)
+        key = (store.identity, run_id)
+        me = threading.get_ident()
         with _registry_lock:
-            if key in _held:
+            if _held.get(key) == me:
                 raise RunHeldError(
-                    f"run {run_id} of goal {self.goal!r} is already open in this process "
-                    f"(pid {os.getpid()}); close the other Journal first, or name a "
-                    f"different run",
+                    f"run {run_id} of goal {self.goal!r} is already open in this thread "
+                    f"(pid {os.getpid()}), by a Journal that is still open around this one; "
+                    f"waiting for it would never end. Close the other Journal first, or name "
+                    f"a different run",
                     run_id=run_id,
                     pid=os.getpid(),
                     host=_HOST,
                 )
-            _held.add(key)
-        self._held_key = key
         # thread_local=False: an `async with` journal takes the lock in a worker
-        # thread and releases it on the event loop's thread.
+        # thread and releases it on the event loop's thread. Another journal of
+        # this process holding the run (another thread, a task whose opener runs
+        # in a worker thread) is waited for like another process: its lock file
+        # descriptor is its own, and flock excludes descriptors, not processes.
         lock = filelock.FileLock(run_lock_path(store, run_id), thread_local=False)
         try:
             lock.acquire(timeout=self.timeout)
         except filelock.Timeout:
-            rows = store.query(
-                "SELECT holder_pid, holder_host, updated_at FROM runs WHERE id = ?", (run_id,)
-            )
-            pid, host, since = rows[0] if rows else (None, None, None)
+            with _registry_lock:
+                thread = _held.get(key)
+            pid: int | None
+            host: str | None
+            if thread is not None:
+                holder = f"another Journal of this process (pid {os.getpid()}, thread {thread})"
+                pid, host = os.getpid(), _HOST
+            else:
+                rows = store.query(
+                    "SELECT holder_pid, holder_host, updated_at FROM runs WHERE id = ?", (run_id,)
+                )
+                pid, host, since = rows[0] if rows else (None, None, None)
+                holder = f"process {pid} on {host} (since {since})"
             raise RunHeldError(
-                f"run {run_id} of goal {self.goal!r} is held by process {pid} on {host} "
-                f"(since {since}); waited {self.timeout:g} s. Wait for it to finish, stop it, "
-                f"or pass a longer timeout=",
+                f"run {run_id} of goal {self.goal!r} is held by {holder}; waited "
+                f"{self.timeout:g} s. Wait for it to finish, stop it, or pass a longer timeout=",
                 run_id=run_id,
                 pid=pid,
                 host=host,
             ) from None
+        with _registry_lock:
+            _held[key] = me
+        self._held_key = key
         self._lock = lock
 
     def _release(self) -> None:
+        if self._held_key is not None:
+            with _registry_lock:
+                _held.pop(self._held_key, None)
+            self._held_key = None
         if self._lock is not None:
             self._lock.release()
             self._lock = None
-        if self._held_key is not None:
-            with _registry_lock:
-                _held.discard(self._held_key)
-            self._held_key = None
 
     def _load_steps(self, store: Store) -> None:
+        """Load the keys, functions and fingerprints of the run's done steps (not their results)."""
         rows = store.query(
-            f"SELECT key, fn, result FROM \"{self.table}\" WHERE run = ? AND kind = 'step' "
-            f"AND status = 'done'",
+            f'SELECT key, fn, args_fp, rowid FROM "{self.table}" WHERE run = ? '
+            f"AND kind = 'step' AND status = 'done' ORDER BY rowid",
             (self.run_id,),
         )
-        self._done = {key: (fn, result) for key, fn, result in rows}
+        keys = StepKeys(self.run_id)
+        keys.load([Recorded(*r) for r in rows])
         markers = store.query(
             f"SELECT key FROM \"{self.table}\" WHERE run = ? AND kind = 'marker'", (self.run_id,)
         )
-        self._marker_keys = {key for (key,) in markers}
+        keys.marker_keys = {key for (key,) in markers}
+        self._keys = keys
+        self._results = _Results(store, self.table, sorted(r[3] for r in rows))
 
     def close(self, exc: BaseException | None = None) -> None:
         """Mark the run completed (``exc`` is None) or failed with ``exc``, and release it."""
@@ -450,20 +589,13 @@ class Journal:
                 return task
         return threading.get_ident()
 
-    def _claim(
-        self, name: str, owner: object = None
-    ) -> tuple[str, tuple[str | None, str | None] | None]:
-        """Reserve the key of the next call of ``name`` by ``owner``: ``(key, recorded)``.
+    def _key_for(
+        self, name: str, fp: str, owner: object
+    ) -> tuple[str, str, Recorded | None, Recorded | None]:
+        """``(full name, key, replay, mismatch)`` of a call of step ``name`` (see letitloop.keys).
 
-        ``recorded`` is the key's recorded ``(fn, result)`` when it replays; a
-        replay is over at once, so only a call that runs (``recorded`` is None)
-        is marked in flight, and must be released with :meth:`_unclaim`.
-
-        Keys number repeats in call order (``name``, ``name#2``). Call order is
-        only defined inside one owner, so: a name in flight in another thread or
-        task is refused, and a name claimed by an asyncio task belongs to that
-        task for the rest of this attempt (another task using it is refused even
-        after the first finished, since which of two tasks comes first is timing).
+        The name is checked before anything else happens, so a call with an
+        unusable name never runs its function.
         """
         # The common case in one cheap test; check_name explains anything else.
         if not (
@@ -473,62 +605,16 @@ class Journal:
             and not name.isspace()
         ):
             check_name("step", name)
-        if "#" in name and _REPEAT_SUFFIX.search(name):
+        if "#" in name and REPEAT_SUFFIX.search(name):
             raise InvalidNameError(
                 f"step name {name!r} ends in '#<number>', which letitloop uses to number "
                 f"repeated calls of one name ('fetch', 'fetch#2', …); rename the step"
             )
-        if owner is None:
-            owner = self._owner()
-        with self._keys_lock:
-            owners = self._in_flight.get(name)
-            if owners and any(o != owner for o in owners):
-                raise ConcurrentStepError(
-                    f"step {name!r} (run {self.run_id}) was called again while another call "
-                    f"of the same name was still running in another thread or task; their "
-                    f"keys could not be ordered. Give concurrent steps distinct names, e.g. "
-                    f"f'{name}:{{item}}'",
-                    run_id=self.run_id,
-                    name=name,
-                )
-            if self._task_names:
-                first = self._task_names.get(name)
-                if first is not None and first() is not owner:
-                    raise ConcurrentStepError(
-                        f"step {name!r} (run {self.run_id}) was already used by another asyncio "
-                        f"task in this attempt; which of two tasks numbers its call first "
-                        f"depends on timing, so their keys could not be ordered. Give each "
-                        f"task's steps distinct names, e.g. f'{name}:{{item}}'{_WAIT_FOR_HINT}",
-                        run_id=self.run_id,
-                        name=name,
-                    )
-            n = self._counts.get(name, 0) + 1
-            key = name if n == 1 else f"{name}#{n}"
-            if key in self._marker_keys:
-                raise InvalidNameError(
-                    f"step {key!r} (run {self.run_id}): the key is already the name of a "
-                    f"marker of this run; steps and run-scoped markers of a run share one "
-                    f"set of keys; rename the step or the marker"
-                )
-            if type(owner) is not int and name not in self._task_names:
-                self._task_names[name] = weakref.ref(owner)
-            self._counts[name] = n
-            recorded = self._done.get(key)
-            if recorded is None:
-                if owners is None:
-                    self._in_flight[name] = [owner]
-                else:
-                    owners.append(owner)
-        return key, recorded
-
-    def _unclaim(self, name: str, owner: object = None) -> None:
-        if owner is None:
-            owner = self._owner()
-        with self._keys_lock:
-            owners = self._in_flight[name]
-            owners.remove(owner)
-            if not owners:
-                del self._in_flight[name]
+        parent = _parent_step.get()
+        if parent is not None and parent[0] is self:
+            name = f"{parent[1]}{NEST}{name}"
+        key, replay, mismatch = self._keys.claim(name, fp, owner)
+        return name, key, replay, mismatch
 
     def _require_open(self) -> Store:
         store = self.store
@@ -542,32 +628,43 @@ class Journal:
     def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Return ``fn(*args, **kwargs)``, recorded once for this run and replayed ever after.
 
-        On replay the recorded result comes back without calling ``fn``. A fresh
-        result is committed to the journal file before this returns. If ``fn``
-        raises, the failure is recorded (for inspection) and re-raised; the step
-        runs again on the next attempt. Raises StepMismatchError when the key was
-        recorded by another function, EncodeError (nothing written) when the
-        result cannot be encoded, ConcurrentStepError when another thread is
-        running a step of the same name.
+        On replay the recorded result comes back without calling ``fn``: the
+        result recorded for this very call (same name, same function, same
+        arguments; see letitloop.keys). A fresh result is committed to the
+        journal file before this returns. If ``fn`` raises, the failure is
+        recorded (for inspection) and re-raised; the step runs again on the
+        next attempt. A step called inside ``fn`` is keyed under this one
+        (``name/inner``). Raises StepMismatchError when the key was recorded
+        by another function or for other arguments, EncodeError (nothing
+        written) when the result cannot be encoded, ConcurrentStepError when
+        another thread is running a step of the same name.
         """
         store = self._require_open()
         owner = self._owner()
-        key, recorded = self._claim(name, owner)
+        fp = self._fingerprints.call(args, kwargs)
+        full, key, replay, mismatch = self._key_for(name, fp, owner)
         fn_name = function_name(fn)
-        if recorded is not None:
-            replayed: T = self._replay(key, fn_name, recorded)
+        if mismatch is not None:
+            raise self._mismatch(key, fn_name, fp, mismatch)
+        if replay is not None:
+            replayed: T = self._replay(key, fn_name, replay)
             return replayed
         try:
+            if UNCHECKED in fp:
+                args, kwargs = unwrap(args, kwargs)
             started = self.clock()
+            parent = _parent_step.set((self, key))
             try:
                 value = fn(*args, **kwargs)
             except Exception as exc:
-                self._record_failure(store, key, fn_name, started, exc)
+                self._record_failure(store, key, fn_name, fp, started, exc)
                 raise
-            self._record_done(store, key, fn_name, started, value)
+            finally:
+                _parent_step.reset(parent)
+            self._record_done(store, key, fn_name, fp, started, value)
             return value
         finally:
-            self._unclaim(name, owner)
+            self._keys.release(full, owner)
 
     @overload
     async def async_step(
@@ -600,12 +697,18 @@ class Journal:
         """
         store = self._require_open()
         owner = self._owner()
-        key, recorded = self._claim(name, owner)
+        fp = self._fingerprints.call(args, kwargs)
+        full, key, replay, mismatch = self._key_for(name, fp, owner)
         fn_name = function_name(fn)
-        if recorded is not None:
-            return self._replay(key, fn_name, recorded)
+        if mismatch is not None:
+            raise self._mismatch(key, fn_name, fp, mismatch)
+        if replay is not None:
+            return self._replay(key, fn_name, replay)
         try:
+            if UNCHECKED in fp:
+                args, kwargs = unwrap(args, kwargs)
             started = self.clock()
+            parent = _parent_step.set((self, key))
             try:
                 if inspect.iscoroutinefunction(fn):
                     value = await fn(*args, **kwargs)
@@ -620,30 +723,30 @@ class Journal:
                     # The step's own exception matters more than its failed record.
                     with contextlib.suppress(LetItLoopError):
                         failed = self._commit_from_loop(
-                            store, self._failure_row(key, fn_name, started, exc)
+                            store, self._failure_row(key, fn_name, fp, started, exc)
                         )
                         if failed is not None:
                             await failed
                 raise
+            finally:
+                _parent_step.reset(parent)
             committing = self._commit_from_loop(
-                store, self._done_row(store, key, fn_name, started, value)
+                store, self._done_row(store, key, fn_name, fp, started, value)
             )
             if committing is not None:
                 await committing
             return value
         finally:
-            self._unclaim(name, owner)
+            self._keys.release(full, owner)
 
     def _record_done(
-        self, store: Store, key: str, fn_name: str, started: float, value: Any
+        self, store: Store, key: str, fn_name: str, fp: str, started: float, value: Any
     ) -> None:
         """Encode ``value`` and commit it as step ``key``'s result (one small transaction)."""
-        row = self._done_row(store, key, fn_name, started, value)
-        store.write1(self._upsert_sql, row)
-        self._done[key] = (fn_name, row[4])
+        store.write1(self._upsert_sql, self._done_row(store, key, fn_name, fp, started, value))
 
     def _done_row(
-        self, store: Store, key: str, fn_name: str, started: float, value: Any
+        self, store: Store, key: str, fn_name: str, fp: str, started: float, value: Any
     ) -> tuple[Any, ...]:
         """The journal row of a step that returned ``value``; raises before anything is written."""
         try:
@@ -654,6 +757,15 @@ class Journal:
                 path=exc.path,
                 key=key,
             ) from None
+        if len(text) > store.max_text // 4 and len(text.encode("utf-8")) > store.max_text:
+            raise EncodeError(
+                f"step {key!r} (run {self.run_id}): the encoded result is "
+                f"{len(text.encode('utf-8')):,} bytes, over the {store.max_text:,} bytes "
+                f"SQLite stores in one value; nothing was recorded. Store large data in a "
+                f"file and return its path",
+                path="$",
+                key=key,
+            )
         if self.store is not store:
             raise LetItLoopError(
                 f"step {key!r} (run {self.run_id} of goal {self.goal!r}) returned after its "
@@ -673,6 +785,7 @@ class Journal:
             self.attempt,
             None,
             None,
+            fp,
         )
 
     def _commit_from_loop(self, store: Store, row: tuple[Any, ...]) -> asyncio.Future[None] | None:
@@ -695,8 +808,7 @@ class Journal:
         return commits.commit(row)
 
     def _committed(self, row: Sequence[Any]) -> None:
-        if row[2] == "done":
-            self._done[row[1]] = (row[3], row[4])
+        """A row committed by the group commit (its key was claimed when its step began)."""
 
     def atomic_marker(
         self, name: str, *, scope: Scope = "run", timeout: float | None = None
@@ -713,33 +825,30 @@ class Journal:
             self, name, scope=scope, timeout=self.timeout if timeout is None else timeout
         )
         if scope == "run":
-            with self._keys_lock:
-                base, _, number = name.rpartition("#")
-                n = int(number) if base and number.isdigit() else 1
-                # Step keys are 'name' (first call) and 'name#2', 'name#3', …
-                counted = self._counts.get(base, 0) >= n if n >= 2 else name in self._counts
-                if counted or name in self._done:
+            keys = self._keys
+            with keys.lock:
+                if keys.used(name):
                     raise InvalidNameError(
                         f"marker {name!r} (run {self.run_id}): the name is already the key of "
                         f"a step of this run; steps and run-scoped markers of a run share one "
                         f"set of keys; rename the marker (e.g. {name + ':sent'!r}) or the step"
                     )
-                self._marker_keys.add(name)
+                keys.marker_keys.add(name)
         return marker
 
-    def _replay(self, key: str, fn_name: str, recorded: tuple[str | None, str | None]) -> Any:
-        recorded_fn, text = recorded
-        if recorded_fn != fn_name:
+    def _replay(self, key: str, fn_name: str, recorded: Recorded) -> Any:
+        if recorded.fn != fn_name:
             raise StepMismatchError(
                 f"step {key!r} (run {self.run_id} of goal {self.goal!r}): recorded by "
-                f"{recorded_fn}, now called with {fn_name} — the code changed under a "
-                f"recorded run; reset it with 'lil reset {self.goal} --run {self.run_id}' "
-                f"or fork it with 'lil fork {self.run_id} --from-step {key}'",
+                f"{recorded.fn}, now called with {fn_name} — the code changed under a "
+                f"recorded run; {self._ways_out(key)}",
                 run_id=self.run_id,
                 key=key,
-                recorded=recorded_fn,
+                recorded=recorded.fn,
                 called=fn_name,
             )
+        assert self._results is not None
+        text = self._results.get(recorded.rowid)
         if text is None:
             return None
         try:
@@ -747,17 +856,54 @@ class Journal:
         except DecodeError as exc:
             raise DecodeError(f"step {key!r} (run {self.run_id}): {exc}") from None
 
+    def _ways_out(self, key: str) -> str:
+        return (
+            f"reset it with 'lil reset {self.goal} --run {self.run_id}' or fork it with "
+            f"'lil fork {self.run_id} --from-step {key}'"
+        )
+
+    def _mismatch(self, key: str, fn_name: str, fp: str, recorded: Recorded) -> StepMismatchError:
+        """The error of a call whose arguments differ from those recorded at its position."""
+        name, _ = split_key(key)
+        what = differences(recorded.fp or "", fp)
+        code = (
+            f" (and it was recorded by {recorded.fn}, now called with {fn_name})"
+            if recorded.fn != fn_name
+            else ""
+        )
+        return StepMismatchError(
+            f"step {key!r} (run {self.run_id} of goal {self.goal!r}) was recorded for other "
+            f"arguments than this call of {name!r} passes: {what}{code}; this attempt has not "
+            f"made the recorded call, and a result recorded for other arguments is never "
+            f"handed back. If an argument legitimately changes between attempts (a timestamp "
+            f"or id made outside any step), pass it as letitloop.unchecked(value) or make it "
+            f"inside a step; if calls of {name!r} come from several threads or tasks, give "
+            f"each its own name (f'{name}:{{item}}'); otherwise the code or its inputs changed "
+            f"under a recorded run: {self._ways_out(key)}",
+            run_id=self.run_id,
+            key=key,
+            recorded=recorded.fn,
+            called=fn_name,
+            differences=what,
+        )
+
     def _record_failure(
-        self, store: Store, key: str, fn_name: str, started: float, exc: BaseException
+        self,
+        store: Store,
+        key: str,
+        fn_name: str,
+        fp: str,
+        started: float,
+        exc: BaseException,
     ) -> None:
         if self.store is not store:
             return  # the journal was closed while the step ran: nothing to write to
         # The step's own exception matters more than its failed record.
         with contextlib.suppress(LetItLoopError):
-            store.write1(self._upsert_sql, self._failure_row(key, fn_name, started, exc))
+            store.write1(self._upsert_sql, self._failure_row(key, fn_name, fp, started, exc))
 
     def _failure_row(
-        self, key: str, fn_name: str, started: float, exc: BaseException
+        self, key: str, fn_name: str, fp: str, started: float, exc: BaseException
     ) -> tuple[Any, ...]:
         finished = self.clock()
         return (
@@ -771,7 +917,8 @@ class Journal:
             (finished - started) * 1000.0,
             self.attempt,
             _error_text(exc),
-            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            _traceback_text(exc),
+            fp,
         )
 
 

@@ -253,10 +253,11 @@ class AtomicMarker:
         # NUL cannot occur in names (check_name), so the parts cannot run together.
         # The lock file's name leaves the journal's path out: its folder is beside
         # the journal already, and two containers that mount one volume at two
-        # paths must still meet on one lock file. The process-local key keeps it,
-        # to tell apart the journal files one process has open.
+        # paths must still meet on one lock file. The process-local key adds the
+        # file's identity (device, inode), to tell apart the journal files one
+        # process has open whatever paths reach them.
         self._lock_name = f"{self.scope}\0{owner}\0{self.name}"
-        self._key = f"{store.path.resolve()}\0{self._lock_name}"
+        self._key = f"{store.identity}\0{self._lock_name}"
 
     # -- rows ----------------------------------------------------------------
 

@@ -36,8 +36,17 @@ BUSY_TIMEOUT_MS = 30_000
 #: The table every goal's journal table is copied from (see migrations/).
 JOURNAL_TEMPLATE = "_journal_template"
 
+#: Bytes of a row kept for its other columns when a value is checked against
+#: SQLite's size limit (keys, names, timestamps, a traceback: far less).
+ROW_ROOM = 1 << 20
+
 _SLUG_DROP = re.compile(r"[^a-z0-9]+")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: C0 and C1 control characters and DEL: they move terminals' cursors, set
+#: window titles and clipboards (OSC 52); none belongs in a name.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: Lone surrogates (what os.fsdecode makes of undecodable bytes): not text
+#: SQLite can store as UTF-8.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 #: Goal and run names longer than this are almost certainly a bug (a payload
 #: passed where a name was meant); the limit keeps tables and listings sane.
 MAX_NAME_LENGTH = 512
@@ -72,7 +81,13 @@ def check_name(kind: str, name: object) -> str:
     if _CONTROL.search(name):
         raise InvalidNameError(
             f"{kind} name must not contain control characters, got {name!r}; "
-            f"remove newlines, tabs and NUL from the name"
+            f"remove newlines, tabs, NUL, escape and other control characters from the name"
+        )
+    if _SURROGATE.search(name):
+        raise InvalidNameError(
+            f"{kind} name must be valid Unicode text, got {name!r} with a lone surrogate "
+            f"(what os.fsdecode makes of bytes that are not UTF-8); decode the bytes it "
+            f"came from with an explicit encoding, or use another name"
         )
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidNameError(
@@ -165,6 +180,26 @@ class Store:
             )
         except sqlite3.Error as exc:
             raise _explain(exc, self.path) from None
+        try:
+            # The file itself, however it was reached (a symlink, a second mount of
+            # its folder): locks and this process's registry of held runs are keyed
+            # by it, so two paths to one file share them.
+            self.real_path = Path(os.path.realpath(self.path))
+            st = os.stat(self.real_path)
+            #: (device, inode) of the journal file: its identity within this machine.
+            self.identity = (st.st_dev, st.st_ino)
+            #: The most bytes one value may hold (SQLite's SQLITE_LIMIT_LENGTH, 1e9 by
+            #: default), less room for the rest of its row.
+            getlimit = getattr(self.conn, "getlimit", None)  # Python 3.11+
+            limit = getlimit(0) if getlimit is not None else 1_000_000_000  # 0: LIMIT_LENGTH
+            self.max_text = limit - ROW_ROOM
+        except OSError as exc:
+            self.conn.close()
+            raise JournalFileError(
+                f"{self.path}: cannot read the journal file's identity ({exc}); "
+                f"check that the path points to a local file",
+                path=str(self.path),
+            ) from None
         try:
             # Wait (instead of failing at once) while another connection writes.
             self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -363,9 +398,16 @@ class Store:
     # -- lock files ----------------------------------------------------------
 
     def lock_file(self, kind: str, name: str) -> Path:
-        """A lock file for ``name`` beside the journal: bounded, hashed, safe on any filesystem."""
-        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
-        folder = self.path.with_name(self.path.name + "-locks")
+        """A lock file for ``name`` beside the journal: bounded, hashed, safe on any filesystem.
+
+        The folder is ``<journal>-locks`` beside the real file (symlinks
+        resolved), and the file's name depends only on ``kind`` and ``name``,
+        never on the path used to reach the journal: a symlink to the journal,
+        or its folder mounted at another path (two containers sharing a
+        volume), reaches the same lock files.
+        """
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        folder = self.real_path.with_name(self.real_path.name + "-locks")
         try:
             folder.mkdir(exist_ok=True)
         except OSError as exc:

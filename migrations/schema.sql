@@ -13,7 +13,7 @@ CREATE TABLE "_journal_template" (
     duration_ms REAL,
     attempt     INTEGER NOT NULL,            -- the run attempt that wrote the row
     error       TEXT,                        -- 'Type: message' of a failed step
-    traceback   TEXT, claims INTEGER, crashes INTEGER, holder_pid INTEGER, holder_host TEXT, holder_run TEXT, holder_token TEXT,
+    traceback   TEXT, claims INTEGER, crashes INTEGER, holder_pid INTEGER, holder_host TEXT, holder_run TEXT, holder_token TEXT, args_fp TEXT,
     PRIMARY KEY (run, key)
 );
 
@@ -30,7 +30,7 @@ CREATE TABLE attempts (
     pid        INTEGER NOT NULL,
     host       TEXT NOT NULL,
     watch_id   TEXT,                         -- the `lil watch` session that started it, if any
-    started_at TEXT NOT NULL,
+    started_at TEXT NOT NULL, watch_attempt INTEGER,
     PRIMARY KEY (run, attempt)
 );
 
@@ -99,7 +99,7 @@ CREATE TABLE runs (
     finished_at TEXT,
     result      TEXT,                        -- the @durable function's return value as JSON
     error       TEXT                         -- 'Type: message' of the exception that failed it
-);
+, input TEXT, input_fp TEXT);
 
 CREATE TABLE supervisor_events (
     id          INTEGER PRIMARY KEY,
@@ -126,6 +126,8 @@ CREATE INDEX langgraph_checkpoints_run ON langgraph_checkpoints (run_id) WHERE r
 CREATE UNIQUE INDEX runs_goal_name ON runs (goal, name) WHERE name IS NOT NULL;
 
 CREATE INDEX runs_goal_status ON runs (goal, status, id);
+
+CREATE INDEX runs_resume ON runs (goal, input_fp, id) WHERE name IS NULL;
 
 CREATE INDEX supervisor_events_watch ON supervisor_events (watch_id, id);
 

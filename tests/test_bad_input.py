@@ -166,7 +166,7 @@ class TestAReadOnlyFolder:
         assert "Traceback" not in done.stderr
         assert recorded_steps(db) == 20
         with Journal("g", run="r", path=db) as j:  # writable again: nothing was lost
-            assert j.step("s7", _value, -1) == _value(7)
+            assert j.step("s7", _value, 7) == _value(7)
 
 
 FULL_DISK_CHILD = """

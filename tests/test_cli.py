@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from letitloop import Journal
+from letitloop import Journal, unchecked
 from letitloop.errors import StepMismatchError
 
 PIPELINE = """
@@ -410,22 +410,22 @@ class TestForkingARun:
         lab = Lab(tmp_path)
         calls: list[str] = []
         with Journal("job", path=lab.db, run="fixed") as j:
-            j.step("a", record, "a", calls)
-            j.step("b", record, "b", calls)
+            j.step("a", record, "a", unchecked(calls))
+            j.step("b", record, "b", unchecked(calls))
         (run_id,) = lab.run_ids("job")
         with (
             pytest.raises(StepMismatchError) as err,
             Journal("job", path=lab.db, run="fixed") as j,
         ):
-            j.step("a", record, "a", calls)
-            j.step("b", record_v2, "b", calls)  # the code changed under the run
+            j.step("a", record, "a", unchecked(calls))
+            j.step("b", record_v2, "b", unchecked(calls))  # the code changed under the run
         assert f"lil fork {run_id} --from-step b" in str(err.value)
         assert f"lil reset job --run {run_id}" in str(err.value)
         lab.ok("fork", run_id, "--from-step", "b")
         calls.clear()
         with Journal("job", path=lab.db, run="fixed") as j:
-            assert j.step("a", record, "a", calls) == "a"
-            assert j.step("b", record_v2, "b", calls) == "b v2"
+            assert j.step("a", record, "a", unchecked(calls)) == "a"
+            assert j.step("b", record_v2, "b", unchecked(calls)) == "b v2"
         assert calls == ["b v2"]  # 'a' was replayed from the fork's copy
 
 

@@ -41,7 +41,7 @@ from helpers import run_python, write_script
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from letitloop import Journal, durable
+from letitloop import Journal, durable, unchecked
 from letitloop.codec import CodecRegistry, decode, default_registry, encode, register
 from letitloop.errors import DecodeError, EncodeError
 
@@ -653,7 +653,7 @@ class TestAClassThatChangedUnderRecordedRows:
             pytest.raises(DecodeError) as info,
             Journal("g", run="r", path=db, registry=_registry_with(new, "Order")) as j,
         ):
-            j.step("load_order", returns, None)
+            j.step("load_order", returns, unchecked(None))
         assert str(info.value).startswith("step 'load_order' (run ")
         assert "field 'customer'" in str(info.value)
 
@@ -814,7 +814,7 @@ class TestAHandEditedRow:
             "reader.py",
             f"""
             import sys
-            from letitloop import Journal
+            from letitloop import Journal, unchecked
             from letitloop.errors import DecodeError
 
             def returns(v):
@@ -825,7 +825,7 @@ class TestAHandEditedRow:
                 before = set(sys.modules)
                 for i in range(3):
                     try:
-                        j.step(f"s{{i}}", returns, None)
+                        j.step(f"s{{i}}", returns, unchecked(None))
                         outcomes.append("decoded")
                     except DecodeError as exc:
                         outcomes.append(str(exc))
@@ -852,7 +852,7 @@ class TestInARealJournal:
         with Journal("g", run="r", path=db) as j:
             j.step("v", returns, value)
         with Journal("g", run="r", path=db) as j:
-            back = j.step("v", returns, "not called")
+            back = j.step("v", returns, unchecked("not called"))
         assert_same(value, back)
 
     def test_a_registry_passed_to_the_journal_is_used_both_ways(self, db: Path) -> None:
@@ -861,7 +861,7 @@ class TestInARealJournal:
         with Journal("g", run="r", path=db, registry=own) as j:
             j.step("v", returns, value)
         with Journal("g", run="r", path=db, registry=own) as j:
-            assert_same(value, j.step("v", returns, None))
+            assert_same(value, j.step("v", returns, unchecked(None)))
 
     def test_a_durable_run_result_comes_back_typed(self, db: Path) -> None:
         own = CodecRegistry(Unregistered, extends=default_registry)

@@ -125,7 +125,7 @@ class TestResettingAsALibraryCall:
         try:
             with pytest.raises(RunNotFoundError, match=r"no goal 'h'.*known goals: g"):
                 reset_run(store, "h")
-            with pytest.raises(RunNotFoundError, match="no unfinished run"):
+            with pytest.raises(RunNotFoundError, match="no unfinished unnamed run"):
                 reset_run(store, "g")
             with pytest.raises(RunNotFoundError, match="no run with id or name 'x'"):
                 reset_run(store, "g", "x")
@@ -256,7 +256,7 @@ class TestAFileWithAGapInItsMigrations:
             p.write_text(text, encoding="utf-8")
         migrate.known_migrations.cache_clear()
         with Journal("g", path=db, run="r") as j:
-            assert j.step("s", str, 0) == "1"
+            assert j.step("s", str, 1) == "1"
         conn = sqlite3.connect(db)
         applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
         conn.close()

@@ -88,14 +88,15 @@ class TestRepeatedNames:
         assert keys == [("fetch",), ("fetch#2",), ("fetch#3",)]
 
     def test_each_replays_its_own_result(self, db: Path) -> None:
+        first = Counter()
         with Journal("g", run="r", path=db) as j:
-            for i in range(3):
-                j.step("fetch", fetch, i)
-        f = Counter()
+            recorded = [j.step("fetch", first, i) for i in range(3)]
+        again = Counter()
         with Journal("g", run="r", path=db) as j:
-            got = [j.step("fetch", fetch, None) for _ in range(3)]
-        assert got == [{"fetched": 0}, {"fetched": 1}, {"fetched": 2}]
-        assert f.calls == []
+            got = [j.step("fetch", again, i) for i in range(3)]
+        assert first.calls == [0, 1, 2]
+        assert got == recorded and [g["x"] for g in got] == [0, 1, 2]
+        assert again.calls == []
 
     def test_a_name_that_looks_like_a_numbered_key_is_refused(self, db: Path) -> None:
         with Journal("g", path=db) as j, pytest.raises(InvalidNameError, match="#<number>"):
@@ -164,7 +165,7 @@ class TestCodeThatChangedUnderARecordedRun:
         with pytest.raises(StepMismatchError), Journal("g", run="r", path=db) as j:
             j.step("s", summarize, 1)
         with Journal("g", run="r", path=db) as j:
-            assert j.step("s", fetch, 99) == {"fetched": 1}
+            assert j.step("s", fetch, 1) == {"fetched": 1}
 
 
 class TestRuns:
@@ -194,11 +195,48 @@ class TestRuns:
             j.step("s", f, "b")
         assert f.calls == ["a", "b"]
 
-    def test_a_second_journal_on_a_held_run_in_the_same_process_is_refused(self, db: Path) -> None:
+    def test_a_second_journal_on_a_held_run_in_the_same_thread_is_refused_at_once(
+        self, db: Path
+    ) -> None:
         with Journal("g", run="r", path=db) as j:
-            with pytest.raises(RunHeldError, match="already open in this process"):
-                Journal("g", run="r", path=db, timeout=0).open()
+            with pytest.raises(RunHeldError, match="already open in this thread"):
+                Journal("g", run="r", path=db, timeout=30).open()
             j.step("s", fetch, 1)  # the first journal is unaffected
+
+    def test_a_second_journal_in_another_thread_waits_for_the_holder_then_gets_the_run(
+        self, db: Path
+    ) -> None:
+        got: list[Any] = []
+        with Journal("g", run="r", path=db) as j:
+            j.step("s", fetch, 1)
+
+            def second() -> None:
+                with Journal("g", run="r", path=db, timeout=30) as k:
+                    got.append((k.run_id, k.step("s", fetch, 1)))
+
+            t = threading.Thread(target=second)
+            t.start()
+            t.join(0.3)
+            assert t.is_alive() and got == []  # waiting, as a second process would
+        t.join(30)
+        assert got == [(j.run_id, {"fetched": 1})]
+
+    def test_a_second_journal_in_another_thread_that_waits_too_long_names_the_holder(
+        self, db: Path
+    ) -> None:
+        errors: list[BaseException] = []
+        with Journal("g", run="r", path=db):
+
+            def second() -> None:
+                try:
+                    Journal("g", run="r", path=db, timeout=0.2).open()
+                except RunHeldError as exc:
+                    errors.append(exc)
+
+            t = threading.Thread(target=second)
+            t.start()
+            t.join(30)
+        assert len(errors) == 1 and "another Journal of this process" in str(errors[0])
 
 
 class TestGoalNames:
@@ -247,7 +285,7 @@ class TestResults:
         assert "$.items[3]" in str(info.value)
         assert [k for (k,) in rows(db, f'SELECT key FROM "{j.table}"')] == ["ok"]
         with Journal("g", run="r", path=db) as j:
-            assert j.step("ok", fetch, 2) == {"fetched": 1}
+            assert j.step("ok", fetch, 1) == {"fetched": 1}
 
     def test_json_native_values_come_back_equal(self, db: Path) -> None:
         value = {

@@ -361,7 +361,7 @@ class TestTheSaversRows:
             )
             assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None
         with Journal("older", run="r1", path=db) as j:
-            assert j.step("kept", str, 0) == "42"
+            assert j.step("kept", str, 42) == "42"
 
     def test_a_file_written_by_langgraphs_sqlite_saver_is_refused_untouched(
         self, tmp_path: Path

@@ -1,0 +1,265 @@
+"""Step keys: which recorded call a step call is, decided without SQLite.
+
+A step's key is its name, numbered when the name is called again in the same
+run (``fetch``, ``fetch#2``, …), and prefixed by its parent's key when it is
+called inside another step (``outer/inner``), so a replayed parent skips its
+children as a unit and the numbering outside it never shifts.
+
+A call replays a recorded result only if the call is the same: the same
+function and the same arguments (see ``letitloop.fingerprint``). The rule:
+
+1. A call of ``name`` replays the earliest recorded call of ``name`` with the
+   same arguments that this attempt has not replayed yet. Identical calls
+   are interchangeable, so among them the numbering is call order; different
+   calls find their own rows whatever order they come in (threads that ran in
+   another order on the last attempt).
+2. Otherwise, if a recorded call of ``name`` at or before this call's
+   position (the n-th call of ``name`` in this attempt) has not been made
+   again, the arguments changed under the recorded run: StepMismatchError.
+   A result recorded for other arguments is never handed back.
+3. Otherwise the call is new: it runs, under the first number from its
+   position on that no recorded or claimed call uses.
+
+Two further rules keep numbering defined: a name in flight in one thread or
+task cannot be called in another at the same time (which would be numbered
+first is timing), and a name used by one asyncio task belongs to it for the
+rest of the attempt (ConcurrentStepError in both cases).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConcurrentStepError, InvalidNameError
+from .fingerprint import UNCHECKED
+
+REPEAT_SUFFIX = re.compile(r"#(\d+)$")
+
+#: Separates a parent step's key from its children's names: ``outer/inner``.
+NEST = "/"
+
+# Before 3.12, asyncio.wait_for runs its awaitable in a task of its own.
+WAIT_FOR_HINT = (
+    " (on this Python, asyncio.wait_for runs the step in a new task: put the timeout "
+    "inside the step's function instead)"
+    if sys.version_info < (3, 12)
+    else ""
+)
+
+
+def split_key(key: str) -> tuple[str, int]:
+    """``("fetch", 2)`` for ``"fetch#2"``; ``("fetch", 1)`` for ``"fetch"``."""
+    m = REPEAT_SUFFIX.search(key)
+    if m is None:
+        return key, 1
+    return key[: m.start()], int(m.group(1))
+
+
+def make_key(name: str, n: int) -> str:
+    return name if n == 1 else f"{name}#{n}"
+
+
+def same_arguments(recorded: str | None, called: str) -> bool:
+    """Whether a recorded fingerprint matches a call's (``~``: unchecked, matches anything)."""
+    if recorded is None:
+        return True  # recorded before fingerprints existed: by position only
+    if recorded == called:
+        return True
+    if UNCHECKED not in recorded and UNCHECKED not in called:
+        return False
+    a, b = recorded.split(), called.split()
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x == y:
+            continue
+        xn, _, xd = x.rpartition("=")
+        yn, _, yd = y.rpartition("=")
+        if xn != yn or UNCHECKED not in (xd, yd):
+            return False
+    return True
+
+
+@dataclass(slots=True)
+class Recorded:
+    """A step row recorded as done: what a replay needs, without its result text."""
+
+    key: str
+    fn: str | None
+    fp: str | None
+    #: The row's rowid: its result is read when it is replayed.
+    rowid: int
+
+
+@dataclass(slots=True)
+class _Name:
+    """The recorded calls of one name, and which of them this attempt has replayed."""
+
+    #: Recorded numbers, ascending.
+    numbers: list[int] = field(default_factory=list)
+    #: Index into ``numbers`` below which every number has been claimed.
+    low: int = 0
+    #: Unclaimed recorded numbers by fingerprint, ascending.
+    by_fp: dict[str | None, deque[int]] = field(default_factory=dict)
+    #: Whether a recorded fingerprint is legacy (None) or holds an unchecked part.
+    fuzzy: bool = False
+
+
+class StepKeys:
+    """The key allocator of one open run: thread-safe, no I/O."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.lock = threading.Lock()
+        #: Done rows loaded at open, by key.
+        self.recorded: dict[str, Recorded] = {}
+        self._names: dict[str, _Name] = {}
+        #: Keys taken in this attempt: replayed, or run (done or failed).
+        self.claimed: set[str] = set()
+        #: Calls per name in this attempt: the position of the next one.
+        self._calls: dict[str, int] = {}
+        self._in_flight: dict[str, list[object]] = {}
+        self._task_names: dict[str, weakref.ref[Any]] = {}
+        #: Keys of this run's run-scoped markers: no step may take one.
+        self.marker_keys: set[str] = set()
+
+    def load(self, rows: list[Recorded]) -> None:
+        """Add the run's done rows (in journal order)."""
+        for r in rows:
+            self.recorded[r.key] = r
+            name, n = split_key(r.key)
+            state = self._names.get(name)
+            if state is None:
+                state = self._names[name] = _Name()
+            state.numbers.append(n)
+            state.by_fp.setdefault(r.fp, deque()).append(n)
+            if r.fp is None or UNCHECKED in r.fp:
+                state.fuzzy = True
+        for state in self._names.values():
+            if len(state.numbers) > 1 and state.numbers != sorted(state.numbers):
+                state.numbers.sort()
+                for q in state.by_fp.values():
+                    q_sorted = sorted(q)
+                    q.clear()
+                    q.extend(q_sorted)
+
+    def used(self, key: str) -> bool:
+        """Whether a step of this run has ``key`` (recorded, or called in this attempt)."""
+        return key in self.recorded or key in self.claimed
+
+    def claim(
+        self, name: str, fp: str, owner: object
+    ) -> tuple[str, Recorded | None, Recorded | None]:
+        """Decide the key of a call of ``name`` with fingerprint ``fp`` by ``owner``.
+
+        Returns ``(key, replay, mismatch)``: ``replay`` is the recorded row
+        this call replays; ``mismatch`` is a recorded row at or before this
+        call's position that was recorded for other arguments (the caller
+        raises StepMismatchError). With neither, the call runs and is in
+        flight until :meth:`release`.
+        """
+        with self.lock:
+            owners = self._in_flight.get(name)
+            if owners and any(o != owner for o in owners):
+                raise ConcurrentStepError(
+                    f"step {name!r} (run {self.run_id}) was called again while another call "
+                    f"of the same name was still running in another thread or task; their "
+                    f"keys could not be ordered. Give concurrent steps distinct names, e.g. "
+                    f"f'{name}:{{item}}'",
+                    run_id=self.run_id,
+                    name=name,
+                )
+            if self._task_names:
+                first = self._task_names.get(name)
+                if first is not None and first() is not owner:
+                    raise ConcurrentStepError(
+                        f"step {name!r} (run {self.run_id}) was already used by another asyncio "
+                        f"task in this attempt; which of two tasks numbers its call first "
+                        f"depends on timing, so their keys could not be ordered. Give each "
+                        f"task's steps distinct names, e.g. f'{name}:{{item}}'{WAIT_FOR_HINT}",
+                        run_id=self.run_id,
+                        name=name,
+                    )
+            pos = self._calls.get(name, 0) + 1
+            replay: Recorded | None = None
+            state = self._names.get(name)
+            if state is None:
+                n = pos
+                key = name if n == 1 else f"{name}#{n}"
+                while key in self.claimed:
+                    n += 1
+                    key = f"{name}#{n}"
+            else:
+                found = self._find(state, fp)
+                if found is not None:
+                    key = make_key(name, found)
+                    replay = self.recorded[key]
+                else:
+                    low = self._lowest_unclaimed(state, name)
+                    if low is not None and low <= pos:
+                        key = make_key(name, low)
+                        return key, None, self.recorded[key]
+                    n = pos
+                    key = make_key(name, n)
+                    while key in self.claimed or key in self.recorded:
+                        n += 1
+                        key = make_key(name, n)
+            if key in self.marker_keys:
+                raise InvalidNameError(
+                    f"step {key!r} (run {self.run_id}): the key is already the name of a "
+                    f"marker of this run; steps and run-scoped markers of a run share one "
+                    f"set of keys; rename the step or the marker"
+                )
+            self._calls[name] = pos
+            self.claimed.add(key)
+            if type(owner) is not int and name not in self._task_names:
+                self._task_names[name] = weakref.ref(owner)
+            if replay is None:
+                if owners is None:
+                    self._in_flight[name] = [owner]
+                else:
+                    owners.append(owner)
+        return key, replay, None
+
+    def _find(self, state: _Name, fp: str) -> int | None:
+        """The earliest unclaimed recorded number of this name with arguments ``fp``."""
+        q = state.by_fp.get(fp)
+        if q:
+            return q.popleft()
+        if not state.fuzzy and UNCHECKED not in fp:
+            return None
+        best: tuple[int, deque[int]] | None = None
+        for recorded_fp, q in state.by_fp.items():
+            if q and same_arguments(recorded_fp, fp) and (best is None or q[0] < best[0]):
+                best = (q[0], q)
+        if best is None:
+            return None
+        return best[1].popleft()
+
+    def _lowest_unclaimed(self, state: _Name, name: str) -> int | None:
+        numbers = state.numbers
+        while state.low < len(numbers) and make_key(name, numbers[state.low]) in self.claimed:
+            state.low += 1
+        if state.low == len(numbers):
+            return None
+        # A number below ``low`` is claimed; above it, some may be (claimed out of
+        # order by a fingerprint match): the lowest unclaimed is at ``low``.
+        return numbers[state.low]
+
+    def release(self, name: str, owner: object) -> None:
+        """The call of ``name`` by ``owner`` is over (returned or raised)."""
+        with self.lock:
+            owners = self._in_flight[name]
+            owners.remove(owner)
+            if not owners:
+                del self._in_flight[name]
+
+    def step_name_used(self, name: str) -> bool:
+        """Whether ``name`` is the key of a step of this run (recorded or claimed)."""
+        return self.used(name)
