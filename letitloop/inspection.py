@@ -25,10 +25,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import filelock
 import msgspec
 
-from . import codec
+from . import codec, locks
 from .errors import (
     DecodeError,
     JournalFileError,
@@ -270,11 +269,9 @@ def open_journal_file(path: str | Path | None = None) -> Store:
         finally:
             probe.close()
     except sqlite3.Error as exc:
-        raise JournalFileError(
-            f"{p}: expected a letitloop journal (an SQLite file), found a file SQLite cannot "
-            f"read ({exc}); pass the journal's path to --db",
-            path=str(p),
-        ) from None
+        from .store import _explain
+
+        raise _explain(exc, p) from None
     if names != {"goals", "runs"}:
         raise JournalFileError(
             f"{p}: expected a letitloop journal, found an SQLite file without letitloop's "
@@ -288,23 +285,15 @@ def open_journal_file(path: str | Path | None = None) -> Store:
 
 
 def is_run_held(store: Store, run_id: str) -> bool:
-    """True when a live process (this one included) holds ``run_id`` right now."""
-    lock = filelock.FileLock(run_lock_path(store, run_id))
-    try:
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
-        return True
-    lock.release()
-    return False
+    """True when a live process (this one included) holds ``run_id`` right now; writes nothing."""
+    return locks.is_held(run_lock_path(store, run_id))
 
 
 @contextlib.contextmanager
 def _holding(store: Store, run: RunInfo, doing: str) -> Iterator[None]:
     """Hold ``run``'s lock (so no process opens it meanwhile); RunHeldError if a live one has it."""
-    lock = filelock.FileLock(run_lock_path(store, run.id))
-    try:
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
+    lock = locks.new_lock(run_lock_path(store, run.id))
+    if not locks.acquire(lock, 0):
         raise RunHeldError(
             f"run {run.id} of goal {run.goal!r} is held by a live process (pid "
             f"{run.holder_pid} on {run.holder_host}); cannot {doing} it. Wait for it to "
@@ -312,11 +301,11 @@ def _holding(store: Store, run: RunInfo, doing: str) -> Iterator[None]:
             run_id=run.id,
             pid=run.holder_pid,
             host=run.holder_host,
-        ) from None
+        )
     try:
         yield
     finally:
-        lock.release()
+        locks.release(lock)
 
 
 def _state(store: Store, status: str, attempts: int, run_id: str) -> str:

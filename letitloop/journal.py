@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import filelock
 
-from . import codec
+from . import codec, locks
 from .errors import (
     DecodeError,
     EncodeError,
@@ -335,6 +335,10 @@ class Journal:
                     run_id = str(row[0])
                 else:
                     run_id = new_run_id(now)
+                    # Held before its row exists (nobody else knows this id, so it is
+                    # free at once): if the lock file cannot be made, the transaction
+                    # rolls back and no run is left behind.
+                    self._hold(store, run_id)
                     c.execute(
                         "INSERT INTO runs (id, goal, name, status, attempts, started_at, "
                         "updated_at, input, input_fp) VALUES (?, ?, ?, 'running', 0, ?, ?, ?, ?)",
@@ -348,7 +352,8 @@ class Journal:
                             input_fp,
                         ),
                     )
-            self._hold(store, run_id)
+            if self._lock is None:
+                self._hold(store, run_id)
             now = self.clock()
             with store.write() as c:
                 found = c.execute(
@@ -409,15 +414,12 @@ class Journal:
                     pid=os.getpid(),
                     host=_HOST,
                 )
-        # thread_local=False: an `async with` journal takes the lock in a worker
-        # thread and releases it on the event loop's thread. Another journal of
-        # this process holding the run (another thread, a task whose opener runs
-        # in a worker thread) is waited for like another process: its lock file
-        # descriptor is its own, and flock excludes descriptors, not processes.
-        lock = filelock.FileLock(run_lock_path(store, run_id), thread_local=False)
-        try:
-            lock.acquire(timeout=self.timeout)
-        except filelock.Timeout:
+        # Another journal of this process holding the run (another thread, a task
+        # whose opener runs in a worker thread) is waited for like another
+        # process: its lock file descriptor is its own, and flock excludes
+        # descriptors, not processes.
+        lock = locks.new_lock(run_lock_path(store, run_id))
+        if not locks.acquire(lock, self.timeout):
             with _registry_lock:
                 thread = _held.get(key)
             pid: int | None
@@ -437,7 +439,7 @@ class Journal:
                 run_id=run_id,
                 pid=pid,
                 host=host,
-            ) from None
+            )
         with _registry_lock:
             _held[key] = me
         self._held_key = key
@@ -449,8 +451,8 @@ class Journal:
                 _held.pop(self._held_key, None)
             self._held_key = None
         if self._lock is not None:
-            self._lock.release()
-            self._lock = None
+            lock, self._lock = self._lock, None
+            locks.release(lock)
 
     def _load_steps(self, store: Store) -> None:
         """Load the keys, functions and fingerprints of the run's done steps (not their results)."""

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Literal
 
 import filelock
 
+from . import locks
 from .errors import InvalidNameError, LetItLoopError, MarkerHeldError, MarkerLostError
 from .store import check_name, utc_iso
 
@@ -460,19 +461,10 @@ class AtomicMarker:
         if not got:
             _local_leave(self._key)
             return False
-        flock = filelock.FileLock(
-            self._store.lock_file("marker", self._lock_name),
-            # Not thread-local: an async holder acquires in a worker thread
-            # and releases from the event loop's thread.
-            thread_local=False,
-        )
+        flock = locks.new_lock(self._store.lock_file("marker", self._lock_name))
 
         def try_file(t: float) -> bool:
-            try:
-                flock.acquire(timeout=t)
-            except filelock.Timeout:
-                return False
-            return True
+            return locks.acquire(flock, t)
 
         try:
             got = wait(try_file)
@@ -497,8 +489,8 @@ class AtomicMarker:
         self._holding = False
         try:
             if self._flock is not None:
-                self._flock.release()
-                self._flock = None
+                flock, self._flock = self._flock, None
+                locks.release(flock)
         finally:
             with _local_guard:
                 entry = _local[self._key]

@@ -86,26 +86,26 @@ def _applied(conn: sqlite3.Connection) -> list[str]:
     ]
 
 
-def _check_not_newer(store: Store, applied: list[str], names: list[str]) -> None:
+def _check_not_newer(path: Path, applied: list[str], names: list[str]) -> None:
     known = set(names)
     unknown = [name for name in applied if name not in known]
     if unknown:
         from . import __version__
 
         raise SchemaVersionError(
-            f"{store.path}: this journal was written by a newer letitloop (it has migration "
+            f"{path}: this journal was written by a newer letitloop (it has migration "
             f"{unknown[-1]!r}; letitloop {__version__} knows up to "
             f"{names[-1]!r}); upgrade letitloop to open it. "
             f"The file was not changed.",
-            path=str(store.path),
+            path=str(path),
         )
 
 
-def _check_not_foreign(store: Store) -> None:
+def _check_not_foreign(conn: sqlite3.Connection, path: Path) -> None:
     """Refuse to add our tables to another application's SQLite database."""
     others = [
         name
-        for (name,) in store.conn.execute(
+        for (name,) in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
             "AND name != '_sqlite_migrations' ORDER BY name"
         )
@@ -113,10 +113,10 @@ def _check_not_foreign(store: Store) -> None:
     if others:
         shown = ", ".join(others[:5]) + (", …" if len(others) > 5 else "")
         raise JournalFileError(
-            f"{store.path}: expected a letitloop journal or an empty file, found an SQLite "
+            f"{path}: expected a letitloop journal or an empty file, found an SQLite "
             f"database with other tables ({shown}); pass another path= / LETITLOOP_DB. "
             f"The file was not changed.",
-            path=str(store.path),
+            path=str(path),
         )
 
 
@@ -156,16 +156,16 @@ def _run_sql(conn: sqlite3.Connection, sql: str) -> None:
             conn.execute(statement.replace("{journal}", table))
 
 
-def check(store: Store) -> bool:
+def check(conn: sqlite3.Connection, path: Path) -> bool:
     """Read-only: True if the file is already at this version's schema.
 
     Raises SchemaVersionError for a file from a newer letitloop, JournalFileError
     for a file that is not SQLite or is another application's database. Runs
-    before anything (even the WAL switch) writes to the file, so a refused file
-    is left untouched.
+    before anything (even the WAL switch) writes to the file, on a read-only
+    connection for a file that has content (see Store), so a refused file is
+    left untouched.
     """
     names = known_names()
-    conn = store.conn
     try:
         # One read transaction: another process's first migration may commit
         # between two reads, and the second must not see its tables without
@@ -173,16 +173,16 @@ def check(store: Store) -> bool:
         conn.execute("BEGIN")
         try:
             applied = _applied(conn)
-            _check_not_newer(store, applied, names)
+            _check_not_newer(path, applied, names)
             if not applied:
-                _check_not_foreign(store)
+                _check_not_foreign(conn, path)
         finally:
             if conn.in_transaction:
                 conn.execute("COMMIT")
     except sqlite3.Error as exc:
         from .store import _explain
 
-        raise _explain(exc, store.path) from None
+        raise _explain(exc, path) from None
     return applied == names
 
 
@@ -203,9 +203,9 @@ def migrate(store: Store) -> None:
     for position, name in enumerate(names):
         with store.write():
             applied = _applied(conn)
-            _check_not_newer(store, applied, names)
+            _check_not_newer(store.path, applied, names)
             if not applied:
-                _check_not_foreign(store)
+                _check_not_foreign(conn, store.path)
             if name in applied:
                 continue
             migrations = Migrations(MIGRATION_SET)

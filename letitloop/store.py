@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -35,6 +36,30 @@ BUSY_TIMEOUT_MS = 30_000
 
 #: The table every goal's journal table is copied from (see migrations/).
 JOURNAL_TEMPLATE = "_journal_template"
+
+#: ``journal_<word>`` names letitloop keeps for its own views and tables, now
+#: and later: a goal whose readable table name would be one of them (a goal
+#: named ``rows``) gets a hashed table name instead, like any goal whose name
+#: is taken. Any other object already in the file is avoided the same way.
+RESERVED_TABLES = frozenset(
+    f"journal_{word}"
+    for word in (
+        "rows",
+        "steps",
+        "markers",
+        "runs",
+        "goals",
+        "all",
+        "view",
+        "summary",
+        "events",
+        "usage",
+        "waits",
+        "sleeps",
+        "signals",
+        "template",
+    )
+)
 
 #: Bytes of a row kept for its other columns when a value is checked against
 #: SQLite's size limit (keys, names, timestamps, a traceback: far less).
@@ -111,26 +136,64 @@ def journal_table_name(goal: str, *, long_hash: bool = False) -> str:
     return f"journal_{slug}_{digest}" if slug else f"journal_{digest}"
 
 
-def _explain(exc: sqlite3.Error, path: Path) -> JournalFileError:
-    """Turn a sqlite3 error about the file into a JournalFileError that says what to do."""
+def _disk_full(path: Path) -> bool:
+    """Whether the filesystem holding ``path`` has no free blocks or no free inodes left."""
+    try:
+        st = os.statvfs(path.parent if not path.is_dir() else path)
+    except (OSError, AttributeError):  # no statvfs (Windows), or the folder is gone
+        return False
+    return st.f_bavail == 0 or (st.f_files > 0 and st.f_favail == 0)
+
+
+def _explain(exc: BaseException, path: Path) -> JournalFileError:
+    """Turn a foreign error about the journal file into a JournalFileError that says what to do.
+
+    The one translation of sqlite3 errors (and undecodable text SQLite holds)
+    for the store: what was expected, what was found, what to do.
+    """
+    if isinstance(exc, UnicodeError):
+        return JournalFileError(
+            f"{path}: this journal's schema or data is damaged: SQLite holds text that is not "
+            f"valid UTF-8 ({exc}); every recorded row that is intact can still be read with "
+            f"sqlite3 ('.recover'); move the file aside and start a new journal, or restore it "
+            f"from a backup",
+            path=str(path),
+        )
     text = str(exc)
     low = text.lower()
+    if "could not decode to utf-8" in low:
+        head, _, rest = text.partition(" with text ")
+        return JournalFileError(
+            f"{path}: this journal's schema or data is damaged: SQLite holds text that is not "
+            f"valid UTF-8 ({head}: {rest[:60]!r}…); nothing was changed by this call; move the "
+            f"file aside (its intact rows can be read with sqlite3's '.recover') or restore it "
+            f"from a backup",
+            path=str(path),
+        )
+    if "malformed database schema" in low or "no such column" in low or "no such table" in low:
+        return JournalFileError(
+            f"{path}: this journal's schema is damaged ({text}); expected the tables and columns "
+            f"letitloop's migrations create. Nothing was changed by this call; move the file "
+            f"aside (its rows can be read with sqlite3's '.recover') or restore it from a backup",
+            path=str(path),
+        )
     if "not a database" in low or "malformed" in low or "corrupt" in low:
         return JournalFileError(
             f"{path}: expected a letitloop journal (an SQLite file), found a file SQLite "
             f"cannot read ({text}); move it aside or pass another path= / LETITLOOP_DB",
             path=str(path),
         )
-    if "readonly" in low or "read-only" in low or "unable to open" in low:
-        return JournalFileError(
-            f"{path}: expected a writable journal file and folder, found {text}; "
-            f"check the permissions of {path.parent} or pass another path= / LETITLOOP_DB",
-            path=str(path),
-        )
-    if "full" in low:
+    if "full" in low or ("disk i/o error" in low and _disk_full(path)):
         return JournalFileError(
             f"{path}: the disk is full ({text}); nothing was recorded for this write and "
             f"every earlier step is intact; free space and run again",
+            path=str(path),
+        )
+    if "readonly" in low or "read-only" in low or "unable to open" in low:
+        return JournalFileError(
+            f"{path}: expected a writable journal file and folder (SQLite also writes its "
+            f"-wal and -shm files beside the journal), found {text}; check the permissions "
+            f"and mount of {path} and {path.parent}, or pass another path= / LETITLOOP_DB",
             path=str(path),
         )
     if "locked" in low or "busy" in low:
@@ -140,7 +203,67 @@ def _explain(exc: sqlite3.Error, path: Path) -> JournalFileError:
             f"or is the file on a network filesystem (not supported)?",
             path=str(path),
         )
+    if "too big" in low:
+        return JournalFileError(
+            f"{path}: a value is over SQLite's size limit ({text}); nothing was recorded",
+            path=str(path),
+        )
     return JournalFileError(f"{path}: SQLite error: {text}", path=str(path))
+
+
+def _probe(path: Path) -> bool:
+    """:func:`migrate.check` on a read-only connection that changes none of the three files.
+
+    ``readonly_shm=1`` keeps SQLite from writing its read marks into the
+    -shm file. Where there is a -wal but no -shm (a reader cannot build the
+    index read-only), the main file alone is checked (``immutable=1``).
+    """
+    uri = Path(os.path.abspath(path)).as_uri()
+    for query in ("mode=ro&readonly_shm=1", "mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(f"{uri}?{query}", uri=True, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise _explain(exc, path) from None
+        try:
+            return _migrations.check(conn, path)
+        except JournalFileError as exc:
+            if "unable to open" not in str(exc) or "immutable" in query:
+                raise
+        finally:
+            conn.close()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _check_is_a_file(path: Path) -> bool:
+    """Whether ``path`` is a file with content; refuses a folder, a device, a pipe."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False  # created on first use
+    except OSError as exc:
+        raise JournalFileError(
+            f"{path}: cannot read it ({exc.strerror or exc}); check the path and its "
+            f"permissions, or pass another path= / LETITLOOP_DB",
+            path=str(path),
+        ) from None
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size > 0
+    if stat.S_ISDIR(st.st_mode):
+        found, example = "a folder", path / "journal.db"
+    else:
+        found, example = "a device, pipe or socket, not a file", DEFAULT_PATH
+    raise JournalFileError(
+        f"{path}: expected a journal file (or a path where one can be created), found {found}; "
+        f"pass the path of a file, e.g. {example} (path= or LETITLOOP_DB)",
+        path=str(path),
+    )
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back an open transaction; a rollback that fails (an I/O error) must not hide why."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 class Store:
@@ -172,6 +295,12 @@ class Store:
                 f"create it or pass another path= / LETITLOOP_DB",
                 path=str(self.path),
             ) from None
+        has_content = _check_is_a_file(self.path)
+        # A file with content is checked on a read-only connection first: a file
+        # refused as newer or foreign is then left byte for byte as it was, its
+        # -wal and -shm included (closing a writable connection would checkpoint
+        # a pending WAL into the file and delete both).
+        current = _probe(self.path) if migrate and has_content else None
         try:
             # isolation_level=None: no implicit transactions; we open them ourselves.
             # check_same_thread=False: threads share this connection under self.lock.
@@ -188,11 +317,8 @@ class Store:
             st = os.stat(self.real_path)
             #: (device, inode) of the journal file: its identity within this machine.
             self.identity = (st.st_dev, st.st_ino)
-            #: The most bytes one value may hold (SQLite's SQLITE_LIMIT_LENGTH, 1e9 by
-            #: default), less room for the rest of its row.
             getlimit = getattr(self.conn, "getlimit", None)  # Python 3.11+
-            limit = getlimit(0) if getlimit is not None else 1_000_000_000  # 0: LIMIT_LENGTH
-            self.max_text = limit - ROW_ROOM
+            self._set_max_text(getlimit(0) if getlimit is not None else 1_000_000_000)
         except OSError as exc:
             self.conn.close()
             raise JournalFileError(
@@ -204,7 +330,8 @@ class Store:
             # Wait (instead of failing at once) while another connection writes.
             self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             # Refuse a newer or foreign file before anything writes to it.
-            current = _migrations.check(self) if migrate else True
+            if current is None:
+                current = _migrations.check(self.conn, self.path) if migrate else True
             self._configure()
             if not current:
                 _migrations.migrate(self)
@@ -264,27 +391,28 @@ class Store:
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error.
 
-        Raises JournalFileError for a full disk, a read-only file or a lock
-        that outlived the busy timeout; nothing of the transaction is kept then.
+        Every statement of the block runs inside it, and this is where their
+        errors are explained: a sqlite3 error (or text SQLite holds that is
+        not UTF-8) raised anywhere in the block rolls the whole transaction
+        back and becomes a JournalFileError that says what to do (a full disk,
+        a read-only file, a damaged schema, a lock that outlived the busy
+        timeout). Nothing of the transaction is kept then.
         """
         with self.lock:
             conn = self.conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise _explain(exc, self.path) from None
+            except (sqlite3.Error, UnicodeError) as exc:
+                raise self.explain(exc) from None
             try:
                 yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            try:
                 conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise _explain(exc, self.path) from None
+            except (sqlite3.Error, UnicodeError) as exc:
+                _rollback(conn)
+                raise self.explain(exc) from None
+            except BaseException:
+                _rollback(conn)
+                raise
 
     def write1(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Execute one statement in its own write transaction (the step path's hot loop)."""
@@ -292,8 +420,8 @@ class Store:
             conn = self.conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise _explain(exc, self.path) from None
+            except (sqlite3.Error, UnicodeError) as exc:
+                raise self.explain(exc) from None
             self._commit(conn, sql, (params,))
 
     def _commit(self, conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -308,13 +436,11 @@ class Store:
             else:
                 conn.executemany(sql, rows)
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise _explain(exc, self.path) from None
+        except (sqlite3.Error, UnicodeError) as exc:
+            _rollback(conn)
+            raise self.explain(exc) from None
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -345,21 +471,40 @@ class Store:
                 low = str(exc).lower()
                 if "locked" in low or "busy" in low:
                     return False
-                raise _explain(exc, self.path) from None
+                raise self.explain(exc) from None
             except sqlite3.Error as exc:
-                raise _explain(exc, self.path) from None
+                raise self.explain(exc) from None
             self._commit(conn, sql, rows)
             return True
         finally:
             self.lock.release()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        """Rows of a read query (outside any write transaction)."""
+        """Rows of a read query (outside any write transaction); errors explained as in write()."""
         with self.lock:
             try:
                 return self.conn.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise _explain(exc, self.path) from None
+            except (sqlite3.Error, UnicodeError) as exc:
+                raise self.explain(exc) from None
+
+    def _set_max_text(self, limit: int) -> None:
+        #: The most bytes one value may hold: SQLite's SQLITE_LIMIT_LENGTH (1e9 by
+        #: default) less room for the rest of its row.
+        self.max_text = limit - min(ROW_ROOM, limit // 2)
+
+    def set_max_length(self, limit: int) -> None:
+        """Lower SQLite's limit on one value's bytes for this connection (Python 3.11+).
+
+        Values over it are refused before anything is written (EncodeError for
+        a step's result). Mostly for tests: the default is SQLite's 1e9 bytes.
+        """
+        conn: Any = self.conn  # setlimit and getlimit are Python 3.11+
+        conn.setlimit(0, limit)  # 0: SQLITE_LIMIT_LENGTH
+        self._set_max_text(conn.getlimit(0))
+
+    def explain(self, exc: BaseException) -> JournalFileError:
+        """The one place a foreign error about the file becomes a JournalFileError."""
+        return _explain(exc, self.path)
 
     def close(self) -> None:
         with self.lock:
@@ -378,7 +523,14 @@ class Store:
         if row:
             return str(row[0])
         table = journal_table_name(goal)
-        taken = conn.execute("SELECT 1 FROM goals WHERE journal_table = ?", (table,)).fetchone()
+        taken = (
+            table in RESERVED_TABLES
+            or conn.execute(
+                "SELECT 1 FROM goals WHERE journal_table = ? "
+                "UNION ALL SELECT 1 FROM sqlite_master WHERE name = ? COLLATE NOCASE",
+                (table, table),
+            ).fetchone()
+        )
         if taken:
             table = journal_table_name(goal, long_hash=True)
         for (sql,) in conn.execute(
@@ -398,25 +550,22 @@ class Store:
     # -- lock files ----------------------------------------------------------
 
     def lock_file(self, kind: str, name: str) -> Path:
-        """A lock file for ``name`` beside the journal: bounded, hashed, safe on any filesystem.
+        """The lock file for ``name`` beside the journal: bounded, hashed, safe on any filesystem.
 
         The folder is ``<journal>-locks`` beside the real file (symlinks
         resolved), and the file's name depends only on ``kind`` and ``name``,
         never on the path used to reach the journal: a symlink to the journal,
         or its folder mounted at another path (two containers sharing a
-        volume), reaches the same lock files.
+        volume), reaches the same lock files. Creates nothing (see
+        letitloop.locks, which takes and removes them).
         """
         digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        folder = self.real_path.with_name(self.real_path.name + "-locks")
-        try:
-            folder.mkdir(exist_ok=True)
-        except OSError as exc:
-            raise JournalFileError(
-                f"{folder}: cannot create the lock folder beside the journal ({exc}); "
-                f"the journal's folder must be writable",
-                path=str(self.path),
-            ) from None
-        return folder / f"{kind}-{digest}.lock"
+        return self.lock_folder / f"{kind}-{digest}.lock"
+
+    @property
+    def lock_folder(self) -> Path:
+        """``<journal>-locks`` beside the real journal file."""
+        return self.real_path.with_name(self.real_path.name + "-locks")
 
 
 #: The browsing view of every goal's rows (see migrations/0004_views.sql).

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 
 def write_script(folder: Path, name: str, source: str) -> Path:
@@ -39,4 +42,24 @@ def spawn_python(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **(env or {})},
+    )
+
+
+def in_mount_namespace(shell: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``shell`` as root in a private mount namespace (mounts vanish with it).
+
+    Skips the test (one line) where that is not permitted: not root, no
+    unshare(1), or a sandbox that refuses new mount namespaces.
+    """
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to mount a read-only or tiny filesystem")
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare -m is not permitted here: {probe.stderr.decode().strip()}")
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-ec", shell],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
     )

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import write_script
+from helpers import in_mount_namespace, write_script
 
 from letitloop import Journal
 from letitloop.errors import JournalFileError, LetItLoopError, SchemaVersionError
@@ -119,19 +117,7 @@ class TestAJournalFromANewerLetitloop:
 
 
 def _in_mount_namespace(shell: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``shell`` as root in a private mount namespace (so mounts vanish with it)."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare(1) to mount a read-only or tiny filesystem")
-    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip(f"unshare -m is not permitted here: {probe.stderr.decode().strip()}")
-    return subprocess.run(
-        ["unshare", "-m", "sh", "-ec", shell],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    return in_mount_namespace(shell, tmp_path)
 
 
 READ_ONLY_CHILD = """
