@@ -7,6 +7,7 @@ error pickles with its attributes, because errors cross process boundaries
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 
@@ -74,3 +75,32 @@ class MarkerHeldError(LetItLoopError):
 
 class MarkerLostError(LetItLoopError):
     """A marker's holder lost its claim before it could commit; the side effect may repeat."""
+
+
+# -- recording other code's errors ------------------------------------------------
+
+
+def storable(text: str) -> str:
+    """``text`` as SQLite can store it: lone surrogates (from undecodable bytes) escaped."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` of an exception, storable whatever its message holds."""
+    try:
+        message = str(exc)
+    except Exception as failed:  # a __str__ that raises must not hide the exception itself
+        message = f"<str() of the exception failed: {type(failed).__qualname__}>"
+    return storable(f"{type(exc).__qualname__}: {message}")
+
+
+def traceback_text(exc: BaseException) -> str:
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        text = error_text(exc)
+    return storable(text)

@@ -17,7 +17,6 @@ import socket
 import sys
 import threading
 import time
-import traceback
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
@@ -36,6 +35,8 @@ from .errors import (
     LetItLoopError,
     RunHeldError,
     StepMismatchError,
+    error_text,
+    traceback_text,
 )
 from .fingerprint import UNCHECKED, Fingerprinter, differences, unwrap
 from .keys import NEST, REPEAT_SUFFIX, Recorded, StepKeys, split_key
@@ -142,32 +143,6 @@ def function_name(fn: Callable[..., Any]) -> str:
     else:
         module = getattr(fn, "__module__", None) or "?"
     return f"{module}.{qualname}"
-
-
-def _storable(text: str) -> str:
-    """``text`` as SQLite can store it: lone surrogates (from undecodable bytes) escaped."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
-def _error_text(exc: BaseException) -> str:
-    """``Type: message`` of an exception, storable whatever its message holds."""
-    try:
-        message = str(exc)
-    except Exception as failed:  # a __str__ that raises must not hide the exception itself
-        message = f"<str() of the exception failed: {type(failed).__qualname__}>"
-    return _storable(f"{type(exc).__qualname__}: {message}")
-
-
-def _traceback_text(exc: BaseException) -> str:
-    try:
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    except Exception:
-        text = _error_text(exc)
-    return _storable(text)
 
 
 _UPSERT_STEP = (
@@ -471,10 +446,18 @@ class Journal:
         self._results = _Results(store, self.table, sorted(r[3] for r in rows))
 
     def close(self, exc: BaseException | None = None) -> None:
-        """Mark the run completed (``exc`` is None) or failed with ``exc``, and release it."""
+        """Mark the run completed (``exc`` is None) or failed with ``exc``, and release it.
+
+        ``sys.exit(0)`` (``SystemExit`` with code 0 or None) is a clean exit,
+        not a failure: the run is completed. Any other exception, including
+        KeyboardInterrupt and a non-zero SystemExit, marks it failed with its
+        error, so the next open resumes it.
+        """
         store = self.store
         if store is None:
             return
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            exc = None
         try:
             if not self.was_completed:
                 now = utc_iso(self.clock())
@@ -487,7 +470,7 @@ class Journal:
                 else:
                     store.write1(
                         "UPDATE runs SET status = 'failed', updated_at = ?, error = ? WHERE id = ?",
-                        (now, _error_text(exc), self.run_id),
+                        (now, error_text(exc), self.run_id),
                     )
         finally:
             self._release()
@@ -918,8 +901,8 @@ class Journal:
             utc_iso(finished),
             (finished - started) * 1000.0,
             self.attempt,
-            _error_text(exc),
-            _traceback_text(exc),
+            error_text(exc),
+            traceback_text(exc),
             fp,
         )
 

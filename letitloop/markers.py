@@ -30,7 +30,6 @@ import secrets
 import socket
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +39,14 @@ from typing import TYPE_CHECKING, Literal
 import filelock
 
 from . import locks
-from .errors import InvalidNameError, LetItLoopError, MarkerHeldError, MarkerLostError
+from .errors import (
+    InvalidNameError,
+    LetItLoopError,
+    MarkerHeldError,
+    MarkerLostError,
+    error_text,
+    traceback_text,
+)
 from .store import check_name, utc_iso
 
 if TYPE_CHECKING:
@@ -386,14 +392,20 @@ class AtomicMarker:
                     (utc_iso(now), duration, *p.ids, self._token),
                 )
             else:
+                # Interrupted or cancelled (not an Exception): the holder stopped at an
+                # unknown point of the block, so its side effect may have happened: the
+                # next holder is told, as after a crash (crashed_before).
+                interrupted = 0 if isinstance(exc, Exception) else 1
                 cur = c.execute(
                     f"UPDATE \"{p.table}\" SET status = 'failed', finished_at = ?, "
-                    f"duration_ms = ?, error = ?, traceback = ? {where}",
+                    f"duration_ms = ?, error = ?, traceback = ?, "
+                    f"crashes = coalesce(crashes, 0) + ? {where}",
                     (
                         utc_iso(now),
                         duration,
-                        f"{type(exc).__qualname__}: {exc}",
-                        "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+                        error_text(exc),
+                        traceback_text(exc),
+                        interrupted,
                         *p.ids,
                         self._token,
                     ),

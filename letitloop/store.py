@@ -361,6 +361,11 @@ class Store:
             # commit, so a commit also survives power loss and kernel crashes.
             sync = "FULL" if self.durability == "power" else "NORMAL"
             c.execute(f"PRAGMA synchronous = {sync}")
+            if self.durability == "power":
+                # On macOS a plain fsync() reaches the drive but not through its
+                # cache; F_FULLFSYNC does. Both pragmas are no-ops elsewhere.
+                c.execute("PRAGMA fullfsync = ON")
+                c.execute("PRAGMA checkpoint_fullfsync = ON")
             # Enforce runs -> goals and attempts -> runs (ON DELETE CASCADE).
             c.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:

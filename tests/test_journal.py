@@ -418,7 +418,11 @@ class TestDurabilityModes:
             assert j.store is not None
             sync = j.store.conn.execute("PRAGMA synchronous").fetchone()[0]
             mode = j.store.conn.execute("PRAGMA journal_mode").fetchone()[0]
+            full = j.store.conn.execute("PRAGMA fullfsync").fetchone()[0]
+            checkpoint_full = j.store.conn.execute("PRAGMA checkpoint_fullfsync").fetchone()[0]
         assert (mode, sync) == ("wal", {"process": 1, "power": 2}[durability])
+        # F_FULLFSYNC (macOS: through the drive's cache) exactly where power loss is promised.
+        assert (full, checkpoint_full) == {"process": (0, 0), "power": (1, 1)}[durability]
 
     def test_an_unknown_mode_is_refused(self, db: Path) -> None:
         with pytest.raises(ValueError, match="'process' or 'power'"):
