@@ -422,7 +422,7 @@ class Journal:
         commits = self._loop_commits
         if commits is not None and (commits.store is not store or not commits.on_this_loop()):
             commits = None  # another loop's: its thread ends when idle
-        if commits is None and self.durability == "power":
+        if commits is None and self.durability == "power" and not self.was_completed:
             commits = self._loop_commits_for(store)
         cancelled = False
         lost: JournalFileError | None = None

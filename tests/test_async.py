@@ -905,6 +905,48 @@ class TestAStepThatReturnedJustBeforeTheJournalCloses:
         assert rows(db, "SELECT status, error FROM runs")[0][0] == "failed"
         assert "injected failure" in rows(db, "SELECT error FROM runs")[0][0]
 
+    def test_a_cancellation_during_the_close_waits_for_the_commit_then_propagates(
+        self, tmp_path: Path, db: Path
+    ) -> None:
+        # Another process holds SQLite's write lock, so the step's commit waits in the
+        # commit thread while the block exits; the task is cancelled during that wait.
+        script = write_script(tmp_path, "locker.py", WRITE_LOCKER)
+        lockers: list[subprocess.Popen[str]] = []
+        exiting = asyncio.Event()
+
+        async def value() -> str:
+            return "v"
+
+        async def block() -> None:
+            async with Journal("g", run="r", path=db, durability="power") as j:
+                locker = subprocess.Popen(
+                    [sys.executable, str(script), str(db), "0.5"], stdout=subprocess.PIPE, text=True
+                )
+                lockers.append(locker)
+                assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+                task = asyncio.ensure_future(j.async_step("v", value))
+                await asyncio.sleep(0)  # the function returns; its row is queued
+                task.cancel()
+                exiting.set()
+
+        async def attempt() -> None:
+            closing = asyncio.ensure_future(block())
+            await exiting.wait()
+            await asyncio.sleep(0.1)  # inside __aexit__, waiting for the commit
+            assert not closing.done() and open_journals()
+            closing.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await closing
+            assert not open_journals()  # the cancellation came out only after the close
+
+        try:
+            run(attempt)
+        finally:
+            for locker in lockers:
+                locker.wait()
+        assert steps_of(db, "g") == {"v": ("done", '"v"')}
+        assert rows(db, "SELECT status FROM runs") == [("completed",)]
+
 
 class TestCommitsOffTheEventLoop:
     def test_with_power_durability_no_commit_runs_on_the_loop_thread(self, db: Path) -> None:
@@ -966,3 +1008,36 @@ class TestCommitsOffTheEventLoop:
         assert run(attempt) == ["quick", "done", "done"]
         assert released == [True, True]  # "quick" returned while both were still blocked
         assert len(steps_of(db, "g")) == 3
+
+
+class TestTheCommitThread:
+    def test_it_ends_with_the_journals_async_with_block(self, db: Path) -> None:
+        async def value(i: int) -> int:
+            return i
+
+        async def attempt() -> list[str]:
+            async with Journal("g", path=db, durability="power") as j:
+                await asyncio.gather(*(j.async_step(f"s:{i}", value, i) for i in range(10)))
+                during = [t.name for t in threading.enumerate()]
+            after = [t.name for t in threading.enumerate() if t.name.startswith("letitloop-")]
+            assert any(name.startswith("letitloop-commit") for name in during)
+            return after
+
+        assert run(attempt) == []
+
+    def test_it_ends_by_itself_when_the_journal_was_closed_without_async_with(
+        self, db: Path
+    ) -> None:
+        async def value(i: int) -> int:
+            return i
+
+        async def steps(j: Journal) -> None:
+            await asyncio.gather(*(j.async_step(f"s:{i}", value, i) for i in range(10)))
+
+        with Journal("g", path=db, durability="power") as j:
+            asyncio.run(steps(j))
+        assert len(steps_of(db, "g")) == 10
+        deadline = time.monotonic() + 30  # it idles for commits.IDLE_SECONDS, then ends
+        while any(t.name.startswith("letitloop-commit") for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the commit thread never ended"
+            time.sleep(0.05)
