@@ -947,6 +947,50 @@ class TestAStepThatReturnedJustBeforeTheJournalCloses:
         assert steps_of(db, "g") == {"v": ("done", '"v"')}
         assert rows(db, "SELECT status FROM runs") == [("completed",)]
 
+    def test_a_step_returning_while_the_run_is_being_marked_is_refused_clearly(
+        self, tmp_path: Path, db: Path
+    ) -> None:
+        # With durability="power" the run is marked in the commit thread; another process
+        # holds SQLite's write lock, so that takes a while. A step returning meanwhile
+        # came too late to be part of the run: it is refused, not lost in silence.
+        script = write_script(tmp_path, "locker.py", WRITE_LOCKER)
+        lockers: list[subprocess.Popen[str]] = []
+        go, marking = asyncio.Event(), asyncio.Event()
+
+        async def late() -> str:
+            await go.wait()
+            return "late"
+
+        async def block() -> asyncio.Future[str]:
+            async with Journal("g", run="r", path=db, durability="power") as j:
+                orphan = asyncio.ensure_future(j.async_step("late", late))
+                locker = subprocess.Popen(
+                    [sys.executable, str(script), str(db), "0.5"], stdout=subprocess.PIPE, text=True
+                )
+                lockers.append(locker)
+                assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+                marking.set()
+            return orphan
+
+        async def attempt() -> str:
+            closing = asyncio.ensure_future(block())
+            await marking.wait()
+            await asyncio.sleep(0.1)  # the run's closing commit waits in the commit thread
+            assert not closing.done()
+            go.set()
+            orphan = await closing
+            with pytest.raises(LetItLoopError, match="returned while its journal was closing"):
+                await orphan
+            return "refused"
+
+        try:
+            assert run(attempt) == "refused"
+        finally:
+            for locker in lockers:
+                locker.wait()
+        assert steps_of(db, "g") == {}
+        assert rows(db, "SELECT status FROM runs") == [("completed",)]
+
 
 class TestCommitsOffTheEventLoop:
     def test_with_power_durability_no_commit_runs_on_the_loop_thread(self, db: Path) -> None:
