@@ -7,7 +7,9 @@ plain function run in a worker thread) and its replay, per step, next to the
 sync step and the raw floor (one INSERT + COMMIT per row with sqlite3); 100
 gathered steps end to end, fresh and replayed; and the largest event-loop
 stall a 1 ms ticker task sees while 1,000 gathered steps commit, next to the
-same gather with no journal (the ticker's own noise on this machine).
+same gather with no journal (the ticker's own noise on this machine); and how
+long a coroutine step's commit takes with ``durability="power"`` while
+plain-function steps keep every thread of the loop's default executor busy.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import random
 import statistics
 import sys
@@ -113,6 +116,34 @@ def gathered(db: Path, n: int, durability: Durability = "process") -> tuple[floa
         return time.perf_counter() - t0, t2 - t1
 
     return asyncio.run(main())
+
+
+#: The threads of asyncio's default executor (ThreadPoolExecutor's default since Python 3.8).
+DEFAULT_EXECUTOR_THREADS = min(32, (os.cpu_count() or 1) + 4)
+
+
+def commit_while_executor_busy(blocked: int, block_s: float = 1.0) -> float:
+    """Seconds a coroutine step takes (its function returns at once, so: its commit) with
+    ``durability="power"`` while ``blocked`` plain-function steps sleep ``block_s`` seconds in
+    the loop's default executor. With ``blocked=0``, the same step on an idle executor.
+    """
+
+    def sleeper() -> str:
+        time.sleep(block_s)
+        return "slept"
+
+    async def body(j: Journal) -> float:
+        sleepers = [
+            asyncio.ensure_future(j.async_step(f"sleep{i}", sleeper)) for i in range(blocked)
+        ]
+        await asyncio.sleep(0.1 if blocked else 0)  # every sleeper holds a thread by now
+        t0 = time.perf_counter()
+        await j.async_step("quick", produce)
+        elapsed = time.perf_counter() - t0
+        await asyncio.gather(*sleepers)
+        return elapsed
+
+    return _in_journal("power", body)
 
 
 def interleaved(repeats: int, measures: dict[str, Callable[[], float]]) -> dict[str, float]:
@@ -232,6 +263,14 @@ def main() -> None:
         )
     burst = median_pair(stall_runs, lambda: largest_stall(1000, 0.0, "process"))
     burst_plain = median_pair(stall_runs, lambda: largest_stall(1000, 0.0, None))
+    busy = DEFAULT_EXECUTOR_THREADS
+    behind = interleaved(
+        stall_runs,
+        {
+            "idle": lambda: commit_while_executor_busy(0),
+            "busy": lambda: commit_while_executor_busy(busy),
+        },
+    )
 
     per_step_table = table(
         ["measure", "median per step", "vs raw floor"],
@@ -283,10 +322,22 @@ def main() -> None:
             ],
         ],
     )
+    behind_table = table(
+        ['one coroutine step, durability="power"', "median time to return"],
+        [
+            ["the loop's default executor idle", ms(behind["idle"])],
+            [
+                f"while {busy} plain-function steps sleep 1 s in the default executor "
+                f"(all its {busy} threads)",
+                ms(behind["busy"]),
+            ],
+        ],
+    )
     body = (
         f"{n} steps per repeat (plain-function and thread-hop rows: {n // 4}), "
         f"median of {r} repeats.\n\n## Per step\n\n{per_step_table}\n\n## Gathered\n\n"
         f"{gather_table}\n\n## Largest event-loop stall (a 1 ms ticker task)\n\n{stall_table}\n"
+        f"\n## A commit behind blocking steps (median of {stall_runs})\n\n{behind_table}\n"
     )
     publish("async", "Async steps", f"python -m benchmarks.bench_async --repeats {r}", body)
 

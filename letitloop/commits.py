@@ -10,18 +10,93 @@ for the whole batch instead of one per step.
 The flush commits inline on the loop only when that cannot wait: the
 connection is free in this process and SQLite's write lock is free
 (``busy_timeout`` is 0 for that attempt), and ``durability="process"``
-(no fsync). Otherwise the batch goes to a worker thread, and rows queued
-meanwhile form the next batch. So the loop is never held longer than one
-small commit of the rows that became ready together.
+(no fsync). Otherwise the batch goes to the journal's commit thread, and rows
+queued meanwhile form the next batch. So the loop is never held longer than
+one small commit of the rows that became ready together.
+
+The commit thread is the journal's own (:class:`CommitThread`), not the
+loop's default executor: ``asyncio.to_thread`` work (plain-function steps)
+fills that one, and a commit queued behind it waited as long as the slowest
+of them. A batch handed to the thread is never withdrawn, and closing waits
+for it (:meth:`LoopCommits.settle`): the connection is closed, and the run
+marked, only after every row handed over is committed or known to have failed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from .store import Store
+
+T = TypeVar("T")
+
+#: Seconds the commit thread waits for more work before it ends. Long enough that
+#: the commits of a busy pipeline reuse one thread; short enough that a journal
+#: closed without ``async with`` (its thread is stopped by ``__aexit__`` otherwise)
+#: leaves no thread behind for long.
+IDLE_SECONDS = 1.0
+
+_Job = tuple["concurrent.futures.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+
+
+class CommitThread:
+    """One thread that runs a journal's commits in order, off the event loop.
+
+    Started by the first job, it ends after IDLE_SECONDS without work (the
+    next job starts it again) or at :meth:`stop`. A submitted job always runs:
+    its future is marked running at once, so cancelling it (asyncio does when
+    an awaiting task is cancelled) cannot withdraw the commit.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._cond = threading.Condition(threading.Lock())
+        self._jobs: deque[_Job] = deque()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """Run ``fn(*args)`` in the thread after the jobs already submitted."""
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        fut.set_running_or_notify_cancel()
+        with self._cond:
+            self._jobs.append((fut, fn, args))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name)
+                self._thread.start()
+            else:
+                self._cond.notify()
+        return fut
+
+    def stop(self) -> None:
+        """Run the jobs already submitted, then end the thread and wait until it has ended."""
+        with self._cond:
+            self._stopping = True
+            thread = self._thread
+            self._cond.notify()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._jobs and not self._stopping:
+                    self._cond.wait(IDLE_SECONDS)
+                if not self._jobs:
+                    self._thread = None
+                    return
+                fut, fn, args = self._jobs.popleft()
+            try:
+                result = fn(*args)
+            except BaseException as exc:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
 
 
 class LoopCommits:
@@ -40,8 +115,15 @@ class LoopCommits:
         #: False with durability="power": every commit fsyncs, so never on the loop.
         self.inline = inline
         self.on_committed = on_committed
+        #: Rows whose commit failed when no task was awaiting it (cancelled while it
+        #: waited), with their error: nobody else will hear of them (see settle()).
+        self.unreported: list[tuple[Sequence[Any], BaseException]] = []
+        #: Set by the journal's close: rows committed after this are refused.
+        self.closed = False
         self._pending: list[tuple[Sequence[Any], asyncio.Future[None]]] = []
-        self._in_thread = False
+        # The batch in the commit thread, until its result is back on the loop.
+        self._flight: asyncio.Future[None] | None = None
+        self._thread: CommitThread | None = None
 
     def on_this_loop(self) -> bool:
         """Whether the running event loop is the one these rows are committed from."""
@@ -58,7 +140,7 @@ class LoopCommits:
         if (
             self.inline
             and not self._pending
-            and not self._in_thread
+            and self._flight is None
             and not getattr(self.loop, "_ready", True)  # the loop's ready queue (CPython)
             and self.store.try_write_many(self.sql, (row,))
         ):
@@ -66,12 +148,12 @@ class LoopCommits:
             return None
         fut = self.loop.create_future()
         self._pending.append((row, fut))
-        if len(self._pending) == 1 and not self._in_thread:
+        if len(self._pending) == 1 and self._flight is None:
             self.loop.call_soon(self.flush)
         return fut
 
     def flush(self) -> None:
-        if self._in_thread or not self._pending:
+        if self._flight is not None or not self._pending:
             return
         batch, self._pending = self._pending, []
         rows = [row for row, _ in batch]
@@ -84,26 +166,41 @@ class LoopCommits:
             if done:
                 self._finish(batch, None)
                 return
-        self._in_thread = True
-        written = self.loop.run_in_executor(None, self.store.write_many, self.sql, rows)
-        written.add_done_callback(lambda f: self._after_thread(batch, f))
+        self._flight = self.run_in_thread(self.store.write_many, self.sql, rows)
+        self._flight.add_done_callback(lambda f: self._after_thread(batch, f))
 
-    def drain(self) -> None:
-        """Commit whatever is queued now, waiting if need be (the journal is closing)."""
-        batch, self._pending = self._pending, []
-        if not batch:
-            return
-        try:
-            self.store.write_many(self.sql, [row for row, _ in batch])
-        except Exception as exc:
-            self._finish(batch, exc)
-        else:
-            self._finish(batch, None)
+    def run_in_thread(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args)`` in the commit thread, after the batches handed to it before."""
+        if self._thread is None:
+            self._thread = CommitThread(f"letitloop-commit {self.store.path.name}")
+        return asyncio.wrap_future(self._thread.submit(fn, *args), loop=self.loop)
+
+    async def settle(self) -> bool:
+        """Commit every row queued or in the commit thread, waiting for them off the loop.
+
+        Rows queued while this waits are committed too. When it returns,
+        every row handed over is committed or its error is known: delivered to
+        the task awaiting it, or in :attr:`unreported`. A cancellation of the
+        calling task does not cut the wait short (closing the connection under
+        a commit would lose it); it is returned (True) for the caller to raise.
+        """
+        cancelled = False
+        while self._pending or self._flight is not None:
+            if self._flight is None:
+                self.flush()
+                continue
+            cancelled |= await wait_through_cancel(self._flight)
+        return cancelled
+
+    def stop(self) -> None:
+        """Stop the commit thread (after its last job); the journal is closing."""
+        if self._thread is not None:
+            self._thread.stop()
 
     def _after_thread(
         self, batch: list[tuple[Sequence[Any], asyncio.Future[None]]], f: asyncio.Future[None]
     ) -> None:
-        self._in_thread = False
+        self._flight = None
         self._finish(batch, f.exception() if not f.cancelled() else asyncio.CancelledError())
         if self._pending:
             self.loop.call_soon(self.flush)
@@ -115,8 +212,25 @@ class LoopCommits:
             if exc is None:
                 self.on_committed(row)
             if fut.done():  # its task was cancelled while waiting
+                if exc is not None:
+                    self.unreported.append((row, exc))
                 continue
             if exc is None:
                 fut.set_result(None)
             else:
                 fut.set_exception(exc)
+
+
+async def wait_through_cancel(fut: asyncio.Future[Any]) -> bool:
+    """Wait until ``fut`` is done, even if the calling task is cancelled meanwhile.
+
+    Returns whether it was cancelled (the caller raises CancelledError when
+    its own work is over). ``fut`` itself is never cancelled by this wait.
+    """
+    cancelled = False
+    while not fut.done():
+        try:
+            await asyncio.wait((fut,))
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled

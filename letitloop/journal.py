@@ -32,6 +32,7 @@ from .errors import (
     DecodeError,
     EncodeError,
     InvalidNameError,
+    JournalFileError,
     LetItLoopError,
     RunHeldError,
     StepMismatchError,
@@ -524,13 +525,61 @@ class Journal:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        # Closing is one small commit (the run's status) and a lock release: inline.
-        # Rows still queued for the group commit (their tasks were cancelled while
-        # waiting) are committed first: those steps returned.
-        commits, self._loop_commits = self._loop_commits, None
-        if commits is not None and self.store is commits.store:
-            commits.drain()
-        self.__exit__(exc_type, exc, tb)
+        """Close like ``with``, once every returned step's row is committed.
+
+        Rows still queued for the group commit or in its thread are committed
+        first; the loop keeps running meanwhile, and a cancellation waits for
+        them, then propagates. A commit that failed with no task left to hear
+        of it (its task was cancelled while it waited) marks the run failed and
+        is raised here as JournalFileError. With ``durability="power"`` the
+        run's closing commit runs in the commit thread too: no fsync on the loop.
+        """
+        import asyncio
+
+        from .commits import wait_through_cancel
+
+        if self._tokens:
+            current_journal.reset(self._tokens.pop())
+        store = self.store
+        if store is None:
+            return
+        commits = self._loop_commits
+        if commits is not None and (commits.store is not store or not commits.on_this_loop()):
+            commits = None  # another loop's: its thread ends when idle
+        if commits is None and self.durability == "power" and not self.was_completed:
+            commits = self._loop_commits_for(store)
+        cancelled = False
+        lost: JournalFileError | None = None
+        try:
+            if commits is not None:
+                cancelled = await commits.settle()
+                commits.closed = True  # a step returning from now on is not recorded
+                for row, error in commits.unreported:
+                    if row[2] == "done":
+                        lost = JournalFileError(
+                            f"run {self.run_id} of goal {self.goal!r} was not marked completed: "
+                            f"step {row[1]!r} returned, but its commit failed after its task "
+                            f"was cancelled ({error}); the run is marked failed and the step "
+                            f"runs again on the next attempt. Fix the cause and run again",
+                            path=str(store.path),
+                        )
+                        break
+            failure = exc if exc is not None else lost
+            if commits is not None and not commits.inline:
+                closing = commits.run_in_thread(self.close, failure)
+                cancelled |= await wait_through_cancel(closing)
+                closing.result()
+            else:
+                self.close(failure)
+        finally:
+            if commits is not None:
+                commits.stop()
+            if self._loop_commits is commits:
+                self._loop_commits = None
+        if cancelled:
+            raise asyncio.CancelledError
+        if lost is not None and exc is None:
+            raise lost
 
     def __repr__(self) -> str:
         state = f"run {self.run_id} attempt {self.attempt}" if self.store else "closed"
@@ -780,6 +829,17 @@ class Journal:
         committed; a done row enters the replay map then, even if the awaiting
         task was cancelled meanwhile.
         """
+        commits = self._loop_commits_for(store)
+        if commits.closed:
+            raise LetItLoopError(
+                f"step {row[1]!r} (run {self.run_id} of goal {self.goal!r}) returned while its "
+                f"journal was closing, so its result was not recorded and it runs again next "
+                f"attempt; await every step before leaving the journal's 'with' block"
+            )
+        return commits.commit(row)
+
+    def _loop_commits_for(self, store: Store) -> LoopCommits:
+        """The group commit of the running loop for ``store`` (made on first use)."""
         commits = self._loop_commits
         if commits is None or commits.store is not store or not commits.on_this_loop():
             from .commits import LoopCommits
@@ -790,7 +850,7 @@ class Journal:
                 inline=self.durability == "process",
                 on_committed=self._committed,
             )
-        return commits.commit(row)
+        return commits
 
     def _committed(self, row: Sequence[Any]) -> None:
         """A row committed by the group commit (its key was claimed when its step began)."""

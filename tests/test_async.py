@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from helpers import write_script
 from letitloop import Journal, async_step, durable_async, step, unchecked
 from letitloop.errors import (
     ConcurrentStepError,
+    JournalFileError,
     LetItLoopError,
     NoJournalError,
     RunHeldError,
@@ -792,3 +794,298 @@ class TestCommitsFromTheEventLoop:
         assert steps_of(db, "g") == {"v": ("done", '"v"')}
         assert run(second) == "v"
         assert calls.names == ["v"]  # it had returned once: it never runs again
+
+
+def _refuse_key(db: Path, key: str) -> None:
+    """Make every commit of step ``key`` fail inside SQLite, as a full or failing disk would.
+
+    A trigger on the real journal table, added from a second connection: the
+    journal's own write path runs unchanged and gets a real SQLite error back.
+    """
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute(
+            f"CREATE TRIGGER refuse_{key} BEFORE INSERT ON journal_g WHEN NEW.key = '{key}' "
+            f"BEGIN SELECT RAISE(ABORT, 'injected failure: the disk refused this write'); END"
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+class TestAStepThatReturnedJustBeforeTheJournalCloses:
+    """A coroutine step returns, its task is cancelled while its row waits, the block exits."""
+
+    @pytest.mark.parametrize("durability", ["process", "power"])
+    def test_its_queued_row_is_committed_before_the_run_is_marked_completed(
+        self, db: Path, durability: Any
+    ) -> None:
+        calls = Calls()
+
+        async def value() -> str:
+            calls.names.append("v")
+            return "v"
+
+        async def first() -> None:
+            async with Journal("g", run="r", path=db, durability=durability) as j:
+                task = asyncio.ensure_future(j.async_step("v", value))
+                await asyncio.sleep(0)  # the function returns; its row is queued
+                assert calls.names == ["v"] and not task.done()
+                task.cancel()
+                # The block exits in this same loop pass: the row is still queued.
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        async def second() -> str:
+            async with Journal("g", run="r", path=db, durability=durability) as j:
+                return await j.async_step("v", value)
+
+        run(first)
+        assert steps_of(db, "g") == {"v": ("done", '"v"')}
+        assert rows(db, "SELECT status FROM runs") == [("completed",)]
+        assert run(second) == "v"
+        assert calls.names == ["v"]  # it had returned once: it never runs again
+
+    def test_its_row_in_the_commit_thread_is_committed_before_the_run_is_marked_completed(
+        self, db: Path
+    ) -> None:
+        # The loop's default executor is busy with user work (asyncio.to_thread) until
+        # after the block has exited; the commit must neither wait for it nor be lost.
+        calls = Calls()
+        release = threading.Event()
+
+        async def value() -> str:
+            calls.names.append("v")
+            return "v"
+
+        async def first() -> None:
+            loop = asyncio.get_running_loop()
+            loop.set_default_executor(ThreadPoolExecutor(max_workers=2))
+            busy: list[asyncio.Future[bool]] = []
+            try:
+                async with Journal("g", run="r", path=db, durability="power") as j:
+                    busy = [loop.run_in_executor(None, release.wait, 10) for _ in range(2)]
+                    task = asyncio.ensure_future(j.async_step("v", value))
+                    await asyncio.sleep(0)  # the function returns; its row is queued
+                    assert calls.names == ["v"] and not task.done()
+                    task.cancel()
+                    await asyncio.sleep(0)  # the row is handed over to be committed
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            finally:
+                release.set()
+                await asyncio.gather(*busy)
+
+        run(first)
+        # Seen from a second connection: the row, then the run's completion.
+        assert steps_of(db, "g") == {"v": ("done", '"v"')}
+        assert rows(db, "SELECT status FROM runs") == [("completed",)]
+        with Journal("g", run="r", path=db) as j:
+            assert j.step("v", value) is not None  # a coroutine function: replayed, not called
+        assert calls.names == ["v"]
+
+    @pytest.mark.parametrize("where", ["queued", "committing"])
+    def test_a_failed_commit_marks_the_run_failed_and_is_raised_at_the_exit(
+        self, db: Path, where: str
+    ) -> None:
+        async def value() -> str:
+            return "v"
+
+        async def attempt() -> None:
+            async with Journal("g", run="r", path=db, durability="power") as j:
+                _refuse_key(db, "v")
+                task = asyncio.ensure_future(j.async_step("v", value))
+                await asyncio.sleep(0)  # the function returns; its row is queued
+                task.cancel()  # nobody is left to be told that its commit failed
+                if where == "committing":
+                    await asyncio.sleep(0)  # the row is handed over to be committed
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        with pytest.raises(JournalFileError, match=r"step 'v'.*injected failure") as info:
+            run(attempt)
+        assert "not marked completed" in str(info.value)
+        assert steps_of(db, "g") == {}
+        assert rows(db, "SELECT status, error FROM runs")[0][0] == "failed"
+        assert "injected failure" in rows(db, "SELECT error FROM runs")[0][0]
+
+    def test_a_cancellation_during_the_close_waits_for_the_commit_then_propagates(
+        self, tmp_path: Path, db: Path
+    ) -> None:
+        # Another process holds SQLite's write lock, so the step's commit waits in the
+        # commit thread while the block exits; the task is cancelled during that wait.
+        script = write_script(tmp_path, "locker.py", WRITE_LOCKER)
+        lockers: list[subprocess.Popen[str]] = []
+        exiting = asyncio.Event()
+
+        async def value() -> str:
+            return "v"
+
+        async def block() -> None:
+            async with Journal("g", run="r", path=db, durability="power") as j:
+                locker = subprocess.Popen(
+                    [sys.executable, str(script), str(db), "0.5"], stdout=subprocess.PIPE, text=True
+                )
+                lockers.append(locker)
+                assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+                task = asyncio.ensure_future(j.async_step("v", value))
+                await asyncio.sleep(0)  # the function returns; its row is queued
+                task.cancel()
+                exiting.set()
+
+        async def attempt() -> None:
+            closing = asyncio.ensure_future(block())
+            await exiting.wait()
+            await asyncio.sleep(0.1)  # inside __aexit__, waiting for the commit
+            assert not closing.done() and open_journals()
+            closing.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await closing
+            assert not open_journals()  # the cancellation came out only after the close
+
+        try:
+            run(attempt)
+        finally:
+            for locker in lockers:
+                locker.wait()
+        assert steps_of(db, "g") == {"v": ("done", '"v"')}
+        assert rows(db, "SELECT status FROM runs") == [("completed",)]
+
+    def test_a_step_returning_while_the_run_is_being_marked_is_refused_clearly(
+        self, tmp_path: Path, db: Path
+    ) -> None:
+        # With durability="power" the run is marked in the commit thread; another process
+        # holds SQLite's write lock, so that takes a while. A step returning meanwhile
+        # came too late to be part of the run: it is refused, not lost in silence.
+        script = write_script(tmp_path, "locker.py", WRITE_LOCKER)
+        lockers: list[subprocess.Popen[str]] = []
+        go, marking = asyncio.Event(), asyncio.Event()
+
+        async def late() -> str:
+            await go.wait()
+            return "late"
+
+        async def block() -> asyncio.Future[str]:
+            async with Journal("g", run="r", path=db, durability="power") as j:
+                orphan = asyncio.ensure_future(j.async_step("late", late))
+                locker = subprocess.Popen(
+                    [sys.executable, str(script), str(db), "0.5"], stdout=subprocess.PIPE, text=True
+                )
+                lockers.append(locker)
+                assert locker.stdout is not None and locker.stdout.readline() == "locked\n"
+                marking.set()
+            return orphan
+
+        async def attempt() -> str:
+            closing = asyncio.ensure_future(block())
+            await marking.wait()
+            await asyncio.sleep(0.1)  # the run's closing commit waits in the commit thread
+            assert not closing.done()
+            go.set()
+            orphan = await closing
+            with pytest.raises(LetItLoopError, match="returned while its journal was closing"):
+                await orphan
+            return "refused"
+
+        try:
+            assert run(attempt) == "refused"
+        finally:
+            for locker in lockers:
+                locker.wait()
+        assert steps_of(db, "g") == {}
+        assert rows(db, "SELECT status FROM runs") == [("completed",)]
+
+
+class TestCommitsOffTheEventLoop:
+    def test_with_power_durability_no_commit_runs_on_the_loop_thread(self, db: Path) -> None:
+        # Which thread runs each COMMIT of the journal's own connection (a real file):
+        # with durability="power" every commit fsyncs, so none may run on the loop.
+        commits: list[int] = []
+
+        def trace(statement: str) -> None:
+            if statement == "COMMIT":
+                commits.append(threading.get_ident())
+
+        async def value(i: int) -> int:
+            return i
+
+        async def attempt() -> int:
+            async with Journal("g", run="r", path=db, durability="power") as j:
+                assert j.store is not None
+                j.store.conn.set_trace_callback(trace)
+                for i in range(5):  # one at a time
+                    await j.async_step(f"seq:{i}", value, i)
+                await asyncio.gather(*(j.async_step(f"g:{i}", value, i) for i in range(20)))
+                task = asyncio.ensure_future(j.async_step("last", value, 0))
+                await asyncio.sleep(0)  # queued when the block exits (committed by the close)
+            await task
+            return threading.get_ident()
+
+        loop_thread = run(attempt)
+        assert len(steps_of(db, "g")) == 26
+        assert rows(db, "SELECT status FROM runs") == [("completed",)]
+        assert len(commits) >= 3  # the steps' commits and the run's completion were traced
+        assert loop_thread not in commits
+
+    def test_a_coroutine_steps_commit_does_not_wait_for_plain_functions_in_worker_threads(
+        self, db: Path
+    ) -> None:
+        # Plain-function steps hold every thread of the loop's default executor until
+        # the coroutine step has returned; its commit must not need one of those threads.
+        release = threading.Event()
+        released: list[bool] = []
+
+        def blocking() -> str:
+            released.append(release.wait(5))
+            return "done"
+
+        async def quick() -> str:
+            return "quick"
+
+        async def attempt() -> list[str]:
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2))
+            async with Journal("g", run="r", path=db, durability="power") as j:
+                blocked = [
+                    asyncio.ensure_future(j.async_step(f"b:{i}", blocking)) for i in range(2)
+                ]
+                await asyncio.sleep(0.05)  # both hold a thread of the default executor
+                got = await j.async_step("quick", quick)
+                release.set()
+                return [got, *await asyncio.gather(*blocked)]
+
+        assert run(attempt) == ["quick", "done", "done"]
+        assert released == [True, True]  # "quick" returned while both were still blocked
+        assert len(steps_of(db, "g")) == 3
+
+
+class TestTheCommitThread:
+    def test_it_ends_with_the_journals_async_with_block(self, db: Path) -> None:
+        async def value(i: int) -> int:
+            return i
+
+        async def attempt() -> list[str]:
+            async with Journal("g", path=db, durability="power") as j:
+                await asyncio.gather(*(j.async_step(f"s:{i}", value, i) for i in range(10)))
+                during = [t.name for t in threading.enumerate()]
+            after = [t.name for t in threading.enumerate() if t.name.startswith("letitloop-")]
+            assert any(name.startswith("letitloop-commit") for name in during)
+            return after
+
+        assert run(attempt) == []
+
+    def test_it_ends_by_itself_when_the_journal_was_closed_without_async_with(
+        self, db: Path
+    ) -> None:
+        async def value(i: int) -> int:
+            return i
+
+        async def steps(j: Journal) -> None:
+            await asyncio.gather(*(j.async_step(f"s:{i}", value, i) for i in range(10)))
+
+        with Journal("g", path=db, durability="power") as j:
+            asyncio.run(steps(j))
+        assert len(steps_of(db, "g")) == 10
+        deadline = time.monotonic() + 30  # it idles for commits.IDLE_SECONDS, then ends
+        while any(t.name.startswith("letitloop-commit") for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the commit thread never ended"
+            time.sleep(0.05)
