@@ -16,6 +16,7 @@ with no attempt yet, is a *pending* fork).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 import sqlite3
@@ -867,14 +868,28 @@ def gc_runs(
 MAX_PLAIN_INT_BITS = 13_000
 
 
+#: A strict encoder, used only to ask whether a value needs tagging: in C, it
+#: raises ValueError at a nan, an infinity or an int too long for decimal text.
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
+
+
 def json_ready(value: Any) -> Any:
     """``value`` (JSON builtins) with what strict JSON cannot hold tagged as the journal tags it.
 
     An int longer than :data:`MAX_PLAIN_INT_BITS` becomes ``{"!int": "0x…"}``
     and a nan or an infinity ``{"!float": "nan"}`` (``"inf"``, ``"-inf"``),
     so ``json.dumps(..., allow_nan=False)`` always succeeds and any strict
-    reader (``jq``) parses the text. Everything else is returned as it is.
+    reader (``jq``) parses the text. Everything else is returned as it is
+    (the same object when there is nothing to tag).
     """
+    try:
+        _STRICT.encode(value)  # the common case: nothing to tag, found at C speed
+    except (ValueError, TypeError, RecursionError):
+        return _tagged(value)
+    return value
+
+
+def _tagged(value: Any) -> Any:
     t = type(value)
     if t is int:
         return {"!int": hex(value)} if value.bit_length() > MAX_PLAIN_INT_BITS else value
@@ -883,9 +898,9 @@ def json_ready(value: Any) -> Any:
             return value
         return {"!float": "nan" if value != value else ("inf" if value > 0 else "-inf")}
     if t is dict:
-        return {k: json_ready(v) for k, v in value.items()}
+        return {k: _tagged(v) for k, v in value.items()}
     if t is list or t is tuple:
-        return [json_ready(v) for v in value]
+        return [_tagged(v) for v in value]
     return value
 
 
@@ -934,18 +949,16 @@ def export_run(
     dict is JSON-ready for a strict writer (:func:`json_ready`).
     """
     detail = show_run(store, run)
-    out = detail.as_dict()
+    # The recorded columns first (a REAL column may hold an infinity), then the
+    # results, which decode_result has made JSON-ready already.
+    out: dict[str, Any] = json_ready(detail.as_dict())
     stored = store.query("SELECT result FROM runs WHERE id = ?", (detail.run.id,))[0][0]
     out["run"]["result"], out["run"]["result_error"] = decode_result(stored, registry)
     out["run"]["result_json"] = stored
-    rows = []
-    for r in detail.rows:
-        d = r.as_dict()
+    for r, d in zip(detail.rows, out["rows"], strict=True):
         d["result_json"] = d.pop("result")
         d["result"], d["result_error"] = decode_result(r.result, registry)
-        rows.append(d)
-    out["rows"] = rows
-    return json_ready(out)  # type: ignore[no-any-return]
+    return out
 
 
 def export_records(

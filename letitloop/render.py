@@ -61,6 +61,8 @@ def safe(text: str, *, block: bool = False) -> str:
     left alone, so ``\\x1b`` may have been four characters to begin with;
     what matters is that no control reaches the terminal. Idempotent.
     """
+    if text.isprintable():  # no Cc, Cf, Cs, Zl or Zp: none of the above (C speed)
+        return text
     return (_UNSAFE_IN_BLOCK if block else _UNSAFE_IN_LINE).sub(_visible, text)
 
 
@@ -119,11 +121,16 @@ def echo(lines: str | Iterable[str]) -> None:
     """
     if isinstance(lines, str):
         lines = [lines]
-    click.echo("\n".join(_MARK.sub(_styled, safe(line)) for line in lines))
+    # One pass over the joined text; a line holding a newline or a tab is made
+    # safe on its own first, so those escape too (safe is idempotent).
+    text = safe("\n".join(safe(ln) if "\n" in ln or "\t" in ln else ln for ln in lines), block=True)
+    click.echo(_MARK.sub(_styled, text) if "\ue000" in text else text)
 
 
 def block(text: str) -> list[str]:
     """A multi-line text (a traceback, indented JSON) as lines for :func:`echo`, tabs expanded."""
+    if "\r" not in text and "\t" not in text:
+        return text.split("\n")  # indented JSON always, most tracebacks
     return [ln.expandtabs() for ln in re.split(r"\r?\n", text)]
 
 
@@ -137,9 +144,12 @@ def json_text(data: Any, *, indent: int | None = 2) -> str:
     """
     from .inspection import json_ready
 
-    text = json.dumps(
-        json_ready(data), indent=indent, ensure_ascii=False, allow_nan=False, default=str
-    )
+    try:  # most data is ready already (export_run's is): no walk over it then
+        text = json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError:  # a nan, an infinity or an int too long for decimal text
+        text = json.dumps(
+            json_ready(data), indent=indent, ensure_ascii=False, allow_nan=False, default=str
+        )
     return safe(text, block=True)
 
 

@@ -450,6 +450,14 @@ class TestTheOneGate:
         assert strict_json(json_text(doc)) == doc
         assert not re.search(UNSAFE_OUT, json_text(doc))
 
+    def test_json_text_tags_what_strict_json_cannot_hold(self) -> None:
+        doc = {"f": [math.nan, -math.inf], "n": 10**5000, "s": "\u2028"}
+        assert strict_json(json_text(doc)) == {
+            "f": [{"!float": "nan"}, {"!float": "-inf"}],
+            "n": {"!int": hex(10**5000)},
+            "s": "\u2028",
+        }
+
     def test_a_line_keeps_its_colour_marks_and_loses_recorded_escapes(self) -> None:
         marked = colour("failed", "failed") + " \x1b[32mfake green\x9b"
         assert safe(marked) == marked.replace("\x1b", "\\x1b").replace("\x9b", "\\u009b")
