@@ -27,6 +27,10 @@ TRACEBACK_ENV = "LETITLOOP_TRACEBACK"
 INTERNAL_ERROR_STATUS = 70
 
 
+#: What click raises for a group called without a command (click >= 8.2).
+_HELP_AS_ERROR: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class InternalError(click.ClickException):
     """An exception lil did not expect: one line, and how to see its traceback."""
 
@@ -44,7 +48,8 @@ def _one_line(exc: BaseException) -> click.ClickException:
 
     if isinstance(exc, click.ClickException):
         # click's show() prints this attribute (typed Final only for its own code).
-        exc.message = safe(exc.message)  # type: ignore[misc]
+        # `lil` alone is an "error" whose message is the help text: its lines stay.
+        exc.message = safe(exc.message, block=isinstance(exc, _HELP_AS_ERROR))  # type: ignore[misc]
         return exc
     if isinstance(exc, LetItLoopError):
         return click.ClickException(safe(str(exc)))

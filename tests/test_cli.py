@@ -571,6 +571,13 @@ class TestBadArguments:
         assert r.returncode == 0, r.stderr
         assert len(json.loads(r.stdout)) == 3
 
+    def test_lil_alone_prints_its_help_as_lines(self, history: Lab) -> None:
+        r = history.lil(db=False)
+        assert r.returncode in (0, 2) and "Traceback" not in r.stderr
+        out = r.stdout + r.stderr
+        assert "Usage: lil [OPTIONS] COMMAND" in out and "\\n" not in out
+        assert len(out.splitlines()) > 10
+
     def test_a_duration_or_date_out_of_range_is_one_line_saying_the_range(
         self, history: Lab
     ) -> None:
