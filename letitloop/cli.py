@@ -1,12 +1,15 @@
 """The ``lil`` command line: one click group, a thin layer over the library.
 
 Every error a user can cause is one line (``click.ClickException``), never a
-traceback.
+traceback; an unexpected one is one line too, saying how to see its
+traceback (:data:`TRACEBACK_ENV`). Recorded text is printed only through
+:mod:`letitloop.render`, which makes it safe for a terminal.
 """
 
 from __future__ import annotations
 
-import json
+import errno
+import os
 import sys
 import time
 from datetime import datetime
@@ -17,15 +20,77 @@ import click
 
 from .errors import LetItLoopError
 
+#: Set to 1 to get the full traceback of any error instead of its one line.
+TRACEBACK_ENV = "LETITLOOP_TRACEBACK"
+
+#: Exit status of an unexpected internal error (a bug): EX_SOFTWARE of sysexits.h.
+INTERNAL_ERROR_STATUS = 70
+
+
+#: What click raises for a group called without a command (click >= 8.2).
+_HELP_AS_ERROR: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+class InternalError(click.ClickException):
+    """An exception lil did not expect: one line, and how to see its traceback."""
+
+    exit_code = INTERNAL_ERROR_STATUS
+
+
+def _one_line(exc: BaseException) -> click.ClickException:
+    """``exc`` as the one-line error lil prints, its text made safe for a terminal.
+
+    A click error keeps its class (usage errors print the usage first); a
+    LetItLoopError or an OSError is a user's situation (a missing file, a
+    read-only folder); anything else is a bug in lil.
+    """
+    from .render import safe
+
+    if isinstance(exc, click.ClickException):
+        # click's show() prints this attribute (typed Final only for its own code).
+        # `lil` alone is an "error" whose message is the help text: its lines stay.
+        exc.message = safe(exc.message, block=isinstance(exc, _HELP_AS_ERROR))  # type: ignore[misc]
+        return exc
+    if isinstance(exc, LetItLoopError):
+        return click.ClickException(safe(str(exc)))
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        return click.ClickException(
+            safe(
+                f"{where}{exc.strerror or exc}; check that the path exists, that you may read "
+                f"and write it, and that the disk has space"
+            )
+        )
+    return InternalError(
+        safe(
+            f"internal error: {type(exc).__name__}: {exc} (a bug in lil, not in what you "
+            f"typed: run again with {TRACEBACK_ENV}=1 to see the traceback, and report it)"
+        )
+    )
+
 
 class LilGroup(click.Group):
-    """A click group that turns LetItLoopError into one clear line and exit status 1."""
+    """A click group whose every error is one line and exit status 1 (70 for a bug)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.ClickException as exc:  # a bad option of lil itself, before a command
+            raise _one_line(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except LetItLoopError as exc:
-            raise click.ClickException(str(exc)) from None
+        except (click.exceptions.Exit, click.Abort, KeyboardInterrupt, EOFError):
+            raise  # click ends these as it should
+        except OSError as exc:
+            if exc.errno == errno.EPIPE or os.environ.get(TRACEBACK_ENV) == "1":
+                raise  # click silences a closed pipe (lil runs | head)
+            raise _one_line(exc) from None
+        except Exception as exc:
+            if os.environ.get(TRACEBACK_ENV) == "1" and not isinstance(exc, click.ClickException):
+                raise
+            raise _one_line(exc) from None
 
 
 @click.group(cls=LilGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,6 +104,10 @@ class LilGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, db: Path | None) -> None:
     """letitloop: durable steps in one local SQLite file.
+
+    Recorded text is printed with its control characters as visible escapes
+    (\\x1b). Every error is one line; LETITLOOP_TRACEBACK=1 prints the
+    traceback instead.
 
     \b
     Example:
@@ -266,7 +335,9 @@ def _store(ctx: click.Context) -> Any:
 
 
 def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    from .render import json_text
+
+    click.echo(json_text(data))
 
 
 _STATE_CHOICE = click.Choice(["running", "crashed", "pending", "completed", "failed"])
@@ -284,7 +355,7 @@ _STATE_CHOICE = click.Choice(["running", "crashed", "pending", "completed", "fai
 )
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=1_000_000_000),
     default=50,
     show_default=True,
     help="At most this many runs, newest first.",
@@ -323,7 +394,7 @@ def runs(
         _echo_json([r.as_dict() for r in found])
         return
     if not found:
-        click.echo(f"no runs{' of ' + goal if goal else ''} matching that in {store.path}")
+        render.echo(f"no runs{' of ' + goal if goal else ''} matching that in {store.path}")
         return
     headers = ["RUN", "GOAL", "STATE", "STEPS", "ATT", "STARTED", "TOOK"]
     rows = [
@@ -340,20 +411,40 @@ def runs(
     ]
     tints = [[None, None, r.state, None, None, None, None] for r in found]
     lines = render.table(headers, rows, right=(3, 4, 6), flex=[(1, 6)], colours=tints)
-    click.echo(lines[0])
+    out = [lines[0]]
     w = render.width()
     for r, text in zip(found, lines[1:], strict=True):
-        click.echo(text)
+        out.append(text)
         if r.error and r.state in ("failed", "crashed", "pending", "running"):
-            first = r.error.splitlines()[0] if r.error else ""
-            click.echo(render.colour("  └ " + render.clip(first, w - 4), "failed"))
+            first = r.error.split("\n")[0]
+            out.append(render.colour("  └ " + render.clip(first, w - 4), "failed"))
     if more:
-        click.echo(f"(the {limit} newest shown; --limit N for more)")
+        out.append(f"(the {limit} newest shown; --limit N for more)")
+    render.echo(out)
+
+
+def _seconds(ms: Any) -> float | None:
+    """A row's ``duration_ms`` in seconds; None when it is missing or not a number."""
+    return ms / 1000 if isinstance(ms, (int, float)) else None
+
+
+def _result_lines(text: str | None, registry: Any) -> list[str]:
+    """A stored result for people: its decoded JSON, or what is wrong with a damaged one."""
+    from . import render
+    from .inspection import decode_result
+
+    value, damage = decode_result(text, registry)
+    if damage is not None:
+        return [
+            render.colour(f"damaged: {damage}", "failed"),
+            f"stored text: {text}",  # shown as it is, made safe by render.echo
+        ]
+    return render.block(render.json_text(value))
 
 
 def _show_text(detail: Any, full: bool, registry: Any = None) -> list[str]:
+    """``lil show``: lines for :func:`letitloop.render.echo` (which makes them safe)."""
     from . import render
-    from .inspection import decoded
 
     run = detail.run
     w = render.width()
@@ -395,10 +486,11 @@ def _show_text(detail: Any, full: bool, registry: Any = None) -> list[str]:
         headers = ["#", "KEY", "KIND", "STATUS", "ATT", "TOOK", "RESULT"]
         rows, tints = [], []
         for i, r in enumerate(detail.rows, 1):
-            took = None if r.duration_ms is None else r.duration_ms / 1000
+            took = _seconds(r.duration_ms)
             preview = (
                 r.error if r.status == "failed" else (r.result if r.result is not None else "-")
             )
+            preview = render.one_line(preview or "-")
             rows.append(
                 [
                     str(i),
@@ -424,17 +516,15 @@ def _show_text(detail: Any, full: bool, registry: Any = None) -> list[str]:
         if full and r.result is not None:
             out.append("")
             out.append(f"── {r.key} ──")
-            out.append(
-                json.dumps(decoded(r.result, registry), indent=2, ensure_ascii=False, default=str)
-            )
+            out.extend(_result_lines(r.result, registry))
         if r.status == "failed":
             out.append("")
-            first = (r.error or "").splitlines()[0] if r.error else ""
+            first = (r.error or "").split("\n")[0]
             out.append(
                 render.colour(f"step {r.key!r} failed in attempt {r.attempt}: {first}", "failed")
             )
             if r.traceback:
-                out.extend("  " + ln for ln in r.traceback.rstrip().splitlines())
+                out.extend("  " + ln for ln in render.block(r.traceback.rstrip()))
     out.append("")
     out.append("attempts")
     if not detail.attempts:
@@ -470,21 +560,21 @@ def _row(detail: Any, key: str) -> Any:
 
 
 def _step_json(detail: Any, key: str) -> dict[str, Any]:
-    from .inspection import decoded
+    from .inspection import decode_result
 
     row = _row(detail, key)
     out: dict[str, Any] = {"run": detail.run.id, **row.as_dict()}
     out["result_json"] = out.pop("result")
-    out["result"] = decoded(row.result)
+    out["result"], out["result_error"] = decode_result(row.result)
     return out
 
 
 def _step_text(detail: Any, key: str, registry: Any = None) -> list[str]:
+    """``lil show --step``: lines for :func:`letitloop.render.echo` (which makes them safe)."""
     from . import render
-    from .inspection import decoded
 
     row = _row(detail, key)
-    took = None if row.duration_ms is None else row.duration_ms / 1000
+    took = _seconds(row.duration_ms)
     out = [
         f"step      {row.key}  ({row.kind}, #{detail.rows.index(row) + 1} in run {detail.run.id})",
         f"status    {render.colour(row.status, row.status)}, attempt {row.attempt}",
@@ -493,11 +583,13 @@ def _step_text(detail: Any, key: str, registry: Any = None) -> list[str]:
         f"finished  {render.local_time(row.finished_at)}  (took {render.duration(took)})",
     ]
     if row.error:
-        out.append(f"error     {row.error}")
+        first, *rest = render.block(row.error.rstrip())
+        out.append(f"error     {first}")
+        out.extend(f"          {ln}" for ln in rest)
     if row.traceback:
-        out.extend("  " + ln for ln in row.traceback.rstrip().splitlines())
+        out.extend("  " + ln for ln in render.block(row.traceback.rstrip()))
     out.append("result")
-    out.append(json.dumps(decoded(row.result, registry), indent=2, ensure_ascii=False, default=str))
+    out.extend(_result_lines(row.result, registry))
     return out
 
 
@@ -517,7 +609,7 @@ def _step_text(detail: Any, key: str, registry: Any = None) -> list[str]:
 )
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.05),
+    type=click.FloatRange(min=0.05, max=3600),
     default=1.0,
     show_default=True,
     help="Seconds between refreshes with --follow.",
@@ -545,6 +637,7 @@ def show(
       lil show 01JD7X3K9Q --step fetch_user
       lil show customer_sync --follow
     """
+    from . import render
     from .inspection import find_run, show_run
 
     store = _store(ctx)
@@ -557,9 +650,9 @@ def show(
             elif as_json:
                 _echo_json(detail.as_dict())
             elif step_key is not None:
-                click.echo("\n".join(_step_text(detail, step_key)))
+                render.echo(_step_text(detail, step_key))
             else:
-                click.echo("\n".join(_show_text(detail, full)))
+                render.echo(_show_text(detail, full))
             return
         _follow(store, ref, run, interval, as_json)
     finally:
@@ -580,27 +673,28 @@ def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> N
             r = detail.run
             if tty:
                 click.clear()
-                click.echo("\n".join(_show_text(detail, False)))
+                render.echo(_show_text(detail, False))
             else:
                 seen = (r.id, r.state, r.steps_done, r.steps_failed, r.markers)
                 if seen != last:
                     last = seen
                     if as_json:
                         click.echo(
-                            json.dumps(
+                            render.json_text(
                                 {
                                     "run": r.id,
                                     "state": r.state,
                                     "steps_done": r.steps_done,
                                     "previous_steps": detail.previous_steps,
                                     "at": datetime.now().astimezone().isoformat(),
-                                }
+                                },
+                                indent=None,
                             )
                         )
                     else:
                         of = f"/{detail.previous_steps}" if detail.previous_steps else ""
                         latest = detail.rows[-1].key if detail.rows else "-"
-                        click.echo(
+                        render.echo(
                             f"{datetime.now().strftime('%H:%M:%S')}  {r.id}  "
                             f"{render.colour(r.state, r.state)}  "
                             f"{r.steps_done}{of} steps  last: {render.clip(latest, 30)}"
@@ -634,6 +728,7 @@ def reset(ctx: click.Context, goal: str, run_ref: str | None, yes: bool) -> None
       lil reset customer_sync
       lil reset customer_sync --run 01JD7X3K9QF4ZC2M8N6P0RTVWY --yes
     """
+    from . import render
     from .inspection import reset_run, reset_target, resumable_run
 
     store = _store(ctx)
@@ -646,8 +741,10 @@ def reset(ctx: click.Context, goal: str, run_ref: str | None, yes: bool) -> None
                     f"steps done); pass --yes to confirm when not at a terminal"
                 )
             click.confirm(
-                f"Forget run {target.id} of goal {goal!r} ({target.state}, {target.steps_done} "
-                f"steps done, {target.markers} markers)?",
+                render.safe(
+                    f"Forget run {target.id} of goal {goal!r} ({target.state}, "
+                    f"{target.steps_done} steps done, {target.markers} markers)?"
+                ),
                 abort=True,
             )
         gone = reset_run(store, goal, target.id)
@@ -657,7 +754,7 @@ def reset(ctx: click.Context, goal: str, run_ref: str | None, yes: bool) -> None
     then = f"resumes run {nxt.id}" if nxt else "starts a new run"
     if gone.name:
         then = f"with run={gone.name!r} starts a new run"
-    click.echo(
+    render.echo(
         f"forgot run {gone.id} of goal {goal!r} ({gone.steps_done} steps, {gone.markers} markers); "
         f"the next Journal({goal!r}) {then}"
     )
@@ -686,6 +783,7 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
     Example:
       lil fork 01JD7X3K9QF4ZC2M8N6P0RTVWY --from-step summarize
     """
+    from . import render
     from .inspection import fork_run
 
     store = _store(ctx)
@@ -705,26 +803,28 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
         )
         return
     kept = ", ".join(result.copied[:5]) + (", …" if len(result.copied) > 5 else "")
-    click.echo(f"forked run {src.id} of goal {src.goal!r} from step {from_step!r}")
-    click.echo(
+    out: list[str] = []
+    out.append(f"forked run {src.id} of goal {src.goal!r} from step {from_step!r}")
+    out.append(
         f"new run {new.id} keeps {len(result.copied)} recorded results"
         f"{' (' + kept + ')' if kept else ''}"
     )
-    click.echo(f"and re-executes {from_step!r} and every step after it.")
+    out.append(f"and re-executes {from_step!r} and every step after it.")
     if result.source_renamed_to:
-        click.echo(
+        out.append(
             f"It took over the name {new.name!r}; the source is now named "
             f"{result.source_renamed_to!r}."
         )
-        click.echo(f"Next: Journal({src.goal!r}, run={new.name!r}) resumes the fork.")
+        out.append(f"Next: Journal({src.goal!r}, run={new.name!r}) resumes the fork.")
     else:
-        click.echo(f"Next: Journal({src.goal!r}) resumes the fork.")
+        out.append(f"Next: Journal({src.goal!r}) resumes the fork.")
     if src.state in ("failed", "crashed"):
-        click.echo(
+        out.append(
             f"Note: run {src.id} is still unfinished; once the fork completes, "
             f"Journal({src.goal!r}) would resume it; "
             f"'lil reset {src.goal} --run {src.id}' forgets it."
         )
+    render.echo(out)
 
 
 @cli.command()
@@ -774,18 +874,19 @@ def gc(
             [r.id, r.goal, r.state, str(r.steps_done), render.local_time(r.updated_at, short=True)]
             for r in result.removed
         ]
-        for line in render.table(
-            ["RUN", "GOAL", "STATE", "STEPS", "LAST SEEN"], rows, right=(3,), flex=[(1, 6)]
-        ):
-            click.echo(line)
+        render.echo(
+            render.table(
+                ["RUN", "GOAL", "STATE", "STEPS", "LAST SEEN"], rows, right=(3,), flex=[(1, 6)]
+            )
+        )
     for r in result.skipped_live:
-        click.echo(f"kept run {r.id} of goal {r.goal!r}: a live process holds it")
+        render.echo(f"kept run {r.id} of goal {r.goal!r}: a live process holds it")
     summary = f"{verb} {len(result.removed)} runs ({result.rows_deleted} steps and markers)"
     if result.supervisor_events_deleted:
         summary += f" and {result.supervisor_events_deleted} supervisor events"
     if not dry_run and result.removed:
         summary += f"; file {result.bytes_before:,} → {result.bytes_after:,} bytes"
-    click.echo(summary)
+    render.echo(summary)
 
 
 @cli.command()
@@ -803,7 +904,10 @@ def export(ctx: click.Context, ref: str, fmt: str) -> None:
     """Print a run with its steps, markers and decoded results as JSON.
 
     For bug reports and tests. Timestamps are ISO-8601 UTC; each row has its
-    decoded "result" and the stored JSON text as "result_json".
+    decoded "result", the stored JSON text as "result_json", and
+    "result_error": null, or why a damaged stored text could not be decoded.
+    The output is strict JSON: an int too long for decimal text is written
+    {"!int": "0x…"} and nan or infinity {"!float": "nan"}, as in the journal.
 
     \b
     Examples:
@@ -811,6 +915,7 @@ def export(ctx: click.Context, ref: str, fmt: str) -> None:
       lil export customer_sync --format ndjson | jq -c 'select(.record == "row")'
     """
     from .inspection import export_records, export_run, find_run
+    from .render import json_text
 
     store = _store(ctx)
     try:
@@ -819,7 +924,7 @@ def export(ctx: click.Context, ref: str, fmt: str) -> None:
             _echo_json(export_run(store, run))
         else:
             for record in export_records(store, run):
-                click.echo(json.dumps(record, ensure_ascii=False, default=str))
+                click.echo(json_text(record, indent=None))
     finally:
         store.close()
 

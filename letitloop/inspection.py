@@ -16,6 +16,8 @@ with no attempt yet, is a *pending* fork).
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import re
 import sqlite3
 import time
@@ -50,6 +52,11 @@ MIN_PREFIX = 6
 #: Runs gc deletes per transaction (holding each one's lock file meanwhile).
 GC_BATCH = 200
 
+#: The longest duration ``lil`` takes (``gc --older-than``, ``runs --since``).
+#: No journal holds runs older than that, and it keeps "now minus the
+#: duration" a date that Python's datetime can hold (it ends at year 1).
+MAX_DURATION = timedelta(days=36_500)
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -81,14 +88,21 @@ class RunInfo:
     journal_table: str
 
     @property
-    def duration_s(self) -> float:
-        """Seconds from the start to the finish (or to the last activity, if unfinished)."""
+    def duration_s(self) -> float | None:
+        """Seconds from the start to the finish (or to the last activity, if unfinished).
+
+        None when a timestamp is not one (a hand-edited file).
+        """
         end = self.finished_at or self.updated_at
-        return (parse_utc(end) - parse_utc(self.started_at)).total_seconds()
+        try:
+            return (parse_utc(end) - parse_utc(self.started_at)).total_seconds()
+        except (TypeError, ValueError, OverflowError):
+            return None
 
     def as_dict(self) -> dict[str, Any]:
         """The run as plain JSON-ready values (UTC timestamps)."""
-        return {**asdict(self), "duration_s": round(self.duration_s, 6)}
+        took = self.duration_s
+        return {**asdict(self), "duration_s": None if took is None else round(took, 6)}
 
 
 @dataclass(frozen=True)
@@ -197,10 +211,15 @@ def parse_utc(text: str) -> datetime:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
+class _OutOfRange(ValueError):
+    """A duration or date of the right form, outside the range ``lil`` accepts."""
+
+
 def parse_duration(text: str) -> timedelta:
     """``"30d"``, ``"12h"``, ``"1h30m"``, ``"90s"``, ``"2w"`` as a timedelta.
 
-    Raises ValueError saying what was expected for anything else.
+    Raises ValueError saying what was expected for anything else, or the
+    accepted range for a duration over :data:`MAX_DURATION`.
     """
     s = text.strip().lower()
     pos, total = 0, 0.0
@@ -214,15 +233,27 @@ def parse_duration(text: str) -> timedelta:
             f"expected a duration such as 30d, 12h, 1h30m, 90s or 2w "
             f"(units s, m, h, d, w), got {text!r}"
         )
+    if total > MAX_DURATION.total_seconds():  # inf for "1e400" digits too
+        raise _OutOfRange(
+            f"expected a duration of at most {MAX_DURATION.days}d (100 years), got {text!r}"
+        )
     return timedelta(seconds=total)
 
 
 def parse_since(text: str, now: float | None = None) -> datetime:
-    """A point in time: a duration ago (``"2h"``), or an ISO date/time (local if no zone)."""
-    with contextlib.suppress(ValueError):
-        return datetime.fromtimestamp(now if now is not None else time.time(), timezone.utc) - (
-            parse_duration(text)
-        )
+    """A point in time: a duration ago (``"2h"``), or an ISO date/time (local if no zone).
+
+    Raises ValueError saying what was expected, and the accepted range for a
+    duration (:data:`MAX_DURATION`) or a date (years 1 to 9999) out of it.
+    """
+    try:
+        ago: timedelta | None = parse_duration(text)
+    except _OutOfRange:
+        raise
+    except ValueError:
+        ago = None
+    if ago is not None:
+        return datetime.fromtimestamp(now if now is not None else time.time(), timezone.utc) - ago
     try:
         t = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -230,7 +261,14 @@ def parse_since(text: str, now: float | None = None) -> datetime:
             f"expected a duration ago (2h, 7d) or a date/time (2026-11-30, "
             f"2026-11-30T08:00), got {text!r}"
         ) from None
-    return (t if t.tzinfo else t.astimezone()).astimezone(timezone.utc)
+    try:
+        t = (t if t.tzinfo else t.astimezone()).astimezone(timezone.utc)
+        utc_iso(t.timestamp())  # the text the runs are compared with must exist too
+    except (OverflowError, ValueError, OSError):
+        raise _OutOfRange(
+            f"expected a date/time between 0001-01-02 and 9999-12-30, got {text!r}"
+        ) from None
+    return t
 
 
 # -- opening the file --------------------------------------------------------------
@@ -680,6 +718,14 @@ def _file_bytes(store: Store) -> int:
     return total
 
 
+def _cutoff(older_than: timedelta, now: float | None) -> str:
+    """The ``updated_at`` text before which a run is older than ``older_than``."""
+    try:
+        return utc_iso((now if now is not None else time.time()) - older_than.total_seconds())
+    except (OverflowError, ValueError, OSError):
+        return "0001-01-01T00:00:00.000000+00:00"  # before year 1: nothing is that old
+
+
 def gc_candidates(
     store: Store,
     older_than: timedelta,
@@ -693,7 +739,7 @@ def gc_candidates(
     ``older_than``. Without ``status``, old runs in every state but
     ``running`` are candidates; a live-held run never is.
     """
-    cutoff = utc_iso((now if now is not None else time.time()) - older_than.total_seconds())
+    cutoff = _cutoff(older_than, now)
     rows = store.query(
         f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
         "WHERE r.updated_at < ? ORDER BY r.id",
@@ -731,7 +777,7 @@ def gc_runs(
     """
     removable, live = gc_candidates(store, older_than, status=status, now=now)
     before = _file_bytes(store)
-    cutoff = utc_iso((now if now is not None else time.time()) - older_than.total_seconds())
+    cutoff = _cutoff(older_than, now)
     if dry_run:
         events = 0
         if status is None:
@@ -808,24 +854,82 @@ def gc_runs(
 # -- export --------------------------------------------------------------------------
 
 
-def decoded(text: str | None, registry: codec.CodecRegistry | None = None) -> Any:
-    """A stored result decoded by the codec, as plain JSON-ready values.
+#: Ints longer than this many bits are exported as ``{"!int": "0x…"}``, as the
+#: codec stores them: Python refuses to write an int of more than 4300 digits
+#: as decimal text (a denial-of-service guard), hex text has no such limit.
+#: The same bound as the codec's, so an int is tagged in export where it is
+#: tagged in the file.
+MAX_PLAIN_INT_BITS = 13_000
 
-    Values of types JSON has no word for (datetimes, UUIDs, sets, …) become
-    their JSON form (msgspec's ``to_builtins``); an object it cannot convert
-    becomes its ``repr``. A result the codec cannot decode (a type this
-    program has not registered) comes back as the stored JSON.
+
+#: A strict encoder, used only to ask whether a value needs tagging: in C, it
+#: raises ValueError at a nan, an infinity or an int too long for decimal text.
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` (JSON builtins) with what strict JSON cannot hold tagged as the journal tags it.
+
+    An int longer than :data:`MAX_PLAIN_INT_BITS` becomes ``{"!int": "0x…"}``
+    and a nan or an infinity ``{"!float": "nan"}`` (``"inf"``, ``"-inf"``),
+    so ``json.dumps(..., allow_nan=False)`` always succeeds and any strict
+    reader (``jq``) parses the text. Everything else is returned as it is
+    (the same object when there is nothing to tag).
+    """
+    try:
+        _STRICT.encode(value)  # the common case: nothing to tag, found at C speed
+    except (ValueError, TypeError, RecursionError):
+        return _tagged(value)
+    return value
+
+
+def _tagged(value: Any) -> Any:
+    t = type(value)
+    if t is int:
+        return {"!int": hex(value)} if value.bit_length() > MAX_PLAIN_INT_BITS else value
+    if t is float:
+        if math.isfinite(value):
+            return value
+        return {"!float": "nan" if value != value else ("inf" if value > 0 else "-inf")}
+    if t is dict:
+        return {k: _tagged(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [_tagged(v) for v in value]
+    return value
+
+
+def decode_result(
+    text: object, registry: codec.CodecRegistry | None = None
+) -> tuple[Any, str | None]:
+    """A stored result as ``(value, None)``, or ``(None, why)`` when the stored text is damaged.
+
+    The value is decoded by the codec into plain JSON-ready values
+    (:func:`json_ready`): types JSON has no word for (datetimes, UUIDs, sets,
+    …) take their JSON form (msgspec's ``to_builtins``), an object it cannot
+    convert its ``repr``. A result the codec cannot decode (a type this
+    program has not registered) comes back as the stored JSON, tags and all.
+    A text that is not JSON at all (a hand-edited or damaged row) is not a
+    value: ``why`` says what is wrong with it, and the stored text is left
+    for the caller to show as it is.
     """
     if text is None:
-        return None
+        return None, None
+    if not isinstance(text, str):
+        return None, f"the stored result is not JSON text but {type(text).__name__}"
     try:
         value = codec.decode(text, registry)
-    except DecodeError:
-        return msgspec.json.decode(text)
-    try:
-        return msgspec.to_builtins(value, enc_hook=repr, str_keys=True)
-    except (TypeError, ValueError):
-        return msgspec.json.decode(text)
+        tree = msgspec.to_builtins(value, enc_hook=repr, str_keys=True)
+    except (DecodeError, TypeError, ValueError, RecursionError):
+        try:
+            tree = msgspec.json.decode(text)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            return None, f"the stored result is not valid JSON ({exc})"
+    return json_ready(tree), None
+
+
+def decoded(text: object, registry: codec.CodecRegistry | None = None) -> Any:
+    """:func:`decode_result`'s value: the stored result as JSON-ready values, None if damaged."""
+    return decode_result(text, registry)[0]
 
 
 def export_run(
@@ -833,20 +937,21 @@ def export_run(
 ) -> dict[str, Any]:
     """The run, its rows (results decoded), attempts and supervisor events as one dict.
 
-    Each row keeps the stored JSON text as ``result_json`` beside the decoded ``result``.
+    Each row (and the run) keeps the stored JSON text as ``result_json``
+    beside the decoded ``result``; ``result_error`` is None, or says why a
+    damaged stored text could not be decoded (``result`` is then None). The
+    dict is JSON-ready for a strict writer (:func:`json_ready`).
     """
     detail = show_run(store, run)
-    out = detail.as_dict()
-    out["run"]["result"] = decoded(
-        store.query("SELECT result FROM runs WHERE id = ?", (detail.run.id,))[0][0], registry
-    )
-    rows = []
-    for r in detail.rows:
-        d = r.as_dict()
+    # The recorded columns first (a REAL column may hold an infinity), then the
+    # results, which decode_result has made JSON-ready already.
+    out: dict[str, Any] = json_ready(detail.as_dict())
+    stored = store.query("SELECT result FROM runs WHERE id = ?", (detail.run.id,))[0][0]
+    out["run"]["result"], out["run"]["result_error"] = decode_result(stored, registry)
+    out["run"]["result_json"] = stored
+    for r, d in zip(detail.rows, out["rows"], strict=True):
         d["result_json"] = d.pop("result")
-        d["result"] = decoded(r.result, registry)
-        rows.append(d)
-    out["rows"] = rows
+        d["result"], d["result_error"] = decode_result(r.result, registry)
     return out
 
 
@@ -877,6 +982,7 @@ __all__ = [
     "RowInfo",
     "RunDetail",
     "RunInfo",
+    "decode_result",
     "decoded",
     "export_records",
     "export_run",
@@ -886,6 +992,7 @@ __all__ = [
     "gc_runs",
     "get_run",
     "is_run_held",
+    "json_ready",
     "list_runs",
     "open_journal_file",
     "parse_duration",

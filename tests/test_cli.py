@@ -570,3 +570,120 @@ class TestBadArguments:
         )
         assert r.returncode == 0, r.stderr
         assert len(json.loads(r.stdout)) == 3
+
+    def test_lil_alone_prints_its_help_as_lines(self, history: Lab) -> None:
+        r = history.lil(db=False)
+        assert r.returncode in (0, 2) and "Traceback" not in r.stderr
+        out = r.stdout + r.stderr
+        assert "Usage: lil [OPTIONS] COMMAND" in out and "\\n" not in out
+        assert len(out.splitlines()) > 10
+
+    def test_a_duration_or_date_out_of_range_is_one_line_saying_the_range(
+        self, history: Lab
+    ) -> None:
+        for args, expected in (
+            (("gc", "--older-than", "99999999999d"), "at most 36500d (100 years)"),
+            (("runs", "--since", "99999999999d"), "at most 36500d (100 years)"),
+            (("runs", "--since", "9" * 400 + "w"), "at most 36500d (100 years)"),
+            (("runs", "--since", "9999-12-31T23:59:59-05:00"), "between 0001-01-02 and 9999-12-30"),
+            (("runs", "--since", "0001-01-01"), "between 0001-01-02 and 9999-12-30"),
+        ):
+            r = history.lil(*args)
+            assert r.returncode == 2
+            assert expected in one_error_line(r), args
+        assert len(history.json("runs", "--since", "36500d")) == 3  # the edge is accepted
+
+
+def _crashed_run_with_an_unopenable_lock(lab: Lab) -> Path:
+    """A run recorded as running whose lock file is a symlink to itself: reading its state fails."""
+    from letitloop.journal import run_lock_path
+    from letitloop.store import Store
+
+    assert lab.run("job").returncode == 0
+    conn = sqlite3.connect(lab.db)
+    conn.execute("UPDATE runs SET status = 'running'")  # as a killed process leaves it
+    conn.commit()
+    (run_id,) = conn.execute("SELECT id FROM runs").fetchone()
+    conn.close()
+    store = Store(lab.db)
+    try:
+        lock = run_lock_path(store, run_id)
+    finally:
+        store.close()
+    lock.unlink(missing_ok=True)
+    lock.parent.mkdir(exist_ok=True)
+    lock.symlink_to(lock.name)  # ELOOP: lock files are opened without following links
+    return lock
+
+
+BUGGY_LIL = """
+import sys
+import letitloop.inspection
+
+def show_run(store, run):  # stands in for a bug anywhere below the command
+    raise ZeroDivisionError("division by zero in \\x1b]0;a bug\\x07")
+
+letitloop.inspection.show_run = show_run
+from letitloop.cli import main
+sys.argv[0] = "lil"
+main()
+"""
+
+
+class TestNothingEndsInATraceback:
+    def test_an_unusable_lock_file_is_one_line_naming_the_path(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        lock = _crashed_run_with_an_unopenable_lock(lab)
+        line = one_error_line(lab.lil("runs"))
+        assert f"Error: {lock}: cannot use the lock file beside the journal" in line
+
+    def test_an_unexpected_error_is_one_line_saying_how_to_see_its_traceback(
+        self, tmp_path: Path
+    ) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("job").returncode == 0
+        args = [sys.executable, "-c", BUGGY_LIL, "--db", str(lab.db), "show", "job"]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=60, env=lab.env())
+        assert r.returncode == 70
+        line = one_error_line(r)
+        assert line.startswith(
+            r"Error: internal error: ZeroDivisionError: division by zero in \x1b]0;a bug\x07"
+        )
+        assert "run again with LETITLOOP_TRACEBACK=1 to see the traceback" in line
+
+    def test_the_traceback_variable_gives_the_traceback(self, tmp_path: Path) -> None:
+        lab = Lab(tmp_path)
+        assert lab.run("job").returncode == 0
+        args = [sys.executable, "-c", BUGGY_LIL, "--db", str(lab.db), "show", "job"]
+        env = {**lab.env(), "LETITLOOP_TRACEBACK": "1"}
+        r = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 1
+        assert "Traceback (most recent call last)" in r.stderr
+        assert r.stderr.rstrip().splitlines()[-1].startswith("ZeroDivisionError")
+        (tmp_path / "os").mkdir()
+        _crashed_run_with_an_unopenable_lock(Lab(tmp_path / "os"))
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "letitloop",
+                "--db",
+                str(tmp_path / "os" / "journal.db"),
+                "runs",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert "Traceback (most recent call last)" in r.stderr and "JournalFileError" in r.stderr
+
+    def test_a_user_mistake_stays_one_line_with_the_traceback_variable(self, history: Lab) -> None:
+        r = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(history.db), "gc", "--older-than", "x"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**history.env(), "LETITLOOP_TRACEBACK": "1"},
+        )
+        assert "expected a duration" in one_error_line(r)

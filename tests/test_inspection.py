@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import shutil
 import sqlite3
 import threading
@@ -17,13 +19,16 @@ from letitloop import Journal, migrate
 from letitloop.errors import JournalFileError, RunHeldError, RunNotFoundError
 from letitloop.inspection import (
     _delete_runs,
+    decode_result,
     find_run,
     fork_run,
     gc_runs,
     is_run_held,
+    json_ready,
     list_runs,
     open_journal_file,
     parse_duration,
+    parse_since,
     reset_run,
     show_run,
 )
@@ -48,6 +53,38 @@ class TestParsingDurations:
     def test_anything_else_says_what_was_expected(self, text: str) -> None:
         with pytest.raises(ValueError, match="expected a duration such as 30d"):
             parse_duration(text)
+
+    @pytest.mark.parametrize("text", ["36501d", "99999999999d", "9" * 400 + "s", "5300w"])
+    def test_one_past_a_hundred_years_says_the_accepted_range(self, text: str) -> None:
+        assert parse_duration("36500d") == timedelta(days=36500)
+        with pytest.raises(
+            ValueError, match=r"expected a duration of at most 36500d \(100 years\)"
+        ):
+            parse_duration(text)
+
+    @pytest.mark.parametrize("text", ["99999999999d", "0001-01-01", "9999-12-31T23:00-05:00"])
+    def test_a_point_in_time_out_of_range_says_the_accepted_range(self, text: str) -> None:
+        with pytest.raises(ValueError, match=r"at most 36500d|between 0001-01-02 and 9999-12-30"):
+            parse_since(text)
+
+
+class TestValuesForStrictJson:
+    def test_long_ints_and_non_finite_floats_are_tagged_as_the_journal_tags_them(self) -> None:
+        longest_plain = 2**13_000 - 1  # 13,000 bits, as the codec's bound
+        value = {"n": [10**5000, longest_plain, 7], "f": (math.nan, math.inf, -math.inf, 1.5)}
+        ready = json_ready(value)
+        assert ready == {
+            "n": [{"!int": hex(10**5000)}, longest_plain, 7],
+            "f": [{"!float": "nan"}, {"!float": "inf"}, {"!float": "-inf"}, 1.5],
+        }
+        json.dumps(ready, allow_nan=False)  # strict JSON, and no 4300-digit limit hit
+
+    def test_a_damaged_stored_result_is_reported_not_raised(self) -> None:
+        assert decode_result('{"a": 1}') == ({"a": 1}, None)
+        assert decode_result(None) == (None, None)
+        for damaged in ("{not json", '{"a": ', "[" * 100_000, b"\x00blob"):
+            value, why = decode_result(damaged)
+            assert value is None and why is not None and why.startswith("the stored result is")
 
 
 class TestOpeningAFileToInspect:
@@ -151,6 +188,17 @@ class TestCollectingGarbage:
         assert len(result.removed) == 1 and result.rows_deleted == 1500
         assert result.bytes_after < result.bytes_before / 4
         assert db.stat().st_size == result.bytes_after  # the WAL was checkpointed away
+
+    def test_an_age_past_year_one_removes_nothing_and_raises_nothing(self, db: Path) -> None:
+        with Journal("g", path=db) as j:
+            j.step("a", str, 1)
+        store = open_journal_file(db)
+        try:
+            for dry_run in (True, False):
+                result = gc_runs(store, timedelta(days=999_999_999), dry_run=dry_run)
+                assert result.removed == [] and len(list_runs(store)) == 1
+        finally:
+            store.close()
 
     def test_old_watcher_events_go_with_the_runs_they_started(
         self, db: Path, monkeypatch: pytest.MonkeyPatch
