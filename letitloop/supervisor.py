@@ -10,6 +10,9 @@ Two parts, kept apart so that each can be tested on its own:
   sleeps the backoff and starts it again; every event is one line on stderr
   and one row of ``supervisor_events`` in the journal file.
 
+On Linux the child dies with its watcher (a parent-death signal armed by the
+exec shim, ``_exec_shim.py``).
+
 This module never imports click: ``import letitloop`` stays light.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +35,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Literal, NoReturn, ParamSpec, TypeVar, overload
 
+from ._exec_shim import shim_argv
 from .errors import LetItLoopError, SupervisorError
 
 if TYPE_CHECKING:
@@ -55,6 +60,10 @@ STOP_SIGNALS = tuple(
 #: runs or a backoff elapses. Short enough that Ctrl+C feels instant, long
 #: enough to cost nothing.
 POLL_S = 0.05
+
+#: Start each child through the exec shim, which arms its parent-death signal
+#: (a Linux prctl; elsewhere the child is started directly).
+_SHIM = sys.platform.startswith("linux")
 
 #: After SIGKILL, how long the watcher waits for the group to disappear
 #: before moving on (a process stuck in uninterruptible I/O cannot be hurried).
@@ -437,6 +446,8 @@ class Supervisor:
     :meth:`run` returns the exit status the watcher should end with: 0 when
     the child finished, the child's last status (128+N for a signal) when the
     loop stopped or gave up, 128+N when the watcher got signal N.
+
+    On Linux each child dies with this process (see ``_exec_shim.py``).
     """
 
     def __init__(
@@ -540,11 +551,22 @@ class Supervisor:
                 # The child's journals go to the file these records go to.
                 "LETITLOOP_DB": str(self.recorder.path.absolute()),
             }
+            # On Linux the shim arms the child's parent-death signal, then
+            # execs the command in the same process (see _exec_shim.py).
+            argv = self.argv
+            if _SHIM:
+                # Refused here as Popen would refuse it, not as a failing child.
+                if shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
+                    raise SupervisorError(
+                        f"cannot start {argv[0]!r} (not an executable file); "
+                        f"check the interpreter path"
+                    )
+                argv = shim_argv(os.getpid(), argv)
             try:
                 # start_new_session: the child leads its own session and process
                 # group, so the watcher can signal it and every grandchild at once,
                 # and Ctrl+C in the terminal reaches only the watcher, which forwards it.
-                proc = subprocess.Popen(self.argv, env=env, start_new_session=True)
+                proc = subprocess.Popen(argv, env=env, start_new_session=True)
             except OSError as exc:
                 raise SupervisorError(
                     f"cannot start {self.argv[0]!r} ({exc}); check the interpreter path"
