@@ -632,11 +632,11 @@ class TestInATerminal:
         assert seen.count(b"started (attempt") == 1
 
 
-# -- Linux: the child dies with its watcher -----------------------------------------------
+# -- Linux: the child dies with its watcher; what leaves the group is adopted ------------
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"),
-    reason="the parent-death signal is a Linux feature",
+    reason="parent-death signal and subreaper are Linux features",
 )
 
 
@@ -812,3 +812,136 @@ class TestAWatcherThatIsKilled:
         result = run([sys.executable, "-c", code], tmp_path)
         assert result.returncode == 0, result.stderr
         assert result.stdout.split() == [str(signal.SIGUSR1.value), str(signal.SIGUSR2.value)]
+
+
+# A child whose grandchild double-forks: the grandchild starts its own session
+# (leaving the child's process group) and forks the daemon, then exits, so the
+# daemon is orphaned. The daemon ignores SIGTERM and SIGINT, writes its pid and
+# sleeps (or, with --quick-daemon, waits to be orphaned, writes its pid and its
+# new parent's, and exits). With --exit the child then exits 0; else it sleeps.
+DAEMONIZER = """
+    import os, signal, sys, time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def note(name, *more):
+        with open(os.path.join(here, name), "a") as f:
+            f.write(" ".join(map(str, [os.getpid(), *more])) + "\\n")
+
+    if os.fork() == 0:
+        os.setsid()
+        parent = os.getpid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if "--quick-daemon" in sys.argv:
+                while os.getppid() == parent:
+                    time.sleep(0.01)
+                note("daemon.txt", os.getppid())
+                os._exit(0)
+            note("daemon.txt")
+            time.sleep(90)
+        os._exit(0)
+    os.wait()
+    note("child.txt")
+    if "--exit" in sys.argv:
+        sys.exit(0)
+    time.sleep(90)
+"""
+
+
+def adopted_by(pid: int, parent: int) -> bool:
+    """Poll until ``pid``'s parent is ``parent`` (its own parent exits just after forking it)."""
+    deadline = time.monotonic() + SLOW_MACHINE_S
+    while stat_fields(pid)[1] != str(parent):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@linux_only
+class TestADescendantThatLeftTheProcessGroup:
+    def test_a_double_forked_daemon_deaf_to_sigterm_is_gone_once_lil_watch_stops(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "daemonizer.py", DAEMONIZER)
+        with leaves_nothing(tmp_path, "daemon.txt", "child.txt") as started:
+            watcher = started(spawn_watch(tmp_path, "--grace", "0.5", *FAST, "daemonizer.py"))
+            (child,) = map(int, wait_for(tmp_path / "child.txt"))
+            (daemon,) = map(int, wait_for(tmp_path / "daemon.txt"))
+            # It really escaped: another session and process group, adopted by the watcher.
+            assert stat_fields(daemon)[2:4] != stat_fields(child)[2:4]
+            assert adopted_by(daemon, watcher.pid)
+            watcher.send_signal(signal.SIGTERM)
+            _, err = watcher.communicate(timeout=SLOW_MACHINE_S)
+            assert watcher.returncode == 143, err
+            assert not alive(daemon)
+            assert not alive(child)
+
+    def test_a_daemon_left_by_a_child_that_finished_is_stopped_before_lil_watch_exits(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "daemonizer.py", DAEMONIZER)
+        with leaves_nothing(tmp_path, "daemon.txt"):
+            result = run(
+                [LIL, "watch", "--grace", "0.3", *FAST, "daemonizer.py", "--exit"], tmp_path
+            )
+            (daemon,) = map(int, lines(tmp_path / "daemon.txt"))
+            assert result.returncode == 0, result.stderr
+            assert (
+                f"stopping what daemonizer.py left running outside its process group "
+                f"(pid {daemon})" in result.stderr
+            )
+            assert not alive(daemon)
+
+    def test_an_adopted_orphan_that_exits_is_reaped_while_the_child_runs(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "daemonizer.py", DAEMONIZER)
+        with leaves_nothing(tmp_path, "child.txt") as started:
+            watcher = started(spawn_watch(tmp_path, *FAST, "daemonizer.py", "--quick-daemon"))
+            wait_for(tmp_path / "child.txt")
+            daemon, parent = map(int, wait_for(tmp_path / "daemon.txt")[0].split())
+            assert parent == watcher.pid  # adopted: reaping it is the watcher's job
+            # A zombie nobody reaps keeps its /proc entry; a reaped one has none.
+            deadline = time.monotonic() + SLOW_MACHINE_S
+            while Path(f"/proc/{daemon}").exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert not Path(f"/proc/{daemon}").exists()
+            assert watcher.poll() is None  # reaped by the watcher, not by its exit
+            watcher.send_signal(signal.SIGTERM)
+            watcher.communicate(timeout=SLOW_MACHINE_S)
+            assert watcher.returncode == 143
+
+    def test_supervise_leaves_the_orphans_of_its_child_to_the_system(self, tmp_path: Path) -> None:
+        # The documented choice: @supervise runs in the user's own program, which
+        # must not start adopting (and reaping) every orphan below it.
+        write(tmp_path, "daemonizer.py", DAEMONIZER)
+        write(
+            tmp_path,
+            "sup.py",
+            """
+            import runpy
+            from letitloop import supervise
+
+            @supervise(backoff=0.05)
+            def main():
+                runpy.run_path("daemonizer.py", run_name="__main__")
+
+            if __name__ == "__main__":
+                main()
+            """,
+        )
+        with leaves_nothing(tmp_path, "daemon.txt", "child.txt") as started:
+            # No pipe: the daemon, left running, would hold it open.
+            watcher = started(subprocess.Popen([sys.executable, "sup.py"], cwd=tmp_path))
+            wait_for(tmp_path / "child.txt")
+            (daemon,) = map(int, wait_for(tmp_path / "daemon.txt"))
+            deadline = time.monotonic() + 1
+            while time.monotonic() < deadline and stat_fields(daemon)[1] != str(watcher.pid):
+                time.sleep(0.02)
+            assert stat_fields(daemon)[1] != str(watcher.pid)
+            watcher.send_signal(signal.SIGTERM)
+            watcher.wait(timeout=SLOW_MACHINE_S)
+            assert watcher.returncode == 143
