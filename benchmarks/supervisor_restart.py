@@ -4,8 +4,11 @@ Runs a trivial child that SIGKILLs itself N times and then exits 0, under
 ``lil watch --backoff 0`` (the watcher's bookkeeping: the policy, two or
 three journal rows per event, the process-group cleanup), and side by side
 the same N+1 plain ``python child.py`` runs in a shell-like loop. The
-difference divided by N is the watcher's overhead per restart. Medians of
-several rounds; the machine is shared, so expect noise of a few ms.
+difference divided by N is the watcher's overhead per restart. On Linux it
+also times the same plain starts through the exec shim that arms each
+child's parent-death signal (``letitloop/_exec_shim.py``), which is part of
+that overhead. Medians of several rounds; the machine is shared, so expect
+noise of a few ms.
 
     python benchmarks/supervisor_restart.py [N] [ROUNDS]
 """
@@ -21,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from letitloop._exec_shim import shim_argv
 
 CHILD = """
 import os, signal, sys
@@ -41,6 +46,7 @@ def main() -> None:
     watched: list[float] = []
     single: list[float] = []
     plain: list[float] = []
+    shimmed: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         child = Path(tmp) / "child.py"
         child.write_text(CHILD)
@@ -65,6 +71,12 @@ def main() -> None:
             for _ in range(n + 1):
                 subprocess.run([sys.executable, str(child), "0"], env=env, check=True)
             plain.append(time.perf_counter() - t0)
+            if sys.platform.startswith("linux"):
+                t0 = time.perf_counter()
+                for _ in range(n + 1):
+                    argv = shim_argv(os.getpid(), [sys.executable, str(child), "0"])
+                    subprocess.run(argv, env=env, check=True)
+                shimmed.append(time.perf_counter() - t0)
     w, one, p = (statistics.median(x) for x in (watched, single, plain))
     per_restart = (w - one) / n
     per_plain = p / (n + 1)
@@ -73,6 +85,10 @@ def main() -> None:
     print(f"each restart under lil watch --backoff 0: {per_restart * 1000:.1f} ms")
     print(f"each plain 'python child.py' start: {per_plain * 1000:.1f} ms")
     print(f"watcher overhead per restart: {(per_restart - per_plain) * 1000:.1f} ms")
+    if shimmed:
+        per_shim = statistics.median(shimmed) / (n + 1)
+        print(f"each 'python child.py' start through the exec shim: {per_shim * 1000:.1f} ms")
+        print(f"of which the shim (parent-death signal): {(per_shim - per_plain) * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ Two parts, kept apart so that each can be tested on its own:
   sleeps the backoff and starts it again; every event is one line on stderr
   and one row of ``supervisor_events`` in the journal file.
 
+On Linux the child dies with its watcher (a parent-death signal armed by the
+exec shim, ``_exec_shim.py``), and ``lil watch`` adopts, stops and reaps the
+descendants that leave the child's process group (``_proctree.py``).
+
 This module never imports click: ``import letitloop`` stays light.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +36,10 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Literal, NoReturn, ParamSpec, TypeVar, overload
 
+from . import _proctree
+from ._exec_shim import shim_argv
+from ._proctree import group_alive as _group_alive
+from ._proctree import killpg as _killpg
 from .errors import LetItLoopError, SupervisorError
 
 if TYPE_CHECKING:
@@ -55,6 +64,10 @@ STOP_SIGNALS = tuple(
 #: runs or a backoff elapses. Short enough that Ctrl+C feels instant, long
 #: enough to cost nothing.
 POLL_S = 0.05
+
+#: Start each child through the exec shim, which arms its parent-death signal
+#: (a Linux prctl; elsewhere the child is started directly).
+_SHIM = sys.platform.startswith("linux")
 
 #: After SIGKILL, how long the watcher waits for the group to disappear
 #: before moving on (a process stuck in uninterruptible I/O cannot be hurried).
@@ -384,42 +397,6 @@ class Recorder:
         self.store.close()
 
 
-# -- process groups -----------------------------------------------------------
-
-
-def _group_alive(pgid: int) -> bool:
-    """True while a live (non-zombie) process is in group ``pgid``.
-
-    On Linux it reads /proc, because a zombie still counts as a member of its
-    group for ``killpg(pgid, 0)`` and a container's init may never reap it.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False  # the common case, answered without reading /proc
-    except PermissionError:
-        return True
-    proc = Path("/proc")
-    if sys.platform.startswith("linux") and proc.is_dir():
-        for entry in os.listdir(proc):
-            if not entry.isdigit():
-                continue
-            try:
-                stat = (proc / entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2 :].split()
-            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-                return True
-        return False
-    return True
-
-
-def _killpg(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
 # -- the loop -----------------------------------------------------------------
 
 
@@ -437,6 +414,12 @@ class Supervisor:
     :meth:`run` returns the exit status the watcher should end with: 0 when
     the child finished, the child's last status (128+N for a signal) when the
     loop stopped or gave up, 128+N when the watcher got signal N.
+
+    On Linux each child dies with this process (see ``_exec_shim.py``). With
+    ``subreaper=True`` (``lil watch``; Linux only) this process also adopts
+    every descendant of the child whose parent dies, reaps it, and stops it
+    with the child: what left the child's process group gets SIGTERM when the
+    group gets the stop signal, and SIGKILL with it after the grace.
     """
 
     def __init__(
@@ -450,6 +433,7 @@ class Supervisor:
         err: IO[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         rng: Callable[[], float] | None = None,
+        subreaper: bool = False,
     ) -> None:
         from .journal import new_run_id
 
@@ -470,6 +454,9 @@ class Supervisor:
         self._proc: subprocess.Popen[bytes] | None = None
         #: True once the stop signal reached the running child's group.
         self._forwarded = False
+        #: Adopt the child's orphans and stop them with it (Linux): ``lil watch``
+        #: only, since the flag makes this process inherit every orphan below it.
+        self.subreaper = subreaper and _proctree.LINUX
 
     # -- messages --
 
@@ -518,10 +505,18 @@ class Supervisor:
 
     def run(self) -> int:
         """Start, watch and restart the child until the policy or a signal ends it."""
+        was_subreaper = None
+        if self.subreaper:
+            was_subreaper = _proctree.set_child_subreaper(True)
+            self.subreaper = was_subreaper is not None
         try:
             with self._signals():
                 return self._loop()
         finally:
+            if self.subreaper:
+                _proctree.reap()
+                if not was_subreaper:
+                    _proctree.set_child_subreaper(False)
             self.recorder.close()
 
     def _loop(self) -> int:
@@ -540,11 +535,22 @@ class Supervisor:
                 # The child's journals go to the file these records go to.
                 "LETITLOOP_DB": str(self.recorder.path.absolute()),
             }
+            # On Linux the shim arms the child's parent-death signal, then
+            # execs the command in the same process (see _exec_shim.py).
+            argv = self.argv
+            if _SHIM:
+                # Refused here as Popen would refuse it, not as a failing child.
+                if shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
+                    raise SupervisorError(
+                        f"cannot start {argv[0]!r} (not an executable file); "
+                        f"check the interpreter path"
+                    )
+                argv = shim_argv(os.getpid(), argv)
             try:
                 # start_new_session: the child leads its own session and process
                 # group, so the watcher can signal it and every grandchild at once,
                 # and Ctrl+C in the terminal reaches only the watcher, which forwards it.
-                proc = subprocess.Popen(self.argv, env=env, start_new_session=True)
+                proc = subprocess.Popen(argv, env=env, start_new_session=True)
             except OSError as exc:
                 raise SupervisorError(
                     f"cannot start {self.argv[0]!r} ({exc}); check the interpreter path"
@@ -598,6 +604,8 @@ class Supervisor:
             if self._stop:
                 return None
             waiter.join(POLL_S)
+            if self.subreaper:
+                _proctree.reap(keep=proc.pid)  # adopted orphans that exited
         # A child that died of the signal just forwarded to it was stopped, not crashed.
         return None if self._stop else proc.returncode
 
@@ -622,16 +630,20 @@ class Supervisor:
         if not self._forwarded:
             self._forwarded = True
             _killpg(proc.pid, signum)
+        # What left the group is no terminal's job: it gets a daemon's stop request.
+        for pid in self._others(proc.pid):
+            _proctree.kill(pid, signal.SIGTERM)
         deadline = self.clock() + grace
         killed = False
-        while proc.poll() is None or _group_alive(proc.pid):
+        while proc.poll() is None or self._family_alive(proc.pid):
             if self.clock() >= deadline or len(self._stop) > 1:
                 if not killed:
                     killed = True
-                    _killpg(proc.pid, signal.SIGKILL)
                     deadline = self.clock() + KILL_WAIT_S
                 else:
                     break
+            if killed:  # again each round: a process may fork or be adopted meanwhile
+                self._signal_family(proc.pid, signal.SIGKILL)
             time.sleep(POLL_S / 2)
         if proc.poll() is None:
             proc.kill()
@@ -660,20 +672,57 @@ class Supervisor:
         return status
 
     def _clear_group(self, pgid: int) -> None:
-        """SIGTERM what is left of a dead child's group, SIGKILL it after the grace."""
-        if not _group_alive(pgid):
+        """SIGTERM what a dead child left running, SIGKILL it after the grace.
+
+        That is its process group and, under ``lil watch`` on Linux, every
+        descendant that left the group (adopted by this watcher when its
+        parent died).
+        """
+        in_group, others = _group_alive(pgid), self._others(pgid)
+        if not in_group and not others:
             return
         grace = self.policy.policy.grace
-        self.say(f"stopping what {self.target} left running in its process group")
-        _killpg(pgid, signal.SIGTERM)
+        outside = f"(pid {', '.join(map(str, others))})"
+        where = (
+            f"in its process group and outside it {outside}"
+            if in_group and others
+            else f"outside its process group {outside}"
+            if others
+            else "in its process group"
+        )
+        self.say(f"stopping what {self.target} left running {where}")
+        self._signal_family(pgid, signal.SIGTERM)
         deadline = self.clock() + grace
-        while _group_alive(pgid) and self.clock() < deadline and not self._stop:
+        while self._family_alive(pgid) and self.clock() < deadline and not self._stop:
             time.sleep(POLL_S / 2)
-        if _group_alive(pgid):
-            _killpg(pgid, signal.SIGKILL)
-            deadline = self.clock() + KILL_WAIT_S
-            while _group_alive(pgid) and self.clock() < deadline:
-                time.sleep(POLL_S / 2)
+        deadline = self.clock() + KILL_WAIT_S
+        while self._family_alive(pgid) and self.clock() < deadline:
+            self._signal_family(pgid, signal.SIGKILL)
+            time.sleep(POLL_S / 2)
+
+    # -- the child's family: its process group and, as subreaper, what left it --
+
+    def _others(self, pgid: int) -> list[int]:
+        """Live descendants of this watcher outside group ``pgid`` (only as subreaper).
+
+        As subreaper, every process the child started stays a descendant of
+        this watcher, even after its own parent died.
+        """
+        if not self.subreaper or not _proctree.has_children():
+            return []
+        return [p.pid for p in _proctree.descendants(os.getpid()) if p.pgid != pgid]
+
+    def _family_alive(self, pgid: int) -> bool:
+        """True while group ``pgid`` or a descendant outside it lives; reaps the ones that died."""
+        if self.subreaper:
+            proc = self._proc
+            _proctree.reap(keep=None if proc is None else proc.pid)
+        return _group_alive(pgid) or bool(self._others(pgid))
+
+    def _signal_family(self, pgid: int, signum: int) -> None:
+        _killpg(pgid, signum)
+        for pid in self._others(pgid):
+            _proctree.kill(pid, signum)
 
 
 # -- what to run --------------------------------------------------------------
@@ -730,7 +779,9 @@ def watch(
     db: str | os.PathLike[str] | None = None,
 ) -> int:
     """Run ``argv`` under supervision; return the exit status the watcher should end with."""
-    return Supervisor(argv, target=target, policy=policy, db=db).run()
+    # The watcher of `lil watch` does nothing but watch, so it can adopt the
+    # child's orphans; @supervise runs in the user's program and does not.
+    return Supervisor(argv, target=target, policy=policy, db=db, subreaper=True).run()
 
 
 # -- @supervise ---------------------------------------------------------------

@@ -8,6 +8,7 @@ the children append to.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -15,8 +16,9 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -628,3 +630,316 @@ class TestInATerminal:
         assert b"child interrupted" in seen
         assert b"Traceback" not in seen
         assert seen.count(b"started (attempt") == 1
+
+
+# -- Linux: the child dies with its watcher; what leaves the group is adopted ------------
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason="parent-death signal and subreaper are Linux features",
+)
+
+
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name: state, ppid, pgid, session, …"""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def gone(pid: int, timeout: float = SLOW_MACHINE_S) -> bool:
+    """Poll until ``pid`` is dead (a zombie counts); False if it still runs at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+Started = Callable[[subprocess.Popen[Any]], subprocess.Popen[Any]]
+
+
+@contextlib.contextmanager
+def leaves_nothing(folder: Path, *pid_files: str) -> Iterator[Started]:
+    """SIGKILL, when the test ends, the watchers it started and every process in ``pid_files``.
+
+    A test that fails half-way must not leave a process behind. Yields a
+    function that registers a started watcher (and returns it). Only listed
+    processes whose working folder is the test's own are killed, in case a pid
+    was reused.
+    """
+    watchers: list[subprocess.Popen[Any]] = []
+
+    def started(watcher: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
+        watchers.append(watcher)
+        return watcher
+
+    try:
+        yield started
+    finally:
+        for watcher in watchers:
+            if watcher.poll() is None:
+                watcher.kill()
+                watcher.communicate()
+        for name in pid_files:
+            for pid in (int(p) for line in lines(folder / name) for p in line.split()):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/cwd") == str(folder):
+                        os.kill(pid, signal.SIGKILL)
+
+
+# A two-step journal whose second step sleeps on its first call: a first watcher
+# is SIGKILLed while its child sleeps in there. timeout=0: a later open that found
+# the run still held by a live process would fail at once instead of waiting.
+LONG_STEP = """
+    import os, time
+    from letitloop import Journal
+
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def log(name):
+        with open(os.path.join(here, "side.txt"), "a") as f:
+            f.write(name + "\\n")
+
+    def slow():
+        first = not os.path.exists(os.path.join(here, "pids.txt"))
+        log("slow")
+        with open(os.path.join(here, "pids.txt"), "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        if first:
+            time.sleep(90)
+        return "slow done"
+
+    with Journal("long", timeout=0) as j:
+        j.step("quick", log, "quick")
+        j.step("slow", slow)
+    print("finished")
+"""
+
+
+@linux_only
+class TestAWatcherThatIsKilled:
+    def test_its_child_dies_with_it_and_a_new_watch_resumes_the_run_at_once(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "long.py", LONG_STEP)
+        db = tmp_path / "j.db"
+        with leaves_nothing(tmp_path, "pids.txt") as started:
+            watcher = started(spawn_watch(tmp_path, "--db", str(db), "long.py"))
+            (child,) = map(int, wait_for(tmp_path / "pids.txt"))  # inside the slow step
+            assert stat_fields(child)[1] == str(watcher.pid)
+            watcher.kill()
+            assert watcher.wait(timeout=SLOW_MACHINE_S) == -signal.SIGKILL
+            # Polled, not slept: the step would sleep 90 s more without the death signal.
+            assert gone(child)
+            watcher.communicate(timeout=SLOW_MACHINE_S)  # the child held its pipes too
+            again = [LIL, "watch", "--db", str(db), "--max-restarts", "0", "long.py"]
+            result = run(again, tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "finished" in result.stdout
+        # The quick step was replayed; only the step the child died in ran again.
+        assert lines(tmp_path / "side.txt") == ["quick", "slow", "slow"]
+        conn = sqlite3.connect(db)
+        try:
+            runs = conn.execute("SELECT status, attempts FROM runs").fetchall()
+        finally:
+            conn.close()
+        assert runs == [("completed", 2)]
+
+    def test_the_child_of_supervise_dies_with_the_program_that_watched_it(
+        self, tmp_path: Path
+    ) -> None:
+        write(
+            tmp_path,
+            "sup.py",
+            """
+            import os, time
+            from letitloop import supervise
+
+            @supervise(backoff=0.05)
+            def main():
+                with open("pids.txt", "a") as f:
+                    f.write(f"{os.getpid()}\\n")
+                time.sleep(90)
+
+            if __name__ == "__main__":
+                main()
+            """,
+        )
+        with leaves_nothing(tmp_path, "pids.txt") as started:
+            argv = [sys.executable, "sup.py"]
+            watcher = started(subprocess.Popen(argv, cwd=tmp_path, stderr=subprocess.DEVNULL))
+            (child,) = map(int, wait_for(tmp_path / "pids.txt"))
+            assert stat_fields(child)[1] == str(watcher.pid)
+            watcher.kill()
+            assert watcher.wait(timeout=SLOW_MACHINE_S) == -signal.SIGKILL
+            assert gone(child)
+
+    def test_a_child_whose_watcher_died_before_it_could_arm_the_signal_never_runs(
+        self, tmp_path: Path
+    ) -> None:
+        from letitloop._exec_shim import shim_argv
+
+        # The shim is told its watcher is our parent; its real parent is us, as
+        # after a watcher that died between fork and prctl and left it adopted.
+        command = [sys.executable, "-c", "open('ran.txt', 'w').close()"]
+        result = subprocess.run(shim_argv(os.getppid(), command), cwd=tmp_path, timeout=60)
+        assert result.returncode == -signal.SIGKILL
+        assert not (tmp_path / "ran.txt").exists()
+
+    def test_the_fast_and_the_portable_prctl_arm_the_same_signal(self, tmp_path: Path) -> None:
+        code = textwrap.dedent(
+            """
+            import ctypes, errno, signal
+            from letitloop._exec_shim import (
+                PR_GET_PDEATHSIG, PR_SET_PDEATHSIG, _ctypes_prctl, _raw_prctl,
+            )
+            raw, portable = _raw_prctl(), _ctypes_prctl()
+            got = ctypes.c_int()
+            pairs = ((raw, portable, signal.SIGUSR1), (portable, raw, signal.SIGUSR2))
+            for arm, read, sig in pairs:
+                assert arm(PR_SET_PDEATHSIG, sig) == (0, 0)
+                assert read(PR_GET_PDEATHSIG, ctypes.addressof(got)) == (0, 0)
+                print(got.value)
+            # Both report a refusal the same way: -1 and the errno.
+            assert raw(PR_SET_PDEATHSIG, 1000) == portable(PR_SET_PDEATHSIG, 1000) == (
+                -1, errno.EINVAL,
+            )
+            """
+        )
+        result = run([sys.executable, "-c", code], tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == [str(signal.SIGUSR1.value), str(signal.SIGUSR2.value)]
+
+
+# A child whose grandchild double-forks: the grandchild starts its own session
+# (leaving the child's process group) and forks the daemon, then exits, so the
+# daemon is orphaned. The daemon ignores SIGTERM and SIGINT, writes its pid and
+# sleeps (or, with --quick-daemon, waits to be orphaned, writes its pid and its
+# new parent's, and exits). With --exit the child then exits 0; else it sleeps.
+DAEMONIZER = """
+    import os, signal, sys, time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def note(name, *more):
+        with open(os.path.join(here, name), "a") as f:
+            f.write(" ".join(map(str, [os.getpid(), *more])) + "\\n")
+
+    if os.fork() == 0:
+        os.setsid()
+        parent = os.getpid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if "--quick-daemon" in sys.argv:
+                while os.getppid() == parent:
+                    time.sleep(0.01)
+                note("daemon.txt", os.getppid())
+                os._exit(0)
+            note("daemon.txt")
+            time.sleep(90)
+        os._exit(0)
+    os.wait()
+    note("child.txt")
+    if "--exit" in sys.argv:
+        sys.exit(0)
+    time.sleep(90)
+"""
+
+
+def adopted_by(pid: int, parent: int) -> bool:
+    """Poll until ``pid``'s parent is ``parent`` (its own parent exits just after forking it)."""
+    deadline = time.monotonic() + SLOW_MACHINE_S
+    while stat_fields(pid)[1] != str(parent):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@linux_only
+class TestADescendantThatLeftTheProcessGroup:
+    def test_a_double_forked_daemon_deaf_to_sigterm_is_gone_once_lil_watch_stops(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "daemonizer.py", DAEMONIZER)
+        with leaves_nothing(tmp_path, "daemon.txt", "child.txt") as started:
+            watcher = started(spawn_watch(tmp_path, "--grace", "0.5", *FAST, "daemonizer.py"))
+            (child,) = map(int, wait_for(tmp_path / "child.txt"))
+            (daemon,) = map(int, wait_for(tmp_path / "daemon.txt"))
+            # It really escaped: another session and process group, adopted by the watcher.
+            assert stat_fields(daemon)[2:4] != stat_fields(child)[2:4]
+            assert adopted_by(daemon, watcher.pid)
+            watcher.send_signal(signal.SIGTERM)
+            _, err = watcher.communicate(timeout=SLOW_MACHINE_S)
+            assert watcher.returncode == 143, err
+            assert not alive(daemon)
+            assert not alive(child)
+
+    def test_a_daemon_left_by_a_child_that_finished_is_stopped_before_lil_watch_exits(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "daemonizer.py", DAEMONIZER)
+        with leaves_nothing(tmp_path, "daemon.txt"):
+            result = run(
+                [LIL, "watch", "--grace", "0.3", *FAST, "daemonizer.py", "--exit"], tmp_path
+            )
+            (daemon,) = map(int, lines(tmp_path / "daemon.txt"))
+            assert result.returncode == 0, result.stderr
+            assert (
+                f"stopping what daemonizer.py left running outside its process group "
+                f"(pid {daemon})" in result.stderr
+            )
+            assert not alive(daemon)
+
+    def test_an_adopted_orphan_that_exits_is_reaped_while_the_child_runs(
+        self, tmp_path: Path
+    ) -> None:
+        write(tmp_path, "daemonizer.py", DAEMONIZER)
+        with leaves_nothing(tmp_path, "child.txt") as started:
+            watcher = started(spawn_watch(tmp_path, *FAST, "daemonizer.py", "--quick-daemon"))
+            wait_for(tmp_path / "child.txt")
+            daemon, parent = map(int, wait_for(tmp_path / "daemon.txt")[0].split())
+            assert parent == watcher.pid  # adopted: reaping it is the watcher's job
+            # A zombie nobody reaps keeps its /proc entry; a reaped one has none.
+            deadline = time.monotonic() + SLOW_MACHINE_S
+            while Path(f"/proc/{daemon}").exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert not Path(f"/proc/{daemon}").exists()
+            assert watcher.poll() is None  # reaped by the watcher, not by its exit
+            watcher.send_signal(signal.SIGTERM)
+            watcher.communicate(timeout=SLOW_MACHINE_S)
+            assert watcher.returncode == 143
+
+    def test_supervise_leaves_the_orphans_of_its_child_to_the_system(self, tmp_path: Path) -> None:
+        # The documented choice: @supervise runs in the user's own program, which
+        # must not start adopting (and reaping) every orphan below it.
+        write(tmp_path, "daemonizer.py", DAEMONIZER)
+        write(
+            tmp_path,
+            "sup.py",
+            """
+            import runpy
+            from letitloop import supervise
+
+            @supervise(backoff=0.05)
+            def main():
+                runpy.run_path("daemonizer.py", run_name="__main__")
+
+            if __name__ == "__main__":
+                main()
+            """,
+        )
+        with leaves_nothing(tmp_path, "daemon.txt", "child.txt") as started:
+            # No pipe: the daemon, left running, would hold it open.
+            watcher = started(subprocess.Popen([sys.executable, "sup.py"], cwd=tmp_path))
+            wait_for(tmp_path / "child.txt")
+            (daemon,) = map(int, wait_for(tmp_path / "daemon.txt"))
+            # Its parent leads the daemon's session: once that one is dead, the
+            # daemon has been handed to whoever adopts it.
+            assert gone(int(stat_fields(daemon)[3]))
+            assert stat_fields(daemon)[1] != str(watcher.pid)
+            watcher.send_signal(signal.SIGTERM)
+            watcher.wait(timeout=SLOW_MACHINE_S)
+            assert watcher.returncode == 143
