@@ -99,7 +99,7 @@ CREATE TABLE runs (
     finished_at TEXT,
     result      TEXT,                        -- the @durable function's return value as JSON
     error       TEXT                         -- 'Type: message' of the exception that failed it
-, input TEXT, input_fp TEXT);
+, input TEXT, input_fp TEXT, forked_from TEXT, forked_at TEXT);
 
 CREATE TABLE supervisor_events (
     id          INTEGER PRIMARY KEY,
