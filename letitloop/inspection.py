@@ -834,6 +834,9 @@ def gc_runs(
                 (cutoff,),
             ).rowcount
     removable = removed
+    # Lock files of holders that died (a run or marker whose process was killed
+    # inside it) are not removed by anyone else: reclaim every one not held now.
+    locks.sweep(store.lock_folder)
     if vacuum and (removable or events_deleted):
         with store.lock:
             try:

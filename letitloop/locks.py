@@ -126,3 +126,31 @@ def lock_error(path: Path, exc: OSError) -> JournalFileError:
     else:
         hint = "check the folder beside the journal"
     return JournalFileError(f"{what}; {hint}; nothing was recorded by this call", path=str(path))
+
+
+def sweep(folder: Path) -> int:
+    """Remove the lock files in ``folder`` that no live process holds; returns how many.
+
+    Each file is taken without waiting and unlinked while held (as a release
+    does), so a file someone holds, or takes meanwhile, is never removed from
+    under its holder. For ``lil gc``: files left by holders that died.
+    """
+    removed = 0
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise lock_error(folder, exc) from None
+    for name in names:
+        if not name.endswith(".lock"):
+            continue
+        lock = new_lock(folder / name)
+        try:
+            if not acquire(lock, 0):
+                continue
+        except JournalFileError:
+            continue  # not a usable lock file (a folder, a link): leave it alone
+        release(lock)
+        removed += 1
+    return removed
