@@ -1033,13 +1033,13 @@ def _holds_big_int(value: Any, bound: int) -> bool:
 
 
 #: One lone surrogate (U+D800–U+DFFF), as a group so that ``re.split`` keeps it.
-_SURROGATE = "([\ud800-\udfff])"
+_SURROGATE = r"([\ud800-\udfff])"  # (escapes for re: no lone surrogate in the source)
 
 
 def _str_parts(s: str) -> list[str | int] | None:
     """``s`` as text parts and the code points of its lone surrogates; None when it has none.
 
-    ``"report-\udcff.txt"`` (what ``os.fsdecode`` makes of a non-UTF-8
+    ``"report-\\udcff.txt"`` (what ``os.fsdecode`` makes of a non-UTF-8
     file name) gives ``["report-", 56575, ".txt"]``: UTF-8, and so SQLite,
     cannot hold a lone surrogate, and msgspec refuses to write one.
     """

@@ -1158,11 +1158,11 @@ class TestEncodeAcceptedMeansDecodeReturnsTheSameValue:
 
 class TestARowTooDeepForThisProcess:
     def test_it_is_a_decode_error_saying_so_not_blaming_an_edit(self) -> None:
-        text = '{"!list":' + "[" * 3000 + "]" * 3000 + "}"
+        text = '{"!list":' + "[" * 3000 + '{"!date":"2020-01-01"}' + "]" * 3000 + "}"
         with pytest.raises(DecodeError) as info:
             decode(text)
         message = str(info.value)
-        assert "nests 3001 levels deep" in message
+        assert "nests 3002 levels deep" in message
         assert f"recursion limit ({sys.getrecursionlimit()})" in message
         assert "The row itself is intact" in message and "sys.setrecursionlimit()" in message
         assert "edited" not in message
