@@ -781,6 +781,16 @@ class TestAResultThatCannotBeEncoded:
         with pytest.raises(EncodeError, match="contains itself"):
             encode(loop)
 
+    def test_a_key_that_is_not_a_str_is_named_once_in_the_path(self) -> None:
+        with pytest.raises(EncodeError) as info:
+            encode({"a": {"b": 1, 2: [object()]}})
+        assert info.value.path == "$.a[2][0]"
+
+    def test_a_key_whose_repr_fails_still_gives_a_path(self) -> None:
+        with pytest.raises(EncodeError) as info:
+            encode({10**5000: object()})
+        assert info.value.path == "$[<int of 16610 bits>]"
+
     def test_a_class_given_instead_of_an_instance_is_named(self) -> None:
         with pytest.raises(
             EncodeError, match=r"at \$\.kind: <class 'codec_values.Point'> is a class"
@@ -1095,6 +1105,42 @@ class TestAValueNestedUpToTheLimit:
         text = encode(value)
         assert near_the_recursion_limit(lambda: encode(value)) == text
         assert_same(value, near_the_recursion_limit(lambda: decode(text)))
+
+    def test_a_durable_run_returns_it_in_a_fresh_process_called_from_deep_recursion(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "j.db"
+        script = write_script(
+            tmp_path,
+            "job.py",
+            f"""
+            import datetime, sys
+            from letitloop import durable
+            from codec_values import difference, nest
+
+            KINDS = ["tuple", "int-keyed dict", "NamedTuple", "Struct"] * 25  # 100 levels
+            calls = []
+
+            @durable(goal_id="deep", run="r", path={str(db)!r})
+            def job():
+                calls.append(1)
+                return nest(KINDS, datetime.date(2020, 1, 1))
+
+            def dive(n):
+                return job() if n <= 0 else dive(n - 1)
+
+            frames = 0
+            frame = sys._getframe()
+            while frame is not None:
+                frame, frames = frame.f_back, frames + 1
+            back = dive(sys.getrecursionlimit() - frames - 40) if sys.argv[1] == "deep" else job()
+            print(len(calls), difference(nest(KINDS, datetime.date(2020, 1, 1)), back))
+            """,
+        )
+        first = run_python(script, "shallow", env={"PYTHONPATH": CHILD_PATH})
+        assert (first.returncode, first.stdout.strip()) == (0, "1 None"), first.stderr
+        replay = run_python(script, "deep", env={"PYTHONPATH": CHILD_PATH})
+        assert (replay.returncode, replay.stdout.strip()) == (0, "0 None"), replay.stderr
 
     def test_a_cycle_is_refused_as_too_deep_without_a_recursion_error(self) -> None:
         loop: dict[str, Any] = {}
