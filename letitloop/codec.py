@@ -20,20 +20,32 @@ resolves a name the data gives, never uses pickle or eval.
 Evolution: a registered class that gained a field with a default decodes
 old rows; a recorded field the class no longer has, or a field the class
 requires that the row lacks, is a DecodeError naming the class and field.
+
+What encode accepts, decode reads back, in any process and from any call
+stack: a value nests at most :data:`MAX_DEPTH` levels (deeper is an
+EncodeError naming the path), and decode retries on a fresh thread when the
+caller's stack is too deep for it; an int beyond Python's 4,300-digit guard
+is hex text (``{"!int": "0x…"}``) whatever the writer's guard, and a str
+holding lone surrogates, which UTF-8 cannot carry, is
+``{"!str": ["text", 56575, …]}``.
 """
 
 from __future__ import annotations
 
+import _thread
 import base64
 import builtins
+import contextvars
 import dataclasses
 import datetime as _dt
 import decimal
 import enum
+import functools
 import gc
 import math
 import operator
 import pathlib
+import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable
@@ -52,15 +64,20 @@ T = TypeVar("T")
 #: exactly one key, and that key starts with this.
 TAG = "!"
 
-#: Breadth-first levels the plain-JSON scan follows before handing the value
-#: to the tagged encoder (which recurses, and so catches a value that
-#: contains itself with a clear error instead of looping forever).
-_MAX_SCAN_LEVELS = 200
+#: How deep a value may nest: containers (list, tuple, set, frozenset, dict)
+#: and objects' fields (a dataclass's, a Struct's, what a registered encode
+#: returns) inside one another. Encode refuses a deeper value (or one that
+#: contains itself) with an EncodeError naming the path, so that whatever is
+#: recorded reads back: decoding such a value needs at most about five Python
+#: frames a level, well inside the default recursion limit of 1000 on the
+#: fresh thread decode falls back to when the caller's stack is too deep.
+MAX_DEPTH = 100
 
-#: Ints longer than this many bits are stored as ``{"!int": "0x…"}``: Python
-#: refuses to turn an int of more than 4300 digits into decimal text (a
-#: denial-of-service guard), and hex text has no such limit.
-_MAX_PLAIN_INT_BITS = 13_000
+#: Python refuses to turn an int of more than this many digits into decimal
+#: text or back (``sys.set_int_max_str_digits``, a denial-of-service guard).
+#: Longer ints are stored as ``{"!int": "0x…"}``, hex text having no such
+#: limit, whatever the writer's own setting.
+_MAX_INT_DIGITS = 4300
 
 _encoder = msgspec.json.Encoder()
 _UTC = _dt.timezone.utc
@@ -87,18 +104,28 @@ def _key_segment(key: object) -> str:
     return f"[{key!r}]"
 
 
-def _enc_seq(items: Iterable[Any], reg: CodecRegistry) -> list[Any]:
+def _too_deep() -> _Fail:
+    return _Fail(
+        f"it nests more than {MAX_DEPTH} levels deep (lists, tuples, sets, dicts and objects' "
+        f"fields inside one another), or contains itself; a value nested deeper could not be "
+        f"read back from every call stack. Return a flatter value, or one without cycles"
+    )
+
+
+def _enc_seq(items: Iterable[Any], reg: CodecRegistry, left: int) -> list[Any]:
     """The items of a tuple or set, encoded; on a failure, adds the failing index to the path."""
+    inner = left - 1
+    if inner < 0:
+        raise _too_deep()
+    out: list[Any] = []
+    append = out.append
     try:
-        return [_enc(x, reg) for x in items]
-    except _Fail:
-        for i, x in enumerate(items):
-            try:
-                _enc(x, reg)
-            except _Fail as exc:
-                exc.parts.append(f"[{i}]")
-                raise
+        for x in items:
+            append(_enc(x, reg, inner))
+    except _Fail as exc:  # the failing item is the next one: len(out)
+        exc.parts.append(f"[{len(out)}]")
         raise
+    return out
 
 
 def _type_name(t: type) -> str:
@@ -161,8 +188,10 @@ def _check_fields(
 def _construct(cls: type, kwargs: dict[str, Any]) -> Any:
     try:
         return cls(**kwargs)
+    except RecursionError:
+        raise  # the stack, not the row: decode() retries on a fresh one
     except Exception as exc:
-        raise _Fail(f"rebuilding {_type_name(cls)} failed: {type(exc).__name__}: {exc}") from None
+        raise _Fail(f"rebuilding {_type_name(cls)} failed: {_describe(exc)}") from None
 
 
 def _dataclass_entry(cls: type, name: str) -> _Entry:
@@ -231,10 +260,10 @@ def _pydantic_entry(cls: Any, name: str) -> _Entry:
         # run a second time: model_construct trusts them.
         try:
             return cls.model_construct(**data)
+        except RecursionError:
+            raise
         except Exception as exc:
-            raise _Fail(
-                f"rebuilding {_type_name(cls)} failed: {type(exc).__name__}: {exc}"
-            ) from None
+            raise _Fail(f"rebuilding {_type_name(cls)} failed: {_describe(exc)}") from None
 
     return _Entry(cls, name, enc, dec)
 
@@ -248,7 +277,7 @@ def _enum_entry(cls: Any, name: str) -> _Entry:
             return cls(payload)
         except ValueError:
             raise _Fail(
-                f"{_type_name(cls)} has no member with the recorded value {payload!r} "
+                f"{_type_name(cls)} has no member with the recorded value {_short_repr(payload)} "
                 f"(removed or changed?); add it back or reset the run"
             ) from None
 
@@ -290,10 +319,10 @@ def _exception_entry(cls: Any, name: str) -> _Entry:
             exc = cls.__new__(cls, *args)
             if attrs:
                 exc.__setstate__(attrs)
+        except RecursionError:
+            raise
         except Exception as err:
-            raise _Fail(
-                f"rebuilding {_type_name(cls)} failed: {type(err).__name__}: {err}"
-            ) from None
+            raise _Fail(f"rebuilding {_type_name(cls)} failed: {_describe(err)}") from None
         return exc
 
     return _Entry(cls, name, enc, dec)
@@ -417,6 +446,11 @@ class CodecRegistry:
                     f"codec name {n!r} is empty, starts with {TAG!r} or is reserved for a "
                     f"built-in type; choose another name="
                 )
+            if _str_parts(n) is not None:
+                raise ValueError(
+                    f"codec name {n!r} holds a lone surrogate, which a journal (UTF-8 text) "
+                    f"cannot store; choose another name="
+                )
             taken = self._by_name.get(n)
             if taken is not None and taken.cls is not cls:
                 raise ValueError(
@@ -535,17 +569,19 @@ _REFERENTS_SHOW_KEYS = _dict_traverse_shows_keys()
 #: check it one part at a time. Below this a plain loop beats the level scan's
 #: setup (sets, maps and lists per level); above it the scan's C passes win.
 _SMALL_PARTS = 48
+assert _SMALL_PARTS <= MAX_DEPTH
 
 
 def _plain_small(value: Any, parts: int = _SMALL_PARTS) -> bool | None:
     """Whether a small ``value`` is plain JSON: True, False, or None when it is not small.
 
-    The same rules as :func:`_plain_scan` (exact JSON types, str keys, finite
+    The same rules as :func:`_plain_walk` (exact JSON types, str keys, finite
     floats, no tag-like top-level key), checked part by part for the typical
-    small step result, where it costs a fraction of the scan.
+    small step result, where it costs a fraction of the scan. A value it
+    calls small holds at most ``parts`` containers, so it cannot nest deeper
+    than :data:`MAX_DEPTH`.
     """
-    t = type(value)
-    if t is dict and len(value) == 1:
+    if type(value) is dict and len(value) == 1:
         key = next(iter(value))
         if type(key) is str and key.startswith(TAG):
             return False  # would read back as a tag: escape it
@@ -581,13 +617,59 @@ def _plain_small(value: Any, parts: int = _SMALL_PARTS) -> bool | None:
     return True
 
 
-def _plain_scan(value: Any) -> _Floats | None:
-    """Whether ``value`` is plain JSON, in C-speed passes over each level of the tree.
+def _tag_like(value: Any) -> bool:
+    """Whether ``value`` is a one-key dict whose key starts with ``!`` (at the top, a tag)."""
+    if type(value) is dict and len(value) == 1:
+        key = next(iter(value))
+        return type(key) is str and key.startswith(TAG)
+    return False
 
-    None when it is not (or may not be). Otherwise the groups of values that
-    hold floats, for :func:`_finite`. Exact types only: a subclass of dict,
-    an IntEnum, a tuple, a dict with a non-str key is not plain. msgspec has
-    no hook for the types it encodes natively (msgspec issue #671), so this
+
+def _plain_walk(value: Any) -> _Floats | None:
+    """The portable twin of :func:`_plain_referents`: the same verdict, part by part in Python.
+
+    Plain JSON is: exact ``dict`` (``str`` keys), ``list``, ``str``, ``int``,
+    ``bool``, ``None`` and finite ``float``, nested at most :data:`MAX_DEPTH`
+    containers deep, and not a one-key dict whose key starts with ``!``
+    (which would read back as a tag). None when ``value`` is not plain;
+    otherwise no float groups left to check (this walk checks them itself).
+    """
+    if _tag_like(value):
+        return None
+    level = [value]
+    for depth in range(MAX_DEPTH + 1):
+        below: list[Any] = []
+        for v in level:
+            t = type(v)
+            if t is dict:
+                if depth == MAX_DEPTH:
+                    return None  # a container below MAX_DEPTH others
+                for k in v:
+                    if type(k) is not str:
+                        return None
+                below.extend(v.values())
+            elif t is list:
+                if depth == MAX_DEPTH:
+                    return None
+                below.extend(v)
+            elif t is float:
+                if not _isfinite(v):
+                    return None
+            elif not (t is str or t is int or t is bool or v is None):
+                return None
+        if not below:
+            break
+        level = below
+    return [], []
+
+
+def _plain_referents(value: Any) -> _Floats | None:
+    """Whether ``value`` is plain JSON, in C-speed passes over each level of the tree (CPython).
+
+    The same verdict as :func:`_plain_walk` (the tests hold them to it), with
+    non-finite floats left to :func:`_finite`: None when the value is not
+    plain, otherwise the groups of values that hold floats. msgspec has no
+    hook for the types it encodes natively (msgspec issue #671), so this
     scan is what keeps type identity, and it never runs a Python-level loop
     over the values:
 
@@ -596,24 +678,20 @@ def _plain_scan(value: Any) -> _Floats | None:
       lists and the values of the dicts, in one C call (scalars have no
       referents and drop out);
     - a dict whose keys are all exact ``str`` hands the collector its values
-      only, any other dict its keys too (CPython's ``dict_traverse``), so
-      dicts that give more referents than they hold entries have a non-str
-      key, and the value is not plain;
+      only; any other dict (a non-str key, or str keys in a table that once
+      held another key) its keys too (CPython's ``dict_traverse``). Dicts
+      that give more referents than they hold entries get their keys
+      checked, and the keys then count as values of the next level;
     - the values of records (many dicts of one size, in row order) are
       grouped by column: the values of one key mostly share a type, so the
       dicts to count come as a whole group and floats in short ones.
     """
-    if not _REFERENTS_SHOW_KEYS:  # not CPython: the portable check, part by part
-        return ([], []) if _plain_small(value, 1_000_000) else None
-    t = type(value)
-    if t is dict and len(value) == 1:
-        key = next(iter(value))
-        if type(key) is str and key.startswith(TAG):
-            return None  # would read back as a tag: escape it
+    if _tag_like(value):
+        return None
     groups: list[list[Any]] = [[value]]
     pure_floats: list[list[float]] = []
     mixed_floats: list[list[Any]] = []
-    for _ in range(_MAX_SCAN_LEVELS):
+    for depth in range(MAX_DEPTH + 1):
         next_groups: list[list[Any]] = []
         for group in groups:
             first = type(group[0])
@@ -626,31 +704,57 @@ def _plain_scan(value: Any) -> _Floats | None:
             if float in seen:
                 (pure_floats if seen == _FLOAT_ONLY else mixed_floats).append(group)
             if dict in seen and seen <= _CONTAINERS:  # containers only: count them all
+                if depth == MAX_DEPTH:
+                    return None  # containers below MAX_DEPTH others
                 children = _referents(*group)
                 width = 0
                 if seen == _DICT_ONLY and len(group) >= _COLUMNS_MIN_ROWS:
                     sizes = set(map(len, group))
                     width = sizes.pop() if len(sizes) == 1 else 0
                 if len(children) != (width * len(group) if width else sum(map(len, group))):
-                    return None
+                    if not _str_keys_only(group):
+                        return None
+                    width = 0  # the keys came too: no columns
                 if 1 < width <= _COLUMNS_MAX:
                     next_groups += [children[i::width] for i in range(width)]
                     continue
             elif dict in seen:  # count the dicts among the scalars
-                dicts = list(compress(group, map(_is, map(type, group), repeat(dict))))
-                if len(_referents(*dicts)) != sum(map(len, dicts)):
+                if depth == MAX_DEPTH:
+                    return None
+                dicts = _dicts_of(group)
+                if len(_referents(*dicts)) != sum(map(len, dicts)) and not _str_keys_only(dicts):
                     return None
                 children = _referents(*group)
             elif list in seen:
+                if depth == MAX_DEPTH:
+                    return None
                 children = _referents(*group)
             else:
                 continue
             if children:
                 next_groups.append(children)
         if not next_groups:
-            return pure_floats, mixed_floats
+            break
         groups = next_groups
-    return None
+    return pure_floats, mixed_floats
+
+
+def _dicts_of(group: list[Any]) -> list[dict[Any, Any]]:
+    return list(compress(group, map(_is, map(type, group), repeat(dict))))
+
+
+def _str_keys_only(group: list[Any]) -> bool:
+    """Whether every key of the dicts in ``group`` is an exact ``str`` (checked in C)."""
+    return set(map(type, _chain(_dicts_of(group)))) <= _STR_ONLY
+
+
+#: The plain-JSON check for values too large for :func:`_plain_small`: the
+#: C-speed level scan where ``gc.get_referents`` tells str-keyed dicts from
+#: others (CPython), its portable twin elsewhere. Both give one verdict on
+#: every value; tests/test_codec.py runs them side by side under hypothesis.
+_plain_scan: Callable[[Any], _Floats | None] = (
+    _plain_referents if _REFERENTS_SHOW_KEYS else _plain_walk
+)
 
 
 def _finite(text: bytes, groups: _Floats) -> bool:
@@ -677,36 +781,37 @@ def _finite(text: bytes, groups: _Floats) -> bool:
 _WALK_MAX = 24
 
 
-def _enc(v: Any, reg: CodecRegistry) -> Any:
+def _enc(v: Any, reg: CodecRegistry, left: int) -> Any:
     """``v`` as a tree of JSON builtins with tags; shares the parts that need none.
 
     Containers are copied only where something inside them changed, so a
     plain part of a typed value is handed to msgspec as it is. Callers test
     the plain scalars inline: on small typed payloads the cost is the number
-    of Python calls.
+    of Python calls. ``left`` is how many levels of containers ``v`` may
+    still open (:data:`MAX_DEPTH` at the top); each container checks it.
     """
     t = type(v)
     if t is dict:
-        return _enc_dict(v, reg)
+        return _enc_dict(v, reg, left)
     if t is list:
-        return _enc_list(v, reg)
+        return _enc_list(v, reg, left)
     if t is str or t is int or t is bool or v is None:
         return v
     f = _BUILTIN_ENCODERS.get(t)
     if f is not None:
-        return f(v, reg)
+        return f(v, reg, left)
     entry = reg._entry_for_type(t)
     if entry is not None:
         try:
             payload = entry.encode(v)
-        except _Fail:
+        except (_Fail, RecursionError):
             raise
         except Exception as exc:
             raise _Fail(
-                f"the encode function registered for {_type_name(t)} failed: "
-                f"{type(exc).__name__}: {exc}"
+                f"the encode function registered for {_type_name(t)} failed: {_describe(exc)}"
             ) from None
-        return {TAG + entry.name: _enc(payload, reg)}
+        # The object's fields (its payload) are its level: not one more.
+        return {TAG + entry.name: _enc(payload, reg, left)}
     if isinstance(v, type):
         raise _Fail(f"{v!r} is a class, not a value; return an instance or its name")
     raise _Fail(f"type {_type_name(t)} is not registered; register it with {_how_to_register(t)}")
@@ -719,14 +824,18 @@ def _plain_values(values: Any, types: set[type]) -> bool:
     )
 
 
-def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
+def _enc_list(v: list[Any], reg: CodecRegistry, left: int) -> list[Any]:
     """A list with its typed values tagged: ``v`` itself if none is, else a copy."""
+    inner = left - 1
+    if inner < 0:
+        raise _too_deep()
     if len(v) > _WALK_MAX:
         types = set(map(type, v))
         if _plain_values(v, types):
             return v  # stored as it is: msgspec writes it, nothing is copied
         if (
             types == _DICT_ONLY  # records: dicts of str keys to scalars, in C
+            and inner > 0
             and set(map(type, _chain(v))) <= _STR_ONLY
             and 1 not in map(len, v)  # (a one-key dict might look like a tag)
             and set(map(type, _chain(map(_values, v)))) <= _SIMPLE_SCALARS
@@ -739,7 +848,13 @@ def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
             tx = type(x)
             if tx in _SIMPLE_SCALARS or (tx is float and x - x == 0.0):
                 continue  # plain (a finite float: nan and inf give nan)
-            y = _enc(x, reg)
+            # (dicts and lists straight to their walk: one call less per container)
+            if tx is dict:
+                y = _enc_dict(x, reg, inner)
+            elif tx is list:
+                y = _enc_list(x, reg, inner)
+            else:
+                y = _enc(x, reg, inner)
             if y is x:
                 continue
             if out is None:
@@ -751,8 +866,11 @@ def _enc_list(v: list[Any], reg: CodecRegistry) -> list[Any]:
     return v if out is None else out
 
 
-def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
+def _enc_dict(v: dict[Any, Any], reg: CodecRegistry, left: int) -> Any:
     """A dict with its typed values tagged (``v`` itself if none is), escaped, or as pairs."""
+    inner = left - 1
+    if inner < 0:
+        raise _too_deep()
     out = None
     values = v.values()
     if len(v) <= _WALK_MAX or not (
@@ -762,18 +880,24 @@ def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
         try:
             for k, x in v.items():
                 if type(k) is not str:
-                    return _enc_pairs(v, reg)
+                    return _enc_pairs(v, reg, inner)
                 tx = type(x)
                 if tx in _SIMPLE_SCALARS or (tx is float and x - x == 0.0):
                     continue  # plain (a finite float: nan and inf give nan)
-                y = _enc(x, reg)
+                if tx is dict:
+                    y = _enc_dict(x, reg, inner)
+                elif tx is list:
+                    y = _enc_list(x, reg, inner)
+                else:
+                    y = _enc(x, reg, inner)
                 if y is x:
                     continue
                 if out is None:
                     out = v.copy()
                 out[k] = y
         except _Fail as exc:
-            exc.parts.append(_key_segment(k))
+            if type(k) is str:  # (else it came from _enc_pairs, which named the key)
+                exc.parts.append(_key_segment(k))
             raise
     tree = v if out is None else out
     if len(tree) == 1 and next(iter(tree)).startswith(TAG):
@@ -781,38 +905,22 @@ def _enc_dict(v: dict[Any, Any], reg: CodecRegistry) -> Any:
     return tree
 
 
-def _enc_float(v: float, reg: CodecRegistry) -> Any:
+def _enc_float(v: float, reg: CodecRegistry, left: int) -> Any:
     if _isfinite(v):
         return v
     return {"!float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
 
 
-def _enc_pairs(v: dict[Any, Any], reg: CodecRegistry) -> Any:
+def _enc_pairs(v: dict[Any, Any], reg: CodecRegistry, inner: int) -> Any:
     """A dict with a key that is not a str, as ``{"!dict": [[key, value], ...]}``."""
     pairs = []
     for k, x in v.items():
         try:
-            pairs.append([_enc(k, reg), _enc(x, reg)])
+            pairs.append([_enc(k, reg, inner), _enc(x, reg, inner)])
         except _Fail as exc:
             exc.parts.append(f"[{_short_repr(k)}]")
             raise
     return {"!dict": pairs}
-
-
-def _tag_big_ints(tree: Any) -> Any:
-    """``tree`` (JSON builtins only) with ints too long for decimal text as ``{"!int": "0x…"}``.
-
-    Returns new containers where something changed; never mutates ``tree``,
-    which may share lists and dicts with the caller's value.
-    """
-    t = type(tree)
-    if t is int:
-        return {"!int": hex(tree)} if tree.bit_length() > _MAX_PLAIN_INT_BITS else tree
-    if t is list:
-        return [_tag_big_ints(x) for x in tree]
-    if t is dict:
-        return {k: _tag_big_ints(x) for k, x in tree.items()}
-    return tree
 
 
 def _odd_offset(tz: _dt.tzinfo | None, v: Any) -> int | None:
@@ -829,7 +937,7 @@ def _odd_offset(tz: _dt.tzinfo | None, v: Any) -> int | None:
     return offset // _dt.timedelta(microseconds=1)
 
 
-def _enc_datetime(v: _dt.datetime, reg: CodecRegistry) -> Any:
+def _enc_datetime(v: _dt.datetime, reg: CodecRegistry, left: int) -> Any:
     tz = v.tzinfo
     if (tz is None or tz is _UTC) and not v.fold:
         # The common cases: msgspec writes the RFC 3339 text itself, in C
@@ -847,35 +955,35 @@ def _enc_datetime(v: _dt.datetime, reg: CodecRegistry) -> Any:
     return {"!datetime": [v.isoformat(), key, v.fold] if v.fold else [v.isoformat(), key]}
 
 
-def _enc_time(v: _dt.time, reg: CodecRegistry) -> Any:
+def _enc_time(v: _dt.time, reg: CodecRegistry, left: int) -> Any:
     odd = _odd_offset(v.tzinfo, v)
     if odd is not None:
         return {"!time": [v.replace(tzinfo=None).isoformat(), v.fold, odd]}
     return {"!time": [v.isoformat(), v.fold] if v.fold else v.isoformat()}
 
 
-def _enc_path(tag: str) -> Callable[[Any, CodecRegistry], Any]:
-    def enc(v: Any, reg: CodecRegistry) -> Any:
+def _enc_path(tag: str) -> Callable[[Any, CodecRegistry, int], Any]:
+    def enc(v: Any, reg: CodecRegistry, left: int) -> Any:
         return {tag: str(v)}
 
     return enc
 
 
-_BUILTIN_ENCODERS: dict[type, Callable[[Any, CodecRegistry], Any]] = {
+_BUILTIN_ENCODERS: dict[type, Callable[[Any, CodecRegistry, int], Any]] = {
     float: _enc_float,
-    tuple: lambda v, reg: {"!tuple": _enc_seq(v, reg)},
-    set: lambda v, reg: {"!set": _enc_seq(v, reg)},
-    frozenset: lambda v, reg: {"!frozenset": _enc_seq(v, reg)},
+    tuple: lambda v, reg, left: {"!tuple": _enc_seq(v, reg, left)},
+    set: lambda v, reg, left: {"!set": _enc_seq(v, reg, left)},
+    frozenset: lambda v, reg, left: {"!frozenset": _enc_seq(v, reg, left)},
     # msgspec writes these payloads itself, in C, as exactly the text the
     # decoders below read: base64, ISO dates and durations, canonical UUIDs.
-    bytes: lambda v, reg: {"!bytes": v},
-    bytearray: lambda v, reg: {"!bytearray": v},
+    bytes: lambda v, reg, left: {"!bytes": v},
+    bytearray: lambda v, reg, left: {"!bytearray": v},
     _dt.datetime: _enc_datetime,
-    _dt.date: lambda v, reg: {"!date": v},
+    _dt.date: lambda v, reg, left: {"!date": v},
     _dt.time: _enc_time,
-    _dt.timedelta: lambda v, reg: {"!timedelta": v},
-    decimal.Decimal: lambda v, reg: {"!Decimal": str(v)},
-    uuid.UUID: lambda v, reg: {"!UUID": v},
+    _dt.timedelta: lambda v, reg, left: {"!timedelta": v},
+    decimal.Decimal: lambda v, reg, left: {"!Decimal": str(v)},
+    uuid.UUID: lambda v, reg, left: {"!UUID": v},
     pathlib.PurePosixPath: _enc_path("!PurePosixPath"),
     pathlib.PureWindowsPath: _enc_path("!PureWindowsPath"),
     pathlib.PosixPath: _enc_path("!PosixPath"),
@@ -883,13 +991,145 @@ _BUILTIN_ENCODERS: dict[type, Callable[[Any, CodecRegistry], Any]] = {
 }
 
 
-def encode(value: Any, registry: CodecRegistry | None = None) -> str:
-    """``value`` as JSON text: plain JSON when it is JSON-native, a tagged document otherwise.
+# -- what JSON text cannot hold: lone surrogates, ints beyond the digit guard ----
 
-    Raises EncodeError (``path`` says where, as ``$.items[3].when``) for a
-    value of a type that is neither built in nor in ``registry`` (the
-    default registry when None), and for a value that contains itself.
+_get_int_max_str_digits: Callable[[], int] | None = getattr(sys, "get_int_max_str_digits", None)
+
+
+def _int_digits_written() -> int:
+    """Ints of more digits than this are written as ``{"!int": "0x…"}``.
+
+    4300 (Python's default guard), or the writer's own guard where it is
+    lower (msgspec cannot write more as decimal text there). Never more: a
+    reader with the default guard could not read a longer decimal.
     """
+    limit = _get_int_max_str_digits() if _get_int_max_str_digits is not None else 0
+    return limit if 0 < limit < _MAX_INT_DIGITS else _MAX_INT_DIGITS
+
+
+def _decimal_unguarded() -> bool:
+    """Whether msgspec here writes ints of more than 4300 digits without complaint.
+
+    True where the writer turned the guard off (``sys.set_int_max_str_digits(0)``)
+    or raised it, and on a Python without it: such ints must be found and
+    tagged by :func:`_escape`, since msgspec raises no error to say so.
+    """
+    limit = _get_int_max_str_digits() if _get_int_max_str_digits is not None else 0
+    return limit == 0 or limit > _MAX_INT_DIGITS
+
+
+@functools.lru_cache(maxsize=8)
+def _ten_to(digits: int) -> int:
+    return int(10**digits)
+
+
+def _holds_big_int(value: Any, bound: int) -> bool:
+    """Whether the plain JSON ``value`` holds an int at least ``bound`` in size (walked)."""
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is int:
+            if v >= bound or -v >= bound:
+                return True
+        elif t is dict:
+            extend(v.values())
+        elif t is list:
+            extend(v)
+    return False
+
+
+#: One lone surrogate (U+D800–U+DFFF), as a group so that ``re.split`` keeps it.
+_SURROGATE = r"([\ud800-\udfff])"  # (escapes for re: no lone surrogate in the source)
+
+
+def _str_parts(s: str) -> list[str | int] | None:
+    """``s`` as text parts and the code points of its lone surrogates; None when it has none.
+
+    ``"report-\\udcff.txt"`` (what ``os.fsdecode`` makes of a non-UTF-8
+    file name) gives ``["report-", 56575, ".txt"]``: UTF-8, and so SQLite,
+    cannot hold a lone surrogate, and msgspec refuses to write one.
+    """
+    if s.isascii():
+        return None
+    pieces = re.split(_SURROGATE, s)
+    if len(pieces) == 1:
+        return None
+    return [ord(p) if i % 2 else p for i, p in enumerate(pieces) if p]
+
+
+def _escape(v: Any, bound: int) -> Any:
+    """The tagged tree ``v`` with what JSON text cannot hold tagged in its turn.
+
+    A str with a lone surrogate becomes ``{"!str": [text, code point, …]}``
+    (a dict key too: its dict is then stored as ``[key, value]`` pairs) and
+    an int at least ``bound`` in size ``{"!int": "0x…"}``. Returns new
+    containers where something changed; never mutates ``v``, which may
+    share lists and dicts with the caller's value. Runs only when msgspec
+    refused the tree or may have written a too-long int.
+    """
+    t = type(v)
+    if t is str:
+        parts = _str_parts(v)
+        return v if parts is None else {"!str": parts}
+    if t is int:
+        return {"!int": hex(v)} if v >= bound or -v >= bound else v
+    if t is list:
+        out = [_escape(x, bound) for x in v]
+        return v if all(map(_is, out, v)) else out
+    if t is dict:
+        if len(v) == 1:
+            key, x = next(iter(v.items()))
+            if key.startswith(TAG):  # a tag: its key is ours, its payload is escaped
+                if key == "!datetime":
+                    return v  # ISO text, small ints and a zone name, which msgspec checks
+                y = _escape_fields(x, bound) if key == "!dict" and type(x) is dict else None
+                if y is None:
+                    y = _escape(x, bound)
+                return v if y is x else {key: y}
+        y = _escape_fields(v, bound)
+        return y if type(y) is dict else {"!dict": y}
+    return v
+
+
+def _escape_fields(d: dict[str, Any], bound: int) -> dict[str, Any] | list[list[Any]]:
+    """A str-keyed dict with its values escaped, or its ``[key, value]`` pairs if a key must be."""
+    if not all(map(str.isascii, d)) and any(_str_parts(k) is not None for k in d):
+        return [[_escape(k, bound), _escape(x, bound)] for k, x in d.items()]
+    out = {k: _escape(x, bound) for k, x in d.items()}
+    return d if all(map(_is, out.values(), d.values())) else out
+
+
+def _dump_escaped(tree: Any, out: bytes | None) -> str:
+    """The tagged tree as JSON text, with :func:`_escape` applied where msgspec needs it.
+
+    ``out`` is msgspec's text of ``tree`` when it wrote one (a long one),
+    None when it refused (a lone surrogate, an int beyond the writer's guard).
+    """
+    if out is not None and not _decimal_unguarded():
+        return out.decode("utf-8")
+    escaped = _escape(tree, _ten_to(_int_digits_written()))
+    if escaped is tree and out is not None:
+        return out.decode("utf-8")  # a long text without a long int
+    try:
+        return _encoder.encode(escaped).decode("utf-8")
+    except (ValueError, OverflowError, TypeError, msgspec.EncodeError) as exc:
+        raise EncodeError(f"cannot encode value at $: {exc}", path="$") from None
+
+
+def _plain_text(value: Any, out: bytes) -> str | None:
+    """``out``, msgspec's text of the plain ``value``, if it reads back in every process."""
+    if (
+        len(out) > _MAX_INT_DIGITS
+        and _decimal_unguarded()
+        and _holds_big_int(value, _ten_to(_MAX_INT_DIGITS))
+    ):
+        return None  # an int that a reader with the default guard could not read
+    return out.decode("utf-8")
+
+
+def _encode(value: Any, reg: CodecRegistry) -> str:
     t = type(value)
     if (t is dict or t is list) and not set(
         map(type, value.values() if t is dict else value)
@@ -898,44 +1138,107 @@ def encode(value: Any, registry: CodecRegistry | None = None) -> str:
     else:
         small = _plain_small(value)
         if small:
+            scan = None
             try:
-                return _encoder.encode(value).decode("utf-8")
+                out = _encoder.encode(value)
             except (ValueError, OverflowError, TypeError, msgspec.EncodeError):
-                pass  # an int too long for decimal text: the tagged encoder handles it
-        scan = None if small is False else _plain_scan(value)
+                pass  # a lone surrogate or an int too long for decimal text: tagged below
+            else:
+                if len(out) <= _MAX_INT_DIGITS:
+                    return out.decode("utf-8")
+                text = _plain_text(value, out)
+                if text is not None:
+                    return text
+        else:
+            scan = None if small is False else _plain_scan(value)
     if scan is not None:
         try:
             out = _encoder.encode(value)
         except (ValueError, OverflowError, TypeError, msgspec.EncodeError):
-            pass  # an int too long for decimal text: the tagged encoder handles it
+            pass  # a lone surrogate or an int too long for decimal text: tagged below
         else:
             if _finite(out, scan):
-                return out.decode("utf-8")
-    reg = registry if registry is not None else default_registry
+                text = _plain_text(value, out)
+                if text is not None:
+                    return text
     try:
-        tree = _enc(value, reg)
+        tree = _enc(value, reg, MAX_DEPTH)
     except _Fail as exc:
         path = exc.path()
         raise EncodeError(f"cannot encode value at {path}: {exc.reason}", path=path) from None
-    except RecursionError:
-        raise EncodeError(
-            "cannot encode value at $: it nests too deeply or contains itself; "
-            "return a value without cycles",
-            path="$",
-        ) from None
     t = type(tree)
     if t is list:
         tree = {"!list": tree}
     elif t is dict and not (len(tree) == 1 and next(iter(tree)).startswith(TAG)):
         tree = {"!dict": tree}
     try:
-        return _encoder.encode(tree).decode("utf-8")
-    except ValueError:  # an int of more than 4300 digits
-        pass
+        out = _encoder.encode(tree)
+    except ValueError:  # a lone surrogate, or an int beyond the writer's digit guard
+        return _dump_escaped(tree, None)
+    if len(out) <= _MAX_INT_DIGITS:
+        return out.decode("utf-8")
+    return _dump_escaped(tree, out)
+
+
+def encode(value: Any, registry: CodecRegistry | None = None) -> str:
+    """``value`` as JSON text: plain JSON when it is JSON-native, a tagged document otherwise.
+
+    Whatever it returns, :func:`decode` reads back in any process, from any
+    call stack. Raises EncodeError (``path`` says where, as
+    ``$.items[3].when``) for a value of a type that is neither built in nor
+    in ``registry`` (the default registry when None), and for a value that
+    nests more than :data:`MAX_DEPTH` levels deep or contains itself.
+    """
+    reg = registry if registry is not None else default_registry
     try:
-        return _encoder.encode(_tag_big_ints(tree)).decode("utf-8")
-    except (ValueError, OverflowError, TypeError, msgspec.EncodeError) as exc:
-        raise EncodeError(f"cannot encode value at $: {exc}", path="$") from None
+        return _encode(value, reg)
+    except RecursionError:
+        pass  # the caller's stack is deep: encode again on a fresh one
+    try:
+        return _on_fresh_stack(_encode, value, reg)
+    except RecursionError:
+        raise EncodeError(
+            f"cannot encode value at $: Python's recursion limit "
+            f"({sys.getrecursionlimit()}) was reached even on a fresh thread; a value nested "
+            f"up to {MAX_DEPTH} levels needs about {_FRAMES_PER_LEVEL * MAX_DEPTH} frames, so "
+            f"a registered encode function recursed too deep, or the limit was set too low",
+            path="$",
+        ) from None
+
+
+#: Python frames a level of nesting costs the decoder at most (a tuple's:
+#: _dec, _dec_tag, its decoder, _dec_items, _dec_in_place).
+_FRAMES_PER_LEVEL = 5
+
+
+def _on_fresh_stack(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a new thread, whose stack starts empty (with this context's variables).
+
+    For a caller already deep in recursion: encoding or decoding a value
+    nested :data:`MAX_DEPTH` levels needs a few hundred frames, which a
+    fresh thread has under the default recursion limit. Started and awaited
+    with ``_thread``'s C functions, so that the caller needs no more frames
+    for it than this one.
+    """
+    context = contextvars.copy_context()
+    outcome: list[tuple[bool, Any]] = []
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def run() -> None:
+        try:
+            outcome.append((True, context.run(fn, *args)))
+        except BaseException as exc:
+            outcome.append((False, exc))
+        finally:
+            done.release()
+
+    _thread.start_new_thread(run, ())
+    done.acquire()
+    ok, result = outcome[0]
+    if not ok:
+        raise result
+    return result  # type: ignore[no-any-return]
 
 
 # -- decoding ------------------------------------------------------------------
@@ -1038,11 +1341,11 @@ def _dec_tag(key: str, payload: Any, reg: _Reading) -> Any:
     if builtin is not None:
         try:
             return builtin(payload, reg)
-        except _Fail:
+        except (_Fail, RecursionError):
             raise
         except Exception as exc:
             raise _Fail(
-                f"recorded {name} {payload!r:.80} is malformed ({type(exc).__name__}: {exc}); "
+                f"recorded {name} {_short_repr(payload, 80)} is malformed ({_describe(exc)}); "
                 f"the row was edited or written by another program"
             ) from None
     entry = reg._entry_for_name(name)
@@ -1055,12 +1358,11 @@ def _dec_tag(key: str, payload: Any, reg: _Reading) -> Any:
     decoded = _dec(payload, reg)
     try:
         return entry.decode(decoded)
-    except _Fail:
+    except (_Fail, RecursionError):
         raise
     except Exception as exc:
         raise _Fail(
-            f"the decode function registered for {_type_name(entry.cls)} failed: "
-            f"{type(exc).__name__}: {exc}"
+            f"the decode function registered for {_type_name(entry.cls)} failed: {_describe(exc)}"
         ) from None
 
 
@@ -1091,14 +1393,28 @@ def _dec_dict(payload: Any, reg: _Reading) -> Any:
     return out
 
 
-def _short_repr(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 40 else r[:37] + "..."
+def _short_repr(v: Any, width: int = 40) -> str:
+    """``repr(v)`` cut to ``width``; never raises (it only serves error messages)."""
+    if type(v) is int and v.bit_length() > 128:
+        return f"<int of {v.bit_length()} bits>"  # (decimal text may be refused, or slow)
+    try:
+        r = repr(v)
+    except Exception:  # a __repr__ that fails, or a value too deep to print
+        return f"<{_type_name(type(v))}>"
+    return r if len(r) <= width else r[: width - 3] + "..."
+
+
+def _describe(exc: BaseException) -> str:
+    """``ExcType: message`` of an exception a user's code raised; never raises."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return type(exc).__name__
 
 
 def _dec_float(payload: Any, reg: _Reading) -> float:
     if payload not in ("nan", "inf", "-inf"):
-        raise _Fail(f"recorded float {payload!r} is not 'nan', 'inf' or '-inf'")
+        raise _Fail(f"recorded float {_short_repr(payload)} is not 'nan', 'inf' or '-inf'")
     return float(payload)
 
 
@@ -1118,7 +1434,7 @@ def _dec_datetime(payload: Any, reg: _Reading) -> _dt.datetime:
     if type(key) is int:
         value = value.replace(tzinfo=_dt.timezone(_dt.timedelta(microseconds=key)))
     elif key is not None:
-        raise _Fail(f"recorded datetime zone {key!r} is neither a name nor an offset")
+        raise _Fail(f"recorded datetime zone {_short_repr(key)} is neither a name nor an offset")
     return value.replace(fold=1) if fold == [1] else value
 
 
@@ -1134,6 +1450,8 @@ def _dec_time(payload: Any, reg: _Reading) -> _dt.time:
 
 def _dec_path(cls: type) -> Callable[[Any, _Reading], Any]:
     def dec(payload: Any, reg: _Reading) -> Any:
+        if type(payload) is dict:  # {"!str": [...]}: a name that is not UTF-8
+            payload = _dec(payload, reg)
         text = _need(payload, str, cls.__name__)
         try:
             return cls(text)
@@ -1144,6 +1462,21 @@ def _dec_path(cls: type) -> Callable[[Any, _Reading], Any]:
             ) from None
 
     return dec
+
+
+def _dec_str(payload: Any, reg: _Reading) -> str:
+    parts = []
+    for part in _need(payload, list, "str"):
+        if type(part) is str:
+            parts.append(part)
+        elif type(part) is int and 0xD800 <= part <= 0xDFFF:
+            parts.append(chr(part))
+        else:
+            raise _Fail(
+                f"recorded str holds {_short_repr(part)}, expected text or a lone surrogate's code "
+                f"point (55296-57343); the row was edited or written by another program"
+            )
+    return "".join(parts)
 
 
 def _dec_container(t: type, what: str) -> Callable[[Any, _Reading], Any]:
@@ -1160,6 +1493,7 @@ _BUILTIN_DECODERS: dict[str, Callable[[Any, _Reading], Any]] = {
     "set": _dec_container(set, "set"),
     "frozenset": _dec_container(frozenset, "frozenset"),
     "int": lambda p, reg: int(_need(p, str, "int"), 16),
+    "str": _dec_str,
     "float": _dec_float,
     "bytes": lambda p, reg: base64.b64decode(_need(p, str, "bytes"), validate=True),
     "bytearray": lambda p, reg: bytearray(base64.b64decode(_need(p, str, "bytes"), validate=True)),
@@ -1190,25 +1524,50 @@ for _entry in _BUILTIN_EXCEPTIONS.values():
 del _entry
 
 
-def decode(text: str, registry: CodecRegistry | None = None) -> Any:
-    """The value that :func:`encode` turned into ``text``, with its types.
-
-    Plain JSON comes back from msgspec as it is. In a tagged document every
-    tag is looked up among the built-in types and in ``registry`` (the
-    default registry when None), nowhere else. Raises DecodeError naming
-    the path and the cause: an unregistered type, a field that no longer
-    fits its class, text that is not JSON.
-    """
+def _parse(text: str) -> Any:
+    """The JSON value of ``text``, as msgspec builds it; a DecodeError if it is not JSON."""
     try:
-        value = _decoder.decode(text)
+        return _decoder.decode(text)
+    except msgspec.ValidationError:
+        # msgspec's word for a decimal int longer than this reader's digit
+        # guard (a row from a writer whose guard was off, or higher than
+        # ours): read it with json, turning digits into ints without the guard.
+        return _parse_long_ints(text)
     except msgspec.DecodeError as exc:
-        raise DecodeError(f"cannot decode recorded value: {exc}") from None
+        raise DecodeError(
+            f"cannot decode recorded value: {exc}; the row is not JSON text as the codec "
+            f"writes it: it was edited or written by another program"
+        ) from None
+
+
+def _parse_long_ints(text: str) -> Any:
+    import json
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        return json.loads(text, parse_int=_int_from_digits, parse_constant=refuse)
+    except ValueError as exc:  # json.JSONDecodeError too
+        raise DecodeError(
+            f"cannot decode recorded value: {exc}; the row is not JSON text as the codec "
+            f"writes it: it was edited or written by another program"
+        ) from None
+
+
+def _int_from_digits(digits: str) -> int:
+    """An int from decimal text of any length (Decimal is spared Python's digit guard)."""
+    return int(digits) if len(digits) <= 640 else int(decimal.Decimal(digits))
+
+
+def _decode(text: str, registry: CodecRegistry) -> Any:
+    value = _parse(text)
     if type(value) is not dict or len(value) != 1:
         return value
     key = next(iter(value))
     if not key.startswith(TAG):
         return value
-    reg = _Reading(registry if registry is not None else default_registry, text)
+    reg = _Reading(registry, text)
     reg.tags_left -= 1  # the top-level tag
     payload = value[key]
     try:
@@ -1219,5 +1578,44 @@ def decode(text: str, registry: CodecRegistry | None = None) -> Any:
         return _dec_tag(key, payload, reg)
     except _Fail as exc:
         raise DecodeError(f"cannot decode value at {exc.path()}: {exc.reason}") from None
+
+
+def decode(text: str, registry: CodecRegistry | None = None) -> Any:
+    """The value that :func:`encode` turned into ``text``, with its types.
+
+    Plain JSON comes back from msgspec as it is. In a tagged document every
+    tag is looked up among the built-in types and in ``registry`` (the
+    default registry when None), nowhere else. A caller too deep in
+    recursion to read a deeply nested value gets it read on a fresh thread.
+    Raises DecodeError naming the path and the cause: an unregistered type,
+    a field that no longer fits its class, text that is not JSON, a value
+    nested deeper than this process's recursion limit can read.
+    """
+    reg = registry if registry is not None else default_registry
+    try:
+        return _decode(text, reg)
     except RecursionError:
-        raise DecodeError("cannot decode recorded value: it nests too deeply") from None
+        pass  # the caller's stack is deep: decode again on a fresh one
+    try:
+        return _on_fresh_stack(_decode, text, reg)
+    except RecursionError:
+        raise DecodeError(
+            f"cannot decode recorded value: it nests {_json_depth(text)} levels deep (as JSON "
+            f"text), more than Python's recursion limit ({sys.getrecursionlimit()}) lets this "
+            f"process read back, even on a fresh thread. The row itself is intact. Raise the "
+            f"limit with sys.setrecursionlimit() before replaying; a value encode accepts "
+            f"(at most {MAX_DEPTH} levels) needs about {_FRAMES_PER_LEVEL * MAX_DEPTH} frames"
+        ) from None
+
+
+def _json_depth(text: str) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest (strings skipped), iteratively."""
+    brackets = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
+    depth = deepest = 0
+    for c in brackets:
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest

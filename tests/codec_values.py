@@ -85,9 +85,23 @@ class QuotaError(Exception):
         self.limit = limit
 
 
+class Wrapped:
+    """A class whose registered encode returns a list holding what it wraps."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Wrapped and self.inner == other.inner
+
+    def __repr__(self) -> str:
+        return f"Wrapped({self.inner!r})"
+
+
 for _cls in (Color, Level, Mode, Point, Box, Pair, Event, QuotaError):
     codec.register(_cls)
 codec.register(Money, encode=lambda m: [m.cents, m.currency], decode=lambda v: Money(*v))
+codec.register(Wrapped, encode=lambda w: [w.inner], decode=lambda v: Wrapped(v[0]))
 
 PATH_TYPES = (pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.PosixPath)
 
@@ -194,6 +208,17 @@ def _value(rng: random.Random, depth: int) -> Any:
 # -- deep comparison: equal values AND identical types at every level -----------
 
 
+def show(v: Any) -> str:
+    """A short repr for messages that never raises (ints beyond the digit guard, deep values)."""
+    if type(v) is int and v.bit_length() > 128:
+        return f"<int of {v.bit_length()} bits>"
+    try:
+        r = repr(v)
+    except Exception:
+        return f"<{type(v).__name__}>"
+    return r if len(r) <= 200 else r[:197] + "..."
+
+
 def difference(a: Any, b: Any, path: str = "$") -> str | None:
     """Where ``a`` and ``b`` differ in type or value (None when they are the same)."""
     ta, tb = type(a), type(b)
@@ -203,11 +228,11 @@ def difference(a: Any, b: Any, path: str = "$") -> str | None:
         same = (math.isnan(a) and math.isnan(b)) or (
             a == b and math.copysign(1, a) == math.copysign(1, b)
         )
-        return None if same else f"{path}: {a!r} != {b!r}"
+        return None if same else f"{path}: {show(a)} != {show(b)}"
     if ta is decimal.Decimal:
-        return None if a.as_tuple() == b.as_tuple() else f"{path}: {a!r} != {b!r}"
+        return None if a.as_tuple() == b.as_tuple() else f"{path}: {show(a)} != {show(b)}"
     if isinstance(a, enum.Enum):
-        return None if a is b else f"{path}: {a!r} is not {b!r}"
+        return None if a is b else f"{path}: {show(a)} is not {show(b)}"
     if isinstance(a, (list, tuple)):  # NamedTuples too: their type was checked above
         if len(a) != len(b):
             return f"{path}: length {len(a)} != {len(b)}"
@@ -219,19 +244,19 @@ def difference(a: Any, b: Any, path: str = "$") -> str | None:
         if len(a) != len(b):
             return f"{path}: {len(a)} keys != {len(b)}"
         for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True):
-            if d := difference(ka, kb, f"{path}<key {ka!r}>") or difference(
-                va, vb, f"{path}[{ka!r}]"
+            if d := difference(ka, kb, f"{path}<key {show(ka)}>") or difference(
+                va, vb, f"{path}[{show(ka)}]"
             ):
                 return d
         return None
     if isinstance(a, (set, frozenset)):
         rest = list(b)
         for x in a:
-            match = next((y for y in rest if difference(x, y) is None), None)
-            if match is None:
-                return f"{path}: {x!r} missing from {b!r}"
-            rest.remove(match)
-        return None if not rest else f"{path}: extra {rest!r}"
+            i = next((i for i, y in enumerate(rest) if difference(x, y) is None), None)
+            if i is None:  # (an index: the matching member may itself be None)
+                return f"{path}: {show(x)} missing from {show(b)}"
+            del rest[i]
+        return None if not rest else f"{path}: extra {show(rest)}"
     if isinstance(a, BaseException):
         return difference(list(a.args), list(b.args), f"{path}.args") or difference(
             dict(vars(a)), dict(vars(b)), f"{path}.__dict__"
@@ -254,7 +279,79 @@ def difference(a: Any, b: Any, path: str = "$") -> str | None:
             and a.utcoffset() == b.utcoffset()
             and a.fold == b.fold
         )
-        return None if same else f"{path}: {a!r} != {b!r}"
+        return None if same else f"{path}: {show(a)} != {show(b)}"
     if isinstance(a, pathlib.PurePath):
-        return None if str(a) == str(b) else f"{path}: {a!r} != {b!r}"
-    return None if a == b else f"{path}: {a!r} != {b!r}"
+        return None if str(a) == str(b) else f"{path}: {show(a)} != {show(b)}"
+    if ta is Wrapped:
+        return difference(a.inner, b.inner, f"{path}.inner")
+    return None if a == b else f"{path}: {show(a)} != {show(b)}"
+
+
+# -- nesting: the depth encode counts, and values built to a chosen depth -------
+
+
+def nesting(v: Any) -> int:
+    """How deep ``v`` nests, as docs/types.md defines it (the codec's MAX_DEPTH counts this).
+
+    Each list, tuple, set, frozenset and dict is a level; so are an object's
+    fields (a dataclass's, a NamedTuple's, a Struct's, a model's, what a
+    registered encode returns); an exception's fields are a level and its
+    args another. Written independently of the codec, as the reference.
+    """
+    if isinstance(v, enum.Enum):
+        return nesting(v.value)
+    if isinstance(v, BaseException):
+        args = 1 + max(map(nesting, v.args), default=0)
+        attrs = vars(v)
+        return 1 + max(args, 1 + max(map(nesting, attrs.values())) if attrs else 0)
+    if dataclasses.is_dataclass(v):
+        fields = [getattr(v, f.name) for f in dataclasses.fields(v) if f.init]
+    elif isinstance(v, tuple) and hasattr(v, "_fields"):
+        fields = list(v)
+    elif isinstance(v, msgspec.Struct):
+        fields = list(msgspec.structs.astuple(v))
+    elif isinstance(v, Money):
+        fields = [v.cents, v.currency]
+    elif isinstance(v, Wrapped):
+        fields = [v.inner]
+    elif isinstance(v, dict):
+        fields = [*v.keys(), *v.values()]
+    elif isinstance(v, (list, tuple, set, frozenset)):
+        fields = list(v)
+    else:
+        return 0
+    return 1 + max(map(nesting, fields), default=0)
+
+
+def _can_hash(v: Any) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+#: One level of nesting around a value, by name (Box and ValueError add two
+#: at the bottom or every time: nesting() says exactly how many).
+WRAPPERS: dict[str, Any] = {
+    "list": lambda v: [v],
+    "tuple": lambda v: (v,),
+    "dict": lambda v: {"k": v},
+    "int-keyed dict": lambda v: {1: v},
+    "dict key": lambda v: {v: 1} if _can_hash(v) else (v,),  # (a tuple if it cannot be)
+    "frozenset": lambda v: frozenset([v]) if _can_hash(v) else (v,),
+    "lookalike dict": lambda v: {"!x": v},
+    "NamedTuple": lambda v: Pair(v),
+    "Struct": lambda v: Event("e", v),
+    "dataclass": lambda v: Box(v),
+    "exception": lambda v: ValueError(v),
+    "registered encode": lambda v: Wrapped(v),
+}
+
+
+def nest(kinds: list[str], leaf: Any) -> Any:
+    """``leaf`` wrapped in the WRAPPERS named by ``kinds``, innermost first."""
+    v = leaf
+    for kind in kinds:
+        v = WRAPPERS[kind](v)
+    return v

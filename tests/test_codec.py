@@ -12,6 +12,7 @@ import decimal
 import enum
 import json
 import math
+import os
 import pathlib
 import sqlite3
 import sys
@@ -25,6 +26,7 @@ import msgspec
 import pydantic
 import pytest
 from codec_values import (
+    WRAPPERS,
     Box,
     Color,
     Event,
@@ -36,16 +38,28 @@ from codec_values import (
     QuotaError,
     difference,
     make_value,
+    nest,
+    nesting,
 )
 from helpers import run_python, write_script
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from letitloop import Journal, durable, unchecked
-from letitloop.codec import CodecRegistry, decode, default_registry, encode, register
+from letitloop import Journal, codec, durable, unchecked
+from letitloop.codec import (
+    MAX_DEPTH,
+    CodecRegistry,
+    decode,
+    default_registry,
+    encode,
+    register,
+)
 from letitloop.errors import DecodeError, EncodeError
 
 TESTS = Path(__file__).parent
+#: A child's import path: the shared test types, and this checkout's letitloop
+#: (not whichever one is installed in the environment).
+CHILD_PATH = os.pathsep.join([str(TESTS), str(TESTS.parent)])
 
 
 class Model(pydantic.BaseModel):
@@ -98,6 +112,18 @@ offsets = st.timedeltas(
     min_value=dt.timedelta(hours=-23, minutes=-59), max_value=dt.timedelta(hours=23, minutes=59)
 )
 timezones = st.one_of(st.none(), st.just(dt.timezone.utc), offsets.map(dt.timezone))
+#: Text with lone surrogates (what os.fsdecode makes of non-UTF-8 names) and control characters.
+odd_text = st.text(
+    st.characters(exclude_categories=[]) | st.sampled_from("\udcff\ud800\udfff\x00\x1b\x7f\x9b"),
+    max_size=8,
+)
+#: Ints beyond Python's 4,300-digit guard for decimal text, and either side of it.
+big_ints = st.builds(
+    lambda digits, sign, low: sign * (10 ** (digits - 1) + low),
+    st.integers(4295, 4310),
+    st.sampled_from([1, -1]),
+    st.integers(0, 2**64),
+)
 scalars = st.one_of(
     st.none(),
     st.booleans(),
@@ -105,6 +131,8 @@ scalars = st.one_of(
     st.integers(min_value=2**64, max_value=2**300) | st.integers(max_value=-(2**63) - 1),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12),
+    odd_text,
+    big_ints,
     st.binary(max_size=12),
     st.binary(max_size=12).map(bytearray),
     st.datetimes(timezones=timezones),
@@ -125,6 +153,7 @@ hashables = st.recursive(
     st.one_of(
         st.integers(),
         st.text(max_size=5),
+        odd_text,
         st.uuids(),
         st.sampled_from([*Color, *Level, *Mode]),
         st.dates(),
@@ -140,7 +169,8 @@ def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         st.lists(inner, max_size=4),
         st.lists(inner, max_size=4).map(tuple),
         st.dictionaries(st.text(max_size=5), inner, max_size=4),
-        st.dictionaries(st.sampled_from(["!tuple", "!x", "!"]), inner, max_size=1),
+        st.dictionaries(odd_text, inner, max_size=3),
+        st.dictionaries(st.sampled_from(["!tuple", "!x", "!", "!\udcff"]), inner, max_size=1),
         st.dictionaries(hashables, inner, max_size=4),
         st.sets(hashables, max_size=4),
         st.frozensets(hashables, max_size=4),
@@ -571,10 +601,14 @@ class TestTheRegistry:
         with pytest.raises(ValueError, match=r"already registered for codec_values\.Point"):
             own.register(Box, name="codec_values.Point")
 
-    @pytest.mark.parametrize("name", ["datetime", "tuple", "ValueError", "!x", ""])
+    @pytest.mark.parametrize("name", ["datetime", "tuple", "ValueError", "!x", "", "str", "int"])
     def test_a_reserved_name_is_refused(self, name: str) -> None:
         with pytest.raises(ValueError, match="reserved"):
             CodecRegistry().register(Point, name=name)
+
+    def test_a_name_that_is_not_utf8_text_is_refused(self) -> None:
+        with pytest.raises(ValueError, match="lone surrogate"):
+            CodecRegistry().register(Point, name="app.\udcffPoint")
 
     def test_a_class_the_codec_cannot_take_apart_needs_an_encode_decode_pair(self) -> None:
         class Opaque:
@@ -747,6 +781,16 @@ class TestAResultThatCannotBeEncoded:
         with pytest.raises(EncodeError, match="contains itself"):
             encode(loop)
 
+    def test_a_key_that_is_not_a_str_is_named_once_in_the_path(self) -> None:
+        with pytest.raises(EncodeError) as info:
+            encode({"a": {"b": 1, 2: [object()]}})
+        assert info.value.path == "$.a[2][0]"
+
+    def test_a_key_whose_repr_fails_still_gives_a_path(self) -> None:
+        with pytest.raises(EncodeError) as info:
+            encode({10**5000: object()})
+        assert info.value.path == "$[<int of 16610 bits>]"
+
     def test_a_class_given_instead_of_an_instance_is_named(self) -> None:
         with pytest.raises(
             EncodeError, match=r"at \$\.kind: <class 'codec_values.Point'> is a class"
@@ -834,7 +878,7 @@ class TestAHandEditedRow:
             print("new modules:", new)
             """,
         )
-        proc = run_python(script, env={"PYTHONPATH": str(TESTS)})
+        proc = run_python(script, env={"PYTHONPATH": CHILD_PATH})
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.count("is not registered") == 3
         assert "new modules: []" in proc.stdout
@@ -928,7 +972,7 @@ class TestAcrossAProcessRestart:
             print("called", calls, "bad", bad)
             """,
         )
-        env = {"PYTHONPATH": str(TESTS)}
+        env = {"PYTHONPATH": CHILD_PATH}
         wrote = run_python(writer, env=env)
         assert wrote.returncode == 0, wrote.stderr
         assert wrote.stdout.strip() == "wrote 300"
@@ -968,7 +1012,7 @@ class TestWithoutPydantic:
             print("ok", "pydantic" in sys.modules)
             """,
         )
-        proc = run_python(script, env={"PYTHONPATH": f"{blocker}:{TESTS}"})
+        proc = run_python(script, env={"PYTHONPATH": os.pathsep.join([str(blocker), CHILD_PATH])})
         assert proc.returncode == 0, proc.stderr
         assert "blocked: pydantic is blocked for this test" in proc.stdout
         assert "ok False" in proc.stdout
@@ -985,3 +1029,672 @@ def run_python_code(code: str) -> Any:
     import subprocess
 
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
+# -- what was recorded must replay (issue 13 §4) ------------------------------------------
+
+WORST_KINDS = ["tuple", "int-keyed dict", "frozenset", "lookalike dict", "Struct"]
+LEAF = dt.date(2020, 1, 1)
+
+
+def stack_depth() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
+def near_the_recursion_limit(fn: Any, frames_left: int = 12) -> Any:
+    """``fn()`` called from so deep a stack that only ``frames_left`` frames remain."""
+
+    def dive(n: int) -> Any:
+        return fn() if n <= 0 else dive(n - 1)
+
+    return dive(sys.getrecursionlimit() - stack_depth() - frames_left)
+
+
+class TestAValueNestedUpToTheLimit:
+    """Encode accepts MAX_DEPTH levels and refuses one more; decode reads what encode wrote."""
+
+    @pytest.mark.parametrize("kind", list(WRAPPERS))
+    def test_max_depth_levels_round_trip_and_one_more_is_refused_naming_the_path(
+        self, kind: str
+    ) -> None:
+        levels = 0
+        value: Any = LEAF
+        while nesting(nest([kind], value)) <= MAX_DEPTH:
+            value = nest([kind], value)
+            levels += 1
+        assert nesting(value) in (MAX_DEPTH - 1, MAX_DEPTH)
+        assert_same(value, roundtrip(value))
+        deeper = nest([kind], value)
+        with pytest.raises(EncodeError) as info:
+            encode(deeper)
+        assert f"it nests more than {MAX_DEPTH} levels deep" in str(info.value)
+        assert info.value.path.startswith("$") and len(info.value.path) > levels
+
+    def test_the_path_of_a_too_deep_value_leads_to_the_level_past_the_limit(self) -> None:
+        value = {"rows": nest(["list"] * MAX_DEPTH, LEAF)}  # 101 levels
+        with pytest.raises(EncodeError) as info:
+            encode(value)
+        assert info.value.path == "$.rows" + "[0]" * (MAX_DEPTH - 1)
+
+    @pytest.mark.parametrize("plain", [True, False], ids=["plain JSON", "tagged"])
+    def test_plain_json_has_the_same_limit(self, plain: bool) -> None:
+        leaf = 1 if plain else LEAF
+        ok = nest(["list"] * MAX_DEPTH, leaf)
+        if plain:
+            assert encode(ok) == msgspec.json.encode(ok).decode()
+        assert_same(ok, roundtrip(ok))
+        with pytest.raises(EncodeError, match="nests more than"):
+            encode([ok])
+        with pytest.raises(EncodeError, match="nests more than"):
+            encode(_large([ok]))  # through the level scan
+
+    def test_an_empty_container_past_the_limit_counts(self) -> None:
+        with pytest.raises(EncodeError, match="nests more than"):
+            encode(nest(["list"] * MAX_DEPTH, []))
+        with pytest.raises(EncodeError, match="nests more than"):
+            encode(_large(nest(["dict"] * MAX_DEPTH, {})))
+
+    @pytest.mark.parametrize("kind", WORST_KINDS)
+    def test_it_encodes_and_decodes_from_a_call_stack_near_the_recursion_limit(
+        self, kind: str
+    ) -> None:
+        value = nest([kind] * MAX_DEPTH, LEAF)
+        text = encode(value)
+        assert near_the_recursion_limit(lambda: encode(value)) == text
+        assert_same(value, near_the_recursion_limit(lambda: decode(text)))
+
+    def test_a_durable_run_returns_it_in_a_fresh_process_called_from_deep_recursion(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "j.db"
+        script = write_script(
+            tmp_path,
+            "job.py",
+            f"""
+            import datetime, sys
+            from letitloop import durable
+            from codec_values import difference, nest
+
+            KINDS = ["tuple", "int-keyed dict", "NamedTuple", "Struct"] * 25  # 100 levels
+            calls = []
+
+            @durable(goal_id="deep", run="r", path={str(db)!r})
+            def job():
+                calls.append(1)
+                return nest(KINDS, datetime.date(2020, 1, 1))
+
+            def dive(n):
+                return job() if n <= 0 else dive(n - 1)
+
+            frames = 0
+            frame = sys._getframe()
+            while frame is not None:
+                frame, frames = frame.f_back, frames + 1
+            back = dive(sys.getrecursionlimit() - frames - 40) if sys.argv[1] == "deep" else job()
+            print(len(calls), difference(nest(KINDS, datetime.date(2020, 1, 1)), back))
+            """,
+        )
+        first = run_python(script, "shallow", env={"PYTHONPATH": CHILD_PATH})
+        assert (first.returncode, first.stdout.strip()) == (0, "1 None"), first.stderr
+        replay = run_python(script, "deep", env={"PYTHONPATH": CHILD_PATH})
+        assert (replay.returncode, replay.stdout.strip()) == (0, "0 None"), replay.stderr
+
+    def test_a_cycle_is_refused_as_too_deep_without_a_recursion_error(self) -> None:
+        loop: dict[str, Any] = {}
+        loop["me"] = (loop,)
+        with pytest.raises(EncodeError, match="or contains itself"):
+            encode(loop)
+        with pytest.raises(EncodeError, match="or contains itself"):
+            near_the_recursion_limit(lambda: encode(loop))
+
+
+deep_kinds = st.lists(
+    st.sampled_from(sorted(WRAPPERS)), min_size=MAX_DEPTH - 4, max_size=MAX_DEPTH + 2
+)
+leaves = st.one_of(
+    st.none(), st.integers(), st.floats(), odd_text, st.dates(), st.uuids(), big_ints
+)
+
+
+class TestEncodeAcceptedMeansDecodeReturnsTheSameValue:
+    @given(deep_kinds, leaves)
+    @FEW
+    def test_a_value_near_the_depth_limit_round_trips_or_is_refused_with_its_path(
+        self, kinds: list[str], leaf: Any
+    ) -> None:
+        value = nest(kinds, leaf)
+        if nesting(value) <= MAX_DEPTH:
+            assert_same(value, roundtrip(value))
+        else:
+            with pytest.raises(EncodeError, match=f"more than {MAX_DEPTH} levels") as info:
+                encode(value)
+            assert info.value.path.startswith("$")
+
+    @given(
+        st.recursive(
+            scalars
+            | st.sampled_from([object(), Unregistered(LEAF), Point, print, StrKey("s"), Perm])
+            | st.builds(OrderedDict),
+            containers,
+            max_leaves=10,
+        )
+    )
+    @FEW
+    def test_encode_either_refuses_with_an_encode_error_or_the_value_comes_back(
+        self, value: Any
+    ) -> None:
+        try:
+            text = encode(value)
+        except EncodeError as exc:
+            assert exc.path.startswith("$")
+            return
+        text.encode("utf-8")  # strict: text SQLite can store as UTF-8
+        assert_same(value, decode(text))
+
+    @pytest.mark.parametrize("wrap", [lambda v: v, lambda v: [v, (v,)], _large])
+    def test_a_value_that_holds_itself_deep_inside_is_an_encode_error(self, wrap: Any) -> None:
+        loop: list[Any] = [1, {"a": [LEAF]}]
+        loop[1]["a"].append(loop)
+        with pytest.raises(EncodeError, match="contains itself"):
+            encode(wrap(loop))
+
+
+class TestARowTooDeepForThisProcess:
+    def test_it_is_a_decode_error_saying_so_not_blaming_an_edit(self) -> None:
+        text = '{"!list":' + "[" * 3000 + '{"!date":"2020-01-01"}' + "]" * 3000 + "}"
+        with pytest.raises(DecodeError) as info:
+            decode(text)
+        message = str(info.value)
+        assert "nests 3002 levels deep" in message
+        assert f"recursion limit ({sys.getrecursionlimit()})" in message
+        assert "The row itself is intact" in message and "sys.setrecursionlimit()" in message
+        assert "edited" not in message
+
+    def test_a_malformed_row_is_still_blamed_on_an_edit(self) -> None:
+        for text in ('{"!tuple": 5}', '{"!str": [1]}', '{"!list": [1, {"!int": 7}]}', "{"):
+            with pytest.raises(DecodeError, match="edited"):
+                decode(text)
+
+    def test_rows_deeper_than_the_limit_written_by_earlier_versions_still_decode(self) -> None:
+        # 150 tuples and a 250-deep dict with a typed leaf: accepted before
+        # MAX_DEPTH existed, and read back on a fresh thread's stack.
+        tuples = '{"!date":"2020-01-01"}'
+        for _ in range(150):
+            tuples = '{"!tuple":[' + tuples + "]}"
+        dicts = '{"!date":"2020-01-01"}'
+        for _ in range(250):
+            dicts = '{"k":' + dicts + "}"
+        assert_same(nest(["tuple"] * 150, LEAF), near_the_recursion_limit(lambda: decode(tuples)))
+        assert_same(
+            nest(["dict"] * 250, LEAF),
+            near_the_recursion_limit(lambda: decode('{"!dict":' + dicts + "}")),
+        )
+
+    def test_a_row_too_deep_for_the_limit_reads_back_once_the_limit_is_raised(self) -> None:
+        text = '{"!date":"2020-01-01"}'
+        for _ in range(400):  # what the earlier encoder let through for lists
+            text = "[" + text + "]"
+        text = '{"!list":' + text + "}"
+        with pytest.raises(DecodeError, match="recursion limit"):
+            decode(text)
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(4000)
+        try:
+            back = decode(text)
+        finally:
+            sys.setrecursionlimit(old)
+        assert_same(nest(["list"] * 400, LEAF), back)
+
+
+# -- big ints: a form every reader can read, whatever either side's digit guard ------------
+
+needs_digit_guard = pytest.mark.skipif(
+    not hasattr(sys, "set_int_max_str_digits"), reason="this Python has no int digit guard"
+)
+
+
+@pytest.fixture
+def digit_guard() -> Any:
+    """Set this process's int digit guard (sys.set_int_max_str_digits) for one test."""
+    old = sys.get_int_max_str_digits()
+    yield sys.set_int_max_str_digits
+    sys.set_int_max_str_digits(old)
+
+
+BIG = 10**5000
+BIG_VALUES = [
+    BIG,
+    -(10**4300),  # 4,301 digits
+    [BIG, 1],
+    {"n": (BIG, 2**64)},
+    {"plain": [1, BIG], "floats": [1.5] * 3},
+    _large([BIG]),
+    [{"id": i, "n": BIG if i == 30 else i} for i in range(40)],  # the records shortcut
+    {"typed": LEAF, "deep": nest(["list"] * 20, BIG)},
+]
+
+
+@needs_digit_guard
+class TestAnIntBeyondTheDigitGuard:
+    @pytest.mark.parametrize("guard", [0, 640, 4300, 100_000])
+    @pytest.mark.parametrize("value", BIG_VALUES, ids=lambda v: type(v).__name__)
+    def test_it_is_written_as_hex_whatever_the_writers_guard(
+        self, digit_guard: Any, guard: int, value: Any
+    ) -> None:
+        expected = encode(value)  # the default guard
+        digit_guard(guard)
+        text = encode(value)
+        assert text == expected
+        assert '"!int":"' in text and "0" * 4301 not in text
+        digit_guard(4300)
+        assert_same(value, decode(text))
+        json.loads(text)  # any JSON reader with the default guard reads it
+
+    def test_an_int_of_4300_digits_stays_a_json_number(self) -> None:
+        value = [10**4299, -(10**4299)]
+        assert encode(value) == msgspec.json.encode(value).decode()
+
+    def test_a_writer_with_a_lower_guard_writes_hex_where_it_cannot_write_decimal(
+        self, digit_guard: Any
+    ) -> None:
+        digit_guard(640)
+        value = {"n": 10**700, "m": 10**500}
+        text = encode(value)
+        assert text == '{"!dict":{"n":{"!int":"' + hex(10**700) + '"},"m":' + "1" + "0" * 500 + "}}"
+        assert_same(value, decode(text))
+
+    @pytest.mark.parametrize(
+        "text",
+        ["[" + "7" * 5000 + "]", '{"!list":[{"!tuple":[-' + "7" * 5000 + "]}]}"],
+        ids=["plain", "tagged"],
+    )
+    def test_a_long_decimal_from_an_unguarded_writer_still_reads_back(self, text: str) -> None:
+        sevens = (10**5000 - 1) // 9 * 7  # 5,000 sevens, built without decimal text
+        back = decode(text)
+        assert back == ([sevens] if text.startswith("[") else [(-sevens,)])
+
+    def test_a_reader_with_a_lower_guard_reads_decimals_the_default_guard_wrote(
+        self, digit_guard: Any
+    ) -> None:
+        value = {"n": 10**4000, "t": (10**700, LEAF)}
+        text = encode(value)
+        digit_guard(640)
+        assert_same(value, decode(text))
+
+    def test_a_reader_in_a_fresh_process_reads_what_an_unguarded_writer_recorded(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "j.db"
+        common = """
+            import sys
+            from letitloop import Journal
+            from codec_values import difference, nest
+
+            BIG = 10**5000
+            VALUES = [BIG, [BIG, {"k": -(10**4301)}], (10**9999, 1.5), {"plain": [BIG] * 3},
+                      [{"id": i, "n": BIG} for i in range(40)], nest(["tuple"] * 30, BIG)]
+            calls = 0
+
+            def produce(i):
+                global calls
+                calls += 1
+                return VALUES[i]
+            """
+        writer = write_script(
+            tmp_path,
+            "writer.py",
+            common
+            + f"""
+            sys.set_int_max_str_digits(0)
+            with Journal("g", run="r", path={str(db)!r}) as j:
+                for i in range(len(VALUES)):
+                    j.step(f"v{{i}}", produce, i)
+            print("wrote", calls)
+            """,
+        )
+        reader = write_script(
+            tmp_path,
+            "reader.py",
+            common
+            + f"""
+            import json, sqlite3
+            assert sys.get_int_max_str_digits() == 4300
+            with Journal("g", run="r", path={str(db)!r}) as j:
+                back = [j.step(f"v{{i}}", produce, i) for i in range(len(VALUES))]
+                bad = [i for i, v in enumerate(back) if difference(VALUES[i], v)]
+                table = j.table
+            con = sqlite3.connect({str(db)!r})
+            for (text,) in con.execute(f'SELECT result FROM "{{table}}"'):
+                json.loads(text)  # no decimal beyond the default guard
+            print("called", calls, "bad", bad)
+            """,
+        )
+        env = {"PYTHONPATH": CHILD_PATH}
+        wrote = run_python(writer, env=env)
+        assert wrote.returncode == 0, wrote.stderr
+        assert wrote.stdout.strip() == "wrote 6"
+        read = run_python(reader, env=env)
+        assert read.returncode == 0, read.stderr
+        assert read.stdout.strip() == "called 0 bad []"
+
+
+# -- lone surrogates and other odd text ------------------------------------------------------
+
+NOT_UTF8 = os.fsdecode(b"report-\xff.txt")  # 'report-\udcff.txt'
+
+
+class OddMode(str, enum.Enum):
+    ODD = "\udcff"
+
+
+register(OddMode)
+
+ODD_TEXT_VALUES = [
+    NOT_UTF8,
+    "\ud83d\ude00",  # a surrogate pair Python keeps as two lone surrogates
+    "\ud800" * 3 + "é\udfff",
+    [NOT_UTF8, "plain"],
+    {"name": NOT_UTF8},
+    {NOT_UTF8: 1, "other": 2},
+    {NOT_UTF8: [LEAF]},
+    {"!\udcff": 1},
+    {"outer": {"!\udcff": (1,)}},
+    (NOT_UTF8,),
+    {NOT_UTF8, "b"},
+    {1: NOT_UTF8, (NOT_UTF8,): 2},
+    pathlib.PurePosixPath("/data") / NOT_UTF8,
+    pathlib.PosixPath("/data") / NOT_UTF8,
+    ValueError(f"cannot parse {NOT_UTF8}"),
+    Box(NOT_UTF8, label=NOT_UTF8, tags=[NOT_UTF8]),
+    Loose.model_construct(name=NOT_UTF8, **{f"x{NOT_UTF8}": 1}),  # pydantic refuses them
+    OddMode.ODD,
+    _large(NOT_UTF8),
+    _large({NOT_UTF8: 1.5}),
+    [{"name": NOT_UTF8 if i == 3 else "a", "n": i} for i in range(40)],
+    [NOT_UTF8] * 40,
+    {"big": BIG, "name": NOT_UTF8},
+]
+
+
+class TestTextThatIsNotUTF8:
+    @pytest.mark.parametrize("value", ODD_TEXT_VALUES, ids=lambda v: type(v).__name__)
+    def test_it_round_trips_exactly_as_utf8_text_with_a_str_tag(self, value: Any) -> None:
+        text = encode(value)
+        text.encode("utf-8")  # strict: SQLite stores it as UTF-8
+        assert '"!str":[' in text
+        assert_same(value, decode(text))
+
+    def test_the_tag_keeps_the_readable_parts_as_text(self) -> None:
+        assert encode(NOT_UTF8) == '{"!str":["report-",56575,".txt"]}'
+        assert encode({NOT_UTF8: 1}) == '{"!dict":[[{"!str":["report-",56575,".txt"]},1]]}'
+
+    @pytest.mark.parametrize("text", ["\x00\x01\x1b]0;title\x07\x1b[2J", "\x7f\x9b\u2028\ufffe"])
+    def test_control_characters_round_trip_in_plain_json(self, text: str) -> None:
+        value = {"t": text, "l": [text]}
+        assert encode(value) == msgspec.json.encode(value).decode()
+        assert_same(value, roundtrip(value))
+
+    def test_a_step_returning_a_non_utf8_file_name_replays_it(self, db: Path) -> None:
+        value = {"files": [NOT_UTF8, "ok.txt"], "first": pathlib.Path(NOT_UTF8)}
+        with Journal("g", run="r", path=db) as j:
+            j.step("list", returns, value)
+        [(stored,)] = rows(db, f'SELECT result FROM "{j.table}"')
+        assert "56575" in stored
+        with Journal("g", run="r", path=db) as j:
+            assert_same(value, j.step("list", returns, unchecked(None)))
+
+
+# -- rows written by earlier versions ---------------------------------------------------------
+
+#: Stored texts written by the codec before MAX_DEPTH, "!str" and the digit
+#: guard fix (commit adb6575), with the values they hold. Each must decode to
+#: its value, and encode must still write exactly that text.
+TODAY_ROWS: list[tuple[str, Any]] = [
+    ('{"a":1,"b":[1.5,null,"x"]}', {"a": 1, "b": [1.5, None, "x"]}),
+    ('[{"!tuple":[1,2]},{"!os.system":"ls"}]', [{"!tuple": [1, 2]}, {"!os.system": "ls"}]),
+    ('{"!dict":{"!tuple":[1]}}', {"!tuple": [1]}),
+    ('"ü🙂\\u0000\\u001b"', "ü🙂\x00\x1b"),
+    ('{"!tuple":[1,"a",null]}', (1, "a", None)),
+    ('{"!dict":[[1,"a"],[{"!tuple":[1,2]},[3]],[null,0]]}', {1: "a", (1, 2): [3], None: 0}),
+    ('{"!list":[{"!set":[1,2]},{"!frozenset":["a"]}]}', [{1, 2}, frozenset({"a"})]),
+    ('{"!list":[{"!bytes":"AP8="},{"!bytearray":"YWI="}]}', [b"\x00\xff", bytearray(b"ab")]),
+    (
+        '{"!list":[{"!float":"nan"},{"!float":"inf"},{"!float":"-inf"},-0.0,1e308]}',
+        [math.nan, math.inf, -math.inf, -0.0, 1e308],
+    ),
+    (
+        "[18446744073709551616,-1180591620717411303424,1" + "0" * 4000 + "]",
+        [2**64, -(2**70), 10**4000],
+    ),
+    ('{"!int":"' + hex(10**5000) + '"}', 10**5000),
+    ('{"!dict":{"n":[{"!int":"' + hex(-(10**5000)) + '"}]}}', {"n": [-(10**5000)]}),
+    (
+        '{"!list":[{"!datetime":"2026-11-30T03:04:05.123456"},{"!datetime":"2026-11-30T03:04:05Z"}]}',
+        [
+            dt.datetime(2026, 11, 30, 3, 4, 5, 123456),
+            dt.datetime(2026, 11, 30, 3, 4, 5, tzinfo=dt.timezone.utc),
+        ],
+    ),
+    (
+        '{"!datetime":"2026-01-01T00:00:00+05:30"}',
+        dt.datetime(2026, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))),
+    ),
+    (
+        '{"!datetime":["2026-01-01T00:00:00",-10807000009]}',
+        dt.datetime(
+            2026, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=-3, seconds=-7, microseconds=-9))
+        ),
+    ),
+    (
+        '{"!datetime":["2021-11-07T01:30:00-05:00","America/New_York",1]}',
+        dt.datetime(2021, 11, 7, 1, 30, tzinfo=zoneinfo.ZoneInfo("America/New_York"), fold=1),
+    ),
+    (
+        '{"!list":[{"!date":"2026-11-30"},{"!time":"23:59:59.999999"},{"!time":["01:02:00",1]},'
+        '{"!timedelta":"-P2DT86394.999993S"}]}',
+        [
+            dt.date(2026, 11, 30),
+            dt.time(23, 59, 59, 999999),
+            dt.time(1, 2, fold=1),
+            dt.timedelta(days=-3, seconds=5, microseconds=7),
+        ],
+    ),
+    (
+        '{"!list":[{"!Decimal":"1.10"},{"!Decimal":"-0"},{"!Decimal":"NaN"},'
+        '{"!UUID":"00000000-0000-0000-0000-000000000001"}]}',
+        [decimal.Decimal("1.10"), decimal.Decimal("-0"), decimal.Decimal("NaN"), uuid.UUID(int=1)],
+    ),
+    (
+        '{"!list":[{"!PurePosixPath":"rel/x"},{"!PureWindowsPath":"C:\\\\Users\\\\Ada"},'
+        '{"!PosixPath":"/tmp/a b"}]}',
+        [
+            pathlib.PurePosixPath("rel/x"),
+            pathlib.PureWindowsPath(r"C:\Users\Ada"),
+            pathlib.PosixPath("/tmp/a b"),
+        ],
+    ),
+    (
+        '{"!list":[{"!codec_values.Color":"red"},{"!codec_values.Level":2},{"!codec_values.Mode":"fast"}]}',
+        [Color.RED, Level.HIGH, Mode.FAST],
+    ),
+    (
+        '{"!list":[{"!codec_values.Point":{"x":1,"y":2}},{"!codec_values.Box":{"content":'
+        '[{"!codec_values.Point":{"x":3,"y":0}}],"label":"box","tags":["t"]}},{"!codec_values.Pair":'
+        '{"left":{"!tuple":[1,2]},"right":{"!set":[3]}}},{"!codec_values.Event":{"name":"e",'
+        '"payload":{"when":{"!date":"2020-01-01"}}}}]}',
+        [
+            Point(1, 2),
+            Box([Point(3)], tags=["t"]),
+            Pair((1, 2), {3}),
+            Event("e", {"when": dt.date(2020, 1, 1)}),
+        ],
+    ),
+    (
+        '{"!dict":[[{"!codec_values.Money":[5,"EUR"]},[{"!codec_values.Money":[6,"JPY"]}]]]}',
+        {Money(5, "EUR"): [Money(6, "JPY")]},
+    ),
+    (
+        '{"!list":[{"!ValueError":{"args":["bad",3]}},{"!KeyError":{"args":["k"]}},'
+        '{"!codec_values.QuotaError":{"args":["user ada is over the quota of 5"],"attrs":'
+        '{"user":"ada","limit":5}}},{"!FileNotFoundError":{"args":[2,"No such file","/x"]}}]}',
+        [
+            ValueError("bad", 3),
+            KeyError("k"),
+            QuotaError("ada", 5),
+            FileNotFoundError(2, "No such file", "/x"),
+        ],
+    ),
+    (
+        '{"!dict":{"when":{"!date":"2026-11-30"},"n":{"!tuple":[1,2]},"!x":{"!dict":{"!y":1}}}}',
+        {"when": dt.date(2026, 11, 30), "n": (1, 2), "!x": {"!y": 1}},
+    ),
+]
+
+
+def _row_id(x: Any) -> str:
+    return x[:24] if type(x) is str else type(x).__name__
+
+
+class TestRowsWrittenByEarlierVersions:
+    @pytest.mark.parametrize(("text", "value"), TODAY_ROWS, ids=_row_id)
+    def test_they_decode_to_their_value(self, text: str, value: Any) -> None:
+        assert_same(value, decode(text))
+
+    @pytest.mark.parametrize(("text", "value"), TODAY_ROWS, ids=_row_id)
+    def test_the_same_value_is_still_written_as_the_same_text(self, text: str, value: Any) -> None:
+        assert encode(value) == text
+
+    def test_a_big_int_tagged_beside_a_shorter_one_still_decodes(self) -> None:
+        # Earlier versions tagged every int over 13,000 bits once one int in
+        # the value passed 4,300 digits; ints up to 4,300 digits are now decimal.
+        text = '{"!list":[{"!int":"' + hex(10**4000) + '"},{"!int":"' + hex(10**5000) + '"}]}'
+        assert_same([10**4000, 10**5000], decode(text))
+        assert encode([10**4000, 10**5000]) == (
+            '{"!list":[1' + "0" * 4000 + ',{"!int":"' + hex(10**5000) + '"}]}'
+        )
+
+
+# -- the plain-JSON check and its portable twin (issue 15) ---------------------------------------
+
+
+class DictSub(dict):  # type: ignore[type-arg]
+    pass
+
+
+class ListSub(list):  # type: ignore[type-arg]
+    pass
+
+
+class IntSub(int):
+    pass
+
+
+def plain_verdict(check: Any, value: Any) -> bool:
+    """What a plain-JSON check says of ``value``, its float groups checked as encode does."""
+    groups = check(value)
+    return groups is not None and codec._finite(b"null", groups)
+
+
+def general_dict(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` in a table CPython keeps 'general' (it once held a non-str key)."""
+    out: dict[Any, Any] = {0.5: None, **d}
+    del out[0.5]
+    return out
+
+
+lookalikes = st.sampled_from(
+    [IntSub(1), StrKey("s"), Level.LOW, Mode.FAST, True, math.nan, math.inf, -0.0, (1,), b"x"]
+)
+plain_keys = st.text(max_size=3) | st.sampled_from(["!", "!x", "!dict", "!tuple"])
+odd_keys = st.sampled_from([1, True, None, 1.5, StrKey("k"), (1,), Level.LOW])
+
+
+def plain_or_not(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        st.lists(inner, max_size=5),
+        st.dictionaries(plain_keys, inner, max_size=4),
+        st.dictionaries(plain_keys | odd_keys, inner, max_size=3),
+        st.dictionaries(plain_keys, inner, min_size=1, max_size=3).map(general_dict),
+        st.dictionaries(st.sampled_from(["!a", "!tuple"]), inner, min_size=1, max_size=1),
+        st.lists(inner, max_size=3).map(ListSub),
+        st.dictionaries(plain_keys, inner, max_size=3).map(DictSub),
+        # records: many dicts of one shape, checked column by column
+        st.lists(st.fixed_dictionaries({"a": inner, "b": inner}), min_size=16, max_size=20),
+    )
+
+
+almost_plain = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3) | lookalikes,
+    plain_or_not,
+    max_leaves=40,
+)
+
+
+class TestThePlainJSONCheckAndItsPortableTwin:
+    """codec._plain_scan is the C-speed level scan on CPython; _plain_walk runs anywhere."""
+
+    def test_the_level_scan_is_the_one_used_on_cpython(self) -> None:
+        if sys.implementation.name == "cpython":
+            assert codec._plain_scan is codec._plain_referents
+
+    @given(almost_plain, st.sampled_from([0, 0, 0, 1, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH]))
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+    def test_both_agree_on_every_value_and_so_does_the_small_check(
+        self, value: Any, levels: int
+    ) -> None:
+        value = nest(["list"] * levels, value)
+        scan = plain_verdict(codec._plain_referents, value)
+        walk = plain_verdict(codec._plain_walk, value)
+        assert scan == walk
+        small = codec._plain_small(value)
+        assert small is None or small == walk
+
+    @pytest.mark.parametrize(
+        ("value", "plain"),
+        [
+            ({"a": [1, 2.5, None, True, "s"]}, True),
+            (DictSub(a=1), False),
+            (ListSub([1]), False),
+            (IntSub(1), False),
+            (StrKey("s"), False),
+            ({StrKey("k"): 1}, False),
+            (Level.LOW, False),
+            ([True, False], True),
+            ([{"!x": 1}], True),  # below the top a tag-like key is stored untouched
+            ([math.nan], False),
+            ([1e308, 1e308], True),  # finite, though their sum is not
+            ({1: "a"}, False),
+            ({True: "a"}, False),
+            (general_dict({"a": 1}), True),
+            ([general_dict({"a": 1})] * 20, True),
+            ([{"a": 1, "b": 2}] * 19 + [general_dict({"a": 1, "b": 2})], True),
+            ([{"a": 1, "b": 2}] * 19 + [{"a": 1, 2: 2}], False),
+            (nest(["list"] * (MAX_DEPTH - 1), 1), True),
+            (nest(["list"] * (MAX_DEPTH - 1), []), False),
+            (nest(["dict"] * MAX_DEPTH, 1), False),
+        ],
+        ids=_row_id,
+    )
+    @pytest.mark.parametrize("where", ["at the top", "in a large value"])
+    def test_both_say_what_is_plain(self, value: Any, plain: bool, where: str) -> None:
+        v = _large(value) if where == "in a large value" else [value]
+        assert plain_verdict(codec._plain_referents, v) is plain
+        assert plain_verdict(codec._plain_walk, v) is plain
+
+    def test_a_one_key_dict_whose_key_looks_like_a_tag_is_plain_only_below_the_top(self) -> None:
+        for check in (codec._plain_referents, codec._plain_walk):
+            assert check({"!x": 1}) is None
+            assert check([{"!x": 1}]) is not None
+
+    def test_a_cycle_is_not_plain_for_either(self) -> None:
+        loop: list[Any] = []
+        loop.append(loop)
+        assert codec._plain_referents(loop) is None
+        assert codec._plain_walk(loop) is None
+
+    def test_a_general_dict_is_stored_as_plain_json(self) -> None:
+        value = _large(general_dict({"k": [1, 2]}))
+        assert encode(value) == msgspec.json.encode(value).decode()
