@@ -181,6 +181,56 @@ def growth(sizes: list[int]) -> list[tuple[int, float, float]]:
     return out
 
 
+_MEMORY_CHILD = """
+import gc, os, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from letitloop import Journal
+
+LARGE = {"rows": [{"i": i, "text": "x" * 90} for i in range(1000)]}
+
+def rss():
+    gc.collect()
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+def produce(i):
+    return LARGE
+
+with tempfile.TemporaryDirectory() as d:
+    db = Path(d) / "m.db"
+    marks = {}
+    with Journal("bench", run="r", path=db) as j:
+        for i in range(3000):
+            j.step(f"s{i}", produce, i)
+            if i + 1 in (1000, 3000):
+                marks[("fresh", i + 1)] = rss()
+    with Journal("bench", run="r", path=db) as j:
+        for i in range(3000):
+            j.step(f"s{i}", produce, i)
+            if i + 1 in (1000, 3000):
+                marks[("replay", i + 1)] = rss()
+for kind in ("fresh", "replay"):
+    print(kind, (marks[(kind, 3000)] - marks[(kind, 1000)]) / 2)
+"""
+
+
+def memory_growth() -> dict[str, float]:
+    """Resident bytes gained per 1,000 steps of 100 KB, fresh and replayed (a fresh child).
+
+    Measured between the 1,000th and the 3,000th step of one run, so the
+    start-up and the first chunk of replayed results are not counted: what is
+    left is what grows with the number of steps. Linux only (/proc).
+    """
+    import subprocess
+
+    root = str(Path(__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_CHILD, root], capture_output=True, text=True, check=True
+    )
+    return {kind: float(v) for kind, v in (line.split() for line in out.stdout.splitlines())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
@@ -234,6 +284,12 @@ def main() -> None:
                 for c, s in sizes
             ],
         ],
+    )
+    grown_memory = memory_growth()
+    body += "\n\n## Memory: resident growth per 1,000 steps of 100 KB (must be O(1) in steps)\n\n"
+    body += table(
+        ["steps", "resident growth per 1,000 steps"],
+        [[kind, f"{grown_memory[kind] / 1024:,.0f} KiB"] for kind in ("fresh", "replay")],
     )
     checkpoints = [1_000, 10_000, big_n] if big_n > 10_000 else [1_000, 10_000]
     grown = growth(checkpoints)

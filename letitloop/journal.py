@@ -201,12 +201,16 @@ class _Results:
 class Journal:
     """One goal's run, held by this process while open.
 
-    ``Journal(goal)`` resumes the goal's newest run that has not completed
-    (crashed or failed), or starts a new one. ``Journal(goal, run="key")``
+    ``Journal(goal)`` resumes the goal's newest unnamed run that has not
+    completed (crashed or failed) and was opened for the same ``input=``
+    (none by default), or starts a new one. ``Journal(goal, run="key")``
     names the run: the same key always means the same run, and a completed
-    run replays every step. Use it as a context manager: a clean exit marks
-    the run completed, an exception marks it failed with its error (the next
-    open resumes it from the failed step).
+    run replays every step. Use it as a context manager: a clean exit (or
+    ``sys.exit(0)``) marks the run completed, an exception marks it failed
+    with its error (the next open resumes it from the failed step).
+
+    ``clock`` is the function timestamps come from (seconds since the epoch;
+    tests pass a fake one). ``registry`` is the codec registry for results.
 
     Raises RunHeldError when another live process holds the run for longer
     than ``timeout`` seconds, JournalFileError when the file is unusable,
@@ -588,7 +592,11 @@ class Journal:
     # -- the run's result (used by @durable) -----------------------------------
 
     def set_result(self, value: Any) -> None:
-        """Record ``value`` as the run's result when the run completes."""
+        """Record ``value`` as the run's result when the run completes (``runs.result``).
+
+        ``@durable`` records its function's return value this way. Raises
+        EncodeError at once (nothing written) for a value the codec cannot encode.
+        """
         try:
             self._result_text = codec.encode(value, self.registry)
         except EncodeError as exc:
@@ -597,7 +605,11 @@ class Journal:
             ) from None
 
     def recorded_result(self) -> Any:
-        """The result recorded when the run completed (None if it recorded none)."""
+        """The result recorded when the run completed (None if it recorded none).
+
+        Meaningful when :attr:`was_completed`: ``@durable`` returns it for a
+        completed named run without running its body.
+        """
         if self._recorded_result is None:
             return None
         try:

@@ -171,6 +171,32 @@ class TestResettingAsALibraryCall:
 
 
 class TestCollectingGarbage:
+    def test_a_run_opened_after_gc_listed_it_is_left_alone(
+        self, db: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """gc takes each run's lock before deleting it: a run opened since it looked stays."""
+        from letitloop import inspection
+
+        old = time.time() - 90 * 86400
+        with pytest.raises(RuntimeError), Journal("g", path=db, clock=lambda: old) as first:
+            first.step("a", str, 1)
+            raise RuntimeError("left to resume")
+        store = open_journal_file(db)
+        try:
+            listed = inspection.gc_candidates(store, timedelta(days=30))
+            assert [r.id for r in listed[0]] == [first.run_id]
+            # The race: between gc's listing and its delete, a process resumes the run.
+            monkeypatch.setattr(inspection, "gc_candidates", lambda *a, **k: listed)
+            with Journal("g", path=db) as resumed:
+                assert resumed.run_id == first.run_id
+                result = gc_runs(store, timedelta(days=30))
+                assert result.removed == [] and [r.id for r in result.skipped_live] == [
+                    first.run_id
+                ]
+                assert resumed.step("a", str, 1) == "1"  # its steps are all still there
+        finally:
+            store.close()
+
     def test_the_file_shrinks_after_old_runs_go(self, db: Path) -> None:
         old = time.time() - 90 * 86400
         payload = "x" * 2000

@@ -239,6 +239,28 @@ class TestRuns:
         assert len(errors) == 1 and "another Journal of this process" in str(errors[0])
 
 
+class TestLeavingTheBlockEarly:
+    def test_sys_exit_0_completes_the_run(self, db: Path) -> None:
+        with pytest.raises(SystemExit), Journal("g", path=db) as j:
+            j.step("a", fetch, 1)
+            raise SystemExit(0)  # "nothing more to do today"
+        assert rows(db, "SELECT status, error FROM runs") == [("completed", None)]
+        with Journal("g", path=db) as k:  # a completed unnamed run: the next is new
+            assert k.run_id != j.run_id
+
+    @pytest.mark.parametrize("stop", [KeyboardInterrupt(), SystemExit(3)])
+    def test_an_interrupt_or_a_failing_exit_leaves_the_run_to_resume(
+        self, db: Path, stop: BaseException
+    ) -> None:
+        with pytest.raises(type(stop)), Journal("g", path=db) as j:
+            j.step("a", fetch, 1)
+            raise stop
+        ((status, error),) = rows(db, "SELECT status, error FROM runs")
+        assert status == "failed" and error.startswith(type(stop).__name__)
+        with Journal("g", path=db) as k:
+            assert (k.run_id, k.attempt) == (j.run_id, 2)
+
+
 class TestGoalNames:
     ODD: ClassVar[list[str]] = [
         "customer sync",

@@ -377,6 +377,40 @@ class TestAnExceptionInsideTheBlock:
             assert marker_row(db, "mail", "welcome", j.run_id) == before
 
 
+class TestABlockThatWasInterruptedOrCancelled:
+    """Its holder stopped at an unknown point of the block: the side effect may have happened."""
+
+    def test_a_keyboard_interrupt_tells_the_next_holder_crashed_before(self, db: Path) -> None:
+        with Journal("mail", path=db) as j:
+            with pytest.raises(KeyboardInterrupt), j.atomic_marker("welcome") as m:
+                assert m
+                raise KeyboardInterrupt
+            assert marker_row(db, "mail", "welcome", j.run_id)["status"] == "failed"
+            with j.atomic_marker("welcome") as m:
+                assert m and (m.attempt, m.crashed_before) == (2, True)
+
+    def test_a_cancelled_task_tells_the_next_holder_crashed_before(self, db: Path) -> None:
+        async def main(j: Journal) -> tuple[int, bool]:
+            entered = asyncio.Event()
+
+            async def holder() -> None:
+                async with j.atomic_marker("welcome") as m:
+                    assert m
+                    entered.set()
+                    await asyncio.sleep(30)  # the remote call, cancelled half-way
+
+            task = asyncio.create_task(holder())
+            await entered.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            async with j.atomic_marker("welcome") as m:
+                return m.attempt, m.crashed_before
+
+        with Journal("mail", path=db) as j:
+            assert asyncio.run(main(j)) == (2, True)
+
+
 class TestALostClaim:
     def test_a_holder_whose_claim_was_taken_cannot_commit_done(self, db: Path) -> None:
         with Journal("pay", path=db) as j:

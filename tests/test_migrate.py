@@ -53,22 +53,38 @@ class TestOpeningAJournal:
         assert names[0] == "0001_initial"
 
     def test_four_processes_opening_a_fresh_file_at_once_all_succeed(self, tmp_path: Path) -> None:
-        db = tmp_path / "journal.db"
+        """Started on a barrier, so their first opens really race.
+
+        Without the barrier, interpreter start-up jitter (tens of ms) spreads
+        the opens apart and the WAL switch never collides; with it, two
+        switchers meet and one is refused at once by SQLite (see
+        Store._switch_to_wal), which must retry, not fail.
+        """
+        db, go = tmp_path / "journal.db", tmp_path / "go"
         script = write_script(
             tmp_path,
             "open.py",
             """
-            import sys
+            import os, sys
             from letitloop import Journal
+            print("ready", flush=True)
+            while not os.path.exists(sys.argv[3]):
+                pass
             with Journal(sys.argv[2], path=sys.argv[1]) as j:
                 j.step("a", lambda: 1)
             print("ok")
             """,
         )
-        children = [spawn_python(script, str(db), f"goal{i}") for i in range(4)]
-        outs = [c.communicate(timeout=60) for c in children]
-        assert [c.returncode for c in children] == [0, 0, 0, 0], outs
-        assert applied(db) == [name for name, _ in migrate.known_migrations()]
+        for trial in range(3):
+            db.unlink(missing_ok=True)
+            go.unlink(missing_ok=True)
+            children = [spawn_python(script, str(db), f"goal{i}", str(go)) for i in range(4)]
+            for c in children:
+                assert c.stdout is not None and c.stdout.readline().strip() == "ready"
+            go.touch()
+            outs = [c.communicate(timeout=60) for c in children]
+            assert [c.returncode for c in children] == [0, 0, 0, 0], (trial, outs)
+            assert applied(db) == [name for name, _ in migrate.known_migrations()]
 
 
 class TestALaterMigration:

@@ -1,0 +1,63 @@
+"""The store: transactions that keep all or nothing, errors explained in one place."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from letitloop.errors import JournalFileError
+from letitloop.store import Store
+
+
+def count(db: Path) -> int:
+    """Goals seen by a separate connection: what any other process would see."""
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute("SELECT count(*) FROM goals").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def insert_goal(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(
+        "INSERT INTO goals (goal, journal_table, created_at) VALUES (?, ?, 'now')",
+        (name, f"t_{name}"),
+    )
+
+
+class TestAWriteBlock:
+    def test_that_raises_keeps_nothing_and_leaves_the_connection_usable(self, db: Path) -> None:
+        store = Store(db)
+        try:
+            with pytest.raises(RuntimeError), store.write() as c:
+                insert_goal(c, "a")
+                raise RuntimeError("the caller failed half-way")
+            assert count(db) == 0
+            assert not store.conn.in_transaction
+            with store.write() as c:  # the next transaction starts cleanly
+                insert_goal(c, "b")
+            assert count(db) == 1
+        finally:
+            store.close()
+
+    def test_whose_statement_fails_rolls_back_and_raises_a_journal_file_error(
+        self, db: Path
+    ) -> None:
+        store = Store(db)
+        try:
+            with pytest.raises(JournalFileError, match="SQLite error"), store.write() as c:
+                insert_goal(c, "a")
+                c.execute("INSERT INTO goals (goal) VALUES (NULL)")  # NOT NULL fails
+            assert count(db) == 0 and not store.conn.in_transaction
+        finally:
+            store.close()
+
+    def test_a_query_error_is_a_journal_file_error(self, db: Path) -> None:
+        store = Store(db)
+        try:
+            with pytest.raises(JournalFileError, match="schema is damaged"):
+                store.query("SELECT no_such_column FROM goals")
+        finally:
+            store.close()
