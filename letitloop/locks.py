@@ -119,9 +119,9 @@ def lock_error(path: Path, exc: OSError) -> JournalFileError:
         )
     elif exc.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
         hint = (
-            "this filesystem does not support flock(), so a holder that dies could not "
-            "release its run; keep the journal on a local filesystem (network and some FUSE "
-            "filesystems are not supported)"
+            f"its filesystem ({filesystem_of(path)}) does not support flock(), so a holder "
+            f"that dies could not release its run; keep the journal on a local filesystem "
+            f"(network and some FUSE filesystems are not supported)"
         )
     else:
         hint = "check the folder beside the journal"
@@ -154,3 +154,20 @@ def sweep(folder: Path) -> int:
         release(lock)
         removed += 1
     return removed
+
+
+def filesystem_of(path: Path) -> str:
+    """The type and mount point of the filesystem holding ``path`` (Linux), for messages."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+            mounts = [line.split()[1:3] for line in f if len(line.split()) >= 3]
+    except OSError:
+        return "unknown"
+    real = os.path.realpath(path)
+    best = ("", "unknown")
+    for point, kind in mounts:
+        point = point.replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best[0]):
+            best = (point, kind)
+    return f"{best[1]} at {best[0]}" if best[0] else "unknown"

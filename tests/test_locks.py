@@ -157,3 +157,18 @@ class TestAForkedWorkerOfTheHolder:
                 except ProcessLookupError:
                     break
                 time.sleep(0.01)
+
+
+class TestAFilesystemWithoutFlock:
+    def test_is_refused_naming_the_filesystem_never_a_soft_lock(self, tmp_path: Path) -> None:
+        import errno
+
+        from letitloop import locks
+
+        lock = locks.new_lock(tmp_path / "x.lock")
+        assert lock.fallback_to_soft is False  # a SIGKILLed soft lock would never be released
+        error = locks.lock_error(tmp_path / "x.lock", OSError(errno.ENOSYS, "not implemented"))
+        kind = locks.filesystem_of(tmp_path)
+        assert f"its filesystem ({kind}) does not support flock()" in str(error)
+        if Path("/proc/self/mounts").exists():
+            assert kind != "unknown"

@@ -149,11 +149,14 @@ def check_three_attempts(folder: Path, db: Path, args: list[str]) -> None:
     # Journal tags each attempt of the run with the watcher session that started it.
     conn = sqlite3.connect(db)
     try:
-        tagged = conn.execute("SELECT attempt, watch_id FROM attempts ORDER BY attempt").fetchall()
+        tagged = conn.execute(
+            "SELECT attempt, watch_id, watch_attempt FROM attempts ORDER BY attempt"
+        ).fetchall()
         status = conn.execute("SELECT status FROM runs").fetchall()
     finally:
         conn.close()
-    assert tagged == [(1, *watch_ids), (2, *watch_ids), (3, *watch_ids)]
+    # ... and with the supervisor's own attempt number (LETITLOOP_ATTEMPT) that started it.
+    assert tagged == [(1, *watch_ids, 1), (2, *watch_ids, 2), (3, *watch_ids, 3)]
     assert status == [("completed",)]
 
 
