@@ -2,11 +2,11 @@
 
 The files are applied in order, each in its own ``BEGIN IMMEDIATE``
 transaction together with its record in ``_sqlite_migrations`` (the table of
-sqlite-utils' migrations facility, which does the bookkeeping). ``BEGIN
-IMMEDIATE`` first, then sqlite-utils inside it, because sqlite-utils opens a
-plain deferred ``BEGIN``: two processes opening a fresh file at once would
-both see a migration pending and one would fail half-way. Under the write
-lock the second one re-reads the records and finds nothing left to do.
+sqlite-utils' migrations facility, kept in its format so its tools read it).
+``BEGIN IMMEDIATE`` takes the write lock before reading the records: two
+processes opening a fresh file at once would otherwise both see a migration
+pending and one would fail half-way. Under the write lock the second one
+re-reads the records and finds nothing left to do.
 
 A statement that mentions ``{journal}`` is applied to the journal template
 and to every goal's journal table, so a migration that changes the journal
@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -186,21 +187,41 @@ def check(conn: sqlite3.Connection, path: Path) -> bool:
     return applied == names
 
 
+#: The bookkeeping table of sqlite-utils' migrations facility, exactly as
+#: sqlite-utils creates it (``Migrations.ensure_migrations_table``), so that its
+#: tools (``sqlite-utils migrate``, ``Migrations("letitloop").applied(db)``) read
+#: our records and we read theirs.
+_BOOKKEEPING = (
+    'CREATE TABLE "_sqlite_migrations" (\n'
+    '   "id" INTEGER PRIMARY KEY,\n'
+    '   "migration_set" TEXT,\n'
+    '   "name" TEXT,\n'
+    '   "applied_at" TEXT\n'
+    ")",
+    'CREATE UNIQUE INDEX "idx__sqlite_migrations_migration_set_name"\n'
+    '    ON "_sqlite_migrations" ("migration_set", "name")',
+)
+
+
 def migrate(store: Store) -> None:
     """Bring ``store``'s file up to this version's schema (call :func:`check` first).
 
     Each pending migration is applied in its own write transaction with its
     record. Raises SchemaVersionError (file untouched) for a file from a newer
     version, JournalFileError for a file that is not a usable SQLite journal.
+
+    The records are sqlite-utils' (table ``_sqlite_migrations``, one row per
+    applied migration with its set, name and UTC time, written in the format
+    sqlite-utils writes), but sqlite-utils itself is not imported: importing it
+    imports click and costs a new journal file's first open about 50 ms, on
+    the step path of every process that creates one. A migration is one
+    ``BEGIN IMMEDIATE`` transaction holding its SQL and its record, which is
+    what ``Migrations.apply`` would do inside it.
     """
     conn = store.conn
-    names = [name for name, _ in known_migrations()]
-    # sqlite-utils (and the click it imports) is only needed to change the schema.
-    from sqlite_utils import Database, Migrations
-
-    db = Database(conn)
+    names = known_names()
     sql_of = dict(known_migrations())
-    for position, name in enumerate(names):
+    for name in names:
         with store.write():
             applied = _applied(conn)
             _check_not_newer(store.path, applied, names)
@@ -208,20 +229,26 @@ def migrate(store: Store) -> None:
                 _check_not_foreign(conn, store.path)
             if name in applied:
                 continue
-            migrations = Migrations(MIGRATION_SET)
-            for other in names:
-                migrations(name=other)(_migration_fn(sql_of[other]))
-            # Apply exactly this one: stop before every later one not yet applied. (A
-            # later one can already be applied: a file written by a version whose
-            # migrations were numbered with a gap, e.g. 0001 and 0004 but not 0002;
-            # sqlite-utils refuses to "stop before" an applied migration.)
-            later = [n for n in names[position + 1 :] if n != name and n not in applied]
-            migrations.apply(db, stop_before=later)
+            _ensure_bookkeeping(conn)
+            _run_sql(conn, sql_of[name])
+            conn.execute(
+                "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
+                (MIGRATION_SET, name, str(datetime.now(timezone.utc))),
+            )
     from .store import refresh_journal_rows
 
     with store.write() as conn:
         # The browsing view lists goal tables by name; rebuild it over every goal.
         refresh_journal_rows(conn)
+
+
+def _ensure_bookkeeping(conn: sqlite3.Connection) -> None:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlite_migrations'"
+    ).fetchone()
+    if not exists:
+        for statement in _BOOKKEEPING:
+            conn.execute(statement)
 
 
 def _migration_fn(sql: str) -> Any:

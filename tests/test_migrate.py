@@ -11,7 +11,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from helpers import spawn_python, write_script
+from helpers import run_python, spawn_python, write_script
 
 import letitloop.migrate as migrate
 from letitloop import Journal
@@ -85,6 +85,40 @@ class TestOpeningAJournal:
             outs = [c.communicate(timeout=60) for c in children]
             assert [c.returncode for c in children] == [0, 0, 0, 0], (trial, outs)
             assert applied(db) == [name for name, _ in migrate.known_migrations()]
+
+
+class TestTheBookkeeping:
+    def test_sqlite_utils_reads_the_records_letitloop_writes(self, db: Path) -> None:
+        from sqlite_utils import Database, Migrations
+
+        with Journal("g", path=db):
+            pass
+        conn = sqlite3.connect(db)
+        try:
+            applied = Migrations(migrate.MIGRATION_SET).applied(Database(conn))
+        finally:
+            conn.close()
+        assert [m.name for m in applied] == [name for name, _ in migrate.known_migrations()]
+        assert all(m.applied_at.endswith("+00:00") for m in applied)
+
+    def test_creating_a_journal_imports_neither_sqlite_utils_nor_click(
+        self, tmp_path: Path
+    ) -> None:
+        done = run_python(
+            write_script(
+                tmp_path,
+                "first.py",
+                """
+                import sys
+                from letitloop import Journal
+                with Journal("g", path=sys.argv[1]) as j:
+                    j.step("a", str, 1)
+                print(sorted(m for m in ("sqlite_utils", "click") if m in sys.modules))
+                """,
+            ),
+            str(tmp_path / "new.db"),
+        )
+        assert done.stdout.strip() == "[]", done.stderr
 
 
 class TestALaterMigration:
