@@ -9,16 +9,18 @@ journal. ``@durable_async`` and ``async_step()`` are the same for
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .codec import CodecRegistry
 from .errors import LetItLoopError, NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, current_journal, open_journals
 from .markers import AtomicMarker, Scope
 from .store import Durability
+
+if TYPE_CHECKING:
+    import inspect
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -115,6 +117,8 @@ def durable(
     """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        import inspect  # at decoration, not at `import letitloop`
+
         signature = inspect.signature(fn)
 
         @functools.wraps(fn)
@@ -174,6 +178,8 @@ def durable_async(
     """
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+        import inspect
+
         if not inspect.iscoroutinefunction(fn):
             raise LetItLoopError(
                 f"@durable_async expects an 'async def' function, got "

@@ -7,7 +7,6 @@ error pickles with its attributes, because errors cross process boundaries
 
 from __future__ import annotations
 
-import traceback
 from typing import Any
 
 
@@ -99,6 +98,8 @@ def error_text(exc: BaseException) -> str:
 
 
 def traceback_text(exc: BaseException) -> str:
+    import traceback  # loaded when a failure is recorded, not by `import letitloop`
+
     try:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     except Exception:

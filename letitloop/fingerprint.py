@@ -19,11 +19,15 @@ left out of the comparison.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
+
+try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for nothing
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b
 
 if TYPE_CHECKING:
     from .codec import CodecRegistry
@@ -111,7 +115,7 @@ class Fingerprinter:
             # Not encodable as it is: a set of mixed types (no sort order), an
             # int beyond 64 bits, a string with lone surrogates, a cycle.
             data = _fallback(value).encode("utf-8", "backslashreplace")
-        return hashlib.blake2b(data, digest_size=DIGEST_BYTES).hexdigest()
+        return blake2b(data, digest_size=DIGEST_BYTES).hexdigest()
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """A step call's fingerprint: one digest per argument (``""`` for no arguments)."""
@@ -132,7 +136,7 @@ class Fingerprinter:
             data = self._encode(value)
         except Exception:
             data = _fallback(value).encode("utf-8", "backslashreplace")
-        return hashlib.blake2b(data, digest_size=16).hexdigest()
+        return blake2b(data, digest_size=16).hexdigest()
 
 
 def _fallback(value: Any) -> str:

@@ -10,7 +10,6 @@ or calls it and commits its result before returning it.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import secrets
 import socket
@@ -24,8 +23,6 @@ from functools import partial
 from pathlib import Path
 from types import FunctionType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
-
-import filelock
 
 from . import codec, locks
 from .errors import (
@@ -46,6 +43,8 @@ from .store import MAX_NAME_LENGTH, Durability, Store, check_name, utc_iso
 
 if TYPE_CHECKING:
     import asyncio
+
+    import filelock
 
     from .commits import LoopCommits
 
@@ -756,6 +755,8 @@ class Journal:
             started = self.clock()
             parent = _parent_step.set((self, key))
             try:
+                import inspect  # loaded by programs that use async steps only
+
                 if inspect.iscoroutinefunction(fn):
                     value = await fn(*args, **kwargs)
                 else:

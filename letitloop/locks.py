@@ -31,17 +31,48 @@ import contextlib
 import errno
 import os
 from pathlib import Path
-
-import filelock
+from typing import TYPE_CHECKING, Any
 
 from .errors import JournalFileError
+
+if TYPE_CHECKING:
+    import filelock
+
+
+_FILELOCK: Any = None
+
+
+def _filelock() -> Any:
+    """The filelock module, imported by the first lock (~10 ms), not by ``import letitloop``.
+
+    A first journal opened from deep in a call stack (a few frames from the
+    recursion limit) could not import it there: it is then imported on a
+    fresh thread, whose stack is empty.
+    """
+    global _FILELOCK
+    if _FILELOCK is None:
+        try:
+            import filelock
+        except RecursionError:
+            import threading
+
+            got: list[Any] = []
+            loader = threading.Thread(target=lambda: got.append(__import__("filelock")))
+            loader.start()
+            loader.join()
+            (filelock,) = got
+        _FILELOCK = filelock
+    return _FILELOCK
 
 
 def new_lock(path: Path) -> filelock.BaseFileLock:
     """A lock on ``path`` (not taken yet); see the module docstring for its rules."""
     # thread_local=False: an `async with` journal or marker takes its lock in a
     # worker thread and releases it on the event loop's thread.
-    return filelock.FileLock(path, thread_local=False, fallback_to_soft=False)
+    lock: filelock.BaseFileLock = _filelock().FileLock(
+        path, thread_local=False, fallback_to_soft=False
+    )
+    return lock
 
 
 def acquire(lock: filelock.BaseFileLock, timeout: float) -> bool:
@@ -50,6 +81,8 @@ def acquire(lock: filelock.BaseFileLock, timeout: float) -> bool:
     Creates the lock folder when needed. Raises JournalFileError when the
     folder or file cannot be created or locked (read-only, full, no flock).
     """
+    filelock = _filelock()
+
     path = Path(lock.lock_file)
     try:
         lock.acquire(timeout=timeout)

@@ -36,8 +36,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
-import filelock
-
 from . import locks
 from .errors import (
     InvalidNameError,
@@ -50,6 +48,8 @@ from .errors import (
 from .store import check_name, utc_iso
 
 if TYPE_CHECKING:
+    import filelock
+
     from .journal import Journal
     from .store import Store
 

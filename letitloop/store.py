@@ -7,7 +7,6 @@ the codec) nor of replay (that is the journal).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import sqlite3
@@ -21,6 +20,11 @@ from typing import Any, Literal
 
 from . import migrate as _migrations
 from .errors import InvalidNameError, JournalFileError
+
+try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for nothing
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b
 
 Durability = Literal["process", "power"]
 
@@ -132,6 +136,8 @@ def journal_table_name(goal: str, *, long_hash: bool = False) -> str:
     slug = _SLUG_DROP.sub("_", goal.lower()).strip("_")[:40]
     if slug == goal and not long_hash:
         return f"journal_{slug}"
+    import hashlib  # a new goal's table name only
+
     digest = hashlib.sha256(goal.encode("utf-8")).hexdigest()[: 16 if long_hash else 8]
     return f"journal_{slug}_{digest}" if slug else f"journal_{digest}"
 
@@ -564,7 +570,7 @@ class Store:
         volume), reaches the same lock files. Creates nothing (see
         letitloop.locks, which takes and removes them).
         """
-        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        digest = blake2b(name.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
         return self.lock_folder / f"{kind}-{digest}.lock"
 
     @property
