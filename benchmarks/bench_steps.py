@@ -2,19 +2,29 @@
 
     python benchmarks/bench_steps.py [--steps 2000] [--repeats 7]
 
-Prints medians over repeats: the overhead of a fresh step over a plain call
-against the raw floor (one INSERT + COMMIT per row with sqlite3, same mode),
-replay per step, opening a journal of 10,000 steps, and ``import letitloop``.
-The fuller picture (large results, growth to 100k steps) is
-``python -m benchmarks.overhead``.
+The floor (one INSERT + COMMIT per row with sqlite3, same table shape and
+mode) and letitloop's fresh steps are measured in alternating blocks, a block
+of floor steps then a block of letitloop steps, and each repeat's ratio is
+taken within its own pair of blocks: on a shared machine whose speed moves
+minute to minute, the ratio of neighbours is stable where two medians taken
+minutes apart are not. The headline is the median of those ratios.
+
+Also: replay per step, the argument fingerprint a fresh step pays, the cost
+of a whole short run (open + close in a warm process), opening a journal of
+10,000 steps, ``import letitloop``, and which modules ``import letitloop``
+loads beyond what its step path needs (the check fails, with exit status 1,
+on any module not in ``STEP_PATH_MODULES``). The fuller picture (large
+results, growth to 100k steps, memory) is ``python -m benchmarks.overhead``.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -33,6 +43,57 @@ from benchmarks.overhead import (
     record,
     replay_steps,
 )
+from letitloop import Journal
+
+#: What the step path needs, and so what ``import letitloop`` may load: the
+#: modules these imports bring into a bare interpreter. Anything else that
+#: ``import letitloop`` loads is reported, and fails the check.
+STEP_PATH_IMPORTS = (
+    "sqlite3",
+    "msgspec",
+    "msgspec.json",
+    "msgspec.msgpack",
+    "pathlib",
+    "datetime",
+    "threading",
+    "contextvars",
+    "bisect",
+    "collections",
+    "functools",
+    "itertools",
+    "re",
+    "typing",
+    "weakref",
+    "math",
+    "operator",
+    "gc",
+    "errno",
+    "stat",
+    "contextlib",
+    "dataclasses",  # registered dataclass results; imports inspect
+    "decimal",  # Decimal results
+    "uuid",  # UUID results
+    "enum",
+    "base64",
+    "_blake2",
+)
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"import sys\n{code}\nprint(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(out.stdout.split())
+
+
+def needless_modules() -> list[str]:
+    """Modules ``import letitloop`` loads that its step path does not need."""
+    floor = _modules_after("import " + ", ".join(STEP_PATH_IMPORTS))
+    loaded = _modules_after("import letitloop")
+    return sorted(m for m in loaded - floor if m != "letitloop" and not m.startswith("letitloop."))
 
 
 def import_time() -> float:
@@ -41,14 +102,40 @@ def import_time() -> float:
     return float(out.stdout)
 
 
-def heavy_imports() -> list[str]:
-    """Modules the step path does not need that ``import letitloop`` nonetheless loads."""
-    code = (
-        "import sys, letitloop; print(' '.join(m for m in "
-        "('click', 'sqlite_utils', 'pydantic', 'langgraph', 'asyncio') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return out.stdout.split()
+def bare_interpreter() -> float:
+    """Wall time of ``python -c pass``: what every process pays before importing anything."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - t0
+
+
+def short_runs(runs: int, steps: int, db: Path) -> float:
+    """Seconds per run of ``steps`` small steps, ``runs`` runs in a row in this process."""
+
+    def produce(i: int) -> dict[str, int]:
+        return {"i": i}
+
+    t0 = time.perf_counter()
+    for r in range(runs):
+        with Journal("short", path=db, input=r) as j:
+            for i in range(steps):
+                j.step(f"s{i}", produce, i)
+    return (time.perf_counter() - t0) / runs
+
+
+def interleaved_ratio(
+    n: int, repeats: int, floor: tuple[str, int], step: tuple[str, int]
+) -> tuple[float, float, float]:
+    """(median floor, median step overhead, median per-repeat ratio), in alternating blocks."""
+    (sync, fn), (mode, m) = floor, step
+    floors, steps, ratios = [], [], []
+    for _ in range(repeats):
+        f = raw_floor(SMALL, fn, sync)
+        s = fresh_steps(SMALL, m, mode) - plain_call(SMALL, m)
+        floors.append(f)
+        steps.append(s)
+        ratios.append(s / f)
+    return statistics.median(floors), statistics.median(steps), statistics.median(ratios)
 
 
 def main() -> None:
@@ -59,12 +146,11 @@ def main() -> None:
     n, r = args.steps, args.repeats
 
     call = median_of(r, lambda: plain_call(SMALL, n))
-    floor_n = median_of(r, lambda: raw_floor(SMALL, n, "NORMAL"))
-    step_n = median_of(r, lambda: fresh_steps(SMALL, n, "process"))
+    floor_n, step_n, ratio_n = interleaved_ratio(n, r, ("NORMAL", n), ("process", n))
+    # Power steps fsync: fewer per block, as many blocks.
+    floor_f, step_f, ratio_f = interleaved_ratio(n, r, ("FULL", n // 8), ("power", n // 8))
     step_args = median_of(r, lambda: fresh_steps_with_args(SMALL, n))
     fingerprint = median_of(r, lambda: fingerprint_cost(n * 10))
-    floor_f = median_of(max(3, r // 2), lambda: raw_floor(SMALL, n // 4, "FULL"))
-    step_f = median_of(max(3, r // 2), lambda: fresh_steps(SMALL, n // 4, "power"))
     with tempfile.TemporaryDirectory() as d:
         small, big = Path(d) / "small.db", Path(d) / "big.db"
         record(small, n)
@@ -74,10 +160,16 @@ def main() -> None:
         replay_args = median_of(r, lambda: replay_steps(with_args, n, args=ARGS))
         record(big, 10_000)
         opened = median_of(r, lambda: open_time(big))
+        runs_db = Path(d) / "runs.db"
+        short_runs(50, 3, runs_db)  # warm: the file exists, the process has opened it
+        per_run3 = median_of(r, lambda: short_runs(1000 // max(1, r // 3), 3, runs_db))
+    per_run = per_run3 - 3 * (step_n + call)
     imported = median_of(r, import_time)
+    bare = median_of(r, bare_interpreter)
+    needless = needless_modules()
 
     print(environment())
-    print(f"{n} steps per repeat, median of {r} repeats\n")
+    print(f"{n} steps per repeat, median of {r} repeats; ratios are per repeat, then median\n")
     print(
         table(
             ["measure", "median", "ratio"],
@@ -86,14 +178,14 @@ def main() -> None:
                 ["raw floor: INSERT+COMMIT, WAL, synchronous=NORMAL", us(floor_n), "1.00x"],
                 [
                     'fresh step, durability="process", overhead over the call',
-                    us(step_n - call),
-                    f"{(step_n - call) / floor_n:.2f}x floor",
+                    us(step_n),
+                    f"{ratio_n:.2f}x floor",
                 ],
                 ["raw floor: INSERT+COMMIT, WAL, synchronous=FULL", us(floor_f), "1.00x"],
                 [
                     'fresh step, durability="power", overhead over the call',
-                    us(step_f - call),
-                    f"{(step_f - call) / floor_f:.2f}x floor",
+                    us(step_f),
+                    f"{ratio_f:.2f}x floor",
                 ],
                 [
                     "fresh step with 2 small arguments, overhead over the call",
@@ -103,16 +195,27 @@ def main() -> None:
                 ["argument fingerprint of 2 small arguments (in the above)", us(fingerprint), ""],
                 ["replay of a recorded step", us(replay), ""],
                 ["replay of a recorded step with 2 small arguments", us(replay_args), ""],
-                ["open a journal holding 10,000 steps", ms(opened), ""],
-                ["import letitloop (fresh interpreter)", ms(imported), ""],
                 [
-                    "modules import letitloop loads needlessly",
-                    " ".join(heavy_imports()) or "none",
+                    "a run of 3 steps in a warm process, open + close (steps taken out)",
+                    ms(per_run),
                     "",
                 ],
+                ["open a journal holding 10,000 steps", ms(opened), ""],
+                [
+                    "import letitloop, timed inside a fresh interpreter",
+                    ms(imported),
+                    f"bare interpreter {ms(bare)}",
+                ],
+                ["modules import letitloop loads needlessly", " ".join(needless) or "none", ""],
             ],
         )
     )
+    if needless:
+        print(
+            f"\nFAIL: import letitloop loads {len(needless)} module(s) its step path does not "
+            f"need: {' '.join(needless)}"
+        )
+        sys.exit(1)
 
 
 if __name__ == "__main__":
