@@ -141,8 +141,10 @@ class Fingerprinter:
 
 def _fallback(value: Any) -> str:
     t = type(value)
-    if t is str or t is int:
-        return f"{t.__name__}:{value!r}"  # repr is exact and the same in every process
+    if t is int:
+        return f"int:{value:x}"  # hex: exact, and free of the int-to-decimal digit limit
+    if t is str:
+        return f"str:{value!r}"  # repr is exact and the same in every process
     if t in (tuple, list):
         return f"{t.__name__}:[" + ",".join(map(_fallback, value)) + "]"
     return f"<{_type_name(t)}>"

@@ -39,7 +39,15 @@ from .errors import (
 from .fingerprint import UNCHECKED, Fingerprinter, differences, unwrap
 from .keys import NEST, REPEAT_SUFFIX, Recorded, StepKeys, split_key
 from .markers import AtomicMarker, Scope
-from .store import MAX_NAME_LENGTH, Durability, Store, check_name, utc_iso
+from .store import (
+    MAX_NAME_LENGTH,
+    Durability,
+    Store,
+    check_name,
+    close_store,
+    open_store,
+    utc_iso,
+)
 
 if TYPE_CHECKING:
     import asyncio
@@ -275,12 +283,12 @@ class Journal:
         """Resume or start the run and hold it. Idempotent; ``with`` calls it for you."""
         if self.store is not None:
             return self
-        store = Store(self._path_arg, durability=self.durability)
+        store = open_store(self._path_arg, durability=self.durability)
         try:
             self._open_run(store)
         except BaseException:
             self._release()
-            store.close()
+            close_store(store)
             raise
         self.store = store
         with _registry_lock:
@@ -478,7 +486,7 @@ class Journal:
                     )
         finally:
             self._release()
-            store.close()
+            close_store(store)
             self.store = None
             with _registry_lock:
                 if self in _open_journals:

@@ -6,6 +6,7 @@ the codec) nor of replay (that is the journal).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -217,15 +218,28 @@ def _explain(exc: BaseException, path: Path) -> JournalFileError:
     return JournalFileError(f"{path}: SQLite error: {text}", path=str(path))
 
 
-def _probe(path: Path) -> bool:
-    """:func:`migrate.check` on a read-only connection that changes none of the three files.
+#: How :func:`_probe` opens a file read-only, most careful first: each later one
+#: is for a file the one before cannot read.
+_PROBES = (
+    # Writes nothing at all, not even its read marks into the -shm file.
+    "mode=ro&readonly_shm=1",
+    # After a crash the WAL index must be rebuilt (recovery), which writes the
+    # -shm file (an index of the -wal, rebuilt from it): never the file or the -wal.
+    "mode=ro",
+    # A -wal without a -shm, in a folder it cannot create one in: the main file alone.
+    "mode=ro&immutable=1",
+)
 
-    ``readonly_shm=1`` keeps SQLite from writing its read marks into the
-    -shm file. Where there is a -wal but no -shm (a reader cannot build the
-    index read-only), the main file alone is checked (``immutable=1``).
+
+def _probe(path: Path) -> bool:
+    """:func:`migrate.check` on a read-only connection: the file and its -wal stay as they were.
+
+    A refused file (newer, foreign) must be left byte for byte; closing a
+    writable connection would checkpoint a pending WAL into it and delete the
+    -wal and -shm files. See ``_PROBES`` for what each attempt may touch.
     """
     uri = Path(os.path.abspath(path)).as_uri()
-    for query in ("mode=ro&readonly_shm=1", "mode=ro&immutable=1"):
+    for query in _PROBES:
         try:
             conn = sqlite3.connect(f"{uri}?{query}", uri=True, isolation_level=None)
         except sqlite3.Error as exc:
@@ -233,7 +247,9 @@ def _probe(path: Path) -> bool:
         try:
             return _migrations.check(conn, path)
         except JournalFileError as exc:
-            if "unable to open" not in str(exc) or "immutable" in query:
+            text = str(exc)
+            cannot = "unable to open" in text or "readonly" in text or "read-only" in text
+            if not cannot or query == _PROBES[-1]:
                 raise
         finally:
             conn.close()
@@ -292,6 +308,8 @@ class Store:
             raise ValueError(f"durability must be 'process' or 'power', got {durability!r}")
         self.path = resolve_path(path)
         self.durability: Durability = durability
+        #: Whether this connection is the process's shared one for its file (open_store).
+        self.shared = False
         self.lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -341,6 +359,7 @@ class Store:
             self._configure()
             if not current:
                 _migrations.migrate(self)
+            self._schema_version = self._read_schema_version()
         except sqlite3.Error as exc:
             self.conn.close()
             raise _explain(exc, self.path) from None
@@ -498,6 +517,26 @@ class Store:
             except (sqlite3.Error, UnicodeError) as exc:
                 raise self.explain(exc) from None
 
+    def _read_schema_version(self) -> int:
+        return int(self.conn.execute("PRAGMA schema_version").fetchone()[0])
+
+    def recheck_schema(self) -> None:
+        """Before reusing an idle connection: refuse a schema a newer letitloop moved on.
+
+        ``PRAGMA schema_version`` changes with every schema change (a new goal's
+        table too); only then is the file checked again, read-only, as on open.
+        """
+        with self.lock:
+            try:
+                version = self._read_schema_version()
+                if version == self._schema_version:
+                    return
+                if not _migrations.check(self.conn, self.path):
+                    _migrations.migrate(self)
+                self._schema_version = self._read_schema_version()
+            except sqlite3.Error as exc:
+                raise self.explain(exc) from None
+
     def _set_max_text(self, limit: int) -> None:
         #: The most bytes one value may hold: SQLite's SQLITE_LIMIT_LENGTH (1e9 by
         #: default) less room for the rest of its row.
@@ -627,3 +666,153 @@ def refresh_journal_rows(conn: sqlite3.Connection) -> None:
 def now() -> float:
     """The default clock: seconds since the epoch."""
     return time.time()
+
+
+# -- one connection per journal file per process, kept across runs ----------------------
+
+#: Idle connections kept open per process: a program that opens runs of a few
+#: journal files in turn reuses each file's connection instead of paying a new
+#: one per run (connect, probe, pragmas, and on close a checkpoint that also
+#: deletes the -wal file). Beyond this many idle ones, the oldest is closed.
+MAX_IDLE_STORES = 8
+
+
+class _Shared:
+    __slots__ = ("stamp", "store", "users")
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.users = 0
+        #: (mtime, size) of the file and of its -wal when the last user let go;
+        #: None while in use.
+        self.stamp: tuple[int, int, int, int] | None = None
+
+
+_shared: dict[tuple[str, str], _Shared] = {}
+_shared_lock = threading.Lock()
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int] | None:
+    """(mtime, size) of the file and its -wal: anyone's write since changes one of them."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    try:
+        wal = os.stat(f"{path}-wal")
+    except OSError:
+        return (st.st_mtime_ns, st.st_size, 0, -1)
+    return (st.st_mtime_ns, st.st_size, wal.st_mtime_ns, wal.st_size)
+
+
+#: Connections to files that changed behind SQLite's back while they were
+#: idle: never closed before exit (closing the last connection to a file
+#: checkpoints its WAL into it, which must not happen to a file that was
+#: replaced, nor to one just refused as newer or foreign).
+_abandoned: list[Store] = []
+
+
+def open_store(
+    path: str | os.PathLike[str] | None = None, *, durability: Durability = "process"
+) -> Store:
+    """A connection to the journal at ``path`` for one user, shared in this process.
+
+    Reuses this process's connection to the same file and durability when it
+    is still valid: the same file (device and inode); if no one was using it,
+    unchanged since its last user let go (mtime and size of the file and its
+    -wal: a file another process wrote, or a copy rewrote, gets a fresh
+    connection, so nothing read before is trusted); and
+    the same schema, or one this version still accepts (a newer letitloop's
+    migration is refused, as on a first open). Give it back with
+    :func:`close_store`. Raises what ``Store()`` raises.
+    """
+    resolved = resolve_path(path)
+    key = (os.path.realpath(resolved), durability)
+    stale: Store | None = None
+    with _shared_lock:
+        entry = _shared.get(key)
+        if entry is not None:
+            store = entry.store
+            try:
+                st = os.stat(resolved)
+                same = (st.st_dev, st.st_ino) == store.identity and (
+                    entry.users > 0 or (entry.stamp is not None and entry.stamp == _stamp(resolved))
+                )
+            except OSError:
+                same = False
+            if same:
+                entry.users += 1
+                entry.stamp = None
+            elif entry.users == 0:
+                del _shared[key]
+                stale = store
+    if entry is not None and stale is None:
+        try:
+            store.recheck_schema()
+        except BaseException:
+            close_store(store)
+            raise
+        return store
+    try:
+        store = Store(resolved, durability=durability)
+    except BaseException:
+        if stale is not None:
+            _abandoned.append(stale)
+        raise
+    if stale is not None:
+        stale.close()  # not the last connection now: no checkpoint into the file
+    with _shared_lock:
+        entry = _shared.get(key)
+        if entry is not None:  # another thread made one meanwhile: keep ours private
+            return store
+        entry = _shared[key] = _Shared(store)
+        entry.users += 1
+    store.shared = True
+    return store
+
+
+def close_store(store: Store) -> None:
+    """Give back a connection from :func:`open_store` (closed if it was not shared)."""
+    if not store.shared:
+        store.close()
+        return
+    key = (str(store.real_path), store.durability)
+    with _shared_lock:
+        entry = _shared.get(key)
+        if entry is None or entry.store is not store:
+            store.close()
+            return
+        entry.users -= 1
+        if entry.users > 0:
+            return
+        entry.stamp = _stamp(store.path)
+        idle = [k for k, e in _shared.items() if e.users == 0]
+        closing = [_shared.pop(k).store for k in idle[: max(0, len(idle) - MAX_IDLE_STORES)]]
+    for old in closing:
+        old.close()
+
+
+def close_idle_stores() -> None:
+    """Close every shared connection no one is using (at exit: SQLite checkpoints the WAL)."""
+    with _shared_lock:
+        idle = [k for k, e in _shared.items() if e.users == 0]
+        closing = [_shared.pop(k).store for k in idle]
+    closing += _abandoned
+    _abandoned.clear()
+    for store in closing:
+        with contextlib.suppress(sqlite3.Error):
+            store.close()
+
+
+def _forget_after_fork() -> None:
+    # A forked child must not use (nor close) its parent's connections.
+    global _shared_lock
+    _shared.clear()
+    _abandoned.clear()
+    _shared_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+atexit.register(close_idle_stores)
