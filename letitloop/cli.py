@@ -408,7 +408,9 @@ def _complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str) 
 
 def _complete_keys(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
     """Step keys of the run named on the command line (its id, or a goal's newest run)."""
-    ref = ctx.params.get("ref") or ctx.params.get("run_ref")
+    # While an option's value is being completed, click leaves the positional
+    # arguments unparsed in ctx.args.
+    ref = ctx.params.get("ref") or ctx.params.get("run_ref") or next(iter(ctx.args), None)
     if not ref:
         return []
     runs = _completion_rows(

@@ -935,7 +935,9 @@ def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
             raise RunNotFoundError(_no_goal(store, ref))
         try:
             return find_run(store, ref)
-        except RunNotFoundError:
+        except RunNotFoundError as exc:
+            if "several" in str(exc):
+                raise  # an ambiguous prefix or name says so itself
             raise RunNotFoundError(
                 f"no goal, run id, run id prefix or run name {ref!r} in {store.path}; "
                 f"{_known_goals(store)}; 'lil runs' lists the runs",
