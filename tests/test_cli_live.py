@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import signal
 import sqlite3
 import subprocess
@@ -352,3 +354,104 @@ class TestFollowingARunNobodyResumes:
         r = live.lil("show", "live", "--follow")
         assert r.returncode == 1
         assert "failed: RuntimeError: b failed on purpose" in r.stdout
+
+
+def on_a_terminal_for(argv: list[str], seconds: float) -> str:
+    """What ``lil ARGV`` writes to a pseudo-terminal in ``seconds`` (then Ctrl-C), as text."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "letitloop", *argv],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "COLUMNS": "160"},
+    )
+    os.close(follower)
+    chunks = []
+    stop_at, sent = time.monotonic() + seconds, False
+    try:
+        while True:
+            if not sent and time.monotonic() > stop_at:
+                proc.send_signal(signal.SIGINT)
+                sent = True
+            ready, _, _ = select.select([leader], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: every writer closed the terminal
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            elif proc.poll() is not None:
+                break
+    finally:
+        os.close(leader)
+        proc.wait(timeout=60)
+    return b"".join(chunks).decode("utf-8")
+
+
+class TestOnATerminal:
+    def test_a_step_in_flight_shows_with_its_colour_and_key(self, tmp_path: Path) -> None:
+        live = Live(tmp_path)
+        child = live.spawn("fetch,slow")
+        try:
+            live.wait_until_running("slow", child)
+            out = on_a_terminal_for(["show", "live", "--db", str(live.db)], 30)
+            assert "\x1b[34mrunning" in out  # blue, as a running run
+            assert "now       in step 'slow' for " in out
+            runs = on_a_terminal_for(["runs", "--db", str(live.db)], 30)
+            assert "└ in step 'slow' for " in runs
+        finally:
+            live.gate.touch()
+            assert child.wait(timeout=30) == 0
+
+    def test_follow_redraws_only_when_what_it_shows_changed(self, tmp_path: Path) -> None:
+        # A crashed run whose watcher waits 30 s to restart it: nothing moves meanwhile.
+        db, flag = tmp_path / "journal.db", tmp_path / "flag"
+        script = tmp_path / "job.py"
+        script.write_text(
+            textwrap.dedent(
+                """
+                import os, signal, sys
+                from letitloop import Journal
+                with Journal("job", path=sys.argv[1]) as j:
+                    j.step("a", int, "1")
+                    if not os.path.exists(sys.argv[2]):
+                        open(sys.argv[2], "w").close()
+                        os.kill(os.getpid(), signal.SIGKILL)
+                """
+            ),
+            encoding="utf-8",
+        )
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "letitloop", "watch", "--db", str(db), "--backoff", "30"]
+            + [str(p) for p in (script, db, flag)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while "restart" not in _events(db):
+                assert time.monotonic() < deadline and watch.poll() is None
+                time.sleep(0.05)
+            out = on_a_terminal_for(
+                ["show", "job", "--follow", "--interval", "0.1", "--db", str(db)], 1.5
+            )
+        finally:
+            watch.send_signal(signal.SIGTERM)
+            watch.communicate(timeout=60)
+        assert out.count("\x1b[2J") == 1  # about 15 refreshes, one drawing
+        assert "crashed" in out and "waiting for lil watch " in out
+
+
+def _events(db: Path) -> str:
+    if not db.exists():
+        return ""
+    conn = sqlite3.connect(db)
+    try:
+        return " ".join(e for (e,) in conn.execute("SELECT event FROM supervisor_events"))
+    except sqlite3.Error:
+        return ""
+    finally:
+        conn.close()
