@@ -7,6 +7,7 @@ real ``lil`` reads the journal from outside, piped and on a pseudo-terminal.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
@@ -185,6 +186,27 @@ class TestAStepInFlightForMoreThanASecond:
             j.step("two", time.sleep, 0.01)
             assert len(watchers()) == 1  # the next step started a new one
         assert watchers() == []  # and closing stopped it
+
+    def test_an_async_step_is_visible_too(self, db: Path) -> None:
+        def running() -> list[Any]:
+            conn = sqlite3.connect(db)
+            try:
+                return conn.execute(
+                    "SELECT key, status, attempt FROM journal_a WHERE status = 'running'"
+                ).fetchall()
+            finally:
+                conn.close()
+
+        async def slow() -> list[Any]:
+            await asyncio.sleep(1.8)  # the loop is free: the watch thread is not on it
+            return running()
+
+        async def main() -> list[Any]:
+            async with Journal("a", path=db) as j:
+                return await j.async_step("slow", slow)
+
+        assert asyncio.run(main()) == [("slow", "running", 1)]
+        assert running() == []  # its done row replaced it
 
     def test_a_step_that_fails_after_being_visible_keeps_its_failed_row(
         self, tmp_path: Path
