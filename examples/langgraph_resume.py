@@ -131,11 +131,20 @@ def main() -> int:
     parser.add_argument("--ledger", type=Path, help="ledger file (default: beside the journal)")
     parser.add_argument("--phase", choices=["first", "resume"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    db = args.db or Path(tempfile.mkdtemp(prefix="letitloop-langgraph-")) / "journal.db"
-    ledger = args.ledger or db.with_name("ledger.jsonl")
     if args.phase:
-        run_phase(args.phase, db)
+        run_phase(args.phase, args.db)
         return 0
+    if args.db is not None:
+        return demonstrate(args.db, args.ledger or args.db.with_name("ledger.jsonl"))
+    # No --db: a temporary folder, removed at the end whatever happens.
+    with tempfile.TemporaryDirectory(prefix="letitloop-langgraph-") as folder:
+        print("(a temporary folder, removed at the end; pass --db PATH to keep the journal)")
+        db = Path(folder) / "journal.db"
+        return demonstrate(db, args.ledger or db.with_name("ledger.jsonl"))
+
+
+def demonstrate(db: Path, ledger: Path) -> int:
+    """Run the graph in a child, SIGKILL it inside node 3, resume it in a second child."""
 
     def child(phase: str) -> subprocess.Popen[str]:
         env = {**os.environ, "EXAMPLE_PHASE": phase, "EXAMPLE_LEDGER": str(ledger)}

@@ -301,7 +301,8 @@ def watch(
 
 
 # -- inspection: lil runs / show / reset / fork / gc / export -------------------------
-# Thin: the work is in letitloop.inspection, the text in letitloop.render.
+# Thin: the work is in letitloop.inspection, the words in letitloop.runtext, the
+# text's safety in letitloop.render.
 
 
 class _Duration(click.ParamType):  # type: ignore[type-arg]
@@ -328,10 +329,109 @@ class _Since(click.ParamType):  # type: ignore[type-arg]
             self.fail(str(exc), param, ctx)
 
 
+def _set_db(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    """``lil COMMAND --db PATH``: the same as ``lil --db PATH COMMAND``."""
+    if value is not None:
+        ctx.find_root().ensure_object(dict)["db"] = value
+
+
+def _db_option(f: Any) -> Any:
+    return click.option(
+        "--db",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        expose_value=False,
+        callback=_set_db,
+        help="The journal file (also accepted before the command).",
+    )(f)
+
+
+def _db_path(ctx: click.Context) -> Path | None:
+    root = ctx.find_root()
+    db = (root.obj or {}).get("db") if isinstance(root.obj, dict) else None
+    return db if db is not None else root.params.get("db")
+
+
 def _store(ctx: click.Context) -> Any:
     from .inspection import open_journal_file
 
-    return open_journal_file(ctx.find_root().ensure_object(dict).get("db"))
+    return open_journal_file(_db_path(ctx))
+
+
+# -- shell completion: goals, runs and step keys, read from the journal ----------------
+
+
+def _completion_rows(ctx: click.Context, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    """Rows of a read-only query on the journal; nothing when there is no usable journal."""
+    import sqlite3
+
+    from .store import resolve_path
+
+    try:
+        path = resolve_path(_db_path(ctx))
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+    except Exception:  # completion never fails the shell: no journal, no words
+        return []
+
+
+def _like(incomplete: str) -> str:
+    return incomplete.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _complete_goals(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    rows = _completion_rows(
+        ctx,
+        "SELECT goal FROM goals WHERE goal LIKE ? ESCAPE '\\' ORDER BY goal LIMIT 200",
+        (_like(incomplete),),
+    )
+    return [click.shell_completion.CompletionItem(g, help="goal") for (g,) in rows]
+
+
+def _complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Goals, then run ids (newest first) and run names that start with what was typed."""
+    item = click.shell_completion.CompletionItem
+    found = _complete_goals(ctx, param, incomplete)
+    for rid, goal, name, status in _completion_rows(
+        ctx,
+        "SELECT id, goal, name, status FROM runs WHERE id LIKE ? ESCAPE '\\' OR name LIKE ? "
+        "ESCAPE '\\' ORDER BY id DESC LIMIT 200",
+        (_like(incomplete.upper()), _like(incomplete)),
+    ):
+        word = rid if rid.startswith(incomplete.upper()) else name
+        found.append(item(word, help=f"run of {goal} ({status})"))
+    return found
+
+
+def _complete_keys(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Step keys of the run named on the command line (its id, or a goal's newest run)."""
+    # While an option's value is being completed, click leaves the positional
+    # arguments unparsed in ctx.args.
+    ref = ctx.params.get("ref") or ctx.params.get("run_ref") or next(iter(ctx.args), None)
+    if not ref:
+        return []
+    runs = _completion_rows(
+        ctx,
+        "SELECT r.id, g.journal_table FROM runs r JOIN goals g ON g.goal = r.goal "
+        "WHERE r.id = ? OR r.goal = ? OR r.name = ? OR r.id LIKE ? ESCAPE '\\' "
+        "ORDER BY r.id = ? DESC, r.id DESC LIMIT 1",
+        (ref, ref, ref, _like(str(ref).upper()), ref),
+    )
+    if not runs:
+        return []
+    run_id, table = runs[0]
+    rows = _completion_rows(
+        ctx,
+        f"SELECT key FROM \"{table}\" WHERE run = ? AND key LIKE ? ESCAPE '\\' ORDER BY rowid",
+        (run_id, _like(incomplete)),
+    )
+    return [click.shell_completion.CompletionItem(k) for (k,) in rows]
+
+
+# -- output helpers -------------------------------------------------------------------
 
 
 def _echo_json(data: Any) -> None:
@@ -340,11 +440,50 @@ def _echo_json(data: Any) -> None:
     click.echo(json_text(data))
 
 
+def _echo_jsonl(records: Any) -> None:
+    from .render import json_text
+
+    for record in records:
+        click.echo(json_text(record, indent=None))
+
+
+def _confirm(question: str, refusal: str, yes: bool) -> None:
+    """Ask on a terminal; off one (a script, a pipe) require --yes: the same rule everywhere."""
+    from .render import safe
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.ClickException(safe(refusal + "; pass --yes to confirm when not at a terminal"))
+    click.confirm(safe(question), abort=True)
+
+
 _STATE_CHOICE = click.Choice(["running", "crashed", "pending", "completed", "failed"])
 
 
+def _key_values(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    out = []
+    for v in values:
+        key, eq, value = v.partition("=")
+        if not eq or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE (user_id=7, user.name=ada), got {v!r}")
+        out.append((key.strip(), value))
+    return out
+
+
+def _json_flags(f: Any) -> Any:
+    f = click.option(
+        "--jsonl", "as_jsonl", is_flag=True, help="One JSON record per line (JSON lines)."
+    )(f)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Machine-readable output (UTC timestamps)."
+    )(f)
+
+
 @cli.command()
-@click.argument("goal", required=False)
+@click.argument("goal", required=False, shell_complete=_complete_goals)
 @click.option(
     "--status", type=_STATE_CHOICE, multiple=True, help="Only runs in this state (repeatable)."
 )
@@ -354,258 +493,133 @@ _STATE_CHOICE = click.Choice(["running", "crashed", "pending", "completed", "fai
     help="Only runs started since: a duration ago (2h, 7d) or a date/time.",
 )
 @click.option(
+    "--until",
+    type=_Since(),
+    help="Only runs started before: a duration ago (2h, 7d) or a date/time.",
+)
+@click.option(
+    "--name",
+    "name_glob",
+    metavar="GLOB",
+    help="Only runs whose name matches this glob (user-*, 2026-11-?); case-sensitive.",
+)
+@click.option(
+    "--input",
+    "inputs",
+    metavar="KEY=VALUE",
+    multiple=True,
+    callback=_key_values,
+    help="Only runs whose recorded input has VALUE (JSON, else text) at KEY; repeatable.",
+)
+@click.option(
     "--limit",
-    type=click.IntRange(min=1, max=1_000_000_000),
+    type=click.IntRange(min=0, max=1_000_000_000),
     default=50,
     show_default=True,
-    help="At most this many runs, newest first.",
+    help="At most this many runs, newest first (0: all).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (UTC timestamps).")
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0, max=1_000_000_000),
+    default=0,
+    help="Skip this many matching runs first (the next page).",
+)
+@_json_flags
+@_db_option
 @click.pass_context
 def runs(
     ctx: click.Context,
     goal: str | None,
     status: tuple[str, ...],
     since: datetime | None,
+    until: datetime | None,
+    name_glob: str | None,
+    inputs: list[tuple[str, str]],
     limit: int,
+    offset: int,
     as_json: bool,
+    as_jsonl: bool,
 ) -> None:
-    """List runs, newest first, with their state and steps done.
+    """List runs, newest first: state, name, steps done, what each is doing.
 
-    A run whose process died without finishing shows as "crashed"; one held
-    by a live process as "running"; a fork nobody opened yet as "pending".
+    A run whose process died without finishing shows as "crashed", with the
+    step it died in; one held by a live process as "running", with the step
+    it has been in for more than a second; a fork nobody opened yet as
+    "pending". Off a terminal every value is printed whole. When more runs
+    match than --limit, the output says so (on stderr with --json/--jsonl).
 
     \b
     Examples:
       lil runs
       lil runs customer_sync --status failed --status crashed --since 1d
-      lil runs --json --limit 5
+      lil runs --name 'user-*' --input user_id=7
+      lil runs --jsonl --limit 0 | jq -r 'select(.state == "crashed") | .id'
     """
     from . import render
     from .inspection import list_runs
 
     store = _store(ctx)
     try:
-        found = list_runs(store, goal, status=status or None, since=since, limit=limit + 1)
+        found = list_runs(
+            store,
+            goal,
+            status=status or None,
+            since=since,
+            until=until,
+            name=name_glob,
+            inputs=inputs,
+            limit=limit + 1 if limit else None,
+            offset=offset,
+        )
     finally:
         store.close()
-    more, found = len(found) > limit, found[:limit]
-    if as_json:
-        _echo_json([r.as_dict() for r in found])
+    more = None
+    if limit and len(found) > limit:
+        found = found[:limit]
+        more = (
+            f"(more runs match: {len(found)} shown from run {offset + 1}; "
+            f"--offset {offset + limit} for the next page, --limit 0 for all)"
+        )
+    if as_json or as_jsonl:
+        records = [r.as_dict() for r in found]
+        _echo_jsonl(records) if as_jsonl else _echo_json(records)
+        if more:
+            render.echo(more, err=True)
         return
     if not found:
         render.echo(f"no runs{' of ' + goal if goal else ''} matching that in {store.path}")
         return
-    headers = ["RUN", "GOAL", "STATE", "STEPS", "ATT", "STARTED", "TOOK"]
-    rows = [
-        [
-            r.id,
-            r.goal,
-            r.state,
-            str(r.steps_done),
-            str(r.attempts),
-            render.local_time(r.started_at, short=True),
-            "-" if r.state == "pending" else render.duration(r.duration_s),
-        ]
-        for r in found
-    ]
-    tints = [[None, None, r.state, None, None, None, None] for r in found]
-    lines = render.table(headers, rows, right=(3, 4, 6), flex=[(1, 6)], colours=tints)
-    out = [lines[0]]
-    w = render.width()
-    for r, text in zip(found, lines[1:], strict=True):
-        out.append(text)
-        if r.error and r.state in ("failed", "crashed", "pending", "running"):
-            first = r.error.split("\n")[0]
-            out.append(render.colour("  └ " + render.clip(first, w - 4), "failed"))
-    if more:
-        out.append(f"(the {limit} newest shown; --limit N for more)")
-    render.echo(out)
+    from .runtext import runs_lines
 
-
-def _seconds(ms: Any) -> float | None:
-    """A row's ``duration_ms`` in seconds; None when it is missing or not a number."""
-    return ms / 1000 if isinstance(ms, (int, float)) else None
-
-
-def _result_lines(text: str | None, registry: Any) -> list[str]:
-    """A stored result for people: its decoded JSON, or what is wrong with a damaged one."""
-    from . import render
-    from .inspection import decode_result
-
-    value, damage = decode_result(text, registry)
-    if damage is not None:
-        return [
-            render.colour(f"damaged: {damage}", "failed"),
-            f"stored text: {text}",  # shown as it is, made safe by render.echo
-        ]
-    return render.block(render.json_text(value))
-
-
-def _show_text(detail: Any, full: bool, registry: Any = None) -> list[str]:
-    """``lil show``: lines for :func:`letitloop.render.echo` (which makes them safe)."""
-    from . import render
-
-    run = detail.run
-    w = render.width()
-    out = []
-    name = f"  (name {run.name})" if run.name else ""
-    out.append(f"run       {run.id}{name}")
-    out.append(f"goal      {run.goal}")
-    state = render.colour(run.state, run.state)
-    if run.state == "running":
-        state += f" — held by pid {run.holder_pid} on {run.holder_host}"
-    elif run.state == "crashed":
-        state += f" — its last process (pid {run.holder_pid} on {run.holder_host}) died"
-    elif run.state == "pending":
-        state += " — no process has opened it yet"  # a fresh fork
-    plural = "" if run.attempts == 1 else "s"
-    out.append(f"state     {state}; {run.attempts} attempt{plural}")
-    out.append(f"started   {render.local_time(run.started_at)}")
-    if run.finished_at:
-        out.append(
-            f"finished  {render.local_time(run.finished_at)}  "
-            f"(took {render.duration(run.duration_s)})"
-        )
-    else:
-        out.append(
-            f"last seen {render.local_time(run.updated_at)}  "
-            f"({render.duration(run.duration_s)} after start)"
-        )
-    if detail.previous_steps:
-        out.append(
-            f"progress  {run.steps_done} of {detail.previous_steps} steps "
-            f"(the previous completed run's count)"
-        )
-    else:
-        out.append(f"progress  {run.steps_done} steps done")
-    if run.error:
-        out.append("error     " + render.colour(render.clip(run.error, w - 10), "failed"))
-    out.append("")
-    if detail.rows:
-        headers = ["#", "KEY", "KIND", "STATUS", "ATT", "TOOK", "RESULT"]
-        rows, tints = [], []
-        for i, r in enumerate(detail.rows, 1):
-            took = _seconds(r.duration_ms)
-            preview = (
-                r.error if r.status == "failed" else (r.result if r.result is not None else "-")
-            )
-            preview = render.one_line(preview or "-")
-            rows.append(
-                [
-                    str(i),
-                    r.key,
-                    r.kind,
-                    r.status,
-                    str(r.attempt),
-                    render.duration(took),
-                    preview or "-",
-                ]
-            )
-            tints.append(
-                [None, None, None, r.status, None, None, "failed" if r.status == "failed" else None]
-            )
-        out.extend(
-            render.table(headers, rows, right=(0, 4, 5), flex=[(6, 12), (1, 12)], colours=tints)
-        )
-        if any(r.attempt == 0 for r in detail.rows):
-            out.append("(attempt 0: copied from the run this one was forked from)")
-    else:
-        out.append("no steps or markers recorded yet")
-    for r in detail.rows:
-        if full and r.result is not None:
-            out.append("")
-            out.append(f"── {r.key} ──")
-            out.extend(_result_lines(r.result, registry))
-        if r.status == "failed":
-            out.append("")
-            first = (r.error or "").split("\n")[0]
-            out.append(
-                render.colour(f"step {r.key!r} failed in attempt {r.attempt}: {first}", "failed")
-            )
-            if r.traceback:
-                out.extend("  " + ln for ln in render.block(r.traceback.rstrip()))
-    out.append("")
-    out.append("attempts")
-    if not detail.attempts:
-        out.append("  none")
-    for a in detail.attempts:
-        watch = f"  (lil watch {a.watch_id})" if a.watch_id else ""
-        out.append(
-            f"  {a.attempt:>3}  {render.local_time(a.started_at)}  pid {a.pid} on {a.host}{watch}"
-        )
-    out.append("supervisor restarts")
-    if not detail.supervisor_events:
-        out.append("  none")
-    for e in detail.supervisor_events:
-        bits = [render.local_time(e.get("at")), str(e.get("event")), f"attempt {e.get('attempt')}"]
-        if e.get("exit_code") is not None:
-            bits.append(f"exit {e['exit_code']}")
-        if e.get("signal"):
-            bits.append(str(e["signal"]))
-        if e.get("message"):
-            bits.append(str(e["message"]))
-        out.append("  " + render.clip("  ".join(bits), w - 2))
-    return out
-
-
-def _row(detail: Any, key: str) -> Any:
-    row = next((r for r in detail.rows if r.key == key), None)
-    if row is None:
-        keys = ", ".join(r.key for r in detail.rows[:8]) or "none"
-        raise click.ClickException(
-            f"run {detail.run.id} recorded no step {key!r}; its keys: {keys}"
-        )
-    return row
+    render.echo(runs_lines(found, more))
 
 
 def _step_json(detail: Any, key: str) -> dict[str, Any]:
     from .inspection import decode_result
+    from .runtext import row_of
 
-    row = _row(detail, key)
+    row = row_of(detail, key)
     out: dict[str, Any] = {"run": detail.run.id, **row.as_dict()}
     out["result_json"] = out.pop("result")
     out["result"], out["result_error"] = decode_result(row.result)
     return out
 
 
-def _step_text(detail: Any, key: str, registry: Any = None) -> list[str]:
-    """``lil show --step``: lines for :func:`letitloop.render.echo` (which makes them safe)."""
-    from . import render
-
-    row = _row(detail, key)
-    took = _seconds(row.duration_ms)
-    out = [
-        f"step      {row.key}  ({row.kind}, #{detail.rows.index(row) + 1} in run {detail.run.id})",
-        f"status    {render.colour(row.status, row.status)}, attempt {row.attempt}",
-        f"function  {row.fn or '-'}",
-        f"started   {render.local_time(row.started_at)}",
-        f"finished  {render.local_time(row.finished_at)}  (took {render.duration(took)})",
-    ]
-    if row.error:
-        first, *rest = render.block(row.error.rstrip())
-        out.append(f"error     {first}")
-        out.extend(f"          {ln}" for ln in rest)
-    if row.traceback:
-        out.extend("  " + ln for ln in render.block(row.traceback.rstrip()))
-    out.append("result")
-    out.extend(_result_lines(row.result, registry))
-    return out
-
-
 @cli.command()
-@click.argument("ref", metavar="RUN|GOAL")
-@click.option("--full", is_flag=True, help="Print every result in full (decoded JSON).")
+@click.argument("ref", metavar="RUN|GOAL", shell_complete=_complete_runs)
+@click.option("--full", is_flag=True, help="Print the input, result and every step's in full.")
 @click.option(
     "--step",
     "step_key",
     metavar="KEY",
+    shell_complete=_complete_keys,
     help="Only this step: its full result, error and traceback.",
 )
 @click.option(
     "--follow",
     is_flag=True,
-    help="Keep watching while the run progresses; stops when it completes or fails.",
+    help="Keep watching while the run progresses; stops when it completes (exit 0), "
+    "fails (1), or is crashed with nothing to resume it (1).",
 )
 @click.option(
     "--interval",
@@ -614,7 +628,8 @@ def _step_text(detail: Any, key: str, registry: Any = None) -> list[str]:
     show_default=True,
     help="Seconds between refreshes with --follow.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (UTC timestamps).")
+@_json_flags
+@_db_option
 @click.pass_context
 def show(
     ctx: click.Context,
@@ -624,12 +639,16 @@ def show(
     follow: bool,
     interval: float,
     as_json: bool,
+    as_jsonl: bool,
 ) -> None:
-    """Show one run: its steps in order, errors, attempts, restarts.
+    """Show one run: its input, steps, result, errors, attempts and restarts.
 
     RUN is a run id (or a unique prefix of one, or a run name); GOAL means
     the goal's newest run. Each row has its status, attempt, duration and a
-    one-line preview of its result; a failed step's traceback follows.
+    one-line preview of its result; a step running for more than a second
+    shows as running, and one its attempt left unfinished as interrupted.
+    Each attempt says how it ended (and which `lil watch` started it).
+    --json and --jsonl give what `lil export` gives: decoded results.
 
     \b
     Examples:
@@ -638,119 +657,164 @@ def show(
       lil show customer_sync --follow
     """
     from . import render
-    from .inspection import find_run, show_run
+    from .inspection import export_records, export_run, find_run, show_run
 
     store = _store(ctx)
     try:
         run = find_run(store, ref)
-        if not follow:
-            detail = show_run(store, run)
-            if as_json and step_key is not None:
-                _echo_json(_step_json(detail, step_key))
-            elif as_json:
-                _echo_json(detail.as_dict())
-            elif step_key is not None:
-                render.echo(_step_text(detail, step_key))
+        if follow:
+            sys.exit(_follow(store, ref, run, interval, as_json or as_jsonl))
+        detail = show_run(store, run)
+        if step_key is not None and (as_json or as_jsonl):
+            step = _step_json(detail, step_key)
+            _echo_jsonl([step]) if as_jsonl else _echo_json(step)
+        elif as_jsonl:
+            _echo_jsonl(export_records(store, detail))
+        elif as_json:
+            _echo_json(export_run(store, detail))
+        else:
+            from .runtext import show_lines, step_lines
+
+            if step_key is not None:
+                render.echo(step_lines(detail, step_key))
             else:
-                render.echo(_show_text(detail, full))
-            return
-        _follow(store, ref, run, interval, as_json)
+                render.echo(show_lines(detail, full))
     finally:
         store.close()
 
 
-def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> None:
+def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> int:
+    """``lil show --follow``: its exit status (0 completed, 1 failed or left crashed)."""
     from . import render
-    from .inspection import find_run, show_run
+    from .inspection import find_run, resumer, show_run
+    from .runtext import follow_line, show_lines
 
     tty = sys.stdout.isatty() and not as_json
-    last = None
+    last: Any = None
+    told: Any = None
     try:
         while True:
             # Following a goal follows its newest run (a restart keeps the same run).
             run = find_run(store, run.id if ref == run.id else ref)
             detail = show_run(store, run)
             r = detail.run
+            watcher = resumer(store, r) if r.state in ("crashed", "pending") else None
+            waiting = None
+            if watcher is not None:
+                waiting = (
+                    f"waiting for lil watch {watcher.get('watch_id')} (pid "
+                    f"{watcher.get('watcher_pid')} on {watcher.get('host')}) to restart it"
+                )
             if tty:
-                click.clear()
-                render.echo(_show_text(detail, False))
+                lines = show_lines(detail, False) + ([waiting] if waiting else [])
+                if lines != last:  # redraw only what changed
+                    last = lines
+                    click.clear()
+                    render.echo(lines)
             else:
-                seen = (r.id, r.state, r.steps_done, r.steps_failed, r.markers)
+                live = tuple(f.key for f in r.in_flight if f.live)
+                seen = (r.id, r.state, r.steps_done, r.steps_failed, r.markers, live, waiting)
                 if seen != last:
                     last = seen
                     if as_json:
-                        click.echo(
-                            render.json_text(
-                                {
-                                    "run": r.id,
-                                    "state": r.state,
-                                    "steps_done": r.steps_done,
-                                    "previous_steps": detail.previous_steps,
-                                    "at": datetime.now().astimezone().isoformat(),
-                                },
-                                indent=None,
-                            )
-                        )
+                        record = {
+                            "run": r.id,
+                            "state": r.state,
+                            "steps_done": r.steps_done,
+                            "previous_steps": detail.previous_steps,
+                            "in_flight": [
+                                {"key": f.key, "started_at": f.started_at, "attempt": f.attempt}
+                                for f in r.in_flight
+                                if f.live
+                            ],
+                            "waiting_for": watcher,
+                            "at": datetime.now().astimezone().isoformat(),
+                        }
+                        click.echo(render.json_text(record, indent=None))
                     else:
-                        of = f"/{detail.previous_steps}" if detail.previous_steps else ""
-                        latest = detail.rows[-1].key if detail.rows else "-"
-                        render.echo(
-                            f"{datetime.now().strftime('%H:%M:%S')}  {r.id}  "
-                            f"{render.colour(r.state, r.state)}  "
-                            f"{r.steps_done}{of} steps  last: {render.clip(latest, 30)}"
-                        )
-            if r.state in ("completed", "failed"):
-                return
+                        render.echo(follow_line(detail))
+                        if waiting and waiting != told:
+                            told = waiting
+                            render.echo(f"{r.id}  {waiting}")
+            if r.state == "completed":
+                return 0
+            if r.state == "failed":
+                if not as_json:
+                    render.echo(f"run {r.id} failed: {render.fit(r.error or '-', 20)}")
+                return 1
+            if r.state in ("crashed", "pending") and watcher is None:
+                if not as_json:
+                    render.echo(_nobody_resumes(r))
+                return 1
             time.sleep(interval)
     except KeyboardInterrupt:
-        return
+        return 130
+
+
+def _nobody_resumes(r: Any) -> str:
+    from .runtext import in_flight, quoted
+
+    if r.state == "pending":
+        what = f"run {r.id} is a fork that no process has opened"
+    else:
+        died = r.died_in
+        where = " " + in_flight(died) if died else ""
+        what = f"run {r.id} crashed (attempt {r.attempts} died{where})"
+    named = f", run={r.name!r}" if r.name else ""
+    return (
+        f"{what}, and nothing is resuming it: no process holds it and no lil watch will "
+        f"restart it. Run the goal's code again (Journal({r.goal!r}{named}), or under lil watch) "
+        f"to resume it, then: {quoted('lil', 'show', r.id, '--follow')}"
+    )
 
 
 @cli.command()
-@click.argument("goal")
+@click.argument("ref", metavar="RUN|GOAL", shell_complete=_complete_runs)
 @click.option(
     "--run",
     "run_ref",
     metavar="RUN",
-    help="The run to forget (id or name); default: the run Journal(GOAL) would resume.",
+    help="With a GOAL: the run of it to forget (id, id prefix or name); "
+    "default: the run Journal(GOAL) would resume.",
 )
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--dry-run", is_flag=True, help="Say which run would be forgotten; change nothing.")
+@_db_option
 @click.pass_context
-def reset(ctx: click.Context, goal: str, run_ref: str | None, yes: bool) -> None:
+def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run: bool) -> None:
     """Forget a run's journal so the next open starts it fresh.
 
-    Deletes the run, its attempts, steps and run-scoped markers. Without
-    --run it forgets the run that Journal(GOAL) would resume (the newest
-    unfinished one). Refuses a run held by a live process.
+    Deletes the run, its attempts, steps and run-scoped markers. RUN is a
+    run id, a unique prefix of one or a run name; a GOAL means the run that
+    Journal(GOAL) would resume (its newest unfinished unnamed run), or with
+    --run that run of the goal. Asks first on a terminal; elsewhere --yes is
+    required. Refuses a run held by a live process.
 
     \b
     Examples:
       lil reset customer_sync
-      lil reset customer_sync --run 01JD7X3K9QF4ZC2M8N6P0RTVWY --yes
+      lil reset 01JD7X3K9Q --yes
+      lil reset customer_sync --run 2026-11-30 --dry-run
     """
     from . import render
     from .inspection import reset_run, reset_target, resumable_run
 
     store = _store(ctx)
     try:
-        target = reset_target(store, goal, run_ref)
-        if not yes:
-            if not sys.stdin.isatty():
-                raise click.ClickException(
-                    f"reset would forget run {target.id} of goal {goal!r} ({target.steps_done} "
-                    f"steps done); pass --yes to confirm when not at a terminal"
-                )
-            click.confirm(
-                render.safe(
-                    f"Forget run {target.id} of goal {goal!r} ({target.state}, "
-                    f"{target.steps_done} steps done, {target.markers} markers)?"
-                ),
-                abort=True,
-            )
-        gone = reset_run(store, goal, target.id)
-        nxt = resumable_run(store, goal)
+        target = reset_target(store, ref, run_ref)
+        what = (
+            f"run {target.id} of goal {target.goal!r} ({target.state}, {target.steps_done} "
+            f"steps done, {target.markers} markers)"
+        )
+        if dry_run:
+            render.echo(f"would forget {what}")
+            return
+        _confirm(f"Forget {what}?", f"reset would forget {what}", yes)
+        gone = reset_run(store, target.id)
+        nxt = resumable_run(store, gone.goal)
     finally:
         store.close()
+    goal = gone.goal
     then = f"resumes run {nxt.id}" if nxt else "starts a new run"
     if gone.name:
         then = f"with run={gone.name!r} starts a new run"
@@ -761,23 +825,27 @@ def reset(ctx: click.Context, goal: str, run_ref: str | None, yes: bool) -> None
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="RUN", shell_complete=_complete_runs)
 @click.option(
     "--from-step",
     "from_step",
     required=True,
     metavar="KEY",
+    shell_complete=_complete_keys,
     help="The first step to run again; the steps before it keep their results.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_db_option
 @click.pass_context
 def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> None:
     """Re-run RUN from step KEY on, keeping the results before KEY.
 
     The way out after a bug fix or a code change under a recorded run. The
     fork becomes the goal's newest unfinished run, so the next Journal(GOAL)
+    (or @durable call with the same arguments: the fork keeps the input)
     resumes it; a named run's fork takes over its name (the source is
-    renamed NAME@RUN_ID).
+    renamed NAME@RUN_ID). The fork records where it came from: lil show
+    says "forked from RUN at step KEY".
 
     \b
     Example:
@@ -785,6 +853,7 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
     """
     from . import render
     from .inspection import fork_run
+    from .runtext import quoted
 
     store = _store(ctx)
     try:
@@ -821,8 +890,7 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
     if src.state in ("failed", "crashed"):
         out.append(
             f"Note: run {src.id} is still unfinished; once the fork completes, "
-            f"Journal({src.goal!r}) would resume it; "
-            f"'lil reset {src.goal} --run {src.id}' forgets it."
+            f"Journal({src.goal!r}) would resume it; to forget it: {quoted('lil', 'reset', src.id)}"
         )
     render.echo(out)
 
@@ -841,30 +909,53 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
     multiple=True,
     help="Only runs in this state (repeatable); default: every state but running.",
 )
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--dry-run", is_flag=True, help="Print what would be removed; change nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_json_flags
+@_db_option
 @click.pass_context
 def gc(
-    ctx: click.Context, older_than: Any, status: tuple[str, ...], dry_run: bool, as_json: bool
+    ctx: click.Context,
+    older_than: Any,
+    status: tuple[str, ...],
+    yes: bool,
+    dry_run: bool,
+    as_json: bool,
+    as_jsonl: bool,
 ) -> None:
-    """Delete old runs and their rows, then reclaim the space.
+    """Delete old runs and their rows, and goals left empty, then reclaim the space.
 
     A run is old when its last activity is older than --older-than. Runs
-    held by a live process are never removed.
+    held by a live process are never removed. A goal left with no run (and
+    no goal-scoped marker) goes too, with its journal table. Asks first on a
+    terminal; elsewhere --yes is required (--dry-run only lists).
 
     \b
     Examples:
       lil gc --older-than 30d --dry-run
-      lil gc --older-than 30d --status completed
+      lil gc --older-than 30d --status completed --yes
     """
     from . import render
     from .inspection import gc_runs
 
     store = _store(ctx)
     try:
-        result = gc_runs(store, older_than, status=status or None, dry_run=dry_run)
+        result = gc_runs(store, older_than, status=status or None, dry_run=True)
+        if not dry_run and (result.removed or result.goals_removed):
+            what = f"{len(result.removed)} runs ({result.rows_deleted} steps and markers)"
+            if result.goals_removed:
+                what += f" and {len(result.goals_removed)} goals left empty"
+            _confirm(f"Remove {what}?", f"gc would remove {what}", yes)
+        if not dry_run:
+            result = gc_runs(store, older_than, status=status or None)
     finally:
         store.close()
+    if as_jsonl:
+        _echo_jsonl(
+            [{"record": "run", **r.as_dict()} for r in result.removed]
+            + [{"record": "goal", "goal": g} for g in result.goals_removed]
+        )
+        return
     if as_json:
         _echo_json(result.as_dict())
         return
@@ -874,57 +965,58 @@ def gc(
             [r.id, r.goal, r.state, str(r.steps_done), render.local_time(r.updated_at, short=True)]
             for r in result.removed
         ]
-        render.echo(
-            render.table(
-                ["RUN", "GOAL", "STATE", "STEPS", "LAST SEEN"], rows, right=(3,), flex=[(1, 6)]
-            )
-        )
+        render.echo(render.table(["RUN", "GOAL", "STATE", "STEPS", "LAST SEEN"], rows, right=(3,)))
     for r in result.skipped_live:
         render.echo(f"kept run {r.id} of goal {r.goal!r}: a live process holds it")
+    for g in result.goals_removed:
+        render.echo(f"{verb} goal {g!r} (no run left) and its journal table")
     summary = f"{verb} {len(result.removed)} runs ({result.rows_deleted} steps and markers)"
     if result.supervisor_events_deleted:
         summary += f" and {result.supervisor_events_deleted} supervisor events"
-    if not dry_run and result.removed:
+    if result.goals_removed:
+        summary += f"; {len(result.goals_removed)} goals"
+    if not dry_run and (result.removed or result.goals_removed):
         summary += f"; file {result.bytes_before:,} → {result.bytes_after:,} bytes"
     render.echo(summary)
 
 
 @cli.command()
-@click.argument("ref", metavar="RUN|GOAL")
+@click.argument("ref", metavar="RUN|GOAL", shell_complete=_complete_runs)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["json", "ndjson"]),
+    type=click.Choice(["json", "ndjson", "jsonl"]),
     default="json",
     show_default=True,
-    help="One JSON document, or one JSON record per line.",
+    help="One JSON document, or one JSON record per line (ndjson and jsonl are the same).",
 )
+@click.option("--jsonl", "as_jsonl", is_flag=True, help="The same as --format jsonl.")
+@_db_option
 @click.pass_context
-def export(ctx: click.Context, ref: str, fmt: str) -> None:
-    """Print a run with its steps, markers and decoded results as JSON.
+def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
+    """Print a run with its input, steps, markers and decoded results as JSON.
 
     For bug reports and tests. Timestamps are ISO-8601 UTC; each row has its
     decoded "result", the stored JSON text as "result_json", and
     "result_error": null, or why a damaged stored text could not be decoded.
+    The run has its decoded "input" and "result" the same way.
     The output is strict JSON: an int too long for decimal text is written
     {"!int": "0x…"} and nan or infinity {"!float": "nan"}, as in the journal.
 
     \b
     Examples:
       lil export 01JD7X3K9QF4ZC2M8N6P0RTVWY > run.json
-      lil export customer_sync --format ndjson | jq -c 'select(.record == "row")'
+      lil export customer_sync --jsonl | jq -c 'select(.record == "row")'
     """
     from .inspection import export_records, export_run, find_run
-    from .render import json_text
 
     store = _store(ctx)
     try:
         run = find_run(store, ref)
-        if fmt == "json":
+        if fmt == "json" and not as_jsonl:
             _echo_json(export_run(store, run))
         else:
-            for record in export_records(store, run):
-                click.echo(json_text(record, indent=None))
+            _echo_jsonl(export_records(store, run))
     finally:
         store.close()
 

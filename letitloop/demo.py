@@ -79,7 +79,13 @@ def run_demo(*, keep: bool = False) -> int:
     log, timings = folder / "side-log.jsonl", folder / "timings.jsonl"
     try:
         print("letitloop demo: a five-step workflow, SIGKILLed in step 3, then run again")
-        print(f"journal: {folder / 'journal.db'}\n")
+        if keep:
+            print(f"journal: {folder / 'journal.db'} (kept: lil demo --keep)\n")
+        else:
+            print(
+                f"journal: {folder / 'journal.db'}\n"
+                f"(a temporary folder, deleted when the demo ends; lil demo --keep keeps it)\n"
+            )
 
         first = _spawn(folder, log, timings)
         deadline = time.monotonic() + START_TIMEOUT
@@ -128,7 +134,12 @@ def run_demo(*, keep: bool = False) -> int:
         else:
             print("FAILED: the second attempt did not skip exactly the completed steps")
         if keep:
-            print(f"kept: {folder}  (open journal.db in any SQLite browser)")
+            print(
+                f"kept: {folder}  (look inside: lil --db {folder / 'journal.db'} show demo; "
+                f"open journal.db in any SQLite browser; remove it with: rm -r {folder})"
+            )
+        else:
+            print(f"deleted {folder} (lil demo --keep keeps it)")
         return 0 if ok else 1
     finally:
         if not keep:

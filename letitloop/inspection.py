@@ -18,11 +18,14 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
+import shlex
+import socket
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -65,6 +68,24 @@ _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 @dataclass(frozen=True)
+class InFlight:
+    """A step with a ``running`` row: in flight now, or in flight when its attempt ended.
+
+    A step running for more than about a second gets such a row (see
+    letitloop/inflight.py); its own final row replaces it when it finishes.
+    """
+
+    key: str
+    started_at: str | None
+    attempt: int
+    """The attempt that was running it."""
+    ran_s: float | None
+    """Seconds it had run when its row was last written (at most 2 s ago if it is live)."""
+    live: bool
+    """True when the process running it is alive and still in this attempt."""
+
+
+@dataclass(frozen=True)
 class RunInfo:
     """One run as ``lil runs`` lists it. Timestamps are ISO-8601 UTC text."""
 
@@ -83,26 +104,59 @@ class RunInfo:
     updated_at: str
     finished_at: str | None
     error: str | None
+    """The error of the last attempt that failed; for a run that is running, crashed or
+    pending again, that was an earlier attempt (see :attr:`error_is_earlier`)."""
     holder_pid: int | None
     holder_host: str | None
     journal_table: str
+    input_json: str | None = None
+    """What the run was opened for (``runs.input``: codec JSON text), None if nothing."""
+    forked_from: str | None = None
+    """The run ``lil fork`` made this one from, and the step it re-executes from."""
+    forked_at: str | None = None
+    last_seen_at: str | None = None
+    """The last sign of life: the latest of its own update, a row finished, a heartbeat."""
+    in_flight: tuple[InFlight, ...] = ()
+    """Steps with a ``running`` row, in journal order."""
+
+    @property
+    def error_is_earlier(self) -> bool:
+        """Whether :attr:`error` ended an earlier attempt, not the run's state now."""
+        return self.error is not None and self.status == "running"
+
+    @property
+    def died_in(self) -> InFlight | None:
+        """For a crashed run: the step its last attempt was in when its process died."""
+        if self.state != "crashed":
+            return None
+        return next((f for f in self.in_flight if f.attempt == self.attempts), None)
 
     @property
     def duration_s(self) -> float | None:
-        """Seconds from the start to the finish (or to the last activity, if unfinished).
-
-        None when a timestamp is not one (a hand-edited file).
+        """Seconds from the start to the finish: to now for a live run, else to the last sign
+        of life. None when a timestamp is not one (a hand-edited file).
         """
-        end = self.finished_at or self.updated_at
         try:
-            return (parse_utc(end) - parse_utc(self.started_at)).total_seconds()
+            start = parse_utc(self.started_at)
+            if self.finished_at:
+                end = parse_utc(self.finished_at)
+            elif self.state == "running":
+                end = datetime.now(timezone.utc)
+            else:
+                end = parse_utc(self.last_seen_at or self.updated_at)
+            return (end - start).total_seconds()
         except (TypeError, ValueError, OverflowError):
             return None
 
     def as_dict(self) -> dict[str, Any]:
-        """The run as plain JSON-ready values (UTC timestamps)."""
+        """The run as plain JSON-ready values (UTC timestamps); ``input`` decoded."""
         took = self.duration_s
-        return {**asdict(self), "duration_s": None if took is None else round(took, 6)}
+        out = asdict(self)
+        out["in_flight"] = [asdict(f) for f in self.in_flight]
+        out["input"], _ = decode_result(out.pop("input_json"))
+        out["input_json"] = self.input_json
+        out["error_is_earlier"] = self.error_is_earlier
+        return {**out, "duration_s": None if took is None else round(took, 6)}
 
 
 @dataclass(frozen=True)
@@ -130,13 +184,35 @@ class RowInfo:
 
 @dataclass(frozen=True)
 class AttemptInfo:
-    """One process's pass over a run."""
+    """One process's pass over a run, and how it ended as far as the file tells.
+
+    The file records when an attempt started, not when or how it ended: the
+    ending is read from what it left (its ``running`` and ``failed`` rows, the
+    run's own status for the last attempt) and from the ``exit`` event ``lil
+    watch`` recorded for its process.
+    """
 
     attempt: int
     pid: int
     host: str
     watch_id: str | None
+    """The ``lil watch`` session that started the process, if any."""
     started_at: str
+    watch_attempt: int | None = None
+    """That session's count of starts: ``lil watch``'s attempt 3 (LETITLOOP_ATTEMPT)."""
+    outcome: str | None = None
+    """``running``, ``completed``, ``failed`` (an exception left the run), ``died`` (its
+    process is gone with the run unfinished), ``interrupted`` (it left a step unfinished),
+    or None when the file does not say."""
+    error: str | None = None
+    """The error that failed it, when known."""
+    step: str | None = None
+    """The step it is in (running), was in when it ended, or that failed."""
+    step_s: float | None = None
+    """Seconds it had been in that step, at least (None: a failed step, or unknown)."""
+    exit_code: int | None = None
+    """Its process's exit status as ``lil watch`` saw it (128+N for signal N)."""
+    signal: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,8 +229,11 @@ class RunDetail:
     """Rows of ``supervisor_events`` of every watcher that started an attempt of the run."""
     previous_steps: int | None
     """Steps done by the goal's previous completed run, None when there is none."""
+    result_json: str | None = None
+    """The run's result as stored (``runs.result``: what ``@durable`` returned)."""
 
     def as_dict(self) -> dict[str, Any]:
+        """The recorded columns as they are (results as stored text; see :func:`export_run`)."""
         return {
             "run": self.run.as_dict(),
             "rows": [r.as_dict() for r in self.rows],
@@ -189,6 +268,8 @@ class GcResult:
     bytes_before: int
     bytes_after: int
     dry_run: bool
+    goals_removed: list[str] = field(default_factory=list)
+    """Goals left with no run and no row, removed with their journal tables."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -196,6 +277,7 @@ class GcResult:
             "skipped_live": [r.as_dict() for r in self.skipped_live],
             "rows_deleted": self.rows_deleted,
             "supervisor_events_deleted": self.supervisor_events_deleted,
+            "goals_removed": self.goals_removed,
             "bytes_before": self.bytes_before,
             "bytes_after": self.bytes_after,
             "dry_run": self.dry_run,
@@ -358,43 +440,94 @@ def _state(store: Store, status: str, attempts: int, run_id: str) -> str:
 
 _RUN_COLUMNS = (
     "r.id, r.goal, r.name, r.status, r.attempts, r.started_at, r.updated_at, r.finished_at, "
-    "r.error, r.holder_pid, r.holder_host, g.journal_table"
+    "r.error, r.holder_pid, r.holder_host, g.journal_table, r.input, r.forked_from, r.forked_at"
 )
 
+#: Per run: steps done, steps failed, markers, the latest finished_at.
+_Counts = tuple[int, int, int, "str | None"]
 
-def _counts(store: Store, table: str, run_ids: list[str]) -> dict[str, tuple[int, int, int]]:
-    out: dict[str, tuple[int, int, int]] = {}
+
+def _counts(store: Store, table: str, run_ids: list[str]) -> dict[str, _Counts]:
+    out: dict[str, _Counts] = {}
     # SQLite allows at most 999 bound parameters in old builds; stay well below.
     for i in range(0, len(run_ids), 500):
         chunk = run_ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
-        for run, done, failed, markers in store.query(
+        for run, done, failed, markers, last in store.query(
             f"SELECT run, sum(kind = 'step' AND status = 'done'), "
-            f"sum(kind = 'step' AND status = 'failed'), sum(kind = 'marker') "
+            f"sum(kind = 'step' AND status = 'failed'), sum(kind = 'marker'), max(finished_at) "
             f'FROM "{table}" WHERE run IN ({marks}) GROUP BY run',
             chunk,
         ):
-            out[run] = (int(done or 0), int(failed or 0), int(markers or 0))
+            out[run] = (int(done or 0), int(failed or 0), int(markers or 0), last)
     return out
+
+
+def _running_rows(store: Store, table: str, run_ids: list[str]) -> dict[str, list[Any]]:
+    """Per run: ``(key, started_at, duration_ms, attempt)`` of its ``running`` rows."""
+    out: dict[str, list[Any]] = {}
+    for i in range(0, len(run_ids), 500):
+        chunk = run_ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        for run, *row in store.query(
+            f'SELECT run, key, started_at, duration_ms, attempt FROM "{table}" '
+            f"WHERE run IN ({marks}) AND kind = 'step' AND status = 'running' ORDER BY rowid",
+            chunk,
+        ):
+            out.setdefault(run, []).append(row)
+    return out
+
+
+def _later(a: str | None, b: str | None) -> str | None:
+    """The later of two ISO timestamps (one that is not a timestamp loses)."""
+    try:
+        return a if b is None or (a is not None and parse_utc(a) >= parse_utc(b)) else b
+    except (TypeError, ValueError, OverflowError):
+        return a if b is None else b
+
+
+def _plus_ms(iso: str | None, ms: Any) -> str | None:
+    try:
+        return utc_iso(parse_utc(str(iso)).timestamp() + float(ms) / 1000.0)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
 
 
 def _infos(store: Store, rows: list[Any]) -> list[RunInfo]:
     by_table: dict[str, list[str]] = {}
     for row in rows:
         by_table.setdefault(row[11], []).append(row[0])
-    counts: dict[str, tuple[int, int, int]] = {}
+    counts: dict[str, _Counts] = {}
+    running: dict[str, list[Any]] = {}
     for table, ids in by_table.items():
         counts.update(_counts(store, table, ids))
+        running.update(_running_rows(store, table, ids))
     out = []
-    for rid, goal, name, status, attempts, started, updated, finished, error, pid, host, t in rows:
-        done, failed, markers = counts.get(rid, (0, 0, 0))
+    for row in rows:
+        rid, goal, name, status, attempts, started, updated, finished, error, pid, host = row[:11]
+        table, input_json, forked_from, forked_at = row[11:15]
+        done, failed, markers, last = counts.get(rid, (0, 0, 0, None))
+        state = _state(store, status, attempts, rid)
+        seen = _later(updated, last)
+        flight = []
+        for key, f_started, f_ms, f_attempt in running.get(rid, ()):
+            seen = _later(seen, _plus_ms(f_started, f_ms or 0))
+            flight.append(
+                InFlight(
+                    key=key,
+                    started_at=f_started,
+                    attempt=f_attempt,
+                    ran_s=f_ms / 1000 if isinstance(f_ms, (int, float)) else None,
+                    live=state == "running" and f_attempt == attempts,
+                )
+            )
         out.append(
             RunInfo(
                 id=rid,
                 goal=goal,
                 name=name,
                 status=status,
-                state=_state(store, status, attempts, rid),
+                state=state,
                 attempts=attempts,
                 steps_done=done,
                 steps_failed=failed,
@@ -405,10 +538,48 @@ def _infos(store: Store, rows: list[Any]) -> list[RunInfo]:
                 error=error,
                 holder_pid=pid,
                 holder_host=host,
-                journal_table=t,
+                journal_table=table,
+                input_json=input_json,
+                forked_from=forked_from,
+                forked_at=forked_at,
+                last_seen_at=seen,
+                in_flight=tuple(flight),
             )
         )
     return out
+
+
+def _input_condition(key: str, value: str) -> tuple[str, list[Any]]:
+    """SQL matching runs whose recorded input has ``value`` at ``key`` (dotted for nesting).
+
+    ``value`` is read as JSON when it is JSON (``7``, ``true``, ``"7"``,
+    ``[1, 2]``), else as text. It matches the recorded value, or a value the
+    codec tagged (``{"!date": "2026-11-30"}`` matches ``2026-11-30``). The
+    input may be wrapped as the codec wraps a dict with typed values
+    (``{"!dict": {…}}``). A stored input that is not JSON matches nothing.
+    """
+    try:
+        wanted: Any = json.loads(value)
+    except ValueError:
+        wanted = value
+    parts = [p for p in key.split(".") if p]
+    if not parts:
+        raise LetItLoopError(
+            f"--input expects KEY=VALUE with a KEY such as 'user_id' or 'user.id', got {key!r}"
+        )
+    quoted = "".join('."' + p.replace('"', '""') + '"' for p in parts)
+    if isinstance(wanted, (dict, list)):
+        same, bound = "= json(?)", json.dumps(wanted)
+    else:
+        same, bound = "= ?", wanted
+    arms, params = [], []
+    for path in ("$" + quoted, '$."!dict"' + quoted):
+        arms.append(
+            f"json_extract(r.input, ?) {same} OR (json_type(r.input, ?) = 'object' AND EXISTS "
+            f"(SELECT 1 FROM json_each(r.input, ?) WHERE key LIKE '!%' AND value {same}))"
+        )
+        params += [path, bound, path, path, bound]
+    return f"(CASE WHEN json_valid(r.input) THEN ({' OR '.join(arms)}) ELSE 0 END)", params
 
 
 def list_runs(
@@ -417,13 +588,22 @@ def list_runs(
     *,
     status: str | Iterable[str] | None = None,
     since: datetime | None = None,
+    until: datetime | None = None,
+    name: str | None = None,
+    inputs: Iterable[tuple[str, str]] = (),
     limit: int | None = None,
+    offset: int = 0,
 ) -> list[RunInfo]:
-    """Runs newest first, optionally of one goal, in some states, started since a time.
+    """Runs newest first, optionally of one goal, in some states, started in a time range.
 
     ``status`` takes the states of :data:`STATES` (``crashed`` and ``running``
-    are told apart by the run's lock). An empty list means no run matched;
-    an unknown goal raises RunNotFoundError.
+    are told apart by the run's lock). ``since`` and ``until`` bound the start
+    time (``since`` included, ``until`` not). ``name`` is a glob (``user-*``,
+    case-sensitive) on the run's name; an unnamed run never matches it.
+    ``inputs`` are ``(key, value)`` pairs the recorded input must all hold
+    (see :func:`_input_condition`). ``offset`` skips that many matching runs
+    first, for paging. An empty list means no run matched; an unknown goal
+    raises RunNotFoundError.
     """
     where, params = [], []
     if goal is not None:
@@ -445,24 +625,56 @@ def list_runs(
     if since is not None:
         where.append("r.started_at >= ?")
         params.append(utc_iso(since.timestamp()))
+    if until is not None:
+        where.append("r.started_at < ?")
+        params.append(utc_iso(until.timestamp()))
+    if name is not None:
+        where.append("r.name GLOB ?")
+        params.append(name)
+    for key, value in inputs:
+        cond, cond_params = _input_condition(key, value)
+        where.append(cond)
+        params.extend(cond_params)
     sql = f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY r.id DESC"
-    if limit is not None and wanted is None:
-        sql += f" LIMIT {int(limit)}"
-    infos = _infos(store, store.query(sql, params))
-    if wanted is not None:
-        infos = [i for i in infos if i.state in wanted]
+    if wanted is None:
         if limit is not None:
-            infos = infos[:limit]
-    return infos
+            sql += f" LIMIT {int(limit)}"
+        if offset:
+            sql += f"{'' if limit is not None else ' LIMIT -1'} OFFSET {int(offset)}"
+        return _infos(store, store.query(sql, params))
+    # running, crashed and pending differ by their locks: filter after reading them,
+    # in pages, so a large journal is not read whole for the newest few.
+    out: list[RunInfo] = []
+    skip = offset
+    page, at = max(100, (limit or 0) + offset), 0
+    while True:
+        batch = store.query(f"{sql} LIMIT {page} OFFSET {at}", params)
+        at += len(batch)
+        for info in _infos(store, batch):
+            if info.state not in wanted:
+                continue
+            if skip:
+                skip -= 1
+                continue
+            out.append(info)
+            if limit is not None and len(out) >= limit:
+                return out
+        if len(batch) < page:
+            return out
+
+
+def _known_goals(store: Store) -> str:
+    known = [r[0] for r in store.query("SELECT goal FROM goals ORDER BY goal LIMIT 6")]
+    if not known:
+        return "the journal has no goals"
+    return f"known goals: {', '.join(known[:5])}{', …' if len(known) > 5 else ''}"
 
 
 def _no_goal(store: Store, goal: str) -> str:
-    known = [r[0] for r in store.query("SELECT goal FROM goals ORDER BY goal LIMIT 6")]
-    hint = f"known goals: {', '.join(known[:5])}{', …' if len(known) > 5 else ''}"
-    return f"no goal {goal!r} in {store.path} ({hint if known else 'the journal has no goals'})"
+    return f"no goal {goal!r} in {store.path} ({_known_goals(store)})"
 
 
 def get_run(store: Store, run_id: str) -> RunInfo:
@@ -478,22 +690,38 @@ def get_run(store: Store, run_id: str) -> RunInfo:
     return _infos(store, rows)[0]
 
 
+def _prefix_pattern(ref: str) -> str:
+    """A LIKE pattern (ESCAPE '\\') for run ids that start with ``ref``."""
+    return ref.upper().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
     """The run ``ref`` names: a run id, a goal (its newest run), a run name, or an id prefix.
 
     With ``goal``, ``ref`` is looked up among that goal's runs only (by id or
-    name). Raises RunNotFoundError when nothing matches, or a prefix or name
-    is ambiguous.
+    name, or id prefix). Raises RunNotFoundError when nothing matches, or a
+    prefix or name is ambiguous.
     """
     q = f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal WHERE "
     if goal is not None:
         if store.goal_table(goal) is None:
             raise RunNotFoundError(_no_goal(store, goal))
         rows = store.query(q + "r.goal = ? AND (r.id = ? OR r.name = ?)", (goal, ref, ref))
+        if not rows and len(ref) >= MIN_PREFIX:
+            rows = store.query(
+                q + "r.goal = ? AND r.id LIKE ? ESCAPE '\\' ORDER BY r.id DESC LIMIT 3",
+                (goal, _prefix_pattern(ref)),
+            )
+            if len(rows) > 1:
+                raise RunNotFoundError(
+                    f"run id prefix {ref!r} matches several runs of goal {goal!r} "
+                    f"({rows[0][0]}, {rows[1][0]}, …); give more characters",
+                    run=ref,
+                )
         if not rows:
             raise RunNotFoundError(
-                f"goal {goal!r} has no run with id or name {ref!r}; 'lil runs {goal}' lists "
-                f"its runs",
+                f"goal {goal!r} has no run with id, id prefix or name {ref!r}; "
+                f"list its runs with: lil runs {shlex.quote(goal)}",
                 run=ref,
             )
         return _infos(store, rows[:1])[0]
@@ -511,8 +739,7 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
             )
     if not rows and len(ref) >= MIN_PREFIX:
         rows = store.query(
-            q + "r.id LIKE ? ESCAPE '\\' ORDER BY r.id DESC LIMIT 3",
-            (ref.upper().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",),
+            q + "r.id LIKE ? ESCAPE '\\' ORDER BY r.id DESC LIMIT 3", (_prefix_pattern(ref),)
         )
         if len(rows) > 1:
             raise RunNotFoundError(
@@ -561,20 +788,23 @@ def _dicts(store: Store, sql: str, params: tuple[Any, ...]) -> list[dict[str, An
 def show_run(store: Store, run: RunInfo | str) -> RunDetail:
     """The run (an id or a RunInfo) with its rows, attempts and supervisor events."""
     info = get_run(store, run) if isinstance(run, str) else run
-    attempts = [
-        AttemptInfo(*a)
-        for a in store.query(
-            "SELECT attempt, pid, host, watch_id, started_at FROM attempts WHERE run = ? "
-            "ORDER BY attempt",
-            (info.id,),
-        )
-    ]
+    rows = run_rows(store, info)
     events = _dicts(
         store,
         "SELECT * FROM supervisor_events WHERE watch_id IN "
         "(SELECT watch_id FROM attempts WHERE run = ? AND watch_id IS NOT NULL) ORDER BY id",
         (info.id,),
     )
+    exits = {(e["watch_id"], e["child_pid"]): e for e in events if e.get("event") == "exit"}
+    attempts = []
+    for a in store.query(
+        "SELECT attempt, pid, host, watch_id, started_at, watch_attempt FROM attempts "
+        "WHERE run = ? ORDER BY attempt",
+        (info.id,),
+    ):
+        attempt = AttemptInfo(*a)
+        ended = exits.get((attempt.watch_id, attempt.pid)) if attempt.watch_id else None
+        attempts.append(_with_ending(info, rows, attempt, ended))
     prev = store.query(
         "SELECT id FROM runs WHERE goal = ? AND status = 'completed' AND id < ? "
         "ORDER BY id DESC LIMIT 1",
@@ -583,8 +813,87 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
     previous_steps = None
     if prev:
         counts = _counts(store, info.journal_table, [prev[0][0]])
-        previous_steps = counts.get(prev[0][0], (0, 0, 0))[0]
-    return RunDetail(info, run_rows(store, info), attempts, events, previous_steps)
+        previous_steps = counts.get(prev[0][0], (0, 0, 0, None))[0]
+    result = store.query("SELECT result FROM runs WHERE id = ?", (info.id,))
+    return RunDetail(info, rows, attempts, events, previous_steps, result[0][0] if result else None)
+
+
+def _with_ending(
+    run: RunInfo, rows: list[RowInfo], a: AttemptInfo, exit_event: dict[str, Any] | None
+) -> AttemptInfo:
+    """``a`` with what the file tells of how it ended (see :class:`AttemptInfo`)."""
+    flight = next((f for f in run.in_flight if f.attempt == a.attempt), None)
+    failed = [
+        r for r in rows if r.kind == "step" and r.status == "failed" and r.attempt == a.attempt
+    ]
+    outcome = error = step = None
+    step_s: float | None = None
+    if flight is not None:
+        step, step_s = flight.key, flight.ran_s
+    last = a.attempt == run.attempts
+    if last and run.state in ("running", "completed"):
+        outcome = run.state
+        if flight is not None and flight.live:
+            with contextlib.suppress(ValueError, OverflowError):
+                began = parse_utc(str(flight.started_at))
+                step_s = (datetime.now(timezone.utc) - began).total_seconds()
+        elif run.state == "completed":
+            step = step_s = None
+    elif last and run.state == "failed":
+        outcome, error = "failed", run.error
+        culprit = next((r for r in failed if r.error == run.error), None)
+        if flight is None and culprit is not None:
+            step = culprit.key
+    elif last and run.state == "crashed":
+        outcome = "died"
+    elif run.error_is_earlier and run.attempts == 2:
+        outcome, error = "failed", run.error  # the only earlier attempt: the run's error is its
+    elif flight is not None:
+        outcome = "interrupted"
+    elif failed:
+        outcome, error, step = "failed", failed[-1].error, failed[-1].key
+    return AttemptInfo(
+        a.attempt,
+        a.pid,
+        a.host,
+        a.watch_id,
+        a.started_at,
+        a.watch_attempt,
+        outcome,
+        error,
+        step,
+        step_s,
+        exit_event.get("exit_code") if exit_event else None,
+        exit_event.get("signal") if exit_event else None,
+    )
+
+
+def resumer(store: Store, run: RunInfo) -> dict[str, Any] | None:
+    """The ``lil watch`` that will restart a crashed run, or None when nothing will.
+
+    A watcher session that started one of the run's attempts, whose last
+    event is not a stop or a give-up (so it is starting the child, or waiting
+    to restart it), and whose process is alive on this host (or on another
+    host, where it cannot be checked): its last ``supervisor_events`` row.
+    """
+    rows = _dicts(
+        store,
+        "SELECT e.* FROM supervisor_events e WHERE e.id = (SELECT max(id) FROM supervisor_events "
+        "WHERE watch_id = (SELECT watch_id FROM attempts WHERE run = ? AND watch_id IS NOT NULL "
+        "ORDER BY attempt DESC LIMIT 1))",
+        (run.id,),
+    )
+    if not rows or rows[0].get("event") in ("stop", "give_up"):
+        return None
+    last = rows[0]
+    if last.get("host") == socket.gethostname():
+        try:
+            os.kill(int(last["watcher_pid"]), 0)
+        except ProcessLookupError:
+            return None
+        except (PermissionError, TypeError, ValueError):
+            pass  # alive, but another user's; or a damaged row: say what it says
+    return last
 
 
 # -- reset ---------------------------------------------------------------------------
@@ -607,29 +916,56 @@ def resumable_run(store: Store, goal: str) -> RunInfo | None:
     return _infos(store, rows)[0] if rows else None
 
 
-def reset_target(store: Store, goal: str, run: str | None = None) -> RunInfo:
-    """The run ``reset_run(goal, run)`` would forget. Raises RunNotFoundError."""
+def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
+    """The run :func:`reset_run` would forget. Raises RunNotFoundError.
+
+    ``ref`` is a run id, a unique id prefix or a run name — that run — or a
+    goal: the run ``Journal(goal)`` would resume (its newest unfinished
+    unnamed run), or with ``run`` (an id, id prefix or name) that run of the
+    goal. A word that is both is taken as a run id first, then as a goal.
+    """
+    exact = store.query("SELECT 1 FROM runs WHERE id = ?", (ref,))
+    if store.goal_table(ref) is None or exact:
+        if run is not None:
+            if exact:
+                raise LetItLoopError(
+                    f"{ref!r} is a run id; pass --run only with a goal (lil reset GOAL --run "
+                    f"RUN), or the run alone (lil reset RUN)"
+                )
+            raise RunNotFoundError(_no_goal(store, ref))
+        try:
+            return find_run(store, ref)
+        except RunNotFoundError as exc:
+            if "several" in str(exc):
+                raise  # an ambiguous prefix or name says so itself
+            raise RunNotFoundError(
+                f"no goal, run id, run id prefix or run name {ref!r} in {store.path}; "
+                f"{_known_goals(store)}; 'lil runs' lists the runs",
+                run=ref,
+            ) from None
     if run is not None:
-        return find_run(store, run, goal=goal)
-    target = resumable_run(store, goal)
+        return find_run(store, run, goal=ref)
+    target = resumable_run(store, ref)
     if target is None:
         raise RunNotFoundError(
-            f"goal {goal!r} has no unfinished unnamed run to reset (the next Journal({goal!r}) "
-            f"starts a new run anyway); to forget a named or completed run pass --run RUN"
+            f"goal {ref!r} has no unfinished unnamed run to reset (the next Journal({ref!r}) "
+            f"starts a new run anyway); to forget a named or completed run pass it: "
+            f"lil reset RUN, or lil reset {shlex.quote(ref)} --run RUN"
         )
     return target
 
 
-def reset_run(store: Store, goal: str, run: str | None = None) -> RunInfo:
+def reset_run(store: Store, ref: str, run: str | None = None) -> RunInfo:
     """Forget a run: delete its row, attempts, steps and run-scoped markers in one transaction.
 
-    ``run`` is a run id or name of ``goal``; without it, the run
-    ``Journal(goal)`` would resume. The next ``Journal(goal)`` then resumes
-    an older unfinished run if there is one, else starts a new run; a named
-    run's name starts a new run. Returns the run as it was. Raises
-    RunHeldError (nothing changed) for a run a live process holds.
+    ``ref`` and ``run`` name the run as for :func:`reset_target`: a run id,
+    prefix or name, or a goal (the run ``Journal(goal)`` would resume, or its
+    run ``run``). The next ``Journal(goal)`` then resumes an older unfinished
+    run if there is one, else starts a new run; a named run's name starts a
+    new run. Returns the run as it was. Raises RunHeldError (nothing changed)
+    for a run a live process holds.
     """
-    target = reset_target(store, goal, run)
+    target = reset_target(store, ref, run)
     with _holding(store, target, "reset"), store.write() as c:
         _delete_runs(c, target.journal_table, [target.id])
     return target
@@ -664,7 +1000,10 @@ def fork_run(
     It is the goal's newest unfinished run, so the next ``Journal(goal)``
     resumes it. For a named source the fork takes over the name (so
     ``Journal(goal, run=name)`` resumes the fork) and the source is renamed
-    ``name@SOURCE_ID``. The source is otherwise unchanged.
+    ``name@SOURCE_ID``. The fork records its source and ``from_step``
+    (``runs.forked_from``, ``runs.forked_at``) and keeps the source's input,
+    so an opener called with the same arguments resumes it. The source is
+    otherwise unchanged.
 
     Raises RunNotFoundError for an unknown run or a key the run never
     recorded, RunHeldError when a live process holds the source.
@@ -691,10 +1030,13 @@ def fork_run(
         if source.name is not None:
             renamed = f"{source.name}@{source.id}"
             c.execute("UPDATE runs SET name = ? WHERE id = ?", (renamed, source.id))
+        # The fork is a re-run of the same call: it keeps the source's input (so an
+        # opener called with the same arguments resumes it) and records its lineage.
         c.execute(
-            "INSERT INTO runs (id, goal, name, status, attempts, started_at, updated_at) "
-            "VALUES (?, ?, ?, 'running', 0, ?, ?)",
-            (new_id, source.goal, source.name, utc_iso(now), utc_iso(now)),
+            "INSERT INTO runs (id, goal, name, status, attempts, started_at, updated_at, input, "
+            "input_fp, forked_from, forked_at) SELECT ?, goal, ?, 'running', 0, ?, ?, input, "
+            "input_fp, id, ? FROM runs WHERE id = ?",
+            (new_id, source.name, utc_iso(now), utc_iso(now), from_step, source.id),
         )
         c.execute(
             f'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, '
@@ -804,6 +1146,7 @@ def gc_runs(
             before,
             before,
             True,
+            _empty_goals(store.conn, store, {r.id for r in removable}),
         )
     rows_deleted = events_deleted = 0
     removed: list[RunInfo] = []
@@ -826,6 +1169,8 @@ def gc_runs(
                 for table, ids in by_table.items():
                     rows_deleted += _delete_runs(c, table, ids)
             removed.extend(batch)
+    with store.write() as c:
+        goals_removed = _drop_empty_goals(c, store)
     if status is None:
         with store.write() as c:
             events_deleted = c.execute(
@@ -837,7 +1182,7 @@ def gc_runs(
     # Lock files of holders that died (a run or marker whose process was killed
     # inside it) are not removed by anyone else: reclaim every one not held now.
     locks.sweep(store.lock_folder)
-    if vacuum and (removable or events_deleted):
+    if vacuum and (removable or events_deleted or goals_removed):
         with store.lock:
             try:
                 # VACUUM rewrites the file without the freed pages; in WAL mode the new
@@ -850,8 +1195,54 @@ def gc_runs(
 
                 raise _explain(exc, store.path) from None
     return GcResult(
-        removable, live, rows_deleted, events_deleted, before, _file_bytes(store), False
+        removable,
+        live,
+        rows_deleted,
+        events_deleted,
+        before,
+        _file_bytes(store),
+        False,
+        goals_removed,
     )
+
+
+def _empty_goals(conn: sqlite3.Connection, store: Store, going: set[str]) -> list[str]:
+    """Goals that have no run but those in ``going`` and no row of another run (in order).
+
+    A goal's table may hold rows of no run: goal-scoped markers (run ``*``),
+    which guard side effects across runs; such a goal is never empty.
+    """
+    with store.lock:
+        try:
+            goals = conn.execute("SELECT goal, journal_table FROM goals ORDER BY goal").fetchall()
+            empty = []
+            for goal, table in goals:
+                runs = {r for (r,) in conn.execute("SELECT id FROM runs WHERE goal = ?", (goal,))}
+                if runs - going:
+                    continue
+                marks = ",".join("?" * len(runs))
+                other = conn.execute(
+                    f'SELECT 1 FROM "{table}" WHERE run NOT IN ({marks}) LIMIT 1', sorted(runs)
+                ).fetchone()
+                if other is None:
+                    empty.append(str(goal))
+            return empty
+        except sqlite3.Error as exc:
+            raise store.explain(exc) from None
+
+
+def _drop_empty_goals(c: sqlite3.Connection, store: Store) -> list[str]:
+    """Inside a write transaction: remove goals with no run and no row, and their tables."""
+    from .store import refresh_journal_rows
+
+    gone = _empty_goals(c, store, set())
+    for goal in gone:
+        (table,) = c.execute("SELECT journal_table FROM goals WHERE goal = ?", (goal,)).fetchone()
+        c.execute("DELETE FROM goals WHERE goal = ?", (goal,))
+        c.execute(f'DROP TABLE IF EXISTS "{table}"')
+    if gone:
+        refresh_journal_rows(c)  # the browsing view must not name a dropped table
+    return gone
 
 
 # -- export --------------------------------------------------------------------------
@@ -936,22 +1327,24 @@ def decoded(text: object, registry: codec.CodecRegistry | None = None) -> Any:
 
 
 def export_run(
-    store: Store, run: RunInfo | str, registry: codec.CodecRegistry | None = None
+    store: Store, run: RunDetail | RunInfo | str, registry: codec.CodecRegistry | None = None
 ) -> dict[str, Any]:
     """The run, its rows (results decoded), attempts and supervisor events as one dict.
 
     Each row (and the run) keeps the stored JSON text as ``result_json``
     beside the decoded ``result``; ``result_error`` is None, or says why a
     damaged stored text could not be decoded (``result`` is then None). The
-    dict is JSON-ready for a strict writer (:func:`json_ready`).
+    run's ``input`` is decoded the same way (``input_json``, ``input_error``).
+    The dict is JSON-ready for a strict writer (:func:`json_ready`).
     """
-    detail = show_run(store, run)
+    detail = run if isinstance(run, RunDetail) else show_run(store, run)
     # The recorded columns first (a REAL column may hold an infinity), then the
     # results, which decode_result has made JSON-ready already.
     out: dict[str, Any] = json_ready(detail.as_dict())
-    stored = store.query("SELECT result FROM runs WHERE id = ?", (detail.run.id,))[0][0]
+    stored = detail.result_json
     out["run"]["result"], out["run"]["result_error"] = decode_result(stored, registry)
     out["run"]["result_json"] = stored
+    out["run"]["input"], out["run"]["input_error"] = decode_result(detail.run.input_json, registry)
     for r, d in zip(detail.rows, out["rows"], strict=True):
         d["result_json"] = d.pop("result")
         d["result"], d["result_error"] = decode_result(r.result, registry)
@@ -959,7 +1352,7 @@ def export_run(
 
 
 def export_records(
-    store: Store, run: RunInfo | str, registry: codec.CodecRegistry | None = None
+    store: Store, run: RunDetail | RunInfo | str, registry: codec.CodecRegistry | None = None
 ) -> Iterator[dict[str, Any]]:
     """:func:`export_run` as a stream of records, one per line of ``--format ndjson``.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shlex
 import socket
 import sys
 import threading
@@ -37,6 +38,7 @@ from .errors import (
     traceback_text,
 )
 from .fingerprint import UNCHECKED, Fingerprinter, differences, unwrap
+from .inflight import FlightWatch
 from .keys import NEST, REPEAT_SUFFIX, Recorded, StepKeys, split_key
 from .markers import AtomicMarker, Scope
 from .store import (
@@ -267,6 +269,11 @@ class Journal:
         self._held_key: tuple[tuple[int, int], str] | None = None
         self._tokens: list[Any] = []
         self._upsert_sql = ""  # the step-row statement for self.table, set on open
+        # Fresh steps in flight, key -> (started, fn, fp), and the thread that makes a
+        # long one visible to other processes (letitloop/inflight.py; started lazily).
+        self._in_flight: dict[str, tuple[float, str, str]] = {}
+        self._flight_watch: FlightWatch | None = None
+        self._flight_lock = threading.Lock()
 
     # -- opening and closing -------------------------------------------------
 
@@ -485,6 +492,10 @@ class Journal:
                         (now, error_text(exc), self.run_id),
                     )
         finally:
+            with self._flight_lock:
+                watch, self._flight_watch = self._flight_watch, None
+            if watch is not None:
+                watch.stop()  # before the connection it writes through is closed
             self._release()
             close_store(store)
             self.store = None
@@ -706,6 +717,9 @@ class Journal:
             if UNCHECKED in fp:
                 args, kwargs = unwrap(args, kwargs)
             started = self.clock()
+            self._in_flight[key] = (started, fn_name, fp)
+            if self._flight_watch is None:
+                self._watch_flight(store)
             parent = _parent_step.set((self, key))
             try:
                 value = fn(*args, **kwargs)
@@ -717,6 +731,7 @@ class Journal:
             self._record_done(store, key, fn_name, fp, started, value)
             return value
         finally:
+            self._in_flight.pop(key, None)
             self._keys.release(full, owner)
 
     @overload
@@ -761,6 +776,9 @@ class Journal:
             if UNCHECKED in fp:
                 args, kwargs = unwrap(args, kwargs)
             started = self.clock()
+            self._in_flight[key] = (started, fn_name, fp)
+            if self._flight_watch is None:
+                self._watch_flight(store)
             parent = _parent_step.set((self, key))
             try:
                 import inspect  # loaded by programs that use async steps only
@@ -792,7 +810,32 @@ class Journal:
                 await committing
             return value
         finally:
+            self._in_flight.pop(key, None)
             self._keys.release(full, owner)
+
+    def _watch_flight(self, store: Store) -> None:
+        """Start the thread that makes long steps visible (see letitloop/inflight.py)."""
+        with self._flight_lock:
+            if self._flight_watch is None and self.store is store:
+                watch = FlightWatch(
+                    store,
+                    self.table,
+                    self.run_id,
+                    self.attempt,
+                    self._in_flight,
+                    self.clock,
+                    self._flight_idle,
+                )
+                watch.start()
+                self._flight_watch = watch
+
+    def _flight_idle(self, watch: FlightWatch) -> bool:
+        """The thread's question after a while with no step in flight: may it end?"""
+        with self._flight_lock:
+            if self._in_flight or self._flight_watch is not watch:
+                return self._flight_watch is not watch  # replaced or stopped: end
+            self._flight_watch = None  # a step from now on starts a new thread
+            return True
 
     def _record_done(
         self, store: Store, key: str, fn_name: str, fp: str, started: float, value: Any
@@ -923,10 +966,10 @@ class Journal:
             raise DecodeError(f"step {key!r} (run {self.run_id}): {exc}") from None
 
     def _ways_out(self, key: str) -> str:
-        return (
-            f"reset it with 'lil reset {self.goal} --run {self.run_id}' or fork it with "
-            f"'lil fork {self.run_id} --from-step {key}'"
-        )
+        # Shell-quoted, so each command works as pasted whatever the goal and key hold.
+        reset = f"lil reset {shlex.quote(self.goal)} --run {self.run_id}"
+        fork = f"lil fork {self.run_id} --from-step {shlex.quote(key)}"
+        return f"reset it with: {reset}; or fork it with: {fork}"
 
     def _mismatch(self, key: str, fn_name: str, fp: str, recorded: Recorded) -> StepMismatchError:
         """The error of a call whose arguments differ from those recorded at its position."""

@@ -66,7 +66,7 @@ def safe(text: str, *, block: bool = False) -> str:
     return (_UNSAFE_IN_BLOCK if block else _UNSAFE_IN_LINE).sub(_visible, text)
 
 
-#: Width used when the output is not a terminal (a pipe, a file, a test).
+#: Width assumed on a terminal whose size cannot be read.
 DEFAULT_WIDTH = 80
 
 #: Colour of each run state and row status.
@@ -80,11 +80,16 @@ COLOURS = {
 }
 
 
-def width() -> int:
-    """Columns to fit: the terminal's width, or 80 when stdout is not a terminal."""
+def width() -> int | None:
+    """Columns to fit on a terminal (``COLUMNS`` if set, else its real width); None off one.
+
+    Off a terminal (a pipe, a file) nothing is cut: every value is printed
+    whole, so that ``grep`` finds it and a key can be copied into the next
+    command. On a terminal only previews (of results, errors) are cut to fit.
+    """
     if sys.stdout.isatty():
         return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
-    return DEFAULT_WIDTH
+    return None
 
 
 #: Colour marks: a private-use character, a token drawn afresh by each process,
@@ -112,19 +117,20 @@ def _styled(m: re.Match[str]) -> str:
     return click.style("", fg=COLOURS[name], reset=False)
 
 
-def echo(lines: str | Iterable[str]) -> None:
+def echo(lines: str | Iterable[str], *, err: bool = False) -> None:
     """Print lines for people, each made safe by :func:`safe`, then coloured where marked.
 
     A newline inside a line is printed as ``\\n``: print a multi-line text
     on purpose as :func:`block` lines. Colour codes are stripped again by
-    ``click.echo`` when stdout is not a terminal.
+    ``click.echo`` when the stream (stdout, or stderr with ``err``) is not a
+    terminal.
     """
     if isinstance(lines, str):
         lines = [lines]
     # One pass over the joined text; a line holding a newline or a tab is made
     # safe on its own first, so those escape too (safe is idempotent).
     text = safe("\n".join(safe(ln) if "\n" in ln or "\t" in ln else ln for ln in lines), block=True)
-    click.echo(_MARK.sub(_styled, text) if "\ue000" in text else text)
+    click.echo(_MARK.sub(_styled, text) if "\ue000" in text else text, err=err)
 
 
 def block(text: str) -> list[str]:
@@ -192,12 +198,23 @@ def one_line(text: str) -> str:
     return _BREAKS.sub(" ", text).replace("\t", " ").strip()
 
 
-def clip(text: str, n: int) -> str:
-    """A preview of ``text``: on one line, made safe, cut to ``n`` characters with an ellipsis."""
+def clip(text: str, n: int | None) -> str:
+    """A preview of ``text``: on one line, made safe, cut to ``n`` characters with an ellipsis.
+
+    ``n`` None (off a terminal: :func:`width`) cuts nothing.
+    """
     return _cut(safe(one_line(text)), n)
 
 
-def _cut(text: str, n: int) -> str:
+def fit(text: str, used: int = 0) -> str:
+    """:func:`clip` to what is left of the terminal's width after ``used`` columns."""
+    w = width()
+    return clip(text, None if w is None else max(10, w - used))
+
+
+def _cut(text: str, n: int | None) -> str:
+    if n is None:
+        return text
     if n <= 0:
         return ""
     return text if len(text) <= n else text[: max(0, n - 1)] + "…"
@@ -214,11 +231,14 @@ def table(
 ) -> list[str]:
     """Rows aligned under ``headers``, two spaces apart, fitting ``total`` columns.
 
-    ``right`` lists right-aligned columns; ``flex`` lists ``(column, minimum)``
-    in the order they give up width when the table is too wide (their cells
-    are cut with an ellipsis). ``colours[r][c]`` names a state whose colour a
+    ``total`` defaults to :func:`width`: off a terminal (None) nothing is cut
+    and each column is as wide as its widest cell. ``right`` lists
+    right-aligned columns; ``flex`` lists ``(column, minimum)`` in the order
+    they give up width when the table is too wide (their cells are cut with
+    an ellipsis): list only previews there, never identifiers a user copies
+    into the next command. ``colours[r][c]`` names a state whose colour a
     cell takes. A cell is printed as :func:`safe` makes it: a newline in a key
-    shows as ``\\n``; fold a preview with :func:`clip` first.
+    shows as ``\\n``; fold a preview with :func:`one_line` first.
     """
     limit = total if total is not None else width()
     # Cells are made safe first, so the widths are those of what is printed.
@@ -228,7 +248,7 @@ def table(
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
     gap = 2
-    over = sum(widths) + gap * (len(widths) - 1) - limit
+    over = 0 if limit is None else sum(widths) + gap * (len(widths) - 1) - limit
     for col, minimum in flex:
         if over <= 0:
             break

@@ -75,7 +75,7 @@ def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     with pytest.raises(RuntimeError), Journal("customer_sync", path=db) as j:
         j.step("fetch_user", record, "fetch_user", unchecked(calls))
         j.step("summarize", explode, "summarize", unchecked(calls))
-    with pytest.raises(RuntimeError), Journal("billing", path=db) as j:
+    with pytest.raises(RuntimeError), Journal("billing", path=db, input={"user_id": 7}) as j:
         j.step("charge", explode, "charge", unchecked(calls))
     with Journal("customer_sync", path=db) as j:  # attempt 2 of the failed run
         j.step("fetch_user", record, "fetch_user", unchecked(calls))

@@ -419,8 +419,21 @@ class TestARefusedFileWithAPendingWAL:
     @pytest.mark.parametrize("kind", ["foreign", "newer"])
     def test_all_three_files_are_left_byte_for_byte(self, tmp_path: Path, kind: str) -> None:
         db = tmp_path / "app.db"
-        if kind == "newer":
-            make_journal(db, steps=3)
+        if kind == "newer":  # a journal written by another process, which has exited
+            made = run_python(
+                write_script(
+                    tmp_path,
+                    "make.py",
+                    """
+                    import sys
+                    from letitloop import Journal
+                    with Journal("g", run="r", path=sys.argv[1]) as j:
+                        j.step("a", str, 1)
+                    """,
+                ),
+                str(db),
+            )
+            assert made.returncode == 0, made.stderr
         run_python(write_script(tmp_path, "w.py", FOREIGN_WITH_PENDING_WAL), str(db), kind)
         before = digests(db)
         assert before["-wal"] is not None and before["-shm"] is not None

@@ -160,11 +160,11 @@ class TestResettingAsALibraryCall:
             j.step("a", numbered, "a", [])
         store = open_journal_file(db)
         try:
-            with pytest.raises(RunNotFoundError, match=r"no goal 'h'.*known goals: g"):
+            with pytest.raises(RunNotFoundError, match=r"no goal, run id.* 'h'.*known goals: g"):
                 reset_run(store, "h")
             with pytest.raises(RunNotFoundError, match="no unfinished unnamed run"):
                 reset_run(store, "g")
-            with pytest.raises(RunNotFoundError, match="no run with id or name 'x'"):
+            with pytest.raises(RunNotFoundError, match="no run with id, id prefix or name 'x'"):
                 reset_run(store, "g", "x")
         finally:
             store.close()

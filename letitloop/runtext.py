@@ -1,0 +1,354 @@
+"""What ``lil runs`` and ``lil show`` print for people: lines for :func:`render.echo`.
+
+The data comes from :mod:`letitloop.inspection`; the words are here. Every
+line goes out through :func:`letitloop.render.echo`, which makes recorded
+text safe. Identifiers a user copies into the next command (run ids, goals,
+names, step keys, watch ids) are never cut; only previews (results, errors)
+are cut to the width of a terminal, and nothing is cut in a pipe.
+"""
+
+from __future__ import annotations
+
+import shlex
+from datetime import datetime, timezone
+from typing import Any
+
+from . import render
+from .inspection import (
+    AttemptInfo,
+    InFlight,
+    RowInfo,
+    RunDetail,
+    RunInfo,
+    decode_result,
+    parse_utc,
+)
+
+
+def _seconds(ms: Any) -> float | None:
+    """A row's ``duration_ms`` in seconds; None when it is missing or not a number."""
+    return ms / 1000 if isinstance(ms, (int, float)) else None
+
+
+def since(iso: str | None) -> float | None:
+    """Seconds from ``iso`` to now; None when it is not a timestamp."""
+    try:
+        return (datetime.now(timezone.utc) - parse_utc(str(iso))).total_seconds()
+    except (ValueError, OverflowError):
+        return None
+
+
+def at_least(seconds: float | None) -> str:
+    """``after at least 3.0s`` (the heartbeat's figure is a lower bound)."""
+    return f"after at least {render.duration(seconds)}" if seconds is not None else ""
+
+
+def in_flight(f: InFlight) -> str:
+    """``in step 'k' for 12.0s`` (live), ``in step 'k' after at least 3.0s`` (ended)."""
+    if f.live:
+        return f"in step {f.key!r} for {render.duration(since(f.started_at))}"
+    return f"in step {f.key!r} {at_least(f.ran_s)}".rstrip()
+
+
+def watch_label(a: AttemptInfo) -> str:
+    """``attempt 3 of lil watch 01J…`` for an attempt that ``lil watch`` started, else ''."""
+    if not a.watch_id:
+        return ""
+    if a.watch_attempt is not None:
+        return f"attempt {a.watch_attempt} of lil watch {a.watch_id}"
+    return f"lil watch {a.watch_id}"
+
+
+def ending(a: AttemptInfo) -> str:
+    """How an attempt ended, in words (see :class:`letitloop.inspection.AttemptInfo`)."""
+    step = f" in step {a.step!r}" if a.step else ""
+    if a.outcome == "running":
+        text = "running" + (f"{step} for {render.duration(a.step_s)}" if a.step else "")
+    elif a.outcome == "completed":
+        text = "completed"
+    elif a.outcome == "failed":
+        text = f"failed{step}" + (f": {render.one_line(a.error)}" if a.error else "")
+    elif a.outcome == "died":
+        text = "died" + (f"{step} {at_least(a.step_s)}".rstrip() if a.step else "")
+    elif a.outcome == "interrupted":
+        text = f"interrupted{step} {at_least(a.step_s)}".rstrip()
+    else:
+        text = "ending not recorded"
+    if a.exit_code is not None or a.signal:
+        how = f"exit {a.exit_code}" if a.exit_code is not None else ""
+        if a.signal:
+            how = f"{how} ({a.signal})" if how else str(a.signal)
+        text += f"; lil watch saw {how}"
+    return text
+
+
+def run_note(r: RunInfo) -> str | None:
+    """The line under a run in ``lil runs``: what it is doing, how it stopped, where from."""
+    bits: list[str] = []
+    live = [f for f in r.in_flight if f.live]
+    if r.state == "running" and live:
+        bits.append(", ".join(in_flight(f) for f in live))
+    elif r.state == "crashed":
+        died = r.died_in
+        bits.append(
+            f"attempt {r.attempts} died {in_flight(died)}" if died else f"attempt {r.attempts} died"
+        )
+    elif r.state == "pending":
+        bits.append("no process has opened it yet")
+    if r.forked_from and r.state in ("pending", "running", "crashed"):
+        bits.append(f"forked from {r.forked_from} at step {r.forked_at!r}")
+    text = "; ".join(bits)
+    if r.error and r.state != "completed":
+        first = r.error.split("\n")[0]
+        lead = "an earlier attempt failed: " if r.error_is_earlier else ""
+        head = f"{text}; {lead}" if text else lead
+        return "  └ " + head + render.fit(first, 4 + len(head))
+    return "  └ " + text if text else None
+
+
+def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
+    """``lil runs``: a table, a note under the runs that need one, and what was left out."""
+    headers = ["RUN", "GOAL", "NAME", "STATE", "STEPS", "ATT", "STARTED", "TOOK"]
+    rows = [
+        [
+            r.id,
+            r.goal,
+            r.name if r.name is not None else "-",
+            r.state,
+            str(r.steps_done),
+            str(r.attempts),
+            render.local_time(r.started_at, short=True),
+            "-" if r.state == "pending" else render.duration(r.duration_s),
+        ]
+        for r in found
+    ]
+    tints = [[None, None, None, r.state, None, None, None, None] for r in found]
+    lines = render.table(headers, rows, right=(4, 5, 7), colours=tints)
+    out = [lines[0]]
+    for r, text in zip(found, lines[1:], strict=True):
+        out.append(text)
+        note = run_note(r)
+        if note:
+            out.append(render.colour(note, "failed") if r.state == "failed" else note)
+    if more:
+        out.append(more)
+    return out
+
+
+def value_lines(label: str, text: str | None, full: bool, registry: Any = None) -> list[str]:
+    """A run's input or result: one line (a preview on a terminal), or a block with --full."""
+    if text is None:
+        return []
+    value, damage = decode_result(text, registry)
+    if damage is not None:
+        return [f"{label:<9} " + render.colour(f"damaged: {damage}", "failed")]
+    doc = render.json_text(value, indent=2 if full else None)
+    if full and "\n" in doc:
+        return [f"{label}"] + ["  " + ln for ln in render.block(doc)]
+    return [f"{label:<9} " + render.fit(doc, 10)]
+
+
+def result_lines(text: str | None, registry: Any) -> list[str]:
+    """A stored result for people: its decoded JSON, or what is wrong with a damaged one."""
+    value, damage = decode_result(text, registry)
+    if damage is not None:
+        return [
+            render.colour(f"damaged: {damage}", "failed"),
+            f"stored text: {text}",  # shown as it is, made safe by render.echo
+        ]
+    return render.block(render.json_text(value))
+
+
+def _state_line(run: RunInfo) -> str:
+    state = render.colour(run.state, run.state)
+    if run.state == "running":
+        state += f" — held by pid {run.holder_pid} on {run.holder_host}"
+    elif run.state == "crashed":
+        died = run.died_in
+        where = f" {in_flight(died)}" if died else ""
+        state += f" — its last process (pid {run.holder_pid} on {run.holder_host}) died{where}"
+    elif run.state == "pending":
+        state += " — no process has opened it yet"  # a fresh fork
+    plural = "" if run.attempts == 1 else "s"
+    return f"state     {state}; {run.attempts} attempt{plural}"
+
+
+def _row_cells(r: RowInfo, run: RunInfo, i: int) -> tuple[list[str], list[str | None]]:
+    took = _seconds(r.duration_ms)
+    status = r.status
+    if r.status == "running":
+        live = next((f for f in run.in_flight if f.key == r.key and f.live), None)
+        if live is not None:
+            took_text = render.duration(since(r.started_at)) + "…"
+        else:
+            status, took_text = "interrupted", "≥" + render.duration(took)
+    else:
+        took_text = render.duration(took)
+    preview = r.error if r.status == "failed" else r.result
+    cells = [str(i), r.key, r.kind, status, str(r.attempt), took_text]
+    cells.append(render.one_line(preview) if preview else "-")
+    tint = "failed" if status in ("failed", "interrupted") else status
+    return cells, [None, None, None, tint, None, None, "failed" if r.status == "failed" else None]
+
+
+def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]:
+    """``lil show``: the run, its steps, attempts and the supervisor's events around it."""
+    run = detail.run
+    out = []
+    name = f"  (name {run.name})" if run.name else ""
+    out.append(f"run       {run.id}{name}")
+    out.append(f"goal      {run.goal}")
+    if run.forked_from:
+        out.append(f"forked    from run {run.forked_from} at step {run.forked_at!r}")
+    out.extend(value_lines("input", run.input_json, full, registry))
+    out.append(_state_line(run))
+    for i, f in enumerate(f for f in run.in_flight if f.live):
+        out.append(f"{'now' if i == 0 else '':<9} {in_flight(f)} (attempt {f.attempt})")
+    out.append(f"started   {render.local_time(run.started_at)}")
+    if run.finished_at:
+        out.append(
+            f"finished  {render.local_time(run.finished_at)}  "
+            f"(took {render.duration(run.duration_s)})"
+        )
+    elif run.state == "running":
+        out.append(f"running   for {render.duration(run.duration_s)}")
+    else:
+        out.append(
+            f"last seen {render.local_time(run.last_seen_at or run.updated_at)}  "
+            f"({render.duration(run.duration_s)} after start)"
+        )
+    if detail.previous_steps:
+        out.append(
+            f"progress  {run.steps_done} of {detail.previous_steps} steps "
+            f"(the previous completed run's count)"
+        )
+    else:
+        out.append(f"progress  {run.steps_done} steps done")
+    if run.status == "completed":
+        out.extend(value_lines("result", detail.result_json, full, registry))
+    if run.error:
+        label = "error     " + ("(an earlier attempt) " if run.error_is_earlier else "")
+        out.append(label + render.colour(render.fit(run.error, len(label)), "failed"))
+    out.append("")
+    if detail.rows:
+        cells = [_row_cells(r, run, i) for i, r in enumerate(detail.rows, 1)]
+        headers = ["#", "KEY", "KIND", "STATUS", "ATT", "TOOK", "RESULT"]
+        out.extend(
+            render.table(
+                headers,
+                [c for c, _ in cells],
+                right=(0, 4, 5),
+                flex=[(6, 12)],
+                colours=[t for _, t in cells],
+            )
+        )
+        if any(r.attempt == 0 for r in detail.rows):
+            out.append("(attempt 0: copied from the run this one was forked from)")
+    else:
+        out.append("no steps or markers recorded yet")
+    for r in detail.rows:
+        if full and r.result is not None:
+            out.append("")
+            out.append(f"── {r.key} ──")
+            out.extend(result_lines(r.result, registry))
+        if r.status == "failed":
+            out.append("")
+            first = (r.error or "").split("\n")[0]
+            out.append(
+                render.colour(f"step {r.key!r} failed in attempt {r.attempt}: {first}", "failed")
+            )
+            if r.traceback:
+                out.extend("  " + ln for ln in render.block(r.traceback.rstrip()))
+    out.append("")
+    out.append("attempts")
+    if not detail.attempts:
+        out.append("  none")
+    for a in detail.attempts:
+        watch = watch_label(a)
+        head = (
+            f"  {a.attempt:>3}  {render.local_time(a.started_at)}  pid {a.pid} on {a.host}"
+            f"{'  (' + watch + ')' if watch else ''}  — "
+        )
+        out.append(head + render.fit(ending(a), len(head)))
+    out.append("supervisor restarts")
+    if not detail.supervisor_events:
+        out.append("  none")
+    for e in detail.supervisor_events:
+        bits = [render.local_time(e.get("at")), str(e.get("event")), f"attempt {e.get('attempt')}"]
+        if e.get("exit_code") is not None:
+            bits.append(f"exit {e['exit_code']}")
+        if e.get("signal"):
+            bits.append(str(e["signal"]))
+        if e.get("message"):
+            bits.append(render.one_line(str(e["message"])))
+        out.append("  " + "  ".join(bits))
+    return out
+
+
+def row_of(detail: RunDetail, key: str) -> RowInfo:
+    """The row of step ``key``; a LetItLoopError naming the run's keys if it has none."""
+    from .errors import RunNotFoundError
+
+    row = next((r for r in detail.rows if r.key == key), None)
+    if row is None:
+        keys = ", ".join(r.key for r in detail.rows[:8]) or "none"
+        raise RunNotFoundError(
+            f"run {detail.run.id} recorded no step {key!r}; its keys: {keys}", run=detail.run.id
+        )
+    return row
+
+
+def step_lines(detail: RunDetail, key: str, registry: Any = None) -> list[str]:
+    """``lil show --step``: one row with its full result, error and traceback."""
+    row = row_of(detail, key)
+    took = _seconds(row.duration_ms)
+    status = row.status
+    finished = f"{render.local_time(row.finished_at)}  (took {render.duration(took)})"
+    if row.status == "running":
+        live = next((f for f in detail.run.in_flight if f.key == key and f.live), None)
+        if live is not None:
+            finished = f"not yet: running for {render.duration(since(row.started_at))}"
+        else:
+            status = "interrupted"
+            finished = f"never: its attempt ended {at_least(took)}"
+    out = [
+        f"step      {row.key}  ({row.kind}, #{detail.rows.index(row) + 1} in run {detail.run.id})",
+        f"status    {render.colour(status, 'failed' if status == 'interrupted' else status)}, "
+        f"attempt {row.attempt}",
+        f"function  {row.fn or '-'}",
+        f"started   {render.local_time(row.started_at)}",
+        f"finished  {finished}",
+    ]
+    if row.error:
+        first, *rest = render.block(row.error.rstrip())
+        out.append(f"error     {first}")
+        out.extend(f"          {ln}" for ln in rest)
+    if row.traceback:
+        out.extend("  " + ln for ln in render.block(row.traceback.rstrip()))
+    out.append("result")
+    out.extend(result_lines(row.result, registry))
+    return out
+
+
+def follow_line(detail: RunDetail) -> str:
+    """One line of ``lil show --follow`` off a terminal: the time, the run, where it is."""
+    r = detail.run
+    of = f"/{detail.previous_steps}" if detail.previous_steps else ""
+    done = [row.key for row in detail.rows if row.status == "done"]
+    bits = [
+        datetime.now().strftime("%H:%M:%S"),
+        r.id,
+        render.colour(r.state, r.state),
+        f"{r.steps_done}{of} steps",
+        f"last: {done[-1] if done else '-'}",
+    ]
+    live = [f for f in r.in_flight if f.live]
+    if live:
+        now = (f"{f.key} (since {render.local_time(f.started_at)})" for f in live)
+        bits.append("now: " + ", ".join(now))
+    return "  ".join(bits)
+
+
+def quoted(*words: str) -> str:
+    """A command line to paste: each word shell-quoted."""
+    return " ".join(shlex.quote(w) for w in words)

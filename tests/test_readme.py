@@ -1,0 +1,184 @@
+"""README's code runs as printed, and its links work from the package index page.
+
+Each ``python`` block runs in a fresh interpreter in a fresh folder (so its
+journal is ``.letitloop/journal.db`` there, as for a reader). The Quickstart
+must run exactly as pasted; a block that continues a program the reader
+already has (a journal ``j``, a LangGraph ``workflow``) gets the least
+setup that makes it run, here beside the block's first line. The ``lil``
+commands of "See, fix and replay runs" then run against the Quickstart's
+journal on a pseudo-terminal, answering the questions they ask.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cli_agree import terminal
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: Where README's links point, so that they work on the package index page too.
+BASE = "https://github.com/letitloop/letitloop/blob/main/"
+
+#: Setup (before) and checks (after) for blocks that continue the reader's own program,
+#: keyed by a line of the block.
+AROUND: dict[str, tuple[str, str]] = {
+    'with j.atomic_marker("slack_notification") as should_execute:': (
+        "from letitloop import Journal\n"
+        "sent = []\n"
+        "def send_slack(summary, idempotency_key):\n"
+        "    sent.append(idempotency_key)\n"
+        "summary = 'a summary'\n"
+        "j = Journal('notify').open()\n",
+        "j.close()\nassert len(sent) == 1 and sent[0].endswith(':slack_notification'), sent\n",
+    ),
+    "app = workflow.compile(checkpointer=LetItLoopCheckpointSaver())": (
+        "from typing import TypedDict\n"
+        "from langgraph.graph import END, START, StateGraph\n"
+        "class State(TypedDict):\n"
+        "    n: int\n"
+        "workflow = StateGraph(State)\n"
+        "workflow.add_node('add', lambda s: {'n': s['n'] + 1})\n"
+        "workflow.add_edge(START, 'add')\n"
+        "workflow.add_edge('add', END)\n",
+        "out = app.invoke({'n': 1}, {'configurable': {'thread_id': 't'}})\n"
+        "assert out == {'n': 2}, out\n",
+    ),
+}
+
+
+def blocks(kind: str, text: str = README) -> list[str]:
+    """The bodies of the fenced blocks whose info string is ``kind`` ('' for none), in order."""
+    found, body, info = [], [], None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            if info is None:
+                info, body = line[3:].strip(), []
+            else:
+                if info == kind:
+                    found.append("".join(body))
+                info = None
+        elif info is not None:
+            body.append(line)
+    return found
+
+
+def around(code: str) -> tuple[str, str]:
+    """The setup and checks of a block (see AROUND), or nothing."""
+    lines = code.splitlines()
+    return next((v for k, v in AROUND.items() if any(ln.startswith(k) for ln in lines)), ("", ""))
+
+
+def section(title: str) -> str:
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end > 0 else None]
+
+
+def run_python(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    script = folder / "block.py"
+    script.write_text(code, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=folder
+    )
+
+
+@pytest.fixture
+def quickstart(tmp_path: Path) -> Path:
+    """A folder where the Quickstart ran as pasted (its journal in .letitloop/)."""
+    (code,) = blocks("python", section("Quickstart"))[:1]
+    r = run_python(code, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "Ada placed 12 orders\n"
+    return tmp_path
+
+
+class TestThePythonBlocks:
+    def test_the_quickstart_runs_as_pasted_and_replays_when_run_again(
+        self, quickstart: Path
+    ) -> None:
+        (code,) = blocks("python", section("Quickstart"))[:1]
+        again = run_python(code, quickstart)
+        assert again.returncode == 0 and again.stdout == "Ada placed 12 orders\n"
+        runs = terminal(["runs", "--json", "--limit", "0"], cwd=quickstart)[1]
+        assert runs.count('"goal": "customer_sync"') == 4  # each completed run, then a new one
+
+    def test_every_block_runs(self, tmp_path: Path) -> None:
+        found = blocks("python")
+        assert len(found) >= 5
+        for i, code in enumerate(found):
+            before, after = around(code)
+            if "langgraph" in code:
+                pytest.importorskip("langgraph")
+            folder = tmp_path / f"block{i}"
+            folder.mkdir()
+            r = run_python(before + code + after, folder)
+            assert r.returncode == 0, f"block {i}:\n{code}\n{r.stderr}"
+
+    def test_every_setup_above_is_for_a_block_that_exists(self) -> None:
+        found = [around(code) for code in blocks("python")]
+        assert all(v in found for v in AROUND.values())
+
+
+class TestTheLilCommands:
+    def test_see_fix_and_replay_runs_as_printed(self, quickstart: Path) -> None:
+        (shell,) = blocks("", section("See, fix and replay runs"))
+        commands = [ln.split("  #")[0].strip() for ln in shell.splitlines() if ln.strip()]
+        assert [c.split()[1] for c in commands] == [
+            "runs",
+            "show",
+            "show",
+            "fork",
+            "reset",
+            "gc",
+            "export",
+        ]
+        newest = terminal(["runs", "--jsonl", "--limit", "1"], cwd=quickstart)[1]
+        run_id = re.search(r'"id": "(\w+)"', newest)
+        assert run_id is not None
+        seen = {}
+        for command in commands:
+            argv = command.replace("01JD…", run_id.group(1)).split()[1:]
+            status, out = terminal(argv, answer="y", cwd=quickstart)
+            assert status == 0, (command, out)
+            seen[command] = out
+        assert "customer_sync" in seen[commands[0]] and "completed" in seen[commands[0]]
+        assert 'input     {"user_id": 123}' in seen[commands[1]]
+        assert 'result    "Ada placed 12 orders"' in seen[commands[1]]
+        assert "new run" in seen[commands[3]] and "keeps 1 recorded results" in seen[commands[3]]
+        assert "Forget run" in seen[commands[4]] and "forgot run" in seen[commands[4]]
+        assert "removed 0 runs" in seen[commands[5]]
+        assert seen[commands[6]].startswith('{"record": "run"')
+
+    @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell here")
+    def test_the_sqlite3_lines_run_against_the_quickstart_journal(self, quickstart: Path) -> None:
+        (shell,) = [b for b in blocks("") if b.startswith("sqlite3 ")]
+        for line in shell.splitlines():
+            r = subprocess.run(line, shell=True, capture_output=True, text=True, cwd=quickstart)
+            assert r.returncode == 0 and r.stdout.strip(), (line, r.stderr)
+
+
+class TestTheLinks:
+    def test_every_link_is_absolute_and_names_a_file_of_this_repository(self) -> None:
+        links = re.findall(r"\]\(([^)]+)\)", README)
+        assert links
+        for link in links:
+            assert link.startswith("https://"), link
+            if link.startswith(BASE):
+                assert (ROOT / link[len(BASE) :]).exists(), link
+
+    def test_the_package_points_to_the_same_place(self) -> None:
+        tomllib = pytest.importorskip("tomllib")
+        meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+        assert BASE.startswith(meta["urls"]["Source"])
+        classifiers = set(meta["classifiers"])
+        assert any(c.startswith("Development Status :: ") for c in classifiers)
+        assert any(c.startswith("Operating System :: ") for c in classifiers)
+        low = tuple(int(x) for x in meta["requires-python"].removeprefix(">=").split("."))
+        assert f"Programming Language :: Python :: {low[0]}.{low[1]}" in classifiers
+        assert meta["license"] == "MIT"
