@@ -4,8 +4,8 @@ A step's row is written when it finishes. A step that runs for long (an LLM
 call of 30 s) would be invisible until then: ``lil show`` could not say what
 a run is doing, nor in which step a crashed run died. So each journal keeps
 its fresh steps in flight in a dict (one set and one pop per step: no
-write, no lock), and one :class:`FlightWatch` thread per journal looks at it
-every :data:`SCAN_SECONDS`. A step it has seen in flight for
+write, no lock), and one :class:`FlightWatch` thread per process looks at
+every open journal's every :data:`SCAN_SECONDS`. A step it has seen in flight for
 :data:`VISIBLE_AFTER` seconds gets a row with status ``running`` (its key,
 function, start time and attempt), rewritten every :data:`HEARTBEAT_SECONDS`
 with the seconds it has run so far in ``duration_ms``. The step's own final
@@ -15,14 +15,16 @@ finishes (the process was killed, or a ``KeyboardInterrupt`` left it) keeps
 its ``running`` row: where and for how long at least the attempt was in it
 when it ended.
 
-The thread starts with the first fresh step, ends after
-:data:`IDLE_SECONDS` with no step in flight (the next step starts it again)
-and is stopped, and joined, when the journal closes.
+The thread starts with the first fresh step of any journal and ends after
+:data:`IDLE_SECONDS` with no journal open that ran a step (the next step
+starts it again). A journal that closes is forgotten first: no row is
+written for it afterwards.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -62,8 +64,10 @@ RUNNING_UPSERT = (
 )
 
 
-class FlightWatch:
-    """The thread that writes ``running`` rows for one journal's long steps."""
+class Watched:
+    """What the watcher needs of one open journal (its steps in flight and where to write)."""
+
+    __slots__ = ("attempt", "clock", "flight", "lock", "open", "run_id", "sql", "store")
 
     def __init__(
         self,
@@ -73,7 +77,6 @@ class FlightWatch:
         attempt: int,
         flight: dict[str, Entry],
         clock: Callable[[], float],
-        on_idle: Callable[[FlightWatch], bool],
     ) -> None:
         self.store = store
         self.sql = RUNNING_UPSERT.format(table=table)
@@ -81,56 +84,103 @@ class FlightWatch:
         self.attempt = attempt
         self.flight = flight
         self.clock = clock
-        #: Called when nothing was in flight for IDLE_SECONDS: True lets the thread end.
-        self.on_idle = on_idle
-        self._stop = threading.Event()
-        self.thread = threading.Thread(
-            target=self._run, name=f"letitloop-inflight {run_id}", daemon=True
-        )
+        #: Held while the watcher writes this journal's rows, and by forget():
+        #: once forgotten, nothing more is written for the journal.
+        self.lock = threading.Lock()
+        self.open = True
 
-    def start(self) -> None:
-        self.thread.start()
 
-    def stop(self) -> None:
-        """End the thread and wait until it has ended (its write in progress completes)."""
-        self._stop.set()
-        if self.thread is not threading.current_thread() and self.thread.ident is not None:
-            self.thread.join()
+class FlightWatch:
+    """One thread per process that writes ``running`` rows for every open journal's long steps.
+
+    Started by the first fresh step of any journal; ends once no journal has
+    been watched for :data:`IDLE_SECONDS`. One thread for the process, not one
+    per journal: a program running many short runs pays no thread start per run.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watched: dict[int, Watched] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, watched: Watched) -> None:
+        """Look at ``watched``'s steps in flight from now on (idempotent)."""
+        with self._lock:
+            self._watched[id(watched)] = watched
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="letitloop-inflight", daemon=True
+                )
+                self._thread.start()
+
+    def forget(self, watched: Watched) -> None:
+        """Stop looking at ``watched``; returns once no write for it is in progress."""
+        with watched.lock:
+            watched.open = False
+        with self._lock:
+            self._watched.pop(id(watched), None)
 
     def _run(self) -> None:
-        # key -> [the entry seen, monotonic time first seen, monotonic time last written]
-        seen: dict[str, list[Any]] = {}
+        # (watched id, key) -> [the entry seen, time first seen, time last written]
+        seen: dict[tuple[int, str], list[Any]] = {}
         idle_since = time.monotonic()
-        while not self._stop.wait(SCAN_SECONDS):
+        while True:
+            time.sleep(SCAN_SECONDS)
             now = time.monotonic()
-            flight = self.flight.copy()  # atomic under the GIL; steps keep running
-            if not flight:
-                seen.clear()
-                if now - idle_since >= IDLE_SECONDS and self.on_idle(self):
+            with self._lock:
+                watched = list(self._watched.values())
+                if not watched and now - idle_since >= IDLE_SECONDS:
+                    self._thread = None
                     return
+            if watched:
+                idle_since = now
+            live: set[tuple[int, str]] = set()
+            for w in watched:
+                rows = self._due(w, seen, live, now)
+                if rows:
+                    with w.lock:
+                        if not w.open:
+                            continue
+                        # Best effort: what a step is doing is shown, never worth failing
+                        # the run (a full disk fails the step's own commit, clearly).
+                        with contextlib.suppress(LetItLoopError, ValueError):
+                            w.store.write_many(w.sql, rows)
+            for k in [k for k in seen if k not in live]:
+                del seen[k]
+
+    @staticmethod
+    def _due(
+        w: Watched, seen: dict[tuple[int, str], list[Any]], live: set[tuple[int, str]], now: float
+    ) -> list[tuple[Any, ...]]:
+        rows = []
+        for key, entry in w.flight.copy().items():  # atomic under the GIL; steps keep running
+            k = (id(w), key)
+            live.add(k)
+            s = seen.get(k)
+            if s is None or s[0] is not entry:  # a new step (or a new call of the key)
+                seen[k] = [entry, now, None]
                 continue
-            idle_since = now
-            rows = []
-            for key, entry in flight.items():
-                s = seen.get(key)
-                if s is None or s[0] is not entry:  # a new step (or a new call of the key)
-                    seen[key] = [entry, now, None]
-                    continue
-                _, first, written = s
-                due = now - first >= VISIBLE_AFTER - SCAN_SECONDS / 2 and (
-                    written is None or now - written >= HEARTBEAT_SECONDS - SCAN_SECONDS / 2
-                )
-                if due:
-                    started, fn_name, fp = entry
-                    ran_ms = max(0.0, self.clock() - started) * 1000.0  # the step's own clock
-                    rows.append(
-                        (self.run_id, key, fn_name, utc_iso(started), ran_ms, self.attempt, fp)
-                    )
-                    s[2] = now
-            for key in [k for k in seen if k not in flight]:
-                del seen[key]
-            if rows:
-                # Best effort: what a step is doing is shown, never worth failing the run
-                # (a full disk or a long lock fails the step's own commit, clearly).
-                with contextlib.suppress(LetItLoopError, ValueError):
-                    self.store.write_many(self.sql, rows)
+            _, first, written = s
+            due = now - first >= VISIBLE_AFTER - SCAN_SECONDS / 2 and (
+                written is None or now - written >= HEARTBEAT_SECONDS - SCAN_SECONDS / 2
+            )
+            if due:
+                started, fn_name, fp = entry
+                ran_ms = max(0.0, w.clock() - started) * 1000.0  # the step's own clock
+                rows.append((w.run_id, key, fn_name, utc_iso(started), ran_ms, w.attempt, fp))
+                s[2] = now
+        return rows
+
+
+#: The process's watcher.
+WATCH = FlightWatch()
+
+
+def _forget_after_fork() -> None:
+    # A forked child has no watcher thread, and none of its parent's journals.
+    global WATCH
+    WATCH = FlightWatch()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)

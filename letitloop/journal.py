@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FunctionType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from . import codec, locks
+from . import codec, inflight, locks
 from .errors import (
     DecodeError,
     EncodeError,
@@ -38,7 +38,6 @@ from .errors import (
     traceback_text,
 )
 from .fingerprint import UNCHECKED, Fingerprinter, differences, unwrap
-from .inflight import FlightWatch
 from .keys import NEST, REPEAT_SUFFIX, Recorded, StepKeys, split_key
 from .markers import AtomicMarker, Scope
 from .store import (
@@ -269,11 +268,11 @@ class Journal:
         self._held_key: tuple[tuple[int, int], str] | None = None
         self._tokens: list[Any] = []
         self._upsert_sql = ""  # the step-row statement for self.table, set on open
-        # Fresh steps in flight, key -> (started, fn, fp), and the thread that makes a
-        # long one visible to other processes (letitloop/inflight.py; started lazily).
+        # Fresh steps in flight, key -> (started, fn, fp), and this journal's entry in
+        # the process's watcher that makes a long one visible to other processes
+        # (letitloop/inflight.py; registered by the first fresh step).
         self._in_flight: dict[str, tuple[float, str, str]] = {}
-        self._flight_watch: FlightWatch | None = None
-        self._flight_lock = threading.Lock()
+        self._flight_watch: inflight.Watched | None = None
 
     # -- opening and closing -------------------------------------------------
 
@@ -331,21 +330,32 @@ class Journal:
                     run_id = new_run_id(now)
                     # Held before its row exists (nobody else knows this id, so it is
                     # free at once): if the lock file cannot be made, the transaction
-                    # rolls back and no run is left behind.
+                    # rolls back and no run is left behind. A new run is then written
+                    # whole in this one transaction: its row and its first attempt.
                     self._hold(store, run_id)
+                    started = utc_iso(now)
                     c.execute(
-                        "INSERT INTO runs (id, goal, name, status, attempts, started_at, "
-                        "updated_at, input, input_fp) VALUES (?, ?, ?, 'running', 0, ?, ?, ?, ?)",
+                        "INSERT INTO runs (id, goal, name, status, attempts, holder_pid, "
+                        "holder_host, started_at, updated_at, input, input_fp) "
+                        "VALUES (?, ?, ?, 'running', 1, ?, ?, ?, ?, ?, ?)",
                         (
                             run_id,
                             self.goal,
                             self.run_name,
-                            utc_iso(now),
-                            utc_iso(now),
+                            os.getpid(),
+                            _HOST,
+                            started,
+                            started,
                             input_text,
                             input_fp,
                         ),
                     )
+                    self._insert_attempt(c, run_id, 1, started)
+            if row is None:
+                self.run_id = run_id
+                self.attempt = 1
+                self._new_run(store)
+                return
             if self._lock is None:
                 self._hold(store, run_id)
             now = self.clock()
@@ -373,19 +383,7 @@ class Journal:
                             "holder_host = ?, updated_at = ? WHERE id = ?",
                             (attempts, os.getpid(), _HOST, utc_iso(now), run_id),
                         )
-                        c.execute(
-                            "INSERT OR REPLACE INTO attempts (run, attempt, pid, host, watch_id, "
-                            "watch_attempt, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            (
-                                run_id,
-                                attempts,
-                                os.getpid(),
-                                _HOST,
-                                os.environ.get("LETITLOOP_WATCH_ID"),
-                                _watch_attempt(),
-                                utc_iso(now),
-                            ),
-                        )
+                        self._insert_attempt(c, run_id, attempts, utc_iso(now))
             if retry:
                 self._release()
                 continue
@@ -393,6 +391,27 @@ class Journal:
             self.attempt = max(attempts, 1)
             self._load_steps(store)
             return
+
+    @staticmethod
+    def _insert_attempt(c: Any, run_id: str, attempt: int, started: str) -> None:
+        c.execute(
+            "INSERT OR REPLACE INTO attempts (run, attempt, pid, host, watch_id, "
+            "watch_attempt, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                attempt,
+                os.getpid(),
+                _HOST,
+                os.environ.get("LETITLOOP_WATCH_ID"),
+                _watch_attempt(),
+                started,
+            ),
+        )
+
+    def _new_run(self, store: Store) -> None:
+        """A run just created: nothing recorded to load."""
+        self._keys = StepKeys(self.run_id)
+        self._results = _Results(store, self.table, [])
 
     def _hold(self, store: Store, run_id: str) -> None:
         key = (store.identity, run_id)
@@ -492,10 +511,9 @@ class Journal:
                         (now, error_text(exc), self.run_id),
                     )
         finally:
-            with self._flight_lock:
-                watch, self._flight_watch = self._flight_watch, None
-            if watch is not None:
-                watch.stop()  # before the connection it writes through is closed
+            watched, self._flight_watch = self._flight_watch, None
+            if watched is not None:
+                inflight.WATCH.forget(watched)  # nothing more is written for this run
             self._release()
             close_store(store)
             self.store = None
@@ -814,28 +832,15 @@ class Journal:
             self._keys.release(full, owner)
 
     def _watch_flight(self, store: Store) -> None:
-        """Start the thread that makes long steps visible (see letitloop/inflight.py)."""
-        with self._flight_lock:
-            if self._flight_watch is None and self.store is store:
-                watch = FlightWatch(
-                    store,
-                    self.table,
-                    self.run_id,
-                    self.attempt,
-                    self._in_flight,
-                    self.clock,
-                    self._flight_idle,
-                )
-                watch.start()
-                self._flight_watch = watch
-
-    def _flight_idle(self, watch: FlightWatch) -> bool:
-        """The thread's question after a while with no step in flight: may it end?"""
-        with self._flight_lock:
-            if self._in_flight or self._flight_watch is not watch:
-                return self._flight_watch is not watch  # replaced or stopped: end
-            self._flight_watch = None  # a step from now on starts a new thread
-            return True
+        """Have the process's watcher make this journal's long steps visible (inflight.py)."""
+        with self._keys_lock:
+            if self.store is not store or self._flight_watch is not None:
+                return
+            watched = inflight.Watched(
+                store, self.table, self.run_id, self.attempt, self._in_flight, self.clock
+            )
+            self._flight_watch = watched
+        inflight.WATCH.watch(watched)
 
     def _record_done(
         self, store: Store, key: str, fn_name: str, fp: str, started: float, value: Any

@@ -177,7 +177,12 @@ def _explain(exc: BaseException, path: Path) -> JournalFileError:
             f"from a backup",
             path=str(path),
         )
-    if "malformed database schema" in low or "no such column" in low or "no such table" in low:
+    if (
+        "malformed database schema" in low
+        or "no such column" in low
+        or "no such table" in low
+        or "has no column named" in low
+    ):
         return JournalFileError(
             f"{path}: this journal's schema is damaged ({text}); expected the tables and columns "
             f"letitloop's migrations create. Nothing was changed by this call; move the file "
@@ -225,6 +230,7 @@ _PROBES = (
     "mode=ro&readonly_shm=1",
     # After a crash the WAL index must be rebuilt (recovery), which writes the
     # -shm file (an index of the -wal, rebuilt from it): never the file or the -wal.
+    # A read-only index it cannot trust is SQLITE_PROTOCOL: this one too.
     "mode=ro",
     # A -wal without a -shm, in a folder it cannot create one in: the main file alone.
     "mode=ro&immutable=1",
@@ -247,8 +253,13 @@ def _probe(path: Path) -> bool:
         try:
             return _migrations.check(conn, path)
         except JournalFileError as exc:
+            # SQLITE_CANTOPEN, SQLITE_READONLY_RECOVERY/CANTINIT (the index needs
+            # rebuilding) and SQLITE_PROTOCOL (a read-only index it cannot trust).
             text = str(exc)
-            cannot = "unable to open" in text or "readonly" in text or "read-only" in text
+            cannot = any(
+                word in text
+                for word in ("unable to open", "readonly", "read-only", "locking protocol")
+            )
             if not cannot or query == _PROBES[-1]:
                 raise
         finally:
@@ -310,6 +321,7 @@ class Store:
         self.durability: Durability = durability
         #: Whether this connection is the process's shared one for its file (open_store).
         self.shared = False
+        self._goal_tables: dict[str, str] = {}
         self.lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -531,6 +543,7 @@ class Store:
                 version = self._read_schema_version()
                 if version == self._schema_version:
                     return
+                self._goal_tables.clear()  # a goal's table may have gone
                 if not _migrations.check(self.conn, self.path):
                     _migrations.migrate(self)
                 self._schema_version = self._read_schema_version()
@@ -568,10 +581,18 @@ class Store:
         return rows[0][0] if rows else None
 
     def ensure_goal(self, conn: sqlite3.Connection, goal: str, now: float) -> str:
-        """Inside a write transaction: the goal's table, created from the template if new."""
+        """Inside a write transaction: the goal's table, created from the template if new.
+
+        A goal's table, once read, is remembered by this connection until the
+        schema changes (``lil gc`` dropping an empty goal's table does).
+        """
+        known = self._goal_tables.get(goal)
+        if known is not None:
+            return known
         row = conn.execute("SELECT journal_table FROM goals WHERE goal = ?", (goal,)).fetchone()
         if row:
-            return str(row[0])
+            self._goal_tables[goal] = table = str(row[0])
+            return table
         table = journal_table_name(goal)
         taken = (
             table in RESERVED_TABLES

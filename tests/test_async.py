@@ -1067,7 +1067,7 @@ class TestTheCommitThread:
             async with Journal("g", path=db, durability="power") as j:
                 await asyncio.gather(*(j.async_step(f"s:{i}", value, i) for i in range(10)))
                 during = [t.name for t in threading.enumerate()]
-            after = [t.name for t in threading.enumerate() if t.name.startswith("letitloop-")]
+            after = [t.name for t in threading.enumerate() if t.name.startswith("letitloop-commit")]
             assert any(name.startswith("letitloop-commit") for name in during)
             return after
 
