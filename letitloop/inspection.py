@@ -37,7 +37,8 @@ from .errors import (
     RunHeldError,
     RunNotFoundError,
 )
-from .journal import new_run_id, run_lock_path
+from .ids import new_run_id
+from .journal import run_lock_path
 from .store import Store, resolve_path, utc_iso
 
 #: The states a run can be in, as ``lil runs`` shows them. ``running``: held

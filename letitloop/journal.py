@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
-import secrets
-import socket
 import sys
 import threading
 import time
@@ -40,6 +38,8 @@ from .errors import (
     traceback_text,
 )
 from .fingerprint import UNCHECKED, Fingerprinter, differences, unwrap
+from .ids import HOST as _HOST
+from .ids import new_run_id
 from .keys import NEST, REPEAT_SUFFIX, Recorded, StepKeys, split_key
 from .markers import AtomicMarker, Scope
 from .store import MAX_NAME_LENGTH, Durability, Store, check_name, utc_iso
@@ -75,9 +75,6 @@ _registry_lock = threading.Lock()
 #: ``Journal(goal)`` without ``input=``: the run records no input.
 _NO_INPUT: Any = object()
 
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_HOST = socket.gethostname()
-
 
 def _watch_attempt() -> int | None:
     """The supervisor's attempt number (``lil watch`` sets LETITLOOP_ATTEMPT), if any."""
@@ -85,12 +82,6 @@ def _watch_attempt() -> int | None:
     if text is None or not text.isdigit():
         return None
     return int(text)
-
-
-def new_run_id(t: float) -> str:
-    """A ULID: 48-bit milliseconds then 80 random bits, Crockford base32; sorts by time."""
-    n = (int(t * 1000) << 80) | secrets.randbits(80)
-    return "".join(_CROCKFORD[(n >> shift) & 31] for shift in range(125, -1, -5))
 
 
 def run_lock_path(store: Store, run_id: str) -> Path:

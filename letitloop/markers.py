@@ -27,7 +27,6 @@ import contextlib
 import math
 import os
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from .errors import (
     error_text,
     traceback_text,
 )
+from .ids import HOST as _HOST
 from .store import check_name, utc_iso
 
 if TYPE_CHECKING:
@@ -62,8 +62,6 @@ GOAL_SCOPE_RUN = "*"
 
 #: The table of global markers (see migrations/0003_markers.sql).
 GLOBAL_TABLE = "markers"
-
-_HOST = socket.gethostname()
 
 #: How often an async waiter's worker thread checks whether its task was
 #: cancelled: a cancelled wait frees its thread within this many seconds.

@@ -20,7 +20,6 @@ import functools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from ._exec_shim import shim_argv
 from ._proctree import group_alive as _group_alive
 from ._proctree import killpg as _killpg
 from .errors import LetItLoopError, SupervisorError
+from .ids import HOST, new_run_id
 from .policy import (
     DEFAULTS,
     ChildExit,
@@ -97,7 +97,7 @@ class Recorder:
         self.target = target
         self.err = err
         self.wall = wall
-        self.host = socket.gethostname()
+        self.host = HOST
         # Opening the file up front makes a bad --db path fail before any start.
         self.store: Store = Store(path)
         self.path = self.store.path
@@ -182,8 +182,6 @@ class Supervisor:
         rng: Callable[[], float] | None = None,
         subreaper: bool = False,
     ) -> None:
-        from .journal import new_run_id
-
         if os.name != "posix":
             raise SupervisorError(
                 "supervision needs POSIX process groups and signals (Linux, macOS), found "
