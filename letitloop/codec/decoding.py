@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ..errors import DecodeError
+from ..errors import DecodeError, error_text
 from .document import MAX_DEPTH, TAG
 from .entries import _BUILTIN_EXCEPTIONS, _Entry
-from .failures import _describe, _Fail, _key_segment, _need, _short_repr, _type_name
+from .failures import _Fail, _key_segment, _need, _short_repr, _type_name
 from .plain import _SCALARS, _WALK_MAX
 from .registry import CodecRegistry, default_registry
 from .stack import _FRAMES_PER_LEVEL, _on_fresh_stack
@@ -132,7 +132,7 @@ def _dec_tag(key: str, payload: Any, reg: _Reading) -> Any:
             raise
         except Exception as exc:
             raise _Fail(
-                f"recorded {name} {_short_repr(payload, 80)} is malformed ({_describe(exc)}); "
+                f"recorded {name} {_short_repr(payload, 80)} is malformed ({error_text(exc)}); "
                 f"the row was edited or written by another program"
             ) from None
     entry = reg._entry_for_name(name)
@@ -149,7 +149,7 @@ def _dec_tag(key: str, payload: Any, reg: _Reading) -> Any:
         raise
     except Exception as exc:
         raise _Fail(
-            f"the decode function registered for {_type_name(entry.cls)} failed: {_describe(exc)}"
+            f"the decode function registered for {_type_name(entry.cls)} failed: {error_text(exc)}"
         ) from None
 
 

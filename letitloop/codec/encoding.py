@@ -13,11 +13,11 @@ from typing import Any
 
 import msgspec
 
-from ..errors import EncodeError
+from ..errors import EncodeError, error_text
 from .document import _MAX_INT_DIGITS, MAX_DEPTH, TAG
 from .entries import _how_to_register
 from .escape import _dump_escaped, _plain_text
-from .failures import _describe, _Fail, _key_segment, _short_repr, _too_deep, _type_name
+from .failures import _Fail, _key_segment, _short_repr, _too_deep, _type_name
 from .plain import (
     _DICT_ONLY,
     _JSON_TYPES,
@@ -65,7 +65,7 @@ def _enc(v: Any, reg: CodecRegistry, left: int) -> Any:
             raise
         except Exception as exc:
             raise _Fail(
-                f"the encode function registered for {_type_name(t)} failed: {_describe(exc)}"
+                f"the encode function registered for {_type_name(t)} failed: {error_text(exc)}"
             ) from None
         # The object's fields (its payload) are its level: not one more.
         return {TAG + entry.name: _enc(payload, reg, left)}

@@ -17,7 +17,8 @@ from typing import Any
 
 import msgspec
 
-from .failures import _describe, _Fail, _short_repr, _type_name
+from ..errors import error_text
+from .failures import _Fail, _short_repr, _type_name
 
 
 class _Entry:
@@ -76,7 +77,7 @@ def _construct(cls: type, kwargs: dict[str, Any]) -> Any:
     except RecursionError:
         raise  # the stack, not the row: decode() retries on a fresh one
     except Exception as exc:
-        raise _Fail(f"rebuilding {_type_name(cls)} failed: {_describe(exc)}") from None
+        raise _Fail(f"rebuilding {_type_name(cls)} failed: {error_text(exc)}") from None
 
 
 def _fields_entry(
@@ -154,7 +155,7 @@ def _pydantic_entry(cls: Any, name: str) -> _Entry:
         except RecursionError:
             raise
         except Exception as exc:
-            raise _Fail(f"rebuilding {_type_name(cls)} failed: {_describe(exc)}") from None
+            raise _Fail(f"rebuilding {_type_name(cls)} failed: {error_text(exc)}") from None
 
     return _Entry(cls, name, enc, dec)
 
@@ -213,7 +214,7 @@ def _exception_entry(cls: Any, name: str) -> _Entry:
         except RecursionError:
             raise
         except Exception as err:
-            raise _Fail(f"rebuilding {_type_name(cls)} failed: {_describe(err)}") from None
+            raise _Fail(f"rebuilding {_type_name(cls)} failed: {error_text(err)}") from None
         return exc
 
     return _Entry(cls, name, enc, dec)

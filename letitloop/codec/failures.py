@@ -60,11 +60,3 @@ def _short_repr(v: Any, width: int = 40) -> str:
     except Exception:  # a __repr__ that fails, or a value too deep to print
         return f"<{_type_name(type(v))}>"
     return r if len(r) <= width else r[: width - 3] + "..."
-
-
-def _describe(exc: BaseException) -> str:
-    """``ExcType: message`` of an exception a user's code raised; never raises."""
-    try:
-        return f"{type(exc).__name__}: {exc}"
-    except Exception:
-        return type(exc).__name__
