@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from .errors import LetItLoopError
+from .policy import DEFAULTS, RESTART_MODES
 
 #: Set to 1 to get the full traceback of any error instead of its one line.
 TRACEBACK_ENV = "LETITLOOP_TRACEBACK"
@@ -148,7 +149,7 @@ def _exit_statuses(
     ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 ) -> frozenset[int]:
     """Exit statuses 0-255 or signal names (``SIGKILL`` means 137)."""
-    from .supervisor import parse_exit_status
+    from .policy import parse_exit_status
 
     try:
         return frozenset(parse_exit_status(v) for v in values)
@@ -166,7 +167,7 @@ _SECONDS = click.FloatRange(min=0)
 @click.option(
     "--max-restarts",
     metavar="N|unlimited",
-    default="10",
+    default=str(DEFAULTS.max_restarts),
     callback=_max_restarts,
     show_default=True,
     help="Restarts allowed since the last stable run ('unlimited' for no limit).",
@@ -174,41 +175,49 @@ _SECONDS = click.FloatRange(min=0)
 @click.option(
     "--backoff",
     type=_SECONDS,
-    default=1.0,
+    default=DEFAULTS.backoff,
     show_default=True,
     help="Seconds before the first restart.",
 )
 @click.option(
     "--backoff-factor",
     type=click.FloatRange(min=1),
-    default=2.0,
+    default=DEFAULTS.backoff_factor,
     show_default=True,
     help="Each further restart waits this many times longer.",
 )
 @click.option(
-    "--backoff-max", type=_SECONDS, default=60.0, show_default=True, help="Longest wait (seconds)."
+    "--backoff-max",
+    type=_SECONDS,
+    default=DEFAULTS.backoff_max,
+    show_default=True,
+    help="Longest wait (seconds).",
 )
 @click.option(
     "--stable-after",
     type=_SECONDS,
-    default=30.0,
+    default=DEFAULTS.stable_after,
     show_default=True,
     help="A child up this long resets the backoff and the restart count.",
 )
 @click.option(
     "--burst",
     type=click.IntRange(min=1),
-    default=5,
+    default=DEFAULTS.burst,
     show_default=True,
     help="Breaker: more than N deaths within --window stops the loop.",
 )
 @click.option(
-    "--window", type=_SECONDS, default=10.0, show_default=True, help="Breaker window (seconds)."
+    "--window",
+    type=_SECONDS,
+    default=DEFAULTS.window,
+    show_default=True,
+    help="Breaker window (seconds).",
 )
 @click.option(
     "--restart",
-    type=click.Choice(["on-failure", "on-crash", "always"]),
-    default="on-failure",
+    type=click.Choice(RESTART_MODES),
+    default=DEFAULTS.restart,
     show_default=True,
     help="Restart on any failure, only on a death by signal, or on every exit.",
 )
@@ -222,14 +231,14 @@ _SECONDS = click.FloatRange(min=0)
 @click.option(
     "--grace",
     type=_SECONDS,
-    default=10.0,
+    default=DEFAULTS.grace,
     show_default=True,
     help="Seconds the child gets after SIGINT/SIGTERM before SIGKILL.",
 )
 @click.option(
     "--jitter",
     type=click.FloatRange(min=0, max=1),
-    default=0.0,
+    default=DEFAULTS.jitter,
     show_default=True,
     help="Random spread of each delay, as a fraction (0.1 = ±10%).",
 )
@@ -271,7 +280,8 @@ def watch(
       lil watch agent_pipeline.py --max-restarts 10 --backoff 1.0
       lil watch --no-restart-on 2 -m mypackage.pipeline -- --date 2026-11-30
     """
-    from .supervisor import Policy, module_argv, script_argv
+    from .policy import Policy
+    from .supervisor import module_argv, script_argv
     from .supervisor import watch as run_watch
 
     if module is not None:

@@ -40,7 +40,8 @@ from .errors import (
     RunHeldError,
     RunNotFoundError,
 )
-from .journal import new_run_id, run_lock_path
+from .ids import new_run_id
+from .journal import run_lock_path
 from .store import Store, resolve_path, utc_iso
 
 #: The states a run can be in, as ``lil runs`` shows them. ``running``: held
@@ -727,7 +728,7 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
         return _infos(store, rows[:1])[0]
     rows = store.query(q + "r.id = ?", (ref,))
     if not rows:
-        rows = store.query(q + "r.goal = ? ORDER BY r.id DESC LIMIT 1", (ref,))
+        rows = store.query(q + "r.goal = ? ORDER BY r.rowid DESC LIMIT 1", (ref,))
     if not rows:
         rows = store.query(q + "r.name = ? ORDER BY r.id DESC", (ref,))
         if len(rows) > 1:
@@ -910,7 +911,7 @@ def resumable_run(store: Store, goal: str) -> RunInfo | None:
     rows = store.query(
         f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
         "WHERE r.goal = ? AND r.name IS NULL AND r.status IN ('running', 'failed') "
-        "ORDER BY r.id DESC LIMIT 1",
+        "ORDER BY r.rowid DESC LIMIT 1",
         (goal,),
     )
     return _infos(store, rows)[0] if rows else None

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shlex
-import socket
 import sys
 import threading
 import time
@@ -38,6 +36,8 @@ from .errors import (
     traceback_text,
 )
 from .fingerprint import UNCHECKED, Fingerprinter, differences, unwrap
+from .ids import HOST as _HOST
+from .ids import new_run_id
 from .keys import NEST, REPEAT_SUFFIX, Recorded, StepKeys, split_key
 from .markers import AtomicMarker, Scope
 from .store import (
@@ -83,9 +83,6 @@ _registry_lock = threading.Lock()
 #: ``Journal(goal)`` without ``input=``: the run records no input.
 _NO_INPUT: Any = object()
 
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_HOST = socket.gethostname()
-
 
 def _watch_attempt() -> int | None:
     """The supervisor's attempt number (``lil watch`` sets LETITLOOP_ATTEMPT), if any."""
@@ -93,12 +90,6 @@ def _watch_attempt() -> int | None:
     if text is None or not text.isdigit():
         return None
     return int(text)
-
-
-def new_run_id(t: float) -> str:
-    """A ULID: 48-bit milliseconds then 80 random bits, Crockford base32; sorts by time."""
-    n = (int(t * 1000) << 80) | secrets.randbits(80)
-    return "".join(_CROCKFORD[(n >> shift) & 31] for shift in range(125, -1, -5))
 
 
 def run_lock_path(store: Store, run_id: str) -> Path:
@@ -321,7 +312,9 @@ class Journal:
                     # input (named runs are reached by their name).
                     row = c.execute(
                         "SELECT id FROM runs WHERE goal = ? AND name IS NULL AND input_fp IS ? "
-                        "AND status IN ('running', 'failed') ORDER BY id DESC LIMIT 1",
+                        # rowid: the order runs were made in (ids made in one
+                        # millisecond sort in no particular order).
+                        "AND status IN ('running', 'failed') ORDER BY rowid DESC LIMIT 1",
                         (self.goal, input_fp),
                     ).fetchone()
                 if row:

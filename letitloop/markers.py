@@ -26,8 +26,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +43,7 @@ from .errors import (
     error_text,
     traceback_text,
 )
+from .ids import HOST as _HOST
 from .store import check_name, utc_iso
 
 if TYPE_CHECKING:
@@ -62,8 +61,6 @@ GOAL_SCOPE_RUN = "*"
 
 #: The table of global markers (see migrations/0003_markers.sql).
 GLOBAL_TABLE = "markers"
-
-_HOST = socket.gethostname()
 
 #: How often an async waiter's worker thread checks whether its task was
 #: cancelled: a cancelled wait frees its thread within this many seconds.
@@ -310,7 +307,7 @@ class AtomicMarker:
         """Under both locks: the false offer if done, else claim the row and offer it."""
         store, p, j = self._store, self._place, self.journal
         assert store is not None and p is not None
-        token = secrets.token_hex(8)
+        token = os.urandom(8).hex()
         now = j.clock()
         holder = (os.getpid(), _HOST, j.run_id, token)
         with store.write() as c:

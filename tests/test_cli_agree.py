@@ -322,7 +322,8 @@ def three(tmp_path: Path) -> tuple[Path, list[str]]:
 def run_ids(db: Path) -> list[str]:
     conn = sqlite3.connect(db)
     try:
-        return [r[0] for r in conn.execute("SELECT id FROM runs ORDER BY id")]
+        # Creation order: ids made in one millisecond sort in no particular order.
+        return [r[0] for r in conn.execute("SELECT id FROM runs ORDER BY rowid")]
     finally:
         conn.close()
 

@@ -1698,3 +1698,66 @@ class TestThePlainJSONCheckAndItsPortableTwin:
     def test_a_general_dict_is_stored_as_plain_json(self) -> None:
         value = _large(general_dict({"k": [1, 2]}))
         assert encode(value) == msgspec.json.encode(value).decode()
+
+
+class TestTheBuiltInTags:
+    """The built-in tags are split over tags.py and the walks; the registry reserves them all."""
+
+    def test_every_tag_a_document_can_hold_is_a_name_no_class_may_register(self) -> None:
+        from letitloop.codec import decoding, registry
+
+        assert set(decoding._BUILTIN_DECODERS) == registry._RESERVED_NAMES
+        for name in decoding._BUILTIN_DECODERS:
+            with pytest.raises(ValueError, match="reserved"):
+                CodecRegistry().register(Point, name=name)
+
+    def test_every_type_with_a_built_in_tag_is_refused_by_register(self) -> None:
+        from letitloop.codec import encoding, tags
+
+        assert set(encoding._BUILTIN_ENCODERS) == tags._BUILTIN_TYPES
+        for t in encoding._BUILTIN_ENCODERS:
+            with pytest.raises(TypeError, match="built in"):
+                CodecRegistry().register(t)
+
+
+class Gadget:
+    """A class with an encode/decode pair that fails (see TestARegisteredFunctionThatFails)."""
+
+
+class Mute(Exception):
+    """An exception whose message cannot be turned into text."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def _raise_mute(_: Any) -> Any:
+    raise Mute()
+
+
+class TestARegisteredFunctionThatFails:
+    """Its error is quoted as a failed step's error is recorded (letitloop.errors.error_text)."""
+
+    def test_a_failing_encode_is_named_with_its_error(self) -> None:
+        from letitloop.errors import error_text
+
+        own = CodecRegistry()
+        own.register(Gadget, name="app.Gadget", encode=_raise_mute, decode=lambda v: Gadget())
+        with pytest.raises(EncodeError) as info:
+            encode([Gadget()], own)
+        assert (
+            "the encode function registered for test_codec.Gadget failed: "
+            f"{error_text(Mute())}" in str(info.value)
+        )
+
+    def test_a_failing_decode_is_named_with_its_error(self) -> None:
+        from letitloop.errors import error_text
+
+        own = CodecRegistry()
+        own.register(Gadget, name="app.Gadget", encode=lambda g: 1, decode=_raise_mute)
+        with pytest.raises(DecodeError) as info:
+            decode(encode([Gadget()], own), own)
+        assert (
+            "the decode function registered for test_codec.Gadget failed: "
+            f"{error_text(Mute())}" in str(info.value)
+        )

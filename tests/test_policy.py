@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import pickle
 import signal
 
 import pytest
 
 from letitloop.errors import LetItLoopError, SupervisorError
-from letitloop.supervisor import (
+from letitloop.policy import (
+    DEFAULTS,
     ChildExit,
     Policy,
     RestartPolicy,
     parse_exit_status,
-    program_argv,
 )
+from letitloop.supervisor import program_argv, supervise
 
 KILLED = ChildExit(signal=signal.SIGKILL)
 FAILED = ChildExit(code=1)
@@ -231,6 +234,26 @@ class TestBadSettings:
             Policy(**{setting: value})  # type: ignore[arg-type]
         assert isinstance(info.value, LetItLoopError)
         assert str(pickle.loads(pickle.dumps(info.value))) == str(info.value)
+
+
+class TestTheDefaults:
+    """The settings' defaults are written once, in letitloop.policy."""
+
+    def test_supervise_without_settings_takes_the_policy_defaults(self) -> None:
+        params = inspect.signature(supervise).parameters
+        for f in dataclasses.fields(Policy):
+            assert params[f.name].default == getattr(DEFAULTS, f.name), f.name
+
+    def test_lil_watch_without_options_takes_the_policy_defaults(self) -> None:
+        from letitloop.cli import cli, watch
+
+        # Under the lil group's context, as lil runs it (its help option names, its settings).
+        with (
+            cli.make_context("lil", ["watch"]) as parent,
+            watch.make_context("watch", ["pipeline.py"], parent=parent) as ctx,
+        ):
+            given = {f.name: ctx.params[f.name] for f in dataclasses.fields(Policy)}
+        assert Policy(**given) == DEFAULTS == Policy()
 
 
 class TestRerunningTheProgram:

@@ -1,0 +1,164 @@
+"""The package's layers (docs/architecture.md): every import points down, never up.
+
+Read from the source, not from ``sys.modules`` (importing any module runs
+``letitloop/__init__.py``, which loads nearly everything). A lazy import inside
+a function counts: it is a dependency all the same. An import under
+``if TYPE_CHECKING:`` does not: it names a type and runs nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
+
+#: Bottom up, as docs/architecture.md draws them. A module may import its own
+#: layer and the layers below it.
+LAYERS: list[tuple[str, set[str]]] = [
+    ("foundations", {"errors", "ids", "_exec_shim", "_proctree"}),
+    ("codec and store", {"codec", "store", "migrate"}),
+    (
+        "locks, keys, fingerprints, commits, steps in flight",
+        {"locks", "keys", "fingerprint", "commits", "inflight"},
+    ),
+    ("markers", {"markers"}),
+    ("journal", {"journal"}),
+    ("decorators", {"durable"}),
+    ("inspection and supervision", {"inspection", "policy", "supervisor"}),
+    (
+        "command line and adapters",
+        {"cli", "render", "runtext", "demo", "__main__", "adapters"},
+    ),
+    ("the public names", {"__init__"}),
+]
+
+#: The codec's own modules, bottom up; each imports only modules before it.
+CODEC_ORDER = [
+    "document",
+    "failures",
+    "entries",
+    "tags",
+    "escape",
+    "registry",
+    "plain",
+    "stack",
+    "encoding",
+    "decoding",
+    "__init__",
+]
+
+#: Imports that point up, each with its reason; a new one needs a reason here.
+KNOWN_UPWARD = {
+    # The version a journal file was written with lives in __init__.py.
+    ("migrate", "__init__"): "migrate.py reads letitloop.__version__",
+}
+
+
+def module_files() -> dict[str, Path]:
+    """``codec.tags`` -> its file, for every module of the package."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside."""
+    files = module_files()
+
+    def module(dotted: list[str]) -> str | None:
+        key = ".".join(dotted)
+        for candidate in (key, f"{key}.__init__" if key else "__init__"):
+            if candidate in files:
+                return candidate
+        return None
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            type_only.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    package = name.split(".")[:-1]
+    found: set[str | None] = set()
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+            elif (node.module or "").split(".")[0] == "letitloop":
+                base = []
+            else:
+                continue
+            parts = [p for p in (node.module or "").split(".") if p]
+            target = [*base, *(parts[1:] if not node.level else parts)]
+            for alias in node.names:
+                found.add(module([*target, alias.name]) or module(target))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "letitloop":
+                    found.add(module(parts[1:]))
+    return {f for f in found if f is not None} - {name}
+
+
+def layer_of(name: str) -> int:
+    """The index in LAYERS of a module (a package's modules share its layer)."""
+    top = name.split(".")[0]
+    for i, (_, members) in enumerate(LAYERS):
+        if top in members:
+            return i
+    raise AssertionError(
+        f"letitloop/{name.replace('.', '/')}.py is in no layer: add it to LAYERS in "
+        f"tests/test_architecture.py and to docs/architecture.md"
+    )
+
+
+class TestTheLayers:
+    @pytest.mark.parametrize("name", sorted(module_files()))
+    def test_a_module_imports_nothing_above_its_layer(self, name: str) -> None:
+        mine = layer_of(name)
+        for target in sorted(imports(name, module_files()[name])):
+            pair = (name.split(".")[0], target.split(".")[0])
+            if layer_of(target) > mine and pair not in KNOWN_UPWARD:
+                raise AssertionError(
+                    f"{name} ({LAYERS[mine][0]}) imports {target} "
+                    f"({LAYERS[layer_of(target)][0]}), a higher layer"
+                )
+
+    @pytest.mark.parametrize("name", sorted(module_files()))
+    def test_every_module_opens_by_saying_what_it_owns(self, name: str) -> None:
+        tree = ast.parse(module_files()[name].read_text(encoding="utf-8"))
+        doc = ast.get_docstring(tree)
+        assert doc and doc.strip(), f"letitloop/{name.replace('.', '/')}.py has no docstring"
+
+    @pytest.mark.parametrize("name", sorted(set(module_files()) - {"__main__"}))  # (it runs lil)
+    def test_every_module_imports(self, name: str) -> None:
+        importlib.import_module(("letitloop." + name.removesuffix("__init__")).rstrip("."))
+
+    def test_the_known_upward_imports_are_still_there(self) -> None:
+        for importer, imported in KNOWN_UPWARD:
+            found = {t.split(".")[0] for t in imports(importer, module_files()[importer])}
+            assert imported in found, f"{importer} no longer imports {imported}: drop the entry"
+
+
+class TestTheCodecPackage:
+    def test_its_modules_are_all_in_order(self) -> None:
+        assert {n.removeprefix("codec.") for n in module_files() if n.startswith("codec.")} == set(
+            CODEC_ORDER
+        )
+
+    @pytest.mark.parametrize("name", CODEC_ORDER)
+    def test_a_codec_module_imports_only_the_ones_below_it(self, name: str) -> None:
+        below = set(CODEC_ORDER[: CODEC_ORDER.index(name)])
+        inside = {
+            t.removeprefix("codec.")
+            for t in imports(f"codec.{name}", module_files()[f"codec.{name}"])
+            if t.startswith("codec.")
+        }
+        assert inside <= below, f"codec.{name} imports {sorted(inside - below)}, not below it"
