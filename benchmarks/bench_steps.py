@@ -76,6 +76,7 @@ STEP_PATH_IMPORTS = (
     "enum",
     "base64",
     "_blake2",
+    "atexit",  # a builtin module: the shared connections are closed at exit
 )
 
 
@@ -96,9 +97,24 @@ def needless_modules() -> list[str]:
     return sorted(m for m in loaded - floor if m != "letitloop" and not m.startswith("letitloop."))
 
 
+def _compiled_env() -> dict[str, str]:
+    """The environment with bytecode caching on, as an installed package has it.
+
+    With PYTHONDONTWRITEBYTECODE set (some sandboxes set it) every import
+    compiles letitloop's modules again, which is not what users pay.
+    """
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def import_time() -> float:
     code = "import time; t = time.perf_counter(); import letitloop; print(time.perf_counter() - t)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = _compiled_env()
+    subprocess.run([sys.executable, "-c", "import letitloop"], env=env, check=True)  # compile
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
     return float(out.stdout)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import sys
 import threading
 import time
@@ -965,6 +964,8 @@ class Journal:
 
     def _ways_out(self, key: str) -> str:
         # Shell-quoted, so each command works as pasted whatever the goal and key hold.
+        import shlex  # only for an error's advice
+
         reset = f"lil reset {shlex.quote(self.goal)} --run {self.run_id}"
         fork = f"lil fork {self.run_id} --from-step {shlex.quote(key)}"
         return f"reset it with: {reset}; or fork it with: {fork}"

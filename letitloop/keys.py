@@ -33,7 +33,6 @@ import sys
 import threading
 import weakref
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConcurrentStepError, InvalidNameError
@@ -86,29 +85,38 @@ def same_arguments(recorded: str | None, called: str) -> bool:
     return True
 
 
-@dataclass(slots=True)
 class Recorded:
     """A step row recorded as done: what a replay needs, without its result text."""
 
-    key: str
-    fn: str | None
-    fp: str | None
-    #: The row's rowid: its result is read when it is replayed.
-    rowid: int
+    # A plain slotted class (not a dataclass: `dataclasses` imports `inspect`,
+    # ~7 ms that `import letitloop` need not pay).
+    __slots__ = ("fn", "fp", "key", "rowid")
+
+    def __init__(self, key: str, fn: str | None, fp: str | None, rowid: int) -> None:
+        self.key = key
+        self.fn = fn
+        self.fp = fp
+        #: The row's rowid: its result is read when it is replayed.
+        self.rowid = rowid
+
+    def __repr__(self) -> str:
+        return f"Recorded({self.key!r}, {self.fn!r}, {self.fp!r}, {self.rowid})"
 
 
-@dataclass(slots=True)
 class _Name:
     """The recorded calls of one name, and which of them this attempt has replayed."""
 
-    #: Recorded numbers, ascending.
-    numbers: list[int] = field(default_factory=list)
-    #: Index into ``numbers`` below which every number has been claimed.
-    low: int = 0
-    #: Unclaimed recorded numbers by fingerprint, ascending.
-    by_fp: dict[str | None, deque[int]] = field(default_factory=dict)
-    #: Whether a recorded fingerprint is legacy (None) or holds an unchecked part.
-    fuzzy: bool = False
+    __slots__ = ("by_fp", "fuzzy", "low", "numbers")
+
+    def __init__(self) -> None:
+        #: Recorded numbers, ascending.
+        self.numbers: list[int] = []
+        #: Index into ``numbers`` below which every number has been claimed.
+        self.low = 0
+        #: Unclaimed recorded numbers by fingerprint, ascending.
+        self.by_fp: dict[str | None, deque[int]] = {}
+        #: Whether a recorded fingerprint is legacy (None) or holds an unchecked part.
+        self.fuzzy = False
 
 
 class StepKeys:

@@ -29,10 +29,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from . import locks
 from .errors import (
@@ -109,8 +108,7 @@ class MarkerOffer:
         )
 
 
-@dataclass(frozen=True)
-class _Place:
+class _Place(NamedTuple):
     """Where a marker's row lives and how to address it."""
 
     table: str
