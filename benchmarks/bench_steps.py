@@ -118,6 +118,26 @@ def import_time() -> float:
     return float(out.stdout)
 
 
+_FIRST_STEP = (
+    "import sys, time\nfrom letitloop import Journal\n"
+    "with Journal('g', path=sys.argv[1]) as j:\n    j.step('a', str, 1)\n"
+    "    print(time.time())\n"
+)
+
+
+def spawn_to_first_step(db: Path) -> float:
+    """Wall time from spawning a process to its first step committed (read off its clock)."""
+    t0 = time.time()
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_STEP, str(db)],
+        check=True,
+        env=_compiled_env(),
+        capture_output=True,
+        text=True,
+    )
+    return float(out.stdout) - t0
+
+
 def bare_interpreter() -> float:
     """Wall time of ``python -c pass``: what every process pays before importing anything."""
     t0 = time.perf_counter()
@@ -181,6 +201,12 @@ def main() -> None:
         per_run3 = median_of(r, lambda: short_runs(1000 // max(1, r // 3), 3, runs_db))
     per_run = per_run3 - 3 * (step_n + call)
     imported = median_of(r, import_time)
+    with tempfile.TemporaryDirectory() as d:
+        new_files = iter(Path(d) / f"new{i}.db" for i in range(1000))
+        first_new = median_of(r, lambda: spawn_to_first_step(next(new_files)))
+        existing = Path(d) / "existing.db"
+        spawn_to_first_step(existing)
+        first_existing = median_of(r, lambda: spawn_to_first_step(existing))
     bare = median_of(r, bare_interpreter)
     needless = needless_modules()
 
@@ -222,6 +248,12 @@ def main() -> None:
                     ms(imported),
                     f"bare interpreter {ms(bare)}",
                 ],
+                [
+                    "spawn -> first step, new journal file (process exit included)",
+                    ms(first_new),
+                    "",
+                ],
+                ["spawn -> first step committed, existing journal file", ms(first_existing), ""],
                 ["modules import letitloop loads needlessly", " ".join(needless) or "none", ""],
             ],
         )

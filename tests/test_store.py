@@ -6,6 +6,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from letitloop.errors import JournalFileError
 from letitloop.store import Store
@@ -61,3 +63,18 @@ class TestAWriteBlock:
                 store.query("SELECT no_such_column FROM goals")
         finally:
             store.close()
+
+
+class TestTimestamps:
+    """utc_iso formats each second once; it must agree with datetime to the microsecond."""
+
+    @settings(max_examples=2000, deadline=None)
+    @given(st.floats(min_value=-1e10, max_value=1e11, allow_nan=False))
+    def test_utc_iso_is_datetimes_isoformat(self, t: float) -> None:
+        from datetime import datetime, timezone
+
+        from letitloop.store import utc_iso
+
+        expected = datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
+        assert utc_iso(t) == expected
+        assert utc_iso(t) == expected  # and again, from the cached second
