@@ -691,9 +691,15 @@ def get_run(store: Store, run_id: str) -> RunInfo:
     return _infos(store, rows)[0]
 
 
-def _prefix_pattern(ref: str) -> str:
-    """A LIKE pattern (ESCAPE '\\') for run ids that start with ``ref``."""
-    return ref.upper().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+def _prefix_range(ref: str) -> tuple[str, str]:
+    """``(low, high)``: run ids starting with ``ref`` are ``low <= id < high``.
+
+    A range on the primary key, which the index answers directly (a LIKE is
+    case-insensitive, so SQLite scans the whole table for it). Ids are
+    upper-case Crockford base32, so the prefix is upper-cased first.
+    """
+    low = ref.upper()
+    return low, low[:-1] + chr(ord(low[-1]) + 1)
 
 
 def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
@@ -710,8 +716,8 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
         rows = store.query(q + "r.goal = ? AND (r.id = ? OR r.name = ?)", (goal, ref, ref))
         if not rows and len(ref) >= MIN_PREFIX:
             rows = store.query(
-                q + "r.goal = ? AND r.id LIKE ? ESCAPE '\\' ORDER BY r.id DESC LIMIT 3",
-                (goal, _prefix_pattern(ref)),
+                q + "r.goal = ? AND r.id >= ? AND r.id < ? ORDER BY r.id DESC LIMIT 3",
+                (goal, *_prefix_range(ref)),
             )
             if len(rows) > 1:
                 raise RunNotFoundError(
@@ -740,7 +746,7 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
             )
     if not rows and len(ref) >= MIN_PREFIX:
         rows = store.query(
-            q + "r.id LIKE ? ESCAPE '\\' ORDER BY r.id DESC LIMIT 3", (_prefix_pattern(ref),)
+            q + "r.id >= ? AND r.id < ? ORDER BY r.id DESC LIMIT 3", _prefix_range(ref)
         )
         if len(rows) > 1:
             raise RunNotFoundError(
