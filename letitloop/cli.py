@@ -362,10 +362,11 @@ def _db_path(ctx: click.Context) -> Path | None:
     return db if db is not None else root.params.get("db")
 
 
-def _store(ctx: click.Context) -> Any:
+def _store(ctx: click.Context, *, write: bool = False, live: bool = False) -> Any:
+    """The journal for a command: read-only unless the command changes it (``write``)."""
     from .inspection import open_journal_file
 
-    return open_journal_file(_db_path(ctx))
+    return open_journal_file(_db_path(ctx), write=write, live=live)
 
 
 # -- shell completion: goals, runs and step keys, read from the journal ----------------
@@ -669,7 +670,7 @@ def show(
     from . import render
     from .inspection import export_records, export_run, find_run, show_run
 
-    store = _store(ctx)
+    store = _store(ctx, live=follow)
     try:
         run = find_run(store, ref)
         if follow:
@@ -809,7 +810,7 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
     from . import render
     from .inspection import reset_run, reset_target, resumable_run
 
-    store = _store(ctx)
+    store = _store(ctx, write=True)
     try:
         target = reset_target(store, ref, run_ref)
         what = (
@@ -865,7 +866,7 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
     from .inspection import fork_run
     from .runtext import quoted
 
-    store = _store(ctx)
+    store = _store(ctx, write=True)
     try:
         result = fork_run(store, run_ref, from_step)
     finally:
@@ -948,7 +949,7 @@ def gc(
     from . import render
     from .inspection import gc_runs
 
-    store = _store(ctx)
+    store = _store(ctx, write=True)
     try:
         result = gc_runs(store, older_than, status=status or None, dry_run=True)
         if not dry_run and (result.removed or result.goals_removed):
@@ -1027,6 +1028,33 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
             _echo_json(export_run(store, run))
         else:
             _echo_jsonl(export_records(store, run))
+    finally:
+        store.close()
+
+
+@cli.command()
+@_db_option
+@click.pass_context
+def upgrade(ctx: click.Context) -> None:
+    """Upgrade a journal written by an older letitloop to this version's schema.
+
+    Applies the pending numbered migrations, each in its own transaction with
+    its record (any Journal of this version does the same when it opens the
+    file). The reading commands (runs, show, export) never write, so they ask
+    for this first on an older file. A file from a newer letitloop, or one
+    that is not a journal, is refused and left as it was.
+
+    \b
+    Examples:
+      lil upgrade
+      lil upgrade --db /data/pipeline/journal.db
+    """
+    from . import render
+    from .migrate import known_names
+
+    store = _store(ctx, write=True)
+    try:
+        render.echo(f"{store.path}: schema at {known_names()[-1]}")
     finally:
         store.close()
 

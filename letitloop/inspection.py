@@ -357,12 +357,19 @@ def parse_since(text: str, now: float | None = None) -> datetime:
 # -- opening the file --------------------------------------------------------------
 
 
-def open_journal_file(path: str | Path | None = None) -> Store:
-    """Open an existing journal for inspection (upgrading its schema if it is older).
+def open_journal_file(
+    path: str | Path | None = None, *, write: bool = False, live: bool = False
+) -> Store:
+    """Open an existing journal: for reading (the default) or for maintenance (``write``).
 
     Unlike ``Journal``, this never creates a file, and refuses an SQLite file
-    that is not a letitloop journal rather than adding tables to it. Raises
-    JournalFileError saying what was found.
+    that is not a letitloop journal rather than adding tables to it. A reader
+    (``lil runs``, ``show``, ``export``) opens the file read-only and never
+    changes it: no migration, no lock file, no checkpoint; a file written by
+    an older letitloop is refused with the way to upgrade it (``live``: the
+    reader watches a file others are writing, as ``--follow`` does). ``write=True``
+    (``reset``, ``fork``, ``gc``, ``upgrade``) opens it writable and upgrades
+    an older schema first. Raises JournalFileError saying what was found.
     """
     p = resolve_path(path)
     if not p.exists():
@@ -378,7 +385,9 @@ def open_journal_file(path: str | Path | None = None) -> Store:
             path=str(p),
         )
     try:
-        probe = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        # Read as it is when closed cleanly (no -wal): nothing is created beside it.
+        quiet = "&immutable=1" if not Path(f"{p}-wal").exists() else ""
+        probe = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro{quiet}", uri=True)
         try:
             names = {
                 r[0]
@@ -399,7 +408,7 @@ def open_journal_file(path: str | Path | None = None) -> Store:
             f"tables (goals, runs); pass the journal's path to --db. The file was not changed.",
             path=str(p),
         )
-    return Store(p)
+    return Store(p) if write else Store(p, readonly=True, live=live)
 
 
 # -- liveness ------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import migrate as _migrations
-from .errors import InvalidNameError, JournalFileError
+from .errors import InvalidNameError, JournalFileError, LetItLoopError
 
 try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for nothing
     from _blake2 import blake2b
@@ -334,15 +334,23 @@ class Store:
         *,
         durability: Durability = "process",
         migrate: bool = True,
+        readonly: bool = False,
+        live: bool = False,
     ) -> None:
         if durability not in ("process", "power"):
             raise ValueError(f"durability must be 'process' or 'power', got {durability!r}")
         self.path = resolve_path(path)
         self.durability: Durability = durability
+        #: Opened for reading only (``lil runs``, ``show``, ``export``): SQLite refuses
+        #: every write, nothing is migrated, created or checkpointed.
+        self.readonly = readonly
         #: Whether this connection is the process's shared one for its file (open_store).
         self.shared = False
         self._goal_tables: dict[str, str] = {}
         self.lock = threading.RLock()
+        if readonly:
+            self._open_readonly(live)
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -395,6 +403,49 @@ class Store:
         except sqlite3.Error as exc:
             self.conn.close()
             raise _explain(exc, self.path) from None
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _open_readonly(self, live: bool) -> None:
+        """Connect for reading only: refuse a file that is not at this version's schema.
+
+        A file closed cleanly (no -wal beside it) is read as it is
+        (``immutable=1``): SQLite then creates no -wal or -shm file either.
+        Otherwise, or to watch a file others write (``live``: ``--follow``),
+        ``mode=ro``: SQLite reads the -wal through its shared-memory index.
+        """
+        uri = Path(os.path.abspath(self.path)).as_uri()
+        quiet = not live and not os.path.exists(f"{self.path}-wal")
+        query = "mode=ro&immutable=1" if quiet else "mode=ro"
+        try:
+            self.conn = sqlite3.connect(
+                f"{uri}?{query}", uri=True, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise _explain(exc, self.path) from None
+        try:
+            self.real_path = Path(os.path.realpath(self.path))
+            st = os.stat(self.real_path)
+            self.identity = (st.st_dev, st.st_ino)
+            self._set_max_text(1_000_000_000)
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if not _migrations.check(self.conn, self.path):
+                names = _migrations.known_names()
+                raise JournalFileError(
+                    f"{self.path}: this journal was written by an older letitloop (it lacks "
+                    f"migration {names[-1]!r}); reading it would need its schema upgraded, "
+                    f"and a reader never writes: run 'lil upgrade' (or open it with a "
+                    f"Journal of this version) first",
+                    path=str(self.path),
+                )
+            self._schema_version = self._read_schema_version()
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise _explain(exc, self.path) from None
+        except OSError as exc:
+            self.conn.close()
+            raise JournalFileError(f"{self.path}: {exc}", path=str(self.path)) from None
         except BaseException:
             self.conn.close()
             raise
@@ -460,6 +511,12 @@ class Store:
         a read-only file, a damaged schema, a lock that outlived the busy
         timeout). Nothing of the transaction is kept then.
         """
+        if self.readonly:
+            raise LetItLoopError(
+                f"{self.path} was opened for reading only, so nothing was written; to change "
+                f"it, open it with open_journal_file(path, write=True) (lil reset, fork, gc "
+                f"and upgrade do)"
+            )
         with self.lock:
             conn = self.conn
             try:

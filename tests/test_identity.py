@@ -476,7 +476,7 @@ class TestWhichRunAnOpenerGets:
             raise RuntimeError("user 1 failed")
         with pytest.raises(RuntimeError), Journal("g", path=db) as unnamed:
             raise RuntimeError("the unnamed run failed")
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         try:
             assert reset_run(store, "g").id == unnamed.run_id
         finally:

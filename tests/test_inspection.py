@@ -101,7 +101,7 @@ class TestForkingAsALibraryCall:
             for key in "abcd":
                 j.step(key, numbered, key, calls)
             source = j.run_id
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         try:
             result = fork_run(store, source, "c")
             assert result.copied == ["a", "b"]
@@ -119,7 +119,7 @@ class TestForkingAsALibraryCall:
     def test_a_run_held_by_a_live_journal_is_refused(self, db: Path) -> None:
         with Journal("g", path=db) as j:
             j.step("a", numbered, "a", [])
-            store = open_journal_file(db)
+            store = open_journal_file(db, write=True)
             try:
                 assert is_run_held(store, j.run_id)
                 with pytest.raises(RunHeldError, match="held by a live process"):
@@ -134,7 +134,7 @@ class TestAJournalWaitingForARunThatIsForgotten:
         with Journal("g", path=db, run="nightly") as j:
             j.step("a", numbered, "a", [])
             forgotten = j.run_id
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         lock = filelock.FileLock(run_lock_path(store, forgotten))
         lock.acquire()  # as 'lil reset' does while it deletes the run
         opened: list[str] = []
@@ -158,7 +158,7 @@ class TestResettingAsALibraryCall:
     def test_an_unknown_goal_or_run_is_a_clear_error(self, db: Path) -> None:
         with Journal("g", path=db) as j:
             j.step("a", numbered, "a", [])
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         try:
             with pytest.raises(RunNotFoundError, match=r"no goal, run id.* 'h'.*known goals: g"):
                 reset_run(store, "h")
@@ -181,7 +181,7 @@ class TestCollectingGarbage:
         with pytest.raises(RuntimeError), Journal("g", path=db, clock=lambda: old) as first:
             first.step("a", str, 1)
             raise RuntimeError("left to resume")
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         try:
             listed = inspection.gc_candidates(store, timedelta(days=30))
             assert [r.id for r in listed[0]] == [first.run_id]
@@ -205,7 +205,7 @@ class TestCollectingGarbage:
                 j.step(f"s{i}", str, payload)
         with Journal("g", path=db, run="kept") as j:
             j.step("a", str, 1)
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         try:
             result = gc_runs(store, timedelta(days=30))
             assert [r.name for r in list_runs(store)] == ["kept"]
@@ -218,7 +218,7 @@ class TestCollectingGarbage:
     def test_an_age_past_year_one_removes_nothing_and_raises_nothing(self, db: Path) -> None:
         with Journal("g", path=db) as j:
             j.step("a", str, 1)
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         try:
             for dry_run in (True, False):
                 result = gc_runs(store, timedelta(days=999_999_999), dry_run=dry_run)
@@ -236,7 +236,7 @@ class TestCollectingGarbage:
         monkeypatch.setenv("LETITLOOP_WATCH_ID", "new-watch")
         with Journal("g", path=db, run="kept") as j:
             j.step("a", str, 1)
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         try:
             for watch, at in (("old-watch", old), ("new-watch", time.time())):
                 store.write1(
@@ -303,7 +303,7 @@ class TestTheJournalRowsView:
         with Journal("g", path=db) as j:
             for key in ("zeta", "alpha", "mid"):
                 j.step(key, str, key)
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         try:
             detail = show_run(store, find_run(store, "g"))
         finally:

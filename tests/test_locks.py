@@ -100,7 +100,7 @@ class TestLockFilesLeftByAHolderThatDied:
         db = tmp_path / "journal.db"
         run_python(write_script(tmp_path, "die.py", DIE_HOLDING), str(db))
         assert len(lock_files(db)) == 2
-        store = open_journal_file(db)
+        store = open_journal_file(db, write=True)
         try:
             gc_runs(store, timedelta(days=30))
         finally:
@@ -110,7 +110,7 @@ class TestLockFilesLeftByAHolderThatDied:
     def test_lil_gc_leaves_a_held_lock_file_alone(self, tmp_path: Path) -> None:
         db = tmp_path / "journal.db"
         with Journal("g", run="r", path=db):
-            store = open_journal_file(db)
+            store = open_journal_file(db, write=True)
             try:
                 gc_runs(store, timedelta(days=30))
             finally:

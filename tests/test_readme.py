@@ -137,6 +137,7 @@ class TestTheLilCommands:
             "reset",
             "gc",
             "export",
+            "upgrade",
         ]
         newest = terminal(["runs", "--jsonl", "--limit", "1"], cwd=quickstart)[1]
         run_id = re.search(r'"id": "(\w+)"', newest)
@@ -154,6 +155,7 @@ class TestTheLilCommands:
         assert "Forget run" in seen[commands[4]] and "forgot run" in seen[commands[4]]
         assert "removed 0 runs" in seen[commands[5]]
         assert seen[commands[6]].startswith('{"record": "run"')
+        assert "schema at" in seen[commands[7]]
 
     @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell here")
     def test_the_sqlite3_lines_run_against_the_quickstart_journal(self, quickstart: Path) -> None:
