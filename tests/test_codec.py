@@ -40,6 +40,7 @@ from codec_values import (
     make_value,
     nest,
     nesting,
+    written_now,
 )
 from helpers import run_python, write_script
 from hypothesis import HealthCheck, given, settings
@@ -104,6 +105,17 @@ def rows(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]
 
 def returns(value: Any) -> Any:
     return value
+
+
+def tagged(text: str) -> bool:
+    """Whether stored text is a tagged document: one tag at the top, or a plain top and the mark.
+
+    Written from the format's description (docs/types.md), not from the decoder.
+    """
+    if text.endswith(" "):
+        return True
+    top = json.loads(text)
+    return type(top) is dict and len(top) == 1 and next(iter(top)).startswith("!")
 
 
 # -- strategies ----------------------------------------------------------------
@@ -358,7 +370,7 @@ class TestPlainJSONStaysPlain:
         ],
     )
     def test_a_lookalike_of_json_is_tagged_not_flattened(self, value: Any) -> None:
-        assert encode(value).startswith('{"!')
+        assert tagged(encode(value))
         assert_same(value, roundtrip(value))
 
     def test_tags_are_small_and_readable(self) -> None:
@@ -368,8 +380,8 @@ class TestPlainJSONStaysPlain:
             "pair": (1, 2),
         }
         assert encode(value) == (
-            '{"!dict":{"when":{"!datetime":"2026-11-30T03:04:05Z"},'
-            '"id":{"!UUID":"00000000-0000-0000-0000-000000000001"},"pair":{"!tuple":[1,2]}}}'
+            '{"when":{"!datetime":"2026-11-30T03:04:05Z"},'
+            '"id":{"!UUID":"00000000-0000-0000-0000-000000000001"},"pair":{"!tuple":[1,2]}} '
         )
         assert encode(Point(1, 2)) == '{"!codec_values.Point":{"x":1,"y":2}}'
 
@@ -427,7 +439,7 @@ class TestTheLargeValueScan:
     )
     def test_a_lookalike_deep_in_a_large_value_keeps_its_type(self, x: Any) -> None:
         value = _large(x)
-        assert encode(value).startswith('{"!')
+        assert tagged(encode(value))
         assert_same(value, roundtrip(value))
 
     @pytest.mark.parametrize("x", [{StrKey("k"): 1}, {"k": StrKey("v")}], ids=["key", "value"])
@@ -460,7 +472,7 @@ class TestTheLargeValueScan:
     ) -> None:
         value = self.records()
         value[2][column] = odd  # early: the part-by-part check gives up from the end
-        assert encode(value).startswith('{"!')
+        assert tagged(encode(value))
         assert_same(value, roundtrip(value))
 
     def test_records_of_different_shapes_are_checked_just_as_well(self) -> None:
@@ -469,7 +481,7 @@ class TestTheLargeValueScan:
         value[9] = {"score": 1.0, "id": 9, "at": {}, "parent": None}  # keys in another order
         assert encode(value) == msgspec.json.encode(value).decode()
         value[1]["at"] = {3: "int key"}
-        assert encode(value).startswith('{"!')
+        assert tagged(encode(value))
         assert_same(value, roundtrip(value))
 
     @pytest.mark.parametrize(
@@ -924,9 +936,7 @@ class TestInARealJournal:
         with Journal("g", run="r", path=db) as j:
             j.step("v", returns, {"when": dt.date(2026, 11, 30), "n": (1, 2)})
         [(text,)] = rows(db, f'SELECT result FROM "{j.table}"')
-        assert json.loads(text) == {
-            "!dict": {"when": {"!date": "2026-11-30"}, "n": {"!tuple": [1, 2]}}
-        }
+        assert json.loads(text) == {"when": {"!date": "2026-11-30"}, "n": {"!tuple": [1, 2]}}
 
 
 class TestAcrossAProcessRestart:
@@ -1303,7 +1313,7 @@ class TestAnIntBeyondTheDigitGuard:
         digit_guard(640)
         value = {"n": 10**700, "m": 10**500}
         text = encode(value)
-        assert text == '{"!dict":{"n":{"!int":"' + hex(10**700) + '"},"m":' + "1" + "0" * 500 + "}}"
+        assert text == '{"n":{"!int":"' + hex(10**700) + '"},"m":' + "1" + "0" * 500 + "} "
         assert_same(value, decode(text))
 
     @pytest.mark.parametrize(
@@ -1451,7 +1461,10 @@ class TestTextThatIsNotUTF8:
 
 #: Stored texts written by the codec before MAX_DEPTH, "!str" and the digit
 #: guard fix (commit adb6575), with the values they hold. Each must decode to
-#: its value, and encode must still write exactly that text.
+#: its value, and encode must still write that text, or (since a dict or list
+#: holding tags is no longer wrapped whole) its unwrapped form: see
+#: :func:`codec_values.written_now`. More rows, written by commit 13daf56, are in
+#: tests/test_codec_rows.py.
 TODAY_ROWS: list[tuple[str, Any]] = [
     ('{"a":1,"b":[1.5,null,"x"]}', {"a": 1, "b": [1.5, None, "x"]}),
     ('[{"!tuple":[1,2]},{"!os.system":"ls"}]', [{"!tuple": [1, 2]}, {"!os.system": "ls"}]),
@@ -1564,8 +1577,10 @@ class TestRowsWrittenByEarlierVersions:
         assert_same(value, decode(text))
 
     @pytest.mark.parametrize(("text", "value"), TODAY_ROWS, ids=_row_id)
-    def test_the_same_value_is_still_written_as_the_same_text(self, text: str, value: Any) -> None:
-        assert encode(value) == text
+    def test_the_same_value_is_written_as_the_same_text_or_its_unwrapped_form(
+        self, text: str, value: Any
+    ) -> None:
+        assert encode(value) == written_now(text)
 
     def test_a_big_int_tagged_beside_a_shorter_one_still_decodes(self) -> None:
         # Earlier versions tagged every int over 13,000 bits once one int in
@@ -1573,7 +1588,7 @@ class TestRowsWrittenByEarlierVersions:
         text = '{"!list":[{"!int":"' + hex(10**4000) + '"},{"!int":"' + hex(10**5000) + '"}]}'
         assert_same([10**4000, 10**5000], decode(text))
         assert encode([10**4000, 10**5000]) == (
-            '{"!list":[1' + "0" * 4000 + ',{"!int":"' + hex(10**5000) + '"}]}'
+            "[1" + "0" * 4000 + ',{"!int":"' + hex(10**5000) + '"}] '
         )
 
 
