@@ -6,16 +6,24 @@ types at every level (a tuple that came back as a list is a failure).
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import dataclasses
 import datetime as dt
 import decimal
 import enum
+import functools
+import io
 import json
 import math
 import os
 import pathlib
+import socket
 import sqlite3
+import subprocess
 import sys
+import threading
 import uuid
 import zoneinfo
 from collections import OrderedDict
@@ -804,10 +812,119 @@ class TestAResultThatCannotBeEncoded:
         assert info.value.path == "$[<int of 16610 bits>]"
 
     def test_a_class_given_instead_of_an_instance_is_named(self) -> None:
-        with pytest.raises(
-            EncodeError, match=r"at \$\.kind: <class 'codec_values.Point'> is a class"
-        ):
+        with pytest.raises(EncodeError) as info:
             encode({"kind": Point})
+        assert str(info.value) == (
+            "cannot encode value at $.kind: the class codec_values.Point cannot be a step "
+            "result: it is code, not data, and nothing could rebuild it from the journal when "
+            "the run resumes; return an instance of it, or its name"
+        )
+
+
+def _named_function() -> int:
+    return 1
+
+
+async def _async_function() -> int:
+    return 1
+
+
+def _generator() -> Any:
+    yield 1
+
+
+async def _async_generator() -> Any:
+    yield 1
+
+
+class _Thing:
+    def method(self) -> None:
+        pass
+
+
+def _never_stored_values(stack: contextlib.ExitStack, tmp: Path) -> list[tuple[Any, str, str]]:
+    """(a value that can never be a step result, what the message calls it, what to return)."""
+    coroutine = _async_function()
+    stack.callback(coroutine.close)
+    agen = _async_generator()
+    stack.callback(lambda: asyncio.run(agen.aclose()))
+    sock = stack.enter_context(socket.socket())
+    conn = sqlite3.connect(tmp / "other.db")
+    stack.callback(conn.close)
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    stack.callback(process.wait)
+    function = "what it computes (call it inside the step), or a name to look it up by"
+    lock = "the data it guards"
+    listed = "its items in a list"
+    return [
+        (lambda: 1, "a lambda", function),
+        (_named_function, "the function _named_function", function),
+        (len, "the function len", function),
+        (_Thing().method, "the function _Thing.method", function),
+        (functools.partial(_named_function), "the function _named_function", function),
+        (Point, "the class codec_values.Point", "an instance of it, or its name"),
+        (json, "the module json", "the data you need from it, or its name"),
+        (coroutine, "a coroutine", "its awaited result (an async function is a step"),
+        (_generator(), "a generator", listed),
+        (agen, "a generator (async_generator)", listed),
+        (map(str, [1]), "an iterator (map)", listed),
+        ({"a": 1}.items(), "a dict view (dict_items)", "its items in a list (list(d.keys()))"),
+        (
+            stack.enter_context(open(tmp / "out.txt", "w")),
+            "an open file or stream (_io.TextIOWrapper)",
+            "its path, or what you read from it",
+        ),
+        (io.BytesIO(b"x"), "an open file or stream (_io.BytesIO)", "its path, or what you read"),
+        (threading.Lock(), "a lock (_thread.lock)", lock),
+        (threading.RLock(), "a lock (_thread.RLock)", lock),
+        (threading.Condition(), "a lock (threading.Condition)", lock),
+        (threading.Event(), "a lock (threading.Event)", lock),
+        (asyncio.Lock(), "a lock (asyncio.locks.Lock)", lock),
+        (sock, "an open socket (socket.socket)", "the data it received, or the address"),
+        (threading.Thread(target=print), "a thread (threading.Thread)", "what it computed"),
+        (process, "a running process (subprocess.Popen)", "its pid, exit status or output"),
+        (conn, "a database connection (sqlite3.Connection)", "the rows you read from it"),
+        (concurrent.futures.Future(), "a future (concurrent.futures._base.Future)", "its result"),
+    ]
+
+
+class TestAValueThatCanNeverBeStored:
+    """A function, an open file, a lock…: the error says what to return, never to register it."""
+
+    def test_each_is_named_with_what_to_return_instead(self, tmp_path: Path) -> None:
+        with contextlib.ExitStack() as stack:
+            for value, what, instead in _never_stored_values(stack, tmp_path):
+                with pytest.raises(EncodeError) as info:
+                    encode({"out": [value]})
+                message = str(info.value)
+                assert message.startswith(
+                    f"cannot encode value at $.out[0]: {what} cannot be a step result: "
+                ), message
+                assert "nothing could rebuild it from the journal when the run resumes" in message
+                assert f"; return {instead}" in message
+                assert "register" not in message, message
+                assert info.value.path == "$.out[0]"
+
+    def test_a_step_returning_one_is_refused_before_anything_is_written(self, db: Path) -> None:
+        with pytest.raises(EncodeError) as info, Journal("g", run="r", path=db) as j:
+            j.step("fetch", returns, {"ok": 1})
+            j.step("make_handler", returns, lambda event: event)
+        message = str(info.value)
+        assert message.startswith("step 'make_handler' (run ")
+        assert "cannot encode value at $: a lambda cannot be a step result" in message
+        assert "register" not in message
+        assert [k for (k,) in rows(db, f'SELECT key FROM "{j.table}"')] == ["fetch"]
+
+    def test_an_object_that_could_be_data_is_still_told_how_to_register(self) -> None:
+        with pytest.raises(EncodeError, match=r"register\(OrderedDict, encode=\.\.\."):
+            encode({"d": OrderedDict(a=1)})
+
+    def test_a_registered_encode_for_such_a_class_is_used(self) -> None:
+        own = CodecRegistry()
+        own.register(io.StringIO, encode=lambda f: f.getvalue(), decode=io.StringIO)
+        back = decode(encode({"buffer": io.StringIO("kept")}, own), own)
+        assert type(back["buffer"]) is io.StringIO
+        assert back["buffer"].getvalue() == "kept"
 
 
 class TestAHandEditedRow:

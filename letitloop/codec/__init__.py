@@ -38,7 +38,8 @@ holding lone surrogates, which UTF-8 cannot carry, is
 ``{"!str": ["text", 56575, …]}``.
 
 The package, bottom up: ``document`` (the tag character, the mark, the
-limits), ``failures`` (a failure's path and messages), ``entries`` (how each kind of registered
+limits), ``failures`` (a failure's path and messages, and the advice for
+values that can never be stored), ``entries`` (how each kind of registered
 class is stored), ``tags`` (the built-in types), ``escape`` (lone
 surrogates, huge ints), ``registry`` (:class:`CodecRegistry`), ``plain``
 (the plain-JSON check), ``stack`` (the fresh-thread retry), ``encoding``

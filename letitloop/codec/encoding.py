@@ -17,7 +17,7 @@ from ..errors import EncodeError, error_text
 from .document import _MAX_INT_DIGITS, MAX_DEPTH, TAG, _marked
 from .entries import _how_to_register
 from .escape import _dump_escaped, _plain_text
-from .failures import _Fail, _key_segment, _short_repr, _too_deep, _type_name
+from .failures import _Fail, _key_segment, _never_stored, _short_repr, _too_deep, _type_name
 from .plain import (
     _DICT_ONLY,
     _JSON_TYPES,
@@ -69,8 +69,9 @@ def _enc(v: Any, reg: CodecRegistry, left: int) -> Any:
             ) from None
         # The object's fields (its payload) are its level: not one more.
         return {TAG + entry.name: _enc(payload, reg, left)}
-    if isinstance(v, type):
-        raise _Fail(f"{v!r} is a class, not a value; return an instance or its name")
+    never = _never_stored(v)
+    if never is not None:
+        raise _Fail(never)
     raise _Fail(f"type {_type_name(t)} is not registered; register it with {_how_to_register(t)}")
 
 
