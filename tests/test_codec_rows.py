@@ -15,6 +15,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import sqlite3
 import subprocess
 import sys
@@ -161,6 +162,33 @@ class TestADictOfStrKeysHoldingTypedValues:
                       json_extract(result, '$.done')
                FROM runs""",
         ) == [(7, "2026-11-30", 1)]
+
+
+class TestTheQueriesInTheDocs:
+    """docs/inspecting.md's queries on typed results (its ```sql typed blocks), run for real."""
+
+    def test_each_finds_the_typed_results_it_describes(self, db: Path) -> None:
+        page = (Path(__file__).parent.parent / "docs" / "inspecting.md").read_text("utf-8")
+        blocks = re.findall(r"```sql typed\n(.*?)```", page, flags=re.S)
+        assert blocks
+        record(db, {"search": {"hits": 3, "when": WHEN}}, goal="customer_sync")
+        record(db, {"search": {"hits": 0, "when": WHEN}}, goal="other")
+        for sql in blocks:
+            assert query(db, sql) == [(3, "2026-11-30T03:04:05Z")], sql
+
+    def test_coalesce_reads_a_value_written_before_and_after_the_mark(self, db: Path) -> None:
+        table = record(db, {"new": {"hits": 3, "when": WHEN}, "old": None})
+        with sqlite3.connect(db) as con:
+            con.execute(
+                f"UPDATE \"{table}\" SET result = ? WHERE key = 'old'",
+                ('{"!dict":{"hits":4,"when":{"!datetime":"2026-11-30T03:04:05Z"}}}',),
+            )
+        assert query(
+            db,
+            f"""SELECT key, coalesce(json_extract(result, '$.hits'),
+                                     json_extract(result, '$."!dict".hits'))
+                FROM "{table}" ORDER BY key""",
+        ) == [("new", 3), ("old", 4)]
 
 
 class TestAOneKeyDictWhoseKeyStartsWithABang:
