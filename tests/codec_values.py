@@ -10,6 +10,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import json
 import math
 import pathlib
 import random
@@ -203,6 +204,27 @@ def _value(rng: random.Random, depth: int) -> Any:
     if pick == 9:
         return {"!only": kids}  # a user's key that looks like a tag
     return [kids, {"nested": kids}]
+
+
+# -- rows written by earlier versions ---------------------------------------------
+
+
+def written_now(old: str) -> str:
+    """What encode writes today for the value an earlier version stored as ``old``.
+
+    Until commit 13daf56 a whole str-keyed dict or list holding tags was
+    wrapped as ``{"!dict": {…}}`` or ``{"!list": […]}``; it is now that
+    payload as it was, followed by the mark (a space). A dict whose only key
+    starts with ``!`` is still escaped as ``{"!dict": {…}}``; every other
+    text is written as it was.
+    """
+    for wrapper in ('{"!dict":{', '{"!list":['):
+        if old.startswith(wrapper):
+            payload = json.loads(old)[wrapper[2:7]]
+            escape = type(payload) is dict and len(payload) == 1 and next(iter(payload))[:1] == "!"
+            if not escape:
+                return old[len(wrapper) - 1 : -1] + " "
+    return old
 
 
 # -- deep comparison: equal values AND identical types at every level -----------

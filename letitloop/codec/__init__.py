@@ -3,11 +3,19 @@
 A result made only of JSON-native values (``None``, ``bool``, ``int``,
 finite ``float``, ``str``, ``list``, ``dict`` with ``str`` keys — exact
 types, not subclasses) is stored as ordinary JSON, untagged. Anything else
-is stored as a *tagged document*: its top level is a JSON object with one
-key starting with ``!`` (``{"!tuple": [1, 2]}``, ``{"!list": [1,
-{"!datetime": "2026-11-30T03:04:05+00:00"}]}``), and inside it every
-non-JSON value is such a one-key object. Decoding looks at the top level
-only: plain JSON comes straight back from msgspec.
+is a *tagged document*, in which every non-JSON value is a one-key object
+whose key starts with ``!`` (a *tag*: ``{"!tuple": [1, 2]}``). A str-keyed
+dict or a list holding tags stays a JSON object or array, its typed values
+tagged in their places, and the text ends with the *mark*, a space
+(``{"hits":3,"when":{"!datetime":"…"}} ``), so that ``json_extract(result,
+'$.hits')`` finds what it names; any other value is one tag at the top.
+A dict of the user's whose only key starts with ``!`` is escaped as
+``{"!dict": {"!x": …}}`` at the top and inside a tagged document (in plain
+JSON below the top it is stored as it is: no tag is looked for there).
+Decoding looks at the top level and the last character only: plain JSON
+comes straight back from msgspec. Rows written before the mark, which
+wrapped a whole dict or list as ``{"!dict": {…}}`` or ``{"!list": […]}``,
+read back as they were.
 
 Built-in and standard-library types are always known. The user's own
 classes (dataclasses, NamedTuples, enums, ``msgspec.Struct``, Pydantic v2
@@ -29,12 +37,13 @@ is hex text (``{"!int": "0x…"}``) whatever the writer's guard, and a str
 holding lone surrogates, which UTF-8 cannot carry, is
 ``{"!str": ["text", 56575, …]}``.
 
-The package, bottom up: ``document`` (the tag character, the limits),
-``failures`` (a failure's path and messages), ``entries`` (how each kind of
-registered class is stored), ``tags`` (the built-in types), ``escape``
-(lone surrogates, huge ints), ``registry`` (:class:`CodecRegistry`),
-``plain`` (the plain-JSON check), ``stack`` (the fresh-thread retry),
-``encoding`` and ``decoding`` (the walks and :func:`encode`, :func:`decode`).
+The package, bottom up: ``document`` (the tag character, the mark, the
+limits), ``failures`` (a failure's path and messages, and the advice for
+values that can never be stored), ``entries`` (how each kind of registered
+class is stored), ``tags`` (the built-in types), ``escape`` (lone
+surrogates, huge ints), ``registry`` (:class:`CodecRegistry`), ``plain``
+(the plain-JSON check), ``stack`` (the fresh-thread retry), ``encoding``
+and ``decoding`` (the walks and :func:`encode`, :func:`decode`).
 """
 
 from .decoding import decode

@@ -1,8 +1,10 @@
 """Decoding: JSON text back to the value :func:`encode` was given, with its types.
 
-Plain JSON comes back from msgspec as it is; in a tagged document, the walk
-(:func:`_dec`) decodes each tag in place and stops once the text has no
-tag left. The built-in containers' tags are decoded here, the other
+Plain JSON comes back from msgspec as it is. A document is tagged when its
+top level is one tag (``{"!tuple": […]}``) or when it ends with the mark
+(a plain object or array holding tags); only then does the walk
+(:func:`_dec`) run, decoding each tag in place and stopping once the text
+has no tag left. The built-in containers' tags are decoded here, the other
 built-in types by ``tags.py`` and registered classes by their entry.
 """
 
@@ -17,7 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..errors import DecodeError, error_text
-from .document import MAX_DEPTH, TAG
+from .document import _MARKS, MAX_DEPTH, TAG
 from .entries import _BUILTIN_EXCEPTIONS, _Entry
 from .failures import _Fail, _key_segment, _need, _short_repr, _type_name
 from .plain import _SCALARS, _WALK_MAX
@@ -233,20 +235,27 @@ def _int_from_digits(digits: str) -> int:
 
 def _decode(text: str, registry: CodecRegistry) -> Any:
     value = _parse(text)
-    if type(value) is not dict or len(value) != 1:
-        return value
-    key = next(iter(value))
-    if not key.startswith(TAG):
-        return value
-    reg = _Reading(registry, text)
-    reg.tags_left -= 1  # the top-level tag
-    payload = value[key]
+    t = type(value)
     try:
-        if (key == "!dict" and type(payload) is dict and len(payload) != 1) or key == "!list":
-            # A top-level container of tagged values (the common case): its
-            # payload decodes as an ordinary container, one call instead of four.
-            return _dec(_need(payload, list, "list") if key == "!list" else payload, reg)
-        return _dec_tag(key, payload, reg)
+        if t is dict and len(value) == 1:
+            key = next(iter(value))
+            if key.startswith(TAG):  # one tag at the top
+                reg = _Reading(registry, text)
+                reg.tags_left -= 1
+                payload = value[key]
+                if (key == "!dict" and type(payload) is dict and len(payload) != 1) or (
+                    key == "!list"
+                ):
+                    # A whole document wrapped as one container of tagged values,
+                    # as rows were written before the mark: its payload decodes as
+                    # an ordinary container, one call instead of four.
+                    return _dec(_need(payload, list, "list") if key == "!list" else payload, reg)
+                return _dec_tag(key, payload, reg)
+        if text[-1] not in _MARKS or (t is not dict and t is not list):
+            return value  # plain JSON
+        # A plain object or array holding tags (the mark): decoded in place.
+        reg = _Reading(registry, text)
+        return _dec_fields(value, reg) if t is dict else _dec_items(value, reg)
     except _Fail as exc:
         raise DecodeError(f"cannot decode value at {exc.path()}: {exc.reason}") from None
 

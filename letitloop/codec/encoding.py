@@ -1,4 +1,4 @@
-"""Encoding: a value to JSON text, plain when it is plain JSON, a tagged document otherwise.
+"""Encoding: a value to JSON text, plain when it is plain JSON, its typed values tagged otherwise.
 
 The walk (:func:`_enc`) tags what is not JSON-native, sharing the parts
 that need nothing; the built-in containers' tags are encoded here, the
@@ -14,10 +14,10 @@ from typing import Any
 import msgspec
 
 from ..errors import EncodeError, error_text
-from .document import _MAX_INT_DIGITS, MAX_DEPTH, TAG
+from .document import _MAX_INT_DIGITS, MAX_DEPTH, TAG, _marked
 from .entries import _how_to_register
 from .escape import _dump_escaped, _plain_text
-from .failures import _Fail, _key_segment, _short_repr, _too_deep, _type_name
+from .failures import _Fail, _key_segment, _never_stored, _short_repr, _too_deep, _type_name
 from .plain import (
     _DICT_ONLY,
     _JSON_TYPES,
@@ -69,8 +69,9 @@ def _enc(v: Any, reg: CodecRegistry, left: int) -> Any:
             ) from None
         # The object's fields (its payload) are its level: not one more.
         return {TAG + entry.name: _enc(payload, reg, left)}
-    if isinstance(v, type):
-        raise _Fail(f"{v!r} is a class, not a value; return an instance or its name")
+    never = _never_stored(v)
+    if never is not None:
+        raise _Fail(never)
     raise _Fail(f"type {_type_name(t)} is not registered; register it with {_how_to_register(t)}")
 
 
@@ -229,17 +230,15 @@ def _encode(value: Any, reg: CodecRegistry) -> str:
     except _Fail as exc:
         path = exc.path()
         raise EncodeError(f"cannot encode value at {path}: {exc.reason}", path=path) from None
-    t = type(tree)
-    if t is list:
-        tree = {"!list": tree}
-    elif t is dict and not (len(tree) == 1 and next(iter(tree)).startswith(TAG)):
-        tree = {"!dict": tree}
+    # A str-keyed dict or a list stays a JSON object or array, with its typed
+    # values tagged in place, and the text gets the mark; any other value is
+    # one tag at the top, which needs none.
     try:
         out = _encoder.encode(tree)
     except ValueError:  # a lone surrogate, or an int beyond the writer's digit guard
         return _dump_escaped(tree, None)
     if len(out) <= _MAX_INT_DIGITS:
-        return out.decode("utf-8")
+        return _marked(out.decode("utf-8"), tree)
     return _dump_escaped(tree, out)
 
 

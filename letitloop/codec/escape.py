@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from ..errors import EncodeError
-from .document import _MAX_INT_DIGITS, TAG
+from .document import _MAX_INT_DIGITS, TAG, _marked
 
 _encoder = msgspec.json.Encoder()
 
@@ -129,18 +129,19 @@ def _escape_fields(d: dict[str, Any], bound: int) -> dict[str, Any] | list[list[
 
 
 def _dump_escaped(tree: Any, out: bytes | None) -> str:
-    """The tagged tree as JSON text, with :func:`_escape` applied where msgspec needs it.
+    """The tagged tree as stored text, with :func:`_escape` applied where msgspec needs it.
 
     ``out`` is msgspec's text of ``tree`` when it wrote one (a long one),
     None when it refused (a lone surrogate, an int beyond the writer's guard).
+    The text ends with the mark when its top level is a plain object or array.
     """
     if out is not None and not _decimal_unguarded():
-        return out.decode("utf-8")
+        return _marked(out.decode("utf-8"), tree)
     escaped = _escape(tree, _ten_to(_int_digits_written()))
     if escaped is tree and out is not None:
-        return out.decode("utf-8")  # a long text without a long int
+        return _marked(out.decode("utf-8"), tree)  # a long text without a long int
     try:
-        return _encoder.encode(escaped).decode("utf-8")
+        return _marked(_encoder.encode(escaped).decode("utf-8"), escaped)
     except (ValueError, OverflowError, TypeError, msgspec.EncodeError) as exc:
         raise EncodeError(f"cannot encode value at $: {exc}", path="$") from None
 

@@ -2,7 +2,8 @@
 
 Each has an encoder (the value to its one-key ``{"!name": payload}``) and a
 decoder (the payload back to the value). The containers among the built-in
-tags (tuple, set, frozenset, and ``!list``/``!dict`` documents) hold other
+tags (tuple, set, frozenset, ``!dict`` for a dict with other keys or an
+escaped one, and ``!list``, read in rows written before the mark) hold other
 values, so their encoders and decoders live with the walks
 (``encoding.py``, ``decoding.py``); this module names them, so that the
 registry can refuse every built-in name.
@@ -200,7 +201,8 @@ _CONTAINER_TAGS: dict[type, str] = {tuple: "tuple", set: "set", frozenset: "froz
 #: Every built-in type the codec encodes with a tag (a registry refuses them).
 _BUILTIN_TYPES = frozenset({*_SCALAR_ENCODERS, *_CONTAINER_TAGS})
 
-#: Every built-in tag name: ``list`` and ``dict`` tag a document of tagged
-#: values (and a dict that needs escaping). Built-in exceptions' names are
-#: reserved too (``entries._BUILTIN_EXCEPTIONS``).
+#: Every built-in tag name: ``dict`` tags a dict with keys other than str, or
+#: one that needs escaping (and, in rows written before the mark, a whole
+#: str-keyed dict holding tags, as ``list`` a whole list). Built-in
+#: exceptions' names are reserved too (``entries._BUILTIN_EXCEPTIONS``).
 _BUILTIN_NAMES = frozenset({*_SCALAR_DECODERS, *_CONTAINER_TAGS.values(), "list", "dict"})
