@@ -734,6 +734,4 @@ class TestDurableNodeKeys:
                 f'SELECT runs.name, j.key, j.result FROM "{table}" AS j '
                 "JOIN runs ON runs.id = j.run"
             ).fetchall()
-        assert (
-            len(rows) == 1 and rows[0][0].startswith("t#") and rows[0][1:] == ("echo", '"hi"')
-        )
+        assert len(rows) == 1 and rows[0][0].startswith("t#") and rows[0][1:] == ("echo", '"hi"')
