@@ -347,6 +347,39 @@ class TestPruningAndDeletingRuns:
             saver.delete_for_runs(["lg-run-1"])
         assert {n.split("#")[0] for _, n in _runs(db)} == {"kept"}
 
+    def test_a_run_a_live_node_holds_is_put_out_of_reach_then_deleted_later(self, db: Path) -> None:
+        started, release = threading.Event(), threading.Event()
+
+        def slow() -> str:
+            started.set()
+            release.wait(10)
+            return "done"
+
+        @durable_node
+        def work(state: Chain) -> dict[str, list[str]]:
+            return {"acc": [step("slow", slow)]}
+
+        g = StateGraph(Chain)
+        g.add_node("work", work)
+        g.add_edge(START, "work")
+        g.add_edge("work", END)
+        with LetItLoopCheckpointSaver(db) as saver:
+            app = g.compile(checkpointer=saver)
+            running = threading.Thread(target=app.invoke, args=({"topic": "x"}, _conf("t")))
+            running.start()
+            try:
+                assert started.wait(10)
+                saver.delete_thread("t")  # while the node holds its run
+                with sqlite3.connect(db) as conn:
+                    (run_id, name) = conn.execute("SELECT id, name FROM runs").fetchone()
+                assert name.startswith("t#") and name.endswith(f"@retired:{run_id}")
+            finally:
+                release.set()
+                running.join()
+            saver.delete_thread("t")  # no longer held: deleted with its rows
+        assert _runs(db, "t") == []
+        assert _step_rows(db) == 0
+
 
 class TestTimeTravel:
     def test_running_again_from_one_checkpoint_twice_runs_the_calls_each_time(
