@@ -208,9 +208,14 @@ def writes_under_journal(path: Path, n: int, busy_handler: bool) -> list[float]:
     """``put_writes`` latencies while another thread commits journal steps to ``path``."""
     import threading
 
+    from letitloop.adapters.langgraph import polled
+    from letitloop.store import BUSY_TIMEOUT_MS
+
+    polled_commit = polled.commit
     with LetItLoopCheckpointSaver(path) as saver:
         if busy_handler:  # the portable twin: the store's transaction, SQLite's sleeps
-            saver._write = saver.store.write  # type: ignore[method-assign]
+            saver.store.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            polled.commit = lambda store, sql, rows: store.write_many(sql, rows)
         stored = saver.put(
             {"configurable": {"thread_id": "w", "checkpoint_ns": ""}},
             checkpoint(),  # type: ignore[arg-type]
@@ -239,6 +244,7 @@ def writes_under_journal(path: Path, n: int, busy_handler: bool) -> list[float]:
         finally:
             stop.set()
             worker.join()
+            polled.commit = polled_commit
     return sorted(times)
 
 

@@ -550,6 +550,8 @@ def _write(outcomes: list[dict[str, Any]], argv: list[str] | None, name: str) ->
             o["asked_again"] if o["scenario"] == "resume" else "",
             (
                 f"{o['answers_saved_late']} (latest {o['latest_answer_ms']} ms)"
+                if o["scenario"] == "resume" and o["latest_answer_ms"] is not None
+                else "no answer write (exit mode)"
                 if o["scenario"] == "resume"
                 else ""
             ),

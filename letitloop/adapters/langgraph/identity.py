@@ -45,6 +45,7 @@ from typing import Any
 from ...errors import LetItLoopError
 from ...fingerprint import Fingerprinter
 from ...store import Store
+from . import polled
 
 try:  # LangGraph's names for these keys; literals if a release moves them
     from langgraph._internal._constants import (
@@ -230,7 +231,8 @@ def _execution(name: str, base: str) -> int:
 
 def candidates(store: Store, goal: str, base: str) -> list[tuple[int, str, dict[str, Any]]]:
     """The goal's runs named ``base`` or ``base~N``: ``(N, name, recorded identity)``, by N."""
-    rows = store.query(
+    rows = polled.query(
+        store,
         "SELECT name, input FROM runs WHERE goal = ? AND (name = ? OR (name > ? AND name < ?))",
         (goal, base, base + EXECUTION_SEP, base + chr(ord(EXECUTION_SEP) + 1)),
     )

@@ -32,6 +32,7 @@ from ...errors import LetItLoopError, RunHeldError
 from ...fingerprint import Fingerprinter
 from ...journal import DEFAULT_TIMEOUT, Journal
 from ...store import Durability, Store, resolve_path
+from . import polled
 from .files import open_store
 from .identity import (
     CONFIG_KEY_CHECKPOINTER,
@@ -168,7 +169,8 @@ def _persisted_in(saver: Any) -> Callable[[str, str, str], bool]:
 
         def persisted(thread: str, ns: str, checkpoint_id: str) -> bool:
             return bool(
-                store.query(
+                polled.query(
+                    store,
                     "SELECT 1 FROM langgraph_checkpoints WHERE thread_id = ? AND "
                     "checkpoint_ns = ? AND checkpoint_id = ?",
                     (thread, ns, checkpoint_id),

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import functools
 import json
 import os
 import random
 import re
-import sqlite3
-import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -40,8 +37,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...errors import DecodeError, EncodeError, InvalidNameError
-from ...store import BUSY_TIMEOUT_MS, Durability
-from . import retire
+from ...store import Durability
+from . import polled, retire
 from .files import open_store
 from .serde import AllowedType, strict_serde
 
@@ -59,14 +56,6 @@ _SCALARS = (str, int, float, bool)
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.\- ]+")
 
 _Row = tuple[str, str, str, "str | None", str, bytes, str]
-
-#: First and longest sleep between two tries at SQLite's write lock (seconds).
-#: SQLite's own busy handler sleeps 1, 2, 5, 10, … up to 100 ms between tries,
-#: so a checkpoint write that meets a durable node's journal commits could
-#: sleep tens of milliseconds while the node goes on; a node's transactions
-#: last about 0.1 ms, so short polls get LangGraph's write in between them.
-_POLL_FIRST = 0.00005
-_POLL_MAX = 0.001
 
 
 def _thread(value: Any) -> str:
@@ -150,6 +139,9 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
             )
         super().__init__(serde=serde if serde is not None else strict_serde(allowed))
         self.store = open_store(path, durability)
+        # Every statement on this connection goes through polled.py, which
+        # waits for a held lock in short polls instead of SQLite's sleeps.
+        polled.take_over(self.store)
 
     # -- lifetime --------------------------------------------------------------
 
@@ -200,50 +192,6 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         with self.store.lock:  # held by a write from BEGIN to COMMIT
             pass
 
-    @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """``Store.write()``, waiting for another connection's write lock in short polls.
-
-        The same transaction (``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on
-        error, errors explained by the store), but a lock held by another
-        connection is retried every 0.05–1 ms instead of SQLite's 1–100 ms
-        sleeps (see ``_POLL_FIRST``), up to the store's busy timeout.
-        """
-        store = self.store
-        with store.lock:
-            conn = store.conn
-            delay, deadline = _POLL_FIRST, 0.0
-            conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                while True:
-                    try:
-                        conn.execute("BEGIN IMMEDIATE")
-                        break
-                    except sqlite3.OperationalError as exc:
-                        low = str(exc).lower()
-                        if "locked" not in low and "busy" not in low:
-                            raise store.explain(exc) from None
-                        now = time.monotonic()
-                        deadline = deadline or now + BUSY_TIMEOUT_MS / 1000
-                        if now > deadline:
-                            raise store.explain(exc) from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, _POLL_MAX)
-            except sqlite3.Error as exc:
-                raise store.explain(exc) from None
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                if isinstance(exc, (sqlite3.Error, UnicodeError)):
-                    raise store.explain(exc) from None
-                raise
-
     # -- versions --------------------------------------------------------------
 
     def get_next_version(self, current: str | int | None, channel: None) -> str:
@@ -273,13 +221,15 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         ns = str(conf.get("checkpoint_ns") or "")
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
-            rows = self.store.query(
+            rows = polled.query(
+                self.store,
                 f"SELECT {_CHECKPOINT_COLUMNS} FROM langgraph_checkpoints "
                 f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                 (thread_id, ns, checkpoint_id),
             )
         else:
-            rows = self.store.query(
+            rows = polled.query(
+                self.store,
                 f"SELECT {_CHECKPOINT_COLUMNS} FROM langgraph_checkpoints "
                 f"WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
                 (thread_id, ns),
@@ -351,7 +301,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         if limit is not None and not in_python:
             sql += " LIMIT ?"
             params.append(limit)
-        rows = cast(builtins.list[_Row], self.store.query(sql, params))
+        rows = cast(builtins.list[_Row], polled.query(self.store, sql, params))
         if in_python:
             rows = [
                 r for r in rows if all(json.loads(r[6]).get(k) == v for k, v in in_python.items())
@@ -365,7 +315,8 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
 
     def _tuple(self, row: _Row) -> CheckpointTuple:
         thread_id, ns, checkpoint_id, parent_id, type_, blob, metadata = row
-        writes = self.store.query(
+        writes = polled.query(
+            self.store,
             "SELECT task_id, channel, type, value FROM langgraph_writes "
             "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
             "ORDER BY task_path, task_id, idx",
@@ -449,13 +400,13 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
             blob,
             md_text,
         )
-        with self._write() as c:
-            c.execute(
-                "INSERT OR REPLACE INTO langgraph_checkpoints (thread_id, checkpoint_ns, "
-                "checkpoint_id, parent_checkpoint_id, run_id, source, step, ts, type, "
-                "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
+        polled.commit(
+            self.store,
+            "INSERT OR REPLACE INTO langgraph_checkpoints (thread_id, checkpoint_ns, "
+            "checkpoint_id, parent_checkpoint_id, run_id, source, step, ts, type, "
+            "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row,),
+        )
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -501,13 +452,13 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
             if all(channel in WRITES_IDX_MAP for channel, _ in writes)
             else "INSERT OR IGNORE"
         )
-        with self._write() as c:
-            c.executemany(
-                f"{verb} INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, "
-                f"task_id, task_path, idx, channel, type, value) "
-                f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+        polled.commit(
+            self.store,
+            f"{verb} INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, "
+            f"task_id, task_path, idx, channel, type, value) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of ``thread_id`` (all namespaces); atomic.
@@ -517,7 +468,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         the same template reproduces its checkpoint ids) starts afresh.
         """
         tid = _thread(thread_id)
-        with self._write() as c:
+        with polled.transaction(self.store) as c:
             c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
             c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
             retire.retire_thread(self.store, c, tid)
@@ -533,7 +484,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         ids = [str(r) for r in run_ids]
         if not ids:
             return
-        with self._write() as c:
+        with polled.transaction(self.store) as c:
             retire.retire(self.store, c, retire.runs_of_langgraph_runs(c, ids))
             # 500 ids per statement stays far below SQLite's bound-variable limit.
             for start in range(0, len(ids), 500):
@@ -558,7 +509,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         src, dst = _thread(source_thread_id), _thread(target_thread_id)
         if src == dst:
             return
-        with self._write() as c:
+        with polled.transaction(self.store) as c:
             copied = {
                 row[0]
                 for row in c.execute(
@@ -602,7 +553,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         ids = [_thread(t) for t in thread_ids]
         if not ids:
             return
-        with self._write() as c:
+        with polled.transaction(self.store) as c:
             for tid in ids:
                 if strategy == "delete":
                     c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
