@@ -6,7 +6,9 @@ imports this package.
 - ``LetItLoopCheckpointSaver`` (``saver.py``): a LangGraph
   ``BaseCheckpointSaver`` whose checkpoints and pending writes are rows of the
   journal file; strict about what it rebuilds from a row (``serde.py``), and
-  deleting or pruning a thread retires its durable-node runs (``retire.py``).
+  deleting or pruning a thread retires its durable-node runs (``retire.py``);
+  it waits for SQLite's locks in short polls, so a durable node's commits
+  never hold LangGraph's writes back for long (``polled.py``).
 - ``durable_node`` (``node.py``): the ``step()`` calls inside a node are
   journaled, so a node killed half-way replays its finished calls and runs
   only the interrupted one again. Which journal run one execution of a node

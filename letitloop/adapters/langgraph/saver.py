@@ -97,7 +97,8 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
     ``path=`` if given, else ``$LETITLOOP_DB``, else ``.letitloop/journal.db``.
     Any number of savers, threads and processes may share one file: every
     write is one short ``BEGIN IMMEDIATE`` transaction and a writer waits for
-    another's lock (busy timeout) instead of failing with "database is locked".
+    another's lock, in short polls up to 30 s (``polled.py``), instead of
+    failing with "database is locked".
 
     ``durability`` is the journal's: ``"process"`` (default) survives the death
     of the process, ``"power"`` also a power loss (an fsync per commit).
