@@ -395,6 +395,36 @@ class TestTimeTravel:
             app.invoke(None, before_b.config)
         assert calls.count("b/0") == 3 and calls.count("a/0") == 1
 
+    def test_a_fork_made_with_update_state_runs_the_calls_for_its_new_input(self, db: Path) -> None:
+        calls: list[str] = []
+        with LetItLoopCheckpointSaver(db) as saver:
+            app = _chain(saver, calls)
+            config = _conf("t")
+            app.invoke({"topic": "x"}, config)
+            before_b = next(h for h in app.get_state_history(config) if h.next == ("b",))
+            forked = app.update_state(before_b.config, {"topic": "y"})
+            out = app.invoke(None, forked)
+        assert out["acc"][-3:] == ["c-0-y", "c-1-y", "c-2-y"]
+        assert calls.count("b/0") == 2
+
+    @pytest.mark.parametrize(("mode", "runs"), [("async", 2), ("exit", 1)])
+    def test_running_again_with_the_same_input_from_an_earlier_turn(
+        self, db: Path, mode: str, runs: int
+    ) -> None:
+        # The documented limit: "exit" saves nothing of the first time travel,
+        # so the second, with the same input, is taken for its re-execution.
+        calls: list[str] = []
+        with LetItLoopCheckpointSaver(db) as saver:
+            app = _chain(saver, calls)
+            config = _conf("t")
+            app.invoke({"topic": "x"}, config, durability=mode)
+            first_turn = app.get_state(config).config
+            app.invoke({"topic": "y"}, config, durability=mode)
+            calls.clear()
+            app.invoke({"topic": "z"}, first_turn, durability=mode)
+            app.invoke({"topic": "z"}, first_turn, durability=mode)
+        assert calls.count("a/0") == runs
+
 
 class Fan(TypedDict, total=False):
     items: list[str]

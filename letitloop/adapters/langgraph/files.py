@@ -20,9 +20,14 @@ application's, a newer letitloop's) is left to the store, so a file it
 refuses stays byte for byte as it was, ``-shm`` included; the one exception
 is a journal whose ``-wal`` holds a newer letitloop's migration not yet in
 the database file, whose ``-shm`` index may be rebuilt before the store
-refuses it (the database and its ``-wal`` are untouched). The real fix
-belongs in ``letitloop.store._probe`` (see the branch report); this is
-harmless once it lands.
+refuses it (the database and its ``-wal`` are untouched).
+
+The real fix belongs in ``letitloop.store._probe``, which alone knows when
+its ``readonly_shm`` read failed this way: there, on "locking protocol",
+probe the database file alone (``immutable=1``) and, when it holds a journal
+this version opens, hold a plain ``mode=ro`` connection open while the store
+opens its writable one (what this module does before trying). Once that
+lands, this module is harmless and can go.
 """
 
 from __future__ import annotations
