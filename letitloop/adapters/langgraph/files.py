@@ -13,21 +13,23 @@ While another connection that did recover the index is open, the probe
 reads the shared index and succeeds at once. So the adapter opens the
 journal with a plain read-only connection (``mode=ro``: it may recover the
 ``-shm`` index, never writes the database or its ``-wal``) for the moment a
-store opens, when a ``-wal`` file is there and the database file alone
-(read with ``immutable=1``, which touches none of the three files) holds a
-letitloop journal this version opens. Any other file (empty, another
-application's, a newer letitloop's) is left to the store, so a file it
-refuses stays byte for byte as it was, ``-shm`` included; the one exception
-is a journal whose ``-wal`` holds a newer letitloop's migration not yet in
-the database file, whose ``-shm`` index may be rebuilt before the store
-refuses it (the database and its ``-wal`` are untouched).
+store opens, only when both hold:
 
-The real fix belongs in ``letitloop.store._probe``, which alone knows when
-its ``readonly_shm`` read failed this way: there, on "locking protocol",
-probe the database file alone (``immutable=1``) and, when it holds a journal
-this version opens, hold a plain ``mode=ro`` connection open while the store
-opens its writable one (what this module does before trying). Once that
-lands, this module is harmless and can go.
+- the ``-shm`` index disagrees with the ``-wal`` (its two header copies
+  differ, or its salts are not the log's), which no read-only reader can
+  use; a readable pending log is left alone;
+- the database file alone (read with ``immutable=1``, which touches none of
+  the three files) holds a letitloop journal this version opens; another
+  application's file, or a newer letitloop's, is left to the store.
+
+So a file the store refuses keeps its ``-shm`` byte for byte, except one
+whose index is already unusable and whose ``-wal`` holds a newer letitloop's
+migration not yet in the database file (its database and ``-wal`` are
+untouched).
+
+The real fix belongs in ``letitloop.store._probe`` (the same two tests,
+then a ``mode=ro`` connection held open during the probe; the branch report
+has the diff). Once that lands, this module is harmless and can go.
 """
 
 from __future__ import annotations
@@ -41,6 +43,32 @@ from pathlib import Path
 from ... import migrate
 from ...errors import LetItLoopError
 from ...store import Durability, Store, resolve_path
+
+#: Bytes of SQLite's wal-index header (two copies at the start of the -shm)
+#: and where its salts sit; the write-ahead log's own salts sit at 16..24.
+#: Both are SQLite's documented file formats (https://sqlite.org/walformat.html).
+_SHM_HEADER = 48
+_SHM_SALTS = slice(32, 40)
+_WAL_SALTS = slice(16, 24)
+
+
+def _index_unusable_read_only(target: Path) -> bool:
+    """Whether the -shm index disagrees with the -wal, so only a writable -shm can recover it.
+
+    True when the index's two header copies differ, or its salts are not the
+    log's: what a writer killed while restarting or writing the log leaves.
+    A readable pending log (a writer that died after its commit) is False.
+    """
+    try:
+        with open(f"{target}-wal", "rb") as f:
+            wal = f.read(32)
+        with open(f"{target}-shm", "rb") as f:
+            shm = f.read(2 * _SHM_HEADER)
+    except OSError:
+        return False
+    if len(wal) < 32 or len(shm) < 2 * _SHM_HEADER:
+        return False
+    return shm[:_SHM_HEADER] != shm[_SHM_HEADER:] or shm[_SHM_SALTS] != wal[_WAL_SALTS]
 
 
 def _a_journal_we_open(target: Path) -> bool:
@@ -75,13 +103,13 @@ def _a_journal_we_open(target: Path) -> bool:
 def wal_index_kept_open(path: str | os.PathLike[str] | None) -> Iterator[None]:
     """Hold a read-only connection to ``path`` (that has read) while the block runs.
 
-    Does nothing when there is no ``-wal`` file beside the journal (nothing
-    to recover), when the file is not a journal this version opens (the
-    store refuses it untouched), or when the read-only open fails (the
-    store's own open then says what is wrong).
+    Does nothing unless the ``-shm`` index is unusable read-only and the
+    database file holds a journal this version opens (see the module), or
+    when the read-only open fails (the store's own open then says what is
+    wrong).
     """
     target = resolve_path(path)
-    if not Path(f"{target}-wal").exists() or not _a_journal_we_open(target):
+    if not _index_unusable_read_only(target) or not _a_journal_we_open(target):
         yield
         return
     conn: sqlite3.Connection | None = None
