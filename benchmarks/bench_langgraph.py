@@ -12,6 +12,12 @@ Two measurements, every saver in the same run, medians printed side by side:
    default ``durability="async"``): the median of ``--runs`` invocations.
    One more row runs the same graph with every node a ``durable_node`` that
    records one step: the cost of journaling inside nodes.
+3. ``put_writes`` of one small write (what LangGraph does with a
+   ``Command(resume=...)`` answer) while another thread of the process
+   commits journal steps back to back on the same file, as a durable node
+   does: the saver's own wait for SQLite's write lock (polls of 0.05–1 ms)
+   against SQLite's busy handler (sleeps of 1, 2, 5, … 100 ms), median,
+   99th percentile and largest of ``--writes`` calls.
 
 Bias, stated: letitloop's default durability is "process" (WAL,
 synchronous=NORMAL: survives a killed process, not a power loss).
@@ -46,7 +52,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from letitloop import step
+from letitloop import Journal, step
 from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_node
 
 MESSAGES = [f"message {i}: " + "lorem ipsum dolor sit amet " * 7 for i in range(10)]
@@ -195,10 +201,58 @@ async def graph_async(saver: BaseCheckpointSaver[Any], runs: int) -> list[float]
     return times
 
 
+# -- 3. LangGraph's writes while a durable node commits ------------------------------
+
+
+def writes_under_journal(path: Path, n: int, busy_handler: bool) -> list[float]:
+    """``put_writes`` latencies while another thread commits journal steps to ``path``."""
+    import threading
+
+    from letitloop.adapters.langgraph import polled
+    from letitloop.store import BUSY_TIMEOUT_MS
+
+    polled_commit = polled.commit
+    with LetItLoopCheckpointSaver(path) as saver:
+        if busy_handler:  # the portable twin: the store's transaction, SQLite's sleeps
+            saver.store.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            polled.commit = lambda store, sql, rows: store.write_many(sql, rows)
+        stored = saver.put(
+            {"configurable": {"thread_id": "w", "checkpoint_ns": ""}},
+            checkpoint(),  # type: ignore[arg-type]
+            {"source": "input", "step": -1},
+            {},
+        )
+        stop = threading.Event()
+
+        def journal() -> None:
+            with Journal("busy", run=f"r-{busy_handler}", path=path) as j:
+                i = 0
+                while not stop.is_set():
+                    j.step(f"s{i}", str, i)
+                    i += 1
+
+        worker = threading.Thread(target=journal)
+        worker.start()
+        times = []
+        try:
+            time.sleep(0.1)
+            for k in range(n):
+                start = time.perf_counter()
+                saver.put_writes(stored, [("answer", k)], f"task-{busy_handler}-{k}")
+                times.append(time.perf_counter() - start)
+                time.sleep(0.002)  # a write now and then, as LangGraph's are
+        finally:
+            stop.set()
+            worker.join()
+            polled.commit = polled_commit
+    return sorted(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=400, help="put+get_tuple pairs per saver")
     parser.add_argument("--runs", type=int, default=15, help="20-node invocations per saver")
+    parser.add_argument("--writes", type=int, default=400, help="put_writes under a journal")
     args = parser.parse_args()
 
     print(f"Python {platform.python_version()} ({sys.platform}), SQLite {sqlite3.sqlite_version}")
@@ -240,11 +294,24 @@ def main() -> None:
             graph = statistics.median(graph_sync(saver, args.runs, durable=True))
         results["letitloop (process) + 20 durable_node"] = (float("nan"), graph)
 
+        contended = {
+            "saver's polls (0.05-1 ms)": writes_under_journal(base / "poll.db", args.writes, False),
+            "SQLite busy handler": writes_under_journal(base / "busy.db", args.writes, True),
+        }
+
     width = max(len(n) for n in results)
     print(f"{'saver':<{width}}  {'put+get_tuple (median)':>23}  {'20-node invoke (median)':>24}")
     for name, (pair, graph) in results.items():
         pair_text = "-" if pair != pair else f"{pair * 1e6:.0f} µs"
         print(f"{name:<{width}}  {pair_text:>23}  {graph * 1e3:>21.1f} ms")
+
+    print("\nput_writes while another thread commits journal steps to the same file")
+    for name, times in contended.items():
+        p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+        print(
+            f"{name:<26}  median {statistics.median(times) * 1e3:6.2f} ms  "
+            f"p99 {p99 * 1e3:6.2f} ms  max {times[-1] * 1e3:6.2f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -117,7 +117,10 @@ def run_phase(phase: str, db: Path) -> None:
     """In a child process: run the graph from the start, or resume the thread."""
     app = build_graph(db)
     # durability="sync": each superstep's checkpoint is committed before the
-    # next one starts, so a finished node is never lost to a kill.
+    # next one starts, so a finished node is never lost to a kill and the list
+    # of nodes below is the same on every run. With LangGraph's default
+    # "async" (or "exit"), a node whose checkpoint was lost runs again, and its
+    # finished calls replay just the same (docs/langgraph.md, per mode).
     if phase == "first":
         app.invoke({"topic": "durable execution"}, THREAD, durability="sync")
     else:

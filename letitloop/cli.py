@@ -409,7 +409,7 @@ def _complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str) 
     for rid, goal, name, status in _completion_rows(
         ctx,
         "SELECT id, goal, name, status FROM runs WHERE id LIKE ? ESCAPE '\\' OR name LIKE ? "
-        "ESCAPE '\\' ORDER BY id DESC LIMIT 200",
+        "ESCAPE '\\' ORDER BY rowid DESC LIMIT 200",
         (_like(incomplete.upper()), _like(incomplete)),
     ):
         word = rid if rid.startswith(incomplete.upper()) else name

@@ -648,7 +648,7 @@ def list_runs(
     sql = f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY r.id DESC"
+    sql += " ORDER BY r.rowid DESC"  # newest made first (ids of one millisecond: any order)
     if wanted is None:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"

@@ -257,6 +257,85 @@ _PROBES = (
 )
 
 
+#: SQLite's wal-index header (two copies at the start of the -shm) and where its
+#: salts sit; the write-ahead log's own salts sit at 16..24 of its header
+#: (https://sqlite.org/walformat.html).
+_SHM_HEADER = 48
+
+
+def _index_unusable_read_only(path: Path) -> bool:
+    """Whether the -shm index disagrees with the -wal, so only a writable -shm can recover it.
+
+    What a writer killed while restarting or writing its log leaves: the two
+    header copies of the index differ, or its salts are not the log's. A
+    readable pending log (a writer that died after its commit) is False.
+    """
+    try:
+        with open(f"{path}-wal", "rb") as f:
+            wal = f.read(32)
+        with open(f"{path}-shm", "rb") as f:
+            shm = f.read(2 * _SHM_HEADER)
+    except OSError:
+        return False
+    if len(wal) < 32 or len(shm) < 2 * _SHM_HEADER:
+        return False
+    return shm[:_SHM_HEADER] != shm[_SHM_HEADER:] or shm[32:40] != wal[16:24]
+
+
+def _main_file_is_our_journal(path: Path, uri: str) -> bool:
+    """Whether the database file alone (``immutable=1``: touches nothing) is a journal we open."""
+    try:
+        conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        tables = {
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('goals', 'runs')"
+            )
+        }
+        if tables != {"goals", "runs"}:
+            return False
+        _migrations.check(conn, path)
+    except (LetItLoopError, sqlite3.Error):
+        return False  # another application's, or a newer letitloop's: the probe refuses it
+    finally:
+        conn.close()
+    return True
+
+
+@contextlib.contextmanager
+def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
+    """Hold a plain read-only connection (that has read) open while the probe runs, if needed.
+
+    A writer killed right after restarting its WAL leaves a -wal of a bare
+    header and a -shm describing the old log. A ``readonly_shm`` reader
+    cannot recover that: it retries for about ten seconds and fails with
+    "locking protocol", as every later open would, until a connection allowed
+    to write the -shm recovers it. While a plain ``mode=ro`` connection that
+    has read is open (it may rebuild the -shm index, never the database or
+    its -wal), the probe reads the shared index at once. Taken only when the
+    index is unusable read-only and the database file alone holds a journal
+    this version opens: a readable file, and a file the probe refuses, keep
+    their -shm byte for byte.
+    """
+    keeper: sqlite3.Connection | None = None
+    if _index_unusable_read_only(path) and _main_file_is_our_journal(path, uri):
+        try:
+            keeper = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
+            keeper.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            if keeper is not None:
+                keeper.close()
+            keeper = None
+    try:
+        yield
+    finally:
+        if keeper is not None:
+            keeper.close()
+
+
 def _probe(path: Path) -> bool:
     """:func:`migrate.check` on a read-only connection: the file and its -wal stay as they were.
 
@@ -265,6 +344,11 @@ def _probe(path: Path) -> bool:
     -wal and -shm files. See ``_PROBES`` for what each attempt may touch.
     """
     uri = Path(os.path.abspath(path)).as_uri()
+    with _index_kept_open(path, uri):
+        return _probe_with(path, uri)
+
+
+def _probe_with(path: Path, uri: str) -> bool:
     for query in _PROBES:
         try:
             conn = sqlite3.connect(f"{uri}?{query}", uri=True, isolation_level=None)

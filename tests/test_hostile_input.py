@@ -489,3 +489,69 @@ class TestDurableWithBadNames:
 
         with pytest.raises(InvalidNameError):
             work()
+
+
+DIE_WITH_THE_INDEX_OPEN = """
+    import os, sqlite3, sys
+    conn = sqlite3.connect(sys.argv[1])
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    os._exit(9)
+"""
+
+
+def _restarted_log_header(page_size: int = 4096) -> bytes:
+    """A write-ahead log header with new salts and a valid checksum (SQLite's format)."""
+    import struct
+
+    words = [0x377F0682, 3007000, page_size, 0, 0x1234ABCD, 0x0BADF00D]
+    s1 = s2 = 0
+    for i in range(0, 6, 2):  # SQLite's walChecksumBytes, little-endian words (magic & 1 == 0)
+        s1 = (s1 + words[i] + s2) & 0xFFFFFFFF
+        s2 = (s2 + words[i + 1] + s1) & 0xFFFFFFFF
+    return struct.pack(">6I", *words) + struct.pack(">2I", s1, s2)
+
+
+class TestAJournalWhoseLastWriterWasKilledWhileRestartingItsLog:
+    """The -wal holds a fresh header, the -shm still describes the old log."""
+
+    def test_it_opens_and_every_step_is_there(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        made = run_python(
+            write_script(
+                tmp_path,
+                "make.py",
+                """
+                import sys
+                from letitloop import Journal
+                with Journal("g", run="r", path=sys.argv[1]) as j:
+                    for i in range(5):
+                        j.step(f"s{i}", str, i)
+                """,
+            ),
+            str(db),
+        )
+        assert made.returncode == 0, made.stderr
+        run_python(write_script(tmp_path, "die.py", DIE_WITH_THE_INDEX_OPEN), str(db))
+        Path(f"{db}-wal").write_bytes(_restarted_log_header())
+        from letitloop.store import _index_unusable_read_only
+
+        # The state the read-only probe cannot read alone (it would retry inside
+        # SQLite for about ten seconds, then fail with "locking protocol").
+        assert _index_unusable_read_only(db)
+        done = run_python(
+            write_script(
+                tmp_path,
+                "resume.py",
+                """
+                import sys
+                from letitloop import Journal
+                with Journal("g", run="r", path=sys.argv[1]) as j:
+                    print(j.step("s4", str, 4))
+                """,
+            ),
+            str(db),
+        )
+        assert done.returncode == 0 and done.stdout.strip() == "4", done.stderr
+        assert "locking protocol" not in done.stderr
+        assert done_steps(db) == 5

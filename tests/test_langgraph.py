@@ -649,14 +649,16 @@ class TestDurableNodeKeys:
         assert done["out"] == "draft of memo: approved"
         assert calls == ["memo"]
 
-    def test_the_run_key_names_the_thread_and_the_nodes_task(self) -> None:
-        goal, run = node_run_key(
-            {
-                "configurable": {"thread_id": "t1", "checkpoint_ns": "work:abc"},
-                "metadata": {"langgraph_node": "work", "langgraph_step": 1},
-            }
-        )
-        assert (goal, run) == ("langgraph:work", "t1|work:abc")
+    def test_the_run_key_names_the_thread_the_node_and_the_superstep(self) -> None:
+        config = {
+            "configurable": {"thread_id": "t1", "checkpoint_ns": "work:abc"},
+            "metadata": {"langgraph_node": "work", "langgraph_step": 1},
+        }
+        goal, run = node_run_key(config, {"text": "x"})
+        _, other_input = node_run_key(config, {"text": "y"})
+        assert goal == "langgraph:work"
+        assert run.startswith("t1#") and "|work@1|" in run
+        assert other_input != run  # the node's input is part of what it is
 
     def test_a_node_called_outside_a_graph_gets_a_clear_error(self) -> None:
         @durable_node
@@ -732,6 +734,4 @@ class TestDurableNodeKeys:
                 f'SELECT runs.name, j.key, j.result FROM "{table}" AS j '
                 "JOIN runs ON runs.id = j.run"
             ).fetchall()
-        assert (
-            len(rows) == 1 and rows[0][0].startswith("t|work:") and rows[0][1:] == ("echo", '"hi"')
-        )
+        assert len(rows) == 1 and rows[0][0].startswith("t#") and rows[0][1:] == ("echo", '"hi"')

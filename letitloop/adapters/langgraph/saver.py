@@ -1,19 +1,11 @@
-"""LangGraph checkpoints in the letitloop journal file, and nodes whose inner calls are steps.
+"""``LetItLoopCheckpointSaver``: LangGraph's checkpoints and writes as rows of the journal file.
 
-Install with ``pip install 'letitloop[langgraph]'``; the core package never
-imports this module.
-
-``LetItLoopCheckpointSaver`` is a LangGraph ``BaseCheckpointSaver``: every
-sync method and its ``a*`` twin (``get_tuple``, ``list``, ``put``,
-``put_writes``, ``delete_thread``, ``delete_for_runs``, ``copy_thread``,
-``prune``). Checkpoints and pending writes are rows of the tables
-``langgraph_checkpoints`` and ``langgraph_writes`` (migration 0002) in the same
-journal file as the steps: ids and metadata as text, the payload exactly as
-the saver's serde gives it.
-
-``durable_node`` journals the ``step()`` calls inside a node, keyed by the
-thread and the node's task, so a node killed half-way replays its finished
-calls and runs only the interrupted one again.
+Every sync method of ``BaseCheckpointSaver`` and its ``a*`` twin
+(``get_tuple``, ``list``, ``put``, ``put_writes``, ``delete_thread``,
+``delete_for_runs``, ``copy_thread``, ``prune``). Checkpoints and pending
+writes are rows of the tables ``langgraph_checkpoints`` and
+``langgraph_writes`` (migration 0002) in the same journal file as the steps:
+ids and metadata as text, the payload exactly as the saver's serde gives it.
 """
 
 from __future__ import annotations
@@ -21,52 +13,33 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
-import hashlib
-import inspect
 import json
 import os
 import random
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar, cast, overload
+from typing import Any, cast
 
-try:
-    from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.base import (
-        WRITES_IDX_MAP,
-        BaseCheckpointSaver,
-        ChannelVersions,
-        Checkpoint,
-        CheckpointMetadata,
-        CheckpointTuple,
-        PendingWrite,
-        get_checkpoint_id,
-        get_serializable_checkpoint_metadata,
-    )
-    from langgraph.checkpoint.serde.base import SerializerProtocol
-    from langgraph.config import get_config
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        f"letitloop.adapters.langgraph needs LangGraph, which is not installed ({exc}); "
-        f"install it with: pip install 'letitloop[langgraph]'"
-    ) from exc
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..codec import CodecRegistry
-from ..errors import DecodeError, EncodeError, LetItLoopError
-from ..journal import DEFAULT_TIMEOUT, Journal
-from ..store import MAX_NAME_LENGTH, Durability, Store
-
-__all__ = ["LetItLoopCheckpointSaver", "durable_node", "node_run_key"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-#: The key under which LangGraph puts the graph's checkpointer in a node's
-#: config (``langgraph._internal._constants.CONFIG_KEY_CHECKPOINTER``); read
-#: with ``.get`` so a rename upstream only loses the "same file" default.
-_CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
+from ...errors import DecodeError, EncodeError, InvalidNameError
+from ...store import Durability, Store
+from . import polled, retire
+from .serde import AllowedType, strict_serde
 
 #: How many listed checkpoints ``alist`` decodes per trip to the worker thread:
 #: large enough that thread hand-offs cost little, small enough that the first
@@ -82,6 +55,25 @@ _SCALARS = (str, int, float, bool)
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.\- ]+")
 
 _Row = tuple[str, str, str, "str | None", str, bytes, str]
+
+
+def _thread(value: Any) -> str:
+    """A thread id as the text stored in the file; InvalidNameError if SQLite cannot store it.
+
+    Any text is a thread id (newlines, escapes, separators), except text
+    with a lone surrogate (what ``os.fsdecode`` makes of bytes that are not
+    UTF-8), which has no UTF-8 form.
+    """
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidNameError(
+            f"thread_id {text!r} is not valid Unicode text (it holds a lone surrogate, which "
+            f"SQLite cannot store as UTF-8); decode the bytes it came from with an explicit "
+            f"encoding, or use another thread_id"
+        ) from None
+    return text
 
 
 def _metadata_text(metadata: CheckpointMetadata, where: str) -> str:
@@ -104,16 +96,27 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
     ``path=`` if given, else ``$LETITLOOP_DB``, else ``.letitloop/journal.db``.
     Any number of savers, threads and processes may share one file: every
     write is one short ``BEGIN IMMEDIATE`` transaction and a writer waits for
-    another's lock (busy timeout) instead of failing with "database is locked".
+    another's lock, in short polls up to 30 s (``polled.py``), instead of
+    failing with "database is locked".
 
     ``durability`` is the journal's: ``"process"`` (default) survives the death
     of the process, ``"power"`` also a power loss (an fsync per commit).
 
-    ``serde`` defaults to LangGraph's ``JsonPlusSerializer`` (msgpack, no
-    pickle). Set ``LANGGRAPH_STRICT_MSGPACK=true`` or pass
-    ``JsonPlusSerializer(allowed_msgpack_modules=[...])`` to rebuild only
-    allow-listed types; pickle is used only if you pass a serde built with
-    ``pickle_fallback=True``.
+    Nothing is rebuilt from a row unless it is on an allow-list: ``serde``
+    defaults to :func:`strict_serde`, LangGraph's ``JsonPlusSerializer`` in its
+    strict mode (msgpack, no pickle), which rebuilds LangGraph's safe types,
+    the types of the graph's state schema (``compile()`` adds them) and
+    ``allowed_types`` (classes or ``(module, name)`` pairs); anything else
+    comes back as its recorded fields. Pass ``serde=`` to choose another
+    serializer, e.g. ``JsonPlusSerializer(allowed_msgpack_modules=True)`` to
+    rebuild any type a row names (only for a file you trust: a forged row can
+    then run code).
+
+    Deleting a thread (``delete_thread``, ``prune(strategy="delete")``),
+    pruning its history (``prune``), deleting LangGraph runs
+    (``delete_for_runs``) and copying over a thread (``copy_thread``) also
+    retire the ``durable_node`` runs in this file that the change makes
+    unreachable, in the same transaction (see ``retire.py``).
 
     The async methods run the sync ones in a worker thread
     (``asyncio.to_thread``): the event loop never waits on SQLite, not even
@@ -126,9 +129,19 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         *,
         durability: Durability = "process",
         serde: SerializerProtocol | None = None,
+        allowed_types: Iterable[AllowedType] = (),
     ) -> None:
-        super().__init__(serde=serde)
+        allowed = tuple(allowed_types)
+        if serde is not None and allowed:
+            raise ValueError(
+                "pass allowed_types= or serde=, not both: allowed_types widens the default "
+                "strict serde; give your own serde its allow-list yourself"
+            )
+        super().__init__(serde=serde if serde is not None else strict_serde(allowed))
         self.store = Store(path, durability=durability)
+        # Every statement on this connection goes through polled.py, which
+        # waits for a held lock in short polls instead of SQLite's sleeps.
+        polled.take_over(self.store)
 
     # -- lifetime --------------------------------------------------------------
 
@@ -166,6 +179,19 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
     def __repr__(self) -> str:
         return f"<LetItLoopCheckpointSaver path={str(self.store.path)!r}>"
 
+    def wait_for_writes(self) -> None:
+        """Return once every write this saver's connection has begun is committed.
+
+        LangGraph hands a saver its writes in background threads, and goes on
+        without waiting: with ``durability="async"`` the answer of a
+        ``Command(resume=...)`` is being written while the resumed node
+        already runs. A ``durable_node`` calls this before its journal writes
+        anything to the same file, so a node's journal commits never push
+        LangGraph's own write behind them.
+        """
+        with self.store.lock:  # held by a write from BEGIN to COMMIT
+            pass
+
     # -- versions --------------------------------------------------------------
 
     def get_next_version(self, current: str | int | None, channel: None) -> str:
@@ -191,17 +217,19 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         (task_path, task_id, idx).
         """
         conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
+        thread_id = _thread(conf["thread_id"])
         ns = str(conf.get("checkpoint_ns") or "")
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id:
-            rows = self.store.query(
+            rows = polled.query(
+                self.store,
                 f"SELECT {_CHECKPOINT_COLUMNS} FROM langgraph_checkpoints "
                 f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                 (thread_id, ns, checkpoint_id),
             )
         else:
-            rows = self.store.query(
+            rows = polled.query(
+                self.store,
                 f"SELECT {_CHECKPOINT_COLUMNS} FROM langgraph_checkpoints "
                 f"WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
                 (thread_id, ns),
@@ -243,7 +271,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
             conf = config["configurable"]
             if conf.get("thread_id") is not None:
                 where.append("thread_id = ?")
-                params.append(str(conf["thread_id"]))
+                params.append(_thread(conf["thread_id"]))
             if conf.get("checkpoint_ns") is not None:
                 where.append("checkpoint_ns = ?")
                 params.append(str(conf["checkpoint_ns"]))
@@ -273,7 +301,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         if limit is not None and not in_python:
             sql += " LIMIT ?"
             params.append(limit)
-        rows = cast(builtins.list[_Row], self.store.query(sql, params))
+        rows = cast(builtins.list[_Row], polled.query(self.store, sql, params))
         if in_python:
             rows = [
                 r for r in rows if all(json.loads(r[6]).get(k) == v for k, v in in_python.items())
@@ -287,7 +315,8 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
 
     def _tuple(self, row: _Row) -> CheckpointTuple:
         thread_id, ns, checkpoint_id, parent_id, type_, blob, metadata = row
-        writes = self.store.query(
+        writes = polled.query(
+            self.store,
             "SELECT task_id, channel, type, value FROM langgraph_writes "
             "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
             "ORDER BY task_path, task_id, idx",
@@ -351,30 +380,32 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         Raises EncodeError (nothing written) for metadata that is not JSON.
         """
         conf = config["configurable"]
-        thread_id = conf["thread_id"]
+        thread_id = _thread(conf["thread_id"])
         ns = str(conf.get("checkpoint_ns") or "")
         md = get_serializable_checkpoint_metadata(config, metadata)
         md_text = _metadata_text(md, f"thread {thread_id!r} checkpoint {checkpoint['id']}")
         type_, blob = self.serde.dumps_typed(checkpoint)
         run_id = md.get("run_id")
         step = md.get("step")
-        self.store.write1(
+        row = (
+            str(thread_id),
+            ns,
+            checkpoint["id"],
+            conf.get("checkpoint_id"),
+            None if run_id is None else str(run_id),
+            md.get("source"),
+            step if isinstance(step, int) else None,
+            checkpoint.get("ts"),
+            type_,
+            blob,
+            md_text,
+        )
+        polled.commit(
+            self.store,
             "INSERT OR REPLACE INTO langgraph_checkpoints (thread_id, checkpoint_ns, "
-            "checkpoint_id, parent_checkpoint_id, run_id, source, step, ts, type, checkpoint, "
-            "metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                str(thread_id),
-                ns,
-                checkpoint["id"],
-                conf.get("checkpoint_id"),
-                None if run_id is None else str(run_id),
-                md.get("source"),
-                step if isinstance(step, int) else None,
-                checkpoint.get("ts"),
-                type_,
-                blob,
-                md_text,
-            ),
+            "checkpoint_id, parent_checkpoint_id, run_id, source, step, ts, type, "
+            "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (row,),
         )
         return {
             "configurable": {
@@ -398,7 +429,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         resume, scheduled), whose latest value replaces the previous one.
         """
         conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
+        thread_id = _thread(conf["thread_id"])
         ns = str(conf.get("checkpoint_ns") or "")
         checkpoint_id = str(conf["checkpoint_id"])
         rows = [
@@ -421,32 +452,40 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
             if all(channel in WRITES_IDX_MAP for channel, _ in writes)
             else "INSERT OR IGNORE"
         )
-        with self.store.write() as c:
-            c.executemany(
-                f"{verb} INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, "
-                f"task_id, task_path, idx, channel, type, value) "
-                f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+        polled.commit(
+            self.store,
+            f"{verb} INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, "
+            f"task_id, task_path, idx, channel, type, value) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint and write of ``thread_id`` (all namespaces); atomic."""
-        tid = str(thread_id)
-        with self.store.write() as c:
+        """Delete every checkpoint and write of ``thread_id`` (all namespaces); atomic.
+
+        The thread's ``durable_node`` runs in this file go in the same
+        transaction: a thread made again under this id (``copy_thread`` of
+        the same template reproduces its checkpoint ids) starts afresh.
+        """
+        tid = _thread(thread_id)
+        with polled.transaction(self.store) as c:
             c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
             c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
+            retire.retire_thread(self.store, c, tid)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints whose ``metadata.run_id`` is in ``run_ids``, and their writes.
 
         Atomic. Deleting a run whose checkpoints a later run of the same
         thread builds on leaves that thread's history with a gap (LangGraph's
-        own warning for ``DeltaChannel``).
+        own warning for ``DeltaChannel``). The ``durable_node`` runs recorded
+        under those run ids (``config["metadata"]["run_id"]``) are retired too.
         """
         ids = [str(r) for r in run_ids]
         if not ids:
             return
-        with self.store.write() as c:
+        with polled.transaction(self.store) as c:
+            retire.retire(self.store, c, retire.runs_of_langgraph_runs(c, ids))
             # 500 ids per statement stays far below SQLite's bound-variable limit.
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
@@ -463,12 +502,23 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         """Copy every checkpoint and write of one thread to another, ids and order kept; atomic.
 
         Rows the target already has under the same ids are replaced; a source
-        with no checkpoints copies nothing.
+        with no checkpoints copies nothing. The target's ``durable_node`` runs
+        that started from a checkpoint the copy brings in are retired: the
+        copy is a new execution from there, not the target's earlier one.
         """
-        src, dst = str(source_thread_id), str(target_thread_id)
+        src, dst = _thread(source_thread_id), _thread(target_thread_id)
         if src == dst:
             return
-        with self.store.write() as c:
+        with polled.transaction(self.store) as c:
+            copied = {
+                row[0]
+                for row in c.execute(
+                    "SELECT checkpoint_id FROM langgraph_checkpoints WHERE thread_id = ?", (src,)
+                )
+            }
+            retire.retire_where(
+                self.store, c, dst, lambda recorded: recorded.get("checkpoint") not in copied
+            )
             c.execute(
                 "INSERT OR REPLACE INTO langgraph_checkpoints (thread_id, checkpoint_ns, "
                 "checkpoint_id, parent_checkpoint_id, run_id, source, step, ts, type, "
@@ -492,17 +542,23 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         Raises ValueError for another strategy. ``keep_latest`` drops the
         history that ``get_state_history`` and time travel read; LangGraph's
         beta ``DeltaChannel`` needs that history and must not be pruned this way.
+
+        ``durable_node`` runs go with what they belonged to: all of a deleted
+        thread's, and with ``keep_latest`` those of supersteps the kept
+        checkpoint already contains (its step or earlier, in its namespace);
+        a node paused or interrupted after it keeps its run.
         """
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"prune strategy must be 'keep_latest' or 'delete', got {strategy!r}")
-        ids = [str(t) for t in thread_ids]
+        ids = [_thread(t) for t in thread_ids]
         if not ids:
             return
-        with self.store.write() as c:
+        with polled.transaction(self.store) as c:
             for tid in ids:
                 if strategy == "delete":
                     c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
                     c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
+                    retire.retire_thread(self.store, c, tid)
                     continue
                 # Named, not ?1: Python 3.12 deprecates numbered placeholders
                 # bound from a sequence, and 3.14 refuses them.
@@ -520,6 +576,20 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
                     f"(checkpoint_ns, checkpoint_id) NOT IN ({latest})",
                     {"tid": tid},
                 )
+                kept: dict[str, int] = {}
+                for ns, step in c.execute(
+                    "SELECT checkpoint_ns, step FROM langgraph_checkpoints WHERE thread_id = ?",
+                    (tid,),
+                ):
+                    if step is not None:
+                        kept[ns] = max(int(step), kept.get(ns, int(step)))
+
+                def after_kept(recorded: dict[str, Any], kept: dict[str, int] = kept) -> bool:
+                    latest_step = kept.get(str(recorded.get("ns", "")))
+                    step = recorded.get("step")
+                    return latest_step is None or not isinstance(step, int) or step > latest_step
+
+                retire.retire_where(self.store, c, tid, after_kept)
 
     # -- async twins: the sync method in a worker thread -----------------------
 
@@ -578,165 +648,3 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``prune`` in a worker thread."""
         await asyncio.to_thread(functools.partial(self.prune, thread_ids, strategy=strategy))
-
-
-# -- durable nodes ---------------------------------------------------------------
-
-
-def _bounded(name: str) -> str:
-    """``name`` if it fits a run/goal name, else a prefix plus a hash of the whole."""
-    if len(name) <= MAX_NAME_LENGTH:
-        return name
-    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:32]
-    return f"{name[: MAX_NAME_LENGTH - 40]}…{digest}"
-
-
-def node_run_key(config: RunnableConfig) -> tuple[str, str]:
-    """The ``(goal, run)`` under which ``durable_node`` journals one execution of a node.
-
-    goal: ``langgraph:<node name>`` — one journal table per node, however many
-    threads. run: ``<thread_id>|<checkpoint_ns>``, where LangGraph's
-    ``checkpoint_ns`` inside a node is ``<node>:<task_id>`` (prefixed by the
-    parent graph's namespace in a subgraph). LangGraph derives ``task_id``
-    from the checkpoint the superstep starts from, the step number, the node
-    and its triggers. So:
-
-    - a resume after a crash (``invoke(None, config)``), a retry
-      (``RetryPolicy``) or a resume after ``interrupt()`` re-runs the *same*
-      task: same run, its finished steps replay;
-    - the same node in a later superstep or a later turn of the thread starts
-      from a newer checkpoint: a new task id, a new run, nothing stale replays.
-
-    Raises LetItLoopError when the config has no ``thread_id`` or is not a
-    node's config (no ``checkpoint_ns`` with a task id).
-    """
-    conf = config.get("configurable") or {}
-    meta = config.get("metadata") or {}
-    thread_id = conf.get("thread_id")
-    ns = conf.get("checkpoint_ns") or meta.get("langgraph_checkpoint_ns") or ""
-    if thread_id is None or ":" not in str(ns):
-        raise LetItLoopError(
-            f"durable_node expected a LangGraph node's config with a thread_id and a task "
-            f"namespace, found thread_id={thread_id!r}, checkpoint_ns={ns!r}; compile the "
-            f"graph with a checkpointer and invoke it with "
-            f"config={{'configurable': {{'thread_id': ...}}}}"
-        )
-    node = meta.get("langgraph_node") or str(ns).rsplit("|", 1)[-1].split(":", 1)[0]
-    return _bounded(f"langgraph:{node}"), _bounded(f"{thread_id}|{ns}")
-
-
-def _with_config(signature: inspect.Signature) -> inspect.Signature:
-    """``signature`` plus a keyword-only ``config``: LangGraph passes the run's config to it."""
-    params = list(signature.parameters.values())
-    at = next(
-        (i for i, p in enumerate(params) if p.kind is inspect.Parameter.VAR_KEYWORD), len(params)
-    )
-    params.insert(at, inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None))
-    return signature.replace(parameters=params)
-
-
-@overload
-def durable_node(fn: Callable[P, R], /) -> Callable[P, R]: ...
-
-
-@overload
-def durable_node(
-    *,
-    goal: str | None = None,
-    path: str | os.PathLike[str] | None = None,
-    durability: Durability | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    registry: CodecRegistry | None = None,
-) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
-
-
-def durable_node(
-    fn: Callable[P, R] | None = None,
-    /,
-    *,
-    goal: str | None = None,
-    path: str | os.PathLike[str] | None = None,
-    durability: Durability | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    registry: CodecRegistry | None = None,
-) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
-    """Run a LangGraph node inside a journal, so ``step()`` calls in it are journaled.
-
-    ``@durable_node`` (or ``@durable_node(...)``) on a node function opens
-    ``Journal(goal, run=...)`` keyed by :func:`node_run_key` around each call:
-    inside, ``letitloop.step(name, fn, ...)`` records each expensive call.
-    A node killed half-way, on resume, replays the calls that returned and
-    runs the interrupted one again; the node's own code outside steps runs
-    again (keep side effects in steps).
-
-    The journal file is the graph's checkpointer's when that is a
-    ``LetItLoopCheckpointSaver`` (and ``path`` is not given), else ``path`` /
-    ``$LETITLOOP_DB`` / ``.letitloop/journal.db``. ``goal`` replaces the
-    default ``langgraph:<node>``. Two processes running the same task at once
-    (two workers resuming one thread) are serialized by the journal's run
-    lock: the second waits up to ``timeout`` seconds, then raises
-    RunHeldError. An ``async def`` node is opened with ``async with`` and
-    journals its calls with ``await async_step(...)``. Raises LetItLoopError
-    when called outside a graph run that has a thread_id.
-    """
-
-    def decorate(node_fn: Callable[P, R]) -> Callable[P, R]:
-        signature = inspect.signature(node_fn)
-        wants_config = "config" in signature.parameters
-
-        def journal_for_this_call(config: Any) -> Journal:
-            if config is None:
-                try:
-                    config = get_config()
-                except RuntimeError:
-                    raise LetItLoopError(
-                        f"durable_node {node_fn.__qualname__} was called outside a LangGraph "
-                        f"run (no RunnableConfig in context); add it to a graph with "
-                        f"add_node() and invoke the graph"
-                    ) from None
-            default_goal, run = node_run_key(config)
-            journal_path = path
-            journal_durability = durability
-            saver = (config.get("configurable") or {}).get(_CONFIG_KEY_CHECKPOINTER)
-            if journal_path is None and isinstance(saver, LetItLoopCheckpointSaver):
-                journal_path = saver.store.path
-                if journal_durability is None:
-                    journal_durability = saver.store.durability
-            return Journal(
-                goal or default_goal,
-                run=run,
-                path=journal_path,
-                durability=journal_durability or "process",
-                timeout=timeout,
-                registry=registry,
-            )
-
-        def config_of(kwargs: dict[str, Any]) -> Any:
-            # LangGraph passes config= to a node whose signature names it (see
-            # below): the way to reach it in an async node on Python 3.10, where
-            # tasks do not inherit the context that get_config() reads.
-            return kwargs.get("config") if wants_config else kwargs.pop("config", None)
-
-        if inspect.iscoroutinefunction(node_fn):
-
-            @functools.wraps(node_fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                async with journal_for_this_call(config_of(kwargs)):
-                    return await node_fn(*args, **kwargs)
-
-            wrapped: Callable[..., Any] = async_wrapper
-        else:
-
-            @functools.wraps(node_fn)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                with journal_for_this_call(config_of(kwargs)):
-                    return node_fn(*args, **kwargs)
-
-            wrapped = wrapper
-        if not wants_config:
-            wrapped.__signature__ = _with_config(signature)  # type: ignore[attr-defined]
-        return cast(Callable[P, R], wrapped)
-
-    if fn is not None:
-        return decorate(fn)
-    return decorate

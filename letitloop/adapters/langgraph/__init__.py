@@ -1,0 +1,49 @@
+"""LangGraph checkpoints in the letitloop journal file, and nodes whose inner calls are steps.
+
+Install with ``pip install 'letitloop[langgraph]'``; the core package never
+imports this package.
+
+- ``LetItLoopCheckpointSaver`` (``saver.py``): a LangGraph
+  ``BaseCheckpointSaver`` whose checkpoints and pending writes are rows of the
+  journal file; strict about what it rebuilds from a row (``serde.py``), and
+  deleting or pruning a thread retires its durable-node runs (``retire.py``);
+  it waits for SQLite's locks in short polls, so a durable node's commits
+  never hold LangGraph's writes back for long (``polled.py``).
+- ``durable_node`` (``node.py``): the ``step()`` calls inside a node are
+  journaled, so a node killed half-way replays its finished calls and runs
+  only the interrupted one again. Which journal run one execution of a node
+  is (``identity.py``) survives the checkpoints LangGraph loses in its
+  ``"async"`` and ``"exit"`` durability modes.
+- LangChain's message types are registered with the codec as soon as this
+  package is imported (``messages.py``), so a step may return an
+  ``AIMessage``.
+"""
+
+from __future__ import annotations
+
+try:
+    import langchain_core  # noqa: F401  (langgraph depends on it)
+    import langgraph.checkpoint.base  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        f"letitloop.adapters.langgraph needs LangGraph, which is not installed ({exc}); "
+        f"install it with: pip install 'letitloop[langgraph]'"
+    ) from exc
+
+from .identity import node_run_key
+from .messages import register_langchain_types
+from .node import durable_node
+from .retire import delete_node_runs
+from .saver import LetItLoopCheckpointSaver
+from .serde import strict_serde
+
+register_langchain_types()
+
+__all__ = [
+    "LetItLoopCheckpointSaver",
+    "delete_node_runs",
+    "durable_node",
+    "node_run_key",
+    "register_langchain_types",
+    "strict_serde",
+]

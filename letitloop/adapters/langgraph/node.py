@@ -1,0 +1,371 @@
+"""``durable_node``: a LangGraph node run inside a journal run, so its ``step()`` calls are durable.
+
+Each execution of a decorated node:
+
+1. works out which journal run it is (``identity.py``): from the thread, the
+   node, the superstep, the task path, a fingerprint of the node's input and,
+   to tell executions apart, the task id and the checkpoint the superstep
+   started from;
+2. waits for any other execution of that run in this process (two
+   invocations of one thread at once), as ``Journal`` waits for another
+   process;
+3. opens ``Journal(goal, run=name)`` around the node's body, so ``step()``
+   replays what returned and runs the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar, cast, overload
+
+from langgraph.config import get_config
+
+from ...codec import CodecRegistry
+from ...errors import LetItLoopError, RunHeldError
+from ...fingerprint import Fingerprinter
+from ...journal import DEFAULT_TIMEOUT, Journal
+from ...store import Durability, Store, resolve_path
+from . import polled
+from .identity import (
+    CONFIG_KEY_CHECKPOINTER,
+    NodeIdentity,
+    candidates,
+    choose_run,
+    goal_for,
+    identify,
+)
+from .messages import fingerprint_registry, with_langchain_types
+from .saver import LetItLoopCheckpointSaver
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _NodeJournal(Journal):
+    """A ``Journal`` whose step fingerprints leave LangChain message ids out (``messages.py``)."""
+
+    def __init__(self, *args: Any, fingerprints: Fingerprinter, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fingerprints = fingerprints
+
+
+# -- one execution at a time per run, in this process ----------------------------------
+
+
+class _Gate:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
+_gates: dict[tuple[str, str, str], _Gate] = {}
+_gates_lock = threading.Lock()
+
+
+def _gate_for(key: tuple[str, str, str]) -> _Gate:
+    with _gates_lock:
+        gate = _gates.get(key)
+        if gate is None:
+            gate = _gates[key] = _Gate()
+        gate.users += 1
+        return gate
+
+
+def _done_with(key: tuple[str, str, str], gate: _Gate) -> None:
+    with _gates_lock:
+        gate.users -= 1
+        if gate.users == 0 and _gates.get(key) is gate:
+            del _gates[key]
+
+
+def _busy(plan: _Plan, timeout: float) -> RunHeldError:
+    who = plan.identity
+    return RunHeldError(
+        f"thread {who.thread!r}: node {who.node!r} (superstep {who.step}) is already running in "
+        f"another invocation of this thread in this process (another thread or task), and "
+        f"it did not finish within {timeout:g} s. LangGraph runs one invocation of a thread "
+        f"at a time; wait for the other invocation, or pass durable_node(timeout=...) "
+        f"(journal run {plan.name!r} of goal {plan.goal!r})",
+        run_id=None,
+        pid=os.getpid(),
+        host=None,
+    )
+
+
+@contextlib.contextmanager
+def _one_at_a_time(plan: _Plan, timeout: float) -> Iterator[None]:
+    gate = _gate_for(plan.key)
+    try:
+        if not gate.lock.acquire(timeout=timeout):
+            raise _busy(plan, timeout)
+        try:
+            yield
+        finally:
+            gate.lock.release()
+    finally:
+        _done_with(plan.key, gate)
+
+
+@contextlib.asynccontextmanager
+async def _one_at_a_time_async(plan: _Plan, timeout: float) -> AsyncIterator[None]:
+    gate = _gate_for(plan.key)
+    try:
+        if not gate.lock.acquire(blocking=False):
+            waiting = asyncio.ensure_future(asyncio.to_thread(gate.lock.acquire, True, timeout))
+            try:
+                got = await asyncio.shield(waiting)
+            except asyncio.CancelledError:
+                # The worker may still get the lock after we gave up: give it back then.
+                waiting.add_done_callback(
+                    lambda f: (
+                        gate.lock.release()
+                        if not f.cancelled() and f.exception() is None and f.result()
+                        else None
+                    )
+                )
+                raise
+            if not got:
+                raise _busy(plan, timeout)
+        try:
+            yield
+        finally:
+            gate.lock.release()
+    finally:
+        _done_with(plan.key, gate)
+
+
+# -- where the journal lives, and which run ---------------------------------------------
+
+#: Stores of journal files other than a saver's, one per file and process: used
+#: to choose runs, and kept open so SQLite's index of the file stays recovered.
+_stores: dict[tuple[int, str, str], Store] = {}
+_stores_lock = threading.Lock()
+
+
+def _store_for(path: str | os.PathLike[str] | None, durability: Durability) -> Store:
+    real = os.path.realpath(resolve_path(path))
+    key = (os.getpid(), real, durability)
+    with _stores_lock:
+        store = _stores.get(key)
+        if store is None:
+            store = _stores[key] = Store(path, durability=durability)
+        return store
+
+
+def _persisted_in(saver: Any) -> Callable[[str, str, str], bool]:
+    """``persisted(thread, ns, checkpoint_id)`` for ``saver``: is that checkpoint stored?"""
+    if isinstance(saver, LetItLoopCheckpointSaver):
+        store = saver.store
+
+        def persisted(thread: str, ns: str, checkpoint_id: str) -> bool:
+            return bool(
+                polled.query(
+                    store,
+                    "SELECT 1 FROM langgraph_checkpoints WHERE thread_id = ? AND "
+                    "checkpoint_ns = ? AND checkpoint_id = ?",
+                    (thread, ns, checkpoint_id),
+                )
+            )
+
+        return persisted
+
+    def asked(thread: str, ns: str, checkpoint_id: str) -> bool:
+        config = {
+            "configurable": {
+                "thread_id": thread,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+        try:
+            return saver.get_tuple(config) is not None
+        except Exception:
+            # Unknown: say "stored", so no run is taken that might be another execution's.
+            return True
+
+    return asked
+
+
+@dataclass(frozen=True)
+class _Plan:
+    goal: str
+    name: str
+    path: str | os.PathLike[str] | None
+    durability: Durability
+    identity: NodeIdentity
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (os.path.realpath(resolve_path(self.path)), self.goal, self.name)
+
+
+def _same_file(a: str | os.PathLike[str] | None, b: os.PathLike[str]) -> bool:
+    return os.path.realpath(resolve_path(a)) == os.path.realpath(b)
+
+
+@overload
+def durable_node(fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def durable_node(
+    *,
+    goal: str | None = None,
+    path: str | os.PathLike[str] | None = None,
+    durability: Durability | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    registry: CodecRegistry | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def durable_node(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    goal: str | None = None,
+    path: str | os.PathLike[str] | None = None,
+    durability: Durability | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    registry: CodecRegistry | None = None,
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Run a LangGraph node inside a journal, so ``step()`` calls in it are journaled.
+
+    ``@durable_node`` (or ``@durable_node(...)``) on a node function opens a
+    ``Journal`` around each execution of the node: inside,
+    ``letitloop.step(name, fn, ...)`` records each expensive call. A node
+    killed half-way replays, on the next execution of the same superstep,
+    the calls that returned and runs the interrupted one again; the node's
+    own code outside steps runs again (keep side effects in steps). The
+    same superstep is recognised even when LangGraph lost the checkpoint it
+    started from and rebuilt it with new ids (``durability="async"`` or
+    ``"exit"``): see ``letitloop.adapters.langgraph.identity``.
+
+    The journal file is the graph's checkpointer's when that is a
+    ``LetItLoopCheckpointSaver`` (and ``path`` is not given), else ``path`` /
+    ``$LETITLOOP_DB`` / ``.letitloop/journal.db``. ``goal`` replaces the
+    default ``langgraph:<node>``. Two executions of the same run at once
+    (two invocations resuming one thread, in this process or another) run
+    one after the other: the second waits up to ``timeout`` seconds, then
+    raises RunHeldError, and replays what the first recorded. ``registry``
+    replaces the codec's default registry (LangChain's types are added to
+    it). An ``async def`` node is opened with ``async with`` and journals
+    its calls with ``await async_step(...)``.
+
+    Raises LetItLoopError when called outside a graph run that has a
+    thread_id and a checkpointer.
+    """
+
+    def decorate(node_fn: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(node_fn)
+        wants_config = "config" in signature.parameters
+        codec_registry = with_langchain_types(registry)
+        fingerprints = Fingerprinter(fingerprint_registry(codec_registry))
+
+        def resolve_config(config: Any) -> Any:
+            if config is not None:
+                return config
+            try:
+                return get_config()
+            except RuntimeError:
+                raise LetItLoopError(
+                    f"durable_node {node_fn.__qualname__} was called outside a LangGraph "
+                    f"run (no RunnableConfig in context); add it to a graph with "
+                    f"add_node() and invoke the graph"
+                ) from None
+
+        def plan(config: Any, node_input: Any) -> _Plan:
+            identity = identify(config, node_input, fingerprints)
+            saver = (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
+            if saver is None:
+                raise LetItLoopError(
+                    f"durable_node {node_fn.__qualname__} (thread {identity.thread!r}) runs in "
+                    f"a graph without a checkpointer, so a resumed thread could not tell one "
+                    f"execution from another; compile the graph with "
+                    f"checkpointer=LetItLoopCheckpointSaver()"
+                )
+            journal_path = path
+            journal_durability = durability
+            store: Store | None = None
+            if isinstance(saver, LetItLoopCheckpointSaver) and (
+                journal_path is None or _same_file(journal_path, saver.store.real_path)
+            ):
+                journal_path = saver.store.path
+                store = saver.store
+                if journal_durability is None:
+                    journal_durability = saver.store.durability
+            journal_durability = journal_durability or "process"
+            if store is None:
+                store = _store_for(journal_path, journal_durability)
+            goal_name = goal or goal_for(identity.node)
+            found = candidates(store, goal_name, identity.base_name())
+            name = choose_run(identity, found, _persisted_in(saver))
+            if isinstance(saver, LetItLoopCheckpointSaver):
+                saver.wait_for_writes()
+            return _Plan(goal_name, name, journal_path, journal_durability, identity)
+
+        def journal(p: _Plan) -> Journal:
+            return _NodeJournal(
+                p.goal,
+                run=p.name,
+                path=p.path,
+                durability=p.durability,
+                timeout=timeout,
+                registry=codec_registry,
+                input=p.identity.record(),
+                fingerprints=fingerprints,
+            )
+
+        def config_of(kwargs: dict[str, Any]) -> Any:
+            # LangGraph passes config= to a node whose signature names it (see
+            # below): the way to reach it in an async node on Python 3.10, where
+            # tasks do not inherit the context that get_config() reads.
+            return kwargs.get("config") if wants_config else kwargs.pop("config", None)
+
+        if inspect.iscoroutinefunction(node_fn):
+
+            @functools.wraps(node_fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                config = resolve_config(config_of(kwargs))
+                # Choosing the run reads the journal (and may ask the checkpointer):
+                # in a worker thread, so the event loop never waits on SQLite.
+                p = await asyncio.to_thread(plan, config, args[0] if args else None)
+                async with _one_at_a_time_async(p, timeout), journal(p):
+                    return await node_fn(*args, **kwargs)
+
+            wrapped: Callable[..., Any] = async_wrapper
+        else:
+
+            @functools.wraps(node_fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                config = resolve_config(config_of(kwargs))
+                p = plan(config, args[0] if args else None)
+                with _one_at_a_time(p, timeout), journal(p):
+                    return node_fn(*args, **kwargs)
+
+            wrapped = wrapper
+        if not wants_config:
+            wrapped.__signature__ = _with_config(signature)  # type: ignore[attr-defined]
+        return cast(Callable[P, R], wrapped)
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
+
+
+def _with_config(signature: inspect.Signature) -> inspect.Signature:
+    """``signature`` plus a keyword-only ``config``: LangGraph passes the run's config to it."""
+    params = list(signature.parameters.values())
+    at = next(
+        (i for i, p in enumerate(params) if p.kind is inspect.Parameter.VAR_KEYWORD), len(params)
+    )
+    params.insert(at, inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None))
+    return signature.replace(parameters=params)
