@@ -84,13 +84,6 @@ def send_text(
     """
     run = _waiting_run(store, ref, name)
     where = f"run {run.id} of goal {run.goal!r}"
-    if run.state in ("completed", "cancelled"):
-        raise NotWaitingError(
-            f"{where} is {run.state}: it waits for nothing, so no value can be sent to it "
-            f"(lil runs {run.goal} lists the goal's runs)",
-            run_id=run.id,
-            key=name,
-        )
     table = run.journal_table
     with store.write() as c:
         rows = c.execute(
@@ -104,6 +97,13 @@ def send_text(
             raise NotWaitingError(
                 f"{where} waits for several keys named {name!r} "
                 f"({_quoted([r[0] for r in waiting])}); send to one of them by its key",
+                run_id=run.id,
+                key=name,
+            )
+        if run.state in ("completed", "cancelled") and (waiting or not named):
+            raise NotWaitingError(
+                f"{where} is {run.state}: it waits for nothing, so no value can be sent to it "
+                f"(lil runs {run.goal} lists the goal's runs)",
                 run_id=run.id,
                 key=name,
             )

@@ -115,7 +115,7 @@ def _finish(j: Journal, store: Store, key: str, began: float) -> None:
 
 def sleep(j: Journal, name: str, seconds: float) -> None:
     """``Journal.sleep``: sleep until the wake-up time recorded when the sleep first started."""
-    length = timers.check_seconds(f"sleep {name!r}: seconds", seconds) or 0.0
+    length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
     c = Claim(j, name, SLEEP_FN)
     if c.replay is not None:
         return
@@ -134,7 +134,7 @@ async def async_sleep(j: Journal, name: str, seconds: float) -> None:
     """
     import asyncio
 
-    length = timers.check_seconds(f"sleep {name!r}: seconds", seconds) or 0.0
+    length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
     c = Claim(j, name, SLEEP_FN)
     if c.replay is not None:
         return

@@ -153,9 +153,9 @@ async def async_pause(
         await asyncio.sleep(nap)
 
 
-def check_seconds(what: str, seconds: object) -> float | None:
-    """``seconds`` as a float >= 0 (None stays None); LetItLoopError for anything else."""
-    if seconds is None:
+def check_seconds(what: str, seconds: object, *, optional: bool = True) -> float | None:
+    """``seconds`` as a float >= 0 (None stays None if ``optional``); else LetItLoopError."""
+    if seconds is None and optional:
         return None
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise LetItLoopError(
