@@ -297,6 +297,11 @@ class TestABackoffInterruptedBySigkill:
         lab.set_clock(1004)  # from zero it would wait until 1006
         try2 = lab.until("try 2 at the recorded time", lambda: lab.lines("try 2 "), second)
         assert float(try2[0][2]) == 1004 and int(try2[0][3]) == second.pid
+        lab.until(
+            "try 2's failure is recorded",
+            lambda: lab.sql("SELECT 1 FROM step_tries WHERE try = 2"),
+            second,
+        )
         lab.set_clock(1012)  # try 2 failed at 1004: 8 s of backoff
         _, err = second.communicate(timeout=30)
         assert second.returncode == 0, err
