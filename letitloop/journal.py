@@ -391,7 +391,7 @@ class Journal:
                 retry = (
                     found is None
                     or name != self.run_name
-                    or (status in ("completed", "cancelled") and self.run_name is None)
+                    or (status == "completed" and self.run_name is None)
                     or (cancelled and self.run_name is None)
                 )
                 if cancelled and not retry:

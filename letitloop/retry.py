@@ -168,11 +168,16 @@ def history(j: Journal, store: Store) -> History:
 class _Tries:
     """One step's tries in this attempt: what was recorded before, and each new failure."""
 
-    def __init__(self, j: Journal, store: Store, key: str, fn_name: str, fp: str) -> None:
+    def __init__(
+        self, j: Journal, store: Store, key: str, fn_name: str, fp: str, first: bool = False
+    ) -> None:
         self.j, self.store, self.key, self.fn_name, self.fp = j, store, key, fn_name, fp
         self.tries = history(j, store)
         self.last, self.failed, self.due = self.tries.get(key, (0, 0, None))
-        self.started = 0.0
+        #: When the try in progress began: for the step's first try of this
+        #: attempt (``first``), when the step began (its in-flight entry).
+        flight = j._in_flight.get(key) if first else None
+        self.started = flight[0] if flight is not None else j.clock()
 
     def begin(self) -> None:
         """A try starts now: the in-flight watcher shows it as running after a second."""
@@ -243,21 +248,31 @@ def call(
     """``fn(*args, **kwargs)`` tried as ``policy`` says; the last failure propagates.
 
     A backoff left by an earlier attempt is waited out first (what remains of
-    it). A cancel during a backoff raises RunCancelledError.
+    it). A cancel during a backoff raises RunCancelledError. Until a try
+    fails, this costs a dict lookup: nothing is read or written.
     """
-    t = _Tries(j, store, key, fn_name, fp)
-    if t.due is not None:
+    t = _resumed(j, store, key, fn_name, fp)
+    if t is not None and t.due is not None:
         j._in_flight.pop(key, None)
         timers.pause(j, store, t.due)
-    while True:
         t.begin()
+    while True:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
+            if t is None:
+                t = _Tries(j, store, key, fn_name, fp, first=True)
             due = t.failed_try(exc, policy)
             if due is None:
                 raise
         timers.pause(j, store, due)
+        t.begin()
+
+
+def _resumed(j: Journal, store: Store, key: str, fn_name: str, fp: str) -> _Tries | None:
+    """The step's tries when earlier attempts recorded some; None (the common case) if not."""
+    known = j._tries if j._tries is not None else history(j, store)
+    return _Tries(j, store, key, fn_name, fp) if key in known else None
 
 
 async def async_call(
@@ -274,18 +289,21 @@ async def async_call(
     A failed try's rows are written in a worker thread (the loop never waits
     for a write lock); the tries already recorded are read on the loop, once.
     """
-    t = _Tries(j, store, key, fn_name, fp)
-    if t.due is not None:
-        j._in_flight.pop(key, None)
-        await timers.async_pause(j, store, t.due)
     import asyncio
 
-    while True:
+    t = _resumed(j, store, key, fn_name, fp)
+    if t is not None and t.due is not None:
+        j._in_flight.pop(key, None)
+        await timers.async_pause(j, store, t.due)
         t.begin()
+    while True:
         try:
             return await invoke()
         except Exception as exc:
+            if t is None:
+                t = _Tries(j, store, key, fn_name, fp, first=True)
             due = await asyncio.to_thread(t.failed_try, exc, policy)
             if due is None:
                 raise
         await timers.async_pause(j, store, due)
+        t.begin()

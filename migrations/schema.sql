@@ -4,7 +4,7 @@
 CREATE TABLE "_journal_template" (
     run         TEXT NOT NULL,
     key         TEXT NOT NULL,               -- 'fetch_user', 'fetch_user#2', a marker name
-    kind        TEXT NOT NULL CHECK (kind IN ('step', 'marker', 'sleep', 'wait')),
+    kind        TEXT NOT NULL CHECK (kind = 'step' OR kind = 'marker' OR kind = 'sleep' OR kind = 'wait'),
     status      TEXT NOT NULL,               -- step: done|failed; marker: pending|done
     fn          TEXT,                        -- module.qualname of the step's function
     result      TEXT,                        -- JSON
