@@ -136,7 +136,10 @@ def run_trial(n: int, mode: str, cancel: bool, rng: random.Random, db: Path, fol
             stderr=subprocess.PIPE,
             text=True,
         )
-        kill_at = time.time() + rng.uniform(0.05, 1.2) if kills_left else None
+        # Half the kills early (start-up, replay, the first steps), half anywhere.
+        early = rng.random() < 0.5
+        kill_at = time.time() + rng.uniform(*((0.1, 0.45) if early else (0.05, 1.5)))
+        kill_at = kill_at if kills_left else None
         killed = ""
         while child.poll() is None and not killed:
             now = time.time()

@@ -41,7 +41,7 @@ def tries_so_far() -> int:
 
 def prepare() -> str:
     log("start", "prepare")
-    time.sleep(0.02)
+    time.sleep(0.08)
     usage(input_tokens=1000, output_tokens=100, cost=0.01, model="m")
     return "prepared"
 
@@ -49,7 +49,7 @@ def prepare() -> str:
 def flaky() -> str:
     n = tries_so_far()
     log("start", "flaky")
-    time.sleep(0.02)
+    time.sleep(0.05)
     if n < FAILING_TRIES:
         raise TimeoutError(f"try {n + 1} failed on purpose")
     return "flaky ok"
@@ -57,7 +57,7 @@ def flaky() -> str:
 
 def finish(value: object) -> str:
     log("start", "finish")
-    time.sleep(0.02)
+    time.sleep(0.08)
     usage(input_tokens=2000, output_tokens=200, cost=0.02, model="m")
     return f"finished with {value}"
 

@@ -163,7 +163,7 @@ def send(
     value the codec cannot encode (nothing written).
     """
     text = codec.encode(value, registry)
-    store = open_journal_file(path if path is None else Path(path))
+    store = open_journal_file(None if path is None else Path(path))
     try:
         return send_text(store, run, name, text)
     finally:
@@ -261,7 +261,7 @@ def cancel(
     how it ended (``cancelled``, or ``completed`` if it finished first).
     ``path`` is the journal file (default: as for ``Journal``).
     """
-    store = open_journal_file(path if path is None else Path(path))
+    store = open_journal_file(None if path is None else Path(path))
     try:
         done = cancel_run(store, run, reason=reason)
         if wait is not None and not done.at_once:

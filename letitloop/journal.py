@@ -867,10 +867,14 @@ class Journal:
             if type(owner) is not int:
                 self._aio_tasks[owner] = key  # a cancel of the run interrupts its await
             try:
+                import inspect  # loaded by programs that use async steps only
+
                 if policy is not None:
                     value = await retries.async_call(
                         self, store, key, fn_name, fp, policy, partial(_call, fn, args, kwargs)
                     )
+                elif inspect.iscoroutinefunction(fn):
+                    value = await fn(*args, **kwargs)
                 else:
                     value = await _call(fn, args, kwargs)
             except Exception as exc:
