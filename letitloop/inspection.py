@@ -642,7 +642,10 @@ def _infos(store: Store, rows: list[Any]) -> list[RunInfo]:
             rid, ()
         ):
             if f_status != "running":
-                pauses.append(Pause(key, kind, f_status, f_started, wake_at, f_attempt, f_error))
+                if state not in ("completed", "cancelled"):  # else nothing waits any more
+                    pauses.append(
+                        Pause(key, kind, f_status, f_started, wake_at, f_attempt, f_error)
+                    )
                 continue
             seen = _later(seen, _plus_ms(f_started, f_ms or 0))
             flight.append(
