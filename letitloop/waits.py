@@ -120,7 +120,8 @@ def _stop(j: Journal, key: str) -> RunWaiting:
 
 
 def _replayed(j: Journal, c: Claim) -> Any:
-    assert c.replay is not None and j._results is not None
+    """What a wait recorded as done gives back: its value, or its recorded timeout."""
+    assert c.replay is not None
     rows = c.store.query(
         f'SELECT result, error FROM "{j.table}" WHERE rowid = ?', (c.replay.rowid,)
     )
