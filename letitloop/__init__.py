@@ -2,12 +2,26 @@
 
 from typing import TYPE_CHECKING
 
-from .durable import async_step, atomic_marker, durable, durable_async, step
-from .errors import LetItLoopError
+from .durable import (
+    async_sleep,
+    async_step,
+    async_wait_for,
+    atomic_marker,
+    durable,
+    durable_async,
+    sleep,
+    step,
+    usage,
+    wait_for,
+)
+from .errors import LetItLoopError, RunCancelledError, WaitTimeoutError
 from .fingerprint import unchecked
 from .journal import Journal
+from .retry import RetryPolicy
+from .waits import RunWaiting
 
 if TYPE_CHECKING:
+    from .control import cancel, send
     from .supervisor import supervise
 
 __version__ = "0.1.0"
@@ -15,23 +29,39 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> object:
     # PEP 562: the supervisor (subprocess, signals, the process tree) is loaded
-    # only by programs that supervise; `import letitloop` stays on the step path.
+    # only by programs that supervise, and send/cancel (inspection, json) only by
+    # programs that call them; `import letitloop` stays on the step path.
     if name == "supervise":
         from .supervisor import supervise
 
         return supervise
+    if name in ("send", "cancel"):
+        from . import control
+
+        return getattr(control, name)
     raise AttributeError(f"module 'letitloop' has no attribute {name!r}")
 
 
 __all__ = [
     "Journal",
     "LetItLoopError",
+    "RetryPolicy",
+    "RunCancelledError",
+    "RunWaiting",
+    "WaitTimeoutError",
     "__version__",
+    "async_sleep",
     "async_step",
+    "async_wait_for",
     "atomic_marker",
+    "cancel",
     "durable",
     "durable_async",
+    "send",
+    "sleep",
     "step",
     "supervise",
     "unchecked",
+    "usage",
+    "wait_for",
 ]

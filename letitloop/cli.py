@@ -469,7 +469,9 @@ def _confirm(question: str, refusal: str, yes: bool) -> None:
     click.confirm(safe(question), abort=True)
 
 
-_STATE_CHOICE = click.Choice(["running", "crashed", "pending", "completed", "failed"])
+_STATE_CHOICE = click.Choice(
+    ["running", "crashed", "pending", "waiting", "completed", "failed", "cancelled"]
+)
 
 
 def _key_values(
@@ -551,13 +553,16 @@ def runs(
     as_json: bool,
     as_jsonl: bool,
 ) -> None:
-    """List runs, newest first: state, name, steps done, what each is doing.
+    """List runs, newest first: state, name, steps done, cost, what each is doing.
 
     A run whose process died without finishing shows as "crashed", with the
     step it died in; one held by a live process as "running", with the step
-    it has been in for more than a second; a fork nobody opened yet as
-    "pending". Off a terminal every value is printed whole. When more runs
-    match than --limit, the output says so (on stderr with --json/--jsonl).
+    it has been in for more than a second (or its sleep, wait or retry); a
+    fork nobody opened yet as "pending"; a run that stopped to wait for
+    outside input as "waiting"; a cancelled one as "cancelled". COST sums
+    what its steps reported (letitloop.usage). Off a terminal every value is
+    printed whole. When more runs match than --limit, the output says so (on
+    stderr with --json/--jsonl).
 
     \b
     Examples:
@@ -630,7 +635,8 @@ def _step_json(detail: Any, key: str) -> dict[str, Any]:
     "--follow",
     is_flag=True,
     help="Keep watching while the run progresses; stops when it completes (exit 0), "
-    "fails (1), or is crashed with nothing to resume it (1).",
+    "fails, is cancelled, stops to wait for outside input, or is crashed with nothing to "
+    "resume it (1).",
 )
 @click.option(
     "--interval",
@@ -724,7 +730,17 @@ def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> i
                     render.echo(lines)
             else:
                 live = tuple(f.key for f in r.in_flight if f.live)
-                seen = (r.id, r.state, r.steps_done, r.steps_failed, r.markers, live, waiting)
+                paused = tuple((p.key, p.status) for p in r.pauses)
+                seen = (
+                    r.id,
+                    r.state,
+                    r.steps_done,
+                    r.steps_failed,
+                    r.markers,
+                    live,
+                    waiting,
+                    paused,
+                )
                 if seen != last:
                     last = seen
                     if as_json:
@@ -752,6 +768,18 @@ def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> i
             if r.state == "failed":
                 if not as_json:
                     render.echo(f"run {r.id} failed: {render.fit(r.error or '-', 20)}")
+                return 1
+            if r.state == "cancelled":
+                if not as_json:
+                    render.echo(f"run {r.id} was cancelled: {render.fit(r.error or '-', 30)}")
+                return 1
+            if r.state == "waiting":
+                if not as_json:
+                    keys = ", ".join(repr(p.key) for p in r.pauses if p.status == "waiting")
+                    render.echo(
+                        f"run {r.id} stopped to wait for {keys or 'outside input'}: send it "
+                        f"with lil send, then run its program again"
+                    )
                 return 1
             if r.state in ("crashed", "pending") and watcher is None:
                 if not as_json:
@@ -1057,6 +1085,155 @@ def upgrade(ctx: click.Context) -> None:
         render.echo(f"{store.path}: schema at {known_names()[-1]}")
     finally:
         store.close()
+
+
+# -- from outside a run: lil send / cancel ---------------------------------------------
+# The work is in letitloop.control; a live holder notices it on its own.
+
+
+def _json_value(text: str, where: str) -> Any:
+    """``text`` parsed as JSON; a one-line error saying what JSON looks like otherwise."""
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        from .render import clip
+
+        # _one_line makes the message safe for the terminal.
+        raise click.ClickException(
+            f'expected {where} as JSON (true, 42, "some text" in double quotes, '
+            f'{{"approved": true}}), got {clip(repr(text), 60)}: {exc}; to send text, '
+            f"quote it: '\"yes\"'"
+        ) from None
+
+
+@cli.command()
+@click.argument("ref", metavar="RUN|GOAL", shell_complete=_complete_runs)
+@click.argument("name", metavar="NAME")
+@click.argument("value", metavar="[VALUE]", required=False)
+@click.option(
+    "--file",
+    "file",
+    type=click.File("r", encoding="utf-8"),
+    help="Read the value (JSON) from this file ('-' for stdin) instead of VALUE.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_db_option
+@click.pass_context
+def send(
+    ctx: click.Context,
+    ref: str,
+    name: str,
+    value: str | None,
+    file: Any,
+    as_json: bool,
+) -> None:
+    """Send VALUE (JSON) to a run waiting in wait_for(NAME).
+
+    The value is written into the wait's row: the run gets it back from
+    wait_for, and every later attempt replays it. A process waiting in it
+    wakes within about a tenth of a second; a run that stopped to wait
+    resumes when its program runs again. RUN is a run id, prefix or name; a
+    GOAL means its newest run waiting for NAME. A run takes one value per
+    wait, and only while it waits for that name: anything else is an error.
+
+    \b
+    Examples:
+      lil send deploy approval true
+      lil send 01JD7X3K9Q review '{"approved": false, "note": "fix the title"}'
+      lil send deploy plan --file plan.json
+    """
+    from . import codec, render
+    from .control import send_text
+
+    if (value is None) == (file is None):
+        raise click.UsageError("expected a VALUE or --file PATH (one of them); see lil send --help")
+    parsed = _json_value(file.read() if file is not None else str(value), "the value")
+    text = codec.encode(parsed)
+    store = _store(ctx, write=True)
+    try:
+        sent = send_text(store, ref, name, text)
+    finally:
+        store.close()
+    run = sent.run
+    if as_json:
+        _echo_json({"run": run.id, "goal": run.goal, "key": sent.key, "live": sent.live})
+        return
+    shown = render.fit(render.json_text(parsed, indent=None), 40)
+    then = (
+        f"the process waiting in it (pid {run.holder_pid} on {run.holder_host}) wakes now"
+        if sent.live
+        else "no process holds the run: run its program again to resume it (it gets the value)"
+    )
+    render.echo(f"sent {shown} to {sent.key!r} of run {run.id} (goal {run.goal!r}); {then}")
+
+
+@cli.command()
+@click.argument("ref", metavar="RUN|GOAL", shell_complete=_complete_runs)
+@click.option("--reason", metavar="TEXT", help="Why: recorded with the cancel.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0, max=86400),
+    default=None,
+    metavar="SECONDS",
+    help="Wait up to SECONDS for a live holder to stop (exit 1 if it has not).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_db_option
+@click.pass_context
+def cancel(
+    ctx: click.Context, ref: str, reason: str | None, wait_s: float | None, as_json: bool
+) -> None:
+    """Cancel a run: it stops at its next step, and no opener resumes it.
+
+    A run no process holds (crashed, failed, waiting) is cancelled at once.
+    A run a live process holds is asked to stop: the process gets
+    RunCancelledError at its next step, marker, sleep or wait (an async step
+    in flight is interrupted where it awaits), and the run's status becomes
+    cancelled. lil watch does not restart it. To run it again from a step:
+    lil fork RUN --from-step KEY. RUN is a run id, prefix or name; a GOAL
+    means its newest run.
+
+    \b
+    Examples:
+      lil cancel 01JD7X3K9Q --reason "wrong input file"
+      lil cancel nightly_report --wait 30
+    """
+    from . import render
+    from .control import cancel_run, wait_until_stopped
+
+    store = _store(ctx, write=True)
+    try:
+        done = cancel_run(store, ref, reason=reason)
+        run = done.run
+        if wait_s is not None and not done.at_once:
+            run = wait_until_stopped(store, run.id, wait_s)
+    finally:
+        store.close()
+    if as_json:
+        _echo_json({"run": run.as_dict(), "at_once": done.at_once, "already": done.already})
+    elif done.at_once:
+        render.echo(f"cancelled run {run.id} of goal {run.goal!r}; no process held it")
+    else:
+        asked = "was asked to stop already" if done.already else "is asked to stop"
+        render.echo(
+            f"run {run.id} of goal {run.goal!r} {asked}: its process (pid {run.holder_pid} on "
+            f"{run.holder_host}) gets RunCancelledError at its next step, marker or wait"
+        )
+        if wait_s is not None:
+            if run.state == "running":
+                raise click.ClickException(
+                    render.safe(
+                        f"run {run.id} is still held by pid {run.holder_pid} after {wait_s:g} s "
+                        f"(a step that does not return cannot be interrupted); it stops at its "
+                        f"next step"
+                    )
+                )
+            render.echo(f"run {run.id} is {run.state} now")
+    if not as_json and run.state in ("cancelled", "running"):
+        render.echo(f"to run it again from a step: lil fork {run.id} --from-step KEY")
 
 
 def main() -> None:

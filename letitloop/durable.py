@@ -3,7 +3,9 @@
 ``@durable(goal_id=...)`` opens a ``Journal`` around each call of the
 function; inside it, ``step()`` is ``Journal.step`` of the innermost open
 journal. ``@durable_async`` and ``async_step()`` are the same for
-``async def`` functions.
+``async def`` functions. ``sleep()``, ``wait_for()`` (and their async
+twins) are the journal's durable sleep and wait for outside input, and
+``usage()`` records what the step whose function calls it consumed.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .codec import CodecRegistry
+from .costs import reported
 from .errors import LetItLoopError, NoJournalError
-from .journal import DEFAULT_TIMEOUT, Journal, current_journal, open_journals
+from .journal import DEFAULT_TIMEOUT, Journal, _parent_step, current_journal, open_journals
 from .markers import AtomicMarker, Scope
+from .retry import RetryPolicy
 from .store import Durability
 
 if TYPE_CHECKING:
@@ -64,6 +68,66 @@ def atomic_marker(name: str, *, scope: Scope = "run", timeout: float | None = No
     return current("atomic_marker()").atomic_marker(name, scope=scope, timeout=timeout)
 
 
+def sleep(name: str, seconds: float) -> None:
+    """``Journal.sleep`` on the current journal: a durable sleep (see :func:`current`)."""
+    current("sleep()").sleep(name, seconds)
+
+
+async def async_sleep(name: str, seconds: float) -> None:
+    """``Journal.async_sleep`` on the current journal (see :func:`current`)."""
+    await current("async_sleep()").async_sleep(name, seconds)
+
+
+def wait_for(name: str, *, timeout: float | None = None, stop_after: float | None = None) -> Any:
+    """``Journal.wait_for`` on the current journal: a value sent from outside."""
+    return current("wait_for()").wait_for(name, timeout=timeout, stop_after=stop_after)
+
+
+async def async_wait_for(
+    name: str, *, timeout: float | None = None, stop_after: float | None = None
+) -> Any:
+    """``Journal.async_wait_for`` on the current journal (see :func:`current`)."""
+    return await current("async_wait_for()").async_wait_for(
+        name, timeout=timeout, stop_after=stop_after
+    )
+
+
+def usage(
+    source: Any = None,
+    /,
+    *,
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    cost: float | None = None,
+    model: str | None = None,
+) -> None:
+    """Record what the step whose function is running consumed: tokens, cost, model.
+
+    Call it inside a step's function, once per model call or once for all:
+    reports add up, and are stored on the step's row when it is recorded
+    (``input_tokens``, ``output_tokens``, ``cost``, ``model``). ``source`` may
+    be a response or usage object (OpenAI, Anthropic, Gemini, LangChain; see
+    letitloop.costs.reported); keywords override it. ``cost`` is in your
+    currency: letitloop keeps no prices. Raises NoJournalError outside a
+    step's function, LetItLoopError for counts that are not counts.
+    """
+    parent = _parent_step.get()
+    if parent is None:
+        raise NoJournalError(
+            "usage() was called outside a step's function; call it inside the function a "
+            "step runs (j.step('ask', ask_model, ...)), where it is recorded on that step's row"
+        )
+    journal, key = parent
+    spent = reported(
+        source, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost, model=model
+    )
+    known = journal._usage.get(key)
+    if known is None:
+        journal._usage[key] = spent
+    else:
+        known.add(spent)
+
+
 def _journal_for(
     goal_id: str,
     run: str | Callable[..., str] | None,
@@ -74,6 +138,7 @@ def _journal_for(
     durability: Durability,
     timeout: float,
     registry: CodecRegistry | None,
+    retry: RetryPolicy | None = None,
 ) -> Journal:
     """The journal of one call of a decorated function (``run`` may name it from the args).
 
@@ -93,6 +158,7 @@ def _journal_for(
         timeout=timeout,
         registry=registry,
         input=dict(bound.arguments),
+        retry=retry,
     )
 
 
@@ -104,6 +170,7 @@ def durable(
     durability: Durability = "process",
     timeout: float = DEFAULT_TIMEOUT,
     registry: CodecRegistry | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Run the decorated function as a durable run of ``goal_id``.
 
@@ -114,6 +181,7 @@ def durable(
     function's arguments that returns the name
     (``run=lambda user_id: f"user-{user_id}"``). Calling the function for a
     completed named run returns the recorded result without running the body.
+    ``retry`` is the RetryPolicy of every step of the run that passes none.
     """
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -124,7 +192,7 @@ def durable(
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             journal = _journal_for(
-                goal_id, run, signature, args, kwargs, path, durability, timeout, registry
+                goal_id, run, signature, args, kwargs, path, durability, timeout, registry, retry
             )
             with journal:
                 if journal.was_completed:
@@ -166,6 +234,7 @@ def durable_async(
     durability: Durability = "process",
     timeout: float = DEFAULT_TIMEOUT,
     registry: CodecRegistry | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Coroutine[Any, Any, R]]]:
     """Run the decorated ``async def`` function as a durable run of ``goal_id``.
 
@@ -192,7 +261,7 @@ def durable_async(
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             journal = _journal_for(
-                goal_id, run, signature, args, kwargs, path, durability, timeout, registry
+                goal_id, run, signature, args, kwargs, path, durability, timeout, registry, retry
             )
             async with journal:
                 if journal.was_completed:

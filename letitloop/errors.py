@@ -76,6 +76,18 @@ class MarkerLostError(LetItLoopError):
     """A marker's holder lost its claim before it could commit; the side effect may repeat."""
 
 
+class RunCancelledError(LetItLoopError):
+    """The run was cancelled (``lil cancel``, ``letitloop.cancel``); its holder stops here."""
+
+
+class WaitTimeoutError(LetItLoopError, TimeoutError):
+    """``wait_for`` got no value within its timeout; recorded, so a replay raises it again."""
+
+
+class NotWaitingError(LetItLoopError):
+    """A value was sent to a run that is not waiting for that name (or already got one)."""
+
+
 # -- recording other code's errors ------------------------------------------------
 
 

@@ -67,7 +67,7 @@ RUNNING_UPSERT = (
 class Watched:
     """What the watcher needs of one open journal (its steps in flight and where to write)."""
 
-    __slots__ = ("attempt", "clock", "flight", "lock", "open", "run_id", "sql", "store")
+    __slots__ = ("attempt", "clock", "flight", "lock", "open", "poll", "run_id", "sql", "store")
 
     def __init__(
         self,
@@ -88,6 +88,9 @@ class Watched:
         #: once forgotten, nothing more is written for the journal.
         self.lock = threading.Lock()
         self.open = True
+        #: Called at every scan while the journal is open (letitloop/cancellation.py notes a
+        #: cancel request there, between steps); None: nothing to call.
+        self.poll: Callable[[], None] | None = None
 
 
 class FlightWatch:
@@ -137,14 +140,17 @@ class FlightWatch:
             live: set[tuple[int, str]] = set()
             for w in watched:
                 rows = self._due(w, seen, live, now)
-                if rows:
+                if rows or w.poll is not None:
                     with w.lock:
                         if not w.open:
                             continue
                         # Best effort: what a step is doing is shown, never worth failing
                         # the run (a full disk fails the step's own commit, clearly).
                         with contextlib.suppress(LetItLoopError, ValueError):
-                            w.store.write_many(w.sql, rows)
+                            if rows:
+                                w.store.write_many(w.sql, rows)
+                            if w.poll is not None:
+                                w.poll()
             for k in [k for k in seen if k not in live]:
                 del seen[k]
 

@@ -46,8 +46,10 @@ from .store import Store, resolve_path, utc_iso
 
 #: The states a run can be in, as ``lil runs`` shows them. ``running``: held
 #: by a live process; ``crashed``: recorded as running, but no process holds
-#: it; ``pending``: a fork (or a run) that no process has opened yet.
-STATES = ("running", "crashed", "pending", "completed", "failed")
+#: it; ``pending``: a fork (or a run) that no process has opened yet;
+#: ``waiting``: stopped to wait for outside input (``wait_for(stop_after=)``);
+#: ``cancelled``: cancelled, or asked to be and left by its process.
+STATES = ("running", "crashed", "pending", "waiting", "completed", "failed", "cancelled")
 
 #: The shortest unique prefix of a run id ``lil`` accepts: shorter ones are
 #: almost always a typo, and a ULID's first characters are only its time.
@@ -87,6 +89,32 @@ class InFlight:
 
 
 @dataclass(frozen=True)
+class Pause:
+    """A sleep, a wait for outside input or a step between two tries: in progress, or left so.
+
+    A row whose status is ``sleeping``, ``waiting`` or ``retrying`` (see
+    docs/primitives.md): a live run is in it now; a run no process holds
+    resumes it where it was.
+    """
+
+    key: str
+    kind: str
+    """``sleep``, ``wait`` or ``step`` (a step's retry)."""
+    status: str
+    """``sleeping``, ``waiting`` or ``retrying``."""
+    since: str | None
+    """When it started (for a retry: when the failed try started)."""
+    until: str | None
+    """When it ends: the wake-up time, the wait's deadline (None: none), the next try."""
+    attempt: int
+    error: str | None = None
+    """For a retry: the failed try's error."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class RunInfo:
     """One run as ``lil runs`` lists it. Timestamps are ISO-8601 UTC text."""
 
@@ -119,11 +147,20 @@ class RunInfo:
     """The last sign of life: the latest of its own update, a row finished, a heartbeat."""
     in_flight: tuple[InFlight, ...] = ()
     """Steps with a ``running`` row, in journal order."""
+    pauses: tuple[Pause, ...] = ()
+    """Sleeps, waits and retries in progress (or left so), in journal order."""
+    cancel_requested_at: str | None = None
+    """When ``lil cancel`` asked the run to stop, and who asked (and why)."""
+    cancel_reason: str | None = None
+    input_tokens: int | None = None
+    """What the run's steps reported consuming (their rows and their failed tries)."""
+    output_tokens: int | None = None
+    cost: float | None = None
 
     @property
     def error_is_earlier(self) -> bool:
         """Whether :attr:`error` ended an earlier attempt, not the run's state now."""
-        return self.error is not None and self.status == "running"
+        return self.error is not None and self.status in ("running", "waiting")
 
     @property
     def died_in(self) -> InFlight | None:
@@ -154,6 +191,7 @@ class RunInfo:
         took = self.duration_s
         out = asdict(self)
         out["in_flight"] = [asdict(f) for f in self.in_flight]
+        out["pauses"] = [p.as_dict() for p in self.pauses]
         out["input"], _ = decode_result(out.pop("input_json"))
         out["input_json"] = self.input_json
         out["error_is_earlier"] = self.error_is_earlier
@@ -178,9 +216,58 @@ class RowInfo:
     """The attempt that wrote the row; 0 for a row a fork copied from its source."""
     error: str | None
     traceback: str | None
+    wake_at: str | None = None
+    """A sleep's wake-up time, a wait's deadline, a retrying step's next try."""
+    input_tokens: int | None = None
+    """What the step's function reported consuming (``letitloop.usage``)."""
+    output_tokens: int | None = None
+    cost: float | None = None
+    model: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class TryInfo:
+    """One failed try of a step with a retry policy (a row of ``step_tries``)."""
+
+    key: str
+    number: int
+    """1, 2, … over the step's life in the run."""
+    attempt: int
+    started_at: str
+    failed_at: str
+    error: str
+    next_at: str | None
+    """When the next try was due; None: none (the step gave up and raised)."""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    model: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """Tokens and cost summed over rows; ``None`` where nothing was reported."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    steps: int = 0
+    """How many rows reported usage."""
+
+    @property
+    def tokens(self) -> int | None:
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "tokens": self.tokens}
 
 
 @dataclass(frozen=True)
@@ -204,7 +291,8 @@ class AttemptInfo:
     outcome: str | None = None
     """``running``, ``completed``, ``failed`` (an exception left the run), ``died`` (its
     process is gone with the run unfinished), ``interrupted`` (it left a step unfinished),
-    or None when the file does not say."""
+    ``cancelled``, ``waiting`` (it stopped to wait for outside input), or None when the file
+    does not say."""
     error: str | None = None
     """The error that failed it, when known."""
     step: str | None = None
@@ -232,6 +320,13 @@ class RunDetail:
     """Steps done by the goal's previous completed run, None when there is none."""
     result_json: str | None = None
     """The run's result as stored (``runs.result``: what ``@durable`` returned)."""
+    tries: list[TryInfo] = field(default_factory=list)
+    """Failed tries of its steps with a retry policy, in the order they were made."""
+    usage: UsageTotals = field(default_factory=UsageTotals)
+    """What its steps and failed tries reported consuming."""
+    replayed: UsageTotals = field(default_factory=UsageTotals)
+    """Of that, what results recorded by earlier attempts (or copied by a fork) hold: what
+    the last attempt got back by replay instead of spending it again."""
 
     def as_dict(self) -> dict[str, Any]:
         """The recorded columns as they are (results as stored text; see :func:`export_run`)."""
@@ -241,6 +336,8 @@ class RunDetail:
             "attempts": [a.as_dict() for a in self.attempts],
             "supervisor_events": self.supervisor_events,
             "previous_steps": self.previous_steps,
+            "tries": [t.as_dict() for t in self.tries],
+            "usage": {**self.usage.as_dict(), "replayed": self.replayed.as_dict()},
         }
 
 
@@ -438,11 +535,15 @@ def _holding(store: Store, run: RunInfo, doing: str) -> Iterator[None]:
         locks.release(lock)
 
 
-def _state(store: Store, status: str, attempts: int, run_id: str) -> str:
+def _state(
+    store: Store, status: str, attempts: int, run_id: str, cancel_at: str | None = None
+) -> str:
     if status != "running":
         return status
     if is_run_held(store, run_id):
         return "running"
+    if cancel_at is not None:
+        return "cancelled"  # asked to stop, and its process is gone: no opener resumes it
     return "crashed" if attempts else "pending"
 
 
@@ -450,11 +551,16 @@ def _state(store: Store, status: str, attempts: int, run_id: str) -> str:
 
 _RUN_COLUMNS = (
     "r.id, r.goal, r.name, r.status, r.attempts, r.started_at, r.updated_at, r.finished_at, "
-    "r.error, r.holder_pid, r.holder_host, g.journal_table, r.input, r.forked_from, r.forked_at"
+    "r.error, r.holder_pid, r.holder_host, g.journal_table, r.input, r.forked_from, r.forked_at, "
+    "r.cancel_requested_at, r.cancel_reason"
 )
 
-#: Per run: steps done, steps failed, markers, the latest finished_at.
-_Counts = tuple[int, int, int, "str | None"]
+#: Per run: steps done, steps failed, markers, the latest finished_at, then its
+#: usage: input tokens, output tokens, cost (None where none was reported).
+_Counts = tuple[int, int, int, "str | None", "int | None", "int | None", "float | None"]
+
+#: The statuses of rows that are paused, not running (see :class:`Pause`).
+PAUSED = ("sleeping", "waiting", "retrying")
 
 
 def _counts(store: Store, table: str, run_ids: list[str]) -> dict[str, _Counts]:
@@ -463,25 +569,43 @@ def _counts(store: Store, table: str, run_ids: list[str]) -> dict[str, _Counts]:
     for i in range(0, len(run_ids), 500):
         chunk = run_ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
-        for run, done, failed, markers, last in store.query(
+        for run, done, failed, markers, last, inp, outp, cost in store.query(
             f"SELECT run, sum(kind = 'step' AND status = 'done'), "
-            f"sum(kind = 'step' AND status = 'failed'), sum(kind = 'marker'), max(finished_at) "
+            f"sum(kind = 'step' AND status = 'failed'), sum(kind = 'marker'), max(finished_at), "
+            f"sum(input_tokens), sum(output_tokens), sum(cost) "
             f'FROM "{table}" WHERE run IN ({marks}) GROUP BY run',
             chunk,
         ):
-            out[run] = (int(done or 0), int(failed or 0), int(markers or 0), last)
+            out[run] = (int(done or 0), int(failed or 0), int(markers or 0), last, inp, outp, cost)
+        for run, inp, outp, cost in store.query(
+            f"SELECT run, sum(input_tokens), sum(output_tokens), sum(cost) FROM step_tries "
+            f"WHERE run IN ({marks}) AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL "
+            f"OR cost IS NOT NULL) GROUP BY run",
+            chunk,
+        ):
+            c = out.get(run, (0, 0, 0, None, None, None, None))
+            out[run] = (*c[:4], _plus(c[4], inp), _plus(c[5], outp), _plus(c[6], cost))
     return out
 
 
+def _plus(a: Any, b: Any) -> Any:
+    """``a + b`` where None means nothing reported."""
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
 def _running_rows(store: Store, table: str, run_ids: list[str]) -> dict[str, list[Any]]:
-    """Per run: ``(key, started_at, duration_ms, attempt)`` of its ``running`` rows."""
+    """Per run: ``(key, kind, status, started_at, duration_ms, attempt, wake_at, error)`` of its
+    ``running`` rows and its paused ones (:data:`PAUSED`)."""
     out: dict[str, list[Any]] = {}
     for i in range(0, len(run_ids), 500):
         chunk = run_ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
         for run, *row in store.query(
-            f'SELECT run, key, started_at, duration_ms, attempt FROM "{table}" '
-            f"WHERE run IN ({marks}) AND kind = 'step' AND status = 'running' ORDER BY rowid",
+            f"SELECT run, key, kind, status, started_at, duration_ms, attempt, wake_at, error "
+            f'FROM "{table}" WHERE run IN ({marks}) AND status IN '
+            f"('running', 'sleeping', 'waiting', 'retrying') AND kind != 'marker' ORDER BY rowid",
             chunk,
         ):
             out.setdefault(run, []).append(row)
@@ -515,12 +639,23 @@ def _infos(store: Store, rows: list[Any]) -> list[RunInfo]:
     out = []
     for row in rows:
         rid, goal, name, status, attempts, started, updated, finished, error, pid, host = row[:11]
-        table, input_json, forked_from, forked_at = row[11:15]
-        done, failed, markers, last = counts.get(rid, (0, 0, 0, None))
-        state = _state(store, status, attempts, rid)
+        table, input_json, forked_from, forked_at, cancel_at, cancel_reason = row[11:17]
+        done, failed, markers, last, inp, outp, cost = counts.get(
+            rid, (0, 0, 0, None, None, None, None)
+        )
+        state = _state(store, status, attempts, rid, cancel_at)
         seen = _later(updated, last)
         flight = []
-        for key, f_started, f_ms, f_attempt in running.get(rid, ()):
+        pauses = []
+        for key, kind, f_status, f_started, f_ms, f_attempt, wake_at, f_error in running.get(
+            rid, ()
+        ):
+            if f_status != "running":
+                if state not in ("completed", "cancelled"):  # else nothing waits any more
+                    pauses.append(
+                        Pause(key, kind, f_status, f_started, wake_at, f_attempt, f_error)
+                    )
+                continue
             seen = _later(seen, _plus_ms(f_started, f_ms or 0))
             flight.append(
                 InFlight(
@@ -554,6 +689,12 @@ def _infos(store: Store, rows: list[Any]) -> list[RunInfo]:
                 forked_at=forked_at,
                 last_seen_at=seen,
                 in_flight=tuple(flight),
+                pauses=tuple(pauses),
+                cancel_requested_at=cancel_at,
+                cancel_reason=cancel_reason,
+                input_tokens=inp,
+                output_tokens=outp,
+                cost=cost,
             )
         )
     return out
@@ -629,7 +770,9 @@ def list_runs(
             raise LetItLoopError(
                 f"unknown run status {sorted(unknown)[0]!r}; expected one of {', '.join(STATES)}"
             )
-        recorded = {"running" if s in ("running", "crashed", "pending") else s for s in wanted}
+        recorded = {"running" if s in ("running", "crashed", "pending") else s for s in wanted} | (
+            {"running"} if "cancelled" in wanted else set()
+        )
         where.append(f"r.status IN ({','.join('?' * len(recorded))})")
         params.extend(sorted(recorded))
     if since is not None:
@@ -776,7 +919,7 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
 
 _ROW_COLUMNS = (
     "rowid, key, kind, status, fn, result, started_at, finished_at, duration_ms, attempt, "
-    "error, traceback"
+    "error, traceback, wake_at, input_tokens, output_tokens, cost, model"
 )
 
 
@@ -831,7 +974,43 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
         counts = _counts(store, info.journal_table, [prev[0][0]])
         previous_steps = counts.get(prev[0][0], (0, 0, 0, None))[0]
     result = store.query("SELECT result FROM runs WHERE id = ?", (info.id,))
-    return RunDetail(info, rows, attempts, events, previous_steps, result[0][0] if result else None)
+    tries = [
+        TryInfo(*t)
+        for t in store.query(
+            "SELECT key, try, attempt, started_at, failed_at, error, next_at, input_tokens, "
+            "output_tokens, cost, model FROM step_tries WHERE run = ? ORDER BY failed_at, try",
+            (info.id,),
+        )
+    ]
+    spent = _totals([*rows, *tries])
+    replayed = _totals([r for r in rows if r.status == "done" and r.attempt < info.attempts])
+    return RunDetail(
+        info,
+        rows,
+        attempts,
+        events,
+        previous_steps,
+        result[0][0] if result else None,
+        tries,
+        spent,
+        replayed,
+    )
+
+
+def _totals(items: Iterable[RowInfo | TryInfo]) -> UsageTotals:
+    """The usage of ``items`` summed (None where none reported any)."""
+    inp = outp = cost = None
+    steps = 0
+    for r in items:
+        if r.input_tokens is None and r.output_tokens is None and r.cost is None:
+            continue
+        steps += 1
+        inp, outp, cost = (
+            _plus(inp, r.input_tokens),
+            _plus(outp, r.output_tokens),
+            _plus(cost, r.cost),
+        )
+    return UsageTotals(inp, outp, cost, steps)
 
 
 def _with_ending(
@@ -862,6 +1041,13 @@ def _with_ending(
             step = culprit.key
     elif last and run.state == "crashed":
         outcome = "died"
+    elif last and run.state == "cancelled":
+        # Cancelled by its holder or by lil cancel; or asked to stop, and then it died.
+        outcome = "cancelled" if run.status == "cancelled" else "died"
+        error = run.error if run.status == "cancelled" else None
+    elif last and run.state == "waiting":
+        outcome = "waiting"
+        step = next((p.key for p in run.pauses if p.status == "waiting"), None)
     elif run.error_is_earlier and run.attempts == 2:
         outcome, error = "failed", run.error  # the only earlier attempt: the run's error is its
     elif flight is not None:
@@ -925,8 +1111,8 @@ def resumable_run(store: Store, goal: str) -> RunInfo | None:
         raise RunNotFoundError(_no_goal(store, goal))
     rows = store.query(
         f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
-        "WHERE r.goal = ? AND r.name IS NULL AND r.status IN ('running', 'failed') "
-        "ORDER BY r.rowid DESC LIMIT 1",
+        "WHERE r.goal = ? AND r.name IS NULL AND r.status IN ('running', 'failed', 'waiting') "
+        "AND r.cancel_requested_at IS NULL ORDER BY r.rowid DESC LIMIT 1",
         (goal,),
     )
     return _infos(store, rows)[0] if rows else None
@@ -993,6 +1179,7 @@ def _delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
         chunk = ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
         deleted += c.execute(f'DELETE FROM "{table}" WHERE run IN ({marks})', chunk).rowcount
+        c.execute(f"DELETE FROM step_tries WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
     return deleted
@@ -1056,9 +1243,11 @@ def fork_run(
         )
         c.execute(
             f'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, '
-            f"finished_at, duration_ms, attempt, error, traceback) "
+            f"finished_at, duration_ms, attempt, error, traceback, wake_at, "
+            f"input_tokens, output_tokens, cost, model) "
             f"SELECT ?, key, kind, status, fn, result, started_at, finished_at, duration_ms, "
-            f'0, error, traceback FROM "{table}" WHERE run = ? AND rowid < ? '
+            f"0, error, traceback, wake_at, input_tokens, output_tokens, cost, model "
+            f'FROM "{table}" WHERE run = ? AND rowid < ? '
             f"AND status = 'done' ORDER BY rowid",
             (new_id, source.id, cut),
         )

@@ -22,7 +22,9 @@ from pathlib import Path
 from types import FunctionType, TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from . import codec, inflight, locks
+from . import cancellation, codec, inflight, locks, sleeps, waits
+from . import retry as retries
+from .costs import NO_USAGE, Usage
 from .errors import (
     DecodeError,
     EncodeError,
@@ -39,6 +41,7 @@ from .ids import HOST as _HOST
 from .ids import new_run_id
 from .keys import NEST, REPEAT_SUFFIX, Recorded, StepKeys, split_key
 from .markers import AtomicMarker, Scope
+from .retry import RetryPolicy
 from .store import (
     MAX_NAME_LENGTH,
     Durability,
@@ -146,13 +149,15 @@ def function_name(fn: Callable[..., Any]) -> str:
 
 _UPSERT_STEP = (
     'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
-    "duration_ms, attempt, error, traceback, args_fp) "
-    "VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "duration_ms, attempt, error, traceback, args_fp, input_tokens, output_tokens, cost, model) "
+    "VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run, key) DO UPDATE SET status = excluded.status, fn = excluded.fn, "
     "result = excluded.result, started_at = excluded.started_at, "
     "finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, "
     "attempt = excluded.attempt, error = excluded.error, traceback = excluded.traceback, "
-    "args_fp = excluded.args_fp"
+    "args_fp = excluded.args_fp, input_tokens = excluded.input_tokens, "
+    "output_tokens = excluded.output_tokens, cost = excluded.cost, model = excluded.model, "
+    "wake_at = NULL"
 )
 
 #: Results read per query when a run replays: replays mostly come in journal
@@ -209,6 +214,7 @@ class Journal:
 
     ``clock`` is the function timestamps come from (seconds since the epoch;
     tests pass a fake one). ``registry`` is the codec registry for results.
+    ``retry`` is the RetryPolicy of every step that does not pass its own.
 
     Raises RunHeldError when another live process holds the run for longer
     than ``timeout`` seconds, JournalFileError when the file is unusable,
@@ -226,6 +232,7 @@ class Journal:
         registry: codec.CodecRegistry | None = None,
         clock: Callable[[], float] = time.time,
         input: Any = _NO_INPUT,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
@@ -263,6 +270,16 @@ class Journal:
         # (letitloop/inflight.py; registered by the first fresh step).
         self._in_flight: dict[str, tuple[float, str, str]] = {}
         self._flight_watch: inflight.Watched | None = None
+        #: The retry policy of steps that pass none (letitloop/retry.py), and the
+        #: run's failed tries, read on first use (None: not read yet).
+        self.retry = retry
+        self._tries: retries.History | None = None
+        #: Usage reported by the functions of the steps in flight, by key (costs.py).
+        self._usage: dict[str, Usage] = {}
+        #: Why the run was cancelled, once this process knows (cancellation.py); then the
+        #: next step raises RunCancelledError. And the tasks awaiting an async step.
+        self._cancel: str | None = None
+        self._aio_tasks: dict[Any, str] = {}
 
     # -- opening and closing -------------------------------------------------
 
@@ -313,7 +330,9 @@ class Journal:
                         "SELECT id FROM runs WHERE goal = ? AND name IS NULL AND input_fp IS ? "
                         # rowid: the order runs were made in (ids made in one
                         # millisecond sort in no particular order).
-                        "AND status IN ('running', 'failed') ORDER BY rowid DESC LIMIT 1",
+                        # A run cancelled, or asked to be, is never resumed by an opener.
+                        "AND status IN ('running', 'failed', 'waiting') "
+                        "AND cancel_requested_at IS NULL ORDER BY rowid DESC LIMIT 1",
                         (self.goal, input_fp),
                     ).fetchone()
                 if row:
@@ -353,19 +372,35 @@ class Journal:
             now = self.clock()
             with store.write() as c:
                 found = c.execute(
-                    "SELECT status, attempts, result, name FROM runs WHERE id = ?", (run_id,)
+                    "SELECT status, attempts, result, name, cancel_requested_at, cancel_reason "
+                    "FROM runs WHERE id = ?",
+                    (run_id,),
                 ).fetchone()
                 # The rules apply afresh to what we find after waiting for a holder:
                 # a run forgotten meanwhile ('lil reset', 'lil gc'), a name handed to
-                # a fork ('lil fork'), or an unnamed run that its holder completed
-                # (an unnamed opener then starts a new run) means: look again.
-                status, attempts, result, name = found or ("completed", 0, None, None)
+                # a fork ('lil fork'), or an unnamed run that its holder completed or
+                # that was cancelled (an unnamed opener then starts a new run) means:
+                # look again. A named run that was cancelled is refused (cancellation.py).
+                status, attempts, result, name, cancel_at, why = found or (
+                    ("completed", 0, None, None, None, None)
+                )
+                cancelled = status == "cancelled" or (
+                    cancel_at is not None and status != "completed"
+                )
                 retry = (
                     found is None
                     or name != self.run_name
                     or (status == "completed" and self.run_name is None)
+                    or (cancelled and self.run_name is None)
                 )
-                if not retry:
+                if cancelled and not retry:
+                    self.run_id, self._cancel = run_id, f"{why or 'cancelled'}, at {cancel_at}"
+                    c.execute(
+                        "UPDATE runs SET status = 'cancelled', finished_at = coalesce("
+                        "finished_at, ?), updated_at = ? WHERE id = ? AND status != 'cancelled'",
+                        (cancel_at or utc_iso(now), utc_iso(now), run_id),
+                    )
+                elif not retry:
                     self.was_completed = status == "completed"
                     self._recorded_result = result
                     if not self.was_completed:
@@ -379,6 +414,8 @@ class Journal:
             if retry:
                 self._release()
                 continue
+            if cancelled:
+                raise cancellation.error(self)  # open() releases the run
             self.run_id = run_id
             self.attempt = max(attempts, 1)
             self._load_steps(store)
@@ -404,6 +441,7 @@ class Journal:
         """A run just created: nothing recorded to load."""
         self._keys = StepKeys(self.run_id)
         self._results = _Results(store, self.table, [])
+        self._tries = {}
 
     def _hold(self, store: Store, run_id: str) -> None:
         key = (store.identity, run_id)
@@ -463,7 +501,7 @@ class Journal:
         """Load the keys, functions and fingerprints of the run's done steps (not their results)."""
         rows = store.query(
             f'SELECT key, fn, args_fp, rowid FROM "{self.table}" WHERE run = ? '
-            f"AND kind = 'step' AND status = 'done' ORDER BY rowid",
+            f"AND kind IN ('step', 'sleep', 'wait') AND status = 'done' ORDER BY rowid",
             (self.run_id,),
         )
         keys = StepKeys(self.run_id)
@@ -481,7 +519,10 @@ class Journal:
         ``sys.exit(0)`` (``SystemExit`` with code 0 or None) is a clean exit,
         not a failure: the run is completed. Any other exception, including
         KeyboardInterrupt and a non-zero SystemExit, marks it failed with its
-        error, so the next open resumes it.
+        error, so the next open resumes it. Two endings are not failures:
+        RunWaiting (``wait_for(..., stop_after=)``) leaves the run ``waiting``,
+        and a run this process learnt was cancelled is marked ``cancelled``
+        however the block ended.
         """
         store = self.store
         if store is None:
@@ -491,7 +532,18 @@ class Journal:
         try:
             if not self.was_completed:
                 now = utc_iso(self.clock())
-                if exc is None:
+                if self._cancel is not None:
+                    store.write1(
+                        "UPDATE runs SET status = 'cancelled', finished_at = ?, updated_at = ?, "
+                        "error = ? WHERE id = ?",
+                        (now, now, error_text(cancellation.error(self)), self.run_id),
+                    )
+                elif isinstance(exc, waits.RunWaiting) and exc.run_id == self.run_id:
+                    store.write1(
+                        "UPDATE runs SET status = 'waiting', updated_at = ? WHERE id = ?",
+                        (now, self.run_id),
+                    )
+                elif exc is None:
                     store.write1(
                         "UPDATE runs SET status = 'completed', finished_at = ?, updated_at = ?, "
                         "result = ?, error = NULL WHERE id = ?",
@@ -712,8 +764,19 @@ class Journal:
         by another function or for other arguments, EncodeError (nothing
         written) when the result cannot be encoded, ConcurrentStepError when
         another thread is running a step of the same name.
+
+        ``retry=RetryPolicy(...)`` among the keyword arguments is taken by the
+        journal, not passed to ``fn`` (any other ``retry=`` value is passed on):
+        ``fn`` is tried again as the policy says, each failed try recorded
+        (letitloop/retry.py); the journal's own ``retry`` applies otherwise.
+        Raises RunCancelledError, before anything runs, once the run was cancelled.
         """
         store = self._require_open()
+        if self._cancel is not None:
+            raise cancellation.error(self)
+        policy = self.retry
+        if kwargs and "retry" in kwargs and isinstance(kwargs["retry"], RetryPolicy):
+            policy = kwargs.pop("retry")
         owner = self._owner()
         fp = self._fingerprints.call(args, kwargs)
         full, key, replay, mismatch = self._key_for(name, fp, owner)
@@ -732,7 +795,10 @@ class Journal:
                 self._watch_flight(store)
             parent = _parent_step.set((self, key))
             try:
-                value = fn(*args, **kwargs)
+                if policy is None:
+                    value = fn(*args, **kwargs)
+                else:
+                    value = retries.call(self, store, key, fn_name, fp, policy, fn, args, kwargs)
             except Exception as exc:
                 self._record_failure(store, key, fn_name, fp, started, exc)
                 raise
@@ -771,9 +837,16 @@ class Journal:
         A cancellation that arrives after ``fn`` returned, while its result waits
         to be committed, does not stop that commit: the step is recorded and replays.
         Raises ConcurrentStepError when another task uses ``name`` in this
-        attempt (see :meth:`_claim`).
+        attempt (see :meth:`_claim`). ``retry=`` is taken as for :meth:`step`.
+        Once the run is cancelled this raises RunCancelledError, also from inside
+        the await of a step in flight (its task is cancelled; see cancellation.py).
         """
         store = self._require_open()
+        if self._cancel is not None:
+            raise cancellation.error(self)
+        policy = self.retry
+        if kwargs and "retry" in kwargs and isinstance(kwargs["retry"], RetryPolicy):
+            policy = kwargs.pop("retry")
         owner = self._owner()
         fp = self._fingerprints.call(args, kwargs)
         full, key, replay, mismatch = self._key_for(name, fp, owner)
@@ -790,17 +863,19 @@ class Journal:
             if self._flight_watch is None:
                 self._watch_flight(store)
             parent = _parent_step.set((self, key))
+            if type(owner) is not int:
+                self._aio_tasks[owner] = key  # a cancel of the run interrupts its await
             try:
                 import inspect  # loaded by programs that use async steps only
 
-                if inspect.iscoroutinefunction(fn):
+                if policy is not None:
+                    value = await retries.async_call(
+                        self, store, key, fn_name, fp, policy, partial(_call, fn, args, kwargs)
+                    )
+                elif inspect.iscoroutinefunction(fn):
                     value = await fn(*args, **kwargs)
                 else:
-                    import asyncio
-
-                    value = await asyncio.to_thread(fn, *args, **kwargs)
-                    if inspect.isawaitable(value):  # a plain function that returned a coroutine
-                        value = await value
+                    value = await _call(fn, args, kwargs)
             except Exception as exc:
                 if self.store is store:
                     # The step's own exception matters more than its failed record.
@@ -811,8 +886,14 @@ class Journal:
                         if failed is not None:
                             await failed
                 raise
+            except BaseException as exc:
+                stopped = cancellation.converted(self, exc)
+                if stopped is not None:
+                    raise stopped from None
+                raise
             finally:
                 _parent_step.reset(parent)
+                self._aio_tasks.pop(owner, None)
             committing = self._commit_from_loop(
                 store, self._done_row(store, key, fn_name, fp, started, value)
             )
@@ -823,6 +904,43 @@ class Journal:
             self._in_flight.pop(key, None)
             self._keys.release(full, owner)
 
+    # -- sleeps and waits (letitloop/sleeps.py, letitloop/waits.py) -------------
+
+    def sleep(self, name: str, seconds: float) -> None:
+        """Sleep ``seconds``, durably: a restart sleeps only what remains; a done sleep replays.
+
+        The sleep is a row keyed and numbered like a step (``name``, ``name#2``),
+        written with its wake-up time when it starts; the wake-up time recorded
+        first is kept, whatever ``seconds`` a later attempt passes. Raises
+        RunCancelledError as soon as the run is cancelled.
+        """
+        sleeps.sleep(self, name, seconds)
+
+    async def async_sleep(self, name: str, seconds: float) -> None:
+        """:meth:`sleep` for async code: the event loop runs meanwhile."""
+        await sleeps.async_sleep(self, name, seconds)
+
+    def wait_for(
+        self, name: str, *, timeout: float | None = None, stop_after: float | None = None
+    ) -> Any:
+        """The value sent for ``name`` from outside (``lil send``, ``letitloop.send``).
+
+        The value is recorded like a step's result: a resumed run gets the same
+        value back without waiting. ``timeout``: seconds from the wait's first
+        start after which WaitTimeoutError is raised (and recorded: a replay
+        raises it again). ``stop_after``: seconds this process waits before it
+        stops with RunWaiting (exit status 75), leaving the run ``waiting``;
+        running the program again after a value was sent resumes the run.
+        Raises RunCancelledError as soon as the run is cancelled.
+        """
+        return waits.wait_for(self, name, timeout, stop_after)
+
+    async def async_wait_for(
+        self, name: str, *, timeout: float | None = None, stop_after: float | None = None
+    ) -> Any:
+        """:meth:`wait_for` for async code: the event loop runs meanwhile."""
+        return await waits.async_wait_for(self, name, timeout, stop_after)
+
     def _watch_flight(self, store: Store) -> None:
         """Have the process's watcher make this journal's long steps visible (inflight.py)."""
         with self._keys_lock:
@@ -831,6 +949,7 @@ class Journal:
             watched = inflight.Watched(
                 store, self.table, self.run_id, self.attempt, self._in_flight, self.clock
             )
+            watched.poll = partial(cancellation.poll, self)  # a cancel is noticed between steps
             self._flight_watch = watched
         inflight.WATCH.watch(watched)
 
@@ -868,6 +987,7 @@ class Journal:
                 f"attempt; await every step before leaving the journal's 'with' block"
             )
         finished = self.clock()
+        spent = self._usage.pop(key, None) if self._usage else None
         return (
             self.run_id,
             key,
@@ -881,6 +1001,7 @@ class Journal:
             None,
             None,
             fp,
+            *(NO_USAGE if spent is None else spent.columns()),
         )
 
     def _commit_from_loop(self, store: Store, row: tuple[Any, ...]) -> asyncio.Future[None] | None:
@@ -927,6 +1048,8 @@ class Journal:
         gives up after ``timeout`` seconds (default: the journal's timeout)
         with MarkerHeldError naming the holder.
         """
+        if self._cancel is not None:
+            raise cancellation.error(self)
         marker = AtomicMarker(
             self, name, scope=scope, timeout=self.timeout if timeout is None else timeout
         )
@@ -1014,6 +1137,7 @@ class Journal:
         self, key: str, fn_name: str, fp: str, started: float, exc: BaseException
     ) -> tuple[Any, ...]:
         finished = self.clock()
+        spent = self._usage.pop(key, None) if self._usage else None
         return (
             self.run_id,
             key,
@@ -1027,7 +1151,22 @@ class Journal:
             error_text(exc),
             traceback_text(exc),
             fp,
+            *(NO_USAGE if spent is None else spent.columns()),
         )
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """One call of an async step's function: awaited, or run in a worker thread."""
+    import inspect  # loaded by programs that use async steps only
+
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    import asyncio
+
+    value = await asyncio.to_thread(fn, *args, **kwargs)
+    if inspect.isawaitable(value):  # a plain function that returned a coroutine
+        value = await value
+    return value
 
 
 def open_journals() -> list[Journal]:

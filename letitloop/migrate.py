@@ -138,13 +138,47 @@ def _statements(sql: str) -> list[str]:
     return out
 
 
+#: ``PRAGMA writable_schema = ON|OFF`` in a migration: the start and end of an edit of
+#: sqlite_master (a constraint loosened in place; see 0007_primitives.sql).
+_WRITABLE_SCHEMA = re.compile(r"^\s*PRAGMA\s+writable_schema\s*=\s*(\w+)", re.I | re.M)
+
+
+def _schema_edit(conn: sqlite3.Connection, statement: str, cookie: int | None) -> int | None:
+    """Around ``PRAGMA writable_schema``: what SQLite's procedure asks beyond the SQL itself.
+
+    SQLite documents how to loosen a constraint in place (lang_altertable.html):
+    edit the table's text in sqlite_master under ``writable_schema``, then raise
+    ``schema_version`` by one, or no connection (this one included) reloads the
+    schema and the old constraint stays in force. At ``ON`` this returns the
+    version it read; at ``OFF`` it raises it by one, then makes SQLite parse the
+    edited schema, so a text that does not parse fails the migration (rolled
+    back) instead of every later open. The procedure's ``integrity_check`` is
+    left out: it reads the whole file, and a constraint that only gets looser
+    cannot make a stored row invalid.
+    """
+    m = _WRITABLE_SCHEMA.search(statement)
+    if m is None:
+        conn.execute(statement)
+        return cookie
+    if m.group(1).upper() in ("ON", "1", "TRUE", "YES"):
+        (version,) = conn.execute("PRAGMA schema_version").fetchone()
+        conn.execute(statement)
+        return int(version)
+    if cookie is not None:
+        conn.execute(f"PRAGMA schema_version = {cookie + 1}")
+    conn.execute(statement)
+    conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()  # parses the new schema
+    return None
+
+
 def _run_sql(conn: sqlite3.Connection, sql: str) -> None:
     from .store import JOURNAL_TEMPLATE
 
     tables = [JOURNAL_TEMPLATE]
+    cookie: int | None = None
     for statement in _statements(sql):
         if "{journal}" not in statement:
-            conn.execute(statement)
+            cookie = _schema_edit(conn, statement, cookie)
             continue
         # Goals created by earlier migrations each have a table to reach too.
         has_goals = conn.execute(

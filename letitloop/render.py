@@ -77,6 +77,10 @@ COLOURS = {
     "completed": "green",
     "done": "green",
     "failed": "red",
+    "waiting": "cyan",
+    "sleeping": "cyan",
+    "retrying": "yellow",
+    "cancelled": "magenta",
 }
 
 
@@ -191,6 +195,24 @@ def duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
     return f"{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"
+
+
+def tokens(n: int | None) -> str:
+    """``9,120 tokens``, or ``-`` when none were reported."""
+    return "-" if n is None else f"{n:,} tokens"
+
+
+def money(cost: float | None) -> str:
+    """``$0.16`` (``$0.0012`` below a cent), or ``-`` when none was reported.
+
+    The currency sign is only a sign: letitloop records whatever number the
+    step reported, in whatever currency its caller uses.
+    """
+    if cost is None:
+        return "-"
+    if cost != 0 and abs(cost) < 0.01:
+        return f"${cost:.4f}"
+    return f"${cost:,.2f}"
 
 
 def one_line(text: str) -> str:

@@ -17,9 +17,11 @@ from . import render
 from .inspection import (
     AttemptInfo,
     InFlight,
+    Pause,
     RowInfo,
     RunDetail,
     RunInfo,
+    UsageTotals,
     decode_result,
     parse_utc,
 )
@@ -50,6 +52,43 @@ def in_flight(f: InFlight) -> str:
     return f"in step {f.key!r} {at_least(f.ran_s)}".rstrip()
 
 
+def until(iso: str | None) -> float | None:
+    """Seconds from now to ``iso``; None when it is not a timestamp."""
+    left = since(iso)
+    return None if left is None else -left
+
+
+def pause_text(p: Pause, run: RunInfo) -> str:
+    """``sleeping in 'nap' until 12:00:03 (1m02s left)``, ``waiting for 'approval' since …``."""
+    if p.status == "sleeping":
+        return (
+            f"sleeping in {p.key!r} until {render.local_time(p.until)} "
+            f"({render.duration(until(p.until))} left)"
+        )
+    if p.status == "waiting":
+        text = f"waiting for {p.key!r} since {render.local_time(p.since)}"
+        if p.until:
+            text += f" (times out at {render.local_time(p.until)})"
+        return text + f"; send it: {quoted('lil', 'send', run.id, p.key)} VALUE"
+    error = f" ({render.one_line(p.error)})" if p.error else ""
+    return (
+        f"retrying {p.key!r}: a try failed{error}; next try at {render.local_time(p.until)} "
+        f"(in {render.duration(until(p.until))})"
+    )
+
+
+def usage_text(u: UsageTotals) -> str:
+    """``12,345 tokens (9,000 in, 3,345 out), $0.42``; ``-`` when nothing was reported."""
+    bits = []
+    if u.tokens is not None:
+        bits.append(
+            f"{render.tokens(u.tokens)} ({u.input_tokens or 0:,} in, {u.output_tokens or 0:,} out)"
+        )
+    if u.cost is not None:
+        bits.append(render.money(u.cost))
+    return ", ".join(bits) or "-"
+
+
 def watch_label(a: AttemptInfo) -> str:
     """``attempt 3 of lil watch 01J…`` for an attempt that ``lil watch`` started, else ''."""
     if not a.watch_id:
@@ -72,6 +111,10 @@ def ending(a: AttemptInfo) -> str:
         text = "died" + (f"{step} {at_least(a.step_s)}".rstrip() if a.step else "")
     elif a.outcome == "interrupted":
         text = f"interrupted{step} {at_least(a.step_s)}".rstrip()
+    elif a.outcome == "cancelled":
+        text = "cancelled" + (f": {render.one_line(a.error)}" if a.error else "")
+    elif a.outcome == "waiting":
+        text = "stopped to wait" + (f" for {a.step!r}" if a.step else "")
     else:
         text = "ending not recorded"
     if a.exit_code is not None or a.signal:
@@ -88,6 +131,12 @@ def run_note(r: RunInfo) -> str | None:
     live = [f for f in r.in_flight if f.live]
     if r.state == "running" and live:
         bits.append(", ".join(in_flight(f) for f in live))
+    elif r.state in ("running", "waiting") and r.pauses:
+        bits.append(", ".join(pause_text(p, r) for p in r.pauses))
+    elif r.state == "cancelled" and r.status != "cancelled":
+        bits.append(
+            f"asked to stop at {render.local_time(r.cancel_requested_at)}; its process died"
+        )
     elif r.state == "crashed":
         died = r.died_in
         bits.append(
@@ -108,7 +157,7 @@ def run_note(r: RunInfo) -> str | None:
 
 def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
     """``lil runs``: a table, a note under the runs that need one, and what was left out."""
-    headers = ["RUN", "GOAL", "NAME", "STATE", "STEPS", "ATT", "STARTED", "TOOK"]
+    headers = ["RUN", "GOAL", "NAME", "STATE", "STEPS", "ATT", "STARTED", "TOOK", "COST"]
     rows = [
         [
             r.id,
@@ -119,11 +168,12 @@ def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
             str(r.attempts),
             render.local_time(r.started_at, short=True),
             "-" if r.state == "pending" else render.duration(r.duration_s),
+            render.money(r.cost),
         ]
         for r in found
     ]
-    tints = [[None, None, None, r.state, None, None, None, None] for r in found]
-    lines = render.table(headers, rows, right=(4, 5, 7), colours=tints)
+    tints = [[None, None, None, r.state, None, None, None, None, None] for r in found]
+    lines = render.table(headers, rows, right=(4, 5, 7, 8), colours=tints)
     out = [lines[0]]
     for r, text in zip(found, lines[1:], strict=True):
         out.append(text)
@@ -169,6 +219,12 @@ def _state_line(run: RunInfo) -> str:
         state += f" — its last process (pid {run.holder_pid} on {run.holder_host}) died{where}"
     elif run.state == "pending":
         state += " — no process has opened it yet"  # a fresh fork
+    elif run.state == "waiting":
+        state += " — it stopped to wait for outside input; no process holds it"
+    elif run.state == "cancelled" and run.status != "cancelled":
+        state += f" — asked to stop, and its last process (pid {run.holder_pid}) died"
+    if run.cancel_requested_at and run.state == "running":
+        state += f" (asked to stop at {render.local_time(run.cancel_requested_at)})"
     plural = "" if run.attempts == 1 else "s"
     return f"state     {state}; {run.attempts} attempt{plural}"
 
@@ -204,6 +260,10 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
     out.append(_state_line(run))
     for i, f in enumerate(f for f in run.in_flight if f.live):
         out.append(f"{'now' if i == 0 else '':<9} {in_flight(f)} (attempt {f.attempt})")
+    for p in run.pauses:
+        out.append(f"{p.status:<9} {pause_text(p, run).split(' ', 1)[1]}")
+    if run.cancel_reason and run.state in ("cancelled", "running"):
+        out.append(f"cancel    {render.fit(run.cancel_reason, 10)}")
     out.append(f"started   {render.local_time(run.started_at)}")
     if run.finished_at:
         out.append(
@@ -224,6 +284,16 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
         )
     else:
         out.append(f"progress  {run.steps_done} steps done")
+    if detail.usage.steps:
+        out.append(
+            f"usage     {usage_text(detail.usage)} reported by {detail.usage.steps} "
+            f"step{'s' * (detail.usage.steps != 1)}"
+        )
+        if detail.replayed.steps:
+            out.append(
+                f"replayed  {usage_text(detail.replayed)} saved: results recorded before "
+                f"attempt {run.attempts}, which got them back instead of spending them again"
+            )
     if run.status == "completed":
         out.extend(value_lines("result", detail.result_json, full, registry))
     if run.error:
@@ -233,12 +303,21 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
     if detail.rows:
         cells = [_row_cells(r, run, i) for i, r in enumerate(detail.rows, 1)]
         headers = ["#", "KEY", "KIND", "STATUS", "ATT", "TOOK", "RESULT"]
+        right: tuple[int, ...] = (0, 4, 5)
+        flex = [(6, 12)]
+        if detail.usage.steps:  # what each step spent, before its result
+            headers[6:6] = ["TOKENS", "COST"]
+            right, flex = (0, 4, 5, 6, 7), [(8, 12)]
+            for r, (c, tint) in zip(detail.rows, cells, strict=True):
+                u = UsageTotals(r.input_tokens, r.output_tokens, r.cost)
+                c[6:6] = ["-" if u.tokens is None else f"{u.tokens:,}", render.money(r.cost)]
+                tint[6:6] = [None, None]
         out.extend(
             render.table(
                 headers,
                 [c for c, _ in cells],
-                right=(0, 4, 5),
-                flex=[(6, 12)],
+                right=right,
+                flex=flex,
                 colours=[t for _, t in cells],
             )
         )
@@ -259,6 +338,18 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
             )
             if r.traceback:
                 out.extend("  " + ln for ln in render.block(r.traceback.rstrip()))
+    if detail.tries:
+        out.append("")
+        out.append("failed tries (retry policy)")
+        for t in detail.tries:
+            then = (
+                f"next try at {render.local_time(t.next_at)}"
+                if t.next_at
+                else "no next try: the step raised"
+            )
+            when = render.local_time(t.failed_at)
+            head = f"  {t.key}  try {t.number}  attempt {t.attempt}  {when}  "
+            out.append(head + render.fit(f"{then}; {render.one_line(t.error)}", len(head)))
     out.append("")
     out.append("attempts")
     if not detail.attempts:
@@ -319,6 +410,19 @@ def step_lines(detail: RunDetail, key: str, registry: Any = None) -> list[str]:
         f"started   {render.local_time(row.started_at)}",
         f"finished  {finished}",
     ]
+    if row.wake_at:
+        what = {"sleep": "wakes", "wait": "times out"}.get(row.kind, "next try")
+        out.append(f"{what:<9} {render.local_time(row.wake_at)}")
+    spent = UsageTotals(row.input_tokens, row.output_tokens, row.cost)
+    if spent.tokens is not None or spent.cost is not None or row.model:
+        model = f" ({row.model})" if row.model else ""
+        out.append(f"usage     {usage_text(spent)}{model}")
+    for t in (t for t in detail.tries if t.key == key):
+        then = f"next try at {render.local_time(t.next_at)}" if t.next_at else "no next try"
+        out.append(
+            f"try {t.number:<5} failed {render.local_time(t.failed_at)} (attempt {t.attempt}); "
+            f"{then}: {render.one_line(t.error)}"
+        )
     if row.error:
         first, *rest = render.block(row.error.rstrip())
         out.append(f"error     {first}")
@@ -346,6 +450,8 @@ def follow_line(detail: RunDetail) -> str:
     if live:
         now = (f"{f.key} (since {render.local_time(f.started_at)})" for f in live)
         bits.append("now: " + ", ".join(now))
+    for p in r.pauses:
+        bits.append(f"{p.status}: {p.key} (until {render.local_time(p.until)})")
     return "  ".join(bits)
 
 

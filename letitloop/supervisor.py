@@ -140,6 +140,38 @@ class Recorder:
                 self._warned = True
                 print(f"lil: warning: cannot record supervisor events: {exc}", file=self.err)
 
+    def stopped_by_choice(self, attempt: int) -> str | None:
+        """Why a child that exited must not be restarted, read from the journal; None: no reason.
+
+        A child whose runs (those its attempt opened) ended ``cancelled`` (or
+        were asked to be), or stopped to wait for outside input (``waiting``),
+        with none left unfinished, ended on purpose: starting it again would
+        start a new run, or stop at once. The journal is read rather than the
+        exit status, because an uncaught RunCancelledError exits 1 like any
+        error, and a program may catch and re-raise it as something else.
+        """
+        try:
+            rows = self.store.query(
+                "SELECT r.id, r.status, r.cancel_requested_at FROM attempts AS a "
+                "JOIN runs AS r ON r.id = a.run WHERE a.watch_id = ? AND a.watch_attempt = ? "
+                "ORDER BY a.rowid",
+                (self.watch_id, attempt),
+            )
+        except LetItLoopError:
+            return None  # liveness first: no journal, no reason to stop
+        why: list[str] = []
+        for run_id, status, cancel_at in rows:
+            if status == "cancelled" or (status == "running" and cancel_at is not None):
+                why.append(f"run {run_id} was cancelled")
+            elif status == "waiting":
+                why.append(
+                    f"run {run_id} stopped to wait for outside input (send it with lil send "
+                    f"{run_id} NAME VALUE, then start it again)"
+                )
+            elif status in ("running", "failed"):
+                return None  # a run to resume: restart
+        return "; ".join(why) or None
+
     def close(self) -> None:
         self.store.close()
 
@@ -314,6 +346,10 @@ class Supervisor:
             how = ChildExit.from_returncode(returncode)
             uptime = pol.uptime()
             decision = pol.exited(how)
+            if decision.action == "restart":
+                chosen = self.recorder.stopped_by_choice(attempt)
+                if chosen is not None:
+                    decision = Decision("stop", how.status, reason=chosen)
             what = f"{self.target} {how.describe()} after {_secs(uptime)}"
             if decision.action == "restart":
                 note = "; stayed up long enough, backoff reset" if decision.reset else ""

@@ -4,7 +4,7 @@
 CREATE TABLE "_journal_template" (
     run         TEXT NOT NULL,
     key         TEXT NOT NULL,               -- 'fetch_user', 'fetch_user#2', a marker name
-    kind        TEXT NOT NULL CHECK (kind IN ('step', 'marker')),
+    kind        TEXT NOT NULL CHECK (kind = 'step' OR kind = 'marker' OR kind = 'sleep' OR kind = 'wait'),
     status      TEXT NOT NULL,               -- step: done|failed; marker: pending|done
     fn          TEXT,                        -- module.qualname of the step's function
     result      TEXT,                        -- JSON
@@ -13,7 +13,7 @@ CREATE TABLE "_journal_template" (
     duration_ms REAL,
     attempt     INTEGER NOT NULL,            -- the run attempt that wrote the row
     error       TEXT,                        -- 'Type: message' of a failed step
-    traceback   TEXT, claims INTEGER, crashes INTEGER, holder_pid INTEGER, holder_host TEXT, holder_run TEXT, holder_token TEXT, args_fp TEXT,
+    traceback   TEXT, claims INTEGER, crashes INTEGER, holder_pid INTEGER, holder_host TEXT, holder_run TEXT, holder_token TEXT, args_fp TEXT, input_tokens INTEGER, output_tokens INTEGER, cost REAL, model TEXT, wake_at TEXT,
     PRIMARY KEY (run, key)
 );
 
@@ -90,7 +90,7 @@ CREATE TABLE runs (
     id          TEXT PRIMARY KEY,            -- sortable id (ULID), unique in the file
     goal        TEXT NOT NULL REFERENCES goals(goal),
     name        TEXT,                        -- the explicit run key, NULL for an unnamed run
-    status      TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed')),
+    status      TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'waiting', 'cancelled')),
     attempts    INTEGER NOT NULL DEFAULT 0,  -- how many times a process opened this run
     holder_pid  INTEGER,                     -- the process holding (or last holding) it
     holder_host TEXT,
@@ -99,7 +99,23 @@ CREATE TABLE runs (
     finished_at TEXT,
     result      TEXT,                        -- the @durable function's return value as JSON
     error       TEXT                         -- 'Type: message' of the exception that failed it
-, input TEXT, input_fp TEXT, forked_from TEXT, forked_at TEXT);
+, input TEXT, input_fp TEXT, forked_from TEXT, forked_at TEXT, cancel_requested_at TEXT, cancel_reason TEXT);
+
+CREATE TABLE step_tries (
+    run           TEXT NOT NULL,             -- runs.id
+    key           TEXT NOT NULL,             -- the step's key in its goal's journal table
+    try           INTEGER NOT NULL,          -- 1, 2, … over the step's whole life in the run
+    attempt       INTEGER NOT NULL,          -- the run attempt (process) that made the try
+    started_at    TEXT NOT NULL,
+    failed_at     TEXT NOT NULL,
+    error         TEXT NOT NULL,             -- 'Type: message'
+    next_at       TEXT,                      -- when the next try is due; NULL: none (gave up)
+    input_tokens  INTEGER,                   -- usage the failed try reported, if any
+    output_tokens INTEGER,
+    cost          REAL,
+    model         TEXT,
+    PRIMARY KEY (run, key, try)
+);
 
 CREATE TABLE supervisor_events (
     id          INTEGER PRIMARY KEY,

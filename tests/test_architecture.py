@@ -22,13 +22,16 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "ids", "_exec_shim", "_proctree"}),
     ("codec and store", {"codec", "store", "migrate"}),
     (
-        "locks, keys, fingerprints, commits, steps in flight",
-        {"locks", "keys", "fingerprint", "commits", "inflight"},
+        "locks, keys, fingerprints, commits, steps in flight, costs",
+        {"locks", "keys", "fingerprint", "commits", "inflight", "costs"},
     ),
-    ("markers", {"markers"}),
+    (
+        "markers and the run's primitives",
+        {"markers", "cancellation", "timers", "retry", "sleeps", "waits"},
+    ),
     ("journal", {"journal"}),
     ("decorators", {"durable"}),
-    ("inspection and supervision", {"inspection", "policy", "supervisor"}),
+    ("inspection, control and supervision", {"inspection", "control", "policy", "supervisor"}),
     (
         "command line and adapters",
         {"cli", "render", "runtext", "demo", "__main__", "adapters"},

@@ -16,6 +16,7 @@ from helpers import run_python, spawn_python, write_script
 import letitloop.migrate as migrate
 from letitloop import Journal
 from letitloop.errors import JournalFileError
+from letitloop.store import close_idle_stores
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,6 +165,126 @@ class TestALaterMigration:
         assert "0999_broken" not in applied(db)
         (extra_migrations / "0999_broken.sql").unlink()
         migrate.known_migrations.cache_clear()
+        with Journal("g", run="r", path=db) as j:
+            assert j.step("s", lambda: 0) == 41
+
+
+class TestTheMigrationThatLoosensTwoChecks:
+    """0007_primitives edits two CHECKs in place (writable_schema): nothing is rewritten or lost."""
+
+    def test_a_file_of_version_6_keeps_every_row_and_accepts_the_new_values(
+        self, db: Path, extra_migrations: Path
+    ) -> None:
+        from letitloop.store import Store
+
+        seventh = (extra_migrations / "0007_primitives.sql").read_text(encoding="utf-8")
+        (extra_migrations / "0007_primitives.sql").unlink()
+        migrate.known_migrations.cache_clear()
+        # A file as letitloop wrote it at version 6: two goals, three runs, their attempts.
+        old = Store(db)
+        with old.write() as c:
+            for i, goal in enumerate(("alpha", "Beta goal")):
+                table = old.ensure_goal(c, goal, 0.0)
+                for n in range(i + 1):
+                    run = f"run-{goal}-{n}"
+                    c.execute(
+                        "INSERT INTO runs (id, goal, status, attempts, started_at, updated_at) "
+                        "VALUES (?, ?, 'failed', 1, 't', 't')",
+                        (run, goal),
+                    )
+                    c.execute(
+                        "INSERT INTO attempts (run, attempt, pid, host, started_at) "
+                        "VALUES (?, 1, 1, 'h', 't')",
+                        (run,),
+                    )
+                    c.execute(
+                        f'INSERT INTO "{table}" (run, key, kind, status, fn, attempt, result) '
+                        f"VALUES (?, 's', 'step', 'done', 'builtins.int', 1, '1')",
+                        (run,),
+                    )
+        old.close()
+        before = sqlite3.connect(db, isolation_level=None)
+        attempts = before.execute("SELECT * FROM attempts ORDER BY run, attempt").fetchall()
+        assert len(attempts) == 3
+        # A connection that read the old schema before the upgrade, and keeps it open.
+        assert before.execute("SELECT count(*) FROM runs").fetchone() == (3,)
+        (extra_migrations / "0007_primitives.sql").write_text(seventh, encoding="utf-8")
+        migrate.known_migrations.cache_clear()
+        close_idle_stores()  # as a new process would: a fresh connection, which upgrades
+        with Journal("gamma", path=db) as j:  # opening upgrades the file
+            j.step("s", lambda: 1)
+        with Journal("alpha", path=db) as j:  # and resumes the failed run, as before
+            assert j.run_id == "run-alpha-0" and j.step("s", int) == 1  # replayed
+        assert applied(db)[-1] == "0007_primitives"
+        after = before.execute("SELECT * FROM attempts ORDER BY run, attempt").fetchall()
+        assert [a for a in after if a[0].startswith("run-") and a[1] == 1] == attempts
+        assert before.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        # Both the new statuses and the new kinds pass the CHECKs, also through the
+        # connection that had parsed the old schema (the upgrade raised schema_version).
+        run = before.execute("SELECT id FROM runs LIMIT 1").fetchone()[0]
+        before.execute("UPDATE runs SET status = 'waiting' WHERE id = ?", (run,))
+        before.execute("UPDATE runs SET status = 'cancelled' WHERE id = ?", (run,))
+        with pytest.raises(sqlite3.IntegrityError):
+            before.execute("UPDATE runs SET status = 'paused' WHERE id = ?", (run,))
+        tables = [t for (t,) in before.execute("SELECT journal_table FROM goals")]
+        assert len(tables) == 3
+        for table in [*tables, "_journal_template"]:
+            for kind in ("sleep", "wait"):
+                before.execute(
+                    f'INSERT INTO "{table}" (run, key, kind, status, attempt) '
+                    f"VALUES ('r', ?, ?, 'done', 1)",
+                    (kind, kind),
+                )
+            with pytest.raises(sqlite3.IntegrityError):
+                before.execute(
+                    f'INSERT INTO "{table}" (run, key, kind, status, attempt) '
+                    f"VALUES ('r', 'x', 'nap', 'done', 1)"
+                )
+            columns = [r[1] for r in before.execute(f'PRAGMA table_info("{table}")')]
+            assert columns[-5:] == ["input_tokens", "output_tokens", "cost", "model", "wake_at"]
+        before.close()
+
+    def test_the_runner_raises_schema_version_so_open_connections_see_an_edit(
+        self, db: Path, extra_migrations: Path
+    ) -> None:
+        with Journal("g", path=db) as j:
+            j.step("s", lambda: 1)
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("SELECT count(*) FROM markers").fetchall()  # parses today's schema
+        (extra_migrations / "0999_loosen.sql").write_text(
+            "PRAGMA writable_schema = ON;\n"
+            "UPDATE sqlite_master SET sql = replace(sql, '''failed'')', '''failed'', ''x'')') "
+            "WHERE type = 'table' AND name = 'markers';\n"
+            "PRAGMA writable_schema = OFF;\n"
+        )
+        migrate.known_migrations.cache_clear()
+        close_idle_stores()
+        with Journal("g", path=db) as j:
+            j.step("t", lambda: 1)
+        assert applied(db)[-1] == "0999_loosen"
+        # The old CHECK would refuse 'x': this connection reloaded the schema.
+        other.execute("INSERT INTO markers (key, status, claims) VALUES ('k', 'x', 1)")
+        other.close()
+
+    def test_an_edit_that_does_not_parse_is_rolled_back(
+        self, db: Path, extra_migrations: Path
+    ) -> None:
+        with Journal("g", run="r", path=db) as j:
+            j.step("s", lambda: 41)
+        (extra_migrations / "0999_garbled.sql").write_text(
+            "PRAGMA writable_schema = ON;\n"
+            "UPDATE sqlite_master SET sql = 'CREATE TABLE markers (' "
+            "WHERE type = 'table' AND name = 'markers';\n"
+            "PRAGMA writable_schema = OFF;\n"
+        )
+        migrate.known_migrations.cache_clear()
+        close_idle_stores()
+        with pytest.raises(JournalFileError, match="schema"):
+            Journal("g", run="r", path=db).open()
+        assert "0999_garbled" not in applied(db)
+        (extra_migrations / "0999_garbled.sql").unlink()
+        migrate.known_migrations.cache_clear()
+        close_idle_stores()
         with Journal("g", run="r", path=db) as j:
             assert j.step("s", lambda: 0) == 41
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from letitloop import Journal, migrate
-from letitloop.store import close_idle_stores
+from letitloop.store import Store, close_idle_stores
 
 READERS = (["runs"], ["show", "g"], ["show", "g", "--full"], ["export", "g"])
 
@@ -84,9 +84,8 @@ class TestReadingAJournalFromAnOlderLetitloop:
     ) -> None:
         db = tmp_path / "old" / "journal.db"
         db.parent.mkdir()
-        with Journal("g", path=db) as j:
-            j.step("a", str, 1)
-        close_idle_stores()
+        Store(db).close()  # the schema as the older version leaves it (this version's
+        # Journal needs the newest columns, so the older file is made by its migrations)
         before = snapshot(db.parent)
         refused = lil(db, "runs")
         assert refused.returncode == 1
@@ -95,5 +94,5 @@ class TestReadingAJournalFromAnOlderLetitloop:
         assert snapshot(db.parent) == before  # the reader changed nothing
         upgraded = lil(db, "upgrade")
         assert upgraded.returncode == 0, upgraded.stderr
-        assert lil(db, "show", "g").returncode == 0
+        assert lil(db, "runs").returncode == 0
         assert os.path.exists(db)

@@ -28,6 +28,22 @@ BASE = "https://github.com/letitloop/letitloop/blob/main/"
 #: Setup (before) and checks (after) for blocks that continue the reader's own program,
 #: keyed by a line of the block.
 AROUND: dict[str, tuple[str, str]] = {
+    'with Journal("deploy", retry=RetryPolicy(max_attempts=5)) as j:': (
+        # The reader's `lil send deploy approval true`, from another thread.
+        "import threading, time, letitloop\n"
+        "from letitloop.errors import LetItLoopError\n"
+        "def _approve():\n"
+        "    while True:\n"
+        "        try:\n"
+        "            return letitloop.send('deploy', 'approval', True)\n"
+        "        except LetItLoopError:  # no journal yet, or not waiting yet\n"
+        "            time.sleep(0.02)\n"
+        "threading.Thread(target=_approve, daemon=True).start()\n",
+        "import sqlite3\n"
+        "db = sqlite3.connect('.letitloop/journal.db')\n"
+        "assert db.execute('SELECT status FROM runs').fetchall() == [('completed',)]\n"
+        'assert db.execute("SELECT sum(cost) FROM journal_deploy").fetchone() == (0.004,)\n',
+    ),
     'with j.atomic_marker("slack_notification") as should_execute:': (
         "from letitloop import Journal\n"
         "sent = []\n"

@@ -1,0 +1,272 @@
+"""What another process does to a run: send a value to its wait, or cancel it.
+
+The library under ``lil send`` and ``lil cancel``, and behind
+``letitloop.send`` and ``letitloop.cancel``. Both write to the journal file
+the run lives in, each in one transaction, and never need the process that
+holds the run: it reads what they wrote (``letitloop/waits.py``,
+``letitloop/cancellation.py``).
+
+- A value sent is written into the row of the wait it answers, which
+  becomes ``done`` with the value as its result: accepted only while the run
+  waits for that name, once (a second value, or a value for a name the run
+  is not waiting for, raises NotWaitingError saying why).
+- A cancel of a run no process holds marks it ``cancelled`` at once; for a
+  run a live process holds, it records the request, and the holder stops at
+  its next step, marker or wait (RunCancelledError), and marks it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import codec
+from .errors import LetItLoopError, NotWaitingError, RunHeldError
+from .ids import HOST
+from .inspection import (
+    RunInfo,
+    _holding,
+    find_run,
+    get_run,
+    is_run_held,
+    open_journal_file,
+    parse_utc,
+)
+from .keys import split_key
+from .store import Store, utc_iso
+
+# -- send ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What :func:`send_text` did: the run (as it was) and the key of the wait it answered."""
+
+    run: RunInfo
+    key: str
+    live: bool
+    """True when a live process holds the run: it wakes within about a tenth of a second.
+    False: the run waits for no process; running its program again resumes it."""
+
+
+def _waiting_run(store: Store, ref: str, name: str) -> RunInfo:
+    """The run ``ref`` names; for a goal, its newest run waiting for ``name`` if it has one."""
+    table = store.goal_table(ref)
+    if table is not None and not store.query("SELECT 1 FROM runs WHERE id = ?", (ref,)):
+        for run_id, key in store.query(
+            f'SELECT w.run, w.key FROM "{table}" AS w JOIN runs AS r ON r.id = w.run '
+            f"WHERE w.kind = 'wait' AND w.status = 'waiting' ORDER BY r.rowid DESC, w.rowid",
+        ):
+            if key == name or split_key(key)[0] == name:
+                return get_run(store, run_id)
+    return find_run(store, ref)
+
+
+def _quoted(keys: list[str]) -> str:
+    return ", ".join(repr(k) for k in keys)
+
+
+def send_text(
+    store: Store, ref: str, name: str, text: str, *, clock: Callable[[], float] = time.time
+) -> Sent:
+    """Answer run ``ref``'s wait for ``name`` with ``text`` (the value as codec JSON text).
+
+    ``ref`` is a run id, a unique id prefix, a run name, or a goal (its newest
+    run waiting for ``name``). ``name`` is the name given to ``wait_for`` (its
+    current wait) or an exact key (``approval#2``). Raises RunNotFoundError
+    for an unknown run, NotWaitingError when the run is not waiting for that
+    name (already answered, timed out, finished, or waiting for something
+    else); nothing is written then.
+    """
+    run = _waiting_run(store, ref, name)
+    where = f"run {run.id} of goal {run.goal!r}"
+    table = run.journal_table
+    with store.write() as c:
+        rows = c.execute(
+            f'SELECT key, status, error, started_at, finished_at FROM "{table}" '
+            f"WHERE run = ? AND kind = 'wait' ORDER BY rowid",
+            (run.id,),
+        ).fetchall()
+        named = [r for r in rows if r[0] == name or split_key(r[0])[0] == name]
+        waiting = [r for r in named if r[1] == "waiting"]
+        if len(waiting) > 1:
+            raise NotWaitingError(
+                f"{where} waits for several keys named {name!r} "
+                f"({_quoted([r[0] for r in waiting])}); send to one of them by its key",
+                run_id=run.id,
+                key=name,
+            )
+        if run.state in ("completed", "cancelled") and (waiting or not named):
+            raise NotWaitingError(
+                f"{where} is {run.state}: it waits for nothing, so no value can be sent to it "
+                f"(lil runs {run.goal} lists the goal's runs)",
+                run_id=run.id,
+                key=name,
+            )
+        if not waiting:
+            raise NotWaitingError(_not_waiting(where, name, named, rows), run_id=run.id, key=name)
+        key, _, _, began, _ = waiting[0]
+        now = clock()
+        try:
+            took: float | None = (now - parse_utc(str(began)).timestamp()) * 1000.0
+        except (TypeError, ValueError, OverflowError):
+            took = None
+        c.execute(
+            f"UPDATE \"{table}\" SET status = 'done', result = ?, error = NULL, "
+            f"finished_at = ?, duration_ms = ? WHERE run = ? AND key = ? AND status = 'waiting'",
+            (text, utc_iso(now), took, run.id, key),
+        )
+    return Sent(run, key, is_run_held(store, run.id))
+
+
+def _not_waiting(where: str, name: str, named: list[Any], rows: list[Any]) -> str:
+    """Why a value for ``name`` cannot be taken, in words."""
+    if named:
+        key, _, error, _, finished = named[-1]
+        if error:
+            return (
+                f"{where} is not waiting for {name!r}: its wait {key!r} timed out at "
+                f"{finished} ({error}); a wait takes no value after its timeout"
+            )
+        return (
+            f"{where} already received a value for {name!r} (wait {key!r}, at {finished}); a "
+            f"wait takes one value, and the run replays it. A later wait_for({name!r}) in the "
+            f"run takes the next value once it waits"
+        )
+    others = [r[0] for r in rows if r[1] == "waiting"]
+    now = f"it waits for {_quoted(others)}" if others else "it is not waiting for anything now"
+    return (
+        f"{where} is not waiting for {name!r}: {now}. A value is taken only while the run "
+        f"waits for its name: send it once 'lil runs' shows the run waiting for {name!r}"
+    )
+
+
+def send(
+    run: str,
+    name: str,
+    value: Any,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    registry: codec.CodecRegistry | None = None,
+) -> Sent:
+    """Send ``value`` to the wait ``name`` of ``run`` (a run id, prefix, name, or goal).
+
+    The value is encoded by the codec (``registry``, or the default one), so a
+    typed value comes back to ``wait_for`` with its type; it is written into
+    the wait's row at once, and the waiting process, if any, wakes within
+    about a tenth of a second. ``path`` is the journal file (default: as for
+    ``Journal``). Raises what :func:`send_text` raises, and EncodeError for a
+    value the codec cannot encode (nothing written).
+    """
+    text = codec.encode(value, registry)
+    store = open_journal_file(None if path is None else Path(path), write=True)
+    try:
+        return send_text(store, run, name, text)
+    finally:
+        store.close()
+
+
+# -- cancel ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What :func:`cancel_run` did."""
+
+    run: RunInfo
+    """The run as it is now."""
+    at_once: bool
+    """True: no process held it, and it is cancelled now. False: its holder was asked to stop."""
+    already: bool = False
+    """True when a cancel had been asked for before (nothing new was recorded)."""
+
+
+def _who(reason: str | None) -> str:
+    by = f"lil cancel (pid {os.getpid()} on {HOST})"
+    return f"{by}: {reason}" if reason else by
+
+
+def cancel_run(
+    store: Store, ref: str, *, reason: str | None = None, clock: Callable[[], float] = time.time
+) -> Cancelled:
+    """Cancel run ``ref`` (a run id, prefix, name, or goal: its newest run).
+
+    A run no process holds is marked ``cancelled`` at once, under its lock
+    (so no opener takes it meanwhile). A run a live process holds gets a
+    cancel request; its holder raises RunCancelledError at its next step,
+    marker or wait, and marks the run ``cancelled`` as it closes. Either way
+    no opener resumes the run afterwards (``lil fork`` starts it again from
+    a step). Raises RunNotFoundError for an unknown run, LetItLoopError for a
+    run that completed or was cancelled already.
+    """
+    run = find_run(store, ref)
+    where = f"run {run.id} of goal {run.goal!r}"
+    if run.state == "completed":
+        raise LetItLoopError(
+            f"{where} completed at {run.finished_at}: there is nothing left to cancel"
+        )
+    if run.status == "cancelled":
+        raise LetItLoopError(f"{where} was cancelled already, at {run.finished_at}")
+    now = utc_iso(clock())
+    why = _who(reason)
+    try:
+        with _holding(store, run, "cancel"), store.write() as c:
+            c.execute(
+                "UPDATE runs SET status = 'cancelled', cancel_requested_at = coalesce("
+                "cancel_requested_at, ?), cancel_reason = coalesce(cancel_reason, ?), "
+                "finished_at = ?, updated_at = ?, error = ? WHERE id = ? "
+                "AND status NOT IN ('completed', 'cancelled')",
+                (now, why, now, now, f"RunCancelledError: cancelled by {why}", run.id),
+            )
+        return Cancelled(get_run(store, run.id), at_once=True)
+    except RunHeldError:
+        pass
+    already = run.cancel_requested_at is not None
+    with store.write() as c:
+        c.execute(
+            "UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, ?), "
+            "cancel_reason = coalesce(cancel_reason, ?), updated_at = ? WHERE id = ? "
+            "AND status NOT IN ('completed', 'cancelled')",
+            (now, why, now, run.id),
+        )
+    return Cancelled(get_run(store, run.id), at_once=False, already=already)
+
+
+def wait_until_stopped(
+    store: Store, run_id: str, timeout: float, *, interval: float = 0.05
+) -> RunInfo:
+    """The run once its holder has let go (cancelled, or finished first), or after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        info = get_run(store, run_id)
+        if info.state != "running" or time.monotonic() >= deadline:
+            return info
+        time.sleep(interval)
+
+
+def cancel(
+    run: str,
+    *,
+    reason: str | None = None,
+    path: str | os.PathLike[str] | None = None,
+    wait: float | None = None,
+) -> Cancelled:
+    """Cancel ``run`` (see :func:`cancel_run`); with ``wait``, wait up to that many seconds.
+
+    ``wait`` waits for a live holder to stop; the returned ``run`` then says
+    how it ended (``cancelled``, or ``completed`` if it finished first).
+    ``path`` is the journal file (default: as for ``Journal``).
+    """
+    store = open_journal_file(None if path is None else Path(path), write=True)
+    try:
+        done = cancel_run(store, run, reason=reason)
+        if wait is not None and not done.at_once:
+            info = wait_until_stopped(store, done.run.id, wait)
+            done = Cancelled(info, at_once=False, already=done.already)
+        return done
+    finally:
+        store.close()

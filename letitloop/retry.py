@@ -1,0 +1,309 @@
+"""Step retries: :class:`RetryPolicy`, and every failed try recorded so a backoff survives a crash.
+
+``j.step(name, fn, *args, retry=RetryPolicy(...))`` (or a journal's default
+``Journal(..., retry=...)``) calls ``fn`` again when it raises, after an
+exponential backoff with jitter, up to ``max_attempts`` tries. Each failed
+try is a row of ``step_tries`` (its number, error, start, failure and the
+time its next try is due), written in the same transaction as the step's
+own row, which says ``retrying`` with ``wake_at`` = the next try's time.
+So a process killed during the backoff resumes it where it was: the next
+attempt waits only what remains of it, then makes the next try, and counts
+the tries already made.
+
+Tries are numbered over the step's whole life in the run (``1, 2, 3, …``):
+a key never depends on timing. A series of tries ends when one succeeds,
+or when a failure is not retried (the budget is spent, or the exception is
+not one to retry): that last failure has no next time, the step raises, and
+a later attempt of the run starts a new series with a full budget. A try cut
+short by a crash is not a failed try: it is not recorded and not counted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from . import timers
+from .costs import NO_USAGE
+from .errors import LetItLoopError, error_text, traceback_text
+from .store import utc_iso
+
+if TYPE_CHECKING:
+    from .journal import Journal
+    from .store import Store
+
+ExceptionTypes = type[BaseException] | tuple[type[BaseException], ...]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a step that raises is tried again: ``j.step(name, fn, ..., retry=RetryPolicy(...))``.
+
+    The defaults try 3 times in all, waiting about 1 s, then 2 s. The backoff
+    before try ``n + 1`` is ``initial_backoff * multiplier ** (n - 1)``, at
+    most ``max_backoff``, spread by ``jitter`` (0.1: ±10 %). An exception is
+    retried if it is an instance of ``retry_on`` and not of ``never_retry``;
+    letitloop's own errors (a cancel, a mismatch, a full disk) never are.
+    ``max_attempts=None`` tries until the step succeeds. Raises LetItLoopError
+    at construction for a setting out of range.
+    """
+
+    #: Tries in all, the first one included (1: no retry); None for no limit.
+    max_attempts: int | None = 3
+    #: Seconds before the second try.
+    initial_backoff: float = 1.0
+    #: The longest backoff, whatever the multiplier says.
+    max_backoff: float = 60.0
+    #: Each backoff is this many times the one before.
+    multiplier: float = 2.0
+    #: Random spread of each backoff, as a fraction (0.1 = ±10 %): retries of many
+    #: runs that failed together do not all come back at the same instant.
+    jitter: float = 0.1
+    #: Exception types that are retried.
+    retry_on: ExceptionTypes = (Exception,)
+    #: Exception types that are never retried, even when ``retry_on`` matches them.
+    never_retry: ExceptionTypes = ()
+
+    def __post_init__(self) -> None:
+        def bad(name: str, expected: str, value: object) -> LetItLoopError:
+            return LetItLoopError(f"RetryPolicy({name}=...) must be {expected}, got {value!r}")
+
+        n = self.max_attempts
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise bad("max_attempts", "a whole number >= 1, or None for no limit", n)
+        for name in ("initial_backoff", "max_backoff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise bad(name, "a number of seconds >= 0", value)
+            if not 0 <= value < math.inf:
+                raise bad(name, "a finite number of seconds >= 0", value)
+        m = self.multiplier
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 1 <= m < math.inf:
+            raise bad("multiplier", "a number >= 1", m)
+        j = self.jitter
+        if isinstance(j, bool) or not isinstance(j, (int, float)) or not 0 <= j <= 1:
+            raise bad("jitter", "a fraction between 0 and 1", j)
+        for name in ("retry_on", "never_retry"):
+            value = getattr(self, name)
+            types = value if isinstance(value, tuple) else (value,)
+            if not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
+                raise bad(name, "an exception class or a tuple of them", value)
+            object.__setattr__(self, name, types)
+
+    def retries(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is one to try again (its type; not the budget)."""
+        if isinstance(exc, LetItLoopError):
+            return False
+        return isinstance(exc, self.retry_on) and not isinstance(exc, self.never_retry)
+
+    def backoff(self, failed: int, rng: Callable[[], float] | None = None) -> float:
+        """Seconds to wait after the ``failed``-th failed try of a series (1-based)."""
+        try:
+            delay = self.initial_backoff * self.multiplier ** (failed - 1)
+        except OverflowError:
+            delay = self.max_backoff
+        delay = min(delay, self.max_backoff)
+        if self.jitter and delay:
+            if rng is None:
+                import random  # only when a jittered backoff is due
+
+                rng = random.random
+            delay = max(0.0, delay * (1 + self.jitter * (2 * rng() - 1)))
+        return delay
+
+
+# -- the step's tries, in the file ------------------------------------------------
+
+#: Per step key of the run: (the last try's number, failed tries of the current
+#: series, when its next try is due or None when the series ended).
+History = dict[str, tuple[int, int, float | None]]
+
+_INSERT_TRY = (
+    "INSERT OR REPLACE INTO step_tries (run, key, try, attempt, started_at, failed_at, error, "
+    "next_at, input_tokens, output_tokens, cost, model) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+#: The step's row between two tries: ``retrying``, the try's error, ``wake_at`` the next try.
+_RETRYING_ROW = (
+    'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
+    "duration_ms, attempt, error, traceback, args_fp, wake_at) "
+    "VALUES (?, ?, 'step', 'retrying', ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run, key) DO UPDATE SET kind = 'step', status = 'retrying', fn = excluded.fn, "
+    "result = NULL, started_at = excluded.started_at, finished_at = excluded.finished_at, "
+    "duration_ms = excluded.duration_ms, attempt = excluded.attempt, error = excluded.error, "
+    "traceback = excluded.traceback, args_fp = excluded.args_fp, wake_at = excluded.wake_at"
+)
+
+
+def _parse(iso: str | None) -> float | None:
+    if iso is None:
+        return None
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def history(j: Journal, store: Store) -> History:
+    """The run's recorded tries, read once per attempt (none to read for a run just made)."""
+    known: History | None = j._tries
+    if known is not None:
+        return known
+    out: History = {}
+    for key, n, next_at in store.query(
+        "SELECT key, try, next_at FROM step_tries WHERE run = ? ORDER BY key, try", (j.run_id,)
+    ):
+        _, failed, _ = out.get(key, (0, 0, None))
+        due = _parse(next_at)
+        # A try without a next time ended its series: the next try starts a new one.
+        out[key] = (n, failed + 1 if due is not None else 0, due)
+    j._tries = out
+    return out
+
+
+class _Tries:
+    """One step's tries in this attempt: what was recorded before, and each new failure."""
+
+    def __init__(
+        self, j: Journal, store: Store, key: str, fn_name: str, fp: str, first: bool = False
+    ) -> None:
+        self.j, self.store, self.key, self.fn_name, self.fp = j, store, key, fn_name, fp
+        self.tries = history(j, store)
+        self.last, self.failed, self.due = self.tries.get(key, (0, 0, None))
+        #: When the try in progress began: for the step's first try of this
+        #: attempt (``first``), when the step began (its in-flight entry).
+        flight = j._in_flight.get(key) if first else None
+        self.started = flight[0] if flight is not None else j.clock()
+
+    def begin(self) -> None:
+        """A try starts now: the in-flight watcher shows it as running after a second."""
+        self.started = self.j.clock()
+        self.j._in_flight[self.key] = (self.started, self.fn_name, self.fp)
+
+    def failed_try(self, exc: Exception, policy: RetryPolicy) -> float | None:
+        """Record the failed try; return when the next one is due, or None: raise ``exc``."""
+        j = self.j
+        self.last += 1
+        self.failed += 1
+        again = policy.retries(exc) and (
+            policy.max_attempts is None or self.failed < policy.max_attempts
+        )
+        now = j.clock()
+        due = now + policy.backoff(self.failed) if again else None
+        u = j._usage.pop(self.key, None) if j._usage else None
+        spent = u.columns() if u is not None else NO_USAGE
+        error = error_text(exc)
+        try_row = (
+            j.run_id,
+            self.key,
+            self.last,
+            j.attempt,
+            utc_iso(self.started),
+            utc_iso(now),
+            error,
+            None if due is None else utc_iso(due),
+            *spent,
+        )
+        with self.store.write() as c:
+            c.execute(_INSERT_TRY, try_row)
+            if due is not None:
+                c.execute(
+                    _RETRYING_ROW.format(table=j.table),
+                    (
+                        j.run_id,
+                        self.key,
+                        self.fn_name,
+                        utc_iso(self.started),
+                        utc_iso(now),
+                        (now - self.started) * 1000.0,
+                        j.attempt,
+                        error,
+                        traceback_text(exc),
+                        self.fp,
+                        utc_iso(due),
+                    ),
+                )
+        self.tries[self.key] = (self.last, self.failed if due is not None else 0, due)
+        if due is not None:
+            # No 'running' row over the 'retrying' one while the backoff lasts.
+            j._in_flight.pop(self.key, None)
+        return due
+
+
+def call(
+    j: Journal,
+    store: Store,
+    key: str,
+    fn_name: str,
+    fp: str,
+    policy: RetryPolicy,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """``fn(*args, **kwargs)`` tried as ``policy`` says; the last failure propagates.
+
+    A backoff left by an earlier attempt is waited out first (what remains of
+    it). A cancel during a backoff raises RunCancelledError. Until a try
+    fails, this costs a dict lookup: nothing is read or written.
+    """
+    t = _resumed(j, store, key, fn_name, fp)
+    if t is not None and t.due is not None:
+        j._in_flight.pop(key, None)
+        timers.pause(j, store, t.due)
+        t.begin()
+    while True:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if t is None:
+                t = _Tries(j, store, key, fn_name, fp, first=True)
+            due = t.failed_try(exc, policy)
+            if due is None:
+                raise
+        timers.pause(j, store, due)
+        t.begin()
+
+
+def _resumed(j: Journal, store: Store, key: str, fn_name: str, fp: str) -> _Tries | None:
+    """The step's tries when earlier attempts recorded some; None (the common case) if not."""
+    known = j._tries if j._tries is not None else history(j, store)
+    return _Tries(j, store, key, fn_name, fp) if key in known else None
+
+
+async def async_call(
+    j: Journal,
+    store: Store,
+    key: str,
+    fn_name: str,
+    fp: str,
+    policy: RetryPolicy,
+    invoke: Callable[[], Awaitable[Any]],
+) -> Any:
+    """:func:`call` for ``async_step``: ``invoke()`` makes one try; backoffs on the loop.
+
+    A failed try's rows are written in a worker thread (the loop never waits
+    for a write lock); the tries already recorded are read on the loop, once.
+    """
+    import asyncio
+
+    t = _resumed(j, store, key, fn_name, fp)
+    if t is not None and t.due is not None:
+        j._in_flight.pop(key, None)
+        await timers.async_pause(j, store, t.due)
+        t.begin()
+    while True:
+        try:
+            return await invoke()
+        except Exception as exc:
+            if t is None:
+                t = _Tries(j, store, key, fn_name, fp, first=True)
+            due = await asyncio.to_thread(t.failed_try, exc, policy)
+            if due is None:
+                raise
+        await timers.async_pause(j, store, due)
+        t.begin()

@@ -1,0 +1,148 @@
+"""Durable sleep: ``j.sleep(name, seconds)``, whose wake-up time is in the file.
+
+A sleep is a row of the goal's journal table, keyed and numbered like a
+step (``nap``, ``nap#2``), with kind ``sleep``. When it starts, its row is
+written ``sleeping`` with ``wake_at``, the wake-up time; a process killed
+during the sleep leaves that row, and the next attempt sleeps only until
+the recorded ``wake_at``. When it wakes, the row becomes ``done``, and
+every later attempt replays it at once, like a step that returned.
+
+The duration is not part of the sleep's identity (``seconds`` computed at
+run time, "until 9:00", may differ on a later attempt): the wake-up time
+recorded when the sleep first started is what counts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from . import cancellation, timers
+from .keys import Recorded
+from .store import utc_iso
+
+if TYPE_CHECKING:
+    from .journal import Journal
+    from .store import Store
+
+#: The ``fn`` of a sleep's row: a step recorded at the same key by a function is a mismatch.
+SLEEP_FN = "letitloop.sleep"
+
+_START = (
+    'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
+    "duration_ms, attempt, error, traceback, args_fp, wake_at) "
+    "VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, ?, NULL, NULL, '', ?) "
+    "ON CONFLICT (run, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, "
+    "fn = excluded.fn, result = NULL, started_at = excluded.started_at, finished_at = NULL, "
+    "duration_ms = NULL, attempt = excluded.attempt, error = NULL, traceback = NULL, "
+    "args_fp = '', wake_at = excluded.wake_at"
+)
+
+
+class Claim:
+    """A sleep's or a wait's key, taken like a step's (see letitloop.keys)."""
+
+    __slots__ = ("full", "key", "owner", "replay", "store")
+
+    def __init__(self, j: Journal, name: str, fn_name: str) -> None:
+        self.store = j._require_open()
+        if j._cancel is not None:
+            raise cancellation.error(j)
+        self.owner = j._owner()
+        self.full, self.key, replay, mismatch = j._key_for(name, "", self.owner)
+        if mismatch is not None:
+            raise j._mismatch(self.key, fn_name, "", mismatch)
+        if replay is not None and replay.fn != fn_name:
+            j._replay(self.key, fn_name, replay)  # raises StepMismatchError: another function
+        self.replay: Recorded | None = replay
+
+    def release(self, j: Journal) -> None:
+        """The sleep or wait is over (a replay holds nothing to release)."""
+        if self.replay is None:
+            j._keys.release(self.full, self.owner)
+
+
+def parse_time(iso: object) -> float | None:
+    """An ISO timestamp as written by the journal, as seconds since the epoch (None if not one)."""
+    try:
+        return datetime.fromisoformat(str(iso)).timestamp()
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def started(
+    j: Journal, store: Store, key: str, kind: str, status: str, due: float | None
+) -> tuple[float, float | None]:
+    """The row of a sleep or wait that starts (or resumes): ``(started, due)`` as recorded.
+
+    A row this key left ``status`` (``sleeping``, ``waiting``) in an earlier
+    attempt keeps its start and its ``wake_at``; otherwise the row is written
+    now with ``due`` (None: no deadline).
+    """
+    rows = store.query(
+        f'SELECT kind, status, started_at, wake_at FROM "{j.table}" WHERE run = ? AND key = ?',
+        (j.run_id, key),
+    )
+    if rows and rows[0][0] == kind and rows[0][1] == status:
+        began = parse_time(rows[0][2])
+        if began is not None:
+            return began, parse_time(rows[0][3])
+    now = j.clock()
+    store.write1(
+        _START.format(table=j.table),
+        (
+            j.run_id,
+            key,
+            kind,
+            status,
+            SLEEP_FN if kind == "sleep" else "letitloop.wait_for",
+            utc_iso(now),
+            j.attempt,
+            None if due is None else utc_iso(due),
+        ),
+    )
+    return now, due
+
+
+def _finish(j: Journal, store: Store, key: str, began: float) -> None:
+    now = j.clock()
+    store.write1(
+        f"UPDATE \"{j.table}\" SET status = 'done', finished_at = ?, duration_ms = ?, "
+        f"attempt = ? WHERE run = ? AND key = ?",
+        (utc_iso(now), (now - began) * 1000.0, j.attempt, j.run_id, key),
+    )
+
+
+def sleep(j: Journal, name: str, seconds: float) -> None:
+    """``Journal.sleep``: sleep until the wake-up time recorded when the sleep first started."""
+    length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
+    c = Claim(j, name, SLEEP_FN)
+    if c.replay is not None:
+        return
+    try:
+        began, due = started(j, c.store, c.key, "sleep", "sleeping", j.clock() + length)
+        timers.pause(j, c.store, due)
+        _finish(j, c.store, c.key, began)
+    finally:
+        c.release(j)
+
+
+async def async_sleep(j: Journal, name: str, seconds: float) -> None:
+    """``Journal.async_sleep``: :func:`sleep` that lets the event loop run meanwhile.
+
+    Its two writes run in a worker thread: the loop never waits for a write lock.
+    """
+    import asyncio
+
+    length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
+    c = Claim(j, name, SLEEP_FN)
+    if c.replay is not None:
+        return
+    try:
+        began, wake = await asyncio.to_thread(
+            started, j, c.store, c.key, "sleep", "sleeping", j.clock() + length
+        )
+        await timers.async_pause(j, c.store, wake)
+        await asyncio.to_thread(_finish, j, c.store, c.key, began)
+    finally:
+        c.release(j)

@@ -1,0 +1,166 @@
+"""Waiting inside a run: until a wall-clock time, or until something arrives in the file.
+
+A durable sleep, a wait for outside input and a retry's backoff all pause
+the same way (:func:`pause`, :func:`async_pause`): in short naps of
+:data:`POLL_SECONDS`, each ending with one ``PRAGMA data_version`` on the
+journal's connection, which changes only when another connection committed
+to the file. Only then (or every :data:`REREAD_SECONDS` anyway) is anything
+read: the run's cancel request, and what the caller waits for. So a waiting
+run costs a few microseconds of CPU per nap and no disk reads, and wakes
+within about one nap of a value sent or a cancel.
+
+Deadlines are wall-clock times from the journal's clock (``Journal(clock=)``),
+because they are recorded in the file and must mean the same after a
+restart, on another boot; a clock moved back lengthens the pause.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import cancellation
+from .errors import LetItLoopError
+
+if TYPE_CHECKING:
+    from .journal import Journal
+    from .store import Store
+
+#: Seconds between two looks at the file. The wake-up latency of ``wait_for``
+#: after ``lil send`` is at most about this (benchmarks/bench_primitives.py
+#: measures it); 20 naps a second cost a waiting process next to no CPU.
+POLL_SECONDS = 0.05
+#: Read the awaited row and the cancel request at least this often even when
+#: ``data_version`` says nothing changed (a write through this very connection
+#: does not change it).
+REREAD_SECONDS = 1.0
+
+#: What :func:`pause` returns when the deadline passed, or this process's hold ran out.
+DEADLINE = "deadline"
+HOLD = "hold"
+
+
+def _version(store: Store, *, wait: bool = True) -> int | None:
+    """``PRAGMA data_version`` of the journal's connection (None: the connection was busy)."""
+    if not store.lock.acquire(blocking=wait):
+        return None
+    try:
+        return int(store.conn.execute("PRAGMA data_version").fetchone()[0])
+    except Exception as exc:  # sqlite3.Error: explained like any other read
+        raise store.explain(exc) from None
+    finally:
+        store.lock.release()
+
+
+class _Looks:
+    """When to look at the file again: after a change by another connection, or a while."""
+
+    def __init__(self) -> None:
+        self.version: int | None = None
+        self.at = float("-inf")
+
+    def due(self, version: int | None) -> bool:
+        now = time.monotonic()
+        if version is None:  # the connection was busy: look next time
+            return False
+        if version != self.version or now - self.at >= REREAD_SECONDS:
+            self.version, self.at = version, now
+            return True
+        return False
+
+
+def _left(j: Journal, deadline: float | None, hold: float | None) -> tuple[str | None, float]:
+    """Which bound passed (DEADLINE, HOLD or None), and the seconds until the nearest one."""
+    nap = POLL_SECONDS
+    if deadline is not None:
+        left = deadline - j.clock()
+        if left <= 0:
+            return DEADLINE, 0.0
+        nap = min(nap, left)
+    if hold is not None:
+        left = hold - time.monotonic()
+        if left <= 0:
+            return HOLD, 0.0
+        nap = min(nap, left)
+    return None, nap
+
+
+def pause(
+    j: Journal,
+    store: Store,
+    deadline: float | None,
+    *,
+    probe: Callable[[], Any] | None = None,
+    hold: float | None = None,
+) -> Any:
+    """Block until ``probe()`` gives something (returned), ``deadline`` or ``hold`` passes.
+
+    ``deadline`` is a time of the journal's clock (returns :data:`DEADLINE`);
+    ``hold`` a ``time.monotonic()`` time (returns :data:`HOLD`). Raises
+    RunCancelledError as soon as the run is cancelled.
+    """
+    looks = _Looks()
+    while True:
+        if j._cancel is not None:
+            raise cancellation.error(j)
+        if looks.due(_version(store)):
+            cancellation.check(j, store)
+            if probe is not None:
+                got = probe()
+                if got is not None:
+                    return got
+        passed, nap = _left(j, deadline, hold)
+        if passed is not None:
+            return passed
+        time.sleep(nap)
+
+
+async def async_pause(
+    j: Journal,
+    store: Store,
+    deadline: float | None,
+    *,
+    probe: Callable[[], Any] | None = None,
+    hold: float | None = None,
+) -> Any:
+    """:func:`pause` on the event loop: naps with ``asyncio.sleep``; never blocks on the lock.
+
+    A look is skipped (and taken at the next nap) while another thread of this
+    process uses the connection (the journal's commit thread, say), so the loop
+    never waits behind a commit.
+    """
+    import asyncio
+
+    looks = _Looks()
+    while True:
+        if j._cancel is not None:
+            raise cancellation.error(j)
+        if looks.due(_version(store, wait=False)):
+            if store.lock.acquire(blocking=False):
+                try:
+                    cancellation.check(j, store)
+                    got = probe() if probe is not None else None
+                finally:
+                    store.lock.release()
+                if got is not None:
+                    return got
+            else:
+                looks.version = None  # busy: look again after the next nap
+        passed, nap = _left(j, deadline, hold)
+        if passed is not None:
+            return passed
+        await asyncio.sleep(nap)
+
+
+def check_seconds(what: str, seconds: object, *, optional: bool = True) -> float | None:
+    """``seconds`` as a float >= 0 (None stays None if ``optional``); else LetItLoopError."""
+    if seconds is None and optional:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise LetItLoopError(
+            f"{what} must be a number of seconds, got {type(seconds).__name__} {seconds!r}"
+        )
+    if not seconds >= 0 or seconds == float("inf"):  # nan fails both
+        raise LetItLoopError(f"{what} must be a finite number of seconds >= 0, got {seconds!r}")
+    return float(seconds)

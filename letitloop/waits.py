@@ -1,0 +1,184 @@
+"""Waiting for outside input: ``value = j.wait_for(name)``, answered by ``lil send``.
+
+A wait is a row of the goal's journal table, keyed and numbered like a step
+(``approval``, ``approval#2``), with kind ``wait``. It is written
+``waiting`` when the wait starts (``wake_at`` holds its deadline when it has
+a ``timeout``). A value sent to it (``lil send``, ``letitloop.send``: see
+``control.py``) is written into that very row, which becomes ``done`` with
+the value as its ``result``: the value is journaled like a step's result,
+and every later attempt replays it. The waiting process notices within
+about :data:`letitloop.timers.POLL_SECONDS` (it naps and looks at the file's
+``data_version``; it does not spin).
+
+A wait whose ``timeout`` passes becomes ``done`` with its ``error``
+(``WaitTimeoutError``), decided under the write lock against a value sent
+at the same moment; a replay raises the same error at once.
+
+``stop_after=`` lets the process stop waiting after that many seconds:
+:class:`RunWaiting` (a ``SystemExit`` with status :data:`WAIT_EXIT_STATUS`)
+leaves the run with status ``waiting`` and ends the process; running the
+program again after a value was sent resumes the run, which replays the value.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from . import codec, timers
+from .errors import DecodeError, WaitTimeoutError
+from .sleeps import Claim, started
+from .store import utc_iso
+
+if TYPE_CHECKING:
+    from .journal import Journal
+    from .store import Store
+
+#: The ``fn`` of a wait's row.
+WAIT_FN = "letitloop.wait_for"
+
+#: The exit status of a process that stopped to wait (EX_TEMPFAIL of sysexits.h:
+#: "a temporary failure; the user is invited to retry"). ``lil watch`` does
+#: not restart it: it reads the run's status, not this number (see supervisor.py).
+WAIT_EXIT_STATUS = 75
+
+
+class RunWaiting(SystemExit):
+    """The run stopped to wait for outside input: status ``waiting``; the process exits 75.
+
+    A ``SystemExit``, so that it passes through ``except Exception`` in the
+    program and ends it quietly; ``lil watch`` does not restart it. Run the
+    program again once a value was sent (``lil send``): the run resumes.
+    """
+
+    def __init__(self, message: str, run_id: str, key: str) -> None:
+        super().__init__(WAIT_EXIT_STATUS)
+        self.message = message
+        self.run_id = run_id
+        self.key = key
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _ending(j: Journal, store: Store, key: str) -> tuple[str | None, str | None] | None:
+    """``(result, error)`` of the wait's row once it is done; None while it waits."""
+    rows = store.query(
+        f'SELECT status, result, error FROM "{j.table}" WHERE run = ? AND key = ?',
+        (j.run_id, key),
+    )
+    if rows and rows[0][0] == "done":
+        return rows[0][1], rows[0][2]
+    return None
+
+
+def _value(j: Journal, key: str, ending: tuple[str | None, str | None]) -> Any:
+    """The value a done wait holds; WaitTimeoutError for one that timed out."""
+    result, error = ending
+    if error is not None:
+        raise WaitTimeoutError(
+            f"wait {key!r} (run {j.run_id} of goal {j.goal!r}): {error}; the timeout is "
+            f"recorded, so every attempt of this run gets it here",
+            run_id=j.run_id,
+            key=key,
+        )
+    if result is None:
+        return None
+    try:
+        return codec.decode(result, j.registry)
+    except DecodeError as exc:
+        raise DecodeError(f"wait {key!r} (run {j.run_id}): the value sent: {exc}") from None
+
+
+def _time_out(j: Journal, store: Store, key: str, began: float, deadline: float) -> Any:
+    """The deadline passed: record the timeout, unless a value won the race; raise or return it."""
+    now = j.clock()
+    error = (
+        f"WaitTimeoutError: no value was sent for {key!r} by {utc_iso(deadline)} "
+        f"(waiting since {utc_iso(began)})"
+    )
+    with store.write() as c:
+        c.execute(
+            f"UPDATE \"{j.table}\" SET status = 'done', error = ?, finished_at = ?, "
+            f"duration_ms = ? WHERE run = ? AND key = ? AND status = 'waiting'",
+            (error, utc_iso(now), (now - began) * 1000.0, j.run_id, key),
+        )
+    ending = _ending(j, store, key)
+    return _value(j, key, ending if ending is not None else (None, error))
+
+
+def _stop(j: Journal, key: str) -> RunWaiting:
+    from shlex import quote
+
+    line = (
+        f"letitloop: run {j.run_id} of goal {j.goal!r} stopped to wait for {key!r}; send it "
+        f"with: lil send {j.run_id} {quote(key)} VALUE, then run the program again to resume"
+    )
+    print(line, file=sys.stderr)
+    return RunWaiting(line, j.run_id, key)
+
+
+def _replayed(j: Journal, c: Claim) -> Any:
+    """What a wait recorded as done gives back: its value, or its recorded timeout."""
+    assert c.replay is not None
+    rows = c.store.query(
+        f'SELECT result, error FROM "{j.table}" WHERE rowid = ?', (c.replay.rowid,)
+    )
+    return _value(j, c.key, rows[0] if rows else (None, None))
+
+
+def _bounds(j: Journal, timeout: float | None, stop_after: float | None) -> tuple[Any, Any]:
+    deadline = None if timeout is None else j.clock() + timeout
+    hold = None if stop_after is None else time.monotonic() + stop_after
+    return deadline, hold
+
+
+def wait_for(j: Journal, name: str, timeout: float | None, stop_after: float | None) -> Any:
+    """``Journal.wait_for``: the value sent for ``name``, recorded once and replayed ever after."""
+    timeout = timers.check_seconds(f"wait_for {name!r}: timeout", timeout)
+    stop_after = timers.check_seconds(f"wait_for {name!r}: stop_after", stop_after)
+    c = Claim(j, name, WAIT_FN)
+    if c.replay is not None:
+        return _replayed(j, c)
+    try:
+        deadline, hold = _bounds(j, timeout, stop_after)
+        began, deadline = started(j, c.store, c.key, "wait", "waiting", deadline)
+        got = timers.pause(
+            j, c.store, deadline, probe=lambda: _ending(j, c.store, c.key), hold=hold
+        )
+        if got == timers.DEADLINE and deadline is not None:
+            return _time_out(j, c.store, c.key, began, deadline)
+        if got == timers.HOLD:
+            raise _stop(j, c.key)
+        return _value(j, c.key, got)
+    finally:
+        c.release(j)
+
+
+async def async_wait_for(
+    j: Journal, name: str, timeout: float | None, stop_after: float | None
+) -> Any:
+    """``Journal.async_wait_for``: :func:`wait_for` that lets the event loop run meanwhile."""
+    import asyncio
+
+    timeout = timers.check_seconds(f"wait_for {name!r}: timeout", timeout)
+    stop_after = timers.check_seconds(f"wait_for {name!r}: stop_after", stop_after)
+    c = Claim(j, name, WAIT_FN)
+    if c.replay is not None:
+        return _replayed(j, c)
+    try:
+        deadline, hold = _bounds(j, timeout, stop_after)
+        began, deadline = await asyncio.to_thread(
+            started, j, c.store, c.key, "wait", "waiting", deadline
+        )
+        got = await timers.async_pause(
+            j, c.store, deadline, probe=lambda: _ending(j, c.store, c.key), hold=hold
+        )
+        if got == timers.DEADLINE and deadline is not None:
+            return await asyncio.to_thread(_time_out, j, c.store, c.key, began, deadline)
+        if got == timers.HOLD:
+            raise _stop(j, c.key)
+        return _value(j, c.key, got)
+    finally:
+        c.release(j)
