@@ -51,6 +51,10 @@ class Trial:
     tokens: int = 0
     repeated_tokens: int = 0
     marker_bodies: int = 0
+    #: Bodies entered again without ``crashed_before`` (the marker's promise broken).
+    #: A body re-entered after a holder died inside it is offered with
+    #: ``crashed_before=True``: that is the documented non-promise, not counted.
+    duplicate_bodies: int = 0
     resume_after_start: list[float] = field(default_factory=list)
     resume_after_import: list[float] = field(default_factory=list)
     max_repeats_per_crash: int = 0
@@ -140,7 +144,11 @@ def _score(trial: Trial, events: list[list[str]]) -> None:
         t = done_tokens.get(key, 0)
         trial.tokens += t * count
         trial.repeated_tokens += t * (count - 1)
-    trial.marker_bodies = sum(1 for e in events if e[2] == "marker")
+    bodies = [e for e in events if e[2] == "marker"]
+    trial.marker_bodies = len(bodies)
+    trial.duplicate_bodies = sum(
+        1 for e in bodies[1:] if (e[4] if len(e) > 4 else "first") != "crashed_before"
+    )
     by_pid: dict[str, list[list[str]]] = {}
     for e in events:
         by_pid.setdefault(e[1], []).append(e)
@@ -190,7 +198,7 @@ def summarize(trials: list[Trial]) -> list[object]:
         _pct(sum(t.recovered for t in trials), len(trials)),
         _pct(sum(t.repeats for t in trials), sum(t.executions for t in trials)),
         _pct(sum(t.repeated_tokens for t in trials), sum(t.tokens for t in trials)),
-        sum(max(0, t.marker_bodies - 1) for t in trials),
+        sum(t.duplicate_bodies for t in trials),
         sum(t.returned_then_rerun for t in trials),
         max(t.max_repeats_per_crash for t in trials),
         _ms(after_import, 0.5),
@@ -220,7 +228,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             outcome[mode] = {
                 "recovered": sum(t.recovered for t in trials),
                 "trials": len(trials),
-                "duplicate_marker_bodies": sum(max(0, t.marker_bodies - 1) for t in trials),
+                "duplicate_marker_bodies": sum(t.duplicate_bodies for t in trials),
                 "returned_then_rerun": sum(t.returned_then_rerun for t in trials),
                 "kills": sum(len(t.kills) for t in trials),
                 "hung": sum(t.hung for t in trials),
@@ -233,7 +241,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             "R_crash",
             "repeated executions",
             "repeated tokens",
-            "duplicate marker bodies",
+            "marker bodies run again unannounced",
             "returned steps run again",
             "max repeats per crash",
             "resume after imports p50",

@@ -134,7 +134,9 @@ def pipeline() -> str:
     summaries = asyncio.run(summarize_all(docs))
     with atomic_marker("publish") as go:
         if go:
-            log("marker", "publish")
+            # Whether an earlier holder may have acted (it died inside the block):
+            # only a body entered again *without* that warning is a duplicate.
+            log("marker", "publish", "crashed_before" if go.crashed_before else "first")
             work("publish", 2)
     final = step("report", report, summaries)
     log("returned", "report")
