@@ -249,7 +249,7 @@ def main() -> None:
                     f"bare interpreter {ms(bare)}",
                 ],
                 [
-                    "spawn -> first step, new journal file (process exit included)",
+                    "spawn -> first step committed, new journal file",
                     ms(first_new),
                     "",
                 ],
