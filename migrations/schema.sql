@@ -143,6 +143,8 @@ CREATE UNIQUE INDEX runs_goal_name ON runs (goal, name) WHERE name IS NOT NULL;
 
 CREATE INDEX runs_goal_status ON runs (goal, status, id);
 
+CREATE INDEX runs_name ON runs (name) WHERE name IS NOT NULL;
+
 CREATE INDEX runs_resume ON runs (goal, input_fp, id) WHERE name IS NULL;
 
 CREATE INDEX supervisor_events_watch ON supervisor_events (watch_id, id);
