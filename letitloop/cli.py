@@ -836,7 +836,8 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
       lil reset customer_sync --run 2026-11-30 --dry-run
     """
     from . import render
-    from .inspection import reset_run, reset_target, resumable_run
+    from .inspection import resumable_run
+    from .maintenance import reset_run, reset_target
 
     store = _store(ctx, write=True)
     try:
@@ -891,7 +892,7 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
       lil fork 01JD7X3K9QF4ZC2M8N6P0RTVWY --from-step summarize
     """
     from . import render
-    from .inspection import fork_run
+    from .maintenance import fork_run
     from .runtext import quoted
 
     store = _store(ctx, write=True)
@@ -975,7 +976,7 @@ def gc(
       lil gc --older-than 30d --status completed --yes
     """
     from . import render
-    from .inspection import gc_runs
+    from .maintenance import gc_runs
 
     store = _store(ctx, write=True)
     try:

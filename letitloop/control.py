@@ -29,7 +29,6 @@ from .errors import LetItLoopError, NotWaitingError, RunHeldError
 from .ids import HOST
 from .inspection import (
     RunInfo,
-    _holding,
     find_run,
     get_run,
     is_run_held,
@@ -37,6 +36,7 @@ from .inspection import (
     parse_utc,
 )
 from .keys import split_key
+from .maintenance import _holding
 from .store import Store, utc_iso
 
 # -- send ------------------------------------------------------------------------------

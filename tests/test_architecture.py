@@ -31,7 +31,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("journal", {"journal"}),
     ("decorators", {"durable"}),
-    ("inspection, control and supervision", {"inspection", "control", "policy", "supervisor"}),
+    (
+        "inspection, control and supervision",
+        {"inspection", "maintenance", "control", "policy", "supervisor"},
+    ),
     (
         "command line and adapters",
         {"cli", "render", "runtext", "demo", "__main__", "adapters"},

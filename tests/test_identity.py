@@ -26,7 +26,8 @@ from helpers import run_python, spawn_python, write_script
 
 from letitloop import Journal, atomic_marker, durable, step, unchecked
 from letitloop.errors import ConcurrentStepError, RunHeldError, StepMismatchError
-from letitloop.inspection import open_journal_file, reset_run
+from letitloop.inspection import open_journal_file
+from letitloop.maintenance import reset_run
 
 
 def lines(path: Path) -> list[str]:

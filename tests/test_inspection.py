@@ -18,21 +18,18 @@ import pytest
 from letitloop import Journal, migrate
 from letitloop.errors import JournalFileError, RunHeldError, RunNotFoundError
 from letitloop.inspection import (
-    _delete_runs,
     decode_result,
     find_run,
-    fork_run,
-    gc_runs,
     is_run_held,
     json_ready,
     list_runs,
     open_journal_file,
     parse_duration,
     parse_since,
-    reset_run,
     show_run,
 )
 from letitloop.journal import run_lock_path
+from letitloop.maintenance import _delete_runs, fork_run, gc_runs, reset_run
 from letitloop.store import VIEW_MAX_GOALS, Store, utc_iso
 
 
@@ -175,7 +172,7 @@ class TestCollectingGarbage:
         self, db: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """gc takes each run's lock before deleting it: a run opened since it looked stays."""
-        from letitloop import inspection
+        from letitloop import maintenance
 
         old = time.time() - 90 * 86400
         with pytest.raises(RuntimeError), Journal("g", path=db, clock=lambda: old) as first:
@@ -183,10 +180,10 @@ class TestCollectingGarbage:
             raise RuntimeError("left to resume")
         store = open_journal_file(db, write=True)
         try:
-            listed = inspection.gc_candidates(store, timedelta(days=30))
+            listed = maintenance.gc_candidates(store, timedelta(days=30))
             assert [r.id for r in listed[0]] == [first.run_id]
             # The race: between gc's listing and its delete, a process resumes the run.
-            monkeypatch.setattr(inspection, "gc_candidates", lambda *a, **k: listed)
+            monkeypatch.setattr(maintenance, "gc_candidates", lambda *a, **k: listed)
             with Journal("g", path=db) as resumed:
                 assert resumed.run_id == first.run_id
                 result = gc_runs(store, timedelta(days=30))

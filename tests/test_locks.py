@@ -13,7 +13,8 @@ from helpers import run_python, spawn_python, write_script
 
 from letitloop import Journal
 from letitloop.errors import RunHeldError
-from letitloop.inspection import gc_runs, open_journal_file
+from letitloop.inspection import open_journal_file
+from letitloop.maintenance import gc_runs
 
 
 def lock_files(db: Path) -> list[str]:
