@@ -79,7 +79,9 @@ class Lab:
         self.children: list[subprocess.Popen[str]] = []
 
     def spawn(self, mode: str, name: str | None = None) -> subprocess.Popen[str]:
-        child = spawn_python(self.script, str(self.db), str(self.log), mode, *([name] * bool(name)))
+        child = spawn_python(
+            self.script, str(self.db), str(self.log), mode, *([name] if name else [])
+        )
         self.children.append(child)
         return child
 
