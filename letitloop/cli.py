@@ -605,14 +605,14 @@ def runs(
     if not found:
         render.echo(f"no runs{' of ' + goal if goal else ''} matching that in {store.path}")
         return
-    from .runtext import runs_lines
+    from .runtext.runs import runs_lines
 
     render.echo(runs_lines(found, more))
 
 
 def _step_json(detail: Any, key: str) -> dict[str, Any]:
     from .inspection import decode_result
-    from .runtext import row_of
+    from .runtext.detail import row_of
 
     row = row_of(detail, key)
     out: dict[str, Any] = {"run": detail.run.id, **row.as_dict()}
@@ -690,7 +690,7 @@ def show(
         elif as_json:
             _echo_json(export_run(store, detail))
         else:
-            from .runtext import show_lines, step_lines
+            from .runtext.detail import show_lines, step_lines
 
             if step_key is not None:
                 render.echo(step_lines(detail, step_key))
@@ -704,7 +704,8 @@ def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> i
     """``lil show --follow``: its exit status (0 completed, 1 failed or left crashed)."""
     from . import render
     from .inspection import find_run, resumer, show_run
-    from .runtext import follow_line, show_lines
+    from .runtext.detail import show_lines
+    from .runtext.follow import follow_line
 
     tty = sys.stdout.isatty() and not as_json
     last: Any = None
@@ -791,7 +792,7 @@ def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> i
 
 
 def _nobody_resumes(r: Any) -> str:
-    from .runtext import in_flight, quoted
+    from .runtext.words import in_flight, quoted
 
     if r.state == "pending":
         what = f"run {r.id} is a fork that no process has opened"
@@ -893,7 +894,7 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
     """
     from . import render
     from .maintenance import fork_run
-    from .runtext import quoted
+    from .runtext.words import quoted
 
     store = _store(ctx, write=True)
     try:
