@@ -573,6 +573,7 @@ def runs(
     """
     from . import render
     from .inspection import list_runs
+    from .runtext.runs import more_text, no_runs_line, runs_lines
 
     store = _store(ctx)
     try:
@@ -592,10 +593,7 @@ def runs(
     more = None
     if limit and len(found) > limit:
         found = found[:limit]
-        more = (
-            f"(more runs match: {len(found)} shown from run {offset + 1}; "
-            f"--offset {offset + limit} for the next page, --limit 0 for all)"
-        )
+        more = more_text(len(found), offset, limit)
     if as_json or as_jsonl:
         records = [r.as_dict() for r in found]
         _echo_jsonl(records) if as_jsonl else _echo_json(records)
@@ -603,22 +601,9 @@ def runs(
             render.echo(more, err=True)
         return
     if not found:
-        render.echo(f"no runs{' of ' + goal if goal else ''} matching that in {store.path}")
+        render.echo(no_runs_line(goal, store.path))
         return
-    from .runtext.runs import runs_lines
-
     render.echo(runs_lines(found, more))
-
-
-def _step_json(detail: Any, key: str) -> dict[str, Any]:
-    from .inspection import decode_result
-    from .runtext.detail import row_of
-
-    row = row_of(detail, key)
-    out: dict[str, Any] = {"run": detail.run.id, **row.as_dict()}
-    out["result_json"] = out.pop("result")
-    out["result"], out["result_error"] = decode_result(row.result)
-    return out
 
 
 @cli.command()
@@ -675,6 +660,7 @@ def show(
     """
     from . import render
     from .inspection import export_records, export_run, find_run, show_run
+    from .runtext.detail import show_lines, step_lines, step_record
 
     store = _store(ctx, live=follow)
     try:
@@ -683,19 +669,16 @@ def show(
             sys.exit(_follow(store, ref, run, interval, as_json or as_jsonl))
         detail = show_run(store, run)
         if step_key is not None and (as_json or as_jsonl):
-            step = _step_json(detail, step_key)
+            step = step_record(detail, step_key)
             _echo_jsonl([step]) if as_jsonl else _echo_json(step)
         elif as_jsonl:
             _echo_jsonl(export_records(store, detail))
         elif as_json:
             _echo_json(export_run(store, detail))
+        elif step_key is not None:
+            render.echo(step_lines(detail, step_key))
         else:
-            from .runtext.detail import show_lines, step_lines
-
-            if step_key is not None:
-                render.echo(step_lines(detail, step_key))
-            else:
-                render.echo(show_lines(detail, full))
+            render.echo(show_lines(detail, full))
     finally:
         store.close()
 
@@ -705,7 +688,7 @@ def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> i
     from . import render
     from .inspection import find_run, resumer, show_run
     from .runtext.detail import show_lines
-    from .runtext.follow import follow_line
+    from .runtext.follow import end_line, follow_line, follow_record, watcher_text
 
     tty = sys.stdout.isatty() and not as_json
     last: Any = None
@@ -717,12 +700,7 @@ def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> i
             detail = show_run(store, run)
             r = detail.run
             watcher = resumer(store, r) if r.state in ("crashed", "pending") else None
-            waiting = None
-            if watcher is not None:
-                waiting = (
-                    f"waiting for lil watch {watcher.get('watch_id')} (pid "
-                    f"{watcher.get('watcher_pid')} on {watcher.get('host')}) to restart it"
-                )
+            waiting = watcher_text(watcher) if watcher is not None else None
             if tty:
                 lines = show_lines(detail, False) + ([waiting] if waiting else [])
                 if lines != last:  # redraw only what changed
@@ -745,20 +723,7 @@ def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> i
                 if seen != last:
                     last = seen
                     if as_json:
-                        record = {
-                            "run": r.id,
-                            "state": r.state,
-                            "steps_done": r.steps_done,
-                            "previous_steps": detail.previous_steps,
-                            "in_flight": [
-                                {"key": f.key, "started_at": f.started_at, "attempt": f.attempt}
-                                for f in r.in_flight
-                                if f.live
-                            ],
-                            "waiting_for": watcher,
-                            "at": datetime.now().astimezone().isoformat(),
-                        }
-                        click.echo(render.json_text(record, indent=None))
+                        click.echo(render.json_text(follow_record(detail, watcher), indent=None))
                     else:
                         render.echo(follow_line(detail))
                         if waiting and waiting != told:
@@ -766,46 +731,15 @@ def _follow(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> i
                             render.echo(f"{r.id}  {waiting}")
             if r.state == "completed":
                 return 0
-            if r.state == "failed":
+            if r.state in ("failed", "cancelled", "waiting") or (
+                r.state in ("crashed", "pending") and watcher is None
+            ):
                 if not as_json:
-                    render.echo(f"run {r.id} failed: {render.fit(r.error or '-', 20)}")
-                return 1
-            if r.state == "cancelled":
-                if not as_json:
-                    render.echo(f"run {r.id} was cancelled: {render.fit(r.error or '-', 30)}")
-                return 1
-            if r.state == "waiting":
-                if not as_json:
-                    keys = ", ".join(repr(p.key) for p in r.pauses if p.status == "waiting")
-                    render.echo(
-                        f"run {r.id} stopped to wait for {keys or 'outside input'}: send it "
-                        f"with lil send, then run its program again"
-                    )
-                return 1
-            if r.state in ("crashed", "pending") and watcher is None:
-                if not as_json:
-                    render.echo(_nobody_resumes(r))
+                    render.echo(end_line(r))
                 return 1
             time.sleep(interval)
     except KeyboardInterrupt:
         return 130
-
-
-def _nobody_resumes(r: Any) -> str:
-    from .runtext.words import in_flight, quoted
-
-    if r.state == "pending":
-        what = f"run {r.id} is a fork that no process has opened"
-    else:
-        died = r.died_in
-        where = " " + in_flight(died) if died else ""
-        what = f"run {r.id} crashed (attempt {r.attempts} died{where})"
-    named = f", run={r.name!r}" if r.name else ""
-    return (
-        f"{what}, and nothing is resuming it: no process holds it and no lil watch will "
-        f"restart it. Run the goal's code again (Journal({r.goal!r}{named}), or under lil watch) "
-        f"to resume it, then: {quoted('lil', 'show', r.id, '--follow')}"
-    )
 
 
 @cli.command()
@@ -839,14 +773,12 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
     from . import render
     from .inspection import resumable_run
     from .maintenance import reset_run, reset_target
+    from .runtext.changes import reset_line, reset_target_text
 
     store = _store(ctx, write=True)
     try:
         target = reset_target(store, ref, run_ref)
-        what = (
-            f"run {target.id} of goal {target.goal!r} ({target.state}, {target.steps_done} "
-            f"steps done, {target.markers} markers)"
-        )
+        what = reset_target_text(target)
         if dry_run:
             render.echo(f"would forget {what}")
             return
@@ -855,14 +787,7 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
         nxt = resumable_run(store, gone.goal)
     finally:
         store.close()
-    goal = gone.goal
-    then = f"resumes run {nxt.id}" if nxt else "starts a new run"
-    if gone.name:
-        then = f"with run={gone.name!r} starts a new run"
-    render.echo(
-        f"forgot run {gone.id} of goal {goal!r} ({gone.steps_done} steps, {gone.markers} markers); "
-        f"the next Journal({goal!r}) {then}"
-    )
+    render.echo(reset_line(gone, nxt))
 
 
 @cli.command()
@@ -894,46 +819,17 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
     """
     from . import render
     from .maintenance import fork_run
-    from .runtext.words import quoted
+    from .runtext.changes import fork_lines, fork_record
 
     store = _store(ctx, write=True)
     try:
         result = fork_run(store, run_ref, from_step)
     finally:
         store.close()
-    new, src = result.run, result.source
     if as_json:
-        _echo_json(
-            {
-                "run": new.as_dict(),
-                "source": src.as_dict(),
-                "copied": result.copied,
-                "source_renamed_to": result.source_renamed_to,
-            }
-        )
+        _echo_json(fork_record(result))
         return
-    kept = ", ".join(result.copied[:5]) + (", …" if len(result.copied) > 5 else "")
-    out: list[str] = []
-    out.append(f"forked run {src.id} of goal {src.goal!r} from step {from_step!r}")
-    out.append(
-        f"new run {new.id} keeps {len(result.copied)} recorded results"
-        f"{' (' + kept + ')' if kept else ''}"
-    )
-    out.append(f"and re-executes {from_step!r} and every step after it.")
-    if result.source_renamed_to:
-        out.append(
-            f"It took over the name {new.name!r}; the source is now named "
-            f"{result.source_renamed_to!r}."
-        )
-        out.append(f"Next: Journal({src.goal!r}, run={new.name!r}) resumes the fork.")
-    else:
-        out.append(f"Next: Journal({src.goal!r}) resumes the fork.")
-    if src.state in ("failed", "crashed"):
-        out.append(
-            f"Note: run {src.id} is still unfinished; once the fork completes, "
-            f"Journal({src.goal!r}) would resume it; to forget it: {quoted('lil', 'reset', src.id)}"
-        )
-    render.echo(out)
+    render.echo(fork_lines(result, from_step))
 
 
 @cli.command()
@@ -978,47 +874,25 @@ def gc(
     """
     from . import render
     from .maintenance import gc_runs
+    from .runtext.changes import gc_lines, gc_records, gc_target_text
 
     store = _store(ctx, write=True)
     try:
         result = gc_runs(store, older_than, status=status or None, dry_run=True)
         if not dry_run and (result.removed or result.goals_removed):
-            what = f"{len(result.removed)} runs ({result.rows_deleted} steps and markers)"
-            if result.goals_removed:
-                what += f" and {len(result.goals_removed)} goals left empty"
+            what = gc_target_text(result)
             _confirm(f"Remove {what}?", f"gc would remove {what}", yes)
         if not dry_run:
             result = gc_runs(store, older_than, status=status or None)
     finally:
         store.close()
     if as_jsonl:
-        _echo_jsonl(
-            [{"record": "run", **r.as_dict()} for r in result.removed]
-            + [{"record": "goal", "goal": g} for g in result.goals_removed]
-        )
+        _echo_jsonl(gc_records(result))
         return
     if as_json:
         _echo_json(result.as_dict())
         return
-    verb = "would remove" if dry_run else "removed"
-    if result.removed:
-        rows = [
-            [r.id, r.goal, r.state, str(r.steps_done), render.local_time(r.updated_at, short=True)]
-            for r in result.removed
-        ]
-        render.echo(render.table(["RUN", "GOAL", "STATE", "STEPS", "LAST SEEN"], rows, right=(3,)))
-    for r in result.skipped_live:
-        render.echo(f"kept run {r.id} of goal {r.goal!r}: a live process holds it")
-    for g in result.goals_removed:
-        render.echo(f"{verb} goal {g!r} (no run left) and its journal table")
-    summary = f"{verb} {len(result.removed)} runs ({result.rows_deleted} steps and markers)"
-    if result.supervisor_events_deleted:
-        summary += f" and {result.supervisor_events_deleted} supervisor events"
-    if result.goals_removed:
-        summary += f"; {len(result.goals_removed)} goals"
-    if not dry_run and (result.removed or result.goals_removed):
-        summary += f"; file {result.bytes_before:,} → {result.bytes_after:,} bytes"
-    render.echo(summary)
+    render.echo(gc_lines(result, dry_run))
 
 
 @cli.command()
@@ -1148,6 +1022,7 @@ def send(
     """
     from . import codec, render
     from .control import send_text
+    from .runtext.changes import sent_line, sent_record
 
     if (value is None) == (file is None):
         raise click.UsageError("expected a VALUE or --file PATH (one of them); see lil send --help")
@@ -1158,17 +1033,10 @@ def send(
         sent = send_text(store, ref, name, text)
     finally:
         store.close()
-    run = sent.run
     if as_json:
-        _echo_json({"run": run.id, "goal": run.goal, "key": sent.key, "live": sent.live})
+        _echo_json(sent_record(sent))
         return
-    shown = render.fit(render.json_text(parsed, indent=None), 40)
-    then = (
-        f"the process waiting in it (pid {run.holder_pid} on {run.holder_host}) wakes now"
-        if sent.live
-        else "no process holds the run: run its program again to resume it (it gets the value)"
-    )
-    render.echo(f"sent {shown} to {sent.key!r} of run {run.id} (goal {run.goal!r}); {then}")
+    render.echo(sent_line(sent, parsed))
 
 
 @cli.command()
@@ -1205,6 +1073,13 @@ def cancel(
     """
     from . import render
     from .control import cancel_run, wait_until_stopped
+    from .runtext.changes import (
+        cancel_line,
+        cancel_record,
+        rerun_hint,
+        still_held_text,
+        stopped_line,
+    )
 
     store = _store(ctx, write=True)
     try:
@@ -1215,27 +1090,15 @@ def cancel(
     finally:
         store.close()
     if as_json:
-        _echo_json({"run": run.as_dict(), "at_once": done.at_once, "already": done.already})
-    elif done.at_once:
-        render.echo(f"cancelled run {run.id} of goal {run.goal!r}; no process held it")
+        _echo_json(cancel_record(done, run))
     else:
-        asked = "was asked to stop already" if done.already else "is asked to stop"
-        render.echo(
-            f"run {run.id} of goal {run.goal!r} {asked}: its process (pid {run.holder_pid} on "
-            f"{run.holder_host}) gets RunCancelledError at its next step, marker or wait"
-        )
-        if wait_s is not None:
+        render.echo(cancel_line(done, run))
+        if wait_s is not None and not done.at_once:
             if run.state == "running":
-                raise click.ClickException(
-                    render.safe(
-                        f"run {run.id} is still held by pid {run.holder_pid} after {wait_s:g} s "
-                        f"(a step that does not return cannot be interrupted); it stops at its "
-                        f"next step"
-                    )
-                )
-            render.echo(f"run {run.id} is {run.state} now")
+                raise click.ClickException(render.safe(still_held_text(run, wait_s)))
+            render.echo(stopped_line(run))
     if not as_json and run.state in ("cancelled", "running"):
-        render.echo(f"to run it again from a step: lil fork {run.id} --from-step KEY")
+        render.echo(rerun_hint(run))
 
 
 def main() -> None:

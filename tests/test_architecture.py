@@ -59,8 +59,8 @@ CODEC_ORDER = [
     "__init__",
 ]
 
-#: The wording's own modules, bottom up: the shared words, then one per command.
-RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "__init__"]
+#: The wording's own modules, bottom up: the shared words, then one per command family.
+RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {

@@ -221,6 +221,15 @@ def row_of(detail: RunDetail, key: str) -> RowInfo:
     return row
 
 
+def step_record(detail: RunDetail, key: str) -> dict[str, Any]:
+    """``lil show --step --json``: the row of step ``key`` as ``lil export`` gives it."""
+    row = row_of(detail, key)
+    out: dict[str, Any] = {"run": detail.run.id, **row.as_dict()}
+    out["result_json"] = out.pop("result")
+    out["result"], out["result_error"] = decode_result(row.result)
+    return out
+
+
 def step_lines(detail: RunDetail, key: str, registry: Any = None) -> list[str]:
     """``lil show --step``: one row with its full result, error and traceback."""
     row = row_of(detail, key)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import render
 from ..inspection import RunInfo
 from .words import in_flight, pause_text
@@ -65,3 +67,16 @@ def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
     if more:
         out.append(more)
     return out
+
+
+def more_text(shown: int, offset: int, limit: int) -> str:
+    """What ``lil runs`` left out when more runs match than ``--limit``, and how to see them."""
+    return (
+        f"(more runs match: {shown} shown from run {offset + 1}; "
+        f"--offset {offset + limit} for the next page, --limit 0 for all)"
+    )
+
+
+def no_runs_line(goal: str | None, path: Any) -> str:
+    """``lil runs`` when no run matches."""
+    return f"no runs{' of ' + goal if goal else ''} matching that in {path}"
