@@ -37,8 +37,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "command line and adapters",
-        # runtext/ is a package: its modules share this layer, and their
-        # order inside is RUNTEXT_ORDER below.
+        # cli/ and runtext/ are packages: their modules share this layer, and
+        # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
         {"cli", "render", "runtext", "demo", "__main__", "adapters"},
     ),
     ("the public names", {"__init__"}),
@@ -58,6 +58,10 @@ CODEC_ORDER = [
     "decoding",
     "__init__",
 ]
+
+#: The command line's own modules, bottom up: shared options, completion, one
+#: module per family of commands, then the group that adds them.
+CLI_ORDER = ["params", "completion", "reading", "changing", "control", "running", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
 RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
@@ -176,7 +180,7 @@ class TestTheCodecPackage:
 
 
 #: Packages whose modules are ordered bottom up, besides the codec's.
-ORDERED_PACKAGES = {"runtext": RUNTEXT_ORDER}
+ORDERED_PACKAGES = {"cli": CLI_ORDER, "runtext": RUNTEXT_ORDER}
 
 
 class TestTheCommandLinePackages:
