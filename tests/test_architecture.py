@@ -37,6 +37,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "command line and adapters",
+        # cli/ and runtext/ are packages: their modules share this layer, and
+        # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
         {"cli", "render", "runtext", "demo", "__main__", "adapters"},
     ),
     ("the public names", {"__init__"}),
@@ -56,6 +58,13 @@ CODEC_ORDER = [
     "decoding",
     "__init__",
 ]
+
+#: The command line's own modules, bottom up: shared options, completion, one
+#: module per family of commands, then the group that adds them.
+CLI_ORDER = ["params", "completion", "reading", "changing", "control", "running", "__init__"]
+
+#: The wording's own modules, bottom up: the shared words, then one per command family.
+RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
@@ -168,3 +177,30 @@ class TestTheCodecPackage:
             if t.startswith("codec.")
         }
         assert inside <= below, f"codec.{name} imports {sorted(inside - below)}, not below it"
+
+
+#: Packages whose modules are ordered bottom up, besides the codec's.
+ORDERED_PACKAGES = {"cli": CLI_ORDER, "runtext": RUNTEXT_ORDER}
+
+
+class TestTheCommandLinePackages:
+    @pytest.mark.parametrize("package", sorted(ORDERED_PACKAGES))
+    def test_their_modules_are_all_in_order(self, package: str) -> None:
+        found = {
+            n.removeprefix(f"{package}.") for n in module_files() if n.startswith(f"{package}.")
+        }
+        assert found == set(ORDERED_PACKAGES[package]), f"list letitloop/{package}/'s modules"
+
+    @pytest.mark.parametrize(
+        "dotted", [f"{p}.{n}" for p, order in sorted(ORDERED_PACKAGES.items()) for n in order]
+    )
+    def test_a_module_imports_only_the_ones_below_it(self, dotted: str) -> None:
+        package, name = dotted.split(".")
+        order = ORDERED_PACKAGES[package]
+        below = set(order[: order.index(name)])
+        inside = {
+            t.removeprefix(f"{package}.")
+            for t in imports(dotted, module_files()[dotted])
+            if t.startswith(f"{package}.")
+        }
+        assert inside <= below, f"{dotted} imports {sorted(inside - below)}, not below it"
