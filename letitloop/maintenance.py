@@ -22,18 +22,9 @@ from typing import Any
 from . import locks
 from .errors import LetItLoopError, RunHeldError, RunNotFoundError
 from .ids import new_run_id
-from .inspection import (
-    _RUN_COLUMNS,
-    STATES,
-    RunInfo,
-    _infos,
-    _known_goals,
-    _no_goal,
-    find_run,
-    get_run,
-    resumable_run,
-    run_rows,
-)
+from .inspection import RunInfo, find_run, get_run, resumable_run, run_rows
+from .inspection.listing import _known_goals, _no_goal
+from .inspection.state import _RUN_COLUMNS, STATES, _infos
 from .journal import run_lock_path
 from .store import Store, refresh_journal_rows, utc_iso
 
