@@ -33,8 +33,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("decorators", {"durable"}),
     (
         "inspection, control and supervision",
-        # inspection/ is a package: its modules share this layer, and its order
-        # inside is INSPECTION_ORDER below.
+        # inspection/ and maintenance/ are packages: their modules share this
+        # layer, and their order inside is INSPECTION_ORDER and MAINTENANCE_ORDER.
         {"inspection", "maintenance", "control", "policy", "supervisor"},
     ),
     (
@@ -81,6 +81,10 @@ INSPECTION_ORDER = [
     "export",
     "__init__",
 ]
+
+#: What changes a journal from outside a run, bottom up: a run held while it
+#: changes, then reset (whose deletion gc shares), fork and gc.
+MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
@@ -196,7 +200,12 @@ class TestTheCodecPackage:
 
 
 #: Packages whose modules are ordered bottom up, besides the codec's.
-ORDERED_PACKAGES = {"cli": CLI_ORDER, "runtext": RUNTEXT_ORDER, "inspection": INSPECTION_ORDER}
+ORDERED_PACKAGES = {
+    "cli": CLI_ORDER,
+    "runtext": RUNTEXT_ORDER,
+    "inspection": INSPECTION_ORDER,
+    "maintenance": MAINTENANCE_ORDER,
+}
 
 
 class TestTheOrderedPackages:
