@@ -33,6 +33,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("decorators", {"durable"}),
     (
         "inspection, control and supervision",
+        # inspection/ and maintenance/ are packages: their modules share this
+        # layer, and their order inside is INSPECTION_ORDER and MAINTENANCE_ORDER.
         {"inspection", "maintenance", "control", "policy", "supervisor"},
     ),
     (
@@ -65,6 +67,24 @@ CLI_ORDER = ["params", "completion", "reading", "changing", "control", "running"
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
 RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
+
+#: The read-only library's own modules, bottom up: time and results, what the
+#: queries return, opening a file, a run's state, then the queries.
+INSPECTION_ORDER = [
+    "times",
+    "results",
+    "records",
+    "opening",
+    "state",
+    "listing",
+    "detail",
+    "export",
+    "__init__",
+]
+
+#: What changes a journal from outside a run, bottom up: a run held while it
+#: changes, then reset (whose deletion gc shares), fork and gc.
+MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
@@ -180,10 +200,15 @@ class TestTheCodecPackage:
 
 
 #: Packages whose modules are ordered bottom up, besides the codec's.
-ORDERED_PACKAGES = {"cli": CLI_ORDER, "runtext": RUNTEXT_ORDER}
+ORDERED_PACKAGES = {
+    "cli": CLI_ORDER,
+    "runtext": RUNTEXT_ORDER,
+    "inspection": INSPECTION_ORDER,
+    "maintenance": MAINTENANCE_ORDER,
+}
 
 
-class TestTheCommandLinePackages:
+class TestTheOrderedPackages:
     @pytest.mark.parametrize("package", sorted(ORDERED_PACKAGES))
     def test_their_modules_are_all_in_order(self, package: str) -> None:
         found = {
