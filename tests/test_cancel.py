@@ -106,6 +106,15 @@ class Lab:
         time.sleep(0.1)  # into its first step, sleep or wait
         return next(ln[1] for ln in self.lines("open") if int(ln[2]) == child.pid)
 
+    def started(self, child: subprocess.Popen[str], step: int) -> None:
+        """Wait until ``child`` has begun step ``s{step}`` (so every step before it is recorded:
+        a step's row is committed before the step returns)."""
+        deadline = time.monotonic() + 30
+        while not any(ln[1:] == [str(step), str(child.pid)] for ln in self.lines("start")):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, f"the child never began step s{step}"
+            time.sleep(0.01)
+
     def run_row(self, run_id: str) -> tuple[Any, ...]:
         conn = sqlite3.connect(self.db)
         try:
@@ -198,6 +207,7 @@ class TestARunNoProcessHolds:
     def crashed(self, lab: Lab) -> str:
         child = lab.spawn("steps", "nightly")
         run = lab.opened(child)
+        lab.started(child, 2)  # s0 and s1 recorded, whatever the machine's load
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
         return run
