@@ -19,8 +19,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 #: Bottom up, as docs/architecture.md draws them. A module may import its own
 #: layer and the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "ids", "_exec_shim", "_proctree"}),
-    ("codec and store", {"codec", "store", "migrate"}),
+    ("foundations", {"errors", "ids", "_exec_shim", "_proctree", "clock", "names"}),
+    (
+        "codec and store",
+        {"codec", "store", "stores", "files", "pragmas", "sqlerrors", "goals", "migrate"},
+    ),
     (
         "locks, keys, fingerprints, commits, steps in flight, costs",
         {"locks", "keys", "fingerprint", "commits", "inflight", "costs"},
