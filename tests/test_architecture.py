@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("decorators", {"durable"}),
     (
         "inspection, control and supervision",
-        {"inspection", "maintenance", "control", "policy", "supervisor"},
+        {"inspection", "maintenance", "control", "policy", "supervisor", "recorder", "relaunch"},
     ),
     (
         "command line and adapters",
