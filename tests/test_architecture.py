@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "locks, keys, fingerprints, commits, steps in flight, costs",
-        {"locks", "keys", "fingerprint", "commits", "inflight", "costs"},
+        {"locks", "markerlocks", "keys", "fingerprint", "commits", "inflight", "costs"},
     ),
     (
         "markers and the run's primitives",
