@@ -14,7 +14,7 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +74,10 @@ __all__ = [
     "resolve_path",
     "utc_iso",
 ]
+
+#: What starts a write transaction on a connection (``BEGIN IMMEDIATE``, and
+#: however it waits for the write lock); it raises explained errors.
+Begin = Callable[[sqlite3.Connection], None]
 
 #: Bytes of a row kept for its other columns when a value is checked against
 #: SQLite's size limit (keys, names, timestamps, a traceback: far less).
@@ -214,7 +218,7 @@ class Store:
     # -- transactions --------------------------------------------------------
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self, begin: Begin | None = None) -> Iterator[sqlite3.Connection]:
         """A write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error.
 
         Every statement of the block runs inside it, and this is where their
@@ -223,6 +227,9 @@ class Store:
         back and becomes a JournalFileError that says what to do (a full disk,
         a read-only file, a damaged schema, a lock that outlived the busy
         timeout). Nothing of the transaction is kept then.
+
+        ``begin`` starts the transaction instead of :meth:`_begin` (the
+        LangGraph saver polls for the write lock); it raises explained errors.
         """
         if self.readonly:
             raise LetItLoopError(
@@ -232,7 +239,10 @@ class Store:
             )
         with self.lock:
             conn = self.conn
-            self._begin(conn)
+            if begin is None:
+                self._begin(conn)
+            else:
+                begin(conn)
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -258,14 +268,13 @@ class Store:
         busy handler, and returns False (nothing begun) if the lock is held.
         """
         try:
-            if wait:
-                conn.execute("BEGIN IMMEDIATE")
-                return True
-            conn.execute("PRAGMA busy_timeout = 0")
+            if not wait:
+                conn.execute("PRAGMA busy_timeout = 0")
             try:
                 conn.execute("BEGIN IMMEDIATE")
             finally:
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                if not wait:
+                    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             return True
         except sqlite3.OperationalError as exc:
             if not wait and _busy(exc):
@@ -292,6 +301,13 @@ class Store:
         except BaseException:
             _rollback(conn)
             raise
+
+    def commit_rows(self, sql: str, rows: Sequence[Sequence[Any]], begin: Begin) -> None:
+        """``sql`` once per row in one write transaction started by ``begin`` (see write())."""
+        with self.lock:
+            conn = self.conn
+            begin(conn)
+            self._commit(conn, sql, rows)
 
     def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Execute one statement per row of ``rows``, all in one write transaction."""
