@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import median_of, ms, publish, table
-from letitloop import store as store_module
+from letitloop import goals as store_module  # where ensure_goal reads both from
 from letitloop.store import Store
 
 #: Up to 450: an uncapped view of 500+ goals fails (SQLite allows 500 terms per

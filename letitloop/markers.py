@@ -9,8 +9,8 @@ records a block that raised.
 Entering a marker:
 
 1. Read the row. ``done``: yield false at once, without taking any lock.
-2. Take the process-local lock of the marker (threads of this process), then
-   its lock file (other processes). Both are per marker, so unrelated
+2. Take the process-local lock of the marker (threads of this process;
+   ``markerlocks.py``), then its lock file (other processes). Both are per marker, so unrelated
    markers never wait for each other.
 3. In one write transaction, read the row again and claim it: write this
    holder's identity (pid, host, run, a random token). A ``pending`` row found
@@ -43,6 +43,7 @@ from .errors import (
     traceback_text,
 )
 from .ids import HOST as _HOST
+from .markerlocks import _local_disown, _local_enter, _local_holder, _local_leave
 from .store import check_name, utc_iso
 
 if TYPE_CHECKING:
@@ -119,57 +120,6 @@ class _Place(NamedTuple):
     insert_cols: tuple[tuple[str, str], ...]
     #: The row's kind column (the global table holds markers only).
     kind_sql: str
-
-
-# -- the process-local tier ------------------------------------------------------
-
-
-class _LocalLock:
-    """The process-local lock of one marker, alive while anyone uses it."""
-
-    __slots__ = ("holder", "lock", "owner", "users")
-
-    def __init__(self) -> None:
-        # A plain Lock (not RLock): an async holder acquires it in a worker
-        # thread and releases it from the event loop's thread.
-        self.lock = threading.Lock()
-        self.users = 0
-        self.owner: object = None
-        self.holder = ""
-
-
-_local: dict[str, _LocalLock] = {}
-_local_guard = threading.Lock()
-
-
-def _forget_after_fork() -> None:
-    # A forked child has none of its parent's threads: the holders recorded
-    # here are gone (their lock files stay with the parent's descriptors).
-    global _local_guard
-    _local.clear()
-    _local_guard = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-def _local_enter(key: str) -> _LocalLock:
-    with _local_guard:
-        entry = _local.get(key)
-        if entry is None:
-            entry = _local[key] = _LocalLock()
-        entry.users += 1
-        return entry
-
-
-def _local_leave(key: str) -> None:
-    with _local_guard:
-        entry = _local[key]
-        entry.users -= 1
-        if entry.users == 0:
-            # Per-item markers (f"charge:{order_id}") must not grow this forever.
-            del _local[key]
 
 
 # -- the marker --------------------------------------------------------------------
@@ -499,10 +449,7 @@ class AtomicMarker:
                 flock, self._flock = self._flock, None
                 locks.release(flock)
         finally:
-            with _local_guard:
-                entry = _local[self._key]
-                entry.owner = None
-                entry.holder = ""
+            entry = _local_disown(self._key)
             entry.lock.release()
             _local_leave(self._key)
 
@@ -510,9 +457,7 @@ class AtomicMarker:
         """The error of a wait that timed out, naming the holder."""
         store, p = self._store, self._place
         assert store is not None and p is not None
-        with _local_guard:
-            entry = _local.get(self._key)
-            thread = entry.holder if entry is not None and entry.owner is not None else ""
+        thread = _local_holder(self._key)
         rows = store.query(self._select(), p.ids)
         pid = host = run = since = None
         if rows and rows[0][1] == "pending":

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -72,7 +73,7 @@ def schema_version() -> int:
     return int(known_names()[-1][:4])
 
 
-def _applied(conn: sqlite3.Connection) -> list[str]:
+def _applied(conn: sqlite3.Connection, migration_set: str = MIGRATION_SET) -> list[str]:
     has_table = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlite_migrations'"
     ).fetchone()
@@ -82,7 +83,7 @@ def _applied(conn: sqlite3.Connection) -> list[str]:
         r[0]
         for r in conn.execute(
             "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
-            (MIGRATION_SET,),
+            (migration_set,),
         )
     ]
 
@@ -283,6 +284,50 @@ def _ensure_bookkeeping(conn: sqlite3.Connection) -> None:
     if not exists:
         for statement in _BOOKKEEPING:
             conn.execute(statement)
+
+
+# -- an adapter's own migration set -------------------------------------------------------
+
+
+def set_migrations(folder: Path) -> tuple[tuple[str, str], ...]:
+    """``(name, sql)`` of the numbered SQL files in ``folder``, in order: an adapter's set."""
+    names = sorted(name[:-4] for name in os.listdir(folder) if _FILE.match(name))
+    return tuple((name, (folder / f"{name}.sql").read_text(encoding="utf-8")) for name in names)
+
+
+def apply_set(store: Store, migration_set: str, migrations: Sequence[tuple[str, str]]) -> None:
+    """Apply the pending migrations of an adapter's own set (its tables) to ``store``'s file.
+
+    The set's records are rows of ``_sqlite_migrations`` under its own
+    ``migration_set`` name, beside the core's ``letitloop`` rows, as
+    sqlite-utils' named migration sets keep them; :func:`check` and the
+    core's migrations read only their own. A file already at the set's last
+    migration is only read. Each pending one is applied in its own write
+    transaction with its record, as :func:`migrate` applies the core's. A
+    file whose set holds a migration this version does not know (a newer
+    adapter wrote it) is refused with SchemaVersionError, untouched.
+    """
+    names = [name for name, _ in migrations]
+    with store.lock:
+        try:
+            applied = _applied(store.conn, migration_set)
+        except sqlite3.Error as exc:
+            raise store.explain(exc) from None
+    _check_not_newer(store.path, applied, names)
+    if applied == names:
+        return
+    for name, sql in migrations:
+        with store.write() as conn:
+            applied = _applied(conn, migration_set)
+            _check_not_newer(store.path, applied, names)
+            if name in applied:
+                continue
+            _ensure_bookkeeping(conn)
+            _run_sql(conn, sql)
+            conn.execute(
+                "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
+                (migration_set, name, str(datetime.now(timezone.utc))),
+            )
 
 
 def _migration_fn(sql: str) -> Any:

@@ -4,7 +4,9 @@
 waits for it, forwards SIGINT/SIGTERM/SIGHUP to the group, asks the restart
 policy (``policy.py``, pure and tested on its own) what follows each death,
 sleeps the backoff and starts it again; every event is one line on stderr
-and one row of ``supervisor_events`` in the journal file.
+and one row of ``supervisor_events`` in the journal file (``recorder.py``).
+``watch()`` and ``@supervise`` start it; the child's command line comes from
+``relaunch.py``.
 
 On Linux the child dies with its watcher (a parent-death signal armed by the
 exec shim, ``_exec_shim.py``), and ``lil watch`` adopts, stops and reaps the
@@ -25,16 +27,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from types import FrameType
-from typing import IO, TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import IO, Any, ParamSpec, TypeVar, overload
 
 from . import _proctree
 from ._exec_shim import shim_argv
 from ._proctree import group_alive as _group_alive
 from ._proctree import killpg as _killpg
-from .errors import LetItLoopError, SupervisorError
-from .ids import HOST, new_run_id
+from .errors import SupervisorError
+from .ids import new_run_id
 from .policy import (
     DEFAULTS,
     ChildExit,
@@ -46,9 +47,8 @@ from .policy import (
     parse_exit_status,
     signal_name,
 )
-
-if TYPE_CHECKING:
-    from .store import Store
+from .recorder import Recorder
+from .relaunch import _refuse_interactive, module_argv, program_argv, script_argv, supervised_child
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -74,106 +74,6 @@ _SHIM = sys.platform.startswith("linux")
 #: After SIGKILL, how long the watcher waits for the group to disappear
 #: before moving on (a process stuck in uninterruptible I/O cannot be hurried).
 KILL_WAIT_S = 2.0
-
-
-# -- the journal records ------------------------------------------------------
-
-
-class Recorder:
-    """Writes ``supervisor_events`` rows; a failing journal warns once, never stops the loop."""
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None,
-        *,
-        watch_id: str,
-        target: str,
-        err: IO[str],
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        from .store import Store
-
-        self.watch_id = watch_id
-        self.target = target
-        self.err = err
-        self.wall = wall
-        self.host = HOST
-        # Opening the file up front makes a bad --db path fail before any start.
-        self.store: Store = Store(path)
-        self.path = self.store.path
-        self._warned = False
-
-    def exited(self, attempt: int, pid: int, how: ChildExit, uptime: float, line: str) -> None:
-        """Record the child's death: its status or signal and how long it stayed up."""
-        self.record(
-            "exit",
-            attempt,
-            child_pid=pid,
-            exit_code=how.status,
-            signal=how.signal_name,
-            uptime_s=round(uptime, 6),
-            message=line,
-        )
-
-    def record(self, event: str, attempt: int, **values: Any) -> None:
-        from .store import utc_iso
-
-        row = {
-            "watch_id": self.watch_id,
-            "at": utc_iso(self.wall()),
-            "event": event,
-            "target": self.target,
-            "attempt": attempt,
-            "watcher_pid": os.getpid(),
-            "host": self.host,
-            **values,
-        }
-        cols = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        try:
-            self.store.write1(
-                f"INSERT INTO supervisor_events ({cols}) VALUES ({marks})", tuple(row.values())
-            )
-        except LetItLoopError as exc:
-            # Liveness comes first: a journal we cannot write must not stop the restarts.
-            if not self._warned:
-                self._warned = True
-                print(f"lil: warning: cannot record supervisor events: {exc}", file=self.err)
-
-    def stopped_by_choice(self, attempt: int) -> str | None:
-        """Why a child that exited must not be restarted, read from the journal; None: no reason.
-
-        A child whose runs (those its attempt opened) ended ``cancelled`` (or
-        were asked to be), or stopped to wait for outside input (``waiting``),
-        with none left unfinished, ended on purpose: starting it again would
-        start a new run, or stop at once. The journal is read rather than the
-        exit status, because an uncaught RunCancelledError exits 1 like any
-        error, and a program may catch and re-raise it as something else.
-        """
-        try:
-            rows = self.store.query(
-                "SELECT r.id, r.status, r.cancel_requested_at FROM attempts AS a "
-                "JOIN runs AS r ON r.id = a.run WHERE a.watch_id = ? AND a.watch_attempt = ? "
-                "ORDER BY a.rowid",
-                (self.watch_id, attempt),
-            )
-        except LetItLoopError:
-            return None  # liveness first: no journal, no reason to stop
-        why: list[str] = []
-        for run_id, status, cancel_at in rows:
-            if status == "cancelled" or (status == "running" and cancel_at is not None):
-                why.append(f"run {run_id} was cancelled")
-            elif status == "waiting":
-                why.append(
-                    f"run {run_id} stopped to wait for outside input (send it with lil send "
-                    f"{run_id} NAME VALUE, then start it again)"
-                )
-            elif status in ("running", "failed"):
-                return None  # a run to resume: restart
-        return "; ".join(why) or None
-
-    def close(self) -> None:
-        self.store.close()
 
 
 # -- the loop -----------------------------------------------------------------
@@ -506,52 +406,6 @@ class Supervisor:
             _proctree.kill(pid, signum)
 
 
-# -- what to run --------------------------------------------------------------
-
-
-def script_argv(script: str, args: Iterable[str]) -> list[str]:
-    """The child command for ``lil watch SCRIPT ARGS``; refuses a missing script."""
-    path = Path(script)
-    if not path.exists():
-        raise SupervisorError(
-            f"expected a Python script to watch, found no file {script!r} "
-            f"(in {os.getcwd()}); check the path, or use -m MODULE for a module"
-        )
-    if path.is_dir() and not (path / "__main__.py").exists():
-        raise SupervisorError(
-            f"expected a Python script to watch, found the folder {script!r} with no "
-            f"__main__.py; name the script, or use -m MODULE for a package"
-        )
-    return [sys.executable, script, *args]
-
-
-def module_argv(module: str, args: Iterable[str]) -> list[str]:
-    """The child command for ``lil watch -m MODULE ARGS``; refuses an unknown top package.
-
-    Only the top-level name is looked up (that runs no code); a missing
-    submodule shows up as the child's own error.
-    """
-    import importlib.machinery
-    import importlib.util
-
-    top = module.split(".")[0]
-    if not top.isidentifier():
-        raise SupervisorError(
-            f"expected a module name such as mypackage.pipeline after -m, got {module!r}"
-        )
-    # The child runs `python -m`, which puts the current folder first on sys.path.
-    found = (
-        top in sys.builtin_module_names
-        or importlib.machinery.PathFinder.find_spec(top, [os.getcwd(), *sys.path]) is not None
-    )
-    if not found:
-        raise SupervisorError(
-            f"expected an importable module after -m, found no module {top!r} in the current "
-            f"folder or on sys.path; check the name, PYTHONPATH, or the folder you run lil from"
-        )
-    return [sys.executable, "-m", module, *args]
-
-
 def watch(
     argv: Sequence[str],
     *,
@@ -566,98 +420,6 @@ def watch(
 
 
 # -- @supervise ---------------------------------------------------------------
-
-#: Python's options that take a value (``-W ignore``, ``-X dev``, ``-c cmd``, ``-m mod``).
-_OPTIONS_WITH_VALUE = "cmWX"
-
-
-def program_argv(orig_argv: Sequence[str], main_file: str | None) -> tuple[list[str], str]:
-    """How to start this program again: (the argv after the interpreter, a display name).
-
-    ``orig_argv`` is ``sys.orig_argv`` (the interpreter's own command line);
-    ``main_file`` is ``__main__.__file__`` (absolute since Python 3.9), used
-    so that a script given by a relative path still runs after a chdir.
-    Raises SupervisorError for a program that cannot be started again: a
-    ``-c`` command, a script read from stdin, an interactive interpreter.
-    """
-    args = list(orig_argv[1:])
-    flags: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == "--":
-            i += 1
-            break
-        if a.startswith("--"):
-            flags.append(a)
-            if a == "--check-hash-based-pycs" and i + 1 < len(args):
-                flags.append(args[i + 1])
-                i += 1
-            i += 1
-            continue
-        if a.startswith("-") and a != "-":
-            for j in range(1, len(a)):
-                ch = a[j]
-                if ch in _OPTIONS_WITH_VALUE:
-                    value = a[j + 1 :]
-                    used = 1
-                    if not value:
-                        value = args[i + 1] if i + 1 < len(args) else ""
-                        used = 2
-                    head = a[:j]
-                    if ch == "m":
-                        if head != "-":
-                            flags.append(head)
-                        return [*flags, "-m", value, *args[i + used :]], value
-                    if ch == "c":
-                        raise SupervisorError(
-                            "@supervise cannot re-run a 'python -c' command; put the code in "
-                            "a script (python script.py) or run it under 'lil watch'"
-                        )
-                    flags.append(a)
-                    if used == 2:
-                        flags.append(value)
-                    i += used
-                    break
-            else:
-                # Only flags without values; -i would make the child interactive.
-                cluster = "-" + a[1:].replace("i", "")
-                if cluster != "-":
-                    flags.append(cluster)
-                i += 1
-            continue
-        break
-    if i >= len(args) or args[i] == "-":
-        raise SupervisorError(
-            "@supervise cannot re-run a program read from stdin or typed at an interactive "
-            "prompt; save it as a script and run 'python script.py' or 'lil watch script.py'"
-        )
-    script = args[i]
-    if main_file and Path(main_file).name == Path(script).name:
-        script = main_file
-    return [*flags, script, *args[i + 1 :]], Path(args[i]).name
-
-
-def _refuse_interactive() -> None:
-    """Raise SupervisorError in a REPL, IPython or a notebook, where no program can re-run."""
-    ipython = sys.modules.get("IPython")
-    get_ipython = getattr(ipython, "get_ipython", None) if ipython else None
-    if (get_ipython is not None and get_ipython() is not None) or "ipykernel" in sys.modules:
-        raise SupervisorError(
-            "@supervise cannot restart a notebook or IPython session (there is no program "
-            "to run again); move the code into a script and run 'lil watch script.py'"
-        )
-    if hasattr(sys, "ps1") or (sys.flags.inspect and not sys.argv[0]):
-        raise SupervisorError(
-            "@supervise cannot restart an interactive session (there is no program to run "
-            "again); save the code as a script and run 'python script.py' or "
-            "'lil watch script.py'"
-        )
-
-
-def supervised_child() -> bool:
-    """True inside a child started by ``lil watch`` or ``@supervise``."""
-    return os.environ.get("LETITLOOP_SUPERVISED") == "1"
 
 
 @overload

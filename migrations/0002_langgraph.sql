@@ -1,42 +1,18 @@
--- letitloop schema, version 2: LangGraph checkpoints beside the journal.
+-- letitloop schema, version 2: formerly the LangGraph saver's tables; now
+-- it creates nothing.
 --
--- Written by letitloop.adapters.langgraph.LetItLoopCheckpointSaver (the
--- optional extra letitloop[langgraph]). The tables exist in every journal
--- file so that the file's schema does not depend on which extras are
--- installed; they stay empty unless the saver is used.
+-- It used to create langgraph_checkpoints and langgraph_writes (and the
+-- index langgraph_checkpoints_run) in every journal file, LangGraph or not.
+-- Those tables now belong to the adapter: its own migration set
+-- ("letitloop.langgraph" in _sqlite_migrations, the SQL in
+-- letitloop/adapters/langgraph/migrations/), applied when the saver first
+-- opens a file, so a journal without LangGraph has no LangGraph tables.
 --
--- Ids, metadata and timestamps are text (metadata is JSON, so a SQLite browser
--- and json_extract() read it). The checkpoint itself and each pending write's
--- value are stored exactly as the saver's serde gives them: `type` is the
--- serde's tag ('msgpack' with LangGraph's default JsonPlusSerializer) and
--- `checkpoint` / `value` its bytes.
-
-CREATE TABLE langgraph_checkpoints (
-    thread_id            TEXT NOT NULL,
-    checkpoint_ns        TEXT NOT NULL DEFAULT '',  -- '' for the root graph, 'node:task' inside subgraphs
-    checkpoint_id        TEXT NOT NULL,             -- uuid6 text: sorts by creation
-    parent_checkpoint_id TEXT,
-    run_id               TEXT,                      -- metadata.run_id, for delete_for_runs
-    source               TEXT,                      -- metadata.source: input | loop | update | fork
-    step                 INTEGER,                   -- metadata.step
-    ts                   TEXT,                      -- the checkpoint's ISO-8601 timestamp
-    type                 TEXT NOT NULL,             -- the serde's type tag of `checkpoint`
-    checkpoint           BLOB NOT NULL,
-    metadata             TEXT NOT NULL,             -- JSON object
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-);
-CREATE INDEX langgraph_checkpoints_run ON langgraph_checkpoints (run_id) WHERE run_id IS NOT NULL;
-
--- Pending writes: what a task wrote on top of a checkpoint before the next one.
-CREATE TABLE langgraph_writes (
-    thread_id     TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    checkpoint_id TEXT NOT NULL,
-    task_id       TEXT NOT NULL,
-    task_path     TEXT NOT NULL DEFAULT '',
-    idx           INTEGER NOT NULL,                 -- position in the task's writes; <0 for special channels
-    channel       TEXT NOT NULL,
-    type          TEXT NOT NULL,                    -- the serde's type tag of `value`
-    value         BLOB NOT NULL,
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-);
+-- Why this file stays, empty, under the same name: a file that recorded
+-- 0002_langgraph must keep finding it here, or it would be refused as
+-- written by a newer letitloop. Such a file keeps its tables and rows as
+-- they are; the adapter's migration (CREATE TABLE IF NOT EXISTS, the same
+-- SQL) finds them there and only records itself. A file that had not yet
+-- applied 0002 gets its record and no tables; the saver creates them when
+-- it first opens the file. What this migration did is in git's history
+-- (and, statement for statement, in the adapter's 0001_langgraph.sql).

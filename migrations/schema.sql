@@ -40,34 +40,6 @@ CREATE TABLE goals (
     created_at    TEXT NOT NULL
 );
 
-CREATE TABLE langgraph_checkpoints (
-    thread_id            TEXT NOT NULL,
-    checkpoint_ns        TEXT NOT NULL DEFAULT '',  -- '' for the root graph, 'node:task' inside subgraphs
-    checkpoint_id        TEXT NOT NULL,             -- uuid6 text: sorts by creation
-    parent_checkpoint_id TEXT,
-    run_id               TEXT,                      -- metadata.run_id, for delete_for_runs
-    source               TEXT,                      -- metadata.source: input | loop | update | fork
-    step                 INTEGER,                   -- metadata.step
-    ts                   TEXT,                      -- the checkpoint's ISO-8601 timestamp
-    type                 TEXT NOT NULL,             -- the serde's type tag of `checkpoint`
-    checkpoint           BLOB NOT NULL,
-    metadata             TEXT NOT NULL,             -- JSON object
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
-);
-
-CREATE TABLE langgraph_writes (
-    thread_id     TEXT NOT NULL,
-    checkpoint_ns TEXT NOT NULL DEFAULT '',
-    checkpoint_id TEXT NOT NULL,
-    task_id       TEXT NOT NULL,
-    task_path     TEXT NOT NULL DEFAULT '',
-    idx           INTEGER NOT NULL,                 -- position in the task's writes; <0 for special channels
-    channel       TEXT NOT NULL,
-    type          TEXT NOT NULL,                    -- the serde's type tag of `value`
-    value         BLOB NOT NULL,
-    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-);
-
 CREATE TABLE markers (
     key          TEXT PRIMARY KEY,           -- the marker name, also its idempotency key
     status       TEXT NOT NULL CHECK (status IN ('pending', 'done', 'failed')),
@@ -136,8 +108,6 @@ CREATE TABLE supervisor_events (
 
 CREATE UNIQUE INDEX "idx__sqlite_migrations_migration_set_name"
     ON "_sqlite_migrations" ("migration_set", "name");
-
-CREATE INDEX langgraph_checkpoints_run ON langgraph_checkpoints (run_id) WHERE run_id IS NOT NULL;
 
 CREATE UNIQUE INDEX runs_goal_name ON runs (goal, name) WHERE name IS NOT NULL;
 

@@ -19,11 +19,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 #: Bottom up, as docs/architecture.md draws them. A module may import its own
 #: layer and the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "ids", "_exec_shim", "_proctree"}),
-    ("codec and store", {"codec", "store", "migrate"}),
+    ("foundations", {"errors", "ids", "_exec_shim", "_proctree", "clock", "names"}),
+    (
+        "codec and store",
+        {"codec", "store", "stores", "files", "pragmas", "sqlerrors", "goals", "migrate"},
+    ),
     (
         "locks, keys, fingerprints, commits, steps in flight, costs",
-        {"locks", "keys", "fingerprint", "commits", "inflight", "costs"},
+        {"locks", "markerlocks", "keys", "fingerprint", "commits", "inflight", "costs"},
     ),
     (
         "markers and the run's primitives",
@@ -35,7 +38,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "inspection, control and supervision",
         # inspection/ and maintenance/ are packages: their modules share this
         # layer, and their order inside is INSPECTION_ORDER and MAINTENANCE_ORDER.
-        {"inspection", "maintenance", "control", "policy", "supervisor"},
+        {"inspection", "maintenance", "control", "policy", "supervisor", "recorder", "relaunch"},
     ),
     (
         "command line and adapters",

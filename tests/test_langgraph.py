@@ -347,10 +347,11 @@ class TestTheSaversRows:
         db = tmp_path / "journal.db"
         with Journal("older", run="r1", path=db) as j:
             j.step("kept", str, 42)
-        # Make it the file a version without migration 0002 wrote.
+        # Make it the file a version without migration 0002 wrote (a journal
+        # never given to the saver has no LangGraph tables today either).
         with sqlite3.connect(db) as conn:
-            conn.execute("DROP TABLE langgraph_writes")
-            conn.execute("DROP TABLE langgraph_checkpoints")
+            conn.execute("DROP TABLE IF EXISTS langgraph_writes")
+            conn.execute("DROP TABLE IF EXISTS langgraph_checkpoints")
             conn.execute("DELETE FROM _sqlite_migrations WHERE name = '0002_langgraph'")
         with LetItLoopCheckpointSaver(db) as saver:
             saver.put(
@@ -390,6 +391,101 @@ class TestTheSaversRows:
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "[]"
+
+
+def _tables(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        return {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _schema(db: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name"
+        ).fetchall()
+
+
+def _records(db: Path, migration_set: str) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        return [
+            n
+            for (n,) in conn.execute(
+                "SELECT name FROM _sqlite_migrations WHERE migration_set = ? ORDER BY rowid",
+                (migration_set,),
+            )
+        ]
+
+
+class TestTheSaversOwnTables:
+    """The LangGraph tables are the adapter's migration set, applied by the saver's first open."""
+
+    def test_a_journal_never_given_to_the_saver_has_no_langgraph_tables(
+        self, tmp_path: Path
+    ) -> None:
+        from letitloop import Journal
+
+        db = tmp_path / "journal.db"
+        with Journal("plain", path=db) as j:
+            j.step("one", str, 1)
+        assert not {t for t in _tables(db) if t.startswith("langgraph_")}
+        assert _records(db, "letitloop.langgraph") == []
+
+    def test_the_saver_creates_them_and_records_its_set_beside_the_core(
+        self, tmp_path: Path
+    ) -> None:
+        from letitloop.adapters.langgraph import tables
+
+        db = tmp_path / "journal.db"
+        with LetItLoopCheckpointSaver(db):
+            pass
+        assert {"langgraph_checkpoints", "langgraph_writes"} <= _tables(db)
+        assert _records(db, tables.MIGRATION_SET) == [name for name, _ in tables.migrations()]
+        assert "0002_langgraph" in _records(db, "letitloop")
+        before = _schema(db)
+        with LetItLoopCheckpointSaver(db):  # a second open finds the set applied
+            pass
+        assert _schema(db) == before
+        assert len(_records(db, tables.MIGRATION_SET)) == len(tables.migrations())
+
+    def test_a_file_whose_tables_came_from_the_core_migration_keeps_them_and_its_checkpoints(
+        self, tmp_path: Path
+    ) -> None:
+        from letitloop.adapters.langgraph import tables
+
+        db = tmp_path / "journal.db"
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        with LetItLoopCheckpointSaver(db) as saver:
+            saver.put(config, _checkpoint(_uuid6(), {"n": 1}), {"source": "input", "step": -1}, {})
+        # What an earlier letitloop left: the tables from core migration 0002 (the
+        # same SQL), with rows, and no record of the adapter's set.
+        with sqlite3.connect(db) as conn:
+            conn.execute(
+                "DELETE FROM _sqlite_migrations WHERE migration_set = ?", (tables.MIGRATION_SET,)
+            )
+        before = _schema(db)
+        with LetItLoopCheckpointSaver(db) as saver:
+            found = saver.get_tuple({"configurable": {"thread_id": "t"}})
+        assert found is not None and found.checkpoint["channel_values"] == {"n": 1}
+        assert _schema(db) == before
+        assert _records(db, tables.MIGRATION_SET) == [name for name, _ in tables.migrations()]
+
+    def test_a_file_a_newer_adapter_migrated_is_refused_untouched(self, tmp_path: Path) -> None:
+        from letitloop.adapters.langgraph import tables
+        from letitloop.errors import SchemaVersionError
+
+        db = tmp_path / "journal.db"
+        with LetItLoopCheckpointSaver(db):
+            pass
+        with sqlite3.connect(db) as conn:
+            conn.execute(
+                "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) "
+                "VALUES (?, '9999_from_the_future', '')",
+                (tables.MIGRATION_SET,),
+            )
+        before = _schema(db), _records(db, tables.MIGRATION_SET)
+        with pytest.raises(SchemaVersionError, match="9999_from_the_future"):
+            LetItLoopCheckpointSaver(db)
+        assert (_schema(db), _records(db, tables.MIGRATION_SET)) == before
 
 
 class TestTheAsyncMethods:

@@ -59,7 +59,7 @@ class TestOpeningAJournal:
         Without the barrier, interpreter start-up jitter (tens of ms) spreads
         the opens apart and the WAL switch never collides; with it, two
         switchers meet and one is refused at once by SQLite (see
-        Store._switch_to_wal), which must retry, not fail.
+        pragmas.switch_to_wal), which must retry, not fail.
         """
         db, go = tmp_path / "journal.db", tmp_path / "go"
         script = write_script(

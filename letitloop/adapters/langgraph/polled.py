@@ -19,11 +19,13 @@ portable twin (same transaction, SQLite's sleeps);
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from ...sqlerrors import _busy
 from ...store import BUSY_TIMEOUT_MS, Store
 
 #: First and longest sleep between two tries at a lock (seconds): a node's
@@ -37,11 +39,6 @@ def take_over(store: Store) -> None:
     """Make ``store``'s connection fail at once on a held lock; this module waits instead."""
     with store.lock:
         store.conn.execute("PRAGMA busy_timeout = 0")
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    low = str(exc).lower()
-    return "locked" in low or "busy" in low
 
 
 def _retry(store: Store, exc: BaseException, deadline: float | None) -> float:
@@ -70,50 +67,19 @@ def _begin(store: Store, conn: sqlite3.Connection) -> None:
         delay = min(delay * 2, POLL_MAX)
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
-    if conn.in_transaction:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-
-
-@contextlib.contextmanager
-def transaction(store: Store) -> Iterator[sqlite3.Connection]:
+def transaction(store: Store) -> contextlib.AbstractContextManager[sqlite3.Connection]:
     """``BEGIN IMMEDIATE`` … ``COMMIT`` on ``store``'s connection, rolled back on error.
 
-    As ``Store.write()``: a sqlite3 error anywhere in the block rolls it all
-    back and is explained as a JournalFileError by the store.
+    ``Store.write()`` with this module's polling begin: a sqlite3 error
+    anywhere in the block rolls it all back and is explained as a
+    JournalFileError by the store.
     """
-    with store.lock:
-        conn = store.conn
-        _begin(store, conn)
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except (sqlite3.Error, UnicodeError) as exc:
-            _rollback(conn)
-            raise store.explain(exc) from None
-        except BaseException:
-            _rollback(conn)
-            raise
+    return store.write(functools.partial(_begin, store))
 
 
 def commit(store: Store, sql: str, rows: Sequence[Sequence[Any]]) -> None:
     """``sql`` once per row in one transaction (the hot path of ``put`` and ``put_writes``)."""
-    with store.lock:
-        conn = store.conn
-        _begin(store, conn)
-        try:
-            if len(rows) == 1:
-                conn.execute(sql, rows[0])
-            else:
-                conn.executemany(sql, rows)
-            conn.execute("COMMIT")
-        except (sqlite3.Error, UnicodeError) as exc:
-            _rollback(conn)
-            raise store.explain(exc) from None
-        except BaseException:
-            _rollback(conn)
-            raise
+    store.commit_rows(sql, rows, functools.partial(_begin, store))
 
 
 def query(store: Store, sql: str, params: Sequence[Any] = ()) -> list[Any]:

@@ -4,8 +4,9 @@ Every sync method of ``BaseCheckpointSaver`` and its ``a*`` twin
 (``get_tuple``, ``list``, ``put``, ``put_writes``, ``delete_thread``,
 ``delete_for_runs``, ``copy_thread``, ``prune``). Checkpoints and pending
 writes are rows of the tables ``langgraph_checkpoints`` and
-``langgraph_writes`` (migration 0002) in the same journal file as the steps:
-ids and metadata as text, the payload exactly as the saver's serde gives it.
+``langgraph_writes`` (the adapter's own migration set, ``tables.py``) in the
+same journal file as the steps: ids and metadata as text, the payload
+exactly as the saver's serde gives it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...errors import DecodeError, EncodeError, InvalidNameError
 from ...store import Durability, Store
-from . import polled, retire
+from . import polled, retire, tables
 from .serde import AllowedType, strict_serde
 
 #: How many listed checkpoints ``alist`` decodes per trip to the worker thread:
@@ -139,6 +140,11 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
             )
         super().__init__(serde=serde if serde is not None else strict_serde(allowed))
         self.store = Store(path, durability=durability)
+        try:
+            tables.ensure(self.store)  # the saver's tables, on its first use of the file
+        except BaseException:
+            self.store.close()
+            raise
         # Every statement on this connection goes through polled.py, which
         # waits for a held lock in short polls instead of SQLite's sleeps.
         polled.take_over(self.store)

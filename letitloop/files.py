@@ -1,0 +1,197 @@
+"""The journal file on disk before a writable connection touches it.
+
+Where it lives (``path=``, ``$LETITLOOP_DB``, ``.letitloop/journal.db``), its
+folder, whether it is a file, and the read-only probe that refuses a newer or
+foreign file while leaving it, its -wal and its -shm byte for byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from . import migrate as _migrations
+from .errors import JournalFileError, LetItLoopError
+from .sqlerrors import _explain
+
+#: Where the journal lives when neither ``path=`` nor ``LETITLOOP_DB`` says.
+DEFAULT_PATH = Path(".letitloop") / "journal.db"
+
+
+def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The journal file: ``path``, else ``$LETITLOOP_DB``, else ``.letitloop/journal.db``."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get("LETITLOOP_DB")
+    if env:
+        return Path(env)
+    return DEFAULT_PATH
+
+
+def make_folder(path: Path) -> None:
+    """Create the folder of the journal file ``path`` if missing; explained if it cannot be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise JournalFileError(
+            f"{path}: cannot create the folder {path.parent} ({exc}); "
+            f"create it or pass another path= / LETITLOOP_DB",
+            path=str(path),
+        ) from None
+
+
+def _check_is_a_file(path: Path) -> bool:
+    """Whether ``path`` is a file with content; refuses a folder, a device, a pipe."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False  # created on first use
+    except OSError as exc:
+        raise JournalFileError(
+            f"{path}: cannot read it ({exc.strerror or exc}); check the path and its "
+            f"permissions, or pass another path= / LETITLOOP_DB",
+            path=str(path),
+        ) from None
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size > 0
+    if stat.S_ISDIR(st.st_mode):
+        found, example = "a folder", path / "journal.db"
+    else:
+        found, example = "a device, pipe or socket, not a file", DEFAULT_PATH
+    raise JournalFileError(
+        f"{path}: expected a journal file (or a path where one can be created), found {found}; "
+        f"pass the path of a file, e.g. {example} (path= or LETITLOOP_DB)",
+        path=str(path),
+    )
+
+
+#: How :func:`_probe` opens a file read-only, most careful first: each later one
+#: is for a file the one before cannot read.
+_PROBES = (
+    # Writes nothing at all, not even its read marks into the -shm file.
+    "mode=ro&readonly_shm=1",
+    # After a crash the WAL index must be rebuilt (recovery), which writes the
+    # -shm file (an index of the -wal, rebuilt from it): never the file or the -wal.
+    # A read-only index it cannot trust is SQLITE_PROTOCOL: this one too.
+    "mode=ro",
+    # A -wal without a -shm, in a folder it cannot create one in: the main file alone.
+    "mode=ro&immutable=1",
+)
+
+
+#: SQLite's wal-index header (two copies at the start of the -shm) and where its
+#: salts sit; the write-ahead log's own salts sit at 16..24 of its header
+#: (https://sqlite.org/walformat.html).
+_SHM_HEADER = 48
+
+
+def _index_unusable_read_only(path: Path) -> bool:
+    """Whether the -shm index disagrees with the -wal, so only a writable -shm can recover it.
+
+    What a writer killed while restarting or writing its log leaves: the two
+    header copies of the index differ, or its salts are not the log's. A
+    readable pending log (a writer that died after its commit) is False.
+    """
+    try:
+        with open(f"{path}-wal", "rb") as f:
+            wal = f.read(32)
+        with open(f"{path}-shm", "rb") as f:
+            shm = f.read(2 * _SHM_HEADER)
+    except OSError:
+        return False
+    if len(wal) < 32 or len(shm) < 2 * _SHM_HEADER:
+        return False
+    return shm[:_SHM_HEADER] != shm[_SHM_HEADER:] or shm[32:40] != wal[16:24]
+
+
+def _main_file_is_our_journal(path: Path, uri: str) -> bool:
+    """Whether the database file alone (``immutable=1``: touches nothing) is a journal we open."""
+    try:
+        conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        tables = {
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('goals', 'runs')"
+            )
+        }
+        if tables != {"goals", "runs"}:
+            return False
+        _migrations.check(conn, path)
+    except (LetItLoopError, sqlite3.Error):
+        return False  # another application's, or a newer letitloop's: the probe refuses it
+    finally:
+        conn.close()
+    return True
+
+
+@contextlib.contextmanager
+def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
+    """Hold a plain read-only connection (that has read) open while the probe runs, if needed.
+
+    A writer killed right after restarting its WAL leaves a -wal of a bare
+    header and a -shm describing the old log. A ``readonly_shm`` reader
+    cannot recover that: it retries for about ten seconds and fails with
+    "locking protocol", as every later open would, until a connection allowed
+    to write the -shm recovers it. While a plain ``mode=ro`` connection that
+    has read is open (it may rebuild the -shm index, never the database or
+    its -wal), the probe reads the shared index at once. Taken only when the
+    index is unusable read-only and the database file alone holds a journal
+    this version opens: a readable file, and a file the probe refuses, keep
+    their -shm byte for byte.
+    """
+    keeper: sqlite3.Connection | None = None
+    if _index_unusable_read_only(path) and _main_file_is_our_journal(path, uri):
+        try:
+            keeper = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
+            keeper.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error:
+            if keeper is not None:
+                keeper.close()
+            keeper = None
+    try:
+        yield
+    finally:
+        if keeper is not None:
+            keeper.close()
+
+
+def _probe(path: Path) -> bool:
+    """:func:`migrate.check` on a read-only connection: the file and its -wal stay as they were.
+
+    A refused file (newer, foreign) must be left byte for byte; closing a
+    writable connection would checkpoint a pending WAL into it and delete the
+    -wal and -shm files. See ``_PROBES`` for what each attempt may touch.
+    """
+    uri = Path(os.path.abspath(path)).as_uri()
+    with _index_kept_open(path, uri):
+        return _probe_with(path, uri)
+
+
+def _probe_with(path: Path, uri: str) -> bool:
+    for query in _PROBES:
+        try:
+            conn = sqlite3.connect(f"{uri}?{query}", uri=True, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise _explain(exc, path) from None
+        try:
+            return _migrations.check(conn, path)
+        except JournalFileError as exc:
+            # SQLITE_CANTOPEN, SQLITE_READONLY_RECOVERY/CANTINIT (the index needs
+            # rebuilding) and SQLITE_PROTOCOL (a read-only index it cannot trust).
+            text = str(exc)
+            cannot = any(
+                word in text
+                for word in ("unable to open", "readonly", "read-only", "locking protocol")
+            )
+            if not cannot or query == _PROBES[-1]:
+                raise
+        finally:
+            conn.close()
+    raise AssertionError("unreachable")  # pragma: no cover

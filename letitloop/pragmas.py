@@ -1,0 +1,68 @@
+"""The pragmas every writable connection to a journal gets: WAL, ``synchronous`` by durability.
+
+How much a commit survives (the death of the process, or a power loss too)
+is decided here, on every open.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Literal
+
+from .errors import JournalFileError
+from .sqlerrors import BUSY_TIMEOUT_MS, _explain
+
+#: How much a commit survives: the death of the process, or a power loss too.
+Durability = Literal["process", "power"]
+
+
+def configure(c: sqlite3.Connection, path: Path, durability: Durability) -> None:
+    """Set a writable connection's pragmas: WAL, ``synchronous`` by ``durability``, foreign keys."""
+    try:
+        # WAL: readers never block the writer nor the writer readers, and a
+        # commit is one append to the -wal file. Set on every open (it cannot
+        # be changed inside a transaction, so not in a migration).
+        mode = switch_to_wal(c)
+        if str(mode).lower() != "wal":
+            raise JournalFileError(
+                f"{path}: expected to switch the journal to WAL mode, SQLite "
+                f"answered {mode!r}; is the file on a filesystem without shared memory?",
+                path=str(path),
+            )
+        # NORMAL: in WAL mode a commit survives the death of the process (the
+        # WAL lives in the OS page cache) and fsyncs only at checkpoints; a
+        # power loss may lose the last commits. FULL: fsync the WAL at every
+        # commit, so a commit also survives power loss and kernel crashes.
+        sync = "FULL" if durability == "power" else "NORMAL"
+        c.execute(f"PRAGMA synchronous = {sync}")
+        if durability == "power":
+            # On macOS a plain fsync() reaches the drive but not through its
+            # cache; F_FULLFSYNC does. Both pragmas are no-ops elsewhere.
+            c.execute("PRAGMA fullfsync = ON")
+            c.execute("PRAGMA checkpoint_fullfsync = ON")
+        # Enforce runs -> goals and attempts -> runs (ON DELETE CASCADE).
+        c.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.Error as exc:
+        raise _explain(exc, path) from None
+
+
+def switch_to_wal(conn: sqlite3.Connection) -> str:
+    """``PRAGMA journal_mode = WAL``, retried while another opener is switching it too.
+
+    Switching a new file to WAL takes an exclusive lock. When two
+    connections try at once, each holding the shared lock the pragma
+    starts with, SQLite answers one of them "database is locked" at once
+    instead of calling the busy handler (waiting could not end the
+    deadlock). The loser's pragma has ended and released its lock, so
+    trying again succeeds, usually because the file is WAL by then.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.005)

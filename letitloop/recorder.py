@@ -1,0 +1,116 @@
+"""The journal's record of a supervisor: ``supervisor_events`` rows, and why a child stopped.
+
+:class:`Recorder` writes one row per start, exit and decision; a journal it
+cannot write warns once and never stops the restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
+
+from .errors import LetItLoopError
+from .ids import HOST
+from .policy import ChildExit
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+class Recorder:
+    """Writes ``supervisor_events`` rows; a failing journal warns once, never stops the loop."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        *,
+        watch_id: str,
+        target: str,
+        err: IO[str],
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        from .store import Store
+
+        self.watch_id = watch_id
+        self.target = target
+        self.err = err
+        self.wall = wall
+        self.host = HOST
+        # Opening the file up front makes a bad --db path fail before any start.
+        self.store: Store = Store(path)
+        self.path = self.store.path
+        self._warned = False
+
+    def exited(self, attempt: int, pid: int, how: ChildExit, uptime: float, line: str) -> None:
+        """Record the child's death: its status or signal and how long it stayed up."""
+        self.record(
+            "exit",
+            attempt,
+            child_pid=pid,
+            exit_code=how.status,
+            signal=how.signal_name,
+            uptime_s=round(uptime, 6),
+            message=line,
+        )
+
+    def record(self, event: str, attempt: int, **values: Any) -> None:
+        from .store import utc_iso
+
+        row = {
+            "watch_id": self.watch_id,
+            "at": utc_iso(self.wall()),
+            "event": event,
+            "target": self.target,
+            "attempt": attempt,
+            "watcher_pid": os.getpid(),
+            "host": self.host,
+            **values,
+        }
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        try:
+            self.store.write1(
+                f"INSERT INTO supervisor_events ({cols}) VALUES ({marks})", tuple(row.values())
+            )
+        except LetItLoopError as exc:
+            # Liveness comes first: a journal we cannot write must not stop the restarts.
+            if not self._warned:
+                self._warned = True
+                print(f"lil: warning: cannot record supervisor events: {exc}", file=self.err)
+
+    def stopped_by_choice(self, attempt: int) -> str | None:
+        """Why a child that exited must not be restarted, read from the journal; None: no reason.
+
+        A child whose runs (those its attempt opened) ended ``cancelled`` (or
+        were asked to be), or stopped to wait for outside input (``waiting``),
+        with none left unfinished, ended on purpose: starting it again would
+        start a new run, or stop at once. The journal is read rather than the
+        exit status, because an uncaught RunCancelledError exits 1 like any
+        error, and a program may catch and re-raise it as something else.
+        """
+        try:
+            rows = self.store.query(
+                "SELECT r.id, r.status, r.cancel_requested_at FROM attempts AS a "
+                "JOIN runs AS r ON r.id = a.run WHERE a.watch_id = ? AND a.watch_attempt = ? "
+                "ORDER BY a.rowid",
+                (self.watch_id, attempt),
+            )
+        except LetItLoopError:
+            return None  # liveness first: no journal, no reason to stop
+        why: list[str] = []
+        for run_id, status, cancel_at in rows:
+            if status == "cancelled" or (status == "running" and cancel_at is not None):
+                why.append(f"run {run_id} was cancelled")
+            elif status == "waiting":
+                why.append(
+                    f"run {run_id} stopped to wait for outside input (send it with lil send "
+                    f"{run_id} NAME VALUE, then start it again)"
+                )
+            elif status in ("running", "failed"):
+                return None  # a run to resume: restart
+        return "; ".join(why) or None
+
+    def close(self) -> None:
+        self.store.close()
