@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 #: layer and the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "ids", "_exec_shim", "_proctree"}),
-    ("codec and store", {"codec", "store", "migrate"}),
+    ("codec, store and storage", {"codec", "store", "migrate", "storage", "sqlite_storage"}),
     (
         "locks, keys, fingerprints, commits, steps in flight, costs",
         {"locks", "keys", "fingerprint", "commits", "inflight", "costs"},
@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "markers and the run's primitives",
         {"markers", "cancellation", "timers", "retry", "sleeps", "waits"},
     ),
-    ("journal", {"journal"}),
+    ("journal", {"journal", "opening", "replay", "steps", "async_steps", "closing"}),
     ("decorators", {"durable"}),
     (
         "inspection, control and supervision",

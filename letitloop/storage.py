@@ -1,0 +1,125 @@
+"""``Storage``: the operations the journal needs from whatever keeps its runs and steps.
+
+A typed protocol, no I/O: ``sqlite_storage.SqliteStorage`` is its first
+implementation. A backend that implements it (and its own schema) stands
+behind the journal without a change to ``journal.py``, ``opening.py``,
+``steps.py``, ``replay.py`` or ``closing.py`` (docs/architecture.md, "Where a
+new storage backend plugs in").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, Protocol
+
+#: One step's row, in the column order of ``sqlite_storage.UPSERT_STEP``: run,
+#: key, status, fn, result, started_at, finished_at, duration_ms, attempt,
+#: error, traceback, args_fp, input_tokens, output_tokens, cost, model.
+StepRow = Sequence[Any]
+
+#: What an opener does with the run it found (see ``opening.decide``): look
+#: again, refuse it as cancelled, resume it as a new attempt, or replay it whole.
+Claim = Literal["again", "cancel", "resume", "replay"]
+
+
+class RunState(NamedTuple):
+    """What an opener reads of a run before it claims it."""
+
+    status: str
+    attempts: int
+    result: str | None
+    name: str | None
+    cancel_requested_at: str | None
+    cancel_reason: str | None
+
+
+class Storage(Protocol):
+    """One goal's runs and steps, as one opener of the goal sees them.
+
+    Made for one journal when it opens; ``find_or_start_run`` comes first
+    (it makes the goal's room for steps), every other operation after it.
+    Times are seconds since the epoch; each operation is its own transaction.
+    """
+
+    #: Where the runs are kept (the journal file), for messages and thread names.
+    path: Path
+    #: Where the goal's steps are kept (SQLite: its journal table), named in messages.
+    table: str
+
+    @property
+    def max_text(self) -> int:
+        """The longest text one value may hold, in UTF-8 bytes (a result over it is refused)."""
+        ...
+
+    def find_or_start_run(
+        self,
+        goal: str,
+        name: str | None,
+        input_fp: str | None,
+        input_text: str | None,
+        now: float,
+        hold: Callable[[str], None],
+    ) -> tuple[str, bool]:
+        """``(run id, started)``: the run an opener of ``goal`` gets, or a new one.
+
+        A named opener gets the run of that name; an unnamed one the goal's
+        newest unnamed run opened for ``input_fp`` that is running, failed or
+        waiting and not asked to cancel. Else a new run is started with its
+        first attempt, ``hold(run_id)`` called before its row is written (if
+        it raises, nothing is left behind).
+        """
+        ...
+
+    def claim_run(
+        self, run_id: str, now: float, decide: Callable[[RunState | None], Claim]
+    ) -> tuple[Claim, RunState | None]:
+        """Read the run, ask ``decide``, and do what it says, in one transaction.
+
+        ``"cancel"`` marks the run cancelled; ``"resume"`` records a new
+        attempt held by this process; ``"again"`` and ``"replay"`` write nothing.
+        """
+        ...
+
+    def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:
+        """``(pid, host, since)`` of the run's last holder, None when there is no run."""
+        ...
+
+    def recorded_steps(
+        self, run_id: str
+    ) -> tuple[list[tuple[str, str, str | None, int]], set[str]]:
+        """The run's done steps, sleeps and waits as ``(key, fn, args_fp, rowid)`` in
+        journal order, and the keys of its run-scoped markers."""
+        ...
+
+    def results(self, rowids: Sequence[int]) -> dict[int, str | None]:
+        """The result texts of the rows ``rowids`` that still exist."""
+        ...
+
+    def write_step(self, row: StepRow) -> None:
+        """Commit one step row (a new key, or over the key's earlier row)."""
+        ...
+
+    def write_steps(self, rows: Sequence[StepRow]) -> None:
+        """Commit ``rows`` in one transaction, waiting for the write lock."""
+        ...
+
+    def try_write_steps(self, rows: Sequence[StepRow]) -> bool:
+        """Commit ``rows`` in one transaction if that needs no wait; False otherwise."""
+        ...
+
+    def complete_run(self, run_id: str, now: float, result: str | None) -> None:
+        """Mark the run completed with its result text."""
+        ...
+
+    def fail_run(self, run_id: str, now: float, error: str) -> None:
+        """Mark the run failed with its error text (the next opener resumes it)."""
+        ...
+
+    def cancel_run(self, run_id: str, now: float, error: str) -> None:
+        """Mark the run cancelled, as its holder learnt."""
+        ...
+
+    def leave_waiting(self, run_id: str, now: float) -> None:
+        """Mark the run waiting for a value from outside."""
+        ...
