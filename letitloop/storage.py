@@ -34,6 +34,43 @@ class RunState(NamedTuple):
     cancel_reason: str | None
 
 
+class MarkerAt(NamedTuple):
+    """Where a marker's record lives: its scope, its run, its name, and the goal that takes it.
+
+    ``run`` is the run id (scope ``"run"``), ``"*"`` (``"goal"``: shared by
+    every run of the goal) or ``""`` (``"global"``: one per journal).
+    """
+
+    scope: str
+    run: str
+    name: str
+    goal: str
+
+
+class MarkerRecord(NamedTuple):
+    """A marker's record; ``kind`` is ``"marker"`` unless a step holds the name."""
+
+    kind: str
+    status: str
+    claims: int | None
+    crashes: int | None
+    holder_pid: int | None
+    holder_host: str | None
+    holder_run: str | None
+    started_at: str | None
+    holder_token: str | None
+
+
+class MarkerClaim(NamedTuple):
+    """What ``claim_marker`` found or did: offered, with the counts after the claim."""
+
+    #: ``"marker"``, or the kind of the row that holds the name (nothing was written).
+    kind: str
+    offered: bool
+    claims: int
+    crashes: int
+
+
 class Storage(Protocol):
     """One goal's runs and steps, as one opener of the goal sees them.
 
@@ -122,4 +159,34 @@ class Storage(Protocol):
 
     def leave_waiting(self, run_id: str, now: float) -> None:
         """Mark the run waiting for a value from outside."""
+        ...
+
+    # -- markers (markers.py) --------------------------------------------------
+
+    def marker(self, at: MarkerAt) -> MarkerRecord | None:
+        """The marker's record, None when it has none."""
+        ...
+
+    def claim_marker(
+        self, at: MarkerAt, holder: tuple[int, str, str, str], now: float, attempt: int
+    ) -> MarkerClaim:
+        """In one transaction: nothing if the marker is done (or the name is a step's),
+        else write ``holder`` (pid, host, run, token) as its claim, ``pending``; a
+        ``pending`` record found counts as a crash of its holder."""
+        ...
+
+    def finish_marker(
+        self,
+        at: MarkerAt,
+        token: str,
+        now: float,
+        duration_ms: float,
+        failure: tuple[str, str, int] | None,
+    ) -> tuple[bool, MarkerRecord | None]:
+        """Mark the marker done (``failure`` None) or failed with ``(error, traceback,
+        interrupted)``, only where it is still ``pending`` under ``token``.
+
+        ``(lost, record)``: ``lost`` when the claim was no longer this holder's,
+        then the record as it is now.
+        """
         ...
