@@ -80,7 +80,7 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
             inflight.WATCH.forget(watched)  # nothing more is written for this run
         opening.release(j)
         close_store(store)
-        j.store = j._storage = None
+        j.store = None
         opening.closed(j)
 
 

@@ -1,4 +1,4 @@
-"""``SqliteStorage``: the ``Storage`` protocol on one SQLite journal file, and the SQL it issues.
+"""``SqliteStorage``: the ``Storage`` protocol on a SQLite journal file; the SQL of runs, steps.
 
 Built on ``store.Store`` (connection, transactions, errors); the statements of
 the per-step path are bound once per journal, so a step costs one call.
@@ -10,11 +10,11 @@ import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from .errors import LetItLoopError
 from .ids import HOST, new_run_id
-from .storage import Claim, MarkerAt, MarkerClaim, MarkerRecord, RunState, StepRow
+from .sqlite_primitives import GLOBAL_TABLE, SqlitePrimitives
+from .storage import Claim, RunState, StepRow
 from .store import Store, utc_iso
 
 #: The row of a step that returned or failed, over the key's earlier row if any
@@ -56,28 +56,7 @@ _INSERT_ATTEMPT = (
 )
 
 
-#: The table of global markers (see migrations/0003_markers.sql); run- and
-#: goal-scoped markers are rows of the goal's journal table.
-GLOBAL_TABLE = "markers"
-
-
-class _Place(NamedTuple):
-    """Where a marker's row lives and how to address it."""
-
-    table: str
-    #: SQL that selects the row, and its parameters.
-    where: str
-    ids: tuple[str, ...]
-    #: Columns (and values) that an INSERT adds besides the common ones.
-    insert_cols: tuple[tuple[str, str], ...]
-    #: The row's kind column (the global table holds markers only).
-    kind_sql: str
-
-    def select(self) -> str:
-        return (
-            f"SELECT {self.kind_sql}, status, claims, crashes, holder_pid, holder_host, "
-            f'holder_run, started_at, holder_token FROM "{self.table}" WHERE {self.where}'
-        )
+__all__ = ["GLOBAL_TABLE", "UPSERT_STEP", "SqliteStorage"]
 
 
 def _watch_attempt() -> int | None:
@@ -103,8 +82,12 @@ def _insert_attempt(c: Any, run_id: str, attempt: int, started: str) -> None:
     )
 
 
-class SqliteStorage:
-    """One goal's runs and steps in a journal file (``journal_<goal>`` and ``runs``)."""
+class SqliteStorage(SqlitePrimitives):
+    """One goal's runs and steps in a journal file (``journal_<goal>`` and ``runs``).
+
+    The statements of markers, sleeps, waits and step tries are its base's
+    (``sqlite_primitives.py``).
+    """
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -248,115 +231,3 @@ class SqliteStorage:
             "UPDATE runs SET status = 'waiting', updated_at = ? WHERE id = ?",
             (utc_iso(now), run_id),
         )
-
-    # -- markers -------------------------------------------------------------------
-
-    def _place(self, at: MarkerAt) -> _Place:
-        if at.scope == "global":
-            return _Place(
-                GLOBAL_TABLE, "key = ?", (at.name,), (("holder_goal", at.goal),), "'marker'"
-            )
-        return _Place(
-            self.table, "run = ? AND key = ?", (at.run, at.name), (("kind", "marker"),), "kind"
-        )
-
-    def marker(self, at: MarkerAt) -> MarkerRecord | None:
-        p = self._place(at)
-        rows = self.store.query(p.select(), p.ids)
-        return MarkerRecord(*rows[0]) if rows else None
-
-    def claim_marker(
-        self, at: MarkerAt, holder: tuple[int, str, str, str], now: float, attempt: int
-    ) -> MarkerClaim:
-        p = self._place(at)
-        with self.store.write() as c:
-            row = c.execute(p.select(), p.ids).fetchone()
-            if row is None:
-                cols = [col for col, _ in p.insert_cols]
-                vals = [val for _, val in p.insert_cols]
-                id_cols = ["key"] if p.table == GLOBAL_TABLE else ["run", "key"]
-                names = [
-                    *id_cols,
-                    *cols,
-                    "status",
-                    "started_at",
-                    "attempt",
-                    "claims",
-                    "crashes",
-                    "holder_pid",
-                    "holder_host",
-                    "holder_run",
-                    "holder_token",
-                ]
-                values = [*p.ids, *vals, "pending", utc_iso(now), attempt, 1, 0, *holder]
-                c.execute(
-                    f'INSERT INTO "{p.table}" ({", ".join(names)}) '
-                    f"VALUES ({', '.join('?' * len(values))})",
-                    values,
-                )
-                return MarkerClaim("marker", True, 1, 0)
-            kind, status, claims, crashes = row[:4]
-            old_token = row[8]
-            claims, crashes = claims or 0, crashes or 0
-            if kind != "marker" or status == "done":
-                return MarkerClaim(kind, False, claims, crashes)
-            # 'pending' under both locks: its holder died inside the block
-            # (a live holder keeps the lock file). 'failed': the block raised.
-            if status == "pending":
-                crashes += 1
-            claims += 1
-            extra = "".join(f", {col} = ?" for col, _ in p.insert_cols if col != "kind")
-            extra_vals = [val for col, val in p.insert_cols if col != "kind"]
-            cur = c.execute(
-                f"UPDATE \"{p.table}\" SET status = 'pending', started_at = ?, "
-                f"finished_at = NULL, duration_ms = NULL, attempt = ?, claims = ?, "
-                f"crashes = ?, holder_pid = ?, holder_host = ?, holder_run = ?, "
-                f"holder_token = ?, error = NULL, traceback = NULL{extra} "
-                f"WHERE {p.where} AND status = ? AND holder_token IS ?",
-                [
-                    utc_iso(now),
-                    attempt,
-                    claims,
-                    crashes,
-                    *holder,
-                    *extra_vals,
-                    *p.ids,
-                    status,
-                    old_token,
-                ],
-            )
-            if cur.rowcount != 1:  # cannot happen inside one write transaction
-                raise LetItLoopError(
-                    f"marker {at.name!r} (scope={at.scope!r}): the row changed while claiming it"
-                )
-        return MarkerClaim("marker", True, claims, crashes)
-
-    def finish_marker(
-        self,
-        at: MarkerAt,
-        token: str,
-        now: float,
-        duration_ms: float,
-        failure: tuple[str, str, int] | None,
-    ) -> tuple[bool, MarkerRecord | None]:
-        p = self._place(at)
-        where = f"WHERE {p.where} AND status = 'pending' AND holder_token = ?"
-        with self.store.write() as c:
-            if failure is None:
-                cur = c.execute(
-                    f"UPDATE \"{p.table}\" SET status = 'done', finished_at = ?, "
-                    f"duration_ms = ? {where}",
-                    (utc_iso(now), duration_ms, *p.ids, token),
-                )
-            else:
-                error, traceback, interrupted = failure
-                cur = c.execute(
-                    f"UPDATE \"{p.table}\" SET status = 'failed', finished_at = ?, "
-                    f"duration_ms = ?, error = ?, traceback = ?, "
-                    f"crashes = coalesce(crashes, 0) + ? {where}",
-                    (utc_iso(now), duration_ms, error, traceback, interrupted, *p.ids, token),
-                )
-            if cur.rowcount == 1:
-                return False, None
-            row = c.execute(p.select(), p.ids).fetchone()
-        return True, None if row is None else MarkerRecord(*row)

@@ -190,3 +190,48 @@ class Storage(Protocol):
         then the record as it is now.
         """
         ...
+
+    # -- the run's primitives: a cancel request, sleeps and waits, step tries ------
+
+    def cancel_request(self, run_id: str) -> tuple[str | None, str | None] | None:
+        """``(requested_at, reason)`` of the run's cancel request (``requested_at``
+        None: none was made); None when there is no such run."""
+        ...
+
+    def pause(self, run_id: str, key: str) -> tuple[str, str, str | None, str | None] | None:
+        """``(kind, status, started_at, wake_at)`` of a sleep's or wait's row, if any."""
+        ...
+
+    def start_pause(self, row: Sequence[Any]) -> None:
+        """Write the row of a sleep or wait that starts, over the key's earlier row:
+        ``(run, key, kind, status, fn, started_at, attempt, wake_at)``."""
+        ...
+
+    def finish_sleep(
+        self, run_id: str, key: str, finished_at: str, duration_ms: float, attempt: int
+    ) -> None:
+        """Mark a sleep done."""
+        ...
+
+    def wait_ending(self, run_id: str, key: str) -> tuple[str, str | None, str | None] | None:
+        """``(status, result, error)`` of a wait's row, if any."""
+        ...
+
+    def time_out_wait(
+        self, run_id: str, key: str, error: str, finished_at: str, duration_ms: float
+    ) -> None:
+        """Mark a wait done with its timeout ``error``, unless a value came first."""
+        ...
+
+    def recorded_wait(self, rowid: int) -> tuple[str | None, str | None] | None:
+        """``(result, error)`` of a done wait's row, by its position."""
+        ...
+
+    def step_tries(self, run_id: str) -> list[tuple[str, int, str | None]]:
+        """``(key, try, next_at)`` of every failed try of the run, by key, then try."""
+        ...
+
+    def record_try(self, try_row: Sequence[Any], retrying_row: Sequence[Any] | None) -> None:
+        """In one transaction: a failed try (columns of ``step_tries``) and, when
+        another try follows, the step's ``retrying`` row."""
+        ...

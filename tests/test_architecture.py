@@ -20,7 +20,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 #: layer and the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "ids", "_exec_shim", "_proctree"}),
-    ("codec, store and storage", {"codec", "store", "migrate", "storage", "sqlite_storage"}),
+    (
+        "codec, store and storage",
+        {"codec", "store", "migrate", "storage", "sqlite_storage", "sqlite_primitives"},
+    ),
     (
         "locks, keys, fingerprints, commits, steps in flight, costs",
         {"locks", "keys", "fingerprint", "commits", "inflight", "costs"},
