@@ -2,7 +2,7 @@
 
 ``SqlitePrimitives`` is the base of ``SqliteStorage`` (``sqlite_storage.py``):
 the part of the ``Storage`` protocol that ``markers.py``, ``sleeps.py``,
-``waits.py``, ``retry.py`` and ``cancellation.py`` use.
+``waits.py``, ``retry.py``, ``cancellation.py`` and ``inflight.py`` use.
 """
 
 from __future__ import annotations
@@ -47,6 +47,22 @@ _START_PAUSE = (
     "fn = excluded.fn, result = NULL, started_at = excluded.started_at, finished_at = NULL, "
     "duration_ms = NULL, attempt = excluded.attempt, error = NULL, traceback = NULL, "
     "args_fp = '', wake_at = excluded.wake_at"
+)
+
+#: Insert the ``running`` row, or refresh it. Never over a finished row: a row
+#: is overwritten only if it is ``running`` already, or if it was written by an
+#: earlier attempt or an earlier call of the key (a ``failed`` row a retry now
+#: runs again). The step's own final row has the same attempt and start time,
+#: so a ``running`` row that comes after it changes nothing.
+RUNNING_UPSERT = (
+    'INSERT INTO "{table}" AS t (run, key, kind, status, fn, result, started_at, finished_at, '
+    "duration_ms, attempt, error, traceback, args_fp) "
+    "VALUES (?, ?, 'step', 'running', ?, NULL, ?, NULL, ?, ?, NULL, NULL, ?) "
+    "ON CONFLICT (run, key) DO UPDATE SET status = 'running', fn = excluded.fn, result = NULL, "
+    "started_at = excluded.started_at, finished_at = NULL, duration_ms = excluded.duration_ms, "
+    "attempt = excluded.attempt, error = NULL, traceback = NULL, args_fp = excluded.args_fp "
+    "WHERE t.status = 'running' OR (t.status != 'done' AND (t.attempt < excluded.attempt "
+    "OR t.started_at < excluded.started_at))"
 )
 
 #: A step's failed try (see retry.py).
@@ -188,6 +204,11 @@ class SqlitePrimitives:
         return True, None if row is None else MarkerRecord(*row)
 
     # -- the run's primitives ------------------------------------------------------
+
+    def write_running(self, rows: Sequence[Sequence[Any]]) -> None:
+        self.store.write_many(RUNNING_UPSERT.format(table=self.table), rows)
+
+    # -- a cancel request, sleeps and waits, step tries -------------------------
 
     def cancel_request(self, run_id: str) -> tuple[str | None, str | None] | None:
         rows = self.store.query(

@@ -181,7 +181,8 @@ def watch_flight(j: Journal, store: Store) -> None:
     with j._keys_lock:
         if j.store is not store or j._flight_watch is not None:
             return
-        watched = inflight.Watched(store, j.table, j.run_id, j.attempt, j._in_flight, j.clock)
+        assert j._storage is not None
+        watched = inflight.Watched(j._storage, j.run_id, j.attempt, j._in_flight, j.clock)
         watched.poll = partial(cancellation.poll, j)  # a cancel is noticed between steps
         j._flight_watch = watched
     inflight.WATCH.watch(watched)

@@ -193,6 +193,11 @@ class Storage(Protocol):
 
     # -- the run's primitives: a cancel request, sleeps and waits, step tries ------
 
+    def write_running(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Show steps in flight: ``(run, key, fn, started_at, duration_ms, attempt, args_fp)``
+        as ``running`` rows, never over a row of a finished step (inflight.py)."""
+        ...
+
     def cancel_request(self, run_id: str) -> tuple[str | None, str | None] | None:
         """``(requested_at, reason)`` of the run's cancel request (``requested_at``
         None: none was made); None when there is no such run."""
