@@ -24,6 +24,9 @@ class LetItLoopError(Exception):
 class JournalFileError(LetItLoopError):
     """The journal file cannot be used: not SQLite, corrupt, unreadable, read-only or full."""
 
+    #: The journal file (or the folder beside it) the error is about, when known.
+    path: str | None = None
+
 
 class SchemaVersionError(JournalFileError):
     """The journal file was written by a newer letitloop; it is left untouched."""
@@ -32,6 +35,8 @@ class SchemaVersionError(JournalFileError):
 class EncodeError(LetItLoopError):
     """A step's result cannot be encoded; nothing was written."""
 
+    #: The step whose result it was, when the value was a step's result.
+    key: str | None = None
     #: Where in the value the offending part sits: ``$``, ``$.items[3].when``.
     path: str = "$"
 
@@ -41,7 +46,16 @@ class DecodeError(LetItLoopError):
 
 
 class StepMismatchError(LetItLoopError):
-    """The step recorded under a key was produced by a different function."""
+    """The step recorded under a key was made by another function, or with other arguments."""
+
+    run_id: str | None = None
+    #: The step's key in its run (``fetch``, ``fetch#2``, ``outer/fetch``).
+    key: str | None = None
+    #: The function that recorded the step, and the one called now.
+    recorded: str | None = None
+    called: str | None = None
+    #: What differs between the recorded call's arguments and this call's.
+    differences: str | None = None
 
 
 class InvalidNameError(LetItLoopError):
@@ -51,17 +65,32 @@ class InvalidNameError(LetItLoopError):
 class ConcurrentStepError(LetItLoopError):
     """Two concurrent calls used one step name, so their keys cannot be ordered."""
 
+    run_id: str | None = None
+    #: The step name two concurrent calls used.
+    name: str | None = None
+
 
 class RunHeldError(LetItLoopError):
     """The run is held by another live process (or another journal in this one)."""
+
+    run_id: str | None = None
+    #: The holder's process id and host name, when known.
+    pid: int | None = None
+    host: str | None = None
 
 
 class NoJournalError(LetItLoopError):
     """A free function such as ``step()`` was called with no open journal."""
 
+    goal_id: str | None = None
+
 
 class RunNotFoundError(LetItLoopError):
     """A run or goal named on the command line or in a library call does not exist."""
+
+    #: What was looked for: a run id, prefix or name, and a step key.
+    run: str | None = None
+    key: str | None = None
 
 
 class SupervisorError(LetItLoopError):
@@ -71,21 +100,40 @@ class SupervisorError(LetItLoopError):
 class MarkerHeldError(LetItLoopError):
     """Another holder stayed inside a marker's block longer than the wait's timeout."""
 
+    #: The marker's name, and the holder's run, process id and host.
+    name: str | None = None
+    run_id: str | None = None
+    pid: int | None = None
+    host: str | None = None
+
 
 class MarkerLostError(LetItLoopError):
     """A marker's holder lost its claim before it could commit; the side effect may repeat."""
+
+    name: str | None = None
+    idempotency_key: str | None = None
 
 
 class RunCancelledError(LetItLoopError):
     """The run was cancelled (``lil cancel``, ``letitloop.cancel``); its holder stops here."""
 
+    run_id: str | None = None
+    #: The reason given to ``lil cancel --reason`` or ``cancel(reason=...)``.
+    reason: str | None = None
+
 
 class WaitTimeoutError(LetItLoopError, TimeoutError):
     """``wait_for`` got no value within its timeout; recorded, so a replay raises it again."""
 
+    run_id: str | None = None
+    key: str | None = None
+
 
 class NotWaitingError(LetItLoopError):
     """A value was sent to a run that is not waiting for that name (or already got one)."""
+
+    run_id: str | None = None
+    key: str | None = None
 
 
 # -- recording other code's errors ------------------------------------------------

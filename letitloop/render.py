@@ -163,6 +163,17 @@ def json_text(data: Any, *, indent: int | None = 2) -> str:
     return safe(text, block=True)
 
 
+def echo_json(data: Any) -> None:
+    """Print ``data`` as one indented JSON document (``--json``)."""
+    click.echo(json_text(data))
+
+
+def echo_jsonl(records: Iterable[Any]) -> None:
+    """Print each record as JSON on a line of its own (``--jsonl``)."""
+    for record in records:
+        click.echo(json_text(record, indent=None))
+
+
 def local_time(iso: str | None, *, short: bool = False) -> str:
     """An ISO UTC timestamp in the local zone: ``2026-11-30 08:12:03 CET`` or ``11-30 08:12``."""
     if not iso:

@@ -274,10 +274,10 @@ def difference(a: Any, b: Any, path: str = "$") -> str | None:
     if isinstance(a, (set, frozenset)):
         rest = list(b)
         for x in a:
-            i = next((i for i, y in enumerate(rest) if difference(x, y) is None), None)
-            if i is None:  # (an index: the matching member may itself be None)
+            at = next((i for i, y in enumerate(rest) if difference(x, y) is None), None)
+            if at is None:  # (an index: the matching member may itself be None)
                 return f"{path}: {show(x)} missing from {show(b)}"
-            del rest[i]
+            del rest[at]
         return None if not rest else f"{path}: extra {show(rest)}"
     if isinstance(a, BaseException):
         return difference(list(a.args), list(b.args), f"{path}.args") or difference(

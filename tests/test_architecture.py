@@ -36,10 +36,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("decorators", {"durable"}),
     (
         "inspection, control and supervision",
+        # inspection/ and maintenance/ are packages: their modules share this
+        # layer, and their order inside is INSPECTION_ORDER and MAINTENANCE_ORDER.
         {"inspection", "maintenance", "control", "policy", "supervisor"},
     ),
     (
         "command line and adapters",
+        # cli/ and runtext/ are packages: their modules share this layer, and
+        # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
         {"cli", "render", "runtext", "demo", "__main__", "adapters"},
     ),
     ("the public names", {"__init__"}),
@@ -59,6 +63,31 @@ CODEC_ORDER = [
     "decoding",
     "__init__",
 ]
+
+#: The command line's own modules, bottom up: shared options, completion, one
+#: module per family of commands, then the group that adds them.
+CLI_ORDER = ["params", "completion", "reading", "changing", "control", "running", "__init__"]
+
+#: The wording's own modules, bottom up: the shared words, then one per command family.
+RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
+
+#: The read-only library's own modules, bottom up: time and results, what the
+#: queries return, opening a file, a run's state, then the queries.
+INSPECTION_ORDER = [
+    "times",
+    "results",
+    "records",
+    "opening",
+    "state",
+    "listing",
+    "detail",
+    "export",
+    "__init__",
+]
+
+#: What changes a journal from outside a run, bottom up: a run held while it
+#: changes, then reset (whose deletion gc shares), fork and gc.
+MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
@@ -171,3 +200,35 @@ class TestTheCodecPackage:
             if t.startswith("codec.")
         }
         assert inside <= below, f"codec.{name} imports {sorted(inside - below)}, not below it"
+
+
+#: Packages whose modules are ordered bottom up, besides the codec's.
+ORDERED_PACKAGES = {
+    "cli": CLI_ORDER,
+    "runtext": RUNTEXT_ORDER,
+    "inspection": INSPECTION_ORDER,
+    "maintenance": MAINTENANCE_ORDER,
+}
+
+
+class TestTheOrderedPackages:
+    @pytest.mark.parametrize("package", sorted(ORDERED_PACKAGES))
+    def test_their_modules_are_all_in_order(self, package: str) -> None:
+        found = {
+            n.removeprefix(f"{package}.") for n in module_files() if n.startswith(f"{package}.")
+        }
+        assert found == set(ORDERED_PACKAGES[package]), f"list letitloop/{package}/'s modules"
+
+    @pytest.mark.parametrize(
+        "dotted", [f"{p}.{n}" for p, order in sorted(ORDERED_PACKAGES.items()) for n in order]
+    )
+    def test_a_module_imports_only_the_ones_below_it(self, dotted: str) -> None:
+        package, name = dotted.split(".")
+        order = ORDERED_PACKAGES[package]
+        below = set(order[: order.index(name)])
+        inside = {
+            t.removeprefix(f"{package}.")
+            for t in imports(dotted, module_files()[dotted])
+            if t.startswith(f"{package}.")
+        }
+        assert inside <= below, f"{dotted} imports {sorted(inside - below)}, not below it"

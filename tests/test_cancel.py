@@ -79,7 +79,9 @@ class Lab:
         self.children: list[subprocess.Popen[str]] = []
 
     def spawn(self, mode: str, name: str | None = None) -> subprocess.Popen[str]:
-        child = spawn_python(self.script, str(self.db), str(self.log), mode, *([name] * bool(name)))
+        child = spawn_python(
+            self.script, str(self.db), str(self.log), mode, *([name] if name else [])
+        )
         self.children.append(child)
         return child
 
@@ -103,6 +105,15 @@ class Lab:
             time.sleep(0.02)
         time.sleep(0.1)  # into its first step, sleep or wait
         return next(ln[1] for ln in self.lines("open") if int(ln[2]) == child.pid)
+
+    def started(self, child: subprocess.Popen[str], step: int) -> None:
+        """Wait until ``child`` has begun step ``s{step}`` (so every step before it is recorded:
+        a step's row is committed before the step returns)."""
+        deadline = time.monotonic() + 30
+        while not any(ln[1:] == [str(step), str(child.pid)] for ln in self.lines("start")):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, f"the child never began step s{step}"
+            time.sleep(0.01)
 
     def run_row(self, run_id: str) -> tuple[Any, ...]:
         conn = sqlite3.connect(self.db)
@@ -196,6 +207,7 @@ class TestARunNoProcessHolds:
     def crashed(self, lab: Lab) -> str:
         child = lab.spawn("steps", "nightly")
         run = lab.opened(child)
+        lab.started(child, 2)  # s0 and s1 recorded, whatever the machine's load
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
         return run

@@ -112,7 +112,7 @@ def assert_clean(raw: bytes, what: str) -> str:
     return text
 
 
-def strict_json(text: str) -> Any:
+def strict_json(text: str | bytes) -> Any:
     """``text`` parsed by a JSON reader that refuses NaN and Infinity."""
 
     def refuse(name: str) -> Any:

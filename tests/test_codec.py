@@ -28,6 +28,7 @@ import uuid
 import zoneinfo
 from collections import OrderedDict
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import msgspec
@@ -275,7 +276,7 @@ class TestEveryTypeComesBackAsItself:
         Model(name="m", when=dt.datetime(2026, 1, 1), items=[Point(1)], meta={1: (2,)}),
         Money(199, "EUR"),
         Perm.R | Perm.W,
-        Loose(name="x", extra_field=(1, dt.date(2020, 1, 1))),
+        Loose(name="x", extra_field=(1, dt.date(2020, 1, 1))),  # type: ignore[call-arg]
         ValueError("bad", 3),
         QuotaError("ada", 5),
     )
@@ -640,7 +641,7 @@ class TestTheRegistry:
             register(dt.datetime)
 
     def test_a_subclass_of_a_registered_class_is_not_silently_its_parent(self) -> None:
-        class Special(Point):  # type: ignore[misc]
+        class Special(Point):
             pass
 
         with pytest.raises(EncodeError, match="Special is not registered"):
@@ -729,8 +730,11 @@ def _versions(
         if kind == "namedtuple":
             from typing import NamedTuple
 
-            return NamedTuple(label, [(f, Any) for f in fields])  # type: ignore[misc]
-        return pydantic.create_model(label, **{f: (Any, ...) for f in fields})  # type: ignore[call-overload]
+            made: type = NamedTuple(label, [(f, Any) for f in fields])  # type: ignore[misc]
+            return made
+        fields_of: dict[str, Any] = {f: (Any, ...) for f in fields}
+        model: type = pydantic.create_model(label, **fields_of)
+        return model
 
     return make(old_fields, "Old"), make(new_fields, "New")
 
@@ -1165,7 +1169,8 @@ LEAF = dt.date(2020, 1, 1)
 
 
 def stack_depth() -> int:
-    frame, depth = sys._getframe(), 0
+    frame: FrameType | None = sys._getframe()
+    depth = 0
     while frame is not None:
         frame, depth = frame.f_back, depth + 1
     return depth
@@ -1536,7 +1541,7 @@ ODD_TEXT_VALUES = [
     pathlib.PosixPath("/data") / NOT_UTF8,
     ValueError(f"cannot parse {NOT_UTF8}"),
     Box(NOT_UTF8, label=NOT_UTF8, tags=[NOT_UTF8]),
-    Loose.model_construct(name=NOT_UTF8, **{f"x{NOT_UTF8}": 1}),  # pydantic refuses them
+    Loose.model_construct(name=NOT_UTF8, **{f"x{NOT_UTF8}": 1}),  # type: ignore[arg-type]  # pydantic refuses them
     OddMode.ODD,
     _large(NOT_UTF8),
     _large({NOT_UTF8: 1.5}),

@@ -70,7 +70,7 @@ class TestTheCodecBenchmarkSmokeRun:
     def test_its_round_trip_check_fails_on_a_payload_that_does_not_come_back_equal(self) -> None:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         try:
-            import bench_codec
+            import bench_codec  # type: ignore[import-not-found]  # a script, not a package
         finally:
             sys.path.remove(str(ROOT / "benchmarks"))
         assert bench_codec.check_round_trip((1, [2])).startswith("round trip: equal")

@@ -683,7 +683,7 @@ def _plain_leaf(v: Any) -> bool:
     if t is float:
         return math.isfinite(v)
     if t is int:
-        return abs(v) < 10**4300
+        return bool(abs(v) < 10**4300)
     if t is str:  # UTF-8 text: no lone surrogate
         return not any("\ud800" <= c <= "\udfff" for c in v)
     return t is bool or v is None

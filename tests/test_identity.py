@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +112,12 @@ class TestDurableResumesOnlyARunOfTheSameArguments:
             step("a", calls.append, (uid, lang))
             raise RuntimeError("crash after a")
 
-        for call in (lambda: work(1), lambda: work(uid=1), lambda: work(1, "en")):
+        same: list[Callable[[], str]] = [
+            lambda: work(1),
+            lambda: work(uid=1),
+            lambda: work(1, "en"),
+        ]
+        for call in same:
             with pytest.raises(RuntimeError):
                 call()
         assert calls == [(1, "en")]  # one run, resumed twice: 'a' replayed

@@ -172,7 +172,7 @@ class TestCollectingGarbage:
         self, db: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """gc takes each run's lock before deleting it: a run opened since it looked stays."""
-        from letitloop import maintenance
+        from letitloop.maintenance import gc  # gc_runs looks gc_candidates up in its module
 
         old = time.time() - 90 * 86400
         with pytest.raises(RuntimeError), Journal("g", path=db, clock=lambda: old) as first:
@@ -180,10 +180,10 @@ class TestCollectingGarbage:
             raise RuntimeError("left to resume")
         store = open_journal_file(db, write=True)
         try:
-            listed = maintenance.gc_candidates(store, timedelta(days=30))
+            listed = gc.gc_candidates(store, timedelta(days=30))
             assert [r.id for r in listed[0]] == [first.run_id]
             # The race: between gc's listing and its delete, a process resumes the run.
-            monkeypatch.setattr(maintenance, "gc_candidates", lambda *a, **k: listed)
+            monkeypatch.setattr(gc, "gc_candidates", lambda *a, **k: listed)
             with Journal("g", path=db) as resumed:
                 assert resumed.run_id == first.run_id
                 result = gc_runs(store, timedelta(days=30))

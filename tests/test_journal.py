@@ -55,6 +55,7 @@ def durability(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     """Run this whole contract suite in both durability modes (the default is switched)."""
     mode = str(request.param)
     for fn in (Journal.__init__, durable):
+        assert fn.__kwdefaults__ is not None
         monkeypatch.setitem(fn.__kwdefaults__, "durability", mode)
     return mode
 
@@ -449,3 +450,28 @@ class TestDurabilityModes:
     def test_an_unknown_mode_is_refused(self, db: Path) -> None:
         with pytest.raises(ValueError, match="'process' or 'power'"):
             Journal("g", path=db, durability="sometimes")  # type: ignore[arg-type]
+
+    def test_every_detail_an_error_carries_is_declared_on_its_class(self) -> None:
+        """A detail passed where an error is raised (``pid=``, ``key=``) is a typed,
+        documented attribute of that class, and reads as None where it was not given."""
+        import ast
+
+        import letitloop.errors as errors
+
+        package = Path(errors.__file__).parent
+        undeclared = []
+        for source in sorted(package.rglob("*.py")):
+            for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                    continue
+                cls = getattr(errors, node.func.id, None)
+                if not (isinstance(cls, type) and issubclass(cls, LetItLoopError)):
+                    continue
+                declared = {n for c in cls.__mro__ for n in getattr(c, "__annotations__", {})}
+                for kw in node.keywords:
+                    if kw.arg is not None and kw.arg not in declared:
+                        where = f"{source.relative_to(package)}:{node.lineno}"
+                        undeclared.append(f"{where} {cls.__name__}({kw.arg}=)")
+        assert undeclared == []
+        assert errors.RunHeldError("held").pid is None
+        assert errors.MarkerLostError("lost", name="m").name == "m"

@@ -481,7 +481,7 @@ class TestScopes:
     def test_a_global_marker_done_in_one_goal_is_false_in_every_other_goal(
         self, db: Path, child_script: Path, side: Path
     ) -> None:
-        args = dict(db=str(db), scope="global", name="charge:123", side=str(side))
+        args: dict[str, Any] = dict(db=str(db), scope="global", name="charge:123", side=str(side))
         first = run_child(child_script, "enter", goal="checkout", **args)
         second = run_child(child_script, "enter", goal="retry_payments", **args)
         assert (first["offered"], second["offered"]) == (True, False)
@@ -600,7 +600,7 @@ class TestIdempotencyKeys:
         self, db: Path, side: Path, child_script: Path
     ) -> None:
         # An unnamed run: the failed first attempt is resumed by the second process.
-        args = dict(db=str(db), goal="notify_users", side=str(side))
+        args: dict[str, Any] = dict(db=str(db), goal="notify_users", side=str(side))
         run1 = run_child(child_script, "enter", 1, scope="run", name="mail", fail=True, **args)
         run2 = run_child(child_script, "enter", scope="run", name="mail", **args)
         assert run1["pid"] != run2["pid"]

@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 import pickle
 import signal
+from typing import Any
 
 import pytest
 
@@ -37,7 +38,7 @@ class FakeClock:
         self.t += seconds
 
 
-def crash_loop(policy: Policy, clock: FakeClock, deaths: int, uptime: float = 0.1) -> list:
+def crash_loop(policy: Policy, clock: FakeClock, deaths: int, uptime: float = 0.1) -> list[Any]:
     """Start and kill the child ``deaths`` times, sleeping each decided delay; the decisions."""
     pol = RestartPolicy(policy, clock=clock)
     decisions = []

@@ -70,7 +70,9 @@ AROUND: dict[str, tuple[str, str]] = {
 
 def blocks(kind: str, text: str = README) -> list[str]:
     """The bodies of the fenced blocks whose info string is ``kind`` ('' for none), in order."""
-    found, body, info = [], [], None
+    found: list[str] = []
+    body: list[str] = []
+    info: str | None = None
     for line in text.splitlines(keepends=True):
         if line.startswith("```"):
             if info is None:

@@ -309,7 +309,7 @@ class TestTheRestartBudgetAndTheBreaker:
         result = run([*argv, "--max-restarts", "3", "fail.py"], tmp_path)
         assert result.returncode == 1
         rows = events(tmp_path / ".letitloop" / "journal.db")
-        delays = [r["delay_s"] for r in rows if r["event"] == "restart"]
+        delays = [float(str(r["delay_s"])) for r in rows if r["event"] == "restart"]
         assert delays == pytest.approx([0.1, 0.3, 0.5])
         # Each start really waited at least its delay after the death before it.
         from datetime import datetime

@@ -1,188 +1,20 @@
-"""What ``lil runs`` and ``lil show`` print for people: lines for :func:`render.echo`.
+"""What ``lil show`` prints about one run: its state, input, steps, result, tries and attempts.
 
-The data comes from :mod:`letitloop.inspection`; the words are here. Every
-line goes out through :func:`letitloop.render.echo`, which makes recorded
-text safe. Identifiers a user copies into the next command (run ids, goals,
-names, step keys, watch ids) are never cut; only previews (results, errors)
-are cut to the width of a terminal, and nothing is cut in a pipe.
+Also ``lil show --step``: one row with its full result, error and traceback.
 """
 
 from __future__ import annotations
 
-import shlex
-from datetime import datetime, timezone
 from typing import Any
 
-from . import render
-from .inspection import (
-    AttemptInfo,
-    InFlight,
-    Pause,
-    RowInfo,
-    RunDetail,
-    RunInfo,
-    UsageTotals,
-    decode_result,
-    parse_utc,
-)
+from .. import render
+from ..inspection import RowInfo, RunDetail, RunInfo, UsageTotals, decode_result
+from .words import at_least, ending, in_flight, pause_text, since, usage_text, watch_label
 
 
 def _seconds(ms: Any) -> float | None:
     """A row's ``duration_ms`` in seconds; None when it is missing or not a number."""
     return ms / 1000 if isinstance(ms, (int, float)) else None
-
-
-def since(iso: str | None) -> float | None:
-    """Seconds from ``iso`` to now; None when it is not a timestamp."""
-    try:
-        return (datetime.now(timezone.utc) - parse_utc(str(iso))).total_seconds()
-    except (ValueError, OverflowError):
-        return None
-
-
-def at_least(seconds: float | None) -> str:
-    """``after at least 3.0s`` (the heartbeat's figure is a lower bound)."""
-    return f"after at least {render.duration(seconds)}" if seconds is not None else ""
-
-
-def in_flight(f: InFlight) -> str:
-    """``in step 'k' for 12.0s`` (live), ``in step 'k' after at least 3.0s`` (ended)."""
-    if f.live:
-        return f"in step {f.key!r} for {render.duration(since(f.started_at))}"
-    return f"in step {f.key!r} {at_least(f.ran_s)}".rstrip()
-
-
-def until(iso: str | None) -> float | None:
-    """Seconds from now to ``iso``; None when it is not a timestamp."""
-    left = since(iso)
-    return None if left is None else -left
-
-
-def pause_text(p: Pause, run: RunInfo) -> str:
-    """``sleeping in 'nap' until 12:00:03 (1m02s left)``, ``waiting for 'approval' since …``."""
-    if p.status == "sleeping":
-        return (
-            f"sleeping in {p.key!r} until {render.local_time(p.until)} "
-            f"({render.duration(until(p.until))} left)"
-        )
-    if p.status == "waiting":
-        text = f"waiting for {p.key!r} since {render.local_time(p.since)}"
-        if p.until:
-            text += f" (times out at {render.local_time(p.until)})"
-        return text + f"; send it: {quoted('lil', 'send', run.id, p.key)} VALUE"
-    error = f" ({render.one_line(p.error)})" if p.error else ""
-    return (
-        f"retrying {p.key!r}: a try failed{error}; next try at {render.local_time(p.until)} "
-        f"(in {render.duration(until(p.until))})"
-    )
-
-
-def usage_text(u: UsageTotals) -> str:
-    """``12,345 tokens (9,000 in, 3,345 out), $0.42``; ``-`` when nothing was reported."""
-    bits = []
-    if u.tokens is not None:
-        bits.append(
-            f"{render.tokens(u.tokens)} ({u.input_tokens or 0:,} in, {u.output_tokens or 0:,} out)"
-        )
-    if u.cost is not None:
-        bits.append(render.money(u.cost))
-    return ", ".join(bits) or "-"
-
-
-def watch_label(a: AttemptInfo) -> str:
-    """``attempt 3 of lil watch 01J…`` for an attempt that ``lil watch`` started, else ''."""
-    if not a.watch_id:
-        return ""
-    if a.watch_attempt is not None:
-        return f"attempt {a.watch_attempt} of lil watch {a.watch_id}"
-    return f"lil watch {a.watch_id}"
-
-
-def ending(a: AttemptInfo) -> str:
-    """How an attempt ended, in words (see :class:`letitloop.inspection.AttemptInfo`)."""
-    step = f" in step {a.step!r}" if a.step else ""
-    if a.outcome == "running":
-        text = "running" + (f"{step} for {render.duration(a.step_s)}" if a.step else "")
-    elif a.outcome == "completed":
-        text = "completed"
-    elif a.outcome == "failed":
-        text = f"failed{step}" + (f": {render.one_line(a.error)}" if a.error else "")
-    elif a.outcome == "died":
-        text = "died" + (f"{step} {at_least(a.step_s)}".rstrip() if a.step else "")
-    elif a.outcome == "interrupted":
-        text = f"interrupted{step} {at_least(a.step_s)}".rstrip()
-    elif a.outcome == "cancelled":
-        text = "cancelled" + (f": {render.one_line(a.error)}" if a.error else "")
-    elif a.outcome == "waiting":
-        text = "stopped to wait" + (f" for {a.step!r}" if a.step else "")
-    else:
-        text = "ending not recorded"
-    if a.exit_code is not None or a.signal:
-        how = f"exit {a.exit_code}" if a.exit_code is not None else ""
-        if a.signal:
-            how = f"{how} ({a.signal})" if how else str(a.signal)
-        text += f"; lil watch saw {how}"
-    return text
-
-
-def run_note(r: RunInfo) -> str | None:
-    """The line under a run in ``lil runs``: what it is doing, how it stopped, where from."""
-    bits: list[str] = []
-    live = [f for f in r.in_flight if f.live]
-    if r.state == "running" and live:
-        bits.append(", ".join(in_flight(f) for f in live))
-    elif r.state in ("running", "waiting") and r.pauses:
-        bits.append(", ".join(pause_text(p, r) for p in r.pauses))
-    elif r.state == "cancelled" and r.status != "cancelled":
-        bits.append(
-            f"asked to stop at {render.local_time(r.cancel_requested_at)}; its process died"
-        )
-    elif r.state == "crashed":
-        died = r.died_in
-        bits.append(
-            f"attempt {r.attempts} died {in_flight(died)}" if died else f"attempt {r.attempts} died"
-        )
-    elif r.state == "pending":
-        bits.append("no process has opened it yet")
-    if r.forked_from and r.state in ("pending", "running", "crashed"):
-        bits.append(f"forked from {r.forked_from} at step {r.forked_at!r}")
-    text = "; ".join(bits)
-    if r.error and r.state != "completed":
-        first = r.error.split("\n")[0]
-        lead = "an earlier attempt failed: " if r.error_is_earlier else ""
-        head = f"{text}; {lead}" if text else lead
-        return "  └ " + head + render.fit(first, 4 + len(head))
-    return "  └ " + text if text else None
-
-
-def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
-    """``lil runs``: a table, a note under the runs that need one, and what was left out."""
-    headers = ["RUN", "GOAL", "NAME", "STATE", "STEPS", "ATT", "STARTED", "TOOK", "COST"]
-    rows = [
-        [
-            r.id,
-            r.goal,
-            r.name if r.name is not None else "-",
-            r.state,
-            str(r.steps_done),
-            str(r.attempts),
-            render.local_time(r.started_at, short=True),
-            "-" if r.state == "pending" else render.duration(r.duration_s),
-            render.money(r.cost),
-        ]
-        for r in found
-    ]
-    tints = [[None, None, None, r.state, None, None, None, None, None] for r in found]
-    lines = render.table(headers, rows, right=(4, 5, 7, 8), colours=tints)
-    out = [lines[0]]
-    for r, text in zip(found, lines[1:], strict=True):
-        out.append(text)
-        note = run_note(r)
-        if note:
-            out.append(render.colour(note, "failed") if r.state == "failed" else note)
-    if more:
-        out.append(more)
-    return out
 
 
 def value_lines(label: str, text: str | None, full: bool, registry: Any = None) -> list[str]:
@@ -378,7 +210,7 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
 
 def row_of(detail: RunDetail, key: str) -> RowInfo:
     """The row of step ``key``; a LetItLoopError naming the run's keys if it has none."""
-    from .errors import RunNotFoundError
+    from ..errors import RunNotFoundError
 
     row = next((r for r in detail.rows if r.key == key), None)
     if row is None:
@@ -387,6 +219,15 @@ def row_of(detail: RunDetail, key: str) -> RowInfo:
             f"run {detail.run.id} recorded no step {key!r}; its keys: {keys}", run=detail.run.id
         )
     return row
+
+
+def step_record(detail: RunDetail, key: str) -> dict[str, Any]:
+    """``lil show --step --json``: the row of step ``key`` as ``lil export`` gives it."""
+    row = row_of(detail, key)
+    out: dict[str, Any] = {"run": detail.run.id, **row.as_dict()}
+    out["result_json"] = out.pop("result")
+    out["result"], out["result_error"] = decode_result(row.result)
+    return out
 
 
 def step_lines(detail: RunDetail, key: str, registry: Any = None) -> list[str]:
@@ -432,29 +273,3 @@ def step_lines(detail: RunDetail, key: str, registry: Any = None) -> list[str]:
     out.append("result")
     out.extend(result_lines(row.result, registry))
     return out
-
-
-def follow_line(detail: RunDetail) -> str:
-    """One line of ``lil show --follow`` off a terminal: the time, the run, where it is."""
-    r = detail.run
-    of = f"/{detail.previous_steps}" if detail.previous_steps else ""
-    done = [row.key for row in detail.rows if row.status == "done"]
-    bits = [
-        datetime.now().strftime("%H:%M:%S"),
-        r.id,
-        render.colour(r.state, r.state),
-        f"{r.steps_done}{of} steps",
-        f"last: {done[-1] if done else '-'}",
-    ]
-    live = [f for f in r.in_flight if f.live]
-    if live:
-        now = (f"{f.key} (since {render.local_time(f.started_at)})" for f in live)
-        bits.append("now: " + ", ".join(now))
-    for p in r.pauses:
-        bits.append(f"{p.status}: {p.key} (until {render.local_time(p.until)})")
-    return "  ".join(bits)
-
-
-def quoted(*words: str) -> str:
-    """A command line to paste: each word shell-quoted."""
-    return " ".join(shlex.quote(w) for w in words)

@@ -1,0 +1,207 @@
+"""The commands that change a journal from outside a run: ``lil reset/fork/gc/upgrade``.
+
+The work is in :mod:`letitloop.maintenance` (and :mod:`letitloop.migrate`),
+the words in :mod:`letitloop.runtext.changes`. A command that deletes asks
+first on a terminal, and wants ``--yes`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .completion import complete_keys, complete_runs
+from .params import STATE_CHOICE, Duration, db_option, json_flags, open_store
+
+
+def confirm(question: str, refusal: str, yes: bool) -> None:
+    """Ask on a terminal; off one (a script, a pipe) require --yes: the same rule everywhere."""
+    from ..render import safe
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.ClickException(safe(refusal + "; pass --yes to confirm when not at a terminal"))
+    click.confirm(safe(question), abort=True)
+
+
+@click.command()
+@click.argument("ref", metavar="RUN|GOAL", shell_complete=complete_runs)
+@click.option(
+    "--run",
+    "run_ref",
+    metavar="RUN",
+    help="With a GOAL: the run of it to forget (id, id prefix or name); "
+    "default: the run Journal(GOAL) would resume.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--dry-run", is_flag=True, help="Say which run would be forgotten; change nothing.")
+@db_option
+@click.pass_context
+def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run: bool) -> None:
+    """Forget a run's journal so the next open starts it fresh.
+
+    Deletes the run, its attempts, steps and run-scoped markers. RUN is a
+    run id, a unique prefix of one or a run name; a GOAL means the run that
+    Journal(GOAL) would resume (its newest unfinished unnamed run), or with
+    --run that run of the goal. Asks first on a terminal; elsewhere --yes is
+    required. Refuses a run held by a live process.
+
+    \b
+    Examples:
+      lil reset customer_sync
+      lil reset 01JD7X3K9Q --yes
+      lil reset customer_sync --run 2026-11-30 --dry-run
+    """
+    from .. import render
+    from ..inspection import resumable_run
+    from ..maintenance import reset_run, reset_target
+    from ..runtext.changes import reset_line, reset_target_text
+
+    store = open_store(ctx, write=True)
+    try:
+        target = reset_target(store, ref, run_ref)
+        what = reset_target_text(target)
+        if dry_run:
+            render.echo(f"would forget {what}")
+            return
+        confirm(f"Forget {what}?", f"reset would forget {what}", yes)
+        gone = reset_run(store, target.id)
+        nxt = resumable_run(store, gone.goal)
+    finally:
+        store.close()
+    render.echo(reset_line(gone, nxt))
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN", shell_complete=complete_runs)
+@click.option(
+    "--from-step",
+    "from_step",
+    required=True,
+    metavar="KEY",
+    shell_complete=complete_keys,
+    help="The first step to run again; the steps before it keep their results.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@db_option
+@click.pass_context
+def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> None:
+    """Re-run RUN from step KEY on, keeping the results before KEY.
+
+    The way out after a bug fix or a code change under a recorded run. The
+    fork becomes the goal's newest unfinished run, so the next Journal(GOAL)
+    (or @durable call with the same arguments: the fork keeps the input)
+    resumes it; a named run's fork takes over its name (the source is
+    renamed NAME@RUN_ID). The fork records where it came from: lil show
+    says "forked from RUN at step KEY".
+
+    \b
+    Example:
+      lil fork 01JD7X3K9QF4ZC2M8N6P0RTVWY --from-step summarize
+    """
+    from .. import render
+    from ..maintenance import fork_run
+    from ..runtext.changes import fork_lines, fork_record
+
+    store = open_store(ctx, write=True)
+    try:
+        result = fork_run(store, run_ref, from_step)
+    finally:
+        store.close()
+    if as_json:
+        render.echo_json(fork_record(result))
+        return
+    render.echo(fork_lines(result, from_step))
+
+
+@click.command()
+@click.option(
+    "--older-than",
+    "older_than",
+    type=Duration(),
+    required=True,
+    help="Remove runs idle for longer than this (30d, 12h, 2w).",
+)
+@click.option(
+    "--status",
+    type=STATE_CHOICE,
+    multiple=True,
+    help="Only runs in this state (repeatable); default: every state but running.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed; change nothing.")
+@json_flags
+@db_option
+@click.pass_context
+def gc(
+    ctx: click.Context,
+    older_than: Any,
+    status: tuple[str, ...],
+    yes: bool,
+    dry_run: bool,
+    as_json: bool,
+    as_jsonl: bool,
+) -> None:
+    """Delete old runs and their rows, and goals left empty, then reclaim the space.
+
+    A run is old when its last activity is older than --older-than. Runs
+    held by a live process are never removed. A goal left with no run (and
+    no goal-scoped marker) goes too, with its journal table. Asks first on a
+    terminal; elsewhere --yes is required (--dry-run only lists).
+
+    \b
+    Examples:
+      lil gc --older-than 30d --dry-run
+      lil gc --older-than 30d --status completed --yes
+    """
+    from .. import render
+    from ..maintenance import gc_runs
+    from ..runtext.changes import gc_lines, gc_records, gc_target_text
+
+    store = open_store(ctx, write=True)
+    try:
+        result = gc_runs(store, older_than, status=status or None, dry_run=True)
+        if not dry_run and (result.removed or result.goals_removed):
+            what = gc_target_text(result)
+            confirm(f"Remove {what}?", f"gc would remove {what}", yes)
+        if not dry_run:
+            result = gc_runs(store, older_than, status=status or None)
+    finally:
+        store.close()
+    if as_jsonl:
+        render.echo_jsonl(gc_records(result))
+        return
+    if as_json:
+        render.echo_json(result.as_dict())
+        return
+    render.echo(gc_lines(result, dry_run))
+
+
+@click.command()
+@db_option
+@click.pass_context
+def upgrade(ctx: click.Context) -> None:
+    """Upgrade a journal written by an older letitloop to this version's schema.
+
+    Applies the pending numbered migrations, each in its own transaction with
+    its record (any Journal of this version does the same when it opens the
+    file). The reading commands (runs, show, export) never write, so they ask
+    for this first on an older file. A file from a newer letitloop, or one
+    that is not a journal, is refused and left as it was.
+
+    \b
+    Examples:
+      lil upgrade
+      lil upgrade --db /data/pipeline/journal.db
+    """
+    from .. import render
+    from ..migrate import known_names
+
+    store = open_store(ctx, write=True)
+    try:
+        render.echo(f"{store.path}: schema at {known_names()[-1]}")
+    finally:
+        store.close()

@@ -1,0 +1,124 @@
+"""What ``lil``'s commands share on their command lines: parameter types and common options.
+
+Durations (``30d``), times (``2h`` ago, a date), run states, ``KEY=VALUE``
+pairs, ``lil watch``'s restart limit and exit statuses, the ``--json`` and
+``--jsonl`` flags, and ``--db`` (accepted before or after the command) with
+the journal it names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import LetItLoopError
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..inspection import parse_duration
+
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Since(click.ParamType):  # type: ignore[type-arg]
+    name = "WHEN"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from ..inspection import parse_since
+
+        try:
+            return parse_since(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+#: A number of seconds, 0 or more.
+SECONDS = click.FloatRange(min=0)
+
+STATE_CHOICE = click.Choice(
+    ["running", "crashed", "pending", "waiting", "completed", "failed", "cancelled"]
+)
+
+
+def key_values(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    out = []
+    for v in values:
+        key, eq, value = v.partition("=")
+        if not eq or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE (user_id=7, user.name=ada), got {v!r}")
+        out.append((key.strip(), value))
+    return out
+
+
+def max_restarts(ctx: click.Context, param: click.Parameter, value: str) -> int | None:
+    """A whole number >= 0, or ``unlimited`` (None)."""
+    if value.strip().lower() in ("unlimited", "none", "inf"):
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise click.BadParameter(f"expected a whole number >= 0 or 'unlimited', got {value!r}")
+    return n
+
+
+def exit_statuses(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> frozenset[int]:
+    """Exit statuses 0-255 or signal names (``SIGKILL`` means 137)."""
+    from ..policy import parse_exit_status
+
+    try:
+        return frozenset(parse_exit_status(v) for v in values)
+    except LetItLoopError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def json_flags(f: Any) -> Any:
+    f = click.option(
+        "--jsonl", "as_jsonl", is_flag=True, help="One JSON record per line (JSON lines)."
+    )(f)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Machine-readable output (UTC timestamps)."
+    )(f)
+
+
+def _set_db(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    """``lil COMMAND --db PATH``: the same as ``lil --db PATH COMMAND``."""
+    if value is not None:
+        ctx.find_root().ensure_object(dict)["db"] = value
+
+
+def db_option(f: Any) -> Any:
+    return click.option(
+        "--db",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        expose_value=False,
+        callback=_set_db,
+        help="The journal file (also accepted before the command).",
+    )(f)
+
+
+def db_path(ctx: click.Context) -> Path | None:
+    root = ctx.find_root()
+    db = (root.obj or {}).get("db") if isinstance(root.obj, dict) else None
+    return db if db is not None else root.params.get("db")
+
+
+def open_store(ctx: click.Context, *, write: bool = False, live: bool = False) -> Any:
+    """The journal for a command: read-only unless the command changes it (``write``)."""
+    from ..inspection import open_journal_file
+
+    return open_journal_file(db_path(ctx), write=write, live=live)

@@ -1,0 +1,307 @@
+"""The commands that read a journal and never write it: ``lil runs``, ``show`` and ``export``.
+
+The work is in :mod:`letitloop.inspection`, the words in
+:mod:`letitloop.runtext`, the text's safety in :mod:`letitloop.render`.
+``lil show --follow`` is here too: it reads the run again until it ends.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+import click
+
+from .completion import complete_goals, complete_keys, complete_runs
+from .params import STATE_CHOICE, Since, db_option, json_flags, key_values, open_store
+
+
+@click.command()
+@click.argument("goal", required=False, shell_complete=complete_goals)
+@click.option(
+    "--status", type=STATE_CHOICE, multiple=True, help="Only runs in this state (repeatable)."
+)
+@click.option(
+    "--since",
+    type=Since(),
+    help="Only runs started since: a duration ago (2h, 7d) or a date/time.",
+)
+@click.option(
+    "--until",
+    type=Since(),
+    help="Only runs started before: a duration ago (2h, 7d) or a date/time.",
+)
+@click.option(
+    "--name",
+    "name_glob",
+    metavar="GLOB",
+    help="Only runs whose name matches this glob (user-*, 2026-11-?); case-sensitive.",
+)
+@click.option(
+    "--input",
+    "inputs",
+    metavar="KEY=VALUE",
+    multiple=True,
+    callback=key_values,
+    help="Only runs whose recorded input has VALUE (JSON, else text) at KEY; repeatable.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0, max=1_000_000_000),
+    default=50,
+    show_default=True,
+    help="At most this many runs, newest first (0: all).",
+)
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0, max=1_000_000_000),
+    default=0,
+    help="Skip this many matching runs first (the next page).",
+)
+@json_flags
+@db_option
+@click.pass_context
+def runs(
+    ctx: click.Context,
+    goal: str | None,
+    status: tuple[str, ...],
+    since: datetime | None,
+    until: datetime | None,
+    name_glob: str | None,
+    inputs: list[tuple[str, str]],
+    limit: int,
+    offset: int,
+    as_json: bool,
+    as_jsonl: bool,
+) -> None:
+    """List runs, newest first: state, name, steps done, cost, what each is doing.
+
+    A run whose process died without finishing shows as "crashed", with the
+    step it died in; one held by a live process as "running", with the step
+    it has been in for more than a second (or its sleep, wait or retry); a
+    fork nobody opened yet as "pending"; a run that stopped to wait for
+    outside input as "waiting"; a cancelled one as "cancelled". COST sums
+    what its steps reported (letitloop.usage). Off a terminal every value is
+    printed whole. When more runs match than --limit, the output says so (on
+    stderr with --json/--jsonl).
+
+    \b
+    Examples:
+      lil runs
+      lil runs customer_sync --status failed --status crashed --since 1d
+      lil runs --name 'user-*' --input user_id=7
+      lil runs --jsonl --limit 0 | jq -r 'select(.state == "crashed") | .id'
+    """
+    from .. import render
+    from ..inspection import list_runs
+    from ..runtext.runs import more_text, no_runs_line, runs_lines
+
+    store = open_store(ctx)
+    try:
+        found = list_runs(
+            store,
+            goal,
+            status=status or None,
+            since=since,
+            until=until,
+            name=name_glob,
+            inputs=inputs,
+            limit=limit + 1 if limit else None,
+            offset=offset,
+        )
+    finally:
+        store.close()
+    more = None
+    if limit and len(found) > limit:
+        found = found[:limit]
+        more = more_text(len(found), offset, limit)
+    if as_json or as_jsonl:
+        records = [r.as_dict() for r in found]
+        render.echo_jsonl(records) if as_jsonl else render.echo_json(records)
+        if more:
+            render.echo(more, err=True)
+        return
+    if not found:
+        render.echo(no_runs_line(goal, store.path))
+        return
+    render.echo(runs_lines(found, more))
+
+
+@click.command()
+@click.argument("ref", metavar="RUN|GOAL", shell_complete=complete_runs)
+@click.option("--full", is_flag=True, help="Print the input, result and every step's in full.")
+@click.option(
+    "--step",
+    "step_key",
+    metavar="KEY",
+    shell_complete=complete_keys,
+    help="Only this step: its full result, error and traceback.",
+)
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep watching while the run progresses; stops when it completes (exit 0), "
+    "fails, is cancelled, stops to wait for outside input, or is crashed with nothing to "
+    "resume it (1).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05, max=3600),
+    default=1.0,
+    show_default=True,
+    help="Seconds between refreshes with --follow.",
+)
+@json_flags
+@db_option
+@click.pass_context
+def show(
+    ctx: click.Context,
+    ref: str,
+    full: bool,
+    step_key: str | None,
+    follow: bool,
+    interval: float,
+    as_json: bool,
+    as_jsonl: bool,
+) -> None:
+    """Show one run: its input, steps, result, errors, attempts and restarts.
+
+    RUN is a run id (or a unique prefix of one, or a run name); GOAL means
+    the goal's newest run. Each row has its status, attempt, duration and a
+    one-line preview of its result; a step running for more than a second
+    shows as running, and one its attempt left unfinished as interrupted.
+    Each attempt says how it ended (and which `lil watch` started it).
+    --json and --jsonl give what `lil export` gives: decoded results.
+
+    \b
+    Examples:
+      lil show customer_sync
+      lil show 01JD7X3K9Q --step fetch_user
+      lil show customer_sync --follow
+    """
+    from .. import render
+    from ..inspection import export_records, export_run, find_run, show_run
+    from ..runtext.detail import show_lines, step_lines, step_record
+
+    store = open_store(ctx, live=follow)
+    try:
+        run = find_run(store, ref)
+        if follow:
+            sys.exit(follow_run(store, ref, run, interval, as_json or as_jsonl))
+        detail = show_run(store, run)
+        if step_key is not None and (as_json or as_jsonl):
+            step = step_record(detail, step_key)
+            render.echo_jsonl([step]) if as_jsonl else render.echo_json(step)
+        elif as_jsonl:
+            render.echo_jsonl(export_records(store, detail))
+        elif as_json:
+            render.echo_json(export_run(store, detail))
+        elif step_key is not None:
+            render.echo(step_lines(detail, step_key))
+        else:
+            render.echo(show_lines(detail, full))
+    finally:
+        store.close()
+
+
+@click.command()
+@click.argument("ref", metavar="RUN|GOAL", shell_complete=complete_runs)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "ndjson", "jsonl"]),
+    default="json",
+    show_default=True,
+    help="One JSON document, or one JSON record per line (ndjson and jsonl are the same).",
+)
+@click.option("--jsonl", "as_jsonl", is_flag=True, help="The same as --format jsonl.")
+@db_option
+@click.pass_context
+def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
+    """Print a run with its input, steps, markers and decoded results as JSON.
+
+    For bug reports and tests. Timestamps are ISO-8601 UTC; each row has its
+    decoded "result", the stored JSON text as "result_json", and
+    "result_error": null, or why a damaged stored text could not be decoded.
+    The run has its decoded "input" and "result" the same way.
+    The output is strict JSON: an int too long for decimal text is written
+    {"!int": "0x…"} and nan or infinity {"!float": "nan"}, as in the journal.
+
+    \b
+    Examples:
+      lil export 01JD7X3K9QF4ZC2M8N6P0RTVWY > run.json
+      lil export customer_sync --jsonl | jq -c 'select(.record == "row")'
+    """
+    from .. import render
+    from ..inspection import export_records, export_run, find_run
+
+    store = open_store(ctx)
+    try:
+        run = find_run(store, ref)
+        if fmt == "json" and not as_jsonl:
+            render.echo_json(export_run(store, run))
+        else:
+            render.echo_jsonl(export_records(store, run))
+    finally:
+        store.close()
+
+
+def follow_run(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> int:
+    """``lil show --follow``: its exit status (0 completed, 1 failed or left crashed)."""
+    from .. import render
+    from ..inspection import find_run, resumer, show_run
+    from ..runtext.detail import show_lines
+    from ..runtext.follow import end_line, follow_line, follow_record, watcher_text
+
+    tty = sys.stdout.isatty() and not as_json
+    last: Any = None
+    told: Any = None
+    try:
+        while True:
+            # Following a goal follows its newest run (a restart keeps the same run).
+            run = find_run(store, run.id if ref == run.id else ref)
+            detail = show_run(store, run)
+            r = detail.run
+            watcher = resumer(store, r) if r.state in ("crashed", "pending") else None
+            waiting = watcher_text(watcher) if watcher is not None else None
+            if tty:
+                lines = show_lines(detail, False) + ([waiting] if waiting else [])
+                if lines != last:  # redraw only what changed
+                    last = lines
+                    click.clear()
+                    render.echo(lines)
+            else:
+                live = tuple(f.key for f in r.in_flight if f.live)
+                paused = tuple((p.key, p.status) for p in r.pauses)
+                seen = (
+                    r.id,
+                    r.state,
+                    r.steps_done,
+                    r.steps_failed,
+                    r.markers,
+                    live,
+                    waiting,
+                    paused,
+                )
+                if seen != last:
+                    last = seen
+                    if as_json:
+                        click.echo(render.json_text(follow_record(detail, watcher), indent=None))
+                    else:
+                        render.echo(follow_line(detail))
+                        if waiting and waiting != told:
+                            told = waiting
+                            render.echo(f"{r.id}  {waiting}")
+            if r.state == "completed":
+                return 0
+            if r.state in ("failed", "cancelled", "waiting") or (
+                r.state in ("crashed", "pending") and watcher is None
+            ):
+                if not as_json:
+                    render.echo(end_line(r))
+                return 1
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,65 @@
+"""Opening an existing journal file: read-only for readers, which never write (no
+migration, no lock file, no checkpoint); writable for maintenance (:func:`open_journal_file`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from ..errors import JournalFileError
+from ..store import Store, resolve_path
+
+
+def open_journal_file(
+    path: str | Path | None = None, *, write: bool = False, live: bool = False
+) -> Store:
+    """Open an existing journal: for reading (the default) or for maintenance (``write``).
+
+    Unlike ``Journal``, this never creates a file, and refuses an SQLite file
+    that is not a letitloop journal rather than adding tables to it. A reader
+    (``lil runs``, ``show``, ``export``) opens the file read-only and never
+    changes it: no migration, no lock file, no checkpoint; a file written by
+    an older letitloop is refused with the way to upgrade it (``live``: the
+    reader watches a file others are writing, as ``--follow`` does). ``write=True``
+    (``reset``, ``fork``, ``gc``, ``upgrade``) opens it writable and upgrades
+    an older schema first. Raises JournalFileError saying what was found.
+    """
+    p = resolve_path(path)
+    if not p.exists():
+        raise JournalFileError(
+            f"{p}: no journal file here; expected the file a Journal wrote (pass --db PATH "
+            f"or set LETITLOOP_DB; the default is .letitloop/journal.db under the current "
+            f"folder)",
+            path=str(p),
+        )
+    if p.is_dir():
+        raise JournalFileError(
+            f"{p}: expected a journal file, found a folder; pass the file's path to --db",
+            path=str(p),
+        )
+    try:
+        # Read as it is when closed cleanly (no -wal): nothing is created beside it.
+        quiet = "&immutable=1" if not Path(f"{p}-wal").exists() else ""
+        probe = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro{quiet}", uri=True)
+        try:
+            names = {
+                r[0]
+                for r in probe.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name IN ('goals', 'runs')"
+                )
+            }
+        finally:
+            probe.close()
+    except sqlite3.Error as exc:
+        from ..store import _explain
+
+        raise _explain(exc, p) from None
+    if names != {"goals", "runs"}:
+        raise JournalFileError(
+            f"{p}: expected a letitloop journal, found an SQLite file without letitloop's "
+            f"tables (goals, runs); pass the journal's path to --db. The file was not changed.",
+            path=str(p),
+        )
+    return Store(p) if write else Store(p, readonly=True, live=live)

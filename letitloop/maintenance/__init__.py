@@ -1,0 +1,31 @@
+"""What changes a journal from outside a run: forget a run (``lil reset``), fork it
+(``lil fork``), collect old runs (``lil gc``).
+
+The read-only side (listing, showing, exporting, finding runs) is
+:mod:`letitloop.inspection`; these functions take a store opened for writing
+(``open_journal_file(path, write=True)``), hold each run's lock while they
+change it (so no process opens it meanwhile; RunHeldError for a run a live
+process holds) and change it in one transaction.
+
+Its modules, bottom up (each imports only the ones before it): ``holding``
+(a run's lock held while it changes), ``reset``, ``fork``, ``gc``.
+"""
+
+from __future__ import annotations
+
+from .fork import ForkResult, fork_run
+from .gc import GC_BATCH, GcResult, gc_candidates, gc_runs
+from .holding import _holding as _holding
+from .reset import _delete_runs as _delete_runs
+from .reset import reset_run, reset_target
+
+__all__ = [
+    "GC_BATCH",
+    "ForkResult",
+    "GcResult",
+    "fork_run",
+    "gc_candidates",
+    "gc_runs",
+    "reset_run",
+    "reset_target",
+]

@@ -1,0 +1,81 @@
+"""Forgetting runs: which run ``lil reset`` means (:func:`reset_target`), forgetting it
+(:func:`reset_run`), and deleting runs with their rows (:func:`_delete_runs`, which gc uses too).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+
+from ..errors import LetItLoopError, RunNotFoundError
+from ..inspection import RunInfo, find_run, resumable_run
+from ..inspection.listing import _known_goals, _no_goal
+from ..store import Store
+from .holding import _holding
+
+
+def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
+    """The run :func:`reset_run` would forget. Raises RunNotFoundError.
+
+    ``ref`` is a run id, a unique id prefix or a run name — that run — or a
+    goal: the run ``Journal(goal)`` would resume (its newest unfinished
+    unnamed run), or with ``run`` (an id, id prefix or name) that run of the
+    goal. A word that is both is taken as a run id first, then as a goal.
+    """
+    exact = store.query("SELECT 1 FROM runs WHERE id = ?", (ref,))
+    if store.goal_table(ref) is None or exact:
+        if run is not None:
+            if exact:
+                raise LetItLoopError(
+                    f"{ref!r} is a run id; pass --run only with a goal (lil reset GOAL --run "
+                    f"RUN), or the run alone (lil reset RUN)"
+                )
+            raise RunNotFoundError(_no_goal(store, ref))
+        try:
+            return find_run(store, ref)
+        except RunNotFoundError as exc:
+            if "several" in str(exc):
+                raise  # an ambiguous prefix or name says so itself
+            raise RunNotFoundError(
+                f"no goal, run id, run id prefix or run name {ref!r} in {store.path}; "
+                f"{_known_goals(store)}; 'lil runs' lists the runs",
+                run=ref,
+            ) from None
+    if run is not None:
+        return find_run(store, run, goal=ref)
+    target = resumable_run(store, ref)
+    if target is None:
+        raise RunNotFoundError(
+            f"goal {ref!r} has no unfinished unnamed run to reset (the next Journal({ref!r}) "
+            f"starts a new run anyway); to forget a named or completed run pass it: "
+            f"lil reset RUN, or lil reset {shlex.quote(ref)} --run RUN"
+        )
+    return target
+
+
+def reset_run(store: Store, ref: str, run: str | None = None) -> RunInfo:
+    """Forget a run: delete its row, attempts, steps and run-scoped markers in one transaction.
+
+    ``ref`` and ``run`` name the run as for :func:`reset_target`: a run id,
+    prefix or name, or a goal (the run ``Journal(goal)`` would resume, or its
+    run ``run``). The next ``Journal(goal)`` then resumes an older unfinished
+    run if there is one, else starts a new run; a named run's name starts a
+    new run. Returns the run as it was. Raises RunHeldError (nothing changed)
+    for a run a live process holds.
+    """
+    target = reset_target(store, ref, run)
+    with _holding(store, target, "reset"), store.write() as c:
+        _delete_runs(c, target.journal_table, [target.id])
+    return target
+
+
+def _delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
+    deleted = 0
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        deleted += c.execute(f'DELETE FROM "{table}" WHERE run IN ({marks})', chunk).rowcount
+        c.execute(f"DELETE FROM step_tries WHERE run IN ({marks})", chunk)
+        c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
+        c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
+    return deleted

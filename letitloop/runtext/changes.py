@@ -1,0 +1,163 @@
+"""What the commands that change a journal say they did: reset, fork, gc, send and cancel."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .. import render
+from .words import quoted
+
+if TYPE_CHECKING:
+    from ..control import Cancelled, Sent
+    from ..inspection import RunInfo
+    from ..maintenance import ForkResult, GcResult
+
+
+def reset_target_text(target: RunInfo) -> str:
+    """The run ``lil reset`` would forget, in words (asked about, or printed by --dry-run)."""
+    return (
+        f"run {target.id} of goal {target.goal!r} ({target.state}, {target.steps_done} "
+        f"steps done, {target.markers} markers)"
+    )
+
+
+def reset_line(gone: RunInfo, nxt: RunInfo | None) -> str:
+    """``lil reset``: the run it forgot, and what the goal's next Journal does."""
+    goal = gone.goal
+    then = f"resumes run {nxt.id}" if nxt else "starts a new run"
+    if gone.name:
+        then = f"with run={gone.name!r} starts a new run"
+    return (
+        f"forgot run {gone.id} of goal {goal!r} ({gone.steps_done} steps, {gone.markers} markers); "
+        f"the next Journal({goal!r}) {then}"
+    )
+
+
+def fork_record(result: ForkResult) -> dict[str, Any]:
+    """``lil fork --json``: the fork, its source, the keys it kept and the source's new name."""
+    return {
+        "run": result.run.as_dict(),
+        "source": result.source.as_dict(),
+        "copied": result.copied,
+        "source_renamed_to": result.source_renamed_to,
+    }
+
+
+def fork_lines(result: ForkResult, from_step: str) -> list[str]:
+    """``lil fork``: what the fork kept, what it runs again, and how to resume it."""
+    new, src = result.run, result.source
+    kept = ", ".join(result.copied[:5]) + (", …" if len(result.copied) > 5 else "")
+    out: list[str] = []
+    out.append(f"forked run {src.id} of goal {src.goal!r} from step {from_step!r}")
+    out.append(
+        f"new run {new.id} keeps {len(result.copied)} recorded results"
+        f"{' (' + kept + ')' if kept else ''}"
+    )
+    out.append(f"and re-executes {from_step!r} and every step after it.")
+    if result.source_renamed_to:
+        out.append(
+            f"It took over the name {new.name!r}; the source is now named "
+            f"{result.source_renamed_to!r}."
+        )
+        out.append(f"Next: Journal({src.goal!r}, run={new.name!r}) resumes the fork.")
+    else:
+        out.append(f"Next: Journal({src.goal!r}) resumes the fork.")
+    if src.state in ("failed", "crashed"):
+        out.append(
+            f"Note: run {src.id} is still unfinished; once the fork completes, "
+            f"Journal({src.goal!r}) would resume it; to forget it: {quoted('lil', 'reset', src.id)}"
+        )
+    return out
+
+
+def gc_target_text(result: GcResult) -> str:
+    """What ``lil gc`` would remove, in words (asked about before it removes it)."""
+    what = f"{len(result.removed)} runs ({result.rows_deleted} steps and markers)"
+    if result.goals_removed:
+        what += f" and {len(result.goals_removed)} goals left empty"
+    return what
+
+
+def gc_records(result: GcResult) -> list[dict[str, Any]]:
+    """``lil gc --jsonl``: a record per run removed, then one per goal removed."""
+    return [{"record": "run", **r.as_dict()} for r in result.removed] + [
+        {"record": "goal", "goal": g} for g in result.goals_removed
+    ]
+
+
+def gc_lines(result: GcResult, dry_run: bool) -> list[str]:
+    """``lil gc``: a table of the runs removed, the ones kept, the goals removed, a summary."""
+    out: list[str] = []
+    verb = "would remove" if dry_run else "removed"
+    if result.removed:
+        rows = [
+            [r.id, r.goal, r.state, str(r.steps_done), render.local_time(r.updated_at, short=True)]
+            for r in result.removed
+        ]
+        out.extend(render.table(["RUN", "GOAL", "STATE", "STEPS", "LAST SEEN"], rows, right=(3,)))
+    for r in result.skipped_live:
+        out.append(f"kept run {r.id} of goal {r.goal!r}: a live process holds it")
+    for g in result.goals_removed:
+        out.append(f"{verb} goal {g!r} (no run left) and its journal table")
+    summary = f"{verb} {len(result.removed)} runs ({result.rows_deleted} steps and markers)"
+    if result.supervisor_events_deleted:
+        summary += f" and {result.supervisor_events_deleted} supervisor events"
+    if result.goals_removed:
+        summary += f"; {len(result.goals_removed)} goals"
+    if not dry_run and (result.removed or result.goals_removed):
+        summary += f"; file {result.bytes_before:,} → {result.bytes_after:,} bytes"
+    out.append(summary)
+    return out
+
+
+def sent_line(sent: Sent, value: Any) -> str:
+    """``lil send``: the value sent, to which wait of which run, and who gets it when."""
+    run = sent.run
+    shown = render.fit(render.json_text(value, indent=None), 40)
+    then = (
+        f"the process waiting in it (pid {run.holder_pid} on {run.holder_host}) wakes now"
+        if sent.live
+        else "no process holds the run: run its program again to resume it (it gets the value)"
+    )
+    return f"sent {shown} to {sent.key!r} of run {run.id} (goal {run.goal!r}); {then}"
+
+
+def sent_record(sent: Sent) -> dict[str, Any]:
+    """``lil send --json``."""
+    run = sent.run
+    return {"run": run.id, "goal": run.goal, "key": sent.key, "live": sent.live}
+
+
+def cancel_record(done: Cancelled, run: RunInfo) -> dict[str, Any]:
+    """``lil cancel --json``: the run as it is now, and whether it was cancelled at once."""
+    return {"run": run.as_dict(), "at_once": done.at_once, "already": done.already}
+
+
+def cancel_line(done: Cancelled, run: RunInfo) -> str:
+    """``lil cancel``: cancelled at once, or its holder asked to stop."""
+    if done.at_once:
+        return f"cancelled run {run.id} of goal {run.goal!r}; no process held it"
+    asked = "was asked to stop already" if done.already else "is asked to stop"
+    return (
+        f"run {run.id} of goal {run.goal!r} {asked}: its process (pid {run.holder_pid} on "
+        f"{run.holder_host}) gets RunCancelledError at its next step, marker or wait"
+    )
+
+
+def still_held_text(run: RunInfo, waited: float) -> str:
+    """``lil cancel --wait``'s error when the holder has not stopped in time."""
+    return (
+        f"run {run.id} is still held by pid {run.holder_pid} after {waited:g} s "
+        f"(a step that does not return cannot be interrupted); it stops at its "
+        f"next step"
+    )
+
+
+def stopped_line(run: RunInfo) -> str:
+    """``lil cancel --wait``: the state of a run whose holder stopped."""
+    return f"run {run.id} is {run.state} now"
+
+
+def rerun_hint(run: RunInfo) -> str:
+    """After a cancel: how to run the run again from a step."""
+    return f"to run it again from a step: lil fork {run.id} --from-step KEY"

@@ -1,0 +1,88 @@
+"""What ``lil show --follow`` prints while it watches a run: a line per change, how it ended."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .. import render
+from ..inspection import RunDetail, RunInfo
+from .words import in_flight, quoted
+
+
+def follow_line(detail: RunDetail) -> str:
+    """One line of ``lil show --follow`` off a terminal: the time, the run, where it is."""
+    r = detail.run
+    of = f"/{detail.previous_steps}" if detail.previous_steps else ""
+    done = [row.key for row in detail.rows if row.status == "done"]
+    bits = [
+        datetime.now().strftime("%H:%M:%S"),
+        r.id,
+        render.colour(r.state, r.state),
+        f"{r.steps_done}{of} steps",
+        f"last: {done[-1] if done else '-'}",
+    ]
+    live = [f for f in r.in_flight if f.live]
+    if live:
+        now = (f"{f.key} (since {render.local_time(f.started_at)})" for f in live)
+        bits.append("now: " + ", ".join(now))
+    for p in r.pauses:
+        bits.append(f"{p.status}: {p.key} (until {render.local_time(p.until)})")
+    return "  ".join(bits)
+
+
+def watcher_text(watcher: dict[str, Any]) -> str:
+    """``waiting for lil watch 01J… (pid 12 on host) to restart it``: who resumes a crashed run."""
+    return (
+        f"waiting for lil watch {watcher.get('watch_id')} (pid "
+        f"{watcher.get('watcher_pid')} on {watcher.get('host')}) to restart it"
+    )
+
+
+def follow_record(detail: RunDetail, watcher: dict[str, Any] | None) -> dict[str, Any]:
+    """One record of ``lil show --follow --json``: where the run is, and who will restart it."""
+    r = detail.run
+    return {
+        "run": r.id,
+        "state": r.state,
+        "steps_done": r.steps_done,
+        "previous_steps": detail.previous_steps,
+        "in_flight": [
+            {"key": f.key, "started_at": f.started_at, "attempt": f.attempt}
+            for f in r.in_flight
+            if f.live
+        ],
+        "waiting_for": watcher,
+        "at": datetime.now().astimezone().isoformat(),
+    }
+
+
+def end_line(r: RunInfo) -> str:
+    """Why ``--follow`` stopped: the run failed, was cancelled, waits, or nothing resumes it."""
+    if r.state == "failed":
+        return f"run {r.id} failed: {render.fit(r.error or '-', 20)}"
+    if r.state == "cancelled":
+        return f"run {r.id} was cancelled: {render.fit(r.error or '-', 30)}"
+    if r.state == "waiting":
+        keys = ", ".join(repr(p.key) for p in r.pauses if p.status == "waiting")
+        return (
+            f"run {r.id} stopped to wait for {keys or 'outside input'}: send it "
+            f"with lil send, then run its program again"
+        )
+    return nobody_resumes(r)
+
+
+def nobody_resumes(r: RunInfo) -> str:
+    """A crashed run, or a fork never opened, that no process holds and no lil watch restarts."""
+    if r.state == "pending":
+        what = f"run {r.id} is a fork that no process has opened"
+    else:
+        died = r.died_in
+        where = " " + in_flight(died) if died else ""
+        what = f"run {r.id} crashed (attempt {r.attempts} died{where})"
+    named = f", run={r.name!r}" if r.name else ""
+    return (
+        f"{what}, and nothing is resuming it: no process holds it and no lil watch will "
+        f"restart it. Run the goal's code again (Journal({r.goal!r}{named}), or under lil watch) "
+        f"to resume it, then: {quoted('lil', 'show', r.id, '--follow')}"
+    )

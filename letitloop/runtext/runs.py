@@ -1,0 +1,82 @@
+"""What ``lil runs`` prints: the table of runs, and the note under each run that needs one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import render
+from ..inspection import RunInfo
+from .words import in_flight, pause_text
+
+
+def run_note(r: RunInfo) -> str | None:
+    """The line under a run in ``lil runs``: what it is doing, how it stopped, where from."""
+    bits: list[str] = []
+    live = [f for f in r.in_flight if f.live]
+    if r.state == "running" and live:
+        bits.append(", ".join(in_flight(f) for f in live))
+    elif r.state in ("running", "waiting") and r.pauses:
+        bits.append(", ".join(pause_text(p, r) for p in r.pauses))
+    elif r.state == "cancelled" and r.status != "cancelled":
+        bits.append(
+            f"asked to stop at {render.local_time(r.cancel_requested_at)}; its process died"
+        )
+    elif r.state == "crashed":
+        died = r.died_in
+        bits.append(
+            f"attempt {r.attempts} died {in_flight(died)}" if died else f"attempt {r.attempts} died"
+        )
+    elif r.state == "pending":
+        bits.append("no process has opened it yet")
+    if r.forked_from and r.state in ("pending", "running", "crashed"):
+        bits.append(f"forked from {r.forked_from} at step {r.forked_at!r}")
+    text = "; ".join(bits)
+    if r.error and r.state != "completed":
+        first = r.error.split("\n")[0]
+        lead = "an earlier attempt failed: " if r.error_is_earlier else ""
+        head = f"{text}; {lead}" if text else lead
+        return "  └ " + head + render.fit(first, 4 + len(head))
+    return "  └ " + text if text else None
+
+
+def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
+    """``lil runs``: a table, a note under the runs that need one, and what was left out."""
+    headers = ["RUN", "GOAL", "NAME", "STATE", "STEPS", "ATT", "STARTED", "TOOK", "COST"]
+    rows = [
+        [
+            r.id,
+            r.goal,
+            r.name if r.name is not None else "-",
+            r.state,
+            str(r.steps_done),
+            str(r.attempts),
+            render.local_time(r.started_at, short=True),
+            "-" if r.state == "pending" else render.duration(r.duration_s),
+            render.money(r.cost),
+        ]
+        for r in found
+    ]
+    tints = [[None, None, None, r.state, None, None, None, None, None] for r in found]
+    lines = render.table(headers, rows, right=(4, 5, 7, 8), colours=tints)
+    out = [lines[0]]
+    for r, text in zip(found, lines[1:], strict=True):
+        out.append(text)
+        note = run_note(r)
+        if note:
+            out.append(render.colour(note, "failed") if r.state == "failed" else note)
+    if more:
+        out.append(more)
+    return out
+
+
+def more_text(shown: int, offset: int, limit: int) -> str:
+    """What ``lil runs`` left out when more runs match than ``--limit``, and how to see them."""
+    return (
+        f"(more runs match: {shown} shown from run {offset + 1}; "
+        f"--offset {offset + limit} for the next page, --limit 0 for all)"
+    )
+
+
+def no_runs_line(goal: str | None, path: Any) -> str:
+    """``lil runs`` when no run matches."""
+    return f"no runs{' of ' + goal if goal else ''} matching that in {path}"
