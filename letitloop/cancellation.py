@@ -29,7 +29,7 @@ from .errors import RunCancelledError
 
 if TYPE_CHECKING:
     from .journal import Journal
-    from .store import Store
+    from .storage import Storage
 
 #: The message a task is cancelled with, so that its CancelledError is known for ours.
 TASK_MESSAGE = "letitloop: the run was cancelled"
@@ -46,21 +46,20 @@ def error(j: Journal) -> RunCancelledError:
     )
 
 
-def requested(store: Store, run_id: str) -> str | None:
+def requested(storage: Storage, run_id: str) -> str | None:
     """The reason recorded with a cancel request of ``run_id``, or None if none was made."""
-    rows = store.query(
-        "SELECT cancel_requested_at, cancel_reason FROM runs WHERE id = ?", (run_id,)
-    )
-    if not rows or rows[0][0] is None:
+    found = storage.cancel_request(run_id)
+    if found is None or found[0] is None:
         return None
-    at, reason = rows[0]
+    at, reason = found
     return f"{reason or 'cancelled'}, at {at}"
 
 
-def check(j: Journal, store: Store) -> None:
+def check(j: Journal) -> None:
     """Read the run's cancel request (one query); raise RunCancelledError if there is one."""
     if j._cancel is None:
-        reason = requested(store, j.run_id)
+        assert j._storage is not None
+        reason = requested(j._storage, j.run_id)
         if reason is None:
             return
         j._cancel = reason
@@ -72,10 +71,10 @@ def poll(j: Journal) -> None:
 
     Never raises for a cancel (the holder raises at its own next step).
     """
-    store = j.store
-    if store is None or j._cancel is not None:
+    storage = j._storage
+    if j.store is None or storage is None or j._cancel is not None:
         return
-    reason = requested(store, j.run_id)
+    reason = requested(storage, j.run_id)
     if reason is None:
         return
     j._cancel = reason

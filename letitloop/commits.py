@@ -29,9 +29,11 @@ import concurrent.futures
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from .store import Store
+if TYPE_CHECKING:
+    from .storage import Storage
+    from .store import Store
 
 T = TypeVar("T")
 
@@ -105,13 +107,15 @@ class LoopCommits:
     def __init__(
         self,
         store: Store,
-        sql: str,
+        storage: Storage,
         inline: bool,
         on_committed: Callable[[Sequence[Any]], None],
     ) -> None:
         self.loop = asyncio.get_running_loop()
+        #: The journal's store (a journal reopened on another store gets a new one).
         self.store = store
-        self.sql = sql
+        #: What commits the rows (storage.py).
+        self.storage = storage
         #: False with durability="power": every commit fsyncs, so never on the loop.
         self.inline = inline
         self.on_committed = on_committed
@@ -142,7 +146,7 @@ class LoopCommits:
             and not self._pending
             and self._flight is None
             and not getattr(self.loop, "_ready", True)  # the loop's ready queue (CPython)
-            and self.store.try_write_many(self.sql, (row,))
+            and self.storage.try_write_steps((row,))
         ):
             self.on_committed(row)
             return None
@@ -159,14 +163,14 @@ class LoopCommits:
         rows = [row for row, _ in batch]
         if self.inline:
             try:
-                done = self.store.try_write_many(self.sql, rows)
+                done = self.storage.try_write_steps(rows)
             except Exception as exc:
                 self._finish(batch, exc)
                 return
             if done:
                 self._finish(batch, None)
                 return
-        self._flight = self.run_in_thread(self.store.write_many, self.sql, rows)
+        self._flight = self.run_in_thread(self.storage.write_steps, rows)
         self._flight.add_done_callback(lambda f: self._after_thread(batch, f))
 
     def run_in_thread(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:

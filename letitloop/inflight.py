@@ -28,10 +28,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import LetItLoopError
-from .store import Store, utc_iso
+from .sqlite_primitives import RUNNING_UPSERT as _RUNNING_UPSERT
+from .store import utc_iso
+
+if TYPE_CHECKING:
+    from .storage import Storage
 
 #: How often the thread looks at the steps in flight.
 SCAN_SECONDS = 0.5
@@ -47,39 +51,24 @@ IDLE_SECONDS = 2.0
 #: One step in flight: (started, as the journal's clock gave it; function name; fingerprint).
 Entry = tuple[float, str, str]
 
-#: Insert the ``running`` row, or refresh it. Never over a finished row: a row
-#: is overwritten only if it is ``running`` already, or if it was written by an
-#: earlier attempt or an earlier call of the key (a ``failed`` row a retry now
-#: runs again). The step's own final row has the same attempt and start time,
-#: so a ``running`` row that comes after it changes nothing.
-RUNNING_UPSERT = (
-    'INSERT INTO "{table}" AS t (run, key, kind, status, fn, result, started_at, finished_at, '
-    "duration_ms, attempt, error, traceback, args_fp) "
-    "VALUES (?, ?, 'step', 'running', ?, NULL, ?, NULL, ?, ?, NULL, NULL, ?) "
-    "ON CONFLICT (run, key) DO UPDATE SET status = 'running', fn = excluded.fn, result = NULL, "
-    "started_at = excluded.started_at, finished_at = NULL, duration_ms = excluded.duration_ms, "
-    "attempt = excluded.attempt, error = NULL, traceback = NULL, args_fp = excluded.args_fp "
-    "WHERE t.status = 'running' OR (t.status != 'done' AND (t.attempt < excluded.attempt "
-    "OR t.started_at < excluded.started_at))"
-)
+#: The statement of a ``running`` row, for tests that write one (sqlite_primitives.py).
+RUNNING_UPSERT = _RUNNING_UPSERT
 
 
 class Watched:
     """What the watcher needs of one open journal (its steps in flight and where to write)."""
 
-    __slots__ = ("attempt", "clock", "flight", "lock", "open", "poll", "run_id", "sql", "store")
+    __slots__ = ("attempt", "clock", "flight", "lock", "open", "poll", "run_id", "storage")
 
     def __init__(
         self,
-        store: Store,
-        table: str,
+        storage: Storage,
         run_id: str,
         attempt: int,
         flight: dict[str, Entry],
         clock: Callable[[], float],
     ) -> None:
-        self.store = store
-        self.sql = RUNNING_UPSERT.format(table=table)
+        self.storage = storage
         self.run_id = run_id
         self.attempt = attempt
         self.flight = flight
@@ -148,7 +137,7 @@ class FlightWatch:
                         # the run (a full disk fails the step's own commit, clearly).
                         with contextlib.suppress(LetItLoopError, ValueError):
                             if rows:
-                                w.store.write_many(w.sql, rows)
+                                w.storage.write_running(rows)
                             if w.poll is not None:
                                 w.poll()
             for k in [k for k in seen if k not in live]:

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
 
 from . import locks
 from .errors import (
@@ -44,12 +44,15 @@ from .errors import (
 )
 from .ids import HOST as _HOST
 from .markerlocks import _local_disown, _local_enter, _local_holder, _local_leave
-from .store import check_name, utc_iso
+from .sqlite_storage import GLOBAL_TABLE
+from .storage import MarkerAt
+from .store import check_name
 
 if TYPE_CHECKING:
     import filelock
 
     from .journal import Journal
+    from .storage import Storage
     from .store import Store
 
 Scope = Literal["run", "goal", "global"]
@@ -59,8 +62,7 @@ SCOPES: tuple[Scope, ...] = ("run", "goal", "global")
 #: Run ids are ULIDs, so this can never be a run's id.
 GOAL_SCOPE_RUN = "*"
 
-#: The table of global markers (see migrations/0003_markers.sql).
-GLOBAL_TABLE = "markers"
+__all__ = ["GLOBAL_TABLE", "GOAL_SCOPE_RUN", "SCOPES", "AtomicMarker", "MarkerOffer", "Scope"]
 
 #: How often an async waiter's worker thread checks whether its task was
 #: cancelled: a cancelled wait frees its thread within this many seconds.
@@ -109,19 +111,6 @@ class MarkerOffer:
         )
 
 
-class _Place(NamedTuple):
-    """Where a marker's row lives and how to address it."""
-
-    table: str
-    #: SQL that selects the row, and its parameters.
-    where: str
-    ids: tuple[str, ...]
-    #: Columns (and values) that an INSERT adds besides the common ones.
-    insert_cols: tuple[tuple[str, str], ...]
-    #: The row's kind column (the global table holds markers only).
-    kind_sql: str
-
-
 # -- the marker --------------------------------------------------------------------
 
 
@@ -155,7 +144,8 @@ class AtomicMarker:
         self._used = False
         self._holding = False
         self._store: Store | None = None
-        self._place: _Place | None = None
+        self._storage: Storage | None = None
+        self._at = MarkerAt(scope, "", self.name, "")
         self._key = ""
         self._lock_name = ""
         self._flock: filelock.BaseFileLock | None = None
@@ -190,18 +180,13 @@ class AtomicMarker:
         self._used = True
         j = self.journal
         store = j._require_open()
-        self._store = store
+        self._store, self._storage = store, j._storage
         if self.scope == "global":
-            self._place = _Place(
-                GLOBAL_TABLE, "key = ?", (self.name,), (("holder_goal", j.goal),), "'marker'"
-            )
-            owner = ""
+            run = owner = ""
         else:
             run = j.run_id if self.scope == "run" else GOAL_SCOPE_RUN
-            self._place = _Place(
-                j.table, "run = ? AND key = ?", (run, self.name), (("kind", "marker"),), "kind"
-            )
             owner = j.run_id if self.scope == "run" else j.goal
+        self._at = MarkerAt(self.scope, run, self.name, j.goal)
         # NUL cannot occur in names (check_name), so the parts cannot run together.
         # The lock file's name leaves the journal's path out: its folder is beside
         # the journal already, and two containers that mount one volume at two
@@ -212,14 +197,6 @@ class AtomicMarker:
         self._key = f"{store.identity}\0{self._lock_name}"
 
     # -- rows ----------------------------------------------------------------
-
-    def _select(self) -> str:
-        p = self._place
-        assert p is not None
-        return (
-            f"SELECT {p.kind_sql}, status, claims, crashes, holder_pid, holder_host, "
-            f'holder_run, started_at, holder_token FROM "{p.table}" WHERE {p.where}'
-        )
 
     def _check_kind(self, kind: str) -> None:
         if kind != "marker":
@@ -241,129 +218,52 @@ class AtomicMarker:
 
     def _already_done(self) -> MarkerOffer | None:
         """The false offer of a marker that is done, read without any lock; else None."""
-        assert self._store is not None
-        rows = self._store.query(self._select(), self._place.ids if self._place else ())
-        if not rows:
+        assert self._storage is not None
+        found = self._storage.marker(self._at)
+        if found is None:
             return None
-        kind, status, claims, crashes = rows[0][:4]
-        self._check_kind(kind)
-        if status == "done":
-            return self._offer_from(False, claims or 0, crashes or 0)
+        self._check_kind(found.kind)
+        if found.status == "done":
+            return self._offer_from(False, found.claims or 0, found.crashes or 0)
         return None
 
     def _claim(self) -> MarkerOffer:
         """Under both locks: the false offer if done, else claim the row and offer it."""
-        store, p, j = self._store, self._place, self.journal
-        assert store is not None and p is not None
+        storage, j = self._storage, self.journal
+        assert storage is not None
         token = os.urandom(8).hex()
         now = j.clock()
         holder = (os.getpid(), _HOST, j.run_id, token)
-        with store.write() as c:
-            row = c.execute(self._select(), p.ids).fetchone()
-            if row is None:
-                cols = [col for col, _ in p.insert_cols]
-                vals = [val for _, val in p.insert_cols]
-                id_cols = ["key"] if p.table == GLOBAL_TABLE else ["run", "key"]
-                names = [
-                    *id_cols,
-                    *cols,
-                    "status",
-                    "started_at",
-                    "attempt",
-                    "claims",
-                    "crashes",
-                    "holder_pid",
-                    "holder_host",
-                    "holder_run",
-                    "holder_token",
-                ]
-                values = [*p.ids, *vals, "pending", utc_iso(now), j.attempt, 1, 0, *holder]
-                c.execute(
-                    f'INSERT INTO "{p.table}" ({", ".join(names)}) '
-                    f"VALUES ({', '.join('?' * len(values))})",
-                    values,
-                )
-                claims, crashes = 1, 0
-            else:
-                kind, status, claims, crashes = row[:4]
-                old_token = row[8]
-                self._check_kind(kind)
-                claims, crashes = claims or 0, crashes or 0
-                if status == "done":
-                    return self._offer_from(False, claims, crashes)
-                # 'pending' under both locks: its holder died inside the block
-                # (a live holder keeps the lock file). 'failed': the block raised.
-                if status == "pending":
-                    crashes += 1
-                claims += 1
-                extra = "".join(f", {col} = ?" for col, _ in p.insert_cols if col != "kind")
-                extra_vals = [val for col, val in p.insert_cols if col != "kind"]
-                cur = c.execute(
-                    f"UPDATE \"{p.table}\" SET status = 'pending', started_at = ?, "
-                    f"finished_at = NULL, duration_ms = NULL, attempt = ?, claims = ?, "
-                    f"crashes = ?, holder_pid = ?, holder_host = ?, holder_run = ?, "
-                    f"holder_token = ?, error = NULL, traceback = NULL{extra} "
-                    f"WHERE {p.where} AND status = ? AND holder_token IS ?",
-                    [
-                        utc_iso(now),
-                        j.attempt,
-                        claims,
-                        crashes,
-                        *holder,
-                        *extra_vals,
-                        *p.ids,
-                        status,
-                        old_token,
-                    ],
-                )
-                if cur.rowcount != 1:  # cannot happen inside one write transaction
-                    raise LetItLoopError(f"{self._describe()}: the row changed while claiming it")
+        claim = storage.claim_marker(self._at, holder, now, j.attempt)
+        self._check_kind(claim.kind)
+        if not claim.offered:
+            return self._offer_from(False, claim.claims, claim.crashes)
         self._token = token
         self._started = now
-        return self._offer_from(True, claims, crashes)
+        return self._offer_from(True, claim.claims, claim.crashes)
 
     def _finish(self, exc: BaseException | None) -> None:
         """Commit done (``exc`` is None) or failed, only if the claim is still ours."""
-        store, p, j = self._store, self._place, self.journal
-        assert store is not None and p is not None
+        storage, j = self._storage, self.journal
+        assert storage is not None
         now = j.clock()
         duration = (now - self._started) * 1000.0
-        where = f"WHERE {p.where} AND status = 'pending' AND holder_token = ?"
-        with store.write() as c:
-            if exc is None:
-                cur = c.execute(
-                    f"UPDATE \"{p.table}\" SET status = 'done', finished_at = ?, "
-                    f"duration_ms = ? {where}",
-                    (utc_iso(now), duration, *p.ids, self._token),
-                )
-            else:
-                # Interrupted or cancelled (not an Exception): the holder stopped at an
-                # unknown point of the block, so its side effect may have happened: the
-                # next holder is told, as after a crash (crashed_before).
-                interrupted = 0 if isinstance(exc, Exception) else 1
-                cur = c.execute(
-                    f"UPDATE \"{p.table}\" SET status = 'failed', finished_at = ?, "
-                    f"duration_ms = ?, error = ?, traceback = ?, "
-                    f"crashes = coalesce(crashes, 0) + ? {where}",
-                    (
-                        utc_iso(now),
-                        duration,
-                        error_text(exc),
-                        traceback_text(exc),
-                        interrupted,
-                        *p.ids,
-                        self._token,
-                    ),
-                )
-            lost = cur.rowcount != 1
-            now_row = c.execute(self._select(), p.ids).fetchone() if lost else None
+        failure = None
+        if exc is not None:
+            # Interrupted or cancelled (not an Exception): the holder stopped at an
+            # unknown point of the block, so its side effect may have happened: the
+            # next holder is told, as after a crash (crashed_before).
+            interrupted = 0 if isinstance(exc, Exception) else 1
+            failure = (error_text(exc), traceback_text(exc), interrupted)
+        lost, now_row = storage.finish_marker(self._at, self._token, now, duration, failure)
         if lost and exc is None:
             if now_row is None:
                 found = "its row is gone (was the run reset?)"
             else:
                 found = (
-                    f"its row now says {now_row[1]!r}, held by process {now_row[4]} on "
-                    f"{now_row[5]} (run {now_row[6]}, since {now_row[7]})"
+                    f"its row now says {now_row.status!r}, held by process "
+                    f"{now_row.holder_pid} on {now_row.holder_host} (run "
+                    f"{now_row.holder_run}, since {now_row.started_at})"
                 )
             raise MarkerLostError(
                 f"{self._describe()}: this holder (process {os.getpid()} on {_HOST}) lost its "
@@ -455,13 +355,12 @@ class AtomicMarker:
 
     def _held_error(self) -> MarkerHeldError:
         """The error of a wait that timed out, naming the holder."""
-        store, p = self._store, self._place
-        assert store is not None and p is not None
+        assert self._storage is not None
         thread = _local_holder(self._key)
-        rows = store.query(self._select(), p.ids)
+        found = self._storage.marker(self._at)
         pid = host = run = since = None
-        if rows and rows[0][1] == "pending":
-            pid, host, run, since = rows[0][4:8]
+        if found is not None and found.status == "pending":
+            pid, host, run, since = found[4:8]
         if thread:
             who = f"{thread} of this process (pid {os.getpid()} on {_HOST})"
             pid, host = os.getpid(), _HOST

@@ -33,6 +33,7 @@ from .store import utc_iso
 
 if TYPE_CHECKING:
     from .journal import Journal
+    from .storage import Storage
     from .store import Store
 
 ExceptionTypes = type[BaseException] | tuple[type[BaseException], ...]
@@ -121,23 +122,6 @@ class RetryPolicy:
 #: series, when its next try is due or None when the series ended).
 History = dict[str, tuple[int, int, float | None]]
 
-_INSERT_TRY = (
-    "INSERT OR REPLACE INTO step_tries (run, key, try, attempt, started_at, failed_at, error, "
-    "next_at, input_tokens, output_tokens, cost, model) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-#: The step's row between two tries: ``retrying``, the try's error, ``wake_at`` the next try.
-_RETRYING_ROW = (
-    'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
-    "duration_ms, attempt, error, traceback, args_fp, wake_at) "
-    "VALUES (?, ?, 'step', 'retrying', ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (run, key) DO UPDATE SET kind = 'step', status = 'retrying', fn = excluded.fn, "
-    "result = NULL, started_at = excluded.started_at, finished_at = excluded.finished_at, "
-    "duration_ms = excluded.duration_ms, attempt = excluded.attempt, error = excluded.error, "
-    "traceback = excluded.traceback, args_fp = excluded.args_fp, wake_at = excluded.wake_at"
-)
-
 
 def _parse(iso: str | None) -> float | None:
     if iso is None:
@@ -148,15 +132,14 @@ def _parse(iso: str | None) -> float | None:
         return None
 
 
-def history(j: Journal, store: Store) -> History:
+def history(j: Journal) -> History:
     """The run's recorded tries, read once per attempt (none to read for a run just made)."""
     known: History | None = j._tries
     if known is not None:
         return known
     out: History = {}
-    for key, n, next_at in store.query(
-        "SELECT key, try, next_at FROM step_tries WHERE run = ? ORDER BY key, try", (j.run_id,)
-    ):
+    assert j._storage is not None
+    for key, n, next_at in j._storage.step_tries(j.run_id):
         _, failed, _ = out.get(key, (0, 0, None))
         due = _parse(next_at)
         # A try without a next time ended its series: the next try starts a new one.
@@ -172,7 +155,9 @@ class _Tries:
         self, j: Journal, store: Store, key: str, fn_name: str, fp: str, first: bool = False
     ) -> None:
         self.j, self.store, self.key, self.fn_name, self.fp = j, store, key, fn_name, fp
-        self.tries = history(j, store)
+        assert j._storage is not None
+        self.storage: Storage = j._storage
+        self.tries = history(j)
         self.last, self.failed, self.due = self.tries.get(key, (0, 0, None))
         #: When the try in progress began: for the step's first try of this
         #: attempt (``first``), when the step began (its in-flight entry).
@@ -208,25 +193,22 @@ class _Tries:
             None if due is None else utc_iso(due),
             *spent,
         )
-        with self.store.write() as c:
-            c.execute(_INSERT_TRY, try_row)
-            if due is not None:
-                c.execute(
-                    _RETRYING_ROW.format(table=j.table),
-                    (
-                        j.run_id,
-                        self.key,
-                        self.fn_name,
-                        utc_iso(self.started),
-                        utc_iso(now),
-                        (now - self.started) * 1000.0,
-                        j.attempt,
-                        error,
-                        traceback_text(exc),
-                        self.fp,
-                        utc_iso(due),
-                    ),
-                )
+        retrying = None
+        if due is not None:
+            retrying = (
+                j.run_id,
+                self.key,
+                self.fn_name,
+                utc_iso(self.started),
+                utc_iso(now),
+                (now - self.started) * 1000.0,
+                j.attempt,
+                error,
+                traceback_text(exc),
+                self.fp,
+                utc_iso(due),
+            )
+        self.storage.record_try(try_row, retrying)
         self.tries[self.key] = (self.last, self.failed if due is not None else 0, due)
         if due is not None:
             # No 'running' row over the 'retrying' one while the backoff lasts.
@@ -271,7 +253,7 @@ def call(
 
 def _resumed(j: Journal, store: Store, key: str, fn_name: str, fp: str) -> _Tries | None:
     """The step's tries when earlier attempts recorded some; None (the common case) if not."""
-    known = j._tries if j._tries is not None else history(j, store)
+    known = j._tries if j._tries is not None else history(j)
     return _Tries(j, store, key, fn_name, fp) if key in known else None
 
 

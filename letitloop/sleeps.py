@@ -23,29 +23,21 @@ from .store import utc_iso
 
 if TYPE_CHECKING:
     from .journal import Journal
-    from .store import Store
+    from .storage import Storage
 
 #: The ``fn`` of a sleep's row: a step recorded at the same key by a function is a mismatch.
 SLEEP_FN = "letitloop.sleep"
-
-_START = (
-    'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
-    "duration_ms, attempt, error, traceback, args_fp, wake_at) "
-    "VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, NULL, ?, NULL, NULL, '', ?) "
-    "ON CONFLICT (run, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, "
-    "fn = excluded.fn, result = NULL, started_at = excluded.started_at, finished_at = NULL, "
-    "duration_ms = NULL, attempt = excluded.attempt, error = NULL, traceback = NULL, "
-    "args_fp = '', wake_at = excluded.wake_at"
-)
 
 
 class Claim:
     """A sleep's or a wait's key, taken like a step's (see letitloop.keys)."""
 
-    __slots__ = ("full", "key", "owner", "replay", "store")
+    __slots__ = ("full", "key", "owner", "replay", "storage", "store")
 
     def __init__(self, j: Journal, name: str, fn_name: str) -> None:
         self.store = j._require_open()
+        assert j._storage is not None
+        self.storage: Storage = j._storage
         if j._cancel is not None:
             raise cancellation.error(j)
         self.owner = j._owner()
@@ -71,7 +63,7 @@ def parse_time(iso: object) -> float | None:
 
 
 def started(
-    j: Journal, store: Store, key: str, kind: str, status: str, due: float | None
+    j: Journal, storage: Storage, key: str, kind: str, status: str, due: float | None
 ) -> tuple[float, float | None]:
     """The row of a sleep or wait that starts (or resumes): ``(started, due)`` as recorded.
 
@@ -79,17 +71,13 @@ def started(
     attempt keeps its start and its ``wake_at``; otherwise the row is written
     now with ``due`` (None: no deadline).
     """
-    rows = store.query(
-        f'SELECT kind, status, started_at, wake_at FROM "{j.table}" WHERE run = ? AND key = ?',
-        (j.run_id, key),
-    )
-    if rows and rows[0][0] == kind and rows[0][1] == status:
-        began = parse_time(rows[0][2])
+    row = storage.pause(j.run_id, key)
+    if row and row[0] == kind and row[1] == status:
+        began = parse_time(row[2])
         if began is not None:
-            return began, parse_time(rows[0][3])
+            return began, parse_time(row[3])
     now = j.clock()
-    store.write1(
-        _START.format(table=j.table),
+    storage.start_pause(
         (
             j.run_id,
             key,
@@ -104,13 +92,9 @@ def started(
     return now, due
 
 
-def _finish(j: Journal, store: Store, key: str, began: float) -> None:
+def _finish(j: Journal, storage: Storage, key: str, began: float) -> None:
     now = j.clock()
-    store.write1(
-        f"UPDATE \"{j.table}\" SET status = 'done', finished_at = ?, duration_ms = ?, "
-        f"attempt = ? WHERE run = ? AND key = ?",
-        (utc_iso(now), (now - began) * 1000.0, j.attempt, j.run_id, key),
-    )
+    storage.finish_sleep(j.run_id, key, utc_iso(now), (now - began) * 1000.0, j.attempt)
 
 
 def sleep(j: Journal, name: str, seconds: float) -> None:
@@ -120,9 +104,9 @@ def sleep(j: Journal, name: str, seconds: float) -> None:
     if c.replay is not None:
         return
     try:
-        began, due = started(j, c.store, c.key, "sleep", "sleeping", j.clock() + length)
+        began, due = started(j, c.storage, c.key, "sleep", "sleeping", j.clock() + length)
         timers.pause(j, c.store, due)
-        _finish(j, c.store, c.key, began)
+        _finish(j, c.storage, c.key, began)
     finally:
         c.release(j)
 
@@ -140,9 +124,9 @@ async def async_sleep(j: Journal, name: str, seconds: float) -> None:
         return
     try:
         began, wake = await asyncio.to_thread(
-            started, j, c.store, c.key, "sleep", "sleeping", j.clock() + length
+            started, j, c.storage, c.key, "sleep", "sleeping", j.clock() + length
         )
         await timers.async_pause(j, c.store, wake)
-        await asyncio.to_thread(_finish, j, c.store, c.key, began)
+        await asyncio.to_thread(_finish, j, c.storage, c.key, began)
     finally:
         c.release(j)

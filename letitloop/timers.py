@@ -105,7 +105,7 @@ def pause(
         if j._cancel is not None:
             raise cancellation.error(j)
         if looks.due(_version(store)):
-            cancellation.check(j, store)
+            cancellation.check(j)
             if probe is not None:
                 got = probe()
                 if got is not None:
@@ -139,7 +139,7 @@ async def async_pause(
         if looks.due(_version(store, wait=False)):
             if store.lock.acquire(blocking=False):
                 try:
-                    cancellation.check(j, store)
+                    cancellation.check(j)
                     got = probe() if probe is not None else None
                 finally:
                     store.lock.release()

@@ -33,7 +33,7 @@ from .store import utc_iso
 
 if TYPE_CHECKING:
     from .journal import Journal
-    from .store import Store
+    from .storage import Storage
 
 #: The ``fn`` of a wait's row.
 WAIT_FN = "letitloop.wait_for"
@@ -62,14 +62,11 @@ class RunWaiting(SystemExit):
         return self.message
 
 
-def _ending(j: Journal, store: Store, key: str) -> tuple[str | None, str | None] | None:
+def _ending(j: Journal, storage: Storage, key: str) -> tuple[str | None, str | None] | None:
     """``(result, error)`` of the wait's row once it is done; None while it waits."""
-    rows = store.query(
-        f'SELECT status, result, error FROM "{j.table}" WHERE run = ? AND key = ?',
-        (j.run_id, key),
-    )
-    if rows and rows[0][0] == "done":
-        return rows[0][1], rows[0][2]
+    row = storage.wait_ending(j.run_id, key)
+    if row and row[0] == "done":
+        return row[1], row[2]
     return None
 
 
@@ -91,20 +88,15 @@ def _value(j: Journal, key: str, ending: tuple[str | None, str | None]) -> Any:
         raise DecodeError(f"wait {key!r} (run {j.run_id}): the value sent: {exc}") from None
 
 
-def _time_out(j: Journal, store: Store, key: str, began: float, deadline: float) -> Any:
+def _time_out(j: Journal, storage: Storage, key: str, began: float, deadline: float) -> Any:
     """The deadline passed: record the timeout, unless a value won the race; raise or return it."""
     now = j.clock()
     error = (
         f"WaitTimeoutError: no value was sent for {key!r} by {utc_iso(deadline)} "
         f"(waiting since {utc_iso(began)})"
     )
-    with store.write() as c:
-        c.execute(
-            f"UPDATE \"{j.table}\" SET status = 'done', error = ?, finished_at = ?, "
-            f"duration_ms = ? WHERE run = ? AND key = ? AND status = 'waiting'",
-            (error, utc_iso(now), (now - began) * 1000.0, j.run_id, key),
-        )
-    ending = _ending(j, store, key)
+    storage.time_out_wait(j.run_id, key, error, utc_iso(now), (now - began) * 1000.0)
+    ending = _ending(j, storage, key)
     return _value(j, key, ending if ending is not None else (None, error))
 
 
@@ -122,10 +114,8 @@ def _stop(j: Journal, key: str) -> RunWaiting:
 def _replayed(j: Journal, c: Claim) -> Any:
     """What a wait recorded as done gives back: its value, or its recorded timeout."""
     assert c.replay is not None
-    rows = c.store.query(
-        f'SELECT result, error FROM "{j.table}" WHERE rowid = ?', (c.replay.rowid,)
-    )
-    return _value(j, c.key, rows[0] if rows else (None, None))
+    row = c.storage.recorded_wait(c.replay.rowid)
+    return _value(j, c.key, row if row else (None, None))
 
 
 def _bounds(j: Journal, timeout: float | None, stop_after: float | None) -> tuple[Any, Any]:
@@ -143,12 +133,12 @@ def wait_for(j: Journal, name: str, timeout: float | None, stop_after: float | N
         return _replayed(j, c)
     try:
         deadline, hold = _bounds(j, timeout, stop_after)
-        began, deadline = started(j, c.store, c.key, "wait", "waiting", deadline)
+        began, deadline = started(j, c.storage, c.key, "wait", "waiting", deadline)
         got = timers.pause(
-            j, c.store, deadline, probe=lambda: _ending(j, c.store, c.key), hold=hold
+            j, c.store, deadline, probe=lambda: _ending(j, c.storage, c.key), hold=hold
         )
         if got == timers.DEADLINE and deadline is not None:
-            return _time_out(j, c.store, c.key, began, deadline)
+            return _time_out(j, c.storage, c.key, began, deadline)
         if got == timers.HOLD:
             raise _stop(j, c.key)
         return _value(j, c.key, got)
@@ -170,13 +160,13 @@ async def async_wait_for(
     try:
         deadline, hold = _bounds(j, timeout, stop_after)
         began, deadline = await asyncio.to_thread(
-            started, j, c.store, c.key, "wait", "waiting", deadline
+            started, j, c.storage, c.key, "wait", "waiting", deadline
         )
         got = await timers.async_pause(
-            j, c.store, deadline, probe=lambda: _ending(j, c.store, c.key), hold=hold
+            j, c.store, deadline, probe=lambda: _ending(j, c.storage, c.key), hold=hold
         )
         if got == timers.DEADLINE and deadline is not None:
-            return await asyncio.to_thread(_time_out, j, c.store, c.key, began, deadline)
+            return await asyncio.to_thread(_time_out, j, c.storage, c.key, began, deadline)
         if got == timers.HOLD:
             raise _stop(j, c.key)
         return _value(j, c.key, got)

@@ -21,8 +21,20 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "ids", "_exec_shim", "_proctree", "clock", "names"}),
     (
-        "codec and store",
-        {"codec", "store", "stores", "files", "pragmas", "sqlerrors", "goals", "migrate"},
+        "codec, store and storage",
+        {
+            "codec",
+            "store",
+            "stores",
+            "files",
+            "pragmas",
+            "sqlerrors",
+            "goals",
+            "migrate",
+            "storage",
+            "sqlite_storage",
+            "sqlite_primitives",
+        },
     ),
     (
         "locks, keys, fingerprints, commits, steps in flight, costs",
@@ -32,7 +44,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "markers and the run's primitives",
         {"markers", "cancellation", "timers", "retry", "sleeps", "waits"},
     ),
-    ("journal", {"journal"}),
+    ("journal", {"journal", "opening", "replay", "steps", "async_steps", "closing"}),
     ("decorators", {"durable"}),
     (
         "inspection, control and supervision",

@@ -9,9 +9,12 @@ connection, a fresh process, a child killed with SIGKILL):
 - after a SIGKILL at a random point, no step that had returned runs again;
 - one holder at a time enters a marker, and its body runs once.
 
-A second storage backend joins by adding itself to ``BACKENDS``: a name,
-and how a child script reaches its journal (the ``JOURNAL`` line of the
-scripts below).
+A new storage backend (an implementation of ``letitloop.storage.Storage``)
+joins by one entry in ``BACKENDS`` and nothing else: a ``Backend`` with its
+``name``, its ``location`` (what the child scripts below pass as the
+journal's ``path=``, which must select that backend) and its ``done_keys``
+(the keys of a goal's done steps, read from outside any writer with the
+backend's own client). Nothing else in this file names a backend.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from helpers import run_python, spawn_python, write_script
 
 @dataclass(frozen=True)
 class Backend:
+    """A storage backend the contract runs over; this one is the SQLite journal file."""
+
     name: str
 
     def location(self, tmp_path: Path) -> str:

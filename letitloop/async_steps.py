@@ -1,0 +1,186 @@
+"""The async step: ``fn`` awaited (or run in a worker thread), its row committed from the loop.
+
+Bound as ``Journal.async_step`` like ``steps.step``; its rows go through the
+loop's group commit (``commits.py``) on the journal's storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from . import cancellation
+from . import retry as retries
+from .errors import LetItLoopError
+from .fingerprint import UNCHECKED, unwrap
+from .replay import mismatch, replay
+from .retry import RetryPolicy
+from .steps import (
+    _parent_step,
+    done_row,
+    failure_row,
+    function_name,
+    key_for,
+    owner,
+    require_open,
+    watch_flight,
+)
+from .store import Store
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .commits import LoopCommits
+    from .journal import Journal
+
+T = TypeVar("T")
+
+
+@overload
+async def async_step(
+    j: Journal, name: str, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any
+) -> T: ...
+
+
+@overload
+async def async_step(
+    j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+) -> T: ...
+
+
+async def async_step(
+    j: Journal, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+) -> Any:
+    """Await ``fn(*args, **kwargs)``, recorded once for this run and replayed ever after.
+
+    ``fn`` may be a coroutine function (awaited on this loop) or a plain
+    function (run in a worker thread with ``asyncio.to_thread``, so the loop
+    is not blocked). Keys, replay, mismatch detection and failure records are
+    those of :meth:`step`; the result is committed before this returns: at
+    once on the loop, or with the other steps that finished in the same loop
+    pass, or in a worker thread when the commit would wait (see
+    ``letitloop/commits.py``). A step cancelled while ``fn`` runs
+    (``asyncio.CancelledError``: a timeout, a failed task group) is not
+    recorded and runs again on the next attempt; the cancellation propagates.
+    A cancellation that arrives after ``fn`` returned, while its result waits
+    to be committed, does not stop that commit: the step is recorded and replays.
+    Raises ConcurrentStepError when another task uses ``name`` in this
+    attempt (see letitloop.keys). ``retry=`` is taken as for :meth:`step`.
+    Once the run is cancelled this raises RunCancelledError, also from inside
+    the await of a step in flight (its task is cancelled; see cancellation.py).
+    """
+    store = require_open(j)
+    if j._cancel is not None:
+        raise cancellation.error(j)
+    policy = j.retry
+    if kwargs and "retry" in kwargs and isinstance(kwargs["retry"], RetryPolicy):
+        policy = kwargs.pop("retry")
+    who = owner(j)
+    fp = j._fingerprints.call(args, kwargs)
+    full, key, recorded, differs = key_for(j, name, fp, who)
+    fn_name = function_name(fn)
+    if differs is not None:
+        raise mismatch(j, key, fn_name, fp, differs)
+    if recorded is not None:
+        return replay(j, key, fn_name, recorded)
+    try:
+        if UNCHECKED in fp:
+            args, kwargs = unwrap(args, kwargs)
+        started = j.clock()
+        j._in_flight[key] = (started, fn_name, fp)
+        if j._flight_watch is None:
+            watch_flight(j, store)
+        parent = _parent_step.set((j, key))
+        if type(who) is not int:
+            j._aio_tasks[who] = key  # a cancel of the run interrupts its await
+        try:
+            import inspect  # loaded by programs that use async steps only
+
+            if policy is not None:
+                value = await retries.async_call(
+                    j, store, key, fn_name, fp, policy, partial(_call, fn, args, kwargs)
+                )
+            elif inspect.iscoroutinefunction(fn):
+                value = await fn(*args, **kwargs)
+            else:
+                value = await _call(fn, args, kwargs)
+        except Exception as exc:
+            if j.store is store:
+                # The step's own exception matters more than its failed record.
+                with contextlib.suppress(LetItLoopError):
+                    failed = commit_from_loop(
+                        j, store, failure_row(j, key, fn_name, fp, started, exc)
+                    )
+                    if failed is not None:
+                        await failed
+            raise
+        except BaseException as exc:
+            stopped = cancellation.converted(j, exc)
+            if stopped is not None:
+                raise stopped from None
+            raise
+        finally:
+            _parent_step.reset(parent)
+            j._aio_tasks.pop(who, None)
+        committing = commit_from_loop(
+            j, store, done_row(j, store, key, fn_name, fp, started, value)
+        )
+        if committing is not None:
+            await committing
+        return value
+    finally:
+        j._in_flight.pop(key, None)
+        j._keys.release(full, who)
+
+
+async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """One call of an async step's function: awaited, or run in a worker thread."""
+    import inspect  # loaded by programs that use async steps only
+
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    import asyncio
+
+    value = await asyncio.to_thread(fn, *args, **kwargs)
+    if inspect.isawaitable(value):  # a plain function that returned a coroutine
+        value = await value
+    return value
+
+
+def commit_from_loop(j: Journal, store: Store, row: tuple[Any, ...]) -> asyncio.Future[None] | None:
+    """Commit one step row from the loop, at once (None) or in a group commit (a future).
+
+    See ``letitloop/commits.py``. The future resolves once the row is
+    committed; a done row enters the replay map then, even if the awaiting
+    task was cancelled meanwhile.
+    """
+    commits = loop_commits_for(j, store)
+    if commits.closed:
+        raise LetItLoopError(
+            f"step {row[1]!r} (run {j.run_id} of goal {j.goal!r}) returned while its "
+            f"journal was closing, so its result was not recorded and it runs again next "
+            f"attempt; await every step before leaving the journal's 'with' block"
+        )
+    return commits.commit(row)
+
+
+def loop_commits_for(j: Journal, store: Store) -> LoopCommits:
+    """The group commit of the running loop for ``store`` (made on first use)."""
+    commits = j._loop_commits
+    if commits is None or commits.store is not store or not commits.on_this_loop():
+        from .commits import LoopCommits
+
+        assert j._storage is not None
+        commits = j._loop_commits = LoopCommits(
+            store,
+            j._storage,
+            inline=j.durability == "process",
+            on_committed=_committed,
+        )
+    return commits
+
+
+def _committed(row: Sequence[Any]) -> None:
+    """A row committed by the group commit (its key was claimed when its step began)."""

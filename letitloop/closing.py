@@ -1,0 +1,149 @@
+"""Ending a run: its result, its last status (completed, failed, waiting, cancelled), its release.
+
+``close`` ends a run from sync code; ``aclose`` first settles the loop's
+group commit (``commits.py``), so a run is never marked before the rows of
+its returned steps are committed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import cancellation, codec, inflight, opening, waits
+from .errors import DecodeError, EncodeError, JournalFileError, error_text
+from .store import close_store
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .journal import Journal
+
+
+def set_result(j: Journal, value: Any) -> None:
+    """Record ``value`` as the run's result when the run completes (``runs.result``).
+
+    ``@durable`` records its function's return value this way. Raises
+    EncodeError at once (nothing written) for a value the codec cannot encode.
+    """
+    try:
+        j._result_text = codec.encode(value, j.registry)
+    except EncodeError as exc:
+        raise EncodeError(
+            f"run {j.run_id} of goal {j.goal!r}: result: {exc}", path=exc.path
+        ) from None
+
+
+def recorded_result(j: Journal) -> Any:
+    """The result recorded when the run completed (None if it recorded none).
+
+    Meaningful when :attr:`was_completed`: ``@durable`` returns it for a
+    completed named run without running its body.
+    """
+    if j._recorded_result is None:
+        return None
+    try:
+        return codec.decode(j._recorded_result, j.registry)
+    except DecodeError as exc:
+        raise DecodeError(f"run {j.run_id} of goal {j.goal!r}: result: {exc}") from None
+
+
+def close(j: Journal, exc: BaseException | None = None) -> None:
+    """Mark the run completed (``exc`` is None) or failed with ``exc``, and release it.
+
+    ``sys.exit(0)`` (``SystemExit`` with code 0 or None) is a clean exit,
+    not a failure: the run is completed. Any other exception, including
+    KeyboardInterrupt and a non-zero SystemExit, marks it failed with its
+    error, so the next open resumes it. Two endings are not failures:
+    RunWaiting (``wait_for(..., stop_after=)``) leaves the run ``waiting``,
+    and a run this process learnt was cancelled is marked ``cancelled``
+    however the block ended.
+    """
+    store, storage = j.store, j._storage
+    if store is None or storage is None:
+        return
+    if isinstance(exc, SystemExit) and exc.code in (0, None):
+        exc = None
+    try:
+        if not j.was_completed:
+            now = j.clock()
+            if j._cancel is not None:
+                storage.cancel_run(j.run_id, now, error_text(cancellation.error(j)))
+            elif isinstance(exc, waits.RunWaiting) and exc.run_id == j.run_id:
+                storage.leave_waiting(j.run_id, now)
+            elif exc is None:
+                storage.complete_run(j.run_id, now, j._result_text)
+            else:
+                storage.fail_run(j.run_id, now, error_text(exc))
+    finally:
+        watched, j._flight_watch = j._flight_watch, None
+        if watched is not None:
+            inflight.WATCH.forget(watched)  # nothing more is written for this run
+        opening.release(j)
+        close_store(store)
+        j.store = None
+        opening.closed(j)
+
+
+def close_if_opened(j: Journal, opening_: asyncio.Future[Journal]) -> None:
+    """Close ``j`` once an open whose awaiting task was cancelled has finished."""
+    import asyncio
+
+    if not opening_.cancelled() and opening_.exception() is None:
+        j.close(asyncio.CancelledError())
+
+
+async def aclose(j: Journal, exc: BaseException | None) -> None:
+    """Close like ``close``, once every returned step's row is committed.
+
+    Rows still queued for the group commit or in its thread are committed
+    first; the loop keeps running meanwhile, and a cancellation waits for
+    them, then propagates. A commit that failed with no task left to hear
+    of it (its task was cancelled while it waited) marks the run failed and
+    is raised here as JournalFileError. With ``durability="power"`` the
+    run's closing commit runs in the commit thread too: no fsync on the loop.
+    """
+    import asyncio
+
+    from .async_steps import loop_commits_for
+    from .commits import wait_through_cancel
+
+    store = j.store
+    if store is None:
+        return
+    commits = j._loop_commits
+    if commits is not None and (commits.store is not store or not commits.on_this_loop()):
+        commits = None  # another loop's: its thread ends when idle
+    if commits is None and j.durability == "power" and not j.was_completed:
+        commits = loop_commits_for(j, store)
+    cancelled = False
+    lost: JournalFileError | None = None
+    try:
+        if commits is not None:
+            cancelled = await commits.settle()
+            commits.closed = True  # a step returning from now on is not recorded
+            for row, error in commits.unreported:
+                if row[2] == "done":
+                    lost = JournalFileError(
+                        f"run {j.run_id} of goal {j.goal!r} was not marked completed: "
+                        f"step {row[1]!r} returned, but its commit failed after its task "
+                        f"was cancelled ({error}); the run is marked failed and the step "
+                        f"runs again on the next attempt. Fix the cause and run again",
+                        path=str(store.path),
+                    )
+                    break
+        failure = exc if exc is not None else lost
+        if commits is not None and not commits.inline:
+            closing = commits.run_in_thread(j.close, failure)
+            cancelled |= await wait_through_cancel(closing)
+            closing.result()
+        else:
+            j.close(failure)
+    finally:
+        if commits is not None:
+            commits.stop()
+        if j._loop_commits is commits:
+            j._loop_commits = None
+    if cancelled:
+        raise asyncio.CancelledError
+    if lost is not None and exc is None:
+        raise lost

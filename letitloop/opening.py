@@ -1,0 +1,215 @@
+"""Which run an opener gets, and holding it: the run's lock, and the runs this process holds.
+
+``open_run`` resolves the run (the named one, or the goal's newest
+resumable unnamed one for the same input, or a new one), waits for a
+holder, claims it as a new attempt and loads its recorded steps; the SQL
+is the storage's (``storage.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import cancellation, codec, locks
+from .errors import EncodeError, RunHeldError
+from .ids import HOST
+from .keys import Recorded, StepKeys
+from .replay import Results
+from .storage import Claim, RunState, Storage
+from .store import Store
+
+if TYPE_CHECKING:
+    from .journal import Journal
+
+# Runs held by journals of this process: (journal file identity, run id) -> the
+# thread that opened it. A second journal on the same run waits for it like a
+# journal of another process would, except in the very thread that holds it,
+# where waiting could never end.
+_held: dict[tuple[tuple[int, int], str], int] = {}
+_open_journals: list[Journal] = []
+_registry_lock = threading.Lock()
+
+
+def open_journals() -> list[Journal]:
+    """The journals open in this process, oldest first."""
+    with _registry_lock:
+        return list(_open_journals)
+
+
+def opened(j: Journal) -> None:
+    """Count ``j`` among the journals open in this process."""
+    with _registry_lock:
+        _open_journals.append(j)
+
+
+def closed(j: Journal) -> None:
+    """``j`` is no longer open."""
+    with _registry_lock:
+        if j in _open_journals:
+            _open_journals.remove(j)
+
+
+def run_lock_path(store: Store, run_id: str) -> Path:
+    """The lock file a process holds while it has ``run_id`` open (see ``lil reset``).
+
+    Named by the run id alone, in the lock folder beside the real journal
+    file: every path that reaches the file reaches this lock.
+    """
+    return store.lock_file("run", run_id)
+
+
+def encode_input(value: Any, registry: codec.CodecRegistry | None) -> str:
+    """A run's input as codec JSON text; parts the codec cannot encode become their type names.
+
+    Never raises for an unencodable value: recording what a run was called
+    with must not prevent the call.
+    """
+    try:
+        return codec.encode(value, registry)
+    except EncodeError:
+        pass
+    if type(value) is dict:
+        safe: dict[Any, Any] = {}
+        for k, v in value.items():
+            try:
+                codec.encode(v, registry)
+            except EncodeError:
+                v = _type_label(v)
+            safe[k if type(k) is str else _type_label(k)] = v
+        with contextlib.suppress(EncodeError):
+            return codec.encode(safe, registry)
+    return codec.encode(_type_label(value), registry)
+
+
+def _type_label(value: Any) -> str:
+    t = type(value)
+    return f"<{t.__module__}.{t.__qualname__}>"
+
+
+def open_run(j: Journal, store: Store, storage: Storage) -> None:
+    """Find or start ``j``'s run, hold it, claim it as a new attempt and load its steps."""
+    input_text = input_fp = None
+    if j._has_input:
+        input_text = encode_input(j.input, j.registry)
+        input_fp = j._fingerprints.whole(j.input)
+    while True:
+        run_id, started = storage.find_or_start_run(
+            j.goal,
+            j.run_name,
+            input_fp,
+            input_text,
+            j.clock(),
+            lambda rid: hold(j, store, storage, rid),
+        )
+        if started:
+            j.run_id = run_id
+            j.attempt = 1
+            j._keys = StepKeys(run_id)  # a run just created: nothing recorded to load
+            j._results = Results(storage, [])
+            j._tries = {}
+            return
+        if j._lock is None:
+            hold(j, store, storage, run_id)
+        claim, found = storage.claim_run(run_id, j.clock(), partial(decide, j, run_id))
+        if claim == "again":
+            release(j)
+            continue
+        if claim == "cancel":
+            raise cancellation.error(j)  # open() releases the run
+        assert found is not None
+        j.was_completed = claim == "replay"
+        j._recorded_result = found.result
+        j.run_id = run_id
+        j.attempt = max(found.attempts, 1)
+        rows, markers = storage.recorded_steps(run_id)
+        keys = StepKeys(run_id)
+        keys.load([Recorded(*r) for r in rows])
+        keys.marker_keys = markers
+        j._keys = keys
+        j._results = Results(storage, sorted(r[3] for r in rows))
+        return
+
+
+def decide(j: Journal, run_id: str, found: RunState | None) -> Claim:
+    """What ``j``'s opener does with the run it found, once it holds it.
+
+    The rules apply afresh to what is found after waiting for a holder: a run
+    forgotten meanwhile ('lil reset', 'lil gc'), a name handed to a fork ('lil
+    fork'), or an unnamed run that its holder completed or that was cancelled
+    (an unnamed opener then starts a new run) means: look again. A named run
+    that was cancelled is refused (cancellation.py).
+    """
+    status, _, _, name, cancel_at, why = found or ("completed", 0, None, None, None, None)
+    cancelled = status == "cancelled" or (cancel_at is not None and status != "completed")
+    if (
+        found is None
+        or name != j.run_name
+        or (status == "completed" and j.run_name is None)
+        or (cancelled and j.run_name is None)
+    ):
+        return "again"
+    if cancelled:
+        j.run_id, j._cancel = run_id, f"{why or 'cancelled'}, at {cancel_at}"
+        return "cancel"
+    return "replay" if status == "completed" else "resume"
+
+
+def hold(j: Journal, store: Store, storage: Storage, run_id: str) -> None:
+    """Take ``run_id``'s lock for ``j``, waiting up to ``j.timeout`` for its holder."""
+    key = (store.identity, run_id)
+    me = threading.get_ident()
+    with _registry_lock:
+        if _held.get(key) == me:
+            raise RunHeldError(
+                f"run {run_id} of goal {j.goal!r} is already open in this thread "
+                f"(pid {os.getpid()}), by a Journal that is still open around this one; "
+                f"waiting for it would never end. Close the other Journal first, or name "
+                f"a different run",
+                run_id=run_id,
+                pid=os.getpid(),
+                host=HOST,
+            )
+    # Another journal of this process holding the run (another thread, a task
+    # whose opener runs in a worker thread) is waited for like another
+    # process: its lock file descriptor is its own, and flock excludes
+    # descriptors, not processes.
+    lock = locks.new_lock(run_lock_path(store, run_id))
+    if not locks.acquire(lock, j.timeout):
+        with _registry_lock:
+            thread = _held.get(key)
+        pid: int | None
+        host: str | None
+        if thread is not None:
+            holder = f"another Journal of this process (pid {os.getpid()}, thread {thread})"
+            pid, host = os.getpid(), HOST
+        else:
+            found = storage.run_holder(run_id)
+            pid, host, since = found or (None, None, None)
+            holder = f"process {pid} on {host} (since {since})"
+        raise RunHeldError(
+            f"run {run_id} of goal {j.goal!r} is held by {holder}; waited "
+            f"{j.timeout:g} s. Wait for it to finish, stop it, or pass a longer timeout=",
+            run_id=run_id,
+            pid=pid,
+            host=host,
+        )
+    with _registry_lock:
+        _held[key] = me
+    j._held_key = key
+    j._lock = lock
+
+
+def release(j: Journal) -> None:
+    """Let go of ``j``'s run: its lock, and its entry among the runs this process holds."""
+    if j._held_key is not None:
+        with _registry_lock:
+            _held.pop(j._held_key, None)
+        j._held_key = None
+    if j._lock is not None:
+        lock, j._lock = j._lock, None
+        locks.release(lock)

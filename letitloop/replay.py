@@ -1,0 +1,113 @@
+"""Replay: a recorded step's result handed back, read lazily, and the errors of a call that differs.
+
+``Results`` reads result texts a chunk at a time in journal order; ``replay``
+checks the recorded function and decodes; ``mismatch`` explains a call whose
+arguments differ from the recorded ones, with the ways out.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import TYPE_CHECKING, Any
+
+from . import codec
+from .errors import DecodeError, StepMismatchError
+from .fingerprint import differences
+from .keys import Recorded, split_key
+from .storage import Storage
+
+if TYPE_CHECKING:
+    from .journal import Journal
+
+#: Results read per query when a run replays: replays mostly come in journal
+#: order, so one query serves this many of them, and no more than this many
+#: result texts are held in memory at once.
+RESULT_CHUNK = 256
+
+
+class Results:
+    """Reads recorded results when they are replayed, a chunk at a time, in journal order.
+
+    Only keys, fingerprints and rowids of a run's steps stay in memory for
+    the attempt; a result's text is read when its step replays and dropped
+    once handed back, so memory does not grow with the number of steps.
+    """
+
+    def __init__(self, storage: Storage, rowids: list[int]) -> None:
+        self.storage = storage
+        self.rowids = rowids  # ascending
+        self.cache: dict[int, str | None] = {}
+
+    def get(self, rowid: int) -> str | None:
+        cache = self.cache
+        if rowid in cache:
+            return cache.pop(rowid)
+        i = bisect_left(self.rowids, rowid)
+        chunk = self.rowids[i : i + RESULT_CHUNK]
+        if not chunk or chunk[0] != rowid:
+            chunk = [rowid]
+        self.cache = cache = self.storage.results(chunk)
+        if rowid not in cache:
+            raise DecodeError(
+                f"the recorded row {rowid} of {self.storage.table} is gone: was the run reset "
+                f"while this process held it?"
+            )
+        return cache.pop(rowid)
+
+
+def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
+    """The result recorded for step ``key``, decoded; StepMismatchError for another function."""
+    if recorded.fn != fn_name:
+        raise StepMismatchError(
+            f"step {key!r} (run {j.run_id} of goal {j.goal!r}): recorded by "
+            f"{recorded.fn}, now called with {fn_name} — the code changed under a "
+            f"recorded run; {ways_out(j, key)}",
+            run_id=j.run_id,
+            key=key,
+            recorded=recorded.fn,
+            called=fn_name,
+        )
+    assert j._results is not None
+    text = j._results.get(recorded.rowid)
+    if text is None:
+        return None
+    try:
+        return codec.decode(text, j.registry)
+    except DecodeError as exc:
+        raise DecodeError(f"step {key!r} (run {j.run_id}): {exc}") from None
+
+
+def ways_out(j: Journal, key: str) -> str:
+    """The commands that reset or fork ``j``'s run at ``key``."""
+    # Shell-quoted, so each command works as pasted whatever the goal and key hold.
+    import shlex  # only for an error's advice
+
+    reset = f"lil reset {shlex.quote(j.goal)} --run {j.run_id}"
+    fork = f"lil fork {j.run_id} --from-step {shlex.quote(key)}"
+    return f"reset it with: {reset}; or fork it with: {fork}"
+
+
+def mismatch(j: Journal, key: str, fn_name: str, fp: str, recorded: Recorded) -> StepMismatchError:
+    """The error of a call whose arguments differ from those recorded at its position."""
+    name, _ = split_key(key)
+    what = differences(recorded.fp or "", fp)
+    code = (
+        f" (and it was recorded by {recorded.fn}, now called with {fn_name})"
+        if recorded.fn != fn_name
+        else ""
+    )
+    return StepMismatchError(
+        f"step {key!r} (run {j.run_id} of goal {j.goal!r}) was recorded for other "
+        f"arguments than this call of {name!r} passes: {what}{code}; this attempt has not "
+        f"made the recorded call, and a result recorded for other arguments is never "
+        f"handed back. If an argument legitimately changes between attempts (a timestamp "
+        f"or id made outside any step), pass it as letitloop.unchecked(value) or make it "
+        f"inside a step; if calls of {name!r} come from several threads or tasks, give "
+        f"each its own name (f'{name}:{{item}}'); otherwise the code or its inputs changed "
+        f"under a recorded run: {ways_out(j, key)}",
+        run_id=j.run_id,
+        key=key,
+        recorded=recorded.fn,
+        called=fn_name,
+        differences=what,
+    )

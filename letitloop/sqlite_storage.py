@@ -1,0 +1,233 @@
+"""``SqliteStorage``: the ``Storage`` protocol on a SQLite journal file; the SQL of runs, steps.
+
+Built on ``store.Store`` (connection, transactions, errors); the statements of
+the per-step path are bound once per journal, so a step costs one call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from .ids import HOST, new_run_id
+from .sqlite_primitives import GLOBAL_TABLE, SqlitePrimitives
+from .storage import Claim, RunState, StepRow
+from .store import Store, utc_iso
+
+#: The row of a step that returned or failed, over the key's earlier row if any
+#: (its ``running`` or ``retrying`` row); ``{table}`` is the goal's journal table.
+UPSERT_STEP = (
+    'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
+    "duration_ms, attempt, error, traceback, args_fp, input_tokens, output_tokens, cost, model) "
+    "VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run, key) DO UPDATE SET status = excluded.status, fn = excluded.fn, "
+    "result = excluded.result, started_at = excluded.started_at, "
+    "finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, "
+    "attempt = excluded.attempt, error = excluded.error, traceback = excluded.traceback, "
+    "args_fp = excluded.args_fp, input_tokens = excluded.input_tokens, "
+    "output_tokens = excluded.output_tokens, cost = excluded.cost, model = excluded.model, "
+    "wake_at = NULL"
+)
+
+_FIND_NAMED = "SELECT id FROM runs WHERE goal = ? AND name = ?"
+
+# Unnamed openers resume only unnamed runs opened for the same input (named
+# runs are reached by their name). rowid: the order runs were made in (ids
+# made in one millisecond sort in no particular order). A run cancelled, or
+# asked to be, is never resumed by an opener.
+_FIND_UNNAMED = (
+    "SELECT id FROM runs WHERE goal = ? AND name IS NULL AND input_fp IS ? "
+    "AND status IN ('running', 'failed', 'waiting') "
+    "AND cancel_requested_at IS NULL ORDER BY rowid DESC LIMIT 1"
+)
+
+_INSERT_RUN = (
+    "INSERT INTO runs (id, goal, name, status, attempts, holder_pid, "
+    "holder_host, started_at, updated_at, input, input_fp) "
+    "VALUES (?, ?, ?, 'running', 1, ?, ?, ?, ?, ?, ?)"
+)
+
+_INSERT_ATTEMPT = (
+    "INSERT OR REPLACE INTO attempts (run, attempt, pid, host, watch_id, "
+    "watch_attempt, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+__all__ = ["GLOBAL_TABLE", "UPSERT_STEP", "SqliteStorage"]
+
+
+def _watch_attempt() -> int | None:
+    """The supervisor's attempt number (``lil watch`` sets LETITLOOP_ATTEMPT), if any."""
+    text = os.environ.get("LETITLOOP_ATTEMPT")
+    if text is None or not text.isdigit():
+        return None
+    return int(text)
+
+
+def _insert_attempt(c: Any, run_id: str, attempt: int, started: str) -> None:
+    c.execute(
+        _INSERT_ATTEMPT,
+        (
+            run_id,
+            attempt,
+            os.getpid(),
+            HOST,
+            os.environ.get("LETITLOOP_WATCH_ID"),
+            _watch_attempt(),
+            started,
+        ),
+    )
+
+
+class SqliteStorage(SqlitePrimitives):
+    """One goal's runs and steps in a journal file (``journal_<goal>`` and ``runs``).
+
+    The statements of markers, sleeps, waits and step tries are its base's
+    (``sqlite_primitives.py``).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.path: Path = store.path
+        #: The goal's journal table, known once ``find_or_start_run`` made it.
+        self.table = ""
+        self.upsert_sql = ""
+        #: Commit one step row: ``store.write1`` with the statement bound (no extra call).
+        self.write_step: Callable[[StepRow], None] = self._not_found
+
+    @property
+    def max_text(self) -> int:
+        return self.store.max_text
+
+    def _not_found(self, row: StepRow) -> None:
+        raise AssertionError("find_or_start_run comes before any step is written")
+
+    def find_or_start_run(
+        self,
+        goal: str,
+        name: str | None,
+        input_fp: str | None,
+        input_text: str | None,
+        now: float,
+        hold: Callable[[str], None],
+    ) -> tuple[str, bool]:
+        store = self.store
+        with store.write() as c:
+            table = store.ensure_goal(c, goal, now)
+            if table != self.table:
+                self.table = table
+                self.upsert_sql = UPSERT_STEP.format(table=table)
+                self.write_step = partial(store.write1, self.upsert_sql)
+            if name is not None:
+                row = c.execute(_FIND_NAMED, (goal, name)).fetchone()
+            else:
+                row = c.execute(_FIND_UNNAMED, (goal, input_fp)).fetchone()
+            if row:
+                return str(row[0]), False
+            run_id = new_run_id(now)
+            # Held before its row exists (nobody else knows this id, so it is
+            # free at once): if the lock cannot be taken, the transaction rolls
+            # back and no run is left behind. A new run is then written whole in
+            # this one transaction: its row and its first attempt.
+            hold(run_id)
+            started = utc_iso(now)
+            c.execute(
+                _INSERT_RUN,
+                (run_id, goal, name, os.getpid(), HOST, started, started, input_text, input_fp),
+            )
+            _insert_attempt(c, run_id, 1, started)
+        return run_id, True
+
+    def claim_run(
+        self, run_id: str, now: float, decide: Callable[[RunState | None], Claim]
+    ) -> tuple[Claim, RunState | None]:
+        with self.store.write() as c:
+            row = c.execute(
+                "SELECT status, attempts, result, name, cancel_requested_at, cancel_reason "
+                "FROM runs WHERE id = ?",
+                (run_id,),
+            ).fetchone()
+            found = None if row is None else RunState(*row)
+            claim = decide(found)
+            if claim == "cancel":
+                assert found is not None
+                c.execute(
+                    "UPDATE runs SET status = 'cancelled', finished_at = coalesce("
+                    "finished_at, ?), updated_at = ? WHERE id = ? AND status != 'cancelled'",
+                    (found.cancel_requested_at or utc_iso(now), utc_iso(now), run_id),
+                )
+            elif claim == "resume":
+                assert found is not None
+                attempts = found.attempts + 1
+                found = found._replace(attempts=attempts)
+                c.execute(
+                    "UPDATE runs SET status = 'running', attempts = ?, holder_pid = ?, "
+                    "holder_host = ?, updated_at = ? WHERE id = ?",
+                    (attempts, os.getpid(), HOST, utc_iso(now), run_id),
+                )
+                _insert_attempt(c, run_id, attempts, utc_iso(now))
+        return claim, found
+
+    def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:
+        rows = self.store.query(
+            "SELECT holder_pid, holder_host, updated_at FROM runs WHERE id = ?", (run_id,)
+        )
+        return tuple(rows[0]) if rows else None
+
+    def recorded_steps(
+        self, run_id: str
+    ) -> tuple[list[tuple[str, str, str | None, int]], set[str]]:
+        store, table = self.store, self.table
+        rows = store.query(
+            f'SELECT key, fn, args_fp, rowid FROM "{table}" WHERE run = ? '
+            f"AND kind IN ('step', 'sleep', 'wait') AND status = 'done' ORDER BY rowid",
+            (run_id,),
+        )
+        markers = store.query(
+            f"SELECT key FROM \"{table}\" WHERE run = ? AND kind = 'marker'", (run_id,)
+        )
+        return rows, {key for (key,) in markers}
+
+    def results(self, rowids: Sequence[int]) -> dict[int, str | None]:
+        marks = ",".join("?" * len(rowids))
+        rows = self.store.query(
+            f'SELECT rowid, result FROM "{self.table}" WHERE rowid IN ({marks})', rowids
+        )
+        return dict(rows)
+
+    def write_steps(self, rows: Sequence[StepRow]) -> None:
+        self.store.write_many(self.upsert_sql, rows)
+
+    def try_write_steps(self, rows: Sequence[StepRow]) -> bool:
+        return self.store.try_write_many(self.upsert_sql, rows)
+
+    def complete_run(self, run_id: str, now: float, result: str | None) -> None:
+        at = utc_iso(now)
+        self.store.write1(
+            "UPDATE runs SET status = 'completed', finished_at = ?, updated_at = ?, "
+            "result = ?, error = NULL WHERE id = ?",
+            (at, at, result, run_id),
+        )
+
+    def fail_run(self, run_id: str, now: float, error: str) -> None:
+        self.store.write1(
+            "UPDATE runs SET status = 'failed', updated_at = ?, error = ? WHERE id = ?",
+            (utc_iso(now), error, run_id),
+        )
+
+    def cancel_run(self, run_id: str, now: float, error: str) -> None:
+        at = utc_iso(now)
+        self.store.write1(
+            "UPDATE runs SET status = 'cancelled', finished_at = ?, updated_at = ?, "
+            "error = ? WHERE id = ?",
+            (at, at, error, run_id),
+        )
+
+    def leave_waiting(self, run_id: str, now: float) -> None:
+        self.store.write1(
+            "UPDATE runs SET status = 'waiting', updated_at = ? WHERE id = ?",
+            (utc_iso(now), run_id),
+        )

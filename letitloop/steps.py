@@ -1,0 +1,268 @@
+"""One step: its key, then a replay, or a call whose result (or failure) is committed as its row.
+
+Functions of a ``Journal`` (``j``), bound as its methods (``Journal.step =
+steps.step``), so a step costs no call beyond the journal's own. The async
+step is ``async_steps.py``; the storage writes the rows (``storage.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar
+from functools import partial
+from types import FunctionType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from . import cancellation, codec, inflight
+from . import retry as retries
+from .costs import NO_USAGE
+from .errors import (
+    EncodeError,
+    InvalidNameError,
+    LetItLoopError,
+    error_text,
+    traceback_text,
+)
+from .fingerprint import UNCHECKED, unwrap
+from .keys import NEST, REPEAT_SUFFIX, Recorded
+from .replay import mismatch, replay
+from .retry import RetryPolicy
+from .store import MAX_NAME_LENGTH, Store, check_name, utc_iso
+
+if TYPE_CHECKING:
+    from .journal import Journal
+
+T = TypeVar("T")
+
+#: The step whose function is running in this context, as (journal, key): a
+#: step called inside it is keyed under it (``outer/inner``).
+_parent_step: ContextVar[tuple[Journal, str] | None] = ContextVar(
+    "letitloop_parent_step", default=None
+)
+
+
+def function_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname`` of a step's function (the code identity checked on replay)."""
+    if type(fn) is FunctionType:  # the common case, without the lookups below
+        return f"{fn.__module__}.{fn.__qualname__}"
+    while isinstance(fn, partial):
+        fn = fn.func
+    fn = getattr(fn, "__func__", fn)  # bound methods: their function
+    qualname = getattr(fn, "__qualname__", None)
+    if qualname is None:  # a callable object
+        qualname = type(fn).__qualname__
+        module = type(fn).__module__
+    else:
+        module = getattr(fn, "__module__", None) or "?"
+    return f"{module}.{qualname}"
+
+
+def require_open(j: Journal) -> Store:
+    """``j``'s store; LetItLoopError when the journal is not open."""
+    store = j.store
+    if store is None:
+        raise LetItLoopError(
+            f"journal of goal {j.goal!r} is not open; use it as "
+            f"'with Journal({j.goal!r}) as j:' or call j.open() first"
+        )
+    return store
+
+
+def owner(j: Journal) -> object:
+    """Who is calling: the running asyncio task, else the thread.
+
+    Concurrent calls of one step name from two owners are refused; a task
+    is its own owner, so steps gathered on one event loop thread are told
+    apart (see letitloop.keys).
+    """
+    # asyncio is imported only by programs that use it (it is slow to import):
+    # if it is not loaded, no event loop can be running.
+    aio = sys.modules.get("asyncio")
+    if aio is not None and aio._get_running_loop() is not None:
+        task = aio.current_task()
+        if task is not None:
+            return task
+    return threading.get_ident()
+
+
+def key_for(
+    j: Journal, name: str, fp: str, owner: object
+) -> tuple[str, str, Recorded | None, Recorded | None]:
+    """``(full name, key, replay, mismatch)`` of a call of step ``name`` (see letitloop.keys).
+
+    The name is checked before anything else happens, so a call with an
+    unusable name never runs its function.
+    """
+    # The common case in one cheap test; check_name explains anything else.
+    if not (
+        type(name) is str
+        and 0 < len(name) <= MAX_NAME_LENGTH
+        and name.isprintable()
+        and not name.isspace()
+    ):
+        check_name("step", name)
+    if "#" in name and REPEAT_SUFFIX.search(name):
+        raise InvalidNameError(
+            f"step name {name!r} ends in '#<number>', which letitloop uses to number "
+            f"repeated calls of one name ('fetch', 'fetch#2', …); rename the step"
+        )
+    parent = _parent_step.get()
+    if parent is not None and parent[0] is j:
+        name = f"{parent[1]}{NEST}{name}"
+    key, replay, mismatch = j._keys.claim(name, fp, owner)
+    return name, key, replay, mismatch
+
+
+def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Return ``fn(*args, **kwargs)``, recorded once for this run and replayed ever after.
+
+    On replay the recorded result comes back without calling ``fn``: the
+    result recorded for this very call (same name, same function, same
+    arguments; see letitloop.keys). A fresh result is committed to the
+    journal file before this returns. If ``fn`` raises, the failure is
+    recorded (for inspection) and re-raised; the step runs again on the
+    next attempt. A step called inside ``fn`` is keyed under this one
+    (``name/inner``). Raises StepMismatchError when the key was recorded
+    by another function or for other arguments, EncodeError (nothing
+    written) when the result cannot be encoded, ConcurrentStepError when
+    another thread is running a step of the same name.
+
+    ``retry=RetryPolicy(...)`` among the keyword arguments is taken by the
+    journal, not passed to ``fn`` (any other ``retry=`` value is passed on):
+    ``fn`` is tried again as the policy says, each failed try recorded
+    (letitloop/retry.py); the journal's own ``retry`` applies otherwise.
+    Raises RunCancelledError, before anything runs, once the run was cancelled.
+    """
+    store = require_open(j)
+    if j._cancel is not None:
+        raise cancellation.error(j)
+    policy = j.retry
+    if kwargs and "retry" in kwargs and isinstance(kwargs["retry"], RetryPolicy):
+        policy = kwargs.pop("retry")
+    who = owner(j)
+    fp = j._fingerprints.call(args, kwargs)
+    full, key, recorded, differs = key_for(j, name, fp, who)
+    fn_name = function_name(fn)
+    if differs is not None:
+        raise mismatch(j, key, fn_name, fp, differs)
+    if recorded is not None:
+        replayed: T = replay(j, key, fn_name, recorded)
+        return replayed
+    try:
+        if UNCHECKED in fp:
+            args, kwargs = unwrap(args, kwargs)
+        started = j.clock()
+        j._in_flight[key] = (started, fn_name, fp)
+        if j._flight_watch is None:
+            watch_flight(j, store)
+        parent = _parent_step.set((j, key))
+        try:
+            if policy is None:
+                value = fn(*args, **kwargs)
+            else:
+                value = retries.call(j, store, key, fn_name, fp, policy, fn, args, kwargs)
+        except Exception as exc:
+            record_failure(j, store, key, fn_name, fp, started, exc)
+            raise
+        finally:
+            _parent_step.reset(parent)
+        j._storage_write_step(done_row(j, store, key, fn_name, fp, started, value))
+        return value
+    finally:
+        j._in_flight.pop(key, None)
+        j._keys.release(full, who)
+
+
+def watch_flight(j: Journal, store: Store) -> None:
+    """Have the process's watcher make this journal's long steps visible (inflight.py)."""
+    with j._keys_lock:
+        if j.store is not store or j._flight_watch is not None:
+            return
+        assert j._storage is not None
+        watched = inflight.Watched(j._storage, j.run_id, j.attempt, j._in_flight, j.clock)
+        watched.poll = partial(cancellation.poll, j)  # a cancel is noticed between steps
+        j._flight_watch = watched
+    inflight.WATCH.watch(watched)
+
+
+def done_row(
+    j: Journal, store: Store, key: str, fn_name: str, fp: str, started: float, value: Any
+) -> tuple[Any, ...]:
+    """The journal row of a step that returned ``value``; raises before anything is written."""
+    try:
+        text = codec.encode(value, j.registry)
+    except EncodeError as exc:
+        raise EncodeError(
+            f"step {key!r} (run {j.run_id}): {exc}; nothing was recorded",
+            path=exc.path,
+            key=key,
+        ) from None
+    if len(text) > store.max_text // 4 and len(text.encode("utf-8")) > store.max_text:
+        raise EncodeError(
+            f"step {key!r} (run {j.run_id}): the encoded result is "
+            f"{len(text.encode('utf-8')):,} bytes, over the {store.max_text:,} bytes "
+            f"SQLite stores in one value; nothing was recorded. Store large data in a "
+            f"file and return its path",
+            path="$",
+            key=key,
+        )
+    if j.store is not store:
+        raise LetItLoopError(
+            f"step {key!r} (run {j.run_id} of goal {j.goal!r}) returned after its "
+            f"journal was closed, so its result was not recorded and it runs again next "
+            f"attempt; await every step before leaving the journal's 'with' block"
+        )
+    finished = j.clock()
+    spent = j._usage.pop(key, None) if j._usage else None
+    return (
+        j.run_id,
+        key,
+        "done",
+        fn_name,
+        text,
+        utc_iso(started),
+        utc_iso(finished),
+        (finished - started) * 1000.0,
+        j.attempt,
+        None,
+        None,
+        fp,
+        *(NO_USAGE if spent is None else spent.columns()),
+    )
+
+
+def record_failure(
+    j: Journal, store: Store, key: str, fn_name: str, fp: str, started: float, exc: BaseException
+) -> None:
+    """Commit step ``key``'s failure with ``exc``, unless the journal was closed meanwhile."""
+    if j.store is not store:
+        return  # the journal was closed while the step ran: nothing to write to
+    # The step's own exception matters more than its failed record.
+    with contextlib.suppress(LetItLoopError):
+        j._storage_write_step(failure_row(j, key, fn_name, fp, started, exc))
+
+
+def failure_row(
+    j: Journal, key: str, fn_name: str, fp: str, started: float, exc: BaseException
+) -> tuple[Any, ...]:
+    """The journal row of a step whose function raised ``exc``."""
+    finished = j.clock()
+    spent = j._usage.pop(key, None) if j._usage else None
+    return (
+        j.run_id,
+        key,
+        "failed",
+        fn_name,
+        None,
+        utc_iso(started),
+        utc_iso(finished),
+        (finished - started) * 1000.0,
+        j.attempt,
+        error_text(exc),
+        traceback_text(exc),
+        fp,
+        *(NO_USAGE if spent is None else spent.columns()),
+    )

@@ -1,0 +1,242 @@
+"""``Storage``: the operations the journal needs from whatever keeps its runs and steps.
+
+A typed protocol, no I/O: ``sqlite_storage.SqliteStorage`` is its first
+implementation. A backend that implements it (and its own schema) stands
+behind the journal without a change to ``journal.py``, ``opening.py``,
+``steps.py``, ``replay.py`` or ``closing.py`` (docs/architecture.md, "Where a
+new storage backend plugs in").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, Protocol
+
+#: One step's row, in the column order of ``sqlite_storage.UPSERT_STEP``: run,
+#: key, status, fn, result, started_at, finished_at, duration_ms, attempt,
+#: error, traceback, args_fp, input_tokens, output_tokens, cost, model.
+StepRow = Sequence[Any]
+
+#: What an opener does with the run it found (see ``opening.decide``): look
+#: again, refuse it as cancelled, resume it as a new attempt, or replay it whole.
+Claim = Literal["again", "cancel", "resume", "replay"]
+
+
+class RunState(NamedTuple):
+    """What an opener reads of a run before it claims it."""
+
+    status: str
+    attempts: int
+    result: str | None
+    name: str | None
+    cancel_requested_at: str | None
+    cancel_reason: str | None
+
+
+class MarkerAt(NamedTuple):
+    """Where a marker's record lives: its scope, its run, its name, and the goal that takes it.
+
+    ``run`` is the run id (scope ``"run"``), ``"*"`` (``"goal"``: shared by
+    every run of the goal) or ``""`` (``"global"``: one per journal).
+    """
+
+    scope: str
+    run: str
+    name: str
+    goal: str
+
+
+class MarkerRecord(NamedTuple):
+    """A marker's record; ``kind`` is ``"marker"`` unless a step holds the name."""
+
+    kind: str
+    status: str
+    claims: int | None
+    crashes: int | None
+    holder_pid: int | None
+    holder_host: str | None
+    holder_run: str | None
+    started_at: str | None
+    holder_token: str | None
+
+
+class MarkerClaim(NamedTuple):
+    """What ``claim_marker`` found or did: offered, with the counts after the claim."""
+
+    #: ``"marker"``, or the kind of the row that holds the name (nothing was written).
+    kind: str
+    offered: bool
+    claims: int
+    crashes: int
+
+
+class Storage(Protocol):
+    """One goal's runs and steps, as one opener of the goal sees them.
+
+    Made for one journal when it opens; ``find_or_start_run`` comes first
+    (it makes the goal's room for steps), every other operation after it.
+    Times are seconds since the epoch; each operation is its own transaction.
+    """
+
+    #: Where the runs are kept (the journal file), for messages and thread names.
+    path: Path
+    #: Where the goal's steps are kept (SQLite: its journal table), named in messages.
+    table: str
+
+    @property
+    def max_text(self) -> int:
+        """The longest text one value may hold, in UTF-8 bytes (a result over it is refused)."""
+        ...
+
+    def find_or_start_run(
+        self,
+        goal: str,
+        name: str | None,
+        input_fp: str | None,
+        input_text: str | None,
+        now: float,
+        hold: Callable[[str], None],
+    ) -> tuple[str, bool]:
+        """``(run id, started)``: the run an opener of ``goal`` gets, or a new one.
+
+        A named opener gets the run of that name; an unnamed one the goal's
+        newest unnamed run opened for ``input_fp`` that is running, failed or
+        waiting and not asked to cancel. Else a new run is started with its
+        first attempt, ``hold(run_id)`` called before its row is written (if
+        it raises, nothing is left behind).
+        """
+        ...
+
+    def claim_run(
+        self, run_id: str, now: float, decide: Callable[[RunState | None], Claim]
+    ) -> tuple[Claim, RunState | None]:
+        """Read the run, ask ``decide``, and do what it says, in one transaction.
+
+        ``"cancel"`` marks the run cancelled; ``"resume"`` records a new
+        attempt held by this process; ``"again"`` and ``"replay"`` write nothing.
+        """
+        ...
+
+    def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:
+        """``(pid, host, since)`` of the run's last holder, None when there is no run."""
+        ...
+
+    def recorded_steps(
+        self, run_id: str
+    ) -> tuple[list[tuple[str, str, str | None, int]], set[str]]:
+        """The run's done steps, sleeps and waits as ``(key, fn, args_fp, rowid)`` in
+        journal order, and the keys of its run-scoped markers."""
+        ...
+
+    def results(self, rowids: Sequence[int]) -> dict[int, str | None]:
+        """The result texts of the rows ``rowids`` that still exist."""
+        ...
+
+    def write_step(self, row: StepRow) -> None:
+        """Commit one step row (a new key, or over the key's earlier row)."""
+        ...
+
+    def write_steps(self, rows: Sequence[StepRow]) -> None:
+        """Commit ``rows`` in one transaction, waiting for the write lock."""
+        ...
+
+    def try_write_steps(self, rows: Sequence[StepRow]) -> bool:
+        """Commit ``rows`` in one transaction if that needs no wait; False otherwise."""
+        ...
+
+    def complete_run(self, run_id: str, now: float, result: str | None) -> None:
+        """Mark the run completed with its result text."""
+        ...
+
+    def fail_run(self, run_id: str, now: float, error: str) -> None:
+        """Mark the run failed with its error text (the next opener resumes it)."""
+        ...
+
+    def cancel_run(self, run_id: str, now: float, error: str) -> None:
+        """Mark the run cancelled, as its holder learnt."""
+        ...
+
+    def leave_waiting(self, run_id: str, now: float) -> None:
+        """Mark the run waiting for a value from outside."""
+        ...
+
+    # -- markers (markers.py) --------------------------------------------------
+
+    def marker(self, at: MarkerAt) -> MarkerRecord | None:
+        """The marker's record, None when it has none."""
+        ...
+
+    def claim_marker(
+        self, at: MarkerAt, holder: tuple[int, str, str, str], now: float, attempt: int
+    ) -> MarkerClaim:
+        """In one transaction: nothing if the marker is done (or the name is a step's),
+        else write ``holder`` (pid, host, run, token) as its claim, ``pending``; a
+        ``pending`` record found counts as a crash of its holder."""
+        ...
+
+    def finish_marker(
+        self,
+        at: MarkerAt,
+        token: str,
+        now: float,
+        duration_ms: float,
+        failure: tuple[str, str, int] | None,
+    ) -> tuple[bool, MarkerRecord | None]:
+        """Mark the marker done (``failure`` None) or failed with ``(error, traceback,
+        interrupted)``, only where it is still ``pending`` under ``token``.
+
+        ``(lost, record)``: ``lost`` when the claim was no longer this holder's,
+        then the record as it is now.
+        """
+        ...
+
+    # -- the run's primitives: a cancel request, sleeps and waits, step tries ------
+
+    def write_running(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Show steps in flight: ``(run, key, fn, started_at, duration_ms, attempt, args_fp)``
+        as ``running`` rows, never over a row of a finished step (inflight.py)."""
+        ...
+
+    def cancel_request(self, run_id: str) -> tuple[str | None, str | None] | None:
+        """``(requested_at, reason)`` of the run's cancel request (``requested_at``
+        None: none was made); None when there is no such run."""
+        ...
+
+    def pause(self, run_id: str, key: str) -> tuple[str, str, str | None, str | None] | None:
+        """``(kind, status, started_at, wake_at)`` of a sleep's or wait's row, if any."""
+        ...
+
+    def start_pause(self, row: Sequence[Any]) -> None:
+        """Write the row of a sleep or wait that starts, over the key's earlier row:
+        ``(run, key, kind, status, fn, started_at, attempt, wake_at)``."""
+        ...
+
+    def finish_sleep(
+        self, run_id: str, key: str, finished_at: str, duration_ms: float, attempt: int
+    ) -> None:
+        """Mark a sleep done."""
+        ...
+
+    def wait_ending(self, run_id: str, key: str) -> tuple[str, str | None, str | None] | None:
+        """``(status, result, error)`` of a wait's row, if any."""
+        ...
+
+    def time_out_wait(
+        self, run_id: str, key: str, error: str, finished_at: str, duration_ms: float
+    ) -> None:
+        """Mark a wait done with its timeout ``error``, unless a value came first."""
+        ...
+
+    def recorded_wait(self, rowid: int) -> tuple[str | None, str | None] | None:
+        """``(result, error)`` of a done wait's row, by its position."""
+        ...
+
+    def step_tries(self, run_id: str) -> list[tuple[str, int, str | None]]:
+        """``(key, try, next_at)`` of every failed try of the run, by key, then try."""
+        ...
+
+    def record_try(self, try_row: Sequence[Any], retrying_row: Sequence[Any] | None) -> None:
+        """In one transaction: a failed try (columns of ``step_tries``) and, when
+        another try follows, the step's ``retrying`` row."""
+        ...
