@@ -38,7 +38,16 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "locks, keys, fingerprints, commits, steps in flight, costs",
-        {"locks", "markerlocks", "keys", "fingerprint", "commits", "inflight", "costs"},
+        {
+            "locks",
+            "markerlocks",
+            "markerhold",
+            "keys",
+            "fingerprint",
+            "commits",
+            "inflight",
+            "costs",
+        },
     ),
     (
         "markers and the run's primitives",
