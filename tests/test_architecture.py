@@ -59,7 +59,16 @@ LAYERS: list[tuple[str, set[str]]] = [
         "inspection, control and supervision",
         # inspection/ and maintenance/ are packages: their modules share this
         # layer, and their order inside is INSPECTION_ORDER and MAINTENANCE_ORDER.
-        {"inspection", "maintenance", "control", "policy", "supervisor", "recorder", "relaunch"},
+        {
+            "inspection",
+            "maintenance",
+            "control",
+            "policy",
+            "supervisor",
+            "childproc",
+            "recorder",
+            "relaunch",
+        },
     ),
     (
         "command line and adapters",
