@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "codec",
             "store",
+            "connect",
             "stores",
             "files",
             "pragmas",
