@@ -264,3 +264,33 @@ class TestTheOrderedPackages:
             if t.startswith(f"{package}.")
         }
         assert inside <= below, f"{dotted} imports {sorted(inside - below)}, not below it"
+
+
+#: Modules ``import letitloop`` leaves to the programs that use them (PEP 562
+#: in ``__init__.py``, or an import inside the function that needs them).
+LOADED_ON_USE = [
+    "letitloop.markers",  # the first atomic_marker
+    "letitloop.retry",  # the first RetryPolicy
+    "letitloop.costs",  # the first usage() report
+    "letitloop.supervisor",  # supervise
+    "letitloop.control",  # send, cancel
+]
+
+
+class TestImportingThePackage:
+    def test_it_leaves_what_a_step_does_not_need_unloaded(self) -> None:
+        import subprocess
+        import sys
+
+        code = (
+            "import sys, letitloop\n"
+            f"print([m for m in {LOADED_ON_USE!r} if m in sys.modules])\n"
+            "from letitloop import *\n"
+            "print(sorted(set(letitloop.__all__) - set(dir())))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        loaded, missing = done.stdout.splitlines()
+        assert loaded == "[]"
+        assert missing == "[]"  # every public name still imports
