@@ -17,11 +17,11 @@ from .durable import (
 from .errors import LetItLoopError, RunCancelledError, WaitTimeoutError
 from .fingerprint import unchecked
 from .journal import Journal
-from .retry import RetryPolicy
 from .waits import RunWaiting
 
 if TYPE_CHECKING:
     from .control import cancel, send
+    from .retry import RetryPolicy
     from .supervisor import supervise
 
 __version__ = "0.1.0"
@@ -30,7 +30,12 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     # PEP 562: the supervisor (subprocess, signals, the process tree) is loaded
     # only by programs that supervise, and send/cancel (inspection, json) only by
-    # programs that call them; `import letitloop` stays on the step path.
+    # programs that call them, and RetryPolicy (retry.py) by programs that retry;
+    # `import letitloop` stays on the step path.
+    if name == "RetryPolicy":
+        from .retry import RetryPolicy
+
+        return RetryPolicy
     if name == "supervise":
         from .supervisor import supervise
 

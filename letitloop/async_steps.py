@@ -12,11 +12,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import cancellation
-from . import retry as retries
 from .errors import LetItLoopError
 from .fingerprint import UNCHECKED, unwrap
 from .replay import mismatch, replay
-from .retry import RetryPolicy
 from .steps import (
     _parent_step,
     done_row,
@@ -25,6 +23,7 @@ from .steps import (
     key_for,
     owner,
     require_open,
+    retry_policy_in,
     watch_flight,
 )
 from .store import Store
@@ -75,7 +74,7 @@ async def async_step(
     if j._cancel is not None:
         raise cancellation.error(j)
     policy = j.retry
-    if kwargs and "retry" in kwargs and isinstance(kwargs["retry"], RetryPolicy):
+    if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
     who = owner(j)
     fp = j._fingerprints.call(args, kwargs)
@@ -99,6 +98,8 @@ async def async_step(
             import inspect  # loaded by programs that use async steps only
 
             if policy is not None:
+                from . import retry as retries  # loaded with the RetryPolicy it was given
+
                 value = await retries.async_call(
                     j, store, key, fn_name, fp, policy, partial(_call, fn, args, kwargs)
                 )

@@ -16,15 +16,15 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .codec import CodecRegistry
-from .costs import reported
 from .errors import LetItLoopError, NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, _parent_step, current_journal, open_journals
-from .markers import AtomicMarker, Scope
-from .retry import RetryPolicy
 from .store import Durability
 
 if TYPE_CHECKING:
     import inspect
+
+    from .markers import AtomicMarker, Scope
+    from .retry import RetryPolicy
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -118,6 +118,8 @@ def usage(
             "step runs (j.step('ask', ask_model, ...)), where it is recorded on that step's row"
         )
     journal, key = parent
+    from .costs import reported  # loaded by programs that report usage only
+
     spent = reported(
         source, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost, model=model
     )

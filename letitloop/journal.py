@@ -21,24 +21,27 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import async_steps, cancellation, closing, codec, inflight, opening, sleeps, steps, waits
-from . import retry as retries
-from .costs import Usage
 from .errors import InvalidNameError, LetItLoopError
 from .fingerprint import Fingerprinter
 from .keys import StepKeys
-from .markers import AtomicMarker, Scope
 from .opening import encode_input, open_journals, run_lock_path
 from .replay import Results, mismatch, replay
-from .retry import RetryPolicy
 from .sqlite_storage import SqliteStorage
 from .steps import _parent_step, function_name
 from .storage import StepRow, Storage
 from .store import Durability, Store, check_name, close_store, open_store
 
 if TYPE_CHECKING:
+    # Not imported at run time by this module: markers.py by the first marker,
+    # retry.py by the first retry policy, costs.py by the first usage() report.
+    # `import letitloop` loads only what a step needs (about 2.5 ms less).
     import filelock
 
+    from . import retry as retries
     from .commits import LoopCommits
+    from .costs import Usage
+    from .markers import AtomicMarker, Scope
+    from .retry import RetryPolicy
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -301,6 +304,8 @@ class Journal:
         """
         if self._cancel is not None:
             raise cancellation.error(self)
+        from .markers import AtomicMarker
+
         marker = AtomicMarker(
             self, name, scope=scope, timeout=self.timeout if timeout is None else timeout
         )

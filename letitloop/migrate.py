@@ -15,6 +15,12 @@ table reaches every goal.
 A file whose records name a migration this version does not know was
 written by a newer letitloop: it is refused with SchemaVersionError and left
 untouched.
+
+A brand-new, empty file takes a shortcut: ``migrations/schema.sql`` (the
+dump of a file every migration was applied to) and a record for every
+migration, in one transaction (:func:`create_current`). Existing files
+migrate step by step; a test checks that both paths give the same schema and
+records.
 """
 
 from __future__ import annotations
@@ -238,12 +244,14 @@ _BOOKKEEPING = (
 )
 
 
-def migrate(store: Store) -> None:
+def migrate(store: Store, *, stepwise: bool = False) -> None:
     """Bring ``store``'s file up to this version's schema (call :func:`check` first).
 
-    Each pending migration is applied in its own write transaction with its
-    record. Raises SchemaVersionError (file untouched) for a file from a newer
-    version, JournalFileError for a file that is not a usable SQLite journal.
+    An empty file gets the whole schema at once (:func:`create_current`)
+    unless ``stepwise``; otherwise each pending migration is applied in its
+    own write transaction with its record. Raises SchemaVersionError (file
+    untouched) for a file from a newer version, JournalFileError for a file
+    that is not a usable SQLite journal.
 
     The records are sqlite-utils' (table ``_sqlite_migrations``, one row per
     applied migration with its set, name and UTC time, written in the format
@@ -253,6 +261,8 @@ def migrate(store: Store) -> None:
     ``BEGIN IMMEDIATE`` transaction holding its SQL and its record, which is
     what ``Migrations.apply`` would do inside it.
     """
+    if not stepwise and create_current(store):
+        return
     conn = store.conn
     names = known_names()
     sql_of = dict(known_migrations())
@@ -275,6 +285,63 @@ def migrate(store: Store) -> None:
     with store.write() as conn:
         # The browsing view lists goal tables by name; rebuild it over every goal.
         refresh_journal_rows(conn)
+
+
+#: The line of ``schema.sql``'s header naming the migrations it adds up to.
+_SCHEMA_OF = "-- Migrations: "
+
+
+def current_schema() -> tuple[str, ...] | None:
+    """The statements of ``migrations/schema.sql``, or None if it is not this version's.
+
+    None when the file is missing or its header names other migrations than
+    this version's (one added without regenerating the dump): new files then
+    migrate step by step, which is always right.
+    """
+    return _schema_statements(migrations_dir(), " ".join(known_names()))
+
+
+@lru_cache(maxsize=4)
+def _schema_statements(folder: Path, names: str) -> tuple[str, ...] | None:
+    try:
+        text = (folder / "schema.sql").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if f"\n{_SCHEMA_OF}{names}\n" not in text:
+        return None
+    return tuple(_statements(text))
+
+
+def create_current(store: Store) -> bool:
+    """On an empty file: the whole current schema and every migration's record, in one transaction.
+
+    The statements of ``migrations/schema.sql`` (what applying every
+    migration gives; tested), then one ``_sqlite_migrations`` row per
+    migration, as step-by-step migration leaves them: sqlite-utils' tools
+    read the file as migrated. About 20 statements in one transaction
+    instead of some 160 in nine: a new journal's first open is ~8 ms shorter.
+    ``executescript`` would be one call, but it commits before it runs, so
+    the file's emptiness could not be checked under the same write lock.
+
+    Returns False, having changed nothing, when the file is not empty under
+    the write lock (another process created it first, or it holds anything
+    at all) or schema.sql is not this version's; :func:`migrate` then goes
+    step by step.
+    """
+    statements = current_schema()
+    if statements is None:
+        return False
+    applied_at = str(datetime.now(timezone.utc))
+    with store.write() as conn:
+        if conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+            return False
+        for statement in statements:
+            conn.execute(statement)
+        conn.executemany(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
+            [(MIGRATION_SET, name, applied_at) for name in known_names()],
+        )
+    return True
 
 
 def _ensure_bookkeeping(conn: sqlite3.Connection) -> None:
@@ -338,16 +405,20 @@ def _migration_fn(sql: str) -> Any:
 
 
 def schema_dump(store: Store) -> str:
-    """The schema of ``store``'s file as SQL, tables then indexes then views, by name.
+    """The schema of ``store``'s file as SQL, tables, indexes, views, each in creation order.
 
     Goals' own journal tables are left out (each is a copy of the template),
     so the dump of a freshly migrated file is what ``migrations/schema.sql`` holds.
+    Creation order (``sqlite_master``'s rowid), not names: SQLite lists a
+    table's indexes in the order they were created (the query planner's
+    order among equals), so a file created from the dump lists them as a
+    file migrated step by step does.
     """
     rows = store.query(
         "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
         "AND name NOT IN (SELECT journal_table FROM goals) "
         "AND tbl_name NOT IN (SELECT journal_table FROM goals) "
-        "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 ELSE 2 END, name"
+        "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 ELSE 2 END, rowid"
     )
     return "".join(f"{sql};\n\n" for _, _, sql in rows).rstrip() + "\n"
 
@@ -359,10 +430,12 @@ if __name__ == "__main__":  # python -m letitloop.migrate > migrations/schema.sq
     from .store import Store as _Store
 
     with tempfile.TemporaryDirectory() as folder:
-        fresh = _Store(Path(folder) / "schema.db")
+        fresh = _Store(Path(folder) / "schema.db", migrate=False)
+        migrate(fresh, stepwise=True)
         sys.stdout.write(
             "-- The schema every migration in this folder adds up to (generated by\n"
-            "-- `python -m letitloop.migrate > migrations/schema.sql`; tested).\n\n"
-            + schema_dump(fresh)
+            "-- `python -m letitloop.migrate > migrations/schema.sql`; tested). A new\n"
+            "-- journal file is created from it (migrate.create_current).\n"
+            f"{_SCHEMA_OF}{' '.join(known_names())}\n\n" + schema_dump(fresh)
         )
         fresh.close()

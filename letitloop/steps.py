@@ -17,8 +17,6 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import cancellation, codec, inflight
-from . import retry as retries
-from .costs import NO_USAGE
 from .errors import (
     EncodeError,
     InvalidNameError,
@@ -29,13 +27,27 @@ from .errors import (
 from .fingerprint import UNCHECKED, unwrap
 from .keys import NEST, REPEAT_SUFFIX, Recorded
 from .replay import mismatch, replay
-from .retry import RetryPolicy
 from .store import MAX_NAME_LENGTH, Store, check_name, utc_iso
 
 if TYPE_CHECKING:
     from .journal import Journal
 
 T = TypeVar("T")
+
+#: costs.NO_USAGE (the usage columns of a row that reported nothing), without
+#: importing costs.py on the step path: it is loaded by the first usage() report.
+NO_USAGE: tuple[None, None, None, None] = (None, None, None, None)
+
+
+def retry_policy_in(kwargs: dict[str, Any]) -> bool:
+    """Whether ``kwargs`` holds ``retry=RetryPolicy(...)``, which the journal takes.
+
+    retry.py is not imported for this: while it is not loaded, no RetryPolicy
+    exists to be passed, and a step without one does not pay for loading it.
+    """
+    retry = sys.modules.get("letitloop.retry")
+    return retry is not None and isinstance(kwargs["retry"], retry.RetryPolicy)
+
 
 #: The step whose function is running in this context, as (journal, key): a
 #: step called inside it is keyed under it (``outer/inner``).
@@ -140,7 +152,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     if j._cancel is not None:
         raise cancellation.error(j)
     policy = j.retry
-    if kwargs and "retry" in kwargs and isinstance(kwargs["retry"], RetryPolicy):
+    if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
     who = owner(j)
     fp = j._fingerprints.call(args, kwargs)
@@ -163,6 +175,8 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             if policy is None:
                 value = fn(*args, **kwargs)
             else:
+                from . import retry as retries  # loaded with the RetryPolicy it was given
+
                 value = retries.call(j, store, key, fn_name, fp, policy, fn, args, kwargs)
         except Exception as exc:
             record_failure(j, store, key, fn_name, fp, started, exc)

@@ -120,6 +120,25 @@ INSPECTION_ORDER = [
 #: changes, then reset (whose deletion gc shares), fork and gc.
 MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "__init__"]
 
+#: The LangGraph adapter's own modules, bottom up: the saver's polled locks,
+#: tables and serde, LangChain's messages, a node's identity and retirement,
+#: the saver's reading, writing and thread changes, the saver, durable nodes.
+LANGGRAPH_ORDER = [
+    "polled",
+    "tables",
+    "serde",
+    "messages",
+    "configs",
+    "identity",
+    "retire",
+    "reading",
+    "writing",
+    "threads",
+    "saver",
+    "node",
+    "__init__",
+]
+
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
@@ -239,6 +258,7 @@ ORDERED_PACKAGES = {
     "runtext": RUNTEXT_ORDER,
     "inspection": INSPECTION_ORDER,
     "maintenance": MAINTENANCE_ORDER,
+    "adapters.langgraph": LANGGRAPH_ORDER,
 }
 
 
@@ -254,7 +274,7 @@ class TestTheOrderedPackages:
         "dotted", [f"{p}.{n}" for p, order in sorted(ORDERED_PACKAGES.items()) for n in order]
     )
     def test_a_module_imports_only_the_ones_below_it(self, dotted: str) -> None:
-        package, name = dotted.split(".")
+        package, name = dotted.rsplit(".", 1)
         order = ORDERED_PACKAGES[package]
         below = set(order[: order.index(name)])
         inside = {
@@ -263,3 +283,33 @@ class TestTheOrderedPackages:
             if t.startswith(f"{package}.")
         }
         assert inside <= below, f"{dotted} imports {sorted(inside - below)}, not below it"
+
+
+#: Modules ``import letitloop`` leaves to the programs that use them (PEP 562
+#: in ``__init__.py``, or an import inside the function that needs them).
+LOADED_ON_USE = [
+    "letitloop.markers",  # the first atomic_marker
+    "letitloop.retry",  # the first RetryPolicy
+    "letitloop.costs",  # the first usage() report
+    "letitloop.supervisor",  # supervise
+    "letitloop.control",  # send, cancel
+]
+
+
+class TestImportingThePackage:
+    def test_it_leaves_what_a_step_does_not_need_unloaded(self) -> None:
+        import subprocess
+        import sys
+
+        code = (
+            "import sys, letitloop\n"
+            f"print([m for m in {LOADED_ON_USE!r} if m in sys.modules])\n"
+            "from letitloop import *\n"
+            "print(sorted(set(letitloop.__all__) - set(dir())))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        loaded, missing = done.stdout.splitlines()
+        assert loaded == "[]"
+        assert missing == "[]"  # every public name still imports

@@ -362,6 +362,8 @@ class TestTheWheel:
         assert package_file.startswith(str(env_dir))
         assert migrations_folder.startswith(str(env_dir))
         assert Path(migrations_folder, "0001_initial.sql").is_file()
+        # What a new journal file is created from (migrate.create_current).
+        assert Path(migrations_folder, "schema.sql").is_file()
         assert applied(tmp_path / "journal.db") == [n for n, _ in migrate.known_migrations()]
 
 
@@ -369,8 +371,9 @@ class TestTheDocumentedSchema:
     def test_applying_every_migration_gives_migrations_schema_sql(self, db: Path) -> None:
         from letitloop.store import Store
 
-        store = Store(db)
+        store = Store(db, migrate=False)
         try:
+            migrate.migrate(store, stepwise=True)  # not the shortcut that reads schema.sql
             dumped = migrate.schema_dump(store)
         finally:
             store.close()
@@ -379,3 +382,111 @@ class TestTheDocumentedSchema:
             line for line in documented.splitlines(keepends=True) if not line.startswith("-- ")
         ).lstrip("\n")
         assert dumped == body, "regenerate: python -m letitloop.migrate > migrations/schema.sql"
+
+
+def _made(db: Path, *, stepwise: bool) -> Path:
+    from letitloop.store import Store
+
+    store = Store(db, migrate=False)
+    try:
+        migrate.migrate(store, stepwise=stepwise)
+    finally:
+        store.close()
+    return db
+
+
+def _contents(db: Path) -> dict[str, object]:
+    """Everything of a file but its page layout: schema, rows of every table, records, pragmas."""
+    conn = sqlite3.connect(db)
+    try:
+        master = sorted(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+        tables = [name for kind, name, _, _ in master if kind == "table"]
+        rows = {
+            t: sorted(conn.execute(f'SELECT * FROM "{t}"'))
+            for t in tables
+            if t != "_sqlite_migrations"
+        }
+        records = conn.execute(
+            "SELECT migration_set, name FROM _sqlite_migrations ORDER BY id"
+        ).fetchall()
+        pragmas = {
+            p: conn.execute(f"PRAGMA {p}").fetchone()[0]
+            for p in ("user_version", "application_id", "journal_mode", "auto_vacuum")
+        }
+        columns = {t: conn.execute(f'PRAGMA table_xinfo("{t}")').fetchall() for t in tables}
+        indexes = {t: conn.execute(f'PRAGMA index_list("{t}")').fetchall() for t in tables}
+    finally:
+        conn.close()
+    return {
+        "master": master,
+        "rows": rows,
+        "records": records,
+        "pragmas": pragmas,
+        "columns": columns,
+        "indexes": indexes,
+    }
+
+
+class TestANewFileCreatedFromTheSchemaDump:
+    def test_it_equals_a_file_migrated_step_by_step(self, tmp_path: Path) -> None:
+        fast = _made(tmp_path / "fast.db", stepwise=False)
+        slow = _made(tmp_path / "slow.db", stepwise=True)
+        assert _contents(fast) == _contents(slow)
+        assert applied(fast) == [name for name, _ in migrate.known_migrations()]
+
+    def test_a_journal_opening_a_new_file_takes_the_shortcut(
+        self, db: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from letitloop.store import Store
+
+        taken: list[bool] = []
+        real = migrate.create_current
+
+        def create_current(store: Store) -> bool:
+            taken.append(real(store))
+            return taken[-1]
+
+        monkeypatch.setattr(migrate, "create_current", create_current)
+        with Journal("g", path=db) as j:
+            j.step("s", str, 1)
+        assert taken == [True]
+        assert _contents(db)["records"] == [
+            ("letitloop", name) for name, _ in migrate.known_migrations()
+        ]
+
+    def test_a_file_that_is_not_empty_is_migrated_step_by_step(self, db: Path) -> None:
+        from letitloop.store import Store
+
+        store = Store(db, migrate=False)
+        try:
+            with store.write() as conn:
+                conn.execute(
+                    'CREATE TABLE "_sqlite_migrations" (\n'
+                    '   "id" INTEGER PRIMARY KEY,\n'
+                    '   "migration_set" TEXT,\n'
+                    '   "name" TEXT,\n'
+                    '   "applied_at" TEXT\n'
+                    ")"
+                )
+            assert migrate.create_current(store) is False
+            assert applied(db) == []
+        finally:
+            store.close()
+
+    def test_a_dump_that_names_other_migrations_is_not_used(
+        self, db: Path, extra_migrations: Path
+    ) -> None:
+        (extra_migrations / "0999_add_note.sql").write_text(
+            'ALTER TABLE "{journal}" ADD COLUMN note TEXT;\n'
+        )
+        migrate.known_migrations.cache_clear()
+        assert migrate.current_schema() is None
+        with Journal("g", path=db) as j:
+            j.step("s", str, 1)
+        assert applied(db)[-1] == "0999_add_note"
+        conn = sqlite3.connect(db)
+        try:
+            columns = [r[1] for r in conn.execute('PRAGMA table_info("_journal_template")')]
+        finally:
+            conn.close()
+        assert "note" in columns

@@ -6,88 +6,39 @@ Every sync method of ``BaseCheckpointSaver`` and its ``a*`` twin
 writes are rows of the tables ``langgraph_checkpoints`` and
 ``langgraph_writes`` (the adapter's own migration set, ``tables.py``) in the
 same journal file as the steps: ids and metadata as text, the payload
-exactly as the saver's serde gives it.
+exactly as the saver's serde gives it. The class is the thin front: its
+methods read in ``reading.py``, write in ``writing.py`` and change whole
+threads in ``threads.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import builtins
 import functools
-import json
 import os
-import random
-import re
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    PendingWrite,
-    get_checkpoint_id,
-    get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...errors import DecodeError, EncodeError, InvalidNameError
 from ...store import Durability, Store
-from . import polled, retire, tables
+from . import polled, reading, tables, threads, writing
 from .serde import AllowedType, strict_serde
 
 #: How many listed checkpoints ``alist`` decodes per trip to the worker thread:
 #: large enough that thread hand-offs cost little, small enough that the first
 #: tuples arrive before a long history is decoded.
 _ALIST_BATCH = 64
-
-_CHECKPOINT_COLUMNS = (
-    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
-)
-_SCALARS = (str, int, float, bool)
-#: Metadata keys that a JSON path quotes without surprises; other keys (quotes,
-#: backslashes, non-ASCII) are filtered in Python instead of with json_extract.
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.\- ]+")
-
-_Row = tuple[str, str, str, "str | None", str, bytes, str]
-
-
-def _thread(value: Any) -> str:
-    """A thread id as the text stored in the file; InvalidNameError if SQLite cannot store it.
-
-    Any text is a thread id (newlines, escapes, separators), except text
-    with a lone surrogate (what ``os.fsdecode`` makes of bytes that are not
-    UTF-8), which has no UTF-8 form.
-    """
-    text = str(value)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidNameError(
-            f"thread_id {text!r} is not valid Unicode text (it holds a lone surrogate, which "
-            f"SQLite cannot store as UTF-8); decode the bytes it came from with an explicit "
-            f"encoding, or use another thread_id"
-        ) from None
-    return text
-
-
-def _metadata_text(metadata: CheckpointMetadata, where: str) -> str:
-    """Metadata as JSON text (readable in a SQLite browser, filterable with json_extract)."""
-    try:
-        return json.dumps(metadata, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise EncodeError(
-            f"{where}: checkpoint metadata must be JSON (str, int, float, bool, None, "
-            f"lists and dicts), found {exc}; keep non-JSON values in the graph state, "
-            f"not in config['metadata']",
-            path="$.metadata",
-        ) from None
 
 
 class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
@@ -206,15 +157,9 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         The same format as ``SqliteSaver`` and ``InMemorySaver`` use, so a thread
         moved between savers keeps comparable versions.
         """
-        if current is None:
-            current_v = 0
-        elif isinstance(current, int):
-            current_v = current
-        else:
-            current_v = int(current.split(".")[0])
-        return f"{current_v + 1:032}.{random.random():016}"
+        return writing.next_version(current)
 
-    # -- reading ---------------------------------------------------------------
+    # -- reading (reading.py) --------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (its newest if no ``checkpoint_id``), or None.
@@ -222,27 +167,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         Its ``pending_writes`` come in LangGraph's ``writes_sort_key`` order
         (task_path, task_id, idx).
         """
-        conf = config["configurable"]
-        thread_id = _thread(conf["thread_id"])
-        ns = str(conf.get("checkpoint_ns") or "")
-        checkpoint_id = get_checkpoint_id(config)
-        if checkpoint_id:
-            rows = polled.query(
-                self.store,
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM langgraph_checkpoints "
-                f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                (thread_id, ns, checkpoint_id),
-            )
-        else:
-            rows = polled.query(
-                self.store,
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM langgraph_checkpoints "
-                f"WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC LIMIT 1",
-                (thread_id, ns),
-            )
-        if not rows:
-            return None
-        return self._tuple(rows[0])
+        return reading.get_tuple(self.store, self.serde, config)
 
     def list(
         self,
@@ -259,118 +184,10 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         key/value; ``before`` keeps checkpoints older than its ``checkpoint_id``;
         ``limit`` caps the count.
         """
-        for row in self._select(config, filter, before, limit):
-            yield self._tuple(row)
+        for row in reading.select(self.store, config, filter, before, limit):
+            yield reading.to_tuple(self.store, self.serde, row)
 
-    def _select(
-        self,
-        config: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        limit: int | None,
-    ) -> builtins.list[_Row]:
-        if limit is not None and limit <= 0:
-            return []
-        where: builtins.list[str] = []
-        params: builtins.list[Any] = []
-        if config is not None:
-            conf = config["configurable"]
-            if conf.get("thread_id") is not None:
-                where.append("thread_id = ?")
-                params.append(_thread(conf["thread_id"]))
-            if conf.get("checkpoint_ns") is not None:
-                where.append("checkpoint_ns = ?")
-                params.append(str(conf["checkpoint_ns"]))
-            if checkpoint_id := get_checkpoint_id(config):
-                where.append("checkpoint_id = ?")
-                params.append(checkpoint_id)
-        if before is not None and (before_id := get_checkpoint_id(before)):
-            where.append("checkpoint_id < ?")
-            params.append(before_id)
-        # Scalars are compared in SQL (json_extract on the metadata text);
-        # lists, dicts and odd keys are compared in Python after decoding, so
-        # that equality means what it means in Python (dict key order aside).
-        in_python: dict[str, Any] = {}
-        for key, value in (filter or {}).items():
-            if not _PLAIN_KEY.fullmatch(key) or not (value is None or isinstance(value, _SCALARS)):
-                in_python[key] = value
-            elif value is None:
-                where.append("json_extract(metadata, ?) IS NULL")
-                params.append(f'$."{key}"')
-            else:
-                where.append("json_extract(metadata, ?) = ?")
-                params.extend((f'$."{key}"', value))
-        sql = f"SELECT {_CHECKPOINT_COLUMNS} FROM langgraph_checkpoints"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY checkpoint_id DESC"
-        if limit is not None and not in_python:
-            sql += " LIMIT ?"
-            params.append(limit)
-        rows = cast(builtins.list[_Row], polled.query(self.store, sql, params))
-        if in_python:
-            rows = [
-                r for r in rows if all(json.loads(r[6]).get(k) == v for k, v in in_python.items())
-            ]
-            if limit is not None:
-                rows = rows[:limit]
-        return rows
-
-    def _tuples(self, rows: Sequence[_Row]) -> builtins.list[CheckpointTuple]:
-        return [self._tuple(r) for r in rows]
-
-    def _tuple(self, row: _Row) -> CheckpointTuple:
-        thread_id, ns, checkpoint_id, parent_id, type_, blob, metadata = row
-        writes = polled.query(
-            self.store,
-            "SELECT task_id, channel, type, value FROM langgraph_writes "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-            "ORDER BY task_path, task_id, idx",
-            (thread_id, ns, checkpoint_id),
-        )
-        where = f"thread {thread_id!r} checkpoint {checkpoint_id}"
-        pending: builtins.list[PendingWrite] = [
-            (task_id, channel, self._load(wtype, value, f"{where} write {task_id}/{channel}"))
-            for task_id, channel, wtype, value in writes
-        ]
-        return CheckpointTuple(
-            config={
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": checkpoint_id,
-                }
-            },
-            checkpoint=self._load(type_, blob, where),
-            metadata=cast(CheckpointMetadata, json.loads(metadata)),
-            parent_config=(
-                {
-                    "configurable": {
-                        "thread_id": thread_id,
-                        "checkpoint_ns": ns,
-                        "checkpoint_id": parent_id,
-                    }
-                }
-                if parent_id
-                else None
-            ),
-            pending_writes=pending,
-        )
-
-    def _load(self, type_: str, data: bytes, where: str) -> Any:
-        try:
-            return self.serde.loads_typed((type_, data))
-        except NotImplementedError:
-            # The serde refuses a type tag it was not configured for; 'pickle'
-            # in particular is only read by a serde built with pickle_fallback=True.
-            raise DecodeError(
-                f"{self.store.path}: {where} is stored as {type_!r}, which this saver's "
-                f"serde ({type(self.serde).__name__}) does not read; if you wrote it with "
-                f"another serde and trust this file, pass that serde to "
-                f"LetItLoopCheckpointSaver(serde=...)"
-            ) from None
-
-    # -- writing ---------------------------------------------------------------
+    # -- writing (writing.py) --------------------------------------------------
 
     def put(
         self,
@@ -385,41 +202,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         before the write transaction opens, so the transaction is one INSERT.
         Raises EncodeError (nothing written) for metadata that is not JSON.
         """
-        conf = config["configurable"]
-        thread_id = _thread(conf["thread_id"])
-        ns = str(conf.get("checkpoint_ns") or "")
-        md = get_serializable_checkpoint_metadata(config, metadata)
-        md_text = _metadata_text(md, f"thread {thread_id!r} checkpoint {checkpoint['id']}")
-        type_, blob = self.serde.dumps_typed(checkpoint)
-        run_id = md.get("run_id")
-        step = md.get("step")
-        row = (
-            str(thread_id),
-            ns,
-            checkpoint["id"],
-            conf.get("checkpoint_id"),
-            None if run_id is None else str(run_id),
-            md.get("source"),
-            step if isinstance(step, int) else None,
-            checkpoint.get("ts"),
-            type_,
-            blob,
-            md_text,
-        )
-        polled.commit(
-            self.store,
-            "INSERT OR REPLACE INTO langgraph_checkpoints (thread_id, checkpoint_ns, "
-            "checkpoint_id, parent_checkpoint_id, run_id, source, step, ts, type, "
-            "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (row,),
-        )
-        return {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
+        return writing.put(self.store, self.serde, config, checkpoint, metadata)
 
     def put_writes(
         self,
@@ -434,37 +217,9 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         keeps the first copy, except the special channels (error, interrupt,
         resume, scheduled), whose latest value replaces the previous one.
         """
-        conf = config["configurable"]
-        thread_id = _thread(conf["thread_id"])
-        ns = str(conf.get("checkpoint_ns") or "")
-        checkpoint_id = str(conf["checkpoint_id"])
-        rows = [
-            (
-                thread_id,
-                ns,
-                checkpoint_id,
-                task_id,
-                task_path,
-                WRITES_IDX_MAP.get(channel, idx),
-                channel,
-                *self.serde.dumps_typed(value),
-            )
-            for idx, (channel, value) in enumerate(writes)
-        ]
-        if not rows:
-            return
-        verb = (
-            "INSERT OR REPLACE"
-            if all(channel in WRITES_IDX_MAP for channel, _ in writes)
-            else "INSERT OR IGNORE"
-        )
-        polled.commit(
-            self.store,
-            f"{verb} INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, "
-            f"task_id, task_path, idx, channel, type, value) "
-            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+        writing.put_writes(self.store, self.serde, config, writes, task_id, task_path)
+
+    # -- whole threads (threads.py) --------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of ``thread_id`` (all namespaces); atomic.
@@ -473,11 +228,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         transaction: a thread made again under this id (``copy_thread`` of
         the same template reproduces its checkpoint ids) starts afresh.
         """
-        tid = _thread(thread_id)
-        with polled.transaction(self.store) as c:
-            c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
-            c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
-            retire.retire_thread(self.store, c, tid)
+        threads.delete_thread(self.store, thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints whose ``metadata.run_id`` is in ``run_ids``, and their writes.
@@ -487,22 +238,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         own warning for ``DeltaChannel``). The ``durable_node`` runs recorded
         under those run ids (``config["metadata"]["run_id"]``) are retired too.
         """
-        ids = [str(r) for r in run_ids]
-        if not ids:
-            return
-        with polled.transaction(self.store) as c:
-            retire.retire(self.store, c, retire.runs_of_langgraph_runs(c, ids))
-            # 500 ids per statement stays far below SQLite's bound-variable limit.
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ", ".join("?" * len(chunk))
-                c.execute(
-                    "DELETE FROM langgraph_writes WHERE (thread_id, checkpoint_ns, checkpoint_id) "
-                    "IN (SELECT thread_id, checkpoint_ns, checkpoint_id FROM "
-                    f"langgraph_checkpoints WHERE run_id IN ({marks}))",
-                    chunk,
-                )
-                c.execute(f"DELETE FROM langgraph_checkpoints WHERE run_id IN ({marks})", chunk)
+        threads.delete_for_runs(self.store, run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of one thread to another, ids and order kept; atomic.
@@ -512,34 +248,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         that started from a checkpoint the copy brings in are retired: the
         copy is a new execution from there, not the target's earlier one.
         """
-        src, dst = _thread(source_thread_id), _thread(target_thread_id)
-        if src == dst:
-            return
-        with polled.transaction(self.store) as c:
-            copied = {
-                row[0]
-                for row in c.execute(
-                    "SELECT checkpoint_id FROM langgraph_checkpoints WHERE thread_id = ?", (src,)
-                )
-            }
-            retire.retire_where(
-                self.store, c, dst, lambda recorded: recorded.get("checkpoint") not in copied
-            )
-            c.execute(
-                "INSERT OR REPLACE INTO langgraph_checkpoints (thread_id, checkpoint_ns, "
-                "checkpoint_id, parent_checkpoint_id, run_id, source, step, ts, type, "
-                "checkpoint, metadata) SELECT ?, checkpoint_ns, checkpoint_id, "
-                "parent_checkpoint_id, run_id, source, step, ts, type, checkpoint, metadata "
-                "FROM langgraph_checkpoints WHERE thread_id = ?",
-                (dst, src),
-            )
-            c.execute(
-                "INSERT OR REPLACE INTO langgraph_writes (thread_id, checkpoint_ns, "
-                "checkpoint_id, task_id, task_path, idx, channel, type, value) SELECT ?, "
-                "checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value "
-                "FROM langgraph_writes WHERE thread_id = ?",
-                (dst, src),
-            )
+        threads.copy_thread(self.store, source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune the given threads: ``"keep_latest"`` keeps the newest checkpoint of each
@@ -554,48 +263,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         checkpoint already contains (its step or earlier, in its namespace);
         a node paused or interrupted after it keeps its run.
         """
-        if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"prune strategy must be 'keep_latest' or 'delete', got {strategy!r}")
-        ids = [_thread(t) for t in thread_ids]
-        if not ids:
-            return
-        with polled.transaction(self.store) as c:
-            for tid in ids:
-                if strategy == "delete":
-                    c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
-                    c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
-                    retire.retire_thread(self.store, c, tid)
-                    continue
-                # Named, not ?1: Python 3.12 deprecates numbered placeholders
-                # bound from a sequence, and 3.14 refuses them.
-                latest = (
-                    "SELECT checkpoint_ns, MAX(checkpoint_id) FROM langgraph_checkpoints "
-                    "WHERE thread_id = :tid GROUP BY checkpoint_ns"
-                )
-                c.execute(
-                    "DELETE FROM langgraph_writes WHERE thread_id = :tid AND "
-                    f"(checkpoint_ns, checkpoint_id) NOT IN ({latest})",
-                    {"tid": tid},
-                )
-                c.execute(
-                    "DELETE FROM langgraph_checkpoints WHERE thread_id = :tid AND "
-                    f"(checkpoint_ns, checkpoint_id) NOT IN ({latest})",
-                    {"tid": tid},
-                )
-                kept: dict[str, int] = {}
-                for ns, step in c.execute(
-                    "SELECT checkpoint_ns, step FROM langgraph_checkpoints WHERE thread_id = ?",
-                    (tid,),
-                ):
-                    if step is not None:
-                        kept[ns] = max(int(step), kept.get(ns, int(step)))
-
-                def after_kept(recorded: dict[str, Any], kept: dict[str, int] = kept) -> bool:
-                    latest_step = kept.get(str(recorded.get("ns", "")))
-                    step = recorded.get("step")
-                    return latest_step is None or not isinstance(step, int) or step > latest_step
-
-                retire.retire_where(self.store, c, tid, after_kept)
+        threads.prune(self.store, thread_ids, strategy)
 
     # -- async twins: the sync method in a worker thread -----------------------
 
@@ -612,10 +280,10 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """``list`` in worker threads: one query, then tuples decoded in batches."""
-        rows = await asyncio.to_thread(self._select, config, filter, before, limit)
+        rows = await asyncio.to_thread(reading.select, self.store, config, filter, before, limit)
         for start in range(0, len(rows), _ALIST_BATCH):
             batch = rows[start : start + _ALIST_BATCH]
-            tuples = await asyncio.to_thread(self._tuples, batch)
+            tuples = await asyncio.to_thread(reading.to_tuples, self.store, self.serde, batch)
             for tup in tuples:
                 yield tup
 
