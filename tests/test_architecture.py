@@ -289,9 +289,11 @@ class TestTheOrderedPackages:
 #: in ``__init__.py``, or an import inside the function that needs them).
 LOADED_ON_USE = [
     "letitloop.markers",  # the first atomic_marker
+    "letitloop.markerhold",  # the first atomic_marker
     "letitloop.retry",  # the first RetryPolicy
     "letitloop.costs",  # the first usage() report
     "letitloop.supervisor",  # supervise
+    "letitloop.childproc",  # supervise
     "letitloop.control",  # send, cancel
 ]
 
