@@ -2,7 +2,7 @@
 
 A registry of :class:`_LocalLock` by marker key, each kept while anyone uses
 it, forgotten by a forked child. The second tier, the marker's lock file
-for other processes, is ``locks.py``; ``markers.py`` takes both.
+for other processes, is ``locks.py``; ``markerhold.py`` takes both.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ Entering a marker:
 
 1. Read the row. ``done``: yield false at once, without taking any lock.
 2. Take the process-local lock of the marker (threads of this process;
-   ``markerlocks.py``), then its lock file (other processes). Both are per marker, so unrelated
-   markers never wait for each other.
+   ``markerlocks.py``), then its lock file (other processes), both through
+   ``markerhold.py``. Both are per marker, so unrelated markers never wait
+   for each other.
 3. In one write transaction, read the row again and claim it: write this
    holder's identity (pid, host, run, a random token). A ``pending`` row found
    under both locks belonged to a holder that died inside the block (a live
@@ -27,13 +28,10 @@ import contextlib
 import math
 import os
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
-from . import locks
 from .errors import (
     InvalidNameError,
     LetItLoopError,
@@ -43,17 +41,14 @@ from .errors import (
     traceback_text,
 )
 from .ids import HOST as _HOST
-from .markerlocks import _local_disown, _local_enter, _local_holder, _local_leave
+from .markerhold import MarkerHold
 from .sqlite_storage import GLOBAL_TABLE
 from .storage import MarkerAt
 from .store import check_name
 
 if TYPE_CHECKING:
-    import filelock
-
     from .journal import Journal
     from .storage import Storage
-    from .store import Store
 
 Scope = Literal["run", "goal", "global"]
 SCOPES: tuple[Scope, ...] = ("run", "goal", "global")
@@ -63,10 +58,6 @@ SCOPES: tuple[Scope, ...] = ("run", "goal", "global")
 GOAL_SCOPE_RUN = "*"
 
 __all__ = ["GLOBAL_TABLE", "GOAL_SCOPE_RUN", "SCOPES", "AtomicMarker", "MarkerOffer", "Scope"]
-
-#: How often an async waiter's worker thread checks whether its task was
-#: cancelled: a cancelled wait frees its thread within this many seconds.
-_STOP_SLICE_S = 0.1
 
 
 class MarkerOffer:
@@ -142,13 +133,9 @@ class AtomicMarker:
         self.scope: Scope = scope
         self.timeout = float(timeout)
         self._used = False
-        self._holding = False
-        self._store: Store | None = None
+        self._hold: MarkerHold | None = None
         self._storage: Storage | None = None
         self._at = MarkerAt(scope, "", self.name, "")
-        self._key = ""
-        self._lock_name = ""
-        self._flock: filelock.BaseFileLock | None = None
         self._token = ""
         self._started = 0.0
 
@@ -180,7 +167,7 @@ class AtomicMarker:
         self._used = True
         j = self.journal
         store = j._require_open()
-        self._store, self._storage = store, j._storage
+        self._storage = j._storage
         if self.scope == "global":
             run = owner = ""
         else:
@@ -190,11 +177,9 @@ class AtomicMarker:
         # NUL cannot occur in names (check_name), so the parts cannot run together.
         # The lock file's name leaves the journal's path out: its folder is beside
         # the journal already, and two containers that mount one volume at two
-        # paths must still meet on one lock file. The process-local key adds the
-        # file's identity (device, inode), to tell apart the journal files one
-        # process has open whatever paths reach them.
-        self._lock_name = f"{self.scope}\0{owner}\0{self.name}"
-        self._key = f"{store.identity}\0{self._lock_name}"
+        # paths must still meet on one lock file (MarkerHold adds the file's
+        # identity to its process-local key).
+        self._hold = MarkerHold(store, f"{self.scope}\0{owner}\0{self.name}", self._describe())
 
     # -- rows ----------------------------------------------------------------
 
@@ -274,110 +259,16 @@ class AtomicMarker:
                 idempotency_key=self.idempotency_key,
             )
 
-    # -- locks ---------------------------------------------------------------
-
-    def _acquire(
-        self, owner: object, who: str, timeout: float, stop: threading.Event | None = None
-    ) -> bool:
-        """Take the process-local lock, then the lock file.
-
-        False if ``timeout`` ran out, or ``stop`` was set while waiting (then
-        the wait ends within one slice, ``_STOP_SLICE_S``). ``owner`` is the
-        thread or task entering, ``who`` how an error names it.
-        """
-        assert self._store is not None
-        deadline = None if math.isinf(timeout) else time.monotonic() + timeout
-
-        def wait(try_once: Callable[[float], bool]) -> bool:
-            while True:
-                left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-                if stop is not None:
-                    left = _STOP_SLICE_S if left < 0 else min(left, _STOP_SLICE_S)
-                if try_once(left):
-                    return True
-                if stop is not None and stop.is_set():
-                    return False
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-
-        entry = _local_enter(self._key)
-        # Only this thread or task can have set owner to itself: no guard needed.
-        if entry.owner is not None and entry.owner == owner:
-            _local_leave(self._key)
-            raise LetItLoopError(
-                f"{self._describe()} was entered again inside its own block (same thread "
-                f"or task); the inner block would wait for itself. Test the outer offer "
-                f"instead or give the inner marker another name; in async code, use "
-                f"'async with' so that tasks of one thread can wait for each other"
-            )
-        try:
-            got = wait(lambda t: entry.lock.acquire(timeout=t))
-        except BaseException:
-            _local_leave(self._key)
-            raise
-        if not got:
-            _local_leave(self._key)
-            return False
-        flock = locks.new_lock(self._store.lock_file("marker", self._lock_name))
-
-        def try_file(t: float) -> bool:
-            return locks.acquire(flock, t)
-
-        try:
-            got = wait(try_file)
-        except BaseException:
-            got = False
-            raise
-        finally:
-            if not got:
-                entry.lock.release()
-                _local_leave(self._key)
-        if not got:
-            return False
-        entry.owner = owner
-        entry.holder = who
-        self._flock = flock
-        self._holding = True
-        return True
-
-    def _release(self) -> None:
-        if not self._holding:
-            return
-        self._holding = False
-        try:
-            if self._flock is not None:
-                flock, self._flock = self._flock, None
-                locks.release(flock)
-        finally:
-            entry = _local_disown(self._key)
-            entry.lock.release()
-            _local_leave(self._key)
-
     def _held_error(self) -> MarkerHeldError:
         """The error of a wait that timed out, naming the holder."""
-        assert self._storage is not None
-        thread = _local_holder(self._key)
-        found = self._storage.marker(self._at)
-        pid = host = run = since = None
-        if found is not None and found.status == "pending":
-            pid, host, run, since = found[4:8]
-        if thread:
-            who = f"{thread} of this process (pid {os.getpid()} on {_HOST})"
-            pid, host = os.getpid(), _HOST
-        elif pid is not None:
-            who = f"process {pid} on {host} (run {run}, since {since})"
-        else:
-            who = "another process that has not recorded its claim yet"
-        return MarkerHeldError(
-            f"{self._describe()} is held by {who}; waited {self.timeout:g} s for it to "
-            f"leave the block. Wait for it to finish, stop it, or pass a longer timeout=",
-            name=self.name,
-            pid=pid,
-            host=host,
-            run_id=run,
-        )
+        assert self._hold is not None and self._storage is not None
+        return self._hold.held_error(self._storage, self._at, self.name, self.timeout)
 
     # -- with / async with ---------------------------------------------------
+
+    def _release(self) -> None:
+        if self._hold is not None:
+            self._hold.release()
 
     def _after_locks(self) -> MarkerOffer:
         try:
@@ -394,8 +285,9 @@ class AtomicMarker:
         done = self._already_done()
         if done is not None:
             return done
+        assert self._hold is not None
         thread = threading.current_thread()
-        if not self._acquire(thread.ident, f"thread {thread.name!r}", self.timeout):
+        if not self._hold.acquire(thread.ident, f"thread {thread.name!r}", self.timeout):
             raise self._held_error()
         return self._after_locks()
 
@@ -405,7 +297,7 @@ class AtomicMarker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not self._holding:
+        if self._hold is None or not self._hold.holding:
             return
         try:
             if exc is None:
@@ -429,42 +321,13 @@ class AtomicMarker:
         owner: object = task or thread.ident
         who = f"task {task.get_name()!r} in thread {thread.name!r}" if task else thread.name
         # Uncontended: take both locks here, without a hop to a worker thread.
-        if not self._acquire(owner, who, 0.0):
-            await self._acquire_in_thread(owner, who)
-        return self._after_locks()
-
-    async def _acquire_in_thread(self, owner: object, who: str) -> None:
-        """Wait for the locks in a worker thread, so the event loop keeps running.
-
-        If the waiting task is cancelled, the worker stops waiting within
-        ``_STOP_SLICE_S`` and lets go of locks it got in the meantime.
-        """
-        import asyncio
-
-        stop = threading.Event()
-        guard = threading.Lock()
-        acquired = False
-
-        def wait() -> bool:
-            nonlocal acquired
-            got = self._acquire(owner, who, self.timeout, stop)
-            with guard:
-                if got and stop.is_set():
-                    self._release()  # the waiting task was cancelled meanwhile
-                    return False
-                acquired = got
-            return got
-
-        try:
-            got = await asyncio.to_thread(wait)
-        except BaseException:
-            with guard:
-                stop.set()
-                if acquired:
-                    self._release()
-            raise
-        if not got:
+        hold = self._hold
+        assert hold is not None
+        if not hold.acquire(owner, who, 0.0) and not await hold.acquire_in_thread(
+            owner, who, self.timeout
+        ):
             raise self._held_error()
+        return self._after_locks()
 
     async def __aexit__(
         self,
@@ -477,9 +340,9 @@ class AtomicMarker:
     @property
     def lock_file(self) -> Path:
         """The lock file of this marker (known once entered): for debugging and tests."""
-        if self._store is None:
+        if self._hold is None:
             raise LetItLoopError(f"{self!r}: enter the marker first")
-        return self._store.lock_file("marker", self._lock_name)
+        return self._hold.lock_file
 
     def __repr__(self) -> str:
         return f"<AtomicMarker {self.name!r} scope={self.scope!r}>"

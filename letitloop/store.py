@@ -1,8 +1,9 @@
 """The SQLite connection to a journal file: its pragmas, write transactions, reads, goal tables.
 
 The store deals in rows and text. It knows nothing of steps' types (that is
-the codec) nor of replay (that is the journal). Finding and probing the file
-is ``files.py``; its pragmas, ``pragmas.py``; explaining sqlite3's errors,
+the codec) nor of replay (that is the journal). Connecting to the file
+(writable or read-only) is ``connect.py``; finding and probing it,
+``files.py``; its pragmas, ``pragmas.py``; explaining sqlite3's errors,
 ``sqlerrors.py``; goals' tables, ``goals.py``; the process's shared
 connections, ``stores.py``. The names other modules import from here
 (``__all__``) still are.
@@ -20,15 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import migrate as _migrations
 from .clock import now, utc_iso
+from .connect import connect_readonly, connect_writable
 from .errors import JournalFileError, LetItLoopError
-from .files import (
-    DEFAULT_PATH,
-    _check_is_a_file,
-    _index_unusable_read_only,
-    _probe,
-    make_folder,
-    resolve_path,
-)
+from .files import DEFAULT_PATH, _index_unusable_read_only, resolve_path
 from .goals import (
     JOURNAL_ROWS_VIEW,
     JOURNAL_TEMPLATE,
@@ -39,7 +34,7 @@ from .goals import (
     refresh_journal_rows,
 )
 from .names import MAX_NAME_LENGTH, check_name
-from .pragmas import Durability, configure
+from .pragmas import Durability
 from .sqlerrors import BUSY_TIMEOUT_MS, _busy, _explain
 
 try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for nothing
@@ -100,6 +95,17 @@ class Store:
     that share the connection.
     """
 
+    #: The connection (set by ``connect.py``, as are the four below).
+    conn: sqlite3.Connection
+    #: The journal file itself, symlinks resolved.
+    real_path: Path
+    #: (device, inode) of the journal file: its identity within this machine.
+    identity: tuple[int, int]
+    #: The most bytes one value may hold (see ``_set_max_text``).
+    max_text: int
+    #: ``PRAGMA schema_version`` when the file was last checked (recheck_schema).
+    _schema_version: int
+
     def __init__(
         self,
         path: str | os.PathLike[str] | None = None,
@@ -121,99 +127,9 @@ class Store:
         self._goal_tables: dict[str, str] = {}
         self.lock = threading.RLock()
         if readonly:
-            self._open_readonly(live)
-            return
-        make_folder(self.path)
-        has_content = _check_is_a_file(self.path)
-        # A file with content is checked on a read-only connection first: a file
-        # refused as newer or foreign is then left byte for byte as it was, its
-        # -wal and -shm included (closing a writable connection would checkpoint
-        # a pending WAL into the file and delete both).
-        current = _probe(self.path) if migrate and has_content else None
-        try:
-            # isolation_level=None: no implicit transactions; we open them ourselves.
-            # check_same_thread=False: threads share this connection under self.lock.
-            self.conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=0
-            )
-        except sqlite3.Error as exc:
-            raise _explain(exc, self.path) from None
-        try:
-            # The file itself, however it was reached (a symlink, a second mount of
-            # its folder): locks and this process's registry of held runs are keyed
-            # by it, so two paths to one file share them.
-            self.real_path = Path(os.path.realpath(self.path))
-            st = os.stat(self.real_path)
-            #: (device, inode) of the journal file: its identity within this machine.
-            self.identity = (st.st_dev, st.st_ino)
-            getlimit = getattr(self.conn, "getlimit", None)  # Python 3.11+
-            self._set_max_text(getlimit(0) if getlimit is not None else 1_000_000_000)
-        except OSError as exc:
-            self.conn.close()
-            raise JournalFileError(
-                f"{self.path}: cannot read the journal file's identity ({exc}); "
-                f"check that the path points to a local file",
-                path=str(self.path),
-            ) from None
-        try:
-            # Wait (instead of failing at once) while another connection writes.
-            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            # Refuse a newer or foreign file before anything writes to it.
-            if current is None:
-                current = _migrations.check(self.conn, self.path) if migrate else True
-            configure(self.conn, self.path, self.durability)
-            if not current:
-                _migrations.migrate(self)
-            self._schema_version = self._read_schema_version()
-        except sqlite3.Error as exc:
-            self.conn.close()
-            raise _explain(exc, self.path) from None
-        except BaseException:
-            self.conn.close()
-            raise
-
-    def _open_readonly(self, live: bool) -> None:
-        """Connect for reading only: refuse a file that is not at this version's schema.
-
-        A file closed cleanly (no -wal beside it) is read as it is
-        (``immutable=1``): SQLite then creates no -wal or -shm file either.
-        Otherwise, or to watch a file others write (``live``: ``--follow``),
-        ``mode=ro``: SQLite reads the -wal through its shared-memory index.
-        """
-        uri = Path(os.path.abspath(self.path)).as_uri()
-        quiet = not live and not os.path.exists(f"{self.path}-wal")
-        query = "mode=ro&immutable=1" if quiet else "mode=ro"
-        try:
-            self.conn = sqlite3.connect(
-                f"{uri}?{query}", uri=True, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise _explain(exc, self.path) from None
-        try:
-            self.real_path = Path(os.path.realpath(self.path))
-            st = os.stat(self.real_path)
-            self.identity = (st.st_dev, st.st_ino)
-            self._set_max_text(1_000_000_000)
-            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            if not _migrations.check(self.conn, self.path):
-                names = _migrations.known_names()
-                raise JournalFileError(
-                    f"{self.path}: this journal was written by an older letitloop (it lacks "
-                    f"migration {names[-1]!r}); reading it would need its schema upgraded, "
-                    f"and a reader never writes: run 'lil upgrade' (or open it with a "
-                    f"Journal of this version) first",
-                    path=str(self.path),
-                )
-            self._schema_version = self._read_schema_version()
-        except sqlite3.Error as exc:
-            self.conn.close()
-            raise _explain(exc, self.path) from None
-        except OSError as exc:
-            self.conn.close()
-            raise JournalFileError(f"{self.path}: {exc}", path=str(self.path)) from None
-        except BaseException:
-            self.conn.close()
-            raise
+            connect_readonly(self, live)
+        else:
+            connect_writable(self, migrate)
 
     # -- transactions --------------------------------------------------------
 

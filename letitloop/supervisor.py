@@ -8,9 +8,11 @@ and one row of ``supervisor_events`` in the journal file (``recorder.py``).
 ``watch()`` and ``@supervise`` start it; the child's command line comes from
 ``relaunch.py``.
 
-On Linux the child dies with its watcher (a parent-death signal armed by the
-exec shim, ``_exec_shim.py``), and ``lil watch`` adopts, stops and reaps the
-descendants that leave the child's process group (``_proctree.py``).
+Starting the child, forwarding the signals and stopping what it leaves
+running is ``childproc.py``'s: on Linux the child dies with its watcher (a
+parent-death signal armed by the exec shim, ``_exec_shim.py``), and ``lil
+watch`` adopts, stops and reaps the descendants that leave the child's
+process group (``_proctree.py``).
 
 This module never imports click: ``import letitloop`` stays light.
 """
@@ -20,20 +22,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from types import FrameType
-from typing import IO, Any, ParamSpec, TypeVar, overload
+from typing import IO, ParamSpec, TypeVar, overload
 
-from . import _proctree
-from ._exec_shim import shim_argv
-from ._proctree import group_alive as _group_alive
-from ._proctree import killpg as _killpg
+from .childproc import POLL_S, ChildProcesses
 from .errors import SupervisorError
 from .ids import new_run_id
 from .policy import (
@@ -52,28 +47,6 @@ from .relaunch import _refuse_interactive, module_argv, program_argv, script_arg
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-#: Signals that stop the watcher. Each is forwarded to the child's process
-#: group and ends the loop without a restart; the watcher then exits 128+N
-#: (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). SIGHUP is included
-#: because the child runs in its own session: a closed terminal would
-#: otherwise kill the watcher and leave the child running, unwatched.
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
-
-#: How often the watcher wakes to check for a stop request while the child
-#: runs or a backoff elapses. Short enough that Ctrl+C feels instant, long
-#: enough to cost nothing.
-POLL_S = 0.05
-
-#: Start each child through the exec shim, which arms its parent-death signal
-#: (a Linux prctl; elsewhere the child is started directly).
-_SHIM = sys.platform.startswith("linux")
-
-#: After SIGKILL, how long the watcher waits for the group to disappear
-#: before moving on (a process stuck in uninterruptible I/O cannot be hurried).
-KILL_WAIT_S = 2.0
 
 
 # -- the loop -----------------------------------------------------------------
@@ -127,13 +100,10 @@ class Supervisor:
         self.watch_id = new_run_id(time.time())
         self.recorder = Recorder(db, watch_id=self.watch_id, target=target, err=self.err)
         self.env = dict(os.environ if env is None else env)
-        self._stop: list[int] = []
-        self._proc: subprocess.Popen[bytes] | None = None
-        #: True once the stop signal reached the running child's group.
-        self._forwarded = False
-        #: Adopt the child's orphans and stop them with it (Linux): ``lil watch``
-        #: only, since the flag makes this process inherit every orphan below it.
-        self.subreaper = subreaper and _proctree.LINUX
+        #: Starts each child, forwards the stop signals, reaps and stops its family.
+        self.children = ChildProcesses(clock=clock, subreaper=subreaper)
+        #: The stop signals this watcher got, in order (shared with ``children``).
+        self._stop = self.children.stop
 
     # -- messages --
 
@@ -144,36 +114,6 @@ class Supervisor:
             print(text, file=self.err, flush=True)
         return text
 
-    # -- signals --
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._stop.append(signum)
-        proc = self._proc
-        if proc is not None and proc.returncode is None:
-            # A second signal while the child is already being stopped: no more grace.
-            _killpg(proc.pid, signal.SIGKILL if self._forwarded else signum)
-            self._forwarded = True
-
-    @contextlib.contextmanager
-    def _signals(self) -> Any:
-        previous: dict[signal.Signals, Any] = {}
-        try:
-            for s in STOP_SIGNALS:
-                previous[s] = signal.signal(s, self._on_signal)
-        except ValueError:
-            # Not the main thread: signal handlers cannot be installed here.
-            for s, h in previous.items():
-                signal.signal(s, h)
-            raise SupervisorError(
-                "supervision must run in the main thread (it handles SIGINT and SIGTERM); "
-                "call the @supervise function or lil watch from the main thread"
-            ) from None
-        try:
-            yield
-        finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
-
     def _check_stop(self) -> None:
         if self._stop:
             raise _Stop(self._stop[0])
@@ -182,18 +122,10 @@ class Supervisor:
 
     def run(self) -> int:
         """Start, watch and restart the child until the policy or a signal ends it."""
-        was_subreaper = None
-        if self.subreaper:
-            was_subreaper = _proctree.set_child_subreaper(True)
-            self.subreaper = was_subreaper is not None
         try:
-            with self._signals():
+            with self.children.watching():
                 return self._loop()
         finally:
-            if self.subreaper:
-                _proctree.reap()
-                if not was_subreaper:
-                    _proctree.set_child_subreaper(False)
             self.recorder.close()
 
     def _loop(self) -> int:
@@ -212,37 +144,13 @@ class Supervisor:
                 # The child's journals go to the file these records go to.
                 "LETITLOOP_DB": str(self.recorder.path.absolute()),
             }
-            # On Linux the shim arms the child's parent-death signal, then
-            # execs the command in the same process (see _exec_shim.py).
-            argv = self.argv
-            if _SHIM:
-                # Refused here as Popen would refuse it, not as a failing child.
-                if shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
-                    raise SupervisorError(
-                        f"cannot start {argv[0]!r} (not an executable file); "
-                        f"check the interpreter path"
-                    )
-                argv = shim_argv(os.getpid(), argv)
-            try:
-                # start_new_session: the child leads its own session and process
-                # group, so the watcher can signal it and every grandchild at once,
-                # and Ctrl+C in the terminal reaches only the watcher, which forwards it.
-                proc = subprocess.Popen(argv, env=env, start_new_session=True)
-            except OSError as exc:
-                raise SupervisorError(
-                    f"cannot start {self.argv[0]!r} ({exc}); check the interpreter path"
-                ) from None
-            self._forwarded = False
-            self._proc = proc
-            if self._stop and not self._forwarded:  # it came while Popen was starting
-                self._forwarded = True
-                _killpg(proc.pid, self._stop[0])
+            proc = self.children.start(self.argv, env)
             line = self.say(f"{self.target} started (attempt {attempt}, pid {proc.pid})")
             self.recorder.record("start", attempt, child_pid=proc.pid, message=line)
-            returncode = self._wait(proc)
+            returncode = self.children.wait(proc)
             if returncode is None:
                 return self._stop_child(proc, attempt)
-            self._proc = None
+            self.children.proc = None
             how = ChildExit.from_returncode(returncode)
             uptime = pol.uptime()
             decision = pol.exited(how)
@@ -275,21 +183,6 @@ class Supervisor:
             except _Stop as stop:
                 return self._stopped_between(stop.signum)
 
-    def _wait(self, proc: subprocess.Popen[bytes]) -> int | None:
-        """The child's returncode, or None when a stop signal arrived first."""
-        # A thread blocks in wait() so that the death is seen at once; the main
-        # thread wakes every POLL_S to see whether a stop signal arrived.
-        waiter = threading.Thread(target=proc.wait, name="letitloop-wait", daemon=True)
-        waiter.start()
-        while waiter.is_alive():
-            if self._stop:
-                return None
-            waiter.join(POLL_S)
-            if self.subreaper:
-                _proctree.reap(keep=proc.pid)  # adopted orphans that exited
-        # A child that died of the signal just forwarded to it was stopped, not crashed.
-        return None if self._stop else proc.returncode
-
     def _sleep(self, seconds: float) -> None:
         deadline = self.clock() + seconds
         while True:
@@ -308,28 +201,7 @@ class Supervisor:
             f"got {signal_name(signum)}; stopping {self.target} "
             f"(pid {proc.pid}, grace {_secs(grace)})"
         )
-        if not self._forwarded:
-            self._forwarded = True
-            _killpg(proc.pid, signum)
-        # What left the group is no terminal's job: it gets a daemon's stop request.
-        for pid in self._others(proc.pid):
-            _proctree.kill(pid, signal.SIGTERM)
-        deadline = self.clock() + grace
-        killed = False
-        while proc.poll() is None or self._family_alive(proc.pid):
-            if self.clock() >= deadline or len(self._stop) > 1:
-                if not killed:
-                    killed = True
-                    deadline = self.clock() + KILL_WAIT_S
-                else:
-                    break
-            if killed:  # again each round: a process may fork or be adopted meanwhile
-                self._signal_family(proc.pid, signal.SIGKILL)
-            time.sleep(POLL_S / 2)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        self._proc = None
+        killed = self.children.stop_running(proc, signum, grace)
         how = ChildExit.from_returncode(proc.returncode)
         uptime = self.policy.uptime()
         after = f"; sent SIGKILL after the {_secs(grace)} grace" if killed else ""
@@ -359,51 +231,11 @@ class Supervisor:
         descendant that left the group (adopted by this watcher when its
         parent died).
         """
-        in_group, others = _group_alive(pgid), self._others(pgid)
-        if not in_group and not others:
+        where = self.children.leftovers(pgid)
+        if where is None:
             return
-        grace = self.policy.policy.grace
-        outside = f"(pid {', '.join(map(str, others))})"
-        where = (
-            f"in its process group and outside it {outside}"
-            if in_group and others
-            else f"outside its process group {outside}"
-            if others
-            else "in its process group"
-        )
         self.say(f"stopping what {self.target} left running {where}")
-        self._signal_family(pgid, signal.SIGTERM)
-        deadline = self.clock() + grace
-        while self._family_alive(pgid) and self.clock() < deadline and not self._stop:
-            time.sleep(POLL_S / 2)
-        deadline = self.clock() + KILL_WAIT_S
-        while self._family_alive(pgid) and self.clock() < deadline:
-            self._signal_family(pgid, signal.SIGKILL)
-            time.sleep(POLL_S / 2)
-
-    # -- the child's family: its process group and, as subreaper, what left it --
-
-    def _others(self, pgid: int) -> list[int]:
-        """Live descendants of this watcher outside group ``pgid`` (only as subreaper).
-
-        As subreaper, every process the child started stays a descendant of
-        this watcher, even after its own parent died.
-        """
-        if not self.subreaper or not _proctree.has_children():
-            return []
-        return [p.pid for p in _proctree.descendants(os.getpid()) if p.pgid != pgid]
-
-    def _family_alive(self, pgid: int) -> bool:
-        """True while group ``pgid`` or a descendant outside it lives; reaps the ones that died."""
-        if self.subreaper:
-            proc = self._proc
-            _proctree.reap(keep=None if proc is None else proc.pid)
-        return _group_alive(pgid) or bool(self._others(pgid))
-
-    def _signal_family(self, pgid: int, signum: int) -> None:
-        _killpg(pgid, signum)
-        for pid in self._others(pgid):
-            _proctree.kill(pid, signum)
+        self.children.clear(pgid, self.policy.policy.grace)
 
 
 def watch(

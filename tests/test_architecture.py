@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "codec",
             "store",
+            "connect",
             "stores",
             "files",
             "pragmas",
@@ -38,7 +39,16 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "locks, keys, fingerprints, commits, steps in flight, costs",
-        {"locks", "markerlocks", "keys", "fingerprint", "commits", "inflight", "costs"},
+        {
+            "locks",
+            "markerlocks",
+            "markerhold",
+            "keys",
+            "fingerprint",
+            "commits",
+            "inflight",
+            "costs",
+        },
     ),
     (
         "markers and the run's primitives",
@@ -50,7 +60,16 @@ LAYERS: list[tuple[str, set[str]]] = [
         "inspection, control and supervision",
         # inspection/ and maintenance/ are packages: their modules share this
         # layer, and their order inside is INSPECTION_ORDER and MAINTENANCE_ORDER.
-        {"inspection", "maintenance", "control", "policy", "supervisor", "recorder", "relaunch"},
+        {
+            "inspection",
+            "maintenance",
+            "control",
+            "policy",
+            "supervisor",
+            "childproc",
+            "recorder",
+            "relaunch",
+        },
     ),
     (
         "command line and adapters",
@@ -270,9 +289,11 @@ class TestTheOrderedPackages:
 #: in ``__init__.py``, or an import inside the function that needs them).
 LOADED_ON_USE = [
     "letitloop.markers",  # the first atomic_marker
+    "letitloop.markerhold",  # the first atomic_marker
     "letitloop.retry",  # the first RetryPolicy
     "letitloop.costs",  # the first usage() report
     "letitloop.supervisor",  # supervise
+    "letitloop.childproc",  # supervise
     "letitloop.control",  # send, cancel
 ]
 

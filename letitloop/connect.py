@@ -1,0 +1,123 @@
+"""Connecting a :class:`~letitloop.store.Store` to its journal file: writable, or read-only.
+
+Writable: the folder made, the file probed read-only first, then connected,
+configured and migrated. Read-only: never migrated, created or checkpointed.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import migrate as _migrations
+from .errors import JournalFileError
+from .files import _check_is_a_file, _probe, make_folder
+from .pragmas import configure
+from .sqlerrors import BUSY_TIMEOUT_MS, _explain
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+def connect_writable(store: Store, migrate: bool) -> None:
+    """Connect ``store`` to its file for writing, the file checked and migrated first.
+
+    Sets its ``conn``, ``real_path``, ``identity``, ``max_text`` and schema
+    version. A file refused as newer or foreign is left byte for byte as it
+    was (the check runs on a read-only connection). On any error the
+    connection is closed; sqlite3's and the OS's are explained as
+    JournalFileError.
+    """
+    make_folder(store.path)
+    has_content = _check_is_a_file(store.path)
+    # A file with content is checked on a read-only connection first: a file
+    # refused as newer or foreign is then left byte for byte as it was, its
+    # -wal and -shm included (closing a writable connection would checkpoint
+    # a pending WAL into the file and delete both).
+    current = _probe(store.path) if migrate and has_content else None
+    try:
+        # isolation_level=None: no implicit transactions; we open them ourselves.
+        # check_same_thread=False: threads share this connection under the store's lock.
+        store.conn = sqlite3.connect(
+            store.path, isolation_level=None, check_same_thread=False, timeout=0
+        )
+    except sqlite3.Error as exc:
+        raise _explain(exc, store.path) from None
+    try:
+        # The file itself, however it was reached (a symlink, a second mount of
+        # its folder): locks and this process's registry of held runs are keyed
+        # by it, so two paths to one file share them.
+        store.real_path = Path(os.path.realpath(store.path))
+        st = os.stat(store.real_path)
+        store.identity = (st.st_dev, st.st_ino)
+        getlimit = getattr(store.conn, "getlimit", None)  # Python 3.11+
+        store._set_max_text(getlimit(0) if getlimit is not None else 1_000_000_000)
+    except OSError as exc:
+        store.conn.close()
+        raise JournalFileError(
+            f"{store.path}: cannot read the journal file's identity ({exc}); "
+            f"check that the path points to a local file",
+            path=str(store.path),
+        ) from None
+    try:
+        # Wait (instead of failing at once) while another connection writes.
+        store.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # Refuse a newer or foreign file before anything writes to it.
+        if current is None:
+            current = _migrations.check(store.conn, store.path) if migrate else True
+        configure(store.conn, store.path, store.durability)
+        if not current:
+            _migrations.migrate(store)
+        store._schema_version = store._read_schema_version()
+    except sqlite3.Error as exc:
+        store.conn.close()
+        raise _explain(exc, store.path) from None
+    except BaseException:
+        store.conn.close()
+        raise
+
+
+def connect_readonly(store: Store, live: bool) -> None:
+    """Connect ``store`` for reading only: refuse a file that is not at this version's schema.
+
+    A file closed cleanly (no -wal beside it) is read as it is
+    (``immutable=1``): SQLite then creates no -wal or -shm file either.
+    Otherwise, or to watch a file others write (``live``: ``--follow``),
+    ``mode=ro``: SQLite reads the -wal through its shared-memory index.
+    """
+    uri = Path(os.path.abspath(store.path)).as_uri()
+    quiet = not live and not os.path.exists(f"{store.path}-wal")
+    query = "mode=ro&immutable=1" if quiet else "mode=ro"
+    try:
+        store.conn = sqlite3.connect(
+            f"{uri}?{query}", uri=True, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise _explain(exc, store.path) from None
+    try:
+        store.real_path = Path(os.path.realpath(store.path))
+        st = os.stat(store.real_path)
+        store.identity = (st.st_dev, st.st_ino)
+        store._set_max_text(1_000_000_000)
+        store.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not _migrations.check(store.conn, store.path):
+            names = _migrations.known_names()
+            raise JournalFileError(
+                f"{store.path}: this journal was written by an older letitloop (it lacks "
+                f"migration {names[-1]!r}); reading it would need its schema upgraded, "
+                f"and a reader never writes: run 'lil upgrade' (or open it with a "
+                f"Journal of this version) first",
+                path=str(store.path),
+            )
+        store._schema_version = store._read_schema_version()
+    except sqlite3.Error as exc:
+        store.conn.close()
+        raise _explain(exc, store.path) from None
+    except OSError as exc:
+        store.conn.close()
+        raise JournalFileError(f"{store.path}: {exc}", path=str(store.path)) from None
+    except BaseException:
+        store.conn.close()
+        raise

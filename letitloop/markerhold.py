@@ -1,0 +1,189 @@
+"""Both tiers of one marker's lock, taken and let go for one holder: :class:`MarkerHold`.
+
+The process-local lock (``markerlocks.py``) first, then the lock file
+(``locks.py``), waited for with a timeout and an optional stop event, from a
+thread or, for ``async with``, from a worker thread; ``markers.py`` uses it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import locks
+from .errors import LetItLoopError, MarkerHeldError
+from .ids import HOST as _HOST
+from .markerlocks import _local_disown, _local_enter, _local_holder, _local_leave
+
+if TYPE_CHECKING:
+    import filelock
+
+    from .storage import MarkerAt, Storage
+    from .store import Store
+
+#: How often an async waiter's worker thread checks whether its task was
+#: cancelled: a cancelled wait frees its thread within this many seconds.
+_STOP_SLICE_S = 0.1
+
+
+class MarkerHold:
+    """The two locks of one marker, for one holder (one ``with`` block).
+
+    ``lock_name`` names the marker within the journal file (its scope, owner
+    and name); ``what`` is how errors name the marker.
+    """
+
+    def __init__(self, store: Store, lock_name: str, what: str) -> None:
+        self._store = store
+        self._lock_name = lock_name
+        # The process-local key adds the file's identity (device, inode), to
+        # tell apart the journal files one process has open whatever paths
+        # reach them.
+        self._key = f"{store.identity}\0{lock_name}"
+        self._what = what
+        self._flock: filelock.BaseFileLock | None = None
+        #: True while this holder has both locks.
+        self.holding = False
+
+    @property
+    def lock_file(self) -> Path:
+        """The marker's lock file."""
+        return self._store.lock_file("marker", self._lock_name)
+
+    def acquire(
+        self, owner: object, who: str, timeout: float, stop: threading.Event | None = None
+    ) -> bool:
+        """Take the process-local lock, then the lock file.
+
+        False if ``timeout`` ran out, or ``stop`` was set while waiting (then
+        the wait ends within one slice, ``_STOP_SLICE_S``). ``owner`` is the
+        thread or task entering, ``who`` how an error names it.
+        """
+        deadline = None if math.isinf(timeout) else time.monotonic() + timeout
+
+        def wait(try_once: Callable[[float], bool]) -> bool:
+            while True:
+                left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+                if stop is not None:
+                    left = _STOP_SLICE_S if left < 0 else min(left, _STOP_SLICE_S)
+                if try_once(left):
+                    return True
+                if stop is not None and stop.is_set():
+                    return False
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+
+        entry = _local_enter(self._key)
+        # Only this thread or task can have set owner to itself: no guard needed.
+        if entry.owner is not None and entry.owner == owner:
+            _local_leave(self._key)
+            raise LetItLoopError(
+                f"{self._what} was entered again inside its own block (same thread "
+                f"or task); the inner block would wait for itself. Test the outer offer "
+                f"instead or give the inner marker another name; in async code, use "
+                f"'async with' so that tasks of one thread can wait for each other"
+            )
+        try:
+            got = wait(lambda t: entry.lock.acquire(timeout=t))
+        except BaseException:
+            _local_leave(self._key)
+            raise
+        if not got:
+            _local_leave(self._key)
+            return False
+        flock = locks.new_lock(self.lock_file)
+
+        def try_file(t: float) -> bool:
+            return locks.acquire(flock, t)
+
+        try:
+            got = wait(try_file)
+        except BaseException:
+            got = False
+            raise
+        finally:
+            if not got:
+                entry.lock.release()
+                _local_leave(self._key)
+        if not got:
+            return False
+        entry.owner = owner
+        entry.holder = who
+        self._flock = flock
+        self.holding = True
+        return True
+
+    async def acquire_in_thread(self, owner: object, who: str, timeout: float) -> bool:
+        """:meth:`acquire` in a worker thread, so the event loop keeps running.
+
+        If the waiting task is cancelled, the worker stops waiting within
+        ``_STOP_SLICE_S`` and lets go of locks it got in the meantime.
+        """
+        import asyncio  # here, not at the top: sync programs do not pay its import time
+
+        stop = threading.Event()
+        guard = threading.Lock()
+        acquired = False
+
+        def wait() -> bool:
+            nonlocal acquired
+            got = self.acquire(owner, who, timeout, stop)
+            with guard:
+                if got and stop.is_set():
+                    self.release()  # the waiting task was cancelled meanwhile
+                    return False
+                acquired = got
+            return got
+
+        try:
+            return await asyncio.to_thread(wait)
+        except BaseException:
+            with guard:
+                stop.set()
+                if acquired:
+                    self.release()
+            raise
+
+    def release(self) -> None:
+        """Let go of both locks, the lock file first; nothing if not holding."""
+        if not self.holding:
+            return
+        self.holding = False
+        try:
+            if self._flock is not None:
+                flock, self._flock = self._flock, None
+                locks.release(flock)
+        finally:
+            entry = _local_disown(self._key)
+            entry.lock.release()
+            _local_leave(self._key)
+
+    def held_error(
+        self, storage: Storage, at: MarkerAt, name: str, timeout: float
+    ) -> MarkerHeldError:
+        """The error of a wait that timed out, naming the holder (read from ``storage``)."""
+        thread = _local_holder(self._key)
+        found = storage.marker(at)
+        pid = host = run = since = None
+        if found is not None and found.status == "pending":
+            pid, host, run, since = found[4:8]
+        if thread:
+            who = f"{thread} of this process (pid {os.getpid()} on {_HOST})"
+            pid, host = os.getpid(), _HOST
+        elif pid is not None:
+            who = f"process {pid} on {host} (run {run}, since {since})"
+        else:
+            who = "another process that has not recorded its claim yet"
+        return MarkerHeldError(
+            f"{self._what} is held by {who}; waited {timeout:g} s for it to "
+            f"leave the block. Wait for it to finish, stop it, or pass a longer timeout=",
+            name=name,
+            pid=pid,
+            host=host,
+            run_id=run,
+        )
