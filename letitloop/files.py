@@ -109,12 +109,20 @@ def _index_unusable_read_only(path: Path) -> bool:
 
 
 def _main_file_is_our_journal(path: Path, uri: str) -> bool:
-    """Whether the database file alone (``immutable=1``: touches nothing) is a journal we open."""
+    """Whether the database file alone (``immutable=1``: touches nothing) is a journal we open.
+
+    Also True for a new journal whose first writer died before its first commit
+    reached the log: an empty database (no schema at all) with a -wal that holds
+    no frame. There is nothing in it to keep byte for byte, and the probe would
+    otherwise stall on its index exactly as for a journal.
+    """
     try:
         conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error:
         return False
     try:
+        if conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
+            return _log_has_no_frame(path)
         tables = {
             name
             for (name,) in conn.execute(
@@ -131,6 +139,14 @@ def _main_file_is_our_journal(path: Path, uri: str) -> bool:
     return True
 
 
+def _log_has_no_frame(path: Path) -> bool:
+    """Whether the -wal is at most its 32-byte header: no page of anyone's data in it."""
+    try:
+        return os.stat(f"{path}-wal").st_size <= 32
+    except OSError:
+        return True
+
+
 @contextlib.contextmanager
 def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
     """Hold a plain read-only connection (that has read) open while the probe runs, if needed.
@@ -143,8 +159,8 @@ def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
     has read is open (it may rebuild the -shm index, never the database or
     its -wal), the probe reads the shared index at once. Taken only when the
     index is unusable read-only and the database file alone holds a journal
-    this version opens: a readable file, and a file the probe refuses, keep
-    their -shm byte for byte.
+    this version opens (or an empty one that its log adds nothing to): a
+    readable file, and a file the probe refuses, keep their -shm byte for byte.
     """
     keeper: sqlite3.Connection | None = None
     if _index_unusable_read_only(path) and _main_file_is_our_journal(path, uri):

@@ -555,3 +555,40 @@ class TestAJournalWhoseLastWriterWasKilledWhileRestartingItsLog:
         assert done.returncode == 0 and done.stdout.strip() == "4", done.stderr
         assert "locking protocol" not in done.stderr
         assert done_steps(db) == 5
+
+    def test_a_new_journal_whose_first_writer_died_is_read_at_once(self, tmp_path: Path) -> None:
+        """The same state before the first commit: the database file is empty (its
+        schema was still to come) and the -wal a bare header. Found by a kill harness:
+        every later open stalled ten seconds in the read-only probe."""
+        import sqlite3
+
+        from letitloop.files import _index_kept_open, _index_unusable_read_only
+
+        db = tmp_path / "journal.db"
+        run_python(write_script(tmp_path, "die.py", DIE_WITH_THE_INDEX_OPEN), str(db))
+        Path(f"{db}-wal").write_bytes(_restarted_log_header())
+        assert _index_unusable_read_only(db)
+        uri = db.absolute().as_uri()
+        with _index_kept_open(db, uri):
+            # What the probe opens first: it reads at once instead of retrying inside
+            # SQLite for about ten seconds and failing with "locking protocol".
+            probe = sqlite3.connect(f"{uri}?mode=ro&readonly_shm=1", uri=True)
+            try:
+                assert probe.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
+            finally:
+                probe.close()
+        done = run_python(
+            write_script(
+                tmp_path,
+                "first.py",
+                """
+                import sys
+                from letitloop import Journal
+                with Journal("g", run="r", path=sys.argv[1]) as j:
+                    print(j.step("s0", str, 0))
+                """,
+            ),
+            str(db),
+        )
+        assert done.returncode == 0 and done.stdout.strip() == "0", done.stderr
+        assert done_steps(db) == 1
