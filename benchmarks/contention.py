@@ -98,6 +98,13 @@ def raw_worker(db: str, table: str, seconds: float, go: str) -> None:
 def trial(procs: int, shared_goal: bool, seconds: float, raw: bool = False) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
         db, go = str(Path(d) / "journal.db"), str(Path(d) / "go")
+        if raw:  # the floor's file in WAL mode before its writers start: switching a new
+            # file to WAL from several processes at once can fail with "locked"
+            import sqlite3
+
+            made = sqlite3.connect(db)
+            made.execute("PRAGMA journal_mode = WAL")
+            made.close()
         children = []
         for i in range(procs):
             goal, run = ("shared", f"run-{i}") if shared_goal else (f"goal-{i}", "r")
@@ -116,6 +123,9 @@ def trial(procs: int, shared_goal: bool, seconds: float, raw: bool = False) -> d
         for child in children:  # every child has imported and opened its run
             assert child.stdout is not None
             if child.stdout.readline().strip() != "ready":
+                for other in children:  # none left waiting for a go that never comes
+                    other.kill()
+                    other.wait()
                 raise SystemExit("a worker failed before it was ready")
         Path(go).touch()
         results = []
