@@ -13,12 +13,20 @@ from typing import TYPE_CHECKING
 
 from . import migrate as _migrations
 from .errors import JournalFileError
-from .files import _check_is_a_file, _probe, make_folder
+from .files import _check_is_a_file, _probe, file_identity, make_folder
 from .pragmas import configure
 from .sqlerrors import BUSY_TIMEOUT_MS, _explain
 
 if TYPE_CHECKING:
     from .store import Store
+
+
+def _identify(store: Store) -> None:
+    # The file itself, however it was reached (a symlink, a second mount of its
+    # folder): locks and this process's registry of held runs are keyed by it,
+    # so two paths to one file share them.
+    store.real_path = Path(os.path.realpath(store.path))
+    store.identity = file_identity(store.real_path)
 
 
 def connect_writable(store: Store, migrate: bool) -> None:
@@ -46,12 +54,7 @@ def connect_writable(store: Store, migrate: bool) -> None:
     except sqlite3.Error as exc:
         raise _explain(exc, store.path) from None
     try:
-        # The file itself, however it was reached (a symlink, a second mount of
-        # its folder): locks and this process's registry of held runs are keyed
-        # by it, so two paths to one file share them.
-        store.real_path = Path(os.path.realpath(store.path))
-        st = os.stat(store.real_path)
-        store.identity = (st.st_dev, st.st_ino)
+        _identify(store)
         getlimit = getattr(store.conn, "getlimit", None)  # Python 3.11+
         store._set_max_text(getlimit(0) if getlimit is not None else 1_000_000_000)
     except OSError as exc:
@@ -97,9 +100,7 @@ def connect_readonly(store: Store, live: bool) -> None:
     except sqlite3.Error as exc:
         raise _explain(exc, store.path) from None
     try:
-        store.real_path = Path(os.path.realpath(store.path))
-        st = os.stat(store.real_path)
-        store.identity = (st.st_dev, st.st_ino)
+        _identify(store)
         store._set_max_text(1_000_000_000)
         store.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not _migrations.check(store.conn, store.path):

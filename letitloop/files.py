@@ -108,6 +108,13 @@ def _index_unusable_read_only(path: Path) -> bool:
     return shm[:_SHM_HEADER] != shm[_SHM_HEADER:] or shm[32:40] != wal[16:24]
 
 
+def file_identity(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """The file itself, however it was reached (a symlink, a second mount of its
+    folder): its (device, inode). Raises OSError when it cannot be stat'ed."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino)
+
+
 def _main_file_is_our_journal(path: Path, uri: str) -> bool:
     """Whether the database file alone (``immutable=1``: touches nothing) is a journal we open.
 

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from .files import resolve_path
+from .files import file_identity, resolve_path
 from .store import Durability, Store
 
 #: Idle connections kept open per process: a program that opens runs of a few
@@ -80,8 +80,7 @@ def open_store(
         if entry is not None:
             store = entry.store
             try:
-                st = os.stat(resolved)
-                same = (st.st_dev, st.st_ino) == store.identity and (
+                same = file_identity(resolved) == store.identity and (
                     entry.users > 0 or (entry.stamp is not None and entry.stamp == _stamp(resolved))
                 )
             except OSError:
