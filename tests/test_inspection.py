@@ -91,6 +91,27 @@ class TestOpeningAFileToInspect:
         assert not (tmp_path / "nope.db").exists()
 
 
+class TestFindingARunByAnIdPrefix:
+    def test_a_unique_prefix_finds_it_and_a_shared_one_names_two(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        ids = []
+        for i in range(3):  # ids made within about 17 minutes share their first 6 characters
+            with Journal("g", run=f"n{i}", path=db) as j:
+                ids.append(j.run_id)
+        shared = ids[0][:6]
+        assert all(i.startswith(shared) for i in ids)
+        store = open_journal_file(db)
+        try:
+            for goal in (None, "g"):
+                assert find_run(store, ids[1][:20].lower(), goal).id == ids[1]
+                with pytest.raises(RunNotFoundError, match="give more characters") as info:
+                    find_run(store, shared, goal)
+                assert info.value.run == shared
+                assert ("of goal 'g'" in str(info.value)) == (goal is not None)
+        finally:
+            store.close()
+
+
 class TestForkingAsALibraryCall:
     def test_the_fork_replays_before_the_key_and_runs_the_rest(self, db: Path) -> None:
         calls: list[str] = []

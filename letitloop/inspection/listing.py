@@ -175,6 +175,24 @@ def _prefix_range(ref: str) -> tuple[str, str]:
     return low, low[:-1] + chr(ord(low[-1]) + 1)
 
 
+def _by_prefix(store: Store, q: str, ref: str, goal: str | None) -> list[Any]:
+    """The runs (of ``goal``, if given) whose id starts with ``ref``: at most one, or
+    RunNotFoundError naming two of them."""
+    where, params = ("r.goal = ? AND ", (goal,)) if goal is not None else ("", ())
+    rows = store.query(
+        q + where + "r.id >= ? AND r.id < ? ORDER BY r.id DESC LIMIT 3",
+        (*params, *_prefix_range(ref)),
+    )
+    if len(rows) > 1:
+        of = f" of goal {goal!r}" if goal is not None else ""
+        raise RunNotFoundError(
+            f"run id prefix {ref!r} matches several runs{of} "
+            f"({rows[0][0]}, {rows[1][0]}, …); give more characters",
+            run=ref,
+        )
+    return rows
+
+
 def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
     """The run ``ref`` names: a run id, a goal (its newest run), a run name, or an id prefix.
 
@@ -188,16 +206,7 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
             raise RunNotFoundError(_no_goal(store, goal))
         rows = store.query(q + "r.goal = ? AND (r.id = ? OR r.name = ?)", (goal, ref, ref))
         if not rows and len(ref) >= MIN_PREFIX:
-            rows = store.query(
-                q + "r.goal = ? AND r.id >= ? AND r.id < ? ORDER BY r.id DESC LIMIT 3",
-                (goal, *_prefix_range(ref)),
-            )
-            if len(rows) > 1:
-                raise RunNotFoundError(
-                    f"run id prefix {ref!r} matches several runs of goal {goal!r} "
-                    f"({rows[0][0]}, {rows[1][0]}, …); give more characters",
-                    run=ref,
-                )
+            rows = _by_prefix(store, q, ref, goal)
         if not rows:
             raise RunNotFoundError(
                 f"goal {goal!r} has no run with id, id prefix or name {ref!r}; "
@@ -218,15 +227,7 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
                 run=ref,
             )
     if not rows and len(ref) >= MIN_PREFIX:
-        rows = store.query(
-            q + "r.id >= ? AND r.id < ? ORDER BY r.id DESC LIMIT 3", _prefix_range(ref)
-        )
-        if len(rows) > 1:
-            raise RunNotFoundError(
-                f"run id prefix {ref!r} matches several runs ({rows[0][0]}, {rows[1][0]}, …); "
-                f"give more characters",
-                run=ref,
-            )
+        rows = _by_prefix(store, q, ref, None)
     if not rows:
         raise RunNotFoundError(
             f"no run or goal {ref!r} in {store.path}; expected a run id, a goal or a run "
