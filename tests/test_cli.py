@@ -145,7 +145,8 @@ class Lab:
             conn.close()
 
     def run_ids(self, goal: str) -> list[str]:
-        return [r[0] for r in self.sql("SELECT id FROM runs WHERE goal = ? ORDER BY id", (goal,))]
+        rows = self.sql("SELECT id FROM runs WHERE goal = ? ORDER BY rowid", (goal,))
+        return [r[0] for r in rows]
 
     def keys(self, run_id: str, goal: str) -> list[tuple[str, str, int]]:
         (table,) = self.sql("SELECT journal_table FROM goals WHERE goal = ?", (goal,))[0]
@@ -192,7 +193,7 @@ class TestListingRuns:
 
     def test_json_lists_the_same_runs_as_the_file_newest_first(self, history: Lab) -> None:
         listed = history.json("runs")
-        in_file = history.sql("SELECT id, goal, status, attempts FROM runs ORDER BY id DESC")
+        in_file = history.sql("SELECT id, goal, status, attempts FROM runs ORDER BY rowid DESC")
         assert [(r["id"], r["goal"], r["status"], r["attempts"]) for r in listed] == [
             tuple(row) for row in in_file
         ]

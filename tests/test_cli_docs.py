@@ -108,8 +108,10 @@ class TestTheBrowsingQueries:
 
     def test_the_views_agree_with_the_tables(self, journal: Path) -> None:
         conn = sqlite3.connect(journal)
+        # In the order the runs were made: ids made in one millisecond sort in any order.
         summary = conn.execute(
-            "SELECT goal, status, attempts, steps_done, steps_failed FROM run_summary ORDER BY run"
+            "SELECT s.goal, s.status, s.attempts, s.steps_done, s.steps_failed "
+            "FROM run_summary s JOIN runs r ON r.id = s.run ORDER BY r.rowid"
         ).fetchall()
         assert summary == [
             ("customer_sync", "completed", 1, 2, 0),
@@ -126,7 +128,7 @@ class TestTheBrowsingQueries:
         assert seqs == "fetch_user,summarize,fetch_user,summarize"
         events = conn.execute("SELECT run, event FROM run_supervisor_events").fetchall()
         # Both runs opened under LETITLOOP_WATCH_ID=watch-1 show that watcher's event.
-        watched = conn.execute("SELECT id FROM runs WHERE id > (SELECT min(id) FROM runs)")
+        watched = conn.execute("SELECT id FROM runs WHERE rowid > (SELECT min(rowid) FROM runs)")
         assert sorted(events) == sorted((run, "exit") for (run,) in watched)
         conn.close()
 

@@ -83,7 +83,7 @@ class TestDurableResumesOnlyARunOfTheSameArguments:
         done = run_python(script, str(db), str(side), "2", "ok")
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "emailed user-2"  # not user 1's run replayed
-        runs = query(db, "SELECT input, status FROM runs ORDER BY id")
+        runs = query(db, "SELECT input, status FROM runs ORDER BY rowid")
         assert [(json.loads(i), s) for i, s in runs] == [
             ({"uid": 1}, "running"),  # uid 1's crashed run stays resumable
             ({"uid": 2}, "completed"),
@@ -102,7 +102,7 @@ class TestDurableResumesOnlyARunOfTheSameArguments:
         assert failed.returncode != 0 and "smtp down" in failed.stderr
         done = run_python(script, str(db), str(side), "2", "ok")
         assert done.stdout.strip() == "emailed user-2"
-        assert query(db, "SELECT status FROM runs ORDER BY id") == [("failed",), ("completed",)]
+        assert query(db, "SELECT status FROM runs ORDER BY rowid") == [("failed",), ("completed",)]
 
     def test_the_same_arguments_by_keyword_or_default_are_the_same_call(self, db: Path) -> None:
         calls: list[Any] = []
@@ -175,7 +175,7 @@ class TestJournalInput:
             assert j.attempt == 2
         with Journal("g", path=db) as j:  # no input: none of those
             assert j.attempt == 1
-        assert query(db, "SELECT input, attempts FROM runs ORDER BY id") == [
+        assert query(db, "SELECT input, attempts FROM runs ORDER BY rowid") == [
             ('{"uid":1}', 2),
             ('{"uid":2}', 1),
             (None, 1),

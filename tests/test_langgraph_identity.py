@@ -97,7 +97,7 @@ def _lose_checkpoints_after(db: Path, thread: str, keep: int) -> int:
 
 def _runs(db: Path, thread: str | None = None) -> list[tuple[str, str]]:
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT goal, name FROM runs ORDER BY id").fetchall()
+        rows = conn.execute("SELECT goal, name FROM runs ORDER BY rowid").fetchall()
     return [(g, n) for g, n in rows if thread is None or n.startswith(f"{thread}#")]
 
 
