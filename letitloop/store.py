@@ -170,11 +170,24 @@ class Store:
                 raise
 
     def write1(self, sql: str, params: Sequence[Any] = ()) -> None:
-        """Execute one statement in its own write transaction (the step path's hot loop)."""
+        """Execute one statement in its own write transaction (the step path's hot loop).
+
+        The statement runs in SQLite's autocommit mode: one statement is its
+        own transaction, committed when it finishes or rolled back whole when
+        it fails, exactly as ``BEGIN IMMEDIATE`` … ``COMMIT`` around it would
+        be, for one statement where those are three. Waiting for the write
+        lock is the same: a transaction that starts with a write takes the
+        lock through SQLite's busy handler (``busy_timeout``), and it has read
+        nothing before, so it cannot meet a stale snapshot. The store's lock
+        keeps it out of another thread's open transaction on this connection.
+        """
         with self.lock:
-            conn = self.conn
-            self._begin(conn)
-            self._commit(conn, sql, (params,))
+            try:
+                self.conn.execute(sql, params)
+            except (sqlite3.Error, UnicodeError) as exc:
+                if self.conn.in_transaction:  # SQLite ends a failed one; never leave one open
+                    _rollback(self.conn)
+                raise self.explain(exc) from None
 
     def _begin(self, conn: sqlite3.Connection, *, wait: bool = True) -> bool:
         """``BEGIN IMMEDIATE``: the one place a write transaction starts, its error explained.
