@@ -91,8 +91,9 @@ class Store:
 
     Writes go through :meth:`write`, which takes SQLite's write lock up front
     (``BEGIN IMMEDIATE``) and commits on exit, so a transaction never fails
-    half-way on a lock upgrade. A process-local lock serializes the threads
-    that share the connection.
+    half-way on a lock upgrade; a single statement goes through
+    :meth:`write1`, its own autocommit transaction. A process-local lock
+    serializes the threads that share the connection.
     """
 
     #: The connection (set by ``connect.py``, as are the four below).
