@@ -592,3 +592,55 @@ class TestAJournalWhoseLastWriterWasKilledWhileRestartingItsLog:
         )
         assert done.returncode == 0 and done.stdout.strip() == "0", done.stderr
         assert done_steps(db) == 1
+
+
+class TestAStepWhoseCommitFails:
+    """The class: a step's own commit is refused by SQLite (here: no page left).
+
+    The step raises an explained JournalFileError, nothing of it is written,
+    the connection is left outside any transaction, and the next step commits
+    as usual, with every earlier step still there for a fresh process.
+    """
+
+    @staticmethod
+    def big(i: int) -> str:
+        return f"{i}:" + "x" * 6000  # larger than a page: every row needs new ones
+
+    @pytest.mark.parametrize("durability", ["process", "power"])
+    def test_sync(self, db: Path, durability: str) -> None:
+        with Journal("g", run="r", path=db, durability=durability) as j:  # type: ignore[arg-type]
+            store = j.store
+            assert store is not None
+            j.step("before", self.big, 0)
+            pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+            store.conn.execute(f"PRAGMA max_page_count = {pages}")
+            with pytest.raises(JournalFileError, match="full"):
+                j.step("refused", self.big, 1)
+            assert not store.conn.in_transaction
+            store.conn.execute("PRAGMA max_page_count = 1073741823")
+            j.step("after", self.big, 2)
+        conn = sqlite3.connect(db)
+        keys = [k for (k,) in conn.execute("SELECT key FROM journal_g ORDER BY rowid")]
+        conn.close()
+        assert keys == ["before", "after"]
+        assert done_steps(db) == 2
+
+    @pytest.mark.parametrize("durability", ["process", "power"])
+    def test_async(self, db: Path, durability: str) -> None:
+        import asyncio
+
+        async def main() -> None:
+            async with Journal("g", run="r", path=db, durability=durability) as j:  # type: ignore[arg-type]
+                store = j.store
+                assert store is not None
+                await j.async_step("before", self.big, 0)
+                pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+                store.conn.execute(f"PRAGMA max_page_count = {pages}")
+                with pytest.raises(JournalFileError, match="full"):
+                    await j.async_step("refused", self.big, 1)
+                assert not store.conn.in_transaction
+                store.conn.execute("PRAGMA max_page_count = 1073741823")
+                await j.async_step("after", self.big, 2)
+
+        asyncio.run(main())
+        assert done_steps(db) == 2
