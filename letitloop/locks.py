@@ -255,8 +255,11 @@ def _filelock_acquire(lock: filelock.BaseFileLock, timeout: float) -> bool:
 
 
 def release(lock: Lock, *, remove: bool = True) -> None:
-    """Let go of ``lock``, first unlinking its file (while still held) when ``remove``."""
-    if remove:
+    """Let go of ``lock``, first unlinking its file (while still held) when ``remove``.
+
+    A lock not held (a forked child's copy of its parent's) leaves the file alone.
+    """
+    if remove and lock.is_locked:
         # A read-only folder keeps the file, harmlessly: the next holder reuses it.
         with contextlib.suppress(OSError):
             os.unlink(lock.lock_file)

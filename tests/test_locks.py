@@ -276,3 +276,21 @@ class TestBothLockBackendsKeepTheSameRules:
             locks.release(lock)
         finally:
             os.kill(worker, signal.SIGKILL)
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+    def test_a_forked_child_letting_go_leaves_the_parents_lock_alone(
+        self, tmp_path: Path, backend: str
+    ) -> None:
+        path = tmp_path / "x.lock"
+        lock = make_lock(backend, path)
+        assert locks.acquire(lock, 0)
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child's coverage is not collected
+            try:
+                locks.release(lock)  # e.g. a Journal closed in the child
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        assert path.exists() and locks.is_held(path)  # not unlinked from under its holder
+        assert not locks.acquire(make_lock(backend, path), 0)
+        locks.release(lock)
