@@ -35,11 +35,10 @@ if TYPE_CHECKING:
     # Not imported at run time by this module: markers.py by the first marker,
     # retry.py by the first retry policy, costs.py by the first usage() report.
     # `import letitloop` loads only what a step needs (about 2.5 ms less).
-    import filelock
-
     from . import retry as retries
     from .commits import LoopCommits
     from .costs import Usage
+    from .locks import Lock
     from .markers import AtomicMarker, Scope
     from .retry import RetryPolicy
 
@@ -131,7 +130,7 @@ class Journal:
         # The group commit of async steps, bound to the loop that made it.
         self._loop_commits: LoopCommits | None = None
         self._keys_lock = threading.Lock()
-        self._lock: filelock.BaseFileLock | None = None
+        self._lock: Lock | None = None
         self._held_key: tuple[tuple[int, int], str] | None = None
         self._tokens: list[Any] = []
         #: What keeps the run's rows (storage.py), and its bound step-row writer.

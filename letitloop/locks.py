@@ -23,6 +23,16 @@ the process that held it, so a holder killed by SIGKILL releases at once.
   with a JournalFileError instead.
 - **Readers never write.** :func:`is_held` tests a lock with a shared lock on
   a read-only descriptor and creates nothing.
+- **Not kept by forked children.** A process forked while a lock is held
+  does not hold it (its copy of the descriptor is closed at the fork), so a
+  worker that outlives its parent does not keep the parent's run held.
+
+Where ``fcntl`` exists (every POSIX system), :class:`FlockLock` takes these
+locks itself, a few system calls that filelock's ``FileLock`` makes too;
+importing filelock (about 10 ms, the first lock of every process, on the path
+of every resume) is then not needed. Elsewhere (Windows) ``FileLock`` is the
+lock. Both keep the rules above, and the tests run the same cases over both
+(tests/test_locks.py).
 """
 
 from __future__ import annotations
@@ -30,13 +40,148 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import threading
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .errors import JournalFileError
 
+try:
+    import fcntl
+
+    #: Whether this system has flock() (every POSIX one): FlockLock is then the lock.
+    HAS_FLOCK = True
+except ImportError:  # pragma: no cover - Windows: filelock's FileLock is the lock
+    HAS_FLOCK = False
+
 if TYPE_CHECKING:
     import filelock
+
+#: Seconds between two tries of a lock someone else holds (filelock's default
+#: poll interval: a waiter notices a release within this much).
+POLL_SECONDS = 0.05
+
+#: What a failed non-blocking flock() says when someone else holds the lock
+#: (some filesystems answer EACCES).
+_CONTENDED = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES})
+
+#: The lock file opened for writing (it is created if missing, never followed
+#: through a symlink); os.open makes it non-inheritable, so exec'd children
+#: never get it.
+_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+
+#: Descriptors of FlockLocks, by descriptor, from their opening to their
+#: closing: a forked child closes its copies (see _after_fork_in_child).
+_open_fds: dict[int, FlockLock] = {}
+#: Held while a descriptor is opened and recorded, and across every fork
+#: (os.register_at_fork below): no child is forked between the two.
+_fork_guard = threading.Lock()
+
+
+class FlockLock:
+    """An exclusive ``flock()`` on one lock file, taken and released by any thread.
+
+    The POSIX lock of :func:`new_lock`: what filelock's ``FileLock`` does
+    here (open the file, try ``flock`` without blocking, poll until the
+    timeout; a file unlinked while this waited is let go and the file now at
+    the path tried instead), without importing filelock. Not reentrant: one
+    instance is one holder.
+    """
+
+    __slots__ = ("_fd", "lock_file")
+
+    #: Never a soft lock (a file whose existence is the lock): a holder killed
+    #: by SIGKILL would never release one. The attribute is filelock's name.
+    fallback_to_soft = False
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.lock_file = os.fspath(path)
+        self._fd: int | None = None
+
+    @property
+    def is_locked(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, timeout: float) -> bool:
+        """Take the lock within ``timeout`` seconds (-1: wait forever); False if it timed out.
+
+        Raises FileNotFoundError when the lock folder is missing, OSError
+        when the file cannot be opened or locked (no flock: ENOSYS, ENOLCK).
+        """
+        if self._fd is not None:
+            return True
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        while True:
+            with _fork_guard:
+                fd = os.open(self.lock_file, _OPEN_FLAGS, 0o666)
+                _open_fds[fd] = self
+            held = False
+            try:
+                while not _try_flock(fd):
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    time.sleep(POLL_SECONDS if left is None else min(POLL_SECONDS, left))
+                # Its holder unlinked the file while this waited (every release
+                # does): newcomers meet the file now at the path, so that one is
+                # the lock. Holding this one would let two holders in at once.
+                if os.fstat(fd).st_nlink == 0:
+                    continue
+                held = True
+                self._fd = fd
+                return True
+            finally:
+                if not held:
+                    _close(fd)
+
+    def release(self) -> None:
+        """Let go of the lock (closing its descriptor releases it); nothing if not held."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                _close(fd)
+
+
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in _CONTENDED:
+            return False
+        raise
+    return True
+
+
+def _close(fd: int) -> None:
+    with _fork_guard:  # no child forked with a copy of it
+        _open_fds.pop(fd, None)
+        os.close(fd)
+
+
+def _after_fork_in_child() -> None:
+    # The child's copies of the descriptors share their locks with the parent's:
+    # kept open, they would hold the parent's runs after it died. Closing them
+    # releases nothing of the parent's (a flock lives while any copy is open).
+    for fd, lock in list(_open_fds.items()):
+        lock._fd = None
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _open_fds.clear()
+    _fork_guard.release()
+
+
+if HAS_FLOCK and hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_fork_guard.acquire,
+        after_in_parent=_fork_guard.release,
+        after_in_child=_after_fork_in_child,
+    )
+
+#: A lock of :func:`new_lock`: a FlockLock, or filelock's FileLock where there is no flock.
+Lock: TypeAlias = "FlockLock | filelock.BaseFileLock"
 
 
 _FILELOCK: Any = None
@@ -65,8 +210,15 @@ def _filelock() -> Any:
     return _FILELOCK
 
 
-def new_lock(path: Path) -> filelock.BaseFileLock:
+def new_lock(path: Path) -> Lock:
     """A lock on ``path`` (not taken yet); see the module docstring for its rules."""
+    if HAS_FLOCK:
+        return FlockLock(path)
+    return filelock_lock(path)  # pragma: no cover - Windows
+
+
+def filelock_lock(path: Path) -> filelock.BaseFileLock:
+    """filelock's lock on ``path``: :func:`new_lock`'s where there is no flock (and in tests)."""
     # thread_local=False: an `async with` journal or marker takes its lock in a
     # worker thread and releases it on the event loop's thread.
     lock: filelock.BaseFileLock = _filelock().FileLock(
@@ -75,34 +227,46 @@ def new_lock(path: Path) -> filelock.BaseFileLock:
     return lock
 
 
-def acquire(lock: filelock.BaseFileLock, timeout: float) -> bool:
+def acquire(lock: Lock, timeout: float) -> bool:
     """Take ``lock`` within ``timeout`` seconds (-1: wait forever); False if it timed out.
 
     Creates the lock folder when needed. Raises JournalFileError when the
     folder or file cannot be created or locked (read-only, full, no flock).
     """
-    filelock = _filelock()
-
     path = Path(lock.lock_file)
     try:
-        lock.acquire(timeout=timeout)
-    except filelock.Timeout:
-        return False
+        if isinstance(lock, FlockLock):
+            return lock.acquire(timeout)
+        return _filelock_acquire(lock, timeout)
     except FileNotFoundError:
         _make_folder(path.parent)
         return acquire(lock, timeout)
     except OSError as exc:
         raise lock_error(path, exc) from None
+
+
+def _filelock_acquire(lock: filelock.BaseFileLock, timeout: float) -> bool:
+    # Timeout is an OSError (TimeoutError): told apart before acquire()'s handlers.
+    try:
+        lock.acquire(timeout=timeout)
+    except _filelock().Timeout:
+        return False
     return True
 
 
-def release(lock: filelock.BaseFileLock, *, remove: bool = True) -> None:
-    """Let go of ``lock``, first unlinking its file (while still held) when ``remove``."""
-    if remove:
+def release(lock: Lock, *, remove: bool = True) -> None:
+    """Let go of ``lock``, first unlinking its file (while still held) when ``remove``.
+
+    A lock not held (a forked child's copy of its parent's) leaves the file alone.
+    """
+    if remove and lock.is_locked:
         # A read-only folder keeps the file, harmlessly: the next holder reuses it.
         with contextlib.suppress(OSError):
             os.unlink(lock.lock_file)
-    lock.release(force=True)
+    if isinstance(lock, FlockLock):
+        lock.release()
+    else:
+        lock.release(force=True)
 
 
 def is_held(path: Path) -> bool:

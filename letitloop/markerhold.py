@@ -21,8 +21,7 @@ from .ids import HOST as _HOST
 from .markerlocks import _local_disown, _local_enter, _local_holder, _local_leave
 
 if TYPE_CHECKING:
-    import filelock
-
+    from .locks import Lock
     from .storage import MarkerAt, Storage
     from .store import Store
 
@@ -46,7 +45,7 @@ class MarkerHold:
         # reach them.
         self._key = f"{store.identity}\0{lock_name}"
         self._what = what
-        self._flock: filelock.BaseFileLock | None = None
+        self._flock: Lock | None = None
         #: True while this holder has both locks.
         self.holding = False
 

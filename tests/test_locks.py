@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import run_python, spawn_python, write_script
 
-from letitloop import Journal
-from letitloop.errors import RunHeldError
+from letitloop import Journal, locks
+from letitloop.errors import JournalFileError, RunHeldError
 from letitloop.inspection import open_journal_file
 from letitloop.maintenance import gc_runs
 
@@ -173,3 +175,122 @@ class TestAFilesystemWithoutFlock:
         assert f"its filesystem ({kind}) does not support flock()" in str(error)
         if Path("/proc/self/mounts").exists():
             assert kind != "unknown"
+
+
+#: Both ways a lock is taken: letitloop's own flock() (POSIX) and filelock's
+#: FileLock (where there is no flock); each case below runs over both.
+BACKENDS = {"flock": "FlockLock", "filelock": "filelock_lock"}
+
+
+def make_lock(backend: str, path: Path) -> locks.Lock:
+    factory: Any = getattr(locks, BACKENDS[backend])
+    made: locks.Lock = factory(path)
+    return made
+
+
+FORK_THEN_DIE = """
+    import os, signal, sys, time
+    from pathlib import Path
+    from letitloop import locks
+    lock = getattr(locks, sys.argv[2])(Path(sys.argv[1]))
+    assert locks.acquire(lock, 0)
+    child = os.fork()
+    if child == 0:
+        os.close(1)
+        os.close(2)
+        time.sleep(30)  # a worker that lives on after its parent
+        os._exit(0)
+    print(child, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+class TestBothLockBackendsKeepTheSameRules:
+    def test_a_held_lock_is_refused_to_another_holder_until_released(
+        self, tmp_path: Path, backend: str
+    ) -> None:
+        path = tmp_path / "locks" / "x.lock"
+        first, second = make_lock(backend, path), make_lock(backend, path)
+        assert locks.acquire(first, 0)  # the folder is created on the way
+        assert not locks.acquire(second, 0)
+        assert not locks.acquire(second, 0.12)  # waited, then timed out
+        assert locks.is_held(path)
+        locks.release(first, remove=False)
+        assert not locks.is_held(path)
+        assert locks.acquire(second, 0)
+        locks.release(second)
+        assert not path.exists()
+
+    def test_a_waiter_gets_it_when_the_holder_lets_go(self, tmp_path: Path, backend: str) -> None:
+        path = tmp_path / "x.lock"
+        holder, waiter = make_lock(backend, path), make_lock(backend, path)
+        assert locks.acquire(holder, 0)
+        got: list[bool] = []
+        thread = threading.Thread(target=lambda: got.append(locks.acquire(waiter, -1)))
+        thread.start()
+        time.sleep(0.1)
+        assert got == []  # still waiting
+        locks.release(holder)  # unlinks the file it holds, then lets go
+        thread.join(10)
+        assert got == [True]
+        # The waiter holds the file now at the path, where newcomers meet it,
+        # not the unlinked one it was waiting on.
+        newcomer = make_lock(backend, path)
+        assert not locks.acquire(newcomer, 0)
+        locks.release(waiter)
+        assert locks.acquire(newcomer, 0)
+        locks.release(newcomer)
+
+    def test_the_other_backend_is_excluded_too(self, tmp_path: Path, backend: str) -> None:
+        # Processes of two letitloop versions (one on filelock) share lock files.
+        path = tmp_path / "x.lock"
+        other = "filelock" if backend == "flock" else "flock"
+        mine, theirs = make_lock(backend, path), make_lock(other, path)
+        assert locks.acquire(mine, 0)
+        assert not locks.acquire(theirs, 0)
+        locks.release(mine)
+        assert locks.acquire(theirs, 0)
+        assert not locks.acquire(make_lock(backend, path), 0)
+        locks.release(theirs)
+
+    def test_a_lock_file_that_is_a_symlink_is_refused(self, tmp_path: Path, backend: str) -> None:
+        (tmp_path / "target").touch()
+        (tmp_path / "x.lock").symlink_to(tmp_path / "target")
+        with pytest.raises(JournalFileError, match="cannot use the lock file"):
+            locks.acquire(make_lock(backend, tmp_path / "x.lock"), 0)
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+    def test_a_forked_child_does_not_keep_it_after_the_holder_died(
+        self, tmp_path: Path, backend: str
+    ) -> None:
+        path = tmp_path / "x.lock"
+        script = write_script(tmp_path, "fork.py", FORK_THEN_DIE)
+        holder = spawn_python(script, str(path), BACKENDS[backend])
+        out, _ = holder.communicate(timeout=60)
+        worker = int(out.split()[0])
+        try:
+            os.kill(worker, 0)  # the forked worker is alive
+            lock = make_lock(backend, path)
+            assert locks.acquire(lock, 0)
+            locks.release(lock)
+        finally:
+            os.kill(worker, signal.SIGKILL)
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+    def test_a_forked_child_letting_go_leaves_the_parents_lock_alone(
+        self, tmp_path: Path, backend: str
+    ) -> None:
+        path = tmp_path / "x.lock"
+        lock = make_lock(backend, path)
+        assert locks.acquire(lock, 0)
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child's coverage is not collected
+            try:
+                locks.release(lock)  # e.g. a Journal closed in the child
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        assert path.exists() and locks.is_held(path)  # not unlinked from under its holder
+        assert not locks.acquire(make_lock(backend, path), 0)
+        locks.release(lock)

@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import filelock
-
 from ... import locks
 from ...journal import run_lock_path
 from ...store import Store
@@ -84,7 +82,7 @@ def _held_apart(store: Store, runs: list[NodeRun]) -> Iterator[tuple[list[NodeRu
     The free runs' locks are held until the block ends, so no process opens
     one of them meanwhile; releasing removes their lock files.
     """
-    taken: list[filelock.BaseFileLock] = []
+    taken: list[locks.Lock] = []
     free, held = [], []
     try:
         for run in runs:
