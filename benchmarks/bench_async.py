@@ -102,14 +102,16 @@ def thread_hop(n: int) -> float:
     return asyncio.run(main())
 
 
-def gathered(db: Path, n: int, durability: Durability = "process") -> tuple[float, float]:
-    """(open to close, the gather alone) in seconds for ``n`` gathered steps; fresh if ``db``
-    is new, else replayed.
+def gathered(
+    db: Path, n: int, durability: Durability = "process", run: str = "r"
+) -> tuple[float, float]:
+    """(open to close, the gather alone) in seconds for ``n`` gathered steps of run ``run``;
+    fresh if the run is new (in a new file or not), else replayed.
     """
 
     async def main() -> tuple[float, float]:
         t0 = time.perf_counter()
-        async with Journal("gather", run="r", path=db, durability=durability) as j:
+        async with Journal("gather", run=run, path=db, durability=durability) as j:
             t1 = time.perf_counter()
             await asyncio.gather(*(j.async_step(f"g{i}", produce) for i in range(n)))
             t2 = time.perf_counter()
@@ -247,8 +249,18 @@ def main() -> None:
             db = Path(tempfile.mkdtemp(dir=d)) / "g.db"
             return gathered(db, 100, durability)
 
+        runs = itertools.count()
+
+        def gather_new_run(durability: Durability) -> tuple[float, float]:
+            # A new run in a file that exists (the usual case: the file is made once).
+            db = Path(d) / f"g-{durability}.db"
+            return gathered(db, 100, durability, run=f"r{next(runs)}")
+
         g_fresh = median_pair(r, lambda: gather_fresh("process"))
         g_power = median_pair(r, lambda: gather_fresh("power"))
+        gather_new_run("process"), gather_new_run("power")  # make the files
+        g_run = median_pair(r, lambda: gather_new_run("process"))
+        g_run_power = median_pair(r, lambda: gather_new_run("power"))
         replay_db = Path(d) / "g-replay.db"
         gathered(replay_db, 100)
         g_replay = median_pair(r, lambda: gathered(replay_db, 100))
@@ -300,8 +312,10 @@ def main() -> None:
     gather_table = table(
         ["100 gathered steps", "open to close", "the gather alone"],
         [
-            ['fresh, durability="process"', ms(g_fresh[0]), ms(g_fresh[1])],
-            ['fresh, durability="power"', ms(g_power[0]), ms(g_power[1])],
+            ['fresh, new file, durability="process"', ms(g_fresh[0]), ms(g_fresh[1])],
+            ['fresh, new file, durability="power"', ms(g_power[0]), ms(g_power[1])],
+            ['fresh, existing file, durability="process"', ms(g_run[0]), ms(g_run[1])],
+            ['fresh, existing file, durability="power"', ms(g_run_power[0]), ms(g_run_power[1])],
             ["replay", ms(g_replay[0]), ms(g_replay[1])],
         ],
     )
