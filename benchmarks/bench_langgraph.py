@@ -1,17 +1,21 @@
 """LetItLoopCheckpointSaver against LangGraph's own SqliteSaver and AsyncSqliteSaver.
 
-    python benchmarks/bench_langgraph.py [--pairs 400] [--runs 15]
+    python benchmarks/bench_langgraph.py [--pairs 400] [--runs 40]
 
-Two measurements, every saver in the same run, medians printed side by side:
+Three measurements, every saver in the same run, medians printed side by side:
 
 1. ``put`` then ``get_tuple`` of one checkpoint (about 2 KB of channel values),
    chained on one thread: the median of ``--pairs`` individually timed pairs.
    Async savers are timed with ``aput`` + ``aget_tuple`` inside one event loop.
 2. A 20-node linear StateGraph invoked end to end on a fresh thread
    (``invoke`` for the sync savers, ``ainvoke`` for the async ones, LangGraph's
-   default ``durability="async"``): the median of ``--runs`` invocations.
-   One more row runs the same graph with every node a ``durable_node`` that
-   records one step: the cost of journaling inside nodes.
+   default ``durability="async"``): the median of ``--runs`` invocations,
+   taken in rounds that invoke every saver's graph once, so a busy moment of
+   the machine falls on all of them alike. Two floors run in the same rounds:
+   the graph with no checkpointer (what LangGraph itself costs) and with
+   LangGraph's ``InMemorySaver`` (what checkpointing costs with no storage at
+   all). One more row runs the same graph with every node a ``durable_node``
+   that records one step: the cost of journaling inside nodes.
 3. ``put_writes`` of one small write (what LangGraph does with a
    ``Command(resume=...)`` answer) while another thread of the process
    commits journal steps back to back on the same file, as a durable node
@@ -25,7 +29,10 @@ SqliteSaver and AsyncSqliteSaver open the file with SQLite's default
 synchronous=FULL, an fsync per commit. The rows "letitloop power" (FULL) and
 "SqliteSaver NORMAL" compare equal durability settings. Every file lives in
 one temporary folder on one disk; the machine is shared, so treat small
-differences as noise.
+differences as noise. Read the invoke column against the floors: with
+``durability="async"`` LangGraph calls a saver from its worker threads while
+the graph runs on, so a saver's cost is mostly its calls' share of the GIL
+and the thread hand-offs around each SQLite call, not the SQL itself.
 """
 
 from __future__ import annotations
@@ -41,13 +48,14 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TypedDict
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -105,6 +113,21 @@ async def async_sqlite(path: Path) -> AsyncIterator[BaseCheckpointSaver[Any]]:
         yield saver
 
 
+@contextmanager
+def no_saver(path: Path) -> Iterator[None]:
+    yield None
+
+
+@contextmanager
+def in_memory_saver(path: Path) -> Iterator[BaseCheckpointSaver[Any]]:
+    yield InMemorySaver()
+
+
+#: The floors: the graph with no checkpointer, and with one that stores nothing.
+FLOORS: dict[str, Callable[[Path], Any]] = {
+    "no checkpointer (floor)": no_saver,
+    "InMemorySaver (floor)": in_memory_saver,
+}
 SYNC: dict[str, Callable[[Path], Any]] = {
     "letitloop (process)": letitloop_saver,
     "letitloop (power)": lambda p: letitloop_saver(p, "power"),
@@ -167,7 +190,7 @@ def journaled_node(name: str) -> Callable[[State], dict[str, list[str]]]:
     return node
 
 
-def twenty_nodes(checkpointer: BaseCheckpointSaver[Any], durable: bool = False) -> Any:
+def twenty_nodes(checkpointer: BaseCheckpointSaver[Any] | None, durable: bool = False) -> Any:
     graph = StateGraph(State)
     names = [f"n{i:02d}" for i in range(20)]
     for name in names:
@@ -179,25 +202,43 @@ def twenty_nodes(checkpointer: BaseCheckpointSaver[Any], durable: bool = False) 
     return graph.compile(checkpointer=checkpointer)
 
 
-def graph_sync(saver: BaseCheckpointSaver[Any], runs: int, durable: bool = False) -> list[float]:
-    app = twenty_nodes(saver, durable)
-    times = []
-    for r in range(runs):
-        start = time.perf_counter()
-        out = app.invoke({"trail": []}, {"configurable": {"thread_id": f"g{r}"}})
-        times.append(time.perf_counter() - start)
-        assert len(out["trail"]) == 20
+def invoke_once(app: Any, thread: str) -> float:
+    """Seconds for one ``invoke`` of the 20-node graph on a fresh thread."""
+    start = time.perf_counter()
+    out = app.invoke({"trail": []}, {"configurable": {"thread_id": thread}})
+    elapsed = time.perf_counter() - start
+    assert len(out["trail"]) == 20
+    return elapsed
+
+
+async def ainvoke_once(app: Any, thread: str) -> float:
+    """Seconds for one ``ainvoke`` of the 20-node graph on a fresh thread."""
+    start = time.perf_counter()
+    out = await app.ainvoke({"trail": []}, {"configurable": {"thread_id": thread}})
+    elapsed = time.perf_counter() - start
+    assert len(out["trail"]) == 20
+    return elapsed
+
+
+def graphs_sync(apps: dict[str, Any], runs: int) -> dict[str, list[float]]:
+    """``runs`` rounds, each invoking every app once in turn (two rounds of warm-up first)."""
+    times: dict[str, list[float]] = {name: [] for name in apps}
+    for r in range(-2, runs):
+        for name, app in apps.items():
+            elapsed = invoke_once(app, f"g{r}")
+            if r >= 0:
+                times[name].append(elapsed)
     return times
 
 
-async def graph_async(saver: BaseCheckpointSaver[Any], runs: int) -> list[float]:
-    app = twenty_nodes(saver)
-    times = []
-    for r in range(runs):
-        start = time.perf_counter()
-        out = await app.ainvoke({"trail": []}, {"configurable": {"thread_id": f"g{r}"}})
-        times.append(time.perf_counter() - start)
-        assert len(out["trail"]) == 20
+async def graphs_async(apps: dict[str, Any], runs: int) -> dict[str, list[float]]:
+    """:func:`graphs_sync` with ``ainvoke``, inside one event loop."""
+    times: dict[str, list[float]] = {name: [] for name in apps}
+    for r in range(-2, runs):
+        for name, app in apps.items():
+            elapsed = await ainvoke_once(app, f"g{r}")
+            if r >= 0:
+                times[name].append(elapsed)
     return times
 
 
@@ -251,7 +292,7 @@ def writes_under_journal(path: Path, n: int, busy_handler: bool) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=400, help="put+get_tuple pairs per saver")
-    parser.add_argument("--runs", type=int, default=15, help="20-node invocations per saver")
+    parser.add_argument("--runs", type=int, default=40, help="rounds of 20-node invocations")
     parser.add_argument("--writes", type=int, default=400, help="put_writes under a journal")
     args = parser.parse_args()
 
@@ -263,47 +304,64 @@ def main() -> None:
     )
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
 
-    results: dict[str, tuple[float, float]] = {}
+    pairs: dict[str, float] = {}
+    graphs: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:
         base = Path(folder)
         print(f"files in {base}\n")
-        for i, (name, make) in enumerate(SYNC.items()):
+        for i, (name, make) in enumerate({**FLOORS, **SYNC}.items()):
             with make(base / f"pairs-{i}.db") as saver:
-                pairs_sync(saver, 20)  # warm-up: schema, page cache
-                pair = statistics.median(pairs_sync(saver, args.pairs))
-            with make(base / f"graph-{i}.db") as saver:
-                graph_sync(saver, 2)
-                graph = statistics.median(graph_sync(saver, args.runs))
-            results[name] = (pair, graph)
+                if saver is not None:
+                    pairs_sync(saver, 20)  # warm-up: schema, page cache
+                    pairs[name] = statistics.median(pairs_sync(saver, args.pairs))
+
+        # The graphs: every saver's app invoked once per round, in turn.
+        with ExitStack() as stack:
+            apps = {
+                name: twenty_nodes(stack.enter_context(make(base / f"graph-{i}.db")))
+                for i, (name, make) in enumerate({**FLOORS, **SYNC}.items())
+            }
+            durable_name = "letitloop (process) + 20 durable_node"
+            apps[durable_name] = twenty_nodes(
+                stack.enter_context(letitloop_saver(base / "durable.db")), durable=True
+            )
+            for name, times in graphs_sync(apps, args.runs).items():
+                graphs[name] = statistics.median(times)
 
         async def run_async() -> None:
             for i, (name, make) in enumerate(ASYNC.items()):
                 async with make(base / f"apairs-{i}.db") as saver:
                     await pairs_async(saver, 20)
-                    pair = statistics.median(await pairs_async(saver, args.pairs))
-                async with make(base / f"agraph-{i}.db") as saver:
-                    await graph_async(saver, 2)
-                    graph = statistics.median(await graph_async(saver, args.runs))
-                results[name] = (pair, graph)
+                    pairs[name] = statistics.median(await pairs_async(saver, args.pairs))
+            async with AsyncExitStack() as stack:
+                apps = {
+                    name: twenty_nodes(await stack.enter_async_context(make(base / f"ag-{i}.db")))
+                    for i, (name, make) in enumerate(ASYNC.items())
+                }
+                for name, times in (await graphs_async(apps, args.runs)).items():
+                    graphs[name] = statistics.median(times)
 
         asyncio.run(run_async())
-
-        # What durable nodes add: every node opens its journal run and records one step.
-        with letitloop_saver(base / "durable.db") as saver:
-            graph_sync(saver, 2, durable=True)
-            graph = statistics.median(graph_sync(saver, args.runs, durable=True))
-        results["letitloop (process) + 20 durable_node"] = (float("nan"), graph)
 
         contended = {
             "saver's polls (0.05-1 ms)": writes_under_journal(base / "poll.db", args.writes, False),
             "SQLite busy handler": writes_under_journal(base / "busy.db", args.writes, True),
         }
 
-    width = max(len(n) for n in results)
-    print(f"{'saver':<{width}}  {'put+get_tuple (median)':>23}  {'20-node invoke (median)':>24}")
-    for name, (pair, graph) in results.items():
-        pair_text = "-" if pair != pair else f"{pair * 1e6:.0f} µs"
-        print(f"{name:<{width}}  {pair_text:>23}  {graph * 1e3:>21.1f} ms")
+    floor = graphs["no checkpointer (floor)"]
+    width = max(len(n) for n in graphs)
+    print(
+        f"{'saver':<{width}}  {'put+get_tuple':>13}  {'20-node invoke':>14}  "
+        f"{'per 10 nodes':>12}  {'x no checkpointer':>17}"
+    )
+    for name, graph in graphs.items():
+        pair = pairs.get(name)
+        pair_text = "-" if pair is None else f"{pair * 1e6:.0f} µs"
+        print(
+            f"{name:<{width}}  {pair_text:>13}  {graph * 1e3:>11.1f} ms  "
+            f"{graph * 1e3 / 2:>9.1f} ms  {graph / floor:>16.2f}x"
+        )
+    print(f"(medians: put+get_tuple of {args.pairs} pairs, invoke of {args.runs} rounds)")
 
     print("\nput_writes while another thread commits journal steps to the same file")
     for name, times in contended.items():
