@@ -1,6 +1,6 @@
 """LetItLoopCheckpointSaver against LangGraph's own SqliteSaver and AsyncSqliteSaver.
 
-    python benchmarks/bench_langgraph.py [--pairs 400] [--runs 40]
+    python benchmarks/bench_langgraph.py [--pairs 400] [--runs 40] [--split]
 
 Three measurements, every saver in the same run, medians printed side by side:
 
@@ -15,7 +15,10 @@ Three measurements, every saver in the same run, medians printed side by side:
    the graph with no checkpointer (what LangGraph itself costs) and with
    LangGraph's ``InMemorySaver`` (what checkpointing costs with no storage at
    all). One more row runs the same graph with every node a ``durable_node``
-   that records one step: the cost of journaling inside nodes.
+   that records one step: the cost of journaling inside nodes. ``--split``
+   adds two rows that split letitloop's own cost: the saver's Python and
+   serde with its SQL skipped, and the saver's INSERTs (made-up rows of the
+   same sizes) with none of its Python.
 3. ``put_writes`` of one small write (what LangGraph does with a
    ``Command(resume=...)`` answer) while another thread of the process
    commits journal steps back to back on the same file, as a durable node
@@ -61,7 +64,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
 from letitloop import Journal, step
-from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_node
+from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_node, writing
 
 MESSAGES = [f"message {i}: " + "lorem ipsum dolor sit amet " * 7 for i in range(10)]
 
@@ -134,6 +137,77 @@ SYNC: dict[str, Callable[[Path], Any]] = {
     "SqliteSaver (FULL, its default)": sqlite_saver,
     "SqliteSaver (NORMAL)": lambda p: sqlite_saver(p, "NORMAL"),
 }
+
+
+# -- --split: where the saver's time goes -------------------------------------------
+
+
+class _NullConnection:
+    """Takes the saver's INSERTs and does nothing with them."""
+
+    in_transaction = False
+
+    def execute(self, sql: str, params: Any = ()) -> None:
+        return None
+
+
+class _NullStore:
+    """The saver's store with its SQL skipped (same lock, so the same hand-offs between threads)."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+        self.conn = _NullConnection()
+
+
+class SaverWithoutSQL(LetItLoopCheckpointSaver):
+    """The saver's Python and serde on every put and put_writes, its SQL skipped."""
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        null: Any = _NullStore(self.store.lock)
+        return writing.put(null, self.serde, config, checkpoint, metadata)
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        null: Any = _NullStore(self.store.lock)
+        writing.put_writes(null, self.serde, config, writes, task_id, task_path)
+
+
+class SQLOnlySaver(LetItLoopCheckpointSaver):
+    """The saver's INSERTs with made-up rows of the same sizes, and none of its Python."""
+
+    BLOB = b"x" * 1800  # the 20-node graph's checkpoints average about 1.8 KB
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        conf = config["configurable"]
+        row = (conf["thread_id"], "", checkpoint["id"], None, None, "loop", 1, "", "msgpack")
+        with self.store.lock:
+            self.store.conn.execute(_PUT_SQL, (*row, self.BLOB, '{"source": "loop"}'))
+        return {"configurable": {**conf, "checkpoint_ns": "", "checkpoint_id": checkpoint["id"]}}
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        conf = config["configurable"]
+        key = (conf["thread_id"], "", conf["checkpoint_id"], task_id, "")
+        params = [v for i in range(len(writes)) for v in (*key, i, "c", "msgpack", b"x" * 20)]
+        sql = _WRITES_SQL + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(writes))
+        with self.store.lock:
+            self.store.conn.execute(sql, params)
+
+
+_PUT_SQL = (
+    "INSERT OR REPLACE INTO langgraph_checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+    "parent_checkpoint_id, run_id, source, step, ts, type, checkpoint, metadata) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_WRITES_SQL = (
+    "INSERT OR IGNORE INTO langgraph_writes (thread_id, checkpoint_ns, checkpoint_id, "
+    "task_id, task_path, idx, channel, type, value) VALUES "
+)
+
+#: Rows of ``--split``: the saver's Python alone, and its SQL alone.
+SPLIT: dict[str, Callable[[Path], Any]] = {
+    "split: letitloop, SQL skipped": lambda p: SaverWithoutSQL(p),
+    "split: the same INSERTs, no saver Python": lambda p: SQLOnlySaver(p),
+}
+
 ASYNC: dict[str, Callable[[Path], Any]] = {
     "letitloop async (process)": async_letitloop,
     "AsyncSqliteSaver (FULL, its default)": async_sqlite,
@@ -294,6 +368,11 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=400, help="put+get_tuple pairs per saver")
     parser.add_argument("--runs", type=int, default=40, help="rounds of 20-node invocations")
     parser.add_argument("--writes", type=int, default=400, help="put_writes under a journal")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="two more graph rows: the saver's Python with its SQL skipped, and its SQL alone",
+    )
     args = parser.parse_args()
 
     print(f"Python {platform.python_version()} ({sys.platform}), SQLite {sqlite3.sqlite_version}")
@@ -321,6 +400,8 @@ def main() -> None:
                 name: twenty_nodes(stack.enter_context(make(base / f"graph-{i}.db")))
                 for i, (name, make) in enumerate({**FLOORS, **SYNC}.items())
             }
+            for i, (name, make) in enumerate(SPLIT.items() if args.split else ()):
+                apps[name] = twenty_nodes(stack.enter_context(make(base / f"split-{i}.db")))
             durable_name = "letitloop (process) + 20 durable_node"
             apps[durable_name] = twenty_nodes(
                 stack.enter_context(letitloop_saver(base / "durable.db")), durable=True
