@@ -1,4 +1,4 @@
-"""The saver's transactions and reads, waiting for SQLite's locks in short polls.
+"""The saver's writes and reads, waiting for SQLite's locks in short polls.
 
 A journal file shared by the saver and durable nodes has one write lock for
 both. SQLite's busy handler (``busy_timeout``) sleeps 1, 2, 5, 10, … up to
@@ -19,12 +19,12 @@ portable twin (same transaction, SQLite's sleeps);
 one statement in SQLite's autocommit mode: the statement is its own
 transaction, committed (WAL, the store's ``synchronous``) before it returns,
 or rolled back whole. It is the same write as ``BEGIN IMMEDIATE``, the
-INSERT and ``COMMIT``, in one call instead of three, and that matters more
-than the SQL: LangGraph calls ``put`` and ``put_writes`` from its worker
-threads while the graph runs on, and every sqlite3 call hands the GIL to
-the graph's thread and waits to get it back. ``transaction`` (``BEGIN
-IMMEDIATE`` … ``COMMIT``) is its portable twin, used for more rows than one
-statement should carry; tests check that both store the same rows.
+INSERT and ``COMMIT`` in one sqlite3 call instead of three: about 5% off a
+20-node graph's invoke (``bench_langgraph.py``; what a write still costs is
+the commit and the GIL hand-off around it, see docs/langgraph.md, "Speed").
+``Store.commit_rows`` with this module's polling ``BEGIN IMMEDIATE`` is its
+portable twin, used for more rows than one statement should carry;
+``tests/test_langgraph_polled.py`` checks that both store the same rows.
 """
 
 from __future__ import annotations
