@@ -1,13 +1,13 @@
 """LetItLoopCheckpointSaver against LangGraph's own SqliteSaver and AsyncSqliteSaver.
 
-    python benchmarks/bench_langgraph.py [--pairs 400] [--runs 40] [--split]
+    python benchmarks/bench_langgraph.py [--pairs 400] [--runs 40] [--nodes 20] [--split]
 
 Three measurements, every saver in the same run, medians printed side by side:
 
 1. ``put`` then ``get_tuple`` of one checkpoint (about 2 KB of channel values),
    chained on one thread: the median of ``--pairs`` individually timed pairs.
    Async savers are timed with ``aput`` + ``aget_tuple`` inside one event loop.
-2. A 20-node linear StateGraph invoked end to end on a fresh thread
+2. A 20-node linear StateGraph (``--nodes``) invoked end to end on a fresh thread
    (``invoke`` for the sync savers, ``ainvoke`` for the async ones, LangGraph's
    default ``durability="async"``): the median of ``--runs`` invocations,
    taken in rounds that invoke every saver's graph once, so a busy moment of
@@ -248,7 +248,7 @@ async def pairs_async(saver: BaseCheckpointSaver[Any], n: int) -> list[float]:
     return times
 
 
-# -- 2. a 20-node graph --------------------------------------------------------------
+# -- 2. a linear graph of 20 nodes (--nodes) ------------------------------------------
 
 
 class State(TypedDict):
@@ -269,9 +269,12 @@ def journaled_node(name: str) -> Callable[[State], dict[str, list[str]]]:
     return node
 
 
-def twenty_nodes(checkpointer: BaseCheckpointSaver[Any] | None, durable: bool = False) -> Any:
+def linear_graph(
+    checkpointer: BaseCheckpointSaver[Any] | None, durable: bool = False, nodes: int = 20
+) -> Any:
+    """START -> n00 -> n01 -> ... -> END, each node appending its name to the trail."""
     graph = StateGraph(State)
-    names = [f"n{i:02d}" for i in range(20)]
+    names = [f"n{i:02d}" for i in range(nodes)]
     for name in names:
         graph.add_node(name, journaled_node(name) if durable else plain_node(name))
     graph.add_edge(START, names[0])
@@ -282,20 +285,20 @@ def twenty_nodes(checkpointer: BaseCheckpointSaver[Any] | None, durable: bool = 
 
 
 def invoke_once(app: Any, thread: str) -> float:
-    """Seconds for one ``invoke`` of the 20-node graph on a fresh thread."""
+    """Seconds for one ``invoke`` of a linear graph on a fresh thread."""
     start = time.perf_counter()
     out = app.invoke({"trail": []}, {"configurable": {"thread_id": thread}})
     elapsed = time.perf_counter() - start
-    assert len(out["trail"]) == 20
+    assert len(out["trail"]) == len(app.nodes) - 1  # every node but START
     return elapsed
 
 
 async def ainvoke_once(app: Any, thread: str) -> float:
-    """Seconds for one ``ainvoke`` of the 20-node graph on a fresh thread."""
+    """Seconds for one ``ainvoke`` of a linear graph on a fresh thread."""
     start = time.perf_counter()
     out = await app.ainvoke({"trail": []}, {"configurable": {"thread_id": thread}})
     elapsed = time.perf_counter() - start
-    assert len(out["trail"]) == 20
+    assert len(out["trail"]) == len(app.nodes) - 1  # every node but START
     return elapsed
 
 
@@ -371,7 +374,8 @@ def writes_under_journal(path: Path, n: int, busy_handler: bool) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=400, help="put+get_tuple pairs per saver")
-    parser.add_argument("--runs", type=int, default=40, help="rounds of 20-node invocations")
+    parser.add_argument("--runs", type=int, default=40, help="rounds of graph invocations")
+    parser.add_argument("--nodes", type=int, default=20, help="nodes of the linear graph")
     parser.add_argument("--writes", type=int, default=400, help="put_writes under a journal")
     parser.add_argument(
         "--split",
@@ -379,6 +383,7 @@ def main() -> None:
         help="two more graph rows: the saver's Python with its SQL skipped, and its SQL alone",
     )
     args = parser.parse_args()
+    n = args.nodes
 
     print(f"Python {platform.python_version()} ({sys.platform}), SQLite {sqlite3.sqlite_version}")
     print(
@@ -404,14 +409,15 @@ def main() -> None:
         # The graphs: every saver's app invoked once per round, in turn.
         with ExitStack() as stack:
             apps = {
-                name: twenty_nodes(stack.enter_context(make(base / f"graph-{i}.db")))
+                name: linear_graph(stack.enter_context(make(base / f"graph-{i}.db")), nodes=n)
                 for i, (name, make) in enumerate({**FLOORS, **SYNC}.items())
             }
             for i, (name, make) in enumerate(SPLIT.items() if args.split else ()):
-                apps[name] = twenty_nodes(stack.enter_context(make(base / f"split-{i}.db")))
-            durable_name = "letitloop (process) + 20 durable_node"
-            apps[durable_name] = twenty_nodes(
-                stack.enter_context(letitloop_saver(base / "durable.db")), durable=True
+                saver = stack.enter_context(make(base / f"split-{i}.db"))
+                apps[name] = linear_graph(saver, nodes=n)
+            durable_name = f"letitloop (process) + {args.nodes} durable_node"
+            apps[durable_name] = linear_graph(
+                stack.enter_context(letitloop_saver(base / "durable.db")), durable=True, nodes=n
             )
             rounds = graphs_sync(apps, args.runs)
             bare, memory = rounds["no checkpointer (floor)"], rounds["InMemorySaver (floor)"]
@@ -429,7 +435,9 @@ def main() -> None:
                     pairs[name] = statistics.median(await pairs_async(saver, args.pairs))
             async with AsyncExitStack() as stack:
                 apps = {
-                    name: twenty_nodes(await stack.enter_async_context(make(base / f"ag-{i}.db")))
+                    name: linear_graph(
+                        await stack.enter_async_context(make(base / f"ag-{i}.db")), nodes=n
+                    )
                     for i, (name, make) in enumerate(ASYNC.items())
                 }
                 for name, times in (await graphs_async(apps, args.runs)).items():
@@ -445,7 +453,7 @@ def main() -> None:
     bare, memory = graphs["no checkpointer (floor)"], graphs["InMemorySaver (floor)"]
     width = max(len(n) for n in graphs)
     print(
-        f"{'saver':<{width}}  {'put+get_tuple':>13}  {'20-node invoke':>14}  "
+        f"{'saver':<{width}}  {'put+get_tuple':>13}  {f'{args.nodes}-node invoke':>14}  "
         f"{'per 10 nodes':>12}  {'x no checkpointer':>17}  {'x InMemorySaver':>15}"
     )
     for name, graph in graphs.items():
@@ -455,7 +463,7 @@ def main() -> None:
         to_bare, to_memory = ratios.get(name, (graph / bare, graph / memory))
         print(
             f"{name:<{width}}  {pair_text:>13}  {graph * 1e3:>11.1f} ms  "
-            f"{graph * 1e3 / 2:>9.1f} ms  {to_bare:>16.2f}x  {to_memory:>14.2f}x"
+            f"{graph * 1e4 / n:>9.1f} ms  {to_bare:>16.2f}x  {to_memory:>14.2f}x"
         )
     print(
         f"(medians: put+get_tuple of {args.pairs} pairs; invoke of {args.runs} rounds, every "
