@@ -47,9 +47,9 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
     ``LetItLoopCheckpointSaver()`` uses the same journal file as ``Journal``:
     ``path=`` if given, else ``$LETITLOOP_DB``, else ``.letitloop/journal.db``.
     Any number of savers, threads and processes may share one file: every
-    write is one short ``BEGIN IMMEDIATE`` transaction and a writer waits for
-    another's lock, in short polls up to 30 s (``polled.py``), instead of
-    failing with "database is locked".
+    write is one short transaction (one statement in autocommit mode where
+    it can be) and a writer waits for another's lock, in short polls up to
+    30 s (``polled.py``), instead of failing with "database is locked".
 
     ``durability`` is the journal's: ``"process"`` (default) survives the death
     of the process, ``"power"`` also a power loss (an fsync per commit).

@@ -1,8 +1,8 @@
 """Writing checkpoints: ``put``'s one row, ``put_writes``' rows of a task, and channel versions.
 
 Everything is encoded (serde, metadata as JSON text) before the write
-transaction opens, so each transaction is one statement through
-``polled.commit``.
+starts, so each write is one statement through ``polled.commit``, its own
+transaction.
 """
 
 from __future__ import annotations
