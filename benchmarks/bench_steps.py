@@ -77,6 +77,7 @@ STEP_PATH_IMPORTS = (
     "base64",
     "_blake2",
     "atexit",  # a builtin module: the shared connections are closed at exit
+    "fcntl",  # a builtin module: the run's lock is a flock() (locks.py)
 )
 
 
