@@ -17,12 +17,12 @@ from .durable import (
 from .errors import LetItLoopError, RunCancelledError, WaitTimeoutError
 from .fingerprint import unchecked
 from .journal import Journal
-from .waits import RunWaiting
 
 if TYPE_CHECKING:
     from .control import cancel, send
     from .retry import RetryPolicy
     from .supervisor import supervise
+    from .waits import RunWaiting
 
 __version__ = "0.1.0"
 
@@ -30,8 +30,13 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     # PEP 562: the supervisor (subprocess, signals, the process tree) is loaded
     # only by programs that supervise, and send/cancel (inspection, json) only by
-    # programs that call them, and RetryPolicy (retry.py) by programs that retry;
-    # `import letitloop` stays on the step path.
+    # programs that call them, RetryPolicy (retry.py) by programs that retry, and
+    # RunWaiting (waits.py) by programs that wait; `import letitloop` stays on
+    # the step path.
+    if name == "RunWaiting":
+        from .waits import RunWaiting
+
+        return RunWaiting
     if name == "RetryPolicy":
         from .retry import RetryPolicy
 

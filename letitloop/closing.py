@@ -7,9 +7,10 @@ its returned steps are committed.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
-from . import cancellation, codec, inflight, opening, waits
+from . import cancellation, codec, inflight, opening
 from .errors import DecodeError, EncodeError, JournalFileError, error_text
 from .store import close_store
 
@@ -17,6 +18,13 @@ if TYPE_CHECKING:
     import asyncio
 
     from .journal import Journal
+
+
+def _run_waiting(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is RunWaiting; waits.py is not imported for this (while it is
+    not loaded, no wait ran, so no RunWaiting exists)."""
+    waits = sys.modules.get("letitloop.waits")
+    return waits is not None and isinstance(exc, waits.RunWaiting)
 
 
 def set_result(j: Journal, value: Any) -> None:
@@ -68,7 +76,7 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
             now = j.clock()
             if j._cancel is not None:
                 storage.cancel_run(j.run_id, now, error_text(cancellation.error(j)))
-            elif isinstance(exc, waits.RunWaiting) and exc.run_id == j.run_id:
+            elif _run_waiting(exc) and exc.run_id == j.run_id:  # type: ignore[union-attr]
                 storage.leave_waiting(j.run_id, now)
             elif exc is None:
                 storage.complete_run(j.run_id, now, j._result_text)

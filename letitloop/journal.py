@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import async_steps, cancellation, closing, codec, inflight, opening, sleeps, steps, waits
+from . import cancellation, closing, codec, inflight, opening, steps
 from .errors import InvalidNameError, LetItLoopError
 from .fingerprint import Fingerprinter
 from .keys import StepKeys
@@ -33,8 +33,10 @@ from .store import Durability, Store, check_name, close_store, open_store
 
 if TYPE_CHECKING:
     # Not imported at run time by this module: markers.py by the first marker,
-    # retry.py by the first retry policy, costs.py by the first usage() report.
-    # `import letitloop` loads only what a step needs (about 2.5 ms less).
+    # retry.py by the first retry policy, costs.py by the first usage() report,
+    # async_steps.py by the first async step, sleeps.py and waits.py by the
+    # first sleep or wait. `import letitloop` loads only what a step needs.
+    from . import async_steps
     from . import retry as retries
     from .commits import LoopCommits
     from .costs import Usage
@@ -246,7 +248,19 @@ class Journal:
     # -- steps (steps.py, async_steps.py, replay.py), bound without a call between -----
 
     step = steps.step
-    async_step = async_steps.async_step
+    if TYPE_CHECKING:
+        async_step = async_steps.async_step
+    else:
+
+        def async_step(self, name, fn, /, *args, **kwargs):
+            """:meth:`step` for async code: ``await j.async_step(name, fn, *args, **kwargs)``."""
+            # async_steps.py is loaded by the first async step, not by `import
+            # letitloop`; from then on the method is its function, bound directly.
+            from .async_steps import async_step
+
+            Journal.async_step = async_step
+            return async_step(self, name, fn, *args, **kwargs)
+
     _require_open = steps.require_open
     _owner = steps.owner
     _key_for = steps.key_for
@@ -263,10 +277,14 @@ class Journal:
         first is kept, whatever ``seconds`` a later attempt passes. Raises
         RunCancelledError as soon as the run is cancelled.
         """
+        from . import sleeps  # loaded by the first sleep
+
         sleeps.sleep(self, name, seconds)
 
     async def async_sleep(self, name: str, seconds: float) -> None:
         """:meth:`sleep` for async code: the event loop runs meanwhile."""
+        from . import sleeps
+
         await sleeps.async_sleep(self, name, seconds)
 
     def wait_for(
@@ -282,12 +300,16 @@ class Journal:
         running the program again after a value was sent resumes the run.
         Raises RunCancelledError as soon as the run is cancelled.
         """
+        from . import waits  # loaded by the first wait
+
         return waits.wait_for(self, name, timeout, stop_after)
 
     async def async_wait_for(
         self, name: str, *, timeout: float | None = None, stop_after: float | None = None
     ) -> Any:
         """:meth:`wait_for` for async code: the event loop runs meanwhile."""
+        from . import waits
+
         return await waits.async_wait_for(self, name, timeout, stop_after)
 
     def atomic_marker(

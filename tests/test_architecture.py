@@ -295,6 +295,11 @@ LOADED_ON_USE = [
     "letitloop.supervisor",  # supervise
     "letitloop.childproc",  # supervise
     "letitloop.control",  # send, cancel
+    "letitloop.async_steps",  # the first async step
+    "letitloop.commits",  # the first async step
+    "letitloop.sleeps",  # the first sleep (or wait)
+    "letitloop.waits",  # the first wait, or letitloop.RunWaiting
+    "letitloop.timers",  # the first sleep, wait or retry
 ]
 
 
