@@ -568,6 +568,35 @@ def _graph(saver: LetItLoopCheckpointSaver, node: Any) -> Any:
     return g.compile(checkpointer=saver)
 
 
+class TestDurableNodesShareTheFilesConnection:
+    def test_every_execution_uses_the_processs_one_connection(self, tmp_path: Path) -> None:
+        # The saver writes to the file between two nodes; a node's journal must
+        # still reuse the process's connection instead of opening one per node.
+        from letitloop.durable import current
+
+        stores: list[int] = []
+
+        @durable_node
+        def work(state: Counter) -> dict[str, str]:
+            store = current().store
+            assert store is not None
+            stores.append(id(store))
+            return {"out": step("upper", str.upper, state["text"])}
+
+        with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
+            app = _graph(saver, work)
+            for thread in ("a", "b", "c"):
+                out = app.invoke({"text": thread}, {"configurable": {"thread_id": thread}})
+                assert out["out"] == thread.upper()
+        assert len(stores) == 3 and len(set(stores)) == 1
+        conn = sqlite3.connect(tmp_path / "journal.db")
+        done = conn.execute(
+            "SELECT count(*) FROM runs WHERE goal = 'langgraph:work' AND status = 'completed'"
+        ).fetchone()[0]
+        conn.close()
+        assert done == 3
+
+
 class TestDurableNodeKeys:
     def test_a_node_that_takes_config_itself_still_gets_it(self, tmp_path: Path) -> None:
         from langchain_core.runnables import RunnableConfig

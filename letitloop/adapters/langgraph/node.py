@@ -32,6 +32,7 @@ from ...errors import LetItLoopError, RunHeldError
 from ...fingerprint import Fingerprinter
 from ...journal import DEFAULT_TIMEOUT, Journal
 from ...store import Durability, Store, resolve_path
+from ...stores import open_store
 from . import polled
 from .identity import (
     CONFIG_KEY_CHECKPOINTER,
@@ -145,8 +146,13 @@ async def _one_at_a_time_async(plan: _Plan, timeout: float) -> AsyncIterator[Non
 
 # -- where the journal lives, and which run ---------------------------------------------
 
-#: Stores of journal files other than a saver's, one per file and process: used
-#: to choose runs, and kept open so SQLite's index of the file stays recovered.
+#: The process's shared connection to each journal file durable nodes write,
+#: held for the life of the process: the nodes' journals reuse it (a journal
+#: opened while another user holds the shared connection takes it as it is),
+#: runs are chosen through it when the file is not the saver's, and SQLite's
+#: index of the file stays recovered. Without a holder, the saver's writes
+#: between two nodes made the idle connection look changed, and every node
+#: paid for a new one (connect, probe, pragmas: about a millisecond).
 _stores: dict[tuple[int, str, str], Store] = {}
 _stores_lock = threading.Lock()
 
@@ -157,7 +163,7 @@ def _store_for(path: str | os.PathLike[str] | None, durability: Durability) -> S
     with _stores_lock:
         store = _stores.get(key)
         if store is None:
-            store = _stores[key] = Store(path, durability=durability)
+            store = _stores[key] = open_store(path, durability=durability)
         return store
 
 
@@ -303,8 +309,9 @@ def durable_node(
                 if journal_durability is None:
                     journal_durability = saver.store.durability
             journal_durability = journal_durability or "process"
+            shared = _store_for(journal_path, journal_durability)  # the journal's connection
             if store is None:
-                store = _store_for(journal_path, journal_durability)
+                store = shared
             goal_name = goal or goal_for(identity.node)
             found = candidates(store, goal_name, identity.base_name())
             name = choose_run(identity, found, _persisted_in(saver))
