@@ -19,6 +19,30 @@ def write_script(folder: Path, name: str, source: str) -> Path:
     return path
 
 
+#: The checkout: benchmark scripts run from here, as their docs say.
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def run_benchmark(script: str, *args: str, header_words: tuple[str, ...] = ()) -> str:
+    """Run ``benchmarks/<script>`` from the checkout and return what it printed.
+
+    Checks that it exited 0 and that its first line names letitloop, Python
+    and SQLite (every report opens with the versions), and ``header_words``.
+    """
+    done = subprocess.run(
+        [sys.executable, f"benchmarks/{script}", *args],
+        cwd=CHECKOUT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    header = done.stdout.splitlines()[0]
+    for word in ("letitloop", "Python", "SQLite", *header_words):
+        assert word in header, header
+    return done.stdout
+
+
 def run_python(
     script: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:

@@ -7,11 +7,11 @@ recorded step replayed and only the last one run.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -52,18 +52,8 @@ class TestARunKilledInItsLastStep:
 
 class TestTheResumeBenchmarkSmokeRun:
     def test_it_prints_the_versions_and_a_row_per_process(self) -> None:
-        done = subprocess.run(
-            [sys.executable, "benchmarks/resume.py", "--rounds", "1", "--steps", str(STEPS)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        header = done.stdout.splitlines()[0]
-        for word in ("letitloop", "Python", "SQLite"):
-            assert word in header, header
-        rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+        report = run_benchmark("resume.py", "--rounds", "1", "--steps", str(STEPS))
+        rows = [line for line in report.splitlines() if line.startswith("| ")]
         assert [r.split("|")[1].strip() for r in rows[1:]] == [
             resume.BARE,
             resume.SQLITE_FLOOR,
