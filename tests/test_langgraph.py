@@ -569,24 +569,41 @@ def _graph(saver: LetItLoopCheckpointSaver, node: Any) -> Any:
 
 
 class TestDurableNodesShareTheFilesConnection:
-    def test_every_execution_uses_the_processs_one_connection(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("kind", ["sync", "async"])
+    def test_every_execution_uses_the_processs_one_connection(
+        self, tmp_path: Path, kind: str
+    ) -> None:
         # The saver writes to the file between two nodes; a node's journal must
         # still reuse the process's connection instead of opening one per node.
         from letitloop.durable import current
 
         stores: list[int] = []
 
-        @durable_node
-        def work(state: Counter) -> dict[str, str]:
+        def seen() -> None:
             store = current().store
             assert store is not None
             stores.append(id(store))
+
+        def plain(state: Counter) -> dict[str, str]:
+            seen()
             return {"out": step("upper", str.upper, state["text"])}
+
+        async def coroutine(state: Counter) -> dict[str, str]:
+            seen()
+            return {"out": await async_step("upper", str.upper, state["text"])}
+
+        work = durable_node(plain if kind == "sync" else coroutine)
+
+        async def invoke_async(app: Any, thread: str) -> Any:
+            return await app.ainvoke({"text": thread}, {"configurable": {"thread_id": thread}})
 
         with LetItLoopCheckpointSaver(tmp_path / "journal.db") as saver:
             app = _graph(saver, work)
             for thread in ("a", "b", "c"):
-                out = app.invoke({"text": thread}, {"configurable": {"thread_id": thread}})
+                if kind == "sync":
+                    out = app.invoke({"text": thread}, {"configurable": {"thread_id": thread}})
+                else:
+                    out = asyncio.run(invoke_async(app, thread))
                 assert out["out"] == thread.upper()
         assert len(stores) == 3 and len(set(stores)) == 1
         conn = sqlite3.connect(tmp_path / "journal.db")
