@@ -54,6 +54,9 @@ WAIT_FOR_HINT = (
 
 def split_key(key: str) -> tuple[str, int]:
     """``("fetch", 2)`` for ``"fetch#2"``; ``("fetch", 1)`` for ``"fetch"``."""
+    head, sep, tail = key.rpartition("#")
+    if sep and tail.isdecimal():  # the common case, without the regex: same answer
+        return head, int(tail)
     m = REPEAT_SUFFIX.search(key)
     if m is None:
         return key, 1
@@ -139,14 +142,18 @@ class StepKeys:
 
     def load(self, rows: list[Recorded]) -> None:
         """Add the run's done rows (in journal order)."""
+        recorded, names = self.recorded, self._names
         for r in rows:
-            self.recorded[r.key] = r
+            recorded[r.key] = r
             name, n = split_key(r.key)
-            state = self._names.get(name)
+            state = names.get(name)
             if state is None:
-                state = self._names[name] = _Name()
+                state = names[name] = _Name()
             state.numbers.append(n)
-            state.by_fp.setdefault(r.fp, deque()).append(n)
+            q = state.by_fp.get(r.fp)
+            if q is None:
+                q = state.by_fp[r.fp] = deque()
+            q.append(n)
             if r.fp is None or UNCHECKED in r.fp:
                 state.fuzzy = True
         for state in self._names.values():
