@@ -229,23 +229,7 @@ def done_row(
             f"journal was closed, so its result was not recorded and it runs again next "
             f"attempt; await every step before leaving the journal's 'with' block"
         )
-    finished = j.clock()
-    spent = j._usage.pop(key, None) if j._usage else None
-    return (
-        j.run_id,
-        key,
-        "done",
-        fn_name,
-        text,
-        utc_iso(started),
-        utc_iso(finished),
-        (finished - started) * 1000.0,
-        j.attempt,
-        None,
-        None,
-        fp,
-        *(NO_USAGE if spent is None else spent.columns()),
-    )
+    return step_row(j, key, "done", fn_name, fp, started, text, None, None)
 
 
 def record_failure(
@@ -263,20 +247,41 @@ def failure_row(
     j: Journal, key: str, fn_name: str, fp: str, started: float, exc: BaseException
 ) -> tuple[Any, ...]:
     """The journal row of a step whose function raised ``exc``."""
+    return step_row(
+        j, key, "failed", fn_name, fp, started, None, error_text(exc), traceback_text(exc)
+    )
+
+
+def step_row(
+    j: Journal,
+    key: str,
+    status: str,
+    fn_name: str,
+    fp: str,
+    started: float,
+    result: str | None,
+    error: str | None,
+    traceback: str | None,
+) -> tuple[Any, ...]:
+    """A finished step's row, in the column order of ``sqlite_storage.UPSERT_STEP``.
+
+    It finishes now (by the journal's clock), and carries the usage its
+    function reported, if any.
+    """
     finished = j.clock()
     spent = j._usage.pop(key, None) if j._usage else None
     return (
         j.run_id,
         key,
-        "failed",
+        status,
         fn_name,
-        None,
+        result,
         utc_iso(started),
         utc_iso(finished),
         (finished - started) * 1000.0,
         j.attempt,
-        error_text(exc),
-        traceback_text(exc),
+        error,
+        traceback,
         fp,
         *(NO_USAGE if spent is None else spent.columns()),
     )
