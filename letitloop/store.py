@@ -183,11 +183,17 @@ class Store:
         keeps it out of another thread's open transaction on this connection.
         """
         with self.lock:
+            conn = self.conn
+            if conn.in_transaction:
+                # Inside this thread's own write() (the lock is reentrant): the
+                # statement would join that transaction and not be committed on
+                # return. Refused, as its own BEGIN IMMEDIATE would be.
+                self._begin(conn)
             try:
-                self.conn.execute(sql, params)
+                conn.execute(sql, params)
             except (sqlite3.Error, UnicodeError) as exc:
-                if self.conn.in_transaction:  # SQLite ends a failed one; never leave one open
-                    _rollback(self.conn)
+                if conn.in_transaction:  # SQLite ends a failed one; never leave one open
+                    _rollback(conn)
                 raise self.explain(exc) from None
 
     def _begin(self, conn: sqlite3.Connection, *, wait: bool = True) -> bool:

@@ -56,6 +56,25 @@ class TestAWriteBlock:
         finally:
             store.close()
 
+    def test_a_single_write_inside_its_threads_open_block_is_refused(self, db: Path) -> None:
+        # write1 is one autocommit statement; inside an open write() of the same
+        # thread it would join that transaction instead of committing on return.
+        store = Store(db)
+        try:
+            with pytest.raises(JournalFileError), store.write() as c:
+                insert_goal(c, "a")
+                store.write1(
+                    "INSERT INTO goals (goal, journal_table, created_at) VALUES ('b', 't_b', 'now')"
+                )
+            assert count(db) == 0
+            assert not store.conn.in_transaction
+            store.write1(
+                "INSERT INTO goals (goal, journal_table, created_at) VALUES ('c', 't_c', 'now')"
+            )
+            assert count(db) == 1  # committed when it returned, seen from outside
+        finally:
+            store.close()
+
     def test_a_query_error_is_a_journal_file_error(self, db: Path) -> None:
         store = Store(db)
         try:
