@@ -8,10 +8,12 @@ permissive setting does, which shows the row is a real attack.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar, TypedDict, cast
 
 import pytest
 
@@ -176,3 +178,138 @@ class TestAGraphsOwnTypes:
             LetItLoopCheckpointSaver(
                 tmp_path / "journal.db", serde=JsonPlusSerializer(), allowed_types=[Order]
             )
+
+
+#: LangChain classes a "json" row (LangGraph's format before msgpack) can name,
+#: with their serialized ids, as LangChain's own dumpd() writes them.
+_LANGCHAIN_OFF_LIST = {
+    "prompt": (
+        ["langchain", "prompts", "prompt", "PromptTemplate"],
+        "langchain_core.prompts.prompt",
+        {"template": "say {x}", "input_variables": ["x"], "template_format": "f-string"},
+    ),
+    "passthrough": (
+        ["langchain", "schema", "runnable", "RunnablePassthrough"],
+        "langchain_core.runnables.passthrough",
+        {},
+    ),
+    "parser": (
+        ["langchain", "schema", "output_parser", "StrOutputParser"],
+        "langchain_core.output_parsers.string",
+        {},
+    ),
+}
+
+
+def _json_row(db: Path, values: dict[str, Any]) -> None:
+    """A thread whose checkpoint row is stored as ``json`` holding ``values``."""
+    cid = str(uuid6(clock_seq=-1))
+    with LetItLoopCheckpointSaver(db) as saver:
+        saver.put(
+            {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+            _checkpoint(cid, {"v": 0}),
+            {"source": "input", "step": -1},
+            {"v": 1},
+        )
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE langgraph_checkpoints SET type = 'json', checkpoint = ?",
+            (json.dumps(_checkpoint(cid, values)).encode(),),
+        )
+
+
+#: Run in a fresh interpreter: reads thread "t" with the default saver and
+#: prints which of the named modules were loaded before and after, and what
+#: came back, as JSON.
+_READER = """
+import json, sys
+from letitloop.adapters.langgraph import LetItLoopCheckpointSaver
+modules = sys.argv[2:]
+before = [m for m in modules if m in sys.modules]
+with LetItLoopCheckpointSaver(sys.argv[1]) as saver:
+    tup = saver.get_tuple({"configurable": {"thread_id": "t"}})
+after = [m for m in modules if m in sys.modules]
+values = tup.checkpoint["channel_values"]
+print(json.dumps({
+    "before": before,
+    "after": after,
+    "types": {k: type(v).__module__ + "." + type(v).__qualname__ for k, v in values.items()},
+    "values": {k: v if isinstance(v, (dict, list, str)) else None for k, v in values.items()},
+}))
+"""
+
+
+def _read_in_a_fresh_process(db: Path, modules: list[str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", _READER, str(db), *modules],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return cast(dict[str, Any], json.loads(done.stdout))
+
+
+class TestAJsonRow:
+    """LangGraph's older ``json`` rows obey the same allow-list as msgpack rows."""
+
+    def test_a_langchain_class_off_the_list_is_neither_built_nor_imported(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "journal.db"
+        values = {
+            name: {"lc": 1, "type": "constructor", "id": ids, "kwargs": kwargs}
+            for name, (ids, _, kwargs) in _LANGCHAIN_OFF_LIST.items()
+        }
+        _json_row(db, values)
+        modules = [module for _, module, _ in _LANGCHAIN_OFF_LIST.values()]
+        got = _read_in_a_fresh_process(db, modules)
+        assert got["before"] == []
+        assert got["after"] == []
+        assert set(got["types"].values()) == {"builtins.dict"}
+        assert got["values"]["prompt"] == _LANGCHAIN_OFF_LIST["prompt"][2]
+
+    def test_an_lc2_constructor_off_the_list_is_neither_built_nor_imported(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "journal.db"
+        kwargs = {"template": "say {x}", "input_variables": ["x"]}
+        _json_row(
+            db,
+            {
+                "v": {
+                    "lc": 2,
+                    "type": "constructor",
+                    "id": ["langchain_core", "prompts", "prompt", "PromptTemplate"],
+                    "kwargs": kwargs,
+                }
+            },
+        )
+        got = _read_in_a_fresh_process(db, ["langchain_core.prompts.prompt"])
+        assert got["after"] == []
+        assert got["types"] == {"v": "builtins.dict"} and got["values"]["v"] == kwargs
+
+    def test_a_message_on_the_list_still_comes_back_as_itself(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        _json_row(
+            db,
+            {
+                "v": {
+                    "lc": 1,
+                    "type": "constructor",
+                    "id": ["langchain", "schema", "messages", "AIMessage"],
+                    "kwargs": {"content": "hi", "id": "m1"},
+                }
+            },
+        )
+        got = _read_in_a_fresh_process(db, [])
+        assert got["types"] == {"v": "langchain_core.messages.ai.AIMessage"}
+
+    def test_a_class_you_allowed_is_built_and_another_is_not(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        lc2 = {"lc": 2, "type": "constructor", "id": [*__name__.split("."), "Money"]}
+        _json_row(db, {"v": {**lc2, "kwargs": {"cents": 5}}})
+        Money.made.clear()
+        assert _read(db) == {"cents": 5}
+        assert Money.made == []
+        assert _read(db, allowed_types=[Money]) == Money(5)

@@ -15,6 +15,16 @@ A row can name such a class (the program's own state types after a restart)
 but never a function, never any other class (``subprocess.Popen``), and
 never a module that is not loaded yet: nothing is imported because a row
 says so.
+
+The same list rules every row type. ``msgpack`` rows go through LangGraph's
+reader with the list above. ``json`` rows (LangGraph's format before
+msgpack, LangChain's ``{"lc": 1 | 2, "type": "constructor", "id": [...]}``
+objects) are read here: a constructor whose class is on the list is built
+as LangGraph builds it; any other comes back as its recorded fields and
+nothing is imported (LangGraph itself builds every class of LangChain's
+"core" list from such a row, ``PromptTemplate`` and ``RunnablePassthrough``
+included, importing their modules). ``null``, ``bytes`` and ``bytearray``
+rows build nothing; ``pickle`` and any other tag are refused.
 """
 
 from __future__ import annotations
@@ -22,12 +32,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import importlib
+import json
+import logging
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from langgraph.checkpoint.serde import _msgpack as _lg_msgpack
 from langgraph.checkpoint.serde import jsonplus as _jsonplus
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.serde.jsonplus import LC_REVIVER, JsonPlusSerializer
+
+logger = logging.getLogger(__name__)
 
 #: The function JsonPlusSerializer builds its reader with (private in
 #: langgraph-checkpoint 4.3); None in a release that moved it, and then the
@@ -79,6 +96,60 @@ def _keys(allowed: Iterable[AllowedType]) -> set[tuple[str, ...]]:
     return keys
 
 
+# -- json rows ----------------------------------------------------------------------
+
+#: Kinds of blocked class already warned about (bounded, like LangGraph's own).
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_blocked(key: tuple[str, str]) -> None:
+    with _warned_lock:
+        if key in _warned or len(_warned) >= 1000:
+            return
+        _warned.add(key)
+    logger.warning(
+        "Blocked deserialization of %s.%s from a json checkpoint row: not on the saver's "
+        "allow-list; it comes back as its recorded fields. Allow it with "
+        "LetItLoopCheckpointSaver(allowed_types=[(%r, %r)])",
+        *key,
+        *key,
+    )
+
+
+def _constructor_target(value: dict[str, Any]) -> tuple[str, str] | None:
+    """``(module, name)`` of the class a LangChain constructor object names, without importing.
+
+    ``lc: 1`` ids go through LangChain's own mapping of old names (what its
+    reviver would import); ``lc: 2`` ids are the module path and the name.
+    None when the id is not a list of at least two strings.
+    """
+    ids = value.get("id")
+    if not (isinstance(ids, list) and len(ids) >= 2 and all(isinstance(i, str) for i in ids)):
+        return None
+    path = tuple(ids)
+    if value.get("lc") == 1:
+        path = tuple(LC_REVIVER.import_mappings.get(path, path))
+    return ".".join(path[:-1]), path[-1]
+
+
+def _recorded_fields(value: dict[str, Any]) -> Any:
+    """What a constructor object that is not built comes back as: its arguments."""
+    kwargs, args = value.get("kwargs"), value.get("args")
+    if kwargs and args:
+        return {"args": args, "kwargs": kwargs}
+    return kwargs if kwargs is not None else args if args is not None else {}
+
+
+def _build_lc2(module: str, name: str, value: dict[str, Any]) -> Any:
+    """An ``lc: 2`` constructor on the list, built as LangGraph builds it."""
+    cls = getattr(importlib.import_module(module), name)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        return None
+    args, kwargs = value.get("args") or [], value.get("kwargs") or {}
+    return cls(*args, **kwargs)
+
+
 class StrictSerializer(JsonPlusSerializer):
     """``JsonPlusSerializer`` whose allow-list also admits imported data classes (see the module).
 
@@ -97,6 +168,40 @@ class StrictSerializer(JsonPlusSerializer):
         allow: Any = _AllowList(keys)
         self._allowed_msgpack_modules = allow
         self._unpack_ext_hook = _make_reader(allow)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        """The value of a row; a ``json`` row is read with the allow-list (see the module)."""
+        type_, payload = data
+        if type_ == "json":
+            return json.loads(payload, object_hook=self._json_object)
+        return super().loads_typed(data)
+
+    def _json_object(self, value: dict[str, Any]) -> Any:
+        if value.get("type") != "constructor" or value.get("lc") not in (1, 2):
+            # Plain data, or LangChain's "secret" / "not_implemented" markers:
+            # kept as they are (LangGraph's reader makes a secret None and
+            # raises for "not_implemented"; neither builds anything).
+            return value
+        key = _constructor_target(value)
+        if key is None:
+            return value
+        listed = self._allowed_msgpack_modules
+        on_list = listed is True or (listed is not None and key in listed)
+        if key not in _lg_msgpack.SAFE_MSGPACK_TYPES and not on_list:
+            _warn_blocked(key)
+            return _recorded_fields(value)
+        try:
+            if value.get("lc") == 1:
+                return LC_REVIVER(value)
+            return _build_lc2(*key, value)
+        except Exception as exc:
+            logger.warning(
+                "Could not rebuild %s.%s from a json checkpoint row (%s); it comes back as "
+                "its recorded fields",
+                *key,
+                type(exc).__name__,
+            )
+            return _recorded_fields(value)
 
     def with_msgpack_allowlist(
         self, extra_allowlist: Iterable[tuple[str, ...] | type]
