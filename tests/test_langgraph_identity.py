@@ -30,6 +30,7 @@ from langgraph.types import Command, Send, interrupt
 
 from letitloop import LetItLoopError, async_step, step
 from letitloop.adapters.langgraph import (
+    NODE_KEY,
     LetItLoopCheckpointSaver,
     delete_node_runs,
     durable_node,
@@ -674,14 +675,51 @@ class TestWithoutTheSaver:
         self, tmp_path: Path
     ) -> None:
         calls: list[str] = []
-        fail_at = {"b": 1}
+        fail_at: dict[str, int] = {}
         saver = InMemorySaver()
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("LETITLOOP_DB", str(tmp_path / "journal.db"))
             app = _chain(saver, calls, fail_at)
+            app.invoke({"topic": "x"}, _conf("t"), durability="sync")
+            first_turn = set(saver.storage["t"][""])
+            calls.clear()
+            fail_at["b"] = 1
             with pytest.raises(ConnectionError):
-                app.invoke({"topic": "x"}, _conf("t"), durability="exit")
-            saver.delete_thread("t")  # the crash: nothing of the turn was saved
-            out = app.invoke({"topic": "x"}, _conf("t"), durability="exit")
-        assert out["acc"][-1] == "c-2-x"
+                app.invoke({"topic": "y"}, _conf("t"), durability="exit")
+            # The crash: nothing of the second turn was saved.
+            for cid in set(saver.storage["t"][""]) - first_turn:
+                del saver.storage["t"][""][cid]
+            out = app.invoke({"topic": "y"}, _conf("t"), durability="exit")
+        assert out["acc"][-1] == "c-2-y"
         assert calls.count("b/0") == 1 and calls.count("a/0") == 1
+
+    @pytest.mark.parametrize("key", [None, "turn-1"], ids=["no key", "explicit key"])
+    def test_a_thread_the_checkpointer_forgot_runs_again_unless_the_caller_gave_a_key(
+        self, tmp_path: Path, key: str | None
+    ) -> None:
+        calls: list[str] = []
+        fail_at = {"b": 1}
+        saver = InMemorySaver()
+        config = _conf("t")
+        if key is not None:
+            config["configurable"][NODE_KEY] = key
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("LETITLOOP_DB", str(tmp_path / "journal.db"))
+            app = _chain(saver, calls, fail_at)
+            with pytest.raises(ConnectionError):
+                app.invoke({"topic": "x"}, config, durability="exit")
+            # Nothing of the turn is in the saver: a crash under "exit", or a
+            # new process's fresh InMemorySaver. Only a key ties the two.
+            saver.delete_thread("t")
+            out = app.invoke({"topic": "x"}, config, durability="exit")
+        assert out["acc"][-1] == "c-2-x"
+        assert calls.count("a/0") == calls.count("b/0") == (1 if key else 2)
+
+    def test_a_key_that_is_not_text_is_refused_with_a_clear_error(self, tmp_path: Path) -> None:
+        saver = InMemorySaver()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("LETITLOOP_DB", str(tmp_path / "journal.db"))
+            app = _chain(saver, [])
+            config = {"configurable": {"thread_id": "t", NODE_KEY: 42}}
+            with pytest.raises(LetItLoopError, match="must be a str naming the invocation"):
+                app.invoke({"topic": "x"}, config)

@@ -30,7 +30,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"install it with: pip install 'letitloop[langgraph]'"
     ) from exc
 
-from .identity import node_run_key
+from .identity import NODE_KEY, node_run_key
 from .messages import register_langchain_types
 from .node import durable_node
 from .retire import delete_node_runs
@@ -40,6 +40,7 @@ from .serde import strict_serde
 register_langchain_types()
 
 __all__ = [
+    "NODE_KEY",
     "LetItLoopCheckpointSaver",
     "delete_node_runs",
     "durable_node",

@@ -23,10 +23,23 @@ So a durable node's run is found by what its execution *is*:
   content, a node takes the one of its own task (same checkpoint: a resume,
   a retry, an answered ``interrupt()``), else one whose starting checkpoint
   never reached the saver (lost in a crash: LangGraph rebuilt that
-  superstep, this is its re-execution), else a new run. A run whose
-  checkpoint is in the saver belongs to another execution (time travel
-  from an earlier checkpoint, run again from the same place) and is never
-  taken by a task it was not recorded for.
+  superstep, this is its re-execution) *and that is tied to this saver*,
+  else a new run. A run whose checkpoint is in the saver belongs to another
+  execution (time travel from an earlier checkpoint, run again from the
+  same place) and is never taken by a task it was not recorded for.
+- **tied to this saver**: "never reached the saver" is evidence of a crash
+  only if the saver is the one that would have held it. A checkpointer
+  that forgets (a fresh ``InMemorySaver`` in a new process, a database
+  emptied) never saw the earlier process's checkpoints either, and its
+  thread is a new conversation. So a run is taken as a lost superstep's
+  only when its journal is the ``LetItLoopCheckpointSaver``'s own file (the
+  checkpoints and the runs live and die together: deleting a thread
+  retires its runs), or when the saver still holds the **anchor** the run
+  recorded (the newest checkpoint of the thread's root namespace the saver
+  held when the run started), or when the invocation gave the same
+  explicit key (``config["configurable"]["letitloop_key"]``, ``NODE_KEY``)
+  as the run. A key, given or not, must match: runs of another key are
+  never taken.
 
 Deleting, pruning or copying over a thread through the saver retires the
 runs it makes unreachable (``retire.py``), so a recreated thread whose
@@ -59,6 +72,12 @@ except ImportError:  # pragma: no cover
     CONFIG_KEY_CHECKPOINT_MAP = "checkpoint_map"
     CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
     CONFIG_KEY_TASK_ID = "__pregel_task_id"
+
+#: The ``config["configurable"]`` key of an invocation's explicit key: the
+#: caller's word that this invocation is the one an earlier run of the same
+#: content (thread, node, superstep, input) was recorded for, whatever the
+#: checkpointer remembers (see the module docstring).
+NODE_KEY = "letitloop_key"
 
 #: Separates the levels of a checkpoint namespace (``parent:task|node:task``).
 NS_SEP = "|"
@@ -123,6 +142,11 @@ class NodeIdentity:
     input_fp: str
     #: ``config["metadata"]["run_id"]`` when the caller set one (``delete_for_runs``).
     run_id: str | None
+    #: The invocation's explicit key (``NODE_KEY``), if it gave one.
+    key: str | None = None
+    #: The newest root checkpoint of the thread the saver held when the run
+    #: started (recorded only when the journal is not the saver's own file).
+    anchor: str | None = None
 
     def content_key(self) -> str:
         """A hash of what makes two executions the same: everything but task and checkpoint."""
@@ -180,6 +204,13 @@ def identify(config: Any, node_input: Any, fingerprints: Fingerprinter) -> NodeI
     checkpoints = conf.get(CONFIG_KEY_CHECKPOINT_MAP) or {}
     checkpoint = checkpoints.get(parent)
     run_id = meta.get("run_id")
+    key = conf.get(NODE_KEY)
+    if key is not None and not isinstance(key, str):
+        raise LetItLoopError(
+            f"durable_node {node!r} (thread {thread_id!r}): config['configurable']"
+            f"[{NODE_KEY!r}] must be a str naming the invocation, found "
+            f"{type(key).__name__} {key!r}; pass a string such as an order id"
+        )
     return NodeIdentity(
         thread=thread_id,
         ns=parent,
@@ -190,6 +221,7 @@ def identify(config: Any, node_input: Any, fingerprints: Fingerprinter) -> NodeI
         checkpoint=None if checkpoint is None else str(checkpoint),
         input_fp=fingerprints.whole(node_input),
         run_id=None if run_id is None else str(run_id),
+        key=key,
     )
 
 
@@ -253,13 +285,15 @@ def candidates(store: Store, goal: str, base: str) -> list[tuple[int, str, dict[
 def choose_run(
     identity: NodeIdentity,
     found: Sequence[tuple[int, str, dict[str, Any]]],
-    persisted: Callable[[str, str, str], bool],
+    holds: Callable[[str, str, str], bool | None],
+    own_file: bool,
 ) -> str:
     """The run name this execution takes among ``found`` (see the module docstring).
 
-    ``persisted(thread, ns, checkpoint_id)`` says whether the saver holds a
-    checkpoint. Returns a new name (the base name, or the next ``~N``) when
-    no recorded run is this execution's.
+    ``holds(thread, ns, checkpoint_id)`` says whether the saver holds a
+    checkpoint (None: it could not say). ``own_file``: the journal is the
+    saver's own file. Returns a new name (the base name, or the next
+    ``~N``) when no recorded run is this execution's.
     """
     base = identity.base_name()
     for _n, name, recorded in found:
@@ -268,13 +302,18 @@ def choose_run(
         if recorded.get("task") == identity.task:
             return name  # the same task: resumed, retried, or answered
     for _n, name, recorded in found:
-        if recorded.get("thread") != identity.thread:
+        if recorded.get("thread") != identity.thread or recorded.get("key") != identity.key:
             continue
         started = recorded.get("checkpoint")
+        if not started or started == identity.checkpoint:
+            continue
+        if holds(identity.thread, identity.ns, str(started)) is not False:
+            continue  # held (or unknown): another execution's run
+        anchor = recorded.get("anchor")
         if (
-            started
-            and started != identity.checkpoint
-            and not persisted(identity.thread, identity.ns, str(started))
+            own_file
+            or identity.key is not None
+            or (anchor and holds(identity.thread, "", str(anchor)) is True)
         ):
             return name  # its superstep's checkpoint was lost: this is its re-execution
     if not found:

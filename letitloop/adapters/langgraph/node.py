@@ -4,8 +4,9 @@ Each execution of a decorated node:
 
 1. works out which journal run it is (``identity.py``): from the thread, the
    node, the superstep, the task path, a fingerprint of the node's input and,
-   to tell executions apart, the task id and the checkpoint the superstep
-   started from;
+   to tell executions apart, the task id, the checkpoint the superstep
+   started from, and what ties the run to this checkpointer (the saver's
+   own file, a checkpoint the saver holds, or the invocation's explicit key);
 2. waits for any other execution of that run in this process (two
    invocations of one thread at once), as ``Journal`` waits for another
    process;
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import inspect
 import os
@@ -167,12 +169,15 @@ def _store_for(path: str | os.PathLike[str] | None, durability: Durability) -> S
         return store
 
 
-def _persisted_in(saver: Any) -> Callable[[str, str, str], bool]:
-    """``persisted(thread, ns, checkpoint_id)`` for ``saver``: is that checkpoint stored?"""
+def _holds_in(saver: Any) -> Callable[[str, str, str], bool | None]:
+    """``holds(thread, ns, checkpoint_id)`` for ``saver``: is that checkpoint stored?
+
+    None when the saver could not say (it raised).
+    """
     if isinstance(saver, LetItLoopCheckpointSaver):
         store = saver.store
 
-        def persisted(thread: str, ns: str, checkpoint_id: str) -> bool:
+        def held(thread: str, ns: str, checkpoint_id: str) -> bool | None:
             return bool(
                 polled.query(
                     store,
@@ -182,9 +187,9 @@ def _persisted_in(saver: Any) -> Callable[[str, str, str], bool]:
                 )
             )
 
-        return persisted
+        return held
 
-    def asked(thread: str, ns: str, checkpoint_id: str) -> bool:
+    def asked(thread: str, ns: str, checkpoint_id: str) -> bool | None:
         config = {
             "configurable": {
                 "thread_id": thread,
@@ -195,10 +200,29 @@ def _persisted_in(saver: Any) -> Callable[[str, str, str], bool]:
         try:
             return saver.get_tuple(config) is not None
         except Exception:
-            # Unknown: say "stored", so no run is taken that might be another execution's.
-            return True
+            return None
 
     return asked
+
+
+def _newest_checkpoint(saver: Any, thread: str) -> str | None:
+    """The id of the newest checkpoint ``saver`` holds in ``thread``'s root namespace, or None."""
+    if isinstance(saver, LetItLoopCheckpointSaver):
+        rows = polled.query(
+            saver.store,
+            "SELECT checkpoint_id FROM langgraph_checkpoints WHERE thread_id = ? AND "
+            "checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+            (thread,),
+        )
+        return str(rows[0][0]) if rows else None
+    try:
+        tup = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    except Exception:
+        return None  # no anchor: the run is tied to nothing this saver holds
+    if tup is None:
+        return None
+    found = (tup.config.get("configurable") or {}).get("checkpoint_id")
+    return None if found is None else str(found)
 
 
 @dataclass(frozen=True)
@@ -253,7 +277,12 @@ def durable_node(
     own code outside steps runs again (keep side effects in steps). The
     same superstep is recognised even when LangGraph lost the checkpoint it
     started from and rebuilt it with new ids (``durability="async"`` or
-    ``"exit"``): see ``letitloop.adapters.langgraph.identity``.
+    ``"exit"``): see ``letitloop.adapters.langgraph.identity``. It is not
+    confused with a new conversation on a checkpointer that forgot the
+    thread (a new process's ``InMemorySaver``): such a run is taken only
+    when the saver still holds a checkpoint it held when the run started,
+    or when the invocation gives the same explicit key,
+    ``config["configurable"][NODE_KEY]``.
 
     The journal file is the graph's checkpointer's when that is a
     ``LetItLoopCheckpointSaver`` (and ``path`` is not given), else ``path`` /
@@ -301,9 +330,10 @@ def durable_node(
             journal_path = path
             journal_durability = durability
             store: Store | None = None
-            if isinstance(saver, LetItLoopCheckpointSaver) and (
+            own_file = isinstance(saver, LetItLoopCheckpointSaver) and (
                 journal_path is None or _same_file(journal_path, saver.store.real_path)
-            ):
+            )
+            if own_file:
                 journal_path = saver.store.path
                 store = saver.store
                 if journal_durability is None:
@@ -314,7 +344,13 @@ def durable_node(
                 store = shared
             goal_name = goal or goal_for(identity.node)
             found = candidates(store, goal_name, identity.base_name())
-            name = choose_run(identity, found, _persisted_in(saver))
+            name = choose_run(identity, found, _holds_in(saver), own_file)
+            if not own_file and all(name != n for _, n, _ in found):
+                # A new run, journaled outside the saver's file: tie it to what
+                # the saver holds now (identity.py, "tied to this saver").
+                identity = dataclasses.replace(
+                    identity, anchor=_newest_checkpoint(saver, identity.thread)
+                )
             if isinstance(saver, LetItLoopCheckpointSaver):
                 saver.wait_for_writes()
             return _Plan(goal_name, name, journal_path, journal_durability, identity)
