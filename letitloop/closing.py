@@ -80,6 +80,9 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
         return
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         exc = None
+    # The run's end is written while the run is still held, and only then let go:
+    # an opener waiting for its lock must find it ended, not resume it
+    # (tests/test_lock_order.py).
     try:
         if not j.was_completed:
             now = j.clock()

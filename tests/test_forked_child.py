@@ -12,6 +12,8 @@ import json
 import multiprocessing
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from functools import partial
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 from helpers import run_python, write_script
+from test_readme import blocks
 
 from letitloop import Journal, atomic_marker, sleep, step
 from letitloop.closing import aclose
@@ -364,3 +367,28 @@ class TestASpawnOrForkserverPool:
         runs = "SELECT count(*), count(DISTINCT name) FROM runs WHERE goal = 'fetch_page'"
         assert sqlite3.connect(db).execute(runs).fetchone() == (8, 8)
         assert rows(db, "crawl") == [("count", "done", "8")]
+
+
+class TestTheProcessesPage:
+    def test_its_pool_example_runs_as_printed_and_replays_on_a_second_run(
+        self, tmp_path: Path
+    ) -> None:
+        page = (Path(__file__).resolve().parent.parent / "docs" / "processes.md").read_text()
+        (example,) = blocks("python", page)
+        script = tmp_path / "crawl.py"
+        script.write_text(example, encoding="utf-8")
+        for _ in range(2):
+            done = subprocess.run(
+                [sys.executable, str(script)],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+            assert done.stdout == "8 pages\n"
+        db = tmp_path / ".letitloop" / "journal.db"
+        urls = [f"https://example.com/{i}" for i in range(8)]
+        assert rows(db, "fetch_page") == [("fetch", "done", f'"<html>{u}</html>"') for u in urls]
+        runs = "SELECT count(*), count(DISTINCT name) FROM runs WHERE goal = 'fetch_page'"
+        assert sqlite3.connect(db).execute(runs).fetchone() == (8, 8)
