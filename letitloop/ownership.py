@@ -82,15 +82,16 @@ def check_open(j: Journal) -> None:
         raise error(j, "opening it again")
     if not inherited_files:
         return
+    path = resolve_path(j._path_arg)
     try:
-        identity = file_identity(resolve_path(j._path_arg))
+        identity = file_identity(path)
     except OSError:
         return  # no such file yet: it cannot have been open in the parent
     if identity in inherited_files:
         pid = os.getpid()
         parent = os.getppid()
         raise ForkedJournalError(
-            f"journal file {j.path}: this process (pid {pid}) was forked from process "
+            f"journal file {path}: this process (pid {pid}) was forked from process "
             f"{parent} while that process had the file open, so it inherited SQLite's state "
             f"of the file, whose locks are the parent's: a connection opened here would hold "
             f"none, and its commits could be lost when the parent closes the file; nothing "
