@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from . import cancellation, codec, inflight, opening
+from . import cancellation, codec, inflight, opening, ownership
 from .errors import DecodeError, EncodeError, JournalFileError, error_text
 from .store import close_store
 
@@ -31,8 +31,11 @@ def set_result(j: Journal, value: Any) -> None:
     """Record ``value`` as the run's result when the run completes (``runs.result``).
 
     ``@durable`` records its function's return value this way. Raises
-    EncodeError at once (nothing written) for a value the codec cannot encode.
+    EncodeError at once (nothing written) for a value the codec cannot encode,
+    ForkedJournalError in a child forked from the process that opened ``j``.
     """
+    if j._disowned:
+        raise ownership.error(j, "set_result()")
     try:
         j._result_text = codec.encode(value, j.registry)
     except EncodeError as exc:
@@ -65,12 +68,21 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
     RunWaiting (``wait_for(..., stop_after=)``) leaves the run ``waiting``,
     and a run this process learnt was cancelled is marked ``cancelled``
     however the block ended.
+
+    In a child forked from the process that opened ``j``, raises
+    ForkedJournalError: the child marks nothing, releases nothing of its
+    parent's and closes no connection (ownership.py).
     """
     store, storage = j.store, j._storage
     if store is None or storage is None:
+        if j._disowned:
+            raise ownership.error(j, "closing it (marking the run's end)")
         return
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         exc = None
+    # The run's end is written while the run is still held, and only then let go:
+    # an opener waiting for its lock must find it ended, not resume it
+    # (tests/test_lock_order.py).
     try:
         if not j.was_completed:
             now = j.clock()
@@ -117,6 +129,8 @@ async def aclose(j: Journal, exc: BaseException | None) -> None:
 
     store = j.store
     if store is None:
+        if j._disowned:
+            raise ownership.error(j, "closing it (marking the run's end)")
         return
     commits = j._loop_commits
     if commits is not None and (commits.store is not store or not commits.on_this_loop()):

@@ -15,6 +15,7 @@ import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from . import ownership
 from .codec import CodecRegistry
 from .errors import LetItLoopError, NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, _parent_step, current_journal, open_journals
@@ -37,15 +38,22 @@ def current(caller: str = "step()") -> Journal:
     The innermost journal opened in this context (thread or task); in a thread
     that opened none (a worker of a thread pool), the one journal open in this
     process. Raises NoJournalError when there is none, or several and none in
-    this context.
+    this context; ForkedJournalError in a child forked while its parent had one
+    open (ownership.py).
     """
     journal = current_journal.get()
-    if journal is not None and journal.is_open:
-        return journal
+    if journal is not None:
+        if journal.is_open:
+            return journal
+        if journal._disowned:  # inherited from the parent this process was forked from
+            raise ownership.error(journal, caller)
     journals = open_journals()
     if len(journals) == 1:
         return journals[0]
     if not journals:
+        inherited = ownership.inherited_journal()
+        if inherited is not None:
+            raise ownership.error(inherited, caller)
         raise NoJournalError(
             f"{caller} was called with no open journal; call it inside a function decorated "
             "with @durable(goal_id=...) or a 'with Journal(goal) as j:' block (or use the "

@@ -79,6 +79,16 @@ class RunHeldError(LetItLoopError):
     host: str | None = None
 
 
+class ForkedJournalError(LetItLoopError):
+    """A forked child used a journal its parent opened (or the file its parent had open)."""
+
+    goal: str | None = None
+    run_id: str | None = None
+    #: The process that opened the journal, and the one that was refused.
+    opener_pid: int | None = None
+    pid: int | None = None
+
+
 class NoJournalError(LetItLoopError):
     """A free function such as ``step()`` was called with no open journal."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import cancellation, closing, codec, inflight, opening, steps
+from . import cancellation, closing, codec, inflight, opening, ownership, steps
 from .errors import InvalidNameError, LetItLoopError
 from .fingerprint import Fingerprinter
 from .keys import StepKeys
@@ -153,6 +153,10 @@ class Journal:
         #: next step raises RunCancelledError. And the tasks awaiting an async step.
         self._cancel: str | None = None
         self._aio_tasks: dict[Any, str] = {}
+        #: The process that opened the journal, and whether this process is a child
+        #: forked from it, where the journal refuses everything (ownership.py).
+        self._opener_pid = 0
+        self._disowned = False
 
     # -- opening and closing -------------------------------------------------
 
@@ -169,6 +173,8 @@ class Journal:
         """Resume or start the run and hold it. Idempotent; ``with`` calls it for you."""
         if self.store is not None:
             return self
+        if self._disowned or ownership.inherited_files:  # only in a forked child
+            ownership.check_open(self)
         store = open_store(self._path_arg, durability=self.durability)
         storage = self._storage = SqliteStorage(store)
         try:
@@ -181,6 +187,7 @@ class Journal:
         self.table = storage.table
         self._storage_write_step = storage.write_step
         self.store = store
+        self._opener_pid = os.getpid()
         opening.opened(self)
         return self
 

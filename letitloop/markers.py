@@ -299,6 +299,11 @@ class AtomicMarker:
     ) -> None:
         if self._hold is None or not self._hold.holding:
             return
+        if self.journal._disowned:
+            # A child forked inside the block: the locks and the claim are its
+            # parent's; it commits nothing and releases nothing (ownership.py).
+            self._hold = None
+            self.journal._require_open()  # raises ForkedJournalError
         try:
             if exc is None:
                 self._finish(None)

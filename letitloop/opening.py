@@ -54,6 +54,21 @@ def closed(j: Journal) -> None:
             _open_journals.remove(j)
 
 
+def forget_after_fork() -> list[Journal]:
+    """In a forked child: the journals its parent had open, no longer counted as open here.
+
+    The child holds none of its parent's runs (its copies of their lock
+    descriptors are closed: locks.py), and a lock another thread held at the
+    fork is never released here: the registry starts anew (ownership.py).
+    """
+    global _registry_lock
+    _registry_lock = threading.Lock()
+    inherited = list(_open_journals)
+    _open_journals.clear()
+    _held.clear()
+    return inherited
+
+
 def run_lock_path(store: Store, run_id: str) -> Path:
     """The lock file a process holds while it has ``run_id`` open (see ``lil reset``).
 

@@ -155,6 +155,8 @@ class _Tries:
         self, j: Journal, store: Store, key: str, fn_name: str, fp: str, first: bool = False
     ) -> None:
         self.j, self.store, self.key, self.fn_name, self.fp = j, store, key, fn_name, fp
+        if j._storage is None:  # closed, or a forked child's copy of its parent's journal
+            j._require_open()
         assert j._storage is not None
         self.storage: Storage = j._storage
         self.tries = history(j)

@@ -16,7 +16,7 @@ from functools import partial
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import cancellation, codec, inflight
+from . import cancellation, codec, inflight, ownership
 from .errors import (
     EncodeError,
     InvalidNameError,
@@ -73,9 +73,15 @@ def function_name(fn: Callable[..., Any]) -> str:
 
 
 def require_open(j: Journal) -> Store:
-    """``j``'s store; LetItLoopError when the journal is not open."""
+    """``j``'s store; LetItLoopError when the journal is not open.
+
+    ForkedJournalError in a child forked from the process that opened ``j``
+    (ownership.py): the child's copy of ``j`` has no store.
+    """
     store = j.store
     if store is None:
+        if j._disowned:
+            raise ownership.error(j, "this call (a step, marker, sleep or wait)")
         raise LetItLoopError(
             f"journal of goal {j.goal!r} is not open; use it as "
             f"'with Journal({j.goal!r}) as j:' or call j.open() first"
@@ -224,6 +230,8 @@ def done_row(
             key=key,
         )
     if j.store is not store:
+        if j._disowned:  # the step began in the parent; the child forked from it returns
+            raise ownership.error(j, f"recording step {key!r}")
         raise LetItLoopError(
             f"step {key!r} (run {j.run_id} of goal {j.goal!r}) returned after its "
             f"journal was closed, so its result was not recorded and it runs again next "

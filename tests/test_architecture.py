@@ -54,7 +54,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "markers and the run's primitives",
         {"markers", "cancellation", "timers", "retry", "sleeps", "waits"},
     ),
-    ("journal", {"journal", "opening", "replay", "steps", "async_steps", "closing"}),
+    ("journal", {"journal", "opening", "replay", "steps", "async_steps", "closing", "ownership"}),
     ("decorators", {"durable"}),
     (
         "inspection, control and supervision",

@@ -1,0 +1,141 @@
+"""A journal belongs to the process that opened it: what a forked child gets of its parent's.
+
+A child forked while journals are open (``os.fork``, a ``multiprocessing``
+pool or process started with the ``fork`` method, the default on Linux
+before Python 3.14) inherits them in memory: the ``Journal`` objects, the
+current journal of the forking thread, and their SQLite connections. None of
+it is the child's. The run's lock is held by the parent (its descriptor is
+closed in the child: ``locks.py``), and SQLite forbids using a connection
+across ``fork``: its locks stay with the parent, so two processes would
+write one run as if each held it alone (a step's row overwritten by the
+other's, every time).
+
+So, in the child, at the fork (``os.register_at_fork``), every journal open
+in the parent is disowned: its store is set to None, so the check every
+step already makes (``steps.require_open``) finds it and raises
+:class:`ForkedJournalError` at no cost to a step in the parent; the same
+for async steps, markers, sleeps, waits, ``set_result``, opening it again and
+closing it. The child never writes, checkpoints or closes through the
+parent's connection (the connections are kept, unused, for the child's
+life), never releases the parent's run lock or marker locks, and never marks
+the parent's run ended. The parent is not touched: a child that simply exits
+changes nothing of its run.
+
+A Journal the child opens on a file that was open in its parent at the fork
+is refused too: SQLite keeps one set of locks per file per process, and the
+child's copy of the parent's says they are held where the kernel says the
+child holds none, so a connection the child opens would hold no lock (its
+commits can be lost when the parent closes the file). Another journal file
+is fine. The way to use a pool is ``spawn`` or ``forkserver``, whose workers
+start without the parent's memory and open their own Journal
+(docs/processes.md).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from . import opening
+from .errors import ForkedJournalError
+from .files import file_identity, resolve_path
+
+if TYPE_CHECKING:
+    from .journal import Journal
+
+#: What the parent had open when this process was forked from it (empty in a
+#: process that was not forked, or whose parent had no journal open): the
+#: disowned journals with their store and storage, kept so that the child
+#: never closes a connection its parent uses.
+_inherited: list[tuple[Journal, Any, Any]] = []
+#: The (device, inode) of every journal file open in the parent at the fork.
+inherited_files: set[tuple[int, int]] = set()
+
+#: What the error tells a user to do (docs/processes.md shows it).
+WAY_OUT = (
+    "open a Journal in the worker of a 'spawn' or 'forkserver' pool "
+    "(multiprocessing.get_context('spawn').Pool()), or in a process that is not a fork "
+    "of one holding this journal file"
+)
+
+
+def error(j: Journal, what: str) -> ForkedJournalError:
+    """The refusal of ``what`` (``"step()"``, ``"closing it"``) on ``j`` in a forked child."""
+    pid = os.getpid()
+    run = f"run {j.run_name!r}, {j.run_id}" if j.run_name is not None else f"run {j.run_id}"
+    return ForkedJournalError(
+        f"journal of goal {j.goal!r} ({run}) was opened by process "
+        f"{j._opener_pid}, and this is process {pid}, a child forked from it (os.fork, "
+        f"or a multiprocessing pool started with 'fork'): a process cannot write a run "
+        f"through a journal it did not open (the run's lock and the SQLite connection are "
+        f"its parent's), so {what} was refused and nothing was recorded; {WAY_OUT}",
+        goal=j.goal,
+        run_id=j.run_id,
+        opener_pid=j._opener_pid,
+        pid=pid,
+    )
+
+
+def check_open(j: Journal) -> None:
+    """Refuse ``j``'s open in a forked child: ``j`` inherited, or its file open in the parent."""
+    if j._disowned:
+        raise error(j, "opening it again")
+    if not inherited_files:
+        return
+    path = resolve_path(j._path_arg)
+    try:
+        identity = file_identity(path)
+    except OSError:
+        return  # no such file yet: it cannot have been open in the parent
+    if identity in inherited_files:
+        pid = os.getpid()
+        parent = os.getppid()
+        raise ForkedJournalError(
+            f"journal file {path}: this process (pid {pid}) was forked from process "
+            f"{parent} while that process had the file open, so it inherited SQLite's state "
+            f"of the file, whose locks are the parent's: a connection opened here would hold "
+            f"none, and its commits could be lost when the parent closes the file; nothing "
+            f"was opened; {WAY_OUT}",
+            goal=j.goal,
+            run_id=None,
+            opener_pid=parent,
+            pid=pid,
+        )
+
+
+def inherited_journal() -> Journal | None:
+    """The newest journal the parent had open at the fork; None if none."""
+    return _inherited[-1][0] if _inherited else None
+
+
+def _disown(j: Journal) -> None:
+    """Make ``j`` refuse everything in this child, keeping its connection open and unused."""
+    _inherited.append((j, j.store, j._storage))
+    if j.store is not None:
+        inherited_files.add(j.store.identity)
+    j._disowned = True
+    j.store = None
+    j._storage = None
+    j._storage_write_step = _refused_row(j)
+    # The child holds neither (locks.py closed its copy of the lock's descriptor):
+    # nothing here may release, nor unlink, the parent's lock file.
+    j._lock = None
+    j._held_key = None
+    j._flight_watch = None
+    j._loop_commits = None
+
+
+def _refused_row(j: Journal) -> Any:
+    def refuse(row: Any) -> None:
+        raise error(j, f"recording step {row[1]!r}")
+
+    return refuse
+
+
+def _after_fork_in_child() -> None:
+    for j in opening.forget_after_fork():
+        _disown(j)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
