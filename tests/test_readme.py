@@ -183,6 +183,60 @@ class TestTheLilCommands:
             assert r.returncode == 0 and r.stdout.strip(), (line, r.stderr)
 
 
+#: An installer's command: what follows it names what to install.
+INSTALL = re.compile(r"\b(?:pip3?|pipx|uv pip|uv|poetry|pdm) +(?:install|add)\b([^\n`]*)")
+#: A requirement that names the package index's ``letitloop``, which is another project.
+FROM_THE_INDEX = re.compile(r"^letitloop(?:$|[\[=<>~!;@ ])")
+
+
+def index_installs(text: str) -> list[str]:
+    """The install commands in ``text`` that would fetch ``letitloop`` from the package index."""
+    found = []
+    for match in INSTALL.finditer(text):
+        args = [a.strip("'\"\\,.;:)(") for a in match.group(1).split()]
+        if any(FROM_THE_INDEX.match(a) for a in args if not a.startswith("-")):
+            found.append(match.group(0).strip())
+    return found
+
+
+class TestTheInstallCommands:
+    """The name ``letitloop`` on the package index is an unrelated project (0.7.0, another
+    author, no ``langgraph`` extra): every instruction installs from the checkout."""
+
+    def test_the_check_finds_a_command_that_fetches_the_index_package(self) -> None:
+        for text in (
+            "pip install 'letitloop[langgraph]'",
+            'run: pip install -U "letitloop>=0.1"',
+            "python -m pip install letitloop",
+            "uv add letitloop",
+        ):
+            assert index_installs(text), text
+        for text in ("pip install -e '.[langgraph]'", "pip install -e . && lil demo"):
+            assert not index_installs(text), text
+
+    def test_no_doc_message_or_example_gives_one(self) -> None:
+        files = [ROOT / "README.md", ROOT / "pyproject.toml"]
+        for folder, pattern in (
+            ("docs", "*.md"),
+            ("letitloop", "*.py"),
+            ("examples", "*.py"),
+            ("benchmarks", "*.py"),
+            ("benchmarks", "*.md"),
+        ):
+            files += sorted((ROOT / folder).rglob(pattern))
+        found = {
+            f"{path.relative_to(ROOT)}: {command}"
+            for path in files
+            for command in index_installs(path.read_text(encoding="utf-8"))
+        }
+        assert not found, found
+
+    def test_readme_says_where_the_package_installs_from(self) -> None:
+        head = README[: README.index("\n## ")]
+        assert "installs from a clone of this repository" in head
+        assert "`pip install -e .`" in head
+
+
 class TestTheLinks:
     def test_every_link_is_absolute_and_names_a_file_of_this_repository(self) -> None:
         links = re.findall(r"\]\(([^)]+)\)", README)
