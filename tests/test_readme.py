@@ -11,10 +11,13 @@ journal on a pseudo-terminal, answering the questions they ask.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,25 +109,112 @@ def run_python(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+#: Put before a Quickstart program, as it is, to see its calls: each call of one of its
+#: functions is a line of calls.log, and the call named by $KILL_IN stops and waits to be
+#: SIGKILLed (killed.flag says it is there). The program itself is not changed.
+SPY = """\
+import os, sys, time
+def _spy(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename == __file__:
+        name = frame.f_code.co_name
+        if name in ("fetch_crm_record", "call_llm"):
+            with open("calls.log", "a") as log:
+                log.write(name + "\\n")
+            if name == os.environ.get("KILL_IN"):
+                open("killed.flag", "w").close()
+                time.sleep(60)
+sys.setprofile(_spy)
+"""
+
+
+def quickstart_programs() -> list[str]:
+    """The Quickstart's two programs: the ``with Journal`` one, then the decorated one."""
+    found = blocks("python", section("Quickstart"))[:2]
+    assert "with Journal(" in found[0] and "@durable(" in found[1]
+    return found
+
+
 @pytest.fixture
 def quickstart(tmp_path: Path) -> Path:
-    """A folder where the Quickstart ran as pasted (its journal in .letitloop/)."""
-    (code,) = blocks("python", section("Quickstart"))[:1]
-    r = run_python(code, tmp_path)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == "Ada placed 12 orders\n"
+    """A folder where both Quickstart programs ran as pasted (their journal in .letitloop/)."""
+    for code in quickstart_programs():
+        r = run_python(code, tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "Ada placed 12 orders\n"
     return tmp_path
+
+
+class TestTheQuickstart:
+    @pytest.mark.parametrize("which", [0, 1], ids=["with_journal", "durable"])
+    def test_killed_in_summarize_it_resumes_without_fetching_again(
+        self, tmp_path: Path, which: int
+    ) -> None:
+        """README: "Kill it with kill -9 in the middle of summarize and run it again:
+        fetch_crm_record is not called again ... and summarize runs"."""
+        script = tmp_path / "sync.py"
+        script.write_text(SPY + quickstart_programs()[which], encoding="utf-8")
+        child = subprocess.Popen(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            env={**os.environ, "KILL_IN": "call_llm"},
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "killed.flag").exists():
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        child.kill()  # SIGKILL, inside summarize
+        assert child.wait() == -signal.SIGKILL
+        log = tmp_path / "calls.log"
+        assert log.read_text().split() == ["fetch_crm_record", "call_llm"]
+        log.unlink()
+        again = subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "Ada placed 12 orders\n"
+        assert log.read_text().split() == ["call_llm"]  # fetch_crm_record replayed
+        log.unlink()
+        # "Run it after it completed and a new run starts."
+        third = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True)
+        assert third.returncode == 0
+        assert log.read_text().split() == ["fetch_crm_record", "call_llm"]
+
+    def test_the_two_programs_do_not_take_each_others_runs(self, tmp_path: Path) -> None:
+        """Killed in summarize, each is resumed by itself even when the other ran between."""
+        first, second = quickstart_programs()
+        for killed, other in ((first, second), (second, first)):
+            folder = tmp_path / str(len(list(tmp_path.iterdir())))
+            folder.mkdir()
+            (folder / "a.py").write_text(SPY + killed, encoding="utf-8")
+            (folder / "b.py").write_text(SPY + other, encoding="utf-8")
+            child = subprocess.Popen(
+                [sys.executable, "a.py"], cwd=folder, env={**os.environ, "KILL_IN": "call_llm"}
+            )
+            while not (folder / "killed.flag").exists():
+                assert child.poll() is None
+                time.sleep(0.01)
+            child.kill()
+            child.wait()
+            for name in ("b.py", "a.py"):
+                (folder / "calls.log").unlink()
+                r = subprocess.run([sys.executable, name], cwd=folder, capture_output=True)
+                assert r.returncode == 0
+                calls = (folder / "calls.log").read_text().split()
+                assert calls == (
+                    ["fetch_crm_record", "call_llm"] if name == "b.py" else ["call_llm"]
+                )
 
 
 class TestThePythonBlocks:
     def test_the_quickstart_runs_as_pasted_and_replays_when_run_again(
         self, quickstart: Path
     ) -> None:
-        (code,) = blocks("python", section("Quickstart"))[:1]
-        again = run_python(code, quickstart)
-        assert again.returncode == 0 and again.stdout == "Ada placed 12 orders\n"
+        for code in quickstart_programs():
+            again = run_python(code, quickstart)
+            assert again.returncode == 0 and again.stdout == "Ada placed 12 orders\n"
         runs = terminal(["runs", "--json", "--limit", "0"], cwd=quickstart)[1]
-        assert runs.count('"goal": "customer_sync"') == 4  # each completed run, then a new one
+        assert runs.count('"goal": "customer_sync"') == 4  # each run completed: a new one each time
 
     def test_every_block_runs(self, tmp_path: Path) -> None:
         found = blocks("python")
