@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from functools import partial
-from types import FunctionType
+from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import cancellation, codec, inflight
@@ -21,6 +21,7 @@ from .errors import (
     EncodeError,
     InvalidNameError,
     LetItLoopError,
+    MisuseError,
     error_text,
     traceback_text,
 )
@@ -56,10 +57,16 @@ _parent_step: ContextVar[tuple[Journal, str] | None] = ContextVar(
 )
 
 
-def function_name(fn: Callable[..., Any]) -> str:
-    """``module.qualname`` of a step's function (the code identity checked on replay)."""
+def function_name(fn: Callable[..., Any], step: str) -> str:
+    """``module.qualname`` of a step's function (the code identity checked on replay).
+
+    Raises MisuseError when ``fn`` is not callable (``step`` names the step):
+    a value passed where the function goes was computed outside the journal.
+    """
     if type(fn) is FunctionType:  # the common case, without the lookups below
         return f"{fn.__module__}.{fn.__qualname__}"
+    if not callable(fn):
+        raise not_a_function(step, fn)
     while isinstance(fn, partial):
         fn = fn.func
     fn = getattr(fn, "__func__", fn)  # bound methods: their function
@@ -128,6 +135,28 @@ def key_for(
     return name, key, replay, mismatch
 
 
+def not_a_function(name: str, value: object) -> MisuseError:
+    """The error for ``j.step(name, fetch(1))``: the call ran before the step, unrecorded."""
+    import reprlib  # only on this mistake
+
+    shown = f"{name!r}"
+    if isinstance(value, CoroutineType):
+        made = value.__qualname__
+        value.close()  # never awaited, and never will be: no "never awaited" warning
+        return MisuseError(
+            f"step {shown}: expected the function to call and its arguments, got a coroutine "
+            f"that {made}(...) returned; pass the function and its arguments instead: await "
+            f"j.async_step({shown}, {made}, ...), not await j.async_step({shown}, {made}(...))"
+        )
+    return MisuseError(
+        f"step {shown}: expected the function to call and its arguments, got "
+        f"{type(value).__name__} {reprlib.repr(value)}: the call that made this value already "
+        f"ran, outside the journal (not recorded, so it runs again on every attempt); pass "
+        f"the function and its arguments instead: j.step({shown}, fn, arg), "
+        f"not j.step({shown}, fn(arg))"
+    )
+
+
 def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Return ``fn(*args, **kwargs)``, recorded once for this run and replayed ever after.
 
@@ -154,10 +183,10 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     policy = j.retry
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
+    fn_name = function_name(fn, name)
     who = owner(j)
     fp = j._fingerprints.call(args, kwargs)
     full, key, recorded, differs = key_for(j, name, fp, who)
-    fn_name = function_name(fn)
     if differs is not None:
         raise mismatch(j, key, fn_name, fp, differs)
     if recorded is not None:
