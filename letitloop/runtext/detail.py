@@ -9,7 +9,16 @@ from typing import Any
 
 from .. import render
 from ..inspection import RowInfo, RunDetail, RunInfo, UsageTotals, decode_result
-from .words import at_least, ending, in_flight, pause_text, since, usage_text, watch_label
+from .words import (
+    at_least,
+    ending,
+    in_flight,
+    pause_text,
+    since,
+    until,
+    usage_text,
+    watch_label,
+)
 
 
 def _seconds(ms: Any) -> float | None:
@@ -253,6 +262,9 @@ def step_lines(detail: RunDetail, key: str, registry: Any = None) -> list[str]:
     ]
     if row.wake_at:
         what = {"sleep": "wakes", "wait": "times out"}.get(row.kind, "next try")
+        left = until(row.wake_at)
+        if row.kind == "wait" and row.status == "waiting" and left is not None and left <= 0:
+            what = "timed out"
         out.append(f"{what:<9} {render.local_time(row.wake_at)}")
     spent = UsageTotals(row.input_tokens, row.output_tokens, row.cost)
     if spent.tokens is not None or spent.cost is not None or row.model:

@@ -49,6 +49,12 @@ def pause_text(p: Pause, run: RunInfo) -> str:
         )
     if p.status == "waiting":
         text = f"waiting for {p.key!r} since {render.local_time(p.since)}"
+        left = until(p.until)
+        if p.until and left is not None and left <= 0:
+            return text + (
+                f"; timed out at {render.local_time(p.until)}: it takes no value now, "
+                f"and the run gets WaitTimeoutError there when it goes on"
+            )
         if p.until:
             text += f" (times out at {render.local_time(p.until)})"
         return text + f"; send it: {quoted('lil', 'send', run.id, p.key)} VALUE"
