@@ -228,6 +228,9 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
     The run has its decoded "input" and "result" the same way.
     The output is strict JSON: an int too long for decimal text is written
     {"!int": "0x…"} and nan or infinity {"!float": "nan"}, as in the journal.
+    --format jsonl (or ndjson) gives the same document as one record per
+    line, nothing left out: the "run", then a "row", "try", "attempt" and
+    "supervisor_event" per item, then the run's "usage" totals.
 
     \b
     Examples:
