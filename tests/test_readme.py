@@ -257,7 +257,7 @@ class TestTheLilCommands:
         assert "customer_sync" in seen[commands[0]] and "completed" in seen[commands[0]]
         assert 'input     {"user_id": 123}' in seen[commands[1]]
         assert 'result    "Ada placed 12 orders"' in seen[commands[1]]
-        assert "new run" in seen[commands[3]] and "keeps 1 recorded results" in seen[commands[3]]
+        assert "new run" in seen[commands[3]] and "keeps 1 recorded result " in seen[commands[3]]
         assert "Forget run" in seen[commands[4]] and "forgot run" in seen[commands[4]]
         assert "removed 0 runs" in seen[commands[5]]
         assert seen[commands[6]].startswith('{"record": "run"')

@@ -6,7 +6,7 @@ from typing import Any
 
 from .. import render
 from ..inspection import RunInfo
-from .words import in_flight, pause_text
+from .words import in_flight, pause_text, stopped_in
 
 
 def run_note(r: RunInfo) -> str | None:
@@ -23,9 +23,12 @@ def run_note(r: RunInfo) -> str | None:
         )
     elif r.state == "crashed":
         died = r.died_in
-        bits.append(
-            f"attempt {r.attempts} died {in_flight(died)}" if died else f"attempt {r.attempts} died"
-        )
+        if died:
+            bits.append(f"attempt {r.attempts} died {in_flight(died)}")
+        elif r.pauses:
+            bits.append(f"attempt {r.attempts} died {stopped_in(r.pauses[0])}")
+        else:
+            bits.append(f"attempt {r.attempts} died")
     elif r.state == "pending":
         bits.append("no process has opened it yet")
     if r.forked_from and r.state in ("pending", "running", "crashed"):
@@ -37,6 +40,16 @@ def run_note(r: RunInfo) -> str | None:
         head = f"{text}; {lead}" if text else lead
         return "  └ " + head + render.fit(first, 4 + len(head))
     return "  └ " + text if text else None
+
+
+def _took(r: RunInfo) -> str:
+    """The TOOK cell: ``-`` before any attempt; for a crashed run, a lower bound (``≥2ms``):
+    the file tells when its process was last seen, not when it died."""
+    if r.state == "pending":
+        return "-"
+    if r.state == "crashed":
+        return "≥" + render.duration(r.duration_s)
+    return render.duration(r.duration_s)
 
 
 def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
@@ -51,7 +64,7 @@ def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
             str(r.steps_done),
             str(r.attempts),
             render.local_time(r.started_at, short=True),
-            "-" if r.state == "pending" else render.duration(r.duration_s),
+            _took(r),
             render.money(r.cost),
         ]
         for r in found
