@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import migrate as _migrations
+from .discovery import default_path
 from .errors import JournalFileError, LetItLoopError
 from .sqlerrors import _explain
 
@@ -23,13 +24,14 @@ DEFAULT_PATH = Path(".letitloop") / "journal.db"
 
 
 def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """The journal file: ``path``, else ``$LETITLOOP_DB``, else ``.letitloop/journal.db``."""
+    """The journal file: ``path``, else ``$LETITLOOP_DB``, else the nearest
+    ``.letitloop/journal.db`` here or above, else a new one here (letitloop/discovery.py)."""
     if path is not None:
         return Path(path)
     env = os.environ.get("LETITLOOP_DB")
     if env:
         return Path(env)
-    return DEFAULT_PATH
+    return default_path()
 
 
 def make_folder(path: Path) -> None:

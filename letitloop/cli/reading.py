@@ -96,7 +96,7 @@ def runs(
     """
     from .. import render
     from ..inspection import list_runs
-    from ..runtext.runs import more_text, no_runs_line, runs_lines
+    from ..runtext.runs import journal_line, more_text, no_runs_line, runs_lines
 
     store = open_store(ctx)
     try:
@@ -126,7 +126,7 @@ def runs(
     if not found:
         render.echo(no_runs_line(goal, store.path))
         return
-    render.echo(runs_lines(found, more))
+    render.echo([*runs_lines(found, more), journal_line(store.path)])
 
 
 @click.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .. import render
@@ -88,6 +89,11 @@ def more_text(shown: int, offset: int, limit: int) -> str:
         f"(more runs match: {shown} shown from run {offset + 1}; "
         f"--offset {offset + limit} for the next page, --limit 0 for all)"
     )
+
+
+def journal_line(path: Any) -> str:
+    """The last line of ``lil runs``: which journal file it read (an absolute path)."""
+    return f"journal: {Path(path).absolute()}"
 
 
 def no_runs_line(goal: str | None, path: Any) -> str:

@@ -1,0 +1,62 @@
+"""Which journal file a program and ``lil`` use when none is named: found as git finds ``.git``.
+
+With no ``path=`` / ``--db`` and no ``$LETITLOOP_DB``, the journal is the
+nearest ``.letitloop/journal.db`` in the current folder or one of its
+parents; when there is none, a new one is made in the current folder. So a
+program run from a subfolder of its project, and ``lil`` typed in any folder
+under it, use the same file instead of starting a second journal.
+
+The search stops where a project ends, so that a journal above it is never
+taken by surprise: after a folder that holds ``.git`` (the repository's
+root), after the home folder, at the filesystem root, and at any folder
+named in ``$LETITLOOP_CEILING_DIRECTORIES`` (``:``-separated, as git's
+``GIT_CEILING_DIRECTORIES``: the search does not look in them or above).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: The journal's place under the folder it belongs to.
+FOLDER, NAME = ".letitloop", "journal.db"
+#: The default path, relative to the current folder.
+DEFAULT_PATH = Path(FOLDER) / NAME
+
+
+def _ceilings() -> set[Path]:
+    """The folders the search never enters: ``$LETITLOOP_CEILING_DIRECTORIES``."""
+    text = os.environ.get("LETITLOOP_CEILING_DIRECTORIES", "")
+    return {Path(p).absolute() for p in text.split(os.pathsep) if p}
+
+
+def find_journal(start: Path | None = None) -> Path | None:
+    """The nearest existing ``.letitloop/journal.db`` at ``start`` (the current folder) or
+    above it, within the project (see the module's docstring); None when there is none."""
+    here = (start or Path.cwd()).absolute()
+    home = Path.home().absolute() if "HOME" in os.environ else None
+    stop = _ceilings()
+    for folder in (here, *here.parents):
+        if folder in stop:
+            return None
+        candidate = folder / FOLDER / NAME
+        if candidate.is_file():
+            return candidate
+        if folder == home or (folder / ".git").exists():
+            return None
+    return None
+
+
+def default_path() -> Path:
+    """The journal to use when none is named: the one found (see :func:`find_journal`), as
+    ``.letitloop/journal.db`` when it is the current folder's, else its absolute path; or
+    ``.letitloop/journal.db`` to be made in the current folder."""
+    found = find_journal()
+    if found is None or found.parent.parent == Path.cwd().absolute():
+        return DEFAULT_PATH
+    return found
+
+
+def found_above(path: Path) -> bool:
+    """Whether ``path`` (as :func:`default_path` gave it) lies above the current folder."""
+    return path.is_absolute() and path != (Path.cwd() / DEFAULT_PATH).absolute()
