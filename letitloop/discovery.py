@@ -24,27 +24,35 @@ FOLDER, NAME = ".letitloop", "journal.db"
 DEFAULT_PATH = Path(FOLDER) / NAME
 
 
-def _ceilings() -> set[Path]:
+def _ceilings() -> set[str]:
     """The folders the search never enters: ``$LETITLOOP_CEILING_DIRECTORIES``."""
     text = os.environ.get("LETITLOOP_CEILING_DIRECTORIES", "")
-    return {Path(p).absolute() for p in text.split(os.pathsep) if p}
+    return {os.path.abspath(p) for p in text.split(os.pathsep) if p}
 
 
-def find_journal(start: Path | None = None) -> Path | None:
+def find_journal(start: str | os.PathLike[str] | None = None) -> Path | None:
     """The nearest existing ``.letitloop/journal.db`` at ``start`` (the current folder) or
-    above it, within the project (see the module's docstring); None when there is none."""
-    here = (start or Path.cwd()).absolute()
-    home = Path.home().absolute() if "HOME" in os.environ else None
+    above it, within the project (see the module's docstring); None when there is none.
+
+    Strings and ``os`` calls, not ``Path``s: it runs on every ``Journal`` open
+    that names no file (a few microseconds per folder).
+    """
+    folder = os.path.abspath(start if start is not None else os.getcwd())
+    home = os.path.abspath(os.environ["HOME"]) if os.environ.get("HOME") else None
     stop = _ceilings()
-    for folder in (here, *here.parents):
+    isfile, exists, join = os.path.isfile, os.path.exists, os.path.join
+    while True:
         if folder in stop:
             return None
-        candidate = folder / FOLDER / NAME
-        if candidate.is_file():
-            return candidate
-        if folder == home or (folder / ".git").exists():
+        candidate = join(folder, FOLDER, NAME)
+        if isfile(candidate):
+            return Path(candidate)
+        if folder == home or exists(join(folder, ".git")):
             return None
-    return None
+        parent = os.path.dirname(folder)
+        if parent == folder:  # the filesystem root
+            return None
+        folder = parent
 
 
 def default_path() -> Path:
@@ -52,7 +60,7 @@ def default_path() -> Path:
     ``.letitloop/journal.db`` when it is the current folder's, else its absolute path; or
     ``.letitloop/journal.db`` to be made in the current folder."""
     found = find_journal()
-    if found is None or found.parent.parent == Path.cwd().absolute():
+    if found is None or str(found.parent.parent) == os.getcwd():
         return DEFAULT_PATH
     return found
 
