@@ -234,23 +234,24 @@ def watch_flight(j: Journal, store: Store) -> None:
 def done_row(
     j: Journal, store: Store, key: str, fn_name: str, fp: str, started: float, value: Any
 ) -> tuple[Any, ...]:
-    """The journal row of a step that returned ``value``; raises before anything is written."""
+    """The journal row of a step that returned ``value``; raises EncodeError for a value that
+    cannot be stored, before its result is written (see :func:`refused`)."""
     try:
         text = codec.encode(value, j.registry)
     except EncodeError as exc:
-        raise EncodeError(
-            f"step {key!r} (run {j.run_id}): {exc}; nothing was recorded",
-            path=exc.path,
-            key=key,
-        ) from None
+        raise refused(j, store, key, fn_name, fp, started, f"{exc}", exc.path) from None
     if len(text) > store.max_text // 4 and len(text.encode("utf-8")) > store.max_text:
-        raise EncodeError(
-            f"step {key!r} (run {j.run_id}): the encoded result is "
-            f"{len(text.encode('utf-8')):,} bytes, over the {store.max_text:,} bytes "
-            f"SQLite stores in one value; nothing was recorded. Store large data in a "
-            f"file and return its path",
-            path="$",
-            key=key,
+        raise refused(
+            j,
+            store,
+            key,
+            fn_name,
+            fp,
+            started,
+            f"the encoded result is {len(text.encode('utf-8')):,} bytes, over the "
+            f"{store.max_text:,} bytes SQLite stores in one value (store large data in a "
+            f"file and return its path)",
+            "$",
         )
     if j.store is not store:
         raise LetItLoopError(
@@ -259,6 +260,38 @@ def done_row(
             f"attempt; await every step before leaving the journal's 'with' block"
         )
     return step_row(j, key, "done", fn_name, fp, started, text, None, None)
+
+
+def refused(
+    j: Journal,
+    store: Store,
+    key: str,
+    fn_name: str,
+    fp: str,
+    started: float,
+    why: str,
+    path: str,
+) -> EncodeError:
+    """The EncodeError for a result that cannot be stored; no result is written.
+
+    A step whose function reported usage (``usage()``) is recorded ``failed``
+    with that error and that usage, so that what the call spent is counted
+    (the paid call ran); it runs again on the next attempt, as any failed
+    step. Otherwise nothing is written.
+    """
+    if not (j._usage and key in j._usage):
+        return EncodeError(
+            f"step {key!r} (run {j.run_id}): {why}; nothing was recorded", path=path, key=key
+        )
+    error = EncodeError(
+        f"step {key!r} (run {j.run_id}): {why}; its result was not recorded, only its failure "
+        f"with the usage it reported (so what the call spent is counted): it runs again on "
+        f"the next attempt",
+        path=path,
+        key=key,
+    )
+    record_failure(j, store, key, fn_name, fp, started, error)
+    return error
 
 
 def record_failure(
