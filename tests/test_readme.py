@@ -7,6 +7,12 @@ already has (a journal ``j``, a LangGraph ``workflow``) gets the least
 setup that makes it run, here beside the block's first line. The ``lil``
 commands of "See, fix and replay runs" then run against the Quickstart's
 journal on a pseudo-terminal, answering the questions they ask.
+
+Every ``python`` block of ``docs/*.md`` runs too, in the same way: with the
+least setup that makes a block that continues the reader's program run as
+printed (``DOCS_AROUND``), or listed in ``ILLUSTRATIVE`` with the reason it is
+not a program on its own (a fragment, or a ten-minute sleep) and the test
+that runs its calls instead. A new block that is in neither fails.
 """
 
 from __future__ import annotations
@@ -343,3 +349,162 @@ class TestTheLinks:
         low = tuple(int(x) for x in meta["requires-python"].removeprefix(">=").split("."))
         assert f"Programming Language :: Python :: {low[0]}.{low[1]}" in classifiers
         assert meta["license"] == "MIT"
+
+
+# -- the pages of docs/ ------------------------------------------------------------------
+
+DOCS = ROOT / "docs"
+
+#: Setup (before) and checks (after) for the docs' blocks that continue the reader's own
+#: program, keyed by (page, the block's first line): the least setup that makes the block
+#: run as printed, and a check that it did what the page says.
+DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
+    ("async.md", "import asyncio"): (
+        "def fetch(topic):\n    return f'page on {topic}'\n"
+        "def summarize(pages):\n    return ' / '.join(pages)\n",
+        "assert asyncio.run(research(['sqlite', 'wal', 'fsync'])).startswith('page on sqlite')\n"
+        "asyncio.run(main())\n",
+    ),
+    ("langgraph.md", "from letitloop import step"): (
+        "from typing import TypedDict\n"
+        "from langgraph.graph import END, START, StateGraph\n"
+        "class State(TypedDict, total=False):\n    topic: str\n    summary: str\n"
+        "def search_web(topic):\n    return f'notes on {topic}'\n"
+        "class _Llm:\n    def invoke(self, notes):\n        return f'summary of {notes}'\n"
+        "llm = _Llm()\n"
+        "class _Workflow:  # the reader's graph, with the node the block defines\n"
+        "    def compile(self, checkpointer):\n"
+        "        g = StateGraph(State)\n"
+        "        g.add_node('research', research)\n"
+        "        g.add_edge(START, 'research')\n"
+        "        g.add_edge('research', END)\n"
+        "        return g.compile(checkpointer=checkpointer)\n"
+        "workflow = _Workflow()\n",
+        "out = app.invoke(None, {'configurable': {'thread_id': 't1'}})\n"
+        "assert out['summary'] == 'summary of notes on ...', out\n",
+    ),
+    ("markers.md", "from letitloop import Journal"): (
+        "sent = []\nrows = [1, 2]\n"
+        "def summarize(rows):\n    return f'{len(rows)} rows'\n"
+        "def send_slack(summary, idempotency_key):\n    sent.append(idempotency_key)\n",
+        "assert len(sent) == 1 and sent[0].endswith(':slack_notification'), sent\n",
+    ),
+    ("markers.md", "from letitloop import atomic_marker, durable"): (
+        "charged = []\n"
+        "def stripe_charge(order_id, idempotency_key):\n    charged.append(idempotency_key)\n",
+        "bill(7)\nbill(7)\nassert charged == ['billing:charge:7'], charged\n",
+    ),
+    ("markers.md", "for order in orders:"): (
+        "from types import SimpleNamespace\nfrom letitloop import Journal\n"
+        "orders = [SimpleNamespace(id=1), SimpleNamespace(id=2)]\ncharged = []\n"
+        "def charge(order):\n    charged.append(order.id)\n"
+        "j = Journal('billing').open()\n",
+        "j.close()\nassert charged == [1, 2], charged\n",
+    ),
+    (
+        "primitives.md",
+        'letitloop.send("deploy", "approval", True)  # from Python, in any process',
+    ): (
+        "import letitloop\nfrom letitloop import Journal, RunWaiting\n"
+        "try:\n"
+        "    with Journal('deploy') as j:\n"
+        "        j.wait_for('approval', stop_after=0)\n"
+        "except RunWaiting:\n    pass\n",
+        "with Journal('deploy') as j:\n    assert j.wait_for('approval', stop_after=0) is True\n",
+    ),
+    ("primitives.md", 'letitloop.cancel(run_id, reason="wrong input file")'): (
+        "import letitloop\nfrom letitloop import Journal, RunWaiting\n"
+        "try:\n"
+        "    with Journal('deploy') as j:\n"
+        "        run_id = j.run_id\n"
+        "        j.wait_for('approval', stop_after=0)\n"
+        "except RunWaiting:\n    pass\n",
+        "import sqlite3\n"
+        "db = sqlite3.connect('.letitloop/journal.db')\n"
+        "assert db.execute('SELECT status FROM runs').fetchall() == [('cancelled',)]\n",
+    ),
+    ("primitives.md", "def ask(prompt):"): (
+        "from types import SimpleNamespace as NS\nfrom letitloop import Journal, usage\n"
+        "class _Messages:  # an Anthropic-style client\n"
+        "    def create(self, model, **request):\n"
+        "        return NS(model=model, content=[NS(text='an answer')],\n"
+        "                  usage=NS(input_tokens=1000, output_tokens=200))\n"
+        "client = NS(messages=_Messages())\n",
+        "with Journal('g') as j:\n    assert j.step('ask', ask, 'q') == 'an answer'\n"
+        "import sqlite3\n"
+        "db = sqlite3.connect('.letitloop/journal.db')\n"
+        "row = db.execute('SELECT input_tokens, output_tokens, cost FROM journal_g').fetchone()\n"
+        "assert row == (1120, 230, 0.0009), row\n",
+    ),
+    ("supervision.md", "from letitloop import durable, step, supervise"): ("", ""),
+    ("types.md", "import letitloop.codec"): (
+        "from dataclasses import dataclass\nfrom datetime import datetime, timezone\nLine = str\n",
+        "from letitloop.codec import decode, encode\n"
+        "o = Order(1, datetime(2026, 11, 30, tzinfo=timezone.utc), ('a',))\n"
+        "assert decode(encode(o)) == o\n",
+    ),
+}
+
+#: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
+ILLUSTRATIVE: dict[tuple[str, str], str] = {
+    ("async.md", "# refused: two tasks, one name"): (
+        "two lines of an async function (top-level await) contrasting a refused call with "
+        "the right one; tests/test_async.py runs both"
+    ),
+    ("primitives.md", "from letitloop import Journal, RetryPolicy, usage"): (
+        "sleeps ten minutes and waits a day for a human; README's block of the same calls "
+        "runs (a 2 s sleep, the approval sent from a thread)"
+    ),
+    (
+        "primitives.md",
+        'j.step("fetch", fetch, url, retry=RetryPolicy(max_attempts=5, initial_backoff=1.0))',
+    ): (
+        "three alternative lines, one a decorator without its function: not one program; "
+        "tests/test_retry.py runs each form"
+    ),
+    (
+        "primitives.md",
+        'j.sleep("cool_down", 600)  # await j.async_sleep(...); letitloop.sleep(...)',
+    ): ("one line of the program above it, which sleeps ten minutes; tests/test_sleeps.py"),
+    (
+        "primitives.md",
+        'verdict = j.wait_for("approval", timeout=86400)  # await j.async_wait_for(...)',
+    ): ("one line of the program above it, which waits a day; tests/test_waits.py"),
+}
+
+
+def docs_blocks() -> list[tuple[str, str]]:
+    """Every ``python`` block of docs/*.md, as (page, code)."""
+    return [
+        (page.name, code)
+        for page in sorted(DOCS.glob("*.md"))
+        for code in blocks("python", page.read_text(encoding="utf-8"))
+    ]
+
+
+def block_key(page: str, code: str) -> tuple[str, str]:
+    return page, code.splitlines()[0]
+
+
+class TestTheDocsPages:
+    def test_every_python_block_runs_as_printed_or_says_why_not(self, tmp_path: Path) -> None:
+        found = docs_blocks()
+        assert len(found) >= 15
+        for i, (page, code) in enumerate(found):
+            key = block_key(page, code)
+            if key in ILLUSTRATIVE:
+                continue
+            assert key in DOCS_AROUND, f"{page}: a new block, neither run nor explained: {key}"
+            if "langgraph" in code:
+                pytest.importorskip("langgraph")
+            before, after = DOCS_AROUND[key]
+            folder = tmp_path / f"block{i}"
+            folder.mkdir()
+            r = run_python(before + code + after, folder)
+            assert r.returncode == 0, f"{page}:\n{code}\n{r.stderr}"
+
+    def test_every_setup_and_reason_is_for_a_block_that_exists(self) -> None:
+        keys = {block_key(page, code) for page, code in docs_blocks()}
+        assert set(DOCS_AROUND) <= keys, set(DOCS_AROUND) - keys
+        assert set(ILLUSTRATIVE) <= keys, set(ILLUSTRATIVE) - keys
+        assert not set(DOCS_AROUND) & set(ILLUSTRATIVE)
