@@ -16,6 +16,7 @@ named in ``$LETITLOOP_CEILING_DIRECTORIES`` (``:``-separated, as git's
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 #: The journal's place under the folder it belongs to.
@@ -63,6 +64,27 @@ def default_path() -> Path:
     if found is None or str(found.parent.parent) == os.getcwd():
         return DEFAULT_PATH
     return found
+
+
+def new_default_journal(path: Path) -> str | None:
+    """The one line a program prints when it is about to make the default journal here.
+
+    Only for ``.letitloop/journal.db`` (no file named, none found above) that
+    does not exist yet, and only when stderr is a terminal: a person learns
+    where the file is, and where ``lil`` finds it; a pipe or a log gets
+    nothing. None otherwise.
+    """
+    if path != DEFAULT_PATH or path.exists():
+        return None
+    try:
+        if not sys.stderr.isatty():
+            return None
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        return None
+    return (
+        f"letitloop: new journal {path.absolute()}; lil finds it from this folder and "
+        f"the folders below it"
+    )
 
 
 def found_above(path: Path) -> bool:

@@ -11,11 +11,12 @@ import contextlib
 import os
 import sqlite3
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from . import migrate as _migrations
-from .discovery import default_path
+from .discovery import default_path, new_default_journal
 from .errors import JournalFileError, LetItLoopError
 from .sqlerrors import _explain
 
@@ -36,6 +37,7 @@ def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 def make_folder(path: Path) -> None:
     """Create the folder of the journal file ``path`` if missing; explained if it cannot be."""
+    hint = new_default_journal(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -44,6 +46,8 @@ def make_folder(path: Path) -> None:
             f"create it or pass another path= / LETITLOOP_DB",
             path=str(path),
         ) from None
+    if hint:
+        print(hint, file=sys.stderr)
 
 
 def _check_is_a_file(path: Path) -> bool:

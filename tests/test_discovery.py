@@ -132,3 +132,50 @@ class TestWhereTheSearchStops:
             run(project / "src", str(project / "sync.py"), LETITLOOP_DB=str(other)).returncode == 0
         )
         assert other.is_file()
+
+
+def on_a_terminal(folder: Path, *argv: str) -> tuple[int, str]:
+    """Run ``python ARGV`` with stdout and stderr on a pseudo-terminal: (status, output)."""
+    import pty
+    import select
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "CALLS": str(folder / "calls.log")},
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([leader], [], [], 30)
+        if not ready:
+            break
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return proc.wait(timeout=30), b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+class TestTheFirstRunOfAProgram:
+    def test_on_a_terminal_it_says_once_where_it_made_the_journal(self, project: Path) -> None:
+        status, out = on_a_terminal(project, "sync.py")
+        journal = project / ".letitloop" / "journal.db"
+        assert status == 0
+        assert out == (
+            f"letitloop: new journal {journal}; lil finds it from this folder and the folders "
+            f"below it\nsummary of 1\n"
+        )
+        assert on_a_terminal(project, "sync.py") == (0, "summary of 1\n")  # once only
+
+    def test_to_a_pipe_it_prints_nothing(self, project: Path) -> None:
+        r = run(project, "sync.py")
+        assert (r.stdout, r.stderr) == ("summary of 1\n", "")
