@@ -8,9 +8,12 @@ under it, use the same file instead of starting a second journal.
 
 The search stops where a project ends, so that a journal above it is never
 taken by surprise: after a folder that holds ``.git`` (the repository's
-root), after the home folder, at the filesystem root, and at any folder
+root), at the filesystem root, and before the home folder and any folder
 named in ``$LETITLOOP_CEILING_DIRECTORIES`` (``:``-separated, as git's
-``GIT_CEILING_DIRECTORIES``: the search does not look in them or above).
+``GIT_CEILING_DIRECTORIES``): it does not look in them or above. The home
+folder is left out because running any script there once makes
+``~/.letitloop/journal.db``, which every project under it would then share;
+a program run in the home folder itself still uses its own.
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ def find_journal(start: str | os.PathLike[str] | None = None) -> Path | None:
     home = os.path.abspath(os.environ["HOME"]) if os.environ.get("HOME") else None
     stop = _ceilings()
     isfile, exists, join = os.path.isfile, os.path.exists, os.path.join
+    first = folder
     while True:
-        if folder in stop:
+        if folder in stop or (folder == home and folder != first):
             return None
         candidate = join(folder, FOLDER, NAME)
         if isfile(candidate):

@@ -125,6 +125,16 @@ class TestWhereTheSearchStops:
         assert r.returncode == 0
         assert (sub / ".letitloop" / "journal.db").is_file()
 
+    def test_the_home_folders_journal_is_not_shared_with_the_projects_under_it(
+        self, project: Path
+    ) -> None:
+        home = project.parent
+        env = {"HOME": str(home), "LETITLOOP_CEILING_DIRECTORIES": str(home.parent)}
+        assert run(home, str(project / "sync.py"), **env).returncode == 0
+        assert (home / ".letitloop" / "journal.db").is_file()  # home's own, run there
+        assert run(project, "sync.py", **env).returncode == 0
+        assert (project / ".letitloop" / "journal.db").is_file()  # not home's
+
     def test_letitloop_db_still_wins(self, project: Path) -> None:
         assert run(project, "sync.py").returncode == 0
         other = project / "other.db"
