@@ -85,7 +85,9 @@ def runs(
     outside input as "waiting"; a cancelled one as "cancelled". COST sums
     what its steps reported (letitloop.usage). Off a terminal every value is
     printed whole. When more runs match than --limit, the output says so (on
-    stderr with --json/--jsonl).
+    stderr with --json/--jsonl). The last line names the journal file read:
+    with no --db or $LETITLOOP_DB, the nearest .letitloop/journal.db here or
+    in a folder above.
 
     \b
     Examples:
