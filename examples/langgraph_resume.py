@@ -18,7 +18,7 @@ appended to a ledger file, so you can see what ran in which process:
   only the interrupted third call reaches the model;
 - review runs once, in the second process.
 
-Needs ``pip install 'letitloop[langgraph]'``.
+Needs ``pip install -e '.[langgraph]'``, run from a checkout of this repository.
 """
 
 from __future__ import annotations

@@ -76,10 +76,10 @@ async def async_step(
     policy = j.retry
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
+    fn_name = function_name(fn, name)
     who = owner(j)
     fp = j._fingerprints.call(args, kwargs)
     full, key, recorded, differs = key_for(j, name, fp, who)
-    fn_name = function_name(fn)
     if differs is not None:
         raise mismatch(j, key, fn_name, fp, differs)
     if recorded is not None:

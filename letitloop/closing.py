@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from . import cancellation, codec, inflight, opening, ownership
-from .errors import DecodeError, EncodeError, JournalFileError, error_text
+from .errors import DecodeError, EncodeError, JournalFileError, MisuseError, error_text
 from .store import close_store
 
 if TYPE_CHECKING:
@@ -33,15 +33,41 @@ def set_result(j: Journal, value: Any) -> None:
     ``@durable`` records its function's return value this way. Raises
     EncodeError at once (nothing written) for a value the codec cannot encode,
     ForkedJournalError in a child forked from the process that opened ``j``.
+    On a run that had completed before this open (:attr:`was_completed`)
+    nothing is recorded: the same result again is accepted, another one
+    raises MisuseError (the recorded result stays; it would be lost silently).
     """
     if j._disowned:
         raise ownership.error(j, "set_result()")
     try:
-        j._result_text = codec.encode(value, j.registry)
+        text = codec.encode(value, j.registry)
     except EncodeError as exc:
         raise EncodeError(
             f"run {j.run_id} of goal {j.goal!r}: result: {exc}", path=exc.path
         ) from None
+    if j.was_completed and text != j._recorded_result and not _same_result(j, value):
+        shown = j._recorded_result if j._recorded_result is not None else "no result"
+        named = f" (named {j.run_name!r})" if j.run_name else ""
+        raise MisuseError(
+            f"run {j.run_id} of goal {j.goal!r}{named} "
+            f"completed before with {_short(shown)}, which it keeps: set_result({_short(text)}) "
+            f"on a completed run records nothing. Read the recorded one with "
+            f"j.recorded_result(), or run 'lil fork {j.run_id} --from-step KEY' to record "
+            f"a new run"
+        )
+    j._result_text = text
+
+
+def _same_result(j: Journal, value: Any) -> bool:
+    """Whether the completed run's recorded result equals ``value`` (a set's order may vary)."""
+    try:
+        return bool(recorded_result(j) == value)
+    except Exception:  # not comparable, or not decodable: not the same
+        return False
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def recorded_result(j: Journal) -> Any:

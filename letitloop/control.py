@@ -80,14 +80,18 @@ def send_text(
     current wait) or an exact key (``approval#2``). Raises RunNotFoundError
     for an unknown run, NotWaitingError when the run is not waiting for that
     name (already answered, timed out, finished, or waiting for something
-    else); nothing is written then.
+    else); nothing is written then. A wait whose deadline (``timeout=``) has
+    passed takes no value, even while its row still says ``waiting`` (its
+    process stopped, or has not looked yet): the deadline is read and
+    compared in the same write transaction as the value would be written,
+    so a send and the waiter's timeout never both win.
     """
     run = _waiting_run(store, ref, name)
     where = f"run {run.id} of goal {run.goal!r}"
     table = run.journal_table
     with store.write() as c:
         rows = c.execute(
-            f'SELECT key, status, error, started_at, finished_at FROM "{table}" '
+            f'SELECT key, status, error, started_at, finished_at, wake_at FROM "{table}" '
             f"WHERE run = ? AND kind = 'wait' ORDER BY rowid",
             (run.id,),
         ).fetchall()
@@ -109,8 +113,16 @@ def send_text(
             )
         if not waiting:
             raise NotWaitingError(_not_waiting(where, name, named, rows), run_id=run.id, key=name)
-        key, _, _, began, _ = waiting[0]
+        key, _, _, began, _, deadline = waiting[0]
         now = clock()
+        if deadline is not None and now >= _seconds(deadline, now + 1.0):
+            raise NotWaitingError(
+                f"{where} is not waiting for {name!r}: its wait {key!r} timed out at "
+                f"{deadline} (no value was sent by then); a wait takes no value after its "
+                f"timeout, and the run gets WaitTimeoutError there",
+                run_id=run.id,
+                key=name,
+            )
         try:
             took: float | None = (now - parse_utc(str(began)).timestamp()) * 1000.0
         except (TypeError, ValueError, OverflowError):
@@ -123,10 +135,18 @@ def send_text(
     return Sent(run, key, is_run_held(store, run.id))
 
 
+def _seconds(iso: str, otherwise: float) -> float:
+    """A recorded time in seconds since the epoch; ``otherwise`` when it is not one."""
+    try:
+        return parse_utc(str(iso)).timestamp()
+    except (TypeError, ValueError, OverflowError):
+        return otherwise
+
+
 def _not_waiting(where: str, name: str, named: list[Any], rows: list[Any]) -> str:
     """Why a value for ``name`` cannot be taken, in words."""
     if named:
-        key, _, error, _, finished = named[-1]
+        key, _, error, _, finished, _ = named[-1]
         if error:
             return (
                 f"{where} is not waiting for {name!r}: its wait {key!r} timed out at "

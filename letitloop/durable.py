@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import ownership
 from .codec import CodecRegistry
-from .errors import LetItLoopError, NoJournalError
+from .errors import LetItLoopError, MisuseError, NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, _parent_step, current_journal, open_journals
 from .store import Durability
 
@@ -172,9 +172,41 @@ def _journal_for(
     )
 
 
+def goal_of(goal_id: object, goal: str | None, decorator: str) -> str:
+    """The goal a decorator was given: ``goal_id``, or ``goal`` (``Journal``'s word for it).
+
+    Raises MisuseError at decoration, so at import: for a bare ``@durable``
+    (the function itself arrives as ``goal_id``), for no goal, or for two.
+    """
+    if callable(goal_id):
+        name = getattr(goal_id, "__name__", "fn")
+        raise MisuseError(
+            f"@{decorator} needs a goal name, found @{decorator} without parentheses above "
+            f"def {name}: write @{decorator}(goal_id={name!r}) (the goal names this job's "
+            f"runs in the journal and in lil, so that a renamed function keeps them)"
+        )
+    if goal_id is None and goal is None:
+        raise MisuseError(
+            f"@{decorator}() needs a goal name, found none: write @{decorator}(goal_id='sync')"
+        )
+    if goal_id is not None and goal is not None and goal_id != goal:
+        raise MisuseError(
+            f"@{decorator} got two goal names, goal_id={goal_id!r} and goal={goal!r}: "
+            f"give one (goal= is another spelling of goal_id=)"
+        )
+    found = goal_id if goal_id is not None else goal
+    if not isinstance(found, str):
+        raise MisuseError(
+            f"@{decorator} expects the goal's name as text, found {type(found).__name__} "
+            f"{found!r}: write @{decorator}(goal_id='sync')"
+        )
+    return found
+
+
 def durable(
-    goal_id: str,
+    goal_id: str | None = None,
     *,
+    goal: str | None = None,
     run: str | Callable[..., str] | None = None,
     path: str | os.PathLike[str] | None = None,
     durability: Durability = "process",
@@ -192,7 +224,10 @@ def durable(
     (``run=lambda user_id: f"user-{user_id}"``). Calling the function for a
     completed named run returns the recorded result without running the body.
     ``retry`` is the RetryPolicy of every step of the run that passes none.
+    ``goal=`` is accepted for ``goal_id=`` (``Journal``'s word). A bare
+    ``@durable`` (no parentheses, no goal) raises MisuseError at import.
     """
+    goal_id = goal_of(goal_id, goal, "durable")
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         import inspect  # at decoration, not at `import letitloop`
@@ -237,8 +272,9 @@ async def async_step(name: str, fn: Callable[..., Any], /, *args: Any, **kwargs:
 
 
 def durable_async(
-    goal_id: str,
+    goal_id: str | None = None,
     *,
+    goal: str | None = None,
     run: str | Callable[..., str] | None = None,
     path: str | os.PathLike[str] | None = None,
     durability: Durability = "process",
@@ -255,6 +291,7 @@ def durable_async(
     function's return value as the run's result. Calling it for a completed
     named run returns the recorded result without running the body.
     """
+    goal_id = goal_of(goal_id, goal, "durable_async")
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         import inspect

@@ -89,6 +89,15 @@ class ForkedJournalError(LetItLoopError):
     pid: int | None = None
 
 
+class MisuseError(LetItLoopError, TypeError):
+    """letitloop was called the wrong way: a value where a function goes, a bare decorator.
+
+    Raised where the mistake is made (``@durable`` without its goal fails at
+    import), before anything is written; the message shows the right form.
+    A TypeError too, as Python's own error for the same slip would be.
+    """
+
+
 class NoJournalError(LetItLoopError):
     """A free function such as ``step()`` was called with no open journal."""
 

@@ -11,10 +11,12 @@ import contextlib
 import os
 import sqlite3
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from . import migrate as _migrations
+from .discovery import default_path, new_default_journal
 from .errors import JournalFileError, LetItLoopError
 from .sqlerrors import _explain
 
@@ -23,17 +25,19 @@ DEFAULT_PATH = Path(".letitloop") / "journal.db"
 
 
 def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """The journal file: ``path``, else ``$LETITLOOP_DB``, else ``.letitloop/journal.db``."""
+    """The journal file: ``path``, else ``$LETITLOOP_DB``, else the nearest
+    ``.letitloop/journal.db`` here or above, else a new one here (letitloop/discovery.py)."""
     if path is not None:
         return Path(path)
     env = os.environ.get("LETITLOOP_DB")
     if env:
         return Path(env)
-    return DEFAULT_PATH
+    return default_path()
 
 
 def make_folder(path: Path) -> None:
     """Create the folder of the journal file ``path`` if missing; explained if it cannot be."""
+    hint = new_default_journal(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -42,6 +46,8 @@ def make_folder(path: Path) -> None:
             f"create it or pass another path= / LETITLOOP_DB",
             path=str(path),
         ) from None
+    if hint:
+        print(hint, file=sys.stderr)
 
 
 def _check_is_a_file(path: Path) -> bool:

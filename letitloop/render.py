@@ -208,6 +208,11 @@ def duration(seconds: float | None) -> str:
     return f"{int(s // 86400)}d{int(s % 86400 // 3600):02d}h"
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 step``, ``2 steps``, ``0 steps``: a count with its noun in the right number."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def tokens(n: int | None) -> str:
     """``9,120 tokens``, or ``-`` when none were reported."""
     return "-" if n is None else f"{n:,} tokens"

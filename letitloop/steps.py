@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from functools import partial
-from types import FunctionType
+from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import cancellation, codec, inflight, ownership
@@ -21,6 +21,7 @@ from .errors import (
     EncodeError,
     InvalidNameError,
     LetItLoopError,
+    MisuseError,
     error_text,
     traceback_text,
 )
@@ -56,10 +57,16 @@ _parent_step: ContextVar[tuple[Journal, str] | None] = ContextVar(
 )
 
 
-def function_name(fn: Callable[..., Any]) -> str:
-    """``module.qualname`` of a step's function (the code identity checked on replay)."""
+def function_name(fn: Callable[..., Any], step: str) -> str:
+    """``module.qualname`` of a step's function (the code identity checked on replay).
+
+    Raises MisuseError when ``fn`` is not callable (``step`` names the step):
+    a value passed where the function goes was computed outside the journal.
+    """
     if type(fn) is FunctionType:  # the common case, without the lookups below
         return f"{fn.__module__}.{fn.__qualname__}"
+    if not callable(fn):
+        raise not_a_function(step, fn)
     while isinstance(fn, partial):
         fn = fn.func
     fn = getattr(fn, "__func__", fn)  # bound methods: their function
@@ -134,6 +141,28 @@ def key_for(
     return name, key, replay, mismatch
 
 
+def not_a_function(name: str, value: object) -> MisuseError:
+    """The error for ``j.step(name, fetch(1))``: the call ran before the step, unrecorded."""
+    import reprlib  # only on this mistake
+
+    shown = f"{name!r}"
+    if isinstance(value, CoroutineType):
+        made = value.__qualname__
+        value.close()  # never awaited, and never will be: no "never awaited" warning
+        return MisuseError(
+            f"step {shown}: expected the function to call and its arguments, got a coroutine "
+            f"that {made}(...) returned; pass the function and its arguments instead: await "
+            f"j.async_step({shown}, {made}, ...), not await j.async_step({shown}, {made}(...))"
+        )
+    return MisuseError(
+        f"step {shown}: expected the function to call and its arguments, got "
+        f"{type(value).__name__} {reprlib.repr(value)}: the call that made this value already "
+        f"ran, outside the journal (not recorded, so it runs again on every attempt); pass "
+        f"the function and its arguments instead: j.step({shown}, fn, arg), "
+        f"not j.step({shown}, fn(arg))"
+    )
+
+
 def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Return ``fn(*args, **kwargs)``, recorded once for this run and replayed ever after.
 
@@ -160,10 +189,10 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     policy = j.retry
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
+    fn_name = function_name(fn, name)
     who = owner(j)
     fp = j._fingerprints.call(args, kwargs)
     full, key, recorded, differs = key_for(j, name, fp, who)
-    fn_name = function_name(fn)
     if differs is not None:
         raise mismatch(j, key, fn_name, fp, differs)
     if recorded is not None:
@@ -211,23 +240,24 @@ def watch_flight(j: Journal, store: Store) -> None:
 def done_row(
     j: Journal, store: Store, key: str, fn_name: str, fp: str, started: float, value: Any
 ) -> tuple[Any, ...]:
-    """The journal row of a step that returned ``value``; raises before anything is written."""
+    """The journal row of a step that returned ``value``; raises EncodeError for a value that
+    cannot be stored, before its result is written (see :func:`refused`)."""
     try:
         text = codec.encode(value, j.registry)
     except EncodeError as exc:
-        raise EncodeError(
-            f"step {key!r} (run {j.run_id}): {exc}; nothing was recorded",
-            path=exc.path,
-            key=key,
-        ) from None
+        raise refused(j, store, key, fn_name, fp, started, f"{exc}", exc.path) from None
     if len(text) > store.max_text // 4 and len(text.encode("utf-8")) > store.max_text:
-        raise EncodeError(
-            f"step {key!r} (run {j.run_id}): the encoded result is "
-            f"{len(text.encode('utf-8')):,} bytes, over the {store.max_text:,} bytes "
-            f"SQLite stores in one value; nothing was recorded. Store large data in a "
-            f"file and return its path",
-            path="$",
-            key=key,
+        raise refused(
+            j,
+            store,
+            key,
+            fn_name,
+            fp,
+            started,
+            f"the encoded result is {len(text.encode('utf-8')):,} bytes, over the "
+            f"{store.max_text:,} bytes SQLite stores in one value (store large data in a "
+            f"file and return its path)",
+            "$",
         )
     if j.store is not store:
         if j._disowned:  # the step began in the parent; the child forked from it returns
@@ -238,6 +268,38 @@ def done_row(
             f"attempt; await every step before leaving the journal's 'with' block"
         )
     return step_row(j, key, "done", fn_name, fp, started, text, None, None)
+
+
+def refused(
+    j: Journal,
+    store: Store,
+    key: str,
+    fn_name: str,
+    fp: str,
+    started: float,
+    why: str,
+    path: str,
+) -> EncodeError:
+    """The EncodeError for a result that cannot be stored; no result is written.
+
+    A step whose function reported usage (``usage()``) is recorded ``failed``
+    with that error and that usage, so that what the call spent is counted
+    (the paid call ran); it runs again on the next attempt, as any failed
+    step. Otherwise nothing is written.
+    """
+    if not (j._usage and key in j._usage):
+        return EncodeError(
+            f"step {key!r} (run {j.run_id}): {why}; nothing was recorded", path=path, key=key
+        )
+    error = EncodeError(
+        f"step {key!r} (run {j.run_id}): {why}; its result was not recorded, only its failure "
+        f"with the usage it reported (so what the call spent is counted): it runs again on "
+        f"the next attempt",
+        path=path,
+        key=key,
+    )
+    record_failure(j, store, key, fn_name, fp, started, error)
+    return error
 
 
 def record_failure(

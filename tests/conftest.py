@@ -22,6 +22,9 @@ def _no_ambient_journal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iter
     # Never touch a developer's .letitloop/ or $LETITLOOP_DB by accident.
     monkeypatch.delenv("LETITLOOP_DB", raising=False)
     monkeypatch.delenv("LETITLOOP_WATCH_ID", raising=False)
+    # Nor a journal above the test's folder (a /tmp/.letitloop/ a script left, say): the
+    # search for the nearest .letitloop/journal.db stops there (letitloop/discovery.py).
+    monkeypatch.setenv("LETITLOOP_CEILING_DIRECTORIES", str(tmp_path.parent))
     monkeypatch.chdir(tmp_path)
     yield
 

@@ -510,9 +510,8 @@ class TestAttemptsStartedByLilWatch:
         (watch,) = {a["watch_id"] for a in data["attempts"]}
         assert [a["watch_attempt"] for a in data["attempts"]] == [1, 2]
         shown = ok(db, "show", "job")
-        assert f"(attempt 1 of lil watch {watch})  — ending not recorded; lil watch saw exit 3" in (
-            shown
-        )
+        assert f"(attempt 1 of lil watch {watch})  — ended without closing the run" in shown
+        assert "(a kill leaves no record of its own); lil watch saw exit 3" in shown
         assert f"(attempt 2 of lil watch {watch})  — completed; lil watch saw exit 0" in shown
 
     def test_follow_waits_for_the_watch_that_will_restart_a_crashed_run(

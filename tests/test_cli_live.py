@@ -315,8 +315,8 @@ class TestARunThatCrashed:
         ]
         shown = live.ok("show", "live")
         # attempt 1 left no row of its own (the retry replaced it), and the file keeps
-        # no ending per attempt: it says so rather than guess
-        assert "— ending not recorded" in shown
+        # no ending per attempt: it says what is known rather than guess
+        assert "— ended without closing the run, which the next attempt resumed" in shown
         assert "    2  " in shown and "— completed" in shown
 
     def test_an_earlier_attempts_error_is_not_shown_as_the_cause(self, tmp_path: Path) -> None:

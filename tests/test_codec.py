@@ -540,7 +540,8 @@ class TestTheRegistry:
             encode(value)
         assert str(info.value) == (
             "cannot encode value at $.items[3].when: type test_codec.Unregistered is not "
-            "registered; register it with letitloop.codec.register(Unregistered)"
+            "registered; register it with letitloop.codec.register(Unregistered) to get "
+            "Unregistered back on replay, or return plain data instead: dataclasses.asdict(value)"
         )
         assert info.value.path == "$.items[3].when"
 

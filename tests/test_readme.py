@@ -1,4 +1,4 @@
-"""README's code runs as printed, and its links work from the package index page.
+"""README's code runs as printed, and its links work in a clone.
 
 Each ``python`` block runs in a fresh interpreter in a fresh folder (so its
 journal is ``.letitloop/journal.db`` there, as for a reader). The Quickstart
@@ -7,14 +7,23 @@ already has (a journal ``j``, a LangGraph ``workflow``) gets the least
 setup that makes it run, here beside the block's first line. The ``lil``
 commands of "See, fix and replay runs" then run against the Quickstart's
 journal on a pseudo-terminal, answering the questions they ask.
+
+Every ``python`` block of ``docs/*.md`` runs too, in the same way: with the
+least setup that makes a block that continues the reader's program run as
+printed (``DOCS_AROUND``), or listed in ``ILLUSTRATIVE`` with the reason it is
+not a program on its own (a fragment, or a ten-minute sleep) and the test
+that runs its calls instead. A new block that is in neither fails.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,8 +31,6 @@ from test_cli_agree import terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-#: Where README's links point, so that they work on the package index page too.
-BASE = "https://github.com/letitloop/letitloop/blob/main/"
 
 #: Setup (before) and checks (after) for blocks that continue the reader's own program,
 #: keyed by a line of the block.
@@ -106,25 +113,112 @@ def run_python(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+#: Put before a Quickstart program, as it is, to see its calls: each call of one of its
+#: functions is a line of calls.log, and the call named by $KILL_IN stops and waits to be
+#: SIGKILLed (killed.flag says it is there). The program itself is not changed.
+SPY = """\
+import os, sys, time
+def _spy(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename == __file__:
+        name = frame.f_code.co_name
+        if name in ("fetch_crm_record", "call_llm"):
+            with open("calls.log", "a") as log:
+                log.write(name + "\\n")
+            if name == os.environ.get("KILL_IN"):
+                open("killed.flag", "w").close()
+                time.sleep(60)
+sys.setprofile(_spy)
+"""
+
+
+def quickstart_programs() -> list[str]:
+    """The Quickstart's two programs: the ``with Journal`` one, then the decorated one."""
+    found = blocks("python", section("Quickstart"))[:2]
+    assert "with Journal(" in found[0] and "@durable(" in found[1]
+    return found
+
+
 @pytest.fixture
 def quickstart(tmp_path: Path) -> Path:
-    """A folder where the Quickstart ran as pasted (its journal in .letitloop/)."""
-    (code,) = blocks("python", section("Quickstart"))[:1]
-    r = run_python(code, tmp_path)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == "Ada placed 12 orders\n"
+    """A folder where both Quickstart programs ran as pasted (their journal in .letitloop/)."""
+    for code in quickstart_programs():
+        r = run_python(code, tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "Ada placed 12 orders\n"
     return tmp_path
+
+
+class TestTheQuickstart:
+    @pytest.mark.parametrize("which", [0, 1], ids=["with_journal", "durable"])
+    def test_killed_in_summarize_it_resumes_without_fetching_again(
+        self, tmp_path: Path, which: int
+    ) -> None:
+        """README: "Kill it with kill -9 in the middle of summarize and run it again:
+        fetch_crm_record is not called again ... and summarize runs"."""
+        script = tmp_path / "sync.py"
+        script.write_text(SPY + quickstart_programs()[which], encoding="utf-8")
+        child = subprocess.Popen(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            env={**os.environ, "KILL_IN": "call_llm"},
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "killed.flag").exists():
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        child.kill()  # SIGKILL, inside summarize
+        assert child.wait() == -signal.SIGKILL
+        log = tmp_path / "calls.log"
+        assert log.read_text().split() == ["fetch_crm_record", "call_llm"]
+        log.unlink()
+        again = subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "Ada placed 12 orders\n"
+        assert log.read_text().split() == ["call_llm"]  # fetch_crm_record replayed
+        log.unlink()
+        # "Run it after it completed and a new run starts."
+        third = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True)
+        assert third.returncode == 0
+        assert log.read_text().split() == ["fetch_crm_record", "call_llm"]
+
+    def test_the_two_programs_do_not_take_each_others_runs(self, tmp_path: Path) -> None:
+        """Killed in summarize, each is resumed by itself even when the other ran between."""
+        first, second = quickstart_programs()
+        for killed, other in ((first, second), (second, first)):
+            folder = tmp_path / str(len(list(tmp_path.iterdir())))
+            folder.mkdir()
+            (folder / "a.py").write_text(SPY + killed, encoding="utf-8")
+            (folder / "b.py").write_text(SPY + other, encoding="utf-8")
+            child = subprocess.Popen(
+                [sys.executable, "a.py"], cwd=folder, env={**os.environ, "KILL_IN": "call_llm"}
+            )
+            while not (folder / "killed.flag").exists():
+                assert child.poll() is None
+                time.sleep(0.01)
+            child.kill()
+            child.wait()
+            for name in ("b.py", "a.py"):
+                (folder / "calls.log").unlink()
+                r = subprocess.run([sys.executable, name], cwd=folder, capture_output=True)
+                assert r.returncode == 0
+                calls = (folder / "calls.log").read_text().split()
+                assert calls == (
+                    ["fetch_crm_record", "call_llm"] if name == "b.py" else ["call_llm"]
+                )
 
 
 class TestThePythonBlocks:
     def test_the_quickstart_runs_as_pasted_and_replays_when_run_again(
         self, quickstart: Path
     ) -> None:
-        (code,) = blocks("python", section("Quickstart"))[:1]
-        again = run_python(code, quickstart)
-        assert again.returncode == 0 and again.stdout == "Ada placed 12 orders\n"
+        for code in quickstart_programs():
+            again = run_python(code, quickstart)
+            assert again.returncode == 0 and again.stdout == "Ada placed 12 orders\n"
         runs = terminal(["runs", "--json", "--limit", "0"], cwd=quickstart)[1]
-        assert runs.count('"goal": "customer_sync"') == 4  # each completed run, then a new one
+        assert runs.count('"goal": "customer_sync"') == 4  # each run completed: a new one each time
 
     def test_every_block_runs(self, tmp_path: Path) -> None:
         found = blocks("python")
@@ -169,7 +263,7 @@ class TestTheLilCommands:
         assert "customer_sync" in seen[commands[0]] and "completed" in seen[commands[0]]
         assert 'input     {"user_id": 123}' in seen[commands[1]]
         assert 'result    "Ada placed 12 orders"' in seen[commands[1]]
-        assert "new run" in seen[commands[3]] and "keeps 1 recorded results" in seen[commands[3]]
+        assert "new run" in seen[commands[3]] and "keeps 1 recorded result " in seen[commands[3]]
         assert "Forget run" in seen[commands[4]] and "forgot run" in seen[commands[4]]
         assert "removed 0 runs" in seen[commands[5]]
         assert seen[commands[6]].startswith('{"record": "run"')
@@ -183,22 +277,234 @@ class TestTheLilCommands:
             assert r.returncode == 0 and r.stdout.strip(), (line, r.stderr)
 
 
+#: An installer's command: what follows it names what to install.
+INSTALL = re.compile(r"\b(?:pip3?|pipx|uv pip|uv|poetry|pdm) +(?:install|add)\b([^\n`]*)")
+#: A requirement that names the package index's ``letitloop``, which is another project.
+FROM_THE_INDEX = re.compile(r"^letitloop(?:$|[\[=<>~!;@ ])")
+
+
+def index_installs(text: str) -> list[str]:
+    """The install commands in ``text`` that would fetch ``letitloop`` from the package index."""
+    found = []
+    for match in INSTALL.finditer(text):
+        args = [a.strip("'\"\\,.;:)(") for a in match.group(1).split()]
+        if any(FROM_THE_INDEX.match(a) for a in args if not a.startswith("-")):
+            found.append(match.group(0).strip())
+    return found
+
+
+class TestTheInstallCommands:
+    """The name ``letitloop`` on the package index is an unrelated project (0.7.0, another
+    author, no ``langgraph`` extra): every instruction installs from the checkout."""
+
+    def test_the_check_finds_a_command_that_fetches_the_index_package(self) -> None:
+        for text in (
+            "pip install 'letitloop[langgraph]'",
+            'run: pip install -U "letitloop>=0.1"',
+            "python -m pip install letitloop",
+            "uv add letitloop",
+        ):
+            assert index_installs(text), text
+        for text in ("pip install -e '.[langgraph]'", "pip install -e . && lil demo"):
+            assert not index_installs(text), text
+
+    def test_no_doc_message_or_example_gives_one(self) -> None:
+        files = [ROOT / "README.md", ROOT / "pyproject.toml"]
+        for folder, pattern in (
+            ("docs", "*.md"),
+            ("letitloop", "*.py"),
+            ("examples", "*.py"),
+            ("benchmarks", "*.py"),
+            ("benchmarks", "*.md"),
+        ):
+            files += sorted((ROOT / folder).rglob(pattern))
+        found = {
+            f"{path.relative_to(ROOT)}: {command}"
+            for path in files
+            for command in index_installs(path.read_text(encoding="utf-8"))
+        }
+        assert not found, found
+
+    def test_readme_says_where_the_package_installs_from(self) -> None:
+        head = README[: README.index("\n## ")]
+        assert "installs from a clone of this repository" in head
+        assert "`pip install -e .`" in head
+
+
 class TestTheLinks:
-    def test_every_link_is_absolute_and_names_a_file_of_this_repository(self) -> None:
+    def test_every_link_is_relative_and_names_a_file_of_this_repository(self) -> None:
+        """A clone (or its GitHub page) follows them; an absolute URL would lead away."""
         links = re.findall(r"\]\(([^)]+)\)", README)
         assert links
         for link in links:
-            assert link.startswith("https://"), link
-            if link.startswith(BASE):
-                assert (ROOT / link[len(BASE) :]).exists(), link
+            assert "://" not in link and not link.startswith("/"), link
+            assert (ROOT / link.split("#")[0]).exists(), link
 
-    def test_the_package_points_to_the_same_place(self) -> None:
+    def test_the_package_metadata_is_complete(self) -> None:
         tomllib = pytest.importorskip("tomllib")
         meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-        assert BASE.startswith(meta["urls"]["Source"])
         classifiers = set(meta["classifiers"])
         assert any(c.startswith("Development Status :: ") for c in classifiers)
         assert any(c.startswith("Operating System :: ") for c in classifiers)
         low = tuple(int(x) for x in meta["requires-python"].removeprefix(">=").split("."))
         assert f"Programming Language :: Python :: {low[0]}.{low[1]}" in classifiers
         assert meta["license"] == "MIT"
+
+
+# -- the pages of docs/ ------------------------------------------------------------------
+
+DOCS = ROOT / "docs"
+
+#: Setup (before) and checks (after) for the docs' blocks that continue the reader's own
+#: program, keyed by (page, the block's first line): the least setup that makes the block
+#: run as printed, and a check that it did what the page says.
+DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
+    ("async.md", "import asyncio"): (
+        "def fetch(topic):\n    return f'page on {topic}'\n"
+        "def summarize(pages):\n    return ' / '.join(pages)\n",
+        "assert asyncio.run(research(['sqlite', 'wal', 'fsync'])).startswith('page on sqlite')\n"
+        "asyncio.run(main())\n",
+    ),
+    ("langgraph.md", "from letitloop import step"): (
+        "from typing import TypedDict\n"
+        "from langgraph.graph import END, START, StateGraph\n"
+        "class State(TypedDict, total=False):\n    topic: str\n    summary: str\n"
+        "def search_web(topic):\n    return f'notes on {topic}'\n"
+        "class _Llm:\n    def invoke(self, notes):\n        return f'summary of {notes}'\n"
+        "llm = _Llm()\n"
+        "class _Workflow:  # the reader's graph, with the node the block defines\n"
+        "    def compile(self, checkpointer):\n"
+        "        g = StateGraph(State)\n"
+        "        g.add_node('research', research)\n"
+        "        g.add_edge(START, 'research')\n"
+        "        g.add_edge('research', END)\n"
+        "        return g.compile(checkpointer=checkpointer)\n"
+        "workflow = _Workflow()\n",
+        "out = app.invoke(None, {'configurable': {'thread_id': 't1'}})\n"
+        "assert out['summary'] == 'summary of notes on ...', out\n",
+    ),
+    ("markers.md", "from letitloop import Journal"): (
+        "sent = []\nrows = [1, 2]\n"
+        "def summarize(rows):\n    return f'{len(rows)} rows'\n"
+        "def send_slack(summary, idempotency_key):\n    sent.append(idempotency_key)\n",
+        "assert len(sent) == 1 and sent[0].endswith(':slack_notification'), sent\n",
+    ),
+    ("markers.md", "from letitloop import atomic_marker, durable"): (
+        "charged = []\n"
+        "def stripe_charge(order_id, idempotency_key):\n    charged.append(idempotency_key)\n",
+        "bill(7)\nbill(7)\nassert charged == ['billing:charge:7'], charged\n",
+    ),
+    ("markers.md", "for order in orders:"): (
+        "from types import SimpleNamespace\nfrom letitloop import Journal\n"
+        "orders = [SimpleNamespace(id=1), SimpleNamespace(id=2)]\ncharged = []\n"
+        "def charge(order):\n    charged.append(order.id)\n"
+        "j = Journal('billing').open()\n",
+        "j.close()\nassert charged == [1, 2], charged\n",
+    ),
+    (
+        "primitives.md",
+        'letitloop.send("deploy", "approval", True)  # from Python, in any process',
+    ): (
+        "import letitloop\nfrom letitloop import Journal, RunWaiting\n"
+        "try:\n"
+        "    with Journal('deploy') as j:\n"
+        "        j.wait_for('approval', stop_after=0)\n"
+        "except RunWaiting:\n    pass\n",
+        "with Journal('deploy') as j:\n    assert j.wait_for('approval', stop_after=0) is True\n",
+    ),
+    ("primitives.md", 'letitloop.cancel(run_id, reason="wrong input file")'): (
+        "import letitloop\nfrom letitloop import Journal, RunWaiting\n"
+        "try:\n"
+        "    with Journal('deploy') as j:\n"
+        "        run_id = j.run_id\n"
+        "        j.wait_for('approval', stop_after=0)\n"
+        "except RunWaiting:\n    pass\n",
+        "import sqlite3\n"
+        "db = sqlite3.connect('.letitloop/journal.db')\n"
+        "assert db.execute('SELECT status FROM runs').fetchall() == [('cancelled',)]\n",
+    ),
+    ("primitives.md", "def ask(prompt):"): (
+        "from types import SimpleNamespace as NS\nfrom letitloop import Journal, usage\n"
+        "class _Messages:  # an Anthropic-style client\n"
+        "    def create(self, model, **request):\n"
+        "        return NS(model=model, content=[NS(text='an answer')],\n"
+        "                  usage=NS(input_tokens=1000, output_tokens=200))\n"
+        "client = NS(messages=_Messages())\n",
+        "with Journal('g') as j:\n    assert j.step('ask', ask, 'q') == 'an answer'\n"
+        "import sqlite3\n"
+        "db = sqlite3.connect('.letitloop/journal.db')\n"
+        "row = db.execute('SELECT input_tokens, output_tokens, cost FROM journal_g').fetchone()\n"
+        "assert row == (1120, 230, 0.0009), row\n",
+    ),
+    ("supervision.md", "from letitloop import durable, step, supervise"): ("", ""),
+    ("types.md", "import letitloop.codec"): (
+        "from dataclasses import dataclass\nfrom datetime import datetime, timezone\nLine = str\n",
+        "from letitloop.codec import decode, encode\n"
+        "o = Order(1, datetime(2026, 11, 30, tzinfo=timezone.utc), ('a',))\n"
+        "assert decode(encode(o)) == o\n",
+    ),
+}
+
+#: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
+ILLUSTRATIVE: dict[tuple[str, str], str] = {
+    ("async.md", "# refused: two tasks, one name"): (
+        "two lines of an async function (top-level await) contrasting a refused call with "
+        "the right one; tests/test_async.py runs both"
+    ),
+    ("primitives.md", "from letitloop import Journal, RetryPolicy, usage"): (
+        "sleeps ten minutes and waits a day for a human; README's block of the same calls "
+        "runs (a 2 s sleep, the approval sent from a thread)"
+    ),
+    (
+        "primitives.md",
+        'j.step("fetch", fetch, url, retry=RetryPolicy(max_attempts=5, initial_backoff=1.0))',
+    ): (
+        "three alternative lines, one a decorator without its function: not one program; "
+        "tests/test_retry.py runs each form"
+    ),
+    (
+        "primitives.md",
+        'j.sleep("cool_down", 600)  # await j.async_sleep(...); letitloop.sleep(...)',
+    ): ("one line of the program above it, which sleeps ten minutes; tests/test_sleeps.py"),
+    (
+        "primitives.md",
+        'verdict = j.wait_for("approval", timeout=86400)  # await j.async_wait_for(...)',
+    ): ("one line of the program above it, which waits a day; tests/test_waits.py"),
+}
+
+
+def docs_blocks() -> list[tuple[str, str]]:
+    """Every ``python`` block of docs/*.md, as (page, code)."""
+    return [
+        (page.name, code)
+        for page in sorted(DOCS.glob("*.md"))
+        for code in blocks("python", page.read_text(encoding="utf-8"))
+    ]
+
+
+def block_key(page: str, code: str) -> tuple[str, str]:
+    return page, code.splitlines()[0]
+
+
+class TestTheDocsPages:
+    def test_every_python_block_runs_as_printed_or_says_why_not(self, tmp_path: Path) -> None:
+        found = docs_blocks()
+        assert len(found) >= 15
+        for i, (page, code) in enumerate(found):
+            key = block_key(page, code)
+            if key in ILLUSTRATIVE:
+                continue
+            assert key in DOCS_AROUND, f"{page}: a new block, neither run nor explained: {key}"
+            if "langgraph" in code:
+                pytest.importorskip("langgraph")
+            before, after = DOCS_AROUND[key]
+            folder = tmp_path / f"block{i}"
+            folder.mkdir()
+            r = run_python(before + code + after, folder)
+            assert r.returncode == 0, f"{page}:\n{code}\n{r.stderr}"
+
+    def test_every_setup_and_reason_is_for_a_block_that_exists(self) -> None:
+        keys = {block_key(page, code) for page, code in docs_blocks()}
+        assert set(DOCS_AROUND) <= keys, set(DOCS_AROUND) - keys
+        assert set(ILLUSTRATIVE) <= keys, set(ILLUSTRATIVE) - keys
+        assert not set(DOCS_AROUND) & set(ILLUSTRATIVE)

@@ -28,7 +28,9 @@ from letitloop import (
     durable_async,
     wait_for,
 )
+from letitloop.control import send_text
 from letitloop.errors import JournalFileError, NotWaitingError, RunNotFoundError
+from letitloop.inspection import open_journal_file
 
 
 def wait_rows(db: Path, table: str = "journal_g") -> list[tuple[Any, ...]]:
@@ -347,3 +349,77 @@ class TestLilSend:
         out = lil(waiting, "show", "g").stdout
         assert "waiting   for 'approval' since" in out
         assert "send it: lil send " in out and " approval VALUE" in out
+
+
+class TestADeadlineThatPassed:
+    """A wait's deadline (``timeout=``) is enforced by ``lil send`` too, under the write lock;
+    a value and a timeout that meet at the deadline never both win, and none is lost."""
+
+    @pytest.fixture
+    def past(self, tmp_path: Path) -> Path:
+        """Run 'r' of goal 'g' stopped to wait for 'approval', whose deadline passed long ago."""
+        db = tmp_path / "journal.db"
+        with (
+            pytest.raises(RunWaiting),
+            Journal("g", run="r", path=db, clock=lambda: 1_000_000_000.0) as j,
+        ):
+            j.wait_for("approval", timeout=60, stop_after=0)  # deadline 2001-09-09T01:47:40Z
+        return db
+
+    def test_lil_send_after_the_deadline_is_refused_and_writes_nothing(self, past: Path) -> None:
+        line = error_line(lil(past, "send", "r", "approval", "true"))
+        assert "is not waiting for 'approval': its wait 'approval' timed out at " in line
+        assert "2001-09-09T01:47:40" in line and "WaitTimeoutError" in line
+        assert wait_rows(past)[0][2:5] == ("waiting", None, None)
+
+    def test_the_resumed_run_then_raises_wait_timeout_error(self, past: Path) -> None:
+        assert lil(past, "send", "r", "approval", "true").returncode == 1
+        with Journal("g", run="r", path=past) as j, pytest.raises(WaitTimeoutError):
+            j.wait_for("approval", timeout=60, stop_after=0)
+        ((_, _, status, result, error, _),) = wait_rows(past)
+        assert (status, result) == ("done", None) and "no value was sent" in error
+
+    def test_a_value_sent_before_the_deadline_is_taken(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        with pytest.raises(RunWaiting), Journal("g", run="r", path=db) as j:
+            j.wait_for("approval", timeout=3600, stop_after=0)
+        assert lil(db, "send", "r", "approval", "true").returncode == 0
+        with Journal("g", run="r", path=db) as j:
+            assert j.wait_for("approval", timeout=3600, stop_after=0) is True
+
+    def test_lil_runs_and_show_say_it_timed_out_not_that_it_times_out(self, past: Path) -> None:
+        for args in (("runs",), ("show", "r"), ("show", "r", "--step", "approval")):
+            out = lil(past, *args).stdout
+            assert "times out at" not in out, (args, out)
+            assert "timed out" in out, (args, out)
+        assert "send it:" not in lil(past, "runs").stdout
+
+    @pytest.mark.parametrize("mode", ["sync", "async"])
+    def test_a_value_that_lands_between_the_last_look_and_the_deadline_is_returned(
+        self, db: Path, mode: str
+    ) -> None:
+        """The waiter looked (nothing), a value was sent just before the deadline, then the
+        waiter saw the deadline pass: its timeout must not overwrite the value, and it must
+        read the row again and return the value."""
+        start, sent = 1000.0, list[object]()
+
+        def clock() -> float:
+            if sys._getframe(1).f_code.co_name == "_left" and not sent:  # pause's deadline check
+                store = open_journal_file(db, write=True)
+                try:  # another connection, as lil send; its clock: just before the deadline
+                    sent.append(
+                        send_text(store, "r", "approval", '"yes"', clock=lambda: start + 9.5)
+                    )
+                finally:
+                    store.close()
+                return start + 11.0
+            return start + 11.0 if sent else start
+
+        with Journal("g", run="r", path=db, clock=clock) as j:
+            if mode == "sync":
+                got = j.wait_for("approval", timeout=10)
+            else:
+                got = asyncio.run(j.async_wait_for("approval", timeout=10))
+        assert sent and got == "yes"
+        ((_, _, status, result, error, _),) = wait_rows(db)
+        assert (status, result, error) == ("done", '"yes"', None)

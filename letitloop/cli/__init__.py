@@ -127,7 +127,10 @@ class LilGroup(click.Group):
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="The journal file (default: $LETITLOOP_DB, else .letitloop/journal.db).",
+    help=(
+        "The journal file (default: $LETITLOOP_DB, else the nearest .letitloop/journal.db "
+        "here or in a folder above)."
+    ),
 )
 @click.pass_context
 def cli(ctx: click.Context, db: Path | None) -> None:

@@ -8,11 +8,13 @@ the journal it names.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..discovery import found_above
 from ..errors import LetItLoopError
 
 
@@ -121,4 +123,9 @@ def open_store(ctx: click.Context, *, write: bool = False, live: bool = False) -
     """The journal for a command: read-only unless the command changes it (``write``)."""
     from ..inspection import open_journal_file
 
-    return open_journal_file(db_path(ctx), write=write, live=live)
+    named = db_path(ctx)
+    store = open_journal_file(named, write=write, live=live)
+    if named is None and not os.environ.get("LETITLOOP_DB") and found_above(store.path):
+        # Found in a folder above this one (as git finds .git): say which file it is.
+        click.echo(f"lil: journal {store.path} (found above this folder)", err=True)
+    return store

@@ -85,7 +85,9 @@ def runs(
     outside input as "waiting"; a cancelled one as "cancelled". COST sums
     what its steps reported (letitloop.usage). Off a terminal every value is
     printed whole. When more runs match than --limit, the output says so (on
-    stderr with --json/--jsonl).
+    stderr with --json/--jsonl). The last line names the journal file read:
+    with no --db or $LETITLOOP_DB, the nearest .letitloop/journal.db here or
+    in a folder above.
 
     \b
     Examples:
@@ -96,7 +98,7 @@ def runs(
     """
     from .. import render
     from ..inspection import list_runs
-    from ..runtext.runs import more_text, no_runs_line, runs_lines
+    from ..runtext.runs import journal_line, more_text, no_runs_line, runs_lines
 
     store = open_store(ctx)
     try:
@@ -126,7 +128,7 @@ def runs(
     if not found:
         render.echo(no_runs_line(goal, store.path))
         return
-    render.echo(runs_lines(found, more))
+    render.echo([*runs_lines(found, more), journal_line(store.path)])
 
 
 @click.command()
@@ -228,6 +230,9 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
     The run has its decoded "input" and "result" the same way.
     The output is strict JSON: an int too long for decimal text is written
     {"!int": "0x…"} and nan or infinity {"!float": "nan"}, as in the journal.
+    --format jsonl (or ndjson) gives the same document as one record per
+    line, nothing left out: the "run", then a "row", "try", "attempt" and
+    "supervisor_event" per item, then the run's "usage" totals.
 
     \b
     Examples:

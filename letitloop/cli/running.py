@@ -114,7 +114,10 @@ def demo(keep: bool) -> None:
     "--db",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Journal file for the records (default: $LETITLOOP_DB, else .letitloop/journal.db).",
+    help=(
+        "Journal file for the records (default: $LETITLOOP_DB, else the nearest "
+        ".letitloop/journal.db here or above)."
+    ),
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [ARGS]...")
 @click.pass_context

@@ -233,9 +233,24 @@ def _is_namedtuple(cls: type) -> bool:
 
 
 def _how_to_register(t: type) -> str:
-    """The registration call a user should write for ``t`` (used in error messages)."""
-    if _registrable_kind(t) is not None:
-        return f"letitloop.codec.register({t.__qualname__})"
+    """The registration call a user should write for ``t`` (used in error messages); for a
+    Pydantic model or a dataclass, also the plain value to return instead (an SDK's reply
+    is often one: its user wants the data, not the class back)."""
+    kind = _registrable_kind(t)
+    name = t.__qualname__
+    if kind == "pydantic":
+        return (
+            f"letitloop.codec.register({name}) to get {name} back on replay, or return "
+            f"plain data instead: value.model_dump(), or the part you need (an SDK reply's "
+            f"text, say)"
+        )
+    if kind == "dataclass":
+        return (
+            f"letitloop.codec.register({name}) to get {name} back on replay, or return "
+            f"plain data instead: dataclasses.asdict(value)"
+        )
+    if kind is not None:
+        return f"letitloop.codec.register({name})"
     return (
         f"letitloop.codec.register({t.__qualname__}, encode=..., decode=...) "
         f"(encode returns an encodable value, decode rebuilds the object from it)"

@@ -67,10 +67,12 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
         attempt = AttemptInfo(*a)
         ended = exits.get((attempt.watch_id, attempt.pid)) if attempt.watch_id else None
         attempts.append(_with_ending(info, rows, attempt, ended))
+    # The previous completed run of the same work: the same input (a @durable call's
+    # arguments), so that a run for other arguments does not set the count to reach.
     prev = store.query(
         "SELECT id FROM runs WHERE goal = ? AND status = 'completed' AND id < ? "
-        "ORDER BY id DESC LIMIT 1",
-        (info.goal, info.id),
+        "AND input IS ? ORDER BY id DESC LIMIT 1",
+        (info.goal, info.id, info.input_json),
     )
     previous_steps = None
     if prev:
@@ -101,19 +103,23 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
 
 
 def _totals(items: Iterable[RowInfo | TryInfo]) -> UsageTotals:
-    """The usage of ``items`` summed (None where none reported any)."""
+    """The usage of ``items`` summed (None where none reported any).
+
+    ``steps`` counts the steps that reported some, once each however many of
+    their tries did (a step's failed tries are items of their own).
+    """
     inp = outp = cost = None
-    steps = 0
+    keys = set()
     for r in items:
         if r.input_tokens is None and r.output_tokens is None and r.cost is None:
             continue
-        steps += 1
+        keys.add(r.key)
         inp, outp, cost = (
             _plus(inp, r.input_tokens),
             _plus(outp, r.output_tokens),
             _plus(cost, r.cost),
         )
-    return UsageTotals(inp, outp, cost, steps)
+    return UsageTotals(inp, outp, cost, len(keys))
 
 
 def _with_ending(
@@ -157,6 +163,11 @@ def _with_ending(
         outcome = "interrupted"
     elif failed:
         outcome, error, step = "failed", failed[-1].error, failed[-1].key
+    elif not last:
+        # A later attempt resumed the run and this one left no row that tells how it ended
+        # (a SIGKILL writes nothing; its interrupted step's row was replaced when it ran
+        # again): what is known is that it did not close the run.
+        outcome = "resumed"
     return AttemptInfo(
         a.attempt,
         a.pid,

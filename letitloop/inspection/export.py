@@ -1,5 +1,6 @@
 """A run as one JSON-ready document (:func:`export_run`) or a stream of records, one per
-line of ``lil export --format ndjson`` (:func:`export_records`), results decoded.
+line of ``lil export --format ndjson`` (:func:`export_records`), results decoded: the same
+record model, whole, in either form.
 """
 
 from __future__ import annotations
@@ -39,20 +40,36 @@ def export_run(
     return out
 
 
+#: The record name of each item of a list of :func:`export_run`'s document.
+RECORDS = {
+    "rows": "row",
+    "tries": "try",
+    "attempts": "attempt",
+    "supervisor_events": "supervisor_event",
+}
+
+
 def export_records(
     store: Store, run: RunDetail | RunInfo | str, registry: codec.CodecRegistry | None = None
 ) -> Iterator[dict[str, Any]]:
     """:func:`export_run` as a stream of records, one per line of ``--format ndjson``.
 
-    Each record has ``record``: ``run`` first, then a ``row`` per step/marker in
-    journal order, an ``attempt`` each, a ``supervisor_event`` each.
+    The same record model as the one document, cut into lines, nothing left
+    out: ``record: "run"`` first (the run, and the document's other plain
+    values, ``previous_steps``); then one record per item of each list, in
+    order (``row`` per step/marker in journal order, ``try`` per failed try,
+    ``attempt``, ``supervisor_event``); then one per other object of the
+    document (``usage``: the run's totals). A list the document gains later
+    is streamed under its own name without a change here.
     """
     data = export_run(store, run, registry)
-    yield {"record": "run", **data["run"], "previous_steps": data["previous_steps"]}
-    for kind, items in (
-        ("row", data["rows"]),
-        ("attempt", data["attempts"]),
-        ("supervisor_event", data["supervisor_events"]),
-    ):
-        for item in items:
-            yield {"record": kind, **item}
+    plain = {k: v for k, v in data.items() if k != "run" and not isinstance(v, (list, dict))}
+    yield {"record": "run", **data["run"], **plain}
+    for name, value in data.items():
+        if isinstance(value, list):
+            kind = RECORDS.get(name, name)
+            for item in value:
+                yield {"record": kind, **item}
+    for name, value in data.items():
+        if name != "run" and isinstance(value, dict):
+            yield {"record": name, **value}

@@ -4,6 +4,7 @@ migration, no lock file, no checkpoint); writable for maintenance (:func:`open_j
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -26,11 +27,19 @@ def open_journal_file(
     an older schema first. Raises JournalFileError saying what was found.
     """
     p = resolve_path(path)
+    if not p.exists() and path is None and not os.environ.get("LETITLOOP_DB"):
+        raise JournalFileError(
+            f"no journal in {Path.cwd()} or the folders above it: lil looks for "
+            f".letitloop/journal.db there, as git looks for .git (a program makes it in the "
+            f"folder it runs from). Run lil in the program's folder or below it, or pass "
+            f"--db PATH, or set LETITLOOP_DB",
+            path=str(p),
+        )
     if not p.exists():
         raise JournalFileError(
             f"{p}: no journal file here; expected the file a Journal wrote (pass --db PATH "
             f"or set LETITLOOP_DB; the default is .letitloop/journal.db under the current "
-            f"folder)",
+            f"folder or a folder above it)",
             path=str(p),
         )
     if p.is_dir():

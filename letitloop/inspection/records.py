@@ -200,7 +200,7 @@ class UsageTotals:
     output_tokens: int | None = None
     cost: float | None = None
     steps: int = 0
-    """How many rows reported usage."""
+    """How many steps reported usage (a step counted once, whatever its tries)."""
 
     @property
     def tokens(self) -> int | None:
@@ -233,8 +233,9 @@ class AttemptInfo:
     outcome: str | None = None
     """``running``, ``completed``, ``failed`` (an exception left the run), ``died`` (its
     process is gone with the run unfinished), ``interrupted`` (it left a step unfinished),
-    ``cancelled``, ``waiting`` (it stopped to wait for outside input), or None when the file
-    does not say."""
+    ``cancelled``, ``waiting`` (it stopped to wait for outside input), ``resumed`` (an
+    earlier attempt that left no record of how it ended, only that a later one took the run
+    over: a SIGKILL writes nothing), or None when the file does not say."""
     error: str | None = None
     """The error that failed it, when known."""
     step: str | None = None

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 def reset_target_text(target: RunInfo) -> str:
     """The run ``lil reset`` would forget, in words (asked about, or printed by --dry-run)."""
     return (
-        f"run {target.id} of goal {target.goal!r} ({target.state}, {target.steps_done} "
-        f"steps done, {target.markers} markers)"
+        f"run {target.id} of goal {target.goal!r} ({target.state}, "
+        f"{render.counted(target.steps_done, 'step')} done, "
+        f"{render.counted(target.markers, 'marker')})"
     )
 
 
@@ -28,7 +29,8 @@ def reset_line(gone: RunInfo, nxt: RunInfo | None) -> str:
     if gone.name:
         then = f"with run={gone.name!r} starts a new run"
     return (
-        f"forgot run {gone.id} of goal {goal!r} ({gone.steps_done} steps, {gone.markers} markers); "
+        f"forgot run {gone.id} of goal {goal!r} ({render.counted(gone.steps_done, 'step')}, "
+        f"{render.counted(gone.markers, 'marker')}); "
         f"the next Journal({goal!r}) {then}"
     )
 
@@ -50,7 +52,7 @@ def fork_lines(result: ForkResult, from_step: str) -> list[str]:
     out: list[str] = []
     out.append(f"forked run {src.id} of goal {src.goal!r} from step {from_step!r}")
     out.append(
-        f"new run {new.id} keeps {len(result.copied)} recorded results"
+        f"new run {new.id} keeps {render.counted(len(result.copied), 'recorded result')}"
         f"{' (' + kept + ')' if kept else ''}"
     )
     out.append(f"and re-executes {from_step!r} and every step after it.")
@@ -60,6 +62,15 @@ def fork_lines(result: ForkResult, from_step: str) -> list[str]:
             f"{result.source_renamed_to!r}."
         )
         out.append(f"Next: Journal({src.goal!r}, run={new.name!r}) resumes the fork.")
+    elif new.input_json is not None:
+        # An unnamed run with an input (a @durable call's arguments) is resumed only by an
+        # opener of the same input, never by a bare Journal(goal).
+        shown = render.fit(new.input_json, 60)
+        out.append(
+            f"Next: the @durable function of goal {src.goal!r} called with the same "
+            f"arguments ({shown}), or Journal({src.goal!r}, input=<the same input>), resumes "
+            f"the fork."
+        )
     else:
         out.append(f"Next: Journal({src.goal!r}) resumes the fork.")
     if src.state in ("failed", "crashed"):
@@ -72,9 +83,10 @@ def fork_lines(result: ForkResult, from_step: str) -> list[str]:
 
 def gc_target_text(result: GcResult) -> str:
     """What ``lil gc`` would remove, in words (asked about before it removes it)."""
-    what = f"{len(result.removed)} runs ({result.rows_deleted} steps and markers)"
+    rows = render.counted(result.rows_deleted, "step and marker", "steps and markers")
+    what = f"{render.counted(len(result.removed), 'run')} ({rows})"
     if result.goals_removed:
-        what += f" and {len(result.goals_removed)} goals left empty"
+        what += f" and {render.counted(len(result.goals_removed), 'goal')} left empty"
     return what
 
 
@@ -99,11 +111,12 @@ def gc_lines(result: GcResult, dry_run: bool) -> list[str]:
         out.append(f"kept run {r.id} of goal {r.goal!r}: a live process holds it")
     for g in result.goals_removed:
         out.append(f"{verb} goal {g!r} (no run left) and its journal table")
-    summary = f"{verb} {len(result.removed)} runs ({result.rows_deleted} steps and markers)"
+    deleted = render.counted(result.rows_deleted, "step and marker", "steps and markers")
+    summary = f"{verb} {render.counted(len(result.removed), 'run')} ({deleted})"
     if result.supervisor_events_deleted:
-        summary += f" and {result.supervisor_events_deleted} supervisor events"
+        summary += f" and {render.counted(result.supervisor_events_deleted, 'supervisor event')}"
     if result.goals_removed:
-        summary += f"; {len(result.goals_removed)} goals"
+        summary += f"; {render.counted(len(result.goals_removed), 'goal')}"
     if not dry_run and (result.removed or result.goals_removed):
         summary += f"; file {result.bytes_before:,} → {result.bytes_after:,} bytes"
     out.append(summary)

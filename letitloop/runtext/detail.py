@@ -9,7 +9,17 @@ from typing import Any
 
 from .. import render
 from ..inspection import RowInfo, RunDetail, RunInfo, UsageTotals, decode_result
-from .words import at_least, ending, in_flight, pause_text, since, usage_text, watch_label
+from .words import (
+    at_least,
+    ending,
+    in_flight,
+    pause_text,
+    paused_in,
+    since,
+    until,
+    usage_text,
+    watch_label,
+)
 
 
 def _seconds(ms: Any) -> float | None:
@@ -48,6 +58,8 @@ def _state_line(run: RunInfo) -> str:
     elif run.state == "crashed":
         died = run.died_in
         where = f" {in_flight(died)}" if died else ""
+        if not died and run.pauses:
+            where = f" {paused_in(run.pauses[0])}"
         state += f" — its last process (pid {run.holder_pid} on {run.holder_host}) died{where}"
     elif run.state == "pending":
         state += " — no process has opened it yet"  # a fresh fork
@@ -70,6 +82,8 @@ def _row_cells(r: RowInfo, run: RunInfo, i: int) -> tuple[list[str], list[str | 
             took_text = render.duration(since(r.started_at)) + "…"
         else:
             status, took_text = "interrupted", "≥" + render.duration(took)
+    elif r.status in ("sleeping", "waiting", "retrying") and run.state == "cancelled":
+        status, took_text = "cancelled", render.duration(took)  # nothing resumes it now
     else:
         took_text = render.duration(took)
     preview = r.error if r.status == "failed" else r.result
@@ -111,15 +125,15 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
         )
     if detail.previous_steps:
         out.append(
-            f"progress  {run.steps_done} of {detail.previous_steps} steps "
-            f"(the previous completed run's count)"
+            f"progress  {run.steps_done} of {render.counted(detail.previous_steps, 'step')} "
+            f"(the count of the previous completed run with the same input)"
         )
     else:
-        out.append(f"progress  {run.steps_done} steps done")
+        out.append(f"progress  {render.counted(run.steps_done, 'step')} done")
     if detail.usage.steps:
         out.append(
-            f"usage     {usage_text(detail.usage)} reported by {detail.usage.steps} "
-            f"step{'s' * (detail.usage.steps != 1)}"
+            f"usage     {usage_text(detail.usage)} reported by "
+            f"{render.counted(detail.usage.steps, 'step')}"
         )
         if detail.replayed.steps:
             out.append(
@@ -253,6 +267,9 @@ def step_lines(detail: RunDetail, key: str, registry: Any = None) -> list[str]:
     ]
     if row.wake_at:
         what = {"sleep": "wakes", "wait": "times out"}.get(row.kind, "next try")
+        left = until(row.wake_at)
+        if row.kind == "wait" and row.status == "waiting" and left is not None and left <= 0:
+            what = "timed out"
         out.append(f"{what:<9} {render.local_time(row.wake_at)}")
     spent = UsageTotals(row.input_tokens, row.output_tokens, row.cost)
     if spent.tokens is not None or spent.cost is not None or row.model:

@@ -19,7 +19,7 @@ def follow_line(detail: RunDetail) -> str:
         datetime.now().strftime("%H:%M:%S"),
         r.id,
         render.colour(r.state, r.state),
-        f"{r.steps_done}{of} steps",
+        f"{r.steps_done}{of} step{'' if (detail.previous_steps or r.steps_done) == 1 else 's'}",
         f"last: {done[-1] if done else '-'}",
     ]
     live = [f for f in r.in_flight if f.live]

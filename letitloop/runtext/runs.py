@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .. import render
 from ..inspection import RunInfo
-from .words import in_flight, pause_text
+from .words import in_flight, pause_text, stopped_in
 
 
 def run_note(r: RunInfo) -> str | None:
@@ -23,9 +24,12 @@ def run_note(r: RunInfo) -> str | None:
         )
     elif r.state == "crashed":
         died = r.died_in
-        bits.append(
-            f"attempt {r.attempts} died {in_flight(died)}" if died else f"attempt {r.attempts} died"
-        )
+        if died:
+            bits.append(f"attempt {r.attempts} died {in_flight(died)}")
+        elif r.pauses:
+            bits.append(f"attempt {r.attempts} died {stopped_in(r.pauses[0])}")
+        else:
+            bits.append(f"attempt {r.attempts} died")
     elif r.state == "pending":
         bits.append("no process has opened it yet")
     if r.forked_from and r.state in ("pending", "running", "crashed"):
@@ -37,6 +41,16 @@ def run_note(r: RunInfo) -> str | None:
         head = f"{text}; {lead}" if text else lead
         return "  └ " + head + render.fit(first, 4 + len(head))
     return "  └ " + text if text else None
+
+
+def _took(r: RunInfo) -> str:
+    """The TOOK cell: ``-`` before any attempt; for a crashed run, a lower bound (``≥2ms``):
+    the file tells when its process was last seen, not when it died."""
+    if r.state == "pending":
+        return "-"
+    if r.state == "crashed":
+        return "≥" + render.duration(r.duration_s)
+    return render.duration(r.duration_s)
 
 
 def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
@@ -51,7 +65,7 @@ def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
             str(r.steps_done),
             str(r.attempts),
             render.local_time(r.started_at, short=True),
-            "-" if r.state == "pending" else render.duration(r.duration_s),
+            _took(r),
             render.money(r.cost),
         ]
         for r in found
@@ -75,6 +89,11 @@ def more_text(shown: int, offset: int, limit: int) -> str:
         f"(more runs match: {shown} shown from run {offset + 1}; "
         f"--offset {offset + limit} for the next page, --limit 0 for all)"
     )
+
+
+def journal_line(path: Any) -> str:
+    """The last line of ``lil runs``: which journal file it read (an absolute path)."""
+    return f"journal: {Path(path).absolute()}"
 
 
 def no_runs_line(goal: str | None, path: Any) -> str:

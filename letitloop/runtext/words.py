@@ -40,8 +40,38 @@ def until(iso: str | None) -> float | None:
     return None if left is None else -left
 
 
+def paused_in(p: Pause) -> str:
+    """``in sleep 'nap'``, ``between tries of 'fetch'``, ``in wait 'approval'``."""
+    if p.status == "retrying":
+        return f"between tries of {p.key!r}"
+    return f"in {p.kind} {p.key!r}"
+
+
+def resumes_then(p: Pause) -> str:
+    """What the next attempt of a crashed run does with the pause its process died in."""
+    due = render.local_time(p.until)
+    overdue = (until(p.until) or 0.0) <= 0
+    if p.status == "sleeping" and overdue:
+        return f"its wake-up time {due} has passed; the next attempt goes on at once"
+    if p.status == "sleeping":
+        return f"it wakes at {due}; the next attempt sleeps only what remains"
+    if p.status == "retrying":
+        return f"next try due at {due}, made once the run resumes"
+    return f"since {render.local_time(p.since)}"
+
+
+def stopped_in(p: Pause) -> str:
+    """Where a run whose process died was paused: ``in sleep 'nap' (it wakes at …; …)``."""
+    return f"{paused_in(p)} ({resumes_then(p)})"
+
+
 def pause_text(p: Pause, run: RunInfo) -> str:
     """``sleeping in 'nap' until 12:00:03 (1m02s left)``, ``waiting for 'approval' since …``."""
+    if run.state == "crashed" and p.status == "sleeping":
+        return f"sleeping in {p.key!r}, its process died: {resumes_then(p)}"
+    if run.state == "crashed" and p.status == "retrying":
+        error = f" ({render.one_line(p.error)})" if p.error else ""
+        return f"retrying {p.key!r}: a try failed{error}; {resumes_then(p)} (its process died)"
     if p.status == "sleeping":
         return (
             f"sleeping in {p.key!r} until {render.local_time(p.until)} "
@@ -49,6 +79,12 @@ def pause_text(p: Pause, run: RunInfo) -> str:
         )
     if p.status == "waiting":
         text = f"waiting for {p.key!r} since {render.local_time(p.since)}"
+        left = until(p.until)
+        if p.until and left is not None and left <= 0:
+            return text + (
+                f"; timed out at {render.local_time(p.until)}: it takes no value now, "
+                f"and the run gets WaitTimeoutError there when it goes on"
+            )
         if p.until:
             text += f" (times out at {render.local_time(p.until)})"
         return text + f"; send it: {quoted('lil', 'send', run.id, p.key)} VALUE"
@@ -97,6 +133,11 @@ def ending(a: AttemptInfo) -> str:
         text = "cancelled" + (f": {render.one_line(a.error)}" if a.error else "")
     elif a.outcome == "waiting":
         text = "stopped to wait" + (f" for {a.step!r}" if a.step else "")
+    elif a.outcome == "resumed":
+        text = (
+            "ended without closing the run, which the next attempt resumed "
+            "(a kill leaves no record of its own)"
+        )
     else:
         text = "ending not recorded"
     if a.exit_code is not None or a.signal:

@@ -1,6 +1,7 @@
 """LangGraph checkpoints in the letitloop journal file, and nodes whose inner calls are steps.
 
-Install with ``pip install 'letitloop[langgraph]'``; the core package never
+Install with ``pip install -e '.[langgraph]'`` from a checkout of this repository
+(the name ``letitloop`` on the package index is another project); the core package never
 imports this package.
 
 - ``LetItLoopCheckpointSaver`` (``saver.py``): a LangGraph
@@ -27,7 +28,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         f"letitloop.adapters.langgraph needs LangGraph, which is not installed ({exc}); "
-        f"install it with: pip install 'letitloop[langgraph]'"
+        f"install it from your letitloop checkout with: pip install -e '.[langgraph]'"
     ) from exc
 
 from .identity import NODE_KEY, node_run_key

@@ -1,0 +1,191 @@
+"""A program and ``lil`` find the same journal from any folder of the project, as git finds .git.
+
+Each test runs real programs and the real ``lil`` in real folders: the
+nearest ``.letitloop/journal.db`` in the current folder or above is used, a
+new one is made in the current folder only when there is none, and the
+search stops after a repository's root and at ``$LETITLOOP_CEILING_DIRECTORIES``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROGRAM = """
+import os, sys
+from letitloop import Journal
+
+def fetch(n):
+    with open(os.environ["CALLS"], "a") as log:
+        log.write(f"fetch {n}\\n")
+    return n
+
+def summarize(n):
+    if os.environ.get("DIE"):
+        os._exit(9)  # the process dies inside the step
+    return f"summary of {n}"
+
+with Journal("sync") as j:
+    n = j.step("fetch", fetch, 1)
+    print(j.step("summarize", summarize, n))
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder (``proj``, with the program) and a subfolder ``proj/src/jobs``."""
+    monkeypatch.delenv("LETITLOOP_DB", raising=False)
+    monkeypatch.setenv("LETITLOOP_CEILING_DIRECTORIES", str(tmp_path))  # never above the test
+    proj = tmp_path / "proj"
+    (proj / "src" / "jobs").mkdir(parents=True)
+    (proj / "sync.py").write_text(PROGRAM, encoding="utf-8")
+    return proj
+
+
+def run(folder: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *argv],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CALLS": str(folder / "calls.log"), **env},
+    )
+
+
+class TestAProgramRunFromASubfolder:
+    def test_it_resumes_the_run_of_the_journal_above_instead_of_starting_over(
+        self, project: Path
+    ) -> None:
+        died = run(project, "sync.py", DIE="1")
+        assert died.returncode == 9
+        sub = project / "src" / "jobs"
+        again = run(sub, str(project / "sync.py"))
+        assert again.returncode == 0 and again.stdout == "summary of 1\n", again.stderr
+        assert not (sub / ".letitloop").exists()  # no second journal
+        assert not (sub / "calls.log").exists()  # fetch was replayed, not called
+
+    def test_with_no_journal_above_it_makes_one_in_its_own_folder(self, project: Path) -> None:
+        sub = project / "src" / "jobs"
+        assert run(sub, str(project / "sync.py")).returncode == 0
+        assert (sub / ".letitloop" / "journal.db").is_file()
+        assert not (project / ".letitloop").exists()
+
+
+class TestLilFromAnotherFolder:
+    def test_it_finds_the_journal_above_and_names_it(self, project: Path) -> None:
+        assert run(project, "sync.py").returncode == 0
+        r = run(project / "src" / "jobs", "-m", "letitloop", "runs")
+        assert r.returncode == 0, r.stderr
+        journal = project / ".letitloop" / "journal.db"
+        assert "sync" in r.stdout and "completed" in r.stdout
+        assert r.stdout.splitlines()[-1] == f"journal: {journal}"
+        assert r.stderr == f"lil: journal {journal} (found above this folder)\n"
+
+    def test_in_the_journals_own_folder_it_names_it_without_a_warning(self, project: Path) -> None:
+        assert run(project, "sync.py").returncode == 0
+        r = run(project, "-m", "letitloop", "runs")
+        assert r.stdout.splitlines()[-1] == f"journal: {project / '.letitloop' / 'journal.db'}"
+        assert r.stderr == ""
+
+    def test_lil_send_reaches_a_run_waiting_in_the_journal_above(self, project: Path) -> None:
+        (project / "wait.py").write_text(
+            "from letitloop import Journal\n"
+            "with Journal('deploy') as j:\n"
+            "    print(j.wait_for('approval', stop_after=0))\n",
+            encoding="utf-8",
+        )
+        assert run(project, "wait.py").returncode == 75
+        sent = run(project / "src", "-m", "letitloop", "send", "deploy", "approval", "true")
+        assert sent.returncode == 0, sent.stderr
+        assert run(project, "wait.py").stdout == "True\n"
+
+    def test_with_no_journal_anywhere_it_says_where_it_looked(self, project: Path) -> None:
+        r = run(project / "src", "-m", "letitloop", "runs")
+        assert r.returncode == 1
+        assert r.stderr.startswith(f"Error: no journal in {project / 'src'} or the folders above")
+
+
+class TestWhereTheSearchStops:
+    def test_a_journal_above_a_repositorys_root_is_not_taken(self, project: Path) -> None:
+        assert run(project, "sync.py").returncode == 0
+        repo = project / "src"
+        (repo / ".git").mkdir()
+        assert run(repo / "jobs", str(project / "sync.py")).returncode == 0
+        assert (repo / "jobs" / ".letitloop" / "journal.db").is_file()
+
+    def test_a_ceiling_folder_is_not_looked_in(self, project: Path) -> None:
+        assert run(project, "sync.py").returncode == 0
+        sub = project / "src"
+        r = run(sub, str(project / "sync.py"), LETITLOOP_CEILING_DIRECTORIES=str(project))
+        assert r.returncode == 0
+        assert (sub / ".letitloop" / "journal.db").is_file()
+
+    def test_the_home_folders_journal_is_not_shared_with_the_projects_under_it(
+        self, project: Path
+    ) -> None:
+        home = project.parent
+        env = {"HOME": str(home), "LETITLOOP_CEILING_DIRECTORIES": str(home.parent)}
+        assert run(home, str(project / "sync.py"), **env).returncode == 0
+        assert (home / ".letitloop" / "journal.db").is_file()  # home's own, run there
+        assert run(project, "sync.py", **env).returncode == 0
+        assert (project / ".letitloop" / "journal.db").is_file()  # not home's
+
+    def test_letitloop_db_still_wins(self, project: Path) -> None:
+        assert run(project, "sync.py").returncode == 0
+        other = project / "other.db"
+        assert (
+            run(project / "src", str(project / "sync.py"), LETITLOOP_DB=str(other)).returncode == 0
+        )
+        assert other.is_file()
+
+
+def on_a_terminal(folder: Path, *argv: str) -> tuple[int, str]:
+    """Run ``python ARGV`` with stdout and stderr on a pseudo-terminal: (status, output)."""
+    import pty
+    import select
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=folder,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "CALLS": str(folder / "calls.log")},
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([leader], [], [], 30)
+        if not ready:
+            break
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    return proc.wait(timeout=30), b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+class TestTheFirstRunOfAProgram:
+    def test_on_a_terminal_it_says_once_where_it_made_the_journal(self, project: Path) -> None:
+        status, out = on_a_terminal(project, "sync.py")
+        journal = project / ".letitloop" / "journal.db"
+        assert status == 0
+        assert out == (
+            f"letitloop: new journal {journal}; lil finds it from this folder and the folders "
+            f"below it\nsummary of 1\n"
+        )
+        assert on_a_terminal(project, "sync.py") == (0, "summary of 1\n")  # once only
+
+    def test_to_a_pipe_it_prints_nothing(self, project: Path) -> None:
+        r = run(project, "sync.py")
+        assert (r.stdout, r.stderr) == ("summary of 1\n", "")
