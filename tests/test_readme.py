@@ -447,6 +447,10 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
+    ("processes.md", "import multiprocessing"): (
+        "a spawn pool's program, which must run as a file (spawn workers import its "
+        "__main__); tests/test_forked_child.py runs it as printed, twice, and counts the rows"
+    ),
     ("async.md", "# refused: two tasks, one name"): (
         "two lines of an async function (top-level await) contrasting a refused call with "
         "the right one; tests/test_async.py runs both"
