@@ -8,12 +8,12 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import sqlite3
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import JournalFileError
+from ..sqlerrors import DRIVER_ERRORS
 from ..store import Store
 from .listing import get_run
 from .records import AttemptInfo, RowInfo, RunDetail, RunInfo, TryInfo, UsageTotals
@@ -43,7 +43,7 @@ def _dicts(store: Store, sql: str, params: tuple[Any, ...]) -> list[dict[str, An
             cur = store.conn.execute(sql, params)
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-        except sqlite3.Error as exc:
+        except DRIVER_ERRORS as exc:
             raise JournalFileError(f"{store.path}: SQLite error: {exc}") from None
 
 
