@@ -15,8 +15,13 @@ from pathlib import Path
 import filelock
 import pytest
 
-from letitloop import Journal, migrate
-from letitloop.errors import JournalFileError, RunHeldError, RunNotFoundError
+from letitloop import Journal, migrate, unchecked, usage
+from letitloop.errors import (
+    JournalFileError,
+    RunHeldError,
+    RunNotFoundError,
+    StepMismatchError,
+)
 from letitloop.inspection import (
     decode_result,
     find_run,
@@ -117,7 +122,7 @@ class TestForkingAsALibraryCall:
         calls: list[str] = []
         with Journal("g", path=db) as j:
             for key in "abcd":
-                j.step(key, numbered, key, calls)
+                j.step(key, numbered, key, unchecked(calls))  # the list grows: not identity
             source = j.run_id
         store = open_journal_file(db, write=True)
         try:
@@ -129,10 +134,43 @@ class TestForkingAsALibraryCall:
         calls.clear()
         with Journal("g", path=db) as j:
             assert j.run_id == result.run.id
-            assert [j.step(k, numbered, k, calls) for k in "abcd"] == [
+            assert [j.step(k, numbered, k, unchecked(calls)) for k in "abcd"] == [
                 f"value of {k}" for k in "abcd"
             ]
         assert calls == ["c", "d"]
+
+    def test_the_fork_replays_a_step_only_for_the_arguments_it_was_recorded_with(
+        self, db: Path
+    ) -> None:
+        calls: list[str] = []
+
+        def price(item: str) -> str:
+            calls.append(item)
+            usage(cost=0.5)
+            return f"price of {item}"
+
+        with Journal("g", path=db) as j:
+            j.step("price", price, "A")
+            j.step("ship", numbered, "ship", [])
+            source = j.run_id
+        store = open_journal_file(db, write=True)
+        try:
+            fork = fork_run(store, source, "ship").run
+        finally:
+            store.close()
+        with pytest.raises(StepMismatchError, match="price"), Journal("g", path=db) as j:
+            assert j.run_id == fork.id
+            j.step("price", price, "B")
+        with Journal("g", path=db) as j:
+            assert j.run_id == fork.id
+            assert j.step("price", price, "A") == "price of A"
+        assert calls == ["A"]
+        # The one paid call is counted once in the file, on the source's row.
+        con = sqlite3.connect(db)
+        try:
+            assert con.execute("SELECT sum(cost) FROM journal_g").fetchone() == (0.5,)
+        finally:
+            con.close()
 
     def test_a_run_held_by_a_live_journal_is_refused(self, db: Path) -> None:
         with Journal("g", path=db) as j:
