@@ -7,7 +7,7 @@ the per-step path are bound once per journal, so a step costs one call.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,27 @@ _FIND_UNNAMED = (
     "AND status IN ('running', 'failed', 'waiting') "
     "AND cancel_requested_at IS NULL ORDER BY rowid DESC LIMIT 1"
 )
+
+
+def resumable_run_id(
+    query: Callable[[str, tuple[Any, ...]], Iterable[Sequence[Any]]],
+    goal: str,
+    input_fp: str | None,
+) -> str | None:
+    """The run an unnamed opener of ``goal`` resumes, or None: it starts a new one.
+
+    The one definition of that rule, for the opener (``find_or_start_run``,
+    inside its write transaction) and for readers that say which run the next
+    opener takes (``lil reset GOAL``, ``lil reset``'s "then"): the newest
+    unnamed run of the goal opened for the same input (``input_fp``: None for
+    ``Journal(goal)``, the arguments' fingerprint for ``@durable``) that is
+    running, failed or waiting, and that no one asked to cancel. ``query`` runs
+    one statement with its parameters (a cursor's ``execute``, ``Store.query``).
+    """
+    for row in query(_FIND_UNNAMED, (goal, input_fp)):
+        return str(row[0])
+    return None
+
 
 _INSERT_RUN = (
     "INSERT INTO runs (id, goal, name, status, attempts, holder_pid, "
@@ -123,10 +144,11 @@ class SqliteStorage(SqlitePrimitives):
                 self.write_step = partial(store.write1, self.upsert_sql)
             if name is not None:
                 row = c.execute(_FIND_NAMED, (goal, name)).fetchone()
+                found = None if row is None else str(row[0])
             else:
-                row = c.execute(_FIND_UNNAMED, (goal, input_fp)).fetchone()
-            if row:
-                return str(row[0]), False
+                found = resumable_run_id(c.execute, goal, input_fp)
+            if found is not None:
+                return found, False
             run_id = new_run_id(now)
             # Held before its row exists (nobody else knows this id, so it is
             # free at once): if the lock cannot be taken, the transaction rolls

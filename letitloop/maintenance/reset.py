@@ -47,8 +47,9 @@ def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
     if target is None:
         raise RunNotFoundError(
             f"goal {ref!r} has no unfinished unnamed run to reset (the next Journal({ref!r}) "
-            f"starts a new run anyway); to forget a named or completed run pass it: "
-            f"lil reset RUN, or lil reset {shlex.quote(ref)} --run RUN"
+            f"starts a new run anyway); to forget a named or completed run, or a @durable "
+            f"call's run (opened for its arguments), pass it: lil reset RUN, or "
+            f"lil reset {shlex.quote(ref)} --run RUN ('lil runs {shlex.quote(ref)}' lists them)"
         )
     return target
 
