@@ -314,7 +314,8 @@ def three(tmp_path: Path) -> tuple[Path, list[str]]:
     ids = []
     for i, fail in enumerate((True, True, False)):
         try:
-            with Journal("job", path=db, **({} if i == 1 else {"input": i})) as j:
+            journal = Journal("job", path=db) if i == 1 else Journal("job", path=db, input=i)
+            with journal as j:
                 ids.append(j.run_id)
                 j.step("a", slow_call, 1)
                 if fail:
