@@ -14,6 +14,7 @@ from pathlib import Path
 
 import filelock
 import pytest
+from helpers import HAS_PROC_FD, descriptors_on, wait_until
 
 from letitloop import Journal, migrate, unchecked, usage
 from letitloop.errors import (
@@ -186,12 +187,14 @@ class TestForkingAsALibraryCall:
 
 
 class TestAJournalWaitingForARunThatIsForgotten:
+    @pytest.mark.skipif(not HAS_PROC_FD, reason="the handshake reads /proc/self/fd")
     def test_it_starts_a_new_run_instead_of_failing(self, db: Path) -> None:
         with Journal("g", path=db, run="nightly") as j:
             j.step("a", numbered, "a", [])
             forgotten = j.run_id
         store = open_journal_file(db, write=True)
-        lock = filelock.FileLock(run_lock_path(store, forgotten))
+        path = run_lock_path(store, forgotten)
+        lock = filelock.FileLock(path)
         lock.acquire()  # as 'lil reset' does while it deletes the run
         opened: list[str] = []
 
@@ -201,7 +204,9 @@ class TestAJournalWaitingForARunThatIsForgotten:
 
         waiter = threading.Thread(target=open_it)
         waiter.start()
-        time.sleep(0.3)  # let it reach the lock (it waits however long this takes)
+        # Handshake: the waiter has opened the lock file (the test's lock is one
+        # descriptor, the waiter's poll another), so it looks again after the wait.
+        wait_until(lambda: descriptors_on(path) >= 2, "the journal waits for the run")
         with store.write() as c:
             _delete_runs(c, "journal_g", [forgotten])
         lock.release()
