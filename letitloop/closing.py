@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import cancellation, codec, inflight, opening
 from .errors import DecodeError, EncodeError, JournalFileError, error_text
+from .replay import flush_replays
 from .store import close_store
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         exc = None
     try:
+        if j._replayed:
+            flush_replays(j)
         if not j.was_completed:
             now = j.clock()
             if j._cancel is not None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .ids import HOST, new_run_id
-from .sqlite_primitives import GLOBAL_TABLE, SqlitePrimitives
+from .sqlite_primitives import CLEAR_LEFT_USAGE, GLOBAL_TABLE, KEEP_LEFT_USAGE, SqlitePrimitives
 from .storage import Claim, RunState, StepRow
 from .store import Store, utc_iso
 
@@ -183,6 +183,10 @@ class SqliteStorage(SqlitePrimitives):
                 )
             elif claim == "resume":
                 assert found is not None
+                # Usage an earlier attempt left on rows the new calls will overwrite.
+                stamp = utc_iso(now)
+                c.execute(KEEP_LEFT_USAGE.format(table=self.table), (stamp, stamp, run_id))
+                c.execute(CLEAR_LEFT_USAGE.format(table=self.table), (run_id,))
                 attempts = found.attempts + 1
                 found = found._replace(attempts=attempts)
                 c.execute(

@@ -81,12 +81,19 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
         TryInfo(*t)
         for t in store.query(
             "SELECT key, try, attempt, started_at, failed_at, error, next_at, input_tokens, "
-            "output_tokens, cost, model FROM step_tries WHERE run = ? ORDER BY failed_at, try",
+            "output_tokens, cost, model, ended FROM step_tries WHERE run = ? "
+            "ORDER BY failed_at, try",
             (info.id,),
         )
     ]
     spent = _totals([*rows, *tries])
-    replayed = _totals([r for r in rows if r.status == "done" and r.attempt < info.attempts])
+    # Saved by replay: the rows some attempt really got back (step_replays), once each
+    # time it did; not every row recorded before the last attempt.
+    got_back = store.query(
+        "SELECT key, count(*) FROM step_replays WHERE run = ? GROUP BY key", (info.id,)
+    )
+    by_key = {r.key: r for r in rows if r.kind == "step"}
+    replayed = _totals([by_key[k] for k, n in got_back if k in by_key for _ in range(n)])
     return RunDetail(
         info,
         rows,
