@@ -407,7 +407,14 @@ class TestResettingARun:
             capture_output=True,
             text=True,
         )
-        assert done.returncode == 1 and "no unfinished unnamed run" in done.stderr
+        assert done.returncode == 1
+        conn = sqlite3.connect(db)
+        try:
+            (wf_run,) = conn.execute("SELECT id FROM runs WHERE input_fp IS NOT NULL").fetchone()
+        finally:
+            conn.close()
+        assert "opened for arguments" in done.stderr
+        assert f"lil reset {wf_run}" in done.stderr and '(input {"n":7})' in done.stderr
 
 
 class TestForkingARun:
