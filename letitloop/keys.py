@@ -181,6 +181,21 @@ class StepKeys:
                     q.clear()
                     q.extend(q_sorted)
 
+    def reopen(self, prefix: str, rows: list[Recorded]) -> None:
+        """Meet the keys under ``prefix`` afresh, as a new attempt would: forget this
+        attempt's calls of them and take ``rows`` (their done rows now) as recorded.
+
+        For a parent step tried again (``prefix`` is ``parent/``): its children
+        that returned in an earlier try replay, and those that failed keep their
+        keys, exactly as after a crash between the tries.
+        """
+        with self.lock:
+            self.claimed = {k for k in self.claimed if not k.startswith(prefix)}
+            for table in (self.recorded, self._names, self._calls, self._task_names):
+                for name in [n for n in table if n.startswith(prefix)]:
+                    del table[name]
+            self.load(rows)
+
     def used(self, key: str) -> bool:
         """Whether a step of this run has ``key`` (recorded, or called in this attempt)."""
         return key in self.recorded or key in self.claimed

@@ -38,6 +38,10 @@ class Results:
         self.rowids = rowids  # ascending
         self.cache: dict[int, str | None] = {}
 
+    def add(self, rowids: list[int]) -> None:
+        """Rows recorded since the attempt began that may now replay (see StepKeys.reopen)."""
+        self.rowids = sorted(set(self.rowids).union(rowids))
+
     def get(self, rowid: int) -> str | None:
         cache = self.cache
         if rowid in cache:

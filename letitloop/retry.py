@@ -260,7 +260,24 @@ def call(
             if due is None:
                 raise
         timers.pause(j, store, due)
+        reopen_children(j, key)
         t.begin()
+
+
+def reopen_children(j: Journal, key: str) -> None:
+    """Before step ``key`` is tried again: its children meet the journal as after a crash.
+
+    A child that returned in an earlier try replays (a step that returned is
+    never run again for that run), and one that failed keeps its key, as
+    they would if the process had been killed between the two tries; the
+    parent's function runs again, and so does everything in it outside steps.
+    """
+    from .keys import NEST, Recorded
+
+    assert j._storage is not None and j._results is not None
+    rows = j._storage.recorded_under(j.run_id, key + NEST)
+    j._keys.reopen(key + NEST, [Recorded(*r) for r in rows])
+    j._results.add([r[3] for r in rows])
 
 
 def _resumed(j: Journal, store: Store, key: str, fn_name: str, fp: str) -> _Tries | None:
@@ -300,4 +317,5 @@ async def async_call(
             if due is None:
                 raise
         await timers.async_pause(j, store, due)
+        reopen_children(j, key)
         t.begin()

@@ -217,6 +217,17 @@ class SqliteStorage(SqlitePrimitives):
         )
         return rows, {key for (key,) in markers}
 
+    def recorded_under(self, run_id: str, prefix: str) -> list[tuple[str, str, str | None, int]]:
+        # Keys from prefix up to (not including) prefix with its last character
+        # incremented: a range of the primary key (run, key), not a scan.
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        return self.store.query(
+            f'SELECT key, fn, args_fp, rowid FROM "{self.table}" WHERE run = ? AND key >= ? '
+            f"AND key < ? AND kind IN ('step', 'sleep', 'wait') AND status = 'done' "
+            f"ORDER BY rowid",
+            (run_id, prefix, end),
+        )
+
     def results(self, rowids: Sequence[int]) -> dict[int, str | None]:
         marks = ",".join("?" * len(rowids))
         rows = self.store.query(

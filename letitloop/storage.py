@@ -129,6 +129,11 @@ class Storage(Protocol):
         journal order, and the keys of its run-scoped markers."""
         ...
 
+    def recorded_under(self, run_id: str, prefix: str) -> list[tuple[str, str, str | None, int]]:
+        """``(key, fn, args_fp, rowid)`` of the run's done steps whose keys start with
+        ``prefix`` (a parent step's children: ``parent/``), in journal order."""
+        ...
+
     def results(self, rowids: Sequence[int]) -> dict[int, str | None]:
         """The result texts of the rows ``rowids`` that still exist."""
         ...

@@ -331,3 +331,108 @@ class TestABackoffInterruptedBySigkill:
         assert "retrying  'flaky': a try failed (TimeoutError: try 1 timed out)" in shown.stdout
         assert "failed tries" in shown.stdout
         assert "flaky  try 1  attempt 1" in shown.stdout
+
+
+PARENT = """
+import os, sys
+from letitloop import Journal, RetryPolicy, step
+
+db, log, backoff = sys.argv[1], sys.argv[2], float(sys.argv[3])
+
+def note(what):
+    with open(log, "a") as f:  # counted outside the journal
+        f.write(what + "\\n")
+
+def child(x):
+    note(f"child {x}")
+    return x
+
+def flaky_child():
+    note("flaky")
+    if sum(1 for line in open(log) if line == "flaky\\n") == 1:
+        raise RuntimeError("child failed once")
+    return "ok"
+
+def parent():
+    a = step("c", child, 1)
+    b = step("d", flaky_child)  # fails in the first try, so the parent does
+    note("parent tried")
+    return [a, b]
+
+with Journal("g", run="r", path=db) as j:
+    print(j.step("p", parent, retry=RetryPolicy(initial_backoff=backoff, jitter=0)), flush=True)
+"""
+
+
+class TestARetriedParentStep:
+    """A parent step tried again meets its children as a new attempt would, whether the
+    next try comes in the same process or after a SIGKILL between the tries: a child
+    that returned replays (never run again for that run), one that failed keeps its key."""
+
+    def keys_and_calls(self, db: Path, log: Path) -> tuple[list[Any], list[str]]:
+        conn = sqlite3.connect(db)
+        try:
+            keys = conn.execute("SELECT key, status FROM journal_g ORDER BY key").fetchall()
+        finally:
+            conn.close()
+        return keys, log.read_text().splitlines()
+
+    def test_in_one_process_its_returned_children_replay(self, tmp_path: Path) -> None:
+        db, log, script = tmp_path / "journal.db", tmp_path / "calls.log", tmp_path / "p.py"
+        script.write_text(PARENT, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(script), str(db), str(log), "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        keys, calls = self.keys_and_calls(db, log)
+        # Try 1: c returned, d failed (so p failed). Try 2: c replays, d runs again
+        # under its own key, p returns.
+        assert keys == [("p", "done"), ("p/c", "done"), ("p/d", "done")]
+        assert calls == ["child 1", "flaky", "flaky", "parent tried"]
+
+    def test_after_a_sigkill_between_the_tries_they_replay_the_same_way(
+        self, tmp_path: Path
+    ) -> None:
+        db, log, script = tmp_path / "journal.db", tmp_path / "calls.log", tmp_path / "p.py"
+        script.write_text(PARENT, encoding="utf-8")
+        first = subprocess.Popen(
+            [sys.executable, str(script), str(db), str(log), "3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while row_status(db, "p") != "retrying":  # in its 3 s backoff
+                assert time.monotonic() < deadline and first.poll() is None
+                time.sleep(0.02)
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.communicate()
+        assert first.returncode == -signal.SIGKILL
+        done = subprocess.run(  # waits what remains of the backoff, then tries again
+            [sys.executable, str(script), str(db), str(log), "3"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        keys, calls = self.keys_and_calls(db, log)
+        assert keys == [("p", "done"), ("p/c", "done"), ("p/d", "done")]
+        assert calls == ["child 1", "flaky", "flaky", "parent tried"]
+
+
+def row_status(db: Path, key: str) -> str | None:
+    if not db.exists():
+        return None
+    conn = sqlite3.connect(db)
+    try:
+        got = conn.execute("SELECT status FROM journal_g WHERE key = ?", (key,)).fetchall()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return got[0][0] if got else None
