@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from primitives_lab import Lab
 
-from letitloop import Journal, RetryPolicy, durable, step
+from letitloop import Journal, RetryPolicy, durable, step, unchecked
 from letitloop.errors import LetItLoopError
 from letitloop.store import utc_iso
 
@@ -436,3 +436,32 @@ def row_status(db: Path, key: str) -> str | None:
     finally:
         conn.close()
     return got[0][0] if got else None
+
+
+class TestARetriedAsyncParentStep:
+    def test_its_returned_children_replay_in_the_next_try(self, db: Path) -> None:
+        calls: list[str] = []
+
+        async def child(x: int) -> int:
+            calls.append(f"child {x}")
+            return x
+
+        async def parent(j: Journal) -> int:
+            got = await j.async_step("c", child, 1)
+            calls.append("parent tried")
+            if calls.count("parent tried") == 1:
+                raise RuntimeError("parent failed once")
+            return got
+
+        async def main() -> int:
+            async with Journal("g", path=db) as j:
+                return await j.async_step("p", parent, unchecked(j), retry=NOW)
+
+        assert asyncio.run(main()) == 1
+        assert calls == ["child 1", "parent tried", "parent tried"]
+        conn = sqlite3.connect(db)
+        try:
+            keys = conn.execute("SELECT key FROM journal_g ORDER BY key").fetchall()
+        finally:
+            conn.close()
+        assert keys == [("p",), ("p/c",)]
