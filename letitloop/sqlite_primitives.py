@@ -7,6 +7,7 @@ the part of the ``Storage`` protocol that ``markers.py``, ``sleeps.py``,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -324,7 +325,9 @@ class SqlitePrimitives:
         self.store.write1(_USAGE_SO_FAR.format(table=self.table), row)
 
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
-        self.store.write_many(
-            "INSERT INTO step_replays (run, attempt, key) VALUES (?, ?, ?)",
-            [(run_id, attempt, key) for key in keys],
+        # One row per batch (its keys as a JSON list): a resume that replays
+        # thousands of steps writes one small row, not thousands.
+        self.store.write1(
+            "INSERT INTO step_replays (run, attempt, keys) VALUES (?, ?, ?)",
+            (run_id, attempt, json.dumps(list(keys), ensure_ascii=False)),
         )

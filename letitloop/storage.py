@@ -258,5 +258,6 @@ class Storage(Protocol):
         ...
 
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
-        """The steps attempt ``attempt`` got back from the journal (saved by replay)."""
+        """The steps attempt ``attempt`` got back from the journal (saved by replay),
+        one entry per replay, written as one record."""
         ...

@@ -13,14 +13,15 @@
 -- during it; kept for the usage it had reported, and not counted as a failed try)
 ALTER TABLE step_tries ADD COLUMN ended TEXT NOT NULL DEFAULT 'failed';
 
--- Each time a step's result was got back from the journal: a row per replay,
--- written when the journal next runs a step of its own, and when it closes (one
--- killed while only replaying leaves none). A completed named run opened again
--- replays under its last attempt's number: one row per replay all the same.
+-- Each time steps' results were got back from the journal: a row per batch of
+-- replays, written when the journal next runs a step of its own, and when it
+-- closes (one killed while only replaying leaves none). `keys` is a JSON list of
+-- the replayed steps' keys, one entry per replay (`json_each(keys)` reads it).
+-- A completed named run opened again replays under its last attempt's number.
 CREATE TABLE step_replays (
     run     TEXT NOT NULL,                   -- runs.id
-    attempt INTEGER NOT NULL,                -- the attempt that got the result back
-    key     TEXT NOT NULL                    -- the step's key in its goal's journal table
+    attempt INTEGER NOT NULL,                -- the attempt that got the results back
+    keys    TEXT NOT NULL                    -- JSON list of the steps' keys
 );
 
 CREATE INDEX step_replays_run ON step_replays (run);

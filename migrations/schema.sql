@@ -110,8 +110,8 @@ CREATE TABLE step_tries (
 
 CREATE TABLE step_replays (
     run     TEXT NOT NULL,                   -- runs.id
-    attempt INTEGER NOT NULL,                -- the attempt that got the result back
-    key     TEXT NOT NULL                    -- the step's key in its goal's journal table
+    attempt INTEGER NOT NULL,                -- the attempt that got the results back
+    keys    TEXT NOT NULL                    -- JSON list of the steps' keys
 );
 
 CREATE UNIQUE INDEX "idx__sqlite_migrations_migration_set_name"

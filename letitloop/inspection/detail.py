@@ -6,6 +6,7 @@ resume it (:func:`resumer`).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 from collections.abc import Iterable
@@ -89,11 +90,12 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
     spent = _totals([*rows, *tries])
     # Saved by replay: the rows some attempt really got back (step_replays), once each
     # time it did; not every row recorded before the last attempt.
-    got_back = store.query(
-        "SELECT key, count(*) FROM step_replays WHERE run = ? GROUP BY key", (info.id,)
-    )
     by_key = {r.key: r for r in rows if r.kind == "step"}
-    replayed = _totals([by_key[k] for k, n in got_back if k in by_key for _ in range(n)])
+    got_back: list[RowInfo] = []
+    for (keys,) in store.query("SELECT keys FROM step_replays WHERE run = ?", (info.id,)):
+        with contextlib.suppress(ValueError, TypeError):  # a damaged record counts nothing
+            got_back.extend(by_key[k] for k in json.loads(keys) if k in by_key)
+    replayed = _totals(got_back)
     return RunDetail(
         info,
         rows,
