@@ -418,6 +418,42 @@ class TestResettingARun:
 
 
 class TestForkingARun:
+    def test_a_durable_calls_fork_says_the_same_call_resumes_it(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        script = tmp_path / "wf.py"
+        script.write_text(
+            textwrap.dedent(
+                """
+                import sys
+                from letitloop import durable, step
+
+                @durable(goal_id="g", path=sys.argv[1])
+                def wf(n):
+                    step("a", int, n)
+                    raise RuntimeError("wf failed")
+
+                wf(7)
+                """
+            ),
+            encoding="utf-8",
+        )
+        failed = subprocess.run([sys.executable, str(script), str(db)], capture_output=True)
+        assert failed.returncode == 1
+        conn = sqlite3.connect(db)
+        try:
+            (run,) = conn.execute("SELECT id FROM runs").fetchone()
+        finally:
+            conn.close()
+        done = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(db), "fork", run, "--from-step", "a"],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "the call with the same arguments" in done.stdout
+        assert "Journal('g') resumes" not in done.stdout
+        assert "that call would resume it" in done.stdout
+
     def test_a_rerun_executes_exactly_the_steps_from_the_key_on(self, tmp_path: Path) -> None:
         lab = Lab(tmp_path)
         assert lab.run("job").returncode == 0

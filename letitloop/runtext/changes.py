@@ -60,12 +60,15 @@ def fork_lines(result: ForkResult, from_step: str) -> list[str]:
             f"{result.source_renamed_to!r}."
         )
         out.append(f"Next: Journal({src.goal!r}, run={new.name!r}) resumes the fork.")
+    elif new.input_json is not None:  # opened for arguments: that call's run (@durable)
+        out.append("Next: the call with the same arguments (its recorded input) resumes the fork.")
     else:
         out.append(f"Next: Journal({src.goal!r}) resumes the fork.")
     if src.state in ("failed", "crashed"):
+        opener = "that call" if src.input_json is not None else f"Journal({src.goal!r})"
         out.append(
             f"Note: run {src.id} is still unfinished; once the fork completes, "
-            f"Journal({src.goal!r}) would resume it; to forget it: {quoted('lil', 'reset', src.id)}"
+            f"{opener} would resume it; to forget it: {quoted('lil', 'reset', src.id)}"
         )
     return out
 
