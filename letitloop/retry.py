@@ -275,6 +275,8 @@ def reopen_children(j: Journal, key: str) -> None:
     from .keys import NEST, Recorded
 
     assert j._storage is not None and j._results is not None
+    # A child that failed is called again under its key: its call's usage is kept.
+    j._storage.keep_left_usage(j.run_id, j.clock(), key + NEST)
     rows = j._storage.recorded_under(j.run_id, key + NEST)
     j._keys.reopen(key + NEST, [Recorded(*r) for r in rows])
     j._results.add([r[3] for r in rows])

@@ -111,6 +111,10 @@ _LEFT_USAGE = (
     "OR output_tokens IS NOT NULL OR cost IS NOT NULL)"
 )
 
+#: The same rows among a parent step's children (keys in a range), before the
+#: parent's next try calls them again in this attempt (retry.reopen_children).
+_UNDER = " AND key >= ? AND key < ?"
+
 #: When a new attempt claims a run, the usage of those rows moves to ``step_tries``
 #: (a try numbered after the key's last; ``ended`` says how it ended), and leaves
 #: their row: each paid call stays counted once, whatever the next call writes.
@@ -323,6 +327,17 @@ class SqlitePrimitives:
 
     def record_usage(self, row: Sequence[Any]) -> None:
         self.store.write1(_USAGE_SO_FAR.format(table=self.table), row)
+
+    def keep_left_usage(self, run_id: str, now: float, prefix: str) -> None:
+        stamp = utc_iso(now)
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        under = _UNDER.replace("key", "t.key")
+        with self.store.write() as c:
+            c.execute(
+                KEEP_LEFT_USAGE.format(table=self.table) + under,
+                (stamp, stamp, run_id, prefix, end),
+            )
+            c.execute(CLEAR_LEFT_USAGE.format(table=self.table) + _UNDER, (run_id, prefix, end))
 
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         # One row per batch (its keys as a JSON list): a resume that replays

@@ -257,6 +257,12 @@ class Storage(Protocol):
         usage of such a row (its process died) as a ``crashed`` try."""
         ...
 
+    def keep_left_usage(self, run_id: str, now: float, prefix: str) -> None:
+        """Move the usage of the run's ``failed`` and ``running`` rows whose keys start
+        with ``prefix`` to ``step_tries`` (as a new attempt's claim does for the whole
+        run), before a parent's next try calls those children again."""
+        ...
+
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         """The steps attempt ``attempt`` got back from the journal (saved by replay),
         one entry per replay, written as one record."""

@@ -335,7 +335,7 @@ class TestABackoffInterruptedBySigkill:
 
 PARENT = """
 import os, sys
-from letitloop import Journal, RetryPolicy, step
+from letitloop import Journal, RetryPolicy, step, usage
 
 db, log, backoff = sys.argv[1], sys.argv[2], float(sys.argv[3])
 
@@ -345,10 +345,12 @@ def note(what):
 
 def child(x):
     note(f"child {x}")
+    usage(cost=0.25)
     return x
 
 def flaky_child():
     note("flaky")
+    usage(cost=0.5)  # a paid call, whether it fails or not
     if sum(1 for line in open(log) if line == "flaky\\n") == 1:
         raise RuntimeError("child failed once")
     return "ok"
@@ -373,8 +375,14 @@ class TestARetriedParentStep:
         conn = sqlite3.connect(db)
         try:
             keys = conn.execute("SELECT key, status FROM journal_g ORDER BY key").fetchall()
+            # Every paid call counted once: c once, d twice (it failed, then returned).
+            (spent,) = conn.execute(
+                "SELECT (SELECT sum(cost) FROM journal_g) + "
+                "(SELECT coalesce(sum(cost), 0) FROM step_tries)"
+            ).fetchone()
         finally:
             conn.close()
+        assert spent == pytest.approx(0.25 + 2 * 0.5)
         return keys, log.read_text().splitlines()
 
     def test_in_one_process_its_returned_children_replay(self, tmp_path: Path) -> None:
