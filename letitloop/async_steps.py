@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from . import cancellation
 from .errors import LetItLoopError
 from .fingerprint import UNCHECKED, unwrap
-from .replay import mismatch, replay
+from .replay import flush_replays, mismatch, replay
 from .steps import (
     _parent_step,
     done_row,
@@ -85,6 +85,10 @@ async def async_step(
     if recorded is not None:
         return replay(j, key, fn_name, recorded)
     try:
+        if j._replayed:  # the replays before this fresh step: "saved by replay"
+            import asyncio
+
+            await asyncio.to_thread(flush_replays, j)
         if UNCHECKED in fp:
             args, kwargs = unwrap(args, kwargs)
         started = j.clock()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import cancellation, codec, inflight, opening, ownership
 from .errors import DecodeError, EncodeError, JournalFileError, MisuseError, error_text
+from .replay import flush_replays
 from .store import close_store
 
 if TYPE_CHECKING:
@@ -110,6 +111,8 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
     # an opener waiting for its lock must find it ended, not resume it
     # (tests/test_lock_order.py).
     try:
+        if j._replayed:
+            flush_replays(j)
         if not j.was_completed:
             now = j.clock()
             if j._cancel is not None:

@@ -15,7 +15,7 @@ from . import migrate as _migrations
 from .errors import JournalFileError
 from .files import _check_is_a_file, _probe, file_identity, make_folder
 from .pragmas import configure
-from .sqlerrors import BUSY_TIMEOUT_MS, _explain
+from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, _explain
 
 if TYPE_CHECKING:
     from .store import Store
@@ -51,7 +51,7 @@ def connect_writable(store: Store, migrate: bool) -> None:
         store.conn = sqlite3.connect(
             store.path, isolation_level=None, check_same_thread=False, timeout=0
         )
-    except sqlite3.Error as exc:
+    except DRIVER_ERRORS as exc:
         raise _explain(exc, store.path) from None
     try:
         _identify(store)
@@ -74,7 +74,7 @@ def connect_writable(store: Store, migrate: bool) -> None:
         if not current:
             _migrations.migrate(store)
         store._schema_version = store._read_schema_version()
-    except sqlite3.Error as exc:
+    except DRIVER_ERRORS as exc:
         store.conn.close()
         raise _explain(exc, store.path) from None
     except BaseException:
@@ -97,7 +97,7 @@ def connect_readonly(store: Store, live: bool) -> None:
         store.conn = sqlite3.connect(
             f"{uri}?{query}", uri=True, isolation_level=None, check_same_thread=False
         )
-    except sqlite3.Error as exc:
+    except DRIVER_ERRORS as exc:
         raise _explain(exc, store.path) from None
     try:
         _identify(store)
@@ -113,7 +113,7 @@ def connect_readonly(store: Store, live: bool) -> None:
                 path=str(store.path),
             )
         store._schema_version = store._read_schema_version()
-    except sqlite3.Error as exc:
+    except DRIVER_ERRORS as exc:
         store.conn.close()
         raise _explain(exc, store.path) from None
     except OSError as exc:

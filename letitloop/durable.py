@@ -19,11 +19,12 @@ from . import ownership
 from .codec import CodecRegistry
 from .errors import LetItLoopError, MisuseError, NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, _parent_step, current_journal, open_journals
-from .store import Durability
+from .store import Durability, utc_iso
 
 if TYPE_CHECKING:
     import inspect
 
+    from .costs import Usage
     from .markers import AtomicMarker, Scope
     from .retry import RetryPolicy
 
@@ -113,11 +114,15 @@ def usage(
 
     Call it inside a step's function, once per model call or once for all:
     reports add up, and are stored on the step's row when it is recorded
-    (``input_tokens``, ``output_tokens``, ``cost``, ``model``). ``source`` may
+    (``input_tokens``, ``output_tokens``, ``cost``, ``model``). Each report is
+    also committed at once (one small write, on the step's ``running`` row), so
+    a process killed after a paid call loses none of what it reported: the
+    next attempt keeps it as a ``crashed`` try (``step_tries``). ``source`` may
     be a response or usage object (OpenAI, Anthropic, Gemini, LangChain; see
     letitloop.costs.reported); keywords override it. ``cost`` is in your
     currency: letitloop keeps no prices. Raises NoJournalError outside a
-    step's function, LetItLoopError for counts that are not counts.
+    step's function, LetItLoopError for counts that are not counts (and
+    JournalFileError when the journal cannot be written, as a step would).
     """
     parent = _parent_step.get()
     if parent is None:
@@ -133,9 +138,26 @@ def usage(
     )
     known = journal._usage.get(key)
     if known is None:
-        journal._usage[key] = spent
+        journal._usage[key] = known = spent
     else:
         known.add(spent)
+    keep_reported(journal, key, known)
+
+
+def keep_reported(journal: Journal, key: str, spent: Usage) -> None:
+    """Commit ``spent``, all that step ``key``'s call in flight reported so far, on its row.
+
+    Nothing when the call is not in flight in an open journal (its row is being
+    written, or the journal was closed under it): its row carries the usage then.
+    """
+    flight = journal._in_flight.get(key)
+    storage = journal._storage
+    if flight is None or storage is None or journal.store is None:
+        return
+    started, fn_name, fp = flight
+    storage.record_usage(
+        (journal.run_id, key, fn_name, utc_iso(started), journal.attempt, fp, *spent.columns())
+    )
 
 
 def _journal_for(

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import migrate as _migrations
 from .discovery import default_path, new_default_journal
 from .errors import JournalFileError, LetItLoopError
-from .sqlerrors import _explain
+from .sqlerrors import DRIVER_ERRORS, _explain
 
 #: Where the journal lives when neither ``path=`` nor ``LETITLOOP_DB`` says.
 DEFAULT_PATH = Path(".letitloop") / "journal.db"
@@ -131,7 +131,7 @@ def _main_file_is_our_journal(path: Path, uri: str) -> bool:
     """
     try:
         conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error:
+    except DRIVER_ERRORS:
         return False
     try:
         if conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
@@ -145,8 +145,10 @@ def _main_file_is_our_journal(path: Path, uri: str) -> bool:
         if tables != {"goals", "runs"}:
             return False
         _migrations.check(conn, path)
-    except (LetItLoopError, sqlite3.Error):
+    except LetItLoopError:
         return False  # another application's, or a newer letitloop's: the probe refuses it
+    except DRIVER_ERRORS:
+        return False  # a file SQLite cannot read: the probe refuses it
     finally:
         conn.close()
     return True
@@ -180,7 +182,7 @@ def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
         try:
             keeper = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
             keeper.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.Error:
+        except DRIVER_ERRORS:
             if keeper is not None:
                 keeper.close()
             keeper = None
@@ -207,7 +209,7 @@ def _probe_with(path: Path, uri: str) -> bool:
     for query in _PROBES:
         try:
             conn = sqlite3.connect(f"{uri}?{query}", uri=True, isolation_level=None)
-        except sqlite3.Error as exc:
+        except DRIVER_ERRORS as exc:
             raise _explain(exc, path) from None
         try:
             return _migrations.check(conn, path)

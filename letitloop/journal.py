@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
@@ -149,6 +150,8 @@ class Journal:
         self._tries: retries.History | None = None
         #: Usage reported by the functions of the steps in flight, by key (costs.py).
         self._usage: dict[str, Usage] = {}
+        #: Keys this attempt replayed, not yet written to ``step_replays`` (replay.py).
+        self._replayed: deque[str] = deque()
         #: Why the run was cancelled, once this process knows (cancellation.py); then the
         #: next step raises RunCancelledError. And the tasks awaiting an async step.
         self._cancel: str | None = None
@@ -178,6 +181,7 @@ class Journal:
         store = open_store(self._path_arg, durability=self.durability)
         storage = self._storage = SqliteStorage(store)
         try:
+            self._replayed.clear()  # a journal opened again is a new attempt
             opening.open_run(self, store, storage)
         except BaseException:
             self._storage = None

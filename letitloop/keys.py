@@ -22,8 +22,10 @@ function and the same arguments (see ``letitloop.fingerprint``). The rule:
 
 Two further rules keep numbering defined: a name in flight in one thread or
 task cannot be called in another at the same time (which would be numbered
-first is timing), and a name used by one asyncio task belongs to it for the
-rest of the attempt (ConcurrentStepError in both cases).
+first is timing), and a name used by one asyncio task belongs to it for as
+long as that task's event loop runs (ConcurrentStepError in both cases). Once
+that loop has stopped (``asyncio.run`` returned), the name is free again: a
+task of a later loop, or a thread, can only come after it.
 """
 
 from __future__ import annotations
@@ -106,6 +108,20 @@ class Recorded:
         return f"Recorded({self.key!r}, {self.fn!r}, {self.fp!r}, {self.rowid})"
 
 
+def _loop_runs(loop_ref: weakref.ref[Any]) -> bool:
+    """Whether the event loop ``loop_ref`` names still runs (its tasks can still step).
+
+    A loop that was garbage-collected or no longer runs (``asyncio.run``
+    returned) runs no task: whatever calls a step of the same name now, in
+    another loop or in a thread, comes after every one of its steps. Two
+    tasks of one loop stay apart even across two ``run_until_complete``
+    calls: the loop runs again for the second, and nothing tells the two
+    apart from sibling tasks.
+    """
+    loop = loop_ref()
+    return loop is not None and loop.is_running()
+
+
 class _Name:
     """The recorded calls of one name, and which of them this attempt has replayed."""
 
@@ -136,7 +152,8 @@ class StepKeys:
         #: Calls per name in this attempt: the position of the next one.
         self._calls: dict[str, int] = {}
         self._in_flight: dict[str, list[object]] = {}
-        self._task_names: dict[str, weakref.ref[Any]] = {}
+        #: The asyncio task that first used each name, and that task's event loop.
+        self._task_names: dict[str, tuple[weakref.ref[Any], weakref.ref[Any]]] = {}
         #: Keys of this run's run-scoped markers: no step may take one.
         self.marker_keys: set[str] = set()
 
@@ -163,6 +180,21 @@ class StepKeys:
                     q_sorted = sorted(q)
                     q.clear()
                     q.extend(q_sorted)
+
+    def reopen(self, prefix: str, rows: list[Recorded]) -> None:
+        """Meet the keys under ``prefix`` afresh, as a new attempt would: forget this
+        attempt's calls of them and take ``rows`` (their done rows now) as recorded.
+
+        For a parent step tried again (``prefix`` is ``parent/``): its children
+        that returned in an earlier try replay, and those that failed keep their
+        keys, exactly as after a crash between the tries.
+        """
+        with self.lock:
+            self.claimed = {k for k in self.claimed if not k.startswith(prefix)}
+            for table in (self.recorded, self._names, self._calls, self._task_names):
+                for name in [n for n in table if n.startswith(prefix)]:
+                    del table[name]
+            self.load(rows)
 
     def used(self, key: str) -> bool:
         """Whether a step of this run has ``key`` (recorded, or called in this attempt)."""
@@ -192,7 +224,7 @@ class StepKeys:
                 )
             if self._task_names:
                 first = self._task_names.get(name)
-                if first is not None and first() is not owner:
+                if first is not None and first[0]() is not owner and _loop_runs(first[1]):
                     raise ConcurrentStepError(
                         f"step {name!r} (run {self.run_id}) was already used by another asyncio "
                         f"task in this attempt; which of two tasks numbers its call first "
@@ -233,8 +265,11 @@ class StepKeys:
                 )
             self._calls[name] = pos
             self.claimed.add(key)
-            if type(owner) is not int and name not in self._task_names:
-                self._task_names[name] = weakref.ref(owner)
+            if type(owner) is not int:
+                known = self._task_names.get(name)
+                if known is None or known[0]() is not owner:
+                    loop = owner.get_loop()  # type: ignore[attr-defined]  # an asyncio task
+                    self._task_names[name] = (weakref.ref(owner), weakref.ref(loop))
             if replay is None:
                 if owners is None:
                     self._in_flight[name] = [owner]

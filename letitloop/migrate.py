@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import JournalFileError, SchemaVersionError
+from .sqlerrors import DRIVER_ERRORS
 
 if TYPE_CHECKING:
     from .store import Store
@@ -221,7 +222,7 @@ def check(conn: sqlite3.Connection, path: Path) -> bool:
         finally:
             if conn.in_transaction:
                 conn.execute("COMMIT")
-    except sqlite3.Error as exc:
+    except DRIVER_ERRORS as exc:
         from .store import _explain
 
         raise _explain(exc, path) from None
@@ -378,7 +379,7 @@ def apply_set(store: Store, migration_set: str, migrations: Sequence[tuple[str, 
     with store.lock:
         try:
             applied = _applied(store.conn, migration_set)
-        except sqlite3.Error as exc:
+        except DRIVER_ERRORS as exc:
             raise store.explain(exc) from None
     _check_not_newer(store.path, applied, names)
     if applied == names:

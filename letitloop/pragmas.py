@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from .errors import JournalFileError
-from .sqlerrors import BUSY_TIMEOUT_MS, _explain
+from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, _explain
 
 #: How much a commit survives: the death of the process, or a power loss too.
 Durability = Literal["process", "power"]
@@ -44,7 +44,7 @@ def configure(c: sqlite3.Connection, path: Path, durability: Durability) -> None
             c.execute("PRAGMA checkpoint_fullfsync = ON")
         # Enforce runs -> goals and attempts -> runs (ON DELETE CASCADE).
         c.execute("PRAGMA foreign_keys = ON")
-    except sqlite3.Error as exc:
+    except DRIVER_ERRORS as exc:
         raise _explain(exc, path) from None
 
 

@@ -38,6 +38,10 @@ class Results:
         self.rowids = rowids  # ascending
         self.cache: dict[int, str | None] = {}
 
+    def add(self, rowids: list[int]) -> None:
+        """Rows recorded since the attempt began that may now replay (see StepKeys.reopen)."""
+        self.rowids = sorted(set(self.rowids).union(rowids))
+
     def get(self, rowid: int) -> str | None:
         cache = self.cache
         if rowid in cache:
@@ -70,11 +74,33 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
     assert j._results is not None
     text = j._results.get(recorded.rowid)
     if text is None:
+        j._replayed.append(key)
         return None
     try:
-        return codec.decode(text, j.registry)
+        value = codec.decode(text, j.registry)
     except DecodeError as exc:
         raise DecodeError(f"step {key!r} (run {j.run_id}): {exc}") from None
+    j._replayed.append(key)
+    return value
+
+
+def flush_replays(j: Journal) -> None:
+    """Record the steps this attempt replayed since the last call (``step_replays``).
+
+    Called before the attempt's next fresh step and when it closes, so a
+    replay costs a list append and the attempt one write per run of replays.
+    What "saved by replay" counts is what was written: an attempt killed
+    while it was still only replaying counts none of its replays (never more
+    than it got back). Safe from any thread: each key is taken once.
+    """
+    q, keys = j._replayed, []
+    while True:
+        try:
+            keys.append(q.popleft())
+        except IndexError:
+            break
+    if keys and j._storage is not None:
+        j._storage.record_replays(j.run_id, j.attempt, keys)
 
 
 def ways_out(j: Journal, key: str) -> str:

@@ -10,12 +10,19 @@ So a process killed during the backoff resumes it where it was: the next
 attempt waits only what remains of it, then makes the next try, and counts
 the tries already made.
 
+Every paid call counts (see costs.py): a failed try keeps its usage on its
+``step_tries`` row. So does a call that raised without a retry policy, and a
+call cut short by a crash that had reported usage: their rows keep it until
+the next attempt claims the run, which moves it to ``step_tries`` (``ended``
+``'failed'`` or ``'crashed'``) before a new call overwrites the row.
+
 Tries are numbered over the step's whole life in the run (``1, 2, 3, …``):
 a key never depends on timing. A series of tries ends when one succeeds,
 or when a failure is not retried (the budget is spent, or the exception is
 not one to retry): that last failure has no next time, the step raises, and
 a later attempt of the run starts a new series with a full budget. A try cut
-short by a crash is not a failed try: it is not recorded and not counted.
+short by a crash is not a failed try: it does not count against the budget,
+and is recorded (as ``crashed``) only when it reported usage.
 """
 
 from __future__ import annotations
@@ -139,8 +146,13 @@ def history(j: Journal) -> History:
         return known
     out: History = {}
     assert j._storage is not None
-    for key, n, next_at in j._storage.step_tries(j.run_id):
-        _, failed, _ = out.get(key, (0, 0, None))
+    for key, n, next_at, ended in j._storage.step_tries(j.run_id):
+        _, failed, due = out.get(key, (0, 0, None))
+        if ended == "crashed":
+            # A call its process did not survive (kept for its usage) takes a
+            # number, but is no failed try: the series goes on as it was.
+            out[key] = (n, failed, due)
+            continue
         due = _parse(next_at)
         # A try without a next time ended its series: the next try starts a new one.
         out[key] = (n, failed + 1 if due is not None else 0, due)
@@ -250,7 +262,26 @@ def call(
             if due is None:
                 raise
         timers.pause(j, store, due)
+        reopen_children(j, key)
         t.begin()
+
+
+def reopen_children(j: Journal, key: str) -> None:
+    """Before step ``key`` is tried again: its children meet the journal as after a crash.
+
+    A child that returned in an earlier try replays (a step that returned is
+    never run again for that run), and one that failed keeps its key, as
+    they would if the process had been killed between the two tries; the
+    parent's function runs again, and so does everything in it outside steps.
+    """
+    from .keys import NEST, Recorded
+
+    assert j._storage is not None and j._results is not None
+    # A child that failed is called again under its key: its call's usage is kept.
+    j._storage.keep_left_usage(j.run_id, j.clock(), key + NEST)
+    rows = j._storage.recorded_under(j.run_id, key + NEST)
+    j._keys.reopen(key + NEST, [Recorded(*r) for r in rows])
+    j._results.add([r[3] for r in rows])
 
 
 def _resumed(j: Journal, store: Store, key: str, fn_name: str, fp: str) -> _Tries | None:
@@ -290,4 +321,5 @@ async def async_call(
             if due is None:
                 raise
         await timers.async_pause(j, store, due)
+        reopen_children(j, key)
         t.begin()

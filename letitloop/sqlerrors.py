@@ -18,6 +18,14 @@ from .errors import JournalFileError
 #: file never see "database is locked".
 BUSY_TIMEOUT_MS = 30_000
 
+#: What reading a journal file through Python's sqlite3 may raise about the file:
+#: ``sqlite3.Error``, and ``UnicodeError`` when SQLite's text is not UTF-8 (a
+#: value the driver decodes, or an error message that quotes schema text, such as
+#: "malformed database schema" near a damaged byte). Every ``except`` that hands
+#: an error to :func:`_explain` catches this tuple, so both become a
+#: JournalFileError.
+DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, UnicodeError)
+
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
     """Whether ``exc`` is another connection holding the lock (SQLITE_BUSY or SQLITE_LOCKED)."""

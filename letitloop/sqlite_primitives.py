@@ -7,6 +7,7 @@ the part of the ``Storage`` protocol that ``markers.py``, ``sleeps.py``,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -73,6 +74,8 @@ _INSERT_TRY = (
 )
 
 #: The step's row between two tries: ``retrying``, the try's error, ``wake_at`` the next try.
+#: No usage: the failed try's usage is on its ``step_tries`` row, written with this one
+#: (it may have been on the ``running`` row this replaces, see ``_USAGE_SO_FAR``).
 _RETRYING_ROW = (
     'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
     "duration_ms, attempt, error, traceback, args_fp, wake_at) "
@@ -80,7 +83,56 @@ _RETRYING_ROW = (
     "ON CONFLICT (run, key) DO UPDATE SET kind = 'step', status = 'retrying', fn = excluded.fn, "
     "result = NULL, started_at = excluded.started_at, finished_at = excluded.finished_at, "
     "duration_ms = excluded.duration_ms, attempt = excluded.attempt, error = excluded.error, "
-    "traceback = excluded.traceback, args_fp = excluded.args_fp, wake_at = excluded.wake_at"
+    "traceback = excluded.traceback, args_fp = excluded.args_fp, wake_at = excluded.wake_at, "
+    "input_tokens = NULL, output_tokens = NULL, cost = NULL, model = NULL"
+)
+
+#: What a call in flight reported with ``usage()`` so far, on its step's ``running``
+#: row: written at each report, so a SIGKILL after a paid call loses none of it
+#: (the next attempt keeps it as a ``crashed`` try, see ``KEEP_LEFT_USAGE``). The
+#: call's own ``done`` or ``failed`` row replaces it with the call's whole usage.
+_USAGE_SO_FAR = (
+    'INSERT INTO "{table}" AS t (run, key, kind, status, fn, started_at, attempt, args_fp, '
+    "input_tokens, output_tokens, cost, model) "
+    "VALUES (?, ?, 'step', 'running', ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (run, key) DO UPDATE SET status = 'running', fn = excluded.fn, result = NULL, "
+    "started_at = excluded.started_at, finished_at = NULL, duration_ms = NULL, "
+    "attempt = excluded.attempt, error = NULL, traceback = NULL, args_fp = excluded.args_fp, "
+    "wake_at = NULL, input_tokens = excluded.input_tokens, "
+    "output_tokens = excluded.output_tokens, cost = excluded.cost, model = excluded.model "
+    "WHERE t.status != 'done'"
+)
+
+#: Rows of an earlier attempt that carry usage a new call of their key would
+#: overwrite: a ``running`` row (its process died during the call, after the call
+#: reported usage) and a ``failed`` row (the call raised, without a retry policy).
+_LEFT_USAGE = (
+    "run = ? AND status IN ('running', 'failed') AND (input_tokens IS NOT NULL "
+    "OR output_tokens IS NOT NULL OR cost IS NOT NULL)"
+)
+
+#: The same rows among a parent step's children (keys in a range), before the
+#: parent's next try calls them again in this attempt (retry.reopen_children).
+_UNDER = " AND key >= ? AND key < ?"
+
+#: When a new attempt claims a run, the usage of those rows moves to ``step_tries``
+#: (a try numbered after the key's last; ``ended`` says how it ended), and leaves
+#: their row: each paid call stays counted once, whatever the next call writes.
+KEEP_LEFT_USAGE = (
+    "INSERT INTO step_tries (run, key, try, attempt, started_at, failed_at, error, next_at, "
+    "input_tokens, output_tokens, cost, model, ended) "
+    "SELECT t.run, t.key, coalesce((SELECT max(s.try) FROM step_tries s WHERE s.run = t.run "
+    "AND s.key = t.key), 0) + 1, t.attempt, coalesce(t.started_at, ?), "
+    "coalesce(t.finished_at, ?), coalesce(t.error, 'Interrupted: attempt ' || t.attempt || "
+    "' ended during this call (its process died, or the call was cancelled)'), NULL, "
+    "t.input_tokens, t.output_tokens, t.cost, t.model, "
+    "CASE t.status WHEN 'running' THEN 'crashed' ELSE 'failed' END "
+    'FROM "{table}" AS t WHERE ' + _LEFT_USAGE.replace("run = ?", "t.run = ?")
+)
+#: ... and their rows keep no usage.
+CLEAR_LEFT_USAGE = (
+    'UPDATE "{table}" SET input_tokens = NULL, output_tokens = NULL, cost = NULL, model = NULL '
+    "WHERE " + _LEFT_USAGE
 )
 
 
@@ -259,9 +311,10 @@ class SqlitePrimitives:
         )
         return (rows[0][0], rows[0][1]) if rows else None
 
-    def step_tries(self, run_id: str) -> list[tuple[str, int, str | None]]:
+    def step_tries(self, run_id: str) -> list[tuple[str, int, str | None, str]]:
         return self.store.query(
-            "SELECT key, try, next_at FROM step_tries WHERE run = ? ORDER BY key, try", (run_id,)
+            "SELECT key, try, next_at, ended FROM step_tries WHERE run = ? ORDER BY key, try",
+            (run_id,),
         )
 
     def record_try(self, try_row: Sequence[Any], retrying_row: Sequence[Any] | None) -> None:
@@ -269,3 +322,27 @@ class SqlitePrimitives:
             c.execute(_INSERT_TRY, try_row)
             if retrying_row is not None:
                 c.execute(_RETRYING_ROW.format(table=self.table), retrying_row)
+
+    # -- what the run consumed and replayed -------------------------------------
+
+    def record_usage(self, row: Sequence[Any]) -> None:
+        self.store.write1(_USAGE_SO_FAR.format(table=self.table), row)
+
+    def keep_left_usage(self, run_id: str, now: float, prefix: str) -> None:
+        stamp = utc_iso(now)
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        under = _UNDER.replace("key", "t.key")
+        with self.store.write() as c:
+            c.execute(
+                KEEP_LEFT_USAGE.format(table=self.table) + under,
+                (stamp, stamp, run_id, prefix, end),
+            )
+            c.execute(CLEAR_LEFT_USAGE.format(table=self.table) + _UNDER, (run_id, prefix, end))
+
+    def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
+        # One row per batch (its keys as a JSON list): a resume that replays
+        # thousands of steps writes one small row, not thousands.
+        self.store.write1(
+            "INSERT INTO step_replays (run, attempt, keys) VALUES (?, ?, ?)",
+            (run_id, attempt, json.dumps(list(keys), ensure_ascii=False)),
+        )

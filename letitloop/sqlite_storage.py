@@ -7,13 +7,13 @@ the per-step path are bound once per journal, so a step costs one call.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .ids import HOST, new_run_id
-from .sqlite_primitives import GLOBAL_TABLE, SqlitePrimitives
+from .sqlite_primitives import CLEAR_LEFT_USAGE, GLOBAL_TABLE, KEEP_LEFT_USAGE, SqlitePrimitives
 from .storage import Claim, RunState, StepRow
 from .store import Store, utc_iso
 
@@ -43,6 +43,27 @@ _FIND_UNNAMED = (
     "AND status IN ('running', 'failed', 'waiting') "
     "AND cancel_requested_at IS NULL ORDER BY rowid DESC LIMIT 1"
 )
+
+
+def resumable_run_id(
+    query: Callable[[str, tuple[Any, ...]], Iterable[Sequence[Any]]],
+    goal: str,
+    input_fp: str | None,
+) -> str | None:
+    """The run an unnamed opener of ``goal`` resumes, or None: it starts a new one.
+
+    The one definition of that rule, for the opener (``find_or_start_run``,
+    inside its write transaction) and for readers that say which run the next
+    opener takes (``lil reset GOAL``, ``lil reset``'s "then"): the newest
+    unnamed run of the goal opened for the same input (``input_fp``: None for
+    ``Journal(goal)``, the arguments' fingerprint for ``@durable``) that is
+    running, failed or waiting, and that no one asked to cancel. ``query`` runs
+    one statement with its parameters (a cursor's ``execute``, ``Store.query``).
+    """
+    for row in query(_FIND_UNNAMED, (goal, input_fp)):
+        return str(row[0])
+    return None
+
 
 _INSERT_RUN = (
     "INSERT INTO runs (id, goal, name, status, attempts, holder_pid, "
@@ -123,10 +144,11 @@ class SqliteStorage(SqlitePrimitives):
                 self.write_step = partial(store.write1, self.upsert_sql)
             if name is not None:
                 row = c.execute(_FIND_NAMED, (goal, name)).fetchone()
+                found = None if row is None else str(row[0])
             else:
-                row = c.execute(_FIND_UNNAMED, (goal, input_fp)).fetchone()
-            if row:
-                return str(row[0]), False
+                found = resumable_run_id(c.execute, goal, input_fp)
+            if found is not None:
+                return found, False
             run_id = new_run_id(now)
             # Held before its row exists (nobody else knows this id, so it is
             # free at once): if the lock cannot be taken, the transaction rolls
@@ -161,6 +183,10 @@ class SqliteStorage(SqlitePrimitives):
                 )
             elif claim == "resume":
                 assert found is not None
+                # Usage an earlier attempt left on rows the new calls will overwrite.
+                stamp = utc_iso(now)
+                c.execute(KEEP_LEFT_USAGE.format(table=self.table), (stamp, stamp, run_id))
+                c.execute(CLEAR_LEFT_USAGE.format(table=self.table), (run_id,))
                 attempts = found.attempts + 1
                 found = found._replace(attempts=attempts)
                 c.execute(
@@ -190,6 +216,17 @@ class SqliteStorage(SqlitePrimitives):
             f"SELECT key FROM \"{table}\" WHERE run = ? AND kind = 'marker'", (run_id,)
         )
         return rows, {key for (key,) in markers}
+
+    def recorded_under(self, run_id: str, prefix: str) -> list[tuple[str, str, str | None, int]]:
+        # Keys from prefix up to (not including) prefix with its last character
+        # incremented: a range of the primary key (run, key), not a scan.
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        return self.store.query(
+            f'SELECT key, fn, args_fp, rowid FROM "{self.table}" WHERE run = ? AND key >= ? '
+            f"AND key < ? AND kind IN ('step', 'sleep', 'wait') AND status = 'done' "
+            f"ORDER BY rowid",
+            (run_id, prefix, end),
+        )
 
     def results(self, rowids: Sequence[int]) -> dict[int, str | None]:
         marks = ",".join("?" * len(rowids))

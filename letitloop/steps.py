@@ -27,7 +27,7 @@ from .errors import (
 )
 from .fingerprint import UNCHECKED, unwrap
 from .keys import NEST, REPEAT_SUFFIX, Recorded
-from .replay import mismatch, replay
+from .replay import flush_replays, mismatch, replay
 from .store import MAX_NAME_LENGTH, Store, check_name, utc_iso
 
 if TYPE_CHECKING:
@@ -199,6 +199,8 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         replayed: T = replay(j, key, fn_name, recorded)
         return replayed
     try:
+        if j._replayed:  # the replays before this fresh step: "saved by replay"
+            flush_replays(j)
         if UNCHECKED in fp:
             args, kwargs = unwrap(args, kwargs)
         started = j.clock()

@@ -129,6 +129,11 @@ class Storage(Protocol):
         journal order, and the keys of its run-scoped markers."""
         ...
 
+    def recorded_under(self, run_id: str, prefix: str) -> list[tuple[str, str, str | None, int]]:
+        """``(key, fn, args_fp, rowid)`` of the run's done steps whose keys start with
+        ``prefix`` (a parent step's children: ``parent/``), in journal order."""
+        ...
+
     def results(self, rowids: Sequence[int]) -> dict[int, str | None]:
         """The result texts of the rows ``rowids`` that still exist."""
         ...
@@ -232,11 +237,33 @@ class Storage(Protocol):
         """``(result, error)`` of a done wait's row, by its position."""
         ...
 
-    def step_tries(self, run_id: str) -> list[tuple[str, int, str | None]]:
-        """``(key, try, next_at)`` of every failed try of the run, by key, then try."""
+    def step_tries(self, run_id: str) -> list[tuple[str, int, str | None, str]]:
+        """``(key, try, next_at, ended)`` of every recorded try of the run, by key, then
+        try; ``ended`` is ``'failed'``, or ``'crashed'`` for a call its process did not
+        survive (kept for its usage)."""
         ...
 
     def record_try(self, try_row: Sequence[Any], retrying_row: Sequence[Any] | None) -> None:
         """In one transaction: a failed try (columns of ``step_tries``) and, when
         another try follows, the step's ``retrying`` row."""
+        ...
+
+    # -- what the run consumed and replayed --------------------------------------
+
+    def record_usage(self, row: Sequence[Any]) -> None:
+        """What a call in flight reported so far, on its step's ``running`` row:
+        ``(run, key, fn, started_at, attempt, args_fp, input_tokens, output_tokens,
+        cost, model)``. Never over a ``done`` row. A new attempt's claim keeps the
+        usage of such a row (its process died) as a ``crashed`` try."""
+        ...
+
+    def keep_left_usage(self, run_id: str, now: float, prefix: str) -> None:
+        """Move the usage of the run's ``failed`` and ``running`` rows whose keys start
+        with ``prefix`` to ``step_tries`` (as a new attempt's claim does for the whole
+        run), before a parent's next try calls those children again."""
+        ...
+
+    def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
+        """The steps attempt ``attempt`` got back from the journal (saved by replay),
+        one entry per replay, written as one record."""
         ...

@@ -35,7 +35,7 @@ from .goals import (
 )
 from .names import MAX_NAME_LENGTH, check_name
 from .pragmas import Durability
-from .sqlerrors import BUSY_TIMEOUT_MS, _busy, _explain
+from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, _busy, _explain
 
 try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for nothing
     from _blake2 import blake2b
@@ -295,7 +295,7 @@ class Store:
                 if not _migrations.check(self.conn, self.path):
                     _migrations.migrate(self)
                 self._schema_version = self._read_schema_version()
-            except sqlite3.Error as exc:
+            except DRIVER_ERRORS as exc:
                 raise self.explain(exc) from None
 
     def _set_max_text(self, limit: int) -> None:

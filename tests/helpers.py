@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,37 @@ def in_mount_namespace(shell: str, cwd: Path) -> subprocess.CompletedProcess[str
         timeout=120,
         cwd=cwd,
     )
+
+
+def descriptors_on(path: Path, pid: int | str = "self") -> int:
+    """How many open descriptors of process ``pid`` name ``path`` (Linux: /proc/PID/fd).
+
+    A journal waiting for a run's holder keeps the run's lock file open
+    while it polls for the lock, so one more descriptor on the lock file is
+    the handshake a test needs: the waiter has reached the lock, whatever the
+    machine's speed. A lock file unlinked meanwhile still counts.
+    """
+    target = os.path.realpath(path)
+    count = 0
+    folder = f"/proc/{pid}/fd"
+    for fd in os.listdir(folder):
+        try:
+            link = os.readlink(os.path.join(folder, fd))
+        except OSError:  # closed meanwhile
+            continue
+        if link.removesuffix(" (deleted)") == target:
+            count += 1
+    return count
+
+
+def wait_until(done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``done()`` every 10 ms until it is true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting until {what}")
+        time.sleep(0.01)
+
+
+#: Whether /proc/PID/fd can be read (the handshake of :func:`descriptors_on`).
+HAS_PROC_FD = os.path.isdir("/proc/self/fd")

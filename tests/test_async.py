@@ -291,6 +291,63 @@ class TestOneNameUsedByTwoTasks:
         assert run(attempt) == [0, 1, 2]
 
 
+class TestOneNameUsedByEventLoopsOneAfterTheOther:
+    def test_each_loop_gets_its_own_key_and_the_run_replays_them(self, db: Path) -> None:
+        calls: list[str] = []
+
+        async def fetch(url: str) -> str:
+            calls.append(url)
+            return url.upper()
+
+        urls = ["a", "b", "c"]
+        for _ in range(2):
+            with Journal("g", run="r", path=db) as j:
+                got = [asyncio.run(j.async_step("fetch", fetch, u)) for u in urls]
+            assert got == ["A", "B", "C"]
+        assert calls == urls  # the second pass replayed all three
+        assert steps_of(db, "g") == {
+            "fetch": ("done", '"A"'),
+            "fetch#2": ("done", '"B"'),
+            "fetch#3": ("done", '"C"'),
+        }
+
+    def test_a_thread_may_use_the_name_once_the_loop_has_ended(self, db: Path) -> None:
+        def value(x: int) -> int:
+            return x
+
+        async def first(j: Journal) -> int:
+            return await j.async_step("x", value, 1)
+
+        with Journal("g", run="r", path=db) as j:
+            assert asyncio.run(first(j)) == 1
+            assert j.step("x", value, 2) == 2
+        assert set(steps_of(db, "g")) == {"x", "x#2"}
+
+    def test_a_loop_still_running_in_another_thread_keeps_the_name(self, db: Path) -> None:
+        started, stop = threading.Event(), threading.Event()
+
+        async def value(x: int) -> int:
+            return x
+
+        async def holder(j: Journal) -> None:
+            await j.async_step("x", value, 1)
+            started.set()
+            while not stop.is_set():  # the loop keeps running
+                await asyncio.sleep(0.01)
+
+        with Journal("g", run="r", path=db) as j:
+            t = threading.Thread(target=asyncio.run, args=(holder(j),))
+            t.start()
+            try:
+                assert started.wait(10)
+                with pytest.raises(ConcurrentStepError, match="another asyncio task"):
+                    asyncio.run(j.async_step("x", value, 2))
+            finally:
+                stop.set()
+                t.join()
+        assert steps_of(db, "g") == {"x": ("done", "1")}
+
+
 class TestMixedSyncAndAsyncSteps:
     def test_plain_functions_run_in_a_worker_thread_and_both_kinds_replay(self, db: Path) -> None:
         calls = Calls()

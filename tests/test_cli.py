@@ -352,8 +352,108 @@ class TestResettingARun:
         assert lab.run("job", RUN_NAME="2026-11-30").returncode == 0
         assert Counter(lab.executed())["notify"] == 2
 
+    def test_reset_of_a_goal_names_the_run_journal_of_that_goal_resumes(
+        self, tmp_path: Path
+    ) -> None:
+        # A failed Journal("g") run, then a newer failed @durable call wf(7):
+        # Journal("g") resumes the first (wf(7)'s run belongs to its arguments),
+        # so 'lil reset g' must name the first, not the newer one.
+        db = tmp_path / "journal.db"
+        program = textwrap.dedent(
+            """
+            import sys
+            from letitloop import Journal, durable
+            db = sys.argv[1]
+
+            @durable(goal_id="g", path=db)
+            def wf(n):
+                raise RuntimeError("wf failed")
+
+            if sys.argv[2] == "plain":
+                with Journal("g", path=db) as j:
+                    print(j.run_id, flush=True)
+                    raise RuntimeError("plain failed")
+            wf(7)
+            """
+        )
+        script = tmp_path / "wf.py"
+        script.write_text(program, encoding="utf-8")
+        plain = subprocess.run(
+            [sys.executable, str(script), str(db), "plain"], capture_output=True, text=True
+        )
+        assert plain.returncode == 1 and "plain failed" in plain.stderr
+        first = plain.stdout.split()[0]
+        durable_call = subprocess.run(
+            [sys.executable, str(script), str(db), "durable"], capture_output=True, text=True
+        )
+        assert durable_call.returncode == 1 and "wf failed" in durable_call.stderr
+
+        def lil(*args: str) -> str:
+            done = subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", str(db), *args],
+                capture_output=True,
+                text=True,
+            )
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        assert f"would forget run {first} " in lil("reset", "g", "--dry-run")
+        with Journal("g", path=db) as j:
+            assert j.run_id == first
+        # Now that the first is completed, Journal("g") starts a new run: reset
+        # has no run to name, whatever wf(7)'s run is.
+        done = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(db), "reset", "g", "--dry-run"],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 1
+        conn = sqlite3.connect(db)
+        try:
+            (wf_run,) = conn.execute("SELECT id FROM runs WHERE input_fp IS NOT NULL").fetchone()
+        finally:
+            conn.close()
+        assert "opened for arguments" in done.stderr
+        assert f"lil reset {wf_run}" in done.stderr and '(input {"n":7})' in done.stderr
+
 
 class TestForkingARun:
+    def test_a_durable_calls_fork_says_the_same_call_resumes_it(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        script = tmp_path / "wf.py"
+        script.write_text(
+            textwrap.dedent(
+                """
+                import sys
+                from letitloop import durable, step
+
+                @durable(goal_id="g", path=sys.argv[1])
+                def wf(n):
+                    step("a", int, n)
+                    raise RuntimeError("wf failed")
+
+                wf(7)
+                """
+            ),
+            encoding="utf-8",
+        )
+        failed = subprocess.run([sys.executable, str(script), str(db)], capture_output=True)
+        assert failed.returncode == 1
+        conn = sqlite3.connect(db)
+        try:
+            (run,) = conn.execute("SELECT id FROM runs").fetchone()
+        finally:
+            conn.close()
+        done = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(db), "fork", run, "--from-step", "a"],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "the call with the same arguments" in done.stdout
+        assert "Journal('g') resumes" not in done.stdout
+        assert "that call would resume it" in done.stdout
+
     def test_a_rerun_executes_exactly_the_steps_from_the_key_on(self, tmp_path: Path) -> None:
         lab = Lab(tmp_path)
         assert lab.run("job").returncode == 0

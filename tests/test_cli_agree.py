@@ -304,12 +304,18 @@ class TestAFork:
 
 @pytest.fixture
 def three(tmp_path: Path) -> tuple[Path, list[str]]:
-    """Goal 'job': two failed runs and a completed one, oldest first."""
+    """Goal 'job': two failed runs and a completed one, oldest first.
+
+    The second is opened without an input, so it is the run ``Journal("job")``
+    resumes (and ``lil reset job`` means); the others are opened for inputs 0
+    and 2 (three runs: one per input).
+    """
     db = tmp_path / "journal.db"
     ids = []
     for i, fail in enumerate((True, True, False)):
         try:
-            with Journal("job", path=db, input=i) as j:  # three runs: one per input
+            journal = Journal("job", path=db) if i == 1 else Journal("job", path=db, input=i)
+            with journal as j:
                 ids.append(j.run_id)
                 j.step("a", slow_call, 1)
                 if fail:
@@ -340,7 +346,8 @@ class TestResetAndGcAskAlike:
     ) -> None:
         db, ids = three
         assert f"forgot run {ids[0]}" in ok(db, "reset", "job", "--run", ids[0][:10], "--yes")
-        assert f"forgot run {ids[1]}" in ok(db, "reset", "job", "--yes")  # the newest failed
+        # The run Journal("job") resumes: ids[1], opened without an input.
+        assert f"forgot run {ids[1]}" in ok(db, "reset", "job", "--yes")
         line = error_line(lil(db, "reset", ids[2], "--run", "x", "--yes"))
         assert "is a run id; pass --run only with a goal" in line
 

@@ -242,6 +242,27 @@ class TestADamagedSchema:
             )
             assert "Traceback" not in done.stderr, done.stderr
 
+    @pytest.mark.parametrize("table", ["runs", "_journal_template"])
+    def test_schema_text_that_is_not_utf8_where_sqlite_quotes_it_is_named_as_damage(
+        self, tmp_path: Path, table: str
+    ) -> None:
+        # SQLite's own error message ("malformed database schema ... near ...")
+        # quotes the damaged bytes: the driver raised UnicodeDecodeError.
+        db = tmp_path / "journal.db"
+        make_journal(db)
+        self._damage(db, table, lambda b: b.replace(b"CREATE TABLE", b"CREATE \xffTABLE"))
+        with pytest.raises(JournalFileError, match="not valid UTF-8"), Journal("g", path=db):
+            pass
+        for command in (["runs"], ["show", "g"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", str(db), *command],
+                capture_output=True,
+                text=True,
+            )
+            assert done.returncode == 1, done.stderr
+            assert "not valid UTF-8" in done.stderr and "internal error" not in done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
     def test_a_renamed_column_is_named_as_damage(self, tmp_path: Path) -> None:
         db = tmp_path / "journal.db"
         make_journal(db)

@@ -23,11 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_python, spawn_python, write_script
+from helpers import (
+    HAS_PROC_FD,
+    descriptors_on,
+    run_python,
+    spawn_python,
+    wait_until,
+    write_script,
+)
 
 from letitloop import Journal, atomic_marker, durable, step, unchecked
 from letitloop.errors import ConcurrentStepError, RunHeldError, StepMismatchError
 from letitloop.inspection import open_journal_file
+from letitloop.journal import run_lock_path
 from letitloop.maintenance import reset_run
 
 
@@ -490,6 +498,7 @@ class TestWhichRunAnOpenerGets:
             store.close()
         assert query(db, "SELECT name FROM runs") == [("user-1",)]
 
+    @pytest.mark.skipif(not HAS_PROC_FD, reason="the handshake reads /proc/self/fd")
     def test_an_unnamed_opener_that_waited_for_a_holder_that_completed_starts_a_new_run(
         self, tmp_path: Path
     ) -> None:
@@ -498,20 +507,42 @@ class TestWhichRunAnOpenerGets:
             tmp_path,
             "cron.py",
             """
-            import sys, time
+            import sys
             from letitloop import Journal
             with Journal("cron", path=sys.argv[1]) as j:
-                j.step("work", print, "working", flush=True)
-                time.sleep(0.5)
+                j.step("work", print, j.run_id, flush=True)
+                sys.stdin.readline()  # completes once the test's opener waits for it
             """,
         )
-        holder = spawn_python(script, str(db))
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "working"
+        holder = subprocess.Popen(
+            [sys.executable, "-u", str(script), str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdin is not None and holder.stdout is not None
+        held = holder.stdout.readline().strip()
+        store = open_journal_file(db)
+        lock = run_lock_path(store, held)
+        store.close()
+
+        def complete_once_waited_for() -> None:
+            # Handshake: the opener below has opened the run's lock file (it polls it).
+            wait_until(lambda: descriptors_on(lock) >= 1, "the opener waits for the run")
+            assert holder.stdin is not None
+            holder.stdin.write("done\n")
+            holder.stdin.flush()
+
+        releaser = threading.Thread(target=complete_once_waited_for)
+        releaser.start()
         with Journal("cron", path=db, timeout=30) as j:  # waits for the holder to finish
-            held_run = query(db, "SELECT id FROM runs WHERE status = 'completed'")
-            assert held_run and j.run_id != held_run[0][0]
+            assert j.run_id != held
             assert not j.was_completed
+        releaser.join()
         holder.communicate()
+        assert query(db, "SELECT id, status FROM runs WHERE id = ?", (held,)) == [
+            (held, "completed")
+        ]
         assert query(db, "SELECT count(*), min(status) FROM runs") == [(2, "completed")]
 
     def test_a_named_opener_that_waited_while_a_fork_took_the_name_gets_the_fork(

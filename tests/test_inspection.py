@@ -14,9 +14,15 @@ from pathlib import Path
 
 import filelock
 import pytest
+from helpers import HAS_PROC_FD, descriptors_on, wait_until
 
-from letitloop import Journal, migrate
-from letitloop.errors import JournalFileError, RunHeldError, RunNotFoundError
+from letitloop import Journal, migrate, unchecked, usage
+from letitloop.errors import (
+    JournalFileError,
+    RunHeldError,
+    RunNotFoundError,
+    StepMismatchError,
+)
 from letitloop.inspection import (
     decode_result,
     find_run,
@@ -117,7 +123,7 @@ class TestForkingAsALibraryCall:
         calls: list[str] = []
         with Journal("g", path=db) as j:
             for key in "abcd":
-                j.step(key, numbered, key, calls)
+                j.step(key, numbered, key, unchecked(calls))  # the list grows: not identity
             source = j.run_id
         store = open_journal_file(db, write=True)
         try:
@@ -129,10 +135,43 @@ class TestForkingAsALibraryCall:
         calls.clear()
         with Journal("g", path=db) as j:
             assert j.run_id == result.run.id
-            assert [j.step(k, numbered, k, calls) for k in "abcd"] == [
+            assert [j.step(k, numbered, k, unchecked(calls)) for k in "abcd"] == [
                 f"value of {k}" for k in "abcd"
             ]
         assert calls == ["c", "d"]
+
+    def test_the_fork_replays_a_step_only_for_the_arguments_it_was_recorded_with(
+        self, db: Path
+    ) -> None:
+        calls: list[str] = []
+
+        def price(item: str) -> str:
+            calls.append(item)
+            usage(cost=0.5)
+            return f"price of {item}"
+
+        with Journal("g", path=db) as j:
+            j.step("price", price, "A")
+            j.step("ship", numbered, "ship", [])
+            source = j.run_id
+        store = open_journal_file(db, write=True)
+        try:
+            fork = fork_run(store, source, "ship").run
+        finally:
+            store.close()
+        with pytest.raises(StepMismatchError, match="price"), Journal("g", path=db) as j:
+            assert j.run_id == fork.id
+            j.step("price", price, "B")
+        with Journal("g", path=db) as j:
+            assert j.run_id == fork.id
+            assert j.step("price", price, "A") == "price of A"
+        assert calls == ["A"]
+        # The one paid call is counted once in the file, on the source's row.
+        con = sqlite3.connect(db)
+        try:
+            assert con.execute("SELECT sum(cost) FROM journal_g").fetchone() == (0.5,)
+        finally:
+            con.close()
 
     def test_a_run_held_by_a_live_journal_is_refused(self, db: Path) -> None:
         with Journal("g", path=db) as j:
@@ -148,12 +187,14 @@ class TestForkingAsALibraryCall:
 
 
 class TestAJournalWaitingForARunThatIsForgotten:
+    @pytest.mark.skipif(not HAS_PROC_FD, reason="the handshake reads /proc/self/fd")
     def test_it_starts_a_new_run_instead_of_failing(self, db: Path) -> None:
         with Journal("g", path=db, run="nightly") as j:
             j.step("a", numbered, "a", [])
             forgotten = j.run_id
         store = open_journal_file(db, write=True)
-        lock = filelock.FileLock(run_lock_path(store, forgotten))
+        path = run_lock_path(store, forgotten)
+        lock = filelock.FileLock(path)
         lock.acquire()  # as 'lil reset' does while it deletes the run
         opened: list[str] = []
 
@@ -163,7 +204,9 @@ class TestAJournalWaitingForARunThatIsForgotten:
 
         waiter = threading.Thread(target=open_it)
         waiter.start()
-        time.sleep(0.3)  # let it reach the lock (it waits however long this takes)
+        # Handshake: the waiter has opened the lock file (the test's lock is one
+        # descriptor, the waiter's poll another), so it looks again after the wait.
+        wait_until(lambda: descriptors_on(path) >= 2, "the journal waits for the run")
         with store.write() as c:
             _delete_runs(c, "journal_g", [forgotten])
         lock.release()

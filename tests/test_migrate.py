@@ -177,8 +177,14 @@ class TestTheMigrationThatLoosensTwoChecks:
     ) -> None:
         from letitloop.store import Store
 
-        seventh = (extra_migrations / "0007_primitives.sql").read_text(encoding="utf-8")
-        (extra_migrations / "0007_primitives.sql").unlink()
+        # Version 6: 0007 and every later migration held back (0010 alters 0007's table).
+        later = {
+            f.name: f.read_text(encoding="utf-8")
+            for f in sorted(extra_migrations.glob("*.sql"))
+            if f.name[:4].isdigit() and f.name >= "0007"
+        }
+        for name in later:
+            (extra_migrations / name).unlink()
         migrate.known_migrations.cache_clear()
         # A file as letitloop wrote it at version 6: two goals, three runs, their attempts.
         old = Store(db)
@@ -208,14 +214,15 @@ class TestTheMigrationThatLoosensTwoChecks:
         assert len(attempts) == 3
         # A connection that read the old schema before the upgrade, and keeps it open.
         assert before.execute("SELECT count(*) FROM runs").fetchone() == (3,)
-        (extra_migrations / "0007_primitives.sql").write_text(seventh, encoding="utf-8")
+        for name, text in later.items():
+            (extra_migrations / name).write_text(text, encoding="utf-8")
         migrate.known_migrations.cache_clear()
         close_idle_stores()  # as a new process would: a fresh connection, which upgrades
         with Journal("gamma", path=db) as j:  # opening upgrades the file
             j.step("s", lambda: 1)
         with Journal("alpha", path=db) as j:  # and resumes the failed run, as before
             assert j.run_id == "run-alpha-0" and j.step("s", int) == 1  # replayed
-        assert applied(db)[-1] == "0007_primitives"
+        assert applied(db)[-len(later) :] == [name.removesuffix(".sql") for name in later]
         after = before.execute("SELECT * FROM attempts ORDER BY run, attempt").fetchall()
         assert [a for a in after if a[0].startswith("run-") and a[1] == 1] == attempts
         assert before.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from primitives_lab import Lab
 
-from letitloop import Journal, RetryPolicy, durable, step
+from letitloop import Journal, RetryPolicy, durable, step, unchecked
 from letitloop.errors import LetItLoopError
 from letitloop.store import utc_iso
 
@@ -329,5 +329,147 @@ class TestABackoffInterruptedBySigkill:
         child.communicate()
         assert shown.returncode == 0, shown.stderr
         assert "retrying  'flaky': a try failed (TimeoutError: try 1 timed out)" in shown.stdout
-        assert "failed tries (retry policy)" in shown.stdout
+        assert "failed tries" in shown.stdout
         assert "flaky  try 1  attempt 1" in shown.stdout
+
+
+PARENT = """
+import os, sys
+from letitloop import Journal, RetryPolicy, step, usage
+
+db, log, backoff = sys.argv[1], sys.argv[2], float(sys.argv[3])
+
+def note(what):
+    with open(log, "a") as f:  # counted outside the journal
+        f.write(what + "\\n")
+
+def child(x):
+    note(f"child {x}")
+    usage(cost=0.25)
+    return x
+
+def flaky_child():
+    note("flaky")
+    usage(cost=0.5)  # a paid call, whether it fails or not
+    if sum(1 for line in open(log) if line == "flaky\\n") == 1:
+        raise RuntimeError("child failed once")
+    return "ok"
+
+def parent():
+    a = step("c", child, 1)
+    b = step("d", flaky_child)  # fails in the first try, so the parent does
+    note("parent tried")
+    return [a, b]
+
+with Journal("g", run="r", path=db) as j:
+    print(j.step("p", parent, retry=RetryPolicy(initial_backoff=backoff, jitter=0)), flush=True)
+"""
+
+
+class TestARetriedParentStep:
+    """A parent step tried again meets its children as a new attempt would, whether the
+    next try comes in the same process or after a SIGKILL between the tries: a child
+    that returned replays (never run again for that run), one that failed keeps its key."""
+
+    def keys_and_calls(self, db: Path, log: Path) -> tuple[list[Any], list[str]]:
+        conn = sqlite3.connect(db)
+        try:
+            keys = conn.execute("SELECT key, status FROM journal_g ORDER BY key").fetchall()
+            # Every paid call counted once: c once, d twice (it failed, then returned).
+            (spent,) = conn.execute(
+                "SELECT (SELECT sum(cost) FROM journal_g) + "
+                "(SELECT coalesce(sum(cost), 0) FROM step_tries)"
+            ).fetchone()
+        finally:
+            conn.close()
+        assert spent == pytest.approx(0.25 + 2 * 0.5)
+        return keys, log.read_text().splitlines()
+
+    def test_in_one_process_its_returned_children_replay(self, tmp_path: Path) -> None:
+        db, log, script = tmp_path / "journal.db", tmp_path / "calls.log", tmp_path / "p.py"
+        script.write_text(PARENT, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(script), str(db), str(log), "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        keys, calls = self.keys_and_calls(db, log)
+        # Try 1: c returned, d failed (so p failed). Try 2: c replays, d runs again
+        # under its own key, p returns.
+        assert keys == [("p", "done"), ("p/c", "done"), ("p/d", "done")]
+        assert calls == ["child 1", "flaky", "flaky", "parent tried"]
+
+    def test_after_a_sigkill_between_the_tries_they_replay_the_same_way(
+        self, tmp_path: Path
+    ) -> None:
+        db, log, script = tmp_path / "journal.db", tmp_path / "calls.log", tmp_path / "p.py"
+        script.write_text(PARENT, encoding="utf-8")
+        first = subprocess.Popen(
+            [sys.executable, str(script), str(db), str(log), "3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while row_status(db, "p") != "retrying":  # in its 3 s backoff
+                assert time.monotonic() < deadline and first.poll() is None
+                time.sleep(0.02)
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.communicate()
+        assert first.returncode == -signal.SIGKILL
+        done = subprocess.run(  # waits what remains of the backoff, then tries again
+            [sys.executable, str(script), str(db), str(log), "3"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        keys, calls = self.keys_and_calls(db, log)
+        assert keys == [("p", "done"), ("p/c", "done"), ("p/d", "done")]
+        assert calls == ["child 1", "flaky", "flaky", "parent tried"]
+
+
+def row_status(db: Path, key: str) -> str | None:
+    if not db.exists():
+        return None
+    conn = sqlite3.connect(db)
+    try:
+        got = conn.execute("SELECT status FROM journal_g WHERE key = ?", (key,)).fetchall()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return got[0][0] if got else None
+
+
+class TestARetriedAsyncParentStep:
+    def test_its_returned_children_replay_in_the_next_try(self, db: Path) -> None:
+        calls: list[str] = []
+
+        async def child(x: int) -> int:
+            calls.append(f"child {x}")
+            return x
+
+        async def parent(j: Journal) -> int:
+            got = await j.async_step("c", child, 1)
+            calls.append("parent tried")
+            if calls.count("parent tried") == 1:
+                raise RuntimeError("parent failed once")
+            return got
+
+        async def main() -> int:
+            async with Journal("g", path=db) as j:
+                return await j.async_step("p", parent, unchecked(j), retry=NOW)
+
+        assert asyncio.run(main()) == 1
+        assert calls == ["child 1", "parent tried", "parent tried"]
+        conn = sqlite3.connect(db)
+        try:
+            keys = conn.execute("SELECT key FROM journal_g ORDER BY key").fetchall()
+        finally:
+            conn.close()
+        assert keys == [("p",), ("p/c",)]

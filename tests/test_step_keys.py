@@ -39,3 +39,27 @@ class TestSplittingAKey:
     @given(st.text(min_size=1).filter(lambda s: not re.search(r"#\d+$", s)), st.integers(1, 10**6))
     def test_a_made_key_splits_back(self, name: str, n: int) -> None:
         assert split_key(make_key(name, n)) == (name, n)
+
+
+class TestReopeningAParentsChildren:
+    """``StepKeys.reopen``: a parent step tried again meets its children afresh (no SQLite)."""
+
+    def test_returned_children_replay_and_failed_ones_keep_their_keys(self) -> None:
+        from letitloop.keys import Recorded, StepKeys
+
+        keys = StepKeys("run")
+        me = 1  # a thread id: the owner of the calls
+        assert keys.claim("p", "fp", me) == ("p", None, None)
+        assert keys.claim("p/c", "c1", me) == ("p/c", None, None)
+        keys.release("p/c", me)
+        assert keys.claim("p/d", "d1", me) == ("p/d", None, None)  # it fails
+        keys.release("p/d", me)
+        assert keys.claim("q", "q1", me)[0] == "q"  # outside the parent: untouched
+        keys.reopen("p/", [Recorded("p/c", "m.child", "c1", 7)])
+        key, replay, differs = keys.claim("p/c", "c1", me)
+        assert (key, differs) == ("p/c", None) and replay is not None and replay.rowid == 7
+        assert keys.claim("p/d", "d1", me) == ("p/d", None, None)
+        keys.release("p/d", me)
+        assert keys.claim("q", "q1", me)[0] == "q#2"  # still numbered after 'q'
+        key, replay, differs = keys.claim("p/c", "c2", me)  # a third call: new
+        assert (key, replay, differs) == ("p/c#2", None, None)

@@ -6,14 +6,15 @@ resume it (:func:`resumer`).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
-import sqlite3
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import JournalFileError
+from ..sqlerrors import DRIVER_ERRORS
 from ..store import Store
 from .listing import get_run
 from .records import AttemptInfo, RowInfo, RunDetail, RunInfo, TryInfo, UsageTotals
@@ -43,7 +44,7 @@ def _dicts(store: Store, sql: str, params: tuple[Any, ...]) -> list[dict[str, An
             cur = store.conn.execute(sql, params)
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-        except sqlite3.Error as exc:
+        except DRIVER_ERRORS as exc:
             raise JournalFileError(f"{store.path}: SQLite error: {exc}") from None
 
 
@@ -83,12 +84,20 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
         TryInfo(*t)
         for t in store.query(
             "SELECT key, try, attempt, started_at, failed_at, error, next_at, input_tokens, "
-            "output_tokens, cost, model FROM step_tries WHERE run = ? ORDER BY failed_at, try",
+            "output_tokens, cost, model, ended FROM step_tries WHERE run = ? "
+            "ORDER BY failed_at, try",
             (info.id,),
         )
     ]
     spent = _totals([*rows, *tries])
-    replayed = _totals([r for r in rows if r.status == "done" and r.attempt < info.attempts])
+    # Saved by replay: the rows some attempt really got back (step_replays), once each
+    # time it did; not every row recorded before the last attempt.
+    by_key = {r.key: r for r in rows if r.kind == "step"}
+    got_back: list[RowInfo] = []
+    for (keys,) in store.query("SELECT keys FROM step_replays WHERE run = ?", (info.id,)):
+        with contextlib.suppress(ValueError, TypeError):  # a damaged record counts nothing
+            got_back.extend(by_key[k] for k in json.loads(keys) if k in by_key)
+    replayed = _totals(got_back)
     return RunDetail(
         info,
         rows,

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import LetItLoopError, RunNotFoundError
+from ..sqlite_storage import resumable_run_id
 from ..store import Store, utc_iso
 from .records import RunInfo
 from .state import _RUN_COLUMNS, STATES, _infos
@@ -238,17 +239,15 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
 
 
 def resumable_run(store: Store, goal: str) -> RunInfo | None:
-    """The goal's newest unfinished unnamed run (whatever its input), or None.
+    """The run ``Journal(goal)`` resumes (its newest unfinished unnamed run opened
+    without arguments), or None when it would start a new one.
 
-    Named runs are reached by their name only: an unnamed opener never takes
-    one, and neither does ``lil reset GOAL``.
+    The opener's own rule (``sqlite_storage.resumable_run_id``), so ``lil reset
+    GOAL`` forgets, and ``lil reset`` announces, the run the next opener would
+    take. Named runs are reached by their name only, and a ``@durable`` call's
+    run (opened for its arguments) by its id or name.
     """
     if store.goal_table(goal) is None:
         raise RunNotFoundError(_no_goal(store, goal))
-    rows = store.query(
-        f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
-        "WHERE r.goal = ? AND r.name IS NULL AND r.status IN ('running', 'failed', 'waiting') "
-        "AND r.cancel_requested_at IS NULL ORDER BY r.rowid DESC LIMIT 1",
-        (goal,),
-    )
-    return _infos(store, rows)[0] if rows else None
+    run_id = resumable_run_id(store.query, goal, None)
+    return None if run_id is None else get_run(store, run_id)

@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from ..errors import JournalFileError
+from ..sqlerrors import DRIVER_ERRORS
 from ..store import Store, resolve_path
 
 
@@ -61,7 +62,7 @@ def open_journal_file(
             }
         finally:
             probe.close()
-    except sqlite3.Error as exc:
+    except DRIVER_ERRORS as exc:
         from ..store import _explain
 
         raise _explain(exc, p) from None

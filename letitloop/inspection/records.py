@@ -172,7 +172,9 @@ class RowInfo:
 
 @dataclass(frozen=True)
 class TryInfo:
-    """One failed try of a step with a retry policy (a row of ``step_tries``)."""
+    """One call of a step that did not give it its result (a row of ``step_tries``): a
+    failed try of a retry policy, a call that raised without one (kept once a later
+    attempt claimed the run), or a call its process did not survive (``crashed``)."""
 
     key: str
     number: int
@@ -187,6 +189,8 @@ class TryInfo:
     output_tokens: int | None = None
     cost: float | None = None
     model: str | None = None
+    ended: str = "failed"
+    """``failed`` (the function raised) or ``crashed`` (the process died during it)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -264,12 +268,13 @@ class RunDetail:
     result_json: str | None = None
     """The run's result as stored (``runs.result``: what ``@durable`` returned)."""
     tries: list[TryInfo] = field(default_factory=list)
-    """Failed tries of its steps with a retry policy, in the order they were made."""
+    """Calls of its steps that did not give them their result (failed tries, calls that
+    raised or were cut short by a crash, kept for their usage), in the order they ended."""
     usage: UsageTotals = field(default_factory=UsageTotals)
-    """What its steps and failed tries reported consuming."""
+    """What its steps' calls reported consuming: every paid call once."""
     replayed: UsageTotals = field(default_factory=UsageTotals)
-    """Of that, what results recorded by earlier attempts (or copied by a fork) hold: what
-    the last attempt got back by replay instead of spending it again."""
+    """What its attempts got back by replay instead of spending it again: the usage of
+    each step an attempt really replayed (``step_replays``), once per replay."""
 
     def as_dict(self) -> dict[str, Any]:
         """The recorded columns as they are (results as stored text; see :func:`export_run`)."""

@@ -38,7 +38,10 @@ def fork_run(
     """A new run of the same goal that keeps the source's rows before ``from_step``.
 
     The new run holds copies of the source's done steps and done markers that
-    precede ``from_step`` in journal order (copied rows carry attempt 0);
+    precede ``from_step`` in journal order (copied rows carry attempt 0, and
+    each step's argument fingerprint, so a replay in the fork is refused for
+    other arguments as it would be in the source; not the usage the source
+    paid for, which stays counted once, on the source's rows);
     ``from_step`` and everything after it are not copied, so they run again.
     It is the goal's newest unfinished run, so the next ``Journal(goal)``
     resumes it. For a named source the fork takes over the name (so
@@ -81,12 +84,15 @@ def fork_run(
             "input_fp, id, ? FROM runs WHERE id = ?",
             (new_id, source.name, utc_iso(now), utc_iso(now), from_step, source.id),
         )
+        # Each copied row keeps its arguments' fingerprint (a replay must match it, or
+        # the fork would hand a result to a call with any arguments) and its model,
+        # but not its tokens or cost: that money was spent once, by the source run,
+        # where it stays counted (a sum over the journal table counts it once).
         c.execute(
             f'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, '
-            f"finished_at, duration_ms, attempt, error, traceback, wake_at, "
-            f"input_tokens, output_tokens, cost, model) "
+            f"finished_at, duration_ms, attempt, error, traceback, wake_at, args_fp, model) "
             f"SELECT ?, key, kind, status, fn, result, started_at, finished_at, duration_ms, "
-            f"0, error, traceback, wake_at, input_tokens, output_tokens, cost, model "
+            f"0, error, traceback, wake_at, args_fp, model "
             f'FROM "{table}" WHERE run = ? AND rowid < ? '
             f"AND status = 'done' ORDER BY rowid",
             (new_id, source.id, cut),

@@ -45,12 +45,34 @@ def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
         return find_run(store, run, goal=ref)
     target = resumable_run(store, ref)
     if target is None:
+        # Runs opened for arguments (a @durable call's) are each that call's:
+        # Journal(goal) never resumes them, so they are named by their id.
+        called = store.query(
+            "SELECT id, input FROM runs WHERE goal = ? AND name IS NULL AND input_fp IS NOT "
+            "NULL AND status IN ('running', 'failed', 'waiting') AND cancel_requested_at IS "
+            "NULL ORDER BY rowid DESC LIMIT 3",
+            (ref,),
+        )
+        if called:
+            shown = "; ".join(f"{rid} (input {render_input(text)})" for rid, text in called)
+            raise RunNotFoundError(
+                f"goal {ref!r} has no unfinished run that Journal({ref!r}) would resume; its "
+                f"unfinished runs were opened for arguments (a @durable call's run is that "
+                f"call's): {shown}; forget one by its id: lil reset {called[0][0]}"
+            )
         raise RunNotFoundError(
             f"goal {ref!r} has no unfinished unnamed run to reset (the next Journal({ref!r}) "
-            f"starts a new run anyway); to forget a named or completed run pass it: "
-            f"lil reset RUN, or lil reset {shlex.quote(ref)} --run RUN"
+            f"starts a new run anyway); to forget a named or completed run, or a @durable "
+            f"call's run (opened for its arguments), pass it: lil reset RUN, or "
+            f"lil reset {shlex.quote(ref)} --run RUN ('lil runs {shlex.quote(ref)}' lists them)"
         )
     return target
+
+
+def render_input(text: str | None, limit: int = 60) -> str:
+    """A run's recorded input as one short line for a message."""
+    one = " ".join((text or "none").split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
 def reset_run(store: Store, ref: str, run: str | None = None) -> RunInfo:
@@ -76,6 +98,7 @@ def _delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
         marks = ",".join("?" * len(chunk))
         deleted += c.execute(f'DELETE FROM "{table}" WHERE run IN ({marks})', chunk).rowcount
         c.execute(f"DELETE FROM step_tries WHERE run IN ({marks})", chunk)
+        c.execute(f"DELETE FROM step_replays WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
     return deleted

@@ -67,16 +67,17 @@ def fork_lines(result: ForkResult, from_step: str) -> list[str]:
         # opener of the same input, never by a bare Journal(goal).
         shown = render.fit(new.input_json, 60)
         out.append(
-            f"Next: the @durable function of goal {src.goal!r} called with the same "
-            f"arguments ({shown}), or Journal({src.goal!r}, input=<the same input>), resumes "
-            f"the fork."
+            f"Next: the call with the same arguments resumes the fork: the @durable function "
+            f"of goal {src.goal!r} called with the same arguments ({shown}), or "
+            f"Journal({src.goal!r}, input=<the same input>)."
         )
     else:
         out.append(f"Next: Journal({src.goal!r}) resumes the fork.")
     if src.state in ("failed", "crashed"):
+        opener = "that call" if src.input_json is not None else f"Journal({src.goal!r})"
         out.append(
             f"Note: run {src.id} is still unfinished; once the fork completes, "
-            f"Journal({src.goal!r}) would resume it; to forget it: {quoted('lil', 'reset', src.id)}"
+            f"{opener} would resume it; to forget it: {quoted('lil', 'reset', src.id)}"
         )
     return out
 

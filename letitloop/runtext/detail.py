@@ -137,8 +137,8 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
         )
         if detail.replayed.steps:
             out.append(
-                f"replayed  {usage_text(detail.replayed)} saved: results recorded before "
-                f"attempt {run.attempts}, which got them back instead of spending them again"
+                f"replayed  {usage_text(detail.replayed)} saved: results attempts got back "
+                f"from the journal instead of spending them again"
             )
     if run.status == "completed":
         out.extend(value_lines("result", detail.result_json, full, registry))
@@ -186,11 +186,13 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
                 out.extend("  " + ln for ln in render.block(r.traceback.rstrip()))
     if detail.tries:
         out.append("")
-        out.append("failed tries (retry policy)")
+        out.append("failed tries (and calls cut short by a crash, kept for their usage)")
         for t in detail.tries:
             then = (
                 f"next try at {render.local_time(t.next_at)}"
                 if t.next_at
+                else "its process died during it"
+                if t.ended == "crashed"
                 else "no next try: the step raised"
             )
             when = render.local_time(t.failed_at)
@@ -277,8 +279,9 @@ def step_lines(detail: RunDetail, key: str, registry: Any = None) -> list[str]:
         out.append(f"usage     {usage_text(spent)}{model}")
     for t in (t for t in detail.tries if t.key == key):
         then = f"next try at {render.local_time(t.next_at)}" if t.next_at else "no next try"
+        how = "cut short" if t.ended == "crashed" else "failed"
         out.append(
-            f"try {t.number:<5} failed {render.local_time(t.failed_at)} (attempt {t.attempt}); "
+            f"try {t.number:<5} {how} {render.local_time(t.failed_at)} (attempt {t.attempt}); "
             f"{then}: {render.one_line(t.error)}"
         )
     if row.error:
