@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from .canon import register_fingerprint
 from .durable import (
     async_sleep,
     async_step,
@@ -15,8 +16,8 @@ from .durable import (
     wait_for,
 )
 from .errors import LetItLoopError, RunCancelledError, WaitTimeoutError
-from .fingerprint import unchecked
 from .journal import Journal
+from .unchecked import unchecked
 
 if TYPE_CHECKING:
     from .control import cancel, send
@@ -67,6 +68,7 @@ __all__ = [
     "cancel",
     "durable",
     "durable_async",
+    "register_fingerprint",
     "send",
     "sleep",
     "step",

@@ -45,6 +45,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "markerhold",
             "keys",
             "fingerprint",
+            "canon",
+            "unchecked",
             "commits",
             "inflight",
             "costs",

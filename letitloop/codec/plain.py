@@ -280,3 +280,23 @@ def _plain_values(values: Any, types: set[type]) -> bool:
     return types <= _SIMPLE_SCALARS or (
         types <= _SCALARS and all(map(_isfinite, filter(_is_float, values)))
     )
+
+
+def is_plain(value: Any) -> bool:
+    """Whether ``value`` is plain JSON with finite floats, whatever its size.
+
+    The fingerprint's fast path asks it: a plain value is its own canonical
+    form. A one-key dict whose key starts with ``!`` counts as not plain
+    (the codec escapes it); that only sends it the long way.
+    """
+    small = _plain_small(value)
+    if small is not None:
+        return small
+    groups = _plain_scan(value)
+    if groups is None:
+        return False
+    pure, mixed = groups
+    for group in pure:
+        if not _isfinite(sum(group)) and not all(map(_isfinite, group)):
+            return False
+    return all(all(map(_isfinite, filter(_is_float, group))) for group in mixed)

@@ -1,0 +1,516 @@
+"""Fingerprints: two values are one argument exactly when the codec would store the same value.
+
+The equivalence (README, "Which calls are the same call"): the codec's
+document for each value, read with dict entries and set items in any order.
+So ``1``, ``1.0`` and ``True`` differ, a list is not a tuple, ``0.0`` is not
+``-0.0``, every nan is one value, and ``{"a": 1, "b": 2}`` is
+``{"b": 2, "a": 1}``. The property tests hold the fingerprint to that on
+pairs of values nested at any depth, big ints, lone surrogates, mixed-type
+keys and sets included; the examples pin the cases the issue names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import functools
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+import pydantic
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from letitloop import Journal, LetItLoopError, register_fingerprint, unchecked
+from letitloop.codec import CodecRegistry, encode
+from letitloop.errors import FingerprintError, StepMismatchError
+from letitloop.fingerprint import Fingerprinter
+
+
+@dataclasses.dataclass
+class Point:
+    x: Any
+    y: Any = None
+
+
+class Rec(msgspec.Struct):
+    a: Any
+    b: Any = None
+
+
+class Model(pydantic.BaseModel):
+    m: Any = None
+
+
+class Pair(NamedTuple):
+    left: Any
+    right: Any
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = "green"
+
+
+class Opaque:
+    """A class msgspec cannot encode, registered with the codec by an encode/decode pair."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+REGISTRY = CodecRegistry(Point, Rec, Model, Pair, Color)
+REGISTRY.register(Opaque, encode=lambda o: o.n, decode=Opaque)
+FP = Fingerprinter(REGISTRY)
+
+
+def fp(value: Any) -> str:
+    return FP.whole(value)
+
+
+def canonical_document(text: str) -> str:
+    """The codec's document for a value, as text in which dict and set order no longer shows."""
+
+    def norm(x: Any) -> str:
+        if x is None:
+            return "n"
+        if x is True or x is False:
+            return f"b{int(x)}"
+        if type(x) is int:
+            return f"i{x}"
+        if type(x) is float:
+            return f"f{x!r}"
+        if type(x) is str:
+            return "s" + json.dumps(x)
+        if type(x) is list:
+            return "[" + ",".join(map(norm, x)) + "]"
+        assert type(x) is dict
+        if len(x) == 1:
+            ((tag, payload),) = x.items()
+            if tag in ("!set", "!frozenset"):
+                return str(tag) + "{" + ",".join(sorted(map(norm, payload))) + "}"
+            if tag == "!dict" and type(payload) is list:
+                pairs = sorted(norm(k) + ":" + norm(v) for k, v in payload)
+                return "!dict{" + ",".join(pairs) + "}"
+        return "{" + ",".join(sorted(json.dumps(k) + ":" + norm(v) for k, v in x.items())) + "}"
+
+    return norm(json.loads(text))
+
+
+def codec_same(a: Any, b: Any) -> bool:
+    return canonical_document(encode(a, REGISTRY)) == canonical_document(encode(b, REGISTRY))
+
+
+# -- values the codec encodes, nested at any depth ------------------------------------------
+
+LONE = st.sampled_from(["\ud800", "\udfff", "\udc80"])
+TEXT = st.text(st.one_of(st.characters(), LONE), max_size=4)
+KEY_TEXT = TEXT.filter(lambda s: not s.startswith("!"))  # no user dict that looks like a tag
+BIG = st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 2**70, 2**71])
+INTS = st.one_of(st.integers(-3, 3), st.integers(), BIG, st.integers(2**64, 2**130))
+FLOATS = st.one_of(st.sampled_from([0.0, -0.0, 1.0, 2.0, float("nan"), float("inf")]), st.floats())
+ZONES = st.sampled_from([None, dt.timezone.utc, dt.timezone(dt.timedelta(hours=1))])
+HASHABLE = st.one_of(
+    st.none(),
+    st.booleans(),
+    INTS,
+    FLOATS,
+    TEXT,
+    st.binary(max_size=3),
+    st.datetimes(timezones=ZONES),
+    st.dates(),
+    st.timedeltas(),
+    st.sampled_from([decimal.Decimal("1.0"), decimal.Decimal("1.00"), decimal.Decimal("-0")]),
+    st.decimals(allow_nan=False, places=2),
+    st.uuids(),
+    st.sampled_from(list(Color)),
+)
+
+
+def containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    hashable_children = st.one_of(HASHABLE, st.lists(HASHABLE, max_size=2).map(tuple))
+    return st.one_of(
+        st.lists(children, max_size=3),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(KEY_TEXT, children, max_size=3),
+        st.dictionaries(hashable_children, children, max_size=3),  # mixed-type keys
+        st.sets(hashable_children, max_size=3),  # mixed-type items
+        st.frozensets(HASHABLE, max_size=3),
+        st.builds(Point, children, children),
+        st.builds(Rec, children, children),
+        st.builds(Model, m=children),
+        st.builds(Pair, children, children),
+        st.builds(Opaque, INTS),
+    )
+
+
+VALUES = st.recursive(HASHABLE, containers, max_leaves=10)
+SMALL = st.recursive(
+    st.sampled_from([0, 1, True, False, 1.0, 0.0, -0.0, "", "a", "\ud800", None, 2**70]),
+    lambda c: st.one_of(
+        st.lists(c, max_size=2),
+        st.lists(c, max_size=2).map(tuple),
+        st.dictionaries(st.sampled_from(["a", "b"]), c, max_size=2),
+        st.dictionaries(st.sampled_from([1, "a", True, 2.5]), c, max_size=2),
+        st.sets(st.sampled_from([1, "a", 2**70, 0.5]), max_size=3),
+        st.builds(Point, c),
+        st.builds(Rec, c),
+    ),
+    max_leaves=4,
+)  # a small world, so that equal pairs are drawn often
+
+
+def reordered(v: Any) -> Any:
+    """An equal value built in another order: dicts and sets reversed, at every depth."""
+    t = type(v)
+    if t is dict:
+        return {k: reordered(x) for k, x in reversed(list(v.items()))}
+    if t is list:
+        return [reordered(x) for x in v]
+    if t is tuple:
+        return tuple(reordered(x) for x in v)
+    if t in (set, frozenset):
+        return t(reversed(list(v)))
+    if t is Point:
+        return Point(reordered(v.x), reordered(v.y))
+    if t is Rec:
+        return Rec(reordered(v.a), reordered(v.b))
+    if t is Model:
+        return Model(m=reordered(v.m))
+    if t is Pair:
+        return Pair(reordered(v.left), reordered(v.right))
+    return v
+
+
+PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+class TestTheFingerprintOfValuesTheCodecEncodes:
+    @PROPERTY
+    @given(VALUES, VALUES)
+    def test_two_values_share_a_fingerprint_exactly_when_the_codec_stores_the_same(
+        self, a: Any, b: Any
+    ) -> None:
+        assert (fp(a) == fp(b)) == codec_same(a, b)
+
+    @PROPERTY
+    @given(SMALL, SMALL)
+    def test_so_do_values_drawn_from_a_small_world_where_equal_pairs_are_common(
+        self, a: Any, b: Any
+    ) -> None:
+        assert (fp(a) == fp(b)) == codec_same(a, b)
+
+    @PROPERTY
+    @given(VALUES)
+    def test_dict_and_set_order_is_not_part_of_a_value(self, a: Any) -> None:
+        b = reordered(a)
+        assert codec_same(a, b)
+        assert fp(a) == fp(b)
+        assert FP.call((a,), {}) == FP.call((b,), {})
+
+    @PROPERTY
+    @given(VALUES, VALUES)
+    def test_an_argument_digest_agrees_with_the_whole_value(self, a: Any, b: Any) -> None:
+        assert (FP.digest(a) == FP.digest(b)) == (fp(a) == fp(b))
+
+
+class TestValuesMsgpackRefuses:
+    """Before: one msgspec refusal made the whole container count by its type name."""
+
+    def test_orders_whose_ids_are_beyond_64_bits_are_two_orders(self) -> None:
+        one = {"id": 2**100 + 1, "amount": 10}
+        two = {"id": 2**100 + 2, "amount": 10}
+        assert fp(one) != fp(two)
+        assert FP.call((one,), {}) != FP.call((two,), {})
+
+    def test_ints_beyond_64_bits_are_told_apart(self) -> None:
+        assert FP.call((2**70,), {}) != FP.call((2**71,), {})
+        assert FP.call(([2**70],), {}) != FP.call(([2**71],), {})
+        assert FP.call((-(2**70),), {}) != FP.call((2**70,), {})
+
+    def test_strs_with_lone_surrogates_are_told_apart(self) -> None:
+        assert fp({"a": "\ud800"}) != fp({"a": "\udc00"})
+        assert fp(("x", "\ud800")) != fp(("x", "\udfff"))
+        assert fp({"\ud800": 1}) != fp({"\udc00": 1})
+
+    def test_mixed_type_keys_and_set_items_are_told_apart(self) -> None:
+        assert fp({1: "a", "b": 2}) != fp({1: "a", "b": 3})
+        assert fp({1, "a"}) != fp({1, "b"})
+        assert fp({1, "a"}) == fp({"a", 1})
+        assert fp({1: "a", "b": 2}) == fp({"b": 2, 1: "a"})
+
+    def test_a_registered_class_msgspec_cannot_encode_is_told_apart(self) -> None:
+        assert FP.call((Opaque(1),), {}) != FP.call((Opaque(2),), {})
+        assert FP.call((Opaque(1),), {}) == FP.call((Opaque(1),), {})
+        assert fp([Point(Opaque(1))]) != fp([Point(Opaque(2))])
+
+    def test_dataclasses_structs_and_models_holding_them_are_told_apart(self) -> None:
+        for make in (Point, Rec, lambda v: Model(m=v), lambda v: Pair(v, 0)):
+            assert fp(make(2**70)) != fp(make(2**71))
+            assert fp(make({1, "a"})) != fp(make({1, "b"}))
+            assert fp(make("\ud800")) != fp(make("\udbff"))
+
+
+class TestTheEquivalence:
+    """What README's identity paragraph says, pinned."""
+
+    def test_one_one_point_oh_and_true_are_three_values(self) -> None:
+        assert len({FP.digest(1), FP.digest(1.0), FP.digest(True)}) == 3
+        assert len({fp({1: 0}), fp({1.0: 0}), fp({True: 0})}) == 3
+
+    def test_a_list_is_not_a_tuple_and_a_set_not_a_frozenset(self) -> None:
+        assert FP.digest([1, 2]) != FP.digest((1, 2))
+        assert FP.digest({1, 2}) != FP.digest(frozenset({1, 2}))
+        assert FP.digest({1, 2}) != FP.digest([1, 2])
+
+    def test_a_dataclass_is_not_the_dict_of_its_fields_nor_another_class(self) -> None:
+        assert fp(Point(1, 2)) != fp({"x": 1, "y": 2})
+        assert fp(Point(1, 2)) != fp(Rec(1, 2))
+
+    def test_every_nan_is_one_value_and_zero_keeps_its_sign(self) -> None:
+        assert FP.digest(float("nan")) == FP.digest(-float("nan"))
+        assert FP.digest(0.0) != FP.digest(-0.0)
+
+    def test_keyword_order_is_not_part_of_a_call(self) -> None:
+        assert FP.call((), {"a": 1, "b": 2}) == FP.call((), {"b": 2, "a": 1})
+        assert FP.call((), {"a": 1, "b": 2}) != FP.call((), {"a": 2, "b": 1})
+
+    def test_an_aware_datetime_keeps_its_zone(self) -> None:
+        utc = dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
+        assert FP.digest(utc) != FP.digest(utc.astimezone(dt.timezone(dt.timedelta(hours=1))))
+
+    def test_a_plain_value_keeps_the_fingerprint_it_had_before(self) -> None:
+        # Plain JSON values go to msgspec as before, so runs recorded earlier still match.
+        assert Fingerprinter().call((123, "https://example.com"), {}) == "34c6b3dfbc21 07bcbffdee70"
+
+
+class Unknown:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+class Registered:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+register_fingerprint(Registered, lambda r: r.n)
+
+
+def module_level(x: int) -> int:
+    return x
+
+
+class TestValuesWithNoEncoding:
+    def test_a_value_with_no_way_to_tell_it_apart_is_refused_naming_its_path_and_type(
+        self,
+    ) -> None:
+        with pytest.raises(FingerprintError) as caught:
+            FP.call((1, {"items": [0, Unknown(1)]}), {})
+        message = str(caught.value)
+        assert "argument 1 holds at $.items[1] a test_fingerprint.Unknown" in message
+        assert "letitloop.register_fingerprint(Unknown, fn)" in message
+        assert "letitloop.unchecked(value)" in message
+        assert caught.value.path == "$.items[1]"
+        assert isinstance(caught.value, LetItLoopError)
+
+    def test_a_keyword_argument_is_named(self) -> None:
+        with pytest.raises(FingerprintError, match="keyword argument 'client' holds a"):
+            FP.call((), {"client": Unknown(1)})
+
+    def test_a_registered_fingerprint_tells_values_apart(self) -> None:
+        assert FP.digest(Registered(1)) == FP.digest(Registered(1))
+        assert FP.digest(Registered(1)) != FP.digest(Registered(2))
+        assert FP.digest([Registered(1)]) != FP.digest([1])  # the class is part of it
+
+    def test_a_registered_fingerprint_covers_subclasses_by_their_own_name(self) -> None:
+        class Sub(Registered):
+            pass
+
+        assert FP.digest(Sub(1)) != FP.digest(Registered(1))
+        assert FP.digest(Sub(1)) != FP.digest(Sub(2))
+
+    def test_a_built_in_type_cannot_get_a_fingerprint_function(self) -> None:
+        for cls in (int, dict, dt.datetime, uuid.UUID):
+            with pytest.raises(TypeError, match="built in"):
+                register_fingerprint(cls, repr)
+
+    def test_a_fingerprint_function_that_raises_is_reported(self) -> None:
+        class Broken:
+            pass
+
+        register_fingerprint(Broken, lambda b: 1 / 0)
+        with pytest.raises(FingerprintError, match=r"registered for .*Broken.* raised"):
+            FP.digest(Broken())
+
+    def test_partials_and_functions_are_told_apart_by_what_they_are(self) -> None:
+        assert FP.digest(functools.partial(module_level, 1)) != FP.digest(
+            functools.partial(module_level, 2)
+        )
+        assert FP.digest(module_level) == FP.digest(module_level)
+        assert FP.digest(module_level) != FP.digest(print)
+        assert FP.digest(Point) != FP.digest(Rec)
+
+    def test_a_lambda_is_refused_since_its_name_does_not_tell_it_apart(self) -> None:
+        with pytest.raises(FingerprintError, match="lambda"):
+            FP.call((lambda: 1,), {})
+
+    def test_unregistered_records_are_told_apart_by_their_fields(self) -> None:
+        @dataclasses.dataclass
+        class Local:
+            n: int
+
+        assert FP.digest(Local(1)) != FP.digest(Local(2))
+        assert FP.digest(Local(1)) == FP.digest(Local(1))
+
+    def test_subclasses_of_built_in_types_count_their_type_and_value(self) -> None:
+        class Name(str):
+            pass
+
+        assert FP.digest(Name("a")) != FP.digest("a")
+        assert FP.digest(Name("a")) != FP.digest(Name("b"))
+
+    def test_a_named_runs_input_counts_a_value_with_no_fingerprint_by_its_type(self) -> None:
+        one, two = {"c": Unknown(1)}, {"c": Unknown(2)}
+        assert FP.whole(one, strict=False) == FP.whole(two, strict=False)
+        with pytest.raises(FingerprintError, match=r"the run's input holds at \$.c a"):
+            FP.whole({"c": Unknown(1)})
+
+
+class TestNumpyArrays:
+    np = pytest.importorskip("numpy")
+
+    def test_arrays_are_told_apart_by_dtype_shape_and_bytes(self) -> None:
+        np = self.np
+        a = np.array([1, 2, 3, 4], dtype=np.int64)
+        assert FP.digest(a) == FP.digest(a.copy())
+        assert FP.digest(a) != FP.digest(np.array([1, 2, 3, 5], dtype=np.int64))
+        assert FP.digest(a) != FP.digest(a.astype(np.int32))
+        assert FP.digest(a) != FP.digest(a.reshape(2, 2))
+        assert FP.digest(a.reshape(2, 2).T) == FP.digest(np.ascontiguousarray(a.reshape(2, 2).T))
+        assert FP.digest(np.float64(1.5)) != FP.digest(np.float64(2.5))
+        assert FP.digest(np.float64(1.5)) != FP.digest(1.5)
+
+    def test_object_arrays_are_told_apart_by_their_items(self) -> None:
+        np = self.np
+        one = np.array([{"a": 2**70}, None], dtype=object)
+        two = np.array([{"a": 2**71}, None], dtype=object)
+        assert FP.digest(one) != FP.digest(two)
+
+    def test_numpy_is_never_imported_to_fingerprint(self, tmp_path: Path) -> None:
+        code = (
+            "import sys\n"
+            "from letitloop.fingerprint import Fingerprinter\n"
+            "Fingerprinter().call(({'a': (1, 2**70)}, {1, 'x'}), {})\n"
+            "print('numpy' in sys.modules)\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "False"
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    text: Any
+    n: int = 0
+
+
+class Msg(msgspec.Struct):
+    role: str
+    content: Any
+
+
+class TestUncheckedAtAnyDepth:
+    def test_a_nested_part_is_left_out_of_the_fingerprint(self) -> None:
+        a = [{"role": "system", "content": unchecked("today is monday")}, {"q": 1}]
+        b = [{"role": "system", "content": unchecked("today is tuesday")}, {"q": 1}]
+        c = [{"role": "system", "content": unchecked("today is tuesday")}, {"q": 2}]
+        assert FP.call((a,), {}) == FP.call((b,), {})
+        assert FP.call((a,), {}) != FP.call((c,), {})
+        assert FP.call((a,), {}).startswith("~")
+
+    def test_the_function_receives_exactly_the_values(self, db: Path) -> None:
+        got: list[Any] = []
+        messages = [
+            {"role": "system", "content": unchecked("today")},
+            (unchecked(1), {unchecked("k"): unchecked({2})}),
+            Frozen(unchecked("t")),
+            Msg("user", unchecked("hi")),
+            Pair(unchecked(1), [unchecked(2)]),
+            Model(m=unchecked([unchecked(3)])),
+        ]
+        with Journal("g", path=db) as j:
+            j.step("ask", lambda m, k=None: got.append((m, k)), messages, k=[unchecked(4)])
+        ((received, k),) = got
+        assert received == [
+            {"role": "system", "content": "today"},
+            (1, {"k": {2}}),
+            Frozen("t"),
+            Msg("user", "hi"),
+            Pair(1, [2]),
+            Model(m=[3]),
+        ]
+        assert k == [4]
+        assert "Unchecked" not in repr(received)
+
+    def test_a_part_in_a_class_that_is_not_rebuilt_is_refused(self) -> None:
+        with pytest.raises(FingerprintError, match=r"at \$\[0\] a letitloop.unchecked.Unchecked"):
+            FP.call(([Opaque(unchecked(1))],), {})
+
+    def test_a_call_recorded_without_it_replays_for_a_call_that_wraps_a_part(
+        self, db: Path
+    ) -> None:
+        calls: list[str] = []
+
+        def ask(messages: Any) -> str:
+            calls.append(str(messages))
+            return "answer"
+
+        with pytest.raises(RuntimeError), Journal("g", path=db) as j:
+            j.step("ask", ask, [{"content": "monday"}, "q"])
+            raise RuntimeError("crash")
+        with Journal("g", path=db) as j:  # the fix: the changing part wrapped
+            assert j.step("ask", ask, [{"content": unchecked("tuesday")}, "q"]) == "answer"
+        assert len(calls) == 1
+
+    def test_but_the_rest_of_a_partly_unchecked_argument_is_still_checked(self, db: Path) -> None:
+        with pytest.raises(RuntimeError), Journal("g", path=db) as j:
+            j.step("ask", str, [{"content": unchecked("monday")}, "q1"])
+            raise RuntimeError("crash")
+        with Journal("g", path=db) as j, pytest.raises(StepMismatchError, match="argument 0"):
+            j.step("ask", str, [{"content": unchecked("tuesday")}, "q2"])
+
+
+class TestAJournalReplaysByValue:
+    def test_keyword_order_is_not_part_of_a_recorded_call(self, db: Path) -> None:
+        calls: list[tuple[int, int]] = []
+
+        def add(a: int, b: int) -> int:
+            calls.append((a, b))
+            return a + b
+
+        with pytest.raises(RuntimeError), Journal("g", path=db) as j:
+            j.step("add", add, a=1, b=2)
+            raise RuntimeError("crash")
+        with Journal("g", path=db) as j:
+            assert j.step("add", add, b=2, a=1) == 3
+        assert calls == [(1, 2)]
+
+    def test_registered_objects_and_big_ints_are_told_apart_on_replay(self, db: Path) -> None:
+        with pytest.raises(RuntimeError), Journal("g", path=db, registry=REGISTRY) as j:
+            j.step("o", str, Opaque(1))
+            j.step("n", str, 2**70)
+            raise RuntimeError("crash")
+        with Journal("g", path=db, registry=REGISTRY) as j:
+            with pytest.raises(StepMismatchError, match="positional argument 0 differs"):
+                j.step("o", str, Opaque(2))
+            with pytest.raises(StepMismatchError, match="positional argument 0 differs"):
+                j.step("n", str, 2**71)
