@@ -94,7 +94,8 @@ def _type_name(t: type) -> str:
 # -- the canonical tree ------------------------------------------------------------
 
 _Ext = msgspec.msgpack.Ext
-_pack = msgspec.msgpack.Encoder(order="deterministic").encode
+#: MessagePack with dict keys sorted: a plain value's canonical bytes (the fast path).
+pack = msgspec.msgpack.Encoder(order="deterministic").encode
 
 # Extension codes: one per kind of tagged value. Plain values never produce an
 # extension, so a tagged value never equals a plain one.
@@ -168,11 +169,11 @@ def _canon(v: Any, w: _Walk, left: int, reach: bool) -> Any:
     if t is int:
         if -0x8000000000000000 <= v <= 0xFFFFFFFFFFFFFFFF:
             return v
-        return _Ext(_INT, _pack(format(v, "x")))  # hex: exact, free of the digit guard
+        return _Ext(_INT, pack(format(v, "x")))  # hex: exact, free of the digit guard
     if t is float:
         if v - v == 0.0:
             return v
-        return _Ext(_LEAF, _pack("nan" if v != v else "inf" if v > 0 else "-inf"))
+        return _Ext(_LEAF, pack("nan" if v != v else "inf" if v > 0 else "-inf"))
     if t is bool or v is None or t is bytes:
         return v
     left -= 1
@@ -187,9 +188,9 @@ def _canon(v: Any, w: _Walk, left: int, reach: bool) -> Any:
     if t is dict:
         return _canon_dict(v, w, left, reach)
     if t is tuple:
-        return _Ext(_TUPLE, _pack(_canon_items(v, w, left, reach)))
+        return _Ext(_TUPLE, pack(_canon_items(v, w, left, reach)))
     if t is set or t is frozenset:
-        return _Ext(_SET if t is set else _FROZENSET, _pack(_sorted_items(v, w, left, reach)))
+        return _Ext(_SET if t is set else _FROZENSET, pack(_sorted_items(v, w, left, reach)))
     if t is Unchecked:
         if not reach:
             raise NoFingerprint(
@@ -245,12 +246,12 @@ def _canon_dict(v: dict[Any, Any], w: _Walk, left: int, reach: bool) -> Any:
     pairs = []
     for k, x in v.items():
         try:
-            pairs.append(_pack([_canon(k, w, left, reach), _canon(x, w, left, reach)]))
+            pairs.append(pack([_canon(k, w, left, reach), _canon(x, w, left, reach)]))
         except NoFingerprint as exc:
             exc.parts.append(_seg(k))
             raise
     pairs.sort()
-    return _Ext(_DICT, _pack(pairs))
+    return _Ext(_DICT, pack(pairs))
 
 
 def _lone(s: str) -> bool:
@@ -265,7 +266,7 @@ def _sorted_items(v: Any, w: _Walk, left: int, reach: bool) -> list[bytes]:
     out = []
     for x in v:
         try:
-            out.append(_pack(_canon(x, w, left, reach)))
+            out.append(pack(_canon(x, w, left, reach)))
         except NoFingerprint as exc:
             exc.parts.append(f"[{_seg(x)[1:-1] if type(x) is not str else repr(x)}]")
             raise
@@ -299,10 +300,10 @@ def _canon_object(v: Any, t: type, w: _Walk, left: int, reach: bool) -> Any:
                 f"{type(exc).__name__}: {exc}",
                 type_name=_type_name(t),
             ) from exc
-        return _Ext(_HOOK, _pack([name, _type_name(t), _canon(made, w, left, False)]))
+        return _Ext(_HOOK, pack([name, _type_name(t), _canon(made, w, left, False)]))
     entry = w.reg._entry_for_type(t)
     if entry is not None:
-        return _Ext(_REGISTERED, _pack([entry.name, _fields(v, entry, w, left, reach)]))
+        return _Ext(_REGISTERED, pack([entry.name, _fields(v, entry, w, left, reach)]))
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(v, (numpy.ndarray, numpy.generic)):
         return _canon_numpy(v, t, numpy, w, left)
@@ -311,7 +312,7 @@ def _canon_object(v: Any, t: type, w: _Walk, left: int, reach: bool) -> Any:
     except KeyError:
         entry = _records[t] = default_entry(t, _type_name(t))
     if entry is not None:
-        return _Ext(_RECORD, _pack([entry.name, _fields(v, entry, w, left, reach)]))
+        return _Ext(_RECORD, pack([entry.name, _fields(v, entry, w, left, reach)]))
     for base in (str, int, float, bytes, list, tuple, dict, set, frozenset):
         if isinstance(v, base):
             state = getattr(v, "__dict__", None)
@@ -320,12 +321,12 @@ def _canon_object(v: Any, t: type, w: _Walk, left: int, reach: bool) -> Any:
                 _canon(_BASE_COPY[base](v), w, left + 1, False),
                 _canon(dict(state), w, left, False) if state else None,
             ]
-            return _Ext(_SUBCLASS, _pack(inner))
+            return _Ext(_SUBCLASS, pack(inner))
     if isinstance(v, _NAMED_KINDS):
         module = getattr(v, "__module__", None)
         qualname = getattr(v, "__qualname__", None)
         if type(module) is str and type(qualname) is str and "<" not in qualname:
-            return _Ext(_NAMED, _pack(f"{module}.{qualname}"))
+            return _Ext(_NAMED, pack(f"{module}.{qualname}"))
         return _opaque(
             v,
             t,
@@ -338,10 +339,10 @@ def _canon_object(v: Any, t: type, w: _Walk, left: int, reach: bool) -> Any:
     if t is partial:
         inner = [_canon(v.func, w, left, False), _canon(v.args, w, left, False)]
         inner.append(_canon(v.keywords, w, left, False))
-        return _Ext(_PARTIAL, _pack(inner))
+        return _Ext(_PARTIAL, pack(inner))
     if t is types.MethodType:
         inner = [_canon(v.__self__, w, left, False), _canon(v.__func__, w, left, False)]
-        return _Ext(_METHOD, _pack(inner))
+        return _Ext(_METHOD, pack(inner))
     return _opaque(v, t, w, "letitloop has no way to tell it from another value of its type")
 
 
@@ -362,7 +363,7 @@ _BASE_COPY: dict[type, Callable[[Any], Any]] = {
 def _opaque(v: Any, t: type, w: _Walk, why: str, advice: str | None = None) -> Any:
     if w.strict:
         raise NoFingerprint(t, why, advice)
-    return _Ext(_OPAQUE, _pack(_type_name(t)))
+    return _Ext(_OPAQUE, pack(_type_name(t)))
 
 
 def _fields(v: Any, entry: _Entry, w: _Walk, left: int, reach: bool) -> Any:
@@ -396,11 +397,11 @@ def _canon_numpy(v: Any, t: type, numpy: Any, w: _Walk, left: int) -> Any:
     dtype = v.dtype
     if dtype.hasobject:
         items = _canon(v.tolist(), w, left + 1, False)
-        return _Ext(_ARRAY, _pack([_type_name(t), dtype.str, list(v.shape), items]))
+        return _Ext(_ARRAY, pack([_type_name(t), dtype.str, list(v.shape), items]))
     if isinstance(v, numpy.generic):
-        return _Ext(_NPSCALAR, _pack([_type_name(t), dtype.str, v.tobytes()]))
+        return _Ext(_NPSCALAR, pack([_type_name(t), dtype.str, v.tobytes()]))
     data = v.tobytes()  # C order, whatever the array's layout: equal arrays give equal bytes
-    return _Ext(_ARRAY, _pack([_type_name(t), dtype.str, list(v.shape), data]))
+    return _Ext(_ARRAY, pack([_type_name(t), dtype.str, list(v.shape), data]))
 
 
 def canonical(value: Any, registry: CodecRegistry, strict: bool) -> tuple[bytes, int]:
@@ -413,26 +414,63 @@ def canonical(value: Any, registry: CodecRegistry, strict: bool) -> tuple[bytes,
     t = type(value)
     if t is str or t is int or t is bool or t is bytes or value is None:
         try:
-            return _pack(value), 0
+            return pack(value), 0
         except (OverflowError, UnicodeEncodeError):
             pass  # an int beyond 64 bits, a lone surrogate: tagged below
     elif t is float:
         if value - value == 0.0:
-            return _pack(value), 0
-    elif (t is dict or t is list) and is_plain(value):
+            return pack(value), 0
+    elif (t is dict or t is list) and _plain(value, MAX_DEPTH):
         try:
-            return _pack(value), 0
+            return pack(value), 0
         except (OverflowError, UnicodeEncodeError):
             pass
     walk = _Walk(registry, strict, careful=False)
     try:
         try:
-            return _pack(_canon(value, walk, MAX_DEPTH + 1, True)), walk.tildes
+            return pack(_canon(value, walk, MAX_DEPTH + 1, True)), walk.tildes
         except UnicodeEncodeError:
             pass  # a lone surrogate: this time, every str is checked
         walk = _Walk(registry, strict, careful=True)
-        return _pack(_canon(value, walk, MAX_DEPTH + 1, True)), walk.tildes
+        return pack(_canon(value, walk, MAX_DEPTH + 1, True)), walk.tildes
     except RecursionError:
         raise NoFingerprint(
             t, "the caller's stack is too deep to walk it", "call the step from a shallower stack"
         ) from None
+
+
+_STR_ONLY = frozenset({str})
+
+#: A container longer than this is checked by the codec's plain scan (C passes
+#: over each level) rather than value by value.
+_LOOP_MAX = 64
+
+
+def _plain(v: Any, depth: int) -> bool:
+    """Whether a dict or list is plain JSON (exact types, str keys, finite floats), as a tree.
+
+    The fingerprint's own check for the usual small argument, value by value
+    with the scalars tested inline (a third of the codec's part-by-part check
+    on a dict of four keys); a long container goes to the codec's scan. Ints
+    beyond 64 bits and lone surrogates pass here: msgspec refuses them, and
+    the caller then takes the long way.
+    """
+    if len(v) > _LOOP_MAX:
+        return is_plain(v)
+    if type(v) is dict:
+        if not set(map(type, v)) <= _STR_ONLY:
+            return False
+        v = v.values()
+    for x in v:
+        t = type(x)
+        if t is str or t is int or t is bool or x is None:
+            continue
+        if t is float:
+            if x - x != 0.0:
+                return False  # nan or an infinity
+        elif t is dict or t is list:
+            if depth == 0 or not _plain(x, depth - 1):
+                return False
+        else:
+            return False
+    return True

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .canon import NoFingerprint, canonical
+from .canon import NoFingerprint, canonical, pack
 from .codec import default_registry
 from .errors import FingerprintError
 from .unchecked import Unchecked
@@ -86,7 +86,13 @@ class Fingerprinter:
 
         Raises NoFingerprint for a part with no fingerprint (:meth:`call` words it).
         """
-        if type(value) is Unchecked:
+        t = type(value)
+        if t is str or t is int:  # the usual argument: an id, a URL (canonical()'s first case)
+            try:
+                return blake2b(pack(value), digest_size=DIGEST_BYTES).hexdigest()
+            except (OverflowError, UnicodeEncodeError):
+                pass  # beyond 64 bits, a lone surrogate: tagged by canonical()
+        elif t is Unchecked:
             return UNCHECKED
         data, tildes = canonical(value, self._reg, True)
         hexed = blake2b(data, digest_size=DIGEST_BYTES).hexdigest()

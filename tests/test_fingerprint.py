@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from letitloop import Journal, LetItLoopError, register_fingerprint, unchecked
-from letitloop.codec import CodecRegistry, encode
+from letitloop.codec import MAX_DEPTH, CodecRegistry, encode
 from letitloop.errors import FingerprintError, StepMismatchError
 from letitloop.fingerprint import Fingerprinter
 
@@ -514,3 +514,41 @@ class TestAJournalReplaysByValue:
                 j.step("o", str, Opaque(2))
             with pytest.raises(StepMismatchError, match="positional argument 0 differs"):
                 j.step("n", str, 2**71)
+
+
+PLAIN = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), TEXT),
+    lambda c: st.one_of(st.lists(c, max_size=70), st.dictionaries(TEXT, c, max_size=4)),
+    max_leaves=80,
+)
+
+
+class TestTheFastPath:
+    """A plain value goes to msgspec at once; the walk must give it the same bytes."""
+
+    @PROPERTY
+    @given(PLAIN)
+    def test_it_gives_the_bytes_the_walk_gives(self, value: Any) -> None:
+        from letitloop import canon
+        from letitloop.codec import default_registry
+
+        fast, _ = canon.canonical(value, default_registry, True)
+        walked = None
+        for careful in (False, True):
+            walk = canon._Walk(default_registry, True, careful)
+            try:
+                walked = canon.pack(canon._canon(value, walk, MAX_DEPTH + 1, True))
+                break
+            except UnicodeEncodeError:
+                continue
+        assert fast == walked
+
+    @PROPERTY
+    @given(PLAIN)
+    def test_its_check_agrees_with_the_codecs_plain_scan(self, value: Any) -> None:
+        from letitloop import canon
+        from letitloop.codec.plain import is_plain
+
+        if type(value) in (dict, list):
+            tag_like = type(value) is dict and len(value) == 1 and next(iter(value))[:1] == "!"
+            assert canon._plain(value, MAX_DEPTH) == (is_plain(value) or tag_like)
