@@ -439,8 +439,6 @@ def canonical(value: Any, registry: CodecRegistry, strict: bool) -> tuple[bytes,
         ) from None
 
 
-_STR_ONLY = frozenset({str})
-
 #: A container longer than this is checked by the codec's plain scan (C passes
 #: over each level) rather than value by value.
 _LOOP_MAX = 64
@@ -458,8 +456,9 @@ def _plain(v: Any, depth: int) -> bool:
     if len(v) > _LOOP_MAX:
         return is_plain(v)
     if type(v) is dict:
-        if not set(map(type, v)) <= _STR_ONLY:
-            return False
+        for k in v:
+            if type(k) is not str:
+                return False
         v = v.values()
     for x in v:
         t = type(x)
