@@ -105,39 +105,45 @@ class Fingerprinter:
         fingerprint, or an ``unchecked()`` that cannot be taken off.
         """
         digest = self.digest
-        i: Any = 0
         try:
             if not kwargs:
                 if not args:
                     return ""
                 if len(args) == 1:
                     return digest(args[0])
-                parts = []
-                for i, a in enumerate(args):  # noqa: B007  (i names the argument on failure)
-                    parts.append(digest(a))
-                return " ".join(parts)
-            parts = []
-            for i, a in enumerate(args):  # noqa: B007
-                parts.append(digest(a))
-            for i in sorted(kwargs):
-                parts.append(f"{i}={digest(kwargs[i])}")
+                return " ".join(map(digest, args))
+            parts = [digest(a) for a in args]
+            parts += [f"{k}={digest(kwargs[k])}" for k in sorted(kwargs)]
             return " ".join(parts)
-        except NoFingerprint as exc:
-            where = f"argument {i}" if type(i) is int else f"keyword argument {i!r}"
-            path = exc.path()
-            inside = "" if path == "$" else f" at {path}"
-            advice = exc.advice or (
-                f"a result recorded for one such value could replay for another; register how "
-                f"to tell them apart (letitloop.register_fingerprint({exc.type.__qualname__}, "
-                f"fn), fn returning what identifies one), or pass it as "
-                f"letitloop.unchecked(value) to leave it out of the call's identity"
-            )
-            raise FingerprintError(
-                f"the step's {where} holds{inside} a {_type_name(exc.type)}: {exc.reason}; "
-                f"the call is refused before it runs: {advice}",
-                path=path,
-                type_name=_type_name(exc.type),
-            ) from None
+        except NoFingerprint:
+            raise self._refusal(args, kwargs) from None
+
+    def _refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FingerprintError:
+        """The FingerprintError of a call, naming its first argument with no fingerprint."""
+        named: list[tuple[str, Any]] = [(f"argument {i}", a) for i, a in enumerate(args)]
+        named += [(f"keyword argument {k!r}", kwargs[k]) for k in sorted(kwargs)]
+        for where, value in named:
+            try:
+                self.digest(value)
+            except NoFingerprint as exc:
+                path = exc.path()
+                inside = "" if path == "$" else f" at {path}"
+                advice = exc.advice or (
+                    f"a result recorded for one such value could replay for another; register "
+                    f"how to tell them apart (letitloop.register_fingerprint("
+                    f"{exc.type.__qualname__}, fn), fn returning what identifies one), or pass "
+                    f"it as letitloop.unchecked(value) to leave it out of the call's identity"
+                )
+                return FingerprintError(
+                    f"the step's {where} holds{inside} a {_type_name(exc.type)}: {exc.reason}; "
+                    f"the call is refused before it runs: {advice}",
+                    path=path,
+                    type_name=_type_name(exc.type),
+                )
+        return FingerprintError(  # a registered fingerprint function that answered differently
+            "an argument of the step has no fingerprint (a fingerprint function registered "
+            "for one of its types raised once, then not); pass it as letitloop.unchecked(value)"
+        )
 
     def whole(self, value: Any, *, strict: bool = True) -> str:
         """One digest of a whole value (a run's input), 128 bits as 32 hex characters.
