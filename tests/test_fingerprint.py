@@ -552,3 +552,21 @@ class TestTheFastPath:
         if type(value) in (dict, list):
             tag_like = type(value) is dict and len(value) == 1 and next(iter(value))[:1] == "!"
             assert canon._plain(value, MAX_DEPTH) == (is_plain(value) or tag_like)
+
+
+class TestUncheckedInAnAsyncStep:
+    def test_the_coroutine_receives_the_values(self, db: Path) -> None:
+        import asyncio
+
+        got: list[Any] = []
+
+        async def ask(messages: Any) -> str:
+            got.append(messages)
+            return "answer"
+
+        async def main() -> str:
+            async with Journal("g", path=db) as j:
+                return await j.async_step("ask", ask, [{"content": unchecked("now")}, (1,)])
+
+        assert asyncio.run(main()) == "answer"
+        assert got == [[{"content": "now"}, (1,)]]
