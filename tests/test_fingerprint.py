@@ -21,7 +21,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import msgspec
 import pydantic
@@ -33,6 +33,7 @@ from letitloop import Journal, LetItLoopError, register_fingerprint, unchecked
 from letitloop.codec import MAX_DEPTH, CodecRegistry, encode
 from letitloop.errors import FingerprintError, StepMismatchError
 from letitloop.fingerprint import Fingerprinter
+from letitloop.unchecked import unwrap
 
 
 @dataclasses.dataclass
@@ -570,3 +571,20 @@ class TestUncheckedInAnAsyncStep:
 
         assert asyncio.run(main()) == "answer"
         assert got == [[{"content": "now"}, (1,)]]
+
+
+@dataclasses.dataclass
+class WithPseudoFields:
+    seed: dataclasses.InitVar[int]  # no default: no class attribute of that name
+    text: Any
+    kind: ClassVar[str] = "k"
+
+    def __post_init__(self, seed: int) -> None:
+        self.seeded = seed
+
+
+class TestUncheckedInADataclassWithPseudoFields:
+    def test_class_variables_and_init_variables_are_not_taken_for_fields(self) -> None:
+        args, _ = unwrap((WithPseudoFields(7, unchecked("t")),), {})
+        assert args == (WithPseudoFields(7, "t"),)
+        assert args[0].seeded == 7  # a copy: __post_init__ did not run again
