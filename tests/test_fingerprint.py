@@ -435,3 +435,15 @@ class TestUncheckedInADataclassWithPseudoFields:
         args, _ = unwrap((WithPseudoFields(7, unchecked("t")),), {})
         assert args == (WithPseudoFields(7, "t"),)
         assert args[0].seeded == 7  # a copy: __post_init__ did not run again
+
+
+class TestARepeatedCallWithAChangedArgument:
+    def test_it_is_refused_naming_its_numbered_key(self, db: Path) -> None:
+        with pytest.raises(RuntimeError), Journal("g", path=db) as j:
+            j.step("f", str, 1)
+            j.step("f", str, 1)
+            raise RuntimeError("crash")
+        with Journal("g", path=db) as j:
+            assert j.step("f", str, 1) == "1"
+            with pytest.raises(StepMismatchError, match=r"^step 'f#2' \(run "):
+                j.step("f", str, 2)
