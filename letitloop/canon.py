@@ -37,8 +37,9 @@ T = TypeVar("T")
 
 #: Registered fingerprint functions: class -> (name, function).
 _hooks: dict[type, tuple[str, Callable[[Any], Any]]] = {}
-#: The hook (or None) each class resolved to, subclasses included; cleared on register.
-#: (Weak: classes made at run time, a dataclass per call say, are not kept alive.)
+#: The name (the registered class's, or ``name/module.QualName`` for a subclass) and
+#: function each class resolved to, or None; cleared on register. (Weak: classes made
+#: at run time, a dataclass per call say, are not kept alive.)
 _hook_of: weakref.WeakKeyDictionary[type, tuple[str, Callable[[Any], Any]] | None] = (
     weakref.WeakKeyDictionary()
 )
@@ -59,16 +60,25 @@ def register_fingerprint(
     (``register_fingerprint(Client, lambda c: c.base_url)``). Two values are
     then the same argument when their classes' names and ``fn``'s results
     are. ``name`` replaces ``module.QualName`` in the fingerprint, so that
-    moving the class keeps recorded runs' fingerprints. A registered
-    function takes precedence over the codec's own way of telling values of
-    ``cls`` apart. Applies to every journal of the process; registering a
-    class again replaces its function. Raises TypeError for a built-in type.
+    moving the class keeps recorded runs' fingerprints (a subclass counts
+    as ``name/module.QualName`` of its own). A registered function takes
+    precedence over the codec's own way of telling values of ``cls`` apart.
+    Applies to every journal of the process; registering a class again
+    replaces its function. Raises TypeError for a built-in type, ValueError
+    for a name another class registered.
     """
     if not isinstance(cls, type):
         raise TypeError(f"register_fingerprint() takes a class, got {cls!r}")
     if cls in _BUILTIN or cls in SCALAR_TYPES:
         raise TypeError(f"{_type_name(cls)} is built in: its values are told apart exactly already")
-    _hooks[cls] = (name if name is not None else _type_name(cls), fn)
+    name = name if name is not None else _type_name(cls)
+    for other, (taken, _) in _hooks.items():
+        if taken == name and other is not cls:
+            raise ValueError(
+                f"the fingerprint name {name!r} is already registered for {_type_name(other)}; "
+                f"pass a different name= for {_type_name(cls)}"
+            )
+    _hooks[cls] = (name, fn)
     _hook_of.clear()
     return cls
 
@@ -80,8 +90,9 @@ def _hook_for(t: type) -> tuple[str, Callable[[Any], Any]] | None:
         pass
     found = None
     for base in t.__mro__:
-        found = _hooks.get(base)
-        if found is not None:
+        hook = _hooks.get(base)
+        if hook is not None:
+            found = hook if base is t else (f"{hook[0]}/{_type_name(t)}", hook[1])
             break
     _hook_of[t] = found
     return found
@@ -300,7 +311,7 @@ def _canon_object(v: Any, t: type, w: _Walk, left: int, reach: bool) -> Any:
                 f"{type(exc).__name__}: {exc}",
                 type_name=_type_name(t),
             ) from exc
-        return _Ext(_HOOK, pack([name, _type_name(t), _canon(made, w, left, False)]))
+        return _Ext(_HOOK, pack([name, _canon(made, w, left, False)]))
     entry = w.reg._entry_for_type(t)
     if entry is not None:
         return _Ext(_REGISTERED, pack([entry.name, _fields(v, entry, w, left, reach)]))

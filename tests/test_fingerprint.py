@@ -447,3 +447,39 @@ class TestARepeatedCallWithAChangedArgument:
             assert j.step("f", str, 1) == "1"
             with pytest.raises(StepMismatchError, match=r"^step 'f#2' \(run "):
                 j.step("f", str, 2)
+
+
+class TestARegisteredFingerprintsName:
+    CODE = (
+        "import sys\n"
+        "from letitloop import register_fingerprint\n"
+        "from letitloop.fingerprint import Fingerprinter\n"
+        "Invoice = type('Invoice', (), {'__init__': lambda s, n: setattr(s, 'n', n)})\n"
+        "Invoice.__module__ = sys.argv[1]\n"
+        "register_fingerprint(Invoice, lambda i: i.n, **({'name': sys.argv[2]} if sys.argv[2] "
+        "else {}))\n"
+        "print(Fingerprinter().digest(Invoice(7)))\n"
+    )
+
+    def digest_in_a_process(self, module: str, name: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", self.CODE, module, name], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def test_it_keeps_a_fingerprint_when_the_class_moves(self) -> None:
+        before = self.digest_in_a_process("billing", "Invoice")
+        assert self.digest_in_a_process("accounts.invoices", "Invoice") == before
+        assert self.digest_in_a_process("accounts.invoices", "") != before  # by module.QualName
+
+    def test_it_cannot_be_taken_by_another_class(self) -> None:
+        class One:
+            pass
+
+        class Two:
+            pass
+
+        register_fingerprint(One, repr, name="test-one")
+        with pytest.raises(ValueError, match=r"already registered for .*One"):
+            register_fingerprint(Two, repr, name="test-one")
