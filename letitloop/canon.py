@@ -431,7 +431,7 @@ def canonical(value: Any, registry: CodecRegistry, strict: bool) -> tuple[bytes,
     elif t is float:
         if value - value == 0.0:
             return pack(value), 0
-    elif (t is dict or t is list) and _plain(value, MAX_DEPTH):
+    elif (t is dict or t is list) and plain_tree(value, MAX_DEPTH):
         try:
             return pack(value), 0
         except (OverflowError, UnicodeEncodeError):
@@ -455,7 +455,7 @@ def canonical(value: Any, registry: CodecRegistry, strict: bool) -> tuple[bytes,
 _LOOP_MAX = 64
 
 
-def _plain(v: Any, depth: int) -> bool:
+def plain_tree(v: Any, depth: int) -> bool:
     """Whether a dict or list is plain JSON (exact types, str keys, finite floats), as a tree.
 
     The fingerprint's own check for the usual small argument, value by value
@@ -479,7 +479,7 @@ def _plain(v: Any, depth: int) -> bool:
             if x - x != 0.0:
                 return False  # nan or an infinity
         elif t is dict or t is list:
-            if depth == 0 or not _plain(x, depth - 1):
+            if depth == 0 or not plain_tree(x, depth - 1):
                 return False
         else:
             return False

@@ -47,8 +47,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .canon import NoFingerprint, canonical, pack
-from .codec import default_registry
+from .canon import NoFingerprint, canonical, pack, plain_tree
+from .codec import MAX_DEPTH, default_registry
 from .errors import FingerprintError
 from .unchecked import Unchecked
 
@@ -92,6 +92,12 @@ class Fingerprinter:
                 return blake2b(pack(value), digest_size=DIGEST_BYTES).hexdigest()
             except (OverflowError, UnicodeEncodeError):
                 pass  # beyond 64 bits, a lone surrogate: tagged by canonical()
+        elif t is dict or t is list:
+            if plain_tree(value, MAX_DEPTH):  # canonical()'s second case, inline: a payload
+                try:
+                    return blake2b(pack(value), digest_size=DIGEST_BYTES).hexdigest()
+                except (OverflowError, UnicodeEncodeError):
+                    pass
         elif t is Unchecked:
             return UNCHECKED
         data, tildes = canonical(value, self._reg, True)

@@ -399,7 +399,7 @@ class TestTheFastPath:
 
         if type(value) in (dict, list):
             tag_like = type(value) is dict and len(value) == 1 and next(iter(value))[:1] == "!"
-            assert canon._plain(value, MAX_DEPTH) == (is_plain(value) or tag_like)
+            assert canon.plain_tree(value, MAX_DEPTH) == (is_plain(value) or tag_like)
 
 
 class TestUncheckedInAnAsyncStep:
