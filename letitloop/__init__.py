@@ -2,7 +2,6 @@
 
 from typing import TYPE_CHECKING
 
-from .canon import register_fingerprint
 from .durable import (
     async_sleep,
     async_step,
@@ -16,6 +15,7 @@ from .durable import (
     wait_for,
 )
 from .errors import LetItLoopError, RunCancelledError, WaitTimeoutError
+from .fingerprint_hooks import register_fingerprint
 from .journal import Journal
 from .unchecked import unchecked
 

@@ -1,101 +1,34 @@
-"""The canonical form of a value (what its fingerprint hashes), and fingerprint functions.
+"""The canonical form of a value: what its fingerprint hashes.
 
 See ``fingerprint.py`` for what it tells apart. :func:`canonical` turns a
 value into bytes that msgspec's MessagePack encoder writes in one way only:
 plain values as they are, every other value as an extension type (a code
 per kind) around its parts' bytes, sets' items and dicts' entries sorted by
-their bytes. :func:`register_fingerprint` adds a way to tell values of a
-class apart.
+their bytes. A class's fingerprint function (``fingerprint_hooks.py``)
+comes first, then the codec's own way to store the value.
 """
 
 from __future__ import annotations
 
 import sys
 import types
-import weakref
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .codec import MAX_DEPTH
 from .codec.entries import default_entry
-from .codec.plain import is_plain
-from .codec.tags import SCALAR_TYPES, scalar_tag
+from .codec.plain import plain_tree
+from .codec.tags import scalar_tag
 from .errors import FingerprintError
+from .fingerprint_hooks import hook_for
 from .unchecked import Unchecked, unwrappable
 
 if TYPE_CHECKING:
     from .codec import CodecRegistry
     from .codec.entries import _Entry
-
-T = TypeVar("T")
-
-
-# -- fingerprint functions of the user's classes ------------------------------------
-
-#: Registered fingerprint functions: class -> (name, function).
-_hooks: dict[type, tuple[str, Callable[[Any], Any]]] = {}
-#: The name (the registered class's, or ``name/module.QualName`` for a subclass) and
-#: function each class resolved to, or None; cleared on register. (Weak: classes made
-#: at run time, a dataclass per call say, are not kept alive.)
-_hook_of: weakref.WeakKeyDictionary[type, tuple[str, Callable[[Any], Any]] | None] = (
-    weakref.WeakKeyDictionary()
-)
-
-#: Built-in types: their fingerprint is fixed, no function may replace it.
-_BUILTIN = frozenset(
-    {str, int, float, bool, type(None), bytes, list, dict, tuple, set, frozenset, Unchecked}
-)
-
-
-def register_fingerprint(
-    cls: type[T], fn: Callable[[T], Any], *, name: str | None = None
-) -> type[T]:
-    """Tell values of ``cls`` (and its subclasses) apart by ``fn(value)``; returns ``cls``.
-
-    ``fn`` returns what identifies the value, itself fingerprinted exactly:
-    anything the codec can encode, or other values with a fingerprint
-    (``register_fingerprint(Client, lambda c: c.base_url)``). Two values are
-    then the same argument when their classes' names and ``fn``'s results
-    are. ``name`` replaces ``module.QualName`` in the fingerprint, so that
-    moving the class keeps recorded runs' fingerprints (a subclass counts
-    as ``name/module.QualName`` of its own). A registered function takes
-    precedence over the codec's own way of telling values of ``cls`` apart.
-    Applies to every journal of the process; registering a class again
-    replaces its function. Raises TypeError for a built-in type, ValueError
-    for a name another class registered.
-    """
-    if not isinstance(cls, type):
-        raise TypeError(f"register_fingerprint() takes a class, got {cls!r}")
-    if cls in _BUILTIN or cls in SCALAR_TYPES:
-        raise TypeError(f"{_type_name(cls)} is built in: its values are told apart exactly already")
-    name = name if name is not None else _type_name(cls)
-    for other, (taken, _) in _hooks.items():
-        if taken == name and other is not cls:
-            raise ValueError(
-                f"the fingerprint name {name!r} is already registered for {_type_name(other)}; "
-                f"pass a different name= for {_type_name(cls)}"
-            )
-    _hooks[cls] = (name, fn)
-    _hook_of.clear()
-    return cls
-
-
-def _hook_for(t: type) -> tuple[str, Callable[[Any], Any]] | None:
-    try:
-        return _hook_of[t]
-    except KeyError:
-        pass
-    found = None
-    for base in t.__mro__:
-        hook = _hooks.get(base)
-        if hook is not None:
-            found = hook if base is t else (f"{hook[0]}/{_type_name(t)}", hook[1])
-            break
-    _hook_of[t] = found
-    return found
 
 
 def _type_name(t: type) -> str:
@@ -300,7 +233,7 @@ _records: dict[type, _Entry | None] = {}
 
 def _canon_object(v: Any, t: type, w: _Walk, left: int, reach: bool) -> Any:
     """A value of a type other than the plain ones and the codec's built-in tags."""
-    hook = _hook_for(t)
+    hook = hook_for(t)
     if hook is not None:
         name, fn = hook
         try:
@@ -448,39 +381,3 @@ def canonical(value: Any, registry: CodecRegistry, strict: bool) -> tuple[bytes,
         raise NoFingerprint(
             t, "the caller's stack is too deep to walk it", "call the step from a shallower stack"
         ) from None
-
-
-#: A container longer than this is checked by the codec's plain scan (C passes
-#: over each level) rather than value by value.
-_LOOP_MAX = 64
-
-
-def plain_tree(v: Any, depth: int) -> bool:
-    """Whether a dict or list is plain JSON (exact types, str keys, finite floats), as a tree.
-
-    The fingerprint's own check for the usual small argument, value by value
-    with the scalars tested inline (a third of the codec's part-by-part check
-    on a dict of four keys); a long container goes to the codec's scan. Ints
-    beyond 64 bits and lone surrogates pass here: msgspec refuses them, and
-    the caller then takes the long way.
-    """
-    if len(v) > _LOOP_MAX:
-        return is_plain(v)
-    if type(v) is dict:
-        for k in v:
-            if type(k) is not str:
-                return False
-        v = v.values()
-    for x in v:
-        t = type(x)
-        if t is str or t is int or t is bool or x is None:
-            continue
-        if t is float:
-            if x - x != 0.0:
-                return False  # nan or an infinity
-        elif t is dict or t is list:
-            if depth == 0 or not plain_tree(x, depth - 1):
-                return False
-        else:
-            return False
-    return True

@@ -28,8 +28,9 @@ and the fields the codec would store).
 
 Values the codec cannot encode have a fingerprint only when it is known how
 to tell them apart: a fingerprint function registered for their class
-(``letitloop.register_fingerprint``, in ``canon.py``), a numpy array or scalar (dtype, shape and
-bytes; numpy is never imported here), a function or class defined at module
+(``letitloop.register_fingerprint``, ``fingerprint_hooks.py``), a numpy
+array or scalar (dtype, shape and bytes; numpy is never imported here), a
+function or class defined at module
 level (its qualified name), a ``functools.partial`` or bound method (their
 parts), a subclass of a built-in type (its type name, its built-in value and
 its instance attributes). Anything else has none: a step call or an unnamed
@@ -47,8 +48,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .canon import NoFingerprint, canonical, pack, plain_tree
+from .canon import NoFingerprint, canonical, pack
 from .codec import MAX_DEPTH, default_registry
+from .codec.plain import plain_tree
 from .errors import FingerprintError
 from .unchecked import Unchecked
 

@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "keys",
             "fingerprint",
             "canon",
+            "fingerprint_hooks",
             "unchecked",
             "commits",
             "inflight",
