@@ -11,6 +11,7 @@ import datetime as dt
 import decimal
 import enum
 import json
+import zoneinfo
 from typing import Any, NamedTuple
 
 import msgspec
@@ -103,7 +104,16 @@ KEY_TEXT = TEXT.filter(lambda s: not s.startswith("!"))  # no user dict that loo
 BIG = st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 2**70, 2**71])
 INTS = st.one_of(st.integers(-3, 3), st.integers(), BIG, st.integers(2**64, 2**130))
 FLOATS = st.one_of(st.sampled_from([0.0, -0.0, 1.0, 2.0, float("nan"), float("inf")]), st.floats())
-ZONES = st.sampled_from([None, dt.timezone.utc, dt.timezone(dt.timedelta(hours=1))])
+ZONES = st.sampled_from(
+    [
+        None,
+        dt.timezone.utc,
+        dt.timezone(dt.timedelta(hours=1)),
+        dt.timezone(dt.timedelta(seconds=3601)),  # an odd offset: stored beside the text
+        zoneinfo.ZoneInfo("Europe/Paris"),
+        zoneinfo.ZoneInfo("America/New_York"),
+    ]
+)
 HASHABLE = st.one_of(
     st.none(),
     st.booleans(),

@@ -482,3 +482,11 @@ class TestARegisteredFingerprintsName:
         register_fingerprint(One, repr, name="test-one")
         with pytest.raises(ValueError, match=r"already registered for .*One"):
             register_fingerprint(Two, repr, name="test-one")
+
+
+class TestAJournalsInput:
+    def test_an_unnamed_run_is_not_picked_by_a_value_with_no_fingerprint(self, db: Path) -> None:
+        with pytest.raises(FingerprintError, match=r"the run's input holds at \$.c a "):
+            Journal("g", path=db, input={"c": Unknown(1)}).__enter__()
+        with Journal("g", path=db, input={"c": Unknown(1)}, run="r") as j:  # named: fine
+            assert j.attempt == 1
