@@ -15,8 +15,9 @@ from .durable import (
     wait_for,
 )
 from .errors import LetItLoopError, RunCancelledError, WaitTimeoutError
-from .fingerprint import unchecked
+from .fingerprint_hooks import register_fingerprint
 from .journal import Journal
+from .unchecked import unchecked
 
 if TYPE_CHECKING:
     from .control import cancel, send
@@ -67,6 +68,7 @@ __all__ = [
     "cancel",
     "durable",
     "durable_async",
+    "register_fingerprint",
     "send",
     "sleep",
     "step",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import cancellation
 from .errors import LetItLoopError
-from .fingerprint import UNCHECKED, unwrap
+from .fingerprint import UNCHECKED
 from .replay import flush_replays, mismatch, replay
 from .steps import (
     _parent_step,
@@ -27,6 +27,7 @@ from .steps import (
     watch_flight,
 )
 from .store import Store
+from .unchecked import unwrap
 
 if TYPE_CHECKING:
     import asyncio

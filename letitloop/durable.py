@@ -20,6 +20,7 @@ from .codec import CodecRegistry
 from .errors import LetItLoopError, MisuseError, NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, _parent_step, current_journal, open_journals
 from .store import Durability, utc_iso
+from .unchecked import unwrap
 
 if TYPE_CHECKING:
     import inspect
@@ -175,13 +176,21 @@ def _journal_for(
     """The journal of one call of a decorated function (``run`` may name it from the args).
 
     The run's input is the call's arguments by parameter name, defaults
-    applied, so ``f(1)`` and ``f(uid=1)`` are the same call. Arguments that do
-    not fit the signature raise the TypeError the call itself would raise,
-    before any journal is opened.
+    applied, so ``f(1)`` and ``f(uid=1)`` are the same call; an
+    ``unchecked()`` part of them is left out of the input's fingerprint (the
+    function receives the value: see ``unwrap``). Arguments that do not fit
+    the signature raise the TypeError the call itself would raise, before
+    any journal is opened. An unnamed run's input holding a value with no
+    fingerprint raises FingerprintError when the journal opens (the input
+    could not tell this call's run from another's).
     """
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
-    run_name = run(*args, **kwargs) if callable(run) else run
+    if callable(run):
+        plain_args, plain_kwargs = unwrap(args, kwargs)  # run= sees values, not unchecked()
+        run_name: str | None = run(*plain_args, **plain_kwargs)
+    else:
+        run_name = run
     return Journal(
         goal_id,
         run=run_name,
@@ -248,6 +257,10 @@ def durable(
     ``retry`` is the RetryPolicy of every step of the run that passes none.
     ``goal=`` is accepted for ``goal_id=`` (``Journal``'s word). A bare
     ``@durable`` (no parentheses, no goal) raises MisuseError at import.
+    Without ``run``, an argument holding a value letitloop cannot tell apart
+    from another (no encoding, no registered fingerprint) raises
+    FingerprintError: pass ``run=``, register a fingerprint
+    (``letitloop.register_fingerprint``) or wrap it in ``unchecked()``.
     """
     goal_id = goal_of(goal_id, goal, "durable")
 
@@ -265,7 +278,8 @@ def durable(
                 if journal.was_completed:
                     result: R = journal.recorded_result()
                     return result
-                value = fn(*args, **kwargs)
+                call_args, call_kwargs = unwrap(args, kwargs)
+                value = fn(*call_args, **call_kwargs)
                 journal.set_result(value)
                 return value
 
@@ -336,7 +350,8 @@ def durable_async(
                 if journal.was_completed:
                     result: R = journal.recorded_result()
                     return result
-                value = await fn(*args, **kwargs)
+                call_args, call_kwargs = unwrap(args, kwargs)
+                value = await fn(*call_args, **call_kwargs)
                 journal.set_result(value)
                 return value
 

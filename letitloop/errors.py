@@ -155,6 +155,20 @@ class NotWaitingError(LetItLoopError):
     key: str | None = None
 
 
+class FingerprintError(LetItLoopError):
+    """An argument (or a run's input) holds a value letitloop cannot tell apart from others.
+
+    Raised before anything runs or is written: a value of a type with no
+    encoding and no registered fingerprint (``letitloop.register_fingerprint``),
+    or an ``unchecked()`` placed where it cannot be unwrapped.
+    """
+
+    #: Where the value sits: ``$[1].items[2]`` (a step's argument), ``$.order`` (an input).
+    path: str = "$"
+    #: The value's type, as ``module.QualName``.
+    type_name: str | None = None
+
+
 # -- recording other code's errors ------------------------------------------------
 
 

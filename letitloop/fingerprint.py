@@ -6,23 +6,53 @@ arguments in order, then keyword arguments by name). A replay hands back a
 recorded result only to a call with the same fingerprint, and a mismatch can
 name the argument that differs.
 
-Each argument is encoded with msgspec's MessagePack encoder in deterministic
-order (dict keys and set items sorted), so equal values give equal bytes in
-every process, whatever the hash seed. Values msgspec does not know are
-encoded by the codec registry when their type is registered, and otherwise
-by their type's name: two different sockets, clients or sessions count as
-the same argument (they cannot be compared across processes anyway). Wrap an
-argument that legitimately changes between attempts (a timestamp made outside
-any step) in :func:`unchecked`: it is passed to the function unchanged and
-left out of the comparison.
+**Two values are one argument exactly when the codec would store the same
+value for them**, type for type at every depth, dict entries and set items
+in any order: ``1``, ``1.0`` and ``True`` are three values, a list is not
+a tuple, a set not a frozenset, a dataclass not the dict of its fields,
+``0.0`` not ``-0.0``, every nan one value, an aware datetime keeps its zone.
+Each argument is turned into canonical bytes (``canon.py``: msgspec's
+MessagePack encoder, dict keys sorted), hashed by BLAKE2b. Plain JSON
+values (exact ``dict`` with ``str`` keys, ``list``, ``str``, ``int``
+within 64 bits, finite ``float``, ``bool``, ``None``) and ``bytes`` are
+their own canonical form, so they go to msgspec at once (the fast path,
+checked by the codec's plain scan); everything else is tagged with a
+MessagePack extension type no plain value produces: ints beyond 64 bits,
+strs with lone surrogates, nan and infinities, tuples, sets and frozensets
+(items sorted by their bytes), dicts with other keys (entries sorted by
+their bytes), the codec's built-in types (datetimes, Decimals, UUIDs,
+paths, … as the codec writes them), registered classes (by their codec
+name and payload), and unregistered dataclasses, NamedTuples, enums,
+``msgspec.Struct``s, Pydantic models and exceptions (by ``module.QualName``
+and the fields the codec would store).
+
+Values the codec cannot encode have a fingerprint only when it is known how
+to tell them apart: a fingerprint function registered for their class
+(``letitloop.register_fingerprint``, ``fingerprint_hooks.py``), a numpy
+array or scalar (dtype, shape and bytes; numpy is never imported here), a
+function or class defined at module
+level (its qualified name), a ``functools.partial`` or bound method (their
+parts), a subclass of a built-in type (its type name, its built-in value and
+its instance attributes). Anything else has none: a step call or an unnamed
+run's input holding it raises :class:`FingerprintError`, never "the same
+call" as another value of its type.
+
+``unchecked(x)`` is left out of the comparison at any depth (inside lists,
+dicts, tuples, sets, and the fields of dataclasses, NamedTuples,
+``msgspec.Struct``s and Pydantic models), and the function receives ``x``
+(``unchecked.py``). An argument that is ``unchecked(x)`` digests to ``~``; one
+holding an ``unchecked()`` part digests to ``~`` and the digest of the rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import msgspec
+from .canon import NoFingerprint, canonical, pack
+from .codec import MAX_DEPTH, default_registry
+from .codec.plain import plain_tree
+from .errors import FingerprintError
+from .unchecked import Unchecked
 
 try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for nothing
     from _blake2 import blake2b
@@ -32,131 +62,124 @@ except ImportError:  # pragma: no cover - a Python built without it
 if TYPE_CHECKING:
     from .codec import CodecRegistry
 
-T = TypeVar("T")
-
 #: Digest bytes per argument: 48 bits, 12 hex characters. Two different
 #: values of one argument collide with probability 2**-48 (about 4e-15).
 DIGEST_BYTES = 6
 
-#: What an argument wrapped in ``unchecked()`` contributes to the fingerprint.
+#: What an argument wrapped in ``unchecked()`` contributes to the fingerprint;
+#: also the first character of the digest of an argument holding an unchecked part.
 UNCHECKED = "~"
 
 
-class Unchecked(Generic[T]):
-    """An argument left out of the step's fingerprint; see :func:`unchecked`."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: T) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return f"unchecked({self.value!r})"
-
-
-def unchecked(value: T) -> T:
-    """Pass ``value`` to a step's function, but leave it out of the call's identity.
-
-    ``step("ask", llm, unchecked(f"today is {date.today()}"), question)``: the
-    first argument may differ on a later attempt and the recorded result still
-    replays; ``question`` must still match. Typed as returning ``T`` so that
-    type checkers accept it in place of the value.
-    """
-    return Unchecked(value)  # type: ignore[return-value]
-
-
 def _type_name(t: type) -> str:
-    return f"{t.__module__}.{t.__qualname__}"
-
-
-def _hook_for(registry: CodecRegistry | None) -> Callable[[Any], Any]:
-    def hook(value: Any) -> Any:
-        t = type(value)
-        if registry is not None:
-            entry = registry._entry_for_type(t)
-            if entry is not None:
-                return [entry.name, entry.encode(value)]
-        dump = getattr(value, "model_dump", None)  # a Pydantic model, not registered
-        if dump is not None and callable(dump):
-            try:
-                return [_type_name(t), dump(mode="json")]
-            except Exception:
-                pass
-        if callable(value):
-            module = getattr(value, "__module__", None) or t.__module__
-            qualname = getattr(value, "__qualname__", None) or t.__qualname__
-            return f"<callable {module}.{qualname}>"
-        return f"<{_type_name(t)}>"
-
-    return hook
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 class Fingerprinter:
     """Computes fingerprints with one registry (a journal has one)."""
 
-    __slots__ = ("_encode",)
+    __slots__ = ("_reg",)
 
     def __init__(self, registry: CodecRegistry | None = None) -> None:
-        if registry is None:
-            from .codec import default_registry
-
-            registry = default_registry
-        self._encode = msgspec.msgpack.Encoder(
-            enc_hook=_hook_for(registry), order="deterministic"
-        ).encode
+        self._reg = registry if registry is not None else default_registry
 
     def digest(self, value: Any) -> str:
-        """The digest of one argument (``~`` for an unchecked one)."""
-        if type(value) is Unchecked:
+        """The digest of one argument (``~`` for an unchecked one, ``~…`` for one holding one).
+
+        Raises NoFingerprint for a part with no fingerprint (:meth:`call` words it).
+        """
+        t = type(value)
+        if t is str or t is int:  # the usual argument: an id, a URL (canonical()'s first case)
+            try:
+                return blake2b(pack(value), digest_size=DIGEST_BYTES).hexdigest()
+            except (OverflowError, UnicodeEncodeError):
+                pass  # beyond 64 bits, a lone surrogate: tagged by canonical()
+        elif t is dict or t is list:
+            if plain_tree(value, MAX_DEPTH):  # canonical()'s second case, inline: a payload
+                try:
+                    return blake2b(pack(value), digest_size=DIGEST_BYTES).hexdigest()
+                except (OverflowError, UnicodeEncodeError):
+                    pass
+        elif t is Unchecked:
             return UNCHECKED
-        try:
-            data = self._encode(value)
-        except Exception:
-            # Not encodable as it is: a set of mixed types (no sort order), an
-            # int beyond 64 bits, a string with lone surrogates, a cycle.
-            data = _fallback(value).encode("utf-8", "backslashreplace")
-        return blake2b(data, digest_size=DIGEST_BYTES).hexdigest()
+        data, tildes = canonical(value, self._reg, True)
+        hexed = blake2b(data, digest_size=DIGEST_BYTES).hexdigest()
+        return UNCHECKED + hexed if tildes else hexed
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        """A step call's fingerprint: one digest per argument (``""`` for no arguments)."""
+        """A step call's fingerprint: one digest per argument (``""`` for no arguments).
+
+        Raises FingerprintError for an argument holding a value with no
+        fingerprint, or an ``unchecked()`` that cannot be taken off.
+        """
         digest = self.digest
-        if not kwargs:
-            if not args:
-                return ""
-            if len(args) == 1:
-                return digest(args[0])
-            return " ".join(map(digest, args))
-        parts = [digest(a) for a in args]
-        parts += [f"{k}={digest(kwargs[k])}" for k in sorted(kwargs)]
-        return " ".join(parts)
-
-    def whole(self, value: Any) -> str:
-        """One digest of a whole value (a run's input), 128 bits as 32 hex characters."""
         try:
-            data = self._encode(value)
-        except Exception:
-            data = _fallback(value).encode("utf-8", "backslashreplace")
+            if not kwargs:
+                if not args:
+                    return ""
+                if len(args) == 1:
+                    return digest(args[0])
+                return " ".join(map(digest, args))
+            parts = [digest(a) for a in args]
+            parts += [f"{k}={digest(kwargs[k])}" for k in sorted(kwargs)]
+            return " ".join(parts)
+        except NoFingerprint:
+            raise self._refusal(args, kwargs) from None
+
+    def _refusal(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> FingerprintError:
+        """The FingerprintError of a call, naming its first argument with no fingerprint."""
+        named: list[tuple[str, Any]] = [(f"argument {i}", a) for i, a in enumerate(args)]
+        named += [(f"keyword argument {k!r}", kwargs[k]) for k in sorted(kwargs)]
+        for where, value in named:
+            try:
+                self.digest(value)
+            except NoFingerprint as exc:
+                path = exc.path()
+                inside = "" if path == "$" else f" at {path}"
+                advice = exc.advice or (
+                    f"a result recorded for one such value could replay for another; register "
+                    f"how to tell them apart (letitloop.register_fingerprint("
+                    f"{exc.type.__qualname__}, fn), fn returning what identifies one), or pass "
+                    f"it as letitloop.unchecked(value) to leave it out of the call's identity"
+                )
+                return FingerprintError(
+                    f"the step's {where} holds{inside} a {_type_name(exc.type)}: {exc.reason}; "
+                    f"the call is refused before it runs: {advice}",
+                    path=path,
+                    type_name=_type_name(exc.type),
+                )
+        return FingerprintError(  # a registered fingerprint function that answered differently
+            "an argument of the step has no fingerprint (a fingerprint function registered "
+            "for one of its types raised once, then not); pass it as letitloop.unchecked(value)"
+        )
+
+    def whole(self, value: Any, *, strict: bool = True) -> str:
+        """One digest of a whole value (a run's input), 128 bits as 32 hex characters.
+
+        ``strict``: a part with no fingerprint raises FingerprintError (the
+        input of an unnamed run, which the input picks); otherwise it counts
+        by its type (a named run's input, recorded for reading only).
+        """
+        try:
+            data, _ = canonical(value, self._reg, strict)
+        except NoFingerprint as exc:
+            path = exc.path()
+            inside = "" if path == "$" else f" at {path}"
+            advice = exc.advice or (
+                f"register how to tell such values apart "
+                f"(letitloop.register_fingerprint({exc.type.__qualname__}, fn)), name the run "
+                f"(run=...), or pass the value as letitloop.unchecked(value) to leave it out "
+                f"of the run's identity"
+            )
+            raise FingerprintError(
+                f"the run's input holds{inside} a {_type_name(exc.type)}: {exc.reason}; it "
+                f"cannot choose which run this call resumes (another call's run could be "
+                f"taken for it): {advice}. For @durable, the input is the call's arguments by "
+                f"name ($.order is the argument 'order')",
+                path=path,
+                type_name=_type_name(exc.type),
+            ) from None
         return blake2b(data, digest_size=16).hexdigest()
-
-
-def _fallback(value: Any) -> str:
-    t = type(value)
-    if t is int:
-        return f"int:{value:x}"  # hex: exact, and free of the int-to-decimal digit limit
-    if t is str:
-        return f"str:{value!r}"  # repr is exact and the same in every process
-    if t in (tuple, list):
-        return f"{t.__name__}:[" + ",".join(map(_fallback, value)) + "]"
-    return f"<{_type_name(t)}>"
-
-
-def unwrap(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """``args`` and ``kwargs`` with every ``unchecked(x)`` replaced by ``x``."""
-    if any(type(a) is Unchecked for a in args):
-        args = tuple(a.value if type(a) is Unchecked else a for a in args)
-    if kwargs and any(type(v) is Unchecked for v in kwargs.values()):
-        kwargs = {k: v.value if type(v) is Unchecked else v for k, v in kwargs.items()}
-    return args, kwargs
 
 
 def differences(recorded: str, called: str) -> str:
@@ -184,13 +207,26 @@ def differences(recorded: str, called: str) -> str:
     said += [
         f"positional argument {i} differs"
         for i, (a, b) in enumerate(zip(rec_pos, now_pos, strict=False))
-        if a != b and UNCHECKED not in (a, b)
+        if not same_digest(a, b)
     ]
     for name in sorted(set(rec_kw) | set(now_kw)):
         if name not in now_kw:
             said.append(f"keyword argument {name!r} was recorded but is not passed now")
         elif name not in rec_kw:
             said.append(f"keyword argument {name!r} is passed now but was not recorded")
-        elif rec_kw[name] != now_kw[name] and UNCHECKED not in (rec_kw[name], now_kw[name]):
+        elif not same_digest(rec_kw[name], now_kw[name]):
             said.append(f"keyword argument {name!r} differs")
     return "; ".join(said) or "the arguments differ"
+
+
+def same_digest(recorded: str, called: str) -> bool:
+    """Whether one argument's recorded digest matches a call's.
+
+    Equal digests match; ``~`` (an unchecked argument) matches anything; a
+    digest of a value holding an unchecked part (``~…``) matches a digest of a
+    value without one (the part was wrapped after the call was recorded, or
+    unwrapped since), but not another ``~…``: the rest of it differs.
+    """
+    if recorded in (called, UNCHECKED) or called == UNCHECKED:
+        return True
+    return recorded[:1] == UNCHECKED != called[:1] or called[:1] == UNCHECKED != recorded[:1]

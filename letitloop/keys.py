@@ -38,7 +38,7 @@ from collections import deque
 from typing import Any
 
 from .errors import ConcurrentStepError, InvalidNameError
-from .fingerprint import UNCHECKED
+from .fingerprint import UNCHECKED, same_digest
 
 REPEAT_SUFFIX = re.compile(r"#(\d+)$")
 
@@ -70,7 +70,12 @@ def make_key(name: str, n: int) -> str:
 
 
 def same_arguments(recorded: str | None, called: str) -> bool:
-    """Whether a recorded fingerprint matches a call's (``~``: unchecked, matches anything)."""
+    """Whether a recorded fingerprint matches a call's, argument by argument (see ``same_digest``).
+
+    An argument matches only the argument at the same position, or under the
+    same keyword: an unchecked one (``~``) matches any value there, never
+    an argument passed another way.
+    """
     if recorded is None:
         return True  # recorded before fingerprints existed: by position only
     if recorded == called:
@@ -85,7 +90,7 @@ def same_arguments(recorded: str | None, called: str) -> bool:
             continue
         xn, _, xd = x.rpartition("=")
         yn, _, yd = y.rpartition("=")
-        if xn != yn or UNCHECKED not in (xd, yd):
+        if xn != yn or not same_digest(xd, yd):
             return False
     return True
 

@@ -111,7 +111,8 @@ def open_run(j: Journal, store: Store, storage: Storage) -> None:
     input_text = input_fp = None
     if j._has_input:
         input_text = encode_input(j.input, j.registry)
-        input_fp = j._fingerprints.whole(j.input)
+        # Strict for an unnamed run, which the input picks: no value counts by its type.
+        input_fp = j._fingerprints.whole(j.input, strict=j.run_name is None)
     while True:
         run_id, started = storage.find_or_start_run(
             j.goal,

@@ -25,10 +25,11 @@ from .errors import (
     error_text,
     traceback_text,
 )
-from .fingerprint import UNCHECKED, unwrap
+from .fingerprint import UNCHECKED
 from .keys import NEST, REPEAT_SUFFIX, Recorded
 from .replay import flush_replays, mismatch, replay
 from .store import MAX_NAME_LENGTH, Store, check_name, utc_iso
+from .unchecked import unwrap
 
 if TYPE_CHECKING:
     from .journal import Journal

@@ -913,7 +913,7 @@ class TestAValueThatCanNeverBeStored:
     def test_a_step_returning_one_is_refused_before_anything_is_written(self, db: Path) -> None:
         with pytest.raises(EncodeError) as info, Journal("g", run="r", path=db) as j:
             j.step("fetch", returns, {"ok": 1})
-            j.step("make_handler", returns, lambda event: event)
+            j.step("make_handler", lambda: lambda event: event)
         message = str(info.value)
         assert message.startswith("step 'make_handler' (run ")
         assert "cannot encode value at $: a lambda cannot be a step result" in message

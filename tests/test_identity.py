@@ -33,7 +33,12 @@ from helpers import (
 )
 
 from letitloop import Journal, atomic_marker, durable, step, unchecked
-from letitloop.errors import ConcurrentStepError, RunHeldError, StepMismatchError
+from letitloop.errors import (
+    ConcurrentStepError,
+    FingerprintError,
+    RunHeldError,
+    StepMismatchError,
+)
 from letitloop.inspection import open_journal_file
 from letitloop.journal import run_lock_path
 from letitloop.maintenance import reset_run
@@ -154,13 +159,48 @@ class TestDurableResumesOnlyARunOfTheSameArguments:
     def test_an_argument_the_codec_cannot_encode_is_recorded_by_its_type(self, db: Path) -> None:
         lock = threading.Lock()
 
-        @durable(goal_id="g", path=db)
+        @durable(goal_id="g", path=db, run="named")  # a named run: the input picks nothing
         def work(guard: Any, n: int) -> int:
             return n
 
         assert work(lock, 3) == 3
         ((text,),) = query(db, "SELECT input FROM runs")
         assert json.loads(text) == {"guard": f"<_thread.{type(lock).__name__}>", "n": 3}
+
+    def test_an_argument_with_no_fingerprint_cannot_pick_an_unnamed_run(self, db: Path) -> None:
+        ran: list[int] = []
+
+        @durable(goal_id="g", path=db)
+        def work(guard: Any, n: int) -> int:
+            ran.append(n)
+            return n
+
+        with pytest.raises(FingerprintError) as caught:
+            work(threading.Lock(), 3)
+        message = str(caught.value)
+        assert "the run's input holds at $.guard a _thread." in message
+        for way_out in ("register_fingerprint(", "run=", "unchecked("):
+            assert way_out in message
+        assert ran == []
+        assert not db.exists() or query(db, "SELECT count(*) FROM runs") == [(0,)]
+
+    def test_an_unchecked_argument_is_left_out_of_the_input_and_reaches_the_function(
+        self, db: Path
+    ) -> None:
+        got: list[Any] = []
+
+        @durable(goal_id="g", path=db)
+        def work(guard: Any, items: list[Any]) -> None:
+            got.append((guard, items))
+            raise RuntimeError("crash")
+
+        lock = threading.Lock()
+        for stamp in ("monday", "tuesday"):
+            with pytest.raises(RuntimeError):
+                work(unchecked(lock), [{"at": unchecked(stamp)}, 1])
+        assert got == [(lock, [{"at": "monday"}, 1]), (lock, [{"at": "tuesday"}, 1])]
+        # the second call resumed the first one's run: one run, two attempts
+        assert query(db, "SELECT count(*), max(attempts) FROM runs") == [(1, 2)]
 
     def test_a_call_that_does_not_fit_the_signature_opens_no_run(self, db: Path) -> None:
         @durable(goal_id="g", path=db)

@@ -1,13 +1,26 @@
-"""A step's key and its parts: ``name#n`` read back exactly as the pattern defines it."""
+"""Step keys: ``name#n`` read back exactly as the pattern defines it, and the allocator's rules.
+
+``StepKeys`` does no I/O: these tests run it on fingerprints written out,
+without SQLite or a journal (the rules of ``letitloop/keys.py``'s docstring).
+"""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from letitloop.keys import REPEAT_SUFFIX, make_key, split_key
+from letitloop.errors import ConcurrentStepError
+from letitloop.keys import (
+    REPEAT_SUFFIX,
+    Recorded,
+    StepKeys,
+    make_key,
+    same_arguments,
+    split_key,
+)
 
 
 def by_the_pattern(key: str) -> tuple[str, int]:
@@ -63,3 +76,117 @@ class TestReopeningAParentsChildren:
         assert keys.claim("q", "q1", me)[0] == "q#2"  # still numbered after 'q'
         key, replay, differs = keys.claim("p/c", "c2", me)  # a third call: new
         assert (key, replay, differs) == ("p/c#2", None, None)
+
+
+# -- the allocator, without SQLite ---------------------------------------------------------
+
+A, B = "aaaaaaaaaaaa", "bbbbbbbbbbbb"
+
+
+def keys_with(*rows: tuple[str, str | None]) -> StepKeys:
+    """A run's allocator with these done rows (key, fingerprint) loaded, in this journal order."""
+    keys = StepKeys("run")
+    keys.load([Recorded(key, "m.f", fp, rowid) for rowid, (key, fp) in enumerate(rows, 1)])
+    return keys
+
+
+def call(keys: StepKeys, name: str, fp: str) -> tuple[str, str | None, str | None]:
+    """One call: its key, the key it replays, the recorded key it was refused for."""
+    key, replay, mismatch = keys.claim(name, fp, 1)
+    if replay is None and mismatch is None:
+        keys.release(name, 1)
+    return (
+        key,
+        None if replay is None else replay.key,
+        None if mismatch is None else mismatch.key,
+    )
+
+
+class TestIdenticalCalls:
+    def test_they_replay_in_call_order(self) -> None:
+        keys = keys_with(("f", A), ("f#2", A), ("f#3", A))
+        assert [call(keys, "f", A) for _ in range(3)] == [
+            ("f", "f", None),
+            ("f#2", "f#2", None),
+            ("f#3", "f#3", None),
+        ]
+
+    def test_a_call_made_unchecked_after_a_refusal_replays_the_earliest_match(self) -> None:
+        keys = keys_with(("f", A), ("f#2", B))
+        assert call(keys, "f", "~") == ("f", "f", None)
+        assert call(keys, "f", "~") == ("f#2", "f#2", None)
+
+    def test_a_call_with_an_unchecked_part_replays_the_earliest_match(self) -> None:
+        keys = keys_with(("f", A), ("f#2", B))
+        assert call(keys, "f", "~cccccccccccc") == ("f", "f", None)
+
+    def test_rows_recorded_out_of_number_order_replay_in_number_order(self) -> None:
+        # a cancelled f (#1) re-ran and was recorded after f#2
+        keys = keys_with(("f#2", A), ("f", A))
+        assert call(keys, "f", A) == ("f", "f", None)
+        assert call(keys, "f", A) == ("f#2", "f#2", None)
+
+    def test_different_calls_find_their_own_rows_in_any_order(self) -> None:
+        keys = keys_with(("f", A), ("f#2", B))
+        assert call(keys, "f", B) == ("f#2", "f#2", None)
+        assert call(keys, "f", A) == ("f", "f", None)
+
+
+class TestAChangedArgument:
+    def test_on_the_first_call_it_is_refused_naming_the_key(self) -> None:
+        keys = keys_with(("f", A))
+        assert call(keys, "f", B) == ("f", None, "f")
+
+    def test_on_a_repeated_call_it_is_refused_naming_that_call(self) -> None:
+        keys = keys_with(("f", A), ("f#2", A), ("f#3", A))
+        assert call(keys, "f", A) == ("f", "f", None)
+        assert call(keys, "f", B) == ("f#2", None, "f#2")  # not run as a new f#4
+
+    def test_a_call_past_every_recorded_one_runs_as_new(self) -> None:
+        keys = keys_with(("f", A))
+        assert call(keys, "f", A) == ("f", "f", None)
+        assert call(keys, "f", B) == ("f#2", None, None)
+
+
+class TestAnUncheckedArgument:
+    def test_it_matches_any_value_at_its_own_position_or_keyword(self) -> None:
+        assert same_arguments(f"{A} k={B}", f"~ k={B}")
+        assert same_arguments(f"{A} k={B}", f"{A} k=~")
+        assert same_arguments(f"{A} k=~", f"{A} k={B}")
+
+    def test_it_never_matches_an_argument_under_another_keyword_or_position(self) -> None:
+        assert not same_arguments(f"a={A}", "b=~")
+        assert not same_arguments("a=~", f"b={A}")
+        assert not same_arguments(A, "k=~")
+        assert not same_arguments(f"k={A}", "~")
+        assert not same_arguments(f"{A} {B}", "~")
+        assert not same_arguments(f"{A}", f"~ {B}")
+
+    def test_so_a_row_of_another_keyword_is_refused_not_replayed(self) -> None:
+        keys = keys_with(("f", f"a={A}"))
+        assert call(keys, "f", "b=~") == ("f", None, "f")
+
+    def test_a_partly_unchecked_argument_matches_one_recorded_without_it_but_not_another(
+        self,
+    ) -> None:
+        assert same_arguments(A, "~" + B)  # wrapped after the call was recorded
+        assert same_arguments("~" + A, B)
+        assert not same_arguments("~" + A, "~" + B)  # both partial: the rest differs
+        assert same_arguments("~" + A, "~" + A)
+
+
+class TestTheAllocatorsOtherRules:
+    def test_a_name_in_flight_in_one_thread_is_refused_to_another(self) -> None:
+        keys = keys_with()
+        keys.claim("f", A, 1)
+        with pytest.raises(ConcurrentStepError, match="distinct names"):
+            keys.claim("f", A, 2)
+
+    def test_a_new_call_skips_numbers_already_recorded_or_claimed(self) -> None:
+        keys = keys_with(("f#2", A))
+        assert call(keys, "f", B) == ("f", None, None)
+        assert call(keys, "f", B) == ("f#2", None, "f#2")
+
+    def test_a_legacy_row_without_fingerprint_replays_by_position(self) -> None:
+        keys = keys_with(("f", None))
+        assert call(keys, "f", B) == ("f", "f", None)

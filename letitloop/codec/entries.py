@@ -283,6 +283,17 @@ _KIND_ENTRY: dict[str, Callable[[Any, str], _Entry]] = {
 }
 
 
+def default_entry(cls: type, name: str) -> _Entry | None:
+    """The entry ``register(cls, name=name)`` would make (not registered); None: it needs encode=.
+
+    Dataclasses, NamedTuples, enums, ``msgspec.Struct`` classes, Pydantic
+    models and exceptions: the fingerprint reads an unregistered one of them
+    by its fields, as the codec would store it.
+    """
+    kind = _registrable_kind(cls)
+    return None if kind is None else _KIND_ENTRY[kind](cls, name)
+
+
 #: Python's built-in exception classes (ValueError, KeyError, …), known to
 #: every registry under their plain names. A fixed table of classes already
 #: loaded: decoding an exception looks its name up here, never imports it.

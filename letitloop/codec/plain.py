@@ -280,3 +280,59 @@ def _plain_values(values: Any, types: set[type]) -> bool:
     return types <= _SIMPLE_SCALARS or (
         types <= _SCALARS and all(map(_isfinite, filter(_is_float, values)))
     )
+
+
+def is_plain(value: Any) -> bool:
+    """Whether ``value`` is plain JSON with finite floats, whatever its size.
+
+    The fingerprint's fast path asks it: a plain value is its own canonical
+    form. A one-key dict whose key starts with ``!`` counts as not plain
+    (the codec escapes it); that only sends it the long way.
+    """
+    small = _plain_small(value)
+    if small is not None:
+        return small
+    groups = _plain_scan(value)
+    if groups is None:
+        return False
+    pure, mixed = groups
+    for group in pure:
+        if not _isfinite(sum(group)) and not all(map(_isfinite, group)):
+            return False
+    return all(all(map(_isfinite, filter(_is_float, group))) for group in mixed)
+
+
+#: A container longer than this is checked by the codec's plain scan (C passes
+#: over each level) rather than value by value.
+_LOOP_MAX = 64
+
+
+def plain_tree(v: Any, depth: int) -> bool:
+    """Whether a dict or list is plain JSON (exact types, str keys, finite floats), as a tree.
+
+    The fingerprint's own check for the usual small argument, value by value
+    with the scalars tested inline (a third of the codec's part-by-part check
+    on a dict of four keys); a long container goes to the codec's scan. Ints
+    beyond 64 bits and lone surrogates pass here: msgspec refuses them, and
+    the caller then takes the long way.
+    """
+    if len(v) > _LOOP_MAX:
+        return is_plain(v)
+    if type(v) is dict:
+        for k in v:
+            if type(k) is not str:
+                return False
+        v = v.values()
+    for x in v:
+        t = type(x)
+        if t is str or t is int or t is bool or x is None:
+            continue
+        if t is float:
+            if x - x != 0.0:
+                return False  # nan or an infinity
+        elif t is dict or t is list:
+            if depth == 0 or not plain_tree(x, depth - 1):
+                return False
+        else:
+            return False
+    return True

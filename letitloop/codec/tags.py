@@ -106,6 +106,22 @@ _SCALAR_ENCODERS: dict[type, Callable[[Any, CodecRegistry, int], Any]] = {
 }
 
 
+def scalar_tag(v: Any) -> Any | None:
+    """``v`` as the codec tags it when ``v`` is of a built-in type that holds no other value.
+
+    ``{"!datetime": …}``, ``{"!UUID": …}``, ``{"!float": "nan"}`` (a finite
+    float comes back as it is); None for any other type. The fingerprint
+    reads it, so that two such values are one argument exactly when the codec
+    writes the same document for them.
+    """
+    f = _SCALAR_ENCODERS.get(type(v))
+    return None if f is None else f(v, None, 0)  # type: ignore[arg-type]  # (unused by these)
+
+
+#: The built-in types that hold no other value and have a tag (:func:`scalar_tag`).
+SCALAR_TYPES = frozenset(_SCALAR_ENCODERS)
+
+
 # -- decoders ------------------------------------------------------------------
 
 
