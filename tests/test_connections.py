@@ -359,3 +359,73 @@ class TestTheHammerSmokeRun:
             got = hammer.one_run(procs=8, threads=4, opens=2, code=hammer.ROOT)
             assert (got["errors"], got["lost"], got["duplicates"]) == (0, 0, 0), got
             assert got["steps"] == 8 * 4 * 2 * 3
+
+
+class TestAFileReplacedWhileItsConnectionIsInUse:
+    def test_a_new_journal_on_the_path_writes_the_new_file(self, db: Path) -> None:
+        with Journal("g", run="first", path=db) as j:
+            j.step("a", str, 1)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+            journal_made_elsewhere(db)  # a new file at the path, run "made"
+            with Journal("g", run="second", path=db) as k:
+                assert k.store is not j.store
+                k.step("a", str, 2)
+        conn = sqlite3.connect(db)
+        runs = sorted(r for (r,) in conn.execute("SELECT name FROM runs"))
+        conn.close()
+        assert runs == ["made", "second"]
+
+
+FORK_CHILD_OK = 0
+
+
+class TestForkWhileAnotherThreadWrites:
+    def test_a_hundred_forked_children_open_a_journal_without_hanging(self, tmp_path: Path) -> None:
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def keep_writing() -> None:
+            n = 0
+            try:
+                while not stop.is_set():
+                    n += 1
+                    with Journal("g", run=f"r{n % 5}", path=tmp_path / "parent.db") as j:
+                        for i in range(5):
+                            j.step(f"s{n}-{i}", str, i)
+                    if n % 7 == 0:
+                        close_idle_stores()  # a new connection now and then
+            except BaseException as exc:
+                errors.append(exc)
+
+        writer = threading.Thread(target=keep_writing)
+        writer.start()
+        hung = []
+        try:
+            time.sleep(0.2)
+            for i in range(100):
+                pid = os.fork()
+                if pid == 0:  # the child: a journal of its own, then out
+                    status = 1
+                    try:
+                        with Journal("g", path=tmp_path / f"child{i}.db") as j:
+                            status = FORK_CHILD_OK if j.step("a", str, i) == str(i) else 2
+                    finally:
+                        os._exit(status)
+                deadline = time.monotonic() + 20
+                while True:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        assert os.waitstatus_to_exitcode(status) == FORK_CHILD_OK, i
+                        break
+                    if time.monotonic() > deadline:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        hung.append(i)
+                        break
+                    time.sleep(0.002)
+        finally:
+            stop.set()
+            writer.join(60)
+        assert hung == []
+        assert errors == []
