@@ -1,7 +1,9 @@
 """Connecting a :class:`~letitloop.store.Store` to its journal file: writable, or read-only.
 
-Writable: the folder made, the file probed read-only first, then connected,
-configured and migrated. Read-only: never migrated, created or checkpointed.
+Writable: the folder made, the file probed read-only first (unless a writable
+connection of ours to it is open: it was checked), then connected, configured
+and migrated. Read-only: never migrated, created or checkpointed. Both under
+the file's lock, and counted while open (``connections.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import migrate as _migrations
+from .connections import checked, opening, track
 from .errors import JournalFileError
 from .files import _check_is_a_file, _probe, file_identity, make_folder
 from .pragmas import configure
@@ -29,6 +32,12 @@ def _identify(store: Store) -> None:
     store.identity = file_identity(store.real_path)
 
 
+def _close(store: Store) -> None:
+    """Close a connection that failed to open, and stop counting it."""
+    store.conn.close()
+    store._untrack()
+
+
 def connect_writable(store: Store, migrate: bool) -> None:
     """Connect ``store`` to its file for writing, the file checked and migrated first.
 
@@ -39,12 +48,22 @@ def connect_writable(store: Store, migrate: bool) -> None:
     JournalFileError.
     """
     make_folder(store.path)
+    with opening(store.path):
+        _connect_writable(store, migrate)
+
+
+def _connect_writable(store: Store, migrate: bool) -> None:
     has_content = _check_is_a_file(store.path)
     # A file with content is checked on a read-only connection first: a file
     # refused as newer or foreign is then left byte for byte as it was, its
     # -wal and -shm included (closing a writable connection would checkpoint
-    # a pending WAL into the file and delete both).
-    current = _probe(store.path) if migrate and has_content else None
+    # a pending WAL into the file and delete both). Not when a writable
+    # connection of ours to it is open: that one checked it, closing this one
+    # would not be the last close (no checkpoint), and the probe would only
+    # cost time. The schema is checked again on this connection below, before
+    # anything writes.
+    probe = migrate and has_content and not checked(store.path)
+    current = _probe(store.path) if probe else None
     try:
         # isolation_level=None: no implicit transactions; we open them ourselves.
         # check_same_thread=False: threads share this connection under the store's lock.
@@ -55,10 +74,12 @@ def connect_writable(store: Store, migrate: bool) -> None:
         raise _explain(exc, store.path) from None
     try:
         _identify(store)
+        # Counted before its first statement maps the -shm or takes a lock.
+        store._untrack = track(store, store.identity, writable=True)
         getlimit = getattr(store.conn, "getlimit", None)  # Python 3.11+
         store._set_max_text(getlimit(0) if getlimit is not None else 1_000_000_000)
     except OSError as exc:
-        store.conn.close()
+        _close(store)
         raise JournalFileError(
             f"{store.path}: cannot read the journal file's identity ({exc}); "
             f"check that the path points to a local file",
@@ -75,10 +96,10 @@ def connect_writable(store: Store, migrate: bool) -> None:
             _migrations.migrate(store)
         store._schema_version = store._read_schema_version()
     except DRIVER_ERRORS as exc:
-        store.conn.close()
+        _close(store)
         raise _explain(exc, store.path) from None
     except BaseException:
-        store.conn.close()
+        _close(store)
         raise
 
 
@@ -90,6 +111,11 @@ def connect_readonly(store: Store, live: bool) -> None:
     Otherwise, or to watch a file others write (``live``: ``--follow``),
     ``mode=ro``: SQLite reads the -wal through its shared-memory index.
     """
+    with opening(store.path):
+        _connect_readonly(store, live)
+
+
+def _connect_readonly(store: Store, live: bool) -> None:
     uri = Path(os.path.abspath(store.path)).as_uri()
     quiet = not live and not os.path.exists(f"{store.path}-wal")
     query = "mode=ro&immutable=1" if quiet else "mode=ro"
@@ -101,6 +127,8 @@ def connect_readonly(store: Store, live: bool) -> None:
         raise _explain(exc, store.path) from None
     try:
         _identify(store)
+        if not quiet:  # immutable=1 takes no lock: nothing to keep
+            store._untrack = track(store, store.identity, writable=False)
         store._set_max_text(1_000_000_000)
         store.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not _migrations.check(store.conn, store.path):
@@ -114,11 +142,11 @@ def connect_readonly(store: Store, live: bool) -> None:
             )
         store._schema_version = store._read_schema_version()
     except DRIVER_ERRORS as exc:
-        store.conn.close()
+        _close(store)
         raise _explain(exc, store.path) from None
     except OSError as exc:
-        store.conn.close()
+        _close(store)
         raise JournalFileError(f"{store.path}: {exc}", path=str(store.path)) from None
     except BaseException:
-        store.conn.close()
+        _close(store)
         raise

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import migrate as _migrations
+from .connections import live
 from .discovery import default_path, new_default_journal
 from .errors import JournalFileError, LetItLoopError
 from .sqlerrors import DRIVER_ERRORS, _explain
@@ -101,6 +102,11 @@ def _index_unusable_read_only(path: Path) -> bool:
     What a writer killed while restarting or writing its log leaves: the two
     header copies of the index differ, or its salts are not the log's. A
     readable pending log (a writer that died after its commit) is False.
+
+    It reads both headers with ``open()``, and closing those descriptors drops
+    every POSIX lock this process holds on the files (SQLite's included): call
+    it only while no connection of ours to the file is open
+    (``connections.live``), under the file's lock (``connections.opening``).
     """
     try:
         with open(f"{path}-wal", "rb") as f:
@@ -178,7 +184,9 @@ def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
     readable file, and a file the probe refuses, keep their -shm byte for byte.
     """
     keeper: sqlite3.Connection | None = None
-    if _index_unusable_read_only(path) and _main_file_is_our_journal(path, uri):
+    # A connection of ours that is open has read the index already (the probe
+    # reads it at once), and its locks must not be dropped by a plain open().
+    if not live(path) and _index_unusable_read_only(path) and _main_file_is_our_journal(path, uri):
         try:
             keeper = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
             keeper.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -199,6 +207,9 @@ def _probe(path: Path) -> bool:
     A refused file (newer, foreign) must be left byte for byte; closing a
     writable connection would checkpoint a pending WAL into it and delete the
     -wal and -shm files. See ``_PROBES`` for what each attempt may touch.
+    Run it under the file's lock (``connections.opening``): its first attempt
+    maps the -shm read-only, and SQLite shares that mapping with every
+    connection this process opens to the file meanwhile.
     """
     uri = Path(os.path.abspath(path)).as_uri()
     with _index_kept_open(path, uri):

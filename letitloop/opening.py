@@ -35,6 +35,16 @@ _open_journals: list[Journal] = []
 _registry_lock = threading.Lock()
 
 
+def _new_lock_after_fork() -> None:
+    # Another thread of the parent may hold it at the fork: the child's would never open.
+    global _registry_lock
+    _registry_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_after_fork)
+
+
 def open_journals() -> list[Journal]:
     """The journals open in this process, oldest first."""
     with _registry_lock:

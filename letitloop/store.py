@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import migrate as _migrations
 from .clock import now, utc_iso
 from .connect import connect_readonly, connect_writable
+from .connections import guard_fork
 from .errors import JournalFileError, LetItLoopError
 from .files import DEFAULT_PATH, _index_unusable_read_only, resolve_path
 from .goals import (
@@ -79,6 +80,10 @@ Begin = Callable[[sqlite3.Connection], None]
 ROW_ROOM = 1 << 20
 
 
+def _nothing() -> None:
+    return None
+
+
 def _rollback(conn: sqlite3.Connection) -> None:
     """Roll back an open transaction; a rollback that fails (an I/O error) must not hide why."""
     if conn.in_transaction:
@@ -106,6 +111,8 @@ class Store:
     max_text: int
     #: ``PRAGMA schema_version`` when the file was last checked (recheck_schema).
     _schema_version: int
+    #: ``PRAGMA data_version`` then: another connection's commit changes it.
+    _data_version: int
 
     def __init__(
         self,
@@ -125,12 +132,17 @@ class Store:
         self.readonly = readonly
         #: Whether this connection is the process's shared one for its file (open_store).
         self.shared = False
+        #: Stops counting the connection among this process's open ones
+        #: (``connections.track``; set by ``connect.py``). Runs once.
+        self._untrack: Callable[[], object] = _nothing
         self._goal_tables: dict[str, str] = {}
         self.lock = threading.RLock()
-        if readonly:
-            connect_readonly(self, live)
-        else:
-            connect_writable(self, migrate)
+        guard_fork(self)  # a fork waits while this store is in SQLite
+        with self.lock:
+            if readonly:
+                connect_readonly(self, live)
+            else:
+                connect_writable(self, migrate)
 
     # -- transactions --------------------------------------------------------
 
@@ -278,21 +290,33 @@ class Store:
                 raise self.explain(exc) from None
 
     def _read_schema_version(self) -> int:
-        return int(self.conn.execute("PRAGMA schema_version").fetchone()[0])
+        conn = self.conn
+        # data_version changes when another connection commits (never for this
+        # one's own commits): what recheck_schema compares.
+        self._data_version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        return int(conn.execute("PRAGMA schema_version").fetchone()[0])
 
     def recheck_schema(self) -> None:
-        """Before reusing an idle connection: refuse a schema a newer letitloop moved on.
+        """Before reusing a connection: refuse a schema a newer letitloop moved on.
 
-        ``PRAGMA schema_version`` changes with every schema change (a new goal's
-        table too); only then is the file checked again, read-only, as on open.
+        Nothing to do when no other connection wrote since the last check
+        (``PRAGMA data_version``) and the schema did not change
+        (``PRAGMA schema_version``: a goal's table made or dropped). Otherwise
+        the file's migrations are checked again, as on open (a newer
+        letitloop's migration is refused with SchemaVersionError, an older
+        file upgraded), and after a schema change the goal tables this
+        connection remembered are forgotten.
         """
         with self.lock:
             try:
-                version = self._read_schema_version()
-                if version == self._schema_version:
+                conn = self.conn
+                data = int(conn.execute("PRAGMA data_version").fetchone()[0])
+                version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+                if data == self._data_version and version == self._schema_version:
                     return
-                self._goal_tables.clear()  # a goal's table may have gone
-                if not _migrations.check(self.conn, self.path):
+                if version != self._schema_version:
+                    self._goal_tables.clear()  # a goal's table may have gone
+                if not _migrations.check(conn, self.path):
                     _migrations.migrate(self)
                 self._schema_version = self._read_schema_version()
             except DRIVER_ERRORS as exc:
@@ -318,8 +342,10 @@ class Store:
         return _explain(exc, self.path)
 
     def close(self) -> None:
+        """Close the connection (SQLite checkpoints the WAL if it was the file's last one)."""
         with self.lock:
             self.conn.close()
+            self._untrack()
 
     # -- goals and their tables ----------------------------------------------
 

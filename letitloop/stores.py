@@ -1,7 +1,12 @@
 """One connection per journal file per process, kept across runs (:func:`open_store`).
 
-Idle connections are reused while their file is unchanged, closed at exit
-(SQLite checkpoints the WAL then), and forgotten by a forked child.
+A connection is reused only while its file is the same file (the path still
+reaches its device and inode: not deleted, replaced or moved away), its
+schema rechecked when another connection wrote; a new one is opened under the
+file's lock (``connections.py``), so threads opening one file at once share
+one. Idle connections are bounded (:data:`MAX_IDLE_STORES`), closed when their
+file is gone and at exit (SQLite checkpoints the WAL then), and forgotten by a
+forked child.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from .connections import opening
 from .files import file_identity, resolve_path
 from .store import Durability, Store
 
@@ -24,38 +30,81 @@ MAX_IDLE_STORES = 8
 
 
 class _Shared:
-    __slots__ = ("stamp", "store", "users")
+    __slots__ = ("store", "users")
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.users = 0
-        #: (mtime, size) of the file and of its -wal when the last user let go;
-        #: None while in use.
-        self.stamp: tuple[int, int, int, int] | None = None
 
 
+#: The connection to use for each (real path, durability).
 _shared: dict[tuple[str, str], _Shared] = {}
+#: Connections whose file was replaced while they were in use: closed when
+#: their last user gives them back (by id of the store).
+_retired: dict[int, _Shared] = {}
 _shared_lock = threading.Lock()
 
+#: Connections refused on reuse (a newer letitloop's schema): never closed
+#: before exit, since closing the last connection to a file checkpoints its
+#: WAL into it, which must not happen to a file just refused as newer.
+_abandoned: list[Store] = []
 
-def _stamp(path: Path) -> tuple[int, int, int, int] | None:
-    """(mtime, size) of the file and its -wal: anyone's write since changes one of them."""
+
+def _same_file(store: Store, path: Path) -> bool:
+    """Whether ``path`` still reaches ``store``'s file: same device and inode (so still linked)."""
     try:
-        st = os.stat(path)
+        return file_identity(path) == store.identity
     except OSError:
+        return False
+
+
+def _reuse(key: tuple[str, str], path: Path) -> Store | None:
+    """The shared connection of ``key`` for one more user, if its file is still ``path``'s."""
+    with _shared_lock:
+        entry = _shared.get(key)
+        if entry is None:
+            return None
+        store = entry.store
+        same = _same_file(store, path)
+        stale = not same and entry.users == 0
+        if same:
+            entry.users += 1
+        else:
+            del _shared[key]
+            if entry.users:
+                _retired[id(store)] = entry  # closed by its last user
+    if not same:
+        if stale:
+            # Its file was deleted, replaced or moved: SQLite does not checkpoint
+            # into a file that moved, nor delete the -wal now at its old path.
+            with contextlib.suppress(sqlite3.Error):
+                store.close()
         return None
     try:
-        wal = os.stat(f"{path}-wal")
-    except OSError:
-        return (st.st_mtime_ns, st.st_size, 0, -1)
-    return (st.st_mtime_ns, st.st_size, wal.st_mtime_ns, wal.st_size)
+        store.recheck_schema()
+    except BaseException:
+        _drop(store)
+        raise
+    return store
 
 
-#: Connections to files that changed behind SQLite's back while they were
-#: idle: never closed before exit (closing the last connection to a file
-#: checkpoints its WAL into it, which must not happen to a file that was
-#: replaced, nor to one just refused as newer or foreign).
-_abandoned: list[Store] = []
+def _drop(store: Store) -> None:
+    """A reused connection whose file was refused: not handed out again, nor closed before exit."""
+    with _shared_lock:
+        key = (str(store.real_path), store.durability)
+        entry = _shared.get(key)
+        if entry is not None and entry.store is store:
+            del _shared[key]
+        else:
+            entry = _retired.get(id(store))
+        if entry is None:
+            return
+        entry.users -= 1
+        if entry.users == 0:
+            _retired.pop(id(store), None)
+            _abandoned.append(store)
+        else:
+            _retired[id(store)] = entry
 
 
 def open_store(
@@ -63,78 +112,81 @@ def open_store(
 ) -> Store:
     """A connection to the journal at ``path`` for one user, shared in this process.
 
-    Reuses this process's connection to the same file and durability when it
-    is still valid: the same file (device and inode); if no one was using it,
-    unchanged since its last user let go (mtime and size of the file and its
-    -wal: a file another process wrote, or a copy rewrote, gets a fresh
-    connection, so nothing read before is trusted); and
-    the same schema, or one this version still accepts (a newer letitloop's
-    migration is refused, as on a first open). Give it back with
+    Reuses this process's connection to the same file and durability while
+    the path still reaches that file (its device and inode): a file deleted,
+    replaced or moved away gets a fresh connection, and the old one is closed
+    once no one uses it. Before a reuse the schema is checked again when
+    another connection has written since (a newer letitloop's migration is
+    refused, as on a first open). A new connection is made under the file's
+    lock, so threads opening one file at once share one. Give it back with
     :func:`close_store`. Raises what ``Store()`` raises.
     """
     resolved = resolve_path(path)
     key = (os.path.realpath(resolved), durability)
-    stale: Store | None = None
-    with _shared_lock:
-        entry = _shared.get(key)
-        if entry is not None:
-            store = entry.store
-            try:
-                same = file_identity(resolved) == store.identity and (
-                    entry.users > 0 or (entry.stamp is not None and entry.stamp == _stamp(resolved))
-                )
-            except OSError:
-                same = False
-            if same:
-                entry.users += 1
-                entry.stamp = None
-            elif entry.users == 0:
-                del _shared[key]
-                stale = store
-    if entry is not None and stale is None:
-        try:
-            store.recheck_schema()
-        except BaseException:
-            close_store(store)
-            raise
+    store = _reuse(key, resolved)
+    if store is not None:
         return store
-    try:
-        store = Store(resolved, durability=durability)
-    except BaseException:
-        if stale is not None:
-            _abandoned.append(stale)
-        raise
-    if stale is not None:
-        stale.close()  # not the last connection now: no checkpoint into the file
-    with _shared_lock:
-        entry = _shared.get(key)
-        if entry is not None:  # another thread made one meanwhile: keep ours private
+    with opening(resolved):
+        store = _reuse(key, resolved)  # another thread made one meanwhile
+        if store is not None:
             return store
-        entry = _shared[key] = _Shared(store)
-        entry.users += 1
-    store.shared = True
+        _close_gone()
+        store = Store(resolved, durability=durability)
+        store.shared = True
+        with _shared_lock:
+            entry = _shared[key] = _Shared(store)
+            entry.users += 1
     return store
 
 
 def close_store(store: Store) -> None:
-    """Give back a connection from :func:`open_store` (closed if it was not shared)."""
+    """Give back a connection from :func:`open_store` (closed if it was not shared).
+
+    Kept open while it is idle, up to :data:`MAX_IDLE_STORES` idle ones; closed
+    now when its file is gone.
+    """
     if not store.shared:
         store.close()
         return
     key = (str(store.real_path), store.durability)
+    closing: list[Store] = []
     with _shared_lock:
         entry = _shared.get(key)
         if entry is None or entry.store is not store:
-            store.close()
-            return
-        entry.users -= 1
-        if entry.users > 0:
-            return
-        entry.stamp = _stamp(store.path)
-        idle = [k for k, e in _shared.items() if e.users == 0]
-        closing = [_shared.pop(k).store for k in idle[: max(0, len(idle) - MAX_IDLE_STORES)]]
+            entry = _retired.get(id(store))
+            if entry is None:  # dropped: refused on reuse
+                return
+            entry.users -= 1
+            if entry.users == 0:
+                del _retired[id(store)]
+                closing.append(store)
+        else:
+            entry.users -= 1
+            if entry.users == 0:
+                if not _same_file(store, store.real_path):
+                    del _shared[key]
+                    closing.append(store)
+                else:
+                    idle = [k for k, e in _shared.items() if e.users == 0]
+                    for k in idle[: max(0, len(idle) - MAX_IDLE_STORES)]:
+                        closing.append(_shared.pop(k).store)
     for old in closing:
-        old.close()
+        with contextlib.suppress(sqlite3.Error):
+            old.close()
+
+
+def _close_gone() -> None:
+    """Close the idle connections whose file was deleted, replaced or moved away."""
+    with _shared_lock:
+        gone = [
+            k
+            for k, e in _shared.items()
+            if e.users == 0 and not _same_file(e.store, e.store.real_path)
+        ]
+        closing = [_shared.pop(k).store for k in gone]
+    for store in closing:
+        with contextlib.suppress(sqlite3.Error):
+            store.close()
 
 
 def close_idle_stores() -> None:
@@ -150,9 +202,11 @@ def close_idle_stores() -> None:
 
 
 def _forget_after_fork() -> None:
-    # A forked child must not use (nor close) its parent's connections.
+    # A forked child must not use (nor close) its parent's connections, and
+    # the parent's threads may hold the lock.
     global _shared_lock
     _shared.clear()
+    _retired.clear()
     _abandoned.clear()
     _shared_lock = threading.Lock()
 

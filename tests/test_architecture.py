@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "store",
             "connect",
             "stores",
+            "connections",
             "files",
             "pragmas",
             "sqlerrors",

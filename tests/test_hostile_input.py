@@ -29,6 +29,7 @@ from letitloop.errors import (
     LetItLoopError,
     SchemaVersionError,
 )
+from letitloop.stores import close_idle_stores
 
 
 def make_journal(db: Path, steps: int = 20) -> None:
@@ -267,6 +268,9 @@ class TestADamagedSchema:
         db = tmp_path / "journal.db"
         make_journal(db)
         self._damage(db, "runs", lambda b: b.replace(b"holder_pid", b"holder_pie"))
+        # Opened afresh, as by the next process: the connection kept from before
+        # would go on with the schema it read (writable_schema changes no cookie).
+        close_idle_stores()
         with pytest.raises(JournalFileError, match="schema is damaged") as info:
             Journal("g", path=db).open()
         assert "holder_pid" in str(info.value) and "restore it from a backup" in str(info.value)

@@ -8,6 +8,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from ..connections import opening, sqlite_entry
 from ..errors import JournalFileError
 from ..sqlerrors import DRIVER_ERRORS
 from ..store import Store, resolve_path
@@ -26,6 +27,8 @@ def open_journal_file(
     reader watches a file others are writing, as ``--follow`` does). ``write=True``
     (``reset``, ``fork``, ``gc``, ``upgrade``) opens it writable and upgrades
     an older schema first. Raises JournalFileError saying what was found.
+    The check and the connection are made under the file's lock
+    (``connections.opening``), as every connection of ours to it.
     """
     p = resolve_path(path)
     if not p.exists() and path is None and not os.environ.get("LETITLOOP_DB"):
@@ -48,20 +51,27 @@ def open_journal_file(
             f"{p}: expected a journal file, found a folder; pass the file's path to --db",
             path=str(p),
         )
+    # Under the file's lock, as every connection of ours to it (connections.py).
+    with opening(p):
+        return _open(p, write, live)
+
+
+def _open(p: Path, write: bool, live: bool) -> Store:
     try:
         # Read as it is when closed cleanly (no -wal): nothing is created beside it.
         quiet = "&immutable=1" if not Path(f"{p}-wal").exists() else ""
-        probe = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro{quiet}", uri=True)
-        try:
-            names = {
-                r[0]
-                for r in probe.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' "
-                    "AND name IN ('goals', 'runs')"
-                )
-            }
-        finally:
-            probe.close()
+        with sqlite_entry():  # outside any store's lock: a fork waits for it
+            probe = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro{quiet}", uri=True)
+            try:
+                names = {
+                    r[0]
+                    for r in probe.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table' "
+                        "AND name IN ('goals', 'runs')"
+                    )
+                }
+            finally:
+                probe.close()
     except DRIVER_ERRORS as exc:
         from ..store import _explain
 

@@ -34,7 +34,7 @@ from ...errors import LetItLoopError, RunHeldError
 from ...fingerprint import Fingerprinter
 from ...journal import DEFAULT_TIMEOUT, Journal
 from ...store import Durability, Store, resolve_path
-from ...stores import open_store
+from ...stores import close_store, open_store
 from . import polled
 from .identity import (
     CONFIG_KEY_CHECKPOINTER,
@@ -104,6 +104,17 @@ def _busy(plan: _Plan, timeout: float) -> RunHeldError:
     )
 
 
+def _forget_after_fork() -> None:
+    # The parent's threads may hold these locks: a forked child starts with none.
+    global _gates_lock
+    _gates.clear()
+    _gates_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 @contextlib.contextmanager
 def _one_at_a_time(plan: _Plan, timeout: float) -> Iterator[None]:
     gate = _gate_for(plan.key)
@@ -147,26 +158,6 @@ async def _one_at_a_time_async(plan: _Plan, timeout: float) -> AsyncIterator[Non
 
 
 # -- where the journal lives, and which run ---------------------------------------------
-
-#: The process's shared connection to each journal file durable nodes write,
-#: held for the life of the process: the nodes' journals reuse it (a journal
-#: opened while another user holds the shared connection takes it as it is),
-#: runs are chosen through it when the file is not the saver's, and SQLite's
-#: index of the file stays recovered. Without a holder, the saver's writes
-#: between two nodes made the idle connection look changed, and every node
-#: paid for a new one (connect, probe, pragmas: about a millisecond).
-_stores: dict[tuple[int, str, str], Store] = {}
-_stores_lock = threading.Lock()
-
-
-def _store_for(path: str | os.PathLike[str] | None, durability: Durability) -> Store:
-    real = os.path.realpath(resolve_path(path))
-    key = (os.getpid(), real, durability)
-    with _stores_lock:
-        store = _stores.get(key)
-        if store is None:
-            store = _stores[key] = open_store(path, durability=durability)
-        return store
 
 
 def _holds_in(saver: Any) -> Callable[[str, str, str], bool | None]:
@@ -339,11 +330,17 @@ def durable_node(
                 if journal_durability is None:
                     journal_durability = saver.store.durability
             journal_durability = journal_durability or "process"
-            shared = _store_for(journal_path, journal_durability)  # the journal's connection
-            if store is None:
-                store = shared
             goal_name = goal or goal_for(identity.node)
-            found = candidates(store, goal_name, identity.base_name())
+            if store is not None:
+                found = candidates(store, goal_name, identity.base_name())
+            else:
+                # The process's shared connection, which the node's journal reuses
+                # next (stores.py: only while the path still reaches the same file).
+                store = open_store(journal_path, durability=journal_durability)
+                try:
+                    found = candidates(store, goal_name, identity.base_name())
+                finally:
+                    close_store(store)
             name = choose_run(identity, found, _holds_in(saver), own_file)
             if not own_file and all(name != n for _, n, _ in found):
                 # A new run, journaled outside the saver's file: tie it to what

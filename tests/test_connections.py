@@ -1,0 +1,431 @@
+"""A process's connections to one journal file: its SQLite locks kept, one -shm mapping.
+
+POSIX record locks belong to the process: closing any descriptor of a file
+drops all of them. SQLite's "dead man switch" (DMS) is a shared lock on byte
+128 of the ``-shm`` file, held by every process that has the file open; a
+process that finds no one holding it takes itself for the first user and
+rebuilds the index under the others' mappings (SIGBUS). These tests read the
+locks from ``/proc/locks`` after every kind of reopen, and run real processes
+and threads against one file.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import spawn_python, write_script
+
+from letitloop import Journal
+from letitloop.stores import close_idle_stores
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/locks").exists(), reason="reads the process's locks from /proc/locks (Linux)"
+)
+
+
+def dms_held(db: Path, pid: int | None = None) -> bool:
+    """Whether process ``pid`` (this one) holds SQLite's DMS lock (byte 128) on ``db``'s -shm."""
+    ino = os.stat(f"{db}-shm").st_ino
+    who = str(os.getpid() if pid is None else pid)
+    with open("/proc/locks") as f:  # not a journal file: closing it drops nothing of ours
+        for line in f:
+            fields = line.split()
+            if fields[1] == "->":  # a waiter, not a holder
+                continue
+            if fields[4] == who and fields[5].endswith(f":{ino}") and fields[6] == "128":
+                return True
+    return False
+
+
+def open_files() -> list[str]:
+    """What this process's descriptors point to (``/proc/self/fd``)."""
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            names.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue  # closed meanwhile (the listing's own descriptor)
+    return names
+
+
+def write_from_another_process(db: Path) -> None:
+    """A commit by another process (plain sqlite3: it starts in milliseconds)."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+            "c.execute('CREATE TABLE IF NOT EXISTS other (x)'); "
+            "c.execute('INSERT INTO other VALUES (1)'); c.commit(); c.close()",
+            str(db),
+        ],
+        check=True,
+        timeout=60,
+    )
+
+
+def journal_made_elsewhere(db: Path) -> None:
+    """A journal with one run, written and closed by another process."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from letitloop import Journal\n"
+            "with Journal('g', run='made', path=sys.argv[1]) as j: j.step('a', str, 1)",
+            str(db),
+        ],
+        check=True,
+        timeout=60,
+    )
+
+
+def _threads_opening_at_once(db: Path, n: int) -> tuple[list[BaseException], list[bool]]:
+    """``n`` threads open a journal on ``db`` at once; the first looks at the DMS lock
+    while all are open. Returns the errors and what it saw."""
+    start, opened = threading.Barrier(n), threading.Barrier(n)
+    errors: list[BaseException] = []
+    held: list[bool] = []
+
+    def open_one(i: int) -> None:
+        try:
+            start.wait()
+            with Journal("g", run=f"t{i}", path=db) as j:
+                j.step("a", str, i)
+                opened.wait()
+                if i == 0:
+                    held.append(dms_held(db))
+                opened.wait()
+        except BaseException as exc:
+            errors.append(exc)
+            opened.abort()
+
+    threads = [threading.Thread(target=open_one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return errors, held
+
+
+class TestTheDmsLockIsKeptAcrossEveryReopen:
+    def test_a_cached_connection_reused_after_another_process_wrote(self, db: Path) -> None:
+        with Journal("g", run="long", path=db) as j:
+            j.step("a", str, 1)
+            assert dms_held(db)
+            write_from_another_process(db)
+            for i in range(3):
+                with Journal("g", run=f"r{i}", path=db) as k:
+                    k.step("a", str, 1)
+                assert dms_held(db)
+                write_from_another_process(db)
+        write_from_another_process(db)
+        with Journal("g", run="again", path=db) as k:  # the idle connection, file changed
+            k.step("a", str, 1)
+            assert dms_held(db)
+
+    def test_a_power_journal_beside_a_process_one(self, db: Path) -> None:
+        with Journal("g", run="process", path=db) as j:
+            j.step("a", str, 1)
+            with Journal("g", run="power", path=db, durability="power") as k:
+                k.step("a", str, 1)
+                assert dms_held(db)
+            assert dms_held(db)
+            j.step("b", str, 2)
+        assert dms_held(db)
+
+    def test_threads_opening_at_once(self, tmp_path: Path) -> None:
+        for round_ in range(5):
+            db = tmp_path / f"journal{round_}.db"
+            journal_made_elsewhere(db)  # a file with content: every open probes it
+            errors, held = _threads_opening_at_once(db, 6)
+            assert errors == []
+            assert held == [True], f"round {round_}"
+
+    def test_a_durable_node_after_the_saver(self, db: Path) -> None:
+        pytest.importorskip("langgraph.graph", reason="LangGraph is not installed")
+        from langgraph.graph import END, START, StateGraph
+        from typing_extensions import TypedDict
+
+        from letitloop import step
+        from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_node
+
+        class State(TypedDict):
+            text: str
+
+        @durable_node
+        def work(state: State) -> dict[str, str]:
+            return {"text": step("upper", str.upper, state["text"])}
+
+        graph = StateGraph(State)
+        graph.add_node("work", work)
+        graph.add_edge(START, "work")
+        graph.add_edge("work", END)
+        with LetItLoopCheckpointSaver(db) as saver:
+            app = graph.compile(checkpointer=saver)
+            for thread in ("a", "b"):
+                assert app.invoke({"text": thread}, {"configurable": {"thread_id": thread}}) == {
+                    "text": thread.upper()
+                }
+                assert dms_held(db)
+
+
+LONG_LIVED = """
+    import os, sys, time
+    from pathlib import Path
+    from letitloop import Journal
+    db, stop = sys.argv[1], Path(sys.argv[2])
+
+    def dms_held():
+        ino, me = os.stat(db + "-shm").st_ino, str(os.getpid())
+        with open("/proc/locks") as f:
+            for line in f:
+                p = line.split()
+                if p[1] != "->" and p[4] == me and p[5].endswith(f":{ino}") and p[6] == "128":
+                    return True
+        return False
+
+    lost = 0
+    with Journal("g", run="long", path=db) as j:
+        print("ready", flush=True)
+        i = 0
+        while not stop.exists():
+            i += 1
+            j.step(f"s{i}", str, i)
+            # Every kind of reopen a long-lived process makes, between steps.
+            with Journal("g", run=f"power{i}", path=db, durability="power") as k:
+                k.step("a", str, i)
+            with Journal("g", run=f"again{i}", path=db) as k:
+                k.step("a", str, i)
+            lost += not dms_held()
+            time.sleep(0.005)
+    print("steps", i, "lost", lost, flush=True)
+"""
+
+#: 200 short-lived openers, one after the other: each opens the file, writes,
+#: reads and closes its only connection (SQLite then lets go of every lock of
+#: this process on the file, as a process that exits does), and checks that
+#: the long-lived process is alive and holds its DMS lock.
+OPENERS = """
+    import os, sqlite3, sys
+    db, pid = sys.argv[1], sys.argv[2]
+
+    def dms_held():
+        ino = os.stat(db + "-shm").st_ino
+        with open("/proc/locks") as f:
+            for line in f:
+                p = line.split()
+                if p[1] != "->" and p[4] == pid and p[5].endswith(f":{ino}") and p[6] == "128":
+                    return True
+        return False
+
+    for i in range(200):
+        c = sqlite3.connect(db, timeout=30)
+        c.execute("PRAGMA journal_mode = WAL")
+        c.execute("CREATE TABLE IF NOT EXISTS other (x)")
+        c.execute("INSERT INTO other VALUES (1)")
+        c.commit()
+        c.execute("SELECT count(*) FROM runs").fetchone()
+        c.close()
+        os.kill(int(pid), 0)  # alive
+        if not dms_held():
+            print("lost after", i + 1, flush=True)
+            sys.exit(1)
+    print("ok", flush=True)
+"""
+
+
+class TestALongLivedProcessAmongShortLivedOpeners:
+    def test_it_keeps_its_dms_lock_and_never_dies_of_sigbus(self, tmp_path: Path) -> None:
+        db, stop = tmp_path / "journal.db", tmp_path / "stop"
+        long_lived = spawn_python(write_script(tmp_path, "long.py", LONG_LIVED), str(db), str(stop))
+        try:
+            assert long_lived.stdout is not None
+            assert long_lived.stdout.readline().strip() == "ready"
+            openers = write_script(tmp_path, "openers.py", OPENERS)
+            done = subprocess.run(
+                [sys.executable, str(openers), str(db), str(long_lived.pid)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            stop.touch()
+            out, err = long_lived.communicate(timeout=60)
+        finally:
+            if long_lived.poll() is None:
+                long_lived.kill()
+                long_lived.wait()
+        assert long_lived.returncode != -signal.SIGBUS, "the long-lived process died of SIGBUS"
+        assert done.stdout.strip() == "ok", (done.stdout, done.stderr, long_lived.returncode)
+        assert long_lived.returncode == 0, (long_lived.returncode, err)
+        fields = out.split()
+        assert fields[0] == "steps" and int(fields[1]) > 0
+        assert fields[2:] == ["lost", "0"], out
+
+
+OPEN_AT_ONCE = """
+    import sys, threading, time, traceback
+    from pathlib import Path
+    from letitloop import Journal
+    folder, rounds, me = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    errors = 0
+
+    def open_one(db, t):
+        global errors
+        try:
+            with Journal("g", run=f"{me}-{t}", path=db) as j:
+                j.step("a", str, t)
+                j.step("b", str, t)
+        except Exception:
+            errors += 1
+            traceback.print_exc()
+
+    print("ready", flush=True)
+    for r in range(rounds):
+        go = folder / f"go{r}"
+        while not go.exists():
+            time.sleep(0.001)
+        db = folder / f"journal{r}.db"
+        threads = [threading.Thread(target=open_one, args=(db, t)) for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    # The process's connections must still write (none left read-only).
+    for r in range(rounds):
+        open_one(folder / f"journal{r}.db", 99)
+    print("errors", errors, flush=True)
+"""
+
+
+class TestProcessesAndThreadsOpeningOneFileAtOnce:
+    def test_four_processes_of_eight_threads_never_fail_to_open(self, tmp_path: Path) -> None:
+        rounds = 4
+        for r in range(rounds):  # files with content: every first open in a process probes
+            journal_made_elsewhere(tmp_path / f"journal{r}.db")
+        script = write_script(tmp_path, "at_once.py", OPEN_AT_ONCE)
+        children = [spawn_python(script, str(tmp_path), str(rounds), f"p{p}") for p in range(4)]
+        try:
+            for c in children:
+                assert c.stdout is not None
+                assert c.stdout.readline().strip() == "ready"
+            for r in range(rounds):
+                (tmp_path / f"go{r}").touch()
+                time.sleep(0.2)
+            outs = [c.communicate(timeout=120) for c in children]
+        finally:
+            for c in children:
+                if c.poll() is None:
+                    c.kill()
+                    c.wait()
+        assert [c.returncode for c in children] == [0] * 4, outs
+        assert [out.split() for out, _ in outs] == [["errors", "0"]] * 4, outs
+        for r in range(rounds):
+            conn = sqlite3.connect(tmp_path / f"journal{r}.db")
+            runs = conn.execute("SELECT count(*) FROM runs WHERE status = 'completed'").fetchone()
+            conn.close()
+            assert runs == (4 * 9 + 1,)
+
+
+class TestConnectionsLeftBehind:
+    def test_the_idle_connection_to_a_deleted_file_is_closed(self, tmp_path: Path) -> None:
+        def fds_on(db: Path) -> int:
+            return sum(1 for name in open_files() if name.startswith(str(db)))
+
+        first, second = tmp_path / "first.db", tmp_path / "second.db"
+        with Journal("g", path=first) as j:
+            j.step("a", str, 1)
+        assert fds_on(first) > 0  # kept idle, for the next run
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{first}{suffix}").unlink(missing_ok=True)
+        with Journal("g", path=second) as j:
+            j.step("a", str, 1)
+        assert fds_on(first) == 0
+        close_idle_stores()
+
+
+class TestTheHammerSmokeRun:
+    def test_eight_processes_of_four_threads_on_a_new_file_lose_nothing(self) -> None:
+        from benchmarks import hammer
+
+        for _ in range(2):
+            got = hammer.one_run(procs=8, threads=4, opens=2, code=hammer.ROOT)
+            assert (got["errors"], got["lost"], got["duplicates"]) == (0, 0, 0), got
+            assert got["steps"] == 8 * 4 * 2 * 3
+
+
+class TestAFileReplacedWhileItsConnectionIsInUse:
+    def test_a_new_journal_on_the_path_writes_the_new_file(self, db: Path) -> None:
+        with Journal("g", run="first", path=db) as j:
+            j.step("a", str, 1)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+            journal_made_elsewhere(db)  # a new file at the path, run "made"
+            with Journal("g", run="second", path=db) as k:
+                assert k.store is not j.store
+                k.step("a", str, 2)
+        conn = sqlite3.connect(db)
+        runs = sorted(r for (r,) in conn.execute("SELECT name FROM runs"))
+        conn.close()
+        assert runs == ["made", "second"]
+
+
+FORK_CHILD_OK = 0
+
+
+class TestForkWhileAnotherThreadWrites:
+    def test_a_hundred_forked_children_open_a_journal_without_hanging(self, tmp_path: Path) -> None:
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def keep_writing() -> None:
+            n = 0
+            try:
+                while not stop.is_set():
+                    n += 1
+                    with Journal("g", run=f"r{n % 5}", path=tmp_path / "parent.db") as j:
+                        for i in range(5):
+                            j.step(f"s{n}-{i}", str, i)
+                    if n % 7 == 0:
+                        close_idle_stores()  # a new connection now and then
+            except BaseException as exc:
+                errors.append(exc)
+
+        writer = threading.Thread(target=keep_writing)
+        writer.start()
+        hung = []
+        try:
+            time.sleep(0.2)
+            for i in range(100):
+                pid = os.fork()
+                if pid == 0:  # the child: a journal of its own, then out
+                    status = 1
+                    try:
+                        with Journal("g", path=tmp_path / f"child{i}.db") as j:
+                            status = FORK_CHILD_OK if j.step("a", str, i) == str(i) else 2
+                    finally:
+                        os._exit(status)
+                deadline = time.monotonic() + 20
+                while True:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        assert os.waitstatus_to_exitcode(status) == FORK_CHILD_OK, i
+                        break
+                    if time.monotonic() > deadline:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        hung.append(i)
+                        break
+                    time.sleep(0.002)
+        finally:
+            stop.set()
+            writer.join(60)
+        assert hung == []
+        assert errors == []

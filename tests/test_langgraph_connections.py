@@ -1,0 +1,243 @@
+"""Durable nodes' connections: to the file at the path now, released when unused, safe across fork.
+
+A durable node's journal reaches its file through the process's shared
+connection (``stores.py``), which is reused only while the path still reaches
+the same file. A file deleted, replaced or moved between invokes gets a fresh
+connection (nothing is written into a file that is gone); a closed saver's
+file leaves no descriptor behind once it is deleted; and a child forked while
+another thread opens a node's journal does not wait for that thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.graph", reason="LangGraph is not installed (letitloop[langgraph])")
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from letitloop import Journal, step
+from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_node
+from letitloop.stores import close_idle_stores
+
+
+class State(TypedDict):
+    text: str
+
+
+def _graph(saver: Any, node: Any) -> Any:
+    g = StateGraph(State)
+    g.add_node("work", node)
+    g.add_edge(START, "work")
+    g.add_edge("work", END)
+    return g.compile(checkpointer=saver)
+
+
+def _remove(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    shutil.rmtree(f"{db}-locks", ignore_errors=True)
+
+
+def _done_runs(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return int(
+            conn.execute(
+                "SELECT count(*) FROM runs WHERE goal = 'langgraph:work' AND status = 'completed'"
+            ).fetchone()[0]
+        )
+    finally:
+        conn.close()
+
+
+def _open_files() -> list[str]:
+    names = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            names.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue
+    return names
+
+
+class TestADurableNodeWhoseFileWasDeletedReplacedOrMoved:
+    def _node(self, calls: list[str]) -> Any:
+        def upper(text: str) -> str:
+            calls.append(text)
+            return text.upper()
+
+        @durable_node
+        def work(state: State) -> dict[str, str]:
+            return {"text": step("upper", upper, state["text"])}
+
+        return work
+
+    def _invoke(self, db: Path, work: Any) -> dict[str, str]:
+        with LetItLoopCheckpointSaver(db) as saver:
+            out: dict[str, str] = _graph(saver, work).invoke(
+                {"text": "a"}, {"configurable": {"thread_id": "t"}}
+            )
+        return out
+
+    def test_after_the_file_was_deleted_it_journals_into_a_fresh_file(self, db: Path) -> None:
+        calls: list[str] = []
+        work = self._node(calls)
+        assert self._invoke(db, work) == {"text": "A"}
+        _remove(db)
+        assert self._invoke(db, work) == {"text": "A"}
+        assert calls == ["a", "a"]  # nothing replayed from the deleted file
+        assert _done_runs(db) == 1  # its run is in the file at the path
+
+    def test_after_the_file_was_replaced_it_journals_into_the_replacement(
+        self, db: Path, tmp_path: Path
+    ) -> None:
+        calls: list[str] = []
+        work = self._node(calls)
+        assert self._invoke(db, work) == {"text": "A"}
+        other = tmp_path / "other.db"
+        with Journal("elsewhere", path=other) as j:
+            j.step("x", str, 1)
+        close_idle_stores()  # a file this process has no connection to (a backup, say)
+        _remove(db)
+        os.replace(other, db)
+        assert self._invoke(db, work) == {"text": "A"}
+        assert calls == ["a", "a"]
+        assert _done_runs(db) == 1
+
+    def test_after_the_file_was_moved_the_moved_file_is_left_alone(
+        self, db: Path, tmp_path: Path
+    ) -> None:
+        calls: list[str] = []
+        work = self._node(calls)
+        assert self._invoke(db, work) == {"text": "A"}
+        moved = tmp_path / "moved.db"
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{db}{suffix}").exists():
+                os.rename(f"{db}{suffix}", f"{moved}{suffix}")
+        before = _done_runs(moved)
+        assert self._invoke(db, work) == {"text": "A"}
+        assert calls == ["a", "a"]
+        assert _done_runs(db) == 1
+        assert _done_runs(moved) == before
+
+    def test_with_another_checkpointer_a_deleted_file_is_made_again(
+        self, db: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("LETITLOOP_DB", str(db))
+        calls: list[str] = []
+        work = self._node(calls)
+        for thread in ("t1", "t2"):
+            app = _graph(InMemorySaver(), work)
+            assert app.invoke({"text": thread}, {"configurable": {"thread_id": thread}}) == {
+                "text": thread.upper()
+            }
+            assert db.exists()
+            assert _done_runs(db) == 1
+            _remove(db)
+        assert calls == ["t1", "t2"]
+
+
+class TestTwoHundredJournalFilesUsedByDurableNodes:
+    def test_leave_no_descriptor_behind_once_closed_and_deleted(self, tmp_path: Path) -> None:
+        @durable_node
+        def work(state: State) -> dict[str, str]:
+            return {"text": step("upper", str.upper, state["text"])}
+
+        def use(i: int) -> None:
+            db = tmp_path / f"journal{i}.db"
+            with LetItLoopCheckpointSaver(db) as saver:
+                out = _graph(saver, work).invoke(
+                    {"text": "a"}, {"configurable": {"thread_id": "t"}}
+                )
+            assert out == {"text": "A"}
+            _remove(db)
+
+        use(0)
+        baseline = len(_open_files())
+        for i in range(1, 200):
+            use(i)
+        assert len(_open_files()) <= baseline
+        # Only the last file's idle connection is left, until the next open.
+        left = {n.split(" ")[0] for n in _open_files() if n.startswith(str(tmp_path))}
+        assert left <= {f"{tmp_path / 'journal199.db'}{s}" for s in ("", "-wal", "-shm")}, left
+
+
+CHILD_OK = 0
+
+
+class TestForkWhileAnotherThreadOpens:
+    def test_two_hundred_forked_children_never_hang(self, tmp_path: Path) -> None:
+        @durable_node(path=tmp_path / "parent.db")
+        def parent_work(state: State) -> dict[str, str]:
+            return {"text": step("upper", str.upper, state["text"])}
+
+        stop, warm = threading.Event(), threading.Event()
+        errors: list[BaseException] = []
+
+        def keep_opening() -> None:
+            n = 0
+            try:
+                while not stop.is_set():
+                    n += 1
+                    app = _graph(InMemorySaver(), parent_work)
+                    app.invoke({"text": "a"}, {"configurable": {"thread_id": f"p{n}"}})
+                    if n == 3:
+                        warm.set()
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                warm.set()
+
+        opener = threading.Thread(target=keep_opening)
+        opener.start()
+        # LangChain imports modules on a graph's first runs: a child forked while
+        # the thread holds Python's lock of a module being imported would wait
+        # for it forever (CPython's, not ours), so the forks start after those.
+        warm.wait(60)
+
+        @durable_node  # its file: $LETITLOOP_DB, set by each child
+        def child_work(state: State) -> dict[str, str]:
+            return {"text": step("upper", str.upper, state["text"])}
+
+        child_app = _graph(InMemorySaver(), child_work)
+        hung = []
+        try:
+            for i in range(200):
+                child_db = tmp_path / f"child{i}.db"
+                pid = os.fork()
+                if pid == 0:  # the child: a durable node on its own file, then out
+                    status = 1
+                    try:
+                        os.environ["LETITLOOP_DB"] = str(child_db)
+                        out = child_app.invoke({"text": "c"}, {"configurable": {"thread_id": "c"}})
+                        status = CHILD_OK if out == {"text": "C"} else 2
+                    finally:
+                        os._exit(status)
+                deadline = time.monotonic() + 20
+                while True:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        assert os.waitstatus_to_exitcode(status) == CHILD_OK, i
+                        break
+                    if time.monotonic() > deadline:
+                        os.kill(pid, 9)
+                        os.waitpid(pid, 0)
+                        hung.append(i)
+                        break
+                    time.sleep(0.002)
+        finally:
+            stop.set()
+            opener.join(60)
+        assert hung == []
+        assert errors == []
