@@ -252,6 +252,9 @@ class TestADamagedSchema:
         db = tmp_path / "journal.db"
         make_journal(db)
         self._damage(db, table, lambda b: b.replace(b"CREATE TABLE", b"CREATE \xffTABLE"))
+        # Opened afresh, as by the next process (writable_schema changes no cookie, so
+        # the connection kept from before would go on with the schema it read).
+        close_idle_stores()
         with pytest.raises(JournalFileError, match="not valid UTF-8"), Journal("g", path=db):
             pass
         for command in (["runs"], ["show", "g"]):
