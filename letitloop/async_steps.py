@@ -12,7 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import cancellation
-from .errors import LetItLoopError
+from .errors import FingerprintError, LetItLoopError
 from .fingerprint import UNCHECKED
 from .replay import flush_replays, mismatch, replay
 from .steps import (
@@ -24,6 +24,7 @@ from .steps import (
     owner,
     require_open,
     retry_policy_in,
+    unidentifiable,
     watch_flight,
 )
 from .store import Store
@@ -79,7 +80,10 @@ async def async_step(
         policy = kwargs.pop("retry")
     fn_name = function_name(fn, name)
     who = owner(j)
-    fp = j._fingerprints.call(args, kwargs)
+    try:
+        fp = j._fingerprints.call(args, kwargs)
+    except FingerprintError as exc:
+        raise unidentifiable(j, name, exc) from None
     full, key, recorded, differs = key_for(j, name, fp, who)
     if differs is not None:
         raise mismatch(j, key, fn_name, fp, differs)

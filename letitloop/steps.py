@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import cancellation, codec, inflight, ownership
 from .errors import (
     EncodeError,
+    FingerprintError,
     InvalidNameError,
     LetItLoopError,
     MisuseError,
@@ -142,6 +143,15 @@ def key_for(
     return name, key, replay, mismatch
 
 
+def unidentifiable(j: Journal, name: str, exc: FingerprintError) -> FingerprintError:
+    """``exc`` (an argument with no fingerprint) with the step and run it was refused for."""
+    return FingerprintError(
+        f"step {name!r} (run {j.run_id} of goal {j.goal!r}): {exc}",
+        path=exc.path,
+        type_name=exc.type_name,
+    )
+
+
 def not_a_function(name: str, value: object) -> MisuseError:
     """The error for ``j.step(name, fetch(1))``: the call ran before the step, unrecorded."""
     import reprlib  # only on this mistake
@@ -192,7 +202,10 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         policy = kwargs.pop("retry")
     fn_name = function_name(fn, name)
     who = owner(j)
-    fp = j._fingerprints.call(args, kwargs)
+    try:
+        fp = j._fingerprints.call(args, kwargs)
+    except FingerprintError as exc:
+        raise unidentifiable(j, name, exc) from None
     full, key, recorded, differs = key_for(j, name, fp, who)
     if differs is not None:
         raise mismatch(j, key, fn_name, fp, differs)

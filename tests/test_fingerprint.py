@@ -177,6 +177,23 @@ class TestValuesWithNoEncoding:
         assert caught.value.path == "$.items[1]"
         assert isinstance(caught.value, LetItLoopError)
 
+    def test_a_step_refused_for_it_is_named_and_never_runs(self, tmp_path: Path) -> None:
+        import asyncio
+
+        calls: list[object] = []
+        with Journal("g", path=tmp_path / "j.db") as j:
+            with pytest.raises(FingerprintError) as caught:
+                j.step("charge", calls.append, Unknown(1))
+            assert str(caught.value).startswith(f"step 'charge' (run {j.run_id} of goal 'g'): ")
+            assert "argument 0 holds a test_fingerprint.Unknown" in str(caught.value)
+
+            async def main() -> None:
+                with pytest.raises(FingerprintError, match=r"^step 'ask' \(run "):
+                    await j.async_step("ask", asyncio.sleep, 0, Unknown(2))
+
+            asyncio.run(main())
+        assert calls == []
+
     def test_a_keyword_argument_is_named(self) -> None:
         with pytest.raises(FingerprintError, match="keyword argument 'client' holds a"):
             FP.call((), {"client": Unknown(1)})
