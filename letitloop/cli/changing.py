@@ -45,9 +45,10 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
 
     Deletes the run, its attempts, steps and run-scoped markers. RUN is a
     run id, a unique prefix of one or a run name; a GOAL means the run that
-    Journal(GOAL) would resume (its newest unfinished unnamed run), or with
-    --run that run of the goal. Asks first on a terminal; elsewhere --yes is
-    required. Refuses a run held by a live process.
+    Journal(GOAL) would resume (its newest unfinished run that is unnamed and
+    was opened without arguments or input=; a @durable call's run is reset by
+    its id), or with --run that run of the goal. Asks first on a terminal;
+    elsewhere --yes is required. Refuses a run held by a live process.
 
     \b
     Examples:
