@@ -16,12 +16,12 @@ from .errors import LetItLoopError
 from .fingerprint import UNCHECKED
 from .replay import flush_replays, mismatch, replay
 from .steps import (
-    _parent_step,
     done_row,
     failure_row,
     function_name,
     key_for,
     owner,
+    parent_step,
     require_open,
     retry_policy_in,
     watch_flight,
@@ -96,7 +96,7 @@ async def async_step(
         j._in_flight[key] = (started, fn_name, fp)
         if j._flight_watch is None:
             watch_flight(j, store)
-        parent = _parent_step.set((j, key))
+        parent = parent_step.set((j, key))
         if type(who) is not int:
             j._aio_tasks[who] = key  # a cancel of the run interrupts its await
         try:
@@ -128,7 +128,7 @@ async def async_step(
                 raise stopped from None
             raise
         finally:
-            _parent_step.reset(parent)
+            parent_step.reset(parent)
             j._aio_tasks.pop(who, None)
         committing = commit_from_loop(
             j, store, done_row(j, store, key, fn_name, fp, started, value)

@@ -20,7 +20,7 @@ StepRow = Sequence[Any]
 
 #: What an opener does with the run it found (see ``opening.decide``): look
 #: again, refuse it as cancelled, resume it as a new attempt, or replay it whole.
-Claim = Literal["again", "cancel", "resume", "replay"]
+RunDecision = Literal["again", "cancel", "resume", "replay"]
 
 
 class RunState(NamedTuple):
@@ -109,8 +109,8 @@ class Storage(Protocol):
         ...
 
     def claim_run(
-        self, run_id: str, now: float, decide: Callable[[RunState | None], Claim]
-    ) -> tuple[Claim, RunState | None]:
+        self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
+    ) -> tuple[RunDecision, RunState | None]:
         """Read the run, ask ``decide``, and do what it says, in one transaction.
 
         ``"cancel"`` marks the run cancelled; ``"resume"`` records a new

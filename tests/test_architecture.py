@@ -112,7 +112,7 @@ INSPECTION_ORDER = [
     "times",
     "results",
     "records",
-    "opening",
+    "journalfile",
     "state",
     "listing",
     "detail",
