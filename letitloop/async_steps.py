@@ -7,7 +7,7 @@ loop's group commit (``commits.py``) on the journal's storage.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -159,8 +159,8 @@ def commit_from_loop(j: Journal, store: Store, row: tuple[Any, ...]) -> asyncio.
     """Commit one step row from the loop, at once (None) or in a group commit (a future).
 
     See ``letitloop/commits.py``. The future resolves once the row is
-    committed; a done row enters the replay map then, even if the awaiting
-    task was cancelled meanwhile.
+    committed; the row is committed with its batch even if the awaiting task
+    was cancelled meanwhile (a later open replays it from the journal).
     """
     commits = loop_commits_for(j, store)
     if commits.closed:
@@ -183,10 +183,5 @@ def loop_commits_for(j: Journal, store: Store) -> LoopCommits:
             store,
             j._storage,
             inline=j.durability == "process",
-            on_committed=_committed,
         )
     return commits
-
-
-def _committed(row: Sequence[Any]) -> None:
-    """A row committed by the group commit (its key was claimed when its step began)."""

@@ -124,7 +124,9 @@ class Journal:
         self._fingerprints = Fingerprinter(registry)
         # The group commit of async steps, bound to the loop that made it.
         self._loop_commits: LoopCommits | None = None
-        self._keys_lock = threading.Lock()
+        # Taken by watch_flight (steps.py): two threads' first long steps hand the
+        # journal to the in-flight watcher once, not twice.
+        self._flight_watch_lock = threading.Lock()
         self._lock: Lock | None = None
         self._held_key: tuple[tuple[int, int], str] | None = None
         self._tokens: list[Any] = []

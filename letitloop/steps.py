@@ -232,7 +232,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
 
 def watch_flight(j: Journal, store: Store) -> None:
     """Have the process's watcher make this journal's long steps visible (inflight.py)."""
-    with j._keys_lock:
+    with j._flight_watch_lock:
         if j.store is not store or j._flight_watch is not None:
             return
         assert j._storage is not None
