@@ -1,4 +1,5 @@
-"""The package's layers (docs/architecture.md): every import points down, never up.
+"""The package's layers (docs/architecture.md): every import points down, never up;
+and names say where they live (no internal re-exports, no private names shared).
 
 Read from the source, not from ``sys.modules`` (importing any module runs
 ``letitloop/__init__.py``, which loads nearly everything). A lazy import inside
