@@ -33,7 +33,7 @@ if __package__ in (None, ""):
 from benchmarks._report import ms, publish, table, us
 from benchmarks.overhead import SMALL, fresh_steps, plain_call, raw_floor
 from letitloop import Journal
-from letitloop.store import Durability
+from letitloop.pragmas import Durability
 
 
 async def produce() -> Any:

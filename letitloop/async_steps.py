@@ -7,7 +7,7 @@ loop's group commit (``commits.py``) on the journal's storage.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -16,12 +16,12 @@ from .errors import FingerprintError, LetItLoopError
 from .fingerprint import UNCHECKED
 from .replay import flush_replays, mismatch, replay
 from .steps import (
-    _parent_step,
     done_row,
     failure_row,
     function_name,
     key_for,
     owner,
+    parent_step,
     require_open,
     retry_policy_in,
     unidentifiable,
@@ -100,7 +100,7 @@ async def async_step(
         j._in_flight[key] = (started, fn_name, fp)
         if j._flight_watch is None:
             watch_flight(j, store)
-        parent = _parent_step.set((j, key))
+        parent = parent_step.set((j, key))
         if type(who) is not int:
             j._aio_tasks[who] = key  # a cancel of the run interrupts its await
         try:
@@ -132,7 +132,7 @@ async def async_step(
                 raise stopped from None
             raise
         finally:
-            _parent_step.reset(parent)
+            parent_step.reset(parent)
             j._aio_tasks.pop(who, None)
         committing = commit_from_loop(
             j, store, done_row(j, store, key, fn_name, fp, started, value)
@@ -163,8 +163,8 @@ def commit_from_loop(j: Journal, store: Store, row: tuple[Any, ...]) -> asyncio.
     """Commit one step row from the loop, at once (None) or in a group commit (a future).
 
     See ``letitloop/commits.py``. The future resolves once the row is
-    committed; a done row enters the replay map then, even if the awaiting
-    task was cancelled meanwhile.
+    committed; the row is committed with its batch even if the awaiting task
+    was cancelled meanwhile (a later open replays it from the journal).
     """
     commits = loop_commits_for(j, store)
     if commits.closed:
@@ -187,10 +187,5 @@ def loop_commits_for(j: Journal, store: Store) -> LoopCommits:
             store,
             j._storage,
             inline=j.durability == "process",
-            on_committed=_committed,
         )
     return commits
-
-
-def _committed(row: Sequence[Any]) -> None:
-    """A row committed by the group commit (its key was claimed when its step began)."""

@@ -28,7 +28,7 @@ from .unchecked import Unchecked, unwrappable
 
 if TYPE_CHECKING:
     from .codec import CodecRegistry
-    from .codec.entries import _Entry
+    from .codec.entries import Entry
 
 
 def _type_name(t: type) -> str:
@@ -228,7 +228,7 @@ def _json(tag: Any) -> bytes:
 
 #: Entries of unregistered record classes, enums and exceptions, by class (None: not one).
 #: (A plain dict: an entry refers to its class, so a weak one would keep it all the same.)
-_records: dict[type, _Entry | None] = {}
+_records: dict[type, Entry | None] = {}
 
 
 def _canon_object(v: Any, t: type, w: _Walk, left: int, reach: bool) -> Any:
@@ -310,7 +310,7 @@ def _opaque(v: Any, t: type, w: _Walk, why: str, advice: str | None = None) -> A
     return _Ext(_OPAQUE, pack(_type_name(t)))
 
 
-def _fields(v: Any, entry: _Entry, w: _Walk, left: int, reach: bool) -> Any:
+def _fields(v: Any, entry: Entry, w: _Walk, left: int, reach: bool) -> Any:
     """An object's payload (as the codec stores it), walked; its fields reachable if they are."""
     try:
         payload = entry.encode(v)

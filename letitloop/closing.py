@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from . import cancellation, codec, inflight, opening, ownership
 from .errors import DecodeError, EncodeError, JournalFileError, MisuseError, error_text
 from .replay import flush_replays
-from .store import close_store
+from .stores import close_store
 
 if TYPE_CHECKING:
     import asyncio

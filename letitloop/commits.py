@@ -109,7 +109,6 @@ class LoopCommits:
         store: Store,
         storage: Storage,
         inline: bool,
-        on_committed: Callable[[Sequence[Any]], None],
     ) -> None:
         self.loop = asyncio.get_running_loop()
         #: The journal's store (a journal reopened on another store gets a new one).
@@ -118,7 +117,6 @@ class LoopCommits:
         self.storage = storage
         #: False with durability="power": every commit fsyncs, so never on the loop.
         self.inline = inline
-        self.on_committed = on_committed
         #: Rows whose commit failed when no task was awaiting it (cancelled while it
         #: waited), with their error: nobody else will hear of them (see settle()).
         self.unreported: list[tuple[Sequence[Any], BaseException]] = []
@@ -148,7 +146,6 @@ class LoopCommits:
             and not getattr(self.loop, "_ready", True)  # the loop's ready queue (CPython)
             and self.storage.try_write_steps((row,))
         ):
-            self.on_committed(row)
             return None
         fut = self.loop.create_future()
         self._pending.append((row, fut))
@@ -213,8 +210,6 @@ class LoopCommits:
         self, batch: list[tuple[Sequence[Any], asyncio.Future[None]]], exc: BaseException | None
     ) -> None:
         for row, fut in batch:
-            if exc is None:
-                self.on_committed(row)
             if fut.done():  # its task was cancelled while waiting
                 if exc is not None:
                     self.unreported.append((row, exc))

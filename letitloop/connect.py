@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from . import migrate as _migrations
 from .connections import checked, opening, track
 from .errors import JournalFileError
-from .files import _check_is_a_file, _probe, file_identity, make_folder
+from .files import check_is_a_file, file_identity, make_folder, probe_file
 from .pragmas import configure
-from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, _explain
+from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain
 
 if TYPE_CHECKING:
     from .store import Store
@@ -53,7 +53,7 @@ def connect_writable(store: Store, migrate: bool) -> None:
 
 
 def _connect_writable(store: Store, migrate: bool) -> None:
-    has_content = _check_is_a_file(store.path)
+    has_content = check_is_a_file(store.path)
     # A file with content is checked on a read-only connection first: a file
     # refused as newer or foreign is then left byte for byte as it was, its
     # -wal and -shm included (closing a writable connection would checkpoint
@@ -63,7 +63,7 @@ def _connect_writable(store: Store, migrate: bool) -> None:
     # cost time. The schema is checked again on this connection below, before
     # anything writes.
     probe = migrate and has_content and not checked(store.path)
-    current = _probe(store.path) if probe else None
+    current = probe_file(store.path) if probe else None
     try:
         # isolation_level=None: no implicit transactions; we open them ourselves.
         # check_same_thread=False: threads share this connection under the store's lock.
@@ -71,7 +71,7 @@ def _connect_writable(store: Store, migrate: bool) -> None:
             store.path, isolation_level=None, check_same_thread=False, timeout=0
         )
     except DRIVER_ERRORS as exc:
-        raise _explain(exc, store.path) from None
+        raise explain(exc, store.path) from None
     try:
         _identify(store)
         # Counted before its first statement maps the -shm or takes a lock.
@@ -97,7 +97,7 @@ def _connect_writable(store: Store, migrate: bool) -> None:
         store._schema_version = store._read_schema_version()
     except DRIVER_ERRORS as exc:
         _close(store)
-        raise _explain(exc, store.path) from None
+        raise explain(exc, store.path) from None
     except BaseException:
         _close(store)
         raise
@@ -124,7 +124,7 @@ def _connect_readonly(store: Store, live: bool) -> None:
             f"{uri}?{query}", uri=True, isolation_level=None, check_same_thread=False
         )
     except DRIVER_ERRORS as exc:
-        raise _explain(exc, store.path) from None
+        raise explain(exc, store.path) from None
     try:
         _identify(store)
         if not quiet:  # immutable=1 takes no lock: nothing to keep
@@ -143,7 +143,7 @@ def _connect_readonly(store: Store, live: bool) -> None:
         store._schema_version = store._read_schema_version()
     except DRIVER_ERRORS as exc:
         _close(store)
-        raise _explain(exc, store.path) from None
+        raise explain(exc, store.path) from None
     except OSError as exc:
         _close(store)
         raise JournalFileError(f"{store.path}: {exc}", path=str(store.path)) from None

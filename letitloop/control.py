@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import codec
+from .clock import utc_iso
 from .errors import LetItLoopError, NotWaitingError, RunHeldError
 from .ids import HOST
 from .inspection import (
@@ -36,8 +37,8 @@ from .inspection import (
     parse_utc,
 )
 from .keys import split_key
-from .maintenance import _holding
-from .store import Store, utc_iso
+from .maintenance.holding import holding_run
+from .store import Store
 
 # -- send ------------------------------------------------------------------------------
 
@@ -234,7 +235,7 @@ def cancel_run(
     now = utc_iso(clock())
     why = _who(reason)
     try:
-        with _holding(store, run, "cancel"), store.write() as c:
+        with holding_run(store, run, "cancel"), store.write() as c:
             c.execute(
                 "UPDATE runs SET status = 'cancelled', cancel_requested_at = coalesce("
                 "cancel_requested_at, ?), cancel_reason = coalesce(cancel_reason, ?), "

@@ -16,10 +16,13 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import ownership
+from .clock import utc_iso
 from .codec import CodecRegistry
 from .errors import LetItLoopError, MisuseError, NoJournalError
-from .journal import DEFAULT_TIMEOUT, Journal, _parent_step, current_journal, open_journals
-from .store import Durability, utc_iso
+from .journal import DEFAULT_TIMEOUT, Journal, current_journal
+from .opening import open_journals
+from .pragmas import Durability
+from .steps import parent_step
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
@@ -125,7 +128,7 @@ def usage(
     step's function, LetItLoopError for counts that are not counts (and
     JournalFileError when the journal cannot be written, as a step would).
     """
-    parent = _parent_step.get()
+    parent = parent_step.get()
     if parent is None:
         raise NoJournalError(
             "usage() was called outside a step's function; call it inside the function a "

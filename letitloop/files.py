@@ -19,7 +19,7 @@ from . import migrate as _migrations
 from .connections import live
 from .discovery import default_path, new_default_journal
 from .errors import JournalFileError, LetItLoopError
-from .sqlerrors import DRIVER_ERRORS, _explain
+from .sqlerrors import DRIVER_ERRORS, explain
 
 #: Where the journal lives when neither ``path=`` nor ``LETITLOOP_DB`` says.
 DEFAULT_PATH = Path(".letitloop") / "journal.db"
@@ -51,7 +51,7 @@ def make_folder(path: Path) -> None:
         print(hint, file=sys.stderr)
 
 
-def _check_is_a_file(path: Path) -> bool:
+def check_is_a_file(path: Path) -> bool:
     """Whether ``path`` is a file with content; refuses a folder, a device, a pipe."""
     try:
         st = os.stat(path)
@@ -76,7 +76,7 @@ def _check_is_a_file(path: Path) -> bool:
     )
 
 
-#: How :func:`_probe` opens a file read-only, most careful first: each later one
+#: How :func:`probe_file` opens a file read-only, most careful first: each later one
 #: is for a file the one before cannot read.
 _PROBES = (
     # Writes nothing at all, not even its read marks into the -shm file.
@@ -96,7 +96,7 @@ _PROBES = (
 _SHM_HEADER = 48
 
 
-def _index_unusable_read_only(path: Path) -> bool:
+def index_unusable_read_only(path: Path) -> bool:
     """Whether the -shm index disagrees with the -wal, so only a writable -shm can recover it.
 
     What a writer killed while restarting or writing its log leaves: the two
@@ -186,7 +186,7 @@ def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
     keeper: sqlite3.Connection | None = None
     # A connection of ours that is open has read the index already (the probe
     # reads it at once), and its locks must not be dropped by a plain open().
-    if not live(path) and _index_unusable_read_only(path) and _main_file_is_our_journal(path, uri):
+    if not live(path) and index_unusable_read_only(path) and _main_file_is_our_journal(path, uri):
         try:
             keeper = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
             keeper.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -201,7 +201,7 @@ def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
             keeper.close()
 
 
-def _probe(path: Path) -> bool:
+def probe_file(path: Path) -> bool:
     """:func:`migrate.check` on a read-only connection: the file and its -wal stay as they were.
 
     A refused file (newer, foreign) must be left byte for byte; closing a
@@ -221,7 +221,7 @@ def _probe_with(path: Path, uri: str) -> bool:
         try:
             conn = sqlite3.connect(f"{uri}?{query}", uri=True, isolation_level=None)
         except DRIVER_ERRORS as exc:
-            raise _explain(exc, path) from None
+            raise explain(exc, path) from None
         try:
             return _migrations.check(conn, path)
         except JournalFileError as exc:

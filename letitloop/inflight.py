@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .clock import utc_iso
 from .errors import LetItLoopError
 from .sqlite_primitives import RUNNING_UPSERT as _RUNNING_UPSERT
-from .store import utc_iso
 
 if TYPE_CHECKING:
     from .storage import Storage

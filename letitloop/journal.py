@@ -25,12 +25,13 @@ from . import cancellation, closing, codec, inflight, opening, ownership, steps
 from .errors import InvalidNameError, LetItLoopError
 from .fingerprint import Fingerprinter
 from .keys import StepKeys
-from .opening import encode_input, open_journals, run_lock_path
+from .names import check_name
+from .pragmas import Durability
 from .replay import Results, mismatch, replay
 from .sqlite_storage import SqliteStorage
-from .steps import _parent_step, function_name
 from .storage import StepRow, Storage
-from .store import Durability, Store, check_name, close_store, open_store
+from .store import Store
+from .stores import close_store, open_store
 
 if TYPE_CHECKING:
     # Not imported at run time by this module: markers.py by the first marker,
@@ -45,16 +46,7 @@ if TYPE_CHECKING:
     from .markers import AtomicMarker, Scope
     from .retry import RetryPolicy
 
-__all__ = [
-    "DEFAULT_TIMEOUT",
-    "Journal",
-    "_parent_step",
-    "current_journal",
-    "encode_input",
-    "function_name",
-    "open_journals",
-    "run_lock_path",
-]
+__all__ = ["DEFAULT_TIMEOUT", "Journal", "current_journal"]
 
 T = TypeVar("T")
 
@@ -132,7 +124,9 @@ class Journal:
         self._fingerprints = Fingerprinter(registry)
         # The group commit of async steps, bound to the loop that made it.
         self._loop_commits: LoopCommits | None = None
-        self._keys_lock = threading.Lock()
+        # Taken by watch_flight (steps.py): two threads' first long steps hand the
+        # journal to the in-flight watcher once, not twice.
+        self._flight_watch_lock = threading.Lock()
         self._lock: Lock | None = None
         self._held_key: tuple[tuple[int, int], str] | None = None
         self._tokens: list[Any] = []

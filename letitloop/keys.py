@@ -314,7 +314,3 @@ class StepKeys:
             owners.remove(owner)
             if not owners:
                 del self._in_flight[name]
-
-    def step_name_used(self, name: str) -> bool:
-        """Whether ``name`` is the key of a step of this run (recorded or claimed)."""
-        return self.used(name)

@@ -1,6 +1,7 @@
 """Every lock file letitloop takes beside a journal: its name, taking, waiting, releasing, removing.
 
-A lock is an OS file lock (``flock``, through filelock) on a small file in
+A lock is an OS file lock (``flock()``, taken by :class:`FlockLock` itself on
+POSIX; filelock's ``FileLock`` on Windows) on a small file in
 ``<journal>-locks/`` beside the real journal file. The kernel drops it with
 the process that held it, so a holder killed by SIGKILL releases at once.
 
@@ -13,14 +14,15 @@ the process that held it, so a holder killed by SIGKILL releases at once.
   holds it, then lets go, so lock files do not pile up (one per run ever
   opened, one per marker name). This is safe because a waiter that opened
   the old file before the unlink notices, once it gets the lock, that the
-  file it locked is no longer linked (filelock 4.1+ checks ``st_nlink``),
-  and tries again on the file now at the path, where newcomers meet it. A
+  file it locked is no longer linked (``st_nlink``: FlockLock checks it, as
+  filelock 4.1+ does), and tries again on the file now at the path, where newcomers meet it. A
   holder that died leaves its file behind; the next holder of that lock
   removes it, and ``lil gc`` removes those of forgotten runs.
 - **No soft fallback.** Where the filesystem has no ``flock`` (some network
   and FUSE filesystems), filelock would fall back to a lock file that a
-  SIGKILLed holder does not release; letitloop refuses such a filesystem
-  with a JournalFileError instead.
+  SIGKILLed holder does not release; neither lock does (``FlockLock`` raises,
+  ``FileLock`` is told not to), and letitloop refuses such a filesystem with
+  a JournalFileError instead.
 - **Readers never write.** :func:`is_held` tests a lock with a shared lock on
   a read-only descriptor and creates nothing.
 - **Not kept by forked children.** A process forked while a lock is held

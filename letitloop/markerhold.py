@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from . import locks
 from .errors import LetItLoopError, MarkerHeldError
 from .ids import HOST as _HOST
-from .markerlocks import _local_disown, _local_enter, _local_holder, _local_leave
+from .markerlocks import local_disown, local_enter, local_holder, local_leave
 
 if TYPE_CHECKING:
     from .locks import Lock
@@ -77,10 +77,10 @@ class MarkerHold:
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
 
-        entry = _local_enter(self._key)
+        entry = local_enter(self._key)
         # Only this thread or task can have set owner to itself: no guard needed.
         if entry.owner is not None and entry.owner == owner:
-            _local_leave(self._key)
+            local_leave(self._key)
             raise LetItLoopError(
                 f"{self._what} was entered again inside its own block (same thread "
                 f"or task); the inner block would wait for itself. Test the outer offer "
@@ -90,10 +90,10 @@ class MarkerHold:
         try:
             got = wait(lambda t: entry.lock.acquire(timeout=t))
         except BaseException:
-            _local_leave(self._key)
+            local_leave(self._key)
             raise
         if not got:
-            _local_leave(self._key)
+            local_leave(self._key)
             return False
         flock = locks.new_lock(self.lock_file)
 
@@ -108,7 +108,7 @@ class MarkerHold:
         finally:
             if not got:
                 entry.lock.release()
-                _local_leave(self._key)
+                local_leave(self._key)
         if not got:
             return False
         entry.owner = owner
@@ -158,15 +158,15 @@ class MarkerHold:
                 flock, self._flock = self._flock, None
                 locks.release(flock)
         finally:
-            entry = _local_disown(self._key)
+            entry = local_disown(self._key)
             entry.lock.release()
-            _local_leave(self._key)
+            local_leave(self._key)
 
     def held_error(
         self, storage: Storage, at: MarkerAt, name: str, timeout: float
     ) -> MarkerHeldError:
         """The error of a wait that timed out, naming the holder (read from ``storage``)."""
-        thread = _local_holder(self._key)
+        thread = local_holder(self._key)
         found = storage.marker(at)
         pid = host = run = since = None
         if found is not None and found.status == "pending":

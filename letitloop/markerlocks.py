@@ -41,7 +41,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def _local_enter(key: str) -> _LocalLock:
+def local_enter(key: str) -> _LocalLock:
     with _local_guard:
         entry = _local.get(key)
         if entry is None:
@@ -50,7 +50,7 @@ def _local_enter(key: str) -> _LocalLock:
         return entry
 
 
-def _local_leave(key: str) -> None:
+def local_leave(key: str) -> None:
     with _local_guard:
         entry = _local[key]
         entry.users -= 1
@@ -59,7 +59,7 @@ def _local_leave(key: str) -> None:
             del _local[key]
 
 
-def _local_disown(key: str) -> _LocalLock:
+def local_disown(key: str) -> _LocalLock:
     """Clear the owner of ``key``'s lock (its holder is letting go); the entry, to release."""
     with _local_guard:
         entry = _local[key]
@@ -68,7 +68,7 @@ def _local_disown(key: str) -> _LocalLock:
     return entry
 
 
-def _local_holder(key: str) -> str:
+def local_holder(key: str) -> str:
     """How the thread or task of this process holding ``key``'s lock is named; "" if none."""
     with _local_guard:
         entry = _local.get(key)

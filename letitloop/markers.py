@@ -42,9 +42,8 @@ from .errors import (
 )
 from .ids import HOST as _HOST
 from .markerhold import MarkerHold
-from .sqlite_storage import GLOBAL_TABLE
+from .names import check_name
 from .storage import MarkerAt
-from .store import check_name
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -57,7 +56,7 @@ SCOPES: tuple[Scope, ...] = ("run", "goal", "global")
 #: Run ids are ULIDs, so this can never be a run's id.
 GOAL_SCOPE_RUN = "*"
 
-__all__ = ["GLOBAL_TABLE", "GOAL_SCOPE_RUN", "SCOPES", "AtomicMarker", "MarkerOffer", "Scope"]
+__all__ = ["GOAL_SCOPE_RUN", "SCOPES", "AtomicMarker", "MarkerOffer", "Scope"]
 
 
 class MarkerOffer:

@@ -180,7 +180,7 @@ def _schema_edit(conn: sqlite3.Connection, statement: str, cookie: int | None) -
 
 
 def _run_sql(conn: sqlite3.Connection, sql: str) -> None:
-    from .store import JOURNAL_TEMPLATE
+    from .goals import JOURNAL_TEMPLATE
 
     tables = [JOURNAL_TEMPLATE]
     cookie: int | None = None
@@ -223,9 +223,9 @@ def check(conn: sqlite3.Connection, path: Path) -> bool:
             if conn.in_transaction:
                 conn.execute("COMMIT")
     except DRIVER_ERRORS as exc:
-        from .store import _explain
+        from .sqlerrors import explain
 
-        raise _explain(exc, path) from None
+        raise explain(exc, path) from None
     return applied == names
 
 
@@ -281,7 +281,7 @@ def migrate(store: Store, *, stepwise: bool = False) -> None:
                 "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
                 (MIGRATION_SET, name, str(datetime.now(timezone.utc))),
             )
-    from .store import refresh_journal_rows
+    from .goals import refresh_journal_rows
 
     with store.write() as conn:
         # The browsing view lists goal tables by name; rebuild it over every goal.

@@ -20,7 +20,7 @@ from .errors import EncodeError, RunHeldError
 from .ids import HOST
 from .keys import Recorded, StepKeys
 from .replay import Results
-from .storage import Claim, RunState, Storage
+from .storage import RunDecision, RunState, Storage
 from .store import Store
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def open_run(j: Journal, store: Store, storage: Storage) -> None:
         return
 
 
-def decide(j: Journal, run_id: str, found: RunState | None) -> Claim:
+def decide(j: Journal, run_id: str, found: RunState | None) -> RunDecision:
     """What ``j``'s opener does with the run it found, once it holds it.
 
     The rules apply afresh to what is found after waiting for a holder: a run

@@ -217,7 +217,7 @@ class RestartPolicy:
                 "give_up",
                 status,
                 reason=(
-                    f"{len(self._deaths)} deaths within {_secs(p.window)} "
+                    f"{len(self._deaths)} deaths within {seconds_text(p.window)} "
                     f"(more than the burst limit of {p.burst})"
                 ),
                 reset=reset,
@@ -272,7 +272,7 @@ def parse_exit_status(text: str) -> int:
         ) from None
 
 
-def _secs(s: float) -> str:
+def seconds_text(s: float) -> str:
     if s < 1:
         return f"{s:.2f} s"
     return f"{s:.1f} s" if s < 100 else f"{s:.0f} s"

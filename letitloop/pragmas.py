@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from .errors import JournalFileError
-from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, _explain
+from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain
 
 #: How much a commit survives: the death of the process, or a power loss too.
 Durability = Literal["process", "power"]
@@ -45,7 +45,7 @@ def configure(c: sqlite3.Connection, path: Path, durability: Durability) -> None
         # Enforce runs -> goals and attempts -> runs (ON DELETE CASCADE).
         c.execute("PRAGMA foreign_keys = ON")
     except DRIVER_ERRORS as exc:
-        raise _explain(exc, path) from None
+        raise explain(exc, path) from None
 
 
 def switch_to_wal(conn: sqlite3.Connection) -> str:

@@ -56,7 +56,7 @@ class Recorder:
         )
 
     def record(self, event: str, attempt: int, **values: Any) -> None:
-        from .store import utc_iso
+        from .clock import utc_iso
 
         row = {
             "watch_id": self.watch_id,

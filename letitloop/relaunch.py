@@ -129,7 +129,7 @@ def program_argv(orig_argv: Sequence[str], main_file: str | None) -> tuple[list[
     return [*flags, script, *args[i + 1 :]], Path(args[i]).name
 
 
-def _refuse_interactive() -> None:
+def refuse_interactive() -> None:
     """Raise SupervisorError in a REPL, IPython or a notebook, where no program can re-run."""
     ipython = sys.modules.get("IPython")
     get_ipython = getattr(ipython, "get_ipython", None) if ipython else None

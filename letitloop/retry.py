@@ -34,9 +34,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from . import timers
+from .clock import utc_iso
 from .costs import NO_USAGE
 from .errors import LetItLoopError, error_text, traceback_text
-from .store import utc_iso
 
 if TYPE_CHECKING:
     from .journal import Journal

@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from . import cancellation, timers
+from .clock import utc_iso
 from .keys import Recorded
-from .store import utc_iso
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 SLEEP_FN = "letitloop.sleep"
 
 
-class Claim:
+class PauseKey:
     """A sleep's or a wait's key, taken like a step's (see letitloop.keys)."""
 
     __slots__ = ("full", "key", "owner", "replay", "storage", "store")
@@ -100,7 +100,7 @@ def _finish(j: Journal, storage: Storage, key: str, began: float) -> None:
 def sleep(j: Journal, name: str, seconds: float) -> None:
     """``Journal.sleep``: sleep until the wake-up time recorded when the sleep first started."""
     length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
-    c = Claim(j, name, SLEEP_FN)
+    c = PauseKey(j, name, SLEEP_FN)
     if c.replay is not None:
         return
     try:
@@ -119,7 +119,7 @@ async def async_sleep(j: Journal, name: str, seconds: float) -> None:
     import asyncio
 
     length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
-    c = Claim(j, name, SLEEP_FN)
+    c = PauseKey(j, name, SLEEP_FN)
     if c.replay is not None:
         return
     try:

@@ -22,12 +22,12 @@ BUSY_TIMEOUT_MS = 30_000
 #: ``sqlite3.Error``, and ``UnicodeError`` when SQLite's text is not UTF-8 (a
 #: value the driver decodes, or an error message that quotes schema text, such as
 #: "malformed database schema" near a damaged byte). Every ``except`` that hands
-#: an error to :func:`_explain` catches this tuple, so both become a
+#: an error to :func:`explain` catches this tuple, so both become a
 #: JournalFileError.
 DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, UnicodeError)
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
+def is_busy(exc: sqlite3.OperationalError) -> bool:
     """Whether ``exc`` is another connection holding the lock (SQLITE_BUSY or SQLITE_LOCKED)."""
     low = str(exc).lower()
     return "locked" in low or "busy" in low
@@ -42,7 +42,7 @@ def _disk_full(path: Path) -> bool:
     return st.f_bavail == 0 or (st.f_files > 0 and st.f_favail == 0)
 
 
-def _explain(exc: BaseException, path: Path) -> JournalFileError:
+def explain(exc: BaseException, path: Path) -> JournalFileError:
     """Turn a foreign error about the journal file into a JournalFileError that says what to do.
 
     The one translation of sqlite3 errors (and undecodable text SQLite holds)

@@ -11,9 +11,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from .clock import utc_iso
 from .errors import LetItLoopError
 from .storage import MarkerAt, MarkerClaim, MarkerRecord
-from .store import Store, utc_iso
+from .store import Store
 
 #: The table of global markers (see migrations/0003_markers.sql); run- and
 #: goal-scoped markers are rows of the goal's journal table.

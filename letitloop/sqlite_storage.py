@@ -12,10 +12,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .clock import utc_iso
 from .ids import HOST, new_run_id
-from .sqlite_primitives import CLEAR_LEFT_USAGE, GLOBAL_TABLE, KEEP_LEFT_USAGE, SqlitePrimitives
-from .storage import Claim, RunState, StepRow
-from .store import Store, utc_iso
+from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
+from .storage import RunDecision, RunState, StepRow
+from .store import Store
 
 #: The row of a step that returned or failed, over the key's earlier row if any
 #: (its ``running`` or ``retrying`` row); ``{table}`` is the goal's journal table.
@@ -77,7 +78,7 @@ _INSERT_ATTEMPT = (
 )
 
 
-__all__ = ["GLOBAL_TABLE", "UPSERT_STEP", "SqliteStorage"]
+__all__ = ["UPSERT_STEP", "SqliteStorage"]
 
 
 def _watch_attempt() -> int | None:
@@ -164,8 +165,8 @@ class SqliteStorage(SqlitePrimitives):
         return run_id, True
 
     def claim_run(
-        self, run_id: str, now: float, decide: Callable[[RunState | None], Claim]
-    ) -> tuple[Claim, RunState | None]:
+        self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
+    ) -> tuple[RunDecision, RunState | None]:
         with self.store.write() as c:
             row = c.execute(
                 "SELECT status, attempts, result, name, cancel_requested_at, cancel_reason "

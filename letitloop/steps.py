@@ -17,6 +17,7 @@ from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import cancellation, codec, inflight, ownership
+from .clock import utc_iso
 from .errors import (
     EncodeError,
     FingerprintError,
@@ -28,8 +29,9 @@ from .errors import (
 )
 from .fingerprint import UNCHECKED
 from .keys import NEST, REPEAT_SUFFIX, Recorded
+from .names import MAX_NAME_LENGTH, check_name
 from .replay import flush_replays, mismatch, replay
-from .store import MAX_NAME_LENGTH, Store, check_name, utc_iso
+from .store import Store
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ def retry_policy_in(kwargs: dict[str, Any]) -> bool:
 
 #: The step whose function is running in this context, as (journal, key): a
 #: step called inside it is keyed under it (``outer/inner``).
-_parent_step: ContextVar[tuple[Journal, str] | None] = ContextVar(
+parent_step: ContextVar[tuple[Journal, str] | None] = ContextVar(
     "letitloop_parent_step", default=None
 )
 
@@ -136,7 +138,7 @@ def key_for(
             f"step name {name!r} ends in '#<number>', which letitloop uses to number "
             f"repeated calls of one name ('fetch', 'fetch#2', …); rename the step"
         )
-    parent = _parent_step.get()
+    parent = parent_step.get()
     if parent is not None and parent[0] is j:
         name = f"{parent[1]}{NEST}{name}"
     key, replay, mismatch = j._keys.claim(name, fp, owner)
@@ -221,7 +223,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         j._in_flight[key] = (started, fn_name, fp)
         if j._flight_watch is None:
             watch_flight(j, store)
-        parent = _parent_step.set((j, key))
+        parent = parent_step.set((j, key))
         try:
             if policy is None:
                 value = fn(*args, **kwargs)
@@ -233,7 +235,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             record_failure(j, store, key, fn_name, fp, started, exc)
             raise
         finally:
-            _parent_step.reset(parent)
+            parent_step.reset(parent)
         j._storage_write_step(done_row(j, store, key, fn_name, fp, started, value))
         return value
     finally:
@@ -243,7 +245,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
 
 def watch_flight(j: Journal, store: Store) -> None:
     """Have the process's watcher make this journal's long steps visible (inflight.py)."""
-    with j._keys_lock:
+    with j._flight_watch_lock:
         if j.store is not store or j._flight_watch is not None:
             return
         assert j._storage is not None

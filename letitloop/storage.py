@@ -1,10 +1,13 @@
 """``Storage``: the operations the journal needs from whatever keeps its runs and steps.
 
 A typed protocol, no I/O: ``sqlite_storage.SqliteStorage`` is its first
-implementation. A backend that implements it (and its own schema) stands
-behind the journal without a change to ``journal.py``, ``opening.py``,
-``steps.py``, ``replay.py`` or ``closing.py`` (docs/architecture.md, "Where a
-new storage backend plugs in").
+implementation. It covers the SQL statements of runs and steps, not yet what
+else the journal asks of the SQLite file: ``journal.py`` builds
+``SqliteStorage`` over ``open_store`` itself, ``opening.py`` takes the run's
+lock file and keys held runs by the file's identity, ``steps.py`` checks a
+result against ``Store.max_text``, and the timers watch ``PRAGMA
+data_version``. A second backend therefore changes those modules too
+(docs/architecture.md, "Where a new storage backend plugs in").
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ StepRow = Sequence[Any]
 
 #: What an opener does with the run it found (see ``opening.decide``): look
 #: again, refuse it as cancelled, resume it as a new attempt, or replay it whole.
-Claim = Literal["again", "cancel", "resume", "replay"]
+RunDecision = Literal["again", "cancel", "resume", "replay"]
 
 
 class RunState(NamedTuple):
@@ -109,8 +112,8 @@ class Storage(Protocol):
         ...
 
     def claim_run(
-        self, run_id: str, now: float, decide: Callable[[RunState | None], Claim]
-    ) -> tuple[Claim, RunState | None]:
+        self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
+    ) -> tuple[RunDecision, RunState | None]:
         """Read the run, ask ``decide``, and do what it says, in one transaction.
 
         ``"cancel"`` marks the run cancelled; ``"resume"`` records a new

@@ -5,8 +5,8 @@ the codec) nor of replay (that is the journal). Connecting to the file
 (writable or read-only) is ``connect.py``; finding and probing it,
 ``files.py``; its pragmas, ``pragmas.py``; explaining sqlite3's errors,
 ``sqlerrors.py``; goals' tables, ``goals.py``; the process's shared
-connections, ``stores.py``. The names other modules import from here
-(``__all__``) still are.
+connections, ``stores.py``. Each name is imported from the module that
+defines it: this one re-exports none of theirs.
 """
 
 from __future__ import annotations
@@ -17,59 +17,25 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import migrate as _migrations
-from .clock import now, utc_iso
 from .connect import connect_readonly, connect_writable
 from .connections import guard_fork
 from .errors import JournalFileError, LetItLoopError
-from .files import DEFAULT_PATH, _index_unusable_read_only, resolve_path
+from .files import resolve_path
 from .goals import (
-    JOURNAL_ROWS_VIEW,
-    JOURNAL_TEMPLATE,
-    RESERVED_TABLES,
-    VIEW_MAX_GOALS,
     ensure_goal,
-    journal_table_name,
-    refresh_journal_rows,
 )
-from .names import MAX_NAME_LENGTH, check_name
 from .pragmas import Durability
-from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, _busy, _explain
+from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain, is_busy
 
 try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for nothing
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - a Python built without it
     from hashlib import blake2b
 
-if TYPE_CHECKING:
-    from .stores import MAX_IDLE_STORES, close_idle_stores, close_store, open_store
-
-__all__ = [
-    "BUSY_TIMEOUT_MS",
-    "DEFAULT_PATH",
-    "JOURNAL_ROWS_VIEW",
-    "JOURNAL_TEMPLATE",
-    "MAX_IDLE_STORES",
-    "MAX_NAME_LENGTH",
-    "RESERVED_TABLES",
-    "ROW_ROOM",
-    "VIEW_MAX_GOALS",
-    "Durability",
-    "Store",
-    "_explain",
-    "_index_unusable_read_only",
-    "check_name",
-    "close_idle_stores",
-    "close_store",
-    "journal_table_name",
-    "now",
-    "open_store",
-    "refresh_journal_rows",
-    "resolve_path",
-    "utc_iso",
-]
+__all__ = ["ROW_ROOM", "Begin", "Store", "rollback"]
 
 #: What starts a write transaction on a connection (``BEGIN IMMEDIATE``, and
 #: however it waits for the write lock); it raises explained errors.
@@ -84,7 +50,7 @@ def _nothing() -> None:
     return None
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
+def rollback(conn: sqlite3.Connection) -> None:
     """Roll back an open transaction; a rollback that fails (an I/O error) must not hide why."""
     if conn.in_transaction:
         with contextlib.suppress(sqlite3.Error):
@@ -176,10 +142,10 @@ class Store:
                 yield conn
                 conn.execute("COMMIT")
             except (sqlite3.Error, UnicodeError) as exc:
-                _rollback(conn)
+                rollback(conn)
                 raise self.explain(exc) from None
             except BaseException:
-                _rollback(conn)
+                rollback(conn)
                 raise
 
     def write1(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -205,7 +171,7 @@ class Store:
                 conn.execute(sql, params)
             except (sqlite3.Error, UnicodeError) as exc:
                 if conn.in_transaction:  # SQLite ends a failed one; never leave one open
-                    _rollback(conn)
+                    rollback(conn)
                 raise self.explain(exc) from None
 
     def _begin(self, conn: sqlite3.Connection, *, wait: bool = True) -> bool:
@@ -225,7 +191,7 @@ class Store:
                     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             return True
         except sqlite3.OperationalError as exc:
-            if not wait and _busy(exc):
+            if not wait and is_busy(exc):
                 return False
             raise self.explain(exc) from None
         except (sqlite3.Error, UnicodeError) as exc:
@@ -244,10 +210,10 @@ class Store:
                 conn.executemany(sql, rows)
             conn.execute("COMMIT")
         except (sqlite3.Error, UnicodeError) as exc:
-            _rollback(conn)
+            rollback(conn)
             raise self.explain(exc) from None
         except BaseException:
-            _rollback(conn)
+            rollback(conn)
             raise
 
     def commit_rows(self, sql: str, rows: Sequence[Sequence[Any]], begin: Begin) -> None:
@@ -339,7 +305,7 @@ class Store:
 
     def explain(self, exc: BaseException) -> JournalFileError:
         """The one place a foreign error about the file becomes a JournalFileError."""
-        return _explain(exc, self.path)
+        return explain(exc, self.path)
 
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL if it was the file's last one)."""
@@ -381,16 +347,3 @@ class Store:
     def lock_folder(self) -> Path:
         """``<journal>-locks`` beside the real journal file."""
         return self.real_path.with_name(self.real_path.name + "-locks")
-
-
-#: Names of stores.py importable from here; loaded on first use, since
-#: stores.py imports this module (PEP 562).
-_FROM_STORES = frozenset({"MAX_IDLE_STORES", "close_idle_stores", "close_store", "open_store"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM_STORES:
-        from . import stores
-
-        return getattr(stores, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

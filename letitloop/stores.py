@@ -20,7 +20,8 @@ from pathlib import Path
 
 from .connections import opening
 from .files import file_identity, resolve_path
-from .store import Durability, Store
+from .pragmas import Durability
+from .store import Store
 
 #: Idle connections kept open per process: a program that opens runs of a few
 #: journal files in turn reuses each file's connection instead of paying a new

@@ -38,12 +38,12 @@ from .policy import (
     Policy,
     RestartMode,
     RestartPolicy,
-    _secs,
     parse_exit_status,
+    seconds_text,
     signal_name,
 )
 from .recorder import Recorder
-from .relaunch import _refuse_interactive, module_argv, program_argv, script_argv, supervised_child
+from .relaunch import program_argv, refuse_interactive, supervised_child
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -158,10 +158,12 @@ class Supervisor:
                 chosen = self.recorder.stopped_by_choice(attempt)
                 if chosen is not None:
                     decision = Decision("stop", how.status, reason=chosen)
-            what = f"{self.target} {how.describe()} after {_secs(uptime)}"
+            what = f"{self.target} {how.describe()} after {seconds_text(uptime)}"
             if decision.action == "restart":
                 note = "; stayed up long enough, backoff reset" if decision.reset else ""
-                why = f"restart {pol.restart_label(decision)} in {_secs(decision.delay)}{note}"
+                why = (
+                    f"restart {pol.restart_label(decision)} in {seconds_text(decision.delay)}{note}"
+                )
                 event = "restart"
             elif decision.action == "stop" and decision.reason == "finished":
                 why, event = "done", "stop"
@@ -199,14 +201,14 @@ class Supervisor:
         grace = self.policy.policy.grace
         self.say(
             f"got {signal_name(signum)}; stopping {self.target} "
-            f"(pid {proc.pid}, grace {_secs(grace)})"
+            f"(pid {proc.pid}, grace {seconds_text(grace)})"
         )
         killed = self.children.stop_running(proc, signum, grace)
         how = ChildExit.from_returncode(proc.returncode)
         uptime = self.policy.uptime()
-        after = f"; sent SIGKILL after the {_secs(grace)} grace" if killed else ""
+        after = f"; sent SIGKILL after the {seconds_text(grace)} grace" if killed else ""
         line = self.say(
-            f"{self.target} {how.describe()} after {_secs(uptime)}{after}; "
+            f"{self.target} {how.describe()} after {seconds_text(uptime)}{after}; "
             f"stopped by {signal_name(signum)}, not restarting; exit {status}"
         )
         self.recorder.exited(attempt, proc.pid, how, uptime, line)
@@ -330,7 +332,7 @@ def supervise(
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             if supervised_child():
                 return func(*args, **kwargs)
-            _refuse_interactive()
+            refuse_interactive()
             main = sys.modules.get("__main__")
             tail, target = program_argv(sys.orig_argv, getattr(main, "__file__", None))
             status = Supervisor([sys.executable, *tail], target=target, policy=policy, db=db).run()
@@ -343,17 +345,4 @@ def supervise(
     return decorate
 
 
-__all__ = [
-    "ChildExit",
-    "Decision",
-    "Policy",
-    "RestartPolicy",
-    "Supervisor",
-    "module_argv",
-    "parse_exit_status",
-    "program_argv",
-    "script_argv",
-    "supervise",
-    "supervised_child",
-    "watch",
-]
+__all__ = ["Supervisor", "supervise", "watch"]

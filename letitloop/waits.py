@@ -27,9 +27,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import codec, timers
+from .clock import utc_iso
 from .errors import DecodeError, WaitTimeoutError
-from .sleeps import Claim, started
-from .store import utc_iso
+from .sleeps import PauseKey, started
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -111,7 +111,7 @@ def _stop(j: Journal, key: str) -> RunWaiting:
     return RunWaiting(line, j.run_id, key)
 
 
-def _replayed(j: Journal, c: Claim) -> Any:
+def _replayed(j: Journal, c: PauseKey) -> Any:
     """What a wait recorded as done gives back: its value, or its recorded timeout."""
     assert c.replay is not None
     row = c.storage.recorded_wait(c.replay.rowid)
@@ -128,7 +128,7 @@ def wait_for(j: Journal, name: str, timeout: float | None, stop_after: float | N
     """``Journal.wait_for``: the value sent for ``name``, recorded once and replayed ever after."""
     timeout = timers.check_seconds(f"wait_for {name!r}: timeout", timeout)
     stop_after = timers.check_seconds(f"wait_for {name!r}: stop_after", stop_after)
-    c = Claim(j, name, WAIT_FN)
+    c = PauseKey(j, name, WAIT_FN)
     if c.replay is not None:
         return _replayed(j, c)
     try:
@@ -154,7 +154,7 @@ async def async_wait_for(
 
     timeout = timers.check_seconds(f"wait_for {name!r}: timeout", timeout)
     stop_after = timers.check_seconds(f"wait_for {name!r}: stop_after", stop_after)
-    c = Claim(j, name, WAIT_FN)
+    c = PauseKey(j, name, WAIT_FN)
     if c.replay is not None:
         return _replayed(j, c)
     try:

@@ -1,4 +1,5 @@
-"""The package's layers (docs/architecture.md): every import points down, never up.
+"""The package's layers (docs/architecture.md): every import points down, never up;
+and names say where they live (no internal re-exports, no private names shared).
 
 Read from the source, not from ``sys.modules`` (importing any module runs
 ``letitloop/__init__.py``, which loads nearly everything). A lazy import inside
@@ -112,7 +113,7 @@ INSPECTION_ORDER = [
     "times",
     "results",
     "records",
-    "opening",
+    "journalfile",
     "state",
     "listing",
     "detail",
@@ -324,3 +325,150 @@ class TestImportingThePackage:
         loaded, missing = done.stdout.splitlines()
         assert loaded == "[]"
         assert missing == "[]"  # every public name still imports
+
+
+# -- names say where things live (docs/architecture.md) -------------------------
+
+#: Packages whose modules share underscore names among themselves (never with a
+#: module outside), each with its reason; a new one needs a reason here.
+PRIVATE_PACKAGES = {
+    "codec": "one concept in ten modules; its face is codec/__init__.py",
+}
+
+#: Modules with a module-level ``__getattr__`` (PEP 562), each with its reason.
+KNOWN_GETATTR = {
+    "__init__": "loads supervise, send, cancel and RetryPolicy on first use",
+}
+
+
+def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The names a module defines at its top, and the ones it imports there (run time only)."""
+    defined: set[str] = set()
+    imported: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                defined.add(stmt.name)
+            elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for target in targets:
+                    defined.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            elif isinstance(stmt, ast.Import | ast.ImportFrom):
+                imported.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+            elif isinstance(stmt, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(stmt.test):
+                    visit(stmt.body)
+                    visit(stmt.orelse)
+            elif isinstance(stmt, ast.Try):
+                visit(stmt.body)
+                for handler in stmt.handlers:
+                    visit(handler.body)
+                visit(stmt.orelse)
+
+    visit(tree.body)
+    return defined, imported
+
+
+def names_imported(name: str) -> list[tuple[str, str, int]]:
+    """(module, name, line) of every ``from <package module> import name`` in ``name``.
+
+    Every import counts here, lazy or type-only: a type is a name too.
+    Importing a submodule (``from . import _proctree``) is not importing a name.
+    """
+    files = module_files()
+
+    def module(dotted: list[str]) -> str | None:
+        key = ".".join(dotted)
+        for candidate in (key, f"{key}.__init__" if key else "__init__"):
+            if candidate in files:
+                return candidate
+        return None
+
+    package = name.split(".")[:-1]
+    out = []
+    for node in ast.walk(ast.parse(files[name].read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        parts = [p for p in (node.module or "").split(".") if p]
+        if node.level:
+            target = [*package[: len(package) - node.level + 1], *parts]
+        elif parts[:1] == ["letitloop"]:
+            target = parts[1:]
+        else:
+            continue
+        source = module(target)
+        assert source is not None, f"{name}: line {node.lineno} imports an unknown module"
+        defined = top_level_names(ast.parse(files[source].read_text(encoding="utf-8")))[0]
+        for alias in node.names:
+            if alias.name not in defined and module([*target, alias.name]) is not None:
+                continue  # a submodule
+            out.append((source, alias.name, node.lineno))
+    return out
+
+
+def package_of(name: str) -> str:
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+class TestNamesSayWhereThingsLive:
+    @pytest.mark.parametrize("name", sorted(module_files()))
+    def test_no_underscore_name_is_imported_from_another_module(self, name: str) -> None:
+        for source, imported, line in names_imported(name):
+            if not imported.startswith("_") or imported.startswith("__"):
+                continue
+            package = package_of(name)
+            inside = package in PRIVATE_PACKAGES and package_of(source) == package
+            assert inside, (
+                f"letitloop/{name.replace('.', '/')}.py:{line} imports {imported} from "
+                f"{source}: a name another module uses is public in its own module (drop "
+                f"the underscore there)"
+            )
+
+    @pytest.mark.parametrize("name", sorted(module_files()))
+    def test_every_name_is_imported_from_the_module_that_defines_it(self, name: str) -> None:
+        files = module_files()
+        for source, imported, line in names_imported(name):
+            tree = ast.parse(files[source].read_text(encoding="utf-8"))
+            if imported in top_level_names(tree)[0]:
+                continue
+            # A package's __init__.py is its face: it gathers its own modules' names
+            # (``from .module import name``, at its top).
+            gathered = {
+                alias.asname or alias.name
+                for stmt in tree.body
+                if isinstance(stmt, ast.ImportFrom) and stmt.level == 1 and stmt.module
+                for alias in stmt.names
+            }
+            face = source.endswith("__init__") and source != "__init__"
+            assert face and imported in gathered and not imported.startswith("_"), (
+                f"letitloop/{name.replace('.', '/')}.py:{line} imports {imported} from "
+                f"{source}, which does not define it: import it from the module that does"
+            )
+
+    @pytest.mark.parametrize("name", sorted(n for n in module_files() if "__init__" not in n))
+    def test_a_module_lists_in_all_only_what_it_defines(self, name: str) -> None:
+        tree = ast.parse(module_files()[name].read_text(encoding="utf-8"))
+        defined = top_level_names(tree)[0]
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and "__all__" in ast.unparse(stmt.targets[0]):
+                listed = set(ast.literal_eval(stmt.value))
+                assert listed <= defined, f"{name} re-exports {sorted(listed - defined)}"
+
+    @pytest.mark.parametrize("name", sorted(module_files()))
+    def test_no_module_hands_out_names_on_first_use_but_the_package(self, name: str) -> None:
+        tree = ast.parse(module_files()[name].read_text(encoding="utf-8"))
+        if "__getattr__" in top_level_names(tree)[0]:
+            assert name in KNOWN_GETATTR, f"{name} defines a module __getattr__ (PEP 562)"
+
+    def test_the_allowances_are_still_needed(self) -> None:
+        shared = {
+            package_of(name)
+            for name in module_files()
+            for source, imported, _ in names_imported(name)
+            if imported.startswith("_") and not imported.startswith("__")
+        }
+        assert set(PRIVATE_PACKAGES) <= shared
+        for name in KNOWN_GETATTR:
+            tree = ast.parse(module_files()[name].read_text(encoding="utf-8"))
+            assert "__getattr__" in top_level_names(tree)[0]

@@ -595,7 +595,8 @@ class TestCollectingOldRuns:
 
 class TestSupervisorEvents:
     def test_the_watchers_events_show_with_the_runs_it_started(self, tmp_path: Path) -> None:
-        from letitloop.store import Store, utc_iso
+        from letitloop.clock import utc_iso
+        from letitloop.store import Store
 
         lab = Lab(tmp_path)
         assert lab.run("job", LETITLOOP_WATCH_ID="w-1", FAIL_AT="price").returncode == 1
@@ -695,7 +696,7 @@ class TestBadArguments:
 
 def _crashed_run_with_an_unopenable_lock(lab: Lab) -> Path:
     """A run recorded as running whose lock file is a symlink to itself: reading its state fails."""
-    from letitloop.journal import run_lock_path
+    from letitloop.opening import run_lock_path
     from letitloop.store import Store
 
     assert lab.run("job").returncode == 0

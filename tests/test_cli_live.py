@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from letitloop import Journal
+from letitloop.clock import utc_iso
 from letitloop.inflight import RUNNING_UPSERT
-from letitloop.store import utc_iso
 
 PIPELINE = """
 import os, sys, time

@@ -562,11 +562,11 @@ class TestAJournalWhoseLastWriterWasKilledWhileRestartingItsLog:
         assert made.returncode == 0, made.stderr
         run_python(write_script(tmp_path, "die.py", DIE_WITH_THE_INDEX_OPEN), str(db))
         Path(f"{db}-wal").write_bytes(_restarted_log_header())
-        from letitloop.store import _index_unusable_read_only
+        from letitloop.files import index_unusable_read_only
 
         # The state the read-only probe cannot read alone (it would retry inside
         # SQLite for about ten seconds, then fail with "locking protocol").
-        assert _index_unusable_read_only(db)
+        assert index_unusable_read_only(db)
         done = run_python(
             write_script(
                 tmp_path,
@@ -590,12 +590,12 @@ class TestAJournalWhoseLastWriterWasKilledWhileRestartingItsLog:
         every later open stalled ten seconds in the read-only probe."""
         import sqlite3
 
-        from letitloop.files import _index_kept_open, _index_unusable_read_only
+        from letitloop.files import _index_kept_open, index_unusable_read_only
 
         db = tmp_path / "journal.db"
         run_python(write_script(tmp_path, "die.py", DIE_WITH_THE_INDEX_OPEN), str(db))
         Path(f"{db}-wal").write_bytes(_restarted_log_header())
-        assert _index_unusable_read_only(db)
+        assert index_unusable_read_only(db)
         uri = db.absolute().as_uri()
         with _index_kept_open(db, uri):
             # What the probe opens first: it reads at once instead of retrying inside

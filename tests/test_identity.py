@@ -40,8 +40,8 @@ from letitloop.errors import (
     StepMismatchError,
 )
 from letitloop.inspection import open_journal_file
-from letitloop.journal import run_lock_path
 from letitloop.maintenance import reset_run
+from letitloop.opening import run_lock_path
 
 
 def lines(path: Path) -> list[str]:

@@ -17,12 +17,14 @@ import pytest
 from helpers import HAS_PROC_FD, descriptors_on, wait_until
 
 from letitloop import Journal, migrate, unchecked, usage
+from letitloop.clock import utc_iso
 from letitloop.errors import (
     JournalFileError,
     RunHeldError,
     RunNotFoundError,
     StepMismatchError,
 )
+from letitloop.goals import VIEW_MAX_GOALS
 from letitloop.inspection import (
     decode_result,
     find_run,
@@ -34,9 +36,10 @@ from letitloop.inspection import (
     parse_since,
     show_run,
 )
-from letitloop.journal import run_lock_path
-from letitloop.maintenance import _delete_runs, fork_run, gc_runs, reset_run
-from letitloop.store import VIEW_MAX_GOALS, Store, utc_iso
+from letitloop.maintenance import fork_run, gc_runs, reset_run
+from letitloop.maintenance.reset import delete_runs
+from letitloop.opening import run_lock_path
+from letitloop.store import Store
 
 
 def numbered(key: str, calls: list[str]) -> str:
@@ -208,7 +211,7 @@ class TestAJournalWaitingForARunThatIsForgotten:
         # descriptor, the waiter's poll another), so it looks again after the wait.
         wait_until(lambda: descriptors_on(path) >= 2, "the journal waits for the run")
         with store.write() as c:
-            _delete_runs(c, "journal_g", [forgotten])
+            delete_runs(c, "journal_g", [forgotten])
         lock.release()
         waiter.join(30)
         store.close()

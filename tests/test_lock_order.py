@@ -21,7 +21,7 @@ import pytest
 from test_locks import BACKENDS, make_lock
 
 from letitloop import Journal, RetryPolicy, locks
-from letitloop.journal import run_lock_path
+from letitloop.opening import run_lock_path
 from letitloop.sqlite_storage import SqliteStorage
 from letitloop.waits import RunWaiting
 

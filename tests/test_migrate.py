@@ -16,7 +16,7 @@ from helpers import run_python, spawn_python, write_script
 import letitloop.migrate as migrate
 from letitloop import Journal
 from letitloop.errors import JournalFileError
-from letitloop.store import close_idle_stores
+from letitloop.stores import close_idle_stores
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,8 @@ from letitloop.policy import (
     RestartPolicy,
     parse_exit_status,
 )
-from letitloop.supervisor import program_argv, supervise
+from letitloop.relaunch import program_argv
+from letitloop.supervisor import supervise
 
 KILLED = ChildExit(signal=signal.SIGKILL)
 FAILED = ChildExit(code=1)

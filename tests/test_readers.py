@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from letitloop import Journal, migrate
-from letitloop.store import Store, close_idle_stores
+from letitloop.store import Store
+from letitloop.stores import close_idle_stores
 
 READERS = (["runs"], ["show", "g"], ["show", "g", "--full"], ["export", "g"])
 

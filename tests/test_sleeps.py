@@ -17,8 +17,8 @@ import pytest
 from primitives_lab import CLOCK, Lab
 
 from letitloop import Journal, async_sleep, durable, durable_async, sleep
+from letitloop.clock import utc_iso
 from letitloop.errors import LetItLoopError, StepMismatchError
-from letitloop.store import utc_iso
 
 
 class Clock:

@@ -92,7 +92,7 @@ class TestTimestamps:
     def test_utc_iso_is_datetimes_isoformat(self, t: float) -> None:
         from datetime import datetime, timezone
 
-        from letitloop.store import utc_iso
+        from letitloop.clock import utc_iso
 
         expected = datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
         assert utc_iso(t) == expected

@@ -17,7 +17,7 @@ def _completion_rows(ctx: click.Context, sql: str, params: tuple[Any, ...]) -> l
     """Rows of a read-only query on the journal; nothing when there is no usable journal."""
     import sqlite3
 
-    from ..store import resolve_path
+    from ..files import resolve_path
 
     try:
         path = resolve_path(db_path(ctx))

@@ -152,7 +152,7 @@ def watch(
       lil watch --no-restart-on 2 -m mypackage.pipeline -- --date 2026-11-30
     """
     from ..policy import Policy
-    from ..supervisor import module_argv, script_argv
+    from ..relaunch import module_argv, script_argv
     from ..supervisor import watch as run_watch
 
     if module is not None:

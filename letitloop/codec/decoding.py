@@ -20,7 +20,7 @@ import msgspec
 
 from ..errors import DecodeError, error_text
 from .document import _MARKS, MAX_DEPTH, TAG
-from .entries import _BUILTIN_EXCEPTIONS, _Entry
+from .entries import _BUILTIN_EXCEPTIONS, Entry
 from .failures import _Fail, _key_segment, _need, _short_repr, _type_name
 from .plain import _SCALARS, _WALK_MAX
 from .registry import CodecRegistry, default_registry
@@ -52,7 +52,7 @@ class _Reading:
         # holding '"!'), which only walks further, and never undershoots.
         self.tags_left = _WALK_ALL if "\\u0021" in text else text.count('"!')
 
-    def _entry_for_name(self, name: str) -> _Entry | None:
+    def _entry_for_name(self, name: str) -> Entry | None:
         return self.registry._entry_for_name(name)
 
     def value(self, v: Any) -> Any:

@@ -1,4 +1,4 @@
-"""How each registered class is encoded and rebuilt: :class:`_Entry`, one per kind of class.
+"""How each registered class is encoded and rebuilt: :class:`Entry`, one per kind of class.
 
 Dataclasses, NamedTuples and ``msgspec.Struct`` classes are records of named
 fields and share one entry; Pydantic models, enums and exceptions have their
@@ -21,7 +21,7 @@ from ..errors import error_text
 from .failures import _Fail, _short_repr, _type_name
 
 
-class _Entry:
+class Entry:
     """How one registered type is encoded to a JSON-able payload and rebuilt from it."""
 
     __slots__ = ("cls", "decode", "encode", "name")
@@ -87,7 +87,7 @@ def _fields_entry(
     required: tuple[str, ...],
     *,
     positional: bool = False,
-) -> _Entry:
+) -> Entry:
     """The entry of a record class: its ``names`` fields, of which ``required`` have no default.
 
     Encoded as an object of fields (read by attribute, or by position for a
@@ -106,10 +106,10 @@ def _fields_entry(
     def dec(payload: Any) -> Any:
         return _construct(cls, _check_fields(cls, payload, names, required))
 
-    return _Entry(cls, name, enc, dec)
+    return Entry(cls, name, enc, dec)
 
 
-def _dataclass_entry(cls: type, name: str) -> _Entry:
+def _dataclass_entry(cls: type, name: str) -> Entry:
     fields = [f for f in dataclasses.fields(cls) if f.init]
     required = tuple(
         f.name
@@ -119,20 +119,20 @@ def _dataclass_entry(cls: type, name: str) -> _Entry:
     return _fields_entry(cls, name, tuple(f.name for f in fields), required)
 
 
-def _namedtuple_entry(cls: type, name: str) -> _Entry:
+def _namedtuple_entry(cls: type, name: str) -> Entry:
     names: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
     defaults: dict[str, Any] = cls._field_defaults  # type: ignore[attr-defined]
     required = tuple(n for n in names if n not in defaults)
     return _fields_entry(cls, name, names, required, positional=True)
 
 
-def _struct_entry(cls: type, name: str) -> _Entry:
+def _struct_entry(cls: type, name: str) -> Entry:
     info = msgspec.structs.fields(cls)
     required = tuple(f.name for f in info if f.required)
     return _fields_entry(cls, name, tuple(f.name for f in info), required)
 
 
-def _pydantic_entry(cls: Any, name: str) -> _Entry:
+def _pydantic_entry(cls: Any, name: str) -> Entry:
     fields = cls.model_fields
     names = tuple(fields)
     required = tuple(n for n, f in fields.items() if f.is_required())
@@ -157,10 +157,10 @@ def _pydantic_entry(cls: Any, name: str) -> _Entry:
         except Exception as exc:
             raise _Fail(f"rebuilding {_type_name(cls)} failed: {error_text(exc)}") from None
 
-    return _Entry(cls, name, enc, dec)
+    return Entry(cls, name, enc, dec)
 
 
-def _enum_entry(cls: Any, name: str) -> _Entry:
+def _enum_entry(cls: Any, name: str) -> Entry:
     def enc(v: Any) -> Any:
         return v.value
 
@@ -173,10 +173,10 @@ def _enum_entry(cls: Any, name: str) -> _Entry:
                 f"(removed or changed?); add it back or reset the run"
             ) from None
 
-    return _Entry(cls, name, enc, dec)
+    return Entry(cls, name, enc, dec)
 
 
-def _exception_entry(cls: Any, name: str) -> _Entry:
+def _exception_entry(cls: Any, name: str) -> Entry:
     def enc(v: BaseException) -> Any:
         # What pickle would keep, without pickle: BaseException.__reduce__
         # gives (class, args, state), and state holds what args miss
@@ -217,7 +217,7 @@ def _exception_entry(cls: Any, name: str) -> _Entry:
             raise _Fail(f"rebuilding {_type_name(cls)} failed: {error_text(err)}") from None
         return exc
 
-    return _Entry(cls, name, enc, dec)
+    return Entry(cls, name, enc, dec)
 
 
 def _is_pydantic_model(cls: type) -> bool:
@@ -273,7 +273,7 @@ def _registrable_kind(cls: type) -> str | None:
     return None
 
 
-_KIND_ENTRY: dict[str, Callable[[Any, str], _Entry]] = {
+_KIND_ENTRY: dict[str, Callable[[Any, str], Entry]] = {
     "exception": _exception_entry,
     "enum": _enum_entry,
     "dataclass": _dataclass_entry,
@@ -283,7 +283,7 @@ _KIND_ENTRY: dict[str, Callable[[Any, str], _Entry]] = {
 }
 
 
-def default_entry(cls: type, name: str) -> _Entry | None:
+def default_entry(cls: type, name: str) -> Entry | None:
     """The entry ``register(cls, name=name)`` would make (not registered); None: it needs encode=.
 
     Dataclasses, NamedTuples, enums, ``msgspec.Struct`` classes, Pydantic
@@ -297,7 +297,7 @@ def default_entry(cls: type, name: str) -> _Entry | None:
 #: Python's built-in exception classes (ValueError, KeyError, …), known to
 #: every registry under their plain names. A fixed table of classes already
 #: loaded: decoding an exception looks its name up here, never imports it.
-_BUILTIN_EXCEPTIONS: dict[type, _Entry] = {
+_BUILTIN_EXCEPTIONS: dict[type, Entry] = {
     obj: _exception_entry(obj, name)
     for name, obj in vars(builtins).items()
     if isinstance(obj, type) and issubclass(obj, BaseException)

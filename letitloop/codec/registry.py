@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from .document import TAG
-from .entries import _BUILTIN_EXCEPTIONS, _KIND_ENTRY, _Entry, _registrable_kind
+from .entries import _BUILTIN_EXCEPTIONS, _KIND_ENTRY, Entry, _registrable_kind
 from .escape import _str_parts
 from .failures import _type_name
 from .tags import _BUILTIN_NAMES, _BUILTIN_TYPES
@@ -33,8 +33,8 @@ class CodecRegistry:
     """
 
     def __init__(self, *types: type, extends: CodecRegistry | None = None) -> None:
-        self._by_type: dict[type, _Entry] = {}
-        self._by_name: dict[str, _Entry] = {}
+        self._by_type: dict[type, Entry] = {}
+        self._by_name: dict[str, Entry] = {}
         self.extends = extends
         for cls in types:
             self.register(cls)
@@ -73,7 +73,7 @@ class CodecRegistry:
             raise TypeError("register() takes encode= and decode= together, or neither")
         name = name if name is not None else f"{cls.__module__}.{cls.__qualname__}"
         if encode is not None and decode is not None:
-            entry = _Entry(cls, name, encode, decode)
+            entry = Entry(cls, name, encode, decode)
         else:
             kind = _registrable_kind(cls)
             if kind is None:
@@ -115,7 +115,7 @@ class CodecRegistry:
     def __contains__(self, cls: object) -> bool:
         return self._entry_for_type(cls) is not None  # type: ignore[arg-type]
 
-    def _entry_for_type(self, t: type) -> _Entry | None:
+    def _entry_for_type(self, t: type) -> Entry | None:
         reg: CodecRegistry | None = self
         while reg is not None:
             entry = reg._by_type.get(t)
@@ -124,7 +124,7 @@ class CodecRegistry:
             reg = reg.extends
         return _BUILTIN_EXCEPTIONS.get(t)
 
-    def _entry_for_name(self, name: str) -> _Entry | None:
+    def _entry_for_name(self, name: str) -> Entry | None:
         reg: CodecRegistry | None = self
         while reg is not None:
             entry = reg._by_name.get(name)

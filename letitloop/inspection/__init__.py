@@ -9,7 +9,7 @@ their rows were first written). What changes a journal (reset, fork, gc) is
 
 Its modules, bottom up (each imports only the ones before it): ``times``
 (timestamps, durations), ``results`` (a stored result as JSON-ready values),
-``records`` (what the queries return), ``opening`` (:func:`open_journal_file`),
+``records`` (what the queries return), ``journalfile`` (:func:`open_journal_file`),
 ``state`` (a run's row as a :class:`RunInfo`, live or not from its lock),
 ``listing`` (which runs), ``detail`` (one run in detail), ``export``.
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from .detail import resumer, run_rows, show_run
 from .export import export_records, export_run
+from .journalfile import open_journal_file
 from .listing import MIN_PREFIX, find_run, get_run, list_runs, resumable_run
-from .opening import open_journal_file
 from .records import (
     AttemptInfo,
     InFlight,

@@ -18,7 +18,7 @@ from ..sqlerrors import DRIVER_ERRORS
 from ..store import Store
 from .listing import get_run
 from .records import AttemptInfo, RowInfo, RunDetail, RunInfo, TryInfo, UsageTotals
-from .state import _counts, _plus
+from .state import plus, run_counts
 from .times import parse_utc
 
 _ROW_COLUMNS = (
@@ -77,7 +77,7 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
     )
     previous_steps = None
     if prev:
-        counts = _counts(store, info.journal_table, [prev[0][0]])
+        counts = run_counts(store, info.journal_table, [prev[0][0]])
         previous_steps = counts.get(prev[0][0], (0, 0, 0, None))[0]
     result = store.query("SELECT result FROM runs WHERE id = ?", (info.id,))
     tries = [
@@ -124,9 +124,9 @@ def _totals(items: Iterable[RowInfo | TryInfo]) -> UsageTotals:
             continue
         keys.add(r.key)
         inp, outp, cost = (
-            _plus(inp, r.input_tokens),
-            _plus(outp, r.output_tokens),
-            _plus(cost, r.cost),
+            plus(inp, r.input_tokens),
+            plus(outp, r.output_tokens),
+            plus(cost, r.cost),
         )
     return UsageTotals(inp, outp, cost, len(keys))
 

@@ -11,11 +11,12 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from ..clock import utc_iso
 from ..errors import LetItLoopError, RunNotFoundError
 from ..sqlite_storage import resumable_run_id
-from ..store import Store, utc_iso
+from ..store import Store
 from .records import RunInfo
-from .state import _RUN_COLUMNS, STATES, _infos
+from .state import RUN_COLUMNS, STATES, run_infos
 
 #: The shortest unique prefix of a run id ``lil`` accepts: shorter ones are
 #: almost always a typo, and a ULID's first characters are only its time.
@@ -81,7 +82,7 @@ def list_runs(
     where, params = [], []
     if goal is not None:
         if store.goal_table(goal) is None:
-            raise RunNotFoundError(_no_goal(store, goal))
+            raise RunNotFoundError(no_goal(store, goal))
         where.append("r.goal = ?")
         params.append(goal)
     wanted: set[str] | None = None
@@ -110,7 +111,7 @@ def list_runs(
         cond, cond_params = _input_condition(key, value)
         where.append(cond)
         params.extend(cond_params)
-    sql = f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
+    sql = f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY r.rowid DESC"  # newest made first (ids of one millisecond: any order)
@@ -119,7 +120,7 @@ def list_runs(
             sql += f" LIMIT {int(limit)}"
         if offset:
             sql += f"{'' if limit is not None else ' LIMIT -1'} OFFSET {int(offset)}"
-        return _infos(store, store.query(sql, params))
+        return run_infos(store, store.query(sql, params))
     # running, crashed and pending differ by their locks: filter after reading them,
     # in pages, so a large journal is not read whole for the newest few.
     out: list[RunInfo] = []
@@ -128,7 +129,7 @@ def list_runs(
     while True:
         batch = store.query(f"{sql} LIMIT {page} OFFSET {at}", params)
         at += len(batch)
-        for info in _infos(store, batch):
+        for info in run_infos(store, batch):
             if info.state not in wanted:
                 continue
             if skip:
@@ -141,28 +142,28 @@ def list_runs(
             return out
 
 
-def _known_goals(store: Store) -> str:
+def known_goals(store: Store) -> str:
     known = [r[0] for r in store.query("SELECT goal FROM goals ORDER BY goal LIMIT 6")]
     if not known:
         return "the journal has no goals"
     return f"known goals: {', '.join(known[:5])}{', …' if len(known) > 5 else ''}"
 
 
-def _no_goal(store: Store, goal: str) -> str:
-    return f"no goal {goal!r} in {store.path} ({_known_goals(store)})"
+def no_goal(store: Store, goal: str) -> str:
+    return f"no goal {goal!r} in {store.path} ({known_goals(store)})"
 
 
 def get_run(store: Store, run_id: str) -> RunInfo:
     """The run with exactly this id. Raises RunNotFoundError."""
     rows = store.query(
-        f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal WHERE r.id = ?",
+        f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal WHERE r.id = ?",
         (run_id,),
     )
     if not rows:
         raise RunNotFoundError(
             f"no run {run_id!r} in {store.path}; 'lil runs' lists the runs", run=run_id
         )
-    return _infos(store, rows)[0]
+    return run_infos(store, rows)[0]
 
 
 def _prefix_range(ref: str) -> tuple[str, str]:
@@ -201,10 +202,10 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
     name, or id prefix). Raises RunNotFoundError when nothing matches, or a
     prefix or name is ambiguous.
     """
-    q = f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal WHERE "
+    q = f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal WHERE "
     if goal is not None:
         if store.goal_table(goal) is None:
-            raise RunNotFoundError(_no_goal(store, goal))
+            raise RunNotFoundError(no_goal(store, goal))
         rows = store.query(q + "r.goal = ? AND (r.id = ? OR r.name = ?)", (goal, ref, ref))
         if not rows and len(ref) >= MIN_PREFIX:
             rows = _by_prefix(store, q, ref, goal)
@@ -214,7 +215,7 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
                 f"list its runs with: lil runs {shlex.quote(goal)}",
                 run=ref,
             )
-        return _infos(store, rows[:1])[0]
+        return run_infos(store, rows[:1])[0]
     rows = store.query(q + "r.id = ?", (ref,))
     if not rows:
         rows = store.query(q + "r.goal = ? ORDER BY r.rowid DESC LIMIT 1", (ref,))
@@ -235,7 +236,7 @@ def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
             f"name; 'lil runs' lists them",
             run=ref,
         )
-    return _infos(store, rows[:1])[0]
+    return run_infos(store, rows[:1])[0]
 
 
 def resumable_run(store: Store, goal: str) -> RunInfo | None:
@@ -248,6 +249,6 @@ def resumable_run(store: Store, goal: str) -> RunInfo | None:
     run (opened for its arguments) by its id or name.
     """
     if store.goal_table(goal) is None:
-        raise RunNotFoundError(_no_goal(store, goal))
+        raise RunNotFoundError(no_goal(store, goal))
     run_id = resumable_run_id(store.query, goal, None)
     return None if run_id is None else get_run(store, run_id)

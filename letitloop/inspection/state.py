@@ -1,10 +1,10 @@
 """What a run is now: its ``runs`` row read with its rows' counts and usage, its steps in
-flight and its pauses, and its state (:data:`STATES`), told from its lock (:func:`_infos`
+flight and its pauses, and its state (:data:`STATES`), told from its lock (:func:`run_infos`
 makes the :class:`RunInfo` every query returns).
 
 Whether a run is *live* is read from its lock, not from the ``status``
 column: a process holding a run holds its lock file
-(:func:`letitloop.journal.run_lock_path`), and a process that died released
+(:func:`letitloop.opening.run_lock_path`), and a process that died released
 it. So a run recorded as ``running`` whose lock is free has *crashed* (or,
 with no attempt yet, is a *pending* fork).
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import locks
-from ..journal import run_lock_path
+from ..opening import run_lock_path
 from ..store import Store
 from .records import InFlight, Pause, RunInfo
-from .times import _later, _plus_ms
+from .times import later, plus_ms
 
 #: The states a run can be in, as ``lil runs`` shows them. ``running``: held
 #: by a live process; ``crashed``: recorded as running, but no process holds
@@ -44,7 +44,7 @@ def _state(
     return "crashed" if attempts else "pending"
 
 
-_RUN_COLUMNS = (
+RUN_COLUMNS = (
     "r.id, r.goal, r.name, r.status, r.attempts, r.started_at, r.updated_at, r.finished_at, "
     "r.error, r.holder_pid, r.holder_host, g.journal_table, r.input, r.forked_from, r.forked_at, "
     "r.cancel_requested_at, r.cancel_reason"
@@ -58,7 +58,7 @@ _Counts = tuple[int, int, int, "str | None", "int | None", "int | None", "float 
 PAUSED = ("sleeping", "waiting", "retrying")
 
 
-def _counts(store: Store, table: str, run_ids: list[str]) -> dict[str, _Counts]:
+def run_counts(store: Store, table: str, run_ids: list[str]) -> dict[str, _Counts]:
     out: dict[str, _Counts] = {}
     # SQLite allows at most 999 bound parameters in old builds; stay well below.
     for i in range(0, len(run_ids), 500):
@@ -79,11 +79,16 @@ def _counts(store: Store, table: str, run_ids: list[str]) -> dict[str, _Counts]:
             chunk,
         ):
             c = out.get(run, (0, 0, 0, None, None, None, None))
-            out[run] = (*c[:4], _plus(c[4], inp), _plus(c[5], outp), _plus(c[6], cost))
+            out[run] = (
+                *c[:4],
+                plus(c[4], inp),
+                plus(c[5], outp),
+                plus(c[6], cost),
+            )
     return out
 
 
-def _plus(a: Any, b: Any) -> Any:
+def plus(a: Any, b: Any) -> Any:
     """``a + b`` where None means nothing reported."""
     if a is None:
         return b
@@ -107,14 +112,14 @@ def _running_rows(store: Store, table: str, run_ids: list[str]) -> dict[str, lis
     return out
 
 
-def _infos(store: Store, rows: list[Any]) -> list[RunInfo]:
+def run_infos(store: Store, rows: list[Any]) -> list[RunInfo]:
     by_table: dict[str, list[str]] = {}
     for row in rows:
         by_table.setdefault(row[11], []).append(row[0])
     counts: dict[str, _Counts] = {}
     running: dict[str, list[Any]] = {}
     for table, ids in by_table.items():
-        counts.update(_counts(store, table, ids))
+        counts.update(run_counts(store, table, ids))
         running.update(_running_rows(store, table, ids))
     out = []
     for row in rows:
@@ -124,7 +129,7 @@ def _infos(store: Store, rows: list[Any]) -> list[RunInfo]:
             rid, (0, 0, 0, None, None, None, None)
         )
         state = _state(store, status, attempts, rid, cancel_at)
-        seen = _later(updated, last)
+        seen = later(updated, last)
         flight = []
         pauses = []
         for key, kind, f_status, f_started, f_ms, f_attempt, wake_at, f_error in running.get(
@@ -136,7 +141,7 @@ def _infos(store: Store, rows: list[Any]) -> list[RunInfo]:
                         Pause(key, kind, f_status, f_started, wake_at, f_attempt, f_error)
                     )
                 continue
-            seen = _later(seen, _plus_ms(f_started, f_ms or 0))
+            seen = later(seen, plus_ms(f_started, f_ms or 0))
             flight.append(
                 InFlight(
                     key=key,

@@ -10,7 +10,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..store import utc_iso
+from ..clock import utc_iso
 
 #: The longest duration ``lil`` takes (``gc --older-than``, ``runs --since``).
 #: No journal holds runs older than that, and it keeps "now minus the
@@ -87,7 +87,7 @@ def parse_since(text: str, now: float | None = None) -> datetime:
     return t
 
 
-def _later(a: str | None, b: str | None) -> str | None:
+def later(a: str | None, b: str | None) -> str | None:
     """The later of two ISO timestamps (one that is not a timestamp loses)."""
     try:
         return a if b is None or (a is not None and parse_utc(a) >= parse_utc(b)) else b
@@ -95,7 +95,7 @@ def _later(a: str | None, b: str | None) -> str | None:
         return a if b is None else b
 
 
-def _plus_ms(iso: str | None, ms: Any) -> str | None:
+def plus_ms(iso: str | None, ms: Any) -> str | None:
     try:
         return utc_iso(parse_utc(str(iso)).timestamp() + float(ms) / 1000.0)
     except (TypeError, ValueError, OverflowError, OSError):

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from .fork import ForkResult, fork_run
 from .gc import GC_BATCH, GcResult, gc_candidates, gc_runs
-from .holding import _holding as _holding
-from .reset import _delete_runs as _delete_runs
 from .reset import reset_run, reset_target
 
 __all__ = [

@@ -8,11 +8,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..clock import utc_iso
 from ..errors import RunNotFoundError
 from ..ids import new_run_id
 from ..inspection import RunInfo, find_run, get_run, run_rows
-from ..store import Store, utc_iso
-from .holding import _holding
+from ..store import Store
+from .holding import holding_run
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def fork_run(
     new_id = new_run_id(now)
     renamed: str | None = None
     table = source.journal_table
-    with _holding(store, source, "fork"), store.write() as c:
+    with holding_run(store, source, "fork"), store.write() as c:
         if source.name is not None:
             renamed = f"{source.name}@{source.id}"
             c.execute("UPDATE runs SET name = ? WHERE id = ?", (renamed, source.id))

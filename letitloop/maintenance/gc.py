@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import locks
+from ..clock import utc_iso
 from ..errors import LetItLoopError, RunHeldError
+from ..goals import refresh_journal_rows
 from ..inspection import RunInfo
-from ..inspection.state import _RUN_COLUMNS, STATES, _infos
-from ..store import Store, refresh_journal_rows, utc_iso
-from .holding import _holding
-from .reset import _delete_runs
+from ..inspection.state import RUN_COLUMNS, STATES, run_infos
+from ..store import Store
+from .holding import holding_run
+from .reset import delete_runs
 
 #: Runs gc deletes per transaction (holding each one's lock file meanwhile).
 GC_BATCH = 200
@@ -84,11 +86,11 @@ def gc_candidates(
     """
     cutoff = _cutoff(older_than, now)
     rows = store.query(
-        f"SELECT {_RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
+        f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
         "WHERE r.updated_at < ? ORDER BY r.id",
         (cutoff,),
     )
-    infos = _infos(store, rows)
+    infos = run_infos(store, rows)
     wanted = None if status is None else ({status} if isinstance(status, str) else set(status))
     if wanted is not None and wanted - set(STATES):
         raise LetItLoopError(
@@ -158,7 +160,7 @@ def gc_runs(
             batch = []
             for run in removable[i : i + GC_BATCH]:
                 try:
-                    held.enter_context(_holding(store, run, "delete"))
+                    held.enter_context(holding_run(store, run, "delete"))
                 except RunHeldError:
                     live.append(run)  # opened since we looked: leave it
                     continue
@@ -168,7 +170,7 @@ def gc_runs(
                 by_table.setdefault(run.journal_table, []).append(run.id)
             with store.write() as c:
                 for table, ids in by_table.items():
-                    rows_deleted += _delete_runs(c, table, ids)
+                    rows_deleted += delete_runs(c, table, ids)
             removed.extend(batch)
     with store.write() as c:
         goals_removed = _drop_empty_goals(c, store)
@@ -192,9 +194,9 @@ def gc_runs(
                 store.conn.execute("VACUUM")
                 store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
-                from ..store import _explain
+                from ..sqlerrors import explain
 
-                raise _explain(exc, store.path) from None
+                raise explain(exc, store.path) from None
     return GcResult(
         removable,
         live,

@@ -1,5 +1,5 @@
 """A run held while it is changed from outside: its lock taken, so no process opens it
-meanwhile, or RunHeldError when a live process holds it (:func:`_holding`).
+meanwhile, or RunHeldError when a live process holds it (:func:`holding_run`).
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from .. import locks
 from ..errors import RunHeldError
 from ..inspection import RunInfo
-from ..journal import run_lock_path
+from ..opening import run_lock_path
 from ..store import Store
 
 
 @contextlib.contextmanager
-def _holding(store: Store, run: RunInfo, doing: str) -> Iterator[None]:
+def holding_run(store: Store, run: RunInfo, doing: str) -> Iterator[None]:
     """Hold ``run``'s lock (so no process opens it meanwhile); RunHeldError if a live one has it."""
     lock = locks.new_lock(run_lock_path(store, run.id))
     if not locks.acquire(lock, 0):

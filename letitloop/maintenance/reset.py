@@ -1,5 +1,5 @@
 """Forgetting runs: which run ``lil reset`` means (:func:`reset_target`), forgetting it
-(:func:`reset_run`), and deleting runs with their rows (:func:`_delete_runs`, which gc uses too).
+(:func:`reset_run`), and deleting runs with their rows (:func:`delete_runs`, which gc uses too).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import sqlite3
 
 from ..errors import LetItLoopError, RunNotFoundError
 from ..inspection import RunInfo, find_run, resumable_run
-from ..inspection.listing import _known_goals, _no_goal
+from ..inspection.listing import known_goals, no_goal
 from ..store import Store
-from .holding import _holding
+from .holding import holding_run
 
 
 def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
@@ -30,7 +30,7 @@ def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
                     f"{ref!r} is a run id; pass --run only with a goal (lil reset GOAL --run "
                     f"RUN), or the run alone (lil reset RUN)"
                 )
-            raise RunNotFoundError(_no_goal(store, ref))
+            raise RunNotFoundError(no_goal(store, ref))
         try:
             return find_run(store, ref)
         except RunNotFoundError as exc:
@@ -38,7 +38,7 @@ def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
                 raise  # an ambiguous prefix or name says so itself
             raise RunNotFoundError(
                 f"no goal, run id, run id prefix or run name {ref!r} in {store.path}; "
-                f"{_known_goals(store)}; 'lil runs' lists the runs",
+                f"{known_goals(store)}; 'lil runs' lists the runs",
                 run=ref,
             ) from None
     if run is not None:
@@ -86,12 +86,12 @@ def reset_run(store: Store, ref: str, run: str | None = None) -> RunInfo:
     for a run a live process holds.
     """
     target = reset_target(store, ref, run)
-    with _holding(store, target, "reset"), store.write() as c:
-        _delete_runs(c, target.journal_table, [target.id])
+    with holding_run(store, target, "reset"), store.write() as c:
+        delete_runs(c, target.journal_table, [target.id])
     return target
 
 
-def _delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
+def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
     deleted = 0
     for i in range(0, len(ids), 500):
         chunk = ids[i : i + 500]

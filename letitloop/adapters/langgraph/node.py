@@ -31,9 +31,11 @@ from langgraph.config import get_config
 
 from ...codec import CodecRegistry
 from ...errors import LetItLoopError, RunHeldError
+from ...files import resolve_path
 from ...fingerprint import Fingerprinter
 from ...journal import DEFAULT_TIMEOUT, Journal
-from ...store import Durability, Store, resolve_path
+from ...pragmas import Durability
+from ...store import Store
 from ...stores import close_store, open_store
 from . import polled
 from .identity import (

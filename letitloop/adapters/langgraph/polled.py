@@ -36,8 +36,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ...sqlerrors import _busy
-from ...store import BUSY_TIMEOUT_MS, Store, _rollback
+from ...sqlerrors import BUSY_TIMEOUT_MS, is_busy
+from ...store import Store, rollback
 
 #: First and longest sleep between two tries at a lock (seconds): a node's
 #: transactions last about 0.1 ms, so a 0.05 ms poll finds the gaps between
@@ -54,7 +54,7 @@ def take_over(store: Store) -> None:
 
 def _retry(store: Store, exc: BaseException, deadline: float | None) -> float:
     """The deadline to wait until for a lock held elsewhere; raises when there is none left."""
-    if not isinstance(exc, sqlite3.OperationalError) or not _busy(exc):
+    if not isinstance(exc, sqlite3.OperationalError) or not is_busy(exc):
         raise store.explain(exc) from None
     now = time.monotonic()
     if deadline is None:
@@ -133,7 +133,7 @@ def commit(store: Store, sql: str, rows: Sequence[Sequence[Any]]) -> None:
                 conn.execute(sql, params)  # its own transaction, committed on return
                 return
             except (sqlite3.Error, UnicodeError) as exc:
-                _rollback(conn)  # SQLite rolls a failed statement back; make sure
+                rollback(conn)  # SQLite rolls a failed statement back; make sure
                 deadline = _retry(store, exc, deadline)
         time.sleep(delay)
         delay = min(delay * 2, POLL_MAX)

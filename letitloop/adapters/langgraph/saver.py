@@ -31,7 +31,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...store import Durability, Store
+from ...pragmas import Durability
+from ...store import Store
 from . import polled, reading, tables, threads, writing
 from .serde import AllowedType, strict_serde
 

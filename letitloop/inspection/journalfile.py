@@ -10,8 +10,9 @@ from pathlib import Path
 
 from ..connections import opening, sqlite_entry
 from ..errors import JournalFileError
+from ..files import resolve_path
 from ..sqlerrors import DRIVER_ERRORS
-from ..store import Store, resolve_path
+from ..store import Store
 
 
 def open_journal_file(
@@ -73,9 +74,9 @@ def _open(p: Path, write: bool, live: bool) -> Store:
             finally:
                 probe.close()
     except DRIVER_ERRORS as exc:
-        from ..store import _explain
+        from ..sqlerrors import explain
 
-        raise _explain(exc, p) from None
+        raise explain(exc, p) from None
     if names != {"goals", "runs"}:
         raise JournalFileError(
             f"{p}: expected a letitloop journal, found an SQLite file without letitloop's "
