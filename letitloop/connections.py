@@ -197,14 +197,16 @@ def track(obj: Any, identity: tuple[int, int], *, writable: bool) -> Callable[[]
     :func:`inherit_idle`).
     """
     register(identity, writable=writable)
-    _connected[obj] = identity
+    with _guard:
+        _connected[obj] = identity
     done = weakref.finalize(obj, unregister, identity, writable, os.getpid())
     ref = weakref.ref(obj)
 
     def untrack() -> object:
         held = ref()
         if held is not None:
-            _connected.pop(held, None)
+            with _guard:
+                _connected.pop(held, None)
         return done()
 
     return untrack
@@ -352,12 +354,12 @@ def _settle_inherited(identity: tuple[int, int], real: str) -> None:
             else "and its connection cannot be closed safely on this system"
         )
         raise _refusal(real, why)
-    _close_inherited(entries, identity, real)
-    with _guard:
-        _inherited.pop(identity, None)
+    if _close_inherited(entries, identity, real):
+        with _guard:
+            _inherited.pop(identity, None)
 
 
-def _close_inherited(entries: list[_Inherited], identity: tuple[int, int], real: str) -> None:
+def _close_inherited(entries: list[_Inherited], identity: tuple[int, int], real: str) -> bool:
     """Close idle inherited connections to the file at ``real`` without touching the file.
 
     SQLite's close of a file's last connection in a process tries for an
@@ -370,13 +372,19 @@ def _close_inherited(entries: list[_Inherited], identity: tuple[int, int], real:
     ``F_OFD_SETLK``), which conflicts with the process's own POSIX locks
     too: the copies' EXCLUSIVE lock always fails, and their close only
     unmaps and closes descriptors. The descriptor that held it is closed
-    after them; the child holds no other lock on the file then.
+    after them; the child holds no other lock on the file then. False: the
+    path reaches another file now (replaced meanwhile), nothing was closed.
     """
-    fd = os.open(real, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _refusal(
+            real, f"and its connection could not be closed safely here ({exc})"
+        ) from None
     try:
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != identity:  # replaced meanwhile: not their file
-            return
+        if (st.st_dev, st.st_ino) != identity:
+            return False
         # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for an OFD lock).
         shared = struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, _SHARED_FIRST, _SHARED_SIZE, 0)
         deadline = time.monotonic() + _SHARED_WAIT
@@ -393,6 +401,7 @@ def _close_inherited(entries: list[_Inherited], identity: tuple[int, int], real:
         for entry in entries:
             with contextlib.suppress(Exception):
                 entry.obj.close()
+        return True
     finally:
         os.close(fd)  # releases the OFD lock
 
