@@ -26,9 +26,11 @@ is refused too: SQLite keeps one set of locks per file per process, and the
 child's copy of the parent's says they are held where the kernel says the
 child holds none, so a connection the child opens would hold no lock (its
 commits can be lost when the parent closes the file). Another journal file
-is fine. The way to use a pool is ``spawn`` or ``forkserver``, whose workers
-start without the parent's memory and open their own Journal
-(docs/processes.md).
+is fine. A file the parent had used and closed before the fork may still
+have an idle connection of the parent's: the child closes its copy before it
+opens the file (``connections.py``). The way to use a pool is ``spawn`` or
+``forkserver``, whose workers start without the parent's memory and open
+their own Journal (docs/processes.md).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from . import opening
+from .connections import WAY_OUT
 from .errors import ForkedJournalError
 from .files import file_identity, resolve_path
 
@@ -50,13 +53,6 @@ if TYPE_CHECKING:
 _inherited: list[tuple[Journal, Any, Any]] = []
 #: The (device, inode) of every journal file open in the parent at the fork.
 inherited_files: set[tuple[int, int]] = set()
-
-#: What the error tells a user to do (docs/processes.md shows it).
-WAY_OUT = (
-    "open a Journal in the worker of a 'spawn' or 'forkserver' pool "
-    "(multiprocessing.get_context('spawn').Pool()), or in a process that is not a fork "
-    "of one holding this journal file"
-)
 
 
 def error(j: Journal, what: str) -> ForkedJournalError:

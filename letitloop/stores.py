@@ -6,7 +6,8 @@ schema rechecked when another connection wrote; a new one is opened under the
 file's lock (``connections.py``), so threads opening one file at once share
 one. Idle connections are bounded (:data:`MAX_IDLE_STORES`), closed when their
 file is gone and at exit (SQLite checkpoints the WAL then), and forgotten by a
-forked child.
+forked child, which closes the idle ones before it opens its own connection to
+their file (``connections.inherit_idle``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from .connections import opening
+from .connections import inherit_idle, opening
 from .files import file_identity, resolve_path
 from .pragmas import Durability
 from .store import Store
@@ -203,9 +204,12 @@ def close_idle_stores() -> None:
 
 
 def _forget_after_fork() -> None:
-    # A forked child must not use (nor close) its parent's connections, and
-    # the parent's threads may hold the lock.
+    # A forked child must not use its parent's connections, and the parent's
+    # threads may hold the lock. The idle ones are closed (safely: connections.py)
+    # before the child opens their file; the others are in use by the parent's
+    # objects (its open journals), and their file is refused.
     global _shared_lock
+    inherit_idle([e.store for e in _shared.values() if e.users == 0])
     _shared.clear()
     _retired.clear()
     _abandoned.clear()

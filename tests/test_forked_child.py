@@ -27,7 +27,9 @@ from test_readme import blocks
 from letitloop import Journal, atomic_marker, sleep, step
 from letitloop.closing import aclose
 from letitloop.errors import ForkedJournalError
+from letitloop.inspection import open_journal_file
 from letitloop.locks import is_held
+from letitloop.stores import close_idle_stores
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),
@@ -60,6 +62,37 @@ def fetch_with_journal_method(calls: Path, url: str) -> str:
 def fetch_in_own_journal(db: Path, calls: Path, url: str) -> str:
     with Journal("fetch_page", run=url, path=db) as j:
         return j.step("fetch", fetch, calls, url)
+
+
+def journal_and_locks(db: Path) -> tuple[int, bool]:
+    """In a worker: a journal of its own on ``db``, a step, and whether it holds the DMS lock."""
+    from test_connections import dms_held
+
+    with Journal("w", run="1", path=db) as j:
+        j.step("s", str, 1)
+        return os.getpid(), dms_held(db, os.getpid())
+
+
+def rows_seen_by_a_fresh_process(db: Path, goal: str) -> list[list[Any]]:
+    """The goal's rows (key, status, result) as a new interpreter reads them from the file."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+            "(t,) = c.execute('SELECT journal_table FROM goals WHERE goal = ?', "
+            "(sys.argv[2],)).fetchone(); "
+            'print(json.dumps(c.execute(f\'SELECT key, status, result FROM "{t}" '
+            "ORDER BY key, result').fetchall()))",
+            str(db),
+            goal,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
 
 
 def rows(db: Path, goal: str) -> list[tuple[Any, ...]]:
@@ -275,6 +308,137 @@ class TestAForkPoolStartedInsideAnOpenJournal:
             j.step("count", len, [])
         assert not calls.exists()
         assert [g for (g,) in sqlite3.connect(db).execute("SELECT goal FROM goals")] == ["crawl"]
+
+
+KILLED_WRITER = """
+import os, signal, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("CREATE TABLE IF NOT EXISTS other (x)")
+c.execute("INSERT INTO other VALUES (1)")
+os.kill(os.getpid(), signal.SIGKILL)  # before any close: the commit is in the -wal alone
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="reads /proc/locks (Linux)")
+class TestAForkedChildOfAProcessThatUsedTheFileBefore:
+    """The parent used a journal on the file and closed it; it keeps an idle connection."""
+
+    def test_its_own_connection_holds_sqlites_locks(self, db: Path) -> None:
+        from test_connections import dms_held
+
+        with Journal("crawl", path=db) as j:
+            j.step("seed", str, 1)
+        assert dms_held(db)  # the parent's idle connection, copied into the child
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            pid, held = pool.apply(journal_and_locks, (db,))
+        assert pid != os.getpid()
+        assert held  # before: no lock at all for the child's pid
+        assert dms_held(db)  # and the parent's is untouched
+
+    def test_a_fork_pool_records_8_of_8_once_and_nothing_is_lost_when_the_parent_closes(
+        self, db: Path, tmp_path: Path
+    ) -> None:
+        calls = tmp_path / "calls.txt"
+        with Journal("crawl", run="c1", path=db) as j:
+            j.step("seed", str, 1)
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            pages = pool.map(partial(fetch_in_own_journal, db, calls), URLS[:4])
+            # The parent's last connection closes while the workers have the file open:
+            # were they lockless, SQLite would checkpoint and delete the -wal under them.
+            close_idle_stores()
+            pages += pool.map(partial(fetch_in_own_journal, db, calls), URLS[4:])
+            with Journal("crawl", run="c2", path=db) as j:
+                j.step("after", str, 2)
+            close_idle_stores()
+        assert pages == [f"<html>{u}</html>" for u in URLS]
+        assert sorted(calls.read_text().split()) == sorted(URLS)  # each fetched once
+        expected = [["fetch", "done", f'"<html>{u}</html>"'] for u in URLS]
+        assert rows_seen_by_a_fresh_process(db, "fetch_page") == expected
+        assert rows_seen_by_a_fresh_process(db, "crawl") == [
+            ["after", "done", '"2"'],
+            ["seed", "done", '"1"'],
+        ]
+        runs = "SELECT count(*), count(DISTINCT name) FROM runs WHERE goal = 'fetch_page'"
+        assert sqlite3.connect(db).execute(runs).fetchone() == (8, 8)
+
+    def test_closing_its_copy_of_the_idle_connection_leaves_the_parents_rows_and_wal(
+        self, db: Path
+    ) -> None:
+        with Journal("crawl", path=db) as j:
+            j.step("seed", str, 1)
+        wal, shm = os.stat(f"{db}-wal"), os.stat(f"{db}-shm")
+        _, kind, message = in_forked_child(lambda: journal_and_locks(db))
+        assert kind == "", message
+        # Neither deleted nor truncated by the child (its own step only added to the -wal).
+        after = os.stat(f"{db}-wal")
+        assert after.st_ino == wal.st_ino and after.st_size >= wal.st_size
+        assert os.stat(f"{db}-shm").st_ino == shm.st_ino
+        assert rows(db, "crawl") == [("seed", "done", '"1"')]
+        assert rows(db, "w") == [("s", "done", '"1"')]
+
+    def test_its_copy_is_closed_without_deleting_a_wal_written_after_the_parent_closed(
+        self, db: Path, tmp_path: Path
+    ) -> None:
+        # The parent closes its last connection after the fork, and another process
+        # commits and is killed: its commit lives in the -wal alone. The child's copy
+        # of the parent's connection must not take itself for the file's last user.
+        with Journal("crawl", path=db) as j:
+            j.step("seed", str, 1)
+        go_read, go_write = os.pipe()
+        out_read, out_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: opens the file once the parent has done the above
+            try:
+                os.read(go_read, 1)
+                try:
+                    journal_and_locks(db)
+                    out = ""
+                except BaseException as exc:
+                    out = repr(exc)
+                os.write(out_write, out.encode())
+            finally:
+                os._exit(0)
+        os.close(out_write)
+        try:
+            close_idle_stores()  # checkpoints and deletes the -wal and -shm
+            assert not Path(f"{db}-wal").exists()
+            writer = write_script(tmp_path, "killed.py", KILLED_WRITER)
+            assert run_python(writer, str(db)).returncode == -9
+            assert Path(f"{db}-wal").exists()
+        finally:
+            os.write(go_write, b"x")
+            with os.fdopen(out_read, "rb") as f:
+                out = f.read().decode()
+            os.waitpid(pid, 0)
+        assert out == ""
+        assert sqlite3.connect(db).execute("SELECT x FROM other").fetchall() == [(1,)]
+        assert rows_seen_by_a_fresh_process(db, "w") == [["s", "done", '"1"']]
+        assert rows_seen_by_a_fresh_process(db, "crawl") == [["seed", "done", '"1"']]
+
+
+class TestAForkedChildOfAProcessWithAReaderOpen:
+    def test_its_journal_on_that_file_is_refused_and_the_reader_kept(self, db: Path) -> None:
+        with Journal("crawl", path=db) as j:
+            j.step("seed", str, 1)
+        reader = open_journal_file(db, live=True)
+        try:
+            _, kind, message = in_forked_child(lambda: journal_and_locks(db))
+            assert kind == "ForkedJournalError", message
+            assert f"journal file {db.resolve()}: " in message
+            assert "still in use there" in message
+            assert "multiprocessing.get_context('spawn').Pool()" in message
+            assert reader.query("SELECT count(*) FROM runs") == [(1,)]
+        finally:
+            reader.close()
+        assert [g for (g,) in sqlite3.connect(db).execute("SELECT goal FROM goals")] == ["crawl"]
+
+    def test_a_reader_closed_before_the_fork_leaves_nothing_in_the_way(self, db: Path) -> None:
+        with Journal("crawl", path=db) as j:
+            j.step("seed", str, 1)
+        open_journal_file(db, live=True).close()
+        _, kind, message = in_forked_child(lambda: journal_and_locks(db))
+        assert kind == "", message
+        assert rows(db, "w") == [("s", "done", '"1"')]
 
 
 FORKING_PARENT = """

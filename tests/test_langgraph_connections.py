@@ -241,3 +241,53 @@ class TestForkWhileAnotherThreadOpens:
             opener.join(60)
         assert hung == []
         assert errors == []
+
+
+def _fork_pool_journal(db: Path) -> tuple[str, str, bool]:
+    """In a forked child: a journal of its own on ``db`` and a step; (error, message, DMS held)."""
+    from test_connections import dms_held
+    from test_forked_child import in_forked_child
+
+    def child() -> None:
+        with Journal("w", run="1", path=db) as j:
+            j.step("s", str, 1)
+            if not dms_held(db, os.getpid()):
+                raise AssertionError("the child's connection holds no DMS lock")
+
+    _, kind, message = in_forked_child(child)
+    return kind, message, kind == ""
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="reads /proc/locks (Linux)")
+class TestAChildForkedAfterDurableNodesUsedTheFile:
+    def _use(self, db: Path) -> LetItLoopCheckpointSaver:
+        @durable_node
+        def work(state: State) -> dict[str, str]:
+            return {"text": step("upper", str.upper, state["text"])}
+
+        saver = LetItLoopCheckpointSaver(db)
+        out = _graph(saver, work).invoke({"text": "a"}, {"configurable": {"thread_id": "t"}})
+        assert out == {"text": "A"}
+        return saver
+
+    def test_with_the_saver_closed_its_own_journal_holds_sqlites_locks(self, db: Path) -> None:
+        # The nodes' idle shared connection is copied into the child: closed there first.
+        self._use(db).close()
+        kind, message, ok = _fork_pool_journal(db)
+        assert (kind, ok) == ("", True), message
+        assert _done_runs(db) == 1
+
+    def test_with_the_saver_still_open_its_journal_on_that_file_is_refused(self, db: Path) -> None:
+        saver = self._use(db)
+        try:
+            kind, message, _ = _fork_pool_journal(db)
+            assert kind == "ForkedJournalError", message
+            assert "still in use there" in message
+            assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None
+        finally:
+            saver.close()
+        conn = sqlite3.connect(db)
+        try:
+            assert conn.execute("SELECT count(*) FROM goals WHERE goal = 'w'").fetchone() == (0,)
+        finally:
+            conn.close()
