@@ -394,6 +394,30 @@ class TestADeadlineThatPassed:
             assert "timed out" in out, (args, out)
         assert "send it:" not in lil(past, "runs").stdout
 
+    def test_lil_show_follow_says_it_timed_out(self, past: Path) -> None:
+        from letitloop.inspection import find_run, show_run
+        from letitloop.runtext.follow import follow_line
+
+        store = open_journal_file(past)
+        try:
+            line = follow_line(show_run(store, find_run(store, "r")))
+        finally:
+            store.close()
+        assert "waiting: approval (timed out at " in line and "until" not in line, line
+
+    def test_lil_show_follow_shows_no_deadline_for_a_wait_without_one(self, db: Path) -> None:
+        from letitloop.inspection import find_run, show_run
+        from letitloop.runtext.follow import follow_line
+
+        with pytest.raises(RunWaiting), Journal("g", run="r", path=db) as j:
+            j.wait_for("approval", stop_after=0)
+        store = open_journal_file(db)
+        try:
+            line = follow_line(show_run(store, find_run(store, "r")))
+        finally:
+            store.close()
+        assert line.endswith("waiting: approval"), line
+
     @pytest.mark.parametrize("mode", ["sync", "async"])
     def test_a_value_that_lands_between_the_last_look_and_the_deadline_is_returned(
         self, db: Path, mode: str

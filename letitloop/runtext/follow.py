@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import render
 from ..inspection import RunDetail, RunInfo
-from .words import in_flight, quoted
+from .words import in_flight, quoted, until
 
 
 def follow_line(detail: RunDetail) -> str:
@@ -27,8 +27,19 @@ def follow_line(detail: RunDetail) -> str:
         now = (f"{f.key} (since {render.local_time(f.started_at)})" for f in live)
         bits.append("now: " + ", ".join(now))
     for p in r.pauses:
-        bits.append(f"{p.status}: {p.key} (until {render.local_time(p.until)})")
+        bits.append(f"{p.status}: {p.key}{_deadline(p.status, p.until)}")
     return "  ".join(bits)
+
+
+def _deadline(status: str, due: str | None) -> str:
+    """`` (until 12:00:03)``; `` (timed out at …)`` for a wait past its deadline; nothing
+    for a pause with no deadline (a wait without ``timeout=``)."""
+    if not due:
+        return ""
+    left = until(due)
+    if status == "waiting" and left is not None and left <= 0:
+        return f" (timed out at {render.local_time(due)})"
+    return f" (until {render.local_time(due)})"
 
 
 def watcher_text(watcher: dict[str, Any]) -> str:
