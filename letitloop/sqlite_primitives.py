@@ -7,9 +7,10 @@ the part of the ``Storage`` protocol that ``markers.py``, ``sleeps.py``,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
+
+import msgspec
 
 from .clock import utc_iso
 from .errors import LetItLoopError
@@ -345,5 +346,5 @@ class SqlitePrimitives:
         # thousands of steps writes one small row, not thousands.
         self.store.write1(
             "INSERT INTO step_replays (run, attempt, keys) VALUES (?, ?, ?)",
-            (run_id, attempt, json.dumps(list(keys), ensure_ascii=False)),
+            (run_id, attempt, msgspec.json.encode(list(keys)).decode()),
         )
