@@ -33,11 +33,12 @@ MAX_IDLE_STORES = 8
 #: A ``-wal`` larger than this when the last user of a file's connection in
 #: this process gives it back is checkpointed into the file and truncated
 #: (:func:`_shrink_wal`): the idle connection stays open, and SQLite would keep
-#: the ``-wal`` at its high-water mark (about 4 MB after a 1,000-step run)
-#: until the process exits. A smaller one is left as it is: the checkpoint's
-#: fsync costs several times a short run's open and close (1.7 ms against
-#: 0.3 ms here; ``benchmarks/disk.py``), and a 3-step run adds only 60 KB.
-WAL_TRUNCATE_BYTES = 1 << 20
+#: the ``-wal`` at its high-water mark (4 MB after a 1,000-step run) until the
+#: process exits. Just under the ~3.9 MiB a ``-wal`` reaches before SQLite's own
+#: checkpoint (1,000 pages), so a program of short runs pays about one more
+#: checkpoint per 1,000 pages: each costs an fsync or two (1.7-9 ms here, a
+#: 3-step run 0.4 ms), and at 1 MiB short runs cost 1.5x (``benchmarks/disk.py``).
+WAL_TRUNCATE_BYTES = 3 << 20
 
 
 class _Shared:
