@@ -18,7 +18,8 @@ fingerprint), and written the way a step writes it: one autocommit
 - **µs per INSERT + COMMIT**: ``--rows`` autocommit statements into a fresh
   file, every candidate once per round in turn, ``--repeats`` rounds; the
   median, and the median of each round's ratio to today's row. The floor of
-  bench_steps.py (12 columns, "run" and "2026" for text) is a row of its own.
+  bench_steps.py (12 columns, "run" and "2026" for text) is a row of its own,
+  and each round's ratio to it is taken too.
 
 The candidates change one thing each against today's row, then combine:
 an integer run key (the run's rowid in ``runs``; the text id kept once
@@ -211,18 +212,20 @@ def commit_time(folder: Path, option: Option, rows: int) -> float:
 
 def rounds(
     repeats: int, options: Sequence[Option], measure: Callable[[Option], float]
-) -> tuple[dict[Option, float], dict[Option, float]]:
-    """(median, median ratio to the first option) of ``measure`` over alternating rounds."""
+) -> tuple[dict[Option, float], dict[Option, float], dict[Option, float]]:
+    """Medians of ``measure`` over alternating rounds, and of each round's ratios to the
+    first option (today's row) and to the last (the floor)."""
     values: dict[Option, list[float]] = {o: [] for o in options}
-    ratios: dict[Option, list[float]] = {o: [] for o in options}
+    to_first: dict[Option, list[float]] = {o: [] for o in options}
+    to_last: dict[Option, list[float]] = {o: [] for o in options}
     for _ in range(repeats):
         this = {o: measure(o) for o in options}
         for o in options:
             values[o].append(this[o])
-            ratios[o].append(this[o] / this[options[0]])
-    return (
-        {o: statistics.median(v) for o, v in values.items()},
-        {o: statistics.median(v) for o, v in ratios.items()},
+            to_first[o].append(this[o] / this[options[0]])
+            to_last[o].append(this[o] / this[options[-1]])
+    return tuple(  # type: ignore[return-value]
+        {o: statistics.median(v) for o, v in d.items()} for d in (values, to_first, to_last)
     )
 
 
@@ -237,7 +240,9 @@ def main() -> None:
         sizes = {o: bytes_per_row(folder, o, args.size_rows, True) for o in OPTIONS}
         bare = {o: bytes_per_row(folder, o, args.size_rows, False) for o in OPTIONS}
         commit_time(folder, OPTIONS[0], args.rows)  # warm the page cache and the allocator
-        times, ratios = rounds(args.repeats, OPTIONS, lambda o: commit_time(folder, o, args.rows))
+        times, ratios, to_floor = rounds(
+            args.repeats, OPTIONS, lambda o: commit_time(folder, o, args.rows)
+        )
     today = OPTIONS[0]
     floor = OPTIONS[-1]
     print(environment())
@@ -262,7 +267,7 @@ def main() -> None:
                     f"{bare[o]:,.0f}",
                     f"{times[o] * 1e6:,.1f}",
                     f"{ratios[o]:.2f}x",
-                    f"{times[o] / times[floor]:.2f}x",
+                    f"{to_floor[o]:.2f}x",
                 ]
                 for o in OPTIONS
             ],
