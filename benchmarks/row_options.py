@@ -153,6 +153,7 @@ OPTIONS = (
     Option("fingerprint as 8-byte blob", fp="blob"),
     Option("WITHOUT ROWID, keyed by (run, key)", without_rowid=True),
     Option("integer run key + WITHOUT ROWID", int_run=True, without_rowid=True),
+    Option("integer run key + integer µs times", int_run=True, int_times=True),
     Option("all four compact columns", **COMPACT),  # type: ignore[arg-type]
     Option("all four compact columns + WITHOUT ROWID", without_rowid=True, **COMPACT),  # type: ignore[arg-type]
     Option("bench_steps.py floor (12 columns, short text)", floor=True),
