@@ -37,7 +37,7 @@ MAX_IDLE_STORES = 8
 #: process exits. Just under the ~3.9 MiB a ``-wal`` reaches before SQLite's own
 #: checkpoint (1,000 pages), so a program of short runs pays about one more
 #: checkpoint per 1,000 pages: each costs an fsync or two (1.7-9 ms here, a
-#: 3-step run 0.4 ms), and at 1 MiB short runs cost 1.5x (``benchmarks/disk.py``).
+#: 3-step run 0.4 ms), and at 1 MiB short runs cost 1.5-1.7x (``benchmarks/disk.py``).
 WAL_TRUNCATE_BYTES = 3 << 20
 
 
