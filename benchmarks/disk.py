@@ -5,8 +5,9 @@
 Two tables, in one run:
 
 1. **The -wal at the last close, side by side.** ``stores.WAL_TRUNCATE_BYTES``
-   decides whether the last close of a file in a process checkpoints and
-   truncates its ``-wal``: never, always, or above the limit (the default).
+   and ``WAL_TRUNCATE_ROWS`` decide whether the last close of a file in a
+   process checkpoints and truncates its ``-wal``: never, always, above a
+   size, or above a size once enough rows were written (the default).
    For each setting, in alternating blocks (one file per setting, warmed
    first, so each keeps its own ``-wal`` history): a run of 3 small steps
    opened and closed in a warm process, ``--runs`` runs a block (enough that
@@ -48,13 +49,17 @@ from letitloop import Journal, stores
 
 KB: dict[str, Any] = {"text": "x" * 1000}
 
-#: The -wal settings compared: (label, WAL_TRUNCATE_BYTES).
+#: The -wal settings compared: (label, WAL_TRUNCATE_BYTES, WAL_TRUNCATE_ROWS).
 SETTINGS = (
-    ("never (before)", sys.maxsize),
-    ("always", 0),
-    *(
-        (f"above {m} MiB" + (" (default)" if m << 20 == stores.WAL_TRUNCATE_BYTES else ""), m << 20)
-        for m in (1, 2, 3)
+    ("never (before)", sys.maxsize, 0),
+    ("always", 0, 0),
+    ("above 1 MiB", 1 << 20, 0),
+    ("above 3 MiB", 3 << 20, 0),
+    (
+        f"above {stores.WAL_TRUNCATE_BYTES >> 20} MiB after {stores.WAL_TRUNCATE_ROWS} rows "
+        "(default)",
+        stores.WAL_TRUNCATE_BYTES,
+        stores.WAL_TRUNCATE_ROWS,
     ),
 )
 
@@ -99,31 +104,31 @@ def short_runs(db: Path, runs: int, first: int) -> float:
 
 
 def wal_settings(folder: Path, repeats: int, runs: int) -> list[list[str]]:
-    default = stores.WAL_TRUNCATE_BYTES
-    files = {label: folder / f"short{i}.db" for i, (label, _) in enumerate(SETTINGS)}
-    per_run: dict[str, list[float]] = {label: [] for label, _ in SETTINGS}
-    ratios: dict[str, list[float]] = {label: [] for label, _ in SETTINGS}
+    default = stores.WAL_TRUNCATE_BYTES, stores.WAL_TRUNCATE_ROWS
+    files = {label: folder / f"short{i}.db" for i, (label, *_) in enumerate(SETTINGS)}
+    per_run: dict[str, list[float]] = {label: [] for label, *_ in SETTINGS}
+    ratios: dict[str, list[float]] = {label: [] for label, *_ in SETTINGS}
     left: dict[str, int] = {}
     long_left: dict[str, int] = {}
     try:
-        for label, limit in SETTINGS:
-            stores.WAL_TRUNCATE_BYTES = limit
+        for label, limit, rows in SETTINGS:
+            stores.WAL_TRUNCATE_BYTES, stores.WAL_TRUNCATE_ROWS = limit, rows
             short_runs(files[label], runs, -runs)  # warm: the file made, its connection kept
         for rnd in range(repeats):
             this: dict[str, float] = {}
-            for label, limit in SETTINGS:
-                stores.WAL_TRUNCATE_BYTES = limit
+            for label, limit, rows in SETTINGS:
+                stores.WAL_TRUNCATE_BYTES, stores.WAL_TRUNCATE_ROWS = limit, rows
                 this[label] = short_runs(files[label], runs, rnd * runs)
                 left[label] = size(f"{files[label]}-wal")
                 per_run[label].append(this[label])
             base = this[SETTINGS[0][0]]
             for label in this:
                 ratios[label].append(this[label] / base)
-        for i, (label, limit) in enumerate(SETTINGS):
-            stores.WAL_TRUNCATE_BYTES = limit
+        for i, (label, limit, rows) in enumerate(SETTINGS):
+            stores.WAL_TRUNCATE_BYTES, stores.WAL_TRUNCATE_ROWS = limit, rows
             long_left[label] = record(folder / f"long{i}.db", 1000)[1]
     finally:
-        stores.WAL_TRUNCATE_BYTES = default
+        stores.WAL_TRUNCATE_BYTES, stores.WAL_TRUNCATE_ROWS = default
     return [
         [
             label,
@@ -132,7 +137,7 @@ def wal_settings(folder: Path, repeats: int, runs: int) -> list[list[str]]:
             f"{long_left[label] / 1024:,.0f} KiB",
             f"{left[label] / 1024:,.0f} KiB",
         ]
-        for label, _ in SETTINGS
+        for label, *_ in SETTINGS
     ]
 
 

@@ -17,6 +17,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 
 from .connections import opening
@@ -32,13 +33,20 @@ MAX_IDLE_STORES = 8
 
 #: A ``-wal`` larger than this when the last user of a file's connection in
 #: this process gives it back is checkpointed into the file and truncated
-#: (:func:`_shrink_wal`): the idle connection stays open, and SQLite would keep
-#: the ``-wal`` at its high-water mark (4 MB after a 1,000-step run) until the
-#: process exits. Just under the ~3.9 MiB a ``-wal`` reaches before SQLite's own
-#: checkpoint (1,000 pages), so a program of short runs pays about one more
-#: checkpoint per 1,000 pages: each costs an fsync or two (1.7-9 ms here, a
-#: 3-step run 0.4 ms), and at 1 MiB short runs cost 1.5-1.7x (``benchmarks/disk.py``).
-WAL_TRUNCATE_BYTES = 3 << 20
+#: (:func:`_shrink_wal`), if the connection wrote at least
+#: :data:`WAL_TRUNCATE_ROWS` rows since it was last idle: the idle connection
+#: stays open, and SQLite would keep the ``-wal`` at its high-water mark (4 MB
+#: after a 1,000-step run) until the process exits.
+WAL_TRUNCATE_BYTES = 1 << 20
+#: Not after fewer rows: a program of short runs would pay for it on every run.
+#: The checkpoint costs an fsync or two (about 1 ms here), and a truncated
+#: ``-wal`` grows again from nothing, each commit extending the file: a 3-step
+#: run took 1.28x as long with a 3 MiB limit alone, 1.43x with 1 MiB
+#: (``benchmarks/disk.py``), where SQLite reuses a ``-wal`` it keeps.
+WAL_TRUNCATE_ROWS = 256
+
+#: Rows written through each shared connection when it was last given back idle.
+_rows_when_idle: weakref.WeakKeyDictionary[Store, int] = weakref.WeakKeyDictionary()
 
 
 class _Shared:
@@ -195,7 +203,8 @@ def _shrink_wal(store: Store) -> None:
     """Checkpoint and truncate the ``-wal`` of ``store``'s file if it is large and no one is busy.
 
     Only above :data:`WAL_TRUNCATE_BYTES` (its size read with ``os.stat``,
-    never opened outside SQLite). ``wal_checkpoint(TRUNCATE)`` with no busy
+    never opened outside SQLite) and after :data:`WAL_TRUNCATE_ROWS` rows
+    written since the connection was last idle. ``wal_checkpoint(TRUNCATE)`` with no busy
     wait: while another connection (of any process) writes or reads from the
     ``-wal``, it copies what it can, as a passive checkpoint, and leaves the
     ``-wal`` as it is, instead of waiting. Another writer waits for it in its
@@ -203,14 +212,19 @@ def _shrink_wal(store: Store) -> None:
     fails leaves the file as SQLite's own would (committed rows stay in the
     ``-wal`` until a later one).
     """
-    try:
-        size = os.stat(f"{store.real_path}-wal").st_size
-    except OSError:
-        return
-    if size <= WAL_TRUNCATE_BYTES:
-        return
     with store.lock, contextlib.suppress(sqlite3.Error):
         conn = store.conn
+        rows = conn.total_changes  # rows this connection wrote since it opened
+        written = rows - _rows_when_idle.get(store, 0)
+        _rows_when_idle[store] = rows
+        if written < WAL_TRUNCATE_ROWS:
+            return
+        try:
+            size = os.stat(f"{store.real_path}-wal").st_size
+        except OSError:
+            return
+        if size <= WAL_TRUNCATE_BYTES:
+            return
         # 0: SQLite's busy handler answers "busy" at once, and the checkpoint
         # gives up the part that would wait (the truncation) instead of waiting.
         conn.execute("PRAGMA busy_timeout = 0")
