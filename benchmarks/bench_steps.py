@@ -11,7 +11,8 @@ minutes apart are not. The headline is the median of those ratios.
 
 Also: replay per step, the argument fingerprint a fresh step pays, the cost
 of a whole short run (open + close in a warm process), opening a journal of
-10,000 steps, ``import letitloop``, and which modules ``import letitloop``
+10,000 steps, the bytes on disk after closing a run of 1,000 steps (more in
+``benchmarks/disk.py``), ``import letitloop``, and which modules ``import letitloop``
 loads beyond what its step path needs (the check fails, with exit status 1,
 on any module not in ``STEP_PATH_MODULES``). The fuller picture (large
 results, growth to 100k steps, memory) is ``python -m benchmarks.overhead``.
@@ -31,6 +32,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import environment, median_of, ms, table, us
+from benchmarks.disk import disk_after_1000
 from benchmarks.overhead import (
     ARGS,
     SMALL,
@@ -197,6 +199,7 @@ def main() -> None:
         replay_args = median_of(r, lambda: replay_steps(with_args, n, args=ARGS))
         record(big, 10_000)
         opened = median_of(r, lambda: open_time(big))
+        disk = disk_after_1000(Path(d))
         runs_db = Path(d) / "runs.db"
         short_runs(50, 3, runs_db)  # warm: the file exists, the process has opened it
         per_run3 = median_of(r, lambda: short_runs(1000 // max(1, r // 3), 3, runs_db))
@@ -244,6 +247,11 @@ def main() -> None:
                     "",
                 ],
                 ["open a journal holding 10,000 steps", ms(opened), ""],
+                [
+                    "disk after close, one run of 1,000 small steps (file + -wal)",
+                    f"{disk / 1024:,.0f} KiB",
+                    "benchmarks/disk.py",
+                ],
                 [
                     "import letitloop, timed inside a fresh interpreter",
                     ms(imported),
