@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -123,3 +124,26 @@ def wait_until(done: Callable[[], bool], what: str, timeout: float = 30.0) -> No
 
 #: Whether /proc/PID/fd can be read (the handshake of :func:`descriptors_on`).
 HAS_PROC_FD = os.path.isdir("/proc/self/fd")
+
+
+def forked_exit_code(child: Callable[[], int], timeout: float = 20.0) -> int | None:
+    """Fork; the child runs ``child()`` and leaves with its status through ``os._exit``
+    (1 if it raised). The child's exit code, or None when it was still running after
+    ``timeout`` seconds (it hung: it is SIGKILLed and reaped)."""
+    pid = os.fork()
+    if pid == 0:  # the child
+        status = 1
+        try:
+            status = child()
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.002)

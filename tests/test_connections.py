@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import spawn_python, write_script
+from helpers import forked_exit_code, spawn_python, write_script
 
 from letitloop import Journal
 from letitloop.stores import close_idle_stores
@@ -404,26 +404,16 @@ class TestForkWhileAnotherThreadWrites:
         try:
             time.sleep(0.2)
             for i in range(100):
-                pid = os.fork()
-                if pid == 0:  # the child: a journal of its own, then out
-                    status = 1
-                    try:
-                        with Journal("g", path=tmp_path / f"child{i}.db") as j:
-                            status = FORK_CHILD_OK if j.step("a", str, i) == str(i) else 2
-                    finally:
-                        os._exit(status)
-                deadline = time.monotonic() + 20
-                while True:
-                    done, status = os.waitpid(pid, os.WNOHANG)
-                    if done:
-                        assert os.waitstatus_to_exitcode(status) == FORK_CHILD_OK, i
-                        break
-                    if time.monotonic() > deadline:
-                        os.kill(pid, signal.SIGKILL)
-                        os.waitpid(pid, 0)
-                        hung.append(i)
-                        break
-                    time.sleep(0.002)
+
+                def child(i: int = i) -> int:  # a journal of its own, then out
+                    with Journal("g", path=tmp_path / f"child{i}.db") as j:
+                        return FORK_CHILD_OK if j.step("a", str, i) == str(i) else 2
+
+                code = forked_exit_code(child)
+                if code is None:
+                    hung.append(i)
+                else:
+                    assert code == FORK_CHILD_OK, i
         finally:
             stop.set()
             writer.join(60)

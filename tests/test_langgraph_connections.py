@@ -14,7 +14,6 @@ import os
 import shutil
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 
 pytest.importorskip("langgraph.graph", reason="LangGraph is not installed (letitloop[langgraph])")
 
+from helpers import forked_exit_code
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
@@ -215,27 +215,17 @@ class TestForkWhileAnotherThreadOpens:
         try:
             for i in range(200):
                 child_db = tmp_path / f"child{i}.db"
-                pid = os.fork()
-                if pid == 0:  # the child: a durable node on its own file, then out
-                    status = 1
-                    try:
-                        os.environ["LETITLOOP_DB"] = str(child_db)
-                        out = child_app.invoke({"text": "c"}, {"configurable": {"thread_id": "c"}})
-                        status = CHILD_OK if out == {"text": "C"} else 2
-                    finally:
-                        os._exit(status)
-                deadline = time.monotonic() + 20
-                while True:
-                    done, status = os.waitpid(pid, os.WNOHANG)
-                    if done:
-                        assert os.waitstatus_to_exitcode(status) == CHILD_OK, i
-                        break
-                    if time.monotonic() > deadline:
-                        os.kill(pid, 9)
-                        os.waitpid(pid, 0)
-                        hung.append(i)
-                        break
-                    time.sleep(0.002)
+
+                def child(child_db: Path = child_db) -> int:  # a node on its own file, then out
+                    os.environ["LETITLOOP_DB"] = str(child_db)
+                    out = child_app.invoke({"text": "c"}, {"configurable": {"thread_id": "c"}})
+                    return CHILD_OK if out == {"text": "C"} else 2
+
+                code = forked_exit_code(child)
+                if code is None:
+                    hung.append(i)
+                else:
+                    assert code == CHILD_OK, i
         finally:
             stop.set()
             opener.join(60)
