@@ -10,6 +10,7 @@ a function counts: it is a dependency all the same. An import under
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from pathlib import Path
 
@@ -160,6 +161,12 @@ def module_files() -> dict[str, Path]:
     return out
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of one file, read once for the whole test module (never mutated)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imports(name: str, path: Path) -> set[str]:
     """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside."""
     files = module_files()
@@ -171,7 +178,7 @@ def imports(name: str, path: Path) -> set[str]:
                 return candidate
         return None
 
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     type_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -226,7 +233,7 @@ class TestTheLayers:
 
     @pytest.mark.parametrize("name", sorted(module_files()))
     def test_every_module_opens_by_saying_what_it_owns(self, name: str) -> None:
-        tree = ast.parse(module_files()[name].read_text(encoding="utf-8"))
+        tree = parsed(module_files()[name])
         doc = ast.get_docstring(tree)
         assert doc and doc.strip(), f"letitloop/{name.replace('.', '/')}.py has no docstring"
 
@@ -387,7 +394,7 @@ def names_imported(name: str) -> list[tuple[str, str, int]]:
 
     package = name.split(".")[:-1]
     out = []
-    for node in ast.walk(ast.parse(files[name].read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(files[name])):
         if not isinstance(node, ast.ImportFrom):
             continue
         parts = [p for p in (node.module or "").split(".") if p]
@@ -399,7 +406,7 @@ def names_imported(name: str) -> list[tuple[str, str, int]]:
             continue
         source = module(target)
         assert source is not None, f"{name}: line {node.lineno} imports an unknown module"
-        defined = top_level_names(ast.parse(files[source].read_text(encoding="utf-8")))[0]
+        defined = top_level_names(parsed(files[source]))[0]
         for alias in node.names:
             if alias.name not in defined and module([*target, alias.name]) is not None:
                 continue  # a submodule
@@ -429,7 +436,7 @@ class TestNamesSayWhereThingsLive:
     def test_every_name_is_imported_from_the_module_that_defines_it(self, name: str) -> None:
         files = module_files()
         for source, imported, line in names_imported(name):
-            tree = ast.parse(files[source].read_text(encoding="utf-8"))
+            tree = parsed(files[source])
             if imported in top_level_names(tree)[0]:
                 continue
             # A package's __init__.py is its face: it gathers its own modules' names
@@ -448,7 +455,7 @@ class TestNamesSayWhereThingsLive:
 
     @pytest.mark.parametrize("name", sorted(n for n in module_files() if "__init__" not in n))
     def test_a_module_lists_in_all_only_what_it_defines(self, name: str) -> None:
-        tree = ast.parse(module_files()[name].read_text(encoding="utf-8"))
+        tree = parsed(module_files()[name])
         defined = top_level_names(tree)[0]
         for stmt in tree.body:
             if isinstance(stmt, ast.Assign) and "__all__" in ast.unparse(stmt.targets[0]):
@@ -457,7 +464,7 @@ class TestNamesSayWhereThingsLive:
 
     @pytest.mark.parametrize("name", sorted(module_files()))
     def test_no_module_hands_out_names_on_first_use_but_the_package(self, name: str) -> None:
-        tree = ast.parse(module_files()[name].read_text(encoding="utf-8"))
+        tree = parsed(module_files()[name])
         if "__getattr__" in top_level_names(tree)[0]:
             assert name in KNOWN_GETATTR, f"{name} defines a module __getattr__ (PEP 562)"
 
@@ -470,7 +477,7 @@ class TestNamesSayWhereThingsLive:
         }
         assert set(PRIVATE_PACKAGES) <= shared
         for name in KNOWN_GETATTR:
-            tree = ast.parse(module_files()[name].read_text(encoding="utf-8"))
+            tree = parsed(module_files()[name])
             assert "__getattr__" in top_level_names(tree)[0]
 
 
