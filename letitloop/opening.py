@@ -68,11 +68,10 @@ def forget_after_fork() -> list[Journal]:
     """In a forked child: the journals its parent had open, no longer counted as open here.
 
     The child holds none of its parent's runs (its copies of their lock
-    descriptors are closed: locks.py), and a lock another thread held at the
-    fork is never released here: the registry starts anew (ownership.py).
+    descriptors are closed: locks.py), and the registry starts anew
+    (ownership.py). Its lock was remade already, by this module's own at-fork
+    hook (registered before ownership.py's, so it runs first).
     """
-    global _registry_lock
-    _registry_lock = threading.Lock()
     inherited = list(_open_journals)
     _open_journals.clear()
     _held.clear()
