@@ -152,8 +152,9 @@ KNOWN_UPWARD = {
 }
 
 
+@functools.cache
 def module_files() -> dict[str, Path]:
-    """``codec.tags`` -> its file, for every module of the package."""
+    """``codec.tags`` -> its file, for every module of the package (read once; not mutated)."""
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(PACKAGE).with_suffix("").parts
@@ -167,17 +168,18 @@ def parsed(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"))
 
 
+def module(dotted: list[str]) -> str | None:
+    """The package module a dotted path names (``codec`` is ``codec.__init__``); None if none."""
+    files = module_files()
+    key = ".".join(dotted)
+    for candidate in (key, f"{key}.__init__" if key else "__init__"):
+        if candidate in files:
+            return candidate
+    return None
+
+
 def imports(name: str, path: Path) -> set[str]:
     """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside."""
-    files = module_files()
-
-    def module(dotted: list[str]) -> str | None:
-        key = ".".join(dotted)
-        for candidate in (key, f"{key}.__init__" if key else "__init__"):
-            if candidate in files:
-                return candidate
-        return None
-
     tree = parsed(path)
     type_only: set[int] = set()
     for node in ast.walk(tree):
@@ -384,13 +386,6 @@ def names_imported(name: str) -> list[tuple[str, str, int]]:
     Importing a submodule (``from . import _proctree``) is not importing a name.
     """
     files = module_files()
-
-    def module(dotted: list[str]) -> str | None:
-        key = ".".join(dotted)
-        for candidate in (key, f"{key}.__init__" if key else "__init__"):
-            if candidate in files:
-                return candidate
-        return None
 
     package = name.split(".")[:-1]
     out = []
