@@ -137,7 +137,7 @@ MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "__init__"]
 
 #: MCP's own modules, bottom up: sessions renewed after a failed call, calls as
 #: steps (and a call in doubt), the server of ``lil mcp``.
-MCP_ORDER = ["server", "__init__"]
+MCP_ORDER = ["sessions", "calls", "server", "__init__"]
 
 #: The LangGraph adapter's own modules, bottom up: the saver's polled locks,
 #: tables and serde, LangChain's messages, a node's identity and retirement,
