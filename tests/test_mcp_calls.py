@@ -67,8 +67,8 @@ SHOP = """
 
 
     @shop.tool(annotations=CHANGES)
-    def charge_slowly(order: int) -> str:
-        note("charge_slowly", order=order)
+    def charge_slowly(order: int, key: str = "") -> str:
+        note("charge_slowly", order=order, key=key)
         slowly()
         return f"charged order {order}, slowly"
 
@@ -109,9 +109,18 @@ AGENT = """
 
 
     async def main():
-        async with Journal("agent", path=os.environ["DB"], run="order-7"):
+        async with Journal("agent", path=os.environ["DB"], run="order-7") as j:
             async with DurableMCP(SHOP) as shop:
                 for tool in sys.argv[1:]:
+                    if os.environ.get("MARKER"):  # docs/mcp.md's guarded call
+                        async with j.atomic_marker(tool) as offer:
+                            if offer:
+                                key = offer.idempotency_key
+                                result = await shop.call_tool(
+                                    tool, {"order": 7, "key": key}, idempotency_key=key
+                                )
+                                print(tool, result.is_error, result.content[0].text, flush=True)
+                        continue
                     result = await shop.call_tool(tool, {"order": 7})
                     print(tool, result.is_error, result.content[0].text, flush=True)
 
@@ -159,14 +168,16 @@ def shop(tmp_path: Path) -> Iterator[Shop]:
             os.kill(pid, signal.SIGKILL)
 
 
-def agent(folder: Path, shop: Shop, db: Path) -> tuple[Path, dict[str, str]]:
+def agent(folder: Path, shop: Shop, db: Path, marker: bool = False) -> tuple[Path, dict[str, str]]:
     script = write_script(folder, "agent.py", AGENT)
     env = {"SHOP": str(shop.script), "SHOP_ENV": json.dumps(shop.env), "DB": str(db)}
-    return script, env
+    return script, {**env, "MARKER": "1"} if marker else env
 
 
-def run_agent(folder: Path, shop: Shop, db: Path, *tools: str) -> subprocess.CompletedProcess[str]:
-    script, env = agent(folder, shop, db)
+def run_agent(
+    folder: Path, shop: Shop, db: Path, *tools: str, marker: bool = False
+) -> subprocess.CompletedProcess[str]:
+    script, env = agent(folder, shop, db, marker)
     return subprocess.run(
         [sys.executable, str(script), *tools],
         capture_output=True,
@@ -176,9 +187,11 @@ def run_agent(folder: Path, shop: Shop, db: Path, *tools: str) -> subprocess.Com
     )
 
 
-def kill_agent_in(folder: Path, shop: Shop, db: Path, tool: str, *tools: str) -> None:
+def kill_agent_in(
+    folder: Path, shop: Shop, db: Path, tool: str, *tools: str, marker: bool = False
+) -> None:
     """Start the agent, SIGKILL it once the server runs ``tool``, and wait for it to die."""
-    script, env = agent(folder, shop, db)
+    script, env = agent(folder, shop, db, marker)
     child = spawn_python(script, *tools, env=env)
     try:
         wait_until(lambda: shop.count(tool) == 1, f"the server runs {tool}", timeout=90)
@@ -263,6 +276,20 @@ class TestADestructiveCallInDoubt:
         assert resumed.stdout == "charge_slowly False charged by hand\n"
         assert shop.count("charge_slowly") == 1
         assert len(shop.pids()) == 1
+
+
+class TestACallInDoubtGuardedByAMarkerAndItsKey:
+    def test_is_sent_again_with_the_same_key_without_asking(
+        self, tmp_path: Path, shop: Shop, db: Path
+    ) -> None:
+        kill_agent_in(tmp_path, shop, db, "charge_slowly", "charge_slowly", marker=True)
+        shop.gate.touch()
+        resumed = run_agent(tmp_path, shop, db, "charge_slowly", marker=True)
+        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.stdout == "charge_slowly False charged order 7, slowly\n"
+        keys = [e["key"] for e in shop.events("charge_slowly")]
+        assert len(keys) == 2 and keys[0] == keys[1]  # the server can deduplicate it
+        assert keys[0].endswith(":charge_slowly")
 
 
 def in_journal(db: Path, body: Any) -> Any:

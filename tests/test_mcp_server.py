@@ -355,3 +355,18 @@ class TestTheSdkIsLoadedOnlyWhenUsed:
         )
         assert done.returncode == 0, done.stderr
         assert done.stderr.strip() == "[]"
+
+    def test_lil_mcp_without_it_says_how_to_install_it_in_one_line(self, tmp_path: Path) -> None:
+        code = (
+            "import sys\n"
+            "sys.modules['mcp'] = None  # as if the SDK were not installed\n"
+            "from letitloop.cli import main\n"
+            "sys.argv = ['lil', 'mcp', '--db', 'journal.db']\n"
+            "main()\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert done.returncode == 1
+        line = done.stderr.strip()
+        assert "\n" not in line and "pip install -e '.[mcp]'" in line, line

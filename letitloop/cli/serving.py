@@ -34,7 +34,7 @@ def mcp_command(ctx: click.Context) -> None:
         from ..mcp.server import serve
     except ImportError as exc:
         raise click.ClickException(
-            f"lil mcp needs the MCP SDK, which is not installed ({exc}); install it with: "
-            f"pip install -e '.[mcp]' in a checkout of letitloop"
+            f"lil mcp needs the MCP SDK, which is not installed ({exc}); in your clone of "
+            f"letitloop, install the mcp extra: pip install -e '.[mcp]'"
         ) from None
     serve(db_path(ctx))
