@@ -408,3 +408,67 @@ class TestWhichCallsInDoubtAreSentAgain:
         self, hints: dict[str, Any] | None, key: str | None, again: bool
     ) -> None:
         assert may_send_again(hints, key) is again
+
+
+def in_process_shop(ran: list[str]) -> Any:
+    """An in-process MCP server (``mcp.Client(server)``) that notes each execution in ``ran``."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer("shop")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def lookup(order: int) -> dict[str, Any]:
+        ran.append("lookup")
+        return {"order": order, "paid": True}
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def refund(order: int) -> str:
+        ran.append("refund")
+        raise ToolError(f"order {order} was never charged")
+
+    return server
+
+
+class TestARunWhoseCallsAllReplay:
+    def test_gets_the_same_tools_and_results_back_without_opening_a_session(self, db: Path) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def once() -> Any:
+            j = Journal("inproc", path=db, run="r")
+            async with j, DurableMCP(server, journal=j) as tools:
+                listed = await tools.list_tools()
+                found = await tools.call_tool("lookup", {"order": 3})
+                refused = await tools.call_tool("refund", {"order": 3})
+                return listed, found, refused, tools.sessions.opened
+
+        first = asyncio.run(once())
+        again = asyncio.run(once())
+        assert first[3] == 1 and again[3] == 0  # the replay opened no session
+        assert ran == ["lookup", "refund"]
+        assert [t.name for t in again[0]] == [t.name for t in first[0]] == ["lookup", "refund"]
+        assert again[0][0].annotations is not None and again[0][0].annotations.read_only_hint
+        assert (
+            again[1].structured_content
+            == first[1].structured_content
+            == {
+                "order": 3,
+                "paid": True,
+            }
+        )
+        assert again[2].is_error and again[2].content == first[2].content
+
+    def test_a_call_outside_any_journal_is_refused_before_anything_is_sent(self) -> None:
+        from letitloop.errors import NoJournalError
+
+        ran: list[str] = []
+
+        async def outside() -> None:
+            async with DurableMCP(in_process_shop(ran)) as tools:
+                await tools.call_tool("lookup", {"order": 1})
+
+        with pytest.raises(NoJournalError):
+            asyncio.run(outside())
+        assert ran == []
