@@ -331,6 +331,26 @@ class TestASessionThatDiesMidCall:
         assert len(set(shop.pids())) == 2  # a new server process
         assert shop.count("charge_slowly") == 1  # raised, never repeated
 
+    def test_the_next_attempt_of_the_run_finds_that_call_in_doubt(
+        self, shop: Shop, db: Path
+    ) -> None:
+        from letitloop.mcp import ToolCallInDoubt
+
+        async def attempt(kill: bool) -> None:
+            async with Journal("live", path=db, run="r"), DurableMCP(shop.params()) as tools:
+                call = asyncio.create_task(tools.call_tool("charge_slowly", {"order": 1}))
+                if kill:
+                    await until(lambda: shop.count("charge_slowly") == 1, "the call runs")
+                    os.kill(shop.pids()[0], signal.SIGKILL)
+                await call
+
+        with pytest.raises(MCPError):
+            asyncio.run(attempt(kill=True))  # the run fails with the transport's error
+        with pytest.raises(ToolCallInDoubt) as stopped:
+            asyncio.run(attempt(kill=False))
+        assert stopped.value.key == "mcp:charge_slowly/decision"
+        assert shop.count("charge_slowly") == 1 and len(shop.pids()) == 1
+
     def test_concurrent_calls_that_find_it_dead_renew_it_once(self, shop: Shop, db: Path) -> None:
         async def body(j: Journal) -> Any:
             async with DurableMCP(shop.params()) as tools:

@@ -149,6 +149,7 @@ class DurableMCP:
         await self.sessions.aclose()
 
     def journal(self, caller: str) -> Journal:
+        """The journal calls go into: the one given, else the current one (NoJournalError)."""
         if self._journal is not None:
             return self._journal
         from ..durable import current

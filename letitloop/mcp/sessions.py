@@ -114,7 +114,11 @@ class Sessions:
                     raise
 
         task = asyncio.get_running_loop().create_task(own())
-        session = await ready
+        try:
+            session = await ready
+        except asyncio.CancelledError:  # the caller gave up: so does the session it opens
+            task.cancel()
+            raise
         self.opened += 1
         session.number = self.opened
         self._all.append(session)
