@@ -592,9 +592,10 @@ class TestTheLoopStaysResponsive:
         result, ticks, stall = run(attempt)
         assert result == [{"i": i} for i in range(1000)]
         assert len(steps_of(db, "g")) == 1000
-        # The ticker kept running among the commits (~500 ticks expected in 0.5 s).
+        # The ticker kept running among the commits (~500 ticks expected in 0.5 s on an
+        # idle machine, 48 seen on a loaded one; a loop blocked by the commits gets 0-2).
         # The stall itself is a figure for benchmarks/bench_async.py, not a test bound.
-        assert ticks >= 50, f"ticks={ticks} largest stall={stall * 1000:.1f} ms"
+        assert ticks >= 10, f"ticks={ticks} largest stall={stall * 1000:.1f} ms"
 
 
 HOLDER = """
