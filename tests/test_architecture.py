@@ -109,13 +109,17 @@ CLI_ORDER = ["params", "completion", "reading", "changing", "control", "running"
 RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
 
 #: The read-only library's own modules, bottom up: time and results, what the
-#: queries return, opening a file, a run's state, then the queries.
+#: queries return, the Inspector protocol, opening a file, a run's state, the
+#: SQLite inspector and the one place a path gets its inspector, then the queries.
 INSPECTION_ORDER = [
     "times",
     "results",
     "records",
+    "inspector",
     "journalfile",
     "state",
+    "sqlite_inspector",
+    "inspectors",
     "listing",
     "detail",
     "export",
