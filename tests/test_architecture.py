@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -109,13 +110,17 @@ CLI_ORDER = ["params", "completion", "reading", "changing", "control", "running"
 RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
 
 #: The read-only library's own modules, bottom up: time and results, what the
-#: queries return, opening a file, a run's state, then the queries.
+#: queries return, the Inspector protocol, opening a file, a run's state, the
+#: SQLite inspector and the one place a path gets its inspector, then the queries.
 INSPECTION_ORDER = [
     "times",
     "results",
     "records",
+    "inspector",
     "journalfile",
     "state",
+    "sqlite_inspector",
+    "inspectors",
     "listing",
     "detail",
     "export",
@@ -297,6 +302,90 @@ class TestTheOrderedPackages:
             if t.startswith(f"{package}.")
         }
         assert inside <= below, f"{dotted} imports {sorted(inside - below)}, not below it"
+
+
+#: The modules that read and change runs from outside them (``lil`` and its library), which
+#: reach a journal through an ``Inspector`` only (docs/architecture.md, "Inspection").
+OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control")
+
+#: The SQLite implementation of the Inspector: the only ones of them that speak SQL.
+SQLITE_INSPECTOR = {"inspection.sqlite_inspector", "inspection.journalfile"}
+
+#: Calls that run SQL: sqlite3's, and Store's.
+SQL_CALLS = {
+    "execute",
+    "executemany",
+    "executescript",
+    "query",
+    "write",
+    "write1",
+    "write_many",
+    "try_write_many",
+    "goal_table",
+}
+
+SQL_TEXT = re.compile(
+    r"\b(SELECT\s.*\bFROM\b|INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|DROP\s+TABLE|"
+    r"CREATE\s+TABLE|PRAGMA\s|VACUUM\b)",
+    re.DOTALL,
+)
+
+
+def speaks_sql(name: str) -> list[str]:
+    """What in module ``name`` runs SQL: an sqlite3 import, a call that runs a statement,
+    a connection used, or a string that is a statement (docstrings aside)."""
+    tree = parsed(module_files()[name])
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import) and any(a.name == "sqlite3" for a in node.names):
+            found.append(f"{line}: imports sqlite3")
+        elif isinstance(node, ast.ImportFrom) and node.module == "sqlite3":
+            found.append(f"{line}: imports from sqlite3")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in SQL_CALLS
+        ):
+            found.append(f"{line}: calls .{node.func.attr}()")
+        elif isinstance(node, ast.Attribute) and node.attr == "conn":
+            found.append(f"{line}: uses a connection (.conn)")
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and SQL_TEXT.search(node.value)
+        ):
+            found.append(f"{line}: SQL text {node.value[:40]!r}")
+    return found
+
+
+class TestReadersGoThroughTheInspector:
+    @pytest.mark.parametrize(
+        "name",
+        sorted(
+            n for n in module_files() if n.startswith(OUTSIDE_READERS) and n not in SQLITE_INSPECTOR
+        ),
+    )
+    def test_no_module_outside_the_sqlite_inspector_speaks_sql(self, name: str) -> None:
+        found = speaks_sql(name)
+        assert not found, (
+            f"letitloop/{name.replace('.', '/')}.py runs SQL ({'; '.join(found)}): ask the "
+            f"Inspector (inspection/inspector.py) and put the statement in its SQLite "
+            f"implementation (inspection/sqlite_inspector.py), so lil works on every store"
+        )
+
+    def test_the_sqlite_inspector_is_where_the_sql_went(self) -> None:
+        for name in SQLITE_INSPECTOR:
+            assert speaks_sql(name), f"{name} speaks no SQL: drop it from SQLITE_INSPECTOR"
 
 
 #: Modules ``import letitloop`` leaves to the programs that use them (PEP 562

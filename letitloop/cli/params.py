@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..discovery import found_above
 from ..errors import LetItLoopError
+
+if TYPE_CHECKING:
+    from ..inspection import Inspector
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
@@ -119,13 +122,14 @@ def db_path(ctx: click.Context) -> Path | None:
     return db if db is not None else root.params.get("db")
 
 
-def open_store(ctx: click.Context, *, write: bool = False, live: bool = False) -> Any:
-    """The journal for a command: read-only unless the command changes it (``write``)."""
-    from ..inspection import open_journal_file
+def open_journal(ctx: click.Context, *, write: bool = False, live: bool = False) -> Inspector:
+    """The journal for a command, as an inspector: read-only unless the command changes it
+    (``write``)."""
+    from ..inspection import open_inspector
 
     named = db_path(ctx)
-    store = open_journal_file(named, write=write, live=live)
-    if named is None and not os.environ.get("LETITLOOP_DB") and found_above(store.path):
+    journal = open_inspector(named, write=write, live=live)
+    if named is None and not os.environ.get("LETITLOOP_DB") and found_above(journal.path):
         # Found in a folder above this one (as git finds .git): say which file it is.
-        click.echo(f"lil: journal {store.path} (found above this folder)", err=True)
-    return store
+        click.echo(f"lil: journal {journal.path} (found above this folder)", err=True)
+    return journal
