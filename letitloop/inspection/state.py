@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import locks
-from ..opening import run_lock_path
+from ..sqlite_holding import run_lock_path
 from ..store import Store
 from .records import InFlight, Pause, RunInfo
 from .times import later, plus_ms

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from .. import locks
 from ..errors import RunHeldError
 from ..inspection import RunInfo
-from ..opening import run_lock_path
+from ..sqlite_holding import run_lock_path
 from ..store import Store
 
 
