@@ -90,8 +90,8 @@ def unknown(location: str, scheme: str) -> UnknownStoreError:
     extra = EXTRAS.get(scheme)
     if extra is not None:
         hint = (
-            f"the {scheme} store ships as the extra letitloop[{extra}] "
-            f"(pip install 'letitloop[{extra}]'), which this installation does not have"
+            f"the {scheme} store is the extra letitloop[{extra}] (in a checkout: "
+            f"pip install -e '.[{extra}]'), which this installation does not have"
         )
     else:
         hint = f"letitloop has no store for {scheme}:// URLs"

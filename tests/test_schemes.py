@@ -51,7 +51,8 @@ class TestAPostgresUrlWithoutAPostgresStore:
             Journal("g", path=POSTGRES).open()
         message = str(caught.value)
         assert "postgresql" in message
-        assert "pip install 'letitloop[postgres]'" in message
+        assert "the postgresql store is the extra letitloop[postgres]" in message
+        assert "pip install -e '.[postgres]'" in message
         assert "memory://" in message and "a file path (SQLite)" in message
         assert caught.value.scheme == "postgresql"
         assert isinstance(caught.value, LetItLoopError)
