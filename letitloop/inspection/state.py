@@ -4,7 +4,7 @@ makes the :class:`RunInfo` every query returns).
 
 Whether a run is *live* is read from its lock, not from the ``status``
 column: a process holding a run holds its lock file
-(:func:`letitloop.opening.run_lock_path`), and a process that died released
+(:func:`letitloop.sqlite_holding.run_lock_path`), and a process that died released
 it. So a run recorded as ``running`` whose lock is free has *crashed* (or,
 with no attempt yet, is a *pending* fork).
 """
