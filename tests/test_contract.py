@@ -8,7 +8,8 @@ process, a child killed with SIGKILL):
 - a fresh process (a fresh journal) replays it without calling the function;
 - after a SIGKILL at a random point (a holder that died), no step that had
   returned runs again, and the next opener takes the run at once;
-- one holder at a time enters a marker, and its body runs once.
+- one holder at a time enters a marker, and its body runs once;
+- a run is held by one opener at a time; a pause notices another's commit.
 
 A new store (an implementation of ``letitloop.storage.Storage``, registered
 for its scheme in ``letitloop.schemes``) joins by one entry in ``BACKENDS``
@@ -21,8 +22,8 @@ file names a store.
 
 Which cases run where:
 
-- ``TestAStepThatReturned``, ``TestAFreshJournal``, ``TestAMarkerRaceOfThreads``
-  and ``TestAHeldRun`` run in one process: on every store.
+- ``TestAStepThatReturned``, ``TestAFreshJournal``, ``TestAMarkerRaceOfThreads``,
+  ``TestAChangeNotice`` and ``TestAHeldRun`` run in one process: on every store.
 - ``TestAProcess…`` cases need a second process (a fresh interpreter, a
   SIGKILL, processes racing): only on stores other processes reach
   (``processes=True``: SQLite). The in-memory store dies with its process,
@@ -57,7 +58,7 @@ from helpers import run_python, spawn_python, write_script
 from letitloop import Journal
 from letitloop.errors import JournalFileError, RunHeldError
 from letitloop.memory_database import database
-from letitloop.memory_storage import abandon
+from letitloop.memory_storage import abandon, open_memory
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,15 @@ class Backend:
     #: None when only a real death shows it (a SIGKILLed process: processes=True).
     abandon: Callable[[Journal], None] | None = None
 
+    def commit_from_outside(self, location: str) -> None:
+        """Commit something through another connection (what a change notice is for)."""
+        conn = sqlite3.connect(location)
+        try:
+            with conn:
+                conn.execute("UPDATE goals SET goal = goal")
+        finally:
+            conn.close()
+
 
 def _abandon_memory(j: Journal) -> None:
     abandon(j.store)
@@ -105,6 +115,11 @@ class MemoryBackend(Backend):
 
     def location(self, tmp_path: Path) -> str:
         return f"memory://contract-{uuid.uuid4().hex}"
+
+    def commit_from_outside(self, location: str) -> None:
+        other = open_memory(location)  # a second connection to the same database
+        other.find_or_start_run("contract", "outside", None, None, time.time(), lambda r: None)
+        other.close()
 
     def done_keys(self, location: str, goal: str) -> list[str]:
         # The database itself, as a second connection would read it.
@@ -517,6 +532,21 @@ class TestAMarkerRaceOfThreads:
             t.join(60)
         assert sorted(offers) == [False, False, False, True]
         assert len(bodies) == 1 and inside[1] == 1
+
+
+class TestAChangeNotice:
+    def test_moves_when_another_connection_commits_and_not_for_the_journals_own(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        location = mode.backend.location(tmp_path)
+        with Journal("contract", run="r", path=location, durability=mode.durability) as j:  # type: ignore[arg-type]
+            storage = j.store
+            assert storage is not None
+            before = storage.changes()
+            j.step("s0", str, 0)  # its own commit: nothing to wake up for
+            assert storage.changes() == before
+            mode.backend.commit_from_outside(location)
+            assert storage.changes() != before
 
 
 class TestAHeldRun:
