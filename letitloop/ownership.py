@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 #: disowned journals with their store and storage, kept so that the child
 #: never closes a connection its parent uses.
 _inherited: list[tuple[Journal, Any, Any]] = []
-#: The (device, inode) of every journal file open in the parent at the fork.
+#: The identity (SQLite: device, inode) of every journal file open in the parent at the fork.
 inherited_files: set[Hashable] = set()
 
 
