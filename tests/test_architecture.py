@@ -37,14 +37,19 @@ LAYERS: list[tuple[str, set[str]]] = [
             "goals",
             "migrate",
             "storage",
+            "schemes",
+            "locks",
             "sqlite_storage",
             "sqlite_primitives",
+            "sqlite_holding",
+            "memory_database",
+            "memory_primitives",
+            "memory_storage",
         },
     ),
     (
-        "locks, keys, fingerprints, commits, steps in flight, costs",
+        "markers' local locks, keys, fingerprints, commits, steps in flight, costs",
         {
-            "locks",
             "markerlocks",
             "markerhold",
             "keys",
@@ -183,11 +188,14 @@ def module(dotted: list[str]) -> str | None:
     return None
 
 
-def imports(name: str, path: Path) -> set[str]:
-    """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside."""
+def imports(name: str, path: Path, *, type_only_too: bool = False) -> set[str]:
+    """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside
+    (unless ``type_only_too``)."""
     tree = parsed(path)
     type_only: set[int] = set()
     for node in ast.walk(tree):
+        if type_only_too:
+            break
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             type_only.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     package = name.split(".")[:-1]
@@ -252,6 +260,68 @@ class TestTheLayers:
         for importer, imported in KNOWN_UPWARD:
             found = {t.split(".")[0] for t in imports(importer, module_files()[importer])}
             assert imported in found, f"{importer} no longer imports {imported}: drop the entry"
+
+
+#: The modules of the stores: SQLite's (its connection, files, locks, SQL) and the
+#: in-memory one. The journal side reaches them only through ``storage.Storage``,
+#: made by ``schemes.open_storage`` (docs/architecture.md, "Adding a store").
+STORE_MODULES = {
+    "store",
+    "stores",
+    "connect",
+    "connections",
+    "files",
+    "goals",
+    "sqlerrors",
+    "migrate",
+    "locks",
+    "sqlite_storage",
+    "sqlite_primitives",
+    "sqlite_holding",
+    "memory_database",
+    "memory_primitives",
+    "memory_storage",
+}
+
+#: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).
+JOURNAL_SIDE = sorted(
+    name
+    for name in module_files()
+    if any(name.split(".")[0] in members for _, members in LAYERS[2:6])
+)
+
+#: Journal-side imports of a store's module, each with its reason.
+KNOWN_STORE_IMPORTS = {
+    ("ownership", "connections"): "a forked child's refusal names the way out (WAY_OUT)",
+    ("ownership", "files"): (
+        "a forked child refuses, before any store is made, a journal file its parent had "
+        "open (its (device, inode)): SQLite's state of the file is the parent's"
+    ),
+}
+
+
+class TestTheStorageBoundary:
+    @pytest.mark.parametrize("name", JOURNAL_SIDE)
+    def test_the_journal_side_imports_no_store_module(self, name: str) -> None:
+        found = imports(name, module_files()[name], type_only_too=True)
+        for target in sorted(found):
+            if target.split(".")[0] in STORE_MODULES and (name, target) not in KNOWN_STORE_IMPORTS:
+                raise AssertionError(
+                    f"{name} imports {target}: the journal side speaks to a store through "
+                    f"storage.Storage only (schemes.open_storage makes it), so that a second "
+                    f"store is an implementation, not an edit of {name}"
+                )
+
+    def test_the_known_store_imports_are_still_there(self) -> None:
+        for importer, imported in KNOWN_STORE_IMPORTS:
+            assert imported in imports(importer, module_files()[importer], type_only_too=True)
+
+    def test_only_the_registry_makes_a_store(self) -> None:
+        openers = {"sqlite_holding": "open_sqlite", "memory_storage": "open_memory"}
+        for name in module_files():
+            for source, imported, _ in names_imported(name):
+                if openers.get(source) == imported:
+                    assert name == "schemes", f"{name} makes a store itself ({imported})"
 
 
 class TestTheCodecPackage:

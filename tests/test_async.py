@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from helpers import write_script
+from helpers import sqlite_store, write_script
 
 from letitloop import Journal, async_step, durable_async, step, unchecked
 from letitloop.errors import (
@@ -1069,8 +1069,7 @@ class TestCommitsOffTheEventLoop:
 
         async def attempt() -> int:
             async with Journal("g", run="r", path=db, durability="power") as j:
-                assert j.store is not None
-                j.store.conn.set_trace_callback(trace)
+                sqlite_store(j).conn.set_trace_callback(trace)
                 for i in range(5):  # one at a time
                     await j.async_step(f"seq:{i}", value, i)
                 await asyncio.gather(*(j.async_step(f"g:{i}", value, i) for i in range(20)))

@@ -16,6 +16,7 @@ import click
 
 from ..discovery import found_above
 from ..errors import LetItLoopError
+from ..schemes import scheme_of
 
 if TYPE_CHECKING:
     from ..inspection import Inspector
@@ -99,6 +100,24 @@ def json_flags(f: Any) -> Any:
     )(f)
 
 
+class DbPath(click.Path):
+    """``--db``'s type: a path, but a URL (``scheme://``) is kept as its text.
+
+    click's ``Path`` would make ``postgresql://h/db`` the path ``postgresql:/h/db``,
+    a file name; kept whole, the command's open refuses it (``files.resolve_path``:
+    UnknownStoreError, one line) and creates nothing.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and scheme_of(value) is not None:
+            return value
+        return super().convert(value, param, ctx)
+
+
+#: The one ``--db`` type, before or after the command.
+DB_PATH = DbPath(dir_okay=False, path_type=Path)
+
+
 def _set_db(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
     """``lil COMMAND --db PATH``: the same as ``lil --db PATH COMMAND``."""
     if value is not None:
@@ -108,7 +127,7 @@ def _set_db(ctx: click.Context, param: click.Parameter, value: Path | None) -> N
 def db_option(f: Any) -> Any:
     return click.option(
         "--db",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=DB_PATH,
         default=None,
         expose_value=False,
         callback=_set_db,

@@ -17,8 +17,8 @@ from typing import Any
 from .. import locks
 from ..errors import JournalFileError, LetItLoopError
 from ..goals import refresh_journal_rows
-from ..opening import run_lock_path
 from ..sqlerrors import DRIVER_ERRORS
+from ..sqlite_holding import run_lock_path
 from ..sqlite_storage import resumable_run_id
 from ..store import Store
 from .inspector import Inspector, RunFilter, WaitAnswer
