@@ -27,7 +27,7 @@ from .steps import (
     unidentifiable,
     watch_flight,
 )
-from .store import Store
+from .storage import Storage
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
@@ -159,7 +159,9 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     return value
 
 
-def commit_from_loop(j: Journal, store: Store, row: tuple[Any, ...]) -> asyncio.Future[None] | None:
+def commit_from_loop(
+    j: Journal, store: Storage, row: tuple[Any, ...]
+) -> asyncio.Future[None] | None:
     """Commit one step row from the loop, at once (None) or in a group commit (a future).
 
     See ``letitloop/commits.py``. The future resolves once the row is
@@ -176,7 +178,7 @@ def commit_from_loop(j: Journal, store: Store, row: tuple[Any, ...]) -> asyncio.
     return commits.commit(row)
 
 
-def loop_commits_for(j: Journal, store: Store) -> LoopCommits:
+def loop_commits_for(j: Journal, store: Storage) -> LoopCommits:
     """The group commit of the running loop for ``store`` (made on first use)."""
     commits = j._loop_commits
     if commits is None or commits.store is not store or not commits.on_this_loop():

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from . import cancellation, codec, inflight, opening, ownership
 from .errors import DecodeError, EncodeError, JournalFileError, MisuseError, error_text
 from .replay import flush_replays
-from .stores import close_store
 
 if TYPE_CHECKING:
     import asyncio
@@ -128,7 +127,7 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
         if watched is not None:
             inflight.WATCH.forget(watched)  # nothing more is written for this run
         opening.release(j)
-        close_store(store)
+        store.close()
         j.store = None
         opening.closed(j)
 

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from .storage import Storage
-    from .store import Store
 
 T = TypeVar("T")
 
@@ -106,7 +105,7 @@ class LoopCommits:
 
     def __init__(
         self,
-        store: Store,
+        store: Storage,
         storage: Storage,
         inline: bool,
     ) -> None:

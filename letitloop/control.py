@@ -1,9 +1,10 @@
 """What another process does to a run: send a value to its wait, or cancel it.
 
 The library under ``lil send`` and ``lil cancel``, and behind
-``letitloop.send`` and ``letitloop.cancel``. Both write to the journal file
-the run lives in, each in one transaction, and never need the process that
-holds the run: it reads what they wrote (``letitloop/waits.py``,
+``letitloop.send`` and ``letitloop.cancel``. Both write to the journal the
+run lives in, through its :class:`~letitloop.inspection.Inspector` (no SQL
+here), each in one transaction, and never need the process that holds the
+run: it reads what they wrote (``letitloop/waits.py``,
 ``letitloop/cancellation.py``).
 
 - A value sent is written into the row of the wait it answers, which
@@ -29,11 +30,14 @@ from .clock import utc_iso
 from .errors import LetItLoopError, NotWaitingError, RunHeldError
 from .ids import HOST
 from .inspection import (
+    Inspector,
     RunInfo,
+    WaitAnswer,
+    WaitRow,
+    as_inspector,
     find_run,
     get_run,
-    is_run_held,
-    open_journal_file,
+    open_inspector,
     parse_utc,
 )
 from .keys import split_key
@@ -54,17 +58,13 @@ class Sent:
     False: the run waits for no process; running its program again resumes it."""
 
 
-def _waiting_run(store: Store, ref: str, name: str) -> RunInfo:
+def _waiting_run(journal: Inspector, ref: str, name: str) -> RunInfo:
     """The run ``ref`` names; for a goal, its newest run waiting for ``name`` if it has one."""
-    table = store.goal_table(ref)
-    if table is not None and not store.query("SELECT 1 FROM runs WHERE id = ?", (ref,)):
-        for run_id, key in store.query(
-            f'SELECT w.run, w.key FROM "{table}" AS w JOIN runs AS r ON r.id = w.run '
-            f"WHERE w.kind = 'wait' AND w.status = 'waiting' ORDER BY r.rowid DESC, w.rowid",
-        ):
+    if journal.has_goal(ref) and not journal.has_run(ref):
+        for run_id, key in journal.waits_in_progress(ref):
             if key == name or split_key(key)[0] == name:
-                return get_run(store, run_id)
-    return find_run(store, ref)
+                return get_run(journal, run_id)
+    return find_run(journal, ref)
 
 
 def _quoted(keys: list[str]) -> str:
@@ -72,7 +72,12 @@ def _quoted(keys: list[str]) -> str:
 
 
 def send_text(
-    store: Store, ref: str, name: str, text: str, *, clock: Callable[[], float] = time.time
+    inspector: Inspector | Store,
+    ref: str,
+    name: str,
+    text: str,
+    *,
+    clock: Callable[[], float] = time.time,
 ) -> Sent:
     """Answer run ``ref``'s wait for ``name`` with ``text`` (the value as codec JSON text).
 
@@ -87,21 +92,17 @@ def send_text(
     compared in the same write transaction as the value would be written,
     so a send and the waiter's timeout never both win.
     """
-    run = _waiting_run(store, ref, name)
+    journal = as_inspector(inspector)
+    run = _waiting_run(journal, ref, name)
     where = f"run {run.id} of goal {run.goal!r}"
-    table = run.journal_table
-    with store.write() as c:
-        rows = c.execute(
-            f'SELECT key, status, error, started_at, finished_at, wake_at FROM "{table}" '
-            f"WHERE run = ? AND kind = 'wait' ORDER BY rowid",
-            (run.id,),
-        ).fetchall()
-        named = [r for r in rows if r[0] == name or split_key(r[0])[0] == name]
-        waiting = [r for r in named if r[1] == "waiting"]
+
+    def choose(rows: list[WaitRow]) -> WaitAnswer:
+        named = [r for r in rows if r.key == name or split_key(r.key)[0] == name]
+        waiting = [r for r in named if r.status == "waiting"]
         if len(waiting) > 1:
             raise NotWaitingError(
                 f"{where} waits for several keys named {name!r} "
-                f"({_quoted([r[0] for r in waiting])}); send to one of them by its key",
+                f"({_quoted([r.key for r in waiting])}); send to one of them by its key",
                 run_id=run.id,
                 key=name,
             )
@@ -114,7 +115,7 @@ def send_text(
             )
         if not waiting:
             raise NotWaitingError(_not_waiting(where, name, named, rows), run_id=run.id, key=name)
-        key, _, _, began, _, deadline = waiting[0]
+        key, began, deadline = waiting[0].key, waiting[0].started_at, waiting[0].deadline
         now = clock()
         if deadline is not None and now >= _seconds(deadline, now + 1.0):
             raise NotWaitingError(
@@ -128,12 +129,10 @@ def send_text(
             took: float | None = (now - parse_utc(str(began)).timestamp()) * 1000.0
         except (TypeError, ValueError, OverflowError):
             took = None
-        c.execute(
-            f"UPDATE \"{table}\" SET status = 'done', result = ?, error = NULL, "
-            f"finished_at = ?, duration_ms = ? WHERE run = ? AND key = ? AND status = 'waiting'",
-            (text, utc_iso(now), took, run.id, key),
-        )
-    return Sent(run, key, is_run_held(store, run.id))
+        return WaitAnswer(key, text, utc_iso(now), took)
+
+    answered = journal.answer_wait(run, choose)
+    return Sent(run, answered.key, journal.is_held(run.id))
 
 
 def _seconds(iso: str, otherwise: float) -> float:
@@ -144,10 +143,10 @@ def _seconds(iso: str, otherwise: float) -> float:
         return otherwise
 
 
-def _not_waiting(where: str, name: str, named: list[Any], rows: list[Any]) -> str:
+def _not_waiting(where: str, name: str, named: list[WaitRow], rows: list[WaitRow]) -> str:
     """Why a value for ``name`` cannot be taken, in words."""
     if named:
-        key, _, error, _, finished, _ = named[-1]
+        key, error, finished = named[-1].key, named[-1].error, named[-1].finished_at
         if error:
             return (
                 f"{where} is not waiting for {name!r}: its wait {key!r} timed out at "
@@ -158,7 +157,7 @@ def _not_waiting(where: str, name: str, named: list[Any], rows: list[Any]) -> st
             f"wait takes one value, and the run replays it. A later wait_for({name!r}) in the "
             f"run takes the next value once it waits"
         )
-    others = [r[0] for r in rows if r[1] == "waiting"]
+    others = [r.key for r in rows if r.status == "waiting"]
     now = f"it waits for {_quoted(others)}" if others else "it is not waiting for anything now"
     return (
         f"{where} is not waiting for {name!r}: {now}. A value is taken only while the run "
@@ -184,11 +183,11 @@ def send(
     value the codec cannot encode (nothing written).
     """
     text = codec.encode(value, registry)
-    store = open_journal_file(None if path is None else Path(path), write=True)
+    journal = open_inspector(None if path is None else Path(path), write=True)
     try:
-        return send_text(store, run, name, text)
+        return send_text(journal, run, name, text)
     finally:
-        store.close()
+        journal.close()
 
 
 # -- cancel ----------------------------------------------------------------------------
@@ -212,7 +211,11 @@ def _who(reason: str | None) -> str:
 
 
 def cancel_run(
-    store: Store, ref: str, *, reason: str | None = None, clock: Callable[[], float] = time.time
+    inspector: Inspector | Store,
+    ref: str,
+    *,
+    reason: str | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> Cancelled:
     """Cancel run ``ref`` (a run id, prefix, name, or goal: its newest run).
 
@@ -224,7 +227,8 @@ def cancel_run(
     a step). Raises RunNotFoundError for an unknown run, LetItLoopError for a
     run that completed or was cancelled already.
     """
-    run = find_run(store, ref)
+    journal = as_inspector(inspector)
+    run = find_run(journal, ref)
     where = f"run {run.id} of goal {run.goal!r}"
     if run.state == "completed":
         raise LetItLoopError(
@@ -235,35 +239,24 @@ def cancel_run(
     now = utc_iso(clock())
     why = _who(reason)
     try:
-        with holding_run(store, run, "cancel"), store.write() as c:
-            c.execute(
-                "UPDATE runs SET status = 'cancelled', cancel_requested_at = coalesce("
-                "cancel_requested_at, ?), cancel_reason = coalesce(cancel_reason, ?), "
-                "finished_at = ?, updated_at = ?, error = ? WHERE id = ? "
-                "AND status NOT IN ('completed', 'cancelled')",
-                (now, why, now, now, f"RunCancelledError: cancelled by {why}", run.id),
-            )
-        return Cancelled(get_run(store, run.id), at_once=True)
+        with holding_run(journal, run, "cancel"):
+            journal.cancel_now(run.id, now, why, f"RunCancelledError: cancelled by {why}")
+        return Cancelled(get_run(journal, run.id), at_once=True)
     except RunHeldError:
         pass
     already = run.cancel_requested_at is not None
-    with store.write() as c:
-        c.execute(
-            "UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, ?), "
-            "cancel_reason = coalesce(cancel_reason, ?), updated_at = ? WHERE id = ? "
-            "AND status NOT IN ('completed', 'cancelled')",
-            (now, why, now, run.id),
-        )
-    return Cancelled(get_run(store, run.id), at_once=False, already=already)
+    journal.request_cancel(run.id, now, why)
+    return Cancelled(get_run(journal, run.id), at_once=False, already=already)
 
 
 def wait_until_stopped(
-    store: Store, run_id: str, timeout: float, *, interval: float = 0.05
+    inspector: Inspector | Store, run_id: str, timeout: float, *, interval: float = 0.05
 ) -> RunInfo:
     """The run once its holder has let go (cancelled, or finished first), or after ``timeout``."""
+    journal = as_inspector(inspector)
     deadline = time.monotonic() + timeout
     while True:
-        info = get_run(store, run_id)
+        info = get_run(journal, run_id)
         if info.state != "running" or time.monotonic() >= deadline:
             return info
         time.sleep(interval)
@@ -282,12 +275,12 @@ def cancel(
     how it ended (``cancelled``, or ``completed`` if it finished first).
     ``path`` is the journal file (default: as for ``Journal``).
     """
-    store = open_journal_file(None if path is None else Path(path), write=True)
+    journal = open_inspector(None if path is None else Path(path), write=True)
     try:
-        done = cancel_run(store, run, reason=reason)
+        done = cancel_run(journal, run, reason=reason)
         if wait is not None and not done.at_once:
-            info = wait_until_stopped(store, done.run.id, wait)
+            info = wait_until_stopped(journal, done.run.id, wait)
             done = Cancelled(info, at_once=False, already=done.already)
         return done
     finally:
-        store.close()
+        journal.close()

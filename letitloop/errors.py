@@ -32,6 +32,18 @@ class SchemaVersionError(JournalFileError):
     """The journal file was written by a newer letitloop; it is left untouched."""
 
 
+class UnknownStoreError(LetItLoopError):
+    """A path looks like a URL (``scheme://…``) whose store this installation does not have.
+
+    Such a path is never taken for a file name (``letitloop/schemes.py``); nothing
+    was created.
+    """
+
+    #: The path or URL as given, and its scheme (lower case).
+    location: str | None = None
+    scheme: str | None = None
+
+
 class EncodeError(LetItLoopError):
     """A step's result cannot be encoded; nothing was written."""
 

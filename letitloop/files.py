@@ -19,6 +19,7 @@ from . import migrate as _migrations
 from .connections import live
 from .discovery import default_path, new_default_journal
 from .errors import JournalFileError, LetItLoopError
+from .schemes import not_a_file, scheme_of
 from .sqlerrors import DRIVER_ERRORS, explain
 
 #: Where the journal lives when neither ``path=`` nor ``LETITLOOP_DB`` says.
@@ -27,13 +28,18 @@ DEFAULT_PATH = Path(".letitloop") / "journal.db"
 
 def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
     """The journal file: ``path``, else ``$LETITLOOP_DB``, else the nearest
-    ``.letitloop/journal.db`` here or above, else a new one here (letitloop/discovery.py)."""
-    if path is not None:
-        return Path(path)
-    env = os.environ.get("LETITLOOP_DB")
-    if env:
-        return Path(env)
-    return default_path()
+    ``.letitloop/journal.db`` here or above, else a new one here (letitloop/discovery.py).
+
+    A URL (``scheme://…``) is never a file: UnknownStoreError (schemes.py).
+    """
+    if path is None:
+        path = os.environ.get("LETITLOOP_DB") or None
+        if path is None:
+            return default_path()
+    scheme = scheme_of(path)
+    if scheme is not None:
+        raise not_a_file(os.fspath(path), scheme)
+    return Path(path)
 
 
 def make_folder(path: Path) -> None:

@@ -10,7 +10,7 @@ every open journal's every :data:`SCAN_SECONDS`. A step it has seen in flight fo
 function, start time and attempt), rewritten every :data:`HEARTBEAT_SECONDS`
 with the seconds it has run so far in ``duration_ms``. The step's own final
 row (``done`` or ``failed``) overwrites it; a ``running`` row is never
-written over a finished row (see :data:`RUNNING_UPSERT`). A step that never
+written over a finished row (see ``sqlite_primitives.RUNNING_UPSERT``). A step that never
 finishes (the process was killed, or a ``KeyboardInterrupt`` left it) keeps
 its ``running`` row: where and for how long at least the attempt was in it
 when it ended.
@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from .clock import utc_iso
 from .errors import LetItLoopError
-from .sqlite_primitives import RUNNING_UPSERT as _RUNNING_UPSERT
 
 if TYPE_CHECKING:
     from .storage import Storage
@@ -50,9 +49,6 @@ IDLE_SECONDS = 2.0
 
 #: One step in flight: (started, as the journal's clock gave it; function name; fingerprint).
 Entry = tuple[float, str, str]
-
-#: The statement of a ``running`` row, for tests that write one (sqlite_primitives.py).
-RUNNING_UPSERT = _RUNNING_UPSERT
 
 
 class Watched:

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
@@ -28,10 +28,8 @@ from .keys import StepKeys
 from .names import check_name
 from .pragmas import Durability
 from .replay import Results, mismatch, replay
-from .sqlite_storage import SqliteStorage
+from .schemes import open_storage
 from .storage import StepRow, Storage
-from .store import Store
-from .stores import close_store, open_store
 
 if TYPE_CHECKING:
     # Not imported at run time by this module: markers.py by the first marker,
@@ -42,9 +40,9 @@ if TYPE_CHECKING:
     from . import retry as retries
     from .commits import LoopCommits
     from .costs import Usage
-    from .locks import Lock
     from .markers import AtomicMarker, Scope
     from .retry import RetryPolicy
+    from .storage import Hold
 
 __all__ = ["DEFAULT_TIMEOUT", "Journal", "current_journal"]
 
@@ -111,7 +109,9 @@ class Journal:
         self.timeout = timeout
         self.registry = registry
         self.clock = clock
-        self.store: Store | None = None
+        #: What keeps the run's rows while the journal is open (storage.py; SQLite:
+        #: ``SqliteStorage``, its connection ``.store``); None when closed.
+        self.store: Storage | None = None
         self.run_id: str = ""
         self.attempt = 0
         self.table = ""
@@ -127,8 +127,8 @@ class Journal:
         # Taken by watch_flight (steps.py): two threads' first long steps hand the
         # journal to the in-flight watcher once, not twice.
         self._flight_watch_lock = threading.Lock()
-        self._lock: Lock | None = None
-        self._held_key: tuple[tuple[int, int], str] | None = None
+        self._lock: Hold | None = None
+        self._held_key: tuple[Hashable, str] | None = None
         self._tokens: list[Any] = []
         #: What keeps the run's rows (storage.py), and its bound step-row writer.
         self._storage: Storage | None = None
@@ -159,7 +159,7 @@ class Journal:
 
     @property
     def path(self) -> Path:
-        """The journal file."""
+        """The journal file (or, on another store, its path or URL)."""
         return self.store.path if self.store else Path(self._path_arg or "")
 
     @property
@@ -172,19 +172,18 @@ class Journal:
             return self
         if self._disowned or ownership.inherited_files:  # only in a forked child
             ownership.check_open(self)
-        store = open_store(self._path_arg, durability=self.durability)
-        storage = self._storage = SqliteStorage(store)
+        storage = self._storage = open_storage(self._path_arg, self.durability)
         try:
             self._replayed.clear()  # a journal opened again is a new attempt
-            opening.open_run(self, store, storage)
+            opening.open_run(self, storage)
         except BaseException:
             self._storage = None
             opening.release(self)
-            close_store(store)
+            storage.close()
             raise
         self.table = storage.table
         self._storage_write_step = storage.write_step
-        self.store = store
+        self.store = storage
         self._opener_pid = os.getpid()
         opening.opened(self)
         return self

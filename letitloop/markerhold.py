@@ -1,8 +1,9 @@
 """Both tiers of one marker's lock, taken and let go for one holder: :class:`MarkerHold`.
 
-The process-local lock (``markerlocks.py``) first, then the lock file
-(``locks.py``), waited for with a timeout and an optional stop event, from a
-thread or, for ``async with``, from a worker thread; ``markers.py`` uses it.
+The process-local lock (``markerlocks.py``) first, then the storage's hold of
+the marker (``Storage.marker_hold``: SQLite's is a lock file, ``locks.py``),
+waited for with a timeout and an optional stop event, from a thread or, for
+``async with``, from a worker thread; ``markers.py`` uses it.
 """
 
 from __future__ import annotations
@@ -15,15 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import locks
 from .errors import LetItLoopError, MarkerHeldError
 from .ids import HOST as _HOST
 from .markerlocks import local_disown, local_enter, local_holder, local_leave
 
 if TYPE_CHECKING:
-    from .locks import Lock
-    from .storage import MarkerAt, Storage
-    from .store import Store
+    from .storage import Hold, MarkerAt, Storage
 
 #: How often an async waiter's worker thread checks whether its task was
 #: cancelled: a cancelled wait frees its thread within this many seconds.
@@ -37,27 +35,27 @@ class MarkerHold:
     and name); ``what`` is how errors name the marker.
     """
 
-    def __init__(self, store: Store, lock_name: str, what: str) -> None:
-        self._store = store
+    def __init__(self, storage: Storage, lock_name: str, what: str) -> None:
+        self._storage = storage
         self._lock_name = lock_name
-        # The process-local key adds the file's identity (device, inode), to
-        # tell apart the journal files one process has open whatever paths
-        # reach them.
-        self._key = f"{store.identity}\0{lock_name}"
+        # The process-local key adds the store's identity (SQLite: the file's
+        # device and inode), to tell apart the journal files one process has
+        # open whatever paths reach them.
+        self._key = f"{storage.identity}\0{lock_name}"
         self._what = what
-        self._flock: Lock | None = None
+        self._flock: Hold | None = None
         #: True while this holder has both locks.
         self.holding = False
 
     @property
     def lock_file(self) -> Path:
-        """The marker's lock file."""
-        return self._store.lock_file("marker", self._lock_name)
+        """The marker's lock file (another store: what its hold names, ``Hold.where``)."""
+        return Path(self._storage.marker_hold(self._lock_name).where)
 
     def acquire(
         self, owner: object, who: str, timeout: float, stop: threading.Event | None = None
     ) -> bool:
-        """Take the process-local lock, then the lock file.
+        """Take the process-local lock, then the storage's hold of the marker.
 
         False if ``timeout`` ran out, or ``stop`` was set while waiting (then
         the wait ends within one slice, ``_STOP_SLICE_S``). ``owner`` is the
@@ -95,13 +93,9 @@ class MarkerHold:
         if not got:
             local_leave(self._key)
             return False
-        flock = locks.new_lock(self.lock_file)
-
-        def try_file(t: float) -> bool:
-            return locks.acquire(flock, t)
-
+        flock = self._storage.marker_hold(self._lock_name)
         try:
-            got = wait(try_file)
+            got = wait(flock.acquire)
         except BaseException:
             got = False
             raise
@@ -149,14 +143,14 @@ class MarkerHold:
             raise
 
     def release(self) -> None:
-        """Let go of both locks, the lock file first; nothing if not holding."""
+        """Let go of both locks, the storage's hold first; nothing if not holding."""
         if not self.holding:
             return
         self.holding = False
         try:
             if self._flock is not None:
                 flock, self._flock = self._flock, None
-                locks.release(flock)
+                flock.release()
         finally:
             entry = local_disown(self._key)
             entry.lock.release()

@@ -1,9 +1,10 @@
-"""Which run an opener gets, and holding it: the run's lock, and the runs this process holds.
+"""Which run an opener gets, and holding it: the run's hold, and the runs this process holds.
 
 ``open_run`` resolves the run (the named one, or the goal's newest
 resumable unnamed one for the same input, or a new one), waits for a
-holder, claims it as a new attempt and loads its recorded steps; the SQL
-is the storage's (``storage.py``).
+holder, claims it as a new attempt and loads its recorded steps; the
+rows and the hold are the storage's (``storage.py``: a lock file beside
+a SQLite journal).
 """
 
 from __future__ import annotations
@@ -11,17 +12,16 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Hashable
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import cancellation, codec, locks
+from . import cancellation, codec
 from .errors import EncodeError, RunHeldError
 from .ids import HOST
 from .keys import Recorded, StepKeys
 from .replay import Results
 from .storage import RunDecision, RunState, Storage
-from .store import Store
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # thread that opened it. A second journal on the same run waits for it like a
 # journal of another process would, except in the very thread that holds it,
 # where waiting could never end.
-_held: dict[tuple[tuple[int, int], str], int] = {}
+_held: dict[tuple[Hashable, str], int] = {}
 _open_journals: list[Journal] = []
 _registry_lock = threading.Lock()
 
@@ -78,15 +78,6 @@ def forget_after_fork() -> list[Journal]:
     return inherited
 
 
-def run_lock_path(store: Store, run_id: str) -> Path:
-    """The lock file a process holds while it has ``run_id`` open (see ``lil reset``).
-
-    Named by the run id alone, in the lock folder beside the real journal
-    file: every path that reaches the file reaches this lock.
-    """
-    return store.lock_file("run", run_id)
-
-
 def encode_input(value: Any, registry: codec.CodecRegistry | None) -> str:
     """A run's input as codec JSON text; parts the codec cannot encode become their type names.
 
@@ -115,7 +106,7 @@ def _type_label(value: Any) -> str:
     return f"<{t.__module__}.{t.__qualname__}>"
 
 
-def open_run(j: Journal, store: Store, storage: Storage) -> None:
+def open_run(j: Journal, storage: Storage) -> None:
     """Find or start ``j``'s run, hold it, claim it as a new attempt and load its steps."""
     input_text = input_fp = None
     if j._has_input:
@@ -129,7 +120,7 @@ def open_run(j: Journal, store: Store, storage: Storage) -> None:
             input_fp,
             input_text,
             j.clock(),
-            lambda rid: hold(j, store, storage, rid),
+            lambda rid: hold(j, storage, rid),
         )
         if started:
             j.run_id = run_id
@@ -139,7 +130,7 @@ def open_run(j: Journal, store: Store, storage: Storage) -> None:
             j._tries = {}
             return
         if j._lock is None:
-            hold(j, store, storage, run_id)
+            hold(j, storage, run_id)
         claim, found = storage.claim_run(run_id, j.clock(), partial(decide, j, run_id))
         if claim == "again":
             release(j)
@@ -184,27 +175,31 @@ def decide(j: Journal, run_id: str, found: RunState | None) -> RunDecision:
     return "replay" if status == "completed" else "resume"
 
 
-def hold(j: Journal, store: Store, storage: Storage, run_id: str) -> None:
-    """Take ``run_id``'s lock for ``j``, waiting up to ``j.timeout`` for its holder."""
-    key = (store.identity, run_id)
+def hold(j: Journal, storage: Storage, run_id: str) -> None:
+    """Take ``run_id``'s hold for ``j`` (storage.py), waiting up to ``j.timeout`` for its holder."""
+    key = (storage.identity, run_id)
     me = threading.get_ident()
     with _registry_lock:
-        if _held.get(key) == me:
-            raise RunHeldError(
-                f"run {run_id} of goal {j.goal!r} is already open in this thread "
-                f"(pid {os.getpid()}), by a Journal that is still open around this one; "
-                f"waiting for it would never end. Close the other Journal first, or name "
-                f"a different run",
-                run_id=run_id,
-                pid=os.getpid(),
-                host=HOST,
-            )
+        mine = _held.get(key) == me
+    # Held by a journal still open in this very thread: waiting would never end.
+    # (Not when that holder is gone without closing, as a journal abandoned on
+    # the in-memory store is: memory_storage.abandon.)
+    if mine and storage.is_run_held(run_id):
+        raise RunHeldError(
+            f"run {run_id} of goal {j.goal!r} is already open in this thread "
+            f"(pid {os.getpid()}), by a Journal that is still open around this one; "
+            f"waiting for it would never end. Close the other Journal first, or name "
+            f"a different run",
+            run_id=run_id,
+            pid=os.getpid(),
+            host=HOST,
+        )
     # Another journal of this process holding the run (another thread, a task
     # whose opener runs in a worker thread) is waited for like another
-    # process: its lock file descriptor is its own, and flock excludes
-    # descriptors, not processes.
-    lock = locks.new_lock(run_lock_path(store, run_id))
-    if not locks.acquire(lock, j.timeout):
+    # process: each hold is its own holder (SQLite: its own lock file
+    # descriptor, and flock excludes descriptors, not processes).
+    lock = storage.run_hold(run_id)
+    if not lock.acquire(j.timeout):
         with _registry_lock:
             thread = _held.get(key)
         pid: int | None
@@ -237,4 +232,4 @@ def release(j: Journal) -> None:
         j._held_key = None
     if j._lock is not None:
         lock, j._lock = j._lock, None
-        locks.release(lock)
+        lock.release()

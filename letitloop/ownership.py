@@ -36,11 +36,12 @@ their own Journal (docs/processes.md).
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from . import opening
 from .connections import WAY_OUT
-from .errors import ForkedJournalError
+from .errors import ForkedJournalError, UnknownStoreError
 from .files import file_identity, resolve_path
 
 if TYPE_CHECKING:
@@ -51,8 +52,8 @@ if TYPE_CHECKING:
 #: disowned journals with their store and storage, kept so that the child
 #: never closes a connection its parent uses.
 _inherited: list[tuple[Journal, Any, Any]] = []
-#: The (device, inode) of every journal file open in the parent at the fork.
-inherited_files: set[tuple[int, int]] = set()
+#: The identity (SQLite: device, inode) of every journal file open in the parent at the fork.
+inherited_files: set[Hashable] = set()
 
 
 def error(j: Journal, what: str) -> ForkedJournalError:
@@ -78,9 +79,11 @@ def check_open(j: Journal) -> None:
         raise error(j, "opening it again")
     if not inherited_files:
         return
-    path = resolve_path(j._path_arg)
     try:
+        path = resolve_path(j._path_arg)
         identity = file_identity(path)
+    except UnknownStoreError:
+        return  # a URL: not a file the parent had open (the store decides, schemes.py)
     except OSError:
         return  # no such file yet: it cannot have been open in the parent
     if identity in inherited_files:

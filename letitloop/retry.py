@@ -41,7 +41,6 @@ from .errors import LetItLoopError, error_text, traceback_text
 if TYPE_CHECKING:
     from .journal import Journal
     from .storage import Storage
-    from .store import Store
 
 ExceptionTypes = type[BaseException] | tuple[type[BaseException], ...]
 
@@ -164,7 +163,7 @@ class _Tries:
     """One step's tries in this attempt: what was recorded before, and each new failure."""
 
     def __init__(
-        self, j: Journal, store: Store, key: str, fn_name: str, fp: str, first: bool = False
+        self, j: Journal, store: Storage, key: str, fn_name: str, fp: str, first: bool = False
     ) -> None:
         self.j, self.store, self.key, self.fn_name, self.fp = j, store, key, fn_name, fp
         if j._storage is None:  # closed, or a forked child's copy of its parent's journal
@@ -232,7 +231,7 @@ class _Tries:
 
 def call(
     j: Journal,
-    store: Store,
+    store: Storage,
     key: str,
     fn_name: str,
     fp: str,
@@ -284,7 +283,7 @@ def reopen_children(j: Journal, key: str) -> None:
     j._results.add([r[3] for r in rows])
 
 
-def _resumed(j: Journal, store: Store, key: str, fn_name: str, fp: str) -> _Tries | None:
+def _resumed(j: Journal, store: Storage, key: str, fn_name: str, fp: str) -> _Tries | None:
     """The step's tries when earlier attempts recorded some; None (the common case) if not."""
     known = j._tries if j._tries is not None else history(j)
     return _Tries(j, store, key, fn_name, fp) if key in known else None
@@ -292,7 +291,7 @@ def _resumed(j: Journal, store: Store, key: str, fn_name: str, fp: str) -> _Trie
 
 async def async_call(
     j: Journal,
-    store: Store,
+    store: Storage,
     key: str,
     fn_name: str,
     fp: str,

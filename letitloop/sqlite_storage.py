@@ -14,6 +14,7 @@ from typing import Any
 
 from .clock import utc_iso
 from .ids import HOST, new_run_id
+from .sqlite_holding import SqliteHolding
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
 from .storage import RunDecision, RunState, StepRow
 from .store import Store
@@ -104,11 +105,12 @@ def _insert_attempt(c: Any, run_id: str, attempt: int, started: str) -> None:
     )
 
 
-class SqliteStorage(SqlitePrimitives):
+class SqliteStorage(SqlitePrimitives, SqliteHolding):
     """One goal's runs and steps in a journal file (``journal_<goal>`` and ``runs``).
 
     The statements of markers, sleeps, waits and step tries are its base's
-    (``sqlite_primitives.py``).
+    (``sqlite_primitives.py``); holding runs and markers, change notices and
+    the file's identity its other base's (``sqlite_holding.py``).
     """
 
     def __init__(self, store: Store) -> None:

@@ -31,7 +31,7 @@ from .fingerprint import UNCHECKED
 from .keys import NEST, REPEAT_SUFFIX, Recorded
 from .names import MAX_NAME_LENGTH, check_name
 from .replay import flush_replays, mismatch, replay
-from .store import Store
+from .storage import Storage
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def function_name(fn: Callable[..., Any], step: str) -> str:
     return f"{module}.{qualname}"
 
 
-def require_open(j: Journal) -> Store:
+def require_open(j: Journal) -> Storage:
     """``j``'s store; LetItLoopError when the journal is not open.
 
     ForkedJournalError in a child forked from the process that opened ``j``
@@ -243,7 +243,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         j._keys.release(full, who)
 
 
-def watch_flight(j: Journal, store: Store) -> None:
+def watch_flight(j: Journal, store: Storage) -> None:
     """Have the process's watcher make this journal's long steps visible (inflight.py)."""
     with j._flight_watch_lock:
         if j.store is not store or j._flight_watch is not None:
@@ -256,7 +256,7 @@ def watch_flight(j: Journal, store: Store) -> None:
 
 
 def done_row(
-    j: Journal, store: Store, key: str, fn_name: str, fp: str, started: float, value: Any
+    j: Journal, store: Storage, key: str, fn_name: str, fp: str, started: float, value: Any
 ) -> tuple[Any, ...]:
     """The journal row of a step that returned ``value``; raises EncodeError for a value that
     cannot be stored, before its result is written (see :func:`refused`)."""
@@ -290,7 +290,7 @@ def done_row(
 
 def refused(
     j: Journal,
-    store: Store,
+    store: Storage,
     key: str,
     fn_name: str,
     fp: str,
@@ -321,7 +321,7 @@ def refused(
 
 
 def record_failure(
-    j: Journal, store: Store, key: str, fn_name: str, fp: str, started: float, exc: BaseException
+    j: Journal, store: Storage, key: str, fn_name: str, fp: str, started: float, exc: BaseException
 ) -> None:
     """Commit step ``key``'s failure with ``exc``, unless the journal was closed meanwhile."""
     if j.store is not store:

@@ -1,18 +1,34 @@
-"""``Storage``: the operations the journal needs from whatever keeps its runs and steps.
+"""``Storage``: everything the journal needs from whatever keeps its runs and steps.
 
-A typed protocol, no I/O: ``sqlite_storage.SqliteStorage`` is its first
-implementation. It covers the SQL statements of runs and steps, not yet what
-else the journal asks of the SQLite file: ``journal.py`` builds
-``SqliteStorage`` over ``open_store`` itself, ``opening.py`` takes the run's
-lock file and keys held runs by the file's identity, ``steps.py`` checks a
-result against ``Store.max_text``, and the timers watch ``PRAGMA
-data_version``. A second backend therefore changes those modules too
-(docs/architecture.md, "Where a new storage backend plugs in").
+A typed protocol, no I/O. Its implementations: ``sqlite_storage.SqliteStorage``
+(a journal file; the default) and ``memory_storage.MemoryStorage`` (one
+process's memory, for tests). ``schemes.py`` chooses one from the journal's
+``path=`` (a file path, or ``scheme://…``); the journal and the run's
+primitives speak only to this protocol. Its parts:
+
+- **runs**: find or start the run an opener gets, claim it, end it;
+- **steps**: the recorded steps a replay needs, their results, step rows;
+- **markers**: a marker's record, claimed and finished in one transaction;
+- **the run's primitives**: steps in flight, cancel requests, sleeps and
+  waits, failed tries, usage, replays;
+- **holding**: a run or a marker held by one holder at a time, across
+  processes, released when the holder dies (:class:`Hold`; SQLite: a lock
+  file), whether a run is held, and by whom (``run_holder``, ``marker``);
+- **change notices**: a number that moves when someone else committed
+  (``changes``; SQLite: ``PRAGMA data_version``), for pauses that wait for
+  a value sent or a cancel;
+- **identity**: which file or database, whatever path or URL reached it;
+  and ``close``.
+
+Some pieces are still SQLite's alone (docs/architecture.md, "Adding a
+store"): step rows are positional tuples, replay handles are integers
+(SQLite's rowids), and ``lil``'s readers read the file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -74,6 +90,30 @@ class MarkerClaim(NamedTuple):
     crashes: int
 
 
+class Hold(Protocol):
+    """One holder's claim on a run or a marker, against every other holder in any process.
+
+    Made by ``Storage.run_hold``/``marker_hold``, not taken yet. Taken and
+    released by any thread (an ``async with`` takes it in a worker thread and
+    releases it on the loop's); not reentrant: one object is one holder. A
+    holder that dies releases it: SQLite's lock file is dropped by the kernel
+    with the process.
+    """
+
+    @property
+    def where(self) -> str:
+        """What is held, for messages and debugging (SQLite: the lock file)."""
+        ...
+
+    def acquire(self, timeout: float) -> bool:
+        """Take it within ``timeout`` seconds (-1: wait forever); False if it timed out."""
+        ...
+
+    def release(self) -> None:
+        """Let go of it; nothing if not held."""
+        ...
+
+
 class Storage(Protocol):
     """One goal's runs and steps, as one opener of the goal sees them.
 
@@ -91,6 +131,44 @@ class Storage(Protocol):
     def max_text(self) -> int:
         """The longest text one value may hold, in UTF-8 bytes (a result over it is refused)."""
         ...
+
+    # -- identity, holding, change notices, closing ----------------------------------
+
+    @property
+    def identity(self) -> Hashable:
+        """Which file or database this is, whatever path or URL reached it: the runs this
+        process holds and its markers' in-process locks are keyed by it."""
+        ...
+
+    def run_hold(self, run_id: str) -> Hold:
+        """The hold an opener takes on ``run_id`` while it has the run open."""
+        ...
+
+    def marker_hold(self, name: str) -> Hold:
+        """The hold of marker ``name`` (scope, owner and name, NUL-separated: markers.py)."""
+        ...
+
+    def is_run_held(self, run_id: str) -> bool:
+        """Whether a live holder has ``run_id``'s hold; takes and writes nothing."""
+        ...
+
+    def changes(self, *, wait: bool = True) -> int | None:
+        """A number that moves when another connection or process commits (not on this
+        storage's own commits); None when it cannot be read now without waiting (``wait``
+        False and the store busy with another thread)."""
+        ...
+
+    def if_free(self) -> contextlib.AbstractContextManager[bool]:
+        """A block in which this thread may read without waiting for another thread of the
+        journal (True), or False at once when it would have to wait (the event loop's pauses)."""
+        ...
+
+    def close(self) -> None:
+        """Give back what the journal used (SQLite: its connection, kept for the file's next
+        journal). Holds are released by their holders before."""
+        ...
+
+    # -- runs ------------------------------------------------------------------------
 
     def find_or_start_run(
         self,

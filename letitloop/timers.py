@@ -1,10 +1,11 @@
-"""Waiting inside a run: until a wall-clock time, or until something arrives in the file.
+"""Waiting inside a run: until a wall-clock time, or until something arrives in the store.
 
 A durable sleep, a wait for outside input and a retry's backoff all pause
 the same way (:func:`pause`, :func:`async_pause`): in short naps of
-:data:`POLL_SECONDS`, each ending with one ``PRAGMA data_version`` on the
+:data:`POLL_SECONDS`, each ending with one look at the storage's change
+notice (``Storage.changes``: SQLite's ``PRAGMA data_version`` on the
 journal's connection, which changes only when another connection committed
-to the file. Only then (or every :data:`REREAD_SECONDS` anyway) is anything
+to the file). Only then (or every :data:`REREAD_SECONDS` anyway) is anything
 read: the run's cancel request, and what the caller waits for. So a waiting
 run costs a few microseconds of CPU per nap and no disk reads, and wakes
 within about one nap of a value sent or a cancel.
@@ -25,15 +26,15 @@ from .errors import LetItLoopError
 
 if TYPE_CHECKING:
     from .journal import Journal
-    from .store import Store
+    from .storage import Storage
 
 #: Seconds between two looks at the file. The wake-up latency of ``wait_for``
 #: after ``lil send`` is at most about this (benchmarks/bench_primitives.py
 #: measures it); 20 naps a second cost a waiting process next to no CPU.
 POLL_SECONDS = 0.05
 #: Read the awaited row and the cancel request at least this often even when
-#: ``data_version`` says nothing changed (a write through this very connection
-#: does not change it).
+#: the change notice says nothing changed (a write through this very storage
+#: does not move it).
 REREAD_SECONDS = 1.0
 
 #: What :func:`pause` returns when the deadline passed, or this process's hold ran out.
@@ -41,20 +42,8 @@ DEADLINE = "deadline"
 HOLD = "hold"
 
 
-def _version(store: Store, *, wait: bool = True) -> int | None:
-    """``PRAGMA data_version`` of the journal's connection (None: the connection was busy)."""
-    if not store.lock.acquire(blocking=wait):
-        return None
-    try:
-        return int(store.conn.execute("PRAGMA data_version").fetchone()[0])
-    except Exception as exc:  # sqlite3.Error: explained like any other read
-        raise store.explain(exc) from None
-    finally:
-        store.lock.release()
-
-
 class _Looks:
-    """When to look at the file again: after a change by another connection, or a while."""
+    """When to look at the store again: after a change by someone else, or a while."""
 
     def __init__(self) -> None:
         self.version: int | None = None
@@ -62,7 +51,7 @@ class _Looks:
 
     def due(self, version: int | None) -> bool:
         now = time.monotonic()
-        if version is None:  # the connection was busy: look next time
+        if version is None:  # the store was busy: look next time
             return False
         if version != self.version or now - self.at >= REREAD_SECONDS:
             self.version, self.at = version, now
@@ -88,7 +77,7 @@ def _left(j: Journal, deadline: float | None, hold: float | None) -> tuple[str |
 
 def pause(
     j: Journal,
-    store: Store,
+    store: Storage,
     deadline: float | None,
     *,
     probe: Callable[[], Any] | None = None,
@@ -104,7 +93,7 @@ def pause(
     while True:
         if j._cancel is not None:
             raise cancellation.error(j)
-        if looks.due(_version(store)):
+        if looks.due(store.changes()):
             cancellation.check(j)
             if probe is not None:
                 got = probe()
@@ -118,17 +107,17 @@ def pause(
 
 async def async_pause(
     j: Journal,
-    store: Store,
+    store: Storage,
     deadline: float | None,
     *,
     probe: Callable[[], Any] | None = None,
     hold: float | None = None,
 ) -> Any:
-    """:func:`pause` on the event loop: naps with ``asyncio.sleep``; never blocks on the lock.
+    """:func:`pause` on the event loop: naps with ``asyncio.sleep``; never waits for the store.
 
     A look is skipped (and taken at the next nap) while another thread of this
-    process uses the connection (the journal's commit thread, say), so the loop
-    never waits behind a commit.
+    process uses the store (the journal's commit thread, say: ``Storage.if_free``),
+    so the loop never waits behind a commit.
     """
     import asyncio
 
@@ -136,17 +125,15 @@ async def async_pause(
     while True:
         if j._cancel is not None:
             raise cancellation.error(j)
-        if looks.due(_version(store, wait=False)):
-            if store.lock.acquire(blocking=False):
-                try:
+        if looks.due(store.changes(wait=False)):
+            with store.if_free() as free:
+                if free:
                     cancellation.check(j)
                     got = probe() if probe is not None else None
-                finally:
-                    store.lock.release()
-                if got is not None:
-                    return got
-            else:
+            if not free:
                 looks.version = None  # busy: look again after the next nap
+            elif got is not None:
+                return got
         passed, nap = _left(j, deadline, hold)
         if passed is not None:
             return passed

@@ -11,8 +11,13 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from letitloop import Journal
+    from letitloop.store import Store
 
 
 def write_script(folder: Path, name: str, source: str) -> Path:
@@ -147,3 +152,12 @@ def forked_exit_code(child: Callable[[], int], timeout: float = 20.0) -> int | N
             os.waitpid(pid, 0)
             return None
         time.sleep(0.002)
+
+
+def sqlite_store(j: Journal) -> Store:
+    """The SQLite connection of an open journal on a journal file (its storage's ``store``)."""
+    from letitloop.sqlite_storage import SqliteStorage
+
+    storage = j.store
+    assert isinstance(storage, SqliteStorage), storage
+    return storage.store

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -36,14 +37,19 @@ LAYERS: list[tuple[str, set[str]]] = [
             "goals",
             "migrate",
             "storage",
+            "schemes",
+            "locks",
             "sqlite_storage",
             "sqlite_primitives",
+            "sqlite_holding",
+            "memory_database",
+            "memory_primitives",
+            "memory_storage",
         },
     ),
     (
-        "locks, keys, fingerprints, commits, steps in flight, costs",
+        "markers' local locks, keys, fingerprints, commits, steps in flight, costs",
         {
-            "locks",
             "markerlocks",
             "markerhold",
             "keys",
@@ -118,13 +124,17 @@ CLI_ORDER = [
 RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
 
 #: The read-only library's own modules, bottom up: time and results, what the
-#: queries return, opening a file, a run's state, then the queries.
+#: queries return, the Inspector protocol, opening a file, a run's state, the
+#: SQLite inspector and the one place a path gets its inspector, then the queries.
 INSPECTION_ORDER = [
     "times",
     "results",
     "records",
+    "inspector",
     "journalfile",
     "state",
+    "sqlite_inspector",
+    "inspectors",
     "listing",
     "detail",
     "export",
@@ -191,11 +201,14 @@ def module(dotted: list[str]) -> str | None:
     return None
 
 
-def imports(name: str, path: Path) -> set[str]:
-    """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside."""
+def imports(name: str, path: Path, *, type_only_too: bool = False) -> set[str]:
+    """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside
+    (unless ``type_only_too``)."""
     tree = parsed(path)
     type_only: set[int] = set()
     for node in ast.walk(tree):
+        if type_only_too:
+            break
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             type_only.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     package = name.split(".")[:-1]
@@ -262,6 +275,68 @@ class TestTheLayers:
             assert imported in found, f"{importer} no longer imports {imported}: drop the entry"
 
 
+#: The modules of the stores: SQLite's (its connection, files, locks, SQL) and the
+#: in-memory one. The journal side reaches them only through ``storage.Storage``,
+#: made by ``schemes.open_storage`` (docs/architecture.md, "Adding a store").
+STORE_MODULES = {
+    "store",
+    "stores",
+    "connect",
+    "connections",
+    "files",
+    "goals",
+    "sqlerrors",
+    "migrate",
+    "locks",
+    "sqlite_storage",
+    "sqlite_primitives",
+    "sqlite_holding",
+    "memory_database",
+    "memory_primitives",
+    "memory_storage",
+}
+
+#: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).
+JOURNAL_SIDE = sorted(
+    name
+    for name in module_files()
+    if any(name.split(".")[0] in members for _, members in LAYERS[2:6])
+)
+
+#: Journal-side imports of a store's module, each with its reason.
+KNOWN_STORE_IMPORTS = {
+    ("ownership", "connections"): "a forked child's refusal names the way out (WAY_OUT)",
+    ("ownership", "files"): (
+        "a forked child refuses, before any store is made, a journal file its parent had "
+        "open (its (device, inode)): SQLite's state of the file is the parent's"
+    ),
+}
+
+
+class TestTheStorageBoundary:
+    @pytest.mark.parametrize("name", JOURNAL_SIDE)
+    def test_the_journal_side_imports_no_store_module(self, name: str) -> None:
+        found = imports(name, module_files()[name], type_only_too=True)
+        for target in sorted(found):
+            if target.split(".")[0] in STORE_MODULES and (name, target) not in KNOWN_STORE_IMPORTS:
+                raise AssertionError(
+                    f"{name} imports {target}: the journal side speaks to a store through "
+                    f"storage.Storage only (schemes.open_storage makes it), so that a second "
+                    f"store is an implementation, not an edit of {name}"
+                )
+
+    def test_the_known_store_imports_are_still_there(self) -> None:
+        for importer, imported in KNOWN_STORE_IMPORTS:
+            assert imported in imports(importer, module_files()[importer], type_only_too=True)
+
+    def test_only_the_registry_makes_a_store(self) -> None:
+        openers = {"sqlite_holding": "open_sqlite", "memory_storage": "open_memory"}
+        for name in module_files():
+            for source, imported, _ in names_imported(name):
+                if openers.get(source) == imported:
+                    assert name == "schemes", f"{name} makes a store itself ({imported})"
+
+
 class TestTheCodecPackage:
     def test_its_modules_are_all_in_order(self) -> None:
         assert {n.removeprefix("codec.") for n in module_files() if n.startswith("codec.")} == set(
@@ -311,6 +386,90 @@ class TestTheOrderedPackages:
             if t.startswith(f"{package}.")
         }
         assert inside <= below, f"{dotted} imports {sorted(inside - below)}, not below it"
+
+
+#: The modules that read and change runs from outside them (``lil`` and its library), which
+#: reach a journal through an ``Inspector`` only (docs/architecture.md, "Inspection").
+OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control")
+
+#: The SQLite implementation of the Inspector: the only ones of them that speak SQL.
+SQLITE_INSPECTOR = {"inspection.sqlite_inspector", "inspection.journalfile"}
+
+#: Calls that run SQL: sqlite3's, and Store's.
+SQL_CALLS = {
+    "execute",
+    "executemany",
+    "executescript",
+    "query",
+    "write",
+    "write1",
+    "write_many",
+    "try_write_many",
+    "goal_table",
+}
+
+SQL_TEXT = re.compile(
+    r"\b(SELECT\s.*\bFROM\b|INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|DROP\s+TABLE|"
+    r"CREATE\s+TABLE|PRAGMA\s|VACUUM\b)",
+    re.DOTALL,
+)
+
+
+def speaks_sql(name: str) -> list[str]:
+    """What in module ``name`` runs SQL: an sqlite3 import, a call that runs a statement,
+    a connection used, or a string that is a statement (docstrings aside)."""
+    tree = parsed(module_files()[name])
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import) and any(a.name == "sqlite3" for a in node.names):
+            found.append(f"{line}: imports sqlite3")
+        elif isinstance(node, ast.ImportFrom) and node.module == "sqlite3":
+            found.append(f"{line}: imports from sqlite3")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in SQL_CALLS
+        ):
+            found.append(f"{line}: calls .{node.func.attr}()")
+        elif isinstance(node, ast.Attribute) and node.attr == "conn":
+            found.append(f"{line}: uses a connection (.conn)")
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and SQL_TEXT.search(node.value)
+        ):
+            found.append(f"{line}: SQL text {node.value[:40]!r}")
+    return found
+
+
+class TestReadersGoThroughTheInspector:
+    @pytest.mark.parametrize(
+        "name",
+        sorted(
+            n for n in module_files() if n.startswith(OUTSIDE_READERS) and n not in SQLITE_INSPECTOR
+        ),
+    )
+    def test_no_module_outside_the_sqlite_inspector_speaks_sql(self, name: str) -> None:
+        found = speaks_sql(name)
+        assert not found, (
+            f"letitloop/{name.replace('.', '/')}.py runs SQL ({'; '.join(found)}): ask the "
+            f"Inspector (inspection/inspector.py) and put the statement in its SQLite "
+            f"implementation (inspection/sqlite_inspector.py), so lil works on every store"
+        )
+
+    def test_the_sqlite_inspector_is_where_the_sql_went(self) -> None:
+        for name in SQLITE_INSPECTOR:
+            assert speaks_sql(name), f"{name} speaks no SQL: drop it from SQLITE_INSPECTOR"
 
 
 #: Modules ``import letitloop`` leaves to the programs that use them (PEP 562

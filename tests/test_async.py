@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from helpers import write_script
+from helpers import sqlite_store, write_script
 
 from letitloop import Journal, async_step, durable_async, step, unchecked
 from letitloop.errors import (
@@ -592,9 +592,10 @@ class TestTheLoopStaysResponsive:
         result, ticks, stall = run(attempt)
         assert result == [{"i": i} for i in range(1000)]
         assert len(steps_of(db, "g")) == 1000
-        # The ticker kept running among the commits (~500 ticks expected in 0.5 s).
+        # The ticker kept running among the commits (~500 ticks expected in 0.5 s on an
+        # idle machine, 48 seen on a loaded one; a loop blocked by the commits gets 0-2).
         # The stall itself is a figure for benchmarks/bench_async.py, not a test bound.
-        assert ticks >= 50, f"ticks={ticks} largest stall={stall * 1000:.1f} ms"
+        assert ticks >= 10, f"ticks={ticks} largest stall={stall * 1000:.1f} ms"
 
 
 HOLDER = """
@@ -1068,8 +1069,7 @@ class TestCommitsOffTheEventLoop:
 
         async def attempt() -> int:
             async with Journal("g", run="r", path=db, durability="power") as j:
-                assert j.store is not None
-                j.store.conn.set_trace_callback(trace)
+                sqlite_store(j).conn.set_trace_callback(trace)
                 for i in range(5):  # one at a time
                     await j.async_step(f"seq:{i}", value, i)
                 await asyncio.gather(*(j.async_step(f"g:{i}", value, i) for i in range(20)))

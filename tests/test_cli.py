@@ -696,7 +696,7 @@ class TestBadArguments:
 
 def _crashed_run_with_an_unopenable_lock(lab: Lab) -> Path:
     """A run recorded as running whose lock file is a symlink to itself: reading its state fails."""
-    from letitloop.opening import run_lock_path
+    from letitloop.sqlite_holding import run_lock_path
     from letitloop.store import Store
 
     assert lab.run("job").returncode == 0

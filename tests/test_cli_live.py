@@ -22,9 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from helpers import sqlite_store
+
 from letitloop import Journal
 from letitloop.clock import utc_iso
-from letitloop.inflight import RUNNING_UPSERT
+from letitloop.sqlite_primitives import RUNNING_UPSERT
 
 PIPELINE = """
 import os, sys, time
@@ -164,12 +166,11 @@ class TestAStepInFlightForMoreThanASecond:
     def test_a_fast_step_adds_no_commit(self, db: Path) -> None:
         with Journal("fast", path=db) as j:
             j.step("warm", int, "1")
-            assert j.store is not None
-            before = j.store.conn.total_changes
+            before = sqlite_store(j).conn.total_changes
             for i in range(200):
                 j.step("n", int, str(i))
             # one row written per step: no 'running' row, no second write
-            assert j.store.conn.total_changes - before == 200
+            assert sqlite_store(j).conn.total_changes - before == 200
 
     def test_one_thread_watches_every_journal_and_ends_when_none_is_open(self, db: Path) -> None:
         def watchers() -> list[threading.Thread]:

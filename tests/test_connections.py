@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import forked_exit_code, spawn_python, write_script
+from helpers import forked_exit_code, spawn_python, sqlite_store, write_script
 
 from letitloop import Journal
 from letitloop.stores import close_idle_stores
@@ -369,7 +369,7 @@ class TestAFileReplacedWhileItsConnectionIsInUse:
                 Path(f"{db}{suffix}").unlink(missing_ok=True)
             journal_made_elsewhere(db)  # a new file at the path, run "made"
             with Journal("g", run="second", path=db) as k:
-                assert k.store is not j.store
+                assert sqlite_store(k) is not sqlite_store(j)
                 k.step("a", str, 2)
         conn = sqlite3.connect(db)
         runs = sorted(r for (r,) in conn.execute("SELECT name FROM runs"))

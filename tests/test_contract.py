@@ -1,50 +1,81 @@
-"""The durability contract, run over every mode that must keep it.
+"""The durability contract, run over every store and every mode that must keep it.
 
-Every promise here is checked in each combination of storage backend,
-durability and sync/async code, from outside the writer (a second
-connection, a fresh process, a child killed with SIGKILL):
+Every promise here is checked in each combination of store, durability and
+sync/async code, from outside the writer (a second connection, a fresh
+process, a child killed with SIGKILL):
 
 - a step's result is committed before ``step()`` returns;
-- a fresh process replays it without calling the function;
-- after a SIGKILL at a random point, no step that had returned runs again;
-- one holder at a time enters a marker, and its body runs once.
+- a fresh process (a fresh journal) replays it without calling the function;
+- after a SIGKILL at a random point (a holder that died), no step that had
+  returned runs again, and the next opener takes the run at once;
+- one holder at a time enters a marker, and its body runs once;
+- a run is held by one opener at a time; a pause notices another's commit.
 
-A new storage backend (an implementation of ``letitloop.storage.Storage``)
-joins by one entry in ``BACKENDS`` and nothing else: a ``Backend`` with its
-``name``, its ``location`` (what the child scripts below pass as the
-journal's ``path=``, which must select that backend) and its ``done_keys``
-(the keys of a goal's done steps, read from outside any writer with the
-backend's own client). Nothing else in this file names a backend.
+A new store (an implementation of ``letitloop.storage.Storage``, registered
+for its scheme in ``letitloop.schemes``) joins by one entry in ``BACKENDS``
+and nothing else: a ``Backend`` with its ``name``, its ``location`` (the
+journal's ``path=``, which selects the store), its ``done_keys`` (the keys of a
+goal's done steps, read from outside any writer with the store's own client),
+whether other processes reach it (``processes``) and, for a store that lives
+in one process, how a holder dies there (``abandon``). Nothing else in this
+file names a store.
+
+Which cases run where:
+
+- ``TestAStepThatReturned``, ``TestAFreshJournal``, ``TestAMarkerRaceOfThreads``,
+  ``TestAChangeNotice`` and ``TestAHeldRun`` run in one process: on every store.
+- ``TestAProcess…`` cases need a second process (a fresh interpreter, a
+  SIGKILL, processes racing): only on stores other processes reach
+  (``processes=True``: SQLite). The in-memory store dies with its process,
+  so they cannot hold for it, and are not run there.
+- ``TestAHolderThatDied`` simulates a death inside one process: the holder's
+  journal is abandoned mid-step, never closed (``Backend.abandon``; the
+  in-memory store drops its connection, releasing its holds as the kernel
+  releases a SIGKILLed process's locks, and refuses everything it tries
+  afterwards). SQLite's holders die for real in ``TestAProcessKilledAtARandomPoint``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import run_python, spawn_python, write_script
 
+from letitloop import Journal
+from letitloop.errors import JournalFileError, RunHeldError
+from letitloop.memory_database import database
+from letitloop.memory_storage import abandon, open_memory
+
 
 @dataclass(frozen=True)
 class Backend:
-    """A storage backend the contract runs over; this one is the SQLite journal file."""
+    """A store the contract runs over; this one is the SQLite journal file."""
 
     name: str
+    #: Whether other processes reach the store: the cases that need a second process run.
+    processes: bool = True
+    durabilities: tuple[str, ...] = ("process", "power")
 
     def location(self, tmp_path: Path) -> str:
-        """What ``path=`` of the journal is for this backend."""
+        """What ``path=`` of the journal is for this store."""
         return str(tmp_path / "journal.db")
 
     def done_keys(self, location: str, goal: str) -> list[str]:
-        """The keys of the goal's done steps, read from outside any writer."""
+        """The keys of the goal's done steps, in journal order, read from outside any writer."""
         conn = sqlite3.connect(location)
         try:
             (table,) = conn.execute(
@@ -60,8 +91,49 @@ class Backend:
         finally:
             conn.close()
 
+    #: How a holder dies inside this process (its journal abandoned, never closed);
+    #: None when only a real death shows it (a SIGKILLed process: processes=True).
+    abandon: Callable[[Journal], None] | None = None
 
-BACKENDS = [Backend("sqlite")]
+    def commit_from_outside(self, location: str) -> None:
+        """Commit something through another connection (what a change notice is for)."""
+        conn = sqlite3.connect(location)
+        try:
+            with conn:
+                conn.execute("UPDATE goals SET goal = goal")
+        finally:
+            conn.close()
+
+
+def _abandon_memory(j: Journal) -> None:
+    abandon(j.store)
+
+
+@dataclass(frozen=True)
+class MemoryBackend(Backend):
+    """The in-memory store (``memory://NAME``): one process's memory, no second process."""
+
+    def location(self, tmp_path: Path) -> str:
+        return f"memory://contract-{uuid.uuid4().hex}"
+
+    def commit_from_outside(self, location: str) -> None:
+        other = open_memory(location)  # a second connection to the same database
+        other.find_or_start_run("contract", "outside", None, None, time.time(), lambda r: None)
+        other.close()
+
+    def done_keys(self, location: str, goal: str) -> list[str]:
+        # The database itself, as a second connection would read it.
+        return [
+            r["key"]
+            for r in database(location).rows(goal)
+            if r["kind"] == "step" and r["status"] == "done"
+        ]
+
+
+BACKENDS = [
+    Backend("sqlite"),
+    MemoryBackend("memory", processes=False, durabilities=("process",), abandon=_abandon_memory),
+]
 
 
 @dataclass(frozen=True)
@@ -74,11 +146,25 @@ class Mode:
         return f"{self.backend.name}-{self.durability}-{self.kind}"
 
 
-MODES = [Mode(b, d, k) for b in BACKENDS for d in ("process", "power") for k in ("sync", "async")]
+MODES = [Mode(b, d, k) for b in BACKENDS for d in b.durabilities for k in ("sync", "async")]
+#: The modes of stores other processes reach: the cases that need a second process.
+PROCESS_MODES = [m for m in MODES if m.backend.processes]
+#: The modes of stores where a holder can die inside this process.
+ABANDON_MODES = [m for m in MODES if m.backend.abandon is not None]
 
 
 @pytest.fixture(params=MODES, ids=str)
 def mode(request: pytest.FixtureRequest) -> Mode:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=PROCESS_MODES, ids=str)
+def process_mode(request: pytest.FixtureRequest) -> Mode:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=ABANDON_MODES, ids=str)
+def abandon_mode(request: pytest.FixtureRequest) -> Mode:
     return request.param  # type: ignore[no-any-return]
 
 
@@ -146,8 +232,11 @@ def starts(side: Path) -> list[tuple[int, int]]:
     return out
 
 
-class TestAStepThatReturned:
-    def test_is_committed_before_step_returns(self, tmp_path: Path, mode: Mode) -> None:
+class TestAProcessThatRanSteps:
+    def test_each_step_was_committed_before_step_returned(
+        self, tmp_path: Path, process_mode: Mode
+    ) -> None:
+        mode = process_mode
         location = mode.backend.location(tmp_path)
         side = tmp_path / "side.log"
         script = write_script(tmp_path, "steps.py", STEPS)
@@ -183,9 +272,10 @@ class TestAStepThatReturned:
             child.wait()
         assert child.returncode == 0
 
-    def test_is_replayed_by_a_fresh_process_without_calling_the_function(
-        self, tmp_path: Path, mode: Mode
+    def test_its_steps_are_replayed_by_a_fresh_process_without_calling_the_function(
+        self, tmp_path: Path, process_mode: Mode
     ) -> None:
+        mode = process_mode
         location = mode.backend.location(tmp_path)
         side = tmp_path / "side.log"
         script = write_script(tmp_path, "steps.py", STEPS)
@@ -199,7 +289,8 @@ class TestAStepThatReturned:
 
 
 class TestAProcessKilledAtARandomPoint:
-    def test_no_step_that_returned_runs_again(self, tmp_path: Path, mode: Mode) -> None:
+    def test_no_step_that_returned_runs_again(self, tmp_path: Path, process_mode: Mode) -> None:
+        mode = process_mode
         rng = random.Random(f"{os.environ.get('LETITLOOP_TEST_SEED', '20261130')}-{mode}")
         location = mode.backend.location(tmp_path)
         side = tmp_path / "side.log"
@@ -271,10 +362,11 @@ MARKER = """
 """
 
 
-class TestAMarker:
+class TestAProcessRaceForAMarker:
     def test_one_process_at_a_time_enters_and_the_body_runs_once(
-        self, tmp_path: Path, mode: Mode
+        self, tmp_path: Path, process_mode: Mode
     ) -> None:
+        mode = process_mode
         location = mode.backend.location(tmp_path)
         side, go = tmp_path / "side.log", tmp_path / "go"
         script = write_script(tmp_path, "marker.py", MARKER)
@@ -289,3 +381,268 @@ class TestAMarker:
         offers = sorted(out.strip() for out, _ in outs)
         assert offers == ["offer False"] * 3 + ["offer True"]
         assert len(side.read_text().splitlines()) == 1
+
+
+# -- the cases that fit in one process: every store ----------------------------------
+
+
+class Calls:
+    """The step function of the in-process cases, and who called it with what."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+        self.lock = threading.Lock()
+        #: Called inside the function with i, before it returns (a case's hook).
+        self.inside: Callable[[int], None] = lambda i: None
+
+    def work(self, i: int) -> dict[str, int]:
+        with self.lock:
+            self.calls.append(i)
+        self.inside(i)
+        return {"i": i, "twice": i * 2}
+
+    async def awork(self, i: int) -> dict[str, int]:
+        return self.work(i)
+
+
+def steps_in(
+    mode: Mode,
+    location: str,
+    n: int,
+    calls: Calls,
+    *,
+    after: Callable[[int], None] = lambda i: None,
+    opened: Callable[[Journal], None] = lambda j: None,
+    close: bool = True,
+    fail: bool = False,
+) -> Journal:
+    """Steps s0..s{n-1} of run "r" of goal "contract", sync or async as ``mode`` says.
+
+    ``after(i)`` runs once step i returned; ``close=False`` never closes the
+    journal, whatever happens (a holder that dies does not close it);
+    ``fail=True`` closes it as failed (the next opener resumes the run).
+    """
+    stop = RuntimeError("stopped after the last step asked for") if fail else None
+    j = Journal("contract", run="r", path=location, durability=mode.durability)  # type: ignore[arg-type]
+
+    def check(i: int, got: Any) -> None:
+        assert got == {"i": i, "twice": i * 2}, got
+        after(i)
+
+    if mode.kind == "sync":
+        j.open()
+        opened(j)
+        try:
+            for i in range(n):
+                check(i, j.step(f"s{i}", calls.work, i))
+        except BaseException as exc:
+            if close:
+                j.close(exc)
+            raise
+        if close:
+            j.close(stop)
+        return j
+
+    async def main() -> None:
+        await asyncio.to_thread(j.open)
+        opened(j)
+        try:
+            for i in range(n):
+                check(i, await j.async_step(f"s{i}", calls.awork, i))
+        except BaseException as exc:
+            if close:
+                await j.__aexit__(type(exc), exc, None)
+            raise
+        if close:
+            await j.__aexit__(None if stop is None else RuntimeError, stop, None)
+
+    asyncio.run(main())
+    return j
+
+
+class TestAStepThatReturned:
+    def test_is_committed_before_step_returns(self, tmp_path: Path, mode: Mode) -> None:
+        location = mode.backend.location(tmp_path)
+        seen: list[list[str]] = []
+        steps_in(
+            mode,
+            location,
+            3,
+            Calls(),
+            after=lambda i: seen.append(mode.backend.done_keys(location, "contract")),
+        )
+        assert seen == [["s0"], ["s0", "s1"], ["s0", "s1", "s2"]]
+
+
+class TestAFreshJournal:
+    def test_replays_every_returned_step_without_calling_the_function(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        location = mode.backend.location(tmp_path)
+        calls = Calls()
+        steps_in(mode, location, 5, calls)
+        again = steps_in(mode, location, 5, calls)
+        assert calls.calls == [0, 1, 2, 3, 4]  # the second journal called nothing
+        assert again.was_completed
+        assert mode.backend.done_keys(location, "contract") == [f"s{i}" for i in range(5)]
+
+
+class TestAMarkerRaceOfThreads:
+    def test_one_journal_at_a_time_enters_and_the_body_runs_once(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        location = mode.backend.location(tmp_path)
+        go = threading.Barrier(4)
+        offers: list[bool] = []
+        bodies: list[int] = []
+        inside = [0, 0]  # now, most at once
+        guard = threading.Lock()
+
+        def body(n: int) -> None:
+            with guard:
+                bodies.append(n)
+                inside[0] += 1
+                inside[1] = max(inside)
+            time.sleep(0.05)
+            with guard:
+                inside[0] -= 1
+
+        def racer(n: int) -> None:
+            j = Journal("contract", run=f"t{n}", path=location, durability=mode.durability)  # type: ignore[arg-type]
+            go.wait()
+            if mode.kind == "sync":
+                with j, j.atomic_marker("charge", scope="goal", timeout=30) as should:
+                    if should:
+                        body(n)
+                    offers.append(bool(should))
+                return
+
+            async def main() -> None:
+                async with j, j.atomic_marker("charge", scope="goal", timeout=30) as should:
+                    if should:
+                        body(n)
+                    offers.append(bool(should))
+
+            asyncio.run(main())
+
+        threads = [threading.Thread(target=racer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(offers) == [False, False, False, True]
+        assert len(bodies) == 1 and inside[1] == 1
+
+
+class TestAChangeNotice:
+    def test_moves_when_another_connection_commits_and_not_for_the_journals_own(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        location = mode.backend.location(tmp_path)
+        with Journal("contract", run="r", path=location, durability=mode.durability) as j:  # type: ignore[arg-type]
+            storage = j.store
+            assert storage is not None
+            before = storage.changes()
+            j.step("s0", str, 0)  # its own commit: nothing to wake up for
+            assert storage.changes() == before
+            mode.backend.commit_from_outside(location)
+            assert storage.changes() != before
+
+
+class TestAHeldRun:
+    def test_a_second_opener_waits_then_fails_naming_the_holder_then_gets_it(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        location = mode.backend.location(tmp_path)
+        holding, leave = threading.Event(), threading.Event()
+
+        def holder() -> None:
+            with Journal("contract", run="r", path=location, durability=mode.durability):  # type: ignore[arg-type]
+                holding.set()
+                leave.wait(30)
+
+        first = threading.Thread(target=holder)
+        first.start()
+        try:
+            assert holding.wait(30)
+            started = time.monotonic()
+            with pytest.raises(RunHeldError) as caught:
+                Journal("contract", run="r", path=location, timeout=0.3).open()
+            assert time.monotonic() - started >= 0.3  # it waited for the holder first
+            assert caught.value.pid == os.getpid()
+        finally:
+            leave.set()
+            first.join(30)
+        calls = Calls()
+        steps_in(mode, location, 1, calls)  # released: the next opener gets it
+        assert calls.calls == [0]
+
+
+class TestAHolderThatDied:
+    """A holder's journal abandoned mid-step, never closed, as a holder that died leaves it."""
+
+    def test_its_run_is_taken_at_once_and_no_returned_step_runs_again(
+        self, tmp_path: Path, abandon_mode: Mode
+    ) -> None:
+        mode = abandon_mode
+        backend = mode.backend
+        assert backend.abandon is not None
+        rng = random.Random(f"{os.environ.get('LETITLOOP_TEST_SEED', '20261130')}-{mode}")
+        location = backend.location(tmp_path)
+        n = 12
+        calls = Calls()
+        frozen: list[int] = []
+        late: list[BaseException] = []
+        for _ in range(4):
+            done = len(backend.done_keys(location, "contract"))
+            if done == n:
+                break
+            freeze_at = rng.randrange(done, n)
+            inside, thaw = threading.Event(), threading.Event()
+            box: list[Journal] = []
+
+            def freeze(
+                i: int, freeze_at: int = freeze_at, inside: Any = inside, thaw: Any = thaw
+            ) -> None:
+                if i == freeze_at and not inside.is_set():
+                    inside.set()
+                    thaw.wait(30)  # frozen in the step's function, until the case ends
+
+            calls.inside = freeze
+
+            def doomed(box: list[Journal] = box) -> None:
+                try:
+                    steps_in(mode, location, n, calls, opened=box.append, close=False)
+                except BaseException as exc:  # what it tried after its death was refused
+                    late.append(exc)
+
+            thread = threading.Thread(target=doomed)
+            thread.start()
+            assert inside.wait(30)
+            returned = set(backend.done_keys(location, "contract"))
+            backend.abandon(box[0])  # it dies inside step freeze_at
+            frozen.append(freeze_at)
+            calls.inside = lambda i: None
+            thaw.set()
+            thread.join(30)
+            assert isinstance(late[-1], JournalFileError), late[-1]
+            # Nothing the dead holder tried after its death reached the store.
+            assert set(backend.done_keys(location, "contract")) == returned
+            before = list(calls.calls)
+            started = time.monotonic()
+            steps_in(mode, location, freeze_at + 1, calls, fail=True)  # taken at once
+            assert time.monotonic() - started < 5
+            again = calls.calls[len(before) :]
+            assert not {f"s{i}" for i in again} & returned  # no returned step ran again
+            assert again == list(range(len(returned), freeze_at + 1))
+            # What a real death also ends, in the dead process: its journal's watcher
+            # of steps in flight and its place among the open journals. Closing it
+            # writes nothing (its connection refuses), and lets go of those.
+            with pytest.raises(JournalFileError):
+                box[0].close()
+            assert set(backend.done_keys(location, "contract")) >= returned
+        steps_in(mode, location, n, calls)
+        assert backend.done_keys(location, "contract") == [f"s{i}" for i in range(n)]
+        # Each step ran once, and once more each time a holder died inside it.
+        for i in range(n):
+            assert calls.calls.count(i) == 1 + frozen.count(i), (i, calls.calls, frozen)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_python, write_script
+from helpers import run_python, sqlite_store, write_script
 from test_readme import blocks
 
 from letitloop import Journal, atomic_marker, sleep, step
@@ -201,7 +201,7 @@ class TestAForkedChildOfTheOpener:
             assert "nothing was recorded" in message
             assert rows(db, "crawl") == before
             assert run_status(db, j.run_id) == "running"
-            assert is_held(j.store.lock_file("run", j.run_id))  # type: ignore[union-attr]
+            assert is_held(sqlite_store(j).lock_file("run", j.run_id))
             j.step("after", str, 2)
             run_id = j.run_id
         assert rows(db, "crawl") == [("after", "done", '"2"'), ("seed", "done", '"1"')]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import in_mount_namespace, run_python, write_script
+from helpers import in_mount_namespace, run_python, sqlite_store, write_script
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -416,8 +416,7 @@ class TestAResultOverSQLitesSizeLimit:
             return "x" * 150_000
 
         with Journal("g", run="r", path=db) as j:
-            assert j.store is not None
-            j.store.set_max_length(200_000)
+            sqlite_store(j).set_max_length(200_000)
             j.step("small", value, 1)
             with pytest.raises(EncodeError) as info:
                 j.step("big", big)
@@ -637,8 +636,7 @@ class TestAStepWhoseCommitFails:
     @pytest.mark.parametrize("durability", ["process", "power"])
     def test_sync(self, db: Path, durability: str) -> None:
         with Journal("g", run="r", path=db, durability=durability) as j:  # type: ignore[arg-type]
-            store = j.store
-            assert store is not None
+            store = sqlite_store(j)
             j.step("before", self.big, 0)
             pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
             store.conn.execute(f"PRAGMA max_page_count = {pages}")
@@ -659,8 +657,7 @@ class TestAStepWhoseCommitFails:
 
         async def main() -> None:
             async with Journal("g", run="r", path=db, durability=durability) as j:  # type: ignore[arg-type]
-                store = j.store
-                assert store is not None
+                store = sqlite_store(j)
                 await j.async_step("before", self.big, 0)
                 pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
                 store.conn.execute(f"PRAGMA max_page_count = {pages}")

@@ -38,7 +38,7 @@ from letitloop.inspection import (
 )
 from letitloop.maintenance import fork_run, gc_runs, reset_run
 from letitloop.maintenance.reset import delete_runs
-from letitloop.opening import run_lock_path
+from letitloop.sqlite_holding import run_lock_path
 from letitloop.store import Store
 
 

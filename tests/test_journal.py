@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from helpers import sqlite_store
 
 from letitloop import Journal, durable, step
 from letitloop.errors import (
@@ -438,11 +439,11 @@ class TestDurabilityModes:
     ) -> None:
         with Journal("g", path=db) as j:
             assert j.durability == durability
-            assert j.store is not None
-            sync = j.store.conn.execute("PRAGMA synchronous").fetchone()[0]
-            mode = j.store.conn.execute("PRAGMA journal_mode").fetchone()[0]
-            full = j.store.conn.execute("PRAGMA fullfsync").fetchone()[0]
-            checkpoint_full = j.store.conn.execute("PRAGMA checkpoint_fullfsync").fetchone()[0]
+            conn = sqlite_store(j).conn
+            sync = conn.execute("PRAGMA synchronous").fetchone()[0]
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            full = conn.execute("PRAGMA fullfsync").fetchone()[0]
+            checkpoint_full = conn.execute("PRAGMA checkpoint_fullfsync").fetchone()[0]
         assert (mode, sync) == ("wal", {"process": 1, "power": 2}[durability])
         # F_FULLFSYNC (macOS: through the drive's cache) exactly where power loss is promised.
         assert (full, checkpoint_full) == {"process": (0, 0), "power": (1, 1)}[durability]

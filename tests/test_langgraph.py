@@ -23,6 +23,7 @@ import pytest
 
 pytest.importorskip("langgraph.graph", reason="LangGraph is not installed (letitloop[langgraph])")
 
+from helpers import sqlite_store
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
@@ -580,9 +581,7 @@ class TestDurableNodesShareTheFilesConnection:
         stores: list[int] = []
 
         def seen() -> None:
-            store = current().store
-            assert store is not None
-            stores.append(id(store))
+            stores.append(id(sqlite_store(current())))  # the connection, not the storage
 
         def plain(state: Counter) -> dict[str, str]:
             seen()

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import sqlite_store
 from test_locks import BACKENDS, make_lock
 
 from letitloop import Journal, RetryPolicy, locks
-from letitloop.opening import run_lock_path
+from letitloop.sqlite_holding import run_lock_path
 from letitloop.sqlite_storage import SqliteStorage
 from letitloop.waits import RunWaiting
 
@@ -62,7 +63,7 @@ class TestALockFileIsUnlinkedWhileItsLockIsStillHeld:
             for scope in ("run", "goal", "global"):
                 with j.atomic_marker(f"m-{scope}", scope=scope) as offer:
                     assert offer
-            run_lock = run_lock_path(j.store, j.run_id)  # type: ignore[arg-type]
+            run_lock = run_lock_path(sqlite_store(j), j.run_id)
         assert len(unlinks) == 4  # three markers, then the run
         assert unlinks[-1] == (run_lock.name, True)
         assert all(held for _, held in unlinks), unlinks

@@ -23,6 +23,7 @@ import click
 from ..errors import LetItLoopError
 from .changing import fork, gc, reset, upgrade
 from .control import cancel, send
+from .params import DB_PATH
 from .reading import export, runs, show
 from .running import demo, watch
 from .serving import mcp_command
@@ -127,7 +128,7 @@ class LilGroup(click.Group):
 @click.version_option(package_name="letitloop", prog_name="lil")
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=DB_PATH,
     default=None,
     help=(
         "The journal file (default: $LETITLOOP_DB, else the nearest .letitloop/journal.db "

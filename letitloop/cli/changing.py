@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from .completion import complete_keys, complete_runs
-from .params import STATE_CHOICE, Duration, db_option, json_flags, open_store
+from .params import STATE_CHOICE, Duration, db_option, json_flags, open_journal
 
 
 def confirm(question: str, refusal: str, yes: bool) -> None:
@@ -61,18 +61,18 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
     from ..maintenance import reset_run, reset_target
     from ..runtext.changes import reset_line, reset_target_text
 
-    store = open_store(ctx, write=True)
+    journal = open_journal(ctx, write=True)
     try:
-        target = reset_target(store, ref, run_ref)
+        target = reset_target(journal, ref, run_ref)
         what = reset_target_text(target)
         if dry_run:
             render.echo(f"would forget {what}")
             return
         confirm(f"Forget {what}?", f"reset would forget {what}", yes)
-        gone = reset_run(store, target.id)
-        nxt = resumable_run(store, gone.goal)
+        gone = reset_run(journal, target.id)
+        nxt = resumable_run(journal, gone.goal)
     finally:
-        store.close()
+        journal.close()
     render.echo(reset_line(gone, nxt))
 
 
@@ -107,11 +107,11 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
     from ..maintenance import fork_run
     from ..runtext.changes import fork_lines, fork_record
 
-    store = open_store(ctx, write=True)
+    journal = open_journal(ctx, write=True)
     try:
-        result = fork_run(store, run_ref, from_step)
+        result = fork_run(journal, run_ref, from_step)
     finally:
-        store.close()
+        journal.close()
     if as_json:
         render.echo_json(fork_record(result))
         return
@@ -162,16 +162,16 @@ def gc(
     from ..maintenance import gc_runs
     from ..runtext.changes import gc_lines, gc_records, gc_target_text
 
-    store = open_store(ctx, write=True)
+    journal = open_journal(ctx, write=True)
     try:
-        result = gc_runs(store, older_than, status=status or None, dry_run=True)
+        result = gc_runs(journal, older_than, status=status or None, dry_run=True)
         if not dry_run and (result.removed or result.goals_removed):
             what = gc_target_text(result)
             confirm(f"Remove {what}?", f"gc would remove {what}", yes)
         if not dry_run:
-            result = gc_runs(store, older_than, status=status or None)
+            result = gc_runs(journal, older_than, status=status or None)
     finally:
-        store.close()
+        journal.close()
     if as_jsonl:
         render.echo_jsonl(gc_records(result))
         return
@@ -201,8 +201,8 @@ def upgrade(ctx: click.Context) -> None:
     from .. import render
     from ..migrate import known_names
 
-    store = open_store(ctx, write=True)
+    journal = open_journal(ctx, write=True)
     try:
-        render.echo(f"{store.path}: schema at {known_names()[-1]}")
+        render.echo(f"{journal.path}: schema at {known_names()[-1]}")
     finally:
-        store.close()
+        journal.close()

@@ -1,60 +1,53 @@
 """Shell completion for ``lil``: goals, runs and step keys, read from the journal.
 
 Read-only and forgiving: without a usable journal, nothing is offered and
-nothing fails.
+nothing fails. Read through the journal's inspector, as every command reads.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from .params import db_path
 
+if TYPE_CHECKING:
+    from ..inspection import Inspector
 
-def _completion_rows(ctx: click.Context, sql: str, params: tuple[Any, ...]) -> list[Any]:
-    """Rows of a read-only query on the journal; nothing when there is no usable journal."""
-    import sqlite3
+T = TypeVar("T")
 
-    from ..files import resolve_path
+#: The most words offered for one completion.
+MAX_WORDS = 200
 
+
+def _completion_words(ctx: click.Context, read: Callable[[Inspector], list[T]]) -> list[T]:
+    """What ``read`` finds in the journal, read-only; nothing when there is no usable journal."""
     try:
-        path = resolve_path(db_path(ctx))
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        from ..inspection import open_inspector
+
+        journal = open_inspector(db_path(ctx))
         try:
-            return conn.execute(sql, params).fetchall()
+            return read(journal)
         finally:
-            conn.close()
+            journal.close()
     except Exception:  # completion never fails the shell: no journal, no words
         return []
 
 
-def _like(incomplete: str) -> str:
-    return incomplete.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
 def complete_goals(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
-    rows = _completion_rows(
-        ctx,
-        "SELECT goal FROM goals WHERE goal LIKE ? ESCAPE '\\' ORDER BY goal LIMIT 200",
-        (_like(incomplete),),
-    )
-    return [click.shell_completion.CompletionItem(g, help="goal") for (g,) in rows]
+    goals = _completion_words(ctx, lambda j: j.goal_names(incomplete, MAX_WORDS))
+    return [click.shell_completion.CompletionItem(g, help="goal") for g in goals]
 
 
 def complete_runs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
     """Goals, then run ids (newest first) and run names that start with what was typed."""
     item = click.shell_completion.CompletionItem
     found = complete_goals(ctx, param, incomplete)
-    for rid, goal, name, status in _completion_rows(
-        ctx,
-        "SELECT id, goal, name, status FROM runs WHERE id LIKE ? ESCAPE '\\' OR name LIKE ? "
-        "ESCAPE '\\' ORDER BY rowid DESC LIMIT 200",
-        (_like(incomplete.upper()), _like(incomplete)),
-    ):
-        word = rid if rid.startswith(incomplete.upper()) else name
-        found.append(item(word, help=f"run of {goal} ({status})"))
+    for run in _completion_words(ctx, lambda j: j.run_refs(incomplete, MAX_WORDS)):
+        word = run.id if run.id.startswith(incomplete.upper()) else run.name
+        found.append(item(word, help=f"run of {run.goal} ({run.status})"))
     return found
 
 
@@ -65,19 +58,5 @@ def complete_keys(ctx: click.Context, param: click.Parameter, incomplete: str) -
     ref = ctx.params.get("ref") or ctx.params.get("run_ref") or next(iter(ctx.args), None)
     if not ref:
         return []
-    runs = _completion_rows(
-        ctx,
-        "SELECT r.id, g.journal_table FROM runs r JOIN goals g ON g.goal = r.goal "
-        "WHERE r.id = ? OR r.goal = ? OR r.name = ? OR r.id LIKE ? ESCAPE '\\' "
-        "ORDER BY r.id = ? DESC, r.id DESC LIMIT 1",
-        (ref, ref, ref, _like(str(ref).upper()), ref),
-    )
-    if not runs:
-        return []
-    run_id, table = runs[0]
-    rows = _completion_rows(
-        ctx,
-        f"SELECT key FROM \"{table}\" WHERE run = ? AND key LIKE ? ESCAPE '\\' ORDER BY rowid",
-        (run_id, _like(incomplete)),
-    )
-    return [click.shell_completion.CompletionItem(k) for (k,) in rows]
+    keys = _completion_words(ctx, lambda j: j.step_keys(str(ref), incomplete))
+    return [click.shell_completion.CompletionItem(k) for k in keys]

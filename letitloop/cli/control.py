@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from .completion import complete_runs
-from .params import db_option, open_store
+from .params import db_option, open_journal
 
 
 def json_value(text: str, where: str) -> Any:
@@ -75,11 +75,11 @@ def send(
         raise click.UsageError("expected a VALUE or --file PATH (one of them); see lil send --help")
     parsed = json_value(file.read() if file is not None else str(value), "the value")
     text = codec.encode(parsed)
-    store = open_store(ctx, write=True)
+    journal = open_journal(ctx, write=True)
     try:
-        sent = send_text(store, ref, name, text)
+        sent = send_text(journal, ref, name, text)
     finally:
-        store.close()
+        journal.close()
     if as_json:
         render.echo_json(sent_record(sent))
         return
@@ -128,14 +128,14 @@ def cancel(
         stopped_line,
     )
 
-    store = open_store(ctx, write=True)
+    journal = open_journal(ctx, write=True)
     try:
-        done = cancel_run(store, ref, reason=reason)
+        done = cancel_run(journal, ref, reason=reason)
         run = done.run
         if wait_s is not None and not done.at_once:
-            run = wait_until_stopped(store, run.id, wait_s)
+            run = wait_until_stopped(journal, run.id, wait_s)
     finally:
-        store.close()
+        journal.close()
     if as_json:
         render.echo_json(cancel_record(done, run))
     else:

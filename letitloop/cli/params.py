@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..discovery import found_above
 from ..errors import LetItLoopError
+from ..schemes import scheme_of
+
+if TYPE_CHECKING:
+    from ..inspection import Inspector
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
@@ -96,6 +100,24 @@ def json_flags(f: Any) -> Any:
     )(f)
 
 
+class DbPath(click.Path):
+    """``--db``'s type: a path, but a URL (``scheme://``) is kept as its text.
+
+    click's ``Path`` would make ``postgresql://h/db`` the path ``postgresql:/h/db``,
+    a file name; kept whole, the command's open refuses it (``files.resolve_path``:
+    UnknownStoreError, one line) and creates nothing.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and scheme_of(value) is not None:
+            return value
+        return super().convert(value, param, ctx)
+
+
+#: The one ``--db`` type, before or after the command.
+DB_PATH = DbPath(dir_okay=False, path_type=Path)
+
+
 def _set_db(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
     """``lil COMMAND --db PATH``: the same as ``lil --db PATH COMMAND``."""
     if value is not None:
@@ -105,7 +127,7 @@ def _set_db(ctx: click.Context, param: click.Parameter, value: Path | None) -> N
 def db_option(f: Any) -> Any:
     return click.option(
         "--db",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=DB_PATH,
         default=None,
         expose_value=False,
         callback=_set_db,
@@ -119,13 +141,14 @@ def db_path(ctx: click.Context) -> Path | None:
     return db if db is not None else root.params.get("db")
 
 
-def open_store(ctx: click.Context, *, write: bool = False, live: bool = False) -> Any:
-    """The journal for a command: read-only unless the command changes it (``write``)."""
-    from ..inspection import open_journal_file
+def open_journal(ctx: click.Context, *, write: bool = False, live: bool = False) -> Inspector:
+    """The journal for a command, as an inspector: read-only unless the command changes it
+    (``write``)."""
+    from ..inspection import open_inspector
 
     named = db_path(ctx)
-    store = open_journal_file(named, write=write, live=live)
-    if named is None and not os.environ.get("LETITLOOP_DB") and found_above(store.path):
+    journal = open_inspector(named, write=write, live=live)
+    if named is None and not os.environ.get("LETITLOOP_DB") and found_above(journal.path):
         # Found in a folder above this one (as git finds .git): say which file it is.
-        click.echo(f"lil: journal {store.path} (found above this folder)", err=True)
-    return store
+        click.echo(f"lil: journal {journal.path} (found above this folder)", err=True)
+    return journal

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from .completion import complete_goals, complete_keys, complete_runs
-from .params import STATE_CHOICE, Since, db_option, json_flags, key_values, open_store
+from .params import STATE_CHOICE, Since, db_option, json_flags, key_values, open_journal
 
 
 @click.command()
@@ -100,10 +100,10 @@ def runs(
     from ..inspection import list_runs
     from ..runtext.runs import journal_line, more_text, no_runs_line, runs_lines
 
-    store = open_store(ctx)
+    journal = open_journal(ctx)
     try:
         found = list_runs(
-            store,
+            journal,
             goal,
             status=status or None,
             since=since,
@@ -114,7 +114,7 @@ def runs(
             offset=offset,
         )
     finally:
-        store.close()
+        journal.close()
     more = None
     if limit and len(found) > limit:
         found = found[:limit]
@@ -126,9 +126,9 @@ def runs(
             render.echo(more, err=True)
         return
     if not found:
-        render.echo(no_runs_line(goal, store.path))
+        render.echo(no_runs_line(goal, journal.path))
         return
-    render.echo([*runs_lines(found, more), journal_line(store.path)])
+    render.echo([*runs_lines(found, more), journal_line(journal.path)])
 
 
 @click.command()
@@ -187,25 +187,25 @@ def show(
     from ..inspection import export_records, export_run, find_run, show_run
     from ..runtext.detail import show_lines, step_lines, step_record
 
-    store = open_store(ctx, live=follow)
+    journal = open_journal(ctx, live=follow)
     try:
-        run = find_run(store, ref)
+        run = find_run(journal, ref)
         if follow:
-            sys.exit(follow_run(store, ref, run, interval, as_json or as_jsonl))
-        detail = show_run(store, run)
+            sys.exit(follow_run(journal, ref, run, interval, as_json or as_jsonl))
+        detail = show_run(journal, run)
         if step_key is not None and (as_json or as_jsonl):
             step = step_record(detail, step_key)
             render.echo_jsonl([step]) if as_jsonl else render.echo_json(step)
         elif as_jsonl:
-            render.echo_jsonl(export_records(store, detail))
+            render.echo_jsonl(export_records(journal, detail))
         elif as_json:
-            render.echo_json(export_run(store, detail))
+            render.echo_json(export_run(journal, detail))
         elif step_key is not None:
             render.echo(step_lines(detail, step_key))
         else:
             render.echo(show_lines(detail, full))
     finally:
-        store.close()
+        journal.close()
 
 
 @click.command()
@@ -242,18 +242,18 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
     from .. import render
     from ..inspection import export_records, export_run, find_run
 
-    store = open_store(ctx)
+    journal = open_journal(ctx)
     try:
-        run = find_run(store, ref)
+        run = find_run(journal, ref)
         if fmt == "json" and not as_jsonl:
-            render.echo_json(export_run(store, run))
+            render.echo_json(export_run(journal, run))
         else:
-            render.echo_jsonl(export_records(store, run))
+            render.echo_jsonl(export_records(journal, run))
     finally:
-        store.close()
+        journal.close()
 
 
-def follow_run(store: Any, ref: str, run: Any, interval: float, as_json: bool) -> int:
+def follow_run(journal: Any, ref: str, run: Any, interval: float, as_json: bool) -> int:
     """``lil show --follow``: its exit status (0 completed, 1 failed or left crashed)."""
     from .. import render
     from ..inspection import find_run, resumer, show_run
@@ -266,10 +266,10 @@ def follow_run(store: Any, ref: str, run: Any, interval: float, as_json: bool) -
     try:
         while True:
             # Following a goal follows its newest run (a restart keeps the same run).
-            run = find_run(store, run.id if ref == run.id else ref)
-            detail = show_run(store, run)
+            run = find_run(journal, run.id if ref == run.id else ref)
+            detail = show_run(journal, run)
             r = detail.run
-            watcher = resumer(store, r) if r.state in ("crashed", "pending") else None
+            watcher = resumer(journal, r) if r.state in ("crashed", "pending") else None
             waiting = watcher_text(watcher) if watcher is not None else None
             if tty:
                 lines = show_lines(detail, False) + ([waiting] if waiting else [])

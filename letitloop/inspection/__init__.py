@@ -1,25 +1,32 @@
-"""See runs without changing them: the read-only library under ``lil runs/show/export``.
+"""See runs without changing them: the read-only library under ``lil runs/show/export``, and
+the :class:`Inspector` through which it, :mod:`letitloop.maintenance` and
+:mod:`letitloop.control` reach a journal.
 
-Every function takes an open :class:`~letitloop.store.Store` (see
-:func:`open_journal_file`) and deals in runs and rows; the ``lil`` commands
-only parse arguments and print. A run's steps and markers come in journal
-order: the rowid order of its goal's journal table (the order in which
-their rows were first written). What changes a journal (reset, fork, gc) is
-:mod:`letitloop.maintenance`.
+Every function takes an :class:`Inspector` (see :func:`open_inspector`; a
+journal file's :class:`~letitloop.store.Store`, from :func:`open_journal_file`,
+is read through a :class:`SqliteInspector`) and deals in runs and rows; the
+``lil`` commands only parse arguments and print. A run's steps and markers
+come in journal order: the order in which their rows were first written.
+What changes a journal (reset, fork, gc) is :mod:`letitloop.maintenance`.
 
 Its modules, bottom up (each imports only the ones before it): ``times``
 (timestamps, durations), ``results`` (a stored result as JSON-ready values),
-``records`` (what the queries return), ``journalfile`` (:func:`open_journal_file`),
-``state`` (a run's row as a :class:`RunInfo`, live or not from its lock),
-``listing`` (which runs), ``detail`` (one run in detail), ``export``.
+``records`` (what the queries return), ``inspector`` (the :class:`Inspector`
+protocol), ``journalfile`` (:func:`open_journal_file`), ``state`` (what an
+inspector read made into a :class:`RunInfo`, live or not from its lock),
+``sqlite_inspector`` (the SQLite one: every statement), ``inspectors``
+(:func:`open_inspector`), ``listing`` (which runs), ``detail`` (one run in
+detail), ``export``.
 """
 
 from __future__ import annotations
 
 from .detail import resumer, run_rows, show_run
 from .export import export_records, export_run
+from .inspector import Inspector, RunFilter, WaitAnswer
+from .inspectors import open_inspector
 from .journalfile import open_journal_file
-from .listing import MIN_PREFIX, find_run, get_run, list_runs, resumable_run
+from .listing import MIN_PREFIX, find_run, get_run, is_run_held, list_runs, resumable_run
 from .records import (
     AttemptInfo,
     InFlight,
@@ -27,11 +34,14 @@ from .records import (
     RowInfo,
     RunDetail,
     RunInfo,
+    RunRef,
     TryInfo,
     UsageTotals,
+    WaitRow,
 )
 from .results import MAX_PLAIN_INT_BITS, decode_result, decoded, json_ready
-from .state import PAUSED, STATES, is_run_held
+from .sqlite_inspector import SqliteInspector, as_inspector
+from .state import PAUSED, STATES
 from .times import MAX_DURATION, parse_duration, parse_since, parse_utc
 
 __all__ = [
@@ -42,12 +52,19 @@ __all__ = [
     "STATES",
     "AttemptInfo",
     "InFlight",
+    "Inspector",
     "Pause",
     "RowInfo",
     "RunDetail",
+    "RunFilter",
     "RunInfo",
+    "RunRef",
+    "SqliteInspector",
     "TryInfo",
     "UsageTotals",
+    "WaitAnswer",
+    "WaitRow",
+    "as_inspector",
     "decode_result",
     "decoded",
     "export_records",
@@ -57,6 +74,7 @@ __all__ = [
     "is_run_held",
     "json_ready",
     "list_runs",
+    "open_inspector",
     "open_journal_file",
     "parse_duration",
     "parse_since",

@@ -6,97 +6,48 @@ resume it (:func:`resumer`).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import JournalFileError
-from ..sqlerrors import DRIVER_ERRORS
 from ..store import Store
+from .inspector import Inspector
 from .listing import get_run
 from .records import AttemptInfo, RowInfo, RunDetail, RunInfo, TryInfo, UsageTotals
-from .state import plus, run_counts
+from .sqlite_inspector import as_inspector
+from .state import plus
 from .times import parse_utc
 
-_ROW_COLUMNS = (
-    "rowid, key, kind, status, fn, result, started_at, finished_at, duration_ms, attempt, "
-    "error, traceback, wake_at, input_tokens, output_tokens, cost, model"
-)
 
-
-def run_rows(store: Store, run: RunInfo) -> list[RowInfo]:
+def run_rows(inspector: Inspector | Store, run: RunInfo) -> list[RowInfo]:
     """The run's steps and markers in journal order."""
-    return [
-        RowInfo(*r)
-        for r in store.query(
-            f'SELECT {_ROW_COLUMNS} FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
-            (run.id,),
-        )
-    ]
+    return as_inspector(inspector).rows(run)
 
 
-def _dicts(store: Store, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
-    with store.lock:
-        try:
-            cur = store.conn.execute(sql, params)
-            names = [d[0] for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-        except DRIVER_ERRORS as exc:
-            raise JournalFileError(f"{store.path}: SQLite error: {exc}") from None
-
-
-def show_run(store: Store, run: RunInfo | str) -> RunDetail:
+def show_run(inspector: Inspector | Store, run: RunInfo | str) -> RunDetail:
     """The run (an id or a RunInfo) with its rows, attempts and supervisor events."""
-    info = get_run(store, run) if isinstance(run, str) else run
-    rows = run_rows(store, info)
-    events = _dicts(
-        store,
-        "SELECT * FROM supervisor_events WHERE watch_id IN "
-        "(SELECT watch_id FROM attempts WHERE run = ? AND watch_id IS NOT NULL) ORDER BY id",
-        (info.id,),
-    )
+    journal = as_inspector(inspector)
+    info = get_run(journal, run) if isinstance(run, str) else run
+    rows = journal.rows(info)
+    events = journal.supervisor_events(info.id)
     exits = {(e["watch_id"], e["child_pid"]): e for e in events if e.get("event") == "exit"}
     attempts = []
-    for a in store.query(
-        "SELECT attempt, pid, host, watch_id, started_at, watch_attempt FROM attempts "
-        "WHERE run = ? ORDER BY attempt",
-        (info.id,),
-    ):
-        attempt = AttemptInfo(*a)
+    for attempt in journal.attempts(info.id):
         ended = exits.get((attempt.watch_id, attempt.pid)) if attempt.watch_id else None
         attempts.append(_with_ending(info, rows, attempt, ended))
-    # The previous completed run of the same work: the same input (a @durable call's
-    # arguments), so that a run for other arguments does not set the count to reach.
-    prev = store.query(
-        "SELECT id FROM runs WHERE goal = ? AND status = 'completed' AND id < ? "
-        "AND input IS ? ORDER BY id DESC LIMIT 1",
-        (info.goal, info.id, info.input_json),
-    )
-    previous_steps = None
-    if prev:
-        counts = run_counts(store, info.journal_table, [prev[0][0]])
-        previous_steps = counts.get(prev[0][0], (0, 0, 0, None))[0]
-    result = store.query("SELECT result FROM runs WHERE id = ?", (info.id,))
-    tries = [
-        TryInfo(*t)
-        for t in store.query(
-            "SELECT key, try, attempt, started_at, failed_at, error, next_at, input_tokens, "
-            "output_tokens, cost, model, ended FROM step_tries WHERE run = ? "
-            "ORDER BY failed_at, try",
-            (info.id,),
-        )
-    ]
+    previous_steps = journal.previous_steps(info)
+    result = journal.result_json(info.id)
+    tries = journal.tries(info.id)
     spent = _totals([*rows, *tries])
     # Saved by replay: the rows some attempt really got back (step_replays), once each
     # time it did; not every row recorded before the last attempt.
     by_key = {r.key: r for r in rows if r.kind == "step"}
     got_back: list[RowInfo] = []
-    for (keys,) in store.query("SELECT keys FROM step_replays WHERE run = ?", (info.id,)):
+    for keys in journal.replays(info.id):
         with contextlib.suppress(ValueError, TypeError):  # a damaged record counts nothing
-            got_back.extend(by_key[k] for k in json.loads(keys) if k in by_key)
+            got_back.extend(by_key[k] for k in keys if k in by_key)
     replayed = _totals(got_back)
     return RunDetail(
         info,
@@ -104,7 +55,7 @@ def show_run(store: Store, run: RunInfo | str) -> RunDetail:
         attempts,
         events,
         previous_steps,
-        result[0][0] if result else None,
+        result,
         tries,
         spent,
         replayed,
@@ -193,7 +144,7 @@ def _with_ending(
     )
 
 
-def resumer(store: Store, run: RunInfo) -> dict[str, Any] | None:
+def resumer(inspector: Inspector | Store, run: RunInfo) -> dict[str, Any] | None:
     """The ``lil watch`` that will restart a crashed run, or None when nothing will.
 
     A watcher session that started one of the run's attempts, whose last
@@ -201,16 +152,9 @@ def resumer(store: Store, run: RunInfo) -> dict[str, Any] | None:
     to restart it), and whose process is alive on this host (or on another
     host, where it cannot be checked): its last ``supervisor_events`` row.
     """
-    rows = _dicts(
-        store,
-        "SELECT e.* FROM supervisor_events e WHERE e.id = (SELECT max(id) FROM supervisor_events "
-        "WHERE watch_id = (SELECT watch_id FROM attempts WHERE run = ? AND watch_id IS NOT NULL "
-        "ORDER BY attempt DESC LIMIT 1))",
-        (run.id,),
-    )
-    if not rows or rows[0].get("event") in ("stop", "give_up"):
+    last = as_inspector(inspector).last_watcher_event(run.id)
+    if last is None or last.get("event") in ("stop", "give_up"):
         return None
-    last = rows[0]
     if last.get("host") == socket.gethostname():
         try:
             os.kill(int(last["watcher_pid"]), 0)

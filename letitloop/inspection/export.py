@@ -11,12 +11,15 @@ from typing import Any
 from .. import codec
 from ..store import Store
 from .detail import show_run
+from .inspector import Inspector
 from .records import RunDetail, RunInfo
 from .results import decode_result, json_ready
 
 
 def export_run(
-    store: Store, run: RunDetail | RunInfo | str, registry: codec.CodecRegistry | None = None
+    inspector: Inspector | Store,
+    run: RunDetail | RunInfo | str,
+    registry: codec.CodecRegistry | None = None,
 ) -> dict[str, Any]:
     """The run, its rows (results decoded), attempts and supervisor events as one dict.
 
@@ -26,7 +29,7 @@ def export_run(
     run's ``input`` is decoded the same way (``input_json``, ``input_error``).
     The dict is JSON-ready for a strict writer (:func:`json_ready`).
     """
-    detail = run if isinstance(run, RunDetail) else show_run(store, run)
+    detail = run if isinstance(run, RunDetail) else show_run(inspector, run)
     # The recorded columns first (a REAL column may hold an infinity), then the
     # results, which decode_result has made JSON-ready already.
     out: dict[str, Any] = json_ready(detail.as_dict())
@@ -50,7 +53,9 @@ RECORDS = {
 
 
 def export_records(
-    store: Store, run: RunDetail | RunInfo | str, registry: codec.CodecRegistry | None = None
+    inspector: Inspector | Store,
+    run: RunDetail | RunInfo | str,
+    registry: codec.CodecRegistry | None = None,
 ) -> Iterator[dict[str, Any]]:
     """:func:`export_run` as a stream of records, one per line of ``--format ndjson``.
 
@@ -62,7 +67,7 @@ def export_records(
     document (``usage``: the run's totals). A list the document gains later
     is streamed under its own name without a change here.
     """
-    data = export_run(store, run, registry)
+    data = export_run(inspector, run, registry)
     plain = {k: v for k, v in data.items() if k != "run" and not isinstance(v, (list, dict))}
     yield {"record": "run", **data["run"], **plain}
     for name, value in data.items():

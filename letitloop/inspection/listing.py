@@ -1,63 +1,47 @@
 """Which runs: :func:`list_runs` (by goal, state, time, name, input), and one run by what
 names it (:func:`get_run`, :func:`find_run`; :func:`resumable_run`, the one a goal's next
-opener resumes).
+opener resumes); whether a live process holds one (:func:`is_run_held`).
+
+Each takes an :class:`~letitloop.inspection.inspector.Inspector` (or a journal file's
+:class:`~letitloop.store.Store`, read through a ``SqliteInspector``) and asks it only.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 from ..clock import utc_iso
 from ..errors import LetItLoopError, RunNotFoundError
-from ..sqlite_storage import resumable_run_id
 from ..store import Store
+from .inspector import Inspector, RunFilter
 from .records import RunInfo
-from .state import RUN_COLUMNS, STATES, run_infos
+from .sqlite_inspector import as_inspector
+from .state import STATES
 
 #: The shortest unique prefix of a run id ``lil`` accepts: shorter ones are
 #: almost always a typo, and a ULID's first characters are only its time.
 MIN_PREFIX = 6
 
 
-def _input_condition(key: str, value: str) -> tuple[str, list[Any]]:
-    """SQL matching runs whose recorded input has ``value`` at ``key`` (dotted for nesting).
-
-    ``value`` is read as JSON when it is JSON (``7``, ``true``, ``"7"``,
-    ``[1, 2]``), else as text. It matches the recorded value, or a value the
-    codec tagged (``{"!date": "2026-11-30"}`` matches ``2026-11-30``). The
-    input may be wrapped as the codec wraps a dict with typed values
-    (``{"!dict": {…}}``). A stored input that is not JSON matches nothing.
-    """
-    try:
-        wanted: Any = json.loads(value)
-    except ValueError:
-        wanted = value
-    parts = [p for p in key.split(".") if p]
+def _input_path(key: str) -> tuple[str, ...]:
+    """``key`` (dotted for nesting) as the parts of a path into the recorded input."""
+    parts = tuple(p for p in key.split(".") if p)
     if not parts:
         raise LetItLoopError(
             f"--input expects KEY=VALUE with a KEY such as 'user_id' or 'user.id', got {key!r}"
         )
-    quoted = "".join('."' + p.replace('"', '""') + '"' for p in parts)
-    if isinstance(wanted, (dict, list)):
-        same, bound = "= json(?)", json.dumps(wanted)
-    else:
-        same, bound = "= ?", wanted
-    arms, params = [], []
-    for path in ("$" + quoted, '$."!dict"' + quoted):
-        arms.append(
-            f"json_extract(r.input, ?) {same} OR (json_type(r.input, ?) = 'object' AND EXISTS "
-            f"(SELECT 1 FROM json_each(r.input, ?) WHERE key LIKE '!%' AND value {same}))"
-        )
-        params += [path, bound, path, path, bound]
-    return f"(CASE WHEN json_valid(r.input) THEN ({' OR '.join(arms)}) ELSE 0 END)", params
+    return parts
+
+
+def is_run_held(inspector: Inspector | Store, run_id: str) -> bool:
+    """True when a live process (this one included) holds ``run_id`` right now; writes nothing."""
+    return as_inspector(inspector).is_held(run_id)
 
 
 def list_runs(
-    store: Store,
+    inspector: Inspector | Store,
     goal: str | None = None,
     *,
     status: str | Iterable[str] | None = None,
@@ -75,17 +59,15 @@ def list_runs(
     time (``since`` included, ``until`` not). ``name`` is a glob (``user-*``,
     case-sensitive) on the run's name; an unnamed run never matches it.
     ``inputs`` are ``(key, value)`` pairs the recorded input must all hold
-    (see :func:`_input_condition`). ``offset`` skips that many matching runs
-    first, for paging. An empty list means no run matched; an unknown goal
-    raises RunNotFoundError.
+    (see :attr:`RunFilter.inputs`; a key is dotted for nesting). ``offset``
+    skips that many matching runs first, for paging. An empty list means no
+    run matched; an unknown goal raises RunNotFoundError.
     """
-    where, params = [], []
-    if goal is not None:
-        if store.goal_table(goal) is None:
-            raise RunNotFoundError(no_goal(store, goal))
-        where.append("r.goal = ?")
-        params.append(goal)
+    journal = as_inspector(inspector)
+    if goal is not None and not journal.has_goal(goal):
+        raise RunNotFoundError(no_goal(journal, goal))
     wanted: set[str] | None = None
+    recorded: tuple[str, ...] | None = None
     if status is not None:
         wanted = {status} if isinstance(status, str) else set(status)
         unknown = wanted - set(STATES)
@@ -93,43 +75,31 @@ def list_runs(
             raise LetItLoopError(
                 f"unknown run status {sorted(unknown)[0]!r}; expected one of {', '.join(STATES)}"
             )
-        recorded = {"running" if s in ("running", "crashed", "pending") else s for s in wanted} | (
-            {"running"} if "cancelled" in wanted else set()
+        recorded = tuple(
+            sorted(
+                {"running" if s in ("running", "crashed", "pending") else s for s in wanted}
+                | ({"running"} if "cancelled" in wanted else set())
+            )
         )
-        where.append(f"r.status IN ({','.join('?' * len(recorded))})")
-        params.extend(sorted(recorded))
-    if since is not None:
-        where.append("r.started_at >= ?")
-        params.append(utc_iso(since.timestamp()))
-    if until is not None:
-        where.append("r.started_at < ?")
-        params.append(utc_iso(until.timestamp()))
-    if name is not None:
-        where.append("r.name GLOB ?")
-        params.append(name)
-    for key, value in inputs:
-        cond, cond_params = _input_condition(key, value)
-        where.append(cond)
-        params.extend(cond_params)
-    sql = f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY r.rowid DESC"  # newest made first (ids of one millisecond: any order)
+    where = RunFilter(
+        goal=goal,
+        statuses=recorded,
+        since=None if since is None else utc_iso(since.timestamp()),
+        until=None if until is None else utc_iso(until.timestamp()),
+        name=name,
+        inputs=tuple((_input_path(key), value) for key, value in inputs),
+    )
     if wanted is None:
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        if offset:
-            sql += f"{'' if limit is not None else ' LIMIT -1'} OFFSET {int(offset)}"
-        return run_infos(store, store.query(sql, params))
+        return journal.runs(where, limit=limit, offset=offset)
     # running, crashed and pending differ by their locks: filter after reading them,
     # in pages, so a large journal is not read whole for the newest few.
     out: list[RunInfo] = []
     skip = offset
     page, at = max(100, (limit or 0) + offset), 0
     while True:
-        batch = store.query(f"{sql} LIMIT {page} OFFSET {at}", params)
+        batch = journal.runs(where, limit=page, offset=at)
         at += len(batch)
-        for info in run_infos(store, batch):
+        for info in batch:
             if info.state not in wanted:
                 continue
             if skip:
@@ -142,104 +112,89 @@ def list_runs(
             return out
 
 
-def known_goals(store: Store) -> str:
-    known = [r[0] for r in store.query("SELECT goal FROM goals ORDER BY goal LIMIT 6")]
+def known_goals(inspector: Inspector | Store) -> str:
+    known = as_inspector(inspector).goal_names(limit=6)
     if not known:
         return "the journal has no goals"
     return f"known goals: {', '.join(known[:5])}{', …' if len(known) > 5 else ''}"
 
 
-def no_goal(store: Store, goal: str) -> str:
-    return f"no goal {goal!r} in {store.path} ({known_goals(store)})"
+def no_goal(inspector: Inspector | Store, goal: str) -> str:
+    journal = as_inspector(inspector)
+    return f"no goal {goal!r} in {journal.path} ({known_goals(journal)})"
 
 
-def get_run(store: Store, run_id: str) -> RunInfo:
+def get_run(inspector: Inspector | Store, run_id: str) -> RunInfo:
     """The run with exactly this id. Raises RunNotFoundError."""
-    rows = store.query(
-        f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal WHERE r.id = ?",
-        (run_id,),
-    )
-    if not rows:
+    journal = as_inspector(inspector)
+    run = journal.run(run_id)
+    if run is None:
         raise RunNotFoundError(
-            f"no run {run_id!r} in {store.path}; 'lil runs' lists the runs", run=run_id
+            f"no run {run_id!r} in {journal.path}; 'lil runs' lists the runs", run=run_id
         )
-    return run_infos(store, rows)[0]
+    return run
 
 
-def _prefix_range(ref: str) -> tuple[str, str]:
-    """``(low, high)``: run ids starting with ``ref`` are ``low <= id < high``.
-
-    A range on the primary key, which the index answers directly (a LIKE is
-    case-insensitive, so SQLite scans the whole table for it). Ids are
-    upper-case Crockford base32, so the prefix is upper-cased first.
-    """
-    low = ref.upper()
-    return low, low[:-1] + chr(ord(low[-1]) + 1)
-
-
-def _by_prefix(store: Store, q: str, ref: str, goal: str | None) -> list[Any]:
+def _by_prefix(journal: Inspector, ref: str, goal: str | None) -> list[RunInfo]:
     """The runs (of ``goal``, if given) whose id starts with ``ref``: at most one, or
     RunNotFoundError naming two of them."""
-    where, params = ("r.goal = ? AND ", (goal,)) if goal is not None else ("", ())
-    rows = store.query(
-        q + where + "r.id >= ? AND r.id < ? ORDER BY r.id DESC LIMIT 3",
-        (*params, *_prefix_range(ref)),
-    )
-    if len(rows) > 1:
+    runs = journal.runs_with_prefix(ref, goal, 3)
+    if len(runs) > 1:
         of = f" of goal {goal!r}" if goal is not None else ""
         raise RunNotFoundError(
             f"run id prefix {ref!r} matches several runs{of} "
-            f"({rows[0][0]}, {rows[1][0]}, …); give more characters",
+            f"({runs[0].id}, {runs[1].id}, …); give more characters",
             run=ref,
         )
-    return rows
+    return runs
 
 
-def find_run(store: Store, ref: str, goal: str | None = None) -> RunInfo:
+def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) -> RunInfo:
     """The run ``ref`` names: a run id, a goal (its newest run), a run name, or an id prefix.
 
     With ``goal``, ``ref`` is looked up among that goal's runs only (by id or
     name, or id prefix). Raises RunNotFoundError when nothing matches, or a
     prefix or name is ambiguous.
     """
-    q = f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal WHERE "
+    journal = as_inspector(inspector)
     if goal is not None:
-        if store.goal_table(goal) is None:
-            raise RunNotFoundError(no_goal(store, goal))
-        rows = store.query(q + "r.goal = ? AND (r.id = ? OR r.name = ?)", (goal, ref, ref))
-        if not rows and len(ref) >= MIN_PREFIX:
-            rows = _by_prefix(store, q, ref, goal)
-        if not rows:
+        if not journal.has_goal(goal):
+            raise RunNotFoundError(no_goal(journal, goal))
+        found = journal.run_of_goal(goal, ref)
+        if found is None and len(ref) >= MIN_PREFIX:
+            found = next(iter(_by_prefix(journal, ref, goal)), None)
+        if found is None:
             raise RunNotFoundError(
                 f"goal {goal!r} has no run with id, id prefix or name {ref!r}; "
                 f"list its runs with: lil runs {shlex.quote(goal)}",
                 run=ref,
             )
-        return run_infos(store, rows[:1])[0]
-    rows = store.query(q + "r.id = ?", (ref,))
-    if not rows:
-        rows = store.query(q + "r.goal = ? ORDER BY r.rowid DESC LIMIT 1", (ref,))
-    if not rows:
-        rows = store.query(q + "r.name = ? ORDER BY r.id DESC", (ref,))
-        if len(rows) > 1:
-            goals = ", ".join(sorted({r[1] for r in rows}))
+        return found
+    found = journal.run(ref)
+    if found is None:
+        found = journal.newest_run(ref)
+    if found is None:
+        named = journal.runs_named(ref)
+        if len(named) > 1:
+            goals = ", ".join(sorted({r.goal for r in named}))
             raise RunNotFoundError(
                 f"run name {ref!r} belongs to several goals ({goals}); pass the run id "
                 f"('lil runs' lists them)",
                 run=ref,
             )
-    if not rows and len(ref) >= MIN_PREFIX:
-        rows = _by_prefix(store, q, ref, None)
-    if not rows:
+        found = next(iter(named), None)
+    if found is None and len(ref) >= MIN_PREFIX:
+        found = next(iter(_by_prefix(journal, ref, None)), None)
+    if found is None:
         raise RunNotFoundError(
-            f"no run or goal {ref!r} in {store.path}; expected a run id, a goal or a run "
+            f"no run or goal {ref!r} in {journal.path}; expected a run id, a goal or a run "
             f"name; 'lil runs' lists them",
             run=ref,
         )
-    return run_infos(store, rows[:1])[0]
+    return found
 
 
-def resumable_run(store: Store, goal: str) -> RunInfo | None:
+def resumable_run(inspector: Inspector | Store, goal: str) -> RunInfo | None:
     """The run ``Journal(goal)`` resumes (its newest unfinished unnamed run opened
     without arguments), or None when it would start a new one.
 
@@ -248,7 +203,8 @@ def resumable_run(store: Store, goal: str) -> RunInfo | None:
     take. Named runs are reached by their name only, and a ``@durable`` call's
     run (opened for its arguments) by its id or name.
     """
-    if store.goal_table(goal) is None:
-        raise RunNotFoundError(no_goal(store, goal))
-    run_id = resumable_run_id(store.query, goal, None)
-    return None if run_id is None else get_run(store, run_id)
+    journal = as_inspector(inspector)
+    if not journal.has_goal(goal):
+        raise RunNotFoundError(no_goal(journal, goal))
+    run_id = journal.resumable_run_id(goal)
+    return None if run_id is None else get_run(journal, run_id)

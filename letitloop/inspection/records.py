@@ -1,5 +1,6 @@
 """What the queries return: a run (:class:`RunInfo`), its rows, failed tries, attempts, steps
-in flight and pauses, usage totals, and all of it together (:class:`RunDetail`).
+in flight and pauses, usage totals, and all of it together (:class:`RunDetail`); a run by
+what names it (:class:`RunRef`) and a wait's row (:class:`WaitRow`).
 """
 
 from __future__ import annotations
@@ -287,3 +288,29 @@ class RunDetail:
             "tries": [t.as_dict() for t in self.tries],
             "usage": {**self.usage.as_dict(), "replayed": self.replayed.as_dict()},
         }
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A run by what names it, and its recorded status: no counts, no lock looked at (for
+    shell completion, which must be quick)."""
+
+    id: str
+    goal: str
+    name: str | None
+    status: str
+
+
+@dataclass(frozen=True)
+class WaitRow:
+    """A wait's row of a run (``wait_for``), as ``send`` reads it before it answers one."""
+
+    key: str
+    status: str
+    """``waiting`` until it gets a value or times out, then ``done`` or ``failed``."""
+    error: str | None
+    """For a wait that timed out: why."""
+    started_at: str | None
+    finished_at: str | None
+    deadline: str | None
+    """The wait's timeout (``wake_at``), None: none."""

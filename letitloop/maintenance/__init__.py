@@ -2,10 +2,12 @@
 (``lil fork``), collect old runs (``lil gc``).
 
 The read-only side (listing, showing, exporting, finding runs) is
-:mod:`letitloop.inspection`; these functions take a store opened for writing
-(``open_journal_file(path, write=True)``), hold each run's lock while they
-change it (so no process opens it meanwhile; RunHeldError for a run a live
-process holds) and change it in one transaction.
+:mod:`letitloop.inspection`; these functions take an inspector opened for
+writing (``open_inspector(path, write=True)``; or a journal file's store,
+``open_journal_file(path, write=True)``), hold each run while they change it
+(so no process opens it meanwhile; RunHeldError for a run a live process
+holds) and change it in one transaction, each change an
+:class:`~letitloop.inspection.Inspector` method: no SQL here.
 
 Its modules, bottom up (each imports only the ones before it): ``holding``
 (a run's lock held while it changes), ``reset``, ``fork``, ``gc``.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..clock import utc_iso
 from ..errors import RunNotFoundError
 from ..ids import new_run_id
-from ..inspection import RunInfo, find_run, get_run, run_rows
+from ..inspection import Inspector, RunInfo, as_inspector, find_run, get_run
 from ..store import Store
 from .holding import holding_run
 
@@ -30,7 +30,7 @@ class ForkResult:
 
 
 def fork_run(
-    store: Store,
+    inspector: Inspector | Store,
     run: RunInfo | str,
     from_step: str,
     *,
@@ -55,8 +55,9 @@ def fork_run(
     Raises RunNotFoundError for an unknown run or a key the run never
     recorded, RunHeldError when a live process holds the source.
     """
-    source = find_run(store, run) if isinstance(run, str) else run
-    rows = run_rows(store, source)
+    journal = as_inspector(inspector)
+    source = find_run(journal, run) if isinstance(run, str) else run
+    rows = journal.rows(source)
     keys = [r.key for r in rows]
     if from_step not in keys:
         shown = ", ".join(keys[:8]) + (", …" if len(keys) > 8 else "")
@@ -71,31 +72,7 @@ def fork_run(
     copied = [r.key for r in rows if r.seq < cut and r.status == "done"]
     now = clock()
     new_id = new_run_id(now)
-    renamed: str | None = None
-    table = source.journal_table
-    with holding_run(store, source, "fork"), store.write() as c:
-        if source.name is not None:
-            renamed = f"{source.name}@{source.id}"
-            c.execute("UPDATE runs SET name = ? WHERE id = ?", (renamed, source.id))
-        # The fork is a re-run of the same call: it keeps the source's input (so an
-        # opener called with the same arguments resumes it) and records its lineage.
-        c.execute(
-            "INSERT INTO runs (id, goal, name, status, attempts, started_at, updated_at, input, "
-            "input_fp, forked_from, forked_at) SELECT ?, goal, ?, 'running', 0, ?, ?, input, "
-            "input_fp, id, ? FROM runs WHERE id = ?",
-            (new_id, source.name, utc_iso(now), utc_iso(now), from_step, source.id),
-        )
-        # Each copied row keeps its arguments' fingerprint (a replay must match it, or
-        # the fork would hand a result to a call with any arguments) and its model,
-        # but not its tokens or cost: that money was spent once, by the source run,
-        # where it stays counted (a sum over the journal table counts it once).
-        c.execute(
-            f'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, '
-            f"finished_at, duration_ms, attempt, error, traceback, wake_at, args_fp, model) "
-            f"SELECT ?, key, kind, status, fn, result, started_at, finished_at, duration_ms, "
-            f"0, error, traceback, wake_at, args_fp, model "
-            f'FROM "{table}" WHERE run = ? AND rowid < ? '
-            f"AND status = 'done' ORDER BY rowid",
-            (new_id, source.id, cut),
-        )
-    return ForkResult(get_run(store, new_id), get_run(store, source.id), copied, renamed)
+    renamed = None if source.name is None else f"{source.name}@{source.id}"
+    with holding_run(journal, source, "fork"):
+        journal.fork(source, new_id, utc_iso(now), from_step, cut, renamed)
+    return ForkResult(get_run(journal, new_id), get_run(journal, source.id), copied, renamed)

@@ -5,23 +5,17 @@ empty dropped, dead lock files swept and the file vacuumed (:func:`gc_runs`).
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-from .. import locks
 from ..clock import utc_iso
 from ..errors import LetItLoopError, RunHeldError
-from ..goals import refresh_journal_rows
-from ..inspection import RunInfo
-from ..inspection.state import RUN_COLUMNS, STATES, run_infos
+from ..inspection import STATES, Inspector, RunInfo, as_inspector
 from ..store import Store
 from .holding import holding_run
-from .reset import delete_runs
 
 #: Runs gc deletes per transaction (holding each one's lock file meanwhile).
 GC_BATCH = 200
@@ -55,14 +49,6 @@ class GcResult:
         }
 
 
-def _file_bytes(store: Store) -> int:
-    total = 0
-    for suffix in ("", "-wal"):
-        with contextlib.suppress(OSError):
-            total += Path(str(store.path) + suffix).stat().st_size
-    return total
-
-
 def _cutoff(older_than: timedelta, now: float | None) -> str:
     """The ``updated_at`` text before which a run is older than ``older_than``."""
     try:
@@ -72,7 +58,7 @@ def _cutoff(older_than: timedelta, now: float | None) -> str:
 
 
 def gc_candidates(
-    store: Store,
+    inspector: Inspector | Store,
     older_than: timedelta,
     *,
     status: str | Iterable[str] | None = None,
@@ -85,12 +71,7 @@ def gc_candidates(
     ``running`` are candidates; a live-held run never is.
     """
     cutoff = _cutoff(older_than, now)
-    rows = store.query(
-        f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal "
-        "WHERE r.updated_at < ? ORDER BY r.id",
-        (cutoff,),
-    )
-    infos = run_infos(store, rows)
+    infos = as_inspector(inspector).runs_updated_before(cutoff)
     wanted = None if status is None else ({status} if isinstance(status, str) else set(status))
     if wanted is not None and wanted - set(STATES):
         raise LetItLoopError(
@@ -103,7 +84,7 @@ def gc_candidates(
 
 
 def gc_runs(
-    store: Store,
+    inspector: Inspector | Store,
     older_than: timedelta,
     *,
     status: str | Iterable[str] | None = None,
@@ -120,27 +101,14 @@ def gc_runs(
     and a WAL checkpoint give the space back to the filesystem. ``dry_run``
     reports what would go and changes nothing.
     """
-    removable, live = gc_candidates(store, older_than, status=status, now=now)
-    before = _file_bytes(store)
+    journal = as_inspector(inspector)
+    removable, live = gc_candidates(journal, older_than, status=status, now=now)
+    before = journal.size()
     cutoff = _cutoff(older_than, now)
     if dry_run:
         events = 0
         if status is None:
-            going = {r.id for r in removable}
-            kept_watchers = {
-                w
-                for run, w in store.query(
-                    "SELECT run, watch_id FROM attempts WHERE watch_id IS NOT NULL"
-                )
-                if run not in going
-            }
-            events = sum(
-                1
-                for (w,) in store.query(
-                    "SELECT watch_id FROM supervisor_events WHERE at < ?", (cutoff,)
-                )
-                if w not in kept_watchers
-            )
+            events = journal.supervisor_events_before(cutoff, {r.id for r in removable})
         return GcResult(
             removable,
             live,
@@ -149,7 +117,7 @@ def gc_runs(
             before,
             before,
             True,
-            _empty_goals(store.conn, store, {r.id for r in removable}),
+            journal.empty_goals({r.id for r in removable}),
         )
     rows_deleted = events_deleted = 0
     removed: list[RunInfo] = []
@@ -160,88 +128,29 @@ def gc_runs(
             batch = []
             for run in removable[i : i + GC_BATCH]:
                 try:
-                    held.enter_context(holding_run(store, run, "delete"))
+                    held.enter_context(holding_run(journal, run, "delete"))
                 except RunHeldError:
                     live.append(run)  # opened since we looked: leave it
                     continue
                 batch.append(run)
-            by_table: dict[str, list[str]] = {}
-            for run in batch:
-                by_table.setdefault(run.journal_table, []).append(run.id)
-            with store.write() as c:
-                for table, ids in by_table.items():
-                    rows_deleted += delete_runs(c, table, ids)
+            rows_deleted += journal.delete_runs(batch)
             removed.extend(batch)
-    with store.write() as c:
-        goals_removed = _drop_empty_goals(c, store)
+    goals_removed = journal.drop_empty_goals()
     if status is None:
-        with store.write() as c:
-            events_deleted = c.execute(
-                "DELETE FROM supervisor_events WHERE at < ? AND watch_id NOT IN "
-                "(SELECT watch_id FROM attempts WHERE watch_id IS NOT NULL)",
-                (cutoff,),
-            ).rowcount
+        events_deleted = journal.delete_supervisor_events(cutoff)
     removable = removed
-    # Lock files of holders that died (a run or marker whose process was killed
-    # inside it) are not removed by anyone else: reclaim every one not held now.
-    locks.sweep(store.lock_folder)
+    # Locks of holders that died (a run or marker whose process was killed inside
+    # it) are not removed by anyone else: reclaim every one not held now.
+    journal.sweep_locks()
     if vacuum and (removable or events_deleted or goals_removed):
-        with store.lock:
-            try:
-                # VACUUM rewrites the file without the freed pages; in WAL mode the new
-                # pages land in the -wal file, and the checkpoint moves them into the
-                # database and truncates the WAL, so the file really shrinks.
-                store.conn.execute("VACUUM")
-                store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error as exc:
-                from ..sqlerrors import explain
-
-                raise explain(exc, store.path) from None
+        journal.compact()
     return GcResult(
         removable,
         live,
         rows_deleted,
         events_deleted,
         before,
-        _file_bytes(store),
+        journal.size(),
         False,
         goals_removed,
     )
-
-
-def _empty_goals(conn: sqlite3.Connection, store: Store, going: set[str]) -> list[str]:
-    """Goals that have no run but those in ``going`` and no row of another run (in order).
-
-    A goal's table may hold rows of no run: goal-scoped markers (run ``*``),
-    which guard side effects across runs; such a goal is never empty.
-    """
-    with store.lock:
-        try:
-            goals = conn.execute("SELECT goal, journal_table FROM goals ORDER BY goal").fetchall()
-            empty = []
-            for goal, table in goals:
-                runs = {r for (r,) in conn.execute("SELECT id FROM runs WHERE goal = ?", (goal,))}
-                if runs - going:
-                    continue
-                marks = ",".join("?" * len(runs))
-                other = conn.execute(
-                    f'SELECT 1 FROM "{table}" WHERE run NOT IN ({marks}) LIMIT 1', sorted(runs)
-                ).fetchone()
-                if other is None:
-                    empty.append(str(goal))
-            return empty
-        except sqlite3.Error as exc:
-            raise store.explain(exc) from None
-
-
-def _drop_empty_goals(c: sqlite3.Connection, store: Store) -> list[str]:
-    """Inside a write transaction: remove goals with no run and no row, and their tables."""
-
-    gone = _empty_goals(c, store, set())
-    for goal in gone:
-        (table,) = c.execute("SELECT journal_table FROM goals WHERE goal = ?", (goal,)).fetchone()
-        c.execute("DELETE FROM goals WHERE goal = ?", (goal,))
-        c.execute(f'DROP TABLE IF EXISTS "{table}"')
-    if gone:
-        refresh_journal_rows(c)  # the browsing view must not name a dropped table
-    return gone

@@ -5,16 +5,19 @@
 from __future__ import annotations
 
 import shlex
-import sqlite3
 
 from ..errors import LetItLoopError, RunNotFoundError
-from ..inspection import RunInfo, find_run, resumable_run
+from ..inspection import Inspector, RunInfo, as_inspector, find_run, resumable_run
 from ..inspection.listing import known_goals, no_goal
+
+# Deleting runs inside a transaction is the SQLite inspector's: named here too for the
+# tests that call it under the name they always used.
+from ..inspection.sqlite_inspector import delete_runs as delete_runs
 from ..store import Store
 from .holding import holding_run
 
 
-def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
+def reset_target(inspector: Inspector | Store, ref: str, run: str | None = None) -> RunInfo:
     """The run :func:`reset_run` would forget. Raises RunNotFoundError.
 
     ``ref`` is a run id, a unique id prefix or a run name — that run — or a
@@ -22,43 +25,39 @@ def reset_target(store: Store, ref: str, run: str | None = None) -> RunInfo:
     unnamed run), or with ``run`` (an id, id prefix or name) that run of the
     goal. A word that is both is taken as a run id first, then as a goal.
     """
-    exact = store.query("SELECT 1 FROM runs WHERE id = ?", (ref,))
-    if store.goal_table(ref) is None or exact:
+    journal = as_inspector(inspector)
+    exact = journal.has_run(ref)
+    if not journal.has_goal(ref) or exact:
         if run is not None:
             if exact:
                 raise LetItLoopError(
                     f"{ref!r} is a run id; pass --run only with a goal (lil reset GOAL --run "
                     f"RUN), or the run alone (lil reset RUN)"
                 )
-            raise RunNotFoundError(no_goal(store, ref))
+            raise RunNotFoundError(no_goal(journal, ref))
         try:
-            return find_run(store, ref)
+            return find_run(journal, ref)
         except RunNotFoundError as exc:
             if "several" in str(exc):
                 raise  # an ambiguous prefix or name says so itself
             raise RunNotFoundError(
-                f"no goal, run id, run id prefix or run name {ref!r} in {store.path}; "
-                f"{known_goals(store)}; 'lil runs' lists the runs",
+                f"no goal, run id, run id prefix or run name {ref!r} in {journal.path}; "
+                f"{known_goals(journal)}; 'lil runs' lists the runs",
                 run=ref,
             ) from None
     if run is not None:
-        return find_run(store, run, goal=ref)
-    target = resumable_run(store, ref)
+        return find_run(journal, run, goal=ref)
+    target = resumable_run(journal, ref)
     if target is None:
         # Runs opened for arguments (a @durable call's) are each that call's:
         # Journal(goal) never resumes them, so they are named by their id.
-        called = store.query(
-            "SELECT id, input FROM runs WHERE goal = ? AND name IS NULL AND input_fp IS NOT "
-            "NULL AND status IN ('running', 'failed', 'waiting') AND cancel_requested_at IS "
-            "NULL ORDER BY rowid DESC LIMIT 3",
-            (ref,),
-        )
+        called = journal.argument_runs(ref, 3)
         if called:
-            shown = "; ".join(f"{rid} (input {render_input(text)})" for rid, text in called)
+            shown = "; ".join(f"{r.id} (input {render_input(r.input_json)})" for r in called)
             raise RunNotFoundError(
                 f"goal {ref!r} has no unfinished run that Journal({ref!r}) would resume; its "
                 f"unfinished runs were opened for arguments (a @durable call's run is that "
-                f"call's): {shown}; forget one by its id: lil reset {called[0][0]}"
+                f"call's): {shown}; forget one by its id: lil reset {called[0].id}"
             )
         raise RunNotFoundError(
             f"goal {ref!r} has no unfinished unnamed run to reset (the next Journal({ref!r}) "
@@ -75,7 +74,7 @@ def render_input(text: str | None, limit: int = 60) -> str:
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
-def reset_run(store: Store, ref: str, run: str | None = None) -> RunInfo:
+def reset_run(inspector: Inspector | Store, ref: str, run: str | None = None) -> RunInfo:
     """Forget a run: delete its row, attempts, steps and run-scoped markers in one transaction.
 
     ``ref`` and ``run`` name the run as for :func:`reset_target`: a run id,
@@ -85,20 +84,8 @@ def reset_run(store: Store, ref: str, run: str | None = None) -> RunInfo:
     new run. Returns the run as it was. Raises RunHeldError (nothing changed)
     for a run a live process holds.
     """
-    target = reset_target(store, ref, run)
-    with holding_run(store, target, "reset"), store.write() as c:
-        delete_runs(c, target.journal_table, [target.id])
+    journal = as_inspector(inspector)
+    target = reset_target(journal, ref, run)
+    with holding_run(journal, target, "reset"):
+        journal.delete_runs([target])
     return target
-
-
-def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
-    deleted = 0
-    for i in range(0, len(ids), 500):
-        chunk = ids[i : i + 500]
-        marks = ",".join("?" * len(chunk))
-        deleted += c.execute(f'DELETE FROM "{table}" WHERE run IN ({marks})', chunk).rowcount
-        c.execute(f"DELETE FROM step_tries WHERE run IN ({marks})", chunk)
-        c.execute(f"DELETE FROM step_replays WHERE run IN ({marks})", chunk)
-        c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
-        c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
-    return deleted

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import locks
-from ...opening import run_lock_path
+from ...sqlite_holding import run_lock_path
 from ...store import Store
 from .identity import NS_SEP, thread_prefix
 

@@ -1,0 +1,178 @@
+"""The in-memory store's data: ``MemoryDatabase`` (what ``memory://NAME`` holds) and a connection.
+
+``MemoryConnection`` is the base of ``MemoryStorage`` (``memory_storage.py``):
+one journal's connection to a database, its transactions (one lock per
+database) and its rows; ``memory_primitives.py`` and ``memory_storage.py``
+hold the operations of the ``Storage`` protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from .errors import JournalFileError
+from .storage import StepRow
+
+#: The longest text one value may hold: SQLite's default limit, so that a result
+#: refused on one store is refused on the other.
+MAX_TEXT = 1_000_000_000 - (1 << 20)
+
+#: The columns of a step row (``storage.StepRow``), by name, in its order.
+STEP_COLUMNS = (
+    "run",
+    "key",
+    "status",
+    "fn",
+    "result",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+    "attempt",
+    "error",
+    "traceback",
+    "args_fp",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "model",
+)
+#: The usage columns of a row, moved to a try when a new call would overwrite them.
+USAGE = ("input_tokens", "output_tokens", "cost", "model")
+#: Every column of a journal row; a new row starts with them all None.
+ROW_COLUMNS = (
+    *STEP_COLUMNS,
+    "kind",
+    "wake_at",
+    "claims",
+    "crashes",
+    "holder_pid",
+    "holder_host",
+    "holder_run",
+    "holder_token",
+    "holder_goal",
+)
+
+
+def step_values(row: StepRow) -> dict[str, Any]:
+    """A step row of the protocol by its columns' names (the one place its order is read)."""
+    return dict(zip(STEP_COLUMNS, row, strict=True))
+
+
+class Row(dict[str, Any]):
+    """One journal row (a step, sleep, wait or marker), with its position (``rowid``)."""
+
+    __slots__ = ("rowid",)
+
+    def __init__(self, rowid: int) -> None:
+        super().__init__(dict.fromkeys(ROW_COLUMNS))
+        self.rowid = rowid
+
+    @classmethod
+    def copy_of(cls, row: Row) -> Row:
+        """A copy, read outside the database's lock."""
+        new = cls(row.rowid)
+        new.update(row)
+        return new
+
+
+class MemoryDatabase:
+    """What one ``memory://NAME`` holds: runs, goals' rows, global markers, tries, holds."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        #: One transaction at a time; holds wait on ``changed``.
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        #: Commits so far (what ``changes`` counts, less a connection's own).
+        self.commits = 0
+        self.runs: dict[str, dict[str, Any]] = {}
+        #: Each goal's rows by (run, key), in the order they were first written.
+        self.goals: dict[str, dict[tuple[str, str], Row]] = {}
+        self.by_rowid: dict[int, Row] = {}
+        self.global_markers: dict[str, Row] = {}
+        #: (run, key, try) -> the try's columns.
+        self.tries: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self.replays: list[tuple[str, int, tuple[str, ...]]] = []
+        self.attempts: list[tuple[str, int, int, str, str]] = []
+        #: What is held, by slot (("run", id), ("marker", name)) -> the hold that
+        #: holds it, and the connection it was taken through.
+        self.holds: dict[tuple[str, str], tuple[object, MemoryConnection]] = {}
+        self._rowids = itertools.count(1)
+        self._runs = itertools.count(1)
+
+    def new_row(self) -> Row:
+        row = Row(next(self._rowids))
+        self.by_rowid[row.rowid] = row
+        return row
+
+    def run_order(self) -> int:
+        return next(self._runs)
+
+    def rows(self, goal: str) -> list[Row]:
+        """The goal's rows in the order they were first written (SQLite: by rowid)."""
+        return sorted(self.goals.get(goal, {}).values(), key=lambda r: r.rowid)
+
+
+_databases: dict[str, MemoryDatabase] = {}
+_databases_lock = threading.Lock()
+
+
+def database(location: str) -> MemoryDatabase:
+    """The database ``memory://NAME`` names, made on first use (for the process's life)."""
+    with _databases_lock:
+        db = _databases.get(location)
+        if db is None:
+            db = _databases[location] = MemoryDatabase(location)
+        return db
+
+
+class MemoryConnection:
+    """One journal's connection to a database: transactions, and its goal's rows."""
+
+    def __init__(self, db: MemoryDatabase) -> None:
+        self.db = db
+        #: The goal whose rows this connection reads and writes (find_or_start_run sets it).
+        self.goal = ""
+        #: Set by ``memory_storage.abandon`` and by ``close``: this connection is gone.
+        self.gone = False
+        #: Commits made through this connection (not change notices for it).
+        self._own = 0
+
+    def check(self) -> None:
+        """Refuse anything from a connection that :func:`abandon` dropped."""
+        if self.gone:
+            raise JournalFileError(
+                f"{self.db.location}: this journal's connection was dropped (abandoned, as by "
+                f"a process that died, or closed); nothing was written. Open a new Journal",
+                path=self.db.location,
+            )
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[MemoryDatabase]:
+        """One transaction: the database's lock, a commit counted when the block ends cleanly."""
+        db = self.db
+        with db.lock:
+            self.check()
+            yield db
+            db.commits += 1
+            self._own += 1
+            db.changed.notify_all()
+
+    def _read(self) -> contextlib.AbstractContextManager[Any]:
+        self.check()
+        return self.db.lock
+
+    def _rows(self) -> dict[tuple[str, str], Row]:
+        return self.db.goals[self.goal]
+
+    def _upsert(self, run: str, key: str) -> Row:
+        rows = self._rows()
+        row = rows.get((run, key))
+        if row is None:
+            row = rows[(run, key)] = self.db.new_row()
+            row["run"], row["key"] = run, key
+        return row
