@@ -26,14 +26,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from ..errors import LetItLoopError
-from ..store import Store
+
+if TYPE_CHECKING:
+    from ..inspection import Inspector
 
 #: The server's name, as clients show it.
 SERVER_NAME = "letitloop"
@@ -76,25 +78,26 @@ class JournalServer(MCPServer):
 
 
 @contextmanager
-def journal(db: Path | None, *, write: bool = False) -> Iterator[Store]:
-    """The journal for one tool call: read-only unless the tool changes it (``write``).
+def journal(db: Path | None, *, write: bool = False) -> Iterator[Inspector]:
+    """The journal for one tool call, as an inspector: read-only unless the tool changes it.
 
-    The one place this module opens the file, as ``lil`` does (``--db``, else
-    ``$LETITLOOP_DB``, else the nearest ``.letitloop/journal.db``); every
-    refusal becomes a ``ToolError`` (an ``is_error`` result with its one line).
+    The one place this module opens the journal, as ``lil`` does
+    (``open_inspector``: ``--db``, else ``$LETITLOOP_DB``, else the nearest
+    ``.letitloop/journal.db``); every refusal becomes a ``ToolError`` (an
+    ``is_error`` result with its one line).
     """
-    from ..inspection import open_journal_file
+    from ..inspection import open_inspector
 
     try:
-        store = open_journal_file(db, write=write)
+        inspector = open_inspector(db, write=write)
     except (LetItLoopError, OSError) as exc:
         raise ToolError(one_line(exc)) from None
     try:
-        yield store
+        yield inspector
     except (LetItLoopError, OSError) as exc:
         raise ToolError(one_line(exc)) from None
     finally:
-        store.close()
+        inspector.close()
 
 
 def one_line(exc: BaseException) -> str:
@@ -161,9 +164,9 @@ def build_server(db: Path | None = None) -> MCPServer:
         if name is not None and not name:
             raise ToolError("expected a glob for name (user-*, 2026-11-?), got ''")
         start, end = when(since, "since"), when(until, "until")
-        with journal(db) as store:
+        with journal(db) as inspector:
             found = listed(
-                store,
+                inspector,
                 goal,
                 status=states or None,
                 since=start,
@@ -173,7 +176,7 @@ def build_server(db: Path | None = None) -> MCPServer:
                 limit=limit + 1 if limit else None,
                 offset=offset,
             )
-            path = str(store.path)
+            path = str(inspector.path)
         more = bool(limit) and len(found) > limit
         runs = found[:limit] if limit else found
         return {
@@ -197,8 +200,8 @@ def build_server(db: Path | None = None) -> MCPServer:
     def show_run(run: str, step: str | None = None) -> dict[str, Any]:
         from ..inspection import export_run, find_run
 
-        with journal(db) as store:
-            doc = export_run(store, find_run(store, run))
+        with journal(db) as inspector:
+            doc = export_run(inspector, find_run(inspector, run))
         info = doc["run"]
         info.pop("input_json", None)
         info.pop("result_json", None)
@@ -237,8 +240,8 @@ def build_server(db: Path | None = None) -> MCPServer:
         from ..inspection import export_run as exported
         from ..inspection import find_run
 
-        with journal(db) as store:
-            return exported(store, find_run(store, run))
+        with journal(db) as inspector:
+            return exported(inspector, find_run(inspector, run))
 
     @server.tool(
         title="Reset a run",
@@ -257,11 +260,11 @@ def build_server(db: Path | None = None) -> MCPServer:
         from ..maintenance import reset_run as forget
         from ..maintenance import reset_target
 
-        with journal(db, write=not dry_run) as store:
+        with journal(db, write=not dry_run) as inspector:
             if dry_run:
-                return {"would_delete": json_ready(reset_target(store, run).as_dict())}
-            gone = forget(store, run)
-            nxt = resumable_run(store, gone.goal)
+                return {"would_delete": json_ready(reset_target(inspector, run).as_dict())}
+            gone = forget(inspector, run)
+            nxt = resumable_run(inspector, gone.goal)
         return {
             "deleted": json_ready(gone.as_dict()),
             "next_open_resumes": None if nxt is None else nxt.id,
@@ -283,8 +286,8 @@ def build_server(db: Path | None = None) -> MCPServer:
         from ..maintenance import fork_run as forked
         from ..runtext.changes import fork_record
 
-        with journal(db, write=True) as store:
-            made: dict[str, Any] = json_ready(fork_record(forked(store, run, from_step)))
+        with journal(db, write=True) as inspector:
+            made: dict[str, Any] = json_ready(fork_record(forked(inspector, run, from_step)))
         return made
 
     @server.tool(
@@ -303,8 +306,8 @@ def build_server(db: Path | None = None) -> MCPServer:
         from ..inspection import json_ready
         from ..runtext.changes import cancel_record
 
-        with journal(db, write=True) as store:
-            done = cancelled(store, run, reason=reason)
+        with journal(db, write=True) as inspector:
+            done = cancelled(inspector, run, reason=reason)
         record: dict[str, Any] = json_ready(cancel_record(done, done.run))
         return record
 
@@ -329,8 +332,8 @@ def build_server(db: Path | None = None) -> MCPServer:
             text = codec.encode(value)
         except LetItLoopError as exc:
             raise ToolError(one_line(exc)) from None
-        with journal(db, write=True) as store:
-            sent = send_text(store, run, name, text)
+        with journal(db, write=True) as inspector:
+            sent = send_text(inspector, run, name, text)
         return sent_record(sent)
 
     return server
