@@ -87,7 +87,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "command line and adapters",
         # cli/ and runtext/ are packages: their modules share this layer, and
         # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
-        {"cli", "render", "runtext", "demo", "__main__", "adapters"},
+        {"cli", "render", "runtext", "demo", "__main__", "adapters", "mcp"},
     ),
     ("the public names", {"__init__"}),
 ]
@@ -109,7 +109,16 @@ CODEC_ORDER = [
 
 #: The command line's own modules, bottom up: shared options, completion, one
 #: module per family of commands, then the group that adds them.
-CLI_ORDER = ["params", "completion", "reading", "changing", "control", "running", "__init__"]
+CLI_ORDER = [
+    "params",
+    "completion",
+    "reading",
+    "changing",
+    "control",
+    "running",
+    "serving",
+    "__init__",
+]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
 RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
@@ -135,6 +144,10 @@ INSPECTION_ORDER = [
 #: What changes a journal from outside a run, bottom up: a run held while it
 #: changes, then reset (whose deletion gc shares), fork and gc.
 MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "__init__"]
+
+#: MCP's own modules, bottom up: sessions renewed after a failed call, calls as
+#: steps (and a call in doubt), the server of ``lil mcp``.
+MCP_ORDER = ["sessions", "calls", "server", "__init__"]
 
 #: The LangGraph adapter's own modules, bottom up: the saver's polled locks,
 #: tables and serde, LangChain's messages, a node's identity and retirement,
@@ -348,6 +361,7 @@ ORDERED_PACKAGES = {
     "inspection": INSPECTION_ORDER,
     "maintenance": MAINTENANCE_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
+    "mcp": MCP_ORDER,
 }
 
 
@@ -473,6 +487,8 @@ LOADED_ON_USE = [
     "letitloop.sleeps",  # the first sleep (or wait)
     "letitloop.waits",  # the first wait, or letitloop.RunWaiting
     "letitloop.timers",  # the first sleep, wait or retry
+    "letitloop.mcp",  # lil mcp, or the user's import of letitloop.mcp
+    "mcp",  # the MCP SDK: the same
 ]
 
 

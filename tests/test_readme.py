@@ -436,6 +436,26 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "row = db.execute('SELECT input_tokens, output_tokens, cost FROM journal_g').fetchone()\n"
         "assert row == (1120, 230, 0.0009), row\n",
     ),
+    ("mcp.md", "import asyncio"): (
+        "import pathlib\n"
+        "pathlib.Path('shop_server.py').write_text(\n"
+        "    'from mcp.server.mcpserver import MCPServer\\n'\n"
+        "    'from mcp.types import ToolAnnotations\\n'\n"
+        "    'shop = MCPServer(\"shop\")\\n'\n"
+        "    '@shop.tool(annotations=ToolAnnotations(read_only_hint=True))\\n'\n"
+        "    'def lookup(order: int) -> str:\\n'\n"
+        "    '    return f\"order {order} is open\"\\n'\n"
+        "    '@shop.tool(annotations=ToolAnnotations(destructive_hint=True))\\n'\n"
+        "    'def charge(order: int) -> str:\\n'\n"
+        "    '    return f\"charged order {order}\"\\n'\n"
+        "    'shop.run()\\n'\n"
+        ")\n",
+        "import sqlite3\n"
+        "db = sqlite3.connect('.letitloop/journal.db')\n"
+        "sql = \"SELECT key FROM journal_checkout WHERE status = 'done'\"\n"
+        "done = {r[0] for r in db.execute(sql)}\n"
+        "assert done == {'mcp:lookup/sent', 'mcp:lookup', 'mcp:charge/sent', 'mcp:charge'}, done\n",
+    ),
     ("supervision.md", "from letitloop import durable, step, supervise"): ("", ""),
     ("types.md", "import letitloop.codec"): (
         "from dataclasses import dataclass\nfrom datetime import datetime, timezone\nLine = str\n",
@@ -450,6 +470,11 @@ ILLUSTRATIVE: dict[tuple[str, str], str] = {
     ("processes.md", "import multiprocessing"): (
         "a spawn pool's program, which must run as a file (spawn workers import its "
         "__main__); tests/test_forked_child.py runs it as printed, twice, and counts the rows"
+    ),
+    ("mcp.md", 'async with j.atomic_marker("charge") as offer:'): (
+        "lines of an async function with an open journal j and a DurableMCP; "
+        "tests/test_mcp_calls.py (TestACallInDoubtGuardedByAMarkerAndItsKey) runs the same "
+        "calls, killed mid-call and resumed"
     ),
     ("async.md", "# refused: two tasks, one name"): (
         "two lines of an async function (top-level await) contrasting a refused call with "

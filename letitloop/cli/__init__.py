@@ -5,9 +5,9 @@ end: every error a user can cause is one line (``click.ClickException``),
 never a traceback; an unexpected one is one line too, saying how to see its
 traceback (:data:`TRACEBACK_ENV`), with exit status 70. The commands are in
 one module per family: ``reading`` (runs, show, export), ``changing``
-(reset, fork, gc, upgrade), ``control`` (send, cancel) and ``running``
-(watch, demo); their shared options in ``params``, shell completion in
-``completion``. Recorded text is printed only through
+(reset, fork, gc, upgrade), ``control`` (send, cancel), ``running``
+(watch, demo) and ``serving`` (mcp); their shared options in ``params``,
+shell completion in ``completion``. Recorded text is printed only through
 :mod:`letitloop.render`, which makes it safe for a terminal.
 """
 
@@ -26,6 +26,7 @@ from .control import cancel, send
 from .params import DB_PATH
 from .reading import export, runs, show
 from .running import demo, watch
+from .serving import mcp_command
 
 __all__ = [
     "INTERNAL_ERROR_STATUS",
@@ -39,6 +40,7 @@ __all__ = [
     "fork",
     "gc",
     "main",
+    "mcp_command",
     "reset",
     "runs",
     "send",
@@ -152,6 +154,7 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 # The commands, one module per family; each is a plain click command until added here.
 for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo):
     cli.add_command(_command)
+cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
 
 
 def main() -> None:
