@@ -102,7 +102,7 @@ def pause(
     """
     looks = _Looks()
     while True:
-        if j._cancel is not None:
+        if j._cancel.reason is not None:
             raise cancellation.error(j)
         if looks.due(_version(store)):
             cancellation.check(j)
@@ -134,7 +134,7 @@ async def async_pause(
 
     looks = _Looks()
     while True:
-        if j._cancel is not None:
+        if j._cancel.reason is not None:
             raise cancellation.error(j)
         if looks.due(_version(store, wait=False)):
             if store.lock.acquire(blocking=False):
