@@ -245,6 +245,19 @@ class TestAStepWhoseJournalClosesWhileItRuns:
         assert "is not open" in str(errors[0])
 
 
+class TestAJournalOpenedAgain:
+    def test_it_numbers_a_steps_tries_after_those_another_journal_recorded_meanwhile(
+        self, db: Path
+    ) -> None:
+        fn = Flaky(100)
+        policy = RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0)
+        first = Journal("g", run="r", path=db)
+        for journal in (first, Journal("g", run="r", path=db), first):
+            with pytest.raises(TimeoutError), journal:
+                journal.step("fetch", fn, retry=policy)
+        assert [(t[1], t[2]) for t in tries(db)] == [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3), (6, 3)]
+
+
 def time_of(iso: str) -> float:
     from datetime import datetime
 
