@@ -105,17 +105,21 @@ class Flight:
     - ``watched`` (the attempt's registration with the process's watcher) is
       set by the first fresh step of an attempt (:meth:`watch`) and cleared
       when the journal closes (:meth:`forget`), both under ``lock``; the
-      step path reads it without the lock (None: not watched yet). In a
-      forked child only :meth:`drop` clears it, without the lock, which a
-      thread of the parent may have held at the fork.
+      step path reads it without the lock (None: not watched yet).
+      ``closed``, under ``lock`` too, keeps a step that starts while the
+      journal closes from registering it again once forgotten; the opener
+      clears it (:meth:`reopen`) before the next attempt is open. In a
+      forked child only :meth:`drop` clears ``watched``, without the lock,
+      which a thread of the parent may have held at the fork.
     """
 
-    __slots__ = ("calls", "lock", "usage", "watched")
+    __slots__ = ("calls", "closed", "lock", "usage", "watched")
 
     def __init__(self) -> None:
         self.calls: dict[str, Entry] = {}
         self.usage: dict[str, Usage] = {}
         self.watched: Watched | None = None
+        self.closed = False
         self.lock = threading.Lock()
 
     def begin(self, key: str, started: float, fn_name: str, fp: str) -> None:
@@ -150,11 +154,12 @@ class Flight:
     ) -> None:
         """Have the process's watcher look at these steps (the attempt's first fresh step).
 
-        Nothing happens once ``still_open()`` is false (the journal closed
-        meanwhile), or when another thread registered the attempt first.
+        Nothing happens once the journal began closing (:meth:`forget`, or
+        ``still_open()`` is false), or when another thread registered the
+        attempt first.
         """
         with self.lock:
-            if self.watched is not None or not still_open():
+            if self.watched is not None or self.closed or not still_open():
                 return
             watched = Watched(storage, run_id, attempt, self.calls, clock)
             watched.poll = poll
@@ -165,8 +170,14 @@ class Flight:
         """The journal closes: no ``running`` row is written for it from now on."""
         with self.lock:
             watched, self.watched = self.watched, None
+            self.closed = True
         if watched is not None:
             WATCH.forget(watched)
+
+    def reopen(self) -> None:
+        """A new attempt opens: its first fresh step registers it with the watcher."""
+        with self.lock:
+            self.closed = False
 
     def drop(self) -> None:
         """In a forked child: the parent's registration is not this process's (no lock taken)."""

@@ -77,6 +77,7 @@ def opened(j: Journal, store: Store, storage: Storage) -> None:
     j.table = storage.table
     j._storage = storage
     j._storage_write_step = storage.write_step
+    j._flight.reopen()
     j.store = store  # last: a reader that finds the store finds the attempt
     with _registry_lock:
         _open_journals.append(j)

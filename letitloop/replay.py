@@ -39,6 +39,15 @@ class Results:
     Only keys, fingerprints and rowids of a run's steps stay in memory for
     the attempt; a result's text is read when its step replays and dropped
     once handed back, so memory does not grow with the number of steps.
+
+    The one owner of its rows and cache (``Journal._results``: a new one each
+    attempt, made by ``opening.py``). Thread rules: any thread or task that
+    replays calls :meth:`get`, with no lock; each takes its own row from the
+    dict it found (a chunk read by one thread replaces ``cache`` whole, and
+    two threads never replay one row: its key is claimed first), so a race
+    costs a read again, never a wrong result.
+    :meth:`add` (a retried parent step, in its own thread) replaces
+    ``rowids`` whole.
     """
 
     def __init__(self, storage: Storage, rowids: list[int]) -> None:
