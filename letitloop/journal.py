@@ -7,6 +7,11 @@ result without calling the function (``replay.py``), or calls it and commits
 its result before returning it (``steps.py``, ``async_steps.py``); closing
 marks the run's end (``closing.py``). The rows are the storage's
 (``storage.py``; SQLite: ``sqlite_storage.py``).
+
+The journal writes none of the run's state after ``__init__``: each piece
+has one owner that alone writes it, with its thread rules in its docstring
+(``Journal.__init__`` lists them; docs/architecture.md, "Who owns a run's
+state"; ``tests/test_architecture.py`` checks it).
 """
 
 from __future__ import annotations
