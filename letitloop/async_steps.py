@@ -2,6 +2,14 @@
 
 Bound as ``Journal.async_step`` like ``steps.step``; its rows go through the
 loop's group commit (``commits.py``) on the journal's storage.
+
+This module is the one owner of ``Journal._loop_commits``, the group commit
+of the event loop the journal's async steps last committed from
+(:func:`loop_commits_for` makes it, :func:`drop_loop_commits` lets it go when
+the journal closes). Thread rules: it is written on an event loop's thread
+(a step's, or ``async with``'s exit), read there, without a lock; a journal
+whose async steps run on two loops at once replaces it at each switch, and
+each ``LoopCommits`` stays its own loop's (its rows are never mixed).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from . import cancellation
 from .errors import FingerprintError, LetItLoopError
 from .fingerprint import UNCHECKED
+from .ownership import require_open, require_storage
 from .replay import flush_replays, mismatch, replay
 from .steps import (
     done_row,
@@ -22,7 +31,6 @@ from .steps import (
     key_for,
     owner,
     parent_step,
-    require_open,
     retry_policy_in,
     unidentifiable,
     watch_flight,
@@ -73,7 +81,7 @@ async def async_step(
     the await of a step in flight (its task is cancelled; see cancellation.py).
     """
     store = require_open(j)
-    if j._cancel is not None:
+    if j._cancel.reason is not None:
         raise cancellation.error(j)
     policy = j.retry
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
@@ -89,6 +97,7 @@ async def async_step(
         raise mismatch(j, key, fn_name, fp, differs)
     if recorded is not None:
         return replay(j, key, fn_name, recorded)
+    flight = j._flight
     try:
         if j._replayed:  # the replays before this fresh step: "saved by replay"
             import asyncio
@@ -97,12 +106,12 @@ async def async_step(
         if UNCHECKED in fp:
             args, kwargs = unwrap(args, kwargs)
         started = j.clock()
-        j._in_flight[key] = (started, fn_name, fp)
-        if j._flight_watch is None:
+        flight.begin(key, started, fn_name, fp)
+        if flight.watched is None:
             watch_flight(j, store)
         parent = parent_step.set((j, key))
         if type(who) is not int:
-            j._aio_tasks[who] = key  # a cancel of the run interrupts its await
+            j._cancel.awaiting(who, key)  # a cancel of the run interrupts its await
         try:
             import inspect  # loaded by programs that use async steps only
 
@@ -133,7 +142,8 @@ async def async_step(
             raise
         finally:
             parent_step.reset(parent)
-            j._aio_tasks.pop(who, None)
+            if type(who) is not int:
+                j._cancel.done(who)
         committing = commit_from_loop(
             j, store, done_row(j, store, key, fn_name, fp, started, value)
         )
@@ -141,7 +151,7 @@ async def async_step(
             await committing
         return value
     finally:
-        j._in_flight.pop(key, None)
+        flight.end(key)
         j._keys.release(full, who)
 
 
@@ -184,10 +194,15 @@ def loop_commits_for(j: Journal, store: Storage) -> LoopCommits:
     if commits is None or commits.store is not store or not commits.on_this_loop():
         from .commits import LoopCommits
 
-        assert j._storage is not None
         commits = j._loop_commits = LoopCommits(
             store,
-            j._storage,
+            require_storage(j),
             inline=j.durability == "process",
         )
     return commits
+
+
+def drop_loop_commits(j: Journal, commits: LoopCommits | None) -> None:
+    """The journal closed: let go of ``commits`` if it is still the journal's group commit."""
+    if j._loop_commits is commits:
+        j._loop_commits = None

@@ -10,8 +10,8 @@ live one to stop: ``runs.cancel_requested_at``. The holder learns of it
 - at every look a sleep, a wait or a retry's backoff takes at the file
   (:func:`check`).
 
-Then ``journal._cancel`` holds the reason, and the journal's next step,
-marker, sleep or wait raises RunCancelledError (:func:`error`): one
+Then the journal's :class:`Cancel` holds the reason, and the journal's next
+step, marker, sleep or wait raises RunCancelledError (:func:`error`): one
 attribute test per step, no query. An async step in flight is interrupted
 where it awaits (its task is cancelled and the CancelledError turned into
 RunCancelledError, :func:`converted`); a sync step's function cannot be
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 from .errors import RunCancelledError
@@ -35,14 +36,68 @@ if TYPE_CHECKING:
 TASK_MESSAGE = "letitloop: the run was cancelled"
 
 
+class Cancel:
+    """Whether this process learnt that its run was cancelled, and the async steps to interrupt.
+
+    The one owner of that state (``Journal._cancel``, made with the journal);
+    no other module writes it. Thread rules:
+
+    - ``reason`` goes once from None to the cancel's reason, and never back:
+      :meth:`note` is called by the opener's thread (a named run found
+      cancelled), by the process's in-flight watcher thread (:func:`poll`),
+      or by a thread whose sleep, wait or backoff looks at the file
+      (:func:`check`); the first to note it wins, under ``lock``. Every step
+      reads it without the lock: one attribute test.
+    - ``tasks`` (asyncio task -> the key of the step it awaits) is written by
+      each async step on its own event loop's thread (:meth:`awaiting`,
+      :meth:`done`); the watcher thread reads a copy under ``lock`` when it
+      interrupts them (:meth:`interrupt`), and the task is cancelled on its
+      own loop (``call_soon_threadsafe``).
+    """
+
+    __slots__ = ("lock", "reason", "tasks")
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.tasks: dict[Any, str] = {}
+        self.lock = threading.Lock()
+
+    def note(self, reason: str) -> bool:
+        """The run was cancelled for ``reason``; False if it was known already (kept as it was)."""
+        with self.lock:
+            if self.reason is not None:
+                return False
+            self.reason = reason
+            return True
+
+    def awaiting(self, task: Any, key: str) -> None:
+        """``task`` awaits step ``key``: a cancel of the run interrupts it."""
+        with self.lock:
+            self.tasks[task] = key
+
+    def done(self, task: Any) -> None:
+        """``task``'s step no longer awaits its function."""
+        with self.lock:
+            self.tasks.pop(task, None)
+
+    def interrupt(self) -> None:
+        """Cancel every task awaiting a step's function, each on its own event loop."""
+        with self.lock:
+            tasks = list(self.tasks)
+        for task in tasks:
+            # A loop that is closed has nothing awaiting there any more.
+            with contextlib.suppress(RuntimeError):
+                task.get_loop().call_soon_threadsafe(task.cancel, TASK_MESSAGE)
+
+
 def error(j: Journal) -> RunCancelledError:
     """The error the holder of a cancelled run gets at its next step, marker or wait."""
     return RunCancelledError(
-        f"run {j.run_id} of goal {j.goal!r} was cancelled ({j._cancel}); this process stops "
+        f"run {j.run_id} of goal {j.goal!r} was cancelled ({j._cancel.reason}); this process stops "
         f"here and the run is marked cancelled. No opener resumes it: to run it again from a "
         f"step, fork it: lil fork {j.run_id} --from-step KEY",
         run_id=j.run_id,
-        reason=j._cancel,
+        reason=j._cancel.reason,
     )
 
 
@@ -57,12 +112,11 @@ def requested(storage: Storage, run_id: str) -> str | None:
 
 def check(j: Journal) -> None:
     """Read the run's cancel request (one query); raise RunCancelledError if there is one."""
-    if j._cancel is None:
-        assert j._storage is not None
-        reason = requested(j._storage, j.run_id)
+    if j._cancel.reason is None:
+        reason = requested(j._require_storage(), j.run_id)
         if reason is None:
             return
-        j._cancel = reason
+        j._cancel.note(reason)
     raise error(j)
 
 
@@ -72,16 +126,11 @@ def poll(j: Journal) -> None:
     Never raises for a cancel (the holder raises at its own next step).
     """
     storage = j._storage
-    if j.store is None or storage is None or j._cancel is not None:
+    if storage is None or j._cancel.reason is not None:
         return
     reason = requested(storage, j.run_id)
-    if reason is None:
-        return
-    j._cancel = reason
-    for task in list(j._aio_tasks):
-        # A loop that is closed has nothing awaiting there any more.
-        with contextlib.suppress(RuntimeError):
-            task.get_loop().call_soon_threadsafe(task.cancel, TASK_MESSAGE)
+    if reason is not None and j._cancel.note(reason):
+        j._cancel.interrupt()
 
 
 def converted(j: Journal, exc: BaseException) -> RunCancelledError | None:
@@ -91,7 +140,7 @@ def converted(j: Journal, exc: BaseException) -> RunCancelledError | None:
     that a timeout or task group around the step does not take the
     RunCancelledError for a cancellation of its own.
     """
-    if j._cancel is None or type(exc).__name__ != "CancelledError":
+    if j._cancel.reason is None or type(exc).__name__ != "CancelledError":
         return None
     if TASK_MESSAGE not in exc.args:
         return None

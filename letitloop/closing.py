@@ -3,6 +3,13 @@
 ``close`` ends a run from sync code; ``aclose`` first settles the loop's
 group commit (``commits.py``), so a run is never marked before the rows of
 its returned steps are committed.
+
+This module is the one owner of ``Journal._result_text``, the result the run
+records when it completes: written by :func:`set_result` in the thread that
+runs the journal's body (``@durable``'s), read by :func:`close` in the
+thread that closes it, the same thread or one that follows it. What closing
+clears of the attempt is cleared by its owners (``opening.closed``,
+``Flight.forget``, ``async_steps.drop_loop_commits``).
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from . import cancellation, codec, inflight, opening, ownership
+from . import cancellation, codec, opening, ownership
 from .errors import DecodeError, EncodeError, JournalFileError, MisuseError, error_text
 from .replay import flush_replays
 
@@ -114,7 +121,7 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
             flush_replays(j)
         if not j.was_completed:
             now = j.clock()
-            if j._cancel is not None:
+            if j._cancel.reason is not None:
                 storage.cancel_run(j.run_id, now, error_text(cancellation.error(j)))
             elif _run_waiting(exc) and exc.run_id == j.run_id:  # type: ignore[union-attr]
                 storage.leave_waiting(j.run_id, now)
@@ -123,12 +130,9 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
             else:
                 storage.fail_run(j.run_id, now, error_text(exc))
     finally:
-        watched, j._flight_watch = j._flight_watch, None
-        if watched is not None:
-            inflight.WATCH.forget(watched)  # nothing more is written for this run
+        j._flight.forget()  # nothing more is written for this run
         opening.release(j)
         store.close()
-        j.store = None
         opening.closed(j)
 
 
@@ -152,7 +156,7 @@ async def aclose(j: Journal, exc: BaseException | None) -> None:
     """
     import asyncio
 
-    from .async_steps import loop_commits_for
+    from .async_steps import drop_loop_commits, loop_commits_for
     from .commits import wait_through_cancel
 
     store = j.store
@@ -191,8 +195,7 @@ async def aclose(j: Journal, exc: BaseException | None) -> None:
     finally:
         if commits is not None:
             commits.stop()
-        if j._loop_commits is commits:
-            j._loop_commits = None
+        drop_loop_commits(j, commits)
     if cancelled:
         raise asyncio.CancelledError
     if lost is not None and exc is None:

@@ -140,12 +140,7 @@ def usage(
     spent = reported(
         source, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost, model=model
     )
-    known = journal._usage.get(key)
-    if known is None:
-        journal._usage[key] = known = spent
-    else:
-        known.add(spent)
-    keep_reported(journal, key, known)
+    keep_reported(journal, key, journal._flight.report(key, spent))
 
 
 def keep_reported(journal: Journal, key: str, spent: Usage) -> None:
@@ -154,9 +149,9 @@ def keep_reported(journal: Journal, key: str, spent: Usage) -> None:
     Nothing when the call is not in flight in an open journal (its row is being
     written, or the journal was closed under it): its row carries the usage then.
     """
-    flight = journal._in_flight.get(key)
+    flight = journal._flight.calls.get(key)
     storage = journal._storage
-    if flight is None or storage is None or journal.store is None:
+    if flight is None or storage is None:
         return
     started, fn_name, fp = flight
     storage.record_usage(

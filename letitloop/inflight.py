@@ -19,6 +19,10 @@ The thread starts with the first fresh step of any journal and ends after
 :data:`IDLE_SECONDS` with no journal open that ran a step (the next step
 starts it again). A journal that closes is forgotten first: no row is
 written for it afterwards.
+
+:class:`Flight` is the one owner of a journal's steps in flight: their
+entries, the usage their calls report, and the journal's place in the
+watcher; its docstring says which thread writes what.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from .clock import utc_iso
 from .errors import LetItLoopError
 
 if TYPE_CHECKING:
+    from .costs import Usage
     from .storage import Storage
 
 #: How often the thread looks at the steps in flight.
@@ -76,6 +81,103 @@ class Watched:
         #: Called at every scan while the journal is open (letitloop/cancellation.py notes a
         #: cancel request there, between steps); None: nothing to call.
         self.poll: Callable[[], None] | None = None
+
+
+class Flight:
+    """One journal's fresh steps in flight: their entries, their calls' usage, the watcher's view.
+
+    The one owner of that state (``Journal._flight``, made with the journal);
+    no other module writes it. Thread rules:
+
+    - ``calls`` (key -> :data:`Entry`) is written by the thread or task that
+      holds the step's key (``StepKeys.claim``: one holder per key at a
+      time), through :meth:`begin` and :meth:`end`, with no lock (one set and
+      one pop per step). The watcher thread reads a copy (``dict.copy`` is
+      atomic under the GIL); ``usage()`` and a retry read their own key.
+    - ``usage`` (key -> Usage) is written by the step's function through
+      ``usage()`` (:meth:`report`: in the step's thread, or the worker thread
+      of an async step's plain function, which runs before the step goes on)
+      and taken by the step's thread when it writes the row (:meth:`take_usage`).
+    - ``watched`` (the attempt's registration with the process's watcher) is
+      set by the first fresh step of an attempt (:meth:`watch`) and cleared
+      when the journal closes (:meth:`forget`), both under ``lock``; the
+      step path reads it without the lock (None: not watched yet).
+      ``closed``, under ``lock`` too, keeps a step that starts while the
+      journal closes from registering it again once forgotten; the opener
+      clears it (:meth:`reopen`) before the next attempt is open. In a
+      forked child only :meth:`drop` clears ``watched``, without the lock,
+      which a thread of the parent may have held at the fork.
+    """
+
+    __slots__ = ("calls", "closed", "lock", "usage", "watched")
+
+    def __init__(self) -> None:
+        self.calls: dict[str, Entry] = {}
+        self.usage: dict[str, Usage] = {}
+        self.watched: Watched | None = None
+        self.closed = False
+        self.lock = threading.Lock()
+
+    def begin(self, key: str, started: float, fn_name: str, fp: str) -> None:
+        """Step ``key`` (or a new try of it) runs from ``started`` on."""
+        self.calls[key] = (started, fn_name, fp)
+
+    def end(self, key: str) -> None:
+        """Step ``key`` is no longer running (returned, failed, or waits out a backoff)."""
+        self.calls.pop(key, None)
+
+    def report(self, key: str, spent: Usage) -> Usage:
+        """Add ``spent`` to what step ``key``'s call reported; return the call's total so far."""
+        known = self.usage.get(key)
+        if known is None:
+            self.usage[key] = known = spent
+        else:
+            known.add(spent)
+        return known
+
+    def take_usage(self, key: str) -> Usage | None:
+        """What step ``key``'s call reported, handed to the row that records it (then forgotten)."""
+        return self.usage.pop(key, None)
+
+    def watch(
+        self,
+        still_open: Callable[[], bool],
+        storage: Storage,
+        run_id: str,
+        attempt: int,
+        clock: Callable[[], float],
+        poll: Callable[[], None],
+    ) -> None:
+        """Have the process's watcher look at these steps (the attempt's first fresh step).
+
+        Nothing happens once the journal began closing (:meth:`forget`, or
+        ``still_open()`` is false), or when another thread registered the
+        attempt first.
+        """
+        with self.lock:
+            if self.watched is not None or self.closed or not still_open():
+                return
+            watched = Watched(storage, run_id, attempt, self.calls, clock)
+            watched.poll = poll
+            self.watched = watched
+        WATCH.watch(watched)
+
+    def forget(self) -> None:
+        """The journal closes: no ``running`` row is written for it from now on."""
+        with self.lock:
+            watched, self.watched = self.watched, None
+            self.closed = True
+        if watched is not None:
+            WATCH.forget(watched)
+
+    def reopen(self) -> None:
+        """A new attempt opens: its first fresh step registers it with the watcher."""
+        with self.lock:
+            self.closed = False
+
+    def drop(self) -> None:
+        """In a forked child: the parent's registration is not this process's (no lock taken)."""
+        self.watched = None
 
 
 class FlightWatch:

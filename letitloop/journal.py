@@ -7,12 +7,16 @@ result without calling the function (``replay.py``), or calls it and commits
 its result before returning it (``steps.py``, ``async_steps.py``); closing
 marks the run's end (``closing.py``). The rows are the storage's
 (``storage.py``; SQLite: ``sqlite_storage.py``).
+
+The journal writes none of the run's state after ``__init__``: each piece
+has one owner that alone writes it, with its thread rules in its docstring
+(``Journal.__init__`` lists them; docs/architecture.md, "Who owns a run's
+state"; ``tests/test_architecture.py`` checks it).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
@@ -22,12 +26,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import cancellation, closing, codec, inflight, opening, ownership, steps
-from .errors import InvalidNameError, LetItLoopError
+from .errors import InvalidNameError
 from .fingerprint import Fingerprinter
 from .keys import StepKeys
 from .names import check_name
 from .pragmas import Durability
-from .replay import Results, mismatch, replay
+from .replay import Results, forget_replays, mismatch, replay
 from .schemes import open_storage
 from .storage import StepRow, Storage
 
@@ -39,7 +43,6 @@ if TYPE_CHECKING:
     from . import async_steps
     from . import retry as retries
     from .commits import LoopCommits
-    from .costs import Usage
     from .markers import AtomicMarker, Scope
     from .retry import RetryPolicy
     from .storage import Hold
@@ -57,10 +60,6 @@ current_journal: ContextVar[Journal | None] = ContextVar("letitloop_journal", de
 
 #: ``Journal(goal)`` without ``input=``: the run records no input.
 _NO_INPUT: Any = object()
-
-
-def _not_open(row: StepRow) -> None:
-    raise LetItLoopError("the journal is not open")
 
 
 class Journal:
@@ -109,51 +108,48 @@ class Journal:
         self.timeout = timeout
         self.registry = registry
         self.clock = clock
-        #: What keeps the run's rows while the journal is open (storage.py; SQLite:
-        #: ``SqliteStorage``, its connection ``.store``); None when closed.
+        self._fingerprints = Fingerprinter(registry)
+        #: The retry policy of steps that pass none (letitloop/retry.py).
+        self.retry = retry
+        # The run's state, each piece written by its one owner (the owner's docstring
+        # says which thread writes it, which reads it, under which lock;
+        # docs/architecture.md, "Who owns a run's state"):
+        # - the attempt (opening.py): which run, its keys and results, its lock, and the
+        #   storage it writes through (``store``: storage.py; SQLite: ``SqliteStorage``, its
+        #   connection ``.store``); None / empty while closed.
         self.store: Storage | None = None
+        self.table = ""
         self.run_id: str = ""
         self.attempt = 0
-        self.table = ""
         #: True when the run had already completed when this journal opened it.
         self.was_completed = False
+        self._created = False
         self._recorded_result: str | None = None
-        self._result_text: str | None = None
         self._keys = StepKeys("")
         self._results: Results | None = None
-        self._fingerprints = Fingerprinter(registry)
-        # The group commit of async steps, bound to the loop that made it.
-        self._loop_commits: LoopCommits | None = None
-        # Taken by watch_flight (steps.py): two threads' first long steps hand the
-        # journal to the in-flight watcher once, not twice.
-        self._flight_watch_lock = threading.Lock()
         self._lock: Hold | None = None
         self._held_key: tuple[Hashable, str] | None = None
-        self._tokens: list[Any] = []
-        #: What keeps the run's rows (storage.py), and its bound step-row writer.
         self._storage: Storage | None = None
-        self._storage_write_step: Callable[[StepRow], None] = _not_open
-        # Fresh steps in flight, key -> (started, fn, fp), and this journal's entry in
-        # the process's watcher that makes a long one visible to other processes
-        # (letitloop/inflight.py; registered by the first fresh step).
-        self._in_flight: dict[str, tuple[float, str, str]] = {}
-        self._flight_watch: inflight.Watched | None = None
-        #: The retry policy of steps that pass none (letitloop/retry.py), and the
-        #: run's failed tries, read on first use (None: not read yet).
-        self.retry = retry
-        self._tries: retries.History | None = None
-        #: Usage reported by the functions of the steps in flight, by key (costs.py).
-        self._usage: dict[str, Usage] = {}
-        #: Keys this attempt replayed, not yet written to ``step_replays`` (replay.py).
+        self._storage_write_step: Callable[[StepRow], None] = opening.not_open
+        # - the steps in flight, their calls' usage and the watcher's view (inflight.Flight).
+        self._flight = inflight.Flight()
+        # - whether the run was cancelled, and the async steps to interrupt (cancellation.Cancel).
+        self._cancel = cancellation.Cancel()
+        # - the keys this attempt replayed, not yet written to step_replays (replay.py).
         self._replayed: deque[str] = deque()
-        #: Why the run was cancelled, once this process knows (cancellation.py); then the
-        #: next step raises RunCancelledError. And the tasks awaiting an async step.
-        self._cancel: str | None = None
-        self._aio_tasks: dict[Any, str] = {}
-        #: The process that opened the journal, and whether this process is a child
-        #: forked from it, where the journal refuses everything (ownership.py).
+        # - the run's failed tries, read once per attempt (retry.py; None: not read yet).
+        self._tries: retries.Tries | None = None
+        # - the group commit of async steps, bound to its event loop (async_steps.py).
+        self._loop_commits: LoopCommits | None = None
+        # - the result recorded when the run completes (closing.py).
+        self._result_text: str | None = None
+        # - the process that opened the journal, and whether this process is a child
+        #   forked from it, where the journal refuses everything (ownership.py).
         self._opener_pid = 0
         self._disowned = False
+        # - the context's current journal, set and reset by the thread that enters and
+        #   leaves the ``with`` block (this module).
+        self._tokens: list[Any] = []
 
     # -- opening and closing -------------------------------------------------
 
@@ -172,20 +168,16 @@ class Journal:
             return self
         if self._disowned or ownership.inherited_files:  # only in a forked child
             ownership.check_open(self)
-        storage = self._storage = open_storage(self._path_arg, self.durability)
+        storage = open_storage(self._path_arg, self.durability)
         try:
-            self._replayed.clear()  # a journal opened again is a new attempt
+            forget_replays(self)  # a journal opened again is a new attempt
             opening.open_run(self, storage)
         except BaseException:
-            self._storage = None
             opening.release(self)
             storage.close()
             raise
-        self.table = storage.table
-        self._storage_write_step = storage.write_step
-        self.store = storage
-        self._opener_pid = os.getpid()
-        opening.opened(self)
+        ownership.opened(self)
+        opening.opened(self, storage)
         return self
 
     def close(self, exc: BaseException | None = None) -> None:
@@ -265,7 +257,8 @@ class Journal:
             Journal.async_step = async_step
             return async_step(self, name, fn, *args, **kwargs)
 
-    _require_open = steps.require_open
+    _require_open = ownership.require_open
+    _require_storage = ownership.require_storage
     _owner = steps.owner
     _key_for = steps.key_for
     _replay = replay
@@ -327,21 +320,17 @@ class Journal:
         gives up after ``timeout`` seconds (default: the journal's timeout)
         with MarkerHeldError naming the holder.
         """
-        if self._cancel is not None:
+        if self._cancel.reason is not None:
             raise cancellation.error(self)
         from .markers import AtomicMarker
 
         marker = AtomicMarker(
             self, name, scope=scope, timeout=self.timeout if timeout is None else timeout
         )
-        if scope == "run":
-            keys = self._keys
-            with keys.lock:
-                if keys.used(name):
-                    raise InvalidNameError(
-                        f"marker {name!r} (run {self.run_id}): the name is already the key of "
-                        f"a step of this run; steps and run-scoped markers of a run share one "
-                        f"set of keys; rename the marker (e.g. {name + ':sent'!r}) or the step"
-                    )
-                keys.marker_keys.add(name)
+        if scope == "run" and not self._keys.claim_marker(name):
+            raise InvalidNameError(
+                f"marker {name!r} (run {self.run_id}): the name is already the key of "
+                f"a step of this run; steps and run-scoped markers of a run share one "
+                f"set of keys; rename the marker (e.g. {name + ':sent'!r}) or the step"
+            )
         return marker

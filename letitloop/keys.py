@@ -144,7 +144,15 @@ class _Name:
 
 
 class StepKeys:
-    """The key allocator of one open run: thread-safe, no I/O."""
+    """The key allocator of one open run: thread-safe, no I/O.
+
+    The one owner of the attempt's keys (``Journal._keys``: a new one each
+    attempt, made by ``opening.py``). Thread rules: any thread or task of the
+    journal calls its methods; each takes ``lock``, and the state they share
+    (``recorded``, ``claimed``, names, calls, owners, ``marker_keys``) is
+    read and written under it. ``load`` runs before the attempt is open
+    (the opener's thread only).
+    """
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -204,6 +212,14 @@ class StepKeys:
     def used(self, key: str) -> bool:
         """Whether a step of this run has ``key`` (recorded, or called in this attempt)."""
         return key in self.recorded or key in self.claimed
+
+    def claim_marker(self, name: str) -> bool:
+        """Take ``name`` as the key of a run-scoped marker; False if a step of the run has it."""
+        with self.lock:
+            if self.used(name):
+                return False
+            self.marker_keys.add(name)
+            return True
 
     def claim(
         self, name: str, fp: str, owner: object

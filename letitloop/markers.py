@@ -166,7 +166,7 @@ class AtomicMarker:
         self._used = True
         j = self.journal
         store = j._require_open()
-        self._storage = j._storage
+        self._storage = j._require_storage()
         if self.scope == "global":
             run = owner = ""
         else:

@@ -5,6 +5,21 @@ resumable unnamed one for the same input, or a new one), waits for a
 holder, claims it as a new attempt and loads its recorded steps; the
 rows and the hold are the storage's (``storage.py``: a lock file beside
 a SQLite journal).
+
+This module is the one owner of a journal's attempt: which run and attempt
+it is (``run_id``, ``attempt``, ``was_completed``, ``_recorded_result``,
+``_created``), its keys and results (``_keys``, ``_results``: a fresh
+``StepKeys`` and ``Results`` each attempt, each the owner of its own
+contents), the run's lock (``_lock``, ``_held_key``), and the store and
+storage it writes through (``store``, ``table``, ``_storage``,
+``_storage_write_step``). Thread rules: they are written by the thread that
+opens the journal (``open_run``, then :func:`opened`, which sets ``store``
+last) and by the thread that closes it (:func:`closed`, which clears
+``store`` first), never both at once (a journal is opened and closed by one
+owner: its ``with`` block, or the worker thread of ``async with``); in a
+forked child, by the at-fork hook (:func:`disown`), while the child has one
+thread. Any thread stepping in the journal reads them without a lock: a
+reader that finds ``store`` set finds the rest of the attempt set.
 """
 
 from __future__ import annotations
@@ -12,16 +27,16 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import cancellation, codec
-from .errors import EncodeError, RunHeldError
+from .errors import EncodeError, LetItLoopError, RunHeldError
 from .ids import HOST
 from .keys import Recorded, StepKeys
 from .replay import Results
-from .storage import RunDecision, RunState, Storage
+from .storage import RunDecision, RunState, StepRow, Storage
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -51,17 +66,46 @@ def open_journals() -> list[Journal]:
         return list(_open_journals)
 
 
-def opened(j: Journal) -> None:
-    """Count ``j`` among the journals open in this process."""
+def not_open(row: StepRow) -> None:
+    """A closed journal's step-row writer (``Journal._storage_write_step``)."""
+    raise LetItLoopError("the journal is not open")
+
+
+def opened(j: Journal, storage: Storage) -> None:
+    """``j``'s attempt is open: write through ``storage``; count it as open."""
+    j.table = storage.table
+    j._storage = storage
+    j._storage_write_step = storage.write_step
+    j._flight.reopen()
+    j.store = storage  # last: a reader that finds the store finds the attempt
     with _registry_lock:
         _open_journals.append(j)
 
 
 def closed(j: Journal) -> None:
-    """``j`` is no longer open."""
+    """``j`` is no longer open (its run already released, its store given back)."""
+    j.store = None  # first: a reader that finds the store still finds the attempt
+    j._storage = None
+    j._storage_write_step = not_open
     with _registry_lock:
         if j in _open_journals:
             _open_journals.remove(j)
+
+
+def disown(j: Journal, refuse: Callable[[StepRow], None]) -> None:
+    """In a forked child: ``j`` is its parent's, so nothing here writes or releases its run.
+
+    ``refuse`` is the step-row writer left in its place (ownership.py's
+    ForkedJournalError). The child holds neither the run's lock nor an entry
+    among the runs this process holds (locks.py closed its copy of the
+    lock's descriptor): nothing here may release, nor unlink, the parent's
+    lock file.
+    """
+    j.store = None
+    j._storage = None
+    j._storage_write_step = refuse
+    j._lock = None
+    j._held_key = None
 
 
 def forget_after_fork() -> list[Journal]:
@@ -125,9 +169,9 @@ def open_run(j: Journal, storage: Storage) -> None:
         if started:
             j.run_id = run_id
             j.attempt = 1
-            j._keys = StepKeys(run_id)  # a run just created: nothing recorded to load
+            j._created = True  # nothing recorded to load, no tries to read (retry.py)
+            j._keys = StepKeys(run_id)
             j._results = Results(storage, [])
-            j._tries = {}
             return
         if j._lock is None:
             hold(j, storage, run_id)
@@ -140,6 +184,7 @@ def open_run(j: Journal, storage: Storage) -> None:
         assert found is not None
         j.was_completed = claim == "replay"
         j._recorded_result = found.result
+        j._created = False
         j.run_id = run_id
         j.attempt = max(found.attempts, 1)
         rows, markers = storage.recorded_steps(run_id)
@@ -170,7 +215,8 @@ def decide(j: Journal, run_id: str, found: RunState | None) -> RunDecision:
     ):
         return "again"
     if cancelled:
-        j.run_id, j._cancel = run_id, f"{why or 'cancelled'}, at {cancel_at}"
+        j.run_id = run_id
+        j._cancel.note(f"{why or 'cancelled'}, at {cancel_at}")
         return "cancel"
     return "replay" if status == "completed" else "resume"
 

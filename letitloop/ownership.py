@@ -31,6 +31,14 @@ have an idle connection of the parent's: the child closes its copy before it
 opens the file (``connections.py``). The way to use a pool is ``spawn`` or
 ``forkserver``, whose workers start without the parent's memory and open
 their own Journal (docs/processes.md).
+
+This module is the one owner of ``Journal._opener_pid`` and
+``Journal._disowned``: written by the thread that opens the journal
+(:func:`opened`) and, in a forked child, by the at-fork hook while the child
+has one thread; read by any thread. It also gives the rest of the package
+the journal's store and storage (:func:`require_open`,
+:func:`require_storage`): the one check that tells a closed journal from a
+forked child's copy, and raises the error that fits.
 """
 
 from __future__ import annotations
@@ -41,11 +49,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import opening
 from .connections import WAY_OUT
-from .errors import ForkedJournalError, UnknownStoreError
+from .errors import ForkedJournalError, LetItLoopError, UnknownStoreError
 from .files import file_identity, resolve_path
 
 if TYPE_CHECKING:
     from .journal import Journal
+    from .storage import Storage
 
 #: What the parent had open when this process was forked from it (empty in a
 #: process that was not forked, or whose parent had no journal open): the
@@ -71,6 +80,41 @@ def error(j: Journal, what: str) -> ForkedJournalError:
         opener_pid=j._opener_pid,
         pid=pid,
     )
+
+
+def opened(j: Journal) -> None:
+    """``j`` was opened by this process: it is this process's, until a fork."""
+    j._opener_pid = os.getpid()
+
+
+def refusal(j: Journal, what: str = "this call (a step, marker, sleep or wait)") -> LetItLoopError:
+    """The error of ``what`` on a journal that is not open here: forked, or closed."""
+    if j._disowned:
+        return error(j, what)
+    return LetItLoopError(
+        f"journal of goal {j.goal!r} is not open; use it as "
+        f"'with Journal({j.goal!r}) as j:' or call j.open() first"
+    )
+
+
+def require_open(j: Journal) -> Storage:
+    """``j``'s store; LetItLoopError when the journal is not open.
+
+    ForkedJournalError in a child forked from the process that opened ``j``:
+    the child's copy of ``j`` has no store.
+    """
+    store = j.store
+    if store is None:
+        raise refusal(j)
+    return store
+
+
+def require_storage(j: Journal) -> Storage:
+    """What ``j``'s open attempt writes through (storage.py); the errors of :func:`require_open`."""
+    storage = j._storage
+    if storage is None:
+        raise refusal(j)
+    return storage
 
 
 def check_open(j: Journal) -> None:
@@ -113,15 +157,8 @@ def _disown(j: Journal) -> None:
     if j.store is not None:
         inherited_files.add(j.store.identity)
     j._disowned = True
-    j.store = None
-    j._storage = None
-    j._storage_write_step = _refused_row(j)
-    # The child holds neither (locks.py closed its copy of the lock's descriptor):
-    # nothing here may release, nor unlink, the parent's lock file.
-    j._lock = None
-    j._held_key = None
-    j._flight_watch = None
-    j._loop_commits = None
+    opening.disown(j, _refused_row(j))
+    j._flight.drop()
 
 
 def _refused_row(j: Journal) -> Any:

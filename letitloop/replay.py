@@ -3,6 +3,14 @@
 ``Results`` reads result texts a chunk at a time in journal order; ``replay``
 checks the recorded function and decodes; ``mismatch`` explains a call whose
 arguments differ from the recorded ones, with the ways out.
+
+This module is the one owner of ``Journal._replayed``, the keys this attempt
+replayed that are not yet written to ``step_replays``. Thread rules: any
+thread or task that replays a step appends its key (:func:`replay`); any
+thread that writes them takes each key once (:func:`flush_replays`: the
+next fresh step's, or the closing one's); the opener's thread empties it for
+a new attempt (:func:`forget_replays`). No lock: a ``deque``'s ``append`` and
+``popleft`` are atomic.
 """
 
 from __future__ import annotations
@@ -31,6 +39,15 @@ class Results:
     Only keys, fingerprints and rowids of a run's steps stay in memory for
     the attempt; a result's text is read when its step replays and dropped
     once handed back, so memory does not grow with the number of steps.
+
+    The one owner of its rows and cache (``Journal._results``: a new one each
+    attempt, made by ``opening.py``). Thread rules: any thread or task that
+    replays calls :meth:`get`, with no lock; each takes its own row from the
+    dict it found (a chunk read by one thread replaces ``cache`` whole, and
+    two threads never replay one row: its key is claimed first), so a race
+    costs a read again, never a wrong result.
+    :meth:`add` (a retried parent step, in its own thread) replaces
+    ``rowids`` whole.
     """
 
     def __init__(self, storage: Storage, rowids: list[int]) -> None:
@@ -101,6 +118,11 @@ def flush_replays(j: Journal) -> None:
             break
     if keys and j._storage is not None:
         j._storage.record_replays(j.run_id, j.attempt, keys)
+
+
+def forget_replays(j: Journal) -> None:
+    """A new attempt begins: replays of an earlier one not written by now never will be."""
+    j._replayed.clear()
 
 
 def ways_out(j: Journal, key: str) -> str:

@@ -23,6 +23,15 @@ not one to retry): that last failure has no next time, the step raises, and
 a later attempt of the run starts a new series with a full budget. A try cut
 short by a crash is not a failed try: it does not count against the budget,
 and is recorded (as ``crashed``) only when it reported usage.
+
+This module is the one owner of ``Journal._tries``, the run's recorded tries
+as this attempt knows them (:data:`Tries`): read once per attempt by the
+first step with a retry policy (:func:`history`; none to read for a run the
+attempt created), then updated by each failed try. Thread rules: written by
+the thread or task that holds the step's key (a try of one key is never
+recorded by two threads at once), read by any; the ``dict`` is updated one
+key at a time, with no lock (atomic under the GIL). Two threads reading the
+history at once read it twice, and keep one.
 """
 
 from __future__ import annotations
@@ -128,6 +137,9 @@ class RetryPolicy:
 #: series, when its next try is due or None when the series ended).
 History = dict[str, tuple[int, int, float | None]]
 
+#: ``Journal._tries``: the History and the (run id, attempt) it was read for.
+Tries = tuple[str, int, History]
+
 
 def _parse(iso: str | None) -> float | None:
     if iso is None:
@@ -140,12 +152,12 @@ def _parse(iso: str | None) -> float | None:
 
 def history(j: Journal) -> History:
     """The run's recorded tries, read once per attempt (none to read for a run just made)."""
-    known: History | None = j._tries
-    if known is not None:
-        return known
+    known = j._tries
+    if known is not None and known[0] == j.run_id and known[1] == j.attempt:
+        return known[2]
     out: History = {}
-    assert j._storage is not None
-    for key, n, next_at, ended in j._storage.step_tries(j.run_id):
+    recorded = [] if j._created else j._require_storage().step_tries(j.run_id)
+    for key, n, next_at, ended in recorded:
         _, failed, due = out.get(key, (0, 0, None))
         if ended == "crashed":
             # A call its process did not survive (kept for its usage) takes a
@@ -155,7 +167,7 @@ def history(j: Journal) -> History:
         due = _parse(next_at)
         # A try without a next time ended its series: the next try starts a new one.
         out[key] = (n, failed + 1 if due is not None else 0, due)
-    j._tries = out
+    j._tries = (j.run_id, j.attempt, out)
     return out
 
 
@@ -166,21 +178,19 @@ class _Tries:
         self, j: Journal, store: Storage, key: str, fn_name: str, fp: str, first: bool = False
     ) -> None:
         self.j, self.store, self.key, self.fn_name, self.fp = j, store, key, fn_name, fp
-        if j._storage is None:  # closed, or a forked child's copy of its parent's journal
-            j._require_open()
-        assert j._storage is not None
-        self.storage: Storage = j._storage
+        # Refused when closed, or in a forked child's copy of its parent's journal.
+        self.storage: Storage = j._require_storage()
         self.tries = history(j)
         self.last, self.failed, self.due = self.tries.get(key, (0, 0, None))
         #: When the try in progress began: for the step's first try of this
         #: attempt (``first``), when the step began (its in-flight entry).
-        flight = j._in_flight.get(key) if first else None
+        flight = j._flight.calls.get(key) if first else None
         self.started = flight[0] if flight is not None else j.clock()
 
     def begin(self) -> None:
         """A try starts now: the in-flight watcher shows it as running after a second."""
         self.started = self.j.clock()
-        self.j._in_flight[self.key] = (self.started, self.fn_name, self.fp)
+        self.j._flight.begin(self.key, self.started, self.fn_name, self.fp)
 
     def failed_try(self, exc: Exception, policy: RetryPolicy) -> float | None:
         """Record the failed try; return when the next one is due, or None: raise ``exc``."""
@@ -192,7 +202,7 @@ class _Tries:
         )
         now = j.clock()
         due = now + policy.backoff(self.failed) if again else None
-        u = j._usage.pop(self.key, None) if j._usage else None
+        u = j._flight.take_usage(self.key) if j._flight.usage else None
         spent = u.columns() if u is not None else NO_USAGE
         error = error_text(exc)
         try_row = (
@@ -225,7 +235,7 @@ class _Tries:
         self.tries[self.key] = (self.last, self.failed if due is not None else 0, due)
         if due is not None:
             # No 'running' row over the 'retrying' one while the backoff lasts.
-            j._in_flight.pop(self.key, None)
+            j._flight.end(self.key)
         return due
 
 
@@ -248,7 +258,7 @@ def call(
     """
     t = _resumed(j, store, key, fn_name, fp)
     if t is not None and t.due is not None:
-        j._in_flight.pop(key, None)
+        j._flight.end(key)
         timers.pause(j, store, t.due)
         t.begin()
     while True:
@@ -275,18 +285,18 @@ def reopen_children(j: Journal, key: str) -> None:
     """
     from .keys import NEST, Recorded
 
-    assert j._storage is not None and j._results is not None
+    storage = j._require_storage()
     # A child that failed is called again under its key: its call's usage is kept.
-    j._storage.keep_left_usage(j.run_id, j.clock(), key + NEST)
-    rows = j._storage.recorded_under(j.run_id, key + NEST)
+    storage.keep_left_usage(j.run_id, j.clock(), key + NEST)
+    rows = storage.recorded_under(j.run_id, key + NEST)
     j._keys.reopen(key + NEST, [Recorded(*r) for r in rows])
+    assert j._results is not None  # set with the store (opening.py)
     j._results.add([r[3] for r in rows])
 
 
 def _resumed(j: Journal, store: Storage, key: str, fn_name: str, fp: str) -> _Tries | None:
     """The step's tries when earlier attempts recorded some; None (the common case) if not."""
-    known = j._tries if j._tries is not None else history(j)
-    return _Tries(j, store, key, fn_name, fp) if key in known else None
+    return _Tries(j, store, key, fn_name, fp) if key in history(j) else None
 
 
 async def async_call(
@@ -307,7 +317,7 @@ async def async_call(
 
     t = _resumed(j, store, key, fn_name, fp)
     if t is not None and t.due is not None:
-        j._in_flight.pop(key, None)
+        j._flight.end(key)
         await timers.async_pause(j, store, t.due)
         t.begin()
     while True:

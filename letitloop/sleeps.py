@@ -36,9 +36,8 @@ class PauseKey:
 
     def __init__(self, j: Journal, name: str, fn_name: str) -> None:
         self.store = j._require_open()
-        assert j._storage is not None
-        self.storage: Storage = j._storage
-        if j._cancel is not None:
+        self.storage: Storage = j._require_storage()
+        if j._cancel.reason is not None:
             raise cancellation.error(j)
         self.owner = j._owner()
         self.full, self.key, replay, mismatch = j._key_for(name, "", self.owner)

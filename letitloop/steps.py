@@ -16,7 +16,7 @@ from functools import partial
 from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import cancellation, codec, inflight, ownership
+from . import cancellation, codec, ownership
 from .clock import utc_iso
 from .errors import (
     EncodeError,
@@ -30,6 +30,7 @@ from .errors import (
 from .fingerprint import UNCHECKED
 from .keys import NEST, REPEAT_SUFFIX, Recorded
 from .names import MAX_NAME_LENGTH, check_name
+from .ownership import require_open
 from .replay import flush_replays, mismatch, replay
 from .storage import Storage
 from .unchecked import unwrap
@@ -81,23 +82,6 @@ def function_name(fn: Callable[..., Any], step: str) -> str:
     else:
         module = getattr(fn, "__module__", None) or "?"
     return f"{module}.{qualname}"
-
-
-def require_open(j: Journal) -> Storage:
-    """``j``'s store; LetItLoopError when the journal is not open.
-
-    ForkedJournalError in a child forked from the process that opened ``j``
-    (ownership.py): the child's copy of ``j`` has no store.
-    """
-    store = j.store
-    if store is None:
-        if j._disowned:
-            raise ownership.error(j, "this call (a step, marker, sleep or wait)")
-        raise LetItLoopError(
-            f"journal of goal {j.goal!r} is not open; use it as "
-            f"'with Journal({j.goal!r}) as j:' or call j.open() first"
-        )
-    return store
 
 
 def owner(j: Journal) -> object:
@@ -197,7 +181,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     Raises RunCancelledError, before anything runs, once the run was cancelled.
     """
     store = require_open(j)
-    if j._cancel is not None:
+    if j._cancel.reason is not None:
         raise cancellation.error(j)
     policy = j.retry
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
@@ -214,14 +198,15 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     if recorded is not None:
         replayed: T = replay(j, key, fn_name, recorded)
         return replayed
+    flight = j._flight
     try:
         if j._replayed:  # the replays before this fresh step: "saved by replay"
             flush_replays(j)
         if UNCHECKED in fp:
             args, kwargs = unwrap(args, kwargs)
         started = j.clock()
-        j._in_flight[key] = (started, fn_name, fp)
-        if j._flight_watch is None:
+        flight.begin(key, started, fn_name, fp)
+        if flight.watched is None:
             watch_flight(j, store)
         parent = parent_step.set((j, key))
         try:
@@ -239,20 +224,23 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         j._storage_write_step(done_row(j, store, key, fn_name, fp, started, value))
         return value
     finally:
-        j._in_flight.pop(key, None)
+        flight.end(key)
         j._keys.release(full, who)
 
 
 def watch_flight(j: Journal, store: Storage) -> None:
     """Have the process's watcher make this journal's long steps visible (inflight.py)."""
-    with j._flight_watch_lock:
-        if j.store is not store or j._flight_watch is not None:
-            return
-        assert j._storage is not None
-        watched = inflight.Watched(j._storage, j.run_id, j.attempt, j._in_flight, j.clock)
-        watched.poll = partial(cancellation.poll, j)  # a cancel is noticed between steps
-        j._flight_watch = watched
-    inflight.WATCH.watch(watched)
+    storage = j._storage
+    if storage is None:
+        return  # closed meanwhile: nothing to show
+    j._flight.watch(
+        lambda: j.store is store,
+        storage,
+        j.run_id,
+        j.attempt,
+        j.clock,
+        partial(cancellation.poll, j),  # a cancel is noticed between steps
+    )
 
 
 def done_row(
@@ -305,7 +293,7 @@ def refused(
     (the paid call ran); it runs again on the next attempt, as any failed
     step. Otherwise nothing is written.
     """
-    if not (j._usage and key in j._usage):
+    if key not in j._flight.usage:
         return EncodeError(
             f"step {key!r} (run {j.run_id}): {why}; nothing was recorded", path=path, key=key
         )
@@ -357,7 +345,7 @@ def step_row(
     function reported, if any.
     """
     finished = j.clock()
-    spent = j._usage.pop(key, None) if j._usage else None
+    spent = j._flight.take_usage(key) if j._flight.usage else None
     return (
         j.run_id,
         key,

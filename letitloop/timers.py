@@ -91,7 +91,7 @@ def pause(
     """
     looks = _Looks()
     while True:
-        if j._cancel is not None:
+        if j._cancel.reason is not None:
             raise cancellation.error(j)
         if looks.due(store.changes()):
             cancellation.check(j)
@@ -123,7 +123,7 @@ async def async_pause(
 
     looks = _Looks()
     while True:
-        if j._cancel is not None:
+        if j._cancel.reason is not None:
             raise cancellation.error(j)
         if looks.due(store.changes(wait=False)):
             with store.if_free() as free:

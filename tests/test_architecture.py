@@ -658,3 +658,169 @@ class TestImportingLetitloop:
         from benchmarks.bench_steps import needless_modules
 
         assert needless_modules() == []
+
+
+# -- who owns a run's state (docs/architecture.md, "Who owns a run's state") ----------------
+
+#: A ``Journal``'s run state, by attribute: the one module that assigns it, and the one
+#: module whose code changes what it holds (an owner object's fields, or a container's
+#: items). ``journal.py`` sets every attribute's first value in ``Journal.__init__``.
+JOURNAL_STATE: dict[str, tuple[str, str]] = {
+    # The attempt: which run, its keys and results, its lock, its store and storage.
+    **{
+        name: ("opening", "opening")
+        for name in (
+            "store",
+            "table",
+            "run_id",
+            "attempt",
+            "was_completed",
+            "_created",
+            "_recorded_result",
+            "_lock",
+            "_held_key",
+            "_storage",
+            "_storage_write_step",
+        )
+    },
+    "_keys": ("opening", "keys"),  # a StepKeys per attempt; it owns its own contents
+    "_results": ("opening", "replay"),  # a Results per attempt
+    "_flight": ("journal", "inflight"),  # Flight: steps in flight, usage, the watcher's view
+    "_cancel": ("journal", "cancellation"),  # Cancel: the reason, the tasks to interrupt
+    "_replayed": ("journal", "replay"),  # a deque of keys replayed, not yet written
+    "_tries": ("retry", "retry"),
+    "_loop_commits": ("async_steps", "commits"),
+    "_result_text": ("closing", "closing"),
+    "_opener_pid": ("ownership", "ownership"),
+    "_disowned": ("ownership", "ownership"),
+    "_tokens": ("journal", "journal"),
+}
+
+#: Attributes whose value is a plain container, changed in place by its owner's code.
+CONTAINERS = {"_replayed", "_tokens"}
+
+#: What changes a container in place when called on it.
+MUTATING_METHODS = {
+    "append",
+    "appendleft",
+    "extend",
+    "insert",
+    "pop",
+    "popleft",
+    "popitem",
+    "clear",
+    "add",
+    "discard",
+    "remove",
+    "update",
+    "setdefault",
+}
+
+#: The names a Journal goes by in the package (checked below: every parameter annotated
+#: ``Journal`` is named so), so that an assignment to its state can be found by reading.
+JOURNAL_NAMES = {"j", "journal"}
+
+
+def journal_chain(node: ast.expr, in_journal_class: bool) -> list[str] | None:
+    """``["_flight", "calls"]`` for ``j._flight.calls`` (subscripts looked through); None when
+    the expression is not reached from a journal."""
+    chain: list[str] = []
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Attribute):
+            if node.attr in JOURNAL_NAMES and isinstance(node.value, ast.Name):
+                break  # self.journal, self.j
+            chain.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            if node.id in JOURNAL_NAMES or (node.id == "self" and in_journal_class):
+                break
+            return None
+        else:
+            return None
+    return chain[::-1] or None
+
+
+def state_writes(name: str) -> list[tuple[int, list[str], str]]:
+    """Every write to a journal's owned state in module ``name``: (line, chain, how)."""
+    tree = parsed(module_files()[name])
+    found: list[tuple[int, list[str], str]] = []
+
+    def visit(node: ast.AST, in_journal_class: bool, in_init: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            journal_class = in_journal_class
+            init = in_init
+            if isinstance(child, ast.ClassDef):
+                journal_class = child.name == "Journal"
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                init = in_journal_class and child.name == "__init__"
+            targets: list[ast.expr] = []
+            if isinstance(child, ast.Assign):
+                targets = list(child.targets)
+            elif isinstance(child, (ast.AugAssign, ast.AnnAssign)):
+                targets = [child.target]
+            elif isinstance(child, ast.Delete):
+                targets = list(child.targets)
+            flat: list[ast.expr] = []
+            for t in targets:
+                flat.extend(t.elts if isinstance(t, ast.Tuple) else [t])
+            for t in flat:
+                chain = journal_chain(t, journal_class)
+                if chain and chain[0] in JOURNAL_STATE and not (init and len(chain) == 1):
+                    found.append((t.lineno, chain, "assigns"))
+            if (
+                isinstance(child, ast.Call)
+                and isinstance(child.func, ast.Attribute)
+                and child.func.attr in MUTATING_METHODS
+            ):
+                chain = journal_chain(child.func.value, journal_class)
+                if (
+                    chain
+                    and chain[0] in JOURNAL_STATE
+                    and (len(chain) > 1 or chain[0] in CONTAINERS)
+                ):
+                    found.append((child.lineno, chain, f"calls .{child.func.attr}() on"))
+            visit(child, journal_class, init)
+
+    visit(tree, False, False)
+    return found
+
+
+def owner_of(chain: list[str]) -> str:
+    """The module allowed to make a write to ``chain`` (``["_flight", "calls"]``)."""
+    assigner, holder = JOURNAL_STATE[chain[0]]
+    return assigner if len(chain) == 1 and chain[0] not in CONTAINERS else holder
+
+
+class TestEveryPieceOfARunsStateHasOneOwner:
+    @pytest.mark.parametrize("name", sorted(module_files()))
+    def test_only_its_owner_writes_a_journals_state(self, name: str) -> None:
+        wrong = [
+            f"letitloop/{name.replace('.', '/')}.py:{line} {how} j.{'.'.join(chain)}, "
+            f"which {owner_of(chain)}.py owns"
+            for line, chain, how in state_writes(name)
+            if owner_of(chain) != name.split(".")[-1]
+        ]
+        assert not wrong, (
+            "a journal's state is written by its owner only (docs/architecture.md, 'Who owns "
+            "a run's state'); call the owner's function or method instead:\n" + "\n".join(wrong)
+        )
+
+    @pytest.mark.parametrize("name", sorted(module_files()))
+    def test_a_journal_goes_by_the_names_the_rule_reads(self, name: str) -> None:
+        tree = parsed(module_files()[name])
+        odd = [
+            f"{node.arg} (line {node.lineno})"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.arg)
+            and node.annotation is not None
+            and ast.unparse(node.annotation).strip("'\"") in ("Journal", "Journal | None")
+            and node.arg not in JOURNAL_NAMES
+        ]
+        assert not odd, f"name a Journal parameter j or journal (JOURNAL_NAMES): {odd}"
+
+    def test_the_rule_sees_each_owners_own_writes(self) -> None:
+        # Each owner does write what it owns: the rule reads the code as it is written.
+        seen = {owner_of(chain) for name in module_files() for _, chain, _ in state_writes(name)}
+        assert {"opening", "retry", "async_steps", "closing", "ownership", "replay"} <= seen

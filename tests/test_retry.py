@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,6 +213,49 @@ class TestAStepWithARetryPolicy:
         assert asyncio.run(main()) == "ok"
         assert fn.calls == 3 and [t[1] for t in tries(db)] == [1, 2]
         assert row(db, "fetch")[0] == "done"
+
+
+class TestAStepWhoseJournalClosesWhileItRuns:
+    def test_its_failed_try_is_not_recorded_into_the_run_it_no_longer_holds(self, db: Path) -> None:
+        began, closed = threading.Event(), threading.Event()
+
+        def fn() -> str:
+            began.set()
+            closed.wait(10)
+            raise TimeoutError("failed after the journal closed")
+
+        errors: list[BaseException] = []
+        j = Journal("g", path=db).open()
+
+        def run() -> None:
+            try:
+                j.step("fetch", fn, retry=NOW)
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert began.wait(10)
+        j.close()
+        closed.set()
+        thread.join(10)
+        assert not thread.is_alive()
+        assert tries(db) == []  # nothing written for a run this journal let go of
+        assert len(errors) == 1 and type(errors[0]) is LetItLoopError
+        assert "is not open" in str(errors[0])
+
+
+class TestAJournalOpenedAgain:
+    def test_it_numbers_a_steps_tries_after_those_another_journal_recorded_meanwhile(
+        self, db: Path
+    ) -> None:
+        fn = Flaky(100)
+        policy = RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0)
+        first = Journal("g", run="r", path=db)
+        for journal in (first, Journal("g", run="r", path=db), first):
+            with pytest.raises(TimeoutError), journal:
+                journal.step("fetch", fn, retry=policy)
+        assert [(t[1], t[2]) for t in tries(db)] == [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3), (6, 3)]
 
 
 def time_of(iso: str) -> float:
