@@ -1,0 +1,204 @@
+"""A smolagents team for tests/test_smolagents.py, run as a child process.
+
+``python tests/smolagents_team.py MODE DB SIDE [KILL_AT]``: MODE ``team`` runs
+a manager (two tools, one managed agent, a researcher with a tool of its own);
+``two`` runs two agents, one after the other, in one journal. The fake model
+and the tools append ``start WHAT`` and ``end WHAT`` to the side file SIDE
+and SIGKILL their own process at ``start KILL_AT``; ``step manager 1``
+kills it between the manager's first and second step. The final answer is
+printed as the last line of stdout.
+
+The fake model is stateless: its reply depends only on the messages it is
+given (the number of tool responses so far), so a resumed process asks it
+where the killed one stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from smolagents import Tool, ToolCallingAgent, tool
+from smolagents.memory import ActionStep
+from smolagents.models import (
+    ChatMessage,
+    ChatMessageToolCall,
+    ChatMessageToolCallFunction,
+    MessageRole,
+    Model,
+)
+from smolagents.monitoring import LogLevel, TokenUsage
+
+from letitloop import Journal
+from letitloop.adapters.smolagents import SmolagentsWALCallback, durable_agent
+
+SIDE = sys.argv[3]
+KILL_AT = sys.argv[4] if len(sys.argv) > 4 else ""
+
+
+def event(what: str) -> None:
+    """``start WHAT`` in the side file, and a SIGKILL if this is the kill point."""
+    with open(SIDE, "a") as f:
+        f.write(f"start {what}\n")
+    if what == KILL_AT:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def done(what: str) -> None:
+    with open(SIDE, "a") as f:
+        f.write(f"end {what}\n")
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: the city's name
+    """
+    event(f"tool get_weather {city}")
+    result = f"sunny in {city}"
+    done(f"tool get_weather {city}")
+    return result
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """The sum of two numbers.
+
+    Args:
+        a: the first number
+        b: the second number
+    """
+    event(f"tool add {a} {b}")
+    done(f"tool add {a} {b}")
+    return a + b
+
+
+@tool
+def search(query: str) -> str:
+    """Search the web.
+
+    Args:
+        query: what to look for
+    """
+    event(f"tool search {query}")
+    done(f"tool search {query}")
+    return f"found: {query} is 330 m tall"
+
+
+def call(n: int, name: str, **arguments: Any) -> ChatMessageToolCall:
+    return ChatMessageToolCall(
+        function=ChatMessageToolCallFunction(name=name, arguments=arguments),
+        id=f"call_{n}",
+        type="function",
+    )
+
+
+#: Each agent's replies, by the number of tool responses in its prompt.
+SCRIPTS: dict[str, list[list[ChatMessageToolCall]]] = {
+    "manager": [
+        [call(0, "get_weather", city="Paris"), call(1, "add", a=2, b=3)],
+        [call(2, "researcher", task="How tall is the Eiffel tower?")],
+        [call(3, "final_answer", answer="{observations}")],
+    ],
+    "researcher": [
+        [call(0, "search", query="Eiffel tower height")],
+        [call(1, "final_answer", answer="{observations}")],
+    ],
+    "writer": [
+        [call(0, "get_weather", city="Rome")],
+        [call(1, "final_answer", answer="{observations}")],
+    ],
+    "reviewer": [
+        [call(0, "add", a=40, b=2)],
+        [call(1, "get_weather", city="Oslo")],
+        [call(2, "final_answer", answer="{observations}")],
+    ],
+}
+
+
+def text(message: Any) -> str:
+    content = message.content if isinstance(message, ChatMessage) else message["content"]
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content)
+    return str(content or "")
+
+
+class FakeModel(Model):
+    """Replies from SCRIPTS[label]; the final answer quotes the tool responses seen."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__(model_id=f"fake-{label}")
+        self.label = label
+
+    def generate(
+        self,
+        messages: list[Any],
+        stop_sequences: list[str] | None = None,
+        response_format: Any = None,
+        tools_to_call_from: Any = None,
+        **kwargs: Any,
+    ) -> ChatMessage:
+        responses = [m for m in messages if getattr(m, "role", None) == MessageRole.TOOL_RESPONSE]
+        turn = len(responses)
+        event(f"model {self.label} {turn}")
+        calls = SCRIPTS[self.label][turn]
+        if calls[0].function.name == "final_answer":
+            seen = " | ".join(text(m).replace("Observation:", "").strip() for m in responses)
+            answer = f"{self.label}: {seen}"
+            calls = [call(turn, "final_answer", answer=answer)]
+        done(f"model {self.label} {turn}")
+        return ChatMessage(
+            role=MessageRole.ASSISTANT,
+            content=None,
+            tool_calls=calls,
+            token_usage=TokenUsage(input_tokens=100 + turn, output_tokens=10 + turn),
+        )
+
+
+def agent(label: str, tools: list[Tool], **kw: Any) -> ToolCallingAgent:
+    return ToolCallingAgent(
+        tools=tools,
+        model=FakeModel(label),
+        name=label,
+        description=f"the {label}",
+        verbosity_level=LogLevel.OFF,
+        max_steps=6,
+        **kw,
+    )
+
+
+def kill_between_steps(step: ActionStep, agent: Any) -> None:
+    if f"step {agent.name} {step.step_number}" == KILL_AT:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def team(db: str) -> str:
+    researcher = agent("researcher", [search])
+    manager = agent(
+        "manager",
+        [get_weather, add],
+        managed_agents=[researcher],
+        step_callbacks=[kill_between_steps],
+    )
+    SmolagentsWALCallback("team", path=db).wrap_agent(manager)
+    return str(manager.run("Weather in Paris, 2 + 3, and the Eiffel tower's height?"))
+
+
+def two(db: str) -> str:
+    writer = durable_agent(agent("writer", [get_weather]), "writer")
+    reviewer = durable_agent(agent("reviewer", [add, get_weather]), "reviewer")
+    with Journal("two_agents", path=db):
+        first = writer.run("Write about Rome")
+        second = reviewer.run("Review it")
+    return f"{first} // {second}"
+
+
+if __name__ == "__main__":
+    mode, db = sys.argv[1], sys.argv[2]
+    answer = team(db) if mode == "team" else two(db)
+    print(json.dumps(answer))

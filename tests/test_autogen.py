@@ -1,0 +1,170 @@
+"""The AutoGen adapter: a Swarm killed in a tool call, between turns (after a handoff) and
+in the second agent's model call resumes with every finished call replayed
+(tests/autogen_team.py is the script; its fakes count executions in a side file)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_kills import (
+    Attempts,
+    lil_show,
+    reran_after_finishing,
+    reran_without_being_in_flight,
+    run_attempts,
+)
+from autogen_agentchat.agents import AssistantAgent
+from autogen_core.models import CreateResult, UserMessage
+from autogen_ext.models.replay import ReplayChatCompletionClient
+
+from letitloop import Journal
+from letitloop.adapters.autogen import (
+    AgentCalls,
+    AutoGenStateSerializer,
+    DurableChatCompletionClient,
+    JournalHolder,
+)
+
+SCRIPT = Path(__file__).resolve().parent / "autogen_team.py"
+
+#: Inside a tool call (one of two the planner's first reply asked for, run
+#: concurrently), between turns (the team's termination check after the
+#: planner's handoff), inside the analyst's second model call.
+TEAM_KILLS = ["tool add 2 3", "handoff", "model analyst 1"]
+#: Inside the second agent's second model call: the first agent had finished.
+TWO_KILLS = ["model reviewer 1"]
+
+MODEL_INFO = {
+    "vision": False,
+    "function_calling": True,
+    "json_output": False,
+    "family": "fake",
+    "structured_output": False,
+}
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
+    folder = tmp_path_factory.mktemp("autogen_team")
+    reference = run_attempts(SCRIPT, "team", folder / "ref.db", folder / "ref.txt", [])
+    killed = run_attempts(SCRIPT, "team", folder / "j.db", folder / "side.txt", TEAM_KILLS)
+    return reference, killed, folder / "j.db"
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
+    folder = tmp_path_factory.mktemp("autogen_two")
+    reference = run_attempts(SCRIPT, "two", folder / "ref.db", folder / "ref.txt", [])
+    killed = run_attempts(SCRIPT, "two", folder / "j.db", folder / "side.txt", TWO_KILLS)
+    return reference, killed, folder / "j.db"
+
+
+class TestASwarmKilledInAToolCallBetweenTurnsAndInAModelCall:
+    def test_each_kill_point_was_reached_and_killed_the_process(self, team: Any) -> None:
+        _, killed, _ = team
+        assert killed.returncodes == [-9, -9, -9, 0]
+        assert "tool add 2 3" in killed.in_flight(0)
+        assert killed.in_flight(1) == set()  # between turns: nothing in flight
+        assert "model planner 1" in killed.ended(1)
+        assert "model analyst 0" not in killed.started(1)
+        assert "model analyst 1" in killed.in_flight(2)
+
+    def test_every_call_that_finished_ran_exactly_once_overall(self, team: Any) -> None:
+        reference, killed, _ = team
+        assert reran_after_finishing(killed) == []
+        assert killed.ends() == reference.ends()
+        assert set(killed.ends().values()) == {1}
+
+    def test_only_the_calls_in_flight_at_a_kill_ran_again(self, team: Any) -> None:
+        _, killed, _ = team
+        assert reran_without_being_in_flight(killed) == []
+
+    def test_the_final_answer_is_the_uninterrupted_runs(self, team: Any) -> None:
+        reference, killed, _ = team
+        assert killed.answer == reference.answer
+        assert "330 m" in killed.answer
+
+    def test_lil_show_lists_the_model_and_tool_calls_with_their_usage(self, team: Any) -> None:
+        _, _, db = team
+        shown = lil_show(db, "swarm")
+        rows = {r["key"]: r for r in shown["rows"]}
+        assert shown["run"]["state"] == "completed"
+        assert shown["run"]["attempts"] == 4
+        assert list(rows) == [
+            "planner.model:1",
+            "planner.model:1.tool:add:call_0_1",
+            "planner.model:1.tool:get_weather:call_0_0",
+            "planner.model:2",
+            "analyst.model:1",
+            "analyst.model:1.tool:search:call_0_0",
+            "analyst.model:2",
+        ]
+        for key in ("planner.model:1", "planner.model:2", "analyst.model:1", "analyst.model:2"):
+            assert rows[key]["input_tokens"] > 0 and rows[key]["output_tokens"] > 0
+            assert rows[key]["model"] == "fake"
+        assert shown["usage"]["replayed"]["steps"] > 0
+
+
+class TestTwoAgentsOfOneScriptInOneJournal:
+    def test_the_first_agents_calls_are_not_run_again_when_the_second_was_killed(
+        self, two: Any
+    ) -> None:
+        reference, killed, _ = two
+        assert killed.returncodes == [-9, 0]
+        assert not any(w.startswith("model writer") for w in killed.started(1))
+        assert reran_after_finishing(killed) == []
+        assert reran_without_being_in_flight(killed) == []
+        assert killed.ends() == reference.ends()
+
+    def test_both_answers_are_the_uninterrupted_runs(self, two: Any) -> None:
+        reference, killed, db = two
+        assert killed.answer == reference.answer
+        keys = {r["key"] for r in lil_show(db, "two_agents")["rows"]}
+        assert {"writer.model:1", "reviewer.model:1", "reviewer.model:3"} <= keys
+
+
+class TestTwoIdenticalPromptsInOneRun:
+    def test_each_gets_its_own_recorded_answer_on_replay(self, tmp_path: Path) -> None:
+        # Not content-addressed (as AutoGen's ChatCompletionCache is): the n-th
+        # call replays the n-th answer, though both prompts are the same.
+        db = str(tmp_path / "j.db")
+        prompt = [UserMessage(content="Pick a number", source="user")]
+
+        async def ask_twice(replies: list[str]) -> tuple[list[str], int]:
+            inner = ReplayChatCompletionClient(replies, model_info=MODEL_INFO)  # type: ignore[arg-type]
+            client = DurableChatCompletionClient(inner, AgentCalls("picker", JournalHolder()))
+            with Journal("picker", path=db, run="once"):
+                answers = [await client.create(prompt), await client.create(prompt)]
+            return [str(a.content) for a in answers], inner._current_index
+
+        assert asyncio.run(ask_twice(["7", "42"])) == (["7", "42"], 2)
+        assert asyncio.run(ask_twice(["other", "others"])) == (["7", "42"], 0)
+
+    def test_a_replayed_result_is_a_create_result_again(self, tmp_path: Path) -> None:
+        db = str(tmp_path / "j.db")
+
+        async def ask() -> CreateResult:
+            inner = ReplayChatCompletionClient(["hello"], model_info=MODEL_INFO)  # type: ignore[arg-type]
+            client = DurableChatCompletionClient(inner, AgentCalls("a", JournalHolder()))
+            with Journal("g", path=db, run="once"):
+                return await client.create([UserMessage(content="hi", source="user")])
+
+        first, again = asyncio.run(ask()), asyncio.run(ask())
+        assert isinstance(again, CreateResult) and again == first
+
+
+class TestAnAgentRunThroughTheSerializer:
+    def test_its_run_opens_and_completes_a_journal_run_of_the_session(self, tmp_path: Path) -> None:
+        db = tmp_path / "j.db"
+        inner = ReplayChatCompletionClient(["done"], model_info=MODEL_INFO)  # type: ignore[arg-type]
+        agent = AutoGenStateSerializer("solo", path=str(db)).wrap_agent(
+            AssistantAgent("solo", model_client=inner)
+        )
+        result = asyncio.run(agent.run(task="go"))
+        assert result.messages[-1].to_text() == "done"
+        shown = lil_show(db, "solo")
+        assert shown["run"]["state"] == "completed"
+        assert [r["key"] for r in shown["rows"]] == ["solo.model:1"]
