@@ -99,3 +99,15 @@ def lil_show(db: Path, goal: str) -> dict[str, Any]:
     )
     shown: dict[str, Any] = json.loads(done.stdout)
     return shown
+
+
+def run_python_file(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python PATH ARGS...`` in a child process, its output as text."""
+    return subprocess.run(
+        [sys.executable, str(path), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def ran(stdout: str) -> list[str]:
+    """The examples' ``  ran  WHAT`` lines: the calls that really ran in that process."""
+    return [line.split("ran  ", 1)[1] for line in stdout.splitlines() if "  ran  " in line]

@@ -12,9 +12,11 @@ import pytest
 from agent_kills import (
     Attempts,
     lil_show,
+    ran,
     reran_after_finishing,
     reran_without_being_in_flight,
     run_attempts,
+    run_python_file,
 )
 from autogen_agentchat.agents import AssistantAgent
 from autogen_core.models import CreateResult, UserMessage
@@ -168,3 +170,25 @@ class TestAnAgentRunThroughTheSerializer:
         shown = lil_show(db, "solo")
         assert shown["run"]["state"] == "completed"
         assert [r["key"] for r in shown["rows"]] == ["solo.model:1"]
+
+
+class TestTheExample:
+    def test_killed_inside_a_model_call_after_a_handoff_it_resumes_running_only_that_call(
+        self, tmp_path: Path
+    ) -> None:
+        example = SCRIPT.parent.parent / "examples" / "autogen_resume.py"
+        db = str(tmp_path / "j.db")
+        crashed = run_python_file(example, "--crash", "--db", db)
+        assert crashed.returncode == -9
+        assert ran(crashed.stdout) == [
+            "planner model call 1",
+            "get_weather('Lisbon')",
+            "planner model call 2",
+            "analyst model call 1",
+            "convert(120.0, 'USD')",
+            "analyst model call 2",
+        ]
+        resumed = run_python_file(example, "--db", db)
+        assert resumed.returncode == 0, resumed.stderr
+        assert ran(resumed.stdout) == ["analyst model call 2"]
+        assert "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD" in resumed.stdout

@@ -11,9 +11,11 @@ import pytest
 from agent_kills import (
     Attempts,
     lil_show,
+    ran,
     reran_after_finishing,
     reran_without_being_in_flight,
     run_attempts,
+    run_python_file,
 )
 from smolagents import CodeAgent, tool
 from smolagents.models import ChatMessage, MessageRole, Model
@@ -195,3 +197,23 @@ class TestAStepCallbackAlone:
         )
         with pytest.raises(LetItLoopError, match=r"wrap_agent\(agent\)"):
             agent.run("Double 21")
+
+
+class TestTheExample:
+    def test_killed_inside_a_tool_call_it_resumes_running_only_that_call_and_the_rest(
+        self, tmp_path: Path
+    ) -> None:
+        example = SCRIPT.parent.parent / "examples" / "smolagents_resume.py"
+        db = str(tmp_path / "j.db")
+        crashed = run_python_file(example, "--crash", "--db", db)
+        assert crashed.returncode == -9
+        assert ran(crashed.stdout) == [
+            "model call 1",
+            "get_weather('Lisbon')",
+            "model call 2",
+            "convert(120.0, 'USD')",
+        ]
+        resumed = run_python_file(example, "--db", db)
+        assert resumed.returncode == 0, resumed.stderr
+        assert ran(resumed.stdout) == ["convert(120.0, 'USD')", "model call 3"]
+        assert "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD" in resumed.stdout
