@@ -19,6 +19,9 @@ from agent_kills import (
     run_python_file,
 )
 from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import TextMentionTermination
+from autogen_agentchat.messages import BaseChatMessage
+from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core.models import CreateResult, UserMessage
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
@@ -192,3 +195,36 @@ class TestTheExample:
         assert resumed.returncode == 0, resumed.stderr
         assert ran(resumed.stdout) == ["analyst model call 2"]
         assert "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD" in resumed.stdout
+
+
+class TestASelectorGroupChat:
+    def test_its_choices_of_speaker_are_model_calls_replayed_too(self, tmp_path: Path) -> None:
+        db = str(tmp_path / "j.db")
+
+        async def chat() -> tuple[list[str], list[int]]:
+            clients = [
+                ReplayChatCompletionClient(["hello from a"], model_info=MODEL_INFO),  # type: ignore[arg-type]
+                ReplayChatCompletionClient(["b here, TERMINATE"], model_info=MODEL_INFO),  # type: ignore[arg-type]
+                ReplayChatCompletionClient(["a", "b"], model_info=MODEL_INFO),  # type: ignore[arg-type]
+            ]
+            team = SelectorGroupChat(
+                [
+                    AssistantAgent("a", model_client=clients[0], description="speaks first"),
+                    AssistantAgent("b", model_client=clients[1], description="speaks last"),
+                ],
+                model_client=clients[2],
+                termination_condition=TextMentionTermination("TERMINATE"),
+            )
+            AutoGenStateSerializer("chat", path=db).wrap_team(team)
+            with Journal("chat", path=db, run="once"):
+                result = await team.run(task="talk")
+            texts = [m.to_text() for m in result.messages if isinstance(m, BaseChatMessage)]
+            return texts, [c._current_index for c in clients]
+
+        first = asyncio.run(chat())
+        assert first[0] == ["talk", "hello from a", "b here, TERMINATE"]
+        assert first[1][2] >= 1  # the selector was asked
+        again = asyncio.run(chat())  # the completed named run: everything replays
+        assert again == (first[0], [0, 0, 0])
+        keys = [r["key"] for r in lil_show(tmp_path / "j.db", "chat")["rows"]]
+        assert "SelectorGroupChat.selector.model:1" in keys

@@ -67,6 +67,7 @@ def wrap_tool(tool: Tool, calls: AgentCalls) -> None:
             call_tool,
             identity,
             unchecked((forward, args, kwargs)),
+            queue=True,
         )
 
     tool.forward = journaled_forward
@@ -134,6 +135,7 @@ class SmolagentsWALCallback:
                     call_agent,
                     identity,
                     unchecked((whole_run,)),
+                    queue=True,
                 )
             with run_journal(goal, path) as journal, calls.running(journal):
                 return run(*args, **kwargs)

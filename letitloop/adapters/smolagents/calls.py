@@ -56,24 +56,30 @@ class AgentCalls:
         finally:
             self.journal, self.context = before
 
-    def step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+    def step(self, name: str, fn: Callable[..., T], *args: Any, queue: bool = False) -> T:
         """``Journal.step(name, fn, *args)`` on this agent's journal, in its run's context.
 
-        Identical names are called one at a time (the journal refuses two
-        calls of one name in flight in two threads). Raises NoJournalError
-        when the agent's run did not set a journal and none is open.
+        With ``queue``, calls of one name wait for each other (identical tool
+        calls in parallel threads, which the journal would refuse as two calls
+        of one name in flight). Raises NoJournalError when the agent's run
+        did not set a journal and none is open.
         """
+        if not queue:
+            return self._step(name, fn, *args)
         with self._guard:
             lock = self._locks.setdefault(name, threading.Lock())
         with lock:
-            journal, context = self.journal, self.context
-            if journal is None or context is None:
-                journal = open_journal()
-                if journal is None:
-                    raise NoJournalError(
-                        f"smolagents agent {self.label!r} made a call outside agent.run() and "
-                        f"with no journal open; run the agent with agent.run(...) after "
-                        f"wrapping it, or inside 'with Journal(goal):'"
-                    )
-                return journal.step(name, fn, *args)
-            return context.copy().run(journal.step, name, fn, *args)
+            return self._step(name, fn, *args)
+
+    def _step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+        journal, context = self.journal, self.context
+        if journal is None or context is None:
+            journal = open_journal()
+            if journal is None:
+                raise NoJournalError(
+                    f"smolagents agent {self.label!r} made a call outside agent.run() and "
+                    f"with no journal open; run the agent with agent.run(...) after "
+                    f"wrapping it, or inside 'with Journal(goal):'"
+                )
+            return journal.step(name, fn, *args)
+        return context.copy().run(journal.step, name, fn, *args)
