@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,13 +60,31 @@ def run_attempts(script: Path, mode: str, db: Path, side: Path, kills: list[str]
             out.answer = json.loads(done.stdout.strip().splitlines()[-1])
         elif kill_at == "":
             raise AssertionError(f"the last attempt failed: {done.stderr[-3000:]}")
+    out.lines = read_side(side)
+    return out
+
+
+def read_side(side: Path) -> list[list[tuple[str, str]]]:
+    """The side file's lines, per attempt."""
+    lines: list[list[tuple[str, str]]] = []
     for line in side.read_text().splitlines():
         event, _, what = line.partition(" ")
         if event == "attempt":
-            out.lines.append([])
+            lines.append([])
         else:
-            out.lines[-1].append((event, what))
-    return out
+            lines[-1].append((event, what))
+    return lines
+
+
+def run_here(run: Callable[[str], str], where: dict[str, str], db: Path, side: Path) -> Attempts:
+    """One uninterrupted run of a script's mode in this process (no interpreter to start).
+
+    ``where`` is the script's WHERE (its side file and kill point), set for the run.
+    """
+    side.write_text("attempt 1\n")
+    where.update(side=str(side), kill_at="")
+    answer = run(str(db))
+    return Attempts(returncodes=[0], answer=answer, lines=read_side(side))
 
 
 def reran_after_finishing(attempts: Attempts) -> list[str]:

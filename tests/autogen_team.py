@@ -40,20 +40,21 @@ from pydantic import BaseModel
 from letitloop import Journal
 from letitloop.adapters.autogen import AutoGenStateSerializer
 
-SIDE = sys.argv[3]
-KILL_AT = sys.argv[4] if len(sys.argv) > 4 else ""
+#: The side file, and where to kill this process ("" for nowhere); set by main(), or by
+#: a test that runs a mode in its own process as the uninterrupted reference.
+WHERE = {"side": "", "kill_at": ""}
 
 
 def event(what: str) -> None:
     """``start WHAT`` in the side file, and a SIGKILL if this is the kill point."""
-    with open(SIDE, "a") as f:
+    with open(WHERE["side"], "a") as f:
         f.write(f"start {what}\n")
-    if what == KILL_AT:
+    if what == WHERE["kill_at"]:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 def done(what: str) -> None:
-    with open(SIDE, "a") as f:
+    with open(WHERE["side"], "a") as f:
         f.write(f"end {what}\n")
 
 
@@ -157,7 +158,7 @@ class KillAtHandoff(TerminationCondition):
     async def __call__(
         self, messages: Sequence[BaseAgentEvent | BaseChatMessage]
     ) -> StopMessage | None:
-        if KILL_AT == "handoff" and any(isinstance(m, HandoffMessage) for m in messages):
+        if WHERE["kill_at"] == "handoff" and any(isinstance(m, HandoffMessage) for m in messages):
             os.kill(os.getpid(), signal.SIGKILL)
         return None
 
@@ -199,6 +200,7 @@ async def two(db: str) -> str:
 
 
 if __name__ == "__main__":
-    mode, db = sys.argv[1], sys.argv[2]
+    mode, db, WHERE["side"] = sys.argv[1:4]
+    WHERE["kill_at"] = sys.argv[4] if len(sys.argv) > 4 else ""
     answer = asyncio.run(team(db) if mode == "team" else two(db))
     print(json.dumps(answer))

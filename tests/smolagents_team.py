@@ -35,20 +35,21 @@ from smolagents.monitoring import LogLevel, TokenUsage
 from letitloop import Journal
 from letitloop.adapters.smolagents import SmolagentsWALCallback, durable_agent
 
-SIDE = sys.argv[3]
-KILL_AT = sys.argv[4] if len(sys.argv) > 4 else ""
+#: The side file, and where to kill this process ("" for nowhere); set by main(), or by
+#: a test that runs a mode in its own process as the uninterrupted reference.
+WHERE = {"side": "", "kill_at": ""}
 
 
 def event(what: str) -> None:
     """``start WHAT`` in the side file, and a SIGKILL if this is the kill point."""
-    with open(SIDE, "a") as f:
+    with open(WHERE["side"], "a") as f:
         f.write(f"start {what}\n")
-    if what == KILL_AT:
+    if what == WHERE["kill_at"]:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 def done(what: str) -> None:
-    with open(SIDE, "a") as f:
+    with open(WHERE["side"], "a") as f:
         f.write(f"end {what}\n")
 
 
@@ -173,7 +174,7 @@ def agent(label: str, tools: list[Tool], **kw: Any) -> ToolCallingAgent:
 
 
 def kill_between_steps(step: ActionStep, agent: Any) -> None:
-    if f"step {agent.name} {step.step_number}" == KILL_AT:
+    if f"step {agent.name} {step.step_number}" == WHERE["kill_at"]:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -199,6 +200,7 @@ def two(db: str) -> str:
 
 
 if __name__ == "__main__":
-    mode, db = sys.argv[1], sys.argv[2]
+    mode, db, WHERE["side"] = sys.argv[1:4]
+    WHERE["kill_at"] = sys.argv[4] if len(sys.argv) > 4 else ""
     answer = team(db) if mode == "team" else two(db)
     print(json.dumps(answer))

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import autogen_team
 import pytest
 from agent_kills import (
     Attempts,
@@ -16,6 +17,7 @@ from agent_kills import (
     reran_after_finishing,
     reran_without_being_in_flight,
     run_attempts,
+    run_here,
     run_python_file,
 )
 from autogen_agentchat.agents import AssistantAgent
@@ -54,7 +56,10 @@ MODEL_INFO = {
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("autogen_team")
-    reference = run_attempts(SCRIPT, "team", folder / "ref.db", folder / "ref.txt", [])
+    where = autogen_team.WHERE
+    reference = run_here(
+        lambda db: asyncio.run(autogen_team.team(db)), where, folder / "ref.db", folder / "ref.txt"
+    )
     killed = run_attempts(SCRIPT, "team", folder / "j.db", folder / "side.txt", TEAM_KILLS)
     return reference, killed, folder / "j.db"
 
@@ -62,7 +67,10 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("autogen_two")
-    reference = run_attempts(SCRIPT, "two", folder / "ref.db", folder / "ref.txt", [])
+    where = autogen_team.WHERE
+    reference = run_here(
+        lambda db: asyncio.run(autogen_team.two(db)), where, folder / "ref.db", folder / "ref.txt"
+    )
     killed = run_attempts(SCRIPT, "two", folder / "j.db", folder / "side.txt", TWO_KILLS)
     return reference, killed, folder / "j.db"
 

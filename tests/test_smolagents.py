@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import smolagents_team
 from agent_kills import (
     Attempts,
     lil_show,
@@ -15,6 +16,7 @@ from agent_kills import (
     reran_after_finishing,
     reran_without_being_in_flight,
     run_attempts,
+    run_here,
     run_python_file,
 )
 from smolagents import CodeAgent, tool
@@ -37,7 +39,9 @@ TWO_KILLS = ["model reviewer 1"]
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("smolagents_team")
-    reference = run_attempts(SCRIPT, "team", folder / "ref.db", folder / "ref.txt", [])
+    reference = run_here(
+        smolagents_team.team, smolagents_team.WHERE, folder / "ref.db", folder / "ref.txt"
+    )
     killed = run_attempts(SCRIPT, "team", folder / "j.db", folder / "side.txt", TEAM_KILLS)
     return reference, killed, folder / "j.db"
 
@@ -45,7 +49,9 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("smolagents_two")
-    reference = run_attempts(SCRIPT, "two", folder / "ref.db", folder / "ref.txt", [])
+    reference = run_here(
+        smolagents_team.two, smolagents_team.WHERE, folder / "ref.db", folder / "ref.txt"
+    )
     killed = run_attempts(SCRIPT, "two", folder / "j.db", folder / "side.txt", TWO_KILLS)
     return reference, killed, folder / "j.db"
 
