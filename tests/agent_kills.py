@@ -25,7 +25,8 @@ class Attempts:
     """What a series of attempts did: exit statuses, the last answer, the side file."""
 
     returncodes: list[int] = field(default_factory=list)
-    answer: str | None = None
+    #: What the last attempt printed: the script's answer and the agents' memory.
+    answer: Any = None
     #: Per attempt, the (event, call) lines in order: ("start", "tool add 2 3").
     lines: list[list[tuple[str, str]]] = field(default_factory=list)
 
@@ -76,7 +77,7 @@ def read_side(side: Path) -> list[list[tuple[str, str]]]:
     return lines
 
 
-def run_here(run: Callable[[str], str], where: dict[str, str], db: Path, side: Path) -> Attempts:
+def run_here(run: Callable[[str], Any], where: dict[str, str], db: Path, side: Path) -> Attempts:
     """One uninterrupted run of a script's mode in this process (no interpreter to start).
 
     ``where`` is the script's WHERE (its side file and kill point), set for the run.

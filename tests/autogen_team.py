@@ -7,7 +7,7 @@ model client and the tools append ``start WHAT`` and ``end WHAT`` to the side
 file SIDE and SIGKILL their own process at ``start KILL_AT``; ``handoff``
 kills it between the planner's handoff and the analyst's first turn (in the
 termination check, which the team runs between turns). The final answer is
-printed as the last line of stdout.
+printed with the agents' model contexts as the last line of stdout.
 
 The fake client is a ``ReplayChatCompletionClient`` made stateless: which of
 its replies it gives depends only on the prompt (the number of the agent's
@@ -170,7 +170,12 @@ def assistant(name: str, tools: list[Any], **kw: Any) -> AssistantAgent:
     return AssistantAgent(name, model_client=FakeClient(name), tools=tools, **kw)
 
 
-async def team(db: str) -> str:
+async def contexts(*agents: AssistantAgent) -> list[Any]:
+    """Each agent's model context, as its saved state holds it (no times, no ids)."""
+    return [(await agent.save_state())["llm_context"] for agent in agents]
+
+
+async def team(db: str) -> dict[str, Any]:
     planner = assistant("planner", [get_weather, add], handoffs=["analyst"])
     analyst = assistant("analyst", [search])
     swarm = Swarm(
@@ -181,10 +186,10 @@ async def team(db: str) -> str:
     result = await swarm.run(task="Weather in Paris, 2 + 3, and the Eiffel tower's height?")
     last = result.messages[-1]
     assert isinstance(last, BaseChatMessage)
-    return last.to_text()
+    return {"answer": last.to_text(), "memory": await contexts(planner, analyst)}
 
 
-async def two(db: str) -> str:
+async def two(db: str) -> dict[str, Any]:
     # max_tool_iterations: each agent sees its tools' results in its next model call.
     writer = AutoGenStateSerializer("writer").wrap_agent(
         assistant("writer", [get_weather], max_tool_iterations=3)
@@ -196,7 +201,7 @@ async def two(db: str) -> str:
         first = await writer.run(task="Write about Rome")
         second = await reviewer.run(task="Review it")
     texts = [m.to_text() for m in (first.messages[-1], second.messages[-1])]
-    return " // ".join(texts)
+    return {"answer": " // ".join(texts), "memory": await contexts(writer, reviewer)}
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ a manager (two tools, one managed agent, a researcher with a tool of its own);
 and the tools append ``start WHAT`` and ``end WHAT`` to the side file SIDE
 and SIGKILL their own process at ``start KILL_AT``; ``step manager 1``
 kills it between the manager's first and second step. The final answer is
-printed as the last line of stdout.
+printed with the agents' memory as the last line of stdout.
 
 The fake model is stateless: its reply depends only on the messages it is
 given (the number of tool responses so far), so a resumed process asks it
@@ -34,6 +34,7 @@ from smolagents.monitoring import LogLevel, TokenUsage
 
 from letitloop import Journal
 from letitloop.adapters.smolagents import SmolagentsWALCallback, durable_agent
+from letitloop.adapters.smolagents.model import message_identity
 
 #: The side file, and where to kill this process ("" for nowhere); set by main(), or by
 #: a test that runs a mode in its own process as the uninterrupted reference.
@@ -178,7 +179,12 @@ def kill_between_steps(step: ActionStep, agent: Any) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def team(db: str) -> str:
+def memory(agent: ToolCallingAgent) -> list[Any]:
+    """The agent's memory as the messages its next model call would get (no times, no ids)."""
+    return [message_identity(m) for m in agent.write_memory_to_messages()]
+
+
+def team(db: str) -> dict[str, Any]:
     researcher = agent("researcher", [search])
     manager = agent(
         "manager",
@@ -187,16 +193,17 @@ def team(db: str) -> str:
         step_callbacks=[kill_between_steps],
     )
     SmolagentsWALCallback("team", path=db).wrap_agent(manager)
-    return str(manager.run("Weather in Paris, 2 + 3, and the Eiffel tower's height?"))
+    answer = manager.run("Weather in Paris, 2 + 3, and the Eiffel tower's height?")
+    return {"answer": str(answer), "memory": memory(manager)}
 
 
-def two(db: str) -> str:
+def two(db: str) -> dict[str, Any]:
     writer = durable_agent(agent("writer", [get_weather]), "writer")
     reviewer = durable_agent(agent("reviewer", [add, get_weather]), "reviewer")
     with Journal("two_agents", path=db):
         first = writer.run("Write about Rome")
         second = reviewer.run("Review it")
-    return f"{first} // {second}"
+    return {"answer": f"{first} // {second}", "memory": [memory(writer), memory(reviewer)]}
 
 
 if __name__ == "__main__":

@@ -97,8 +97,13 @@ class TestASwarmKilledInAToolCallBetweenTurnsAndInAModelCall:
 
     def test_the_final_answer_is_the_uninterrupted_runs(self, team: Any) -> None:
         reference, killed, _ = team
-        assert killed.answer == reference.answer
-        assert "330 m" in killed.answer
+        assert killed.answer["answer"] == reference.answer["answer"]
+        assert "330 m" in killed.answer["answer"]
+
+    def test_the_agents_memory_is_rebuilt_as_the_uninterrupted_run_left_it(self, team: Any) -> None:
+        reference, killed, _ = team
+        assert killed.answer["memory"] == reference.answer["memory"]
+        assert len(str(killed.answer["memory"])) > 500  # the whole conversation, not nothing
 
     def test_lil_show_lists_the_model_and_tool_calls_with_their_usage(self, team: Any) -> None:
         _, _, db = team
