@@ -187,6 +187,16 @@ class TestAnAgentRunThroughTheSerializer:
         assert shown["run"]["state"] == "completed"
         assert [r["key"] for r in shown["rows"]] == ["solo.model:1"]
 
+    def test_its_configuration_still_dumps_with_the_wrapped_model_client(
+        self, tmp_path: Path
+    ) -> None:
+        inner = ReplayChatCompletionClient(["done"], model_info=MODEL_INFO)  # type: ignore[arg-type]
+        agent = AutoGenStateSerializer("solo", path=str(tmp_path / "j.db")).wrap_agent(
+            AssistantAgent("solo", model_client=inner)
+        )
+        dumped = agent.dump_component().config["model_client"]
+        assert dumped == inner.dump_component().model_dump()
+
 
 class TestTheExample:
     def test_killed_inside_a_model_call_after_a_handoff_it_resumes_running_only_that_call(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Literal
 
-from autogen_core import CancellationToken
+from autogen_core import CancellationToken, ComponentModel
 from autogen_core.models import (
     ChatCompletionClient,
     CreateResult,
@@ -117,6 +117,10 @@ class DurableChatCompletionClient(ChatCompletionClient):
             extra_create_args=extra_create_args,
             cancellation_token=cancellation_token,
         )
+
+    def dump_component(self) -> ComponentModel:
+        """The wrapped client's configuration (a team's ``dump_component`` saves that)."""
+        return self.client.dump_component()
 
     async def close(self) -> None:
         await self.client.close()

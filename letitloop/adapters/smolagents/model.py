@@ -118,9 +118,10 @@ class DurableModel(Model):
     def __getattr__(self, name: str) -> Any:
         # Only attributes this class lacks; generate_stream stays missing, so
         # agents call generate (journaled) rather than stream past the journal.
-        if name == "generate_stream" or name.startswith("__"):
+        model = self.__dict__.get("model")
+        if model is None or name == "generate_stream" or name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self.__dict__["model"], name)
+        return getattr(model, name)
 
     def generate(
         self,
