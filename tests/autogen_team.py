@@ -58,10 +58,26 @@ def done(what: str) -> None:
         f.write(f"end {what}\n")
 
 
+#: How many of the planner's two concurrent tool calls have started: they meet before
+#: either finishes, so a kill inside one always finds the other in flight (never
+#: between its end and its commit), and they are shown to run at the same time.
+ARRIVED: list[asyncio.Event] = []
+
+
+async def together() -> None:
+    mine = asyncio.Event()
+    ARRIVED.append(mine)
+    if len(ARRIVED) % 2 == 0:
+        for arrived in ARRIVED[-2:]:
+            arrived.set()
+    await asyncio.wait_for(mine.wait(), 30)
+
+
 async def get_weather(city: str) -> str:
     """The weather in a city."""
     event(f"tool get_weather {city}")
-    await asyncio.sleep(0)
+    if city == "Paris":
+        await together()
     done(f"tool get_weather {city}")
     return f"sunny in {city}"
 
@@ -69,6 +85,8 @@ async def get_weather(city: str) -> str:
 async def add(a: int, b: int) -> int:
     """The sum of two numbers."""
     event(f"tool add {a} {b}")
+    if (a, b) == (2, 3):
+        await together()
     done(f"tool add {a} {b}")
     return a + b
 

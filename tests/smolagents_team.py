@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 from smolagents import Tool, ToolCallingAgent, tool
@@ -54,6 +55,13 @@ def done(what: str) -> None:
         f.write(f"end {what}\n")
 
 
+#: The manager's two tool calls of one reply meet here: they run at the same time
+#: (smolagents runs them in a thread pool), and neither finishes before the other
+#: started, so a kill inside one always finds the other in flight, never between
+#: its end and its commit.
+TOGETHER = threading.Barrier(2, timeout=30)
+
+
 @tool
 def get_weather(city: str) -> str:
     """The weather in a city.
@@ -62,6 +70,8 @@ def get_weather(city: str) -> str:
         city: the city's name
     """
     event(f"tool get_weather {city}")
+    if city == "Paris":
+        TOGETHER.wait()
     result = f"sunny in {city}"
     done(f"tool get_weather {city}")
     return result
@@ -76,6 +86,8 @@ def add(a: int, b: int) -> int:
         b: the second number
     """
     event(f"tool add {a} {b}")
+    if (a, b) == (2, 3):
+        TOGETHER.wait()
     done(f"tool add {a} {b}")
     return a + b
 

@@ -80,6 +80,7 @@ class TestASwarmKilledInAToolCallBetweenTurnsAndInAModelCall:
         _, killed, _ = team
         assert killed.returncodes == [-9, -9, -9, 0]
         assert "tool add 2 3" in killed.in_flight(0)
+        assert "tool get_weather Paris" not in killed.ended(0)  # its parallel twin
         assert killed.in_flight(1) == set()  # between turns: nothing in flight
         assert "model planner 1" in killed.ended(1)
         assert "model analyst 0" not in killed.started(1)

@@ -61,6 +61,7 @@ class TestATeamKilledInAToolCallBetweenStepsAndInAManagedAgentsModelCall:
         _, killed, _ = team
         assert killed.returncodes == [-9, -9, -9, 0]
         assert "tool add 2 3" in killed.in_flight(0)
+        assert "tool get_weather Paris" not in killed.ended(0)  # its parallel twin
         assert "model researcher 1" in killed.in_flight(2)
         assert killed.started(1) & {"model manager 1"} == set()  # killed before it
 
