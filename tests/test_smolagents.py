@@ -5,7 +5,7 @@ is the script; its fakes count executions in a side file, not in the journal).""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import smolagents_team
@@ -19,12 +19,13 @@ from agent_kills import (
     run_here,
     run_python_file,
 )
-from smolagents import CodeAgent, tool
+from smolagents import CodeAgent, Tool, tool
 from smolagents.models import ChatMessage, MessageRole, Model
 from smolagents.monitoring import LogLevel, TokenUsage
 
 from letitloop import Journal, LetItLoopError
-from letitloop.adapters.smolagents import SmolagentsWALCallback, durable_agent
+from letitloop.adapters.smolagents import AgentCalls, SmolagentsWALCallback, durable_agent
+from letitloop.adapters.smolagents.agent import wrap_tool
 
 SCRIPT = Path(__file__).resolve().parent / "smolagents_team.py"
 
@@ -230,3 +231,32 @@ class TestTheExample:
         assert resumed.returncode == 0, resumed.stderr
         assert ran(resumed.stdout) == ["convert(120.0, 'USD')", "model call 3"]
         assert "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD" in resumed.stdout
+
+
+class TestToolCallsWhoseArgumentsJsonCannotHold:
+    def test_calls_told_apart_by_the_journal_are_two_calls_replayed_each_its_own(
+        self, tmp_path: Path
+    ) -> None:
+        ran: list[frozenset[int]] = []
+
+        class Count(Tool):
+            name = "count"
+            description = "How many numbers."
+            inputs: ClassVar = {"numbers": {"type": "any", "description": "the numbers"}}
+            output_type = "integer"
+
+            def forward(self, numbers: Any) -> int:
+                ran.append(numbers)
+                return len(numbers)
+
+        def twice(first: frozenset[int], second: frozenset[int]) -> list[int]:
+            tool = Count()
+            wrap_tool(tool, AgentCalls("t"))
+            with Journal("sets", path=tmp_path / "j.db", run="once"):
+                return [tool(first), tool(second)]
+
+        assert twice(frozenset({1, 2}), frozenset({1, 2, 3})) == [2, 3]
+        assert ran == [frozenset({1, 2}), frozenset({1, 2, 3})]
+        ran.clear()
+        assert twice(frozenset({1, 2, 3}), frozenset({1, 2})) == [3, 2]  # each its own answer
+        assert ran == []

@@ -20,8 +20,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from letitloop.canon import NoFingerprint
 from letitloop.durable import current
 from letitloop.errors import NoJournalError
+from letitloop.fingerprint import Fingerprinter
 from letitloop.journal import Journal
 
 
@@ -48,18 +50,29 @@ def run_journal(goal: str, path: str | None) -> Iterator[Journal]:
         yield journal
 
 
-def _type_name(value: object) -> str:
-    return f"<{type(value).__module__}.{type(value).__qualname__}>"
+#: Fingerprints of the values JSON cannot hold, as the journal's steps take them.
+_FINGERPRINTS = Fingerprinter()
+
+
+def _not_json(value: object) -> str:
+    """A value JSON cannot hold: its type, and its fingerprint where it has one."""
+    name = f"{type(value).__module__}.{type(value).__qualname__}"
+    try:
+        return f"<{name} {_FINGERPRINTS.digest(value)}>"
+    except NoFingerprint:
+        return f"<{name}>"
 
 
 def plain(value: Any) -> Any:
-    """``value`` as plain JSON data: dicts, lists, text, numbers; other values by type name.
+    """``value`` as plain JSON data: dicts, lists, text, numbers; other values as text.
 
-    The type name stands for a value JSON cannot hold (an image, a file
-    handle): two such arguments of one type are the same call to the
-    journal's argument check.
+    A value JSON cannot hold becomes its type's name and its fingerprint as
+    a step argument's (a set, a datetime, a dataclass, a numpy array, a class
+    with ``letitloop.register_fingerprint``); one with no fingerprint (an
+    image, a file handle) is its type's name alone, so two such arguments of
+    one type are the same call to the journal's argument check.
     """
-    return json.loads(json.dumps(value, default=_type_name, sort_keys=True))
+    return json.loads(json.dumps(value, default=_not_json, sort_keys=True))
 
 
 def digest(value: Any) -> str:
