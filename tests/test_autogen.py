@@ -5,6 +5,7 @@ in the second agent's model call resumes with every finished call replayed
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import TextMentionTermination
 from autogen_agentchat.messages import BaseChatMessage
 from autogen_agentchat.teams import SelectorGroupChat
-from autogen_core.models import CreateResult, UserMessage
+from autogen_core import CancellationToken, FunctionCall
+from autogen_core.models import CreateResult, RequestUsage, UserMessage
+from autogen_core.tools import TextResultContent, ToolResult, ToolSchema, Workbench
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from letitloop import Journal
@@ -252,3 +255,73 @@ class TestASelectorGroupChat:
         assert again == (first[0], [0, 0, 0])
         keys = [r["key"] for r in lil_show(tmp_path / "j.db", "chat")["rows"]]
         assert "SelectorGroupChat.selector.model:1" in keys
+
+
+class RemoteWorkbench(Workbench):
+    """A workbench of one tool that is not a StaticWorkbench (as an MCP workbench is not)."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    async def list_tools(self) -> list[ToolSchema]:
+        word = {"word": {"type": "string"}}
+        schema: ToolSchema = {
+            "name": "lookup",
+            "description": "Look a word up.",
+            "parameters": {"type": "object", "properties": word},
+        }
+        return [schema]
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        cancellation_token: CancellationToken | None = None,
+        call_id: str | None = None,
+    ) -> ToolResult:
+        self.calls.append(f"{name} {dict(arguments or {})}")
+        word = (arguments or {}).get("word")
+        return ToolResult(name=name, result=[TextResultContent(content=f"{word}: a fruit")])
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def reset(self) -> None:
+        pass
+
+    async def save_state(self) -> Mapping[str, Any]:
+        return {}
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        pass
+
+
+class TestAnAgentWithAnotherKindOfWorkbench:
+    def test_its_call_tool_results_are_replayed_as_tool_results(self, tmp_path: Path) -> None:
+        db = str(tmp_path / "j.db")
+        lookup = CreateResult(
+            finish_reason="function_calls",
+            content=[FunctionCall(id="c1", name="lookup", arguments='{"word": "apple"}')],
+            usage=RequestUsage(prompt_tokens=5, completion_tokens=5),
+            cached=False,
+        )
+
+        async def ask(calls: list[str]) -> str:
+            inner = ReplayChatCompletionClient([lookup], model_info=MODEL_INFO)  # type: ignore[arg-type]
+            agent = AssistantAgent("reader", model_client=inner, workbench=RemoteWorkbench(calls))
+            AutoGenStateSerializer("reader", path=db).wrap_agent(agent)
+            with Journal("reader", path=db, run="once"):
+                result = await agent.run(task="What is an apple?")
+            return result.messages[-1].to_text()
+
+        first: list[str] = []
+        assert asyncio.run(ask(first)) == "apple: a fruit"
+        assert first == ["lookup {'word': 'apple'}"]
+        again: list[str] = []
+        assert asyncio.run(ask(again)) == "apple: a fruit"
+        assert again == []
+        keys = [r["key"] for r in lil_show(tmp_path / "j.db", "reader")["rows"]]
+        assert keys == ["reader.model:1", "reader.model:1.tool:lookup:c1"]
