@@ -107,6 +107,11 @@ class ScriptedClient(ReplayChatCompletionClient):
         return await super().create(messages, **kwargs)
 
 
+def price(model: str | None, input_tokens: int, output_tokens: int) -> float:
+    """What a call cost: a made-up price of $2.50 per million input tokens, $10 per million out."""
+    return (2.5 * input_tokens + 10 * output_tokens) / 1e6
+
+
 async def main() -> None:
     global CRASH
     # The replay client warns that it counts tokens of text only: true, and beside the point.
@@ -129,7 +134,7 @@ async def main() -> None:
         max_tool_iterations=2,  # it sees convert's result in its next model call
     )
     team = Swarm([planner, analyst], termination_condition=TextMentionTermination("TERMINATE"))
-    AutoGenStateSerializer("trip", path=args.db).wrap_team(team)
+    AutoGenStateSerializer("trip", path=args.db, cost=price).wrap_team(team)
     print("calls that really ran in this process:")
     result = await team.run(task="Weather in Lisbon, and 120 EUR in USD?")
     print(f"answer: {result.messages[-1].to_text()}")

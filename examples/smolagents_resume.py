@@ -100,6 +100,11 @@ class ScriptedModel(Model):
         return use(2, "final_answer", answer=f"Pack sunglasses. {facts}")
 
 
+def price(model: str | None, input_tokens: int, output_tokens: int) -> float:
+    """What a call cost: a made-up price of $2.50 per million input tokens, $10 per million out."""
+    return (2.5 * input_tokens + 10 * output_tokens) / 1e6
+
+
 def main() -> None:
     global CRASH
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -112,7 +117,7 @@ def main() -> None:
         model=ScriptedModel(model_id="scripted"),
         verbosity_level=LogLevel.OFF,
     )
-    durable_agent(agent, "travel", path=args.db)
+    durable_agent(agent, "travel", path=args.db, cost=price)
     print("calls that really ran in this process:")
     answer = agent.run("Weather in Lisbon, and 120 EUR in USD?")
     print(f"answer: {answer}")

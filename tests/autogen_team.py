@@ -166,6 +166,11 @@ class FakeClient(ReplayChatCompletionClient):
         return result
 
 
+def price(model: str | None, input_tokens: int, output_tokens: int) -> float:
+    """A made-up price: $1 per million input tokens, $4 per million output tokens."""
+    return (input_tokens + 4 * output_tokens) / 1e6
+
+
 class KillAtHandoff(TerminationCondition):
     """Never terminates; SIGKILLs the process when it sees the handoff, if asked to."""
 
@@ -200,7 +205,7 @@ async def team(db: str) -> dict[str, Any]:
         [planner, analyst],
         termination_condition=TextMentionTermination("TERMINATE") | KillAtHandoff(),
     )
-    AutoGenStateSerializer("swarm", path=db).wrap_team(swarm)
+    AutoGenStateSerializer("swarm", path=db, cost=price).wrap_team(swarm)
     result = await swarm.run(task="Weather in Paris, 2 + 3, and the Eiffel tower's height?")
     last = result.messages[-1]
     assert isinstance(last, BaseChatMessage)

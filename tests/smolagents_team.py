@@ -186,6 +186,11 @@ def agent(label: str, tools: list[Tool], **kw: Any) -> ToolCallingAgent:
     )
 
 
+def price(model: str | None, input_tokens: int, output_tokens: int) -> float:
+    """A made-up price: $1 per million input tokens, $4 per million output tokens."""
+    return (input_tokens + 4 * output_tokens) / 1e6
+
+
 def kill_between_steps(step: ActionStep, agent: Any) -> None:
     if f"step {agent.name} {step.step_number}" == WHERE["kill_at"]:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -204,7 +209,7 @@ def team(db: str) -> dict[str, Any]:
         managed_agents=[researcher],
         step_callbacks=[kill_between_steps],
     )
-    SmolagentsWALCallback("team", path=db).wrap_agent(manager)
+    SmolagentsWALCallback("team", path=db, cost=price).wrap_agent(manager)
     answer = manager.run("Weather in Paris, 2 + 3, and the Eiffel tower's height?")
     return {"answer": str(answer), "memory": memory(manager)}
 

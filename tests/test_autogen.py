@@ -125,9 +125,11 @@ class TestASwarmKilledInAToolCallBetweenTurnsAndInAModelCall:
             "analyst.model:2",
         ]
         for key in ("planner.model:1", "planner.model:2", "analyst.model:1", "analyst.model:2"):
-            assert rows[key]["input_tokens"] > 0 and rows[key]["output_tokens"] > 0
-            assert rows[key]["model"] == "fake"
-        assert shown["usage"]["replayed"]["steps"] > 0
+            row = rows[key]
+            assert row["input_tokens"] > 0 and row["output_tokens"] > 0
+            assert row["cost"] == (row["input_tokens"] + 4 * row["output_tokens"]) / 1e6
+            assert row["model"] == "fake"
+        assert shown["usage"]["replayed"]["steps"] > 0 and shown["usage"]["replayed"]["cost"] > 0
 
 
 class TestTwoAgentsOfOneScriptInOneJournal:

@@ -96,7 +96,9 @@ class TestATeamKilledInAToolCallBetweenStepsAndInAManagedAgentsModelCall:
         models = [k for k in rows if k.rsplit("/", 1)[-1].split("#")[0].endswith(".model")]
         assert len(models) == 5  # the manager's 3, the researcher's 2
         for key in models:
-            assert rows[key]["input_tokens"] >= 100 and rows[key]["output_tokens"] >= 10
+            row = rows[key]
+            assert row["input_tokens"] >= 100 and row["output_tokens"] >= 10
+            assert row["cost"] == (row["input_tokens"] + 4 * row["output_tokens"]) / 1e6
         assert rows["team.model"]["model"] == "fake-manager"
         tools = [k for k in rows if ".tool:" in k]
         assert {k.split(".tool:")[1].split(":")[0] for k in tools} == {
@@ -107,7 +109,7 @@ class TestATeamKilledInAToolCallBetweenStepsAndInAManagedAgentsModelCall:
         }
         nested = [k for k in rows if k.startswith("team.agent:researcher:") and "/" in k]
         assert len(nested) == 4  # the researcher's calls, keyed under the manager's call
-        assert shown["usage"]["replayed"]["steps"] > 0
+        assert shown["usage"]["replayed"]["steps"] > 0 and shown["usage"]["replayed"]["cost"] > 0
 
 
 class TestTwoAgentsOfOneScriptInOneJournal:

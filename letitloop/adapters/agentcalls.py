@@ -17,7 +17,7 @@ import contextlib
 import hashlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from letitloop.canon import NoFingerprint
@@ -25,6 +25,11 @@ from letitloop.durable import current
 from letitloop.errors import NoJournalError
 from letitloop.fingerprint import Fingerprinter
 from letitloop.journal import Journal
+
+#: What one model call cost, in your currency, from the model's name (None where the
+#: framework gives none) and the call's input and output tokens: letitloop keeps no
+#: prices, and the frameworks' usage objects carry tokens only.
+Pricing = Callable[[str | None, int, int], float]
 
 
 def open_journal() -> Journal | None:

@@ -14,7 +14,7 @@ them one after another):
 
 from __future__ import annotations
 
-from letitloop.adapters.agentcalls import Counters, open_journal
+from letitloop.adapters.agentcalls import Counters, Pricing, open_journal
 from letitloop.errors import NoJournalError
 from letitloop.journal import Journal
 
@@ -22,9 +22,13 @@ from letitloop.journal import Journal
 class AgentCalls:
     """The label and model-call count of one wrapped agent, and its journal lookup."""
 
-    def __init__(self, label: str, journal_of_run: JournalHolder) -> None:
+    def __init__(
+        self, label: str, journal_of_run: JournalHolder, cost: Pricing | None = None
+    ) -> None:
         #: The prefix of every key of this agent's calls.
         self.label = label
+        #: What a model call cost (reported with its tokens), if the user said.
+        self.cost = cost
         self.holder = journal_of_run
         self.counts = Counters()
         #: The number of the last model call, per run: tool calls are keyed under it.

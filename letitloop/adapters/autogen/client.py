@@ -26,7 +26,7 @@ from autogen_core.models import (
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 
-from letitloop.adapters.agentcalls import plain
+from letitloop.adapters.agentcalls import Pricing, plain
 from letitloop.adapters.autogen.calls import AgentCalls
 from letitloop.durable import usage
 from letitloop.unchecked import unchecked
@@ -45,14 +45,20 @@ def model_name(client: ChatCompletionClient) -> str | None:
     return family if isinstance(family, str) and family and family != "unknown" else None
 
 
-async def call_model(
-    identity: Any, call: tuple[ChatCompletionClient, Sequence[LLMMessage], dict[str, Any]]
-) -> dict[str, Any]:
-    """The step's function: one real ``create``, its usage reported."""
+#: A model call as the step gets it: the real client, the prompt, the other arguments
+#: and the user's pricing.
+ModelCall = tuple[ChatCompletionClient, Sequence[LLMMessage], dict[str, Any], Pricing | None]
+
+
+async def call_model(identity: Any, call: ModelCall) -> dict[str, Any]:
+    """The step's function: one real ``create``, its usage (and cost) reported."""
     del identity  # the call's identity, for the journal's argument check only
-    client, messages, kwargs = call
+    client, messages, kwargs, cost = call
     result = await client.create(messages, **kwargs)
-    usage(result, model=model_name(client))
+    name = model_name(client)
+    spent = result.usage
+    price = None if cost is None else cost(name, spent.prompt_tokens, spent.completion_tokens)
+    usage(result, model=name, cost=price)
     dumped: dict[str, Any] = result.model_dump(mode="json")
     return dumped
 
@@ -95,7 +101,7 @@ class DurableChatCompletionClient(ChatCompletionClient):
             self.calls.model_key(journal),
             call_model,
             identity,
-            unchecked((self.client, messages, kwargs)),
+            unchecked((self.client, messages, kwargs, self.calls.cost)),
         )
         return CreateResult.model_validate(record)
 

@@ -25,7 +25,7 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.base import ChatAgent, Team
 from autogen_core.models import ChatCompletionClient
 
-from letitloop.adapters.agentcalls import run_journal
+from letitloop.adapters.agentcalls import Pricing, run_journal
 from letitloop.adapters.autogen.calls import AgentCalls, JournalHolder
 from letitloop.adapters.autogen.client import DurableChatCompletionClient
 from letitloop.adapters.autogen.tools import wrap_workbench
@@ -46,12 +46,17 @@ class AutoGenStateSerializer:
     ``session_id`` is the goal of the journal opened around each run (and of
     nothing else: keys are labelled by the agents' names); ``path`` the
     journal file (default: ``$LETITLOOP_DB``, else ``.letitloop/journal.db``
-    found as ``Journal`` finds it). One serializer serves one run at a time.
+    found as ``Journal`` finds it); ``cost`` what a model call cost from its
+    model's name and tokens (reported with them; default: no cost). One
+    serializer serves one run at a time.
     """
 
-    def __init__(self, session_id: str = "autogen", *, path: str | None = None) -> None:
+    def __init__(
+        self, session_id: str = "autogen", *, path: str | None = None, cost: Pricing | None = None
+    ) -> None:
         self.session_id = session_id
         self.path = path
+        self.cost = cost
         self.holder = JournalHolder()
 
     def wrap_agent(self, agent: A) -> A:
@@ -70,7 +75,7 @@ class AutoGenStateSerializer:
         ):
             label = f"{getattr(team, 'name', None) or type(team).__name__}.selector"
             team._model_client = DurableChatCompletionClient(  # type: ignore[attr-defined]
-                selector, AgentCalls(label, self.holder)
+                selector, AgentCalls(label, self.holder, self.cost)
             )
         self._wrap_runs(team)
         return team
@@ -84,7 +89,7 @@ class AutoGenStateSerializer:
                 f"got {type(agent).__name__} {agent.name!r}; wrap its model client and tools "
                 f"yourself, or leave it out of the journaled team"
             )
-        calls = AgentCalls(agent.name, self.holder)
+        calls = AgentCalls(agent.name, self.holder, self.cost)
         agent._model_client = DurableChatCompletionClient(agent._model_client, calls)
         for workbench in agent._workbench:
             wrap_workbench(workbench, calls)

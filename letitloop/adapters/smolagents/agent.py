@@ -28,7 +28,7 @@ from smolagents.agents import MultiStepAgent
 from smolagents.memory import ActionStep
 from smolagents.tools import Tool
 
-from letitloop.adapters.agentcalls import digest, plain, plain_text, run_journal
+from letitloop.adapters.agentcalls import Pricing, digest, plain, plain_text, run_journal
 from letitloop.adapters.smolagents.calls import AgentCalls
 from letitloop.adapters.smolagents.model import DurableModel
 from letitloop.errors import LetItLoopError
@@ -80,14 +80,23 @@ class SmolagentsWALCallback:
     ``session_id`` is the goal of the journal opened around each run (default:
     the agent's name, else ``"smolagents"``) and the label of its keys;
     ``path`` the journal file (default: ``$LETITLOOP_DB``, else
-    ``.letitloop/journal.db`` found as ``Journal`` finds it). Call
+    ``.letitloop/journal.db`` found as ``Journal`` finds it); ``cost`` what a
+    model call cost from its model's name and tokens (reported with them;
+    default: no cost). Call
     :meth:`wrap_agent` before the agent runs: a step callback alone fires
     after a step's calls have run, too late to replay them.
     """
 
-    def __init__(self, session_id: str | None = None, *, path: str | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        path: str | None = None,
+        cost: Pricing | None = None,
+    ) -> None:
         self.session_id = session_id
         self.path = path
+        self.cost = cost
 
     def wrap_agent(self, agent: MultiStepAgent) -> MultiStepAgent:
         """Wrap ``agent`` (model, tools, managed agents, run) in place; returns it."""
@@ -98,7 +107,7 @@ class SmolagentsWALCallback:
     def _wrap(self, agent: MultiStepAgent, label: str, parent: AgentCalls | None) -> None:
         if getattr(agent, WRAPPED, None) is not None:
             return
-        calls = AgentCalls(label)
+        calls = AgentCalls(label, self.cost)
         setattr(agent, WRAPPED, calls)
         agent.model = DurableModel(agent.model, calls)
         for tool in agent.tools.values():
@@ -155,7 +164,11 @@ class SmolagentsWALCallback:
 
 
 def durable_agent(
-    agent: MultiStepAgent, session_id: str | None = None, *, path: str | None = None
+    agent: MultiStepAgent,
+    session_id: str | None = None,
+    *,
+    path: str | None = None,
+    cost: Pricing | None = None,
 ) -> MultiStepAgent:
-    """``SmolagentsWALCallback(session_id, path=path).wrap_agent(agent)``: two lines become one."""
-    return SmolagentsWALCallback(session_id, path=path).wrap_agent(agent)
+    """``SmolagentsWALCallback(session_id, ...).wrap_agent(agent)``: two lines become one."""
+    return SmolagentsWALCallback(session_id, path=path, cost=cost).wrap_agent(agent)

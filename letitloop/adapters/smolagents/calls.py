@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from letitloop.adapters.agentcalls import open_journal
+from letitloop.adapters.agentcalls import Pricing, open_journal
 from letitloop.errors import NoJournalError
 from letitloop.journal import Journal
 
@@ -37,9 +37,11 @@ T = TypeVar("T")
 class AgentCalls:
     """The journal, context and label of one wrapped agent's calls."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, cost: Pricing | None = None) -> None:
         #: The prefix of every key of this agent's calls.
         self.label = label
+        #: What a model call cost (reported with its tokens), if the user said.
+        self.cost = cost
         self.journal: Journal | None = None
         self.context: contextvars.Context | None = None
         self._guard = threading.Lock()

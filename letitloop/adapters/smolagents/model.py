@@ -22,7 +22,7 @@ from smolagents.models import (
 )
 from smolagents.monitoring import TokenUsage
 
-from letitloop.adapters.agentcalls import plain
+from letitloop.adapters.agentcalls import Pricing, plain
 from letitloop.adapters.smolagents.calls import AgentCalls
 from letitloop.durable import usage
 from letitloop.unchecked import unchecked
@@ -82,16 +82,24 @@ def reply_message(record: dict[str, Any]) -> ChatMessage:
     )
 
 
-def call_model(identity: Any, call: tuple[Model, list[Any], dict[str, Any]]) -> dict[str, Any]:
-    """The step's function: one real model call, its usage reported."""
+#: A model call as the step gets it: the real model, the prompt, the other arguments
+#: and the user's pricing.
+ModelCall = tuple[Model, list[Any], dict[str, Any], Pricing | None]
+
+
+def call_model(identity: Any, call: ModelCall) -> dict[str, Any]:
+    """The step's function: one real model call, its usage (and cost) reported."""
     del identity  # the call's identity, for the journal's argument check only
-    model, messages, kwargs = call
+    model, messages, kwargs, cost = call
     reply = model.generate(messages, **kwargs)
-    if reply.token_usage is not None:
+    spent = reply.token_usage
+    if spent is not None:
+        name = model.model_id or None
         usage(
-            input_tokens=reply.token_usage.input_tokens,
-            output_tokens=reply.token_usage.output_tokens,
-            model=model.model_id or None,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            model=name,
+            cost=None if cost is None else cost(name, spent.input_tokens, spent.output_tokens),
         )
     return reply_record(reply)
 
@@ -148,7 +156,7 @@ class DurableModel(Model):
             f"{self.calls.label}.model",
             call_model,
             identity,
-            unchecked((self.model, messages, call_kwargs)),
+            unchecked((self.model, messages, call_kwargs, self.calls.cost)),
         )
         return reply_message(record)
 
