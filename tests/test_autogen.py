@@ -21,16 +21,16 @@ from agent_kills import (
     run_here,
     run_python_file,
 )
-from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.agents import AssistantAgent, UserProxyAgent
 from autogen_agentchat.conditions import TextMentionTermination
 from autogen_agentchat.messages import BaseChatMessage
-from autogen_agentchat.teams import SelectorGroupChat
+from autogen_agentchat.teams import RoundRobinGroupChat, SelectorGroupChat
 from autogen_core import CancellationToken, FunctionCall
 from autogen_core.models import CreateResult, RequestUsage, UserMessage
 from autogen_core.tools import TextResultContent, ToolResult, ToolSchema, Workbench
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
-from letitloop import Journal
+from letitloop import Journal, LetItLoopError
 from letitloop.adapters.autogen import (
     AgentCalls,
     AutoGenStateSerializer,
@@ -327,3 +327,14 @@ class TestAnAgentWithAnotherKindOfWorkbench:
         assert again == []
         keys = [r["key"] for r in lil_show(tmp_path / "j.db", "reader")["rows"]]
         assert keys == ["reader.model:1", "reader.model:1.tool:lookup:c1"]
+
+
+class TestATeamWithAnAgentWhoseCallsCannotBeJournaled:
+    def test_it_is_refused_before_any_participant_is_wrapped(self, tmp_path: Path) -> None:
+        inner = ReplayChatCompletionClient(["hi"], model_info=MODEL_INFO)  # type: ignore[arg-type]
+        assistant = AssistantAgent("helper", model_client=inner)
+        team = RoundRobinGroupChat([assistant, UserProxyAgent("human")])
+        serializer = AutoGenStateSerializer("mixed", path=str(tmp_path / "j.db"))
+        with pytest.raises(LetItLoopError, match=r"got UserProxyAgent 'human'"):
+            serializer.wrap_team(team)
+        assert assistant._model_client is inner

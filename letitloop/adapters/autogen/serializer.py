@@ -40,6 +40,16 @@ WRAPPED = "_letitloop_serializer"
 RUNS = "_letitloop_runs"
 
 
+def refuse_unless_assistant(agent: ChatAgent) -> None:
+    """LetItLoopError unless ``agent`` is an ``AssistantAgent`` (whose calls are known)."""
+    if not isinstance(agent, AssistantAgent):
+        raise LetItLoopError(
+            f"AutoGenStateSerializer journals AssistantAgent's model and tool calls; "
+            f"got {type(agent).__name__} {agent.name!r}; wrap its model client and tools "
+            f"yourself, or leave it out of the journaled team"
+        )
+
+
 class AutoGenStateSerializer:
     """Journal the model and tool calls of AutoGen agents, so a rerun resumes them.
 
@@ -66,8 +76,15 @@ class AutoGenStateSerializer:
         return agent
 
     def wrap_team(self, team: T) -> T:
-        """Journal the calls of every participant of ``team``, and run it inside a journal."""
-        for participant in getattr(team, "_participants", []):
+        """Journal the calls of every participant of ``team``, and run it inside a journal.
+
+        Raises LetItLoopError, before anything is wrapped, for a participant
+        that is not an ``AssistantAgent`` (its calls could not be journaled).
+        """
+        participants = getattr(team, "_participants", [])
+        for participant in participants:
+            refuse_unless_assistant(participant)
+        for participant in participants:
             self._wrap_calls(participant)
         selector = getattr(team, "_model_client", None)
         if isinstance(selector, ChatCompletionClient) and not isinstance(
@@ -83,12 +100,8 @@ class AutoGenStateSerializer:
     def _wrap_calls(self, agent: ChatAgent) -> None:
         if getattr(agent, WRAPPED, None) is not None:
             return
-        if not isinstance(agent, AssistantAgent):
-            raise LetItLoopError(
-                f"AutoGenStateSerializer journals AssistantAgent's model and tool calls; "
-                f"got {type(agent).__name__} {agent.name!r}; wrap its model client and tools "
-                f"yourself, or leave it out of the journaled team"
-            )
+        refuse_unless_assistant(agent)
+        assert isinstance(agent, AssistantAgent)
         calls = AgentCalls(agent.name, self.holder, self.cost)
         agent._model_client = DurableChatCompletionClient(agent._model_client, calls)
         for workbench in agent._workbench:
