@@ -168,6 +168,14 @@ LANGGRAPH_ORDER = [
     "__init__",
 ]
 
+#: The smolagents adapter's own modules, bottom up: an agent's calls (journal,
+#: context, keys), the journaled model, the wrapped agent and its tools.
+SMOLAGENTS_ORDER = ["calls", "model", "agent", "__init__"]
+
+#: The AutoGen adapter's own modules, bottom up: an agent's calls (journal,
+#: keys), the journaled model client, tools and workbenches, the serializer.
+AUTOGEN_ORDER = ["calls", "client", "tools", "serializer", "__init__"]
+
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
@@ -362,6 +370,8 @@ ORDERED_PACKAGES = {
     "maintenance": MAINTENANCE_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
     "mcp": MCP_ORDER,
+    "adapters.smolagents": SMOLAGENTS_ORDER,
+    "adapters.autogen": AUTOGEN_ORDER,
 }
 
 

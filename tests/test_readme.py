@@ -75,6 +75,43 @@ AROUND: dict[str, tuple[str, str]] = {
 }
 
 
+#: What README's and docs/adapters.md's smolagents block uses: a model that answers
+#: with code calling the tool, and the tool; then the answer checked, and replayed.
+SMOLAGENTS_AROUND = (
+    "from smolagents import CodeAgent, tool\n"
+    "from smolagents.models import ChatMessage, MessageRole, Model\n"
+    "class Scripted(Model):\n"
+    "    def generate(self, messages, **kw):\n"
+    "        code = \"final_answer(get_weather(city='Paris'))\"\n"
+    "        return ChatMessage(role=MessageRole.ASSISTANT, content=f'<code>\\n{code}\\n</code>')\n"
+    "model = Scripted()\n"
+    "@tool\n"
+    "def get_weather(city: str) -> str:\n"
+    '    """The weather.\n\n    Args:\n        city: the city\n    """\n'
+    "    return f'sunny in {city}'\n",
+    "assert answer == 'sunny in Paris', answer\n"
+    "from letitloop import Journal\n"
+    "with Journal('research') as j:\n"
+    "    assert j.attempt == 1  # the run completed: this is a new one\n",
+)
+
+#: What the AutoGen block uses: a replay model client and the tool; then the answer.
+AUTOGEN_AROUND = (
+    "import asyncio\n"
+    "from autogen_agentchat.agents import AssistantAgent\n"
+    "from autogen_ext.models.replay import ReplayChatCompletionClient\n"
+    "info = {'vision': False, 'function_calling': True, 'json_output': False,\n"
+    "    'family': 'x', 'structured_output': False}\n"
+    "model_client = ReplayChatCompletionClient(['It is sunny.'], model_info=info)\n"
+    "def get_weather(city: str) -> str:\n"
+    "    return f'sunny in {city}'\n",
+    "assert result.messages[-1].to_text() == 'It is sunny.', result.messages\n",
+)
+
+AROUND["from letitloop.adapters.smolagents import SmolagentsWALCallback"] = SMOLAGENTS_AROUND
+AROUND["from letitloop.adapters.autogen import AutoGenStateSerializer"] = AUTOGEN_AROUND
+
+
 def blocks(kind: str, text: str = README) -> list[str]:
     """The bodies of the fenced blocks whose info string is ``kind`` ('' for none), in order."""
     found: list[str] = []
@@ -464,6 +501,13 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "assert decode(encode(o)) == o\n",
     ),
 }
+
+DOCS_AROUND[("adapters.md", "from letitloop.adapters.smolagents import SmolagentsWALCallback")] = (
+    SMOLAGENTS_AROUND
+)
+DOCS_AROUND[("adapters.md", "from letitloop.adapters.autogen import AutoGenStateSerializer")] = (
+    AUTOGEN_AROUND
+)
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {

@@ -1,0 +1,70 @@
+"""One AutoGen agent's journaled calls: which journal they go to, and their keys.
+
+AutoGen runs each agent's turn, and each tool call, in asyncio tasks of their
+own; the journal refuses to number calls of one name made from several
+tasks (their order would be timing). So every call gets a name of its own,
+from the agent's own count of its model calls in the run (the agent makes
+them one after another):
+
+- ``{label}.model:{n}``: the agent's n-th model call in the run;
+- ``{label}.model:{n}.tool:{tool}:{call_id}``: a tool call that the n-th
+  reply asked for, by the call id in that (journaled) reply; a call without
+  an id is named by its arguments' digest instead.
+"""
+
+from __future__ import annotations
+
+from letitloop.adapters.agentcalls import Counters, Pricing, open_journal
+from letitloop.errors import NoJournalError
+from letitloop.journal import Journal
+
+
+class AgentCalls:
+    """The label and model-call count of one wrapped agent, and its journal lookup."""
+
+    def __init__(
+        self, label: str, journal_of_run: JournalHolder, cost: Pricing | None = None
+    ) -> None:
+        #: The prefix of every key of this agent's calls.
+        self.label = label
+        #: What a model call cost (reported with its tokens), if the user said.
+        self.cost = cost
+        self.holder = journal_of_run
+        self.counts = Counters()
+        #: The number of the last model call, per run: tool calls are keyed under it.
+        self.last: dict[str, int] = {}
+
+    def journal(self) -> Journal:
+        """The journal of the run in progress (see :class:`JournalHolder`)."""
+        return self.holder.journal(self.label)
+
+    def model_key(self, journal: Journal) -> str:
+        """The next model call's key (``{label}.model:{n}``)."""
+        n = self.counts.next(journal.run_id, self.label)
+        self.last[journal.run_id] = n
+        return f"{self.label}.model:{n}"
+
+    def tool_key(self, journal: Journal, tool: str, call: str) -> str:
+        """A tool call's key, under the model call whose reply asked for it."""
+        n = self.last.get(journal.run_id, 0)
+        return f"{self.label}.model:{n}.tool:{tool}:{call}"
+
+
+class JournalHolder:
+    """The journal a wrapped run opened (or found open), for the calls made inside it."""
+
+    def __init__(self) -> None:
+        self.current: Journal | None = None
+
+    def journal(self, label: str) -> Journal:
+        """The run's journal; else the open one; NoJournalError when there is none."""
+        if self.current is not None and self.current.is_open:
+            return self.current
+        journal = open_journal()
+        if journal is None:
+            raise NoJournalError(
+                f"AutoGen agent {label!r} made a model or tool call with no journal open; "
+                f"run it through the wrapped agent.run()/run_stream() or team.run()/"
+                f"run_stream(), or inside 'with Journal(goal):'"
+            )
+        return journal

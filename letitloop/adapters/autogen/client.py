@@ -1,0 +1,156 @@
+"""``DurableChatCompletionClient``: an AutoGen model client whose every ``create`` is a step.
+
+The step's result is the ``CreateResult`` as JSON data (content or function
+calls, finish reason, usage, thought) and comes back as a ``CreateResult``.
+The call's identity is the prompt (every ``LLMMessage`` as JSON data), the
+names of the tools offered, the tool choice, ``json_output`` and
+``extra_create_args``. Usage is reported with ``letitloop.usage`` from the
+result's ``RequestUsage``. ``create_stream`` is journaled as one ``create``:
+it yields the whole result, no chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any, Literal
+
+from autogen_core import CancellationToken, ComponentModel
+from autogen_core.models import (
+    ChatCompletionClient,
+    CreateResult,
+    LLMMessage,
+    ModelCapabilities,
+    ModelInfo,
+    RequestUsage,
+)
+from autogen_core.tools import Tool, ToolSchema
+from pydantic import BaseModel
+
+from letitloop.adapters.agentcalls import Pricing, plain
+from letitloop.adapters.autogen.calls import AgentCalls
+from letitloop.durable import usage
+from letitloop.unchecked import unchecked
+
+
+def tool_name(tool: Tool | ToolSchema) -> str:
+    return tool["name"] if isinstance(tool, Mapping) else tool.name
+
+
+def model_name(client: ChatCompletionClient) -> str | None:
+    """The model's name as the client was configured (OpenAI's clients say), else its family."""
+    name = getattr(client, "_create_args", {}).get("model")
+    if isinstance(name, str) and name:
+        return name
+    family = client.model_info.get("family")
+    return family if isinstance(family, str) and family and family != "unknown" else None
+
+
+#: A model call as the step gets it: the real client, the prompt, the other arguments
+#: and the user's pricing.
+ModelCall = tuple[ChatCompletionClient, Sequence[LLMMessage], dict[str, Any], Pricing | None]
+
+
+async def call_model(identity: Any, call: ModelCall) -> dict[str, Any]:
+    """The step's function: one real ``create``, its usage (and cost) reported."""
+    del identity  # the call's identity, for the journal's argument check only
+    client, messages, kwargs, cost = call
+    result = await client.create(messages, **kwargs)
+    name = model_name(client)
+    spent = result.usage
+    price = None if cost is None else cost(name, spent.prompt_tokens, spent.completion_tokens)
+    usage(result, model=name, cost=price)
+    dumped: dict[str, Any] = result.model_dump(mode="json")
+    return dumped
+
+
+class DurableChatCompletionClient(ChatCompletionClient):
+    """``client`` with each ``create`` journaled as ``{label}.model:{n}``; the rest is its."""
+
+    def __init__(self, client: ChatCompletionClient, calls: AgentCalls) -> None:
+        self.client = client
+        self.calls = calls
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
+        json_output: bool | type[BaseModel] | None = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> CreateResult:
+        journal = self.calls.journal()
+        identity = {
+            "messages": [plain(m.model_dump(mode="json")) for m in messages],
+            "tools": [tool_name(t) for t in tools],
+            "tool_choice": tool_choice if isinstance(tool_choice, str) else tool_choice.name,
+            "json_output": json_output
+            if json_output is None or isinstance(json_output, bool)
+            else json_output.__name__,
+            "extra_create_args": plain(dict(extra_create_args)),
+        }
+        kwargs = {
+            "tools": tools,
+            "tool_choice": tool_choice,
+            "json_output": json_output,
+            "extra_create_args": extra_create_args,
+            "cancellation_token": cancellation_token,
+        }
+        record = await journal.async_step(
+            self.calls.model_key(journal),
+            call_model,
+            identity,
+            unchecked((self.client, messages, kwargs, self.calls.cost)),
+        )
+        return CreateResult.model_validate(record)
+
+    async def create_stream(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: Tool | Literal["auto", "required", "none"] = "auto",
+        json_output: bool | type[BaseModel] | None = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> AsyncGenerator[str | CreateResult, None]:
+        yield await self.create(
+            messages,
+            tools=tools,
+            tool_choice=tool_choice,
+            json_output=json_output,
+            extra_create_args=extra_create_args,
+            cancellation_token=cancellation_token,
+        )
+
+    def dump_component(self) -> ComponentModel:
+        """The wrapped client's configuration (a team's ``dump_component`` saves that)."""
+        return self.client.dump_component()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    def actual_usage(self) -> RequestUsage:
+        return self.client.actual_usage()
+
+    def total_usage(self) -> RequestUsage:
+        return self.client.total_usage()
+
+    def count_tokens(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []
+    ) -> int:
+        return self.client.count_tokens(messages, tools=tools)
+
+    def remaining_tokens(
+        self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = []
+    ) -> int:
+        return self.client.remaining_tokens(messages, tools=tools)
+
+    @property
+    def capabilities(self) -> ModelCapabilities:
+        return self.client.capabilities
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return self.client.model_info

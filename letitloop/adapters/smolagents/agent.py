@@ -1,0 +1,174 @@
+"""``SmolagentsWALCallback``: a smolagents agent whose model calls and tool calls are steps.
+
+``wrap_agent(agent)`` makes, in place:
+
+- ``agent.model`` a :class:`DurableModel` (each reply journaled);
+- each tool's ``forward`` a journaled call (``Tool.__call__`` still checks
+  and converts the inputs and outputs around it);
+- each managed agent wrapped the same way, its ``run`` a journaled call of
+  the manager (key ``{manager}.agent:{name}:{digest}``), its own calls
+  keyed under it;
+- ``agent.run`` the same run inside a journal: the open one (``with
+  Journal(...)``, ``@durable``) if any, else ``Journal(session_id)``,
+  completed when the run returns;
+- this object one of the agent's step callbacks, which checks that the
+  agent it is called for was wrapped.
+
+A rerun of the same script replays every call that had finished, and the
+agent's memory (``agent.memory.steps``) is rebuilt from the replies and
+observations as it was; only the calls in flight run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from smolagents.agents import MultiStepAgent
+from smolagents.memory import ActionStep
+from smolagents.tools import Tool
+
+from letitloop.adapters.agentcalls import Pricing, digest, plain, plain_text, run_journal
+from letitloop.adapters.smolagents.calls import AgentCalls
+from letitloop.adapters.smolagents.model import DurableModel
+from letitloop.errors import LetItLoopError
+from letitloop.unchecked import unchecked
+
+#: The attribute a wrapped agent or tool carries: its AgentCalls.
+WRAPPED = "_letitloop_calls"
+
+
+def call_tool(
+    identity: Any, call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+) -> Any:
+    """The step's function: the tool's real ``forward``; text subclasses as plain text."""
+    del identity  # for the journal's argument check only
+    forward, args, kwargs = call
+    return plain_text(forward(*args, **kwargs))
+
+
+def call_agent(identity: Any, call: tuple[Callable[[], Any]]) -> Any:
+    """The step's function: a managed agent's whole run."""
+    del identity
+    (run,) = call
+    return plain_text(run())
+
+
+def wrap_tool(tool: Tool, calls: AgentCalls) -> None:
+    """Journal ``tool``'s calls as ``{label}.tool:{name}:{digest}`` (in place, once)."""
+    if getattr(tool, WRAPPED, None) is not None:
+        return
+    forward = tool.forward
+
+    def journaled_forward(*args: Any, **kwargs: Any) -> Any:
+        identity = plain({"args": list(args), "kwargs": kwargs})
+        return calls.step(
+            f"{calls.label}.tool:{tool.name}:{digest(identity)}",
+            call_tool,
+            identity,
+            unchecked((forward, args, kwargs)),
+            queue=True,
+        )
+
+    tool.forward = journaled_forward
+    setattr(tool, WRAPPED, calls)
+
+
+class SmolagentsWALCallback:
+    """Journal a smolagents agent's model and tool calls, so a rerun resumes it.
+
+    ``session_id`` is the goal of the journal opened around each run (default:
+    the agent's name, else ``"smolagents"``) and the label of its keys;
+    ``path`` the journal file (default: ``$LETITLOOP_DB``, else
+    ``.letitloop/journal.db`` found as ``Journal`` finds it); ``cost`` what a
+    model call cost from its model's name and tokens (reported with them;
+    default: no cost). Call
+    :meth:`wrap_agent` before the agent runs: a step callback alone fires
+    after a step's calls have run, too late to replay them.
+    """
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        path: str | None = None,
+        cost: Pricing | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.path = path
+        self.cost = cost
+
+    def wrap_agent(self, agent: MultiStepAgent) -> MultiStepAgent:
+        """Wrap ``agent`` (model, tools, managed agents, run) in place; returns it."""
+        label = self.session_id or agent.name or type(agent).__name__
+        self._wrap(agent, label, parent=None)
+        return agent
+
+    def _wrap(self, agent: MultiStepAgent, label: str, parent: AgentCalls | None) -> None:
+        if getattr(agent, WRAPPED, None) is not None:
+            return
+        calls = AgentCalls(label, self.cost)
+        setattr(agent, WRAPPED, calls)
+        agent.model = DurableModel(agent.model, calls)
+        for tool in agent.tools.values():
+            wrap_tool(tool, calls)
+        for name, managed in agent.managed_agents.items():
+            self._wrap(managed, managed.name or name, parent=calls)
+        agent.step_callbacks.register(ActionStep, self)
+        agent.run = self._journaled_run(agent, calls, parent)
+
+    def _journaled_run(
+        self, agent: MultiStepAgent, calls: AgentCalls, parent: AgentCalls | None
+    ) -> Callable[..., Any]:
+        run = agent.run
+        goal = self.session_id or agent.name or "smolagents"
+        path = self.path
+
+        def streamed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
+            with run_journal(goal, path) as journal, calls.running(journal):
+                yield from run(*args, **kwargs)
+
+        def journaled_run(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("stream", args[1] if len(args) > 1 else False):
+                return streamed(args, kwargs)
+            if parent is not None and parent.journal is not None:
+
+                def whole_run() -> Any:
+                    assert parent.journal is not None
+                    with calls.running(parent.journal):
+                        return run(*args, **kwargs)
+
+                identity = plain({"args": list(args), "kwargs": kwargs})
+                return parent.step(
+                    f"{parent.label}.agent:{calls.label}:{digest(identity)}",
+                    call_agent,
+                    identity,
+                    unchecked((whole_run,)),
+                    queue=True,
+                )
+            with run_journal(goal, path) as journal, calls.running(journal):
+                return run(*args, **kwargs)
+
+        return journaled_run
+
+    def __call__(self, memory_step: ActionStep, agent: MultiStepAgent | None = None) -> None:
+        """The step callback: refuses an agent that was not wrapped (its calls ran unjournaled)."""
+        if agent is not None and getattr(agent, WRAPPED, None) is None:
+            raise LetItLoopError(
+                f"SmolagentsWALCallback was called for agent {agent.name or type(agent).__name__!r}"
+                f" after step {memory_step.step_number}, whose model and tool calls ran without "
+                f"being journaled: a step callback fires only after a step's calls; wrap the "
+                f"agent before it runs: SmolagentsWALCallback(...).wrap_agent(agent), or "
+                f"letitloop.adapters.smolagents.durable_agent(agent)"
+            )
+
+
+def durable_agent(
+    agent: MultiStepAgent,
+    session_id: str | None = None,
+    *,
+    path: str | None = None,
+    cost: Pricing | None = None,
+) -> MultiStepAgent:
+    """``SmolagentsWALCallback(session_id, ...).wrap_agent(agent)``: two lines become one."""
+    return SmolagentsWALCallback(session_id, path=path, cost=cost).wrap_agent(agent)

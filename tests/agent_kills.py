@@ -1,0 +1,133 @@
+"""An agent script run in child processes, SIGKILLed at chosen points and rerun, and what
+its side file says ran (tests/test_smolagents.py, tests/test_autogen.py).
+
+The scripts (``smolagents_team.py``, ``autogen_team.py``) take ``MODE DB SIDE
+KILL_AT``; their fake models and tools write ``start WHAT`` and ``end WHAT``
+to SIDE and kill their own process at ``start KILL_AT``. Before each
+attempt this writes ``attempt N``, so the side file says which attempt ran
+what; nothing here reads the journal to count executions.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Attempts:
+    """What a series of attempts did: exit statuses, the last answer, the side file."""
+
+    returncodes: list[int] = field(default_factory=list)
+    #: What the last attempt printed: the script's answer and the agents' memory.
+    answer: Any = None
+    #: Per attempt, the (event, call) lines in order: ("start", "tool add 2 3").
+    lines: list[list[tuple[str, str]]] = field(default_factory=list)
+
+    def started(self, attempt: int) -> set[str]:
+        return {what for event, what in self.lines[attempt] if event == "start"}
+
+    def ended(self, attempt: int) -> set[str]:
+        return {what for event, what in self.lines[attempt] if event == "end"}
+
+    def in_flight(self, attempt: int) -> set[str]:
+        """Calls this attempt started and did not finish (the kill came first)."""
+        return self.started(attempt) - self.ended(attempt)
+
+    def ends(self) -> Counter[str]:
+        return Counter(what for lines in self.lines for event, what in lines if event == "end")
+
+
+def run_attempts(script: Path, mode: str, db: Path, side: Path, kills: list[str]) -> Attempts:
+    """Run ``script MODE DB SIDE KILL_AT`` once per kill point, then once without one."""
+    out = Attempts()
+    for n, kill_at in enumerate([*kills, ""], start=1):
+        with side.open("a") as f:
+            f.write(f"attempt {n}\n")
+        done = subprocess.run(
+            [sys.executable, str(script), mode, str(db), str(side), kill_at],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        out.returncodes.append(done.returncode)
+        if done.returncode == 0:
+            out.answer = json.loads(done.stdout.strip().splitlines()[-1])
+        elif kill_at == "":
+            raise AssertionError(f"the last attempt failed: {done.stderr[-3000:]}")
+    out.lines = read_side(side)
+    return out
+
+
+def read_side(side: Path) -> list[list[tuple[str, str]]]:
+    """The side file's lines, per attempt."""
+    lines: list[list[tuple[str, str]]] = []
+    for line in side.read_text().splitlines():
+        event, _, what = line.partition(" ")
+        if event == "attempt":
+            lines.append([])
+        else:
+            lines[-1].append((event, what))
+    return lines
+
+
+def run_here(run: Callable[[str], Any], where: dict[str, str], db: Path, side: Path) -> Attempts:
+    """One uninterrupted run of a script's mode in this process (no interpreter to start).
+
+    ``where`` is the script's WHERE (its side file and kill point), set for the run.
+    """
+    side.write_text("attempt 1\n")
+    where.update(side=str(side), kill_at="")
+    answer = run(str(db))
+    return Attempts(returncodes=[0], answer=answer, lines=read_side(side))
+
+
+def reran_after_finishing(attempts: Attempts) -> list[str]:
+    """Calls started again in a later attempt after an earlier one had finished them."""
+    wrong = []
+    for n in range(len(attempts.lines)):
+        for later in range(n + 1, len(attempts.lines)):
+            for what in attempts.ended(n) & attempts.started(later):
+                wrong.append(f"{what!r} finished in attempt {n + 1}, ran again in {later + 1}")
+    return wrong
+
+
+def reran_without_being_in_flight(attempts: Attempts) -> list[str]:
+    """Calls started again in an attempt though the attempt before had not left them in flight."""
+    wrong = []
+    for n in range(1, len(attempts.lines)):
+        before = set().union(*(attempts.started(k) for k in range(n)))
+        for what in (attempts.started(n) & before) - attempts.in_flight(n - 1):
+            wrong.append(f"{what!r} ran again in attempt {n + 1} without being in flight")
+    return wrong
+
+
+def lil_show(db: Path, goal: str) -> dict[str, Any]:
+    """``lil show GOAL --json`` run as a command, its output parsed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "letitloop", "--db", str(db), "show", goal, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
+
+
+def run_python_file(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python PATH ARGS...`` in a child process, its output as text."""
+    return subprocess.run(
+        [sys.executable, str(path), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def ran(stdout: str) -> list[str]:
+    """The examples' ``  ran  WHAT`` lines: the calls that really ran in that process."""
+    return [line.split("ran  ", 1)[1] for line in stdout.splitlines() if "  ran  " in line]
