@@ -16,7 +16,7 @@ from typing import Any
 from .. import locks
 from ..clock import utc_iso
 from ..errors import LetItLoopError, RunHeldError
-from ..goals import refresh_journal_rows
+from ..goals import drop_goal_tables, refresh_journal_rows
 from ..inspection import RunInfo
 from ..inspection.state import RUN_COLUMNS, STATES, run_infos
 from ..store import Store
@@ -241,7 +241,7 @@ def _drop_empty_goals(c: sqlite3.Connection, store: Store) -> list[str]:
     for goal in gone:
         (table,) = c.execute("SELECT journal_table FROM goals WHERE goal = ?", (goal,)).fetchone()
         c.execute("DELETE FROM goals WHERE goal = ?", (goal,))
-        c.execute(f'DROP TABLE IF EXISTS "{table}"')
+        drop_goal_tables(c, table)
     if gone:
         refresh_journal_rows(c)  # the browsing view must not name a dropped table
     return gone

@@ -8,6 +8,7 @@ import shlex
 import sqlite3
 
 from ..errors import LetItLoopError, RunNotFoundError
+from ..goals import delete_run_rows
 from ..inspection import RunInfo, find_run, resumable_run
 from ..inspection.listing import known_goals, no_goal
 from ..store import Store
@@ -96,7 +97,7 @@ def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
     for i in range(0, len(ids), 500):
         chunk = ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
-        deleted += c.execute(f'DELETE FROM "{table}" WHERE run IN ({marks})', chunk).rowcount
+        deleted += delete_run_rows(c, table, chunk)
         c.execute(f"DELETE FROM step_tries WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM step_replays WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
