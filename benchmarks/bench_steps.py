@@ -32,7 +32,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import environment, median_of, ms, table, us
-from benchmarks.disk import disk_after_1000
+from benchmarks.disk import disk_after_1000, disk_per_1000_more
 from benchmarks.overhead import (
     ARGS,
     SMALL,
@@ -200,6 +200,7 @@ def main() -> None:
         record(big, 10_000)
         opened = median_of(r, lambda: open_time(big))
         disk = disk_after_1000(Path(d))
+        disk_more = disk_per_1000_more(Path(d))
         runs_db = Path(d) / "runs.db"
         short_runs(50, 3, runs_db)  # warm: the file exists, the process has opened it
         per_run3 = median_of(r, lambda: short_runs(1000 // max(1, r // 3), 3, runs_db))
@@ -251,6 +252,11 @@ def main() -> None:
                     "disk after close, one run of 1,000 small steps (file + -wal)",
                     f"{disk / 1024:,.0f} KiB",
                     "benchmarks/disk.py",
+                ],
+                [
+                    "disk per 1,000 more small steps (1,000 to 10,000 in one run)",
+                    f"{disk_more / 1024:,.0f} KiB",
+                    "the file's fixed cost out",
                 ],
                 [
                     "import letitloop, timed inside a fresh interpreter",

@@ -170,6 +170,12 @@ def disk_after_1000(folder: Path) -> int:
     return sum(record(folder / "disk1000.db", 1000))
 
 
+def disk_per_1000_more(folder: Path) -> float:
+    """Bytes each 1,000 small steps add from 1,000 to 10,000 in one run (fixed cost out)."""
+    ten = sum(record(folder / "more10000.db", 10_000))
+    return (ten - sum(record(folder / "more1000.db", 1000))) / 9
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)

@@ -53,17 +53,21 @@ def raw_floor(value: Any, n: int, synchronous: str) -> float:
         conn = sqlite3.connect(Path(d) / "raw.db")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
+        # The row a step needs, in the compact shape letitloop stores since 0011: its
+        # run and function as integers, its start as integer microseconds and a
+        # duration, the key, status, result and an (empty) argument fingerprint.
         conn.execute(
-            "CREATE TABLE t (run TEXT, key TEXT, kind TEXT, status TEXT, fn TEXT, result TEXT, "
-            "started_at TEXT, finished_at TEXT, duration_ms REAL, attempt INTEGER, "
-            "error TEXT, traceback TEXT, PRIMARY KEY (run, key))"
+            "CREATE TABLE t (run INTEGER, key TEXT, kind TEXT, status TEXT, fn INTEGER, "
+            "result TEXT, started INTEGER, duration INTEGER, attempt INTEGER, error TEXT, "
+            "traceback TEXT, args_fp TEXT, PRIMARY KEY (run, key))"
         )
         conn.commit()
+        started = int(time.time() * 1e6)
         t0 = time.perf_counter()
         for i in range(n):
             conn.execute(
-                "INSERT INTO t VALUES (?, ?, 'step', 'done', ?, ?, ?, ?, ?, 1, NULL, NULL)",
-                ("run", f"s{i}", "bench.produce", text, "2026", "2026", 0.1),
+                "INSERT INTO t VALUES (?, ?, 'step', 'done', ?, ?, ?, ?, 1, NULL, NULL, '')",
+                (1, f"s{i}", 1, text, started + i * 37, 12),
             )
             conn.commit()
         elapsed = time.perf_counter() - t0

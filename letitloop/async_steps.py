@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from .commits import LoopCommits
     from .journal import Journal
+    from .storage import StepRow
 
 T = TypeVar("T")
 
@@ -169,9 +170,7 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     return value
 
 
-def commit_from_loop(
-    j: Journal, store: Storage, row: tuple[Any, ...]
-) -> asyncio.Future[None] | None:
+def commit_from_loop(j: Journal, store: Storage, row: StepRow) -> asyncio.Future[None] | None:
     """Commit one step row from the loop, at once (None) or in a group commit (a future).
 
     See ``letitloop/commits.py``. The future resolves once the row is

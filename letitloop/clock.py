@@ -1,6 +1,8 @@
-"""The time as the journal writes it: the default clock and ISO-8601 UTC text.
+"""The time as the journal writes it: the default clock, integer microseconds, ISO-8601 UTC text.
 
-Every step writes two timestamps; :func:`utc_iso` formats them cheaply.
+A step's row holds its start as integer microseconds since the epoch
+(:func:`utc_us`) and its duration; the goal's view shows them as the text
+:func:`utc_iso` writes (goals.iso_sql), which runs and markers still store.
 """
 
 from __future__ import annotations
@@ -31,6 +33,28 @@ def utc_iso(t: float) -> str:
         text = datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
         cached = _iso_second = (second, text)
     return f"{cached[1]}.{micro:06d}+00:00"
+
+
+def utc_us(t: float) -> int:
+    """Seconds since the epoch as integer microseconds, rounded as :func:`utc_iso` rounds.
+
+    ``goals.iso_sql(utc_us(t))`` is exactly ``utc_iso(t)``.
+    """
+    second = int(t)
+    return second * 1_000_000 + round((t - second) * 1_000_000)
+
+
+def iso_us(text: str) -> int:
+    """ISO-8601 text with a UTC offset (what :func:`utc_iso` writes) as integer microseconds.
+
+    Exact: ``iso_us(utc_iso(t)) == utc_us(t)``. Raises ValueError for text that is
+    not such a time.
+    """
+    when = datetime.fromisoformat(text)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    whole = when.replace(microsecond=0).timestamp()
+    return int(whole) * 1_000_000 + when.microsecond
 
 
 def now() -> float:

@@ -28,11 +28,11 @@ import asyncio
 import concurrent.futures
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from .storage import Storage
+    from .storage import StepRow, Storage
 
 T = TypeVar("T")
 
@@ -118,10 +118,10 @@ class LoopCommits:
         self.inline = inline
         #: Rows whose commit failed when no task was awaiting it (cancelled while it
         #: waited), with their error: nobody else will hear of them (see settle()).
-        self.unreported: list[tuple[Sequence[Any], BaseException]] = []
+        self.unreported: list[tuple[StepRow, BaseException]] = []
         #: Set by the journal's close: rows committed after this are refused.
         self.closed = False
-        self._pending: list[tuple[Sequence[Any], asyncio.Future[None]]] = []
+        self._pending: list[tuple[StepRow, asyncio.Future[None]]] = []
         # The batch in the commit thread, until its result is back on the loop.
         self._flight: asyncio.Future[None] | None = None
         self._thread: CommitThread | None = None
@@ -130,7 +130,7 @@ class LoopCommits:
         """Whether the running event loop is the one these rows are committed from."""
         return asyncio.get_running_loop() is self.loop
 
-    def commit(self, row: Sequence[Any]) -> asyncio.Future[None] | None:
+    def commit(self, row: StepRow) -> asyncio.Future[None] | None:
         """Commit ``row`` now (None) or queue it (a future that resolves once it is committed).
 
         A row is committed at once, inline, when nothing else can join its
@@ -198,7 +198,7 @@ class LoopCommits:
             self._thread.stop()
 
     def _after_thread(
-        self, batch: list[tuple[Sequence[Any], asyncio.Future[None]]], f: asyncio.Future[None]
+        self, batch: list[tuple[StepRow, asyncio.Future[None]]], f: asyncio.Future[None]
     ) -> None:
         self._flight = None
         self._finish(batch, f.exception() if not f.cancelled() else asyncio.CancelledError())
@@ -206,7 +206,7 @@ class LoopCommits:
             self.loop.call_soon(self.flush)
 
     def _finish(
-        self, batch: list[tuple[Sequence[Any], asyncio.Future[None]]], exc: BaseException | None
+        self, batch: list[tuple[StepRow, asyncio.Future[None]]], exc: BaseException | None
     ) -> None:
         for row, fut in batch:
             if fut.done():  # its task was cancelled while waiting

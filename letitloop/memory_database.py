@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from .clock import utc_iso
 from .errors import JournalFileError
 from .storage import StepRow
 
@@ -57,9 +58,29 @@ ROW_COLUMNS = (
 )
 
 
-def step_values(row: StepRow) -> dict[str, Any]:
-    """A step row of the protocol by its columns' names (the one place its order is read)."""
-    return dict(zip(STEP_COLUMNS, row, strict=True))
+def step_values(row: StepRow, run_id: str) -> dict[str, Any]:
+    """A step row of the protocol by its columns' names (the one place its fields are read):
+    its run key given as the run's id, its µs times as ISO text and milliseconds, as a
+    SQLite journal's view shows them."""
+    started, duration = row.started, row.duration
+    return {
+        "run": run_id,
+        "key": row.key,
+        "status": row.status,
+        "fn": str(row.fn),  # this store's function keys are the names themselves
+        "result": row.result,
+        "started_at": utc_iso(started / 1e6),
+        "finished_at": utc_iso((started + duration) / 1e6),
+        "duration_ms": duration / 1000.0,
+        "attempt": row.attempt,
+        "error": row.error,
+        "traceback": row.traceback,
+        "args_fp": row.args_fp,
+        "input_tokens": row.input_tokens,
+        "output_tokens": row.output_tokens,
+        "cost": row.cost,
+        "model": row.model,
+    }
 
 
 class Row(dict[str, Any]):
@@ -103,6 +124,7 @@ class MemoryDatabase:
         self.holds: dict[tuple[str, str], tuple[object, MemoryConnection]] = {}
         self._rowids = itertools.count(1)
         self._runs = itertools.count(1)
+        self._order_ids: dict[int, str] = {}
 
     def new_row(self) -> Row:
         row = Row(next(self._rowids))
@@ -110,7 +132,17 @@ class MemoryDatabase:
         return row
 
     def run_order(self) -> int:
+        """A new run's number: its ``order``, and its key in step rows (``Storage.run_key``)."""
         return next(self._runs)
+
+    def run_id_of(self, order: int) -> str:
+        """The id of the run numbered ``order``."""
+        run_id = self._order_ids.get(order)
+        if run_id is None:
+            for run in self.runs.values():
+                self._order_ids[run["order"]] = run["id"]
+            run_id = self._order_ids[order]
+        return run_id
 
     def rows(self, goal: str) -> list[Row]:
         """The goal's rows in the order they were first written (SQLite: by rowid)."""

@@ -41,7 +41,7 @@ from .ids import HOST, new_run_id
 from .memory_database import MAX_TEXT, MemoryDatabase, database, step_values
 from .memory_primitives import MemoryPrimitives
 from .pragmas import Durability
-from .storage import RunDecision, RunState, StepRow
+from .storage import FunctionKey, RunDecision, RunKey, RunState, StepRow
 
 __all__ = ["MemoryHold", "MemoryStorage", "abandon", "open_memory"]
 
@@ -124,6 +124,11 @@ class MemoryStorage(MemoryPrimitives):
         self.path = Path(db.location)
         #: How messages name the goal's rows (SQLite: its journal table).
         self.table = ""
+        #: The run the last ``find_or_start_run`` returned, as its StepRows name it.
+        self.run_key = RunKey(-1)
+
+    def function_key(self, name: str) -> FunctionKey:
+        return name  # rows here keep the name itself
 
     # -- identity, holding, change notices, closing --------------------------------
 
@@ -199,6 +204,7 @@ class MemoryStorage(MemoryPrimitives):
                         found = r["id"]
                         break
             if found is not None:
+                self.run_key = RunKey(db.runs[found]["order"])
                 return found, False
             run_id = new_run_id(now)
             hold(run_id)  # held before the run exists; a refusal leaves nothing behind
@@ -223,6 +229,7 @@ class MemoryStorage(MemoryPrimitives):
                 "order": db.run_order(),
             }
             db.attempts.append((run_id, 1, os.getpid(), HOST, started))
+            self.run_key = RunKey(db.runs[run_id]["order"])
         return run_id, True
 
     def claim_run(
@@ -322,7 +329,7 @@ class MemoryStorage(MemoryPrimitives):
             return {i: rows[i]["result"] for i in rowids if i in rows}
 
     def _put_step(self, row: StepRow) -> None:
-        values = step_values(row)
+        values = step_values(row, self.db.run_id_of(row.run))
         target = self._upsert(values["run"], values["key"])
         target.update(values, kind="step", wake_at=None)
 

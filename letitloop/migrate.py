@@ -42,6 +42,14 @@ if TYPE_CHECKING:
 
 #: The migration set's name in ``_sqlite_migrations``.
 MIGRATION_SET = "letitloop"
+#: The migration that moves every goal's rows to a compact table: its SQL file is
+#: its first transaction, then each goal's rows move in one of their own
+#: (:func:`compact_rows`).
+COMPACT_ROWS = "0011_compact_rows"
+#: Its record while goals' rows are still moving: a name no older letitloop
+#: knows, so an older one refuses the file from the first transaction on; the
+#: last goal's transaction replaces it with COMPACT_ROWS's own record.
+COMPACT_ROWS_MOVING = "0011_compact_rows (moving rows)"
 _FILE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
@@ -97,6 +105,8 @@ def _applied(conn: sqlite3.Connection, migration_set: str = MIGRATION_SET) -> li
 
 def _check_not_newer(path: Path, applied: list[str], names: list[str]) -> None:
     known = set(names)
+    if COMPACT_ROWS in known:
+        known.add(COMPACT_ROWS_MOVING)
     unknown = [name for name in applied if name not in known]
     if unknown:
         from . import __version__
@@ -179,14 +189,18 @@ def _schema_edit(conn: sqlite3.Connection, statement: str, cookie: int | None) -
     return None
 
 
-def _run_sql(conn: sqlite3.Connection, sql: str) -> None:
-    from .goals import JOURNAL_TEMPLATE
+def _run_sql(conn: sqlite3.Connection, sql: str, name: str = "") -> None:
+    from .goals import JOURNAL_TEMPLATE, rows_table
 
     tables = [JOURNAL_TEMPLATE]
     cookie: int | None = None
     for statement in _statements(sql):
         if "{journal}" not in statement:
             cookie = _schema_edit(conn, statement, cookie)
+            continue
+        if name and name < COMPACT_ROWS and _compact(conn):
+            # A migration from before 0011 applied after it (merged late): the
+            # compact template and tables already hold every column it adds.
             continue
         # Goals created by earlier migrations each have a table to reach too.
         has_goals = conn.execute(
@@ -195,8 +209,20 @@ def _run_sql(conn: sqlite3.Connection, sql: str) -> None:
         goal_tables = (
             [r[0] for r in conn.execute("SELECT journal_table FROM goals")] if has_goals else []
         )
+        # From 0011 on a goal's rows are in its compact table; its journal_table is a view.
+        views = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+        goal_tables = [rows_table(t) if t in views else t for t in goal_tables]
         for table in tables + goal_tables:
             conn.execute(statement.replace("{journal}", table))
+
+
+def _compact(conn: sqlite3.Connection) -> bool:
+    """Whether the file's journal template is 0011's compact one."""
+    return bool(
+        conn.execute(
+            "SELECT 1 FROM pragma_table_info('_journal_template') WHERE name = 'started'"
+        ).fetchone()
+    )
 
 
 def check(conn: sqlite3.Connection, path: Path) -> bool:
@@ -245,8 +271,11 @@ _BOOKKEEPING = (
 )
 
 
-def migrate(store: Store, *, stepwise: bool = False) -> None:
+def migrate(store: Store, *, stepwise: bool = False, until: str | None = None) -> None:
     """Bring ``store``'s file up to this version's schema (call :func:`check` first).
+
+    ``until`` (a migration's name) stops after that migration, step by step: a
+    file as an older letitloop left it, for tests and benchmarks of an upgrade.
 
     An empty file gets the whole schema at once (:func:`create_current`)
     unless ``stepwise``; otherwise each pending migration is applied in its
@@ -262,12 +291,17 @@ def migrate(store: Store, *, stepwise: bool = False) -> None:
     ``BEGIN IMMEDIATE`` transaction holding its SQL and its record, which is
     what ``Migrations.apply`` would do inside it.
     """
-    if not stepwise and create_current(store):
+    if until is None and not stepwise and create_current(store):
         return
     conn = store.conn
     names = known_names()
     sql_of = dict(known_migrations())
     for name in names:
+        if until is not None and name > until:
+            break
+        if name == COMPACT_ROWS:
+            compact_rows(store, sql_of[name], names)
+            continue
         with store.write():
             applied = _applied(conn)
             _check_not_newer(store.path, applied, names)
@@ -276,7 +310,7 @@ def migrate(store: Store, *, stepwise: bool = False) -> None:
             if name in applied:
                 continue
             _ensure_bookkeeping(conn)
-            _run_sql(conn, sql_of[name])
+            _run_sql(conn, sql_of[name], name)
             conn.execute(
                 "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
                 (MIGRATION_SET, name, str(datetime.now(timezone.utc))),
@@ -286,6 +320,88 @@ def migrate(store: Store, *, stepwise: bool = False) -> None:
     with store.write() as conn:
         # The browsing view lists goal tables by name; rebuild it over every goal.
         refresh_journal_rows(conn)
+
+
+def _record(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(
+        "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
+        (MIGRATION_SET, name, str(datetime.now(timezone.utc))),
+    )
+
+
+def compact_rows(store: Store, sql: str, names: list[str]) -> None:
+    """Migration 0011: its SQL, then every goal's rows moved to a compact table, resumably.
+
+    The first transaction applies ``sql`` (the schema) with the record
+    COMPACT_ROWS_MOVING; each goal then moves in a transaction of its own
+    (:func:`move_goal_rows`); the transaction that finds no goal left replaces
+    that record with COMPACT_ROWS's. Each transaction re-reads the records under
+    the write lock, so a process killed at any point, or two processes
+    migrating at once, leave a file that the next open finishes.
+    """
+    from .goals import refresh_journal_rows, rows_table
+
+    with store.write() as conn:
+        applied = _applied(conn)
+        _check_not_newer(store.path, applied, names)
+        if COMPACT_ROWS in applied:
+            return
+        if COMPACT_ROWS_MOVING not in applied:
+            _ensure_bookkeeping(conn)
+            _run_sql(conn, sql)
+            _record(conn, COMPACT_ROWS_MOVING)
+    while True:
+        with store.write() as conn:
+            applied = _applied(conn)
+            if COMPACT_ROWS in applied:
+                return
+            moved = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            left = [
+                view
+                for (view,) in conn.execute("SELECT journal_table FROM goals ORDER BY rowid")
+                if rows_table(view) not in moved
+            ]
+            if not left:
+                conn.execute(
+                    "DELETE FROM _sqlite_migrations WHERE migration_set = ? AND name = ?",
+                    (MIGRATION_SET, COMPACT_ROWS_MOVING),
+                )
+                _record(conn, COMPACT_ROWS)
+                refresh_journal_rows(conn)  # over the goals' views now
+                return
+            move_goal_rows(conn, left[0])
+
+
+def move_goal_rows(conn: sqlite3.Connection, table: str) -> None:
+    """Inside a write transaction: goal table ``table`` (as before 0011) becomes its compact
+    table and a view of the same name; every row keeps its rowid (the journal order)."""
+    from .goals import create_rows_table, create_view, rows_table, us_sql
+
+    compact = rows_table(table)
+    conn.execute(
+        f'INSERT OR IGNORE INTO functions (name) SELECT DISTINCT fn FROM "{table}" '
+        f"WHERE fn IS NOT NULL"
+    )
+    create_rows_table(conn, table)
+    plain = (
+        "key, kind, status, result, attempt, error, traceback, claims, crashes, holder_pid, "
+        "holder_host, holder_run, holder_token, args_fp, input_tokens, output_tokens, cost, "
+        "model, wake_at"
+    )
+    started, finished = us_sql("o.started_at"), us_sql("o.finished_at")
+    conn.execute(
+        f'INSERT INTO "{compact}" (rowid, run, fn, started, duration, {plain}) '
+        f"SELECT o.rowid, CASE WHEN o.run = '*' THEN 0 ELSE r.num END, f.id, {started}, "
+        f"coalesce(({finished}) - ({started}), CAST(round(o.duration_ms * 1000.0) AS INTEGER)), "
+        + ", ".join(f"o.{col}" for col in plain.split(", "))
+        + f' FROM "{table}" AS o LEFT JOIN runs AS r ON r.id = o.run '
+        f"LEFT JOIN functions AS f ON f.name = o.fn "
+        f"WHERE o.run = '*' OR r.num IS NOT NULL ORDER BY o.rowid"
+    )
+    conn.execute(f'DROP TABLE "{table}"')
+    create_view(conn, table)
 
 
 #: The line of ``schema.sql``'s header naming the migrations it adds up to.
@@ -419,6 +535,7 @@ def schema_dump(store: Store) -> str:
         "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
         "AND name NOT IN (SELECT journal_table FROM goals) "
         "AND tbl_name NOT IN (SELECT journal_table FROM goals) "
+        "AND tbl_name NOT IN (SELECT '_' || journal_table FROM goals) "
         "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 ELSE 2 END, rowid"
     )
     return "".join(f"{sql};\n\n" for _, _, sql in rows).rstrip() + "\n"

@@ -13,21 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from .clock import utc_iso
+from .goals import rows_table
 from .ids import HOST, new_run_id
 from .sqlite_holding import SqliteHolding
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
-from .storage import RunDecision, RunState, StepRow
+from .storage import RowHandle, RunDecision, RunKey, RunState, StepRow
 from .store import Store
 
 #: The row of a step that returned or failed, over the key's earlier row if any
-#: (its ``running`` or ``retrying`` row); ``{table}`` is the goal's journal table.
+#: (its ``running`` or ``retrying`` row); ``{table}`` is the goal's compact table
+#: and the parameters a ``StepRow``, in its order.
 UPSERT_STEP = (
-    'INSERT INTO "{table}" (run, key, kind, status, fn, result, started_at, finished_at, '
-    "duration_ms, attempt, error, traceback, args_fp, input_tokens, output_tokens, cost, model) "
-    "VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    'INSERT INTO "{table}" (run, key, kind, status, fn, result, started, duration, '
+    "attempt, error, traceback, args_fp, input_tokens, output_tokens, cost, model) "
+    "VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run, key) DO UPDATE SET status = excluded.status, fn = excluded.fn, "
-    "result = excluded.result, started_at = excluded.started_at, "
-    "finished_at = excluded.finished_at, duration_ms = excluded.duration_ms, "
+    "result = excluded.result, started = excluded.started, duration = excluded.duration, "
     "attempt = excluded.attempt, error = excluded.error, traceback = excluded.traceback, "
     "args_fp = excluded.args_fp, input_tokens = excluded.input_tokens, "
     "output_tokens = excluded.output_tokens, cost = excluded.cost, model = excluded.model, "
@@ -73,6 +74,9 @@ _INSERT_RUN = (
     "VALUES (?, ?, ?, 'running', 1, ?, ?, ?, ?, ?, ?)"
 )
 
+#: A run's key (its step rows' ``run``), given by the trigger ``runs_num`` to every new run.
+_RUN_NUM = "SELECT num FROM runs WHERE id = ?"
+
 _INSERT_ATTEMPT = (
     "INSERT OR REPLACE INTO attempts (run, attempt, pid, host, watch_id, "
     "watch_attempt, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -116,8 +120,12 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
     def __init__(self, store: Store) -> None:
         self.store = store
         self.path: Path = store.path
-        #: The goal's journal table, known once ``find_or_start_run`` made it.
+        #: The goal's view (journal_<goal>, named in messages) and its compact table,
+        #: known once ``find_or_start_run`` made them.
         self.table = ""
+        self.rows = ""
+        self.run_key = RunKey(-1)
+        self.run_keys: dict[str, int] = {}
         self.upsert_sql = ""
         #: Commit one step row: ``store.write1`` with the statement bound (no extra call).
         self.write_step: Callable[[StepRow], None] = self._not_found
@@ -143,7 +151,8 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
             table = store.ensure_goal(c, goal, now)
             if table != self.table:
                 self.table = table
-                self.upsert_sql = UPSERT_STEP.format(table=table)
+                self.rows = rows_table(table)
+                self.upsert_sql = UPSERT_STEP.format(table=self.rows)
                 self.write_step = partial(store.write1, self.upsert_sql)
             if name is not None:
                 row = c.execute(_FIND_NAMED, (goal, name)).fetchone()
@@ -151,6 +160,7 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
             else:
                 found = resumable_run_id(c.execute, goal, input_fp)
             if found is not None:
+                self._keep_key(c, found)
                 return found, False
             run_id = new_run_id(now)
             # Held before its row exists (nobody else knows this id, so it is
@@ -164,7 +174,13 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
                 (run_id, goal, name, os.getpid(), HOST, started, started, input_text, input_fp),
             )
             _insert_attempt(c, run_id, 1, started)
+            self._keep_key(c, run_id)
         return run_id, True
+
+    def _keep_key(self, c: Any, run_id: str) -> None:
+        (num,) = c.execute(_RUN_NUM, (run_id,)).fetchone()
+        self.run_keys[run_id] = num
+        self.run_key = RunKey(num)
 
     def claim_run(
         self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
@@ -187,9 +203,9 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
             elif claim == "resume":
                 assert found is not None
                 # Usage an earlier attempt left on rows the new calls will overwrite.
-                stamp = utc_iso(now)
-                c.execute(KEEP_LEFT_USAGE.format(table=self.table), (stamp, stamp, run_id))
-                c.execute(CLEAR_LEFT_USAGE.format(table=self.table), (run_id,))
+                args = (run_id, utc_iso(now), self.key_of_run(run_id))
+                c.execute(KEEP_LEFT_USAGE.format(table=self.rows), args)
+                c.execute(CLEAR_LEFT_USAGE.format(table=self.rows), args)
                 attempts = found.attempts + 1
                 found = found._replace(attempts=attempts)
                 c.execute(
@@ -208,41 +224,69 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
 
     def recorded_steps(
         self, run_id: str
-    ) -> tuple[list[tuple[str, str, str | None, int]], set[str]]:
-        store, table = self.store, self.table
+    ) -> tuple[list[tuple[str, str, str | None, RowHandle]], set[str]]:
+        store, table = self.store, self.rows
+        run = self.key_of_run(run_id)
         rows = store.query(
-            f'SELECT key, fn, args_fp, rowid FROM "{table}" WHERE run = ? '
-            f"AND kind IN ('step', 'sleep', 'wait') AND status = 'done' ORDER BY rowid",
-            (run_id,),
+            f'SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid FROM "{table}" AS t '
+            f"LEFT JOIN functions AS f ON f.id = t.fn WHERE t.run = ? "
+            f"AND t.kind IN ('step', 'sleep', 'wait') AND t.status = 'done' ORDER BY t.rowid",
+            (run,),
         )
         markers = store.query(
-            f"SELECT key FROM \"{table}\" WHERE run = ? AND kind = 'marker'", (run_id,)
+            f"SELECT key FROM \"{table}\" WHERE run = ? AND kind = 'marker'", (run,)
         )
         return rows, {key for (key,) in markers}
 
-    def recorded_under(self, run_id: str, prefix: str) -> list[tuple[str, str, str | None, int]]:
+    def recorded_under(
+        self, run_id: str, prefix: str
+    ) -> list[tuple[str, str, str | None, RowHandle]]:
         # Keys from prefix up to (not including) prefix with its last character
         # incremented: a range of the primary key (run, key), not a scan.
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         return self.store.query(
-            f'SELECT key, fn, args_fp, rowid FROM "{self.table}" WHERE run = ? AND key >= ? '
-            f"AND key < ? AND kind IN ('step', 'sleep', 'wait') AND status = 'done' "
-            f"ORDER BY rowid",
-            (run_id, prefix, end),
+            f'SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid FROM "{self.rows}" AS t '
+            f"LEFT JOIN functions AS f ON f.id = t.fn WHERE t.run = ? AND t.key >= ? "
+            f"AND t.key < ? AND t.kind IN ('step', 'sleep', 'wait') AND t.status = 'done' "
+            f"ORDER BY t.rowid",
+            (self.key_of_run(run_id), prefix, end),
         )
 
-    def results(self, rowids: Sequence[int]) -> dict[int, str | None]:
-        marks = ",".join("?" * len(rowids))
+    def results(self, handles: Sequence[RowHandle]) -> dict[RowHandle, str | None]:
+        marks = ",".join("?" * len(handles))
         rows = self.store.query(
-            f'SELECT rowid, result FROM "{self.table}" WHERE rowid IN ({marks})', rowids
+            f'SELECT rowid, result FROM "{self.rows}" WHERE rowid IN ({marks})', handles
         )
         return dict(rows)
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:
-        self.store.write_many(self.upsert_sql, rows)
+        if not any(type(r[3]) is str for r in rows):
+            self.store.write_many(self.upsert_sql, rows)
+            return
+        with self.store.write() as c:
+            made = self._interned(c, rows)
+        self.store.function_keys.update(made)
 
     def try_write_steps(self, rows: Sequence[StepRow]) -> bool:
-        return self.store.try_write_many(self.upsert_sql, rows)
+        if not any(type(r[3]) is str for r in rows):
+            return self.store.try_write_many(self.upsert_sql, rows)
+        with self.store.try_write() as c:
+            if c is None:
+                return False
+            made = self._interned(c, rows)
+        self.store.function_keys.update(made)
+        return True
+
+    def _interned(self, c: Any, rows: Sequence[StepRow]) -> dict[str, int]:
+        """Inside a write transaction: ``rows`` written, each function name a row holds
+        as text (function_key could not add it on an event loop) added to ``functions``
+        and written as its id; returns the names added, remembered once committed."""
+        made = {name: self.intern(c, name) for name in {r[3] for r in rows if type(r[3]) is str}}
+        c.executemany(
+            self.upsert_sql,
+            [r._replace(fn=made[r[3]]) if type(r[3]) is str else r for r in rows],
+        )
+        return made
 
     def complete_run(self, run_id: str, now: float, result: str | None) -> None:
         at = utc_iso(now)

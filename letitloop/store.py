@@ -102,6 +102,9 @@ class Store:
         #: (``connections.track``; set by ``connect.py``). Runs once.
         self._untrack: Callable[[], object] = _nothing
         self._goal_tables: dict[str, str] = {}
+        #: Function name -> its id in ``functions`` (never changes once made; see
+        #: ``SqlitePrimitives.function_key``).
+        self.function_keys: dict[str, Any] = {}
         self.lock = threading.RLock()
         guard_fork(self)  # a fork waits while this store is in SQLite
         with self.lock:
@@ -244,6 +247,34 @@ class Store:
                 return False
             self._commit(conn, sql, rows)
             return True
+        finally:
+            self.lock.release()
+
+    @contextlib.contextmanager
+    def try_write(self) -> Iterator[sqlite3.Connection | None]:
+        """A write transaction as :meth:`write`, but only if it starts without waiting.
+
+        Yields None, having done nothing, when another thread of this process is
+        using the connection, this thread is inside its own transaction, or another
+        connection holds SQLite's write lock (see :meth:`try_write_many`).
+        """
+        if not self.lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            conn = self.conn
+            if conn.in_transaction or not self._begin(conn, wait=False):
+                yield None
+                return
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except (sqlite3.Error, UnicodeError) as exc:
+                rollback(conn)
+                raise self.explain(exc) from None
+            except BaseException:
+                rollback(conn)
+                raise
         finally:
             self.lock.release()
 

@@ -857,13 +857,14 @@ class TestCommitsFromTheEventLoop:
 def _refuse_key(db: Path, key: str) -> None:
     """Make every commit of step ``key`` fail inside SQLite, as a full or failing disk would.
 
-    A trigger on the real journal table, added from a second connection: the
-    journal's own write path runs unchanged and gets a real SQLite error back.
+    A trigger on the real journal table (the compact ``_journal_g`` behind the
+    view since 0011), added from a second connection: the journal's own write
+    path runs unchanged and gets a real SQLite error back.
     """
     conn = sqlite3.connect(db)
     try:
         conn.execute(
-            f"CREATE TRIGGER refuse_{key} BEFORE INSERT ON journal_g WHEN NEW.key = '{key}' "
+            f"CREATE TRIGGER refuse_{key} BEFORE INSERT ON _journal_g WHEN NEW.key = '{key}' "
             f"BEGIN SELECT RAISE(ABORT, 'injected failure: the disk refused this write'); END"
         )
         conn.commit()

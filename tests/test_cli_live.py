@@ -25,7 +25,7 @@ from typing import Any
 from helpers import sqlite_store
 
 from letitloop import Journal
-from letitloop.clock import utc_iso
+from letitloop.clock import utc_us
 from letitloop.sqlite_primitives import RUNNING_UPSERT
 
 PIPELINE = """
@@ -225,17 +225,19 @@ class TestAStepInFlightForMoreThanASecond:
 class TestTheRunningRowNeverHidesAFinishedOne:
     """The one statement the watch thread writes, tried against each row it may meet."""
 
+    # The statement writes the goal's compact table (since 0011): run R is run key 99,
+    # times are integer microseconds.
     def _table(self, db: Path) -> str:
         with Journal("g", path=db) as j:
             j.step("done", int, "1")
-            return j.table
+            return f"_{j.table}"
 
     def _upsert(self, db: Path, table: str, key: str, attempt: int, started: float) -> None:
         conn = sqlite3.connect(db)
         try:
             conn.execute(
                 RUNNING_UPSERT.format(table=table),
-                ("R", key, "m.f", utc_iso(started), 1500.0, attempt, "fp"),
+                (99, key, "m.f", utc_us(started), 1_500_000, attempt, "fp"),
             )
             conn.commit()
         finally:
@@ -245,9 +247,9 @@ class TestTheRunningRowNeverHidesAFinishedOne:
         conn = sqlite3.connect(db)
         try:
             conn.execute(
-                f'INSERT INTO "{table}" (run, key, kind, status, started_at, attempt) '
-                f"VALUES ('R', ?, 'step', ?, ?, ?)",
-                (key, status, utc_iso(t), attempt),
+                f'INSERT INTO "{table}" (run, key, kind, status, started, attempt) '
+                f"VALUES (99, ?, 'step', ?, ?, ?)",
+                (key, status, utc_us(t), attempt),
             )
             conn.commit()
         finally:
@@ -257,7 +259,7 @@ class TestTheRunningRowNeverHidesAFinishedOne:
         conn = sqlite3.connect(db)
         try:
             row = conn.execute(
-                f"SELECT status, attempt FROM \"{table}\" WHERE run = 'R' AND key = ?", (key,)
+                f'SELECT status, attempt FROM "{table}" WHERE run = 99 AND key = ?', (key,)
             ).fetchone()
             return (str(row[0]), int(row[1]))
         finally:

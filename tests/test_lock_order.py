@@ -172,6 +172,7 @@ def _fail_writes(db: Path, table: str, of: str) -> None:
     stay only if their transaction commits (the step's failed row overwrites
     the retrying one afterwards).
     """
+    table = f"_{table}"  # the goal's compact table, behind its view (since 0011)
     con = sqlite3.connect(db)
     try:
         con.execute("CREATE TABLE retrying_log (key TEXT)")

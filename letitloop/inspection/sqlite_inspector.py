@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import locks
 from ..errors import JournalFileError, LetItLoopError
-from ..goals import refresh_journal_rows
+from ..goals import delete_run_rows, drop_goal_tables, refresh_journal_rows
 from ..sqlerrors import DRIVER_ERRORS
 from ..sqlite_holding import run_lock_path
 from ..sqlite_storage import resumable_run_id
@@ -385,7 +385,7 @@ class SqliteInspector:
                     "SELECT journal_table FROM goals WHERE goal = ?", (goal,)
                 ).fetchone()
                 c.execute("DELETE FROM goals WHERE goal = ?", (goal,))
-                c.execute(f'DROP TABLE IF EXISTS "{table}"')
+                drop_goal_tables(c, table)
             if gone:
                 refresh_journal_rows(c)  # the browsing view must not name a dropped table
         return gone
@@ -504,7 +504,7 @@ def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
     for i in range(0, len(ids), _CHUNK):
         chunk = ids[i : i + _CHUNK]
         marks = ",".join("?" * len(chunk))
-        deleted += c.execute(f'DELETE FROM "{table}" WHERE run IN ({marks})', chunk).rowcount
+        deleted += delete_run_rows(c, table, chunk)
         c.execute(f"DELETE FROM step_tries WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM step_replays WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import locks
+from ...goals import delete_run_rows
 from ...sqlite_holding import run_lock_path
 from ...store import Store
 from .identity import NS_SEP, thread_prefix
@@ -109,7 +110,7 @@ def _delete(c: sqlite3.Connection, runs: list[NodeRun]) -> int:
             chunk = ids[start : start + 500]
             marks = ", ".join("?" * len(chunk))
             # Journal table names are generated ([a-z0-9_]), never user text.
-            rows += c.execute(f'DELETE FROM "{table}" WHERE run IN ({marks})', chunk).rowcount
+            rows += delete_run_rows(c, table, chunk)
             c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
             c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
     return rows
