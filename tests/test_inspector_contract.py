@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,7 +37,16 @@ from letitloop.errors import (
     RunHeldError,
     UnknownStoreError,
 )
-from letitloop.inspection import Inspector, RunInfo, export_run, list_runs, open_inspector, show_run
+from letitloop.inspection import (
+    Inspector,
+    RunInfo,
+    export_run,
+    find_run,
+    list_runs,
+    open_inspector,
+    resumable_run,
+    show_run,
+)
 from letitloop.maintenance import fork_run, gc_runs, reset_run
 from letitloop.memory_storage import abandon, open_memory
 from letitloop.waits import RunWaiting
@@ -181,6 +191,44 @@ class TestARunThatCompleted:
         assert [r.goal for r in list_runs(journal)] == ["broken", "done"]  # newest first
 
 
+class TestRunsFoundBy:
+    def test_name_input_prefix_and_page_find_the_same_runs(
+        self, location: str, inspect: Callable[..., Inspector]
+    ) -> None:
+        ids = {}
+        for name, city in (("paris-1", "Paris"), ("paris-2", "Paris"), ("rome-1", "Rome")):
+            with Journal("trip", run=name, path=location, input={"city": city, "n": 1}) as j:
+                j.step("book", str, city)
+                ids[name] = j.run_id
+            time.sleep(0.002)  # creation order, not ids of one millisecond
+        journal = inspect()
+        named = [r.name for r in list_runs(journal, name="paris-*")]
+        assert named == ["paris-2", "paris-1"]  # newest made first
+        assert [r.name for r in list_runs(journal, inputs=[("city", "Rome")])] == ["rome-1"]
+        assert [r.name for r in list_runs(journal, inputs=[("n", "1"), ("city", "Paris")])] == [
+            "paris-2",
+            "paris-1",
+        ]
+        assert list_runs(journal, inputs=[("n", '"1"')]) == []  # the text "1" is not 1
+        assert [r.name for r in list_runs(journal, limit=1, offset=1)] == ["paris-2"]
+        assert find_run(journal, "rome-1").id == ids["rome-1"]
+        assert find_run(journal, ids["paris-1"][:12].lower()).name == "paris-1"
+        assert find_run(journal, "paris-2", goal="trip").id == ids["paris-2"]
+        assert journal.goal_names("TR") == ["trip"]
+        assert journal.step_keys("rome-1", "bo") == ["book"]
+        assert [r.name for r in journal.run_refs("PARIS", 5)] == ["paris-2", "paris-1"]
+
+    def test_a_goal_names_the_run_its_next_unnamed_opener_resumes(
+        self, location: str, inspect: Callable[..., Inspector]
+    ) -> None:
+        completed(location, goal="broken")
+        run_id = failed(location)
+        found = resumable_run(inspect(), "broken")
+        assert found is not None and found.id == run_id
+        with Journal("broken", path=location) as j:
+            assert j.run_id == run_id
+
+
 class TestARunThatFailed:
     def test_shows_its_failed_step_and_error(
         self, location: str, inspect: Callable[..., Inspector]
@@ -238,6 +286,30 @@ class TestARunThatWaits:
             assert j.run_id == run_id
             assert j.wait_for("approval") == {"ok": True}
         assert one(list_runs(inspect()), "approve").state == "completed"
+
+    def test_a_live_waiter_in_this_process_wakes_with_the_value_sent(
+        self, location: str, inspect: Callable[..., Inspector]
+    ) -> None:
+        got: list[Any] = []
+        ready = threading.Event()
+
+        def waiter() -> None:
+            with Journal("live", path=location) as j:
+                j.step("draft", str, "text")
+                ready.set()
+                got.append(j.wait_for("approval", stop_after=20))
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        assert ready.wait(20)
+        deadline = time.monotonic() + 20
+        while not one(list_runs(inspect()), "live").pauses and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        sent = letitloop.send("live", "approval", [1, 2], path=location)
+        thread.join(20)
+        assert sent.live and got == [[1, 2]]
+        assert time.monotonic() - started < 5  # woken by the change, not by stop_after
 
     def test_a_goal_names_its_run_waiting_for_the_name(self, location: str) -> None:
         run_id = waiting(location)
