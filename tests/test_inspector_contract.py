@@ -252,6 +252,33 @@ class TestARunThatFailed:
             assert j.step("ok", str, 2) == "2"  # nothing replayed: called again
 
 
+class TestARunThatRetried:
+    def test_shows_its_failed_try_and_counts_the_usage_of_every_call_once(
+        self, location: str, inspect: Callable[..., Inspector]
+    ) -> None:
+        calls: list[int] = []
+
+        def flaky(x: int) -> int:
+            calls.append(x)
+            letitloop.usage(input_tokens=10, output_tokens=5, cost=0.25, model="m")
+            if len(calls) == 1:
+                raise ValueError("first try")
+            return x
+
+        policy = letitloop.RetryPolicy(max_attempts=2, initial_backoff=0.001, jitter=0)
+        with Journal("retry", path=location) as j:
+            assert j.step("call", flaky, 3, retry=policy) == 3
+            run_id = j.run_id
+        detail = show_run(inspect(), run_id)
+        assert [(t.key, t.number, t.error) for t in detail.tries] == [
+            ("call", 1, "ValueError: first try")
+        ]
+        assert (detail.tries[0].input_tokens, detail.tries[0].model) == (10, "m")
+        run = detail.run
+        assert (run.input_tokens, run.output_tokens, run.cost) == (20, 10, 0.5)
+        assert (detail.usage.input_tokens, detail.usage.steps) == (20, 1)
+
+
 class TestARunWhoseHolderDied:
     def test_is_crashed_and_the_next_opener_resumes_it(
         self, store: StoreCase, location: str, tmp_path: Path, inspect: Callable[..., Inspector]
