@@ -183,11 +183,16 @@ def send(
     value the codec cannot encode (nothing written).
     """
     text = codec.encode(value, registry)
-    journal = open_inspector(None if path is None else Path(path), write=True)
+    journal = open_inspector(_location(path), write=True)
     try:
         return send_text(journal, run, name, text)
     finally:
         journal.close()
+
+
+def _location(path: str | os.PathLike[str] | None) -> str | Path | None:
+    """``path=`` as ``open_inspector`` takes it: a URL stays text (a Path would lose a slash)."""
+    return path if path is None or isinstance(path, str) else Path(path)
 
 
 # -- cancel ----------------------------------------------------------------------------
@@ -275,7 +280,7 @@ def cancel(
     how it ended (``cancelled``, or ``completed`` if it finished first).
     ``path`` is the journal file (default: as for ``Journal``).
     """
-    journal = open_inspector(None if path is None else Path(path), write=True)
+    journal = open_inspector(_location(path), write=True)
     try:
         done = cancel_run(journal, run, reason=reason)
         if wait is not None and not done.at_once:

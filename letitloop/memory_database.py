@@ -162,6 +162,12 @@ def database(location: str) -> MemoryDatabase:
         return db
 
 
+def existing(location: str) -> MemoryDatabase | None:
+    """The database ``memory://NAME`` names if a journal of this process opened it, else None."""
+    with _databases_lock:
+        return _databases.get(location)
+
+
 class MemoryConnection:
     """One journal's connection to a database: transactions, and its goal's rows."""
 

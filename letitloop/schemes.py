@@ -11,8 +11,14 @@ Before this registry, ``path="postgresql://app@db/jobs"`` made a folder named
 
 Built in: ``memory://NAME``, the in-memory store (``memory_storage.py``),
 which lives in one process and is there for tests. Adding a store is
-``register("scheme", opener)`` with an ``opener(location, durability)`` that
-returns a ``storage.Storage``; no journal module changes.
+``register("scheme", opener, inspector=…)`` with an ``opener(location,
+durability)`` that returns a ``storage.Storage`` (no journal module changes)
+and, for ``lil`` and ``letitloop.send``/``cancel`` to reach its runs, an
+``inspector(location, write, live)`` that returns an
+``inspection.Inspector`` (:func:`open_inspector` opens it; no inspection or
+command-line module changes). The memory store's inspector is
+``inspection/memory_inspector.py``: the one import of this module upward,
+made only when a ``memory://`` journal is inspected.
 """
 
 from __future__ import annotations
@@ -20,17 +26,37 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import UnknownStoreError
 
 if TYPE_CHECKING:
+    from .inspection.inspector import Inspector
     from .pragmas import Durability
     from .storage import Storage
 
 #: Makes the storage of one journal's open: ``opener(location, durability)``,
 #: ``location`` the whole text of ``path=`` (``memory://tests``).
 Opener = Callable[[str, "Durability"], "Storage"]
+
+#: Makes the inspector of an existing journal: ``inspector(location, write, live)``
+#: (what ``inspection.open_inspector`` takes: read-only unless ``write``; ``live``
+#: for a reader that follows a journal others write).
+InspectorOpener = Callable[[str, bool, bool], "Inspector"]
+
+
+@dataclass(frozen=True)
+class StoreEntry:
+    """What the registry knows of one scheme's store."""
+
+    opener: Opener
+    inspector: InspectorOpener | None = None
+    """None: nothing reads its runs from outside them (``lil`` refuses its URLs)."""
+    one_process: bool = False
+    """Its journals live in the memory of the process that opened them: another
+    process (``lil``) reaches nothing there."""
+
 
 #: ``scheme://``: RFC 3986's scheme (a letter, then letters, digits, ``+ - .``)
 #: and the two slashes. A Windows drive (``C:\\``) has none, and ``./x://y``
@@ -48,24 +74,42 @@ def _open_memory(location: str, durability: Durability) -> Storage:
     return open_memory(location, durability)
 
 
+def _inspect_memory(location: str, write: bool, live: bool) -> Inspector:
+    from .inspection.memory_inspector import open_memory_inspector
+
+    return open_memory_inspector(location, write=write)
+
+
 #: The registered stores, by scheme (lower case).
-_schemes: dict[str, Opener] = {"memory": _open_memory}
+_schemes: dict[str, StoreEntry] = {
+    "memory": StoreEntry(_open_memory, _inspect_memory, one_process=True)
+}
 
 
-def register(scheme: str, opener: Opener) -> None:
+def register(
+    scheme: str,
+    opener: Opener,
+    *,
+    inspector: InspectorOpener | None = None,
+    one_process: bool = False,
+) -> None:
     """Make ``scheme://…`` paths open the store ``opener`` makes (one registration per scheme).
 
-    Raises ValueError for a scheme that is not one (``"my store"``) or is
-    taken by another opener.
+    ``inspector`` makes what ``lil`` and ``letitloop.send``/``cancel`` read
+    and change its runs through (without one they refuse its URLs);
+    ``one_process``: its journals live in one process's memory, so ``lil``,
+    a process of its own, refuses its URLs. Raises ValueError for a scheme
+    that is not one (``"my store"``) or is taken by another opener.
     """
     name = scheme.lower()
     if not _URL.fullmatch(name + "://"):
         raise ValueError(
             f"a scheme is a letter, then letters, digits, '+', '-' or '.', got {scheme!r}"
         )
-    if _schemes.get(name, opener) is not opener:
-        raise ValueError(f"scheme {name!r} is registered already, to {_schemes[name]!r}")
-    _schemes[name] = opener
+    old = _schemes.get(name)
+    if old is not None and old.opener is not opener:
+        raise ValueError(f"scheme {name!r} is registered already, to {old.opener!r}")
+    _schemes[name] = StoreEntry(opener, inspector, one_process)
 
 
 def unregister(scheme: str) -> None:
@@ -109,7 +153,7 @@ def not_a_file(location: str, scheme: str) -> UnknownStoreError:
         return unknown(location, scheme)
     where = (
         "lives in the memory of the process that opened it, so nothing else reaches it"
-        if scheme == "memory"
+        if _schemes[scheme].one_process
         else "is not a journal file"
     )
     return UnknownStoreError(
@@ -130,10 +174,38 @@ def open_storage(path: str | os.PathLike[str] | None, durability: Durability) ->
     if isinstance(location, str):
         scheme = scheme_of(location)
         if scheme is not None:
-            opener = _schemes.get(scheme)
-            if opener is None:
+            entry = _schemes.get(scheme)
+            if entry is None:
                 raise unknown(location, scheme)
-            return opener(location, durability)
+            return entry.opener(location, durability)
     from .sqlite_holding import open_sqlite
 
     return open_sqlite(path, durability)
+
+
+def open_inspector(location: str, *, write: bool, live: bool, separate_process: bool) -> Inspector:
+    """The inspector of the journal at the URL ``location`` (``inspection.open_inspector``).
+
+    ``separate_process``: the caller is a process of its own (``lil``), not
+    one of the program's, so a store that lives in one process's memory
+    reaches nothing. Raises UnknownStoreError for a scheme with no store, a
+    store with no inspector, or (``separate_process``) one that lives in one
+    process; nothing is created then.
+    """
+    scheme = scheme_of(location)
+    assert scheme is not None, location
+    entry = _schemes.get(scheme)
+    if entry is None:
+        raise unknown(location, scheme)
+    if entry.one_process and separate_process:
+        raise not_a_file(location, scheme)
+    if entry.inspector is None:
+        raise UnknownStoreError(
+            f"{location}: expected a store whose runs can be read from outside them; found a "
+            f"URL of the {scheme} store, which was registered without an inspector, so lil, "
+            f"letitloop.send and letitloop.cancel cannot read or change its runs. Nothing was "
+            f"created; register it with inspector= (letitloop.schemes.register)",
+            location=location,
+            scheme=scheme,
+        )
+    return entry.inspector(location, write, live)

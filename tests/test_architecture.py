@@ -125,7 +125,8 @@ RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
 
 #: The read-only library's own modules, bottom up: time and results, what the
 #: queries return, the Inspector protocol, opening a file, a run's state, the
-#: SQLite inspector and the one place a path gets its inspector, then the queries.
+#: SQLite inspector and the memory store's, the one place a path gets its
+#: inspector, then the queries.
 INSPECTION_ORDER = [
     "times",
     "results",
@@ -134,6 +135,7 @@ INSPECTION_ORDER = [
     "journalfile",
     "state",
     "sqlite_inspector",
+    "memory_inspector",
     "inspectors",
     "listing",
     "detail",
@@ -180,6 +182,9 @@ AUTOGEN_ORDER = ["calls", "client", "tools", "serializer", "__init__"]
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
     ("migrate", "__init__"): "migrate.py reads letitloop.__version__",
+    # The registry names each store's inspector beside its opener; the built-in memory
+    # store's is imported when a memory:// journal is inspected, never before.
+    ("schemes", "inspection"): "schemes.py opens the memory store's inspector",
 }
 
 

@@ -27,7 +27,7 @@ def _completion_words(ctx: click.Context, read: Callable[[Inspector], list[T]]) 
     try:
         from ..inspection import open_inspector
 
-        journal = open_inspector(db_path(ctx))
+        journal = open_inspector(db_path(ctx), separate_process=True)
         try:
             return read(journal)
         finally:

@@ -147,8 +147,14 @@ def open_journal(ctx: click.Context, *, write: bool = False, live: bool = False)
     from ..inspection import open_inspector
 
     named = db_path(ctx)
-    journal = open_inspector(named, write=write, live=live)
-    if named is None and not os.environ.get("LETITLOOP_DB") and found_above(journal.path):
+    # lil is a process of its own: a store living in another process's memory is refused.
+    journal = open_inspector(named, write=write, live=live, separate_process=True)
+    if (
+        named is None
+        and not os.environ.get("LETITLOOP_DB")
+        and isinstance(journal.path, Path)
+        and found_above(journal.path)
+    ):
         # Found in a folder above this one (as git finds .git): say which file it is.
         click.echo(f"lil: journal {journal.path} (found above this folder)", err=True)
     return journal

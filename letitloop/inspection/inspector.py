@@ -66,7 +66,7 @@ class Inspector(Protocol):
     """
 
     @property
-    def path(self) -> Path:
+    def path(self) -> Path | str:
         """Where the journal is, as messages name it (a file's path, or a store's URL)."""
         ...
 

@@ -5,15 +5,21 @@ place ``lil`` and the library open a journal to see or change its runs from outs
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from .. import schemes
 from .inspector import Inspector
 from .journalfile import open_journal_file
 from .sqlite_inspector import SqliteInspector
 
 
 def open_inspector(
-    path: str | Path | None = None, *, write: bool = False, live: bool = False
+    path: str | Path | None = None,
+    *,
+    write: bool = False,
+    live: bool = False,
+    separate_process: bool = False,
 ) -> Inspector:
     """An inspector of the existing journal at ``path`` (default: as for ``Journal``).
 
@@ -21,8 +27,19 @@ def open_inspector(
     ``write=True`` for the commands that change runs (reset, fork, gc, send,
     cancel, upgrade); ``live`` for a reader that follows a journal others
     write (``lil show --follow``). Raises JournalFileError when there is no
-    journal there (see :func:`open_journal_file`). Today every path is a
-    journal file, read by :class:`SqliteInspector`; a store chosen by the
-    path's scheme plugs in here, and nowhere else.
+    journal there (see :func:`open_journal_file`).
+
+    A plain path is a journal file, read by :class:`SqliteInspector`; a URL
+    (``scheme://…``, as ``path`` or ``LETITLOOP_DB``) gets the inspector
+    registered for its scheme (``schemes.register(…, inspector=…)``;
+    ``memory://NAME``: :class:`~letitloop.inspection.memory_inspector.MemoryInspector`),
+    or UnknownStoreError for a store registered without one.
+    ``separate_process``: the caller is a process of its own (``lil``), which
+    reaches no store that lives in one process's memory (UnknownStoreError).
     """
+    location = path if path is not None else os.environ.get("LETITLOOP_DB") or None
+    if isinstance(location, str) and schemes.scheme_of(location) is not None:
+        return schemes.open_inspector(
+            location, write=write, live=live, separate_process=separate_process
+        )
     return SqliteInspector(open_journal_file(path, write=write, live=live))
