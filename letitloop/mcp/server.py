@@ -89,7 +89,7 @@ def journal(db: Path | None, *, write: bool = False) -> Iterator[Inspector]:
     from ..inspection import open_inspector
 
     try:
-        inspector = open_inspector(db, write=write)
+        inspector = open_inspector(db, write=write, separate_process=True)
     except (LetItLoopError, OSError) as exc:
         raise ToolError(one_line(exc)) from None
     try:
