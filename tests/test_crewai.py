@@ -261,3 +261,42 @@ class TestTheEnvironment:
         )
         for name in ("crewai", "openai", "mcp", "pydantic"):
             assert importlib.metadata.version(name) == pins[name], name
+
+
+EXAMPLE = ROOT / "examples" / "crewai_resume.py"
+
+
+def python(args: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True, text=True, timeout=600, cwd=folder, env=child_env(folder, "", ""),
+    )  # fmt: skip
+
+
+def ran(out: str) -> list[str]:
+    return [ln.strip() for ln in out.splitlines() if ln.startswith("  ran ")]
+
+
+@LONG
+class TestTheExample:
+    def test_crash_then_rerun_runs_only_what_was_in_flight_and_answers_the_same(
+        self, tmp_path: Path
+    ) -> None:
+        whole = python([str(EXAMPLE), "--db", "j.db"], tmp_path / "whole")
+        assert whole.returncode == 0, whole.stderr[-3000:]
+        crashed = python([str(EXAMPLE), "--crash", "--db", "j.db"], tmp_path / "crashed")
+        assert crashed.returncode == -9, crashed.stderr[-3000:]
+        assert "-- SIGKILL inside the tool call --" in crashed.stdout
+        resumed = python([str(EXAMPLE), "--db", "j.db"], tmp_path / "crashed")
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert ran(crashed.stdout) + ran(resumed.stdout)[1:] == ran(whole.stdout)
+        assert ran(resumed.stdout) == [
+            "ran tool  word_count('Draft: WAL keeps readers and a'...)",
+            "ran model Writer (after 1 tool results)",
+        ]
+        answer = [ln for ln in whole.stdout.splitlines() if ln.startswith(("report:", "tokens:"))]
+        assert answer == [
+            ln for ln in resumed.stdout.splitlines() if ln.startswith(("report:", "tokens:"))
+        ]
+        assert answer[0] == "report: Report: WAL keeps readers and a writer apart (8 words)."
