@@ -300,3 +300,37 @@ class TestTheExample:
             ln for ln in resumed.stdout.splitlines() if ln.startswith(("report:", "tokens:"))
         ]
         assert answer[0] == "report: Report: WAL keeps readers and a writer apart (8 words)."
+
+
+BLOCK_START = "from letitloop.adapters.crewai import CrewAIDurabilityHandler"
+
+
+def crewai_block(text: str) -> str:
+    """The fenced python block of ``text`` that starts with BLOCK_START."""
+    found = re.findall(r"```python\n(.*?)```", text, re.S)
+    (block,) = [b for b in found if b.startswith(BLOCK_START)]
+    return str(block)
+
+
+@LONG
+class TestTheDocsBlock:
+    def test_readme_and_docs_show_the_same_block_and_it_runs_on_the_examples_crew(
+        self, tmp_path: Path
+    ) -> None:
+        block = crewai_block((ROOT / "README.md").read_text(encoding="utf-8"))
+        assert block == crewai_block((ROOT / "docs" / "adapters.md").read_text(encoding="utf-8"))
+        program = tmp_path / "block.py"
+        program.write_text(
+            f"import sys\nsys.path.insert(0, {str(EXAMPLE.parent)!r})\n"
+            "from crewai_resume import build_crew\nmy_crew = build_crew()\n"
+            + block
+            + "assert result.raw.startswith('Report: WAL'), result.raw\n",
+            encoding="utf-8",
+        )
+        done = python([str(program)], tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        shown = subprocess.run(
+            [sys.executable, "-m", "letitloop", "show", "research_crew"],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+        assert "state     completed; 1 attempt" in shown.stdout, shown.stdout + shown.stderr
