@@ -11,7 +11,7 @@ its own (CrewAI pins openai<3 and mcp<2), run from a checkout of this repository
 Two agents (a researcher with ``search`` and ``word_count``, a writer with
 ``word_count``) run two tasks. Each real model call and tool call prints a
 line as it runs. With ``--crash`` the process kills itself with SIGKILL
-inside the writer's tool call. Run again, the researcher's three model calls
+inside the writer's tool call. Run again, the researcher's four model calls
 and three tool calls and the writer's first model call replay from the
 journal (no line printed: they do not run), and only the interrupted tool
 call and what follows it run. ``lil show research_crew`` lists every call
