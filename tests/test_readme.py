@@ -264,6 +264,8 @@ class TestThePythonBlocks:
             before, after = around(code)
             if "langgraph" in code:
                 pytest.importorskip("langgraph")
+            if CREWAI_BLOCK in code:  # tests/test_crewai.py runs it, in CrewAI's environment
+                continue
             folder = tmp_path / f"block{i}"
             folder.mkdir()
             r = run_python(before + code + after, folder)
@@ -272,6 +274,27 @@ class TestThePythonBlocks:
     def test_every_setup_above_is_for_a_block_that_exists(self) -> None:
         found = [around(code) for code in blocks("python")]
         assert all(v in found for v in AROUND.values())
+
+
+#: The first line of the README's and docs/adapters.md's CrewAI block, which needs CrewAI's
+#: own environment: tests/test_crewai.py runs it there.
+CREWAI_BLOCK = "from letitloop.adapters.crewai import CrewAIDurabilityHandler"
+
+
+class TestTheTestCommand:
+    def test_ci_runs_the_readme_test_command_exactly(self) -> None:
+        (command,) = [b.strip() for b in blocks("") if "python -m pytest" in b]
+        ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+        assert command in [ln.strip() for ln in ci], "README's test command is not .ci/run's"
+
+    def test_it_runs_the_main_suite_and_crewais_environment(self) -> None:
+        (command,) = [b.strip() for b in blocks("") if "python -m pytest" in b]
+        assert command.split(" && ") == [
+            "pip install -e '.[test]'",
+            "python -m pytest",
+            "python tests/crewai_env.py",
+        ]
+        assert (ROOT / "tests" / "crewai_env.py").exists()
 
 
 class TestTheLilCommands:
@@ -511,6 +534,10 @@ DOCS_AROUND[("adapters.md", "from letitloop.adapters.autogen import AutoGenState
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
+    ("adapters.md", CREWAI_BLOCK): (
+        "needs CrewAI, which has an environment of its own: tests/test_crewai.py runs it "
+        "there on the example's crew"
+    ),
     ("processes.md", "import multiprocessing"): (
         "a spawn pool's program, which must run as a file (spawn workers import its "
         "__main__); tests/test_forked_child.py runs it as printed, twice, and counts the rows"

@@ -1,0 +1,336 @@
+"""CrewAI crews killed mid-run and resumed: finished calls replay, the ones in flight run again.
+
+Real CrewAI (the version pinned in .ci/crewai-constraints.txt), an offline
+``BaseLLM`` subclass and two tools (tests/crewai_crew.py), each run in a child
+process that SIGKILLs itself at a named point: inside a model call, inside a
+tool call (one of two parallel calls of one tool), between two tasks. The
+next process resumes; the chain goes on until a process completes. What ran
+is counted in the side file the model and the tools write (never in the
+journal): every call that finished ran exactly once over all the attempts,
+the one in flight at each kill ran again, and the crew's answer (and its
+token counts) equals an uninterrupted run's.
+
+These tests run in CrewAI's own environment (``python tests/crewai_env.py``,
+which README's test command runs); in the main one, without CrewAI, they skip.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# Not imported here: the children import it (with its telemetry opted out).
+if importlib.util.find_spec("crewai") is None and not os.environ.get("LETITLOOP_CREWAI_ENV"):
+    pytest.skip("CrewAI has its own environment: python tests/crewai_env.py", allow_module_level=True)  # fmt: skip  # noqa: E501
+
+ROOT = Path(__file__).resolve().parent.parent
+CREW = Path(__file__).with_name("crewai_crew.py")
+CONSTRAINTS = ROOT / ".ci" / "crewai-constraints.txt"
+
+#: The research crew's calls, as its side file names them, in an uninterrupted run.
+RESEARCH_TOOL = "tool word_count [sqlite history: 14 notes] [sqlite today: 12 notes]"
+
+
+@dataclass
+class Chain:
+    """A scenario run until it completed, killed at each of ``kills`` on the way."""
+
+    kills: list[str]
+    codes: list[int]
+    lines: list[str]
+    output: object
+    folder: Path
+
+    def count(self, what: str) -> Counter[str]:
+        return Counter(ln.split(" ", 1)[1] for ln in self.lines if ln.startswith(what + " "))
+
+
+def child_env(folder: Path, kill_at: str, late: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "CREW_KILL_AT": kill_at,
+        "CREW_LATE": late,
+        # CrewAI keeps its own files (task outputs, credentials) under these.
+        "XDG_DATA_HOME": str(folder / "xdg"),
+        "CREWAI_STORAGE_DIR": "letitloop-tests",
+    }
+
+
+def run_chain(
+    folder: Path, scenario: str, kills: list[str], mode: str, late: list[str] | None = None
+) -> Chain:
+    """Run ``scenario`` killed at each of ``kills``, then once more to completion.
+
+    ``late[i]``: the search query that starts late in the i-th process.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "calls.log"
+    codes = []
+    output: object = None
+    lates = late or [""] * (len(kills) + 1)
+    for kill_at, late_query in zip([*kills, ""], lates, strict=True):
+        done = subprocess.run(
+            [sys.executable, str(CREW), scenario, "--mode", mode, "--db",
+             str(folder / "journal.db"), "--log", str(log), "--net", str(folder / "net.log")],
+            capture_output=True, text=True, timeout=600, cwd=folder,
+            env=child_env(folder, kill_at, late_query),
+        )  # fmt: skip
+        codes.append(done.returncode)
+        if kill_at:
+            assert done.returncode == -9, (kill_at, done.returncode, done.stderr[-3000:])
+        else:
+            assert done.returncode == 0, done.stderr[-3000:]
+            output = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = log.read_text(encoding="utf-8").splitlines()
+    return Chain(kills, codes, lines, output, folder)
+
+
+#: Each chain: (scenario, mode, kill points), run on first use.
+CHAINS: dict[str, tuple[str, str, list[str]]] = {
+    "research": ("research", "native", []),
+    "research-killed": (
+        "research",
+        "native",
+        [
+            "start llm Researcher sqlite 2:0",  # inside the first model call
+            "start tool search sqlite today",  # inside one of two parallel tool calls
+            f"start {RESEARCH_TOOL}",  # inside a tool call
+            "after-task Research",  # between the two tasks
+            "start llm Writer sqlite 2:0",  # inside the second task's first model call
+            "start tool word_count draft about sqlite",  # inside its tool call
+        ],
+    ),
+    "text": ("research", "text", []),
+    "text-killed": (
+        "research",
+        "text",
+        ["start tool search sqlite today", "start llm Writer sqlite 2:0"],
+    ),
+    "two": ("two", "native", []),
+    "two-killed": ("two", "native", ["start tool search wal history", "start llm Writer wal 4:1"]),
+    "delegation": ("delegation", "native", []),
+    "delegation-killed": (
+        "delegation",
+        "native",
+        [
+            f"start {RESEARCH_TOOL}",  # inside the coworker's tool, mid-delegation
+            "start llm Manager sqlite 4:1",  # inside the manager's call after the delegation
+        ],
+    ),
+}
+
+
+#: Chains whose processes start one of two parallel calls late: (query per process).
+LATE: dict[str, list[str]] = {
+    # The first process records "history" and dies in "today"; the next starts
+    # "today" first, before the recorded "history" call is made again.
+    "parallel-killed": ["sqlite today", "sqlite history"],
+}
+CHAINS["parallel-killed"] = ("research", "native", ["start tool search sqlite today"])
+
+
+class Chains:
+    """The chains of CHAINS, each run once for the module, when a test first asks for it."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.done: dict[str, Chain] = {}
+
+    def __getitem__(self, name: str) -> Chain:
+        if name not in self.done:
+            scenario, mode, kills = CHAINS[name]
+            got = run_chain(self.base / name, scenario, kills, mode, LATE.get(name))
+            self.done[name] = got
+        return self.done[name]
+
+
+@pytest.fixture(scope="module")
+def chains(tmp_path_factory: pytest.TempPathFactory) -> Chains:
+    return Chains(tmp_path_factory.mktemp("crews"))
+
+
+PAIRS = [
+    ("research", "research-killed"),
+    ("research", "parallel-killed"),
+    ("text", "text-killed"),
+    ("two", "two-killed"),
+    ("delegation", "delegation-killed"),
+]
+
+
+#: A chain runs up to 7 processes, each importing CrewAI (seconds each on a busy machine).
+LONG = pytest.mark.timeout(900)
+
+
+@LONG
+class TestACrewKilledAndResumed:
+    @pytest.mark.parametrize(("whole", "killed"), PAIRS)
+    def test_every_call_that_finished_ran_exactly_once_overall(
+        self, chains: Chains, whole: str, killed: str
+    ) -> None:
+        got = chains[killed]
+        assert got.codes[:-1] == [-9] * len(got.kills) and got.codes[-1] == 0
+        done = got.count("done")
+        assert done == chains[whole].count("done"), "the same calls finished, each once"
+        assert set(done.values()) == {1}, {k: n for k, n in done.items() if n != 1}
+
+    @pytest.mark.parametrize(("whole", "killed"), PAIRS)
+    def test_only_the_calls_in_flight_at_each_kill_ran_again(
+        self, chains: Chains, whole: str, killed: str
+    ) -> None:
+        got = chains[killed]
+        in_flight = Counter(k.removeprefix("start ") for k in got.kills if k.startswith("start "))
+        started = got.count("start") - chains[whole].count("start")
+        assert started == in_flight, "started again: exactly the calls killed mid-way"
+
+    @pytest.mark.parametrize(("whole", "killed"), PAIRS)
+    def test_the_answer_and_token_counts_equal_an_uninterrupted_runs(
+        self, chains: Chains, whole: str, killed: str
+    ) -> None:
+        assert chains[killed].output == chains[whole].output
+
+    def test_the_kills_landed_inside_calls_and_between_tasks(self, chains: Chains) -> None:
+        lines = chains["research-killed"].lines
+        for kill in chains["research-killed"].kills:
+            at = lines.index(kill)
+            if kill.startswith("start "):  # died inside: its done line came from a later process
+                assert lines[at + 1] != "done " + kill.removeprefix("start ")
+            else:  # died after the first task's callback, before the second task's first call
+                assert lines.index("start llm Writer sqlite 2:0") > at
+
+
+@LONG
+class TestWhatTheJournalShows:
+    def test_lil_show_lists_the_model_and_tool_calls_with_their_usage(self, chains: Chains) -> None:
+        db = chains["research-killed"].folder / "journal.db"
+        shown = subprocess.run(
+            [sys.executable, "-m", "letitloop", "show", "research_crew", "--db", str(db)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        text = shown.stdout
+        assert "state     completed; 7 attempts" in text
+        keys = re.findall(r"^\s*\d+\s+(\S+)\s+step\s+done\s", text, re.M)
+        names = Counter(re.sub(r":[0-9a-f]{8}(#\d+)?$", "", k) for k in keys)
+        assert names == {
+            "llm:Researcher": 3,
+            "tool:search": 2,
+            "tool:word_count": 2,
+            "llm:Writer": 2,
+        }
+        rows = [ln for ln in text.splitlines() if re.match(r"^\s*\d+\s+llm:", ln)]
+        assert len(rows) == 5 and all(re.search(r"done\s+\d+\s+\S+\s+\d+\s", r) for r in rows)
+        assert re.search(r"^usage\s+[\d,]+ tokens \([\d,]+ in, [\d,]+ out\) reported by 5 steps", text, re.M)  # fmt: skip  # noqa: E501
+        assert re.search(r"^replayed\s+[\d,]+ tokens", text, re.M)
+
+    def test_two_crews_share_one_run_of_the_programs_journal(self, chains: Chains) -> None:
+        db = chains["two-killed"].folder / "journal.db"
+        shown = subprocess.run(
+            [sys.executable, "-m", "letitloop", "show", "two_crews", "--db", str(db)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        assert "state     completed; 3 attempts" in shown.stdout
+        keys = re.findall(r"^\s*\d+\s+(\S+)\s+step\s+done\s", shown.stdout, re.M)
+        crews = Counter(k.split(":", 1)[0] for k in keys)
+        assert crews == {"crew_a": 9, "crew_b": 9}, keys
+
+
+@LONG
+class TestTheEnvironment:
+    def test_no_network_connection_was_attempted(self, chains: Chains) -> None:
+        for name in CHAINS:
+            chain = chains[name]
+            assert not (chain.folder / "net.log").exists(), (name, chain.folder)
+
+    def test_the_framework_is_the_version_tested(self) -> None:
+        pins = dict(
+            line.split("==", 1)
+            for line in CONSTRAINTS.read_text(encoding="utf-8").splitlines()
+            if "==" in line and not line.startswith("#")
+        )
+        for name in ("crewai", "openai", "mcp", "pydantic"):
+            assert importlib.metadata.version(name) == pins[name], name
+
+
+EXAMPLE = ROOT / "examples" / "crewai_resume.py"
+
+
+def python(args: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True, text=True, timeout=600, cwd=folder, env=child_env(folder, "", ""),
+    )  # fmt: skip
+
+
+def ran(out: str) -> list[str]:
+    return [ln.strip() for ln in out.splitlines() if ln.startswith("  ran ")]
+
+
+@LONG
+class TestTheExample:
+    def test_crash_then_rerun_runs_only_what_was_in_flight_and_answers_the_same(
+        self, tmp_path: Path
+    ) -> None:
+        whole = python([str(EXAMPLE), "--db", "j.db"], tmp_path / "whole")
+        assert whole.returncode == 0, whole.stderr[-3000:]
+        crashed = python([str(EXAMPLE), "--crash", "--db", "j.db"], tmp_path / "crashed")
+        assert crashed.returncode == -9, crashed.stderr[-3000:]
+        assert "-- SIGKILL inside the tool call --" in crashed.stdout
+        resumed = python([str(EXAMPLE), "--db", "j.db"], tmp_path / "crashed")
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert ran(crashed.stdout) + ran(resumed.stdout)[1:] == ran(whole.stdout)
+        assert ran(resumed.stdout) == [
+            "ran tool  word_count('Draft: WAL keeps readers and a'...)",
+            "ran model Writer (after 1 tool results)",
+        ]
+        answer = [ln for ln in whole.stdout.splitlines() if ln.startswith(("report:", "tokens:"))]
+        assert answer == [
+            ln for ln in resumed.stdout.splitlines() if ln.startswith(("report:", "tokens:"))
+        ]
+        assert answer[0] == "report: Report: WAL keeps readers and a writer apart (8 words)."
+
+
+BLOCK_START = "from letitloop.adapters.crewai import CrewAIDurabilityHandler"
+
+
+def crewai_block(text: str) -> str:
+    """The fenced python block of ``text`` that starts with BLOCK_START."""
+    found = re.findall(r"```python\n(.*?)```", text, re.S)
+    (block,) = [b for b in found if b.startswith(BLOCK_START)]
+    return str(block)
+
+
+@LONG
+class TestTheDocsBlock:
+    def test_readme_and_docs_show_the_same_block_and_it_runs_on_the_examples_crew(
+        self, tmp_path: Path
+    ) -> None:
+        block = crewai_block((ROOT / "README.md").read_text(encoding="utf-8"))
+        assert block == crewai_block((ROOT / "docs" / "adapters.md").read_text(encoding="utf-8"))
+        program = tmp_path / "block.py"
+        program.write_text(
+            f"import sys\nsys.path.insert(0, {str(EXAMPLE.parent)!r})\n"
+            "from crewai_resume import build_crew\nmy_crew = build_crew()\n"
+            + block
+            + "assert result.raw.startswith('Report: WAL'), result.raw\n",
+            encoding="utf-8",
+        )
+        done = python([str(program)], tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        shown = subprocess.run(
+            [sys.executable, "-m", "letitloop", "show", "research_crew"],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+        assert "state     completed; 1 attempt" in shown.stdout, shown.stdout + shown.stderr
