@@ -82,7 +82,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "command line and adapters",
         # cli/ and runtext/ are packages: their modules share this layer, and
         # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
-        {"cli", "render", "runtext", "demo", "__main__", "adapters"},
+        {"cli", "render", "runtext", "demo", "__main__", "adapters", "web"},
     ),
     ("the public names", {"__init__"}),
 ]
@@ -104,7 +104,11 @@ CODEC_ORDER = [
 
 #: The command line's own modules, bottom up: shared options, completion, one
 #: module per family of commands, then the group that adds them.
-CLI_ORDER = ["params", "completion", "reading", "changing", "control", "running", "__init__"]
+CLI_ORDER = ["params", "completion", "ui", "reading", "changing", "control", "running", "__init__"]
+
+#: The web view's own modules (``lil ui``), bottom up: what a page shows, the pages as HTML,
+#: the app, its server.
+WEB_ORDER = ["views", "pages", "app", "server", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
 RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
@@ -275,6 +279,7 @@ class TestTheCodecPackage:
 ORDERED_PACKAGES = {
     "cli": CLI_ORDER,
     "runtext": RUNTEXT_ORDER,
+    "web": WEB_ORDER,
     "inspection": INSPECTION_ORDER,
     "maintenance": MAINTENANCE_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
@@ -306,7 +311,7 @@ class TestTheOrderedPackages:
 
 #: The modules that read and change runs from outside them (``lil`` and its library), which
 #: reach a journal through an ``Inspector`` only (docs/architecture.md, "Inspection").
-OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control")
+OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control", "web.")
 
 #: The SQLite implementation of the Inspector: the only ones of them that speak SQL.
 SQLITE_INSPECTOR = {"inspection.sqlite_inspector", "inspection.journalfile"}

@@ -6,7 +6,7 @@ never a traceback; an unexpected one is one line too, saying how to see its
 traceback (:data:`TRACEBACK_ENV`), with exit status 70. The commands are in
 one module per family: ``reading`` (runs, show, export), ``changing``
 (reset, fork, gc, upgrade), ``control`` (send, cancel) and ``running``
-(watch, demo); their shared options in ``params``, shell completion in
+(watch, demo), and ``ui`` (the web view); their shared options in ``params``, shell completion in
 ``completion``. Recorded text is printed only through
 :mod:`letitloop.render`, which makes it safe for a terminal.
 """
@@ -25,6 +25,7 @@ from .changing import fork, gc, reset, upgrade
 from .control import cancel, send
 from .reading import export, runs, show
 from .running import demo, watch
+from .ui import ui
 
 __all__ = [
     "INTERNAL_ERROR_STATUS",
@@ -42,6 +43,7 @@ __all__ = [
     "runs",
     "send",
     "show",
+    "ui",
     "upgrade",
     "watch",
 ]
@@ -149,7 +151,7 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 
 
 # The commands, one module per family; each is a plain click command until added here.
-for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo):
+for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo, ui):
     cli.add_command(_command)
 
 
