@@ -28,6 +28,9 @@ def serve(path: str | Path | None, host: str, port: int, *, open_browser: bool =
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # Listening before the address is printed: a browser (or a test) that connects at
+    # once waits in the backlog until uvicorn accepts, rather than being refused.
+    sock.listen(2048)
     port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}/"

@@ -122,6 +122,19 @@ class Mark:
     note: str = ""
 
 
+#: An attempt's badge by how it ended: the ones its process did not survive stand out.
+OUTCOME_BADGES = {
+    "died": ("crashed", "killed"),
+    "resumed": ("crashed, then resumed", "killed"),
+    "interrupted": ("interrupted", "killed"),
+    "failed": ("failed", "failed"),
+    "completed": ("completed", "completed"),
+    "running": ("running", "running"),
+    "cancelled": ("cancelled", "cancelled"),
+    "waiting": ("waiting", "waiting"),
+}
+
+
 @dataclass
 class Attempt:
     number: int
@@ -130,6 +143,11 @@ class Attempt:
     outcome: str | None
     marks: list[Mark] = field(default_factory=list)
     counts: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def badge(self) -> tuple[str, str] | None:
+        """The outcome's word and its badge's class."""
+        return OUTCOME_BADGES.get(self.outcome or "")
 
 
 def label_of(r: RowInfo, run: RunInfo) -> str:

@@ -9,7 +9,7 @@
   if (live) {
     let stamp = live.dataset.stamp;
     let busy = false;
-    // Every 400 ms: a page changes within a second of the journal (the fragment's own
+    // Every 250 ms: a page changes within a second of the journal (the fragment's own
     // round trip included), and an unchanged run costs one small request (204).
     setInterval(async function () {
       if (busy || document.hidden) return;
@@ -28,7 +28,7 @@
       } finally {
         busy = false;
       }
-    }, 400);
+    }, 250);
   }
 
   const links = () => Array.from(document.querySelectorAll("a.run-link"));
