@@ -24,13 +24,13 @@ from ..runtext.words import ending, in_flight, pause_text, quoted, usage_text, w
 PREVIEW_CHARS = 4_000
 
 #: The most steps one run page lists; more are paged (``?page=``).
-STEPS_PER_PAGE = 1_000
+STEPS_PER_PAGE = 200
 
 #: The most runs one runs page lists; more are paged (``?offset=``).
 RUNS_PER_PAGE = 50
 
 #: The timeline of an attempt draws one mark per step up to this many, then counts only.
-TIMELINE_MARKS = 2_000
+TIMELINE_MARKS = 300
 
 #: How each label of the timeline and the steps' table is drawn (the CSS class is the label).
 LABELS = (
