@@ -137,6 +137,12 @@ class TestRecordedTextIsShownAsText:
         assert "\x1b" not in html and "\x07" not in html
         assert "\\u001b[31mred" in html and "\\ud800" in html
         assert ESCAPES not in html and SURROGATE not in html
+        failed = client(db).get("/runs/hostile-error")  # an error and a traceback: not JSON
+        assert failed.status_code == 200
+        html = failed.content.decode("utf-8")
+        assert "\x1b" not in html and "\x07" not in html and "<script>window" not in html
+        assert html.count("&lt;script&gt;window.pwned = 1&lt;/script&gt;\\x1b[31mred") >= 2
+        assert "\\ud800 a pair" in html
 
     def test_a_5_mb_result_is_cut_on_the_run_page_and_whole_on_its_own(
         self, hostile_db: tuple[Path, str]
@@ -250,3 +256,23 @@ class TestExportingARunAsOnePage:
         assert "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in html
         assert "\\ud800" in html and "\x1b" not in html
         assert SCRIPT not in html and IMG not in html
+
+
+class TestARunWaitingForOutsideInput:
+    def test_its_page_shows_the_lil_send_command_that_answers_it(self, db: Path) -> None:
+        with pytest.raises(SystemExit), Journal("deploy", path=db) as j:  # RunWaiting
+            j.step("plan", lambda: "the plan")
+            j.wait_for("approval", stop_after=0)
+        html = client(db).get("/runs/deploy").text
+        assert '<span class="badge waiting" id="state">waiting</span>' in html
+        command = re.search(r'<code class="send">([^<]+)</code>', html)
+        assert command is not None
+        argv = command.group(1).split()
+        assert argv[:2] == ["lil", "send"] and argv[3:] == ["approval", "VALUE"]
+        sent = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(db), *argv[1:-1], "true"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert sent.returncode == 0, sent.stderr

@@ -117,9 +117,19 @@ SURROGATE = "half \ud800 a pair"
 BIG = 5 * 1024 * 1024
 
 
+def failing(text: str) -> None:
+    raise RuntimeError(text)
+
+
 def hostile(db: Path) -> str:
-    """A completed run whose name, keys, results and a failed try's error are hostile; one
-    result is 5 MB. Its id."""
+    """A completed run whose name, keys and results are hostile, one result 5 MB (its id is
+    returned); and a failed run of goal ``hostile-error`` whose step raised an error holding
+    terminal escapes and a lone surrogate (its error and traceback are text, not JSON)."""
+    try:
+        with Journal("hostile-error", path=db) as j:
+            j.step("raises", failing, f"{SCRIPT}{ESCAPES}{SURROGATE}")
+    except RuntimeError:
+        pass
     with Journal("hostile", path=db, run=f"{SCRIPT}{IMG}") as j:
         j.step(SCRIPT, lambda: {"html": SCRIPT, "img": IMG, "href": LINK})
         j.step(IMG, lambda: ESCAPES)
