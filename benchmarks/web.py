@@ -149,7 +149,7 @@ def main() -> None:
             ),
             (f"runs page of {args.runs:,} runs, goal filter", "/?goal=many"),
             (
-                f"runs page of {args.runs:,} runs, state crashed (none: reads every lock)",
+                f"runs page of {args.runs:,} runs, state filter (crashed: none here)",
                 "/?status=crashed",
             ),
             (f"runs page of {args.runs:,} runs, name glob", "/?name=run-99*"),
