@@ -276,3 +276,51 @@ class TestARunWaitingForOutsideInput:
             timeout=60,
         )
         assert sent.returncode == 0, sent.stderr
+
+
+WATCHED = """
+import os, signal, sys
+from letitloop import Journal
+
+with Journal("watched", path=sys.argv[1]) as j:
+    j.step("first", lambda: 1)
+    if os.environ.get("LETITLOOP_ATTEMPT") == "1":
+        os.kill(os.getpid(), signal.SIGKILL)  # the first process dies here
+    j.step("second", lambda: 2)
+"""
+
+
+class TestARunRestartedByLilWatch:
+    def test_its_page_shows_the_restarts_and_their_exit_causes(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        script = tmp_path / "watched.py"
+        script.write_text(WATCHED, encoding="utf-8")
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "letitloop",
+                "--db",
+                str(db),
+                "watch",
+                "--backoff",
+                "0",
+                "--jitter",
+                "0",
+                str(script),
+                str(db),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        html = client(db).get("/runs/watched").text
+        events = html[html.index("<h2>supervisor restarts</h2>") :]
+        cells = re.findall(r"<tr>(.*?)</tr>", events, re.DOTALL)
+        exits = [c for c in cells if "<td>exit</td>" in c]
+        assert len(exits) == 2, events
+        assert "exit 137" in exits[0] and "SIGKILL" in exits[0]
+        assert "exit 0" in exits[1]
+        first = html[html.index('data-attempt="1"') : html.index('data-attempt="2"')]
+        assert "lil watch saw exit 137 (SIGKILL)" in first
