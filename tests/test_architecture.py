@@ -88,7 +88,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "command line and adapters",
         # cli/ and runtext/ are packages: their modules share this layer, and
         # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
-        {"cli", "render", "runtext", "demo", "__main__", "adapters", "mcp"},
+        {"cli", "render", "runtext", "demo", "__main__", "adapters", "mcp", "web"},
     ),
     ("the public names", {"__init__"}),
 ]
@@ -113,6 +113,7 @@ CODEC_ORDER = [
 CLI_ORDER = [
     "params",
     "completion",
+    "ui",
     "reading",
     "changing",
     "control",
@@ -120,6 +121,10 @@ CLI_ORDER = [
     "serving",
     "__init__",
 ]
+
+#: The web view's own modules (``lil ui``), bottom up: what a page shows, the pages as HTML,
+#: the app, its server.
+WEB_ORDER = ["views", "pages", "app", "server", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
 RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
@@ -382,6 +387,7 @@ class TestTheCodecPackage:
 ORDERED_PACKAGES = {
     "cli": CLI_ORDER,
     "runtext": RUNTEXT_ORDER,
+    "web": WEB_ORDER,
     "inspection": INSPECTION_ORDER,
     "maintenance": MAINTENANCE_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
@@ -417,7 +423,7 @@ class TestTheOrderedPackages:
 
 #: The modules that read and change runs from outside them (``lil`` and its library), which
 #: reach a journal through an ``Inspector`` only (docs/architecture.md, "Inspection").
-OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control")
+OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control", "web.")
 
 #: The SQLite implementation of the Inspector: the only ones of them that speak SQL.
 SQLITE_INSPECTOR = {"inspection.sqlite_inspector", "inspection.journalfile"}

@@ -6,8 +6,9 @@ never a traceback; an unexpected one is one line too, saying how to see its
 traceback (:data:`TRACEBACK_ENV`), with exit status 70. The commands are in
 one module per family: ``reading`` (runs, show, export), ``changing``
 (reset, fork, gc, upgrade), ``control`` (send, cancel), ``running``
-(watch, demo) and ``serving`` (mcp); their shared options in ``params``,
-shell completion in ``completion``. Recorded text is printed only through
+(watch, demo), ``serving`` (mcp) and ``ui`` (the web view); their shared
+options in ``params``, shell completion in ``completion``. Recorded text is
+printed only through
 :mod:`letitloop.render`, which makes it safe for a terminal.
 """
 
@@ -27,6 +28,7 @@ from .params import DB_PATH
 from .reading import export, runs, show
 from .running import demo, watch
 from .serving import mcp_command
+from .ui import ui
 
 __all__ = [
     "INTERNAL_ERROR_STATUS",
@@ -45,6 +47,7 @@ __all__ = [
     "runs",
     "send",
     "show",
+    "ui",
     "upgrade",
     "watch",
 ]
@@ -152,7 +155,7 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 
 
 # The commands, one module per family; each is a plain click command until added here.
-for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo):
+for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo, ui):
     cli.add_command(_command)
 cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
 

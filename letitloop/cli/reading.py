@@ -213,10 +213,11 @@ def show(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["json", "ndjson", "jsonl"]),
+    type=click.Choice(["json", "ndjson", "jsonl", "html"]),
     default="json",
     show_default=True,
-    help="One JSON document, or one JSON record per line (ndjson and jsonl are the same).",
+    help="One JSON document, or one JSON record per line (ndjson and jsonl are the same), "
+    "or the run's web page as one self-contained HTML file (needs letitloop[ui]).",
 )
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="The same as --format jsonl.")
 @db_option
@@ -233,19 +234,30 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
     --format jsonl (or ndjson) gives the same document as one record per
     line, nothing left out: the "run", then a "row", "try", "attempt" and
     "supervisor_event" per item, then the run's "usage" totals.
+    --format html gives the run's `lil ui` page as one file to attach to a
+    bug report: styles inline, no script, every value whole.
 
     \b
     Examples:
       lil export 01JD7X3K9QF4ZC2M8N6P0RTVWY > run.json
       lil export customer_sync --jsonl | jq -c 'select(.record == "row")'
+      lil export customer_sync --format html > run.html
     """
     from .. import render
     from ..inspection import export_records, export_run, find_run
 
+    if fmt == "html":
+        from .ui import ui_modules
+
+        ui_modules()
     journal = open_journal(ctx)
     try:
         run = find_run(journal, ref)
-        if fmt == "json" and not as_jsonl:
+        if fmt == "html" and not as_jsonl:
+            from ..web.pages import standalone_run
+
+            click.echo(render.safe(standalone_run(journal, run), block=True))
+        elif fmt == "json" and not as_jsonl:
             render.echo_json(export_run(journal, run))
         else:
             render.echo_jsonl(export_records(journal, run))

@@ -1,0 +1,46 @@
+"""``lil ui``'s server: uvicorn serving :func:`letitloop.web.app.create_app` on one socket."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import webbrowser
+from pathlib import Path
+
+import uvicorn
+
+from ..inspection import open_inspector
+from .app import LOOPBACK_NAMES, create_app
+
+
+def serve(path: str | Path | None, host: str, port: int, *, open_browser: bool = False) -> None:
+    """Serve the journal at ``path`` until interrupted (Ctrl-C, SIGTERM).
+
+    The journal is checked first (a missing file is one error, before anything listens).
+    ``port`` 0 takes a free port; the first line printed is the address, with the real
+    port (``lil ui: http://127.0.0.1:8765/ …``), which scripts and tests read.
+    """
+    journal = open_inspector(path)
+    where = journal.path
+    journal.close()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    # Listening before the address is printed: a browser (or a test) that connects at
+    # once waits in the backlog until uvicorn accepts, rather than being refused.
+    sock.listen(2048)
+    port = sock.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{port}/"
+    hosts = LOOPBACK_NAMES if host in LOOPBACK_NAMES else ["*"]
+    app = create_app(where, allowed_hosts=hosts)
+    # Access logs off: a run id in every line says nothing the page does not.
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    print(f"lil ui: {url} serving {where} read-only; Ctrl-C stops", flush=True)
+    if open_browser:
+        threading.Timer(0.5, webbrowser.open, (url,)).start()
+    server.run(sockets=[sock])
+    sys.stdout.flush()

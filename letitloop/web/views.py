@@ -1,0 +1,347 @@
+"""What the web pages show, as plain values: a run's steps with how each ended, its attempts
+as a timeline, its values pretty-printed and cut to a size a browser shows at once.
+
+No HTML here (that is the templates', which escape everything) and no journal access (the
+pages read :mod:`letitloop.inspection`, as ``lil`` does): a :class:`~letitloop.inspection.
+RunDetail` in, dicts and lists out. The words come from :mod:`letitloop.runtext.words`, so
+the browser and the terminal say the same thing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import render
+from ..inspection import RowInfo, RunDetail, RunInfo, TryInfo, decode_result
+from ..runtext.words import ending, in_flight, pause_text, quoted, usage_text, watch_label
+
+#: The most characters of one value (a result, an input, a traceback) a page shows inline;
+#: the rest is one click away on the step's own page. A 5 MB result would otherwise make a
+#: 10 MB page the browser lays out before anything else can be read.
+PREVIEW_CHARS = 4_000
+
+#: The most steps one run page lists; more are paged (``?page=``).
+STEPS_PER_PAGE = 200
+
+#: The most runs one runs page lists; more are paged (``?offset=``).
+RUNS_PER_PAGE = 50
+
+#: The timeline of an attempt draws one mark per step up to this many, then counts only.
+TIMELINE_MARKS = 300
+
+#: How each label of the timeline and the steps' table is drawn (the CSS class is the label).
+LABELS = (
+    "ran",
+    "replayed",
+    "copied",
+    "failed",
+    "retried",
+    "in flight",
+    "killed",
+    "sleeping",
+    "waiting",
+    "retrying",
+    "cancelled",
+)
+
+
+def shown(value: Any) -> str:
+    """Recorded text made safe to show: control characters, lone surrogates and bidi controls
+    as visible escapes (:func:`letitloop.render.safe`), newlines kept. HTML escaping is the
+    templates' (autoescape); this is the other half, so every value gets both."""
+    return render.safe(value if isinstance(value, str) else str(value), block=True)
+
+
+@dataclass
+class Value:
+    """A value as a page shows it: its text (pretty JSON, or what is wrong with it), cut."""
+
+    text: str
+    cut: int = 0
+    """Characters left out (0: whole)."""
+    damaged: str | None = None
+
+
+def pretty(stored: str | None) -> Value | None:
+    """A stored codec JSON text decoded and indented, cut to :data:`PREVIEW_CHARS`."""
+    if stored is None:
+        return None
+    if len(stored) > 4 * PREVIEW_CHARS:
+        # Decoding and indenting 5 MB to show its first 4 KB is wasted work: show the stored
+        # text's start instead, as stored (still the journal's JSON).
+        return Value(stored[:PREVIEW_CHARS], len(stored) - PREVIEW_CHARS)
+    value, damage = decode_result(stored)
+    if damage is not None:
+        return Value(stored[:PREVIEW_CHARS], max(0, len(stored) - PREVIEW_CHARS), damage)
+    return clipped(render.json_text(value))
+
+
+def full(stored: str | None) -> Value | None:
+    """A stored value decoded and indented, whole (a step's own page)."""
+    if stored is None:
+        return None
+    value, damage = decode_result(stored)
+    if damage is not None:
+        return Value(stored, 0, damage)
+    return Value(render.json_text(value))
+
+
+def clipped(text: str, limit: int = PREVIEW_CHARS) -> Value:
+    if len(text) <= limit:
+        return Value(text)
+    return Value(text[:limit], len(text) - limit)
+
+
+@dataclass
+class Step:
+    """A row of a run as its page lists it."""
+
+    n: int
+    row: RowInfo
+    label: str
+    """One of :data:`LABELS`: how the row stands (see :func:`label_of`)."""
+    replayed: int
+    """How many times later attempts got its result back from the journal."""
+    took: str
+    tokens: str
+    cost: str
+    result: Value | None
+    error: Value | None
+    traceback: Value | None
+
+
+@dataclass
+class Mark:
+    """One step on an attempt's timeline: its key and how it went in that attempt."""
+
+    key: str
+    label: str
+    note: str = ""
+
+
+#: An attempt's badge by how it ended: the ones its process did not survive stand out.
+OUTCOME_BADGES = {
+    "died": ("crashed", "killed"),
+    "resumed": ("crashed, then resumed", "killed"),
+    "interrupted": ("interrupted", "killed"),
+    "failed": ("failed", "failed"),
+    "completed": ("completed", "completed"),
+    "running": ("running", "running"),
+    "cancelled": ("cancelled", "cancelled"),
+    "waiting": ("waiting", "waiting"),
+}
+
+
+@dataclass
+class Attempt:
+    number: int
+    head: str
+    ending: str
+    outcome: str | None
+    marks: list[Mark] = field(default_factory=list)
+    counts: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def badge(self) -> tuple[str, str] | None:
+        """The outcome's word and its badge's class."""
+        return OUTCOME_BADGES.get(self.outcome or "")
+
+
+def label_of(r: RowInfo, run: RunInfo) -> str:
+    """How a row stands: ran, failed, in flight (a live process is in it), killed (its
+    attempt's process died in it), sleeping, waiting, retrying, cancelled; copied for a row
+    a fork copied from its source."""
+    if r.status == "running":
+        live = any(f.key == r.key and f.live for f in run.in_flight)
+        return "in flight" if live else "killed"
+    if r.status in ("sleeping", "waiting", "retrying"):
+        return "cancelled" if run.state == "cancelled" else r.status
+    if r.status == "failed":
+        return "failed"
+    if r.attempt == 0:
+        return "copied"
+    return "ran"
+
+
+def replay_counts(detail: RunDetail, replays: list[Any]) -> Counter[str]:
+    """How many times each key was got back by replay (``step_replays``' records)."""
+    counts: Counter[str] = Counter()
+    for keys in replays:
+        if isinstance(keys, list):  # a damaged record counts nothing
+            counts.update(k for k in keys if isinstance(k, str))
+    return counts
+
+
+def steps(detail: RunDetail, replays: Counter[str], first: int, count: int) -> list[Step]:
+    """The rows ``first`` to ``first + count`` (0-based) as the page lists them."""
+    run = detail.run
+    out = []
+    for i, r in enumerate(detail.rows[first : first + count], first + 1):
+        took = r.duration_ms / 1000 if isinstance(r.duration_ms, (int, float)) else None
+        tokens = None
+        if r.input_tokens is not None or r.output_tokens is not None:
+            tokens = (r.input_tokens or 0) + (r.output_tokens or 0)
+        out.append(
+            Step(
+                n=i,
+                row=r,
+                label=label_of(r, run),
+                replayed=replays.get(r.key, 0) if r.kind == "step" else 0,
+                took=render.duration(took),
+                tokens="-" if tokens is None else f"{tokens:,}",
+                cost=render.money(r.cost),
+                result=pretty(r.result) if r.status != "failed" else None,
+                error=clipped(r.error) if r.error else None,
+                traceback=clipped(r.traceback) if r.traceback else None,
+            )
+        )
+    return out
+
+
+def _try_label(t: TryInfo) -> str:
+    if t.ended == "crashed":
+        return "killed"
+    return "retried" if t.next_at else "failed"
+
+
+def attempts(detail: RunDetail, replays: Counter[str]) -> list[Attempt]:
+    """The run's attempts, each with its timeline: the calls it made, in journal order, and
+    how each went (its failed tries first, then its rows)."""
+    run = detail.run
+    by_attempt: dict[int, list[Mark]] = {}
+    for t in detail.tries:
+        note = f"try {t.number}: {render.one_line(t.error)}"
+        by_attempt.setdefault(t.attempt, []).append(Mark(t.key, _try_label(t), note))
+    for r in detail.rows:
+        label = label_of(r, run)
+        by_attempt.setdefault(r.attempt, []).append(Mark(r.key, label))
+    out = []
+    for a in detail.attempts:
+        watch = watch_label(a)
+        head = f"attempt {a.attempt} · pid {a.pid} on {a.host}" + (f" · {watch}" if watch else "")
+        marks = by_attempt.get(a.attempt, [])
+        counts = Counter(m.label for m in marks)
+        out.append(
+            Attempt(
+                a.attempt,
+                head,
+                ending(a),
+                a.outcome,
+                marks[:TIMELINE_MARKS],
+                [(label, counts[label]) for label in LABELS if counts[label]],
+            )
+        )
+    if 0 in by_attempt:  # a fork's copied rows: no attempt of this run wrote them
+        marks = by_attempt[0]
+        out.insert(
+            0,
+            Attempt(0, "copied from the run this one was forked from", "", None, marks, []),
+        )
+    return out
+
+
+def state_text(run: RunInfo) -> str:
+    """The run's state and what it is doing, as ``lil show`` says it."""
+    if run.state == "running":
+        now = [in_flight(f) for f in run.in_flight if f.live]
+        return f"running — held by pid {run.holder_pid} on {run.holder_host}" + (
+            f", {now[0]}" if now else ""
+        )
+    if run.state == "crashed":
+        died = run.died_in
+        where = f" {in_flight(died)}" if died else ""
+        return f"crashed — its last process (pid {run.holder_pid} on {run.holder_host}) died{where}"
+    if run.state == "pending":
+        return "pending — a fork no process has opened yet"
+    if run.state == "waiting":
+        return "waiting — it stopped to wait for outside input; no process holds it"
+    return run.state
+
+
+def pauses(run: RunInfo) -> list[str]:
+    return [pause_text(p, run) for p in run.pauses]
+
+
+def send_commands(run: RunInfo) -> list[str]:
+    """For a run waiting for outside input: the ``lil send`` command that answers each wait."""
+    if run.state not in ("waiting", "running", "crashed"):
+        return []
+    return [
+        quoted("lil", "send", run.id, p.key.split("#")[0], "VALUE")
+        for p in run.pauses
+        if p.status == "waiting"
+    ]
+
+
+def run_summary(detail: RunDetail) -> dict[str, Any]:
+    """The run's head: state, times, progress, usage and saved by replay, input and result."""
+    run = detail.run
+    return {
+        "state": state_text(run),
+        "pauses": pauses(run),
+        "send": send_commands(run),
+        "started": render.local_time(run.started_at),
+        "finished": render.local_time(run.finished_at) if run.finished_at else None,
+        "took": render.duration(run.duration_s),
+        "progress": (
+            f"{run.steps_done:,} of {detail.previous_steps:,} steps (the previous completed "
+            f"run with the same input)"
+            if detail.previous_steps
+            else f"{render.counted(run.steps_done, 'step')} done"
+        ),
+        "usage": usage_text(detail.usage) if detail.usage.steps else None,
+        "saved": usage_text(detail.replayed) if detail.replayed.steps else None,
+        "input": pretty(run.input_json),
+        "result": pretty(detail.result_json) if run.status == "completed" else None,
+        "error": clipped(run.error) if run.error else None,
+        "error_is_earlier": run.error_is_earlier,
+    }
+
+
+def run_cells(run: RunInfo) -> dict[str, str]:
+    """A run as a line of the runs page."""
+    tokens = None
+    if run.input_tokens is not None or run.output_tokens is not None:
+        tokens = (run.input_tokens or 0) + (run.output_tokens or 0)
+    doing = ""
+    died = run.died_in
+    if died is not None:
+        doing = f"attempt {run.attempts} died {in_flight(died)}"
+    elif run.state == "running":
+        doing = next((in_flight(f) for f in run.in_flight if f.live), "")
+    elif run.pauses:
+        doing = pause_text(run.pauses[0], run)
+    return {
+        "steps": f"{run.steps_done:,}"
+        + (f" ({run.steps_failed:,} failed)" if run.steps_failed else ""),
+        "took": render.duration(run.duration_s),
+        "tokens": "-" if tokens is None else f"{tokens:,}",
+        "cost": render.money(run.cost),
+        "started": render.local_time(run.started_at),
+        "doing": doing,
+    }
+
+
+def event_cells(e: dict[str, Any]) -> list[str]:
+    """A ``lil watch`` event as the supervisor's table shows it."""
+    how = []
+    if e.get("exit_code") is not None:
+        how.append(f"exit {e['exit_code']}")
+    if e.get("signal"):
+        how.append(str(e["signal"]))
+    return [
+        render.local_time(e.get("at")),
+        str(e.get("event")),
+        str(e.get("attempt")),
+        " ".join(how),
+        render.one_line(str(e.get("message") or "")),
+    ]
+
+
+def stamp(run: RunInfo) -> str:
+    """What changes whenever the run's page would: its recorded state and signs of life."""
+    # repr escapes what UTF-8 cannot hold (a lone surrogate in an error), so it encodes.
+    return hashlib.sha1(repr(run).encode()).hexdigest()[:16]
