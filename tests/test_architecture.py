@@ -168,6 +168,10 @@ LANGGRAPH_ORDER = [
     "__init__",
 ]
 
+#: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
+#: backend), the durable wait, the capability that installs both.
+PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
+
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
@@ -361,6 +365,7 @@ ORDERED_PACKAGES = {
     "inspection": INSPECTION_ORDER,
     "maintenance": MAINTENANCE_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
+    "adapters.pydantic_ai": PYDANTIC_AI_ORDER,
     "mcp": MCP_ORDER,
 }
 
