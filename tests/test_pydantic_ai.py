@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import spawn_python, wait_until, write_script
+from helpers import run_python, spawn_python, wait_until, write_script
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
@@ -198,3 +198,74 @@ class TestAnAgentKilledInsideACall:
         assert tokens[1::2] == [(None, None), (None, None)]  # tool calls report none
         text = lil("show", resumed.result["run"], "--db", str(resumed.db)).stdout
         assert "reported by 3 steps" in text
+
+
+DESK = """
+    import asyncio, json, os, sys
+
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import RequestInput
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from letitloop.adapters.pydantic_ai import LetItLoopDurability
+
+    LOG = os.environ["AGENT_LOG"]
+
+
+    def note(line):
+        with open(LOG, "a") as f:
+            f.write(line + "\\n")
+
+
+    def model(messages, info):
+        done = [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        note(f"model {len(done)}")
+        if not done:
+            call = ToolCallPart("refund", {"order": 7, "amount": 30}, tool_call_id="call-1")
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart(f"done: {done[0]}")])
+
+
+    def ask(ctx, requests, token):
+        note(f"ask {token}")  # hand the token to a person; they answer with lil send
+
+
+    durable = LetItLoopDurability(goal="desk", path=sys.argv[1], stop_after=0.2)
+    approval = RequestInput(ask, name="refund_approval")
+    agent = Agent(FunctionModel(model), name="desk", capabilities=[durable, approval])
+
+
+    @agent.tool_plain(requires_approval=True)
+    def refund(order: int, amount: int) -> str:
+        note("tool refund")
+        return f"refunded {amount} on order {order}"
+
+
+    result = asyncio.run(agent.run("Refund order 7"))
+    print(json.dumps({"output": result.output}))
+"""
+
+
+class TestAnAgentWaitingForAnApproval:
+    def test_it_stops_and_a_rerun_continues_with_the_answer_sent(self, tmp_path: Path) -> None:
+        script = write_script(tmp_path, "desk.py", DESK)
+        db, log = tmp_path / "journal.db", tmp_path / "calls.log"
+        env = {"AGENT_LOG": str(log)}
+        stopped = run_python(script, str(db), env=env)
+        assert stopped.returncode == 75, stopped.stderr  # RunWaiting: the process left
+        assert "lil send" in stopped.stderr
+        runs = lil("runs", "--db", str(db))
+        assert "waiting for 'refund_approval'" in runs.stdout, runs.stdout
+        sent = lil(
+            "send", "desk", "refund_approval", '{"approvals": {"call-1": true}}', "--db", str(db)
+        )
+        assert sent.returncode == 0, sent.stderr
+        resumed = run_python(script, str(db), env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert json.loads(resumed.stdout)["output"] == "done: refunded 30 on order 7"
+        calls = lines(log)
+        # Asked once (the token and the answer are recorded), the model's first
+        # request replayed, the approved tool run once, after the answer.
+        assert [c.split()[0] for c in calls] == ["model", "ask", "tool", "model"]
+        assert calls[1].startswith("ask 0") and calls[1].endswith(" refund_approval")

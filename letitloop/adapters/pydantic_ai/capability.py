@@ -30,7 +30,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 
 from ...journal import Journal, current_journal
 from .units import AgentRun, LetItLoopBackend, active_run
-from .waiter import JournalWaiter
+from .waiter import JournalWaiter, StoppedToWait
 
 #: Agent runs started so far in each open journal (a replay-stable run_id).
 _runs_started: weakref.WeakKeyDictionary[Journal, int] = weakref.WeakKeyDictionary()
@@ -130,5 +130,8 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
             waiter = JournalWaiter(run, stop_after=self.stop_after)
             with replay_scope(), external_event_scope(waiter):
                 return await super().wrap_run(ctx, handler=handler)
+        except StoppedToWait as stopped:
+            # Out of the agent run's graph tasks: now the journal sees RunWaiting.
+            raise stopped.run_waiting from None
         finally:
             active_run.reset(token)

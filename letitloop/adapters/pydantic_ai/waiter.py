@@ -17,7 +17,23 @@ from pydantic import JsonValue
 from pydantic_ai.durable_exec import ExternalEventError, ExternalEventWaiter
 
 from ...errors import WaitTimeoutError
+from ...waits import RunWaiting
 from .units import AgentRun
+
+
+class StoppedToWait(Exception):
+    """Carries ``RunWaiting`` out of the agent run as an ordinary exception.
+
+    Pydantic AI runs a tool's and ``ask``'s sync code in AnyIO worker threads;
+    a ``SystemExit`` raised deep inside the agent run's tasks left such a thread
+    waiting for work, and the process never exited (measured: it hung in
+    ``threading._shutdown``). The capability re-raises ``run_waiting`` once
+    the agent run's tasks are done.
+    """
+
+    def __init__(self, run_waiting: RunWaiting) -> None:
+        super().__init__(str(run_waiting))
+        self.run_waiting = run_waiting
 
 
 class JournalWaiter(ExternalEventWaiter):
@@ -55,4 +71,6 @@ class JournalWaiter(ExternalEventWaiter):
             )
         except WaitTimeoutError as exc:
             raise ExternalEventError(str(exc)) from exc
+        except RunWaiting as stop:
+            raise StoppedToWait(stop) from None
         return value
