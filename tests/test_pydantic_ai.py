@@ -269,3 +269,26 @@ class TestAnAgentWaitingForAnApproval:
         # request replayed, the approved tool run once, after the answer.
         assert [c.split()[0] for c in calls] == ["model", "ask", "tool", "model"]
         assert calls[1].startswith("ask 0") and calls[1].endswith(" refund_approval")
+
+
+class TestTheCookbook:
+    def test_its_crash_replays_what_returned_and_runs_the_killed_tool_again(self) -> None:
+        done = subprocess.run(
+            [sys.executable, "examples/pydantic_ai_resume.py", "--crash"],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "answer: Oslo: snow in Oslo, 09:00" in done.stdout
+        out = done.stdout.splitlines()
+        ran = [line.split(": ", 1)[1] for line in out if line.startswith("pid ")]
+        assert ran == [
+            "model request 1",
+            "tool weather",
+            "model request 2",
+            "tool clock",  # killed inside
+            "tool clock",  # the second process: only the interrupted call again
+            "model request 3",
+        ]
