@@ -25,6 +25,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from .capability import LetItLoopDurability
 from .units import LetItLoopBackend
-from .waiter import JournalWaiter
+from .waiter import JournalWaiter, StoppedToWait
 
-__all__ = ["JournalWaiter", "LetItLoopBackend", "LetItLoopDurability"]
+__all__ = ["JournalWaiter", "LetItLoopBackend", "LetItLoopDurability", "StoppedToWait"]
