@@ -9,6 +9,7 @@ across processes, outside the journal.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -292,3 +293,52 @@ class TestTheCookbook:
             "tool clock",  # the second process: only the interrupted call again
             "model request 3",
         ]
+
+
+class TestAnAgentRunOutsideAJournal:
+    def test_it_runs_as_usual_and_journals_nothing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from pydantic_ai import Agent
+        from pydantic_ai.models.test import TestModel
+
+        from letitloop.adapters.pydantic_ai import LetItLoopDurability
+
+        monkeypatch.chdir(tmp_path)
+        ran: list[int] = []
+        agent = Agent(TestModel(), name="plain", capabilities=[LetItLoopDurability()])
+
+        @agent.tool_plain
+        def lookup(order: int) -> str:
+            ran.append(order)
+            return "shipped"
+
+        assert agent.run_sync("Where is my order?").output == '{"lookup":"shipped"}'
+        assert agent.run_sync("Where is my order?").output == '{"lookup":"shipped"}'
+        assert len(ran) == 2  # nothing replayed: no journal
+        assert not (tmp_path / ".letitloop").exists()
+
+    def test_with_a_goal_it_opens_a_journal_for_the_run(self, tmp_path: Path) -> None:
+        from pydantic_ai import Agent
+        from pydantic_ai.models.test import TestModel
+
+        from letitloop import Journal
+        from letitloop.adapters.pydantic_ai import LetItLoopDurability
+
+        db = tmp_path / "journal.db"
+        durable = LetItLoopDurability(goal="orders", run="order-7", path=db)
+        agent = Agent(TestModel(), name="orders", capabilities=[durable])
+        ran: list[int] = []
+
+        @agent.tool_plain
+        def lookup(order: int) -> str:
+            ran.append(order)
+            return "shipped"
+
+        # asyncio.run: the journal opens in the loop's default executor, which it shuts down.
+        first = asyncio.run(agent.run("Where is order 7?")).output
+        again = asyncio.run(agent.run("Where is order 7?")).output  # the completed run replays
+        assert first == again == '{"lookup":"shipped"}'
+        assert len(ran) == 1
+        with Journal("orders", run="order-7", path=db) as j:
+            assert j.was_completed
