@@ -342,3 +342,40 @@ class TestAnAgentRunOutsideAJournal:
         assert len(ran) == 1
         with Journal("orders", run="order-7", path=db) as j:
             assert j.was_completed
+
+
+class TestTwoAgentRunsInOneJournal:
+    def test_each_has_keys_of_its_own_and_both_replay(self, tmp_path: Path) -> None:
+        from pydantic_ai import Agent
+        from pydantic_ai.models.test import TestModel
+
+        from letitloop import Journal
+        from letitloop.adapters.pydantic_ai import LetItLoopDurability
+
+        db = tmp_path / "journal.db"
+        agent = Agent(TestModel(), name="two", capabilities=[LetItLoopDurability()])
+        ran: list[int] = []
+
+        @agent.tool_plain
+        def lookup(order: int) -> str:
+            ran.append(order)
+            return "shipped"
+
+        async def program() -> list[str]:
+            async with Journal("two", run="r", path=db):
+                first = await agent.run("a")
+                second = await agent.run("b")
+            return [first.output, second.output]
+
+        assert asyncio.run(program()) == ['{"lookup":"shipped"}'] * 2
+        assert asyncio.run(program()) == ['{"lookup":"shipped"}'] * 2  # all replayed
+        assert len(ran) == 2
+        shown = lil("show", "r", "--json", "--db", str(db))
+        assert [r["key"] for r in json.loads(shown.stdout)["rows"]] == [
+            "0000:two__model.request",
+            "0001:two__function_toolset__<agent>.call_tool:lookup",
+            "0002:two__model.request",
+            "run2.0000:two__model.request",
+            "run2.0001:two__function_toolset__<agent>.call_tool:lookup",
+            "run2.0002:two__model.request",
+        ]

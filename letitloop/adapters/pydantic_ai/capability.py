@@ -34,6 +34,8 @@ from .waiter import JournalWaiter, StoppedToWait
 
 #: Agent runs started so far in each open journal (a replay-stable run_id).
 _runs_started: weakref.WeakKeyDictionary[Journal, int] = weakref.WeakKeyDictionary()
+#: Durable agent runs so far in each open journal (their keys' prefix).
+_runs_wrapped: weakref.WeakKeyDictionary[Journal, int] = weakref.WeakKeyDictionary()
 
 
 def open_journal() -> Journal | None:
@@ -124,7 +126,9 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
     async def _durable_run(
         self, journal: Journal, ctx: RunContext[AgentDepsT], handler: WrapRunHandler
     ) -> AgentRunResult[Any]:
-        run = AgentRun(journal, self.name)
+        number = _runs_wrapped.get(journal, 0) + 1
+        _runs_wrapped[journal] = number
+        run = AgentRun(journal, self.name, prefix="" if number == 1 else f"run{number}.")
         token = active_run.set(run)
         try:
             waiter = JournalWaiter(run, stop_after=self.stop_after)

@@ -40,11 +40,15 @@ class AgentRun:
 
     journal: Journal
     agent: str
+    #: Empty for the first agent run in the journal's attempt, ``run2.`` for the
+    #: second (each agent run runs in tasks of its own: two runs' ``0000:`` keys
+    #: would be refused as concurrent calls of one name).
+    prefix: str = ""
     count: int = 0
 
     def next_key(self, name: str) -> str:
-        """The key of the next unit named ``name``: ``0003:name``."""
-        key = f"{self.count:04d}:{name}"
+        """The key of the next unit named ``name``: ``0003:name`` (``run2.0003:name``)."""
+        key = f"{self.prefix}{self.count:04d}:{name}"
         self.count += 1
         return key
 
