@@ -191,6 +191,10 @@ CREWAI_ORDER = ["calls", "llms", "tools", "handler", "__init__"]
 #: another, importing them is skipped (their tests run in that environment).
 OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 
+#: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
+#: backend), the durable wait, the capability that installs both.
+PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
+
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
@@ -391,6 +395,7 @@ ORDERED_PACKAGES = {
     "inspection": INSPECTION_ORDER,
     "maintenance": MAINTENANCE_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
+    "adapters.pydantic_ai": PYDANTIC_AI_ORDER,
     "mcp": MCP_ORDER,
     "adapters.smolagents": SMOLAGENTS_ORDER,
     "adapters.autogen": AUTOGEN_ORDER,

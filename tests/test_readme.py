@@ -517,6 +517,13 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "assert done == {'mcp:lookup/sent', 'mcp:lookup', 'mcp:charge/sent', 'mcp:charge'}, done\n",
     ),
     ("supervision.md", "from letitloop import durable, step, supervise"): ("", ""),
+    ("pydantic_ai.md", "import asyncio"): (
+        "",
+        "import subprocess, sys\n"
+        "shown = subprocess.run([sys.executable, '-m', 'letitloop', 'show', 'ticket-42'],\n"
+        "                       capture_output=True, text=True, check=True).stdout\n"
+        "assert '0001:support__function_toolset__<agent>.call_tool:order_status' in shown\n",
+    ),
     ("types.md", "import letitloop.codec"): (
         "from dataclasses import dataclass\nfrom datetime import datetime, timezone\nLine = str\n",
         "from letitloop.codec import decode, encode\n"
@@ -546,6 +553,11 @@ ILLUSTRATIVE: dict[tuple[str, str], str] = {
         "lines of an async function with an open journal j and a DurableMCP; "
         "tests/test_mcp_calls.py (TestACallInDoubtGuardedByAMarkerAndItsKey) runs the same "
         "calls, killed mid-call and resumed"
+    ),
+    ("pydantic_ai.md", 'durable = LetItLoopDurability(goal="desk", stop_after=0.2)'): (
+        "three lines of an agent's program (its model and ask are the reader's); "
+        "tests/test_pydantic_ai.py (TestAnAgentWaitingForAnApproval) runs the whole "
+        "program: stopped, answered with lil send, resumed"
     ),
     ("async.md", "# refused: two tasks, one name"): (
         "two lines of an async function (top-level await) contrasting a refused call with "
@@ -597,6 +609,8 @@ class TestTheDocsPages:
             assert key in DOCS_AROUND, f"{page}: a new block, neither run nor explained: {key}"
             if "langgraph" in code:
                 pytest.importorskip("langgraph")
+            if "pydantic_ai" in code:
+                pytest.importorskip("pydantic_ai.durable_exec")
             before, after = DOCS_AROUND[key]
             folder = tmp_path / f"block{i}"
             folder.mkdir()

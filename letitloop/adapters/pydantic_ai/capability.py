@@ -1,0 +1,141 @@
+"""``LetItLoopDurability``: a Pydantic AI durability capability whose engine is the journal.
+
+Attached to an agent (``Agent(..., capabilities=[LetItLoopDurability()])``), it
+makes each agent run a durable run: inside ``with Journal(goal):`` (or
+``@durable``) the run's units are steps of that journal; with ``goal=`` it
+opens a journal for each agent run itself. Outside both, the agent runs as
+usual, journaling nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic_ai.agent import EventStreamHandler
+from pydantic_ai.capabilities.abstract import WrapRunHandler
+from pydantic_ai.durable_exec import (
+    JSON_CODEC,
+    BaseDurabilityCapability,
+    DurabilityEngineSpec,
+    conversation_id_from_run_id,
+    external_event_scope,
+    replay_scope,
+)
+from pydantic_ai.models import Model
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import AgentDepsT, RunContext
+
+from ...journal import Journal, current_journal
+from .units import AgentRun, LetItLoopBackend, active_run
+from .waiter import JournalWaiter, StoppedToWait
+
+#: Agent runs started so far in each open journal (a replay-stable run_id).
+_runs_started: weakref.WeakKeyDictionary[Journal, int] = weakref.WeakKeyDictionary()
+#: Durable agent runs so far in each open journal (their keys' prefix).
+_runs_wrapped: weakref.WeakKeyDictionary[Journal, int] = weakref.WeakKeyDictionary()
+
+
+def open_journal() -> Journal | None:
+    """The journal open in this context, or None."""
+    journal = current_journal.get()
+    return journal if journal is not None and journal.is_open else None
+
+
+class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
+    """Makes an agent's runs durable in the letitloop journal file.
+
+    ``goal``, ``run``, ``path``: the journal each agent run opens when none is
+    open around it (``Journal(goal, run=run, path=path)``); without ``goal``,
+    an agent run outside a journal is not durable. ``stop_after``: seconds a
+    wait for outside input (``RequestInput``) keeps the process before it stops
+    with ``RunWaiting`` (exit status 75); None waits in the process.
+    ``models``, ``event_stream_handler``, ``name``: as for every Pydantic AI
+    durability capability (the agent's name names its units).
+    """
+
+    engine_spec = DurabilityEngineSpec(
+        engine_name="letitloop",
+        durable_unit_noun="step",
+        durable_container_noun="run",
+        # Each unit's payload is a step's result: JSON text in the journal, readable.
+        codec=JSON_CODEC,
+        wrapped_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
+        # MCP: a unit enters the server on first use, so a run replayed to its
+        # end never starts the server process.
+        toolset_lifecycles={
+            "function": "enter-always",
+            "mcp": "enter-in-durable-unit",
+            "dynamic": "enter-never",
+        },
+        journal_discovery=True,
+        # Units are keyed by their order in the run: tools must run one at a time.
+        sequential_tools_in_durable_context=True,
+    )
+
+    def __init__(
+        self,
+        *,
+        goal: str | None = None,
+        run: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        stop_after: float | None = None,
+        models: Mapping[str, Model] | None = None,
+        event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(models=models, event_stream_handler=event_stream_handler, name=name)
+        self.goal = goal
+        self.run_name = run
+        self.path = path
+        self.stop_after = stop_after
+
+    @property
+    def in_durable_context(self) -> bool:
+        return active_run.get() is not None
+
+    def get_durable_operation_backend(self) -> LetItLoopBackend:
+        return LetItLoopBackend(agent_name=self.name, default_model_id=self.default_model_id)
+
+    def get_default_run_id(self) -> str | None:
+        # The same run_id in every attempt: the journal run's id and the agent
+        # run's number in it. With goal= the journal is not open yet: None.
+        journal = open_journal()
+        if journal is None:
+            return None
+        number = _runs_started.get(journal, 0)
+        _runs_started[journal] = number + 1
+        return f"{journal.run_id}:{number}"
+
+    def get_default_conversation_id(self, run_id: str) -> str | None:
+        return conversation_id_from_run_id(run_id) if open_journal() is not None else None
+
+    async def wrap_run(
+        self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        journal = open_journal()
+        if journal is not None:
+            return await self._durable_run(journal, ctx, handler)
+        if self.goal is None:
+            return await handler()
+        async with Journal(self.goal, run=self.run_name, path=self.path) as opened:
+            return await self._durable_run(opened, ctx, handler)
+
+    async def _durable_run(
+        self, journal: Journal, ctx: RunContext[AgentDepsT], handler: WrapRunHandler
+    ) -> AgentRunResult[Any]:
+        number = _runs_wrapped.get(journal, 0) + 1
+        _runs_wrapped[journal] = number
+        run = AgentRun(journal, self.name, prefix="" if number == 1 else f"run{number}.")
+        token = active_run.set(run)
+        try:
+            waiter = JournalWaiter(run, stop_after=self.stop_after)
+            with replay_scope(), external_event_scope(waiter):
+                return await super().wrap_run(ctx, handler=handler)
+        except StoppedToWait as stopped:
+            # Out of the agent run's graph tasks: now the journal sees RunWaiting.
+            raise stopped.run_waiting from None
+        finally:
+            active_run.reset(token)
