@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_database",
             "memory_primitives",
             "memory_storage",
+            "postgres_storage",
         },
     ),
     (
@@ -323,6 +324,7 @@ STORE_MODULES = {
     "memory_database",
     "memory_primitives",
     "memory_storage",
+    "postgres_storage",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).
@@ -359,7 +361,11 @@ class TestTheStorageBoundary:
             assert imported in imports(importer, module_files()[importer], type_only_too=True)
 
     def test_only_the_registry_makes_a_store(self) -> None:
-        openers = {"sqlite_holding": "open_sqlite", "memory_storage": "open_memory"}
+        openers = {
+            "sqlite_holding": "open_sqlite",
+            "memory_storage": "open_memory",
+            "postgres_storage": "open_postgres",
+        }
         for name in module_files():
             for source, imported, _ in names_imported(name):
                 if openers.get(source) == imported:
