@@ -14,6 +14,7 @@ line; under CI (``CI`` set) it fails instead: CI never skips them.
 from __future__ import annotations
 
 import atexit
+import glob
 import os
 import shutil
 import socket
@@ -26,7 +27,8 @@ from urllib.parse import quote
 
 import pytest
 
-_BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/local/bin")
+#: Where Debian's postgresql package puts its programs (not on PATH), newest first.
+_BIN_DIRS = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
 
 _lock = threading.Lock()
 _server: dict[str, str] = {}
