@@ -57,7 +57,16 @@ try:
 except ImportError:  # pragma: no cover - the extra is missing
     psycopg = None  # type: ignore[assignment]
 
-__all__ = ["SCHEMA_VERSION", "PostgresHold", "PostgresStorage", "connect", "open_postgres"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresHold",
+    "PostgresStorage",
+    "connect",
+    "is_held",
+    "migrate",
+    "open_postgres",
+    "run_hold_text",
+]
 
 #: The schema this letitloop writes; a database with a higher ``ll_meta.version`` is refused.
 SCHEMA_VERSION = 1
@@ -104,6 +113,7 @@ USAGE = ("input_tokens", "output_tokens", "cost", "model")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ll_meta (version integer NOT NULL);
+CREATE TABLE IF NOT EXISTS ll_goals (goal text PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS ll_runs (
     num bigserial UNIQUE,
     id text PRIMARY KEY,
@@ -121,7 +131,9 @@ CREATE TABLE IF NOT EXISTS ll_runs (
     result text,
     error text,
     cancel_requested_at text,
-    cancel_reason text
+    cancel_reason text,
+    forked_from text,
+    forked_at text
 );
 CREATE INDEX IF NOT EXISTS ll_runs_goal ON ll_runs (goal, num);
 CREATE TABLE IF NOT EXISTS ll_journal (
@@ -298,6 +310,23 @@ def open_postgres(location: str, durability: Durability = "process") -> Postgres
     return PostgresStorage(location, conn)
 
 
+def run_hold_text(schema: str, run_id: str) -> str:
+    """What a run's hold holds: its schema and its id (lock_key makes the lock's key)."""
+    return f"run\x1f{schema}\x1f{run_id}"
+
+
+def is_held(conn: Any, what: str) -> bool:
+    """Whether a live session holds the advisory lock of ``what``; takes nothing."""
+    unsigned = lock_key(f"letitloop\x1f{what}") & 0xFFFFFFFFFFFFFFFF
+    row = conn.execute(
+        "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
+        (unsigned >> 32, unsigned & 0xFFFFFFFF),
+    ).fetchone()
+    return row is not None
+
+
 class PostgresHold:
     """One holder's advisory lock on a run or a marker, on a connection of its own."""
 
@@ -416,7 +445,7 @@ class PostgresStorage:
         return self._identity
 
     def run_hold(self, run_id: str) -> PostgresHold:
-        return PostgresHold(self.location, f"run\x1f{self._schema_name}\x1f{run_id}")
+        return PostgresHold(self.location, run_hold_text(self._schema_name, run_id))
 
     def marker_hold(self, name: str) -> PostgresHold:
         return PostgresHold(self.location, f"marker\x1f{self._schema_name}\x1f{name}")
@@ -426,15 +455,9 @@ class PostgresStorage:
         return str(self._identity[4])
 
     def is_run_held(self, run_id: str) -> bool:
-        key = self.run_hold(run_id).key
-        unsigned = key & 0xFFFFFFFFFFFFFFFF
-        rows = self._run(
-            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
-            (unsigned >> 32, unsigned & 0xFFFFFFFF),
-        )
-        return bool(rows)
+        with self._lock:
+            self._check()
+            return is_held(self.conn, run_hold_text(self._schema_name, run_id))
 
     def changes(self, *, wait: bool = True) -> int | None:
         if not self._lock.acquire(blocking=wait):
@@ -480,6 +503,7 @@ class PostgresStorage:
         with self._tx() as c:
             self.goal = goal
             c.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(f"letitloop goal {goal}"),))
+            c.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
             if name is not None:
                 row = c.execute(
                     "SELECT id, num FROM ll_runs WHERE goal = %s AND name = %s ORDER BY num "

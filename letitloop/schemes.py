@@ -80,6 +80,12 @@ def _inspect_memory(location: str, write: bool, live: bool) -> Inspector:
     return open_memory_inspector(location, write=write)
 
 
+def _inspect_postgres(location: str, write: bool, live: bool) -> Inspector:
+    from .inspection.postgres_inspector import open_postgres_inspector
+
+    return open_postgres_inspector(location, write=write, live=live)
+
+
 def _open_postgres(location: str, durability: Durability) -> Storage:
     from .postgres_storage import open_postgres
 
@@ -91,7 +97,7 @@ _schemes: dict[str, StoreEntry] = {
     "memory": StoreEntry(_open_memory, _inspect_memory, one_process=True)
 }  # The extra letitloop[postgres]: its driver is imported when such a URL is opened
 # (_check_extra), and the URL refused as unknown() without it.
-_schemes["postgresql"] = _schemes["postgres"] = StoreEntry(_open_postgres)
+_schemes["postgresql"] = _schemes["postgres"] = StoreEntry(_open_postgres, _inspect_postgres)
 
 
 def _check_extra(location: str, scheme: str) -> None:

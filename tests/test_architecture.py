@@ -143,6 +143,7 @@ INSPECTION_ORDER = [
     "state",
     "sqlite_inspector",
     "memory_inspector",
+    "postgres_inspector",
     "inspectors",
     "listing",
     "detail",
@@ -431,8 +432,13 @@ class TestTheOrderedPackages:
 #: reach a journal through an ``Inspector`` only (docs/architecture.md, "Inspection").
 OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control", "web.")
 
-#: The SQLite implementation of the Inspector: the only ones of them that speak SQL.
-SQLITE_INSPECTOR = {"inspection.sqlite_inspector", "inspection.journalfile"}
+#: The SQL implementations of the Inspector (SQLite's, PostgreSQL's): the only ones of
+#: them that speak SQL.
+SQLITE_INSPECTOR = {
+    "inspection.sqlite_inspector",
+    "inspection.journalfile",
+    "inspection.postgres_inspector",
+}
 
 #: Calls that run SQL: sqlite3's, and Store's.
 SQL_CALLS = {
