@@ -5,14 +5,18 @@ On the tests' throwaway server (tests/pg_server.py), a schema per test.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pg_server
 import pytest
+from helpers import spawn_python, write_script
 
 from letitloop import Journal
-from letitloop.errors import JournalFileError, SchemaVersionError
+from letitloop.errors import JournalFileError, RunHeldError, SchemaVersionError
 
 
 @pytest.fixture
@@ -78,3 +82,65 @@ class TestAServerThatIsNotThere:
         assert "secret" not in str(caught.value)
         assert "expected a PostgreSQL server" in str(caught.value)
         assert os.listdir(tmp_path) == []
+
+
+HOLDER = """
+import sys, time
+from letitloop import Journal
+
+j = Journal("cut", run="r", path=sys.argv[1]).open()
+j.step("a", str, 1)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+class TestAConnectionCutWhileHoldingARun:
+    def test_the_next_opener_takes_the_run_and_replays_its_steps(
+        self, location: str, tmp_path: Path
+    ) -> None:
+        import psycopg
+
+        child = spawn_python(write_script(tmp_path, "holder.py", HOLDER), location)
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+            with pytest.raises(RunHeldError):  # held while its connection lives
+                Journal("cut", run="r", path=location, timeout=0.2).open()
+            with psycopg.connect(location, autocommit=True) as conn:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE pid <> pg_backend_pid() AND datname = current_database()"
+                )
+            calls = len(CALLS)
+            with Journal("cut", run="r", path=location, timeout=10) as j:
+                assert j.step("a", str, 1) == "1"  # replayed: recorded before the cut
+                assert j.step("b", shout, 2) == "2"
+            assert CALLS[calls:] == [2]
+        finally:
+            child.kill()
+            child.wait(30)
+
+
+class TestLil:
+    def test_lists_shows_exports_and_resets_a_postgres_run(self, location: str) -> None:
+        with Journal("g", run="r", path=location) as j:
+            j.step("first", str, 1)
+            run_id = j.run_id
+
+        def lil(*args: str) -> str:
+            done = subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", location, *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        listing = lil("runs")
+        assert run_id in listing and "completed" in listing
+        assert "first" in lil("show", run_id)
+        assert json.loads(lil("export", run_id))["run"]["id"] == run_id
+        lil("reset", run_id, "--yes")
+        assert run_id not in lil("runs")

@@ -25,7 +25,15 @@ from typing import Any
 
 from ..errors import LetItLoopError
 from ..memory_database import MemoryDatabase, Row
-from ..postgres_storage import COLUMNS, PostgresHold, connect, is_held, redact, run_hold_text
+from ..postgres_storage import (
+    COLUMNS,
+    PostgresHold,
+    connect,
+    is_held,
+    migrate,
+    redact,
+    run_hold_text,
+)
 from .memory_inspector import MemoryInspector
 
 _RUN_COLUMNS = (
@@ -77,7 +85,13 @@ class PostgresInspector(MemoryInspector):
         self.conn = connect(location)
         row = self.conn.execute("SELECT current_schema()").fetchone()
         self.schema = str(row[0]) if row is not None else ""
-        super().__init__(self._load(), write=write)
+        try:
+            if self._has_tables():
+                migrate(self.conn, location)  # refuses a newer schema, changing nothing
+            super().__init__(self._load(), write=write)
+        except BaseException:
+            self.conn.close()
+            raise
 
     @property
     def path(self) -> str:
@@ -91,7 +105,7 @@ class PostgresInspector(MemoryInspector):
     # -- snapshots ----------------------------------------------------------------------
 
     def _has_tables(self) -> bool:
-        row = self.conn.execute("SELECT to_regclass('ll_runs') IS NOT NULL").fetchone()
+        row = self.conn.execute("SELECT to_regclass('ll_meta') IS NOT NULL").fetchone()
         return bool(row and row[0])
 
     def _load(self) -> MemoryDatabase:
