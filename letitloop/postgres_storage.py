@@ -245,7 +245,7 @@ def _driver() -> Any:
     if psycopg is None:
         raise LetItLoopError(
             "expected psycopg 3 for a postgresql:// journal; found it not installed; "
-            "pip install 'letitloop[postgres]'"
+            "pip install -e '.[postgres]'"
         )
     return psycopg
 
