@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -32,6 +33,7 @@ _BIN_DIRS = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
 
 _lock = threading.Lock()
 _server: dict[str, str] = {}
+_control: list[Callable[[str], None]] = []
 
 
 def _tool(name: str) -> str | None:
@@ -96,6 +98,15 @@ def _start() -> str:
         )
         shutil.rmtree(home, ignore_errors=True)
 
+    def control(action: str) -> None:
+        args = [pg_ctl, "-D", str(data), "-w", action]
+        if action == "stop":
+            args[3:3] = ["-m", "immediate"]
+        else:
+            args[3:3] = ["-o", options, "-l", str(home / "log")]
+        subprocess.run(_as_server_user(args), check=True, capture_output=True)
+
+    _control.append(control)
     atexit.register(stop)
     _server.update(home=str(home), port=str(port))
     return f"postgresql://postgres@/postgres?host={quote(str(home))}&port={port}"
@@ -118,3 +129,15 @@ def location() -> str:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     return f"{url}&options={quote(f'-csearch_path={schema}')}"
+
+
+def crash_and_restart(between: Callable[[], None]) -> None:
+    """Stop the server as a crash would (``pg_ctl stop -m immediate``), call ``between``,
+    start it again (even when ``between`` failed)."""
+    server_url()
+    control = _control[0]
+    control("stop")
+    try:
+        between()
+    finally:
+        control("start")

@@ -5,6 +5,7 @@ On the tests' throwaway server (tests/pg_server.py), a schema per test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -144,3 +145,27 @@ class TestLil:
         assert json.loads(lil("export", run_id))["run"]["id"] == run_id
         lil("reset", run_id, "--yes")
         assert run_id not in lil("runs")
+
+
+class TestAServerStoppedMidRun:
+    def test_the_step_fails_clearly_and_the_run_resumes_after_the_restart(
+        self, location: str
+    ) -> None:
+        j = Journal("crash", run="r", path=location).open()
+        assert j.step("a", shout, 1) == "1"
+        failures: list[BaseException] = []
+
+        def step_while_down() -> None:
+            with pytest.raises(JournalFileError, match="PostgreSQL server") as caught:
+                j.step("b", shout, 2)
+            failures.append(caught.value)
+
+        pg_server.crash_and_restart(step_while_down)
+        assert failures
+        with contextlib.suppress(Exception):
+            j.close()  # its connection died with the server
+        calls = len(CALLS)
+        with Journal("crash", run="r", path=location, timeout=10) as again:
+            assert again.step("a", shout, 1) == "1"  # recorded before the crash: replayed
+            assert again.step("b", shout, 2) == "2"
+        assert CALLS[calls:] == [2]
