@@ -209,8 +209,13 @@ CREATE TRIGGER ll_journal_commit AFTER INSERT OR UPDATE OR DELETE ON ll_journal
 _WRITE_STEP = (
     "INSERT INTO ll_journal (goal, run, key, status, kind, fn, result, started_at, finished_at, "
     "duration_ms, attempt, error, traceback, args_fp, input_tokens, output_tokens, cost, model, "
-    "wake_at) VALUES (%s, %s, %s, %s, 'step', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-    "%s, NULL) ON CONFLICT (goal, run, key) DO UPDATE SET "
+    "wake_at) SELECT %s::text, %s::text, %s::text, %s::text, 'step', %s::text, %s::text, "
+    "%s::text, %s::text, %s::float8, %s::integer, %s::text, %s::text, %s::text, %s::bigint, "
+    "%s::bigint, %s::float8, %s::text, NULL "
+    # The fence: written only while the run's attempt is still this holder's (a holder
+    # that lost the run to a new attempt writes nothing, whatever its lock did).
+    "WHERE EXISTS (SELECT 1 FROM ll_runs WHERE id = %s AND attempts = %s) "
+    "ON CONFLICT (goal, run, key) DO UPDATE SET "
     + ", ".join(
         f"{c} = excluded.{c}"
         for c in [
@@ -655,15 +660,35 @@ class PostgresStorage:
             row.output_tokens,
             row.cost,
             row.model,
+            self._run_ids[row.run],
+            row.attempt,
         )
 
     def write_step(self, row: StepRow) -> None:
-        self._run(_WRITE_STEP, self._step_params(row))
+        with self._lock:
+            self._check()
+            try:
+                cur = self.conn.execute(_WRITE_STEP, self._step_params(row))
+            except psycopg.OperationalError as exc:
+                raise self._lost(exc) from exc
+            if cur.rowcount != 1:
+                raise self._fenced(row)
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:
         with self._tx() as c:
             for row in rows:
-                c.execute(_WRITE_STEP, self._step_params(row))
+                if c.execute(_WRITE_STEP, self._step_params(row)).rowcount != 1:
+                    raise self._fenced(row)
+
+    def _fenced(self, row: StepRow) -> JournalFileError:
+        run_id = self._run_ids[row.run]
+        return JournalFileError(
+            f"{self.path}: step {row.key!r} of run {run_id}: expected the run to be still held "
+            f"by this journal's attempt {row.attempt}; found it taken by another attempt (this "
+            f"holder's lock was lost, as when its connection was cut). Nothing was written; "
+            f"this journal must stop: the run goes on with its new holder",
+            path=str(self.path),
+        )
 
     def try_write_steps(self, rows: Sequence[StepRow]) -> bool:
         if not self._lock.acquire(blocking=False):

@@ -169,3 +169,19 @@ class TestAServerStoppedMidRun:
             assert again.step("a", shout, 1) == "1"  # recorded before the crash: replayed
             assert again.step("b", shout, 2) == "2"
         assert CALLS[calls:] == [2]
+
+
+class TestAHolderWhoseRunWasTakenOver:
+    def test_writes_no_step_of_it(self, location: str) -> None:
+        import psycopg
+
+        with Journal("fence", run="r", path=location) as j:
+            j.step("a", str, 1)
+            with psycopg.connect(location, autocommit=True) as conn:
+                # What a new holder's claim does once this one's lock was lost.
+                conn.execute("UPDATE ll_runs SET attempts = attempts + 1")
+            with pytest.raises(JournalFileError, match="taken by another attempt"):
+                j.step("b", str, 2)
+            with psycopg.connect(location, autocommit=True) as conn:
+                keys = conn.execute("SELECT key FROM ll_journal ORDER BY rowid").fetchall()
+            assert keys == [("a",)]
