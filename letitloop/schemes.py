@@ -80,10 +80,33 @@ def _inspect_memory(location: str, write: bool, live: bool) -> Inspector:
     return open_memory_inspector(location, write=write)
 
 
+def _inspect_postgres(location: str, write: bool, live: bool) -> Inspector:
+    from .inspection.postgres_inspector import open_postgres_inspector
+
+    return open_postgres_inspector(location, write=write, live=live)
+
+
+def _open_postgres(location: str, durability: Durability) -> Storage:
+    from .postgres_storage import open_postgres
+
+    return open_postgres(location, durability)
+
+
 #: The registered stores, by scheme (lower case).
 _schemes: dict[str, StoreEntry] = {
     "memory": StoreEntry(_open_memory, _inspect_memory, one_process=True)
-}
+}  # The extra letitloop[postgres]: its driver is imported when such a URL is opened
+# (_check_extra), and the URL refused as unknown() without it.
+_schemes["postgresql"] = _schemes["postgres"] = StoreEntry(_open_postgres, _inspect_postgres)
+
+
+def _check_extra(location: str, scheme: str) -> None:
+    """Refuse, as :func:`unknown` does, a URL of a store whose extra is not installed."""
+    if EXTRAS.get(scheme) == "postgres":
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise unknown(location, scheme) from None
 
 
 def register(
@@ -177,6 +200,7 @@ def open_storage(path: str | os.PathLike[str] | None, durability: Durability) ->
             entry = _schemes.get(scheme)
             if entry is None:
                 raise unknown(location, scheme)
+            _check_extra(location, scheme)
             return entry.opener(location, durability)
     from .sqlite_holding import open_sqlite
 
@@ -197,6 +221,7 @@ def open_inspector(location: str, *, write: bool, live: bool, separate_process: 
     entry = _schemes.get(scheme)
     if entry is None:
         raise unknown(location, scheme)
+    _check_extra(location, scheme)
     if entry.one_process and separate_process:
         raise not_a_file(location, scheme)
     if entry.inspector is None:

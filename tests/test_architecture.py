@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_database",
             "memory_primitives",
             "memory_storage",
+            "postgres_storage",
         },
     ),
     (
@@ -142,6 +143,7 @@ INSPECTION_ORDER = [
     "state",
     "sqlite_inspector",
     "memory_inspector",
+    "postgres_inspector",
     "inspectors",
     "listing",
     "detail",
@@ -327,6 +329,7 @@ STORE_MODULES = {
     "memory_database",
     "memory_primitives",
     "memory_storage",
+    "postgres_storage",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).
@@ -363,7 +366,11 @@ class TestTheStorageBoundary:
             assert imported in imports(importer, module_files()[importer], type_only_too=True)
 
     def test_only_the_registry_makes_a_store(self) -> None:
-        openers = {"sqlite_holding": "open_sqlite", "memory_storage": "open_memory"}
+        openers = {
+            "sqlite_holding": "open_sqlite",
+            "memory_storage": "open_memory",
+            "postgres_storage": "open_postgres",
+        }
         for name in module_files():
             for source, imported, _ in names_imported(name):
                 if openers.get(source) == imported:
@@ -430,8 +437,13 @@ class TestTheOrderedPackages:
 #: reach a journal through an ``Inspector`` only (docs/architecture.md, "Inspection").
 OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control", "web.")
 
-#: The SQLite implementation of the Inspector: the only ones of them that speak SQL.
-SQLITE_INSPECTOR = {"inspection.sqlite_inspector", "inspection.journalfile"}
+#: The SQL implementations of the Inspector (SQLite's, PostgreSQL's): the only ones of
+#: them that speak SQL.
+SQLITE_INSPECTOR = {
+    "inspection.sqlite_inspector",
+    "inspection.journalfile",
+    "inspection.postgres_inspector",
+}
 
 #: Calls that run SQL: sqlite3's, and Store's.
 SQL_CALLS = {

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pg_server
 import pytest
 from helpers import run_python, spawn_python, write_script
 
@@ -130,9 +131,35 @@ class MemoryBackend(Backend):
         ]
 
 
+@dataclass(frozen=True)
+class PostgresBackend(Backend):
+    """A PostgreSQL database (``postgresql://…``): a schema of its own on the tests' server."""
+
+    def location(self, tmp_path: Path) -> str:
+        return pg_server.location()
+
+    def commit_from_outside(self, location: str) -> None:
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            conn.execute("UPDATE ll_runs SET status = status WHERE false")
+
+    def done_keys(self, location: str, goal: str) -> list[str]:
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT key FROM ll_journal WHERE goal = %s AND kind = 'step' "
+                "AND status = 'done' ORDER BY rowid",
+                (goal,),
+            ).fetchall()
+        return [k for (k,) in rows]
+
+
 BACKENDS = [
     Backend("sqlite"),
     MemoryBackend("memory", processes=False, durabilities=("process",), abandon=_abandon_memory),
+    PostgresBackend("postgres"),
 ]
 
 

@@ -24,6 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pg_server
 import pytest
 from helpers import spawn_python, write_script
 
@@ -97,7 +98,15 @@ class MemoryCase(StoreCase):
             j.close()  # what it tries after its death reaches nothing
 
 
-STORES = [StoreCase("sqlite"), MemoryCase("memory")]
+@dataclass(frozen=True)
+class PostgresCase(StoreCase):
+    """A PostgreSQL journal: a schema of its own on the tests' server; a holder SIGKILLed."""
+
+    def location(self, tmp_path: Path) -> str:
+        return pg_server.location()
+
+
+STORES = [StoreCase("sqlite"), MemoryCase("memory"), PostgresCase("postgres")]
 
 
 @pytest.fixture(params=STORES, ids=lambda s: s.name)

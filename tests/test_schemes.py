@@ -45,6 +45,18 @@ def lil(
     )
 
 
+@pytest.fixture
+def no_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An installation without the extra letitloop[postgres]: psycopg fails to import, here
+    and in the ``lil`` processes run with the environment returned."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    hidden = tmp_path.parent / f"{tmp_path.name}-hidden"
+    hidden.mkdir(exist_ok=True)
+    (hidden / "psycopg.py").write_text("raise ImportError('hidden by the test')\n")
+    return {"PYTHONPATH": str(hidden)}
+
+
+@pytest.mark.usefixtures("no_driver")
 class TestAPostgresUrlWithoutAPostgresStore:
     def test_journal_refuses_it_naming_the_schemes_and_the_extra(self, here: Path) -> None:
         with pytest.raises(UnknownStoreError) as caught:
@@ -84,8 +96,10 @@ class TestAPostgresUrlWithoutAPostgresStore:
     @pytest.mark.parametrize(
         "command", [["runs"], ["show", "g"], ["gc", "--older-than", "1d", "--yes"]]
     )
-    def test_lil_refuses_it_in_one_line(self, here: Path, command: list[str]) -> None:
-        done = lil("--db", POSTGRES, *command, cwd=here)
+    def test_lil_refuses_it_in_one_line(
+        self, here: Path, command: list[str], no_driver: dict[str, str]
+    ) -> None:
+        done = lil("--db", POSTGRES, *command, cwd=here, env=no_driver)
         assert done.returncode == 1, done
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1, done.stderr
@@ -93,8 +107,8 @@ class TestAPostgresUrlWithoutAPostgresStore:
         assert "Traceback" not in done.stderr
         assert os.listdir(here) == []
 
-    def test_lil_refuses_it_from_letitloop_db(self, here: Path) -> None:
-        done = lil("runs", cwd=here, env={"LETITLOOP_DB": POSTGRES})
+    def test_lil_refuses_it_from_letitloop_db(self, here: Path, no_driver: dict[str, str]) -> None:
+        done = lil("runs", cwd=here, env={"LETITLOOP_DB": POSTGRES, **no_driver})
         assert done.returncode == 1, done
         assert "letitloop[postgres]" in done.stderr
         assert os.listdir(here) == []

@@ -92,7 +92,9 @@ def more_text(shown: int, offset: int, limit: int) -> str:
 
 
 def journal_line(path: Any) -> str:
-    """The last line of ``lil runs``: which journal file it read (an absolute path)."""
+    """The last line of ``lil runs``: which journal it read (an absolute path, or a store's URL)."""
+    if isinstance(path, str) and "://" in path:
+        return f"journal: {path}"
     return f"journal: {Path(path).absolute()}"
 
 

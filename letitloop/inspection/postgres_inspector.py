@@ -1,0 +1,282 @@
+"""``PostgresInspector``: the :class:`~letitloop.inspection.inspector.Inspector` on a
+PostgreSQL journal (``postgresql://…``, ``postgres_storage.py``), for ``lil`` and
+``letitloop.send``/``cancel``.
+
+It answers with the in-memory store's rules (it is a ``MemoryInspector``),
+over a snapshot of the database's tables read in one transaction: so the
+state of a run is told by the same code on every store. A change reads the
+snapshot under ``LOCK TABLE … IN EXCLUSIVE MODE`` (journals wait to write,
+readers do not), applies the change to it, and writes back exactly the rows
+it changed in the same transaction; a journal waiting for a value sent or a
+cancel notices the commit (``ll_commits``). A run is held through its
+advisory lock, as a journal holds it.
+
+What this costs: each read loads the whole database (runs, rows, tries),
+fine for a journal of thousands of runs, not of millions: reading by SQL
+query by query is left to do (docs/postgres.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import LetItLoopError
+from ..memory_database import MemoryDatabase, Row
+from ..postgres_storage import (
+    COLUMNS,
+    PostgresHold,
+    connect,
+    is_held,
+    migrate,
+    redact,
+    run_hold_text,
+)
+from .memory_inspector import MemoryInspector
+
+_RUN_COLUMNS = (
+    "id",
+    "goal",
+    "name",
+    "status",
+    "attempts",
+    "holder_pid",
+    "holder_host",
+    "started_at",
+    "updated_at",
+    "finished_at",
+    "input",
+    "input_fp",
+    "result",
+    "error",
+    "cancel_requested_at",
+    "cancel_reason",
+    "forked_from",
+    "forked_at",
+)
+_TRY_COLUMNS = (
+    "attempt",
+    "started_at",
+    "failed_at",
+    "error",
+    "next_at",
+    "ended",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "model",
+)
+
+
+def open_postgres_inspector(
+    location: str, *, write: bool = False, live: bool = False
+) -> PostgresInspector:
+    """The inspector of the PostgreSQL journal at ``location``; read-only unless ``write``."""
+    return PostgresInspector(location, write=write)
+
+
+class PostgresInspector(MemoryInspector):
+    """The inspector of one PostgreSQL journal (see the module's docstring)."""
+
+    def __init__(self, location: str, *, write: bool = False) -> None:
+        self.location = location
+        self.conn = connect(location)
+        row = self.conn.execute("SELECT current_schema()").fetchone()
+        self.schema = str(row[0]) if row is not None else ""
+        try:
+            if self._has_tables():
+                migrate(self.conn, location)  # refuses a newer schema, changing nothing
+            super().__init__(self._load(), write=write)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    @property
+    def path(self) -> str:
+        return redact(self.location)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.conn.close()
+        super().close()
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def _has_tables(self) -> bool:
+        row = self.conn.execute("SELECT to_regclass('ll_meta') IS NOT NULL").fetchone()
+        return bool(row and row[0])
+
+    def _load(self) -> MemoryDatabase:
+        """The database's rows as a ``MemoryDatabase`` (inside the caller's transaction)."""
+        db = MemoryDatabase(self.location)
+        if not self._has_tables():
+            return db
+        c = self.conn
+        for (goal,) in c.execute("SELECT goal FROM ll_goals").fetchall():
+            db.goals[goal] = {}
+        top = 0
+        for num, *values in c.execute(
+            f"SELECT num, {', '.join(_RUN_COLUMNS)} FROM ll_runs ORDER BY num"
+        ).fetchall():
+            run = dict(zip(_RUN_COLUMNS, values, strict=True))
+            run["order"] = num
+            db.runs[run["id"]] = run
+            db.goals.setdefault(run["goal"], {})
+            top = max(top, num)
+        db._runs = itertools.count(top + 1)
+        last = 0
+        for rowid, goal, run_id, key, *values in c.execute(
+            f"SELECT rowid, goal, run, key, {', '.join(COLUMNS)} FROM ll_journal ORDER BY rowid"
+        ).fetchall():
+            row = Row(rowid)
+            row.update(zip(COLUMNS, values, strict=True), run=run_id, key=key)
+            db.by_rowid[rowid] = row
+            if goal == "":
+                db.global_markers[key] = row
+            else:
+                db.goals.setdefault(goal, {})[(run_id, key)] = row
+            last = max(last, rowid)
+        db._rowids = itertools.count(last + 1)
+        for run_id, key, n, *values in c.execute(
+            f"SELECT run, key, try, {', '.join(_TRY_COLUMNS)} FROM ll_tries"
+        ).fetchall():
+            db.tries[(run_id, key, n)] = dict(zip(_TRY_COLUMNS, values, strict=True))
+        db.replays = [
+            (r, a, tuple(k or ())) for r, a, k in c.execute("SELECT * FROM ll_replays").fetchall()
+        ]
+        db.attempts = [tuple(a) for a in c.execute("SELECT * FROM ll_attempts").fetchall()]
+        return db
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[MemoryDatabase]:
+        self._check()
+        with self.conn.transaction():
+            self.db = self._load()
+        yield self.db
+
+    @contextlib.contextmanager
+    def _changing(self) -> Iterator[MemoryDatabase]:
+        self._check()
+        if not self.writable:
+            raise LetItLoopError(
+                f"{self.path} was opened for reading only, so nothing was written; to change "
+                f"it, open it with open_inspector(path, write=True) (reset, fork, gc, send "
+                f"and cancel do)"
+            )
+        with self.conn.transaction():
+            if self._has_tables():
+                self.conn.execute(
+                    "LOCK TABLE ll_goals, ll_runs, ll_journal, ll_tries, ll_replays, ll_attempts "
+                    "IN EXCLUSIVE MODE"
+                )
+            before = self._load()
+            after = self.db = self._load()
+            yield after
+            self._write_back(before, after)
+
+    def _write_back(self, before: MemoryDatabase, after: MemoryDatabase) -> None:
+        """Write the rows ``after`` changed from ``before``: runs, rows, tries, replays."""
+        c = self.conn
+        for goal in before.goals.keys() - after.goals.keys():
+            c.execute("DELETE FROM ll_goals WHERE goal = %s", (goal,))
+        for goal in after.goals.keys() - before.goals.keys():
+            c.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
+        for run_id in before.runs.keys() - after.runs.keys():
+            c.execute("DELETE FROM ll_runs WHERE id = %s", (run_id,))
+        for run_id, run in sorted(after.runs.items(), key=lambda kv: kv[1]["order"]):
+            old = before.runs.get(run_id)
+            values = {k: run.get(k) for k in _RUN_COLUMNS}
+            if old is None:
+                c.execute(
+                    f"INSERT INTO ll_runs ({', '.join(values)}) VALUES "
+                    f"({', '.join(['%s'] * len(values))})",
+                    tuple(values.values()),
+                )
+            else:
+                changed = {k: v for k, v in values.items() if old.get(k) != v}
+                if changed:
+                    c.execute(
+                        f"UPDATE ll_runs SET {', '.join(f'{k} = %s' for k in changed)} "
+                        f"WHERE id = %s",
+                        (*changed.values(), run_id),
+                    )
+        rows_before = _all_rows(before)
+        rows_after = _all_rows(after)
+        gone = [r for r in rows_before if r not in rows_after]
+        if gone:
+            c.execute("DELETE FROM ll_journal WHERE rowid = ANY(%s)", (gone,))
+        for rowid in sorted(rows_after):
+            goal, row = rows_after[rowid]
+            values = {k: row.get(k) for k in COLUMNS}
+            if rowid not in rows_before:
+                c.execute(
+                    f"INSERT INTO ll_journal (goal, run, key, {', '.join(COLUMNS)}) VALUES "
+                    f"({', '.join(['%s'] * (3 + len(COLUMNS)))})",
+                    (goal, row["run"] or "", row["key"], *values.values()),
+                )
+                continue
+            old = rows_before[rowid][1]
+            changed = {k: v for k, v in values.items() if old.get(k) != v}
+            if changed:
+                c.execute(
+                    f"UPDATE ll_journal SET {', '.join(f'{k} = %s' for k in changed)} "
+                    f"WHERE rowid = %s",
+                    (*changed.values(), rowid),
+                )
+        for slot in before.tries.keys() - after.tries.keys():
+            c.execute("DELETE FROM ll_tries WHERE run = %s AND key = %s AND try = %s", slot)
+        for slot, t in after.tries.items():
+            if before.tries.get(slot) != t:
+                c.execute("DELETE FROM ll_tries WHERE run = %s AND key = %s AND try = %s", slot)
+                c.execute(
+                    f"INSERT INTO ll_tries (run, key, try, {', '.join(_TRY_COLUMNS)}) VALUES "
+                    f"({', '.join(['%s'] * (3 + len(_TRY_COLUMNS)))})",
+                    (*slot, *(t.get(k) for k in _TRY_COLUMNS)),
+                )
+        lists: list[tuple[str, list[Any], list[Any]]] = [
+            ("ll_replays", list(before.replays), list(after.replays)),
+            ("ll_attempts", list(before.attempts), list(after.attempts)),
+        ]
+        for table, old_list, new_list in lists:
+            old_set, new_set = set(old_list), set(new_list)
+            touched: set[str] = {str(e[0]) for e in old_set ^ new_set}
+            for run_id in touched:
+                c.execute(f"DELETE FROM {table} WHERE run = %s", (run_id,))
+                for entry in new_list:
+                    if entry[0] == run_id:
+                        cells: list[Any] = list(entry)
+                        if table == "ll_replays":
+                            cells[2] = list(cells[2])
+                        c.execute(
+                            f"INSERT INTO {table} VALUES ({', '.join(['%s'] * len(cells))})",
+                            cells,
+                        )
+
+    # -- runs' locks ------------------------------------------------------------------
+
+    def is_held(self, run_id: str) -> bool:
+        self._check()
+        return is_held(self.conn, run_hold_text(self.schema, run_id))
+
+    @contextlib.contextmanager
+    def hold(self, run_id: str) -> Iterator[bool]:
+        hold = PostgresHold(self.location, run_hold_text(self.schema, run_id))
+        if not hold.acquire(0):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            hold.release()
+
+
+def _all_rows(db: MemoryDatabase) -> dict[int, tuple[str, Row]]:
+    found: dict[int, tuple[str, Row]] = {}
+    for goal, rows in db.goals.items():
+        for row in rows.values():
+            found[row.rowid] = (goal, row)
+    for row in db.global_markers.values():
+        found[row.rowid] = ("", row)
+    return found
