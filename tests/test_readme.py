@@ -517,6 +517,7 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "assert done == {'mcp:lookup/sent', 'mcp:lookup', 'mcp:charge/sent', 'mcp:charge'}, done\n",
     ),
     ("supervision.md", "from letitloop import durable, step, supervise"): ("", ""),
+    ("versioning.md", "from letitloop import Journal, patched"): ("", ""),
     ("types.md", "import letitloop.codec"): (
         "from dataclasses import dataclass\nfrom datetime import datetime, timezone\nLine = str\n",
         "from letitloop.codec import decode, encode\n"
