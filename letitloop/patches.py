@@ -33,29 +33,33 @@ if TYPE_CHECKING:
 PREFIX = "patched:"
 
 
-def decided(decision: bool) -> bool:
-    """The patch decision's step function: it returns what was decided before the call."""
-    return decision
+def decide(j: Journal, prefix: str) -> bool:
+    """The patch decision's step function: run only when no decision was recorded.
+
+    True unless a done row under ``prefix`` (this point's parent step) was
+    recorded and not yet met this attempt. A replayed decision costs no scan.
+    """
+    return not j._keys.recorded_unclaimed(prefix)
 
 
-def point(j: Journal, name: str) -> tuple[str, bool]:
-    """``(step name, decision)`` for a call of ``patched(name)`` now."""
+def point(j: Journal, name: str) -> tuple[str, partial[bool]]:
+    """``(step name, step function)`` of a call of ``patched(name)`` here."""
     check_name("patch", name)
     parent = parent_step.get()
     prefix = f"{parent[1]}{NEST}" if parent is not None and parent[0] is j else ""
-    return PREFIX + name, not j._keys.recorded_unclaimed(prefix)
+    return PREFIX + name, partial(decide, j, prefix)
 
 
 def patched(j: Journal, name: str) -> bool:
     """Whether this run takes the new path of patch ``name`` (see the module's docstring)."""
-    step_name, decision = point(j, name)
-    return bool(j.step(step_name, partial(decided, decision)))
+    step_name, fn = point(j, name)
+    return bool(j.step(step_name, fn))
 
 
 async def async_patched(j: Journal, name: str) -> bool:
     """:func:`patched` for async code (the decision is written without blocking the loop)."""
-    step_name, decision = point(j, name)
-    return bool(await j.async_step(step_name, partial(decided, decision)))
+    step_name, fn = point(j, name)
+    return bool(await j.async_step(step_name, fn))
 
 
 def deprecated(j: Journal, name: str, took_new_path: bool) -> None:

@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -200,6 +202,18 @@ def two() -> int:
     return 2
 
 
+def job(j: Journal, n: int, decided: dict[int, bool] | None) -> int:
+    """Old code (``decided`` None): a, b, then it dies; new: a, patch "p", b on its old path."""
+    j.step("a", one)
+    if decided is None:
+        j.step("b", two)
+        raise RuntimeError("killed")
+    decided[n] = j.patched("p")
+    if not decided[n]:
+        j.step("b", two)
+    return n
+
+
 class TestAsyncCode:
     def test_async_patched_decides_and_replays_like_patched(self, tmp_path: Path) -> None:
         db = tmp_path / "j.db"
@@ -216,3 +230,34 @@ class TestAsyncCode:
         assert asyncio.run(main("new")) is True
         assert asyncio.run(main("old")) is False
         assert asyncio.run(main("new")) is True
+
+
+class TestThreadsAndStores:
+    def test_a_patch_inside_each_threads_step_is_decided_by_that_steps_rows(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "j.db"
+        with Journal("g", run="r", path=db) as j, pytest.raises(RuntimeError):
+            j.step("job:1", partial(job, j, 1, None))  # old code: a, b, then it died
+        with Journal("g", run="r", path=db) as j:
+            decided: dict[int, bool] = {}
+            # job:2 (a new step) decides while job:1's recorded rows are still to be met.
+            for n in (2, 1):
+                t = threading.Thread(target=j.step, args=(f"job:{n}", partial(job, j, n, decided)))
+                t.start()
+                t.join()
+        # job:1 had recorded b past its patch; job:2's patch sees only job:2's rows.
+        assert decided == {1: False, 2: True}
+
+    def test_the_in_memory_store_journals_the_decision_too(self) -> None:
+        path = "memory://patches-test"
+        with Journal("g", run="r", path=path) as j:
+            j.step("a", one)
+            j.step("b", two)
+            j.close(RuntimeError("killed"))
+        with Journal("g", run="r", path=path) as j:
+            j.step("a", one)
+            assert j.patched("p") is False
+            j.close(RuntimeError("killed again"))
+        with Journal("g", run="r", path=path) as j:
+            assert j.patched("p") is False
