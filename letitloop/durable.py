@@ -105,6 +105,26 @@ async def async_wait_for(
     )
 
 
+def patched(name: str) -> bool:
+    """``Journal.patched`` on the current journal: ``if patched(name): new path``."""
+    return current("patched()").patched(name)
+
+
+async def async_patched(name: str) -> bool:
+    """``Journal.async_patched`` on the current journal (see :func:`current`)."""
+    return await current("async_patched()").async_patched(name)
+
+
+def deprecate_patch(name: str) -> None:
+    """``Journal.deprecate_patch`` on the current journal (see :func:`current`)."""
+    current("deprecate_patch()").deprecate_patch(name)
+
+
+async def async_deprecate_patch(name: str) -> None:
+    """``Journal.async_deprecate_patch`` on the current journal (see :func:`current`)."""
+    await current("async_deprecate_patch()").async_deprecate_patch(name)
+
+
 def usage(
     source: Any = None,
     /,

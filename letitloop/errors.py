@@ -210,3 +210,7 @@ def traceback_text(exc: BaseException) -> str:
     except Exception:
         text = error_text(exc)
     return storable(text)
+
+
+class PatchDeprecatedError(LetItLoopError):
+    """``deprecate_patch(name)`` in a run that took the old path of patch ``name``."""

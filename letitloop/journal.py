@@ -309,6 +309,39 @@ class Journal:
 
         return await waits.async_wait_for(self, name, timeout, stop_after)
 
+    # -- patches (letitloop/patches.py) -----------------------------------------
+
+    def patched(self, name: str) -> bool:
+        """Whether this run takes the new path of patch ``name``: ``if j.patched(name): new``.
+
+        True when the run reaches this point with nothing recorded past it (a
+        new run, or a resumed run that had recorded nothing past it), False
+        when it had recorded steps past it under the old code. The decision is
+        journaled as a step row ``patched:<name>``: every later resume gets
+        the same answer.
+        """
+        from . import patches  # loaded by the first patch
+
+        return patches.patched(self, name)
+
+    async def async_patched(self, name: str) -> bool:
+        """:meth:`patched` for async code."""
+        from . import patches
+
+        return await patches.async_patched(self, name)
+
+    def deprecate_patch(self, name: str) -> None:
+        """Patch ``name``'s old path is gone: PatchDeprecatedError if this run took it."""
+        from . import patches
+
+        patches.deprecate_patch(self, name)
+
+    async def async_deprecate_patch(self, name: str) -> None:
+        """:meth:`deprecate_patch` for async code."""
+        from . import patches
+
+        await patches.async_deprecate_patch(self, name)
+
     def atomic_marker(
         self, name: str, *, scope: Scope = "run", timeout: float | None = None
     ) -> AtomicMarker:

@@ -209,6 +209,16 @@ class StepKeys:
                     del table[name]
             self.load(rows)
 
+    def recorded_unclaimed(self, prefix: str) -> bool:
+        """Whether a done row keyed under ``prefix`` was recorded and not yet met this attempt.
+
+        ``patched()`` asks it: such a row means the run went past this point
+        under earlier code (letitloop/patches.py).
+        """
+        with self.lock:
+            claimed = self.claimed
+            return any(k.startswith(prefix) and k not in claimed for k in self.recorded)
+
     def used(self, key: str) -> bool:
         """Whether a step of this run has ``key`` (recorded, or called in this attempt)."""
         return key in self.recorded or key in self.claimed

@@ -68,7 +68,10 @@ LAYERS: list[tuple[str, set[str]]] = [
         "markers and the run's primitives",
         {"markers", "cancellation", "timers", "retry", "sleeps", "waits"},
     ),
-    ("journal", {"journal", "opening", "replay", "steps", "async_steps", "closing", "ownership"}),
+    (
+        "journal",
+        {"journal", "opening", "replay", "steps", "async_steps", "closing", "ownership", "patches"},
+    ),
     ("decorators", {"durable"}),
     (
         "inspection, control and supervision",
@@ -535,6 +538,7 @@ LOADED_ON_USE = [
     "letitloop.async_steps",  # the first async step
     "letitloop.commits",  # the first async step
     "letitloop.sleeps",  # the first sleep (or wait)
+    "letitloop.patches",  # the first patched()
     "letitloop.waits",  # the first wait, or letitloop.RunWaiting
     "letitloop.timers",  # the first sleep, wait or retry
     "letitloop.mcp",  # lil mcp, or the user's import of letitloop.mcp

@@ -524,6 +524,7 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "                       capture_output=True, text=True, check=True).stdout\n"
         "assert '0001:support__function_toolset__<agent>.call_tool:order_status' in shown\n",
     ),
+    ("versioning.md", "from letitloop import Journal, patched"): ("", ""),
     ("types.md", "import letitloop.codec"): (
         "from dataclasses import dataclass\nfrom datetime import datetime, timezone\nLine = str\n",
         "from letitloop.codec import decode, encode\n"
