@@ -70,6 +70,22 @@ class StepMismatchError(LetItLoopError):
     differences: str | None = None
 
 
+class UnrecordedStepError(LetItLoopError):
+    """A replay-only journal met a step (or run) its recording does not have; nothing was called.
+
+    Raised by ``Journal(..., replay_only=True)`` (or ``LETITLOOP_REPLAY=only``)
+    instead of calling the step's function: a replay-only run replays every
+    step from the journal and writes nothing to it.
+    """
+
+    run_id: str | None = None
+    #: The step's key in its run (``fetch``, ``fetch#2``, ``outer/fetch``); None when the
+    #: journal holds no recorded run to replay at all.
+    key: str | None = None
+    #: The function the step would have called (``module.qualname``), not called.
+    function: str | None = None
+
+
 class InvalidNameError(LetItLoopError):
     """A goal, run, step or marker name is unusable (empty, not text, control characters)."""
 

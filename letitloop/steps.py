@@ -24,6 +24,7 @@ from .errors import (
     InvalidNameError,
     LetItLoopError,
     MisuseError,
+    UnrecordedStepError,
     error_text,
     traceback_text,
 )
@@ -142,6 +143,19 @@ def unidentifiable(j: Journal, name: str, exc: FingerprintError) -> FingerprintE
     )
 
 
+def unrecorded(j: Journal, key: str, fn_name: str) -> UnrecordedStepError:
+    """The error for a step a replay-only journal has not recorded; its function is not called."""
+    return UnrecordedStepError(
+        f"replay-only: step {key!r} ({fn_name}) is not recorded in run {j.run_id} of goal "
+        f"{j.goal!r} in {j.path}, so it was not called; a step was added or renamed since "
+        f"the recording, or is called in another order: record the run again (open the "
+        f"journal without replay_only), or fix the pipeline",
+        run_id=j.run_id,
+        key=key,
+        function=fn_name,
+    )
+
+
 def not_a_function(name: str, value: object) -> MisuseError:
     """The error for ``j.step(name, fetch(1))``: the call ran before the step, unrecorded."""
     import reprlib  # only on this mistake
@@ -204,6 +218,8 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         return replayed
     flight = j._flight
     try:
+        if j.replay_only:
+            raise unrecorded(j, key, fn_name)
         if j._replayed:  # the replays before this fresh step: "saved by replay"
             flush_replays(j)
         if UNCHECKED in fp:
