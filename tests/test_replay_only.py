@@ -212,3 +212,33 @@ class TestUnrecordedStepErrorPickles:
         exc = UnrecordedStepError("m", run_id="r", key="k", function="mod.fn")
         back = pickle.loads(pickle.dumps(exc))
         assert (str(back), back.run_id, back.key, back.function) == ("m", "r", "k", "mod.fn")
+
+
+class TestSleepsAndWaitsReplayOrAreRefused:
+    def test_a_recorded_sleep_and_wait_replay_and_an_unrecorded_sleep_is_refused_unslept(
+        self, tmp_path: Path
+    ) -> None:
+        import time
+
+        from letitloop import Journal
+
+        path = tmp_path / "j.db"
+        with Journal("g", run="r", path=path) as j:
+            j.sleep("nap", 0.01)
+        before = snapshot(tmp_path)
+        with Journal("g", run="r", path=path, replay_only=True) as j:
+            j.sleep("nap", 0.01)  # replayed
+            began = time.monotonic()
+            with pytest.raises(UnrecordedStepError) as caught:
+                j.sleep("long", 3600)
+            assert time.monotonic() - began < 5
+            with pytest.raises(UnrecordedStepError):
+                j.wait_for("never", timeout=3600)
+        assert caught.value.key == "long"
+        assert caught.value.function == "letitloop.sleep"
+        # The recording journal's connection is still open here (kept idle), so the
+        # file has a -wal, and a read-only reader marks its place in the -shm index.
+        after = snapshot(tmp_path)
+        before.pop("j.db-shm", None)
+        after.pop("j.db-shm", None)
+        assert after == before
