@@ -86,6 +86,21 @@ class UnrecordedStepError(LetItLoopError):
     function: str | None = None
 
 
+def unrecorded_step(
+    run_id: str, goal: str, path: object, key: str, function: str
+) -> UnrecordedStepError:
+    """The error for a step (sleep, wait, marker) a replay-only journal has not recorded."""
+    return UnrecordedStepError(
+        f"replay-only: step {key!r} ({function}) is not recorded in run {run_id} of goal "
+        f"{goal!r} in {path}, so it was not called; a step was added or renamed since "
+        f"the recording, or is called in another order: record the run again (open the "
+        f"journal without replay_only), or fix the pipeline",
+        run_id=run_id,
+        key=key,
+        function=function,
+    )
+
+
 class InvalidNameError(LetItLoopError):
     """A goal, run, step or marker name is unusable (empty, not text, control characters)."""
 

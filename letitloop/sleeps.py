@@ -47,9 +47,9 @@ class PauseKey:
             j._replay(self.key, fn_name, replay)  # raises StepMismatchError: another function
         if replay is None and j.replay_only:  # nothing is written: refused, not slept
             j._keys.release(self.full, self.owner)
-            from .steps import unrecorded
+            from .errors import unrecorded_step
 
-            raise unrecorded(j, self.key, fn_name)
+            raise unrecorded_step(j.run_id, j.goal, j.path, self.key, fn_name)
         self.replay: Recorded | None = replay
 
     def release(self, j: Journal) -> None:

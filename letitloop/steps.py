@@ -27,6 +27,7 @@ from .errors import (
     UnrecordedStepError,
     error_text,
     traceback_text,
+    unrecorded_step,
 )
 from .fingerprint import UNCHECKED
 from .keys import NEST, REPEAT_SUFFIX, Recorded
@@ -145,15 +146,7 @@ def unidentifiable(j: Journal, name: str, exc: FingerprintError) -> FingerprintE
 
 def unrecorded(j: Journal, key: str, fn_name: str) -> UnrecordedStepError:
     """The error for a step a replay-only journal has not recorded; its function is not called."""
-    return UnrecordedStepError(
-        f"replay-only: step {key!r} ({fn_name}) is not recorded in run {j.run_id} of goal "
-        f"{j.goal!r} in {j.path}, so it was not called; a step was added or renamed since "
-        f"the recording, or is called in another order: record the run again (open the "
-        f"journal without replay_only), or fix the pipeline",
-        run_id=j.run_id,
-        key=key,
-        function=fn_name,
-    )
+    return unrecorded_step(j.run_id, j.goal, j.path, key, fn_name)
 
 
 def not_a_function(name: str, value: object) -> MisuseError:

@@ -242,3 +242,23 @@ class TestSleepsAndWaitsReplayOrAreRefused:
         before.pop("j.db-shm", None)
         after.pop("j.db-shm", None)
         assert after == before
+
+
+class TestMarkersReplayOrAreRefused:
+    def test_a_done_marker_is_skipped_and_a_marker_not_recorded_is_refused_unentered(
+        self, tmp_path: Path
+    ) -> None:
+        from letitloop import Journal
+
+        path = tmp_path / "j.db"
+        entered = []
+        with Journal("g", run="r", path=path) as j, j.atomic_marker("charge") as go:
+            if go:
+                entered.append("charge")
+        with Journal("g", run="r", path=path, replay_only=True) as j:
+            with j.atomic_marker("charge") as go:
+                assert not go
+            with pytest.raises(UnrecordedStepError) as caught, j.atomic_marker("refund"):
+                entered.append("refund")
+        assert entered == ["charge"]
+        assert caught.value.key == "refund"
