@@ -33,6 +33,7 @@ from .steps import (
     parent_step,
     retry_policy_in,
     unidentifiable,
+    unrecorded,
     watch_flight,
 )
 from .storage import Storage
@@ -100,6 +101,8 @@ async def async_step(
         return replay(j, key, fn_name, recorded)
     flight = j._flight
     try:
+        if j.replay_only:
+            raise unrecorded(j, key, fn_name)
         if j._replayed:  # the replays before this fresh step: "saved by replay"
             import asyncio
 

@@ -117,9 +117,9 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
     # an opener waiting for its lock must find it ended, not resume it
     # (tests/test_lock_order.py).
     try:
-        if j._replayed:
+        if j._replayed and not j.replay_only:  # replay-only writes nothing
             flush_replays(j)
-        if not j.was_completed:
+        if not j.was_completed and not j.replay_only:  # replay-only writes nothing
             now = j.clock()
             if j._cancel.reason is not None:
                 storage.cancel_run(j.run_id, now, error_text(cancellation.error(j)))

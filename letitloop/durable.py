@@ -293,7 +293,7 @@ def durable(
                 goal_id, run, signature, args, kwargs, path, durability, timeout, registry, retry
             )
             with journal:
-                if journal.was_completed:
+                if journal.was_completed and not journal.replay_only:
                     result: R = journal.recorded_result()
                     return result
                 call_args, call_kwargs = unwrap(args, kwargs)
@@ -365,7 +365,7 @@ def durable_async(
                 goal_id, run, signature, args, kwargs, path, durability, timeout, registry, retry
             )
             async with journal:
-                if journal.was_completed:
+                if journal.was_completed and not journal.replay_only:
                     result: R = journal.recorded_result()
                     return result
                 call_args, call_kwargs = unwrap(args, kwargs)

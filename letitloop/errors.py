@@ -70,6 +70,37 @@ class StepMismatchError(LetItLoopError):
     differences: str | None = None
 
 
+class UnrecordedStepError(LetItLoopError):
+    """A replay-only journal met a step (or run) its recording does not have; nothing was called.
+
+    Raised by ``Journal(..., replay_only=True)`` (or ``LETITLOOP_REPLAY=only``)
+    instead of calling the step's function: a replay-only run replays every
+    step from the journal and writes nothing to it.
+    """
+
+    run_id: str | None = None
+    #: The step's key in its run (``fetch``, ``fetch#2``, ``outer/fetch``); None when the
+    #: journal holds no recorded run to replay at all.
+    key: str | None = None
+    #: The function the step would have called (``module.qualname``), not called.
+    function: str | None = None
+
+
+def unrecorded_step(
+    run_id: str, goal: str, path: object, key: str, function: str
+) -> UnrecordedStepError:
+    """The error for a step (sleep, wait, marker) a replay-only journal has not recorded."""
+    return UnrecordedStepError(
+        f"replay-only: step {key!r} ({function}) is not recorded in run {run_id} of goal "
+        f"{goal!r} in {path}, so it was not called; a step was added or renamed since "
+        f"the recording, or is called in another order: record the run again (open the "
+        f"journal without replay_only), or fix the pipeline",
+        run_id=run_id,
+        key=key,
+        function=function,
+    )
+
+
 class InvalidNameError(LetItLoopError):
     """A goal, run, step or marker name is unusable (empty, not text, control characters)."""
 

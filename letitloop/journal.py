@@ -32,7 +32,7 @@ from .keys import StepKeys
 from .names import check_name
 from .pragmas import Durability
 from .replay import Results, forget_replays, mismatch, replay
-from .schemes import open_storage
+from .schemes import open_readonly_storage, open_storage
 from .storage import StepRow, Storage
 
 if TYPE_CHECKING:
@@ -76,6 +76,9 @@ class Journal:
     ``clock`` is the function timestamps come from (seconds since the epoch;
     tests pass a fake one). ``registry`` is the codec registry for results.
     ``retry`` is the RetryPolicy of every step that does not pass its own.
+    ``replay_only=True`` (or ``LETITLOOP_REPLAY=only``) replays the recorded
+    run and writes nothing: an unrecorded step raises UnrecordedStepError
+    without calling its function (docs/testing.md).
 
     Raises RunHeldError when another live process holds the run for longer
     than ``timeout`` seconds, JournalFileError when the file is unusable,
@@ -94,6 +97,7 @@ class Journal:
         clock: Callable[[], float] = time.time,
         input: Any = _NO_INPUT,
         retry: RetryPolicy | None = None,
+        replay_only: bool | None = None,
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
@@ -111,6 +115,12 @@ class Journal:
         self._fingerprints = Fingerprinter(registry)
         #: The retry policy of steps that pass none (letitloop/retry.py).
         self.retry = retry
+        #: Replay-only: every step replays from the journal, an unrecorded one raises
+        #: UnrecordedStepError without being called, nothing is written (the file is
+        #: opened for reading only). None: ``LETITLOOP_REPLAY=only`` turns it on.
+        self.replay_only = (
+            os.environ.get("LETITLOOP_REPLAY") == "only" if replay_only is None else replay_only
+        )
         # The run's state, each piece written by its one owner (the owner's docstring
         # says which thread writes it, which reads it, under which lock;
         # docs/architecture.md, "Who owns a run's state"):
@@ -168,10 +178,16 @@ class Journal:
             return self
         if self._disowned or ownership.inherited_files:  # only in a forked child
             ownership.check_open(self)
-        storage = open_storage(self._path_arg, self.durability)
+        if self.replay_only:
+            storage = open_readonly_storage(self._path_arg)
+        else:
+            storage = open_storage(self._path_arg, self.durability)
         try:
             forget_replays(self)  # a journal opened again is a new attempt
-            opening.open_run(self, storage)
+            if self.replay_only:
+                opening.open_recorded(self, storage)
+            else:
+                opening.open_run(self, storage)
         except BaseException:
             opening.release(self)
             storage.close()

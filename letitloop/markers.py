@@ -205,11 +205,21 @@ class AtomicMarker:
         assert self._storage is not None
         found = self._storage.marker(self._at)
         if found is None:
+            self._refuse_unrecorded()
             return None
         self._check_kind(found.kind)
         if found.status == "done":
             return self._offer_from(False, found.claims or 0, found.crashes or 0)
+        self._refuse_unrecorded()
         return None
+
+    def _refuse_unrecorded(self) -> None:
+        """In a replay-only journal, a marker not recorded done raises UnrecordedStepError."""
+        if self.journal.replay_only:
+            from .errors import unrecorded_step
+
+            j = self.journal
+            raise unrecorded_step(j.run_id, j.goal, j.path, self.name, "letitloop.atomic_marker")
 
     def _claim(self) -> MarkerOffer:
         """Under both locks: the false offer if done, else claim the row and offer it."""

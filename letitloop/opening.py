@@ -32,7 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import cancellation, codec
-from .errors import EncodeError, LetItLoopError, RunHeldError
+from .errors import EncodeError, LetItLoopError, RunHeldError, UnrecordedStepError
 from .ids import HOST
 from .keys import Recorded, StepKeys
 from .replay import Results
@@ -194,6 +194,41 @@ def open_run(j: Journal, storage: Storage) -> None:
         j._keys = keys
         j._results = Results(storage, sorted(r[3] for r in rows))
         return
+
+
+def open_recorded(j: Journal, storage: Storage) -> None:
+    """Replay-only: find ``j``'s recorded run and load its steps, writing nothing, holding nothing.
+
+    The named run, else the goal's newest unnamed run opened for the same
+    input, whatever its status (closing.py writes nothing for it). Raises
+    UnrecordedStepError when there is none.
+    """
+    input_fp = None
+    if j._has_input:
+        input_fp = j._fingerprints.whole(j.input, strict=j.run_name is None)
+    found = storage.recorded_run(j.goal, j.run_name, input_fp)  # type: ignore[attr-defined]
+    if found is None:
+        which = f"run {j.run_name!r}" if j.run_name is not None else "no unnamed run"
+        if j._has_input and j.run_name is None:
+            which += " for this input"
+        raise UnrecordedStepError(
+            f"replay-only: {storage.path} holds {which} of goal {j.goal!r} "
+            f"{'not recorded' if j.run_name is not None else 'recorded'}; nothing was called. "
+            f"Record the run first (open the journal without replay_only), or pass the right "
+            f"path= and run="
+        )
+    run_id, state = found
+    j.was_completed = state.status == "completed"
+    j._recorded_result = state.result
+    j._created = False
+    j.run_id = run_id
+    j.attempt = max(state.attempts, 1)
+    rows, markers = storage.recorded_steps(run_id)
+    keys = StepKeys(run_id)
+    keys.load([Recorded(*r) for r in rows])
+    keys.marker_keys = markers
+    j._keys = keys
+    j._results = Results(storage, sorted(r[3] for r in rows))
 
 
 def decide(j: Journal, run_id: str, found: RunState | None) -> RunDecision:

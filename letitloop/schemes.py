@@ -207,6 +207,25 @@ def open_storage(path: str | os.PathLike[str] | None, durability: Durability) ->
     return open_sqlite(path, durability)
 
 
+def open_readonly_storage(path: str | os.PathLike[str] | None) -> Storage:
+    """The storage a replay-only journal reads: a SQLite journal file opened for reading only.
+
+    Raises UnrecordedStepError for a URL (only a journal file is replayed
+    read-only), JournalFileError for a file that is missing or unusable.
+    """
+    location = path if path is not None else os.environ.get("LETITLOOP_DB") or None
+    if isinstance(location, str) and scheme_of(location) is not None:
+        from .errors import UnrecordedStepError
+
+        raise UnrecordedStepError(
+            f"replay-only journals read a journal file, got the URL {location!r}; copy the "
+            f"run into a file and replay that, or open it without replay_only"
+        )
+    from .sqlite_holding import open_sqlite_readonly
+
+    return open_sqlite_readonly(path)
+
+
 def open_inspector(location: str, *, write: bool, live: bool, separate_process: bool) -> Inspector:
     """The inspector of the journal at the URL ``location`` (``inspection.open_inspector``).
 

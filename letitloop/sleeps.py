@@ -45,6 +45,11 @@ class PauseKey:
             raise j._mismatch(self.key, fn_name, "", mismatch)
         if replay is not None and replay.fn != fn_name:
             j._replay(self.key, fn_name, replay)  # raises StepMismatchError: another function
+        if replay is None and j.replay_only:  # nothing is written: refused, not slept
+            j._keys.release(self.full, self.owner)
+            from .errors import unrecorded_step
+
+            raise unrecorded_step(j.run_id, j.goal, j.path, self.key, fn_name)
         self.replay: Recorded | None = replay
 
     def release(self, j: Journal) -> None:

@@ -124,3 +124,14 @@ def open_sqlite(path: str | os.PathLike[str] | None, durability: Durability) -> 
     from .sqlite_storage import SqliteStorage  # its base is this module's
 
     return SqliteStorage(open_store(path, durability=durability))
+
+
+def open_sqlite_readonly(path: str | os.PathLike[str] | None) -> SqliteStorage:
+    """The storage of a journal file opened for reading only (a replay-only journal).
+
+    SQLite refuses every write; nothing is created, migrated or checkpointed,
+    and no lock file is made (``Store(readonly=True)``).
+    """
+    from .sqlite_storage import SqliteStorage  # its base is this module's
+
+    return SqliteStorage(Store(path, readonly=True))

@@ -47,6 +47,12 @@ _FIND_UNNAMED = (
     "AND cancel_requested_at IS NULL ORDER BY rowid DESC LIMIT 1"
 )
 
+#: The run an unnamed replay-only opener replays: the newest for the same input, any status.
+_FIND_RECORDED = (
+    "SELECT id FROM runs WHERE goal = ? AND name IS NULL AND input_fp IS ? "
+    "ORDER BY rowid DESC LIMIT 1"
+)
+
 
 def resumable_run_id(
     query: Callable[[str, tuple[Any, ...]], Iterable[Sequence[Any]]],
@@ -176,6 +182,34 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
             _insert_attempt(c, run_id, 1, started)
             self._keep_key(c, run_id)
         return run_id, True
+
+    def recorded_run(
+        self, goal: str, name: str | None, input_fp: str | None
+    ) -> tuple[str, RunState] | None:
+        """The run a replay-only opener replays, read without writing anything; None: no such run.
+
+        The named run, else the goal's newest unnamed run opened for the same
+        input, whatever its status (a fixture's run is usually completed).
+        """
+        store = self.store
+        table = store.goal_table(goal)
+        if table is None:
+            return None
+        self.table, self.rows = table, rows_table(table)
+        if name is not None:
+            found = store.query(_FIND_NAMED, (goal, name))
+        else:
+            found = store.query(_FIND_RECORDED, (goal, input_fp))
+        if not found:
+            return None
+        run_id = str(found[0][0])
+        row = store.query(
+            "SELECT status, attempts, result, name, cancel_requested_at, cancel_reason "
+            "FROM runs WHERE id = ?",
+            (run_id,),
+        )
+        self.run_key = RunKey(self.key_of_run(run_id))
+        return run_id, RunState(*row[0])
 
     def _keep_key(self, c: Any, run_id: str) -> None:
         (num,) = c.execute(_RUN_NUM, (run_id,)).fetchone()

@@ -24,8 +24,10 @@ from .errors import (
     InvalidNameError,
     LetItLoopError,
     MisuseError,
+    UnrecordedStepError,
     error_text,
     traceback_text,
+    unrecorded_step,
 )
 from .fingerprint import UNCHECKED
 from .keys import NEST, REPEAT_SUFFIX, Recorded
@@ -142,6 +144,11 @@ def unidentifiable(j: Journal, name: str, exc: FingerprintError) -> FingerprintE
     )
 
 
+def unrecorded(j: Journal, key: str, fn_name: str) -> UnrecordedStepError:
+    """The error for a step a replay-only journal has not recorded; its function is not called."""
+    return unrecorded_step(j.run_id, j.goal, j.path, key, fn_name)
+
+
 def not_a_function(name: str, value: object) -> MisuseError:
     """The error for ``j.step(name, fetch(1))``: the call ran before the step, unrecorded."""
     import reprlib  # only on this mistake
@@ -204,6 +211,8 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         return replayed
     flight = j._flight
     try:
+        if j.replay_only:
+            raise unrecorded(j, key, fn_name)
         if j._replayed:  # the replays before this fresh step: "saved by replay"
             flush_replays(j)
         if UNCHECKED in fp:

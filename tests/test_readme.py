@@ -539,6 +539,7 @@ DOCS_AROUND[("adapters.md", "from letitloop.adapters.smolagents import Smolagent
 DOCS_AROUND[("adapters.md", "from letitloop.adapters.autogen import AutoGenStateSerializer")] = (
     AUTOGEN_AROUND
 )
+DOCS_AROUND[("testing.md", "from letitloop import Journal")] = ("", "")
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
