@@ -80,6 +80,7 @@ STEP_PATH_IMPORTS = (
     "_blake2",
     "atexit",  # a builtin module: the shared connections are closed at exit
     "fcntl",  # a builtin module: the run's lock is a flock() (locks.py)
+    "zlib",  # each step row's CRC-32 (checksums.py)
 )
 
 

@@ -56,7 +56,7 @@ _START_PAUSE = (
     "ON CONFLICT (run, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, "
     "fn = excluded.fn, result = NULL, started = excluded.started, duration = NULL, "
     "attempt = excluded.attempt, error = NULL, traceback = NULL, "
-    "args_fp = '', wake_at = excluded.wake_at"
+    "args_fp = '', wake_at = excluded.wake_at, checksum = NULL"
 )
 
 #: Insert the ``running`` row, or refresh it. Never over a finished row: a row
@@ -70,9 +70,9 @@ RUNNING_UPSERT = (
     "VALUES (?, ?, 'step', 'running', ?, NULL, ?, ?, ?, NULL, NULL, ?) "
     "ON CONFLICT (run, key) DO UPDATE SET status = 'running', fn = excluded.fn, result = NULL, "
     "started = excluded.started, duration = excluded.duration, "
-    "attempt = excluded.attempt, error = NULL, traceback = NULL, args_fp = excluded.args_fp "
-    "WHERE t.status = 'running' OR (t.status != 'done' AND (t.attempt < excluded.attempt "
-    "OR t.started < excluded.started))"
+    "attempt = excluded.attempt, error = NULL, traceback = NULL, args_fp = excluded.args_fp, "
+    "checksum = NULL WHERE t.status = 'running' "
+    "OR (t.status != 'done' AND (t.attempt < excluded.attempt OR t.started < excluded.started))"
 )
 
 #: A step's failed try (see retry.py).
@@ -93,7 +93,7 @@ _RETRYING_ROW = (
     "result = NULL, started = excluded.started, "
     "duration = excluded.duration, attempt = excluded.attempt, error = excluded.error, "
     "traceback = excluded.traceback, args_fp = excluded.args_fp, wake_at = excluded.wake_at, "
-    "input_tokens = NULL, output_tokens = NULL, cost = NULL, model = NULL"
+    "input_tokens = NULL, output_tokens = NULL, cost = NULL, model = NULL, checksum = NULL"
 )
 
 #: What a call in flight reported with ``usage()`` so far, on its step's ``running``
@@ -108,8 +108,8 @@ _USAGE_SO_FAR = (
     "started = excluded.started, duration = NULL, "
     "attempt = excluded.attempt, error = NULL, traceback = NULL, args_fp = excluded.args_fp, "
     "wake_at = NULL, input_tokens = excluded.input_tokens, "
-    "output_tokens = excluded.output_tokens, cost = excluded.cost, model = excluded.model "
-    "WHERE t.status != 'done'"
+    "output_tokens = excluded.output_tokens, cost = excluded.cost, model = excluded.model, "
+    "checksum = NULL WHERE t.status != 'done'"
 )
 
 #: Rows of an earlier attempt that carry usage a new call of their key would

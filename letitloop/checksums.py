@@ -1,0 +1,42 @@
+"""Row checksums: damage to a recorded step is detected, never replayed as a wrong value.
+
+SQLite keeps no checksum of a row's content: a flipped byte in a journal file
+can leave a file that opens and returns another value. Each step row carries
+``step_sum`` of what a replay depends on (its run, key, kind, status,
+function, argument fingerprint, result and error), written in the same
+statement as the row and checked when the row is replayed (replay.py) or
+shown (``lil show``). A CRC-32: it detects damage (any burst of up to 32
+flipped bits, and all but one in 2**32 of anything else); it is not a seal
+against someone who edits the file on purpose and recomputes it.
+
+Rows written before the checksum existed (migration 0012) hold NULL and are
+read as before, unchecked.
+"""
+
+from __future__ import annotations
+
+from zlib import crc32
+
+__all__ = ["step_sum"]
+
+
+def step_sum(
+    run_id: str,
+    key: str,
+    status: str,
+    fn: str | None,
+    fp: str | None,
+    result: str | None,
+    error: str | None,
+) -> int:
+    """The checksum of a step row (kind ``step``) with these fields, as stored in its ``checksum``.
+
+    ``run_id`` is the run's id (not a store's run key), ``fn`` the function's
+    qualified name (not its id in ``functions``), so every store and every
+    reader computes the same number from what it shows. Fields are joined by
+    the unit separator (``\\x1f``, which no JSON result, fingerprint or key
+    holds unescaped); a missing value is written as ``None``, which no JSON
+    text is. Text with lone surrogates (an error message) is hashed as is.
+    """
+    text = f"{run_id}\x1f{key}\x1fstep\x1f{status}\x1f{fn}\x1f{fp}\x1f{result}\x1f{error}"
+    return crc32(text.encode("utf-8", "surrogatepass"))
