@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from zlib import crc32
 
-__all__ = ["step_sum"]
+__all__ = ["row_damaged", "step_sum"]
 
 
 def step_sum(
@@ -39,4 +39,28 @@ def step_sum(
     text is. Text with lone surrogates (an error message) is hashed as is.
     """
     text = f"{run_id}\x1f{key}\x1fstep\x1f{status}\x1f{fn}\x1f{fp}\x1f{result}\x1f{error}"
-    return crc32(text.encode("utf-8", "surrogatepass"))
+    try:
+        return crc32(text.encode())  # the fast path: no error handler to look up
+    except UnicodeEncodeError:
+        return crc32(text.encode("utf-8", "surrogatepass"))
+
+
+def row_damaged(
+    run_id: str,
+    key: str,
+    kind: str,
+    status: str,
+    fn: str | None,
+    fp: str | None,
+    result: str | None,
+    error: str | None,
+    checksum: int | None,
+) -> bool:
+    """Whether a row as a reader sees it (run id, function name) fails its checksum.
+
+    False for a row without one: written before checksums, copied by a fork,
+    or not a finished step (a marker, sleep or wait; a step running or retrying).
+    """
+    if checksum is None or kind != "step" or status not in ("done", "failed"):
+        return False
+    return checksum != step_sum(run_id, key, status, fn, fp, result, error)
