@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from zlib import crc32
 
-__all__ = ["row_damaged", "step_sum"]
+from .errors import DamagedRowError
+
+__all__ = ["damaged_marker", "marker_sum", "row_damaged", "step_sum"]
 
 
 def step_sum(
@@ -58,9 +60,32 @@ def row_damaged(
 ) -> bool:
     """Whether a row as a reader sees it (run id, function name) fails its checksum.
 
-    False for a row without one: written before checksums, copied by a fork,
-    or not a finished step (a marker, sleep or wait; a step running or retrying).
+    False for a row without one: written before checksums, copied by a fork, a
+    sleep or a wait, a step running or retrying. A marker's ``run_id`` is its run's.
     """
-    if checksum is None or kind != "step" or status not in ("done", "failed"):
+    if checksum is None:
+        return False
+    if kind == "marker":
+        return checksum != marker_sum(run_id, key, status)
+    if kind != "step" or status not in ("done", "failed"):
         return False
     return checksum != step_sum(run_id, key, status, fn, fp, result, error)
+
+
+def marker_sum(run: str, key: str, status: str) -> int:
+    """The checksum of a marker's row: its run (the run id, ``*`` for a goal-scoped
+    marker, empty for a global one), its name and its status, which decides whether
+    its block runs again."""
+    return crc32(f"{run}\x1f{key}\x1fmarker\x1f{status}".encode("utf-8", "surrogatepass"))
+
+
+def damaged_marker(name: str, run: str, goal: str, scope: str) -> DamagedRowError:
+    """The error of a marker's row failing its checksum (its block is not run again)."""
+    return DamagedRowError(
+        f"marker {name!r} (run {run or '-'} of goal {goal!r}, scope {scope}): its recorded "
+        f"row fails its checksum, so the journal file was damaged or edited outside "
+        f"letitloop, and whether its block already ran cannot be told; restore the file "
+        f"from a backup, or reset the marker's run once you know",
+        run_id=run,
+        key=name,
+    )

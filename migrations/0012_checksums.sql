@@ -11,5 +11,10 @@
 -- goal's compact table, then rebuilds each goal's readable view and its
 -- triggers (they list their columns), which now show `checksum` too.
 
--- step: checksums.step_sum of the row; NULL before 0012, and for other kinds
+-- step: checksums.step_sum; marker: checksums.marker_sum; NULL before 0012, sleep, wait
 ALTER TABLE "{journal}" ADD COLUMN checksum INTEGER;
+
+-- A marker's row (in a goal's table above, and a global marker's here) carries
+-- checksums.marker_sum of its run, name and status, checked when it is claimed.
+-- global marker: checksums.marker_sum of ('', key, status); NULL before 0012
+ALTER TABLE markers ADD COLUMN checksum INTEGER;

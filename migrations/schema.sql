@@ -74,7 +74,7 @@ CREATE TABLE markers (
     attempt      INTEGER,                    -- the holder run's attempt
     error        TEXT,                       -- 'Type: message' when the block raised
     traceback    TEXT
-);
+, checksum INTEGER);
 
 CREATE TABLE step_tries (
     run           TEXT NOT NULL,             -- runs.id

@@ -103,6 +103,46 @@ class TestAStepRowDamagedInTheFile:
         assert [r[6] for r in rows] == [step_sum(run_id, *r[:6]) for r in rows]
 
 
+#: Runs the block of marker "notify" (scope from argv) once, in run "r1" of goal "g".
+MARKER_PROGRAM = """
+import sys
+from letitloop import Journal
+from letitloop.errors import LetItLoopError
+
+try:
+    with Journal("g", path=sys.argv[1], run="r1") as j:
+        with j.atomic_marker("notify", scope=sys.argv[2]) as should_execute:
+            print("sent" if should_execute else "skipped")
+except LetItLoopError as exc:
+    print(type(exc).__name__, exc.key)
+"""
+
+
+def run_marker(db: Path, scope: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", MARKER_PROGRAM, str(db), scope],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+class TestAMarkerRowDamagedInTheFile:
+    @pytest.mark.parametrize(
+        ("scope", "table"), [("run", "_journal_g"), ("goal", "_journal_g"), ("global", "markers")]
+    )
+    def test_its_block_is_not_run_again(self, tmp_path: Path, scope: str, table: str) -> None:
+        db = tmp_path / "journal.db"
+        assert run_marker(db, scope) == "sent"
+        assert run_marker(db, scope) == "skipped"
+        # A damaged status would offer the block again ('failed' is retried).
+        edit(db, f"UPDATE \"{table}\" SET status = 'failed' WHERE key = 'notify'")
+        assert run_marker(db, scope) == "DamagedRowError notify"
+
+
 class TestLilShow:
     def lil(self, db: Path, *args: str) -> str:
         out = subprocess.run(
