@@ -80,6 +80,7 @@ STEP_PATH_IMPORTS = (
     "_blake2",
     "atexit",  # a builtin module: the shared connections are closed at exit
     "fcntl",  # a builtin module: the run's lock is a flock() (locks.py)
+    "zlib",  # each step row's CRC-32 (checksums.py)
 )
 
 
@@ -177,6 +178,22 @@ def interleaved_ratio(
     return statistics.median(floors), statistics.median(steps), statistics.median(ratios)
 
 
+def checksum_cost(n: int) -> float:
+    """Seconds per row checksum of a small step with 2 arguments (``checksums.step_sum``),
+    paid once when the step is recorded and once when it replays."""
+    from letitloop import codec
+    from letitloop.checksums import step_sum
+    from letitloop.fingerprint import Fingerprinter
+    from letitloop.ids import new_run_id
+
+    run_id, fp = new_run_id(time.time()), Fingerprinter().call(ARGS, {})
+    fn, result = "benchmarks.overhead.fetch_user", codec.encode(SMALL)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step_sum(run_id, "fetch_user", "done", fn, fp, result, None)
+    return (time.perf_counter() - t0) / n
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=2000)
@@ -190,6 +207,7 @@ def main() -> None:
     floor_f, step_f, ratio_f = interleaved_ratio(n, r, ("FULL", n // 8), ("power", n // 8))
     step_args = median_of(r, lambda: fresh_steps_with_args(SMALL, n))
     fingerprint = median_of(r, lambda: fingerprint_cost(n * 10))
+    checksum = median_of(r, lambda: checksum_cost(n * 10))
     with tempfile.TemporaryDirectory() as d:
         small, big = Path(d) / "small.db", Path(d) / "big.db"
         record(small, n)
@@ -240,6 +258,11 @@ def main() -> None:
                     f"{(step_args - call) / floor_n:.2f}x floor",
                 ],
                 ["argument fingerprint of 2 small arguments (in the above)", us(fingerprint), ""],
+                [
+                    "row checksum of a small step (in a fresh step and in its replay)",
+                    us(checksum),
+                    "",
+                ],
                 ["replay of a recorded step", us(replay), ""],
                 ["replay of a recorded step with 2 small arguments", us(replay_args), ""],
                 [

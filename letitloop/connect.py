@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from . import migrate as _migrations
 from .connections import checked, opening, track
 from .errors import JournalFileError
-from .files import check_is_a_file, file_identity, make_folder, probe_file
+from .files import check_is_a_file, create_file, file_identity, make_folder, probe_file
 from .pragmas import configure
 from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain
 
@@ -49,6 +49,7 @@ def connect_writable(store: Store, migrate: bool) -> None:
     """
     make_folder(store.path)
     with opening(store.path):
+        create_file(store.path)  # owner-only (files.FILE_MODE) unless it exists
         _connect_writable(store, migrate)
 
 

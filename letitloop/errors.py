@@ -53,6 +53,14 @@ class EncodeError(LetItLoopError):
     path: str = "$"
 
 
+class DamagedRowError(JournalFileError):
+    """A recorded row fails its checksum: the file was damaged or edited; it is not replayed."""
+
+    run_id: str | None = None
+    #: The damaged row's key in its run.
+    key: str | None = None
+
+
 class DecodeError(LetItLoopError):
     """A recorded result cannot be decoded into the types this program knows."""
 

@@ -25,6 +25,55 @@ from .sqlerrors import DRIVER_ERRORS, explain
 #: Where the journal lives when neither ``path=`` nor ``LETITLOOP_DB`` says.
 DEFAULT_PATH = Path(".letitloop") / "journal.db"
 
+#: The mode of a new journal file (SQLite gives its -wal and -shm the same):
+#: readable by its owner only, since it holds API responses and model outputs.
+#: ``LETITLOOP_FILE_MODE`` (octal, e.g. ``660`` for a group-shared folder) chooses
+#: another; the umask still applies. An existing file's mode is never changed.
+FILE_MODE = 0o600
+
+
+def file_mode() -> int:
+    """The mode a new journal file gets: ``$LETITLOOP_FILE_MODE`` (octal) or FILE_MODE.
+
+    Raises JournalFileError for a value that is not an octal mode.
+    """
+    text = os.environ.get("LETITLOOP_FILE_MODE")
+    if not text:
+        return FILE_MODE
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        mode = -1
+    if not 0 <= mode <= 0o777:
+        raise JournalFileError(
+            f"LETITLOOP_FILE_MODE={text!r}: expected an octal file mode such as 600 or 660; "
+            f"set it to one, or unset it for owner-only files"
+        )
+    return mode
+
+
+def folder_mode() -> int:
+    """The mode of a journal's new locks folder: the file's, with search where it reads."""
+    mode = file_mode()
+    return mode | ((mode & 0o444) >> 2)
+
+
+def create_file(path: Path) -> None:
+    """Create the journal file ``path`` empty with :func:`file_mode`, if it does not exist.
+
+    Before SQLite opens it, so that the file (and its -wal and -shm, which
+    SQLite creates with the file's mode) never exists with looser permissions.
+    Safe beside a connection: a file that does not exist has none of ours (an
+    existing one is left alone, as one another process creates meanwhile).
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode())
+    except FileExistsError:
+        return
+    except OSError:
+        return  # SQLite's own open explains what is wrong (a folder, no permission, …)
+    os.close(fd)
+
 
 def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
     """The journal file: ``path``, else ``$LETITLOOP_DB``, else the nearest

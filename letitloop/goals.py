@@ -131,6 +131,7 @@ _PLAIN = (
     "cost",
     "model",
     "wake_at",
+    "checksum",
 )
 
 #: The view's columns after ``rowid``, in order (what the table held before 0011).
@@ -159,6 +160,7 @@ VIEW_COLUMNS = (
     "cost",
     "model",
     "wake_at",
+    "checksum",  # from 0012 (letitloop/checksums.py); not a column before 0011
 )
 
 
@@ -270,6 +272,16 @@ def create_view(conn: sqlite3.Connection, view: str) -> None:
     conn.execute(view_sql(view))
     for sql in trigger_sql(view):
         conn.execute(sql)
+
+
+def rebuild_views(conn: sqlite3.Connection) -> None:
+    """Inside a write transaction: every goal's view and triggers made again from this
+    version's ``view_sql`` and ``trigger_sql`` (a migration that adds a column they list)."""
+    views = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    for (view,) in conn.execute("SELECT journal_table FROM goals").fetchall():
+        if view in views:  # a goal's table before 0011 has no view (its migration makes it)
+            conn.execute(f'DROP VIEW "{view}"')  # its triggers go with it
+            create_view(conn, view)
 
 
 def delete_run_rows(conn: sqlite3.Connection, view: str, run_ids: Sequence[str]) -> int:

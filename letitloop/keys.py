@@ -100,14 +100,18 @@ class Recorded:
 
     # A plain slotted class (not a dataclass: `dataclasses` imports `inspect`,
     # ~7 ms that `import letitloop` need not pay).
-    __slots__ = ("fn", "fp", "key", "rowid")
+    __slots__ = ("fn", "fp", "key", "rowid", "sum")
 
-    def __init__(self, key: str, fn: str | None, fp: str | None, rowid: int) -> None:
+    def __init__(
+        self, key: str, fn: str | None, fp: str | None, rowid: int, sum: int | None = None
+    ) -> None:
         self.key = key
         self.fn = fn
         self.fp = fp
         #: The row's rowid: its result is read when it is replayed.
         self.rowid = rowid
+        #: The row's checksum (checksums.step_sum), checked when it replays; None: unchecked.
+        self.sum = sum
 
     def __repr__(self) -> str:
         return f"Recorded({self.key!r}, {self.fn!r}, {self.fp!r}, {self.rowid})"

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .errors import JournalFileError
+from .files import folder_mode
 
 try:
     import fcntl
@@ -300,7 +301,7 @@ def is_held(path: Path) -> bool:
 
 def _make_folder(folder: Path) -> None:
     try:
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(mode=folder_mode(), exist_ok=True)  # owner-only, as the journal file
     except OSError as exc:
         raise lock_error(folder, exc) from None
 

@@ -40,6 +40,7 @@ STEP_COLUMNS = (
     "output_tokens",
     "cost",
     "model",
+    "checksum",
 )
 #: The usage columns of a row, moved to a try when a new call would overwrite them.
 USAGE = ("input_tokens", "output_tokens", "cost", "model")
@@ -80,6 +81,7 @@ def step_values(row: StepRow, run_id: str) -> dict[str, Any]:
         "output_tokens": row.output_tokens,
         "cost": row.cost,
         "model": row.model,
+        "checksum": row.checksum,
     }
 
 

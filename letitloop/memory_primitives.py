@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .checksums import damaged_marker, marker_sum
 from .clock import utc_iso
 from .memory_database import USAGE, MemoryConnection, Row
 from .storage import MarkerAt, MarkerClaim, MarkerRecord
@@ -62,6 +63,12 @@ class MemoryPrimitives(MemoryConnection):
             claims = crashes = 0
             if row is not None:
                 claims, crashes = row["claims"] or 0, row["crashes"] or 0
+                if (
+                    row["kind"] == "marker"
+                    and row["checksum"] is not None
+                    and row["checksum"] != marker_sum(at.run, at.name, row["status"])
+                ):
+                    raise damaged_marker(at.name, at.run, at.goal, at.scope)
                 if row["kind"] != "marker" or row["status"] == "done":
                     return MarkerClaim(row["kind"], False, claims, crashes)
                 # 'pending' under both holds: its holder died inside the block.
@@ -84,6 +91,7 @@ class MemoryPrimitives(MemoryConnection):
                 holder_token=token,
                 error=None,
                 traceback=None,
+                checksum=marker_sum(at.run, at.name, "pending"),
             )
             if at.scope == "global":
                 row["holder_goal"] = at.goal
@@ -103,6 +111,7 @@ class MemoryPrimitives(MemoryConnection):
                 row.update(finished_at=utc_iso(now), duration_ms=duration_ms)
                 if failure is None:
                     row["status"] = "done"
+                    row["checksum"] = marker_sum(at.run, at.name, "done")
                 else:
                     error, traceback, interrupted = failure
                     row.update(
@@ -110,6 +119,7 @@ class MemoryPrimitives(MemoryConnection):
                         error=error,
                         traceback=traceback,
                         crashes=(row["crashes"] or 0) + interrupted,
+                        checksum=marker_sum(at.run, at.name, "failed"),
                     )
                 return False, None
             return True, None if row is None else self._record(row)

@@ -45,6 +45,9 @@ from .storage import FunctionKey, RunDecision, RunKey, RunState, StepRow
 
 __all__ = ["MemoryHold", "MemoryStorage", "abandon", "open_memory"]
 
+#: A done step as ``recorded_steps`` gives it: key, function, fingerprint, rowid, checksum.
+Done = tuple[str, str, str | None, int, int | None]
+
 
 def open_memory(location: str, durability: Durability = "process") -> MemoryStorage:
     """The storage of one journal's open of ``memory://NAME`` (the scheme's opener)."""
@@ -298,9 +301,9 @@ class MemoryStorage(MemoryPrimitives):
 
     # -- steps ------------------------------------------------------------------------
 
-    def _done(self, run_id: str, prefix: str = "") -> list[tuple[str, str, str | None, int]]:
+    def _done(self, run_id: str, prefix: str = "") -> list[Done]:
         return [
-            (r["key"], r["fn"], r["args_fp"], r.rowid)
+            (r["key"], r["fn"], r["args_fp"], r.rowid, r["checksum"])
             for r in self.db.rows(self.goal)
             if r["run"] == run_id
             and r["key"].startswith(prefix)
@@ -308,9 +311,7 @@ class MemoryStorage(MemoryPrimitives):
             and r["status"] == "done"
         ]
 
-    def recorded_steps(
-        self, run_id: str
-    ) -> tuple[list[tuple[str, str, str | None, int]], set[str]]:
+    def recorded_steps(self, run_id: str) -> tuple[list[Done], set[str]]:
         with self._read():
             markers = {
                 r["key"]
@@ -319,7 +320,7 @@ class MemoryStorage(MemoryPrimitives):
             }
             return self._done(run_id), markers
 
-    def recorded_under(self, run_id: str, prefix: str) -> list[tuple[str, str, str | None, int]]:
+    def recorded_under(self, run_id: str, prefix: str) -> list[Done]:
         with self._read():
             return self._done(run_id, prefix)
 

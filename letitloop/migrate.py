@@ -50,6 +50,8 @@ COMPACT_ROWS = "0011_compact_rows"
 #: knows, so an older one refuses the file from the first transaction on; the
 #: last goal's transaction replaces it with COMPACT_ROWS's own record.
 COMPACT_ROWS_MOVING = "0011_compact_rows (moving rows)"
+#: Migration 0012 adds a column every goal's view shows: the runner rebuilds the views.
+CHECKSUMS = "0012_checksums"
 _FILE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
@@ -311,6 +313,10 @@ def migrate(store: Store, *, stepwise: bool = False, until: str | None = None) -
                 continue
             _ensure_bookkeeping(conn)
             _run_sql(conn, sql_of[name], name)
+            if name == CHECKSUMS:
+                from .goals import rebuild_views
+
+                rebuild_views(conn)  # they list their columns: now with the checksum
             conn.execute(
                 "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, ?)",
                 (MIGRATION_SET, name, str(datetime.now(timezone.utc))),

@@ -613,25 +613,31 @@ class PostgresStorage:
 
     # -- steps ------------------------------------------------------------------------
 
-    def _done(self, run_id: str, prefix: str = "") -> list[tuple[str, str, str | None, int]]:
+    def _done(
+        self, run_id: str, prefix: str = ""
+    ) -> list[tuple[str, str, str | None, int, int | None]]:
         rows = self._run(
             "SELECT key, fn, args_fp, rowid FROM ll_journal WHERE goal = %s AND run = %s "
             "AND starts_with(key, %s) AND kind IN ('step', 'sleep', 'wait') "
             "AND status = 'done' ORDER BY rowid",
             (self.goal, run_id, prefix),
         )
-        return [(k, f, a, r) for k, f, a, r in rows]
+        # No checksum column yet (issue 35's row checksums are SQLite's and the memory
+        # store's): a row without one replays unchecked, as a SQLite row written before 0012.
+        return [(k, f, a, r, None) for k, f, a, r in rows]
 
     def recorded_steps(
         self, run_id: str
-    ) -> tuple[list[tuple[str, str, str | None, int]], set[str]]:
+    ) -> tuple[list[tuple[str, str, str | None, int, int | None]], set[str]]:
         markers = self._run(
             "SELECT key FROM ll_journal WHERE goal = %s AND run = %s AND kind = 'marker'",
             (self.goal, run_id),
         )
         return self._done(run_id), {k for (k,) in markers}
 
-    def recorded_under(self, run_id: str, prefix: str) -> list[tuple[str, str, str | None, int]]:
+    def recorded_under(
+        self, run_id: str, prefix: str
+    ) -> list[tuple[str, str, str | None, int, int | None]]:
         return self._done(run_id, prefix)
 
     def results(self, handles: Sequence[int]) -> dict[int, str | None]:

@@ -19,7 +19,8 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
 from . import codec
-from .errors import DecodeError, StepMismatchError
+from .checksums import step_sum
+from .errors import DamagedRowError, DecodeError, StepMismatchError
 from .fingerprint import differences
 from .keys import Recorded, split_key
 from .storage import Storage
@@ -77,8 +78,14 @@ class Results:
 
 
 def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
-    """The result recorded for step ``key``, decoded; StepMismatchError for another function."""
+    """The result recorded for step ``key``, decoded; StepMismatchError for another function.
+
+    Raises DamagedRowError, handing nothing back, when the row fails its
+    checksum (letitloop/checksums.py); a row without one (written before
+    checksums, or a sleep's or wait's) replays unchecked.
+    """
     if recorded.fn != fn_name:
+        check_intact(j, recorded)  # a damaged function name is damage, not changed code
         raise StepMismatchError(
             f"step {key!r} (run {j.run_id} of goal {j.goal!r}): recorded by "
             f"{recorded.fn}, now called with {fn_name} — the code changed under a "
@@ -90,6 +97,10 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
         )
     assert j._results is not None
     text = j._results.get(recorded.rowid)
+    if recorded.sum is not None and recorded.sum != step_sum(
+        j.run_id, recorded.key, "done", recorded.fn, recorded.fp, text, None
+    ):
+        raise damaged(j, recorded.key)
     if text is None:
         j._replayed.append(key)
         return None
@@ -99,6 +110,33 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
         raise DecodeError(f"step {key!r} (run {j.run_id}): {exc}") from None
     j._replayed.append(key)
     return value
+
+
+def check_intact(j: Journal, recorded: Recorded) -> None:
+    """Raise DamagedRowError if ``recorded``'s row fails its checksum (off the step path:
+    before an error that would blame the code for what is damage to the file)."""
+    if recorded.sum is None or j._results is None:
+        return
+    try:
+        text = j._results.get(recorded.rowid)
+    except DecodeError:
+        return  # the row is gone: the error being raised says enough
+    if recorded.sum != step_sum(
+        j.run_id, recorded.key, "done", recorded.fn, recorded.fp, text, None
+    ):
+        raise damaged(j, recorded.key)
+
+
+def damaged(j: Journal, key: str) -> DamagedRowError:
+    """The error of step ``key``'s recorded row failing its checksum."""
+    return DamagedRowError(
+        f"step {key!r} (run {j.run_id} of goal {j.goal!r}): its recorded row fails its "
+        f"checksum, so the journal file was damaged (a disk or copy error) or edited "
+        f"outside letitloop, and its result is not handed back; restore the file from a "
+        f"backup, or run the step again: {ways_out(j, key)}",
+        run_id=j.run_id,
+        key=key,
+    )
 
 
 def flush_replays(j: Journal) -> None:
@@ -137,6 +175,7 @@ def ways_out(j: Journal, key: str) -> str:
 
 def mismatch(j: Journal, key: str, fn_name: str, fp: str, recorded: Recorded) -> StepMismatchError:
     """The error of a call whose arguments differ from those recorded at its position."""
+    check_intact(j, recorded)  # a damaged fingerprint is damage, not other arguments
     name, _ = split_key(key)
     what = differences(recorded.fp or "", fp)
     code = (

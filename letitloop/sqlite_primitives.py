@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from .checksums import damaged_marker, marker_sum
 from .clock import iso_us, utc_iso, utc_us
 from .errors import LetItLoopError
 from .goals import iso_sql
@@ -43,7 +44,8 @@ class _Place(NamedTuple):
         started = iso_sql("started") if self.compact else "started_at"
         return (
             f"SELECT {self.kind_sql}, status, claims, crashes, holder_pid, holder_host, "
-            f'holder_run, {started}, holder_token FROM "{self.table}" WHERE {self.where}'
+            f'holder_run, {started}, holder_token, checksum FROM "{self.table}" '
+            f"WHERE {self.where}"
         )
 
 
@@ -56,7 +58,7 @@ _START_PAUSE = (
     "ON CONFLICT (run, key) DO UPDATE SET kind = excluded.kind, status = excluded.status, "
     "fn = excluded.fn, result = NULL, started = excluded.started, duration = NULL, "
     "attempt = excluded.attempt, error = NULL, traceback = NULL, "
-    "args_fp = '', wake_at = excluded.wake_at"
+    "args_fp = '', wake_at = excluded.wake_at, checksum = NULL"
 )
 
 #: Insert the ``running`` row, or refresh it. Never over a finished row: a row
@@ -70,9 +72,9 @@ RUNNING_UPSERT = (
     "VALUES (?, ?, 'step', 'running', ?, NULL, ?, ?, ?, NULL, NULL, ?) "
     "ON CONFLICT (run, key) DO UPDATE SET status = 'running', fn = excluded.fn, result = NULL, "
     "started = excluded.started, duration = excluded.duration, "
-    "attempt = excluded.attempt, error = NULL, traceback = NULL, args_fp = excluded.args_fp "
-    "WHERE t.status = 'running' OR (t.status != 'done' AND (t.attempt < excluded.attempt "
-    "OR t.started < excluded.started))"
+    "attempt = excluded.attempt, error = NULL, traceback = NULL, args_fp = excluded.args_fp, "
+    "checksum = NULL WHERE t.status = 'running' "
+    "OR (t.status != 'done' AND (t.attempt < excluded.attempt OR t.started < excluded.started))"
 )
 
 #: A step's failed try (see retry.py).
@@ -93,7 +95,7 @@ _RETRYING_ROW = (
     "result = NULL, started = excluded.started, "
     "duration = excluded.duration, attempt = excluded.attempt, error = excluded.error, "
     "traceback = excluded.traceback, args_fp = excluded.args_fp, wake_at = excluded.wake_at, "
-    "input_tokens = NULL, output_tokens = NULL, cost = NULL, model = NULL"
+    "input_tokens = NULL, output_tokens = NULL, cost = NULL, model = NULL, checksum = NULL"
 )
 
 #: What a call in flight reported with ``usage()`` so far, on its step's ``running``
@@ -108,8 +110,8 @@ _USAGE_SO_FAR = (
     "started = excluded.started, duration = NULL, "
     "attempt = excluded.attempt, error = NULL, traceback = NULL, args_fp = excluded.args_fp, "
     "wake_at = NULL, input_tokens = excluded.input_tokens, "
-    "output_tokens = excluded.output_tokens, cost = excluded.cost, model = excluded.model "
-    "WHERE t.status != 'done'"
+    "output_tokens = excluded.output_tokens, cost = excluded.cost, model = excluded.model, "
+    "checksum = NULL WHERE t.status != 'done'"
 )
 
 #: Rows of an earlier attempt that carry usage a new call of their key would
@@ -229,7 +231,7 @@ class SqlitePrimitives:
     def marker(self, at: MarkerAt) -> MarkerRecord | None:
         p = self._place(at)
         rows = self.store.query(p.select(), p.ids)
-        return MarkerRecord(*rows[0]) if rows else None
+        return MarkerRecord(*rows[0][:9]) if rows else None
 
     def claim_marker(
         self, at: MarkerAt, holder: tuple[int, str, str, str], now: float, attempt: int
@@ -253,9 +255,11 @@ class SqlitePrimitives:
                     "holder_host",
                     "holder_run",
                     "holder_token",
+                    "checksum",
                 ]
                 started: int | str = utc_us(now) if p.compact else utc_iso(now)
                 values = [*p.ids, *vals, "pending", started, attempt, 1, 0, *holder]
+                values.append(marker_sum(at.run, at.name, "pending"))
                 c.execute(
                     f'INSERT INTO "{p.table}" ({", ".join(names)}) '
                     f"VALUES ({', '.join('?' * len(values))})",
@@ -264,6 +268,12 @@ class SqlitePrimitives:
                 return MarkerClaim("marker", True, 1, 0)
             kind, status, claims, crashes = row[:4]
             old_token = row[8]
+            if (
+                kind == "marker"
+                and row[9] is not None
+                and row[9] != marker_sum(at.run, at.name, status)
+            ):
+                raise damaged_marker(at.name, at.run, at.goal, at.scope)
             claims, crashes = claims or 0, crashes or 0
             if kind != "marker" or status == "done":
                 return MarkerClaim(kind, False, claims, crashes)
@@ -282,7 +292,7 @@ class SqlitePrimitives:
             cur = c.execute(
                 f"UPDATE \"{p.table}\" SET status = 'pending', {times}, attempt = ?, claims = ?, "
                 f"crashes = ?, holder_pid = ?, holder_host = ?, holder_run = ?, "
-                f"holder_token = ?, error = NULL, traceback = NULL{extra} "
+                f"holder_token = ?, error = NULL, traceback = NULL, checksum = ?{extra} "
                 f"WHERE {p.where} AND status = ? AND holder_token IS ?",
                 [
                     utc_us(now) if p.compact else utc_iso(now),
@@ -290,6 +300,7 @@ class SqlitePrimitives:
                     claims,
                     crashes,
                     *holder,
+                    marker_sum(at.run, at.name, "pending"),
                     *extra_vals,
                     *p.ids,
                     status,
@@ -321,20 +332,28 @@ class SqlitePrimitives:
         with self.store.write() as c:
             if failure is None:
                 cur = c.execute(
-                    f"UPDATE \"{p.table}\" SET status = 'done', {times} {where}",
-                    (*ended, *p.ids, token),
+                    f"UPDATE \"{p.table}\" SET status = 'done', {times}, checksum = ? {where}",
+                    (*ended, marker_sum(at.run, at.name, "done"), *p.ids, token),
                 )
             else:
                 error, traceback, interrupted = failure
                 cur = c.execute(
                     f"UPDATE \"{p.table}\" SET status = 'failed', {times}, error = ?, "
-                    f"traceback = ?, crashes = coalesce(crashes, 0) + ? {where}",
-                    (*ended, error, traceback, interrupted, *p.ids, token),
+                    f"traceback = ?, crashes = coalesce(crashes, 0) + ?, checksum = ? {where}",
+                    (
+                        *ended,
+                        error,
+                        traceback,
+                        interrupted,
+                        marker_sum(at.run, at.name, "failed"),
+                        *p.ids,
+                        token,
+                    ),
                 )
             if cur.rowcount == 1:
                 return False, None
             row = c.execute(p.select(), p.ids).fetchone()
-        return True, None if row is None else MarkerRecord(*row)
+        return True, None if row is None else MarkerRecord(*row[:9])
 
     # -- the run's primitives ------------------------------------------------------
 

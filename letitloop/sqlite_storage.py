@@ -25,14 +25,14 @@ from .store import Store
 #: and the parameters a ``StepRow``, in its order.
 UPSERT_STEP = (
     'INSERT INTO "{table}" (run, key, kind, status, fn, result, started, duration, '
-    "attempt, error, traceback, args_fp, input_tokens, output_tokens, cost, model) "
-    "VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "attempt, error, traceback, args_fp, input_tokens, output_tokens, cost, model, checksum) "
+    "VALUES (?, ?, 'step', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run, key) DO UPDATE SET status = excluded.status, fn = excluded.fn, "
     "result = excluded.result, started = excluded.started, duration = excluded.duration, "
     "attempt = excluded.attempt, error = excluded.error, traceback = excluded.traceback, "
     "args_fp = excluded.args_fp, input_tokens = excluded.input_tokens, "
     "output_tokens = excluded.output_tokens, cost = excluded.cost, model = excluded.model, "
-    "wake_at = NULL"
+    "checksum = excluded.checksum, wake_at = NULL"
 )
 
 _FIND_NAMED = "SELECT id FROM runs WHERE goal = ? AND name = ?"
@@ -258,11 +258,12 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
 
     def recorded_steps(
         self, run_id: str
-    ) -> tuple[list[tuple[str, str, str | None, RowHandle]], set[str]]:
+    ) -> tuple[list[tuple[str, str, str | None, RowHandle, int | None]], set[str]]:
         store, table = self.store, self.rows
         run = self.key_of_run(run_id)
         rows = store.query(
-            f'SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid FROM "{table}" AS t '
+            f"SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid, t.checksum "
+            f'FROM "{table}" AS t '
             f"LEFT JOIN functions AS f ON f.id = t.fn WHERE t.run = ? "
             f"AND t.kind IN ('step', 'sleep', 'wait') AND t.status = 'done' ORDER BY t.rowid",
             (run,),
@@ -274,12 +275,13 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
 
     def recorded_under(
         self, run_id: str, prefix: str
-    ) -> list[tuple[str, str, str | None, RowHandle]]:
+    ) -> list[tuple[str, str, str | None, RowHandle, int | None]]:
         # Keys from prefix up to (not including) prefix with its last character
         # incremented: a range of the primary key (run, key), not a scan.
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         return self.store.query(
-            f'SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid FROM "{self.rows}" AS t '
+            f"SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid, t.checksum "
+            f'FROM "{self.rows}" AS t '
             f"LEFT JOIN functions AS f ON f.id = t.fn WHERE t.run = ? AND t.key >= ? "
             f"AND t.key < ? AND t.kind IN ('step', 'sleep', 'wait') AND t.status = 'done' "
             f"ORDER BY t.rowid",

@@ -17,6 +17,7 @@ from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import cancellation, codec, ownership
+from .checksums import step_sum
 from .clock import utc_us
 from .errors import (
     EncodeError,
@@ -355,7 +356,7 @@ def step_row(
     """A finished step's row (a ``StepRow``), keyed as the journal's storage keys it.
 
     It finishes now (by the journal's clock), and carries the usage its
-    function reported, if any.
+    function reported, if any, and its checksum (letitloop/checksums.py).
     """
     finished = j.clock()
     spent = j._flight.take_usage(key) if j._flight.usage else None
@@ -377,5 +378,6 @@ def step_row(
             traceback,
             fp,
             *(NO_USAGE if spent is None else spent.columns()),
+            step_sum(j.run_id, key, status, fn_name, fp, result, error),
         ),
     )

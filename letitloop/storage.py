@@ -75,6 +75,9 @@ class StepRow(NamedTuple):
     output_tokens: int | None
     cost: float | None
     model: str | None
+    #: ``checksums.step_sum`` of the row (its run's id and function's name, not
+    #: their keys): checked when the row is replayed; None in rows from before it.
+    checksum: int | None
 
 
 #: What an opener does with the run it found (see ``opening.decide``): look
@@ -253,15 +256,16 @@ class Storage(Protocol):
 
     def recorded_steps(
         self, run_id: str
-    ) -> tuple[list[tuple[str, str, str | None, RowHandle]], set[str]]:
-        """The run's done steps, sleeps and waits as ``(key, fn, args_fp, handle)`` in
-        journal order, and the keys of its run-scoped markers."""
+    ) -> tuple[list[tuple[str, str, str | None, RowHandle, int | None]], set[str]]:
+        """The run's done steps, sleeps and waits as ``(key, fn, args_fp, handle, checksum)``
+        in journal order (``checksum`` as written in its StepRow, None for a sleep, a wait or
+        a row from before checksums), and the keys of its run-scoped markers."""
         ...
 
     def recorded_under(
         self, run_id: str, prefix: str
-    ) -> list[tuple[str, str, str | None, RowHandle]]:
-        """``(key, fn, args_fp, handle)`` of the run's done steps whose keys start with
+    ) -> list[tuple[str, str, str | None, RowHandle, int | None]]:
+        """``(key, fn, args_fp, handle, checksum)`` of the run's done steps whose keys start with
         ``prefix`` (a parent step's children: ``parent/``), in journal order."""
         ...
 

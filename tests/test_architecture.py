@@ -23,7 +23,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 #: Bottom up, as docs/architecture.md draws them. A module may import its own
 #: layer and the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "ids", "_exec_shim", "_proctree", "clock", "names", "discovery"}),
+    (
+        "foundations",
+        {"errors", "ids", "_exec_shim", "_proctree", "clock", "names", "discovery", "checksums"},
+    ),
     (
         "codec, store and storage",
         {

@@ -982,7 +982,9 @@ class TestAHandEditedRow:
         con = sqlite3.connect(db)
         for i, row in enumerate(evil):
             con.execute(
-                f'UPDATE "{j.table}" SET result = ?, fn = ? WHERE key = ?',
+                # checksum NULL: as a row written before checksums (a hand edit that
+                # kept the checksum is refused as damage first, tests/test_checksums.py)
+                f'UPDATE "{j.table}" SET result = ?, fn = ?, checksum = NULL WHERE key = ?',
                 (json.dumps(row), "__main__.returns", f"s{i}"),
             )
         con.commit()

@@ -251,7 +251,10 @@ class TestTheMigrationThatLoosensTwoChecks:
                     f"VALUES ('r', 'x', 'nap', 'done', 1)"
                 )
             columns = [r[1] for r in before.execute(f'PRAGMA table_info("{table}")')]
-            assert columns[-5:] == ["input_tokens", "output_tokens", "cost", "model", "wake_at"]
+            assert columns[-6:] == [
+                *("input_tokens", "output_tokens", "cost", "model", "wake_at"),
+                "checksum",  # 0012
+            ]
         before.close()
 
     def test_the_runner_raises_schema_version_so_open_connections_see_an_edit(

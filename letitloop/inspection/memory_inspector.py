@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..checksums import row_damaged
 from ..errors import JournalFileError, LetItLoopError
 from ..memory_database import MemoryDatabase, Row, existing
 from .inspector import RunFilter, WaitAnswer
@@ -600,6 +601,17 @@ def _row_info(r: Row) -> RowInfo:
         r["output_tokens"],
         r["cost"],
         r["model"],
+        row_damaged(
+            r["run"],
+            r["key"],
+            r["kind"],
+            r["status"],
+            r["fn"],
+            r["args_fp"],
+            r["result"],
+            r["error"],
+            r["checksum"],
+        ),
     )
 
 

@@ -166,6 +166,8 @@ class RowInfo:
     output_tokens: int | None = None
     cost: float | None = None
     model: str | None = None
+    damaged: bool = False
+    """The row fails its checksum (letitloop/checksums.py): the file was damaged there."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,10 +11,12 @@ import contextlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .. import locks
+from ..checksums import row_damaged
 from ..errors import JournalFileError, LetItLoopError
 from ..goals import delete_run_rows, drop_goal_tables, refresh_journal_rows
 from ..sqlerrors import DRIVER_ERRORS
@@ -36,7 +38,7 @@ _RUNS = f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
 
 _ROW_COLUMNS = (
     "rowid, key, kind, status, fn, result, started_at, finished_at, duration_ms, attempt, "
-    "error, traceback, wake_at, input_tokens, output_tokens, cost, model"
+    "error, traceback, wake_at, input_tokens, output_tokens, cost, model, args_fp, checksum"
 )
 
 #: Ids bound per statement: SQLite allows at most 999 parameters in old builds.
@@ -180,13 +182,26 @@ class SqliteInspector:
     # -- one run in detail ---------------------------------------------------------------
 
     def rows(self, run: RunInfo) -> list[RowInfo]:
-        return [
-            RowInfo(*r)
-            for r in self.store.query(
-                f'SELECT {_ROW_COLUMNS} FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
-                (run.id,),
-            )
-        ]
+        infos = []
+        for r in self.store.query(
+            f'SELECT {_ROW_COLUMNS} FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
+            (run.id,),
+        ):
+            info = RowInfo(*r[:-2])  # args_fp and checksum: whether the row is damaged
+            if row_damaged(
+                run.id,
+                info.key,
+                info.kind,
+                info.status,
+                info.fn,
+                r[-2],
+                info.result,
+                info.error,
+                r[-1],
+            ):
+                info = replace(info, damaged=True)
+            infos.append(info)
+        return infos
 
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         return [

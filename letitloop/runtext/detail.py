@@ -86,10 +86,12 @@ def _row_cells(r: RowInfo, run: RunInfo, i: int) -> tuple[list[str], list[str | 
         status, took_text = "cancelled", render.duration(took)  # nothing resumes it now
     else:
         took_text = render.duration(took)
+    if r.damaged:
+        status = "damaged"  # fails its checksum: replaying it raises DamagedRowError
     preview = r.error if r.status == "failed" else r.result
     cells = [str(i), r.key, r.kind, status, str(r.attempt), took_text]
     cells.append(render.one_line(preview) if preview else "-")
-    tint = "failed" if status in ("failed", "interrupted") else status
+    tint = "failed" if status in ("failed", "interrupted", "damaged") else status
     return cells, [None, None, None, tint, None, None, "failed" if r.status == "failed" else None]
 
 
@@ -262,7 +264,8 @@ def step_lines(detail: RunDetail, key: str, registry: Any = None) -> list[str]:
     out = [
         f"step      {row.key}  ({row.kind}, #{detail.rows.index(row) + 1} in run {detail.run.id})",
         f"status    {render.colour(status, 'failed' if status == 'interrupted' else status)}, "
-        f"attempt {row.attempt}",
+        f"attempt {row.attempt}"
+        + (", DAMAGED: the row fails its checksum (docs/audit.md)" if row.damaged else ""),
         f"function  {row.fn or '-'}",
         f"started   {render.local_time(row.started_at)}",
         f"finished  {finished}",

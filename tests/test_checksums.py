@@ -1,0 +1,221 @@
+"""Damage is detected, not replayed: every step row's checksum, checked when it replays.
+
+Real journal files, damaged with sqlite3 or by flipping bytes, replayed by a
+fresh process (letitloop/checksums.py, replay.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from letitloop import Journal
+from letitloop.checksums import step_sum
+from letitloop.errors import DamagedRowError
+from letitloop.memory_database import existing
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Writes (first process) or replays (later ones) run "r1" of goal "g": two steps.
+PROGRAM = """
+import sys
+from letitloop import Journal
+from letitloop.errors import LetItLoopError
+
+def fetch(n):
+    print("called", n, flush=True)
+    return {"n": n * 10}
+
+try:
+    with Journal("g", path=sys.argv[1], run="r1") as j:
+        print("got", j.step("a", fetch, 1)["n"], j.step("b", fetch, 2)["n"], j.run_id)
+except LetItLoopError as exc:
+    print(type(exc).__name__, getattr(exc, "run_id", None), getattr(exc, "key", None))
+    print(exc)
+"""
+
+
+def run_program(db: Path) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", PROGRAM, str(db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> tuple[Path, str]:
+    """A journal file holding run r1 (steps a and b) as a first process wrote it; its run id."""
+    db = tmp_path / "journal.db"
+    first = run_program(db)
+    assert first[:2] == ["called 1", "called 2"]
+    return db, first[2].split()[-1]
+
+
+def edit(db: Path, sql: str, *params: object) -> None:
+    conn = sqlite3.connect(db)
+    with conn:
+        assert conn.execute(sql, params).rowcount == 1
+    conn.close()
+
+
+class TestAStepRowDamagedInTheFile:
+    def test_a_changed_result_is_refused_naming_the_run_and_key(
+        self, recorded: tuple[Path, str]
+    ) -> None:
+        db, run_id = recorded
+        edit(db, """UPDATE _journal_g SET result = '{"n":11}' WHERE key = 'a'""")
+        out = run_program(db)
+        assert out[0] == f"DamagedRowError {run_id} a", out
+        assert "fails its checksum" in out[1] and f"run {run_id}" in out[1]
+        assert not any(line.startswith(("called", "got")) for line in out)  # nothing handed back
+
+    def test_a_changed_fingerprint_is_damage_not_other_arguments(
+        self, recorded: tuple[Path, str]
+    ) -> None:
+        db, run_id = recorded
+        edit(db, "UPDATE _journal_g SET args_fp = 'x' || substr(args_fp, 2) WHERE key = 'b'")
+        assert run_program(db)[0] == f"DamagedRowError {run_id} b"
+
+    def test_a_changed_function_name_is_damage_not_changed_code(
+        self, recorded: tuple[Path, str]
+    ) -> None:
+        db, run_id = recorded
+        edit(db, "UPDATE functions SET name = '__main__.fetcx' WHERE name = '__main__.fetch'")
+        assert run_program(db)[0] == f"DamagedRowError {run_id} a"
+
+    def test_the_checksum_is_the_one_written_in_the_row(self, recorded: tuple[Path, str]) -> None:
+        db, run_id = recorded
+        conn = sqlite3.connect(db)
+        rows = conn.execute(
+            "SELECT key, status, fn, args_fp, result, error, checksum FROM journal_g ORDER BY key"
+        ).fetchall()
+        conn.close()
+        assert [r[6] for r in rows] == [step_sum(run_id, *r[:6]) for r in rows]
+
+
+#: Runs the block of marker "notify" (scope from argv) once, in run "r1" of goal "g".
+MARKER_PROGRAM = """
+import sys
+from letitloop import Journal
+from letitloop.errors import LetItLoopError
+
+try:
+    with Journal("g", path=sys.argv[1], run="r1") as j:
+        with j.atomic_marker("notify", scope=sys.argv[2]) as should_execute:
+            print("sent" if should_execute else "skipped")
+except LetItLoopError as exc:
+    print(type(exc).__name__, exc.key)
+"""
+
+
+def run_marker(db: Path, scope: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", MARKER_PROGRAM, str(db), scope],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+class TestAMarkerRowDamagedInTheFile:
+    @pytest.mark.parametrize(
+        ("scope", "table"), [("run", "_journal_g"), ("goal", "_journal_g"), ("global", "markers")]
+    )
+    def test_its_block_is_not_run_again(self, tmp_path: Path, scope: str, table: str) -> None:
+        db = tmp_path / "journal.db"
+        assert run_marker(db, scope) == "sent"
+        assert run_marker(db, scope) == "skipped"
+        # A damaged status would offer the block again ('failed' is retried).
+        edit(db, f"UPDATE \"{table}\" SET status = 'failed' WHERE key = 'notify'")
+        assert run_marker(db, scope) == "DamagedRowError notify"
+
+
+class TestLilShow:
+    def lil(self, db: Path, *args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "letitloop", "show", "--db", str(db), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def test_it_marks_a_damaged_row_and_only_that_one(self, recorded: tuple[Path, str]) -> None:
+        db, run_id = recorded
+        assert "damaged" not in self.lil(db, run_id)
+        edit(db, """UPDATE _journal_g SET result = '{"n":11}' WHERE key = 'a'""")
+        table = [line.split() for line in self.lil(db, run_id).splitlines()]
+        assert [row[3] for row in table if row[1:3] == ["a", "step"]] == ["damaged"]
+        assert [row[3] for row in table if row[1:3] == ["b", "step"]] == ["done"]
+        assert "DAMAGED: the row fails its checksum" in self.lil(db, run_id, "--step", "a")
+
+
+class TestTheMemoryStore:
+    def test_its_rows_carry_the_checksum_and_a_damaged_one_is_refused(self) -> None:
+        def fetch(n: int) -> int:
+            return n * 10
+
+        url = "memory://checksums-damaged"
+        with Journal("g", path=url, run="r1") as j:
+            assert j.step("a", fetch, 1) == 10
+            run_id = j.run_id
+        db = existing(url)
+        assert db is not None
+        (row,) = db.rows("g")
+        assert row["checksum"] == step_sum(
+            run_id, "a", "done", row["fn"], row["args_fp"], row["result"], None
+        )
+        row["result"] = "11"
+        with (
+            pytest.raises(DamagedRowError, match="fails its checksum") as caught,
+            Journal("g", path=url, run="r1") as j,
+        ):
+            j.step("a", fetch, 1)
+        assert (caught.value.run_id, caught.value.key) == (run_id, "a")
+
+
+class TestTheChecksum:
+    def test_text_with_a_lone_surrogate_has_one(self) -> None:
+        # An error message may hold one; it is hashed as is, and differs from another.
+        one = step_sum("r", "k", "failed", "m.f", "", None, "ValueError: \ud800")
+        assert one != step_sum("r", "k", "failed", "m.f", "", None, "ValueError: \ud801")
+
+
+class TestARowWrittenBeforeChecksums:
+    def test_it_replays_unchecked_as_before(self, recorded: tuple[Path, str]) -> None:
+        db, run_id = recorded
+        edit(db, "UPDATE _journal_g SET checksum = NULL WHERE key = 'a'")
+        assert run_program(db) == [f"got 10 20 {run_id}"]  # replayed, nothing called
+
+
+class TestRandomByteFlipsInJournalFiles:
+    def test_no_flipped_byte_is_replayed_as_a_wrong_value(self) -> None:
+        # Half the flips land in a recorded result's bytes (each one a wrong value
+        # before checksums), half anywhere in the file.
+        out = subprocess.run(
+            [sys.executable, "benchmarks/fault_injection.py", "--files", "40", "--seed", "7"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr
+        counts = json.loads(out.stdout)
+        assert counts["wrong"] == 0, counts
+        assert counts["other"] == 0, counts  # damage is a LetItLoopError, never a traceback
+        assert counts["refused"] >= 20, counts  # every flip in a result was caught
