@@ -68,8 +68,11 @@ def main(argv: list[str]) -> int:
     if make_only:
         return 0
     env = {**os.environ, "LETITLOOP_CREWAI_ENV": "1"}
+    # One file in one process: pyproject's addopts ask for xdist's workers, which this
+    # environment does not install (its pins are CrewAI's), so they are replaced here.
     tests = subprocess.run(
-        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "tests/test_crewai.py", *args],
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=-ra",
+         "tests/test_crewai.py", *args],
         cwd=ROOT, env=env,
     )  # fmt: skip
     print(f"crewai_env: install and tests took {time.monotonic() - started:.0f}s", flush=True)
