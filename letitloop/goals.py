@@ -108,32 +108,6 @@ def us_sql(iso: str) -> str:
     )
 
 
-#: The columns a goal's view shows, in the order its table had them before
-#: 0011, and how each is read from the compact row ``t`` (``r``: its run,
-#: ``f``: its function). ``rowid`` comes first: readers order by it.
-_PLAIN = (
-    "key",
-    "kind",
-    "status",
-    "result",
-    "attempt",
-    "error",
-    "traceback",
-    "claims",
-    "crashes",
-    "holder_pid",
-    "holder_host",
-    "holder_run",
-    "holder_token",
-    "args_fp",
-    "input_tokens",
-    "output_tokens",
-    "cost",
-    "model",
-    "wake_at",
-    "checksum",
-)
-
 #: The view's columns after ``rowid``, in order (what the table held before 0011).
 VIEW_COLUMNS = (
     "run",
@@ -162,6 +136,12 @@ VIEW_COLUMNS = (
     "wake_at",
     "checksum",  # from 0012 (letitloop/checksums.py); not a column before 0011
 )
+
+#: The view's columns computed from the compact row ``t`` (``r``: its run, ``f``: its
+#: function) by :func:`_shown`; every other column is the compact row's own, by name.
+_COMPUTED = ("run", "fn", "started_at", "finished_at", "duration_ms")
+#: The columns a goal's view shows as the compact row holds them, in the view's order.
+_PLAIN = tuple(col for col in VIEW_COLUMNS if col not in _COMPUTED)
 
 
 def _shown(run: str) -> str:
