@@ -108,6 +108,20 @@ class TestAnAttempt:
         assert run.context.trace_id == request.get_span_context().trace_id
         assert parent_of(run) == request.get_span_context().span_id
 
+    def test_an_async_one_is_a_child_of_the_callers_span_too(
+        self, tmp_path: Path, spans: InMemorySpanExporter
+    ) -> None:
+        async def main() -> int:
+            with trace.get_tracer("app").start_as_current_span("job") as job:
+                async with Journal("sync", path=tmp_path / "j.db") as j:  # opened in a thread
+                    await j.async_step("a", paid, 1)
+                return job.get_span_context().span_id
+
+        job_id = asyncio.run(main())
+        run = one(spans, "run sync")
+        assert parent_of(run) == job_id
+        assert parent_of(one(spans, "step a")) == run.context.span_id
+
     def test_one_that_failed_says_so_with_the_exception(
         self, tmp_path: Path, spans: InMemorySpanExporter
     ) -> None:
