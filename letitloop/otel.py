@@ -62,8 +62,9 @@ def begin(j: Journal, began_ns: int) -> None:
     """Start ``j``'s attempt span if the program set a tracer provider; else nothing.
 
     ``began_ns`` is when ``open`` began (``time.time_ns()``): the span covers
-    the wait for the run's holder too. Never raises for the journal's sake: a
-    recording that fails (the attempt's row) only loses the link.
+    the wait for the run's holder too. Never raises: the journal is open and
+    holds its run by now, and tracing never stops a run (a provider that
+    fails gives no spans; a recording that fails, only no link).
     """
     if os.environ.get(SWITCH, "").lower() in ("off", "0", "false"):
         return
@@ -71,7 +72,10 @@ def begin(j: Journal, began_ns: int) -> None:
     # No provider set yet (the API's proxy) or tracing disabled: no spans, no cost.
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return
-    j._trace = AttemptSpans(j, provider.get_tracer(SCOPE), began_ns)
+    try:
+        j._trace = AttemptSpans(j, provider.get_tracer(SCOPE), began_ns)
+    except Exception:  # the program's SDK or exporter failed: the run goes on untraced
+        return
 
 
 def traceparent(sc: SpanContext) -> str:
