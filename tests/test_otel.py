@@ -314,6 +314,7 @@ class TestSleepsWaitsAndMarkers:
             with j.atomic_marker("mail") as go:
                 assert not go
         assert [s.name for s in spans.get_finished_spans()] == ["run sync"]
+        assert one(spans, "run sync").attributes["letitloop.attempt.kind"] == "replay"  # type: ignore[index]
 
     def test_a_wait_that_times_out_is_a_failed_span(
         self, tmp_path: Path, spans: InMemorySpanExporter
