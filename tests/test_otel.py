@@ -326,6 +326,18 @@ class TestSleepsWaitsAndMarkers:
             j.wait_for("approval", timeout=0.01)
         assert one(spans, "wait approval").status.status_code is StatusCode.ERROR
 
+    def test_a_wait_that_stops_the_process_leaves_the_attempt_waiting_not_failed(
+        self, tmp_path: Path, spans: InMemorySpanExporter
+    ) -> None:
+        with pytest.raises(letitloop.RunWaiting), Journal("sync", path=tmp_path / "j.db") as j:
+            j.wait_for("approval", stop_after=0.01)
+        wait, run = one(spans, "wait approval"), one(spans, "run sync")
+        assert wait.attributes is not None and wait.attributes["letitloop.stopped"] == "RunWaiting"
+        assert run.attributes is not None and run.attributes["letitloop.run.outcome"] == "waiting"
+        for span in (wait, run):
+            assert span.status.status_code is StatusCode.UNSET
+            assert span.events == ()
+
 
 class TestWhenTracingIsOff:
     def test_no_provider_means_no_spans(self, tmp_path: Path, spans: InMemorySpanExporter) -> None:
