@@ -3,7 +3,7 @@
     python -m benchmarks.otel_steps [--steps 2000] [--repeats 7]
 
 Measured in alternating blocks in one process, as bench_steps.py measures its
-floor: a block of fresh steps with spans off (``LETITLOOP_OTEL=off``, with the
+floor (each order in turn): a block of fresh steps with spans off (``LETITLOOP_OTEL=off``, with the
 SDK loaded and a provider set: the step pays its one check), then a block with
 spans on (the SDK's ``TracerProvider``, a ``SimpleSpanProcessor`` and an
 exporter that drops every span: the SDK's own cost, not an exporter's); the
@@ -11,8 +11,9 @@ added cost of each repeat is taken within its pair of blocks, and the
 headline is the median. That difference is small against a step's commit,
 whose time moves with the machine's load: so beside it, without SQLite, the
 SDK's own span (started and ended, nothing else) and letitloop's span wrapper
-around a plain call (``otel.AttemptSpans.step``); their difference is what
-letitloop itself adds to the SDK's cost. Run by benchmarks/bench_steps.py (two rows), or alone.
+around a plain call (``otel.AttemptSpans.step``), each the minimum over the
+repeats; their difference is what letitloop itself adds to the SDK's cost.
+Run by benchmarks/bench_steps.py (two rows), or alone.
 Without ``opentelemetry-sdk`` installed (``pip install -e '.[test]'``) it
 reports nothing.
 """
@@ -38,9 +39,10 @@ from letitloop import Journal
 
 
 def traced_step_cost(n: int, repeats: int) -> tuple[float, float, float, float] | None:
-    """Medians, in seconds per fresh step: with spans off, added by spans on, of that the
-    SDK's own span (started and ended with a step's two attributes, outside any journal),
-    and letitloop's own part (its span wrapper around a plain call, less the SDK's span);
+    """Seconds per fresh step: with spans off and added by spans on (medians); the SDK's own
+    span (started and ended with a step's two attributes, outside any journal) and
+    letitloop's own part (its span wrapper around a plain call, less the SDK's span), both
+    from the repeats' minimums;
     None when the SDK is not installed. Sets this process's tracer provider (once: the API
     allows one)."""
     try:
@@ -87,22 +89,31 @@ def traced_step_cost(n: int, repeats: int) -> tuple[float, float, float, float] 
             return (time.perf_counter() - t0) / calls
 
     offs, added, sdk, wrapped = [], [], [], []
-    for _ in range(repeats):
+
+    def spans_off() -> float:
         os.environ["LETITLOOP_OTEL"] = "off"
         try:
-            off = fresh_steps(SMALL, n, "process")
+            return fresh_steps(SMALL, n, "process")
         finally:
             del os.environ["LETITLOOP_OTEL"]
-        on = fresh_steps(SMALL, n, "process")
+
+    for i in range(repeats):
+        # Each order in turn: a block that always ran second would carry any drift.
+        if i % 2:
+            on, off = fresh_steps(SMALL, n, "process"), spans_off()
+        else:
+            off, on = spans_off(), fresh_steps(SMALL, n, "process")
         offs.append(off)
         added.append(on - off)
         sdk.append(bare_spans())
         wrapped.append(wrapped_calls())
+    # The two pure-Python figures as minimums: on a shared machine the quietest block is
+    # the closest to what the code costs (other work only ever adds time).
     return (
         statistics.median(offs),
         statistics.median(added),
-        statistics.median(sdk),
-        statistics.median(w - b for w, b in zip(wrapped, sdk, strict=True)),
+        min(sdk),
+        min(wrapped) - min(sdk),
     )
 
 
