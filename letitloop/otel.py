@@ -1,9 +1,10 @@
 """OpenTelemetry spans: one per attempt, one per step it ran, per sleep, wait and marker it ran.
 
 Loaded only by a journal that opens in a program which loaded OpenTelemetry
-(``opentelemetry.trace`` in ``sys.modules``) and set a tracer provider
-(:func:`begin`); a program without them never imports this module, and its
-steps pay one attribute check (``j._trace is None``). letitloop configures
+itself (``opentelemetry.trace`` in ``sys.modules``); spans are on only if it
+also set a tracer provider (:func:`begin`). A program that did not load
+OpenTelemetry never imports this module, and with spans off a step pays one
+attribute check (``j._trace is None``). letitloop configures
 no exporter: the spans go wherever the program's provider sends them.
 What each span carries, and why replayed steps are one event rather than
 spans: docs/observability.md.
