@@ -121,6 +121,8 @@ class MemoryDatabase:
         self.tries: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.replays: list[tuple[str, int, tuple[str, ...]]] = []
         self.attempts: list[tuple[str, int, int, str, str]] = []
+        #: (run, attempt) -> the attempt's span as a W3C traceparent (otel.py).
+        self.traces: dict[tuple[str, int], str] = {}
         #: What is held, by slot (("run", id), ("marker", name)) -> the hold that
         #: holds it, and the connection it was taken through.
         self.holds: dict[tuple[str, str], tuple[object, MemoryConnection]] = {}

@@ -146,7 +146,13 @@ class PostgresInspector(MemoryInspector):
         db.replays = [
             (r, a, tuple(k or ())) for r, a, k in c.execute("SELECT * FROM ll_replays").fetchall()
         ]
-        db.attempts = [tuple(a) for a in c.execute("SELECT * FROM ll_attempts").fetchall()]
+        # The columns the memory model keeps (not ``trace``: otel.py's, read by no reader).
+        db.attempts = [
+            tuple(a)
+            for a in c.execute(
+                "SELECT run, attempt, pid, host, started_at FROM ll_attempts"
+            ).fetchall()
+        ]
         return db
 
     @contextlib.contextmanager
