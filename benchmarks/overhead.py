@@ -44,13 +44,19 @@ def _returner(value: Any) -> Callable[[], Any]:
     return produce
 
 
-def raw_floor(value: Any, n: int, synchronous: str) -> float:
-    """One INSERT + COMMIT per row with sqlite3, same shape and mode as a journal."""
+def raw_floor(value: Any, n: int, synchronous: str, page_size: int | None = None) -> float:
+    """One INSERT + COMMIT per row with sqlite3, same shape and mode as a journal.
+
+    ``page_size``: the file's (None: SQLite's default, 4 KiB; a journal's new
+    files have ``letitloop.connect.PAGE_SIZE``).
+    """
     import msgspec
 
     text = msgspec.json.encode(value).decode()
     with tempfile.TemporaryDirectory() as d:
         conn = sqlite3.connect(Path(d) / "raw.db")
+        if page_size is not None:
+            conn.execute(f"PRAGMA page_size = {page_size}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         # The row a step needs, in the compact shape letitloop stores since 0011: its
