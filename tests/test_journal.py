@@ -354,6 +354,24 @@ class TestRunsWrittenSideBySide:
             assert got == [None if i % 7 == 0 else {"run": r, "i": i} for i in range(300)]
         assert SIDE_CALLS == []  # every step replayed, none called again
 
+    def test_failed_steps_and_markers_among_a_runs_rows_are_passed_over(self, db: Path) -> None:
+        def boom() -> None:
+            raise ValueError("no")
+
+        with Journal("g", run="r", path=db) as j:
+            for i in range(40):
+                j.step(f"s{i}", side_result, 0, i)
+                if i % 5 == 0:
+                    with pytest.raises(ValueError):
+                        j.step(f"bad{i}", boom)
+                    with j.atomic_marker(f"m{i}") as go:
+                        assert go
+        SIDE_CALLS.clear()
+        with Journal("g", run="r", path=db) as j:
+            got = [j.step(f"s{i}", side_result, 0, i) for i in range(40)]
+        assert got == [None if i % 7 == 0 else {"run": 0, "i": i} for i in range(40)]
+        assert SIDE_CALLS == []
+
 
 def worker_step(i: int) -> int:
     return i * i
