@@ -38,6 +38,7 @@ from benchmarks.otel_steps import otel_rows, traced_step_cost
 from benchmarks.overhead import (
     ARGS,
     SMALL,
+    clock,
     fingerprint_cost,
     fresh_steps,
     fresh_steps_with_args,
@@ -46,8 +47,12 @@ from benchmarks.overhead import (
     raw_floor,
     record,
     replay_steps,
+    use_cpu_clock,
 )
-from letitloop import Journal
+from letitloop import Journal, connect
+
+#: The page size of a journal's new files (a tree from before it was chosen: SQLite's).
+PAGE_SIZE: int = getattr(connect, "PAGE_SIZE", 4096)
 
 #: What the step path needs, and so what ``import letitloop`` may load: the
 #: modules these imports bring into a bare interpreter. Anything else that
@@ -157,27 +162,42 @@ def short_runs(runs: int, steps: int, db: Path) -> float:
     def produce(i: int) -> dict[str, int]:
         return {"i": i}
 
-    t0 = time.perf_counter()
+    t0 = clock()
     for r in range(runs):
         with Journal("short", path=db, input=r) as j:
             for i in range(steps):
                 j.step(f"s{i}", produce, i)
-    return (time.perf_counter() - t0) / runs
+    return (clock() - t0) / runs
 
 
 def interleaved_ratio(
     n: int, repeats: int, floor: tuple[str, int], step: tuple[str, int]
-) -> tuple[float, float, float]:
-    """(median floor, median step overhead, median per-repeat ratio), in alternating blocks."""
+) -> tuple[float, float, float, float, float]:
+    """(median floor, median step overhead, median per-repeat ratio, and the floor and
+    ratio again with the floor's file at the journal's page size), in alternating blocks.
+
+    The floor is SQLite's default file (4 KiB pages); a journal makes its new files
+    with 1 KiB pages (``connect.PAGE_SIZE``), so a commit of the floor at that page
+    size is shown too: how much of the ratio is the page size and how much the code.
+    """
     (sync, fn), (mode, m) = floor, step
-    floors, steps, ratios = [], [], []
+    floors, steps, ratios, floors_p, ratios_p = [], [], [], [], []
     for _ in range(repeats):
         f = raw_floor(SMALL, fn, sync)
         s = fresh_steps(SMALL, m, mode) - plain_call(SMALL, m)
+        fp = raw_floor(SMALL, fn, sync, PAGE_SIZE)
         floors.append(f)
         steps.append(s)
         ratios.append(s / f)
-    return statistics.median(floors), statistics.median(steps), statistics.median(ratios)
+        floors_p.append(fp)
+        ratios_p.append(s / fp)
+    return (
+        statistics.median(floors),
+        statistics.median(steps),
+        statistics.median(ratios),
+        statistics.median(floors_p),
+        statistics.median(ratios_p),
+    )
 
 
 def checksum_cost(n: int) -> float:
@@ -190,23 +210,35 @@ def checksum_cost(n: int) -> float:
 
     run_id, fp = new_run_id(time.time()), Fingerprinter().call(ARGS, {})
     fn, result = "benchmarks.overhead.fetch_user", codec.encode(SMALL)
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(n):
         step_sum(run_id, "fetch_user", "done", fn, fp, result, None)
-    return (time.perf_counter() - t0) / n
+    return (clock() - t0) / n
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="in-process rows in CPU time (user + system) instead of wall time: on a loaded "
+        "machine they swing less; a power-mode commit's fsync is then not counted",
+    )
     args = parser.parse_args()
     n, r = args.steps, args.repeats
+    if args.cpu:
+        use_cpu_clock()
 
     call = median_of(r, lambda: plain_call(SMALL, n))
-    floor_n, step_n, ratio_n = interleaved_ratio(n, r, ("NORMAL", n), ("process", n))
+    floor_n, step_n, ratio_n, floor_np, ratio_np = interleaved_ratio(
+        n, r, ("NORMAL", n), ("process", n)
+    )
     # Power steps fsync: fewer per block, as many blocks.
-    floor_f, step_f, ratio_f = interleaved_ratio(n, r, ("FULL", n // 8), ("power", n // 8))
+    floor_f, step_f, ratio_f, floor_fp, ratio_fp = interleaved_ratio(
+        n, r, ("FULL", n // 8), ("power", n // 8)
+    )
     step_args = median_of(r, lambda: fresh_steps_with_args(SMALL, n))
     fingerprint = median_of(r, lambda: fingerprint_cost(n * 10))
     checksum = median_of(r, lambda: checksum_cost(n * 10))
@@ -237,7 +269,12 @@ def main() -> None:
     traced = traced_step_cost(n, r)  # last: it sets the process's tracer provider
 
     print(environment())
-    print(f"{n} steps per repeat, median of {r} repeats; ratios are per repeat, then median\n")
+    print(f"{n} steps per repeat, median of {r} repeats; ratios are per repeat, then median")
+    print(
+        "in-process rows in CPU time (user + system; processes: wall)\n"
+        if args.cpu
+        else "wall time\n"
+    )
     print(
         table(
             ["measure", "median", "ratio"],
@@ -249,11 +286,21 @@ def main() -> None:
                     us(step_n),
                     f"{ratio_n:.2f}x floor",
                 ],
+                [
+                    f"the same floor in a file of {PAGE_SIZE:,}-byte pages (the journal's)",
+                    us(floor_np),
+                    f"step: {ratio_np:.2f}x this floor",
+                ],
                 ["raw floor: INSERT+COMMIT, WAL, synchronous=FULL", us(floor_f), "1.00x"],
                 [
                     'fresh step, durability="power", overhead over the call',
                     us(step_f),
                     f"{ratio_f:.2f}x floor",
+                ],
+                [
+                    f"the same floor in a file of {PAGE_SIZE:,}-byte pages (the journal's)",
+                    us(floor_fp),
+                    f"step: {ratio_fp:.2f}x this floor",
                 ],
                 [
                     "fresh step with 2 small arguments, overhead over the call",

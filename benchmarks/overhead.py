@@ -25,16 +25,32 @@ if __package__ in (None, ""):
 from benchmarks._report import median_of, ms, publish, table, us
 from letitloop import Journal
 
+#: The clock the in-process measurements read: wall time, or the process's CPU time
+#: (user + system, ``--cpu`` of bench_steps.py) on a machine whose load makes wall
+#: time swing. Set with :func:`use_cpu_clock`.
+_clock: Callable[[], float] = time.perf_counter
+
+
+def clock() -> float:
+    return _clock()
+
+
+def use_cpu_clock() -> None:
+    """Measure CPU time (``time.process_time``) instead of wall time from now on."""
+    global _clock
+    _clock = time.process_time
+
+
 SMALL: dict[str, Any] = {"id": 123, "name": "Ada Lovelace", "tags": ["vip", "eu"], "score": 0.93}
 LARGE: dict[str, Any] = {"rows": [{"i": i, "text": "x" * 90} for i in range(1000)]}  # ~100 KB
 
 
 def plain_call(value: Any, n: int) -> float:
     fn = _returner(value)
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(n):
         fn()
-    return (time.perf_counter() - t0) / n
+    return (clock() - t0) / n
 
 
 def _returner(value: Any) -> Callable[[], Any]:
@@ -44,13 +60,19 @@ def _returner(value: Any) -> Callable[[], Any]:
     return produce
 
 
-def raw_floor(value: Any, n: int, synchronous: str) -> float:
-    """One INSERT + COMMIT per row with sqlite3, same shape and mode as a journal."""
+def raw_floor(value: Any, n: int, synchronous: str, page_size: int | None = None) -> float:
+    """One INSERT + COMMIT per row with sqlite3, same shape and mode as a journal.
+
+    ``page_size``: the file's (None: SQLite's default, 4 KiB; a journal's new
+    files have ``letitloop.connect.PAGE_SIZE``).
+    """
     import msgspec
 
     text = msgspec.json.encode(value).decode()
     with tempfile.TemporaryDirectory() as d:
         conn = sqlite3.connect(Path(d) / "raw.db")
+        if page_size is not None:
+            conn.execute(f"PRAGMA page_size = {page_size}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         # The row a step needs, in the compact shape letitloop stores since 0011: its
@@ -63,14 +85,14 @@ def raw_floor(value: Any, n: int, synchronous: str) -> float:
         )
         conn.commit()
         started = int(time.time() * 1e6)
-        t0 = time.perf_counter()
+        t0 = clock()
         for i in range(n):
             conn.execute(
                 "INSERT INTO t VALUES (?, ?, 'step', 'done', ?, ?, ?, ?, 1, NULL, NULL, '')",
                 (1, f"s{i}", 1, text, started + i * 37, 12),
             )
             conn.commit()
-        elapsed = time.perf_counter() - t0
+        elapsed = clock() - t0
         conn.close()
     return elapsed / n
 
@@ -82,10 +104,10 @@ def fresh_steps(value: Any, n: int, durability: str) -> float:
         tempfile.TemporaryDirectory() as d,
         Journal("bench", path=Path(d) / "j.db", durability=durability) as j,  # type: ignore[arg-type]
     ):
-        t0 = time.perf_counter()
+        t0 = clock()
         for i in range(n):
             j.step(f"s{i}", fn)
-        return (time.perf_counter() - t0) / n
+        return (clock() - t0) / n
 
 
 def fresh_async_steps(value: Any, n: int, durability: str) -> float:
@@ -121,10 +143,10 @@ def record(
 def replay_steps(db: Path, n: int, value: Any = SMALL, args: tuple[Any, ...] = ()) -> float:
     fn = _taking(value)
     with Journal("bench", run="recorded", path=db) as j:
-        t0 = time.perf_counter()
+        t0 = clock()
         for i in range(n):
             j.step(f"s{i}", fn, *args)
-        return (time.perf_counter() - t0) / n
+        return (clock() - t0) / n
 
 
 def fingerprint_cost(n: int, args: tuple[Any, ...] = ARGS) -> float:
@@ -133,10 +155,10 @@ def fingerprint_cost(n: int, args: tuple[Any, ...] = ARGS) -> float:
 
     call = Fingerprinter().call
     kwargs: dict[str, Any] = {}
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(n):
         call(args, kwargs)
-    return (time.perf_counter() - t0) / n
+    return (clock() - t0) / n
 
 
 def fresh_steps_with_args(value: Any, n: int, args: tuple[Any, ...] = ARGS) -> float:
@@ -146,16 +168,16 @@ def fresh_steps_with_args(value: Any, n: int, args: tuple[Any, ...] = ARGS) -> f
         tempfile.TemporaryDirectory() as d,
         Journal("bench", path=Path(d) / "j.db") as j,
     ):
-        t0 = time.perf_counter()
+        t0 = clock()
         for i in range(n):
             j.step(f"s{i}", fn, *args)
-        return (time.perf_counter() - t0) / n
+        return (clock() - t0) / n
 
 
 def open_time(db: Path) -> float:
-    t0 = time.perf_counter()
+    t0 = clock()
     with Journal("bench", run="recorded", path=db):
-        return time.perf_counter() - t0
+        return clock() - t0
 
 
 def file_size(db: Path) -> int:
@@ -176,10 +198,10 @@ def growth(sizes: list[int]) -> list[tuple[int, float, float]]:
             with Journal("bench", run="recorded", path=db) as j:
                 for i in range(done, size - 1000):
                     j.step(f"s{i}", fn)
-                t0 = time.perf_counter()
+                t0 = clock()
                 for i in range(size - 1000, size):
                     j.step(f"s{i}", fn)
-                fresh = (time.perf_counter() - t0) / 1000
+                fresh = (clock() - t0) / 1000
             done = size
             out.append((size, fresh, median_of(3, lambda: open_time(db))))
     return out

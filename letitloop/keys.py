@@ -278,9 +278,12 @@ class StepKeys:
                     n += 1
                     key = f"{name}#{n}"
             else:
-                found = self._find(state, fp)
+                # A recorded call with these very arguments (the usual replay): its
+                # queue's first number, without _find()'s call.
+                q = state.by_fp.get(fp)
+                found = q.popleft() if q else self._find(state, fp)
                 if found is not None:
-                    key = make_key(name, found)
+                    key = name if found == 1 else f"{name}#{found}"
                     replay = self.recorded[key]
                 else:
                     low = self._lowest_unclaimed(state, name)

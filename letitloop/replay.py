@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 #: result texts are held in memory at once.
 RESULT_CHUNK = 256
 
+#: A row not in the cache (a result read can be None: a step that returned None).
+_NOT_READ: Any = object()
+
 
 class Results:
     """Reads recorded results when they are replayed, a chunk at a time, in journal order.
@@ -62,8 +65,9 @@ class Results:
 
     def get(self, rowid: int) -> str | None:
         cache = self.cache
-        if rowid in cache:
-            return cache.pop(rowid)
+        text: str | None = cache.pop(rowid, _NOT_READ)  # one lookup: the usual case, read
+        if text is not _NOT_READ:
+            return text
         i = bisect_left(self.rowids, rowid)
         chunk = self.rowids[i : i + RESULT_CHUNK]
         if not chunk or chunk[0] != rowid:

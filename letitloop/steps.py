@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from functools import partial
+from threading import get_ident
 from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -192,18 +193,29 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     (letitloop/retry.py); the journal's own ``retry`` applies otherwise.
     Raises RunCancelledError, before anything runs, once the run was cancelled.
     """
-    store = require_open(j)
+    store = j.store
+    if store is None:
+        store = require_open(j)  # raises: the journal is closed, or a forked child's copy
     if j._cancel.reason is not None:
         raise cancellation.error(j)
     policy = j.retry
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
-    fn_name = function_name(fn, name)
-    who = owner(j)
-    try:
-        fp = j._fingerprints.call(args, kwargs)
-    except FingerprintError as exc:
-        raise unidentifiable(j, name, exc) from None
+    # The usual function and the usual owner inline, without a call each (function_name
+    # and owner say the rest): a replayed step is a few calls in all.
+    if type(fn) is FunctionType:
+        fn_name = f"{fn.__module__}.{fn.__qualname__}"
+    else:
+        fn_name = function_name(fn, name)
+    aio = sys.modules.get("asyncio")
+    who = owner(j) if aio is not None and aio._get_running_loop() is not None else get_ident()
+    if args or kwargs:
+        try:
+            fp = j._fingerprints.call(args, kwargs)
+        except FingerprintError as exc:
+            raise unidentifiable(j, name, exc) from None
+    else:
+        fp = ""  # Fingerprinter.call of no arguments
     full, key, recorded, differs = key_for(j, name, fp, who)
     if differs is not None:
         raise mismatch(j, key, fn_name, fp, differs)

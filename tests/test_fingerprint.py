@@ -418,6 +418,24 @@ class TestTheFastPath:
             assert plain_tree(value, MAX_DEPTH) == (is_plain(value) or tag_like)
 
 
+class TestTheDigestOfOneArgument:
+    """``arg_digest`` (a copy of an empty hash) is the digest recorded fingerprints hold."""
+
+    @pytest.mark.parametrize("data", [b"", b"x", b"\x00" * 200, bytes(range(256)) * 3])
+    def test_it_is_blake2b_of_six_bytes(self, data: bytes) -> None:
+        from hashlib import blake2b
+
+        from letitloop.fingerprint import arg_digest
+
+        assert arg_digest(data) == blake2b(data, digest_size=6).hexdigest()
+
+    def test_a_call_keeps_the_fingerprint_files_recorded(self) -> None:
+        # Pinned: recorded rows hold these digests, so a replay must compute them again.
+        fp = Fingerprinter().call((123, "https://example.com/articles/2026/11/30"), {"k": [1]})
+        assert fp == "34c6b3dfbc21 9a46f978a9b3 k=" + Fingerprinter().digest([1])
+        assert Fingerprinter().digest([1]) == "709011ace1c2"
+
+
 class TestUncheckedInAnAsyncStep:
     def test_the_coroutine_receives_the_values(self, db: Path) -> None:
         import asyncio

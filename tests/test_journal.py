@@ -327,6 +327,52 @@ class TestResults:
         assert got == value
 
 
+SIDE_CALLS: list[tuple[int, int]] = []
+
+
+def side_result(r: int, i: int) -> dict[str, int] | None:
+    SIDE_CALLS.append((r, i))
+    return None if i % 7 == 0 else {"run": r, "i": i}
+
+
+class TestRunsWrittenSideBySide:
+    """A run's results are read back in chunks (replay.Results), by a range of rowids
+    where the run's rows fill it, else row by row: both give each run its own results."""
+
+    @pytest.mark.parametrize("runs", [2, 3])
+    def test_each_run_replays_its_own_results(self, db: Path, runs: int) -> None:
+        journals = [Journal("g", run=f"r{r}", path=db).open() for r in range(runs)]
+        for i in range(300):  # interleaved: each run's rowids are every runs-th row
+            for r, j in enumerate(journals):
+                j.step(f"s{i}", side_result, r, i)
+        for j in journals:
+            j.close()
+        SIDE_CALLS.clear()
+        for r in range(runs):
+            with Journal("g", run=f"r{r}", path=db) as j:
+                got = [j.step(f"s{i}", side_result, r, i) for i in range(300)]
+            assert got == [None if i % 7 == 0 else {"run": r, "i": i} for i in range(300)]
+        assert SIDE_CALLS == []  # every step replayed, none called again
+
+    def test_failed_steps_and_markers_among_a_runs_rows_are_passed_over(self, db: Path) -> None:
+        def boom() -> None:
+            raise ValueError("no")
+
+        with Journal("g", run="r", path=db) as j:
+            for i in range(40):
+                j.step(f"s{i}", side_result, 0, i)
+                if i % 5 == 0:
+                    with pytest.raises(ValueError):
+                        j.step(f"bad{i}", boom)
+                    with j.atomic_marker(f"m{i}") as go:
+                        assert go
+        SIDE_CALLS.clear()
+        with Journal("g", run="r", path=db) as j:
+            got = [j.step(f"s{i}", side_result, 0, i) for i in range(40)]
+        assert got == [None if i % 7 == 0 else {"run": 0, "i": i} for i in range(40)]
+        assert SIDE_CALLS == []
+
+
 def worker_step(i: int) -> int:
     return i * i
 

@@ -97,3 +97,42 @@ class TestTimestamps:
         expected = datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
         assert utc_iso(t) == expected
         assert utc_iso(t) == expected  # and again, from the cached second
+
+
+def page_size(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+class TestTheFilesPageSize:
+    """A new journal file has 1 KiB pages (connect.PAGE_SIZE); a file keeps the size it has."""
+
+    def test_a_new_file_has_pages_of_1_kib(self, tmp_path: Path) -> None:
+        from letitloop import Journal
+
+        db = tmp_path / "new.db"
+        with Journal("g", path=db) as j:
+            j.step("a", str, 1)
+        assert page_size(db) == 1024
+
+    def test_a_file_made_with_4_kib_pages_keeps_them_and_its_steps(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from letitloop import Journal, connect
+
+        db = tmp_path / "old.db"
+        calls: list[int] = []
+
+        def fetch(x: int) -> int:
+            calls.append(x)
+            return x * 2
+
+        monkeypatch.setattr(connect, "PAGE_SIZE", 4096)  # as letitloop made files before
+        with Journal("g", run="r", path=db) as j:
+            j.step("a", fetch, 1)
+        monkeypatch.undo()
+        with Journal("g", run="r", path=db) as j:
+            assert j.step("a", fetch, 1) == 2
+            j.step("b", fetch, 2)
+        assert calls == [1, 2]  # "a" replayed, not called again
+        assert page_size(db) == 4096
