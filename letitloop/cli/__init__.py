@@ -28,6 +28,7 @@ from .params import DB_PATH
 from .reading import export, runs, show
 from .running import demo, watch
 from .serving import mcp_command
+from .testing import diff, fixture
 from .ui import ui
 
 __all__ = [
@@ -38,7 +39,9 @@ __all__ = [
     "cancel",
     "cli",
     "demo",
+    "diff",
     "export",
+    "fixture",
     "fork",
     "gc",
     "main",
@@ -158,6 +161,8 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo, ui):
     cli.add_command(_command)
 cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
+cli.add_command(fixture)  # lil fixture (cli/testing.py)
+cli.add_command(diff)  # lil diff (cli/testing.py)
 
 
 def main() -> None:
