@@ -206,7 +206,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         raise unidentifiable(j, name, exc) from None
     full, key, recorded, differs = key_for(j, name, fp, who)
     if differs is not None:
-        raise mismatch(j, key, fn_name, fp, differs)
+        raise mismatch(j, key, fn_name, fp, differs, (args, kwargs))
     if recorded is not None:
         replayed: T = replay(j, key, fn_name, recorded)
         return replayed

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "discovery",
             "checksums",
             "redaction",
+            "testing",
         },
     ),
     (
@@ -105,7 +106,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "command line and adapters",
         # cli/ and runtext/ are packages: their modules share this layer, and
         # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
-        {"cli", "render", "runtext", "demo", "__main__", "adapters", "mcp", "web"},
+        {"cli", "render", "runtext", "demo", "__main__", "adapters", "mcp", "web", "pytest_plugin"},
     ),
     ("the public names", {"__init__"}),
 ]
