@@ -222,10 +222,14 @@ def arguments_text(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, s
     """A call's arguments as short texts, by position (``"0"``) or name (``"limit="``).
 
     Text, not the values: the error pickles and is printed, whatever the
-    values are. A value whose ``repr`` raises is named by its type.
+    values are. A value whose ``repr`` raises is named by its type; an
+    ``unchecked()`` one is not shown (it is often a secret: an API key).
     """
+    from .unchecked import Unchecked
 
     def text(value: Any) -> str:
+        if isinstance(value, Unchecked):
+            return "unchecked(…)"
         try:
             shown = repr(value)
         except Exception:  # a broken __repr__ must not hide the mismatch
