@@ -6,7 +6,8 @@ never a traceback; an unexpected one is one line too, saying how to see its
 traceback (:data:`TRACEBACK_ENV`), with exit status 70. The commands are in
 one module per family: ``reading`` (runs, show, export), ``changing``
 (reset, fork, gc, upgrade), ``control`` (send, cancel), ``running``
-(watch, demo), ``serving`` (mcp) and ``ui`` (the web view); their shared
+(watch, demo), ``serving`` (mcp), ``testing`` (fixture, diff) and ``ui``
+(the web view); their shared
 options in ``params``, shell completion in ``completion``. Recorded text is
 printed only through
 :mod:`letitloop.render`, which makes it safe for a terminal.
