@@ -51,12 +51,21 @@ TEST_FILE = textwrap.dedent(
     import os
     import pytest
     import agent
+    from letitloop.errors import UnrecordedStepError
 
     @pytest.mark.letitloop_replay("tests/fixtures/agent.db")
     def test_the_agent_replays_its_recording():
         answer = agent.agent("why?")
         assert answer == "why? result 0 / why? result 1 / why? result 2"
         assert agent.CALLS == []  # no step function was called
+
+    @pytest.mark.letitloop_replay("tests/fixtures/agent.db")
+    def test_the_fixture_names_the_file(letitloop_replay):
+        assert letitloop_replay.path.is_absolute() and letitloop_replay.path.name == "agent.db"
+        assert os.environ["LETITLOOP_DB"] == str(letitloop_replay.path)
+        with pytest.raises(UnrecordedStepError, match="never-recorded"):
+            with letitloop_replay.journal("agent", run="never-recorded"):
+                pass  # replay-only on the fixture: a run it lacks is refused
 
     def test_a_test_without_the_marker_is_left_alone():
         assert "LETITLOOP_REPLAY" not in os.environ
@@ -122,13 +131,13 @@ class TestAMarkedTestReplaysTheFixture:
         self, project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         result = run(project, monkeypatch)
-        result.assert_outcomes(passed=2)
+        result.assert_outcomes(passed=3)
 
     def test_changed_arguments_fail_naming_the_step_with_both_arguments_side_by_side(
         self, project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         result = run(project, monkeypatch, "args")
-        result.assert_outcomes(failed=1, passed=1)
+        result.assert_outcomes(failed=1, passed=2)
         out = result.stdout.str()
         assert "step 'search' drifted from the recording" in out
         result.stdout.re_match_lines([r".*argument 0\s+same\s+'why\?'$"])
@@ -139,7 +148,7 @@ class TestAMarkedTestReplaysTheFixture:
         self, project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         result = run(project, monkeypatch, "added")
-        result.assert_outcomes(failed=1, passed=1)
+        result.assert_outcomes(failed=1, passed=2)
         out = result.stdout.str()
         assert "step 'rerank' drifted from the recording" in out
         assert "the recording has no step 'rerank'" in out and "was not run" in out
