@@ -266,3 +266,25 @@ class TestARemovedStepIsNamed:
             j.step("parent", parent)
         with Journal("g", run="r", path=db, replay_only=True) as j:
             assert j.step("parent", parent) == 6
+
+
+class TestMarkersOfEveryScope:
+    def test_goal_and_global_markers_the_run_holds_are_copied_and_replay_as_done(
+        self, tmp_path: Path
+    ) -> None:
+        db, fixture = tmp_path / "j.db", tmp_path / "fixture.db"
+        with Journal("mail", run="r1", path=db) as j:
+            with j.atomic_marker("welcome", scope="goal"):
+                pass
+            with j.atomic_marker("charge-1", scope="global"):
+                pass
+        with Journal("other", run="r2", path=db) as j, j.atomic_marker("not-ours", scope="global"):
+            pass
+        assert lil(db, "fixture", "r1", "--to", str(fixture)).returncode == 0
+        assert b"not-ours" not in file_bytes(fixture)
+        with Journal("mail", run="r1", path=fixture, replay_only=True) as j:
+            with j.atomic_marker("welcome", scope="goal") as goal_offer:
+                pass
+            with j.atomic_marker("charge-1", scope="global") as global_offer:
+                pass
+        assert not goal_offer and not global_offer  # done: their blocks are skipped
