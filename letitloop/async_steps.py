@@ -96,7 +96,7 @@ async def async_step(
         raise unidentifiable(j, name, exc) from None
     full, key, recorded, differs = key_for(j, name, fp, who)
     if differs is not None:
-        raise mismatch(j, key, fn_name, fp, differs)
+        raise mismatch(j, key, fn_name, fp, differs, (args, kwargs))
     if recorded is not None:
         return replay(j, key, fn_name, recorded)
     flight = j._flight

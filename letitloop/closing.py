@@ -18,7 +18,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from . import cancellation, codec, opening, ownership
-from .errors import DecodeError, EncodeError, JournalFileError, MisuseError, error_text
+from .errors import (
+    DecodeError,
+    EncodeError,
+    JournalFileError,
+    MisuseError,
+    StepMismatchError,
+    error_text,
+)
 from .replay import flush_replays
 
 if TYPE_CHECKING:
@@ -113,6 +120,8 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
         return
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         exc = None
+    # Replay-only: a recorded step this clean run never reached was removed from it.
+    missing = unreplayed(j) if j.replay_only and exc is None else None
     # The run's end is written while the run is still held, and only then let go:
     # an opener waiting for its lock must find it ended, not resume it
     # (tests/test_lock_order.py).
@@ -140,6 +149,37 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
         opening.release(j)
         store.close()
         opening.closed(j)
+    if missing is not None:
+        raise missing
+
+
+def unreplayed(j: Journal) -> StepMismatchError | None:
+    """Replay-only: the error naming the first recorded step this attempt did not replay.
+
+    A step under a replayed parent counts as replayed (the parent's replay
+    skipped it as a unit). None: every recorded step, sleep and wait replayed.
+    """
+    keys = j._keys
+    with keys.lock:
+        claimed = set(keys.claimed)
+        recorded = list(keys.recorded.values())
+    parents = tuple(k + "/" for k in claimed)
+    left = [r for r in recorded if r.key not in claimed and not r.key.startswith(parents)]
+    if not left:
+        return None
+    first = min(left, key=lambda r: r.rowid)
+    more = f" (and {len(left) - 1} more after it)" if len(left) > 1 else ""
+    return StepMismatchError(
+        f"replay-only: step {first.key!r} ({first.fn}) was recorded in run {j.run_id} of goal "
+        f"{j.goal!r} in {j.path}, but this run ended without calling it{more}: a step was "
+        f"removed or skipped since the recording; record the run again (open the journal "
+        f"without replay_only), or fix the pipeline",
+        run_id=j.run_id,
+        key=first.key,
+        recorded=first.fn,
+        called=None,
+        differences="not called",
+    )
 
 
 def close_if_opened(j: Journal, opening_: asyncio.Future[Journal]) -> None:

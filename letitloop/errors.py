@@ -76,6 +76,14 @@ class StepMismatchError(LetItLoopError):
     called: str | None = None
     #: What differs between the recorded call's arguments and this call's.
     differences: str | None = None
+    #: The recorded and the new fingerprints: one digest per argument (``name=digest``
+    #: for a keyword), as ``args_fp`` stores them.
+    recorded_fp: str | None = None
+    called_fp: str | None = None
+    #: The new call's arguments as short texts, by position (``"0"``) or name
+    #: (``"limit="``); None when not known. The journal keeps only digests of the
+    #: recorded ones.
+    arguments: dict[str, str] | None = None
 
 
 class UnrecordedStepError(LetItLoopError):

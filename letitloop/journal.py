@@ -35,6 +35,7 @@ from .pragmas import Durability
 from .replay import Results, forget_replays, mismatch, replay
 from .schemes import open_readonly_storage, open_storage
 from .storage import StepRow, Storage
+from .testing import default_clock
 
 if TYPE_CHECKING:
     # Not imported at run time by this module: markers.py by the first marker,
@@ -76,7 +77,10 @@ class Journal:
     with its error (the next open resumes it from the failed step).
 
     ``clock`` is the function timestamps come from (seconds since the epoch;
-    tests pass a fake one). ``registry`` is the codec registry for results.
+    tests pass a fake one, or ``letitloop.testing.SkippingClock``, whose
+    pauses take no time); None: ``letitloop.testing.default_clock()``,
+    ``time.time`` unless a test made another the default. ``registry`` is
+    the codec registry for results.
     ``retry`` is the RetryPolicy of every step that does not pass its own.
     ``replay_only=True`` (or ``LETITLOOP_REPLAY=only``) replays the recorded
     run and writes nothing: an unrecorded step raises UnrecordedStepError
@@ -96,7 +100,7 @@ class Journal:
         durability: Durability = "process",
         timeout: float = DEFAULT_TIMEOUT,
         registry: codec.CodecRegistry | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         input: Any = _NO_INPUT,
         retry: RetryPolicy | None = None,
         replay_only: bool | None = None,
@@ -113,7 +117,7 @@ class Journal:
         self.durability: Durability = durability
         self.timeout = timeout
         self.registry = registry
-        self.clock = clock
+        self.clock = default_clock() if clock is None else clock
         self._fingerprints = Fingerprinter(registry)
         #: The retry policy of steps that pass none (letitloop/retry.py).
         self.retry = retry

@@ -179,8 +179,19 @@ def ways_out(j: Journal, key: str) -> str:
     return f"reset it with: {reset}; or fork it with: {fork}"
 
 
-def mismatch(j: Journal, key: str, fn_name: str, fp: str, recorded: Recorded) -> StepMismatchError:
-    """The error of a call whose arguments differ from those recorded at its position."""
+def mismatch(
+    j: Journal,
+    key: str,
+    fn_name: str,
+    fp: str,
+    recorded: Recorded,
+    call: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
+) -> StepMismatchError:
+    """The error of a call whose arguments differ from those recorded at its position.
+
+    ``call``: the call's arguments, shown (cut short) in the error's
+    ``arguments`` beside the recorded and the new fingerprints.
+    """
     check_intact(j, recorded)  # a damaged fingerprint is damage, not other arguments
     name, _ = split_key(key)
     what = differences(recorded.fp or "", fp)
@@ -203,4 +214,36 @@ def mismatch(j: Journal, key: str, fn_name: str, fp: str, recorded: Recorded) ->
         recorded=recorded.fn,
         called=fn_name,
         differences=what,
+        recorded_fp=recorded.fp,
+        called_fp=fp,
+        arguments=None if call is None else arguments_text(*call),
     )
+
+
+#: Characters of one argument's text a StepMismatchError keeps.
+ARGUMENT_CHARS = 200
+
+
+def arguments_text(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
+    """A call's arguments as short texts, by position (``"0"``) or name (``"limit="``).
+
+    Text, not the values: the error pickles and is printed, whatever the
+    values are. A value whose ``repr`` raises is named by its type; an
+    ``unchecked()`` one is not shown (it is often a secret: an API key).
+    """
+    from .unchecked import Unchecked
+
+    def text(value: Any) -> str:
+        if isinstance(value, Unchecked):
+            return "unchecked(…)"
+        try:
+            shown = repr(value)
+        except Exception:  # a broken __repr__ must not hide the mismatch
+            shown = f"<{type(value).__name__}>"
+        if len(shown) > ARGUMENT_CHARS:
+            shown = shown[: ARGUMENT_CHARS - 1] + "…"
+        return shown
+
+    out = {str(i): text(v) for i, v in enumerate(args)}
+    out.update({f"{k}=": text(v) for k, v in kwargs.items()})
+    return out

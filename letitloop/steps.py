@@ -218,7 +218,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         fp = ""  # Fingerprinter.call of no arguments
     full, key, recorded, differs = key_for(j, name, fp, who)
     if differs is not None:
-        raise mismatch(j, key, fn_name, fp, differs)
+        raise mismatch(j, key, fn_name, fp, differs, (args, kwargs))
     if recorded is not None:
         replayed: T = replay(j, key, fn_name, recorded)
         return replayed

@@ -25,7 +25,18 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
-        {"errors", "ids", "_exec_shim", "_proctree", "clock", "names", "discovery", "checksums"},
+        {
+            "errors",
+            "ids",
+            "_exec_shim",
+            "_proctree",
+            "clock",
+            "names",
+            "discovery",
+            "checksums",
+            "redaction",
+            "testing",
+        },
     ),
     (
         "codec, store and storage",
@@ -95,7 +106,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "command line and adapters",
         # cli/ and runtext/ are packages: their modules share this layer, and
         # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
-        {"cli", "render", "runtext", "demo", "__main__", "adapters", "mcp", "web"},
+        {"cli", "render", "runtext", "demo", "__main__", "adapters", "mcp", "web", "pytest_plugin"},
     ),
     ("the public names", {"__init__"}),
 ]
@@ -126,6 +137,7 @@ CLI_ORDER = [
     "control",
     "running",
     "serving",
+    "testing",
     "__init__",
 ]
 
@@ -134,7 +146,7 @@ CLI_ORDER = [
 WEB_ORDER = ["views", "pages", "app", "server", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
-RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
+RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "testing", "__init__"]
 
 #: The read-only library's own modules, bottom up: time and results, what the
 #: queries return, the Inspector protocol, opening a file, a run's state, the
@@ -147,6 +159,7 @@ INSPECTION_ORDER = [
     "inspector",
     "journalfile",
     "state",
+    "sqlite_fixture",
     "sqlite_inspector",
     "memory_inspector",
     "postgres_inspector",
@@ -154,6 +167,8 @@ INSPECTION_ORDER = [
     "listing",
     "detail",
     "export",
+    "fixture",
+    "diff",
     "__init__",
 ]
 
@@ -447,6 +462,7 @@ OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control", "web.")
 #: them that speak SQL.
 SQLITE_INSPECTOR = {
     "inspection.sqlite_inspector",
+    "inspection.sqlite_fixture",
     "inspection.journalfile",
     "inspection.postgres_inspector",
 }

@@ -109,6 +109,14 @@ AUTOGEN_AROUND = (
 )
 
 AROUND["from letitloop.adapters.smolagents import SmolagentsWALCallback"] = SMOLAGENTS_AROUND
+# "Test it from a recording": the test function as printed, its pipeline a stand-in; the
+# marker is the plugin's (tests/test_example_replay.py runs the whole flow under pytest).
+AROUND['@pytest.mark.letitloop_replay("tests/fixtures/triage.db")'] = (
+    "import pytest\ndef triage(ticket):\n    return 'billing: on it'\n",
+    "test_triage()\n"
+    "from letitloop.pytest_plugin import MARKER\n"
+    "assert [m.name for m in test_triage.pytestmark] == [MARKER]\n",
+)
 AROUND["from letitloop.adapters.autogen import AutoGenStateSerializer"] = AUTOGEN_AROUND
 
 
@@ -548,6 +556,7 @@ DOCS_AROUND[("adapters.md", "from letitloop.adapters.autogen import AutoGenState
     AUTOGEN_AROUND
 )
 DOCS_AROUND[("testing.md", "from letitloop import Journal")] = ("", "")
+DOCS_AROUND[("testing.md", "import time")] = ("", "")
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
@@ -568,6 +577,10 @@ ILLUSTRATIVE: dict[tuple[str, str], str] = {
         "three lines of an agent's program (its model and ask are the reader's); "
         "tests/test_pydantic_ai.py (TestAnAgentWaitingForAnApproval) runs the whole "
         "program: stopped, answered with lil send, resumed"
+    ),
+    ("testing.md", "import pytest"): (
+        "a pytest test of the example's pipeline, run by pytest with its fixture file: "
+        "tests/test_example_replay.py runs examples/replay_test/tests/test_triage.py so"
     ),
     ("async.md", "# refused: two tasks, one name"): (
         "two lines of an async function (top-level await) contrasting a refused call with "

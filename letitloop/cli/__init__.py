@@ -6,7 +6,8 @@ never a traceback; an unexpected one is one line too, saying how to see its
 traceback (:data:`TRACEBACK_ENV`), with exit status 70. The commands are in
 one module per family: ``reading`` (runs, show, export), ``changing``
 (reset, fork, gc, upgrade), ``control`` (send, cancel), ``running``
-(watch, demo), ``serving`` (mcp) and ``ui`` (the web view); their shared
+(watch, demo), ``serving`` (mcp), ``testing`` (fixture, diff) and ``ui``
+(the web view); their shared
 options in ``params``, shell completion in ``completion``. Recorded text is
 printed only through
 :mod:`letitloop.render`, which makes it safe for a terminal.
@@ -28,6 +29,7 @@ from .params import DB_PATH
 from .reading import export, runs, show
 from .running import demo, watch
 from .serving import mcp_command
+from .testing import diff, fixture
 from .ui import ui
 
 __all__ = [
@@ -38,7 +40,9 @@ __all__ = [
     "cancel",
     "cli",
     "demo",
+    "diff",
     "export",
+    "fixture",
     "fork",
     "gc",
     "main",
@@ -158,6 +162,8 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo, ui):
     cli.add_command(_command)
 cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
+cli.add_command(fixture)  # lil fixture (cli/testing.py)
+cli.add_command(diff)  # lil diff (cli/testing.py)
 
 
 def main() -> None:

@@ -220,9 +220,17 @@ def show(
     "or the run's web page as one self-contained HTML file (needs letitloop[ui]).",
 )
 @click.option("--jsonl", "as_jsonl", is_flag=True, help="The same as --format jsonl.")
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="KEY",
+    help="Replace the value of this dict key, at any depth of the input, the result and "
+    'every row\'s result, by "[redacted]" (repeatable; json and jsonl only).',
+)
 @db_option
 @click.pass_context
-def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
+def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool, redact: tuple[str, ...]) -> None:
     """Print a run with its input, steps, markers and decoded results as JSON.
 
     For bug reports and tests. Timestamps are ISO-8601 UTC; each row has its
@@ -236,16 +244,23 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
     "supervisor_event" per item, then the run's "usage" totals.
     --format html gives the run's `lil ui` page as one file to attach to a
     bug report: styles inline, no script, every value whole.
+    --redact KEY replaces that key's values before anything is printed.
 
     \b
     Examples:
       lil export 01JD7X3K9QF4ZC2M8N6P0RTVWY > run.json
       lil export customer_sync --jsonl | jq -c 'select(.record == "row")'
       lil export customer_sync --format html > run.html
+      lil export customer_sync --redact api_key --redact password > run.json
     """
     from .. import render
     from ..inspection import export_records, export_run, find_run
 
+    if redact and fmt == "html" and not as_jsonl:
+        raise click.UsageError(
+            "--redact works with --format json or jsonl, not html; export the run as JSON "
+            "to redact it"
+        )
     if fmt == "html":
         from .ui import ui_modules
 
@@ -258,9 +273,9 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool) -> None:
 
             click.echo(render.safe(standalone_run(journal, run), block=True))
         elif fmt == "json" and not as_jsonl:
-            render.echo_json(export_run(journal, run))
+            render.echo_json(export_run(journal, run, redact=redact))
         else:
-            render.echo_jsonl(export_records(journal, run))
+            render.echo_jsonl(export_records(journal, run, redact=redact))
     finally:
         journal.close()
 

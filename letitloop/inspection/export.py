@@ -5,10 +5,12 @@ record model, whole, in either form.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from dataclasses import replace
 from typing import Any
 
 from .. import codec
+from ..redaction import redact_text
 from ..store import Store
 from .detail import show_run
 from .inspector import Inspector
@@ -20,6 +22,7 @@ def export_run(
     inspector: Inspector | Store,
     run: RunDetail | RunInfo | str,
     registry: codec.CodecRegistry | None = None,
+    redact: Collection[str] = (),
 ) -> dict[str, Any]:
     """The run, its rows (results decoded), attempts and supervisor events as one dict.
 
@@ -28,8 +31,12 @@ def export_run(
     damaged stored text could not be decoded (``result`` is then None). The
     run's ``input`` is decoded the same way (``input_json``, ``input_error``).
     The dict is JSON-ready for a strict writer (:func:`json_ready`).
+    ``redact``: dict keys whose values, in the input, the result and every
+    row's result, are replaced by ``"[redacted]"`` (letitloop.redaction).
     """
     detail = run if isinstance(run, RunDetail) else show_run(inspector, run)
+    if redact:
+        detail = redacted(detail, redact)
     # The recorded columns first (a REAL column may hold an infinity), then the
     # results, which decode_result has made JSON-ready already.
     out: dict[str, Any] = json_ready(detail.as_dict())
@@ -56,6 +63,7 @@ def export_records(
     inspector: Inspector | Store,
     run: RunDetail | RunInfo | str,
     registry: codec.CodecRegistry | None = None,
+    redact: Collection[str] = (),
 ) -> Iterator[dict[str, Any]]:
     """:func:`export_run` as a stream of records, one per line of ``--format ndjson``.
 
@@ -67,7 +75,7 @@ def export_records(
     document (``usage``: the run's totals). A list the document gains later
     is streamed under its own name without a change here.
     """
-    data = export_run(inspector, run, registry)
+    data = export_run(inspector, run, registry, redact)
     plain = {k: v for k, v in data.items() if k != "run" and not isinstance(v, (list, dict))}
     yield {"record": "run", **data["run"], **plain}
     for name, value in data.items():
@@ -78,3 +86,13 @@ def export_records(
     for name, value in data.items():
         if name != "run" and isinstance(value, dict):
             yield {"record": name, **value}
+
+
+def redacted(detail: RunDetail, keys: Collection[str]) -> RunDetail:
+    """``detail`` with the values of ``keys`` replaced in its input, result and rows' results."""
+    return replace(
+        detail,
+        run=replace(detail.run, input_json=redact_text(detail.run.input_json, keys)),
+        result_json=redact_text(detail.result_json, keys),
+        rows=[replace(r, result=redact_text(r.result, keys)) for r in detail.rows],
+    )

@@ -614,6 +614,7 @@ def _row_info(r: Row) -> RowInfo:
             r["error"],
             r["checksum"],
         ),
+        r["args_fp"],
     )
 
 

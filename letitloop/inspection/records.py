@@ -168,6 +168,8 @@ class RowInfo:
     model: str | None = None
     damaged: bool = False
     """The row fails its checksum (letitloop/checksums.py): the file was damaged there."""
+    args_fp: str | None = None
+    """A step's arguments' fingerprint: one digest per argument (``lil diff`` compares them)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

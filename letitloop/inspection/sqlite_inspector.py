@@ -25,6 +25,7 @@ from ..sqlite_storage import resumable_run_id
 from ..store import Store
 from .inspector import Inspector, RunFilter, WaitAnswer
 from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
+from .sqlite_fixture import copy_run_to_file
 from .state import OpenRow, RunCounts, RunRow, plus, run_infos
 
 RUN_COLUMNS = (
@@ -187,7 +188,8 @@ class SqliteInspector:
             f'SELECT {_ROW_COLUMNS} FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
             (run.id,),
         ):
-            info = RowInfo(*r[:-2])  # args_fp and checksum: whether the row is damaged
+            # The 17 shown columns, then args_fp (kept) and checksum (whether it is damaged).
+            info = RowInfo(*r[:-2], args_fp=r[-2])  # type: ignore[misc]
             if row_damaged(
                 run.id,
                 info.key,
@@ -288,6 +290,13 @@ class SqliteInspector:
             for table, ids in by_table.items():
                 deleted += delete_runs(c, table, ids)
         return deleted
+
+    def copy_run(self, run: RunInfo, to: Path, text: Callable[[str | None], str | None]) -> int:
+        """``lil fixture``: ``run`` copied into a new journal file ``to``; the rows copied.
+
+        Not part of :class:`Inspector`: only a journal file's runs are copied
+        (:mod:`letitloop.inspection.sqlite_fixture`)."""
+        return copy_run_to_file(self.store, run, to, text)
 
     def fork(
         self,

@@ -1,0 +1,195 @@
+"""The pytest plugin (``pytest11`` entry point): a test marked ``letitloop_replay(path)`` replays
+a fixture made by ``lil fixture``, calling no step, and fails naming the step that drifted.
+
+Each case is a small project of its own run by a fresh pytest process (``pytester``): the
+pipeline is recorded by a child process, turned into a fixture by the real ``lil``, and
+tested by a test file that only uses the marker; the plugin comes from the installed
+package's entry point, nothing else registers it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+# The pipeline under test: DRIFT (read when it runs) changes it after the recording.
+AGENT = textwrap.dedent(
+    """
+    import os
+    from letitloop import durable, step
+
+    CALLS = []
+
+    def search(query, limit):
+        CALLS.append(("search", query))
+        return [f"{query} result {i}" for i in range(limit)]
+
+    def summarize(found):
+        CALLS.append(("summarize", len(found)))
+        return " / ".join(found)
+
+    @durable("agent")
+    def agent(question):
+        drift = os.environ.get("DRIFT", "")
+        limit = 5 if drift == "args" else 3
+        found = step("search", search, question, limit=limit)
+        if drift == "added":
+            step("rerank", summarize, found)
+        return step("summarize", summarize, found)
+    """
+)
+
+TEST_FILE = textwrap.dedent(
+    """
+    import os
+    import pytest
+    import agent
+    from letitloop.errors import UnrecordedStepError
+
+    @pytest.mark.letitloop_replay("tests/fixtures/agent.db")
+    def test_the_agent_replays_its_recording():
+        answer = agent.agent("why?")
+        assert answer == "why? result 0 / why? result 1 / why? result 2"
+        assert agent.CALLS == []  # no step function was called
+
+    @pytest.mark.letitloop_replay("tests/fixtures/agent.db")
+    def test_the_fixture_names_the_file(letitloop_replay):
+        assert letitloop_replay.path.is_absolute() and letitloop_replay.path.name == "agent.db"
+        assert os.environ["LETITLOOP_DB"] == str(letitloop_replay.path)
+        with pytest.raises(UnrecordedStepError, match="never-recorded"):
+            with letitloop_replay.journal("agent", run="never-recorded"):
+                pass  # replay-only on the fixture: a run it lacks is refused
+
+    def test_a_test_without_the_marker_is_left_alone():
+        assert "LETITLOOP_REPLAY" not in os.environ
+        assert "LETITLOOP_DB" not in os.environ
+    """
+)
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with the agent, a recording of it turned into tests/fixtures/agent.db."""
+    pytester.makepyfile(agent=AGENT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LETITLOOP_")}
+    recorded = subprocess.run(
+        [sys.executable, "-c", "import agent; print(agent.agent('why?'))"],
+        cwd=pytester.path,
+        env={**env, "LETITLOOP_DB": "recordings.db"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    (pytester.path / "tests" / "fixtures").mkdir(parents=True)
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "letitloop",
+            "--db",
+            "recordings.db",
+            "fixture",
+            "agent",
+            "--to",
+            "tests/fixtures/agent.db",
+        ],
+        cwd=pytester.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    (pytester.path / "recordings.db").unlink()  # the test must read the fixture, nothing else
+    pytester.makepyfile(test_agent=TEST_FILE)
+    return pytester
+
+
+def run(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, drift: str = ""
+) -> pytest.RunResult:
+    monkeypatch.setenv("DRIFT", drift)  # the pytest process inherits it
+    return project.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+
+
+class TestTheEntryPoint:
+    def test_the_installed_package_registers_the_plugin_under_pytest11(self) -> None:
+        found = [e.value for e in entry_points(group="pytest11") if e.name == "letitloop"]
+        assert found == ["letitloop.pytest_plugin"]
+
+
+class TestAMarkedTestReplaysTheFixture:
+    def test_it_passes_calling_no_step_and_leaves_unmarked_tests_alone(
+        self, project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        result = run(project, monkeypatch)
+        result.assert_outcomes(passed=3)
+
+    def test_changed_arguments_fail_naming_the_step_with_both_arguments_side_by_side(
+        self, project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        result = run(project, monkeypatch, "args")
+        result.assert_outcomes(failed=1, passed=2)
+        out = result.stdout.str()
+        assert "step 'search' drifted from the recording" in out
+        result.stdout.re_match_lines([r".*argument 0\s+same\s+'why\?'$"])
+        result.stdout.re_match_lines([r".*argument limit=\s+digest \w+\s+5\s+<- differs$"])
+        assert "keyword argument 'limit' differs" in out
+
+    def test_an_added_step_fails_naming_it_uncalled(
+        self, project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        result = run(project, monkeypatch, "added")
+        result.assert_outcomes(failed=1, passed=2)
+        out = result.stdout.str()
+        assert "step 'rerank' drifted from the recording" in out
+        assert "the recording has no step 'rerank'" in out and "was not run" in out
+
+    def test_a_fixture_file_that_does_not_exist_is_an_error_saying_how_to_make_one(
+        self, pytester: pytest.Pytester
+    ) -> None:
+        pytester.makepyfile(
+            test_missing="""
+            import pytest
+
+            @pytest.mark.letitloop_replay("tests/fixtures/nowhere.db")
+            def test_it():
+                raise AssertionError("the test body must not run")
+            """
+        )
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        result.assert_outcomes(errors=1)
+        out = result.stdout.str()
+        assert "the fixture file tests/fixtures/nowhere.db does not exist" in out
+        assert "lil fixture RUN --to tests/fixtures/nowhere.db" in out
+        assert "must not run" not in out
+
+
+class TestTheClockFixture:
+    def test_an_hour_long_durable_sleep_passes_at_once_and_is_recorded_as_an_hour(
+        self, pytester: pytest.Pytester
+    ) -> None:
+        pytester.makepyfile(
+            test_sleep="""
+            import time
+            from letitloop import Journal
+
+            def test_it(letitloop_clock, tmp_path):
+                began, start = time.monotonic(), letitloop_clock()
+                with Journal("nightly", path=tmp_path / "j.db") as j:
+                    j.sleep("until-tomorrow", 3600)
+                    j.step("after", lambda: "done")
+                assert letitloop_clock() - start >= 3600  # the journal's time passed an hour
+                assert time.monotonic() - began < 60  # the test's did not
+            """
+        )
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        result.assert_outcomes(passed=1)
