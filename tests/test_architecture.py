@@ -203,6 +203,10 @@ OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 #: backend), the durable wait, the capability that installs both.
 PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
 
+#: The OpenAI Agents adapter's own modules, bottom up: the journal and keys, the
+#: journaled model, tools, session and approvals, the agent wrapper.
+OPENAI_AGENTS_ORDER = ["calls", "model", "tools", "session", "approvals", "agent", "__init__"]
+
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
@@ -409,6 +413,7 @@ ORDERED_PACKAGES = {
     "maintenance": MAINTENANCE_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
     "adapters.pydantic_ai": PYDANTIC_AI_ORDER,
+    "adapters.openai_agents": OPENAI_AGENTS_ORDER,
     "mcp": MCP_ORDER,
     "adapters.smolagents": SMOLAGENTS_ORDER,
     "adapters.autogen": AUTOGEN_ORDER,
