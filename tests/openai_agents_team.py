@@ -1,6 +1,7 @@
 """OpenAI Agents SDK agents for tests/test_openai_agents.py, run as a child process.
 
-``python tests/openai_agents_team.py MODE DB SIDE [KILL_AT]``:
+``python tests/openai_agents_team.py MODE DB SIDE [KILL_AT [BUDGET]]`` (BUDGET: the
+``team`` journal's budget in tokens):
 
 - ``team``: a triage agent with two tools (called concurrently) hands off to
   an analyst with a tool of its own, through a ``JournalSession``;
@@ -46,7 +47,7 @@ set_tracing_disabled(True)
 
 #: The side file, and where to kill this process ("" for nowhere); set by main(), or by
 #: a test that runs a mode in its own process as the uninterrupted reference.
-WHERE = {"side": "", "kill_at": ""}
+WHERE = {"side": "", "kill_at": "", "budget": ""}
 
 
 def event(what: str) -> None:
@@ -218,7 +219,8 @@ async def session_items(session: Any) -> list[Any]:
 async def team(db: str) -> dict[str, Any]:
     triage = durable_agent(team_agents(), cost=price)
     sdk_session = SQLiteSession("conv", db + ".session")
-    async with Journal("team", path=db):
+    budget = {"tokens": int(WHERE["budget"])} if WHERE["budget"] else None
+    async with Journal("team", path=db, budget=budget):
         result = await Runner.run(
             triage,
             "Weather in Paris, 2 + 3, and the Eiffel tower's height?",
@@ -273,5 +275,6 @@ MODES = {"team": team, "session": session, "session-sdk": session_sdk, "approve"
 if __name__ == "__main__":
     mode, db, WHERE["side"] = sys.argv[1:4]
     WHERE["kill_at"] = sys.argv[4] if len(sys.argv) > 4 else ""
+    WHERE["budget"] = sys.argv[5] if len(sys.argv) > 5 else ""
     answer = asyncio.run(MODES[mode](db))
     print(json.dumps(answer))

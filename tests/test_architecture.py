@@ -65,6 +65,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "commits",
             "inflight",
             "costs",
+            "budgets",
         },
     ),
     (
@@ -749,6 +750,7 @@ JOURNAL_STATE: dict[str, tuple[str, str]] = {
     "_results": ("opening", "replay"),  # a Results per attempt
     "_flight": ("journal", "inflight"),  # Flight: steps in flight, usage, the watcher's view
     "_cancel": ("journal", "cancellation"),  # Cancel: the reason, the tasks to interrupt
+    "_budget": ("journal", "budgets"),  # Spend: the budget, what the run spent
     "_replayed": ("journal", "replay"),  # a deque of keys replayed, not yet written
     "_tries": ("retry", "retry"),
     "_loop_commits": ("async_steps", "commits"),

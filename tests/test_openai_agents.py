@@ -119,16 +119,35 @@ class TestAHandoffTeamKilledInAToolCallBetweenStepsAndInAModelCall:
 
 
 def run_mode(
-    mode: str, db: Path, side: Path, kill_at: str = ""
+    mode: str, db: Path, side: Path, kill_at: str = "", *budget: str
 ) -> subprocess.CompletedProcess[str]:
     with side.open("a") as f:
         f.write("attempt\n")
     return subprocess.run(
-        [sys.executable, str(SCRIPT), mode, str(db), str(side), kill_at],
+        [sys.executable, str(SCRIPT), mode, str(db), str(side), kill_at, *budget],
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+class TestATeamWithABudget:
+    def test_resumed_after_a_kill_it_counts_replayed_calls_once_and_stops_at_the_limit(
+        self, tmp_path: Path
+    ) -> None:
+        db, side = tmp_path / "j.db", tmp_path / "side.txt"
+        # Killed inside the analyst's second model call, after 57 + 58 + 57 = 172 tokens.
+        assert run_mode("team", db, side, "model analyst 1", "200").returncode == -9
+        # Resumed under 200 tokens: the replayed calls count once (172, not 344), so the
+        # analyst's call runs (230), and the next step (the session's add) is refused.
+        stopped = run_mode("team", db, side, "", "200")
+        assert stopped.returncode == 1
+        assert "BudgetExceededError" in stopped.stderr
+        assert "230 tokens" in stopped.stderr and "session:conv.add:5" in stopped.stderr
+        last = read_side(side)[-1]
+        assert last == [("start", "model analyst 1"), ("end", "model analyst 1")]
+        shown = lil_show(db, "team")
+        assert shown["run"]["state"] == "failed"
 
 
 class TestASessionKilledInsideAModelCall:

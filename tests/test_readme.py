@@ -540,6 +540,12 @@ DOCS_AROUND[("adapters.md", "from letitloop.adapters.autogen import AutoGenState
     AUTOGEN_AROUND
 )
 DOCS_AROUND[("testing.md", "from letitloop import Journal")] = ("", "")
+DOCS_AROUND[
+    ("primitives.md", "from letitloop import Budget, BudgetExceededError, Journal, usage")
+] = (
+    "",
+    "",
+)
 DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] = (
     "from agents import Agent, function_tool, set_tracing_disabled\n"
     "from agents.items import ModelResponse\n"
