@@ -75,7 +75,7 @@ class ScriptedModel(Model):
     def __init__(self, agent: str) -> None:
         self.agent = agent
 
-    async def get_response(self, instructions: Any, input: Any, *a: Any, **kw: Any) -> Any:
+    async def get_response(self, system_instructions: Any, input: Any, *a: Any, **kw: Any) -> Any:
         items = [] if isinstance(input, str) else list(input)
         calls = [i for i in items if i.get("type") == "function_call"]
         turn = sum(str(i.get("call_id")).startswith(self.agent) for i in calls)
