@@ -240,8 +240,21 @@ def helper() -> Agent[Any]:
     return Agent(name="helper", instructions="Help.", model=FakeModel("helper"), tools=[add])
 
 
+class KillingSession(SQLiteSession):
+    """The SDK's SQLiteSession, SIGKILLing the process at ``session written N``: right
+    after its N-th ``add_items`` in this process committed, before the journal's step did."""
+
+    writes = 0
+
+    async def add_items(self, items: list[Any]) -> None:
+        await super().add_items(items)
+        KillingSession.writes += 1
+        if WHERE["kill_at"] == f"session written {KillingSession.writes}":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 async def session(db: str) -> dict[str, Any]:
-    sdk_session = SQLiteSession("chat", db + ".session")
+    sdk_session = KillingSession("chat", db + ".session")
     async with Journal("chat", path=db):
         result = await Runner.run(
             durable_agent(helper()), "What is 40 + 2?", session=JournalSession(sdk_session)

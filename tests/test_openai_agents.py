@@ -165,6 +165,18 @@ class TestASessionKilledInsideAModelCall:
         ends = [w for lines in read_side(tmp_path / "side.txt") for e, w in lines if e == "end"]
         assert ends.count("tool add 40 2") == 1 and ends.count("model helper 0") == 1
 
+    def test_killed_after_the_session_wrote_before_the_step_was_recorded_it_writes_once(
+        self, tmp_path: Path
+    ) -> None:
+        # The second add (the tool turn's call and output) is in the session's file, its
+        # step not in the journal: the rerun's step finds the items there and adds nothing.
+        db, side = tmp_path / "j.db", tmp_path / "side.txt"
+        killed = run_mode("session", db, side, "session written 2")
+        assert killed.returncode == -signal.SIGKILL
+        done = run_mode("session", db, side)
+        answer = json.loads(done.stdout.splitlines()[-1])
+        assert answer["session"] == [None, "function_call", "function_call_output", "message"]
+
     def test_the_sdks_own_sqlite_session_has_5_its_input_added_twice(self, tmp_path: Path) -> None:
         # What the journal session is for: the same kill, the SDK's session alone.
         killed = run_mode("session-sdk", tmp_path / "j.db", tmp_path / "side.txt", "model helper 1")
