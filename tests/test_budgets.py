@@ -171,3 +171,50 @@ class TestABudget:
     ) -> None:
         with pytest.raises(LetItLoopError, match="budget"):
             Journal("g", path=tmp_path / "j.db", budget=bad() if bad is Budget else bad)
+
+
+class TestAnAdaptersRun:
+    def test_pydantic_ai_stops_before_its_next_unit_once_its_model_spent_the_budget(
+        self, tmp_path: Path
+    ) -> None:
+        pytest.importorskip("pydantic_ai.durable_exec")
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import (
+            ModelMessage,
+            ModelResponse,
+            TextPart,
+            ToolCallPart,
+            ToolReturnPart,
+        )
+        from pydantic_ai.models.function import AgentInfo, FunctionModel
+        from pydantic_ai.usage import RequestUsage
+
+        from letitloop.adapters.pydantic_ai import LetItLoopDurability
+
+        called: list[str] = []
+
+        def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            done = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+            called.append(f"model {len(done)}")
+            spent = RequestUsage(input_tokens=60, output_tokens=5)
+            if not done:
+                return ModelResponse(parts=[ToolCallPart("weather", {"city": "Oslo"})], usage=spent)
+            return ModelResponse(parts=[TextPart("sunny")], usage=spent)
+
+        agent = Agent(FunctionModel(model), name="trip", capabilities=[LetItLoopDurability()])
+
+        @agent.tool_plain
+        def weather(city: str) -> str:
+            called.append("tool")
+            return "sunny"
+
+        async def main(tokens: int) -> str:
+            async with Journal("trip", path=tmp_path / "j.db", budget=Budget(tokens=tokens)):
+                return (await agent.run("go")).output
+
+        with pytest.raises(BudgetExceededError) as caught:
+            asyncio.run(main(50))
+        assert called == ["model 0"]  # the tool's unit was not started
+        assert caught.value.tokens == 65 and "call_tool:weather" in str(caught.value.key)
+        assert asyncio.run(main(1000)) == "sunny"  # resumed with more: the model replays
+        assert called == ["model 0", "tool", "model 1"]
