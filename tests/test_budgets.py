@@ -218,3 +218,14 @@ class TestAnAdaptersRun:
         assert caught.value.tokens == 65 and "call_tool:weather" in str(caught.value.key)
         assert asyncio.run(main(1000)) == "sunny"  # resumed with more: the model replays
         assert called == ["model 0", "tool", "model 1"]
+
+
+class TestTheBudgetRow:
+    def test_a_new_run_with_a_budget_still_takes_the_new_path_of_a_patch(
+        self, tmp_path: Path
+    ) -> None:
+        # The row recording the budget is this attempt's own: patched() sees no older row.
+        with Journal("g", path=tmp_path / "j.db", budget=Budget(tokens=10)) as j:
+            assert j.patched("new-prompt")
+        with Journal("g", path=tmp_path / "j.db", run="named", budget=Budget(tokens=10)) as j:
+            assert j.patched("new-prompt")
