@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from .budgets import Budget
 from .durable import (
     async_deprecate_patch,
     async_patched,
@@ -18,7 +19,7 @@ from .durable import (
     usage,
     wait_for,
 )
-from .errors import LetItLoopError, RunCancelledError, WaitTimeoutError
+from .errors import BudgetExceededError, LetItLoopError, RunCancelledError, WaitTimeoutError
 from .fingerprint_hooks import register_fingerprint
 from .journal import Journal
 from .unchecked import unchecked
@@ -58,6 +59,8 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "Budget",
+    "BudgetExceededError",
     "Journal",
     "LetItLoopError",
     "RetryPolicy",

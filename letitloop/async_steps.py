@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from . import cancellation
+from . import budgets, cancellation
 from .errors import FingerprintError, LetItLoopError
 from .fingerprint import UNCHECKED
 from .ownership import require_open, require_storage
@@ -107,6 +107,8 @@ async def async_step(
             import asyncio
 
             await asyncio.to_thread(flush_replays, j)
+        if j._budget is not None:  # a run over its budget starts no step (budgets.py)
+            budgets.check(j, key)
         if UNCHECKED in fp:
             args, kwargs = unwrap(args, kwargs)
         started = j.clock()

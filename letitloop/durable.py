@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import ownership
@@ -28,6 +28,7 @@ from .unchecked import unwrap
 if TYPE_CHECKING:
     import inspect
 
+    from .budgets import Budget
     from .costs import Usage
     from .markers import AtomicMarker, Scope
     from .retry import RetryPolicy
@@ -160,6 +161,8 @@ def usage(
     spent = reported(
         source, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost, model=model
     )
+    if journal._budget is not None:
+        journal._budget.add(key, spent)
     keep_reported(journal, key, journal._flight.report(key, spent))
 
 
@@ -190,6 +193,7 @@ def _journal_for(
     timeout: float,
     registry: CodecRegistry | None,
     retry: RetryPolicy | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
 ) -> Journal:
     """The journal of one call of a decorated function (``run`` may name it from the args).
 
@@ -218,6 +222,7 @@ def _journal_for(
         registry=registry,
         input=dict(bound.arguments),
         retry=retry,
+        budget=budget,
     )
 
 
@@ -262,6 +267,7 @@ def durable(
     timeout: float = DEFAULT_TIMEOUT,
     registry: CodecRegistry | None = None,
     retry: RetryPolicy | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Run the decorated function as a durable run of ``goal_id``.
 
@@ -273,6 +279,8 @@ def durable(
     (``run=lambda user_id: f"user-{user_id}"``). Calling the function for a
     completed named run returns the recorded result without running the body.
     ``retry`` is the RetryPolicy of every step of the run that passes none.
+    ``budget`` (``Budget(tokens=..., cost=...)`` or a dict) limits what the
+    run may spend over all its attempts (see ``Journal``).
     ``goal=`` is accepted for ``goal_id=`` (``Journal``'s word). A bare
     ``@durable`` (no parentheses, no goal) raises MisuseError at import.
     Without ``run``, an argument holding a value letitloop cannot tell apart
@@ -290,7 +298,17 @@ def durable(
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             journal = _journal_for(
-                goal_id, run, signature, args, kwargs, path, durability, timeout, registry, retry
+                goal_id,
+                run,
+                signature,
+                args,
+                kwargs,
+                path,
+                durability,
+                timeout,
+                registry,
+                retry,
+                budget,
             )
             with journal:
                 if journal.was_completed and not journal.replay_only:
@@ -335,6 +353,7 @@ def durable_async(
     timeout: float = DEFAULT_TIMEOUT,
     registry: CodecRegistry | None = None,
     retry: RetryPolicy | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Coroutine[Any, Any, R]]]:
     """Run the decorated ``async def`` function as a durable run of ``goal_id``.
 
@@ -362,7 +381,17 @@ def durable_async(
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             journal = _journal_for(
-                goal_id, run, signature, args, kwargs, path, durability, timeout, registry, retry
+                goal_id,
+                run,
+                signature,
+                args,
+                kwargs,
+                path,
+                durability,
+                timeout,
+                registry,
+                retry,
+                budget,
             )
             async with journal:
                 if journal.was_completed and not journal.replay_only:

@@ -261,3 +261,20 @@ def traceback_text(exc: BaseException) -> str:
 
 class PatchDeprecatedError(LetItLoopError):
     """``deprecate_patch(name)`` in a run that took the old path of patch ``name``."""
+
+
+class BudgetExceededError(LetItLoopError):
+    """A run's recorded spend reached its budget (``Journal(..., budget=...)``) before a step.
+
+    The step was not started. Attributes: ``run_id``, ``key`` (the step not
+    started), ``tokens`` and ``cost`` (the run's spend, every attempt's),
+    ``budget`` (``{"tokens": …, "cost": …}``) and ``steps``, the steps that
+    spent it as ``(key, tokens, cost)``, most first.
+    """
+
+    run_id: str | None = None
+    key: str | None = None
+    tokens: int = 0
+    cost: float = 0.0
+    budget: dict[str, Any] | None = None
+    steps: list[tuple[str, int, float]] | None = None

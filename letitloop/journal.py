@@ -20,13 +20,14 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import cancellation, closing, codec, inflight, opening, ownership, steps
+from . import budgets, cancellation, closing, codec, inflight, opening, ownership, steps
+from .budgets import Budget
 from .errors import InvalidNameError
 from .fingerprint import Fingerprinter
 from .keys import StepKeys
@@ -85,6 +86,9 @@ class Journal:
     ``replay_only=True`` (or ``LETITLOOP_REPLAY=only``) replays the recorded
     run and writes nothing: an unrecorded step raises UnrecordedStepError
     without calling its function (docs/testing.md).
+    ``budget=Budget(tokens=..., cost=...)`` (or a dict) stops the run with
+    BudgetExceededError before a step would run once its spend, over all its
+    attempts, has reached either limit (letitloop/budgets.py).
 
     Raises RunHeldError when another live process holds the run for longer
     than ``timeout`` seconds, JournalFileError when the file is unusable,
@@ -104,6 +108,7 @@ class Journal:
         input: Any = _NO_INPUT,
         retry: RetryPolicy | None = None,
         replay_only: bool | None = None,
+        budget: Budget | Mapping[str, Any] | None = None,
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
@@ -155,6 +160,8 @@ class Journal:
         self._replayed: deque[str] = deque()
         # - the run's failed tries, read once per attempt (retry.py; None: not read yet).
         self._tries: retries.Tries | None = None
+        # - the run's budget and what it spent (budgets.Spend; None: no budget).
+        self._budget = None if budget is None else budgets.Spend(budgets.budget_of(budget))
         # - the group commit of async steps, bound to its event loop (async_steps.py).
         self._loop_commits: LoopCommits | None = None
         # - the result recorded when the run completes (closing.py).
@@ -208,6 +215,8 @@ class Journal:
             from . import otel
 
             otel.begin(self, began)
+        if self._budget is not None and not (self.replay_only or self.was_completed):
+            budgets.opened(self)
         return self
 
     def close(self, exc: BaseException | None = None) -> None:

@@ -310,6 +310,20 @@ class MemoryPrimitives(MemoryConnection):
         with self._write():
             self._keep_left_usage(run_id, utc_iso(now), prefix)
 
+    def run_spend(self, run_id: str) -> list[tuple[str, int | None, int | None, float | None]]:
+        with self._read():
+            rows = [r for r in self.db.rows(self.goal) if r["run"] == run_id]
+            tries = [(k, t) for (run, k, _), t in self.db.tries.items() if run == run_id]
+            found: dict[str, list[Any]] = {}
+            for key, usage in [*((r["key"], r) for r in rows), *tries]:
+                if all(usage[c] is None for c in ("input_tokens", "output_tokens", "cost")):
+                    continue
+                total = found.setdefault(key, [None, None, None])
+                for i, c in enumerate(("input_tokens", "output_tokens", "cost")):
+                    if usage[c] is not None:
+                        total[i] = (total[i] or 0) + usage[c]
+            return [(k, *v) for k, v in sorted(found.items())]
+
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         with self._write() as db:
             db.replays.append((run_id, attempt, tuple(keys)))

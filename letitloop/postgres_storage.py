@@ -1034,6 +1034,21 @@ class PostgresStorage:
         with self._tx() as c:
             self._keep_left_usage(c, run_id, utc_iso(now), prefix)
 
+    def run_spend(self, run_id: str) -> list[tuple[str, int | None, int | None, float | None]]:
+        rows = self._run(
+            "SELECT key, sum(input_tokens), sum(output_tokens), sum(cost) FROM ("
+            "SELECT key, input_tokens, output_tokens, cost FROM ll_journal "
+            "WHERE goal = %s AND run = %s UNION ALL "
+            "SELECT key, input_tokens, output_tokens, cost FROM ll_tries WHERE run = %s) AS u "
+            "WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost IS NOT NULL "
+            "GROUP BY key",
+            (self.goal, run_id, run_id),
+        )
+        return [
+            (k, None if i is None else int(i), None if o is None else int(o), c)
+            for k, i, o, c in rows
+        ]
+
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         self._run("INSERT INTO ll_replays VALUES (%s, %s, %s)", (run_id, attempt, list(keys)))
 

@@ -482,6 +482,16 @@ class SqlitePrimitives:
             c.execute(KEEP_LEFT_USAGE.format(table=self.rows) + under, args)
             c.execute(CLEAR_LEFT_USAGE.format(table=self.rows) + _UNDER, args)
 
+    def run_spend(self, run_id: str) -> list[tuple[str, int | None, int | None, float | None]]:
+        return self.store.query(
+            "SELECT key, sum(input_tokens), sum(output_tokens), sum(cost) FROM ("
+            f'SELECT key, input_tokens, output_tokens, cost FROM "{self.rows}" WHERE run = ? '
+            "UNION ALL SELECT key, input_tokens, output_tokens, cost FROM step_tries "
+            "WHERE run = ?) WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL "
+            "OR cost IS NOT NULL GROUP BY key",
+            (self.key_of_run(run_id), run_id),
+        )
+
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         # One row per batch (its keys as a JSON list): a resume that replays
         # thousands of steps writes one small row, not thousands.

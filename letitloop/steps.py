@@ -17,7 +17,7 @@ from threading import get_ident
 from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import cancellation, codec, ownership
+from . import budgets, cancellation, codec, ownership
 from .checksums import step_sum
 from .clock import utc_us
 from .errors import (
@@ -228,6 +228,8 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             raise unrecorded(j, key, fn_name)
         if j._replayed:  # the replays before this fresh step: "saved by replay"
             flush_replays(j)
+        if j._budget is not None:  # a run over its budget starts no step (budgets.py)
+            budgets.check(j, key)
         if UNCHECKED in fp:
             args, kwargs = unwrap(args, kwargs)
         started = j.clock()

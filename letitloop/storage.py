@@ -398,6 +398,12 @@ class Storage(Protocol):
         run), before a parent's next try calls those children again."""
         ...
 
+    def run_spend(self, run_id: str) -> list[tuple[str, int | None, int | None, float | None]]:
+        """``(key, input_tokens, output_tokens, cost)`` the run's calls reported, summed per
+        step key over its rows and its tries (``step_tries``: failed and crashed calls),
+        each None where none reported any; steps that reported nothing are left out."""
+        ...
+
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         """The steps attempt ``attempt`` got back from the journal (saved by replay),
         one entry per replay, written as one record."""

@@ -76,6 +76,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "commits",
             "inflight",
             "costs",
+            "budgets",
         },
     ),
     (
@@ -217,6 +218,10 @@ OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 #: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
 #: backend), the durable wait, the capability that installs both.
 PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
+
+#: The OpenAI Agents adapter's own modules, bottom up: the journal and keys, the
+#: journaled model, tools, session and approvals, the agent wrapper.
+OPENAI_AGENTS_ORDER = ["calls", "model", "tools", "session", "approvals", "agent", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
@@ -424,6 +429,7 @@ ORDERED_PACKAGES = {
     "maintenance": MAINTENANCE_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
     "adapters.pydantic_ai": PYDANTIC_AI_ORDER,
+    "adapters.openai_agents": OPENAI_AGENTS_ORDER,
     "mcp": MCP_ORDER,
     "adapters.smolagents": SMOLAGENTS_ORDER,
     "adapters.autogen": AUTOGEN_ORDER,
@@ -762,6 +768,7 @@ JOURNAL_STATE: dict[str, tuple[str, str]] = {
     "_results": ("opening", "replay"),  # a Results per attempt
     "_flight": ("journal", "inflight"),  # Flight: steps in flight, usage, the watcher's view
     "_cancel": ("journal", "cancellation"),  # Cancel: the reason, the tasks to interrupt
+    "_budget": ("journal", "budgets"),  # Spend: the budget, what the run spent
     "_replayed": ("journal", "replay"),  # a deque of keys replayed, not yet written
     "_tries": ("retry", "retry"),
     "_loop_commits": ("async_steps", "commits"),

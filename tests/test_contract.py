@@ -719,3 +719,32 @@ class TestAHolderThatDied:
         # Each step ran once, and once more each time a holder died inside it.
         for i in range(n):
             assert calls.calls.count(i) == 1 + frozen.count(i), (i, calls.calls, frozen)
+
+
+class TestARunWithABudget:
+    def test_its_spend_counts_a_failed_attempts_call_and_stops_it_before_a_step(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        from letitloop import Budget, BudgetExceededError, usage
+
+        location = mode.backend.location(tmp_path)
+        called: list[str] = []
+
+        def paid(name: str, fail: bool) -> str:
+            called.append(name)
+            usage(input_tokens=100, cost=0.5)
+            if fail:
+                raise RuntimeError("the model timed out")
+            return name
+
+        with pytest.raises(RuntimeError), Journal("budget", path=location) as j:
+            j.step("a", paid, "a", True)  # failed: its usage stays on its row
+        with (
+            pytest.raises(BudgetExceededError) as caught,
+            Journal("budget", path=location, budget=Budget(tokens=150)) as j,
+        ):
+            j.step("a", paid, "a", False)  # 100 (the failed call) + 100: 200
+            j.step("b", paid, "b", False)
+        assert called == ["a", "a"]
+        assert caught.value.key == "b"
+        assert caught.value.tokens == 200 and caught.value.cost == 1.0

@@ -557,6 +557,36 @@ DOCS_AROUND[("adapters.md", "from letitloop.adapters.autogen import AutoGenState
 )
 DOCS_AROUND[("testing.md", "from letitloop import Journal")] = ("", "")
 DOCS_AROUND[("testing.md", "import time")] = ("", "")
+DOCS_AROUND[
+    ("primitives.md", "from letitloop import Budget, BudgetExceededError, Journal, usage")
+] = (
+    "",
+    "",
+)
+DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] = (
+    "from agents import Agent, function_tool, set_tracing_disabled\n"
+    "from agents.items import ModelResponse\n"
+    "from agents.models.interface import Model\n"
+    "from agents.usage import Usage\n"
+    "from openai.types.responses import ResponseOutputMessage, ResponseOutputText\n"
+    "set_tracing_disabled(True)\n"
+    "class Scripted(Model):\n"
+    "    async def get_response(self, *a, **kw):\n"
+    "        text = ResponseOutputText(text='Refunded.', type='output_text', annotations=[])\n"
+    "        message = ResponseOutputMessage(id='m', role='assistant', status='completed',\n"
+    "            type='message', content=[text])\n"
+    "        return ModelResponse(output=[message], usage=Usage(), response_id=None)\n"
+    "    def stream_response(self, *a, **kw):\n"
+    "        raise NotImplementedError\n"
+    "model = Scripted()\n"
+    "@function_tool\n"
+    "def look_up_order(order_id: str) -> str:\n"
+    "    return 'a kettle'\n"
+    "refunds = Agent(name='refunds', model=model)\n",
+    "import asyncio\n"
+    "assert asyncio.run(support('Please refund order A17')) == 'Refunded.'\n"
+    "assert asyncio.run(support('Please refund order A17')) == 'Refunded.'\n",
+)
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {

@@ -5,9 +5,11 @@ Also ``lil show --step``: one row with its full result, error and traceback.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .. import render
+from ..budgets import ROW_PREFIX
 from ..inspection import RowInfo, RunDetail, RunInfo, UsageTotals, decode_result
 from .words import (
     at_least,
@@ -71,6 +73,30 @@ def _state_line(run: RunInfo) -> str:
         state += f" (asked to stop at {render.local_time(run.cancel_requested_at)})"
     plural = "" if run.attempts == 1 else "s"
     return f"state     {state}; {run.attempts} attempt{plural}"
+
+
+def budget_text(detail: RunDetail) -> str:
+    """``300 tokens, $0.50 (reached: 330 tokens, $0.03 spent)``: the run's last recorded
+    budget (its ``letitloop:budget:…`` row, letitloop/budgets.py) and how far it got; ''
+    when the run has none."""
+    rows = [r for r in detail.rows if r.key.startswith(ROW_PREFIX) and r.result]
+    if not rows:
+        return ""
+    try:
+        limit = json.loads(rows[-1].result or "")
+        tokens, cost = limit.get("tokens"), limit.get("cost")
+    except (ValueError, AttributeError):
+        return "(damaged)"
+    spent = detail.usage
+    parts, reached = [], False
+    if isinstance(tokens, int):
+        parts.append(render.tokens(tokens))
+        reached = reached or (spent.tokens or 0) >= tokens
+    if isinstance(cost, (int, float)):
+        parts.append(render.money(cost))
+        reached = reached or (spent.cost or 0) >= cost
+    state = "reached" if reached else "within"
+    return f"{', '.join(parts)} ({state}: {usage_text(spent)} spent)"
 
 
 def _row_cells(r: RowInfo, run: RunInfo, i: int) -> tuple[list[str], list[str | None]]:
@@ -142,6 +168,9 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
                 f"replayed  {usage_text(detail.replayed)} saved: results attempts got back "
                 f"from the journal instead of spending them again"
             )
+    limit = budget_text(detail)
+    if limit:
+        out.append(f"budget    {limit}")
     if run.status == "completed":
         out.extend(value_lines("result", detail.result_json, full, registry))
     if run.error:

@@ -1,0 +1,66 @@
+"""A function tool's calls as journal steps, keyed by the call id the model gave them.
+
+The SDK runs the tool calls of one model response concurrently, each in a
+task of its own, so a call is keyed ``tool:{name}:{call_id}``: the id comes
+from the journaled model response, the same in every attempt, and never
+depends on which call starts or finishes first. The identity checked on
+replay is the arguments' JSON text.
+
+``wrap_tool`` replaces the tool's ``on_invoke_tool`` (in place, once) with a
+:class:`JournaledInvoker` that hands every other attribute to the SDK's own
+invoker (argument preparation for approvals, the failure handling that turns
+an exception into a message for the model): a tool that failed that way is
+recorded with the message the model saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agents.tool import FunctionTool
+from agents.tool_context import ToolContext
+
+from letitloop.adapters.agentcalls import plain_text
+from letitloop.adapters.openai_agents.calls import journal_for
+from letitloop.unchecked import unchecked
+
+Invoke = Callable[[ToolContext[Any], str], Awaitable[Any]]
+
+
+async def call_tool(arguments: str, call: tuple[Invoke, ToolContext[Any]]) -> Any:
+    """The step's function: the tool's real call (``arguments`` is its identity too)."""
+    invoke, ctx = call
+    return plain_text(await invoke(ctx, arguments))
+
+
+class JournaledInvoker:
+    """A tool's ``on_invoke_tool`` whose every call is the step ``tool:{name}:{call_id}``."""
+
+    def __init__(self, invoke: Invoke) -> None:
+        self.invoke = invoke
+
+    async def __call__(self, ctx: ToolContext[Any], arguments: str) -> Any:
+        journal = journal_for(f"tool call {ctx.tool_name!r}")
+        return await journal.async_step(
+            f"tool:{ctx.tool_name}:{ctx.tool_call_id}",
+            call_tool,
+            arguments,
+            unchecked((self.invoke, ctx)),
+        )
+
+    def __agents_bind_function_tool__(self, tool: FunctionTool) -> JournaledInvoker:
+        # A copied tool (FunctionTool.__copy__) rebinds its invoker: keep it journaled.
+        bind = getattr(self.invoke, "__agents_bind_function_tool__", None)
+        return self if bind is None else JournaledInvoker(bind(tool))
+
+    def __getattr__(self, name: str) -> Any:
+        # Everything else is the SDK's invoker's: prepare_arguments, its markers.
+        return getattr(self.invoke, name)
+
+
+def wrap_tool(tool: FunctionTool) -> FunctionTool:
+    """``tool`` with its calls journaled (in place, once); returns it."""
+    if not isinstance(tool.on_invoke_tool, JournaledInvoker):
+        tool.on_invoke_tool = JournaledInvoker(tool.on_invoke_tool)
+    return tool
