@@ -61,6 +61,11 @@ class DamagedRowError(JournalFileError):
     key: str | None = None
 
 
+class SealKeyError(LetItLoopError):
+    """A seal key that cannot be used: too short, or not the key the run's chain was
+    sealed with (letitloop/seals.py)."""
+
+
 class DecodeError(LetItLoopError):
     """A recorded result cannot be decoded into the types this program knows."""
 

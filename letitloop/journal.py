@@ -33,6 +33,7 @@ from .names import check_name
 from .pragmas import Durability
 from .replay import Results, forget_replays, mismatch, replay
 from .schemes import open_readonly_storage, open_storage
+from .seals import env_seal_key, seal_key
 from .storage import StepRow, Storage
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class Journal:
         input: Any = _NO_INPUT,
         retry: RetryPolicy | None = None,
         replay_only: bool | None = None,
+        seal: str | bytes | None = None,
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
@@ -121,6 +123,9 @@ class Journal:
         self.replay_only = (
             os.environ.get("LETITLOOP_REPLAY") == "only" if replay_only is None else replay_only
         )
+        #: The seal key (letitloop/seals.py): the run's final rows are chained under it.
+        #: None: ``LETITLOOP_SEAL_KEY``, else no seal. Kept in memory, never in the file.
+        self.seal_key = env_seal_key() if seal is None else seal_key(seal)
         # The run's state, each piece written by its one owner (the owner's docstring
         # says which thread writes it, which reads it, under which lock;
         # docs/architecture.md, "Who owns a run's state"):
@@ -188,6 +193,8 @@ class Journal:
                 opening.open_recorded(self, storage)
             else:
                 opening.open_run(self, storage)
+                if self.seal_key is not None:
+                    opening.seal(self, storage, self.seal_key)
         except BaseException:
             opening.release(self)
             storage.close()

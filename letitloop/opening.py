@@ -32,7 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import cancellation, codec
-from .errors import EncodeError, LetItLoopError, RunHeldError, UnrecordedStepError
+from .errors import EncodeError, LetItLoopError, RunHeldError, SealKeyError, UnrecordedStepError
 from .ids import HOST
 from .keys import Recorded, StepKeys
 from .replay import Results
@@ -194,6 +194,20 @@ def open_run(j: Journal, storage: Storage) -> None:
         j._keys = keys
         j._results = Results(storage, sorted(r[3] for r in rows))
         return
+
+
+def seal(j: Journal, storage: Storage, secret: bytes) -> None:
+    """Seal ``j``'s run with ``secret`` from now on (letitloop/seals.py): before any step of
+    the attempt is written. Raises SealKeyError for a store that keeps no seals, or a run
+    sealed with another key."""
+    start = getattr(storage, "seal_run", None)
+    if start is None:
+        raise SealKeyError(
+            f"run {j.run_id} of goal {j.goal!r}: a seal key was given (seal= or "
+            f"LETITLOOP_SEAL_KEY), but this journal's store keeps no sealed chain; only a "
+            f"SQLite journal file does: unset the key, or use a journal file"
+        )
+    start(j.run_id, secret)
 
 
 def open_recorded(j: Journal, storage: Storage) -> None:

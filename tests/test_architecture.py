@@ -25,7 +25,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
-        {"errors", "ids", "_exec_shim", "_proctree", "clock", "names", "discovery", "checksums"},
+        {
+            "errors",
+            "ids",
+            "_exec_shim",
+            "_proctree",
+            "clock",
+            "names",
+            "discovery",
+            "checksums",
+            "seals",
+        },
     ),
     (
         "codec, store and storage",
@@ -46,6 +56,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "sqlite_storage",
             "sqlite_primitives",
             "sqlite_holding",
+            "sqlite_seals",
             "memory_database",
             "memory_primitives",
             "memory_storage",
@@ -126,6 +137,7 @@ CLI_ORDER = [
     "control",
     "running",
     "serving",
+    "verifying",
     "__init__",
 ]
 
@@ -154,6 +166,7 @@ INSPECTION_ORDER = [
     "listing",
     "detail",
     "export",
+    "verify",
     "__init__",
 ]
 

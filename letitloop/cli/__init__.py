@@ -29,6 +29,7 @@ from .reading import export, runs, show
 from .running import demo, watch
 from .serving import mcp_command
 from .ui import ui
+from .verifying import verify
 
 __all__ = [
     "INTERNAL_ERROR_STATUS",
@@ -49,6 +50,7 @@ __all__ = [
     "show",
     "ui",
     "upgrade",
+    "verify",
     "watch",
 ]
 
@@ -158,6 +160,7 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo, ui):
     cli.add_command(_command)
 cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
+cli.add_command(verify)  # lil verify (cli/verifying.py)
 
 
 def main() -> None:

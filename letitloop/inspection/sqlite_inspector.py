@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import locks
-from ..checksums import row_damaged
+from ..checksums import marker_sum, row_damaged, step_sum
 from ..errors import JournalFileError, LetItLoopError
-from ..goals import delete_run_rows, drop_goal_tables, refresh_journal_rows
+from ..goals import delete_run_rows, drop_goal_tables, refresh_journal_rows, rows_table
+from ..seals import env_seal_key
 from ..sqlerrors import DRIVER_ERRORS
 from ..sqlite_holding import run_lock_path
+from ..sqlite_seals import adopt
 from ..sqlite_storage import resumable_run_id
 from ..store import Store
 from .inspector import Inspector, RunFilter, WaitAnswer
@@ -203,6 +205,23 @@ class SqliteInspector:
             infos.append(info)
         return infos
 
+    def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
+        """The run's sealed chain (``seals``, in order) and its rows as ``inspection.verify``
+        checks them; no entries in a file from before the chain (migration 0013)."""
+        entries = []
+        if _has_table(self.store, "seals"):
+            entries = self.store.query(
+                "SELECT n, key, kind, status, digest, seal FROM seals "
+                "WHERE run = (SELECT num FROM runs WHERE id = ?) ORDER BY n",
+                (run.id,),
+            )
+        rows = self.store.query(
+            f"SELECT key, kind, status, fn, args_fp, result, error, wake_at "
+            f'FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
+            (run.id,),
+        )
+        return entries, rows
+
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         return [
             AttemptInfo(*a)
@@ -323,6 +342,7 @@ class SqliteInspector:
                 f"AND status = 'done' ORDER BY rowid",
                 (new_id, source.id, before_seq),
             )
+            _copied(c, table, new_id)
 
     def answer_wait(
         self, run: RunInfo, choose: Callable[[list[WaitRow]], WaitAnswer]
@@ -523,8 +543,41 @@ def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
         c.execute(f"DELETE FROM step_tries WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM step_replays WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
+        if _has_table(c, "seals"):
+            c.execute(
+                f"DELETE FROM seals WHERE run IN (SELECT num FROM runs WHERE id IN ({marks}))",
+                chunk,
+            )
         c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
     return deleted
+
+
+def _has_table(db: Store | sqlite3.Connection, name: str) -> bool:
+    sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    if isinstance(db, Store):
+        return bool(db.query(sql, (name,)))
+    return db.execute(sql, (name,)).fetchone() is not None
+
+
+def _copied(c: sqlite3.Connection, view: str, run_id: str) -> None:
+    """Inside the fork's write transaction: the rows it copied into run ``run_id`` get their
+    checksums (letitloop/checksums.py) and, with ``LETITLOOP_SEAL_KEY`` set, the new run's
+    sealed chain (letitloop/sqlite_seals.py)."""
+    table = rows_table(view)
+    sums = []
+    for rowid, key, kind, status, fn, fp, result, error in c.execute(
+        f'SELECT rowid, key, kind, status, fn, args_fp, result, error FROM "{view}" WHERE run = ?',
+        (run_id,),
+    ).fetchall():
+        if kind == "step":
+            sums.append((step_sum(run_id, key, status, fn, fp, result, error), rowid))
+        elif kind == "marker":
+            sums.append((marker_sum(run_id, key, status), rowid))
+    c.executemany(f'UPDATE "{table}" SET checksum = ? WHERE rowid = ?', sums)
+    secret = env_seal_key()
+    if secret is not None and _has_table(c, "seals"):
+        (num,) = c.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
+        adopt(c, table, num, run_id, secret, chained=False)
 
 
 def _like(text: str) -> str:
