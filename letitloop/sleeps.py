@@ -18,7 +18,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from . import cancellation, timers
+from .checksums import pause_sum
 from .clock import utc_iso
+from .errors import DamagedRowError
 from .keys import Recorded
 
 if TYPE_CHECKING:
@@ -56,6 +58,26 @@ class PauseKey:
         """The sleep or wait is over (a replay holds nothing to release)."""
         if self.replay is None:
             j._keys.release(self.full, self.owner)
+
+
+def check_pause(
+    j: Journal, recorded: Recorded, kind: str, result: str | None, error: str | None
+) -> None:
+    """Raise DamagedRowError if a done sleep's or wait's row fails its checksum
+    (checksums.pause_sum); a row without one (written before it) replays unchecked."""
+    if recorded.sum is None or recorded.sum == pause_sum(
+        j.run_id, recorded.key, kind, result, error
+    ):
+        return
+    raise DamagedRowError(
+        f"{kind} {recorded.key!r} (run {j.run_id} of goal {j.goal!r}): its recorded row "
+        f"fails its checksum, so the journal file was damaged (a disk or copy error) or "
+        f"edited outside letitloop, and what it recorded is not handed back; restore the "
+        f"file from a backup, or fork the run before it: lil fork {j.run_id} --from-step "
+        f"{recorded.key}",
+        run_id=j.run_id,
+        key=recorded.key,
+    )
 
 
 def parse_time(iso: object) -> float | None:
@@ -106,6 +128,7 @@ def sleep(j: Journal, name: str, seconds: float) -> None:
     length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
     c = PauseKey(j, name, SLEEP_FN)
     if c.replay is not None:
+        check_pause(j, c.replay, "sleep", None, None)
         return
     try:
         began, due = started(j, c.storage, c.key, "sleep", "sleeping", j.clock() + length)
@@ -125,6 +148,7 @@ async def async_sleep(j: Journal, name: str, seconds: float) -> None:
     length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
     c = PauseKey(j, name, SLEEP_FN)
     if c.replay is not None:
+        check_pause(j, c.replay, "sleep", None, None)
         return
     try:
         began, wake = await asyncio.to_thread(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import locks
-from ..checksums import marker_sum, row_damaged, step_sum
+from ..checksums import marker_sum, pause_sum, row_damaged, step_sum
 from ..errors import JournalFileError, LetItLoopError
 from ..goals import delete_run_rows, drop_goal_tables, refresh_journal_rows, rows_table
 from ..seals import env_seal_key
@@ -357,9 +357,16 @@ class SqliteInspector:
             answer = choose([WaitRow(*r) for r in rows])
             c.execute(
                 f"UPDATE \"{table}\" SET status = 'done', result = ?, error = NULL, "
-                f"finished_at = ?, duration_ms = ? WHERE run = ? AND key = ? "
+                f"finished_at = ?, duration_ms = ?, checksum = ? WHERE run = ? AND key = ? "
                 f"AND status = 'waiting'",
-                (answer.result, answer.finished_at, answer.duration_ms, run.id, answer.key),
+                (
+                    answer.result,
+                    answer.finished_at,
+                    answer.duration_ms,
+                    pause_sum(run.id, answer.key, "wait", answer.result, None),
+                    run.id,
+                    answer.key,
+                ),
             )
         return answer
 
@@ -573,6 +580,8 @@ def _copied(c: sqlite3.Connection, view: str, run_id: str) -> None:
             sums.append((step_sum(run_id, key, status, fn, fp, result, error), rowid))
         elif kind == "marker":
             sums.append((marker_sum(run_id, key, status), rowid))
+        elif kind in ("sleep", "wait"):
+            sums.append((pause_sum(run_id, key, kind, result, error), rowid))
     c.executemany(f'UPDATE "{table}" SET checksum = ? WHERE rowid = ?', sums)
     secret = env_seal_key()
     if secret is not None and _has_table(c, "seals"):
