@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import cancellation, closing, codec, inflight, opening, ownership, steps
+from .encryption import env_cipher, make_cipher
 from .errors import InvalidNameError
 from .fingerprint import Fingerprinter
 from .keys import StepKeys
@@ -100,6 +101,7 @@ class Journal:
         retry: RetryPolicy | None = None,
         replay_only: bool | None = None,
         seal: str | bytes | None = None,
+        encryption_key: str | bytes | None = None,
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
@@ -126,6 +128,9 @@ class Journal:
         #: The seal key (letitloop/seals.py): the run's final rows are chained under it.
         #: None: ``LETITLOOP_SEAL_KEY``, else no seal. Kept in memory, never in the file.
         self.seal_key = env_seal_key() if seal is None else seal_key(seal)
+        #: Encryption at rest (letitloop/encryption.py): results, errors, the input and the
+        #: run's result stored encrypted. None: ``LETITLOOP_ENCRYPTION_KEY``, else none.
+        self._cipher = env_cipher() if encryption_key is None else make_cipher(encryption_key)
         # The run's state, each piece written by its one owner (the owner's docstring
         # says which thread writes it, which reads it, under which lock;
         # docs/architecture.md, "Who owns a run's state"):

@@ -73,6 +73,16 @@ def _text(value: object) -> bytes:
     return str(value).encode("utf-8", "surrogatepass")
 
 
+def _fields(tag: bytes, values: tuple[object, ...]) -> bytes:
+    """``tag`` then each value's bytes, each prefixed by its length (8 bytes, big-endian)."""
+    parts = [tag]
+    for value in values:
+        data = _text(value)
+        parts.append(len(data).to_bytes(8, "big"))
+        parts.append(data)
+    return b"".join(parts)
+
+
 def row_digest(
     run_id: str,
     key: str,
@@ -92,12 +102,9 @@ def row_digest(
     """
     import hashlib  # here: OpenSSL's bindings cost an import ~3 ms, a run without a seal nothing
 
-    h = hashlib.sha256(b"letitloop-row-v1")
-    for value in (run_id, key, kind, status, fn, fp, result, error, wake_at):
-        data = _text(value)
-        h.update(len(data).to_bytes(8, "big"))
-        h.update(data)
-    return h.hexdigest()
+    return hashlib.sha256(
+        _fields(b"letitloop-row-v1", (run_id, key, kind, status, fn, fp, result, error, wake_at))
+    ).hexdigest()
 
 
 def link(
@@ -105,12 +112,7 @@ def link(
 ) -> str:
     """Hex HMAC-SHA256 of entry ``n`` of run ``run_id``'s chain, after the seal ``prev``
     (:data:`GENESIS` for the first)."""
-    import hashlib
     import hmac
 
-    h = hmac.new(secret, b"letitloop-seal-v1", hashlib.sha256)
-    for value in (run_id, str(n), key, kind, status, digest, prev):
-        data = _text(value)
-        h.update(len(data).to_bytes(8, "big"))
-        h.update(data)
-    return h.hexdigest()
+    message = _fields(b"letitloop-seal-v1", (run_id, str(n), key, kind, status, digest, prev))
+    return hmac.digest(secret, message, "sha256").hex()

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "discovery",
             "checksums",
             "seals",
+            "encryption",
         },
     ),
     (

@@ -17,7 +17,8 @@ from typing import Any
 
 from .. import locks
 from ..checksums import marker_sum, pause_sum, row_damaged, step_sum
-from ..errors import JournalFileError, LetItLoopError
+from ..encryption import encrypted, env_cipher
+from ..errors import EncryptionKeyError, JournalFileError, LetItLoopError
 from ..goals import delete_run_rows, drop_goal_tables, refresh_journal_rows, rows_table
 from ..seals import env_seal_key
 from ..sqlerrors import DRIVER_ERRORS
@@ -43,6 +44,12 @@ _ROW_COLUMNS = (
     "error, traceback, wake_at, input_tokens, output_tokens, cost, model, args_fp, checksum"
 )
 
+#: What a reader shows for an encrypted error or input without the key.
+ENCRYPTED_NOTE = "(encrypted: set LETITLOOP_ENCRYPTION_KEY to read it)"
+
+#: The inspector's cipher before it first needs it.
+_UNREAD = object()
+
 #: Ids bound per statement: SQLite allows at most 999 parameters in old builds.
 _CHUNK = 500
 
@@ -52,6 +59,8 @@ class SqliteInspector:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: The cipher of LETITLOOP_ENCRYPTION_KEY, read when an encrypted value is first met.
+        self._cipher: Any = _UNREAD
 
     @property
     def path(self) -> Path:
@@ -202,6 +211,13 @@ class SqliteInspector:
                 r[-1],
             ):
                 info = replace(info, damaged=True)
+            if encrypted(info.result) or encrypted(info.error) or encrypted(info.traceback):
+                info = replace(
+                    info,
+                    result=self._reading(info.result, run.id, info.key, "result"),
+                    error=self._reading(info.error, run.id, info.key, "error"),
+                    traceback=self._reading(info.traceback, run.id, info.key, "traceback"),
+                )
             infos.append(info)
         return infos
 
@@ -245,7 +261,9 @@ class SqliteInspector:
 
     def result_json(self, run_id: str) -> str | None:
         result = self.store.query("SELECT result FROM runs WHERE id = ?", (run_id,))
-        return result[0][0] if result else None
+        if not result:
+            return None
+        return self._reading(result[0][0], run_id, "", "run result")  # type: ignore[no-any-return]
 
     def previous_steps(self, run: RunInfo) -> int | None:
         # The previous completed run of the same work: the same input (a @durable call's
@@ -459,13 +477,43 @@ class SqliteInspector:
 
     # -- helpers -------------------------------------------------------------------------
 
+    def _reading(self, text: Any, run_id: str, key: str, field: str) -> Any:
+        """Stored text as a reader shows it: decrypted with ``LETITLOOP_ENCRYPTION_KEY``
+        (letitloop/encryption.py), else (no key, another key) a note saying so; text that
+        is not encrypted, as it is."""
+        if not encrypted(text):
+            return text
+        if self._cipher is _UNREAD:
+            self._cipher = env_cipher()
+        # A value (JSON) stays as stored, which inspection.results reads as encrypted; a
+        # text (an error, a traceback) becomes a note.
+        value = field in ("result", "input", "run result")
+        if self._cipher is None:
+            return text if value else ENCRYPTED_NOTE
+        try:
+            return self._cipher.open(text, run_id, key, field)
+        except EncryptionKeyError as exc:
+            return text if value else f"(unreadable: {exc})"
+
+    def _readable_run(self, run: RunRow) -> RunRow:
+        if not (encrypted(run.error) or encrypted(run.input_json)):
+            return run
+        return run._replace(
+            error=self._reading(run.error, run.id, "", "run error"),
+            input_json=self._input(run),
+        )
+
+    def _input(self, run: RunRow) -> Any:
+        fp = self.store.query("SELECT input_fp FROM runs WHERE id = ?", (run.id,))
+        return self._reading(run.input_json, (fp[0][0] if fp else None) or "", run.goal, "input")
+
     def _first(self, sql: str, params: tuple[Any, ...]) -> RunInfo | None:
         rows = self.store.query(sql, params)
         return self._infos(rows[:1])[0] if rows else None
 
     def _infos(self, rows: list[Any]) -> list[RunInfo]:
         """The runs of ``_RUNS``' rows, with their counts, rows in flight or paused, state."""
-        runs = [RunRow(*r) for r in rows]
+        runs = [self._readable_run(RunRow(*r)) for r in rows]
         by_table: dict[str, list[str]] = {}
         for run in runs:
             by_table.setdefault(run.journal_table, []).append(run.id)
