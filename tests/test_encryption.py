@@ -166,3 +166,26 @@ class TestLilOnAnEncryptedJournal:
         out = lil(killed, "show", "r1", "--full")
         for part in ("-a", "-error", "-input", "-c", "-run"):
             assert f"{SECRET}{part}" in out, (part, out)
+
+
+class TestAsyncSteps:
+    def test_their_results_are_encrypted_and_replayed(self, tmp_path: Path) -> None:
+        import asyncio
+
+        db = tmp_path / "journal.db"
+        calls = []
+
+        async def f(i: int) -> str:
+            calls.append(i)
+            return f"{SECRET}-{i}"
+
+        async def main() -> list[str]:
+            async with Journal("g", path=db, run="r1", encryption_key=KEY) as j:
+                return list(await asyncio.gather(*(j.async_step(f"f:{i}", f, i) for i in range(3))))
+
+        assert asyncio.run(main()) == [f"{SECRET}-{i}" for i in range(3)]
+        assert asyncio.run(main()) == [f"{SECRET}-{i}" for i in range(3)]
+        assert sorted(calls) == [0, 1, 2]  # the second run replayed all three
+        for path in tmp_path.iterdir():
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path

@@ -299,3 +299,57 @@ class TestAForkedRun:
         code, text = lil(sealed, "g", "--all", "--json")
         found = json.loads(text)
         assert code == 0 and [f["state"] for f in found] == ["sealed", "sealed"], text
+
+
+#: Run "r1": two async steps gathered, then a wait (answered with letitloop.send).
+ASYNC = """
+import asyncio, sys
+from letitloop import Journal
+from letitloop.waits import RunWaiting
+
+async def main():
+    async with Journal("g", path=sys.argv[1], run="r1") as j:
+        async def f(i):
+            return i
+        await asyncio.gather(*(j.async_step(f"f:{i}", f, i) for i in range(5)))
+        print("got", j.wait_for("answer", stop_after=0))
+try:
+    asyncio.run(main())
+except RunWaiting:
+    print("waiting")
+"""
+
+
+class TestAsyncStepsAndWaits:
+    def test_gathered_async_steps_and_a_value_sent_without_the_key(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+
+        def go() -> str:
+            out = subprocess.run(
+                [sys.executable, "-c", ASYNC, str(db)],
+                cwd=ROOT,
+                env=env(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            return out.stdout.strip()
+
+        assert go() == "waiting"
+        found = verdict(db)
+        assert found["state"] == "sealed" and found["entries"] == 5
+        sent = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(db), "send", "r1", "answer", '"yes"'],
+            cwd=ROOT,
+            env=env(None),  # the sender has no key
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert sent.returncode == 0, sent.stderr
+        found = verdict(db)
+        assert found["state"] == "sealed" and found["unsealed"] == ["answer"]
+        assert go() == "got yes"  # the holder's next attempt seals the value it took
+        found = verdict(db)
+        assert found["state"] == "sealed" and found["unsealed"] == []
+        assert found["entries"] == 6
