@@ -353,3 +353,25 @@ class TestAsyncStepsAndWaits:
         found = verdict(db)
         assert found["state"] == "sealed" and found["unsealed"] == []
         assert found["entries"] == 6
+
+
+class TestARunReset:
+    def test_its_chain_goes_with_it_and_a_new_run_of_the_name_is_sealed_afresh(
+        self, sealed: Path
+    ) -> None:
+        out = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", str(sealed), "reset", "r1", "--yes"],
+            cwd=ROOT,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        conn = sqlite3.connect(sealed)
+        assert conn.execute("SELECT count(*) FROM seals").fetchone() == (0,)
+        conn.close()
+        # The new run takes the deleted run's number: no stale entry may be counted as its own.
+        assert write(sealed).returncode == 0
+        found = verdict(sealed)
+        assert found["state"] == "sealed" and found["entries"] == 13
