@@ -81,10 +81,16 @@ class Journal:
     ``replay_only=True`` (or ``LETITLOOP_REPLAY=only``) replays the recorded
     run and writes nothing: an unrecorded step raises UnrecordedStepError
     without calling its function (docs/testing.md).
+    ``seal=key`` (or ``LETITLOOP_SEAL_KEY``) chains the run's rows under an
+    HMAC key that ``lil verify`` checks; ``encryption_key=key`` (or
+    ``LETITLOOP_ENCRYPTION_KEY``) stores results, errors and the input
+    encrypted. Neither key is ever written to the file (docs/audit.md).
 
     Raises RunHeldError when another live process holds the run for longer
     than ``timeout`` seconds, JournalFileError when the file is unusable,
-    SchemaVersionError when it comes from a newer letitloop.
+    SchemaVersionError when it comes from a newer letitloop, SealKeyError for
+    a run sealed with another key, EncryptionKeyError for a recorded value
+    that does not decrypt with the key given (or without one).
     """
 
     def __init__(
