@@ -216,6 +216,27 @@ def checksum_cost(n: int) -> float:
     return (clock() - t0) / n
 
 
+def keyed_cost(n: int, repeats: int, option: str) -> tuple[float, float]:
+    """(seconds per fresh step without a key, extra seconds per step with the key ``option``
+    of ``Journal``), the two measured in alternating blocks. ``seal``: a chain entry per row
+    (letitloop/sqlite_seals.py); ``encryption_key``: the result encrypted (encryption.py)."""
+    plain, extra = [], []
+    for _ in range(repeats):
+        times = []
+        for key in (None, "bench-key-0123456789abcdef"):
+            with (
+                tempfile.TemporaryDirectory() as d,
+                Journal("bench", path=Path(d) / "j.db", **{option: key}) as j,
+            ):
+                t0 = time.perf_counter()
+                for i in range(n):
+                    j.step(f"s{i}", str, i)
+                times.append((time.perf_counter() - t0) / n)
+        plain.append(times[0])
+        extra.append(times[1] - times[0])
+    return statistics.median(plain), statistics.median(extra)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=2000)
@@ -242,6 +263,8 @@ def main() -> None:
     step_args = median_of(r, lambda: fresh_steps_with_args(SMALL, n))
     fingerprint = median_of(r, lambda: fingerprint_cost(n * 10))
     checksum = median_of(r, lambda: checksum_cost(n * 10))
+    unsealed, sealing = keyed_cost(n, r, "seal")
+    unencrypted, encrypting = keyed_cost(n, r, "encryption_key")
     with tempfile.TemporaryDirectory() as d:
         small, big = Path(d) / "small.db", Path(d) / "big.db"
         record(small, n)
@@ -312,6 +335,16 @@ def main() -> None:
                     "row checksum of a small step (in a fresh step and in its replay)",
                     us(checksum),
                     "",
+                ],
+                [
+                    "seal key set: extra per fresh step (its chain entry, HMAC-SHA256)",
+                    us(sealing),
+                    f"step without {us(unsealed)}",
+                ],
+                [
+                    "encryption key set: extra per fresh step (AES-GCM of its result)",
+                    us(encrypting),
+                    f"step without {us(unencrypted)}",
                 ],
                 ["replay of a recorded step", us(replay), ""],
                 ["replay of a recorded step with 2 small arguments", us(replay_args), ""],

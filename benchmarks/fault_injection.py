@@ -1,9 +1,12 @@
 """Flip bytes in real journal files, replay them, and count wrong values (there must be none).
 
     python benchmarks/fault_injection.py [--files 400] [--seed 1] [--mode random|result|both]
+                                         [--seal]
 
-A journal of one run of STEPS steps is written and checkpointed into its main
-file; then, for each trial, a copy of that file gets one byte flipped (XOR a
+A journal of one run of STEPS steps (with a sleep and a wait answered with
+``letitloop.send`` halfway) is written and checkpointed into its main file
+(``--seal``: written and replayed with a seal key, so its chain is in the file
+too); then, for each trial, a copy of that file gets one byte flipped (XOR a
 random non-zero byte) and the run is replayed from the copy in this process.
 ``random`` flips a byte anywhere in the file; ``result`` flips one inside the
 bytes of a recorded result (where a flip, before row checksums, was replayed as
@@ -39,12 +42,16 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from letitloop import Journal, LetItLoopError
+from letitloop import Journal, LetItLoopError, send
 from letitloop.stores import close_idle_stores
+from letitloop.waits import RunWaiting
 
 GOAL = "faults"
 RUN = "r1"
 STEPS = 20
+#: The value sent to the wait, and the seal key of ``--seal`` (None: no seal).
+ANSWER = {"answer": "sent-value-0042", "n": 42}
+SEAL: list[str | None] = [None]
 
 
 #: The steps whose function ran in this trial (a replay calls none).
@@ -61,15 +68,33 @@ def expected(i: int) -> dict[str, Any]:
     return {"n": i, "text": f"value-{i:04d}", "items": [i, i * 7, f"x{i}"]}
 
 
+def replay(j: Journal) -> bool:
+    """The run's steps, its sleep and its wait; whether every value came back as recorded."""
+    right = True
+    for i in range(STEPS):
+        right = j.step(f"s{i}", value, i) == expected(i) and right
+        if i == STEPS // 2:
+            j.sleep("nap", 0)
+            right = j.wait_for("answer", stop_after=0) == ANSWER and right
+    return right
+
+
 def build(path: Path) -> list[bytes]:
     """Write the run to ``path``, checkpointed into the main file; the results' JSON bytes."""
-    with Journal(GOAL, path=path, run=RUN) as j:
-        for i in range(STEPS):
-            j.step(f"s{i}", value, i)
+    try:
+        with Journal(GOAL, path=path, run=RUN, seal=SEAL[0]) as j:
+            replay(j)
+    except RunWaiting:
+        send(RUN, "answer", ANSWER, path=path)
+    with Journal(GOAL, path=path, run=RUN, seal=SEAL[0]) as j:
+        replay(j)
     close_idle_stores()
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    texts = [t.encode() for (t,) in conn.execute(f'SELECT result FROM "_journal_{GOAL}"')]
+    texts = [
+        t.encode()
+        for (t,) in conn.execute(f'SELECT result FROM "_journal_{GOAL}" WHERE result IS NOT NULL')
+    ]
     conn.close()
     return texts
 
@@ -90,11 +115,10 @@ def trial(path: Path) -> str:
     """Replay the run from ``path``; its outcome (see the module's docstring)."""
     CALLED.clear()
     try:
-        with Journal(GOAL, path=path, run=RUN) as j:
-            for i in range(STEPS):
-                if j.step(f"s{i}", value, i) != expected(i):
-                    return "wrong"
-    except LetItLoopError:
+        with Journal(GOAL, path=path, run=RUN, seal=SEAL[0]) as j:
+            if not replay(j):
+                return "wrong"
+    except (LetItLoopError, RunWaiting):  # a damaged wait's status: it waits again
         return "refused"
     except Exception as exc:  # counted and shown, never hidden
         return f"other: {type(exc).__name__}: {exc}"
@@ -103,7 +127,8 @@ def trial(path: Path) -> str:
     return "reran" if CALLED else "intact"
 
 
-def run(files: int, seed: int, mode: str) -> dict[str, Any]:
+def run(files: int, seed: int, mode: str, seal: bool = False) -> dict[str, Any]:
+    SEAL[0] = "fault-injection-seal-key" if seal else None
     rng = random.Random(seed)
     outcomes: Counter[str] = Counter()
     with tempfile.TemporaryDirectory() as folder:
@@ -126,6 +151,7 @@ def run(files: int, seed: int, mode: str) -> dict[str, Any]:
         "files": files,
         "seed": seed,
         "mode": mode,
+        "sealed": seal,
         "steps": STEPS,
         **{k: outcomes.get(k, 0) for k in ("intact", "reran", "refused", "wrong", "other")},
         "others": sorted(k for k in outcomes if k.startswith("other:")),
@@ -139,8 +165,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=400)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--mode", choices=("random", "result", "both"), default="both")
+    parser.add_argument("--seal", action="store_true", help="Write and replay with a seal key.")
     args = parser.parse_args()
-    print(json.dumps(run(args.files, args.seed, args.mode)))
+    print(json.dumps(run(args.files, args.seed, args.mode, args.seal)))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,11 @@ from zlib import crc32
 
 from .errors import DamagedRowError
 
-__all__ = ["damaged_marker", "marker_sum", "row_damaged", "step_sum"]
+#: The function names a sleep's and a wait's rows hold (sleeps.SLEEP_FN, waits.WAIT_FN):
+#: their checksum is ``pause_sum``, not ``step_sum``.
+PAUSE_FNS = ("letitloop.sleep", "letitloop.wait_for")
+
+__all__ = ["PAUSE_FNS", "damaged_marker", "marker_sum", "pause_sum", "row_damaged", "step_sum"]
 
 
 def step_sum(
@@ -60,13 +64,16 @@ def row_damaged(
 ) -> bool:
     """Whether a row as a reader sees it (run id, function name) fails its checksum.
 
-    False for a row without one: written before checksums, copied by a fork, a
-    sleep or a wait, a step running or retrying. A marker's ``run_id`` is its run's.
+    False for a row without one: written before checksums (or, for a sleep or
+    a wait, before 2026-12), a step running or retrying, a sleep sleeping, a wait
+    waiting. A marker's ``run_id`` is its run's.
     """
     if checksum is None:
         return False
     if kind == "marker":
         return checksum != marker_sum(run_id, key, status)
+    if kind in ("sleep", "wait"):
+        return status == "done" and checksum != pause_sum(run_id, key, kind, result, error)
     if kind != "step" or status not in ("done", "failed"):
         return False
     return checksum != step_sum(run_id, key, status, fn, fp, result, error)
@@ -77,6 +84,15 @@ def marker_sum(run: str, key: str, status: str) -> int:
     marker, empty for a global one), its name and its status, which decides whether
     its block runs again."""
     return crc32(f"{run}\x1f{key}\x1fmarker\x1f{status}".encode("utf-8", "surrogatepass"))
+
+
+def pause_sum(run_id: str, key: str, kind: str, result: str | None, error: str | None) -> int:
+    """The checksum of a ``done`` sleep's or wait's row: its run id, key, kind, the value a
+    wait was sent (``result``) and its timeout (``error``); a sleep has neither. Written by
+    the statement that ends the pause (or that sends the wait its value), checked when it
+    replays."""
+    text = f"{run_id}\x1f{key}\x1f{kind}\x1fdone\x1f{result}\x1f{error}"
+    return crc32(text.encode("utf-8", "surrogatepass"))
 
 
 def damaged_marker(name: str, run: str, goal: str, scope: str) -> DamagedRowError:

@@ -15,7 +15,7 @@ clears of the attempt is cleared by its owners (``opening.closed``,
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from . import cancellation, codec, opening, ownership
 from .errors import (
@@ -134,14 +134,14 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
             now = j.clock()
             if j._cancel.reason is not None:
                 outcome = "cancelled"
-                storage.cancel_run(j.run_id, now, error_text(cancellation.error(j)))
+                storage.cancel_run(j.run_id, now, _sealed(j, error_text(cancellation.error(j))))
             elif _run_waiting(exc) and exc.run_id == j.run_id:  # type: ignore[union-attr]
                 outcome = "waiting"
                 storage.leave_waiting(j.run_id, now)
             elif exc is None:
-                storage.complete_run(j.run_id, now, j._result_text)
+                storage.complete_run(j.run_id, now, _sealed(j, j._result_text, "run result"))
             else:
-                storage.fail_run(j.run_id, now, error_text(exc))
+                storage.fail_run(j.run_id, now, _sealed(j, error_text(exc)))
     finally:
         if j._trace is not None:
             j._trace.end(j, outcome, exc)
@@ -246,3 +246,12 @@ async def aclose(j: Journal, exc: BaseException | None) -> None:
         raise asyncio.CancelledError
     if lost is not None and exc is None:
         raise lost
+
+
+@overload
+def _sealed(j: Journal, text: str, field: str = ...) -> str: ...
+@overload
+def _sealed(j: Journal, text: str | None, field: str = ...) -> str | None: ...
+def _sealed(j: Journal, text: str | None, field: str = "run error") -> str | None:
+    """``text`` as the run's row stores it: encrypted when the journal has a key."""
+    return text if j._cipher is None else j._cipher.seal(text, j.run_id, "", field)

@@ -61,6 +61,21 @@ class DamagedRowError(JournalFileError):
     key: str | None = None
 
 
+class SealKeyError(LetItLoopError):
+    """A seal key that cannot be used: too short, or not the key the run's chain was
+    sealed with (letitloop/seals.py)."""
+
+    run_id: str | None = None
+
+
+class EncryptionKeyError(LetItLoopError):
+    """An encrypted value that cannot be read: no key, another key, or a ciphertext moved from
+    another row (letitloop/encryption.py); or an encryption key that cannot be used."""
+
+    run_id: str | None = None
+    key: str | None = None
+
+
 class DecodeError(LetItLoopError):
     """A recorded result cannot be decoded into the types this program knows."""
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import budgets, cancellation, closing, codec, inflight, opening, ownership, steps
 from .budgets import Budget
+from .encryption import env_cipher, make_cipher
 from .errors import InvalidNameError
 from .fingerprint import Fingerprinter
 from .keys import StepKeys
@@ -35,6 +36,7 @@ from .names import check_name
 from .pragmas import Durability
 from .replay import Results, forget_replays, mismatch, replay
 from .schemes import open_readonly_storage, open_storage
+from .seals import env_seal_key, seal_key
 from .storage import StepRow, Storage
 from .testing import default_clock
 
@@ -89,10 +91,16 @@ class Journal:
     ``budget=Budget(tokens=..., cost=...)`` (or a dict) stops the run with
     BudgetExceededError before a step would run once its spend, over all its
     attempts, has reached either limit (letitloop/budgets.py).
+    ``seal=key`` (or ``LETITLOOP_SEAL_KEY``) chains the run's rows under an
+    HMAC key that ``lil verify`` checks; ``encryption_key=key`` (or
+    ``LETITLOOP_ENCRYPTION_KEY``) stores results, errors and the input
+    encrypted. Neither key is ever written to the file (docs/audit.md).
 
     Raises RunHeldError when another live process holds the run for longer
     than ``timeout`` seconds, JournalFileError when the file is unusable,
-    SchemaVersionError when it comes from a newer letitloop.
+    SchemaVersionError when it comes from a newer letitloop, SealKeyError for
+    a run sealed with another key, EncryptionKeyError for a recorded value
+    that does not decrypt with the key given (or without one).
     """
 
     def __init__(
@@ -109,6 +117,8 @@ class Journal:
         retry: RetryPolicy | None = None,
         replay_only: bool | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
+        seal: str | bytes | None = None,
+        encryption_key: str | bytes | None = None,
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
@@ -132,6 +142,12 @@ class Journal:
         self.replay_only = (
             os.environ.get("LETITLOOP_REPLAY") == "only" if replay_only is None else replay_only
         )
+        #: The seal key (letitloop/seals.py): the run's final rows are chained under it.
+        #: None: ``LETITLOOP_SEAL_KEY``, else no seal. Kept in memory, never in the file.
+        self.seal_key = env_seal_key() if seal is None else seal_key(seal)
+        #: Encryption at rest (letitloop/encryption.py): results, errors, the input and the
+        #: run's result stored encrypted. None: ``LETITLOOP_ENCRYPTION_KEY``, else none.
+        self._cipher = env_cipher() if encryption_key is None else make_cipher(encryption_key)
         # The run's state, each piece written by its one owner (the owner's docstring
         # says which thread writes it, which reads it, under which lock;
         # docs/architecture.md, "Who owns a run's state"):
@@ -204,6 +220,8 @@ class Journal:
                 opening.open_recorded(self, storage)
             else:
                 opening.open_run(self, storage)
+                if self.seal_key is not None:
+                    opening.seal(self, storage, self.seal_key)
         except BaseException:
             opening.release(self)
             storage.close()

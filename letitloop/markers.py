@@ -251,7 +251,11 @@ class AtomicMarker:
             # unknown point of the block, so its side effect may have happened: the
             # next holder is told, as after a crash (crashed_before).
             interrupted = 0 if isinstance(exc, Exception) else 1
-            failure = (error_text(exc), traceback_text(exc), interrupted)
+            error, tb = error_text(exc), traceback_text(exc)
+            if j._cipher is not None:  # encryption at rest (letitloop/encryption.py)
+                error = j._cipher.seal(error, self._at.run, self._at.name, "error")
+                tb = j._cipher.seal(tb, self._at.run, self._at.name, "traceback")
+            failure = (error, tb, interrupted)
         lost, now_row = storage.finish_marker(self._at, self._token, now, duration, failure)
         if lost and exc is None:
             if now_row is None:

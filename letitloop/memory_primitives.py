@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .checksums import damaged_marker, marker_sum
+from .checksums import damaged_marker, marker_sum, pause_sum
 from .clock import utc_iso
 from .memory_database import USAGE, MemoryConnection, Row
 from .storage import MarkerAt, MarkerClaim, MarkerRecord
@@ -194,7 +194,11 @@ class MemoryPrimitives(MemoryConnection):
             row = self._rows().get((run_id, key))
             if row is not None:
                 row.update(
-                    status="done", finished_at=finished_at, duration_ms=duration_ms, attempt=attempt
+                    status="done",
+                    finished_at=finished_at,
+                    duration_ms=duration_ms,
+                    attempt=attempt,
+                    checksum=pause_sum(run_id, key, "sleep", None, None),
                 )
 
     def wait_ending(self, run_id: str, key: str) -> tuple[str, str | None, str | None] | None:
@@ -208,7 +212,11 @@ class MemoryPrimitives(MemoryConnection):
             row = self._rows().get((run_id, key))
             if row is not None and row["status"] == "waiting":
                 row.update(
-                    status="done", error=error, finished_at=finished_at, duration_ms=duration_ms
+                    status="done",
+                    error=error,
+                    finished_at=finished_at,
+                    duration_ms=duration_ms,
+                    checksum=pause_sum(run_id, key, "wait", None, error),
                 )
 
     def recorded_wait(self, rowid: int) -> tuple[str | None, str | None] | None:

@@ -32,7 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import cancellation, codec
-from .errors import EncodeError, LetItLoopError, RunHeldError, UnrecordedStepError
+from .errors import EncodeError, LetItLoopError, RunHeldError, SealKeyError, UnrecordedStepError
 from .ids import HOST
 from .keys import Recorded, StepKeys
 from .replay import Results
@@ -157,6 +157,8 @@ def open_run(j: Journal, storage: Storage) -> None:
         input_text = encode_input(j.input, j.registry)
         # Strict for an unnamed run, which the input picks: no value counts by its type.
         input_fp = j._fingerprints.whole(j.input, strict=j.run_name is None)
+        if j._cipher is not None:  # bound to the goal and the input's fingerprint
+            input_text = j._cipher.seal(input_text, input_fp or "", j.goal, "input")
     while True:
         run_id, started = storage.find_or_start_run(
             j.goal,
@@ -184,6 +186,8 @@ def open_run(j: Journal, storage: Storage) -> None:
         assert found is not None
         j.was_completed = claim == "replay"
         j._recorded_result = found.result
+        if j._cipher is not None:
+            j._recorded_result = j._cipher.open(found.result, run_id, "", "run result")
         j._created = False
         j.run_id = run_id
         j.attempt = max(found.attempts, 1)
@@ -194,6 +198,20 @@ def open_run(j: Journal, storage: Storage) -> None:
         j._keys = keys
         j._results = Results(storage, sorted(r[3] for r in rows))
         return
+
+
+def seal(j: Journal, storage: Storage, secret: bytes) -> None:
+    """Seal ``j``'s run with ``secret`` from now on (letitloop/seals.py): before any step of
+    the attempt is written. Raises SealKeyError for a store that keeps no seals, or a run
+    sealed with another key."""
+    start = getattr(storage, "seal_run", None)
+    if start is None:
+        raise SealKeyError(
+            f"run {j.run_id} of goal {j.goal!r}: a seal key was given (seal= or "
+            f"LETITLOOP_SEAL_KEY), but this journal's store keeps no sealed chain; only a "
+            f"SQLite journal file does: unset the key, or use a journal file"
+        )
+    start(j.run_id, secret)
 
 
 def open_recorded(j: Journal, storage: Storage) -> None:
@@ -220,6 +238,8 @@ def open_recorded(j: Journal, storage: Storage) -> None:
     run_id, state = found
     j.was_completed = state.status == "completed"
     j._recorded_result = state.result
+    if j._cipher is not None:
+        j._recorded_result = j._cipher.open(state.result, run_id, "", "run result")
     j._created = False
     j.run_id = run_id
     j.attempt = max(state.attempts, 1)

@@ -19,8 +19,9 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
 from . import codec
-from .checksums import step_sum
-from .errors import DamagedRowError, DecodeError, StepMismatchError
+from .checksums import PAUSE_FNS, step_sum
+from .encryption import encrypted
+from .errors import DamagedRowError, DecodeError, EncryptionKeyError, StepMismatchError
 from .fingerprint import differences
 from .keys import Recorded, split_key
 from .storage import Storage
@@ -108,19 +109,34 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
     if text is None:
         j._replayed.append(key)
         return None
+    if j._cipher is not None:
+        text = j._cipher.open(text, j.run_id, key, "result")
     try:
         value = codec.decode(text, j.registry)
     except DecodeError as exc:
+        if encrypted(text):
+            raise not_readable(j, key) from None
         raise DecodeError(f"step {key!r} (run {j.run_id}): {exc}") from None
     j._replayed.append(key)
     return value
 
 
+def not_readable(j: Journal, key: str) -> EncryptionKeyError:
+    """The error of an encrypted result replayed by a journal without the key."""
+    return EncryptionKeyError(
+        f"step {key!r} (run {j.run_id} of goal {j.goal!r}): its recorded result is "
+        f"encrypted and this journal has no key: expected the key it was written with, "
+        f"as encryption_key= or LETITLOOP_ENCRYPTION_KEY",
+        run_id=j.run_id,
+        key=key,
+    )
+
+
 def check_intact(j: Journal, recorded: Recorded) -> None:
     """Raise DamagedRowError if ``recorded``'s row fails its checksum (off the step path:
     before an error that would blame the code for what is damage to the file)."""
-    if recorded.sum is None or j._results is None:
-        return
+    if recorded.sum is None or j._results is None or recorded.fn in PAUSE_FNS:
+        return  # a sleep's or wait's row has its own checksum (checksums.pause_sum)
     try:
         text = j._results.get(recorded.rowid)
     except DecodeError:

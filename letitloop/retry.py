@@ -204,7 +204,10 @@ class _Tries:
         due = now + policy.backoff(self.failed) if again else None
         u = j._flight.take_usage(self.key) if j._flight.usage else None
         spent = u.columns() if u is not None else NO_USAGE
-        error = error_text(exc)
+        error, tb = error_text(exc), traceback_text(exc)
+        if j._cipher is not None:  # encryption at rest (letitloop/encryption.py)
+            error = j._cipher.seal(error, j.run_id, self.key, "error")
+            tb = j._cipher.seal(tb, j.run_id, self.key, "traceback")
         try_row = (
             j.run_id,
             self.key,
@@ -227,7 +230,7 @@ class _Tries:
                 (now - self.started) * 1000.0,
                 j.attempt,
                 error,
-                traceback_text(exc),
+                tb,
                 self.fp,
                 utc_iso(due),
             )

@@ -19,7 +19,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from . import cancellation, timers
+from .checksums import pause_sum
 from .clock import utc_iso
+from .errors import DamagedRowError
 from .keys import Recorded
 
 if TYPE_CHECKING:
@@ -63,6 +65,26 @@ def traced(j: Journal, kind: str, name: str, key: str) -> contextlib.AbstractCon
     """The span of a sleep or wait that runs (otel.py); nothing while tracing is off."""
     spans = j._trace
     return contextlib.nullcontext() if spans is None else spans.pause(kind, name, key)
+
+
+def check_pause(
+    j: Journal, recorded: Recorded, kind: str, result: str | None, error: str | None
+) -> None:
+    """Raise DamagedRowError if a done sleep's or wait's row fails its checksum
+    (checksums.pause_sum); a row without one (written before it) replays unchecked."""
+    if recorded.sum is None or recorded.sum == pause_sum(
+        j.run_id, recorded.key, kind, result, error
+    ):
+        return
+    raise DamagedRowError(
+        f"{kind} {recorded.key!r} (run {j.run_id} of goal {j.goal!r}): its recorded row "
+        f"fails its checksum, so the journal file was damaged (a disk or copy error) or "
+        f"edited outside letitloop, and what it recorded is not handed back; restore the "
+        f"file from a backup, or fork the run before it: lil fork {j.run_id} --from-step "
+        f"{recorded.key}",
+        run_id=j.run_id,
+        key=recorded.key,
+    )
 
 
 def parse_time(iso: object) -> float | None:
@@ -113,6 +135,7 @@ def sleep(j: Journal, name: str, seconds: float) -> None:
     length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
     c = PauseKey(j, name, SLEEP_FN)
     if c.replay is not None:
+        check_pause(j, c.replay, "sleep", None, None)
         return
     try:
         with traced(j, "sleep", name, c.key):
@@ -133,6 +156,7 @@ async def async_sleep(j: Journal, name: str, seconds: float) -> None:
     length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
     c = PauseKey(j, name, SLEEP_FN)
     if c.replay is not None:
+        check_pause(j, c.replay, "sleep", None, None)
         return
     try:
         with traced(j, "sleep", name, c.key):

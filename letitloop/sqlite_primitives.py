@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from .checksums import damaged_marker, marker_sum
+from .checksums import damaged_marker, marker_sum, pause_sum
 from .clock import iso_us, utc_iso, utc_us
 from .errors import LetItLoopError
 from .goals import iso_sql
@@ -409,8 +409,14 @@ class SqlitePrimitives:
     ) -> None:
         self.store.write1(
             f"UPDATE \"{self.rows}\" SET status = 'done', duration = ? - started, "
-            f"attempt = ? WHERE run = ? AND key = ?",
-            (iso_us(finished_at), attempt, self.key_of_run(run_id), key),
+            f"attempt = ?, checksum = ? WHERE run = ? AND key = ?",
+            (
+                iso_us(finished_at),
+                attempt,
+                pause_sum(run_id, key, "sleep", None, None),
+                self.key_of_run(run_id),
+                key,
+            ),
         )
 
     def wait_ending(self, run_id: str, key: str) -> tuple[str, str | None, str | None] | None:
@@ -425,9 +431,15 @@ class SqlitePrimitives:
     ) -> None:
         with self.store.write() as c:
             c.execute(
-                f"UPDATE \"{self.rows}\" SET status = 'done', error = ?, "
+                f"UPDATE \"{self.rows}\" SET status = 'done', error = ?, checksum = ?, "
                 f"duration = ? - started WHERE run = ? AND key = ? AND status = 'waiting'",
-                (error, iso_us(finished_at), self.key_of_run(run_id), key),
+                (
+                    error,
+                    pause_sum(run_id, key, "wait", None, error),
+                    iso_us(finished_at),
+                    self.key_of_run(run_id),
+                    key,
+                ),
             )
 
     def recorded_wait(self, handle: RowHandle) -> tuple[str | None, str | None] | None:

@@ -19,6 +19,7 @@ from .goals import rows_table
 from .ids import HOST, new_run_id
 from .sqlite_holding import SqliteHolding
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
+from .sqlite_seals import start as start_sealing
 from .storage import RowHandle, RunDecision, RunKey, RunState, StepRow
 from .store import Store
 
@@ -338,6 +339,10 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
             [r._replace(fn=made[r[3]]) if type(r[3]) is str else r for r in rows],
         )
         return made
+
+    def seal_run(self, run_id: str, secret: bytes) -> None:
+        """Chain the run's final rows under ``secret`` from now on (sqlite_seals.py)."""
+        start_sealing(self.store, self.rows, self.key_of_run(run_id), run_id, secret)
 
     def complete_run(self, run_id: str, now: float, result: str | None) -> None:
         at = utc_iso(now)

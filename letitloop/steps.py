@@ -379,6 +379,8 @@ def step_row(
     # Only called while the journal is open (its steps hold a store): storage is set.
     storage: Storage = j._storage  # type: ignore[assignment]
     begun = utc_us(started)
+    if j._cipher is not None:  # encryption at rest: the checksum is of what is stored
+        result, error, traceback = j._cipher.seal_row(j.run_id, key, result, error, traceback)
     return _row(
         StepRow,
         (

@@ -79,6 +79,9 @@ class Store:
     _schema_version: int
     #: ``PRAGMA data_version`` then: another connection's commit changes it.
     _data_version: int
+    #: The runs this connection seals (runs.num -> run id and key), made by
+    #: ``sqlite_seals.start`` with the connection's functions; None: it seals none.
+    sealing: dict[int, tuple[str, bytes]] | None = None
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from . import codec, timers
 from .clock import utc_iso
 from .errors import DecodeError, WaitTimeoutError
-from .sleeps import PauseKey, started, traced
+from .sleeps import PauseKey, check_pause, started, traced
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -115,6 +115,8 @@ def _replayed(j: Journal, c: PauseKey) -> Any:
     """What a wait recorded as done gives back: its value, or its recorded timeout."""
     assert c.replay is not None
     row = c.storage.recorded_wait(c.replay.rowid)
+    if row:
+        check_pause(j, c.replay, "wait", row[0], row[1])
     return _value(j, c.key, row if row else (None, None))
 
 

@@ -36,6 +36,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "checksums",
             "redaction",
             "testing",
+            "seals",
+            "encryption",
         },
     ),
     (
@@ -57,6 +59,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "sqlite_storage",
             "sqlite_primitives",
             "sqlite_holding",
+            "sqlite_seals",
             "memory_database",
             "memory_primitives",
             "memory_storage",
@@ -139,6 +142,7 @@ CLI_ORDER = [
     "running",
     "serving",
     "testing",
+    "verifying",
     "__init__",
 ]
 
@@ -170,6 +174,7 @@ INSPECTION_ORDER = [
     "export",
     "fixture",
     "diff",
+    "verify",
     "__init__",
 ]
 

@@ -143,6 +143,99 @@ class TestAMarkerRowDamagedInTheFile:
         assert run_marker(db, scope) == "DamagedRowError notify"
 
 
+#: Run "r1": a sleep and a wait (argv[2] "send": answered with letitloop.send first).
+PAUSES = """
+import sys
+from letitloop import Journal, send
+from letitloop.errors import LetItLoopError
+from letitloop.waits import RunWaiting
+
+if sys.argv[2] == "send":
+    send("r1", "answer", {"yes": 1}, path=sys.argv[1])
+try:
+    with Journal("g", path=sys.argv[1], run="r1") as j:
+        j.sleep("nap", 0)
+        print("got", j.wait_for("answer", stop_after=0))
+except RunWaiting:
+    print("waiting")
+except LetItLoopError as exc:
+    print(type(exc).__name__, getattr(exc, "key", None))
+"""
+
+
+def run_pauses(db: Path, how: str = "") -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", PAUSES, str(db), how],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return out.stdout.splitlines()
+
+
+class TestASleepOrWaitRowDamagedInTheFile:
+    @pytest.fixture
+    def answered(self, tmp_path: Path) -> Path:
+        db = tmp_path / "journal.db"
+        assert run_pauses(db) == ["waiting"]
+        assert run_pauses(db, "send") == ["got {'yes': 1}"]
+        assert run_pauses(db) == ["got {'yes': 1}"]  # replayed
+        return db
+
+    def test_a_changed_value_sent_to_a_wait_is_refused(self, answered: Path) -> None:
+        edit(answered, """UPDATE _journal_g SET result = '{"yes":2}' WHERE key = 'answer'""")
+        assert run_pauses(answered) == ["DamagedRowError answer"]
+
+    def test_a_changed_timeout_is_refused(self, answered: Path) -> None:
+        edit(answered, "UPDATE _journal_g SET error = 'x', result = NULL WHERE key = 'answer'")
+        assert run_pauses(answered) == ["DamagedRowError answer"]
+
+    def test_a_done_sleep_carries_its_checksum_and_lil_show_marks_it_damaged(
+        self, answered: Path
+    ) -> None:
+        edit(answered, "UPDATE _journal_g SET checksum = checksum + 1 WHERE key = 'nap'")
+        assert run_pauses(answered) == ["DamagedRowError nap"]
+        show = subprocess.run(
+            [sys.executable, "-m", "letitloop", "show", "--db", str(answered), "r1"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        table = [line.split() for line in show.splitlines()]
+        assert [row[3] for row in table if row[1:3] == ["nap", "sleep"]] == ["damaged"]
+
+
+class TestARowCopiedByAFork:
+    def test_it_carries_its_checksum_and_a_damaged_copy_is_refused(
+        self, recorded: tuple[Path, str]
+    ) -> None:
+        db, _ = recorded
+        fork = subprocess.run(
+            [sys.executable, "-m", "letitloop", "fork", "--db", str(db), "r1", "--from-step", "b"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert fork.returncode == 0, fork.stderr
+        conn = sqlite3.connect(db)
+        ((new_id, checksum),) = conn.execute(
+            "SELECT run, checksum FROM journal_g WHERE key = 'a' AND attempt = 0"
+        ).fetchall()
+        conn.close()
+        assert checksum is not None
+        edit(
+            db,
+            """UPDATE _journal_g SET result = '{"n":11}' WHERE key = 'a' """
+            "AND run = (SELECT num FROM runs WHERE id = ?)",
+            new_id,
+        )
+        out = run_program(db)  # the fork now holds the name r1
+        assert out[0] == f"DamagedRowError {new_id} a", out
+
+
 class TestLilShow:
     def lil(self, db: Path, *args: str) -> str:
         out = subprocess.run(
@@ -190,6 +283,13 @@ class TestTheMemoryStore:
 
 
 class TestTheChecksum:
+    def test_the_pauses_function_names_are_the_sleeps_and_waits(self) -> None:
+        from letitloop.checksums import PAUSE_FNS
+        from letitloop.sleeps import SLEEP_FN
+        from letitloop.waits import WAIT_FN
+
+        assert PAUSE_FNS == (SLEEP_FN, WAIT_FN)
+
     def test_text_with_a_lone_surrogate_has_one(self) -> None:
         # An error message may hold one; it is hashed as is, and differs from another.
         one = step_sum("r", "k", "failed", "m.f", "", None, "ValueError: \ud800")
@@ -204,11 +304,21 @@ class TestARowWrittenBeforeChecksums:
 
 
 class TestRandomByteFlipsInJournalFiles:
-    def test_no_flipped_byte_is_replayed_as_a_wrong_value(self) -> None:
+    @pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
+    def test_no_flipped_byte_is_replayed_as_a_wrong_value(self, sealed: bool) -> None:
         # Half the flips land in a recorded result's bytes (each one a wrong value
         # before checksums), half anywhere in the file.
+        seal = ["--seal"] if sealed else []
         out = subprocess.run(
-            [sys.executable, "benchmarks/fault_injection.py", "--files", "40", "--seed", "7"],
+            [
+                sys.executable,
+                "benchmarks/fault_injection.py",
+                "--files",
+                "40",
+                "--seed",
+                "7",
+                *seal,
+            ],
             cwd=ROOT,
             capture_output=True,
             text=True,

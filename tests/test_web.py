@@ -324,3 +324,24 @@ class TestARunRestartedByLilWatch:
         assert "exit 0" in exits[1]
         first = html[html.index('data-attempt="1"') : html.index('data-attempt="2"')]
         assert "lil watch saw exit 137 (SIGKILL)" in first
+
+
+class TestARowThatFailsItsChecksum:
+    def test_the_run_page_and_the_row_page_mark_it_damaged(self, tmp_path: Path) -> None:
+        import sqlite3
+
+        db = tmp_path / "journal.db"
+        with Journal("g", path=db, run="r1") as j:
+            j.step("a", lambda: {"n": 1})
+            j.step("b", lambda: {"n": 2})
+            run_id = j.run_id
+        conn = sqlite3.connect(db)
+        with conn:
+            conn.execute("""UPDATE _journal_g SET result = '{"n":3}' WHERE key = 'a'""")
+        conn.close()
+        c = client(db)
+        page = c.get(f"/runs/{run_id}").text
+        assert page.count('<span class="badge damaged">damaged</span>') == 1, page
+        assert page.count('<span class="badge ran">ran</span>') == 1, page  # b is intact
+        row = c.get(f"/runs/{run_id}/rows/1").text
+        assert '<span class="badge damaged">damaged</span>' in row, row

@@ -31,6 +31,7 @@ from .running import demo, watch
 from .serving import mcp_command
 from .testing import diff, fixture
 from .ui import ui
+from .verifying import verify
 
 __all__ = [
     "INTERNAL_ERROR_STATUS",
@@ -53,6 +54,7 @@ __all__ = [
     "show",
     "ui",
     "upgrade",
+    "verify",
     "watch",
 ]
 
@@ -164,6 +166,7 @@ for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, wat
 cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
 cli.add_command(fixture)  # lil fixture (cli/testing.py)
 cli.add_command(diff)  # lil diff (cli/testing.py)
+cli.add_command(verify)  # lil verify (cli/verifying.py)
 
 
 def main() -> None:

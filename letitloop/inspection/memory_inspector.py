@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..checksums import row_damaged
+from ..checksums import pause_sum, row_damaged
 from ..errors import JournalFileError, LetItLoopError
 from ..memory_database import MemoryDatabase, Row, existing
 from .inspector import RunFilter, WaitAnswer
@@ -394,6 +394,7 @@ class MemoryInspector:
                         error=None,
                         finished_at=answer.finished_at,
                         duration_ms=answer.duration_ms,
+                        checksum=pause_sum(run.id, answer.key, "wait", answer.result, None),
                     )
         return answer
 

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from .. import codec
+from ..encryption import encrypted
 from ..errors import DecodeError
 
 #: Ints longer than this many bits are exported as ``{"!int": "0x…"}``, as the
@@ -75,6 +76,10 @@ def decode_result(
         return None, None
     if not isinstance(text, str):
         return None, f"the stored result is not JSON text but {type(text).__name__}"
+    if encrypted(text):
+        return None, (
+            "encrypted: set LETITLOOP_ENCRYPTION_KEY to the key it was written with to read it"
+        )
     try:
         value = codec.decode(text, registry)
         tree = msgspec.to_builtins(value, enc_hook=repr, str_keys=True)

@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import locks
-from ..checksums import row_damaged
-from ..errors import JournalFileError, LetItLoopError
-from ..goals import delete_run_rows, drop_goal_tables, refresh_journal_rows
+from ..checksums import marker_sum, pause_sum, row_damaged, step_sum
+from ..encryption import encrypted, env_cipher
+from ..errors import EncryptionKeyError, JournalFileError, LetItLoopError
+from ..goals import delete_run_rows, drop_goal_tables, refresh_journal_rows, rows_table
+from ..seals import env_seal_key
 from ..sqlerrors import DRIVER_ERRORS
 from ..sqlite_holding import run_lock_path
+from ..sqlite_seals import adopt
 from ..sqlite_storage import resumable_run_id
 from ..store import Store
 from .inspector import Inspector, RunFilter, WaitAnswer
@@ -42,6 +45,12 @@ _ROW_COLUMNS = (
     "error, traceback, wake_at, input_tokens, output_tokens, cost, model, args_fp, checksum"
 )
 
+#: What a reader shows for an encrypted error or input without the key.
+ENCRYPTED_NOTE = "(encrypted: set LETITLOOP_ENCRYPTION_KEY to read it)"
+
+#: The inspector's cipher before it first needs it.
+_UNREAD = object()
+
 #: Ids bound per statement: SQLite allows at most 999 parameters in old builds.
 _CHUNK = 500
 
@@ -51,6 +60,8 @@ class SqliteInspector:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: The cipher of LETITLOOP_ENCRYPTION_KEY, read when an encrypted value is first met.
+        self._cipher: Any = _UNREAD
 
     @property
     def path(self) -> Path:
@@ -202,8 +213,32 @@ class SqliteInspector:
                 r[-1],
             ):
                 info = replace(info, damaged=True)
+            if encrypted(info.result) or encrypted(info.error) or encrypted(info.traceback):
+                info = replace(
+                    info,
+                    result=self._reading(info.result, run.id, info.key, "result"),
+                    error=self._reading(info.error, run.id, info.key, "error"),
+                    traceback=self._reading(info.traceback, run.id, info.key, "traceback"),
+                )
             infos.append(info)
         return infos
+
+    def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
+        """The run's sealed chain (``seals``, in order) and its rows as ``inspection.verify``
+        checks them; no entries in a file from before the chain (migration 0013)."""
+        entries = []
+        if _has_table(self.store, "seals"):
+            entries = self.store.query(
+                "SELECT n, key, kind, status, digest, seal FROM seals "
+                "WHERE run = (SELECT num FROM runs WHERE id = ?) ORDER BY n",
+                (run.id,),
+            )
+        rows = self.store.query(
+            f"SELECT key, kind, status, fn, args_fp, result, error, wake_at "
+            f'FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
+            (run.id,),
+        )
+        return entries, rows
 
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         return [
@@ -228,7 +263,9 @@ class SqliteInspector:
 
     def result_json(self, run_id: str) -> str | None:
         result = self.store.query("SELECT result FROM runs WHERE id = ?", (run_id,))
-        return result[0][0] if result else None
+        if not result:
+            return None
+        return self._reading(result[0][0], run_id, "", "run result")  # type: ignore[no-any-return]
 
     def previous_steps(self, run: RunInfo) -> int | None:
         # The previous completed run of the same work: the same input (a @durable call's
@@ -332,6 +369,7 @@ class SqliteInspector:
                 f"AND status = 'done' ORDER BY rowid",
                 (new_id, source.id, before_seq),
             )
+            _copied(c, table, new_id)
 
     def answer_wait(
         self, run: RunInfo, choose: Callable[[list[WaitRow]], WaitAnswer]
@@ -346,9 +384,16 @@ class SqliteInspector:
             answer = choose([WaitRow(*r) for r in rows])
             c.execute(
                 f"UPDATE \"{table}\" SET status = 'done', result = ?, error = NULL, "
-                f"finished_at = ?, duration_ms = ? WHERE run = ? AND key = ? "
+                f"finished_at = ?, duration_ms = ?, checksum = ? WHERE run = ? AND key = ? "
                 f"AND status = 'waiting'",
-                (answer.result, answer.finished_at, answer.duration_ms, run.id, answer.key),
+                (
+                    answer.result,
+                    answer.finished_at,
+                    answer.duration_ms,
+                    pause_sum(run.id, answer.key, "wait", answer.result, None),
+                    run.id,
+                    answer.key,
+                ),
             )
         return answer
 
@@ -441,13 +486,43 @@ class SqliteInspector:
 
     # -- helpers -------------------------------------------------------------------------
 
+    def _reading(self, text: Any, run_id: str, key: str, field: str) -> Any:
+        """Stored text as a reader shows it: decrypted with ``LETITLOOP_ENCRYPTION_KEY``
+        (letitloop/encryption.py), else (no key, another key) a note saying so; text that
+        is not encrypted, as it is."""
+        if not encrypted(text):
+            return text
+        if self._cipher is _UNREAD:
+            self._cipher = env_cipher()
+        # A value (JSON) stays as stored, which inspection.results reads as encrypted; a
+        # text (an error, a traceback) becomes a note.
+        value = field in ("result", "input", "run result")
+        if self._cipher is None:
+            return text if value else ENCRYPTED_NOTE
+        try:
+            return self._cipher.open(text, run_id, key, field)
+        except EncryptionKeyError as exc:
+            return text if value else f"(unreadable: {exc})"
+
+    def _readable_run(self, run: RunRow) -> RunRow:
+        if not (encrypted(run.error) or encrypted(run.input_json)):
+            return run
+        return run._replace(
+            error=self._reading(run.error, run.id, "", "run error"),
+            input_json=self._input(run),
+        )
+
+    def _input(self, run: RunRow) -> Any:
+        fp = self.store.query("SELECT input_fp FROM runs WHERE id = ?", (run.id,))
+        return self._reading(run.input_json, (fp[0][0] if fp else None) or "", run.goal, "input")
+
     def _first(self, sql: str, params: tuple[Any, ...]) -> RunInfo | None:
         rows = self.store.query(sql, params)
         return self._infos(rows[:1])[0] if rows else None
 
     def _infos(self, rows: list[Any]) -> list[RunInfo]:
         """The runs of ``_RUNS``' rows, with their counts, rows in flight or paused, state."""
-        runs = [RunRow(*r) for r in rows]
+        runs = [self._readable_run(RunRow(*r)) for r in rows]
         by_table: dict[str, list[str]] = {}
         for run in runs:
             by_table.setdefault(run.journal_table, []).append(run.id)
@@ -532,8 +607,43 @@ def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
         c.execute(f"DELETE FROM step_tries WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM step_replays WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
+        if _has_table(c, "seals"):
+            c.execute(
+                f"DELETE FROM seals WHERE run IN (SELECT num FROM runs WHERE id IN ({marks}))",
+                chunk,
+            )
         c.execute(f"DELETE FROM runs WHERE id IN ({marks})", chunk)
     return deleted
+
+
+def _has_table(db: Store | sqlite3.Connection, name: str) -> bool:
+    sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    if isinstance(db, Store):
+        return bool(db.query(sql, (name,)))
+    return db.execute(sql, (name,)).fetchone() is not None
+
+
+def _copied(c: sqlite3.Connection, view: str, run_id: str) -> None:
+    """Inside the fork's write transaction: the rows it copied into run ``run_id`` get their
+    checksums (letitloop/checksums.py) and, with ``LETITLOOP_SEAL_KEY`` set, the new run's
+    sealed chain (letitloop/sqlite_seals.py)."""
+    table = rows_table(view)
+    sums = []
+    for rowid, key, kind, status, fn, fp, result, error in c.execute(
+        f'SELECT rowid, key, kind, status, fn, args_fp, result, error FROM "{view}" WHERE run = ?',
+        (run_id,),
+    ).fetchall():
+        if kind == "step":
+            sums.append((step_sum(run_id, key, status, fn, fp, result, error), rowid))
+        elif kind == "marker":
+            sums.append((marker_sum(run_id, key, status), rowid))
+        elif kind in ("sleep", "wait"):
+            sums.append((pause_sum(run_id, key, kind, result, error), rowid))
+    c.executemany(f'UPDATE "{table}" SET checksum = ? WHERE rowid = ?', sums)
+    secret = env_seal_key()
+    if secret is not None and _has_table(c, "seals"):
+        (num,) = c.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
+        adopt(c, table, num, run_id, secret, chained=False)
 
 
 def _like(text: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import render
 from ..budgets import ROW_PREFIX
+from ..encryption import encrypted
 from ..inspection import RowInfo, RunDetail, RunInfo, UsageTotals, decode_result
 from .words import (
     at_least,
@@ -34,6 +35,8 @@ def value_lines(label: str, text: str | None, full: bool, registry: Any = None) 
     if text is None:
         return []
     value, damage = decode_result(text, registry)
+    if damage is not None and encrypted(text):
+        return [f"{label:<9} {damage}"]
     if damage is not None:
         return [f"{label:<9} " + render.colour(f"damaged: {damage}", "failed")]
     doc = render.json_text(value, indent=2 if full else None)
@@ -115,6 +118,8 @@ def _row_cells(r: RowInfo, run: RunInfo, i: int) -> tuple[list[str], list[str | 
     if r.damaged:
         status = "damaged"  # fails its checksum: replaying it raises DamagedRowError
     preview = r.error if r.status == "failed" else r.result
+    if encrypted(preview):
+        preview = "(encrypted)"
     cells = [str(i), r.key, r.kind, status, str(r.attempt), took_text]
     cells.append(render.one_line(preview) if preview else "-")
     tint = "failed" if status in ("failed", "interrupted", "damaged") else status

@@ -45,6 +45,7 @@ LABELS = (
     "waiting",
     "retrying",
     "cancelled",
+    "damaged",
 )
 
 
@@ -153,7 +154,9 @@ class Attempt:
 def label_of(r: RowInfo, run: RunInfo) -> str:
     """How a row stands: ran, failed, in flight (a live process is in it), killed (its
     attempt's process died in it), sleeping, waiting, retrying, cancelled; copied for a row
-    a fork copied from its source."""
+    a fork copied from its source; damaged for a row that fails its checksum."""
+    if r.damaged:
+        return "damaged"
     if r.status == "running":
         live = any(f.key == r.key and f.live for f in run.in_flight)
         return "in flight" if live else "killed"

@@ -1,0 +1,191 @@
+"""Encryption at rest: with a key, results, errors and inputs are stored as AES-GCM ciphertext.
+
+Real journal files written by child processes (one SIGKILLed), their bytes
+searched for the plaintext, read back by fresh processes and by the real
+``lil`` (letitloop/encryption.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cryptography")
+
+from letitloop import Journal
+from letitloop.errors import EncryptionKeyError
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "e" * 16 + "-test-encryption"
+SECRET = "PLAINTEXT-SECRET-4711"
+
+#: Run "r1": step a (a secret result), step b (fails with a secret message, caught),
+#: then SIGKILL when argv[2] == "kill", else step c and the run's result.
+PROGRAM = f"""
+import os, signal, sys
+from letitloop import Journal
+from letitloop.errors import LetItLoopError
+
+def a():
+    print("called a", flush=True)
+    return {{"token": "{SECRET}-a"}}
+
+def b():
+    raise ValueError("{SECRET}-error")
+
+try:
+    with Journal("g", path=sys.argv[1], run="r1", input={{"user": "{SECRET}-input"}}) as j:
+        print("got", j.step("a", a)["token"], flush=True)
+        try:
+            j.step("b", b)
+        except ValueError:
+            pass
+        if sys.argv[2] == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        j.step("c", lambda: "{SECRET}-c")
+        j.set_result("{SECRET}-run")
+except LetItLoopError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def env(key: str | None = KEY) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if k != "LETITLOOP_ENCRYPTION_KEY"}
+    if key is not None:
+        e["LETITLOOP_ENCRYPTION_KEY"] = key
+    return e
+
+
+def run(db: Path, how: str = "", key: str | None = KEY) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", PROGRAM, str(db), how],
+        cwd=ROOT,
+        env=env(key),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def lil(db: Path, *args: str, key: str | None = KEY) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
+        cwd=ROOT,
+        env=env(key),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.fixture
+def killed(tmp_path: Path) -> Path:
+    """A journal whose writer was SIGKILLed after steps a and b (its -wal not checkpointed)."""
+    db = tmp_path / "journal.db"
+    out = run(db, "kill")
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    assert out.stdout.splitlines() == ["called a", f"got {SECRET}-a"]
+    return db
+
+
+class TestAnEncryptedJournal:
+    def test_it_never_holds_the_plaintext_of_a_result_an_error_or_the_input(
+        self, killed: Path
+    ) -> None:
+        files = [p for p in killed.parent.iterdir() if p.is_file()]
+        assert any(p.name.endswith("-wal") and p.stat().st_size for p in files), files
+        for path in files:
+            data = path.read_bytes()
+            assert SECRET.encode() not in data, path
+            assert KEY.encode() not in data, path
+        run(killed)  # and after the run completed
+        for path in killed.parent.iterdir():
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path
+
+    def test_it_replays_after_a_sigkill_with_the_key(self, killed: Path) -> None:
+        out = run(killed)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines() == [f"got {SECRET}-a"]  # a replayed, not called
+        again = run(killed)  # the completed run: every step replays
+        assert again.stdout.splitlines() == [f"got {SECRET}-a"], again.stderr
+
+    def test_it_refuses_another_key_with_a_clear_error(self, killed: Path) -> None:
+        out = run(killed, key="another-key-0123456789")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("EncryptionKeyError"), out.stdout
+        assert "does not decrypt with this key" in out.stdout
+        assert "called a" not in out.stdout
+
+    def test_it_refuses_to_replay_without_a_key(self, killed: Path) -> None:
+        out = run(killed, key=None)
+        assert out.stdout.startswith("EncryptionKeyError"), out.stdout
+        assert "has no key" in out.stdout and "LETITLOOP_ENCRYPTION_KEY" in out.stdout
+
+    def test_a_ciphertext_moved_to_another_row_is_refused(self, killed: Path) -> None:
+        assert run(killed).returncode == 0
+        conn = sqlite3.connect(killed)
+        with conn:
+            conn.execute(
+                "UPDATE _journal_g SET result = (SELECT result FROM _journal_g WHERE key = 'c'), "
+                "checksum = NULL WHERE key = 'a'"
+            )
+        conn.close()
+        out = run(killed)
+        assert out.stdout.startswith("EncryptionKeyError"), out.stdout
+        assert "moved from another row" in out.stdout and "called a" not in out.stdout
+
+    def test_a_short_key_is_refused(self, tmp_path: Path) -> None:
+        with pytest.raises(EncryptionKeyError, match="at least 16 bytes"):
+            Journal("g", path=tmp_path / "j.db", encryption_key="short")
+
+
+class TestLilOnAnEncryptedJournal:
+    def test_lil_runs_works_without_the_key(self, killed: Path) -> None:
+        assert run(killed).returncode == 0
+        out = lil(killed, "runs", "g", key=None)
+        assert "r1" in out and "completed" in out
+
+    def test_lil_show_without_the_key_says_the_values_are_encrypted(self, killed: Path) -> None:
+        assert run(killed).returncode == 0
+        out = lil(killed, "show", "r1", key=None)
+        assert SECRET not in out
+        assert "input     encrypted: set LETITLOOP_ENCRYPTION_KEY" in out
+        assert "(encrypted)" in out and "damaged" not in out
+
+    def test_lil_show_with_the_key_shows_the_values(self, killed: Path) -> None:
+        assert run(killed).returncode == 0
+        out = lil(killed, "show", "r1", "--full")
+        for part in ("-a", "-error", "-input", "-c", "-run"):
+            assert f"{SECRET}{part}" in out, (part, out)
+
+
+class TestAsyncSteps:
+    def test_their_results_are_encrypted_and_replayed(self, tmp_path: Path) -> None:
+        import asyncio
+
+        db = tmp_path / "journal.db"
+        calls = []
+
+        async def f(i: int) -> str:
+            calls.append(i)
+            return f"{SECRET}-{i}"
+
+        async def main() -> list[str]:
+            async with Journal("g", path=db, run="r1", encryption_key=KEY) as j:
+                return list(await asyncio.gather(*(j.async_step(f"f:{i}", f, i) for i in range(3))))
+
+        assert asyncio.run(main()) == [f"{SECRET}-{i}" for i in range(3)]
+        assert asyncio.run(main()) == [f"{SECRET}-{i}" for i in range(3)]
+        assert sorted(calls) == [0, 1, 2]  # the second run replayed all three
+        for path in tmp_path.iterdir():
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path
