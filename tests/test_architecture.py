@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_database",
             "memory_primitives",
             "memory_storage",
+            "row_rules",
             "postgres_storage",
         },
     ),
@@ -335,6 +336,7 @@ STORE_MODULES = {
     "memory_database",
     "memory_primitives",
     "memory_storage",
+    "row_rules",
     "postgres_storage",
 }
 
