@@ -1,33 +1,91 @@
-"""The cost of a durable step on PostgreSQL, beside the raw floor, side by side in one run.
+"""The cost of a durable step on PostgreSQL, beside the raw floor and DBOS, side by side.
 
     python benchmarks/bench_postgres.py [--url postgresql://…] [--steps 500] [--repeats 5]
 
 Without ``--url`` it starts a throwaway server as the tests do
 (tests/pg_server.py: initdb and pg_ctl in a temporary folder, a Unix socket,
 ``fsync=off``). Rows, each the median over ``--repeats`` rounds of
-``--steps`` steps, in microseconds per step:
+``--steps`` steps (the rows of one round run one after the other, so that
+load on the machine falls on all of them alike), in microseconds per step:
 
 - **floor**: one INSERT of a row of the same shape, autocommit (its own
   COMMIT), through psycopg on the same server: the least a journaled step
   can cost (one round trip);
-- **fresh step**: ``j.step(key, fn, i)`` of a new key (one round trip);
-- **replayed step**: the same steps in a new journal of the same run (one
-  query for the run's recorded steps and one for their results, per run).
+- **fresh step**: ``j.step(key, fn, i)`` of a new key;
+- **replayed step**: the same steps in a new journal of the same run;
+- **DBOS step** (when ``dbos`` is installed: ``pip install -e '.[postgres-bench]'``):
+  a ``@DBOS.step`` called from a ``@DBOS.workflow`` of ``--steps`` steps, its
+  system database on the same server (a database of its own).
 
-Not measured: DBOS on the same server (not installed here), network latency
-(a Unix socket), a server with ``fsync=on``.
+Then the round trips, counted on the wire (libpq's trace of the journal's
+connection: one ``Sync`` or ``Query`` message per round trip): per fresh
+step, and per replayed run of ``--steps`` steps (opening the run excluded).
+
+Not measured: network latency (a Unix socket), a server with ``fsync=on``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def round_trips(conn: Any, work: Callable[[], None]) -> int:
+    """How many round trips ``work`` makes on ``conn`` (a psycopg connection)."""
+    with tempfile.TemporaryFile("w+") as trace:
+        conn.pgconn.trace(trace.fileno())
+        try:
+            work()
+        finally:
+            conn.pgconn.untrace()
+        trace.seek(0)
+        return sum(
+            1
+            for line in trace
+            if line.split("\t")[1:2] == ["F"] and line.split("\t")[3].strip() in ("Sync", "Query")
+        )
+
+
+def dbos_steps(server: str, n: int) -> Callable[[], float] | None:
+    """A function timing ``n`` DBOS steps in one workflow (µs per step), or None without dbos."""
+    try:
+        from dbos import DBOS
+    except ImportError:
+        return None
+    import logging
+
+    logging.getLogger("dbos").setLevel(logging.WARNING)
+    base, _, query = server.partition("?")
+    DBOS(config={"name": "bench", "system_database_url": f"{base}_dbos?{query}"})
+
+    @DBOS.step()
+    def one(i: int) -> str:
+        return str(i)
+
+    @DBOS.workflow()
+    def workflow(count: int) -> int:
+        for i in range(count):
+            one(i)
+        return count
+
+    DBOS.launch()
+
+    def timed() -> float:
+        t = time.perf_counter()
+        workflow(n)
+        return (time.perf_counter() - t) / n * 1e6
+
+    return timed
 
 
 def main() -> None:
@@ -35,6 +93,7 @@ def main() -> None:
     parser.add_argument("--url", help="a postgresql:// URL (default: a throwaway server)")
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-dbos", action="store_true", help="leave DBOS out")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
     import pg_server
@@ -48,7 +107,9 @@ def main() -> None:
         return pg_server.location()
 
     n = args.steps
-    floor, fresh, replay = [], [], []
+    dbos = None if args.no_dbos else dbos_steps(args.url or pg_server.server_url(), n)
+    floor, fresh, replay, theirs = [], [], [], []
+    trips_fresh = trips_replay = 0
     for r in range(args.repeats):
         url = location()
         with psycopg.connect(url, autocommit=True) as conn:
@@ -69,22 +130,45 @@ def main() -> None:
             for i in range(n):
                 j.step(f"s{i}", str, i)
             fresh.append((time.perf_counter() - t) / n * 1e6)
+            store: Any = j.store
+            trips_fresh = round_trips(store.conn, lambda: j.step("one more", str, -1))
         with Journal("bench", run=f"r{r}", path=url) as j:
+            store = j.store
+
+            def replayed() -> None:
+                for i in range(n):
+                    j.step(f"s{i}", str, i)
+
             t = time.perf_counter()
-            for i in range(n):
-                j.step(f"s{i}", str, i)
+            replayed()
             replay.append((time.perf_counter() - t) / n * 1e6)
+        with Journal("bench", run=f"r{r}", path=url) as j:  # again, counting round trips
+            trips_replay = round_trips(j.store.conn, replayed)  # type: ignore[union-attr]
+        if dbos is not None:
+            theirs.append(dbos())
     with psycopg.connect(location(), autocommit=True) as conn:
         row = conn.execute("SHOW server_version").fetchone()
         server = row[0] if row else "?"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"Python {platform.python_version()}, psycopg {psycopg.__version__}, "
-        f"PostgreSQL {server}; {n} steps x {args.repeats} rounds, medians"
+        f"PostgreSQL {server}; {n} steps x {args.repeats} rounds, medians; load {load:.1f}"
     )
     f, s, p = (statistics.median(x) for x in (floor, fresh, replay))
     print(f"floor (INSERT + COMMIT)   {f:8.1f} µs")
     print(f"fresh step                {s:8.1f} µs  ({s / f:.2f}x the floor)")
     print(f"replayed step             {p:8.1f} µs")
+    if theirs:
+        from importlib.metadata import version
+
+        d = statistics.median(theirs)
+        print(f"DBOS {version('dbos')} step        {d:8.1f} µs  ({d / f:.2f}x the floor)")
+    print(f"round trips per fresh step: {trips_fresh}")
+    print(f"round trips per replayed run of {n} steps: {trips_replay}")
+    if dbos is not None:
+        from dbos import DBOS
+
+        DBOS.destroy()
 
 
 if __name__ == "__main__":

@@ -113,6 +113,11 @@ _TYPES = {
 }
 _CASTS = ", ".join("%s::" + _TYPES.get(c, "text") for c in STEP_COLUMNS)
 
+#: How many done rows' results ``recorded_steps`` reads with them, in the same round trip:
+#: replay's first chunk of results (``replay.RESULT_CHUNK``), so a run of up to that many
+#: steps replays in the one round trip that finds them.
+PREFETCH = 256
+
 #: The channel on which inspectors (lil send, lil cancel) and statements on ``ll_runs``
 #: notify a change; the payload is the schema changed (migration 0003).
 CHANNEL = "letitloop"
@@ -160,6 +165,10 @@ def connect(location: str) -> Any:
             path=redact(location),
         ) from exc
     conn.adapters.register_loader("timestamptz", _iso_loader())
+    # Every int as a bigint: psycopg otherwise types an int by its size (int2, int4,
+    # int8), so a statement whose values differ in size (a checksum, say) has several
+    # signatures and is prepared once per signature, parsed again meanwhile.
+    conn.adapters.register_dumper(int, driver.types.numeric.Int8Dumper)
     return conn
 
 
@@ -352,6 +361,8 @@ class PostgresStorage:
         self._run_ids: dict[int, str] = {}
         #: The run this journal holds and its attempt: what every write is fenced on.
         self._held: tuple[str, int] | None = None
+        #: Results read with ``recorded_steps``, by rowid, until ``results`` hands them out.
+        self._prefetched: dict[int, str | None] = {}
         #: Change notices received from other connections (``changes``).
         self._notices = 0
         self.gone = False
@@ -633,11 +644,20 @@ class PostgresStorage:
     def recorded_steps(
         self, run_id: str
     ) -> tuple[list[tuple[str, str, str | None, int, int | None]], set[str]]:
-        markers = self._run(
-            "SELECT key FROM ll_journal WHERE goal = %s AND run = %s AND kind = 'marker'",
-            (self.goal, run_id),
+        # One round trip: the done steps, sleeps and waits, the markers' keys, and the
+        # results of the first PREFETCH done rows, which replay asks for first (results).
+        rows = self._run(
+            "SELECT key, kind, fn, args_fp, rowid, checksum, CASE WHEN kind <> 'marker' AND "
+            "row_number() OVER (ORDER BY kind = 'marker', rowid) <= %s THEN result END "
+            "FROM ll_journal WHERE goal = %s AND run = %s AND (kind = 'marker' OR "
+            "(kind IN ('step', 'sleep', 'wait') AND status = 'done')) ORDER BY rowid",
+            (PREFETCH, self.goal, run_id),
         )
-        return self._done(run_id), {k for (k,) in markers}
+        done = [(k, f, a, r, s) for k, kind, f, a, r, s, _ in rows if kind != "marker"]
+        texts = [row[6] for row in rows if row[1] != "marker"][:PREFETCH]
+        with self._lock:
+            self._prefetched = {d[3]: text for d, text in zip(done, texts, strict=False)}
+        return done, {k for k, kind, *_ in rows if kind == "marker"}
 
     def recorded_under(
         self, run_id: str, prefix: str
@@ -645,6 +665,10 @@ class PostgresStorage:
         return self._done(run_id, prefix)
 
     def results(self, handles: Sequence[int]) -> dict[int, str | None]:
+        with self._lock:
+            cached = self._prefetched
+            if handles and all(h in cached for h in handles):
+                return {h: cached.pop(h) for h in handles}  # read with recorded_steps
         rows = self._run(
             "SELECT rowid, result FROM ll_journal WHERE rowid = ANY(%s)", (list(handles),)
         )
