@@ -5,13 +5,14 @@
 Without ``--url`` it starts a throwaway server as the tests do
 (tests/pg_server.py: initdb and pg_ctl in a temporary folder, a Unix socket,
 ``fsync=off``). Rows, each the median over ``--repeats`` rounds of
-``--steps`` steps (the rows of one round run one after the other, so that
-load on the machine falls on all of them alike), in microseconds per step:
+``--steps`` steps, in microseconds per step:
 
 - **floor**: one INSERT of a row of the same shape, autocommit (its own
   COMMIT), through psycopg on the same server: the least a journaled step
   can cost (one round trip);
-- **fresh step**: ``j.step(key, fn, i)`` of a new key;
+- **fresh step**: ``j.step(key, fn, i)`` of a new key, each one timed right
+  after a floor INSERT (the two interleaved, so that the machine's load falls
+  on both alike; each row is the median of its single timings);
 - **replayed step**: the same steps in a new journal of the same run;
 - **DBOS step** (when ``dbos`` is installed: ``pip install -e '.[postgres-bench]'``):
   a ``@DBOS.step`` called from a ``@DBOS.workflow`` of ``--steps`` steps, its
@@ -54,6 +55,24 @@ def round_trips(conn: Any, work: Callable[[], None]) -> int:
             for line in trace
             if line.split("\t")[1:2] == ["F"] and line.split("\t")[3].strip() in ("Sync", "Query")
         )
+
+
+def backend_cpu_ns(conn: Any) -> int:
+    """CPU time the server's backend of ``conn`` has used, in ns (Linux's schedstat), or -1."""
+    try:
+        with open(f"/proc/{conn.info.backend_pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except OSError:  # another machine's server, or no schedstat
+        return -1
+
+
+def cpu_per_step(conn: Any, work: Callable[[int], None], n: int) -> tuple[float, float]:
+    """CPU µs per call of ``work`` in this thread and in ``conn``'s server backend."""
+    client, server = time.thread_time_ns(), backend_cpu_ns(conn)
+    for i in range(n):
+        work(i)
+    client, server = time.thread_time_ns() - client, backend_cpu_ns(conn) - server
+    return client / n / 1000, (server / n / 1000 if server >= 0 else float("nan"))
 
 
 def dbos_steps(server: str, n: int) -> Callable[[], float] | None:
@@ -109,31 +128,50 @@ def main() -> None:
     n = args.steps
     dbos = None if args.no_dbos else dbos_steps(args.url or pg_server.server_url(), n)
     floor, fresh, replay, theirs = [], [], [], []
+    cpu_floor: list[tuple[float, float]] = []
+    cpu_step: list[tuple[float, float]] = []
     trips_fresh = trips_replay = 0
     for r in range(args.repeats):
         url = location()
-        with psycopg.connect(url, autocommit=True) as conn:
+        with (
+            psycopg.connect(url, autocommit=True) as conn,
+            Journal("bench", run=f"r{r}", path=url) as j,
+        ):
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS floor (goal text, run text, key text, status text, "
                 "fn text, result text, started_at text, finished_at text, duration_ms float8, "
                 "attempt int, args_fp text, PRIMARY KEY (goal, run, key))"
             )
-            t = time.perf_counter()
+            # Interleaved, one floor INSERT then one step: a machine's load falls on both.
+            floor_us, step_us = [], []
             for i in range(n):
+                t0 = time.perf_counter()
                 conn.execute(
                     "INSERT INTO floor VALUES (%s, %s, %s, 'done', %s, %s, %s, %s, %s, 1, %s)",
                     ("g", f"r{r}", f"s{i}", "m.f", '{"i": 1}', "t0", "t1", 0.1, "fp"),
                 )
-            floor.append((time.perf_counter() - t) / n * 1e6)
-        with Journal("bench", run=f"r{r}", path=url) as j:
-            t = time.perf_counter()
-            for i in range(n):
+                t1 = time.perf_counter()
                 j.step(f"s{i}", str, i)
-            fresh.append((time.perf_counter() - t) / n * 1e6)
+                t2 = time.perf_counter()
+                floor_us.append((t1 - t0) * 1e6)
+                step_us.append((t2 - t1) * 1e6)
+            floor.append(statistics.median(floor_us))
+            fresh.append(statistics.median(step_us))
             store: Any = j.store
             trips_fresh = round_trips(store.conn, lambda: j.step("one more", str, -1))
+            # CPU, which the machine's load does not inflate: client and server backend.
+            cpu_floor.append(
+                cpu_per_step(
+                    conn,
+                    lambda i, run=f"c{r}": conn.execute(
+                        "INSERT INTO floor VALUES (%s, %s, %s, 'done', %s, %s, %s, %s, %s, 1, %s)",
+                        ("g", run, f"s{i}", "m.f", '{"i": 1}', "t0", "t1", 0.1, "fp"),
+                    ),
+                    n,
+                )
+            )
+            cpu_step.append(cpu_per_step(store.conn, lambda i: j.step(f"c{i}", str, i), n))
         with Journal("bench", run=f"r{r}", path=url) as j:
-            store = j.store
 
             def replayed() -> None:
                 for i in range(n):
@@ -163,6 +201,10 @@ def main() -> None:
 
         d = statistics.median(theirs)
         print(f"DBOS {version('dbos')} step        {d:8.1f} µs  ({d / f:.2f}x the floor)")
+    for name, cpu in (("floor", cpu_floor), ("fresh step", cpu_step)):
+        client = statistics.median(c for c, _ in cpu)
+        server = statistics.median(s for _, s in cpu)
+        print(f"CPU per {name:10}  {client:6.1f} µs client + {server:6.1f} µs server backend")
     print(f"round trips per fresh step: {trips_fresh}")
     print(f"round trips per replayed run of {n} steps: {trips_replay}")
     if dbos is not None:
