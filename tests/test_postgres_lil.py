@@ -188,10 +188,18 @@ def on_host(host: str, script: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def can_name_hosts() -> bool:
+    """Whether this process may give a child a host name of its own (root, unshare)."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    done = subprocess.run(["unshare", "--uts", "true"], capture_output=True, timeout=30)
+    return done.returncode == 0
+
+
 class TestProcessesOnDifferentHosts:
     @pytest.mark.skipif(
-        shutil.which("unshare") is None or os.geteuid() != 0,
-        reason="needs root and unshare to give processes host names of their own",
+        not can_name_hosts(),
+        reason="needs root and unshare --uts to give processes host names of their own",
     )
     def test_each_gets_a_run_of_its_own_held_and_recorded_under_its_host(
         self, location: str, tmp_path: Path
