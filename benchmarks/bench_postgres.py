@@ -32,29 +32,12 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def round_trips(conn: Any, work: Callable[[], None]) -> int:
-    """How many round trips ``work`` makes on ``conn`` (a psycopg connection)."""
-    with tempfile.TemporaryFile("w+") as trace:
-        conn.pgconn.trace(trace.fileno())
-        try:
-            work()
-        finally:
-            conn.pgconn.untrace()
-        trace.seek(0)
-        return sum(
-            1
-            for line in trace
-            if line.split("\t")[1:2] == ["F"] and line.split("\t")[3].strip() in ("Sync", "Query")
-        )
 
 
 def backend_cpu_ns(conn: Any) -> int:
@@ -158,7 +141,7 @@ def main() -> None:
             floor.append(statistics.median(floor_us))
             fresh.append(statistics.median(step_us))
             store: Any = j.store
-            trips_fresh = round_trips(store.conn, lambda: j.step("one more", str, -1))
+            trips_fresh = pg_server.round_trips(store.conn, lambda: j.step("one more", str, -1))
             # CPU, which the machine's load does not inflate: client and server backend.
             cpu_floor.append(
                 cpu_per_step(
@@ -181,7 +164,7 @@ def main() -> None:
             replayed()
             replay.append((time.perf_counter() - t) / n * 1e6)
         with Journal("bench", run=f"r{r}", path=url) as j:  # again, counting round trips
-            trips_replay = round_trips(j.store.conn, replayed)  # type: ignore[union-attr]
+            trips_replay = pg_server.round_trips(j.store.conn, replayed)  # type: ignore[union-attr]
         if dbos is not None:
             theirs.append(dbos())
     with psycopg.connect(location(), autocommit=True) as conn:

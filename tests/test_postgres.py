@@ -131,14 +131,7 @@ class TestLil:
             run_id = j.run_id
 
         def lil(*args: str) -> str:
-            done = subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", location, *args],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert done.returncode == 0, done.stderr
-            return done.stdout
+            return pg_server.lil(location, *args)
 
         listing = lil("runs")
         assert run_id in listing and "completed" in listing
@@ -365,31 +358,13 @@ class TestARowChangedOutsideLetitloop:
         assert row == ("timestamp with time zone", True)
 
 
-def round_trips(conn: Any, work: Any) -> int:
-    """Round trips ``work`` makes on ``conn``, counted on the wire (libpq's trace)."""
-    import tempfile
-
-    with tempfile.TemporaryFile("w+") as trace:
-        conn.pgconn.trace(trace.fileno())
-        try:
-            work()
-        finally:
-            conn.pgconn.untrace()
-        trace.seek(0)
-        return sum(
-            1
-            for line in trace
-            if line.split("\t")[1:2] == ["F"] and line.split("\t")[3].strip() in ("Sync", "Query")
-        )
-
-
 class TestTheCostOfAStep:
     def test_a_fresh_step_is_one_round_trip(self, location: str) -> None:
         with Journal("g", run="r", path=location) as j:
             for i in range(10):  # past psycopg's preparing of the statement
                 j.step(f"s{i}", str, i)
             store: Any = j.store
-            assert round_trips(store.conn, lambda: j.step("one", str, 1)) == 1
+            assert pg_server.round_trips(store.conn, lambda: j.step("one", str, 1)) == 1
 
     def test_a_run_of_two_hundred_steps_replays_with_no_round_trip_after_its_open(
         self, location: str
@@ -405,5 +380,5 @@ class TestTheCostOfAStep:
                     assert j.step(f"s{i}", shout, i) == str(i)
 
             calls = len(CALLS)
-            assert round_trips(store.conn, replay) == 0  # the results came with the open
+            assert pg_server.round_trips(store.conn, replay) == 0  # the results came with the open
             assert CALLS[calls:] == []

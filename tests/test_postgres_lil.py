@@ -23,21 +23,12 @@ from helpers import spawn_python, write_script
 
 from letitloop import Journal
 
+lil = pg_server.lil
+
 
 @pytest.fixture
 def location() -> str:
     return pg_server.location()
-
-
-def lil(location: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", location, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def query(location: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
