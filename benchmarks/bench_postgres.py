@@ -1,4 +1,4 @@
-"""The cost of a durable step on PostgreSQL, beside the raw floor, side by side in one run.
+"""The cost of a durable step on PostgreSQL, beside the raw floor and DBOS, side by side.
 
     python benchmarks/bench_postgres.py [--url postgresql://…] [--steps 500] [--repeats 5]
 
@@ -10,24 +10,84 @@ Without ``--url`` it starts a throwaway server as the tests do
 - **floor**: one INSERT of a row of the same shape, autocommit (its own
   COMMIT), through psycopg on the same server: the least a journaled step
   can cost (one round trip);
-- **fresh step**: ``j.step(key, fn, i)`` of a new key (one round trip);
-- **replayed step**: the same steps in a new journal of the same run (one
-  query for the run's recorded steps and one for their results, per run).
+- **fresh step**: ``j.step(key, fn, i)`` of a new key, each one timed right
+  after a floor INSERT (the two interleaved, so that the machine's load falls
+  on both alike; each row is the median of its single timings);
+- **replayed step**: the same steps in a new journal of the same run;
+- **DBOS step** (when ``dbos`` is installed: ``pip install -e '.[postgres-bench]'``):
+  a ``@DBOS.step`` called from a ``@DBOS.workflow`` of ``--steps`` steps, its
+  system database on the same server (a database of its own).
 
-Not measured: DBOS on the same server (not installed here), network latency
-(a Unix socket), a server with ``fsync=on``.
+Then the round trips, counted on the wire (libpq's trace of the journal's
+connection: one ``Sync`` or ``Query`` message per round trip): per fresh
+step, and per replayed run of ``--steps`` steps (opening the run excluded).
+
+Not measured: network latency (a Unix socket), a server with ``fsync=on``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def backend_cpu_ns(conn: Any) -> int:
+    """CPU time the server's backend of ``conn`` has used, in ns (Linux's schedstat), or -1."""
+    try:
+        with open(f"/proc/{conn.info.backend_pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except OSError:  # another machine's server, or no schedstat
+        return -1
+
+
+def cpu_per_step(conn: Any, work: Callable[[int], None], n: int) -> tuple[float, float]:
+    """CPU µs per call of ``work`` in this thread and in ``conn``'s server backend."""
+    client, server = time.thread_time_ns(), backend_cpu_ns(conn)
+    for i in range(n):
+        work(i)
+    client, server = time.thread_time_ns() - client, backend_cpu_ns(conn) - server
+    return client / n / 1000, (server / n / 1000 if server >= 0 else float("nan"))
+
+
+def dbos_steps(server: str, n: int) -> Callable[[], float] | None:
+    """A function timing ``n`` DBOS steps in one workflow (µs per step), or None without dbos."""
+    try:
+        from dbos import DBOS
+    except ImportError:
+        return None
+    import logging
+
+    logging.getLogger("dbos").setLevel(logging.WARNING)
+    base, _, query = server.partition("?")
+    DBOS(config={"name": "bench", "system_database_url": f"{base}_dbos?{query}"})
+
+    @DBOS.step()
+    def one(i: int) -> str:
+        return str(i)
+
+    @DBOS.workflow()
+    def workflow(count: int) -> int:
+        for i in range(count):
+            one(i)
+        return count
+
+    DBOS.launch()
+
+    def timed() -> float:
+        t = time.perf_counter()
+        workflow(n)
+        return (time.perf_counter() - t) / n * 1e6
+
+    return timed
 
 
 def main() -> None:
@@ -35,6 +95,7 @@ def main() -> None:
     parser.add_argument("--url", help="a postgresql:// URL (default: a throwaway server)")
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-dbos", action="store_true", help="leave DBOS out")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
     import pg_server
@@ -48,43 +109,91 @@ def main() -> None:
         return pg_server.location()
 
     n = args.steps
-    floor, fresh, replay = [], [], []
+    dbos = None if args.no_dbos else dbos_steps(args.url or pg_server.server_url(), n)
+    floor, fresh, replay, theirs = [], [], [], []
+    cpu_floor: list[tuple[float, float]] = []
+    cpu_step: list[tuple[float, float]] = []
+    trips_fresh = trips_replay = 0
     for r in range(args.repeats):
         url = location()
-        with psycopg.connect(url, autocommit=True) as conn:
+        with (
+            psycopg.connect(url, autocommit=True) as conn,
+            Journal("bench", run=f"r{r}", path=url) as j,
+        ):
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS floor (goal text, run text, key text, status text, "
                 "fn text, result text, started_at text, finished_at text, duration_ms float8, "
                 "attempt int, args_fp text, PRIMARY KEY (goal, run, key))"
             )
-            t = time.perf_counter()
+            # Interleaved, one floor INSERT then one step: a machine's load falls on both.
+            floor_us, step_us = [], []
             for i in range(n):
+                t0 = time.perf_counter()
                 conn.execute(
                     "INSERT INTO floor VALUES (%s, %s, %s, 'done', %s, %s, %s, %s, %s, 1, %s)",
                     ("g", f"r{r}", f"s{i}", "m.f", '{"i": 1}', "t0", "t1", 0.1, "fp"),
                 )
-            floor.append((time.perf_counter() - t) / n * 1e6)
-        with Journal("bench", run=f"r{r}", path=url) as j:
-            t = time.perf_counter()
-            for i in range(n):
+                t1 = time.perf_counter()
                 j.step(f"s{i}", str, i)
-            fresh.append((time.perf_counter() - t) / n * 1e6)
+                t2 = time.perf_counter()
+                floor_us.append((t1 - t0) * 1e6)
+                step_us.append((t2 - t1) * 1e6)
+            floor.append(statistics.median(floor_us))
+            fresh.append(statistics.median(step_us))
+            store: Any = j.store
+            trips_fresh = pg_server.round_trips(store.conn, lambda: j.step("one more", str, -1))
+            # CPU, which the machine's load does not inflate: client and server backend.
+            cpu_floor.append(
+                cpu_per_step(
+                    conn,
+                    lambda i, run=f"c{r}": conn.execute(
+                        "INSERT INTO floor VALUES (%s, %s, %s, 'done', %s, %s, %s, %s, %s, 1, %s)",
+                        ("g", run, f"s{i}", "m.f", '{"i": 1}', "t0", "t1", 0.1, "fp"),
+                    ),
+                    n,
+                )
+            )
+            cpu_step.append(cpu_per_step(store.conn, lambda i: j.step(f"c{i}", str, i), n))
         with Journal("bench", run=f"r{r}", path=url) as j:
+
+            def replayed() -> None:
+                for i in range(n):
+                    j.step(f"s{i}", str, i)
+
             t = time.perf_counter()
-            for i in range(n):
-                j.step(f"s{i}", str, i)
+            replayed()
             replay.append((time.perf_counter() - t) / n * 1e6)
+        with Journal("bench", run=f"r{r}", path=url) as j:  # again, counting round trips
+            trips_replay = pg_server.round_trips(j.store.conn, replayed)  # type: ignore[union-attr]
+        if dbos is not None:
+            theirs.append(dbos())
     with psycopg.connect(location(), autocommit=True) as conn:
         row = conn.execute("SHOW server_version").fetchone()
         server = row[0] if row else "?"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"Python {platform.python_version()}, psycopg {psycopg.__version__}, "
-        f"PostgreSQL {server}; {n} steps x {args.repeats} rounds, medians"
+        f"PostgreSQL {server}; {n} steps x {args.repeats} rounds, medians; load {load:.1f}"
     )
     f, s, p = (statistics.median(x) for x in (floor, fresh, replay))
     print(f"floor (INSERT + COMMIT)   {f:8.1f} µs")
     print(f"fresh step                {s:8.1f} µs  ({s / f:.2f}x the floor)")
     print(f"replayed step             {p:8.1f} µs")
+    if theirs:
+        from importlib.metadata import version
+
+        d = statistics.median(theirs)
+        print(f"DBOS {version('dbos')} step        {d:8.1f} µs  ({d / f:.2f}x the floor)")
+    for name, cpu in (("floor", cpu_floor), ("fresh step", cpu_step)):
+        client = statistics.median(c for c, _ in cpu)
+        server = statistics.median(s for _, s in cpu)
+        print(f"CPU per {name:10}  {client:6.1f} µs client + {server:6.1f} µs server backend")
+    print(f"round trips per fresh step: {trips_fresh}")
+    print(f"round trips per replayed run of {n} steps: {trips_replay}")
+    if dbos is not None:
+        from dbos import DBOS
+
+        DBOS.destroy()
 
 
 if __name__ == "__main__":

@@ -14,75 +14,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from .clock import utc_iso
 from .errors import JournalFileError
-from .storage import StepRow
-
-#: The longest text one value may hold: SQLite's default limit, so that a result
-#: refused on one store is refused on the other.
-MAX_TEXT = 1_000_000_000 - (1 << 20)
-
-#: The columns of a step row (``storage.StepRow``), by name, in its order.
-STEP_COLUMNS = (
-    "run",
-    "key",
-    "status",
-    "fn",
-    "result",
-    "started_at",
-    "finished_at",
-    "duration_ms",
-    "attempt",
-    "error",
-    "traceback",
-    "args_fp",
-    "input_tokens",
-    "output_tokens",
-    "cost",
-    "model",
-    "checksum",
-)
-#: The usage columns of a row, moved to a try when a new call would overwrite them.
-USAGE = ("input_tokens", "output_tokens", "cost", "model")
-#: Every column of a journal row; a new row starts with them all None.
-ROW_COLUMNS = (
-    *STEP_COLUMNS,
-    "kind",
-    "wake_at",
-    "claims",
-    "crashes",
-    "holder_pid",
-    "holder_host",
-    "holder_run",
-    "holder_token",
-    "holder_goal",
-)
-
-
-def step_values(row: StepRow, run_id: str) -> dict[str, Any]:
-    """A step row of the protocol by its columns' names (the one place its fields are read):
-    its run key given as the run's id, its µs times as ISO text and milliseconds, as a
-    SQLite journal's view shows them."""
-    started, duration = row.started, row.duration
-    return {
-        "run": run_id,
-        "key": row.key,
-        "status": row.status,
-        "fn": str(row.fn),  # this store's function keys are the names themselves
-        "result": row.result,
-        "started_at": utc_iso(started / 1e6),
-        "finished_at": utc_iso((started + duration) / 1e6),
-        "duration_ms": duration / 1000.0,
-        "attempt": row.attempt,
-        "error": row.error,
-        "traceback": row.traceback,
-        "args_fp": row.args_fp,
-        "input_tokens": row.input_tokens,
-        "output_tokens": row.output_tokens,
-        "cost": row.cost,
-        "model": row.model,
-        "checksum": row.checksum,
-    }
+from .row_rules import ROW_COLUMNS
 
 
 class Row(dict[str, Any]):

@@ -2,7 +2,8 @@
 
 What ``sqlite_primitives.py`` is to SQLite: markers, steps in flight, cancel
 requests, sleeps and waits, failed tries, usage and replays, each one
-transaction of a ``MemoryConnection`` (``memory_database.py``).
+transaction of a ``MemoryConnection`` (``memory_database.py``). What each
+write sets is ``row_rules.py``'s, shared with the PostgreSQL store.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .checksums import damaged_marker, marker_sum, pause_sum
+from . import row_rules
+from .checksums import pause_sum
 from .clock import utc_iso
-from .memory_database import USAGE, MemoryConnection, Row
+from .memory_database import MemoryConnection, Row
+from .row_rules import USAGE
 from .storage import MarkerAt, MarkerClaim, MarkerRecord
 
 
@@ -36,66 +39,23 @@ class MemoryPrimitives(MemoryConnection):
             row["kind"] = "marker"
         return row
 
-    @staticmethod
-    def _record(row: Row) -> MarkerRecord:
-        return MarkerRecord(
-            kind=row["kind"],
-            status=row["status"],
-            claims=row["claims"],
-            crashes=row["crashes"],
-            holder_pid=row["holder_pid"],
-            holder_host=row["holder_host"],
-            holder_run=row["holder_run"],
-            started_at=row["started_at"],
-            holder_token=row["holder_token"],
-        )
-
     def marker(self, at: MarkerAt) -> MarkerRecord | None:
         with self._read():
             row = self._marker_row(at, make=False)
-            return None if row is None else self._record(row)
+            return None if row is None else row_rules.marker_record(row)
 
     def claim_marker(
         self, at: MarkerAt, holder: tuple[int, str, str, str], now: float, attempt: int
     ) -> MarkerClaim:
         with self._write():
-            row = self._marker_row(at, make=False)
-            claims = crashes = 0
-            if row is not None:
-                claims, crashes = row["claims"] or 0, row["crashes"] or 0
-                if (
-                    row["kind"] == "marker"
-                    and row["checksum"] is not None
-                    and row["checksum"] != marker_sum(at.run, at.name, row["status"])
-                ):
-                    raise damaged_marker(at.name, at.run, at.goal, at.scope)
-                if row["kind"] != "marker" or row["status"] == "done":
-                    return MarkerClaim(row["kind"], False, claims, crashes)
-                # 'pending' under both holds: its holder died inside the block.
-                if row["status"] == "pending":
-                    crashes += 1
-            row = self._marker_row(at, make=True)
-            assert row is not None
-            pid, host, run, token = holder
-            row.update(
-                status="pending",
-                started_at=utc_iso(now),
-                finished_at=None,
-                duration_ms=None,
-                attempt=attempt,
-                claims=claims + 1,
-                crashes=crashes,
-                holder_pid=pid,
-                holder_host=host,
-                holder_run=run,
-                holder_token=token,
-                error=None,
-                traceback=None,
-                checksum=marker_sum(at.run, at.name, "pending"),
+            claim, values = row_rules.claim_marker(
+                self._marker_row(at, make=False), at, holder, now, attempt
             )
-            if at.scope == "global":
-                row["holder_goal"] = at.goal
-        return MarkerClaim("marker", True, claims + 1, crashes)
+            if values is not None:
+                row = self._marker_row(at, make=True)
+                assert row is not None
+                row.update(values)
+        return claim
 
     def finish_marker(
         self,
@@ -107,53 +67,21 @@ class MemoryPrimitives(MemoryConnection):
     ) -> tuple[bool, MarkerRecord | None]:
         with self._write():
             row = self._marker_row(at, make=False)
-            if row is not None and row["status"] == "pending" and row["holder_token"] == token:
-                row.update(finished_at=utc_iso(now), duration_ms=duration_ms)
-                if failure is None:
-                    row["status"] = "done"
-                    row["checksum"] = marker_sum(at.run, at.name, "done")
-                else:
-                    error, traceback, interrupted = failure
-                    row.update(
-                        status="failed",
-                        error=error,
-                        traceback=traceback,
-                        crashes=(row["crashes"] or 0) + interrupted,
-                        checksum=marker_sum(at.run, at.name, "failed"),
-                    )
+            values = row_rules.finish_marker(row, at, token, now, duration_ms, failure)
+            if values is not None and row is not None:
+                row.update(values)
                 return False, None
-            return True, None if row is None else self._record(row)
+            return True, None if row is None else row_rules.marker_record(row)
 
     # -- the run's primitives -----------------------------------------------------------
 
     def write_running(self, rows: Sequence[Sequence[Any]]) -> None:
         with self._write():
-            for run, key, fn, started_at, duration_ms, attempt, args_fp in rows:
-                old = self._rows().get((run, key))
-                if old is not None and not (
-                    old["status"] == "running"
-                    or (
-                        old["status"] != "done"
-                        and (
-                            (old["attempt"] or 0) < attempt
-                            or (old["started_at"] or "") < started_at
-                        )
-                    )
-                ):
-                    continue
-                self._upsert(run, key).update(
-                    kind=old["kind"] if old is not None else "step",
-                    status="running",
-                    fn=fn,
-                    result=None,
-                    started_at=started_at,
-                    finished_at=None,
-                    duration_ms=duration_ms,
-                    attempt=attempt,
-                    error=None,
-                    traceback=None,
-                    args_fp=args_fp,
-                )
+            for entry in rows:
+                run, key = entry[0], entry[1]
+                values = row_rules.running_values(self._rows().get((run, key)), entry)
+                if values is not None:
+                    self._upsert(run, key).update(values)
 
     def cancel_request(self, run_id: str) -> tuple[str | None, str | None] | None:
         with self._read():
@@ -170,22 +98,8 @@ class MemoryPrimitives(MemoryConnection):
         return None if r is None else (r["kind"], r["status"], r["started_at"], r["wake_at"])
 
     def start_pause(self, row: Sequence[Any]) -> None:
-        run, key, kind, status, fn, started_at, attempt, wake_at = row
         with self._write():
-            self._upsert(run, key).update(
-                kind=kind,
-                status=status,
-                fn=fn,
-                result=None,
-                started_at=started_at,
-                finished_at=None,
-                duration_ms=None,
-                attempt=attempt,
-                error=None,
-                traceback=None,
-                args_fp="",
-                wake_at=wake_at,
-            )
+            self._upsert(row[0], row[1]).update(row_rules.pause_values(row))
 
     def finish_sleep(
         self, run_id: str, key: str, finished_at: str, duration_ms: float, attempt: int
@@ -233,85 +147,30 @@ class MemoryPrimitives(MemoryConnection):
             )
 
     def record_try(self, try_row: Sequence[Any], retrying_row: Sequence[Any] | None) -> None:
-        (run, key, n, attempt, started_at, failed_at, error, next_at, *usage) = try_row
         with self._write() as db:
-            db.tries[(run, key, n)] = dict(
-                attempt=attempt,
-                started_at=started_at,
-                failed_at=failed_at,
-                error=error,
-                next_at=next_at,
-                ended="failed",
-                **dict(zip(USAGE, usage, strict=True)),
-            )
+            slot, values = row_rules.try_values(try_row)
+            db.tries[slot] = values
             if retrying_row is not None:
-                run, key, fn, started, finished, duration, attempt, err, tb, fp, wake = retrying_row
-                self._upsert(run, key).update(
-                    kind="step",
-                    status="retrying",
-                    fn=fn,
-                    result=None,
-                    started_at=started,
-                    finished_at=finished,
-                    duration_ms=duration,
-                    attempt=attempt,
-                    error=err,
-                    traceback=tb,
-                    args_fp=fp,
-                    wake_at=wake,
-                    **dict.fromkeys(USAGE),
-                )
+                run, key = retrying_row[0], retrying_row[1]
+                self._upsert(run, key).update(row_rules.retrying_values(retrying_row))
 
     # -- what the run consumed and replayed ---------------------------------------------
 
     def record_usage(self, row: Sequence[Any]) -> None:
-        run, key, fn, started_at, attempt, args_fp, *usage = row
         with self._write():
-            old = self._rows().get((run, key))
-            if old is not None and old["status"] == "done":
-                return
-            self._upsert(run, key).update(
-                kind="step",
-                status="running",
-                fn=fn,
-                result=None,
-                started_at=started_at,
-                finished_at=None,
-                duration_ms=None,
-                attempt=attempt,
-                error=None,
-                traceback=None,
-                args_fp=args_fp,
-                wake_at=None,
-                **dict(zip(USAGE, usage, strict=True)),
-            )
+            values = row_rules.usage_values(self._rows().get((row[0], row[1])), row)
+            if values is not None:
+                self._upsert(row[0], row[1]).update(values)
 
     def _keep_left_usage(self, run_id: str, stamp: str, prefix: str | None) -> None:
         """Inside a transaction: usage left on ``running``/``failed`` rows moves to a try."""
         db = self.db
         for row in db.rows(self.goal):
-            if (
-                row["run"] != run_id
-                or row["status"] not in ("running", "failed")
-                or (prefix is not None and not row["key"].startswith(prefix))
-                or all(row[c] is None for c in ("input_tokens", "output_tokens", "cost"))
-            ):
+            if not row_rules.left_usage(row, run_id, prefix):
                 continue
             key = row["key"]
             n = max((t for (r, k, t) in db.tries if r == run_id and k == key), default=0) + 1
-            db.tries[(run_id, key, n)] = dict(
-                attempt=row["attempt"],
-                started_at=row["started_at"] or stamp,
-                failed_at=row["finished_at"] or stamp,
-                error=row["error"]
-                or (
-                    f"Interrupted: attempt {row['attempt']} ended during this call (its "
-                    f"process died, or the call was cancelled)"
-                ),
-                next_at=None,
-                ended="crashed" if row["status"] == "running" else "failed",
-                **{c: row[c] for c in USAGE},
-            )
+            db.tries[(run_id, key, n)] = row_rules.left_usage_try(row, stamp)
             row.update(dict.fromkeys(USAGE))
 
     def keep_left_usage(self, run_id: str, now: float, prefix: str) -> None:

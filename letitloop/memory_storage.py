@@ -38,9 +38,10 @@ from typing import Any
 from .clock import utc_iso
 from .errors import LetItLoopError
 from .ids import HOST, new_run_id
-from .memory_database import MAX_TEXT, MemoryDatabase, database, step_values
+from .memory_database import MemoryDatabase, database
 from .memory_primitives import MemoryPrimitives
 from .pragmas import Durability
+from .row_rules import MAX_TEXT, step_values
 from .storage import FunctionKey, RunDecision, RunKey, RunState, StepRow
 
 __all__ = ["MemoryHold", "MemoryStorage", "abandon", "open_memory"]

@@ -5,26 +5,33 @@ The same journal as a SQLite file's, in a database every host reaches
 it needs the extra ``letitloop[postgres]`` (psycopg 3).
 
 - **Schema**: tables prefixed ``ll_`` in the connection's schema (its
-  ``search_path``), created on first connect under a transaction-level
-  advisory lock (so that many workers starting at once create them once),
-  with their version in ``ll_meta``; a newer version is refused with
-  SchemaVersionError, nothing changed. One row per step, sleep, wait and
-  marker in ``ll_journal`` (every goal's, keyed by goal, run and key; global
-  markers under goal and run ``''``), runs in ``ll_runs``.
+  ``search_path``), made and moved forward by the numbered files of
+  ``migrations/postgres/`` (:func:`migrate`: under an advisory lock, so that
+  many workers starting at once migrate once), with their version in
+  ``ll_meta``; a newer version is refused with SchemaVersionError, nothing
+  changed. One row per step, sleep, wait and marker in ``ll_journal``
+  (every goal's, keyed by goal, run and key; global markers under goal and
+  run ``''``; times ``timestamptz``, read back as ``clock.utc_iso`` text;
+  a checksum as ``checksums.py`` computes it), runs in ``ll_runs``. What
+  each write sets is ``row_rules.py``'s, shared with the in-memory store.
 - **Transactions**: one connection per journal, in autocommit; a step row
   is one statement, so one round trip. Operations that read before they
-  write run in one transaction. ``durability``: ``"process"`` commits with
-  ``synchronous_commit = local``, ``"power"`` with ``on``; a commit that
-  returned survives the client's death in both.
+  write run in one transaction. Every write of a run's rows is fenced: made
+  only while the run's ``attempts`` is still this journal's (a key-share
+  lock on the run's row, which a new holder's claim waits for).
+  ``durability``: ``"process"`` commits with ``synchronous_commit = local``,
+  ``"power"`` with ``on``; a commit that returned survives the client's
+  death in both.
 - **Holding** a run or a marker is a session-level advisory lock
   (``pg_advisory_lock``) on a connection of the hold's own, keyed by a
   64-bit hash of what it holds; PostgreSQL releases it when that connection
   ends, including when the holder's process dies (at once for a killed
   process on the same host; over a network, once the server notices the
   connection is gone: the TCP keepalives set here, about 25 s).
-- **Change notices**: every statement on ``ll_runs`` and ``ll_journal``
-  counts one commit for its connection's backend in ``ll_commits``;
-  ``changes`` sums the other backends' counts.
+- **Change notices**: a journal ``LISTEN``s on :data:`CHANNEL`; inspectors
+  (``lil send``, ``lil cancel``) and every statement on ``ll_runs`` notify
+  it with the schema as payload; ``changes`` counts the notices from other
+  backends received so far, reading them without a round trip.
 """
 
 from __future__ import annotations
@@ -32,15 +39,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from datetime import timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from . import row_rules
 from .clock import utc_iso
 from .errors import JournalFileError, LetItLoopError, SchemaVersionError
 from .ids import HOST, new_run_id
+from .migrate import migrations_dir
 from .pragmas import Durability
+from .row_rules import MAX_TEXT, ROW_COLUMNS, STEP_COLUMNS, TRY_COLUMNS, USAGE
 from .storage import (
     FunctionKey,
     MarkerAt,
@@ -58,21 +71,21 @@ except ImportError:  # pragma: no cover - the extra is missing
     psycopg = None  # type: ignore[assignment]
 
 __all__ = [
-    "SCHEMA_VERSION",
+    "CHANNEL",
     "PostgresHold",
     "PostgresStorage",
     "connect",
     "is_held",
     "migrate",
+    "migrations",
     "open_postgres",
     "run_hold_text",
+    "schema_version",
+    "schema_version_of",
 ]
 
-#: The schema this letitloop writes; a database with a higher ``ll_meta.version`` is refused.
-SCHEMA_VERSION = 2
-
-#: The longest text one value may hold: SQLite's default limit, as the other stores.
-MAX_TEXT = 1_000_000_000 - (1 << 20)
+#: The numbered SQL files of the PostgreSQL schema: ``migrations/postgres/NNNN_name.sql``.
+_MIGRATION_FILE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 #: TCP keepalives on every connection: a holder whose host vanished is noticed by the
 #: server after about idle + interval * count = 10 + 5 * 3 = 25 seconds.
@@ -84,161 +97,43 @@ KEEPALIVES = {
 }
 
 #: Every column of a journal row after (goal, run, key), as the in-memory store names them.
-COLUMNS = (
-    "status",
-    "kind",
-    "fn",
-    "result",
-    "started_at",
-    "finished_at",
-    "duration_ms",
-    "attempt",
-    "error",
-    "traceback",
-    "args_fp",
-    "input_tokens",
-    "output_tokens",
-    "cost",
-    "model",
-    "wake_at",
-    "claims",
-    "crashes",
-    "holder_pid",
-    "holder_host",
-    "holder_run",
-    "holder_token",
-    "holder_goal",
-)
-USAGE = ("input_tokens", "output_tokens", "cost", "model")
+COLUMNS = tuple(c for c in ROW_COLUMNS if c not in ("run", "key"))
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS ll_meta (version integer NOT NULL);
-CREATE TABLE IF NOT EXISTS ll_goals (goal text PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS ll_runs (
-    num bigserial UNIQUE,
-    id text PRIMARY KEY,
-    goal text NOT NULL,
-    name text,
-    status text NOT NULL,
-    attempts integer NOT NULL,
-    holder_pid integer,
-    holder_host text,
-    started_at text,
-    updated_at text,
-    finished_at text,
-    input text,
-    input_fp text,
-    result text,
-    error text,
-    cancel_requested_at text,
-    cancel_reason text,
-    forked_from text,
-    forked_at text
-);
-CREATE INDEX IF NOT EXISTS ll_runs_goal ON ll_runs (goal, num);
-CREATE TABLE IF NOT EXISTS ll_journal (
-    rowid bigserial PRIMARY KEY,
-    goal text NOT NULL,
-    run text NOT NULL,
-    key text NOT NULL,
-    status text,
-    kind text,
-    fn text,
-    result text,
-    started_at text,
-    finished_at text,
-    duration_ms double precision,
-    attempt integer,
-    error text,
-    traceback text,
-    args_fp text,
-    input_tokens bigint,
-    output_tokens bigint,
-    cost double precision,
-    model text,
-    wake_at text,
-    claims integer,
-    crashes integer,
-    holder_pid integer,
-    holder_host text,
-    holder_run text,
-    holder_token text,
-    holder_goal text,
-    UNIQUE (goal, run, key)
-);
-CREATE TABLE IF NOT EXISTS ll_tries (
-    run text NOT NULL,
-    key text NOT NULL,
-    try integer NOT NULL,
-    attempt integer,
-    started_at text,
-    failed_at text,
-    error text,
-    next_at text,
-    ended text NOT NULL,
-    input_tokens bigint,
-    output_tokens bigint,
-    cost double precision,
-    model text,
-    PRIMARY KEY (run, key, try)
-);
-CREATE TABLE IF NOT EXISTS ll_attempts (
-    run text NOT NULL,
-    attempt integer NOT NULL,
-    pid integer,
-    host text,
-    started_at text,
-    PRIMARY KEY (run, attempt)
-);
--- Version 2: the attempt's span as a W3C traceparent (letitloop/otel.py).
-ALTER TABLE ll_attempts ADD COLUMN IF NOT EXISTS trace text;
-CREATE TABLE IF NOT EXISTS ll_replays (run text NOT NULL, attempt integer, keys text[]);
-CREATE TABLE IF NOT EXISTS ll_commits (pid integer PRIMARY KEY, n bigint NOT NULL);
-CREATE OR REPLACE FUNCTION ll_count_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO ll_commits AS c (pid, n) VALUES (pg_backend_pid(), 1)
-    ON CONFLICT (pid) DO UPDATE SET n = c.n + 1;
-    RETURN NULL;
-END $$;
-DROP TRIGGER IF EXISTS ll_runs_commit ON ll_runs;
-CREATE TRIGGER ll_runs_commit AFTER INSERT OR UPDATE OR DELETE ON ll_runs
-    FOR EACH STATEMENT EXECUTE FUNCTION ll_count_commit();
-DROP TRIGGER IF EXISTS ll_journal_commit ON ll_journal;
-CREATE TRIGGER ll_journal_commit AFTER INSERT OR UPDATE OR DELETE ON ll_journal
-    FOR EACH STATEMENT EXECUTE FUNCTION ll_count_commit();
-"""
+#: The columns whose type is not text, for the casts of a step's INSERT … SELECT.
+_TYPES = {
+    "started_at": "timestamptz",
+    "finished_at": "timestamptz",
+    "wake_at": "timestamptz",
+    "duration_ms": "float8",
+    "cost": "float8",
+    "attempt": "integer",
+    "input_tokens": "bigint",
+    "output_tokens": "bigint",
+    "checksum": "bigint",
+}
+_CASTS = ", ".join("%s::" + _TYPES.get(c, "text") for c in STEP_COLUMNS)
 
+#: How many done rows' results ``recorded_steps`` reads with them, in the same round trip:
+#: replay's first chunk of results (``replay.RESULT_CHUNK``), so a run of up to that many
+#: steps replays in the one round trip that finds them.
+PREFETCH = 256
+
+#: The channel on which inspectors (lil send, lil cancel) and statements on ``ll_runs``
+#: notify a change; the payload is the schema changed (migration 0003).
+CHANNEL = "letitloop"
+
+#: A step's row, in one statement (so one round trip): the goal, the step's columns
+#: (``row_rules.STEP_COLUMNS``), then the fence's run id and attempt.
 _WRITE_STEP = (
-    "INSERT INTO ll_journal (goal, run, key, status, kind, fn, result, started_at, finished_at, "
-    "duration_ms, attempt, error, traceback, args_fp, input_tokens, output_tokens, cost, model, "
-    "wake_at) SELECT %s::text, %s::text, %s::text, %s::text, 'step', %s::text, %s::text, "
-    "%s::text, %s::text, %s::float8, %s::integer, %s::text, %s::text, %s::text, %s::bigint, "
-    "%s::bigint, %s::float8, %s::text, NULL "
+    f"INSERT INTO ll_journal (goal, {', '.join(STEP_COLUMNS)}, kind, wake_at) "
+    f"SELECT %s::text, {_CASTS}, 'step', NULL "
     # The fence: written only while the run's attempt is still this holder's (a holder
-    # that lost the run to a new attempt writes nothing, whatever its lock did).
-    "WHERE EXISTS (SELECT 1 FROM ll_runs WHERE id = %s AND attempts = %s) "
+    # that lost the run to a new attempt writes nothing, whatever its lock did). The
+    # key-share lock makes a new holder's claim (SELECT … FOR UPDATE) wait for this
+    # statement's commit, and this statement wait for the claim's: never both.
+    "WHERE EXISTS (SELECT 1 FROM ll_runs WHERE id = %s AND attempts = %s FOR KEY SHARE) "
     "ON CONFLICT (goal, run, key) DO UPDATE SET "
-    + ", ".join(
-        f"{c} = excluded.{c}"
-        for c in [
-            "status",
-            "kind",
-            "fn",
-            "result",
-            "started_at",
-            "finished_at",
-            "duration_ms",
-            "attempt",
-            "error",
-            "traceback",
-            "args_fp",
-            "input_tokens",
-            "output_tokens",
-            "cost",
-            "model",
-            "wake_at",
-        ]
-    )
+    + ", ".join(f"{c} = excluded.{c}" for c in (*STEP_COLUMNS[2:], "kind", "wake_at"))
 )
 
 
@@ -258,16 +153,36 @@ def _driver() -> Any:
 
 
 def connect(location: str) -> Any:
-    """A connection to ``location`` in autocommit, with keepalives; JournalFileError if none."""
+    """A connection to ``location`` in autocommit, with keepalives, reading times as
+    ISO-8601 UTC text (as every store gives them); JournalFileError if none."""
     driver = _driver()
     try:
-        return driver.connect(location, autocommit=True, **KEEPALIVES)
+        conn = driver.connect(location, autocommit=True, **KEEPALIVES)
     except driver.Error as exc:
         raise JournalFileError(
             f"{redact(location)}: expected a PostgreSQL server to connect to; found "
             f"{type(exc).__name__}: {str(exc).strip()}. Start it, or fix the URL",
             path=redact(location),
         ) from exc
+    conn.adapters.register_loader("timestamptz", _iso_loader())
+    # Every int as a bigint: psycopg otherwise types an int by its size (int2, int4,
+    # int8), so a statement whose values differ in size (a checksum, say) has several
+    # signatures and is prepared once per signature, parsed again meanwhile.
+    conn.adapters.register_dumper(int, driver.types.numeric.Int8Dumper)
+    return conn
+
+
+@lru_cache(maxsize=1)
+def _iso_loader() -> type:
+    """A psycopg loader of ``timestamptz`` as ``clock.utc_iso``'s text (written back as is)."""
+    from psycopg.types.datetime import TimestamptzLoader
+
+    class IsoLoader(TimestamptzLoader):
+        def load(self, data: Any) -> str:  # type: ignore[override]
+            moment = super().load(data).astimezone(timezone.utc)
+            return str(moment.isoformat(timespec="microseconds"))
+
+    return IsoLoader
 
 
 def redact(location: str) -> str:
@@ -279,29 +194,75 @@ def redact(location: str) -> str:
     return f"{scheme}://{user.split(':', 1)[0]}@{tail}"
 
 
+@lru_cache(maxsize=1)
+def migrations() -> tuple[tuple[int, str, str], ...]:
+    """``(number, name, sql)`` of every PostgreSQL migration this version knows, in order."""
+    folder = migrations_dir() / "postgres"
+    names = sorted(n[:-4] for n in os.listdir(folder) if _MIGRATION_FILE.match(n))
+    return tuple((int(n[:4]), n, (folder / f"{n}.sql").read_text(encoding="utf-8")) for n in names)
+
+
+def schema_version() -> int:
+    """The schema this letitloop writes; a database with a higher ``ll_meta.version`` is refused."""
+    return migrations()[-1][0]
+
+
+def schema_version_of(conn: Any) -> int:
+    """The database's schema version (0: no letitloop tables in the connection's schema)."""
+    (found,) = conn.execute("SELECT to_regclass('ll_meta') IS NOT NULL").fetchone()
+    if not found:
+        return 0
+    row = conn.execute("SELECT coalesce(max(version), 0) FROM ll_meta").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _refuse_newer(version: int, location: str) -> None:
+    if version > schema_version():
+        raise SchemaVersionError(
+            f"{redact(location)}: expected a letitloop schema of version "
+            f"{schema_version()} or older; found version {version}, written by a newer "
+            f"letitloop. Nothing was changed; upgrade letitloop",
+            path=redact(location),
+        )
+
+
 def migrate(conn: Any, location: str) -> None:
-    """Create the schema (once, under an advisory lock), or refuse a newer one unchanged."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("letitloop schema"),))
-        found = conn.execute(
-            "SELECT 1 FROM pg_tables WHERE tablename = 'll_meta' "
-            "AND schemaname = ANY (current_schemas(false))"
-        ).fetchone()
-        if found is not None:
-            row = conn.execute("SELECT max(version) FROM ll_meta").fetchone()
-            version = row[0] if row is not None else None
-            if version is not None and version > SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    f"{redact(location)}: expected a letitloop schema of version "
-                    f"{SCHEMA_VERSION} or older; found version {version}, written by a newer "
-                    f"letitloop. Nothing was changed; upgrade letitloop",
-                    path=redact(location),
-                )
-            if version == SCHEMA_VERSION:
-                return
-        conn.execute(SCHEMA)
-        conn.execute("DELETE FROM ll_meta")
-        conn.execute("INSERT INTO ll_meta (version) VALUES (%s)", (SCHEMA_VERSION,))
+    """Bring the schema up to :func:`schema_version`, or refuse a newer one unchanged.
+
+    One look when it is current (no lock). Otherwise under an advisory lock, so
+    that workers starting at once migrate once: the first applies the numbered
+    files it lacks, each recorded in ``ll_migrations`` (from 0002 on), in one
+    transaction; the others wait, then find it done.
+    """
+    version = schema_version_of(conn)
+    _refuse_newer(version, location)
+    if version == schema_version():
+        return
+    key = lock_key("letitloop schema")
+    # A session lock taken before the transaction begins, not a transaction's: a
+    # transaction begun before another worker's migration committed could still read
+    # the catalog as it was (a backend takes in others' catalog changes when a
+    # transaction begins, not when an advisory lock is granted).
+    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+    try:
+        with conn.transaction():
+            version = schema_version_of(conn)  # again: another worker may have done it
+            _refuse_newer(version, location)
+            for number, name, sql in migrations():
+                if number <= version:
+                    continue
+                conn.execute(sql)
+                if number >= 2:  # ll_migrations is 0002's
+                    conn.execute(
+                        "INSERT INTO ll_migrations (version, name) VALUES (%s, %s)",
+                        (number, name),
+                    )
+            if version < schema_version():
+                conn.execute("DELETE FROM ll_meta")
+                conn.execute("INSERT INTO ll_meta (version) VALUES (%s)", (schema_version(),))
+    finally:
+        if not conn.closed:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
 def open_postgres(location: str, durability: Durability = "process") -> PostgresStorage:
@@ -310,7 +271,8 @@ def open_postgres(location: str, durability: Durability = "process") -> Postgres
     try:
         migrate(conn, location)
         level = "local" if durability == "process" else "on"
-        conn.execute(f"SET synchronous_commit = {level}")
+        # Change notices (``changes``) come as notifications on this connection.
+        conn.execute(f"SET synchronous_commit = {level}; LISTEN {CHANNEL}")
     except BaseException:
         conn.close()
         raise
@@ -380,7 +342,13 @@ class PostgresHold:
 
 
 class PostgresStorage:
-    """One journal's connection to a PostgreSQL database: the whole ``Storage`` protocol."""
+    """One journal's connection to a PostgreSQL database: the whole ``Storage`` protocol.
+
+    What each write of a marker, a step in flight, a pause, a try or usage sets
+    is ``row_rules.py``'s, shared with the in-memory store. Every write is
+    fenced: made only while the run's attempt is still this journal's (see
+    ``_WRITE_STEP`` and ``_fence``).
+    """
 
     def __init__(self, location: str, conn: Any) -> None:
         self.location = location
@@ -391,9 +359,16 @@ class PostgresStorage:
         self.goal = ""
         self._lock = threading.RLock()
         self._run_ids: dict[int, str] = {}
+        #: The run this journal holds and its attempt: what every write is fenced on.
+        self._held: tuple[str, int] | None = None
+        #: Results read with ``recorded_steps``, by rowid, until ``results`` hands them out.
+        self._prefetched: dict[int, str | None] = {}
+        #: Change notices received from other connections (``changes``).
+        self._notices = 0
         self.gone = False
         info = conn.info
         self._identity = ("postgresql", info.host, info.port, info.dbname, self._schema())
+        self._backend = info.backend_pid
 
     def _schema(self) -> str:
         row = self.conn.execute("SELECT current_schema()").fetchone()
@@ -409,18 +384,36 @@ class PostgresStorage:
     # -- transactions ------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _tx(self) -> Iterator[Any]:
-        """One transaction on the journal's connection, for this thread alone."""
+    def _tx(self, fenced: bool = True) -> Iterator[Any]:
+        """One transaction on the journal's connection, for this thread alone; ``fenced``:
+        refused (nothing written) unless the run is still this journal's attempt."""
         with self._lock:
             self._check()
             try:
                 with self.conn.transaction():
+                    if fenced:
+                        self._fence(self.conn)
                     yield self.conn
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
 
+    def _fence(self, c: Any) -> None:
+        """Refuse the transaction unless the held run's attempt is still this journal's.
+
+        A key-share lock on the run's row: a new holder's claim (FOR UPDATE) waits
+        for this transaction to end, and this one for a claim under way.
+        """
+        if self._held is None:
+            return
+        run_id, attempt = self._held
+        row = c.execute(
+            "SELECT attempts FROM ll_runs WHERE id = %s FOR KEY SHARE", (run_id,)
+        ).fetchone()
+        if row is None or row[0] != attempt:
+            raise self._fenced(run_id, attempt, "this write")
+
     def _run(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """One statement, its own transaction; its rows."""
+        """One statement, its own transaction (a read, or a write of no run); its rows."""
         with self._lock:
             self._check()
             try:
@@ -442,6 +435,15 @@ class PostgresStorage:
             f"{self.path}: expected the PostgreSQL server to answer; found "
             f"{type(exc).__name__}: {str(exc).strip()}. What was not committed was not "
             f"recorded; open the journal again once the server is back (the run resumes)",
+            path=str(self.path),
+        )
+
+    def _fenced(self, run_id: str, attempt: int, what: str) -> JournalFileError:
+        return JournalFileError(
+            f"{self.path}: {what} of run {run_id}: expected the run to be still held by this "
+            f"journal's attempt {attempt}; found it taken by another attempt (this holder's "
+            f"lock was lost, as when its connection was cut). Nothing was written; this "
+            f"journal must stop: the run goes on with its new holder",
             path=str(self.path),
         )
 
@@ -467,13 +469,22 @@ class PostgresStorage:
             return is_held(self.conn, run_hold_text(self._schema_name, run_id))
 
     def changes(self, *, wait: bool = True) -> int | None:
+        """Notices of other connections' changes to this schema received so far.
+
+        The notifications that came in with other answers, and those waiting on the
+        socket, read without a round trip (``LISTEN`` at open, migration 0003).
+        """
         if not self._lock.acquire(blocking=wait):
             return None
         try:
-            rows = self._run(
-                "SELECT coalesce(sum(n), 0) FROM ll_commits WHERE pid <> pg_backend_pid()"
-            )
-            return int(rows[0][0])
+            self._check()
+            try:
+                for notice in self.conn.notifies(timeout=0):
+                    if notice.pid != self._backend and notice.payload == self._schema_name:
+                        self._notices += 1
+            except psycopg.OperationalError as exc:
+                raise self._lost(exc) from exc
+            return self._notices
         finally:
             self._lock.release()
 
@@ -507,8 +518,9 @@ class PostgresStorage:
         now: float,
         hold: Callable[[str], None],
     ) -> tuple[str, bool]:
-        with self._tx() as c:
+        with self._tx(fenced=False) as c:
             self.goal = goal
+            self._held = None
             c.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(f"letitloop goal {goal}"),))
             c.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
             if name is not None:
@@ -544,12 +556,13 @@ class PostgresStorage:
                 (run_id, os.getpid(), HOST, started),
             )
             self._key_of(num, run_id)
+        self._held = (run_id, 1)
         return run_id, True
 
     def claim_run(
         self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
     ) -> tuple[RunDecision, RunState | None]:
-        with self._tx() as c:
+        with self._tx(fenced=False) as c:
             row = c.execute(
                 "SELECT status, attempts, result, name, cancel_requested_at, cancel_reason, "
                 "finished_at FROM ll_runs WHERE id = %s FOR UPDATE",
@@ -578,6 +591,7 @@ class PostgresStorage:
                     "INSERT INTO ll_attempts VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                     (run_id, attempts, os.getpid(), HOST, stamp),
                 )
+        self._held = None if found is None else (run_id, found.attempts)
         return claim, found
 
     def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:
@@ -587,7 +601,8 @@ class PostgresStorage:
         return None if not rows else (rows[0][0], rows[0][1], rows[0][2])
 
     def _end_run(self, run_id: str, sets: str, values: Sequence[Any]) -> None:
-        self._run(f"UPDATE ll_runs SET {sets} WHERE id = %s", (*values, run_id))
+        with self._tx() as c:
+            c.execute(f"UPDATE ll_runs SET {sets} WHERE id = %s", (*values, run_id))
 
     def complete_run(self, run_id: str, now: float, result: str | None) -> None:
         at = utc_iso(now)
@@ -619,23 +634,30 @@ class PostgresStorage:
         self, run_id: str, prefix: str = ""
     ) -> list[tuple[str, str, str | None, int, int | None]]:
         rows = self._run(
-            "SELECT key, fn, args_fp, rowid FROM ll_journal WHERE goal = %s AND run = %s "
-            "AND starts_with(key, %s) AND kind IN ('step', 'sleep', 'wait') "
+            "SELECT key, fn, args_fp, rowid, checksum FROM ll_journal WHERE goal = %s "
+            "AND run = %s AND starts_with(key, %s) AND kind IN ('step', 'sleep', 'wait') "
             "AND status = 'done' ORDER BY rowid",
             (self.goal, run_id, prefix),
         )
-        # No checksum column yet (issue 35's row checksums are SQLite's and the memory
-        # store's): a row without one replays unchecked, as a SQLite row written before 0012.
-        return [(k, f, a, r, None) for k, f, a, r in rows]
+        return [(k, f, a, r, s) for k, f, a, r, s in rows]
 
     def recorded_steps(
         self, run_id: str
     ) -> tuple[list[tuple[str, str, str | None, int, int | None]], set[str]]:
-        markers = self._run(
-            "SELECT key FROM ll_journal WHERE goal = %s AND run = %s AND kind = 'marker'",
-            (self.goal, run_id),
+        # One round trip: the done steps, sleeps and waits, the markers' keys, and the
+        # results of the first PREFETCH done rows, which replay asks for first (results).
+        rows = self._run(
+            "SELECT key, kind, fn, args_fp, rowid, checksum, CASE WHEN kind <> 'marker' AND "
+            "row_number() OVER (ORDER BY kind = 'marker', rowid) <= %s THEN result END "
+            "FROM ll_journal WHERE goal = %s AND run = %s AND (kind = 'marker' OR "
+            "(kind IN ('step', 'sleep', 'wait') AND status = 'done')) ORDER BY rowid",
+            (PREFETCH, self.goal, run_id),
         )
-        return self._done(run_id), {k for (k,) in markers}
+        done = [(k, f, a, r, s) for k, kind, f, a, r, s, _ in rows if kind != "marker"]
+        texts = [row[6] for row in rows if row[1] != "marker"][:PREFETCH]
+        with self._lock:
+            self._prefetched = {d[3]: text for d, text in zip(done, texts, strict=False)}
+        return done, {k for k, kind, *_ in rows if kind == "marker"}
 
     def recorded_under(
         self, run_id: str, prefix: str
@@ -643,34 +665,19 @@ class PostgresStorage:
         return self._done(run_id, prefix)
 
     def results(self, handles: Sequence[int]) -> dict[int, str | None]:
+        with self._lock:
+            cached = self._prefetched
+            if handles and all(h in cached for h in handles):
+                return {h: cached.pop(h) for h in handles}  # read with recorded_steps
         rows = self._run(
             "SELECT rowid, result FROM ll_journal WHERE rowid = ANY(%s)", (list(handles),)
         )
         return {r: t for r, t in rows}
 
     def _step_params(self, row: StepRow) -> tuple[Any, ...]:
-        started, duration = row.started, row.duration
-        return (
-            self.goal,
-            self._run_ids[row.run],
-            row.key,
-            row.status,
-            str(row.fn),
-            row.result,
-            utc_iso(started / 1e6),
-            utc_iso((started + duration) / 1e6),
-            duration / 1000.0,
-            row.attempt,
-            row.error,
-            row.traceback,
-            row.args_fp,
-            row.input_tokens,
-            row.output_tokens,
-            row.cost,
-            row.model,
-            self._run_ids[row.run],
-            row.attempt,
-        )
+        run_id = self._run_ids[row.run]
+        values = row_rules.step_values(row, run_id)
+        return (self.goal, *values.values(), run_id, row.attempt)
 
     def write_step(self, row: StepRow) -> None:
         with self._lock:
@@ -680,23 +687,13 @@ class PostgresStorage:
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
             if cur.rowcount != 1:
-                raise self._fenced(row)
+                raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:
-        with self._tx() as c:
+        with self._tx(fenced=False) as c:
             for row in rows:
                 if c.execute(_WRITE_STEP, self._step_params(row)).rowcount != 1:
-                    raise self._fenced(row)
-
-    def _fenced(self, row: StepRow) -> JournalFileError:
-        run_id = self._run_ids[row.run]
-        return JournalFileError(
-            f"{self.path}: step {row.key!r} of run {run_id}: expected the run to be still held "
-            f"by this journal's attempt {row.attempt}; found it taken by another attempt (this "
-            f"holder's lock was lost, as when its connection was cut). Nothing was written; "
-            f"this journal must stop: the run goes on with its new holder",
-            path=str(self.path),
-        )
+                    raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
 
     def try_write_steps(self, rows: Sequence[StepRow]) -> bool:
         if not self._lock.acquire(blocking=False):
@@ -716,7 +713,9 @@ class PostgresStorage:
             (goal, run, key),
         )
         row = cur.fetchone()
-        return None if row is None else dict(zip(("rowid", *COLUMNS), row, strict=True))
+        if row is None:
+            return None
+        return dict(zip(("rowid", *COLUMNS), row, strict=True), run=run, key=key)
 
     def _put(self, c: Any, goal: str, run: str, key: str, values: dict[str, Any]) -> None:
         names = list(values)
@@ -734,59 +733,20 @@ class PostgresStorage:
             return "", "", at.name
         return self.goal, at.run, at.name
 
-    @staticmethod
-    def _record(row: dict[str, Any]) -> MarkerRecord:
-        return MarkerRecord(
-            kind=row["kind"],
-            status=row["status"],
-            claims=row["claims"],
-            crashes=row["crashes"],
-            holder_pid=row["holder_pid"],
-            holder_host=row["holder_host"],
-            holder_run=row["holder_run"],
-            started_at=row["started_at"],
-            holder_token=row["holder_token"],
-        )
-
     def marker(self, at: MarkerAt) -> MarkerRecord | None:
-        with self._tx() as c:
+        with self._tx(fenced=False) as c:
             row = self._get(c, *self._marker_place(at))
-            return None if row is None else self._record(row)
+            return None if row is None else row_rules.marker_record(row)
 
     def claim_marker(
         self, at: MarkerAt, holder: tuple[int, str, str, str], now: float, attempt: int
     ) -> MarkerClaim:
         place = self._marker_place(at)
         with self._tx() as c:
-            row = self._get(c, *place)
-            claims = crashes = 0
-            if row is not None:
-                claims, crashes = row["claims"] or 0, row["crashes"] or 0
-                if row["kind"] != "marker" or row["status"] == "done":
-                    return MarkerClaim(row["kind"], False, claims, crashes)
-                if row["status"] == "pending":  # its holder died inside the block
-                    crashes += 1
-            pid, host, run, token = holder
-            values: dict[str, Any] = dict(
-                kind="marker",
-                status="pending",
-                started_at=utc_iso(now),
-                finished_at=None,
-                duration_ms=None,
-                attempt=attempt,
-                claims=claims + 1,
-                crashes=crashes,
-                holder_pid=pid,
-                holder_host=host,
-                holder_run=run,
-                holder_token=token,
-                error=None,
-                traceback=None,
-            )
-            if at.scope == "global":
-                values["holder_goal"] = at.goal
-            self._put(c, *place, values)
-        return MarkerClaim("marker", True, claims + 1, crashes)
+            claim, values = row_rules.claim_marker(self._get(c, *place), at, holder, now, attempt)
+            if values is not None:
+                self._put(c, *place, values)
+        return claim
 
     def finish_marker(
         self,
@@ -799,58 +759,21 @@ class PostgresStorage:
         place = self._marker_place(at)
         with self._tx() as c:
             row = self._get(c, *place)
-            if row is not None and row["status"] == "pending" and row["holder_token"] == token:
-                values: dict[str, Any] = dict(finished_at=utc_iso(now), duration_ms=duration_ms)
-                if failure is None:
-                    values["status"] = "done"
-                else:
-                    error, traceback, interrupted = failure
-                    values.update(
-                        status="failed",
-                        error=error,
-                        traceback=traceback,
-                        crashes=(row["crashes"] or 0) + interrupted,
-                    )
+            values = row_rules.finish_marker(row, at, token, now, duration_ms, failure)
+            if values is not None:
                 self._put(c, *place, values)
                 return False, None
-            return True, None if row is None else self._record(row)
+            return True, None if row is None else row_rules.marker_record(row)
 
     # -- the run's primitives -----------------------------------------------------------
 
     def write_running(self, rows: Sequence[Sequence[Any]]) -> None:
         with self._tx() as c:
-            for run, key, fn, started_at, duration_ms, attempt, args_fp in rows:
-                old = self._get(c, self.goal, run, key)
-                if old is not None and not (
-                    old["status"] == "running"
-                    or (
-                        old["status"] != "done"
-                        and (
-                            (old["attempt"] or 0) < attempt
-                            or (old["started_at"] or "") < started_at
-                        )
-                    )
-                ):
-                    continue
-                self._put(
-                    c,
-                    self.goal,
-                    run,
-                    key,
-                    dict(
-                        kind=old["kind"] if old is not None else "step",
-                        status="running",
-                        fn=fn,
-                        result=None,
-                        started_at=started_at,
-                        finished_at=None,
-                        duration_ms=duration_ms,
-                        attempt=attempt,
-                        error=None,
-                        traceback=None,
-                        args_fp=args_fp,
-                    ),
-                )
+            for entry in rows:
+                run, key = entry[0], entry[1]
+                values = row_rules.running_values(self._get(c, self.goal, run, key), entry)
+                if values is not None:
+                    self._put(c, self.goal, run, key, values)
 
     def cancel_request(self, run_id: str) -> tuple[str | None, str | None] | None:
         rows = self._run(
@@ -859,7 +782,7 @@ class PostgresStorage:
         return None if not rows else (rows[0][0], rows[0][1])
 
     def _row(self, run_id: str, key: str) -> dict[str, Any] | None:
-        with self._tx() as c:
+        with self._tx(fenced=False) as c:
             return self._get(c, self.goal, run_id, key)
 
     def pause(self, run_id: str, key: str) -> tuple[str, str, str | None, str | None] | None:
@@ -867,37 +790,18 @@ class PostgresStorage:
         return None if r is None else (r["kind"], r["status"], r["started_at"], r["wake_at"])
 
     def start_pause(self, row: Sequence[Any]) -> None:
-        run, key, kind, status, fn, started_at, attempt, wake_at = row
         with self._tx() as c:
-            self._put(
-                c,
-                self.goal,
-                run,
-                key,
-                dict(
-                    kind=kind,
-                    status=status,
-                    fn=fn,
-                    result=None,
-                    started_at=started_at,
-                    finished_at=None,
-                    duration_ms=None,
-                    attempt=attempt,
-                    error=None,
-                    traceback=None,
-                    args_fp="",
-                    wake_at=wake_at,
-                ),
-            )
+            self._put(c, self.goal, row[0], row[1], row_rules.pause_values(row))
 
     def finish_sleep(
         self, run_id: str, key: str, finished_at: str, duration_ms: float, attempt: int
     ) -> None:
-        self._run(
-            "UPDATE ll_journal SET status = 'done', finished_at = %s, duration_ms = %s, "
-            "attempt = %s WHERE goal = %s AND run = %s AND key = %s",
-            (finished_at, duration_ms, attempt, self.goal, run_id, key),
-        )
+        with self._tx() as c:
+            c.execute(
+                "UPDATE ll_journal SET status = 'done', finished_at = %s, duration_ms = %s, "
+                "attempt = %s WHERE goal = %s AND run = %s AND key = %s",
+                (finished_at, duration_ms, attempt, self.goal, run_id, key),
+            )
 
     def wait_ending(self, run_id: str, key: str) -> tuple[str, str | None, str | None] | None:
         r = self._row(run_id, key)
@@ -906,11 +810,13 @@ class PostgresStorage:
     def time_out_wait(
         self, run_id: str, key: str, error: str, finished_at: str, duration_ms: float
     ) -> None:
-        self._run(
-            "UPDATE ll_journal SET status = 'done', error = %s, finished_at = %s, "
-            "duration_ms = %s WHERE goal = %s AND run = %s AND key = %s AND status = 'waiting'",
-            (error, finished_at, duration_ms, self.goal, run_id, key),
-        )
+        with self._tx() as c:
+            c.execute(
+                "UPDATE ll_journal SET status = 'done', error = %s, finished_at = %s, "
+                "duration_ms = %s WHERE goal = %s AND run = %s AND key = %s "
+                "AND status = 'waiting'",
+                (error, finished_at, duration_ms, self.goal, run_id, key),
+            )
 
     def recorded_wait(self, handle: int) -> tuple[str | None, str | None] | None:
         rows = self._run("SELECT result, error FROM ll_journal WHERE rowid = %s", (handle,))
@@ -923,111 +829,51 @@ class PostgresStorage:
         )
         return [(k, n, t, e) for k, n, t, e in rows]
 
+    @staticmethod
+    def _put_try(c: Any, slot: tuple[str, str, int], values: dict[str, Any]) -> None:
+        c.execute(
+            f"INSERT INTO ll_tries (run, key, try, {', '.join(TRY_COLUMNS)}) VALUES "
+            f"(%s, %s, %s, {', '.join(['%s'] * len(TRY_COLUMNS))}) "
+            f"ON CONFLICT (run, key, try) DO UPDATE SET "
+            f"{', '.join(f'{n} = excluded.{n}' for n in TRY_COLUMNS)}",
+            (*slot, *(values[n] for n in TRY_COLUMNS)),
+        )
+
     def record_try(self, try_row: Sequence[Any], retrying_row: Sequence[Any] | None) -> None:
-        (run, key, n, attempt, started_at, failed_at, error, next_at, *usage) = try_row
         with self._tx() as c:
-            c.execute(
-                "INSERT INTO ll_tries VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 'failed', "
-                "%s, %s, %s, %s) ON CONFLICT (run, key, try) DO UPDATE SET "
-                "attempt = excluded.attempt, started_at = excluded.started_at, "
-                "failed_at = excluded.failed_at, error = excluded.error, "
-                "next_at = excluded.next_at, ended = excluded.ended, "
-                "input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, "
-                "cost = excluded.cost, model = excluded.model",
-                (run, key, n, attempt, started_at, failed_at, error, next_at, *usage),
-            )
+            self._put_try(c, *row_rules.try_values(try_row))
             if retrying_row is not None:
-                run, key, fn, started, finished, duration, attempt, err, tb, fp, wake = retrying_row
-                self._put(
-                    c,
-                    self.goal,
-                    run,
-                    key,
-                    dict(
-                        kind="step",
-                        status="retrying",
-                        fn=fn,
-                        result=None,
-                        started_at=started,
-                        finished_at=finished,
-                        duration_ms=duration,
-                        attempt=attempt,
-                        error=err,
-                        traceback=tb,
-                        args_fp=fp,
-                        wake_at=wake,
-                        **dict.fromkeys(USAGE),
-                    ),
-                )
+                run, key = retrying_row[0], retrying_row[1]
+                self._put(c, self.goal, run, key, row_rules.retrying_values(retrying_row))
 
     # -- what the run consumed and replayed ---------------------------------------------
 
     def record_usage(self, row: Sequence[Any]) -> None:
-        run, key, fn, started_at, attempt, args_fp, *usage = row
         with self._tx() as c:
-            old = self._get(c, self.goal, run, key)
-            if old is not None and old["status"] == "done":
-                return
-            self._put(
-                c,
-                self.goal,
-                run,
-                key,
-                dict(
-                    kind="step",
-                    status="running",
-                    fn=fn,
-                    result=None,
-                    started_at=started_at,
-                    finished_at=None,
-                    duration_ms=None,
-                    attempt=attempt,
-                    error=None,
-                    traceback=None,
-                    args_fp=args_fp,
-                    wake_at=None,
-                    **dict(zip(USAGE, usage, strict=True)),
-                ),
-            )
+            values = row_rules.usage_values(self._get(c, self.goal, row[0], row[1]), row)
+            if values is not None:
+                self._put(c, self.goal, row[0], row[1], values)
 
     def _keep_left_usage(self, c: Any, run_id: str, stamp: str, prefix: str | None) -> None:
         """Inside a transaction: usage left on ``running``/``failed`` rows moves to a try."""
-        rows = c.execute(
-            "SELECT key, status, attempt, started_at, finished_at, error, input_tokens, "
-            "output_tokens, cost, model FROM ll_journal WHERE goal = %s AND run = %s "
-            "AND status IN ('running', 'failed') AND starts_with(key, %s) "
-            "AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost IS NOT NULL) "
+        found = c.execute(
+            f"SELECT rowid, key, {', '.join(COLUMNS)} FROM ll_journal WHERE goal = %s "
+            "AND run = %s AND status IN ('running', 'failed') AND starts_with(key, %s) "
             "ORDER BY rowid FOR UPDATE",
             (self.goal, run_id, prefix or ""),
         ).fetchall()
-        for key, status, attempt, started_at, finished_at, error, *usage in rows:
+        for rowid, key, *values in found:
+            row = dict(zip(COLUMNS, values, strict=True), run=run_id, key=key)
+            if not row_rules.left_usage(row, run_id, prefix):
+                continue
             (n,) = c.execute(
                 "SELECT coalesce(max(try), 0) + 1 FROM ll_tries WHERE run = %s AND key = %s",
                 (run_id, key),
             ).fetchone()
+            self._put_try(c, (run_id, key, n), row_rules.left_usage_try(row, stamp))
             c.execute(
-                "INSERT INTO ll_tries VALUES "
-                "(%s, %s, %s, %s, %s, %s, %s, NULL, %s, %s, %s, %s, %s)",
-                (
-                    run_id,
-                    key,
-                    n,
-                    attempt,
-                    started_at or stamp,
-                    finished_at or stamp,
-                    error
-                    or (
-                        f"Interrupted: attempt {attempt} ended during this call (its "
-                        f"process died, or the call was cancelled)"
-                    ),
-                    "crashed" if status == "running" else "failed",
-                    *usage,
-                ),
-            )
-            c.execute(
-                "UPDATE ll_journal SET input_tokens = NULL, output_tokens = NULL, cost = NULL, "
-                "model = NULL WHERE goal = %s AND run = %s AND key = %s",
-                (self.goal, run_id, key),
+                f"UPDATE ll_journal SET {', '.join(f'{u} = NULL' for u in USAGE)} WHERE rowid = %s",
+                (rowid,),
             )
 
     def keep_left_usage(self, run_id: str, now: float, prefix: str) -> None:
@@ -1050,7 +896,8 @@ class PostgresStorage:
         ]
 
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
-        self._run("INSERT INTO ll_replays VALUES (%s, %s, %s)", (run_id, attempt, list(keys)))
+        with self._tx() as c:
+            c.execute("INSERT INTO ll_replays VALUES (%s, %s, %s)", (run_id, attempt, list(keys)))
 
     def usage_of(
         self, run_id: str, keys: Sequence[str]

@@ -24,6 +24,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -141,3 +142,34 @@ def crash_and_restart(between: Callable[[], None]) -> None:
         between()
     finally:
         control("start")
+
+
+def lil(location: str, *args: str) -> str:
+    """``lil --db location ARGS…`` run as a subprocess; its output (it must succeed)."""
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "letitloop", "--db", location, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def round_trips(conn: Any, work: Callable[[], object]) -> int:
+    """How many round trips ``work`` makes on ``conn`` (a psycopg connection), counted on
+    the wire: libpq's trace has one ``Sync`` (or ``Query``) message from the client each."""
+    with tempfile.TemporaryFile("w+") as trace:
+        conn.pgconn.trace(trace.fileno())
+        try:
+            work()
+        finally:
+            conn.pgconn.untrace()
+        trace.seek(0)
+        return sum(
+            1
+            for line in trace
+            if line.split("\t")[1:2] == ["F"] and line.split("\t")[3].strip() in ("Sync", "Query")
+        )

@@ -63,6 +63,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_database",
             "memory_primitives",
             "memory_storage",
+            "row_rules",
             "postgres_storage",
         },
     ),
@@ -360,6 +361,7 @@ STORE_MODULES = {
     "memory_database",
     "memory_primitives",
     "memory_storage",
+    "row_rules",
     "postgres_storage",
 }
 

@@ -573,6 +573,11 @@ class TestAChangeNotice:
             j.step("s0", str, 0)  # its own commit: nothing to wake up for
             assert storage.changes() == before
             mode.backend.commit_from_outside(location)
+            # A notice may come a moment after the commit (PostgreSQL's NOTIFY reaches a
+            # listener asynchronously): a pause looks again every timers.POLL_SECONDS.
+            deadline = time.monotonic() + 5
+            while storage.changes() == before and time.monotonic() < deadline:
+                time.sleep(0.001)
             assert storage.changes() != before
 
 

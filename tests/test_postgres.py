@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pg_server
 import pytest
@@ -130,14 +131,7 @@ class TestLil:
             run_id = j.run_id
 
         def lil(*args: str) -> str:
-            done = subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", location, *args],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert done.returncode == 0, done.stderr
-            return done.stdout
+            return pg_server.lil(location, *args)
 
         listing = lil("runs")
         assert run_id in listing and "completed" in listing
@@ -171,17 +165,220 @@ class TestAServerStoppedMidRun:
         assert CALLS[calls:] == [2]
 
 
-class TestAHolderWhoseRunWasTakenOver:
-    def test_writes_no_step_of_it(self, location: str) -> None:
-        import psycopg
+def cut_the_run_holds(location: str) -> int:
+    """Terminate the sessions holding advisory locks (the runs' holds), as a network cut
+    would end them; the journals' own connections live on. How many were cut."""
+    import psycopg
 
-        with Journal("fence", run="r", path=location) as j:
-            j.step("a", str, 1)
-            with psycopg.connect(location, autocommit=True) as conn:
-                # What a new holder's claim does once this one's lock was lost.
-                conn.execute("UPDATE ll_runs SET attempts = attempts + 1")
+    with psycopg.connect(location, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND granted AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return len(rows)
+
+
+def journal_rows(location: str) -> list[tuple[str, str, str]]:
+    import psycopg
+
+    with psycopg.connect(location, autocommit=True) as conn:
+        rows = conn.execute("SELECT key, kind, status FROM ll_journal ORDER BY rowid").fetchall()
+    return [(k, kind, status) for k, kind, status in rows]
+
+
+#: What a holder that lost its run may try, each a write of a different row.
+WRITES = {
+    "step": lambda j: j.step("b", str, 2),
+    "marker": lambda j: j.atomic_marker("m").__enter__(),
+    "sleep": lambda j: j.sleep("nap", 0.01),
+    "wait": lambda j: j.wait_for("answer", timeout=5),
+    "end of the run": lambda j: j.close(),
+}
+
+
+class TestAHolderWhoseRunWasTakenOver:
+    """Its lock's connection cut (``pg_terminate_backend``), its run resumed by another
+    opener: whatever it writes afterwards is refused, and nothing of it is written."""
+
+    @pytest.mark.parametrize("write", list(WRITES))
+    def test_writes_nothing_of_it_afterwards(self, location: str, write: str) -> None:
+        old = Journal("fence", run="r", path=location).open()
+        old.step("a", str, 1)
+        assert cut_the_run_holds(location) == 1
+        new = Journal("fence", run="r", path=location, timeout=10).open()
+        try:
+            assert new.step("a", str, 1) == "1"  # replayed: the run is the new holder's
+            before = journal_rows(location)
             with pytest.raises(JournalFileError, match="taken by another attempt"):
-                j.step("b", str, 2)
-            with psycopg.connect(location, autocommit=True) as conn:
-                keys = conn.execute("SELECT key FROM ll_journal ORDER BY rowid").fetchall()
-            assert keys == [("a",)]
+                WRITES[write](old)
+            assert journal_rows(location) == before
+        finally:
+            with contextlib.suppress(JournalFileError):
+                old.close()
+            new.close()
+        with psycopg_connect(location) as conn:
+            status = conn.execute("SELECT status, attempts FROM ll_runs").fetchall()
+        assert status == [("completed", 2)]  # ended by the new holder alone
+
+
+def psycopg_connect(location: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(location, autocommit=True)
+
+
+#: A database as letitloop 0.x with schema version 1 left it: times as text, no checksums.
+OLD_TIME = "2026-11-30T08:12:03.123456+00:00"
+
+
+def version_1_database(location: str) -> None:
+    from letitloop.postgres_storage import migrations
+
+    number, _, sql = migrations()[0]
+    assert number == 1
+    with psycopg_connect(location) as conn:
+        conn.execute(sql)
+        conn.execute("INSERT INTO ll_meta VALUES (1)")
+        conn.execute("INSERT INTO ll_goals VALUES ('old')")
+        conn.execute(
+            "INSERT INTO ll_runs (id, goal, name, status, attempts, started_at, updated_at, "
+            "finished_at) VALUES ('01OLD', 'old', 'r', 'completed', 1, %s, %s, %s)",
+            (OLD_TIME, OLD_TIME, OLD_TIME),
+        )
+        conn.execute(
+            "INSERT INTO ll_journal (goal, run, key, status, kind, fn, result, started_at, "
+            "finished_at, duration_ms, attempt, args_fp) VALUES "
+            "('old', '01OLD', 'a', 'done', 'step', 'builtins.str', '\"1\"', %s, %s, 1.0, 1, 'x')",
+            (OLD_TIME, OLD_TIME),
+        )
+
+
+WORKER = """
+import os, sys, time
+from letitloop import Journal
+
+location, name, go = sys.argv[1:]
+while not os.path.exists(go):  # start together
+    time.sleep(0.001)
+with Journal("g", run=name, path=location) as j:
+    print(j.step("a", str, name))
+"""
+
+
+class TestADatabaseOfAnOlderSchema:
+    def test_twenty_workers_starting_at_once_migrate_it_once(
+        self, location: str, tmp_path: Path
+    ) -> None:
+        from letitloop.postgres_storage import migrations, schema_version
+
+        version_1_database(location)
+        script, go = write_script(tmp_path, "worker.py", WORKER), tmp_path / "go"
+        workers = [spawn_python(script, location, f"w{i}", str(go)) for i in range(20)]
+        go.touch()
+        outs = [w.communicate(timeout=120) for w in workers]
+        assert [w.returncode for w in workers] == [0] * 20, [e for _, e in outs if e]
+        assert sorted(o.strip() for o, _ in outs) == sorted(f"w{i}" for i in range(20))
+        with psycopg_connect(location) as conn:
+            applied = conn.execute(
+                "SELECT version, name FROM ll_migrations ORDER BY version"
+            ).fetchall()
+            (appliers,) = conn.execute(
+                "SELECT count(DISTINCT applied_by) FROM ll_migrations"
+            ).fetchone()
+            meta = conn.execute("SELECT version FROM ll_meta").fetchall()
+        assert applied == [(n, name) for n, name, _ in migrations()[1:]]
+        assert appliers == 1  # one worker applied them all, in one transaction
+        assert meta == [(schema_version(),)]
+
+    def test_its_rows_are_kept_with_their_times_as_timestamptz(self, location: str) -> None:
+        version_1_database(location)
+        with Journal("g", run="new", path=location) as j:  # migrates
+            j.step("a", str, 1)
+        with psycopg_connect(location) as conn:
+            old = conn.execute(
+                "SELECT pg_typeof(started_at)::text, started_at = %s::timestamptz, result, "
+                "checksum FROM ll_journal WHERE run = '01OLD'",
+                (OLD_TIME,),
+            ).fetchone()
+        assert old == ("timestamp with time zone", True, '"1"', None)  # replays unchecked
+        done = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", location, "show", "01OLD"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "2026-11-30" in done.stdout
+
+    def test_a_reader_refuses_it_and_changes_nothing(self, location: str) -> None:
+        version_1_database(location)
+        before = tables(location)
+        done = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", location, "runs"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode != 0
+        assert "older letitloop" in done.stderr and "Traceback" not in done.stderr
+        assert tables(location) == before
+
+
+class TestARowChangedOutsideLetitloop:
+    def test_a_step_whose_result_was_edited_is_refused_on_replay(self, location: str) -> None:
+        from letitloop.errors import DamagedRowError
+
+        with Journal("g", run="r", path=location) as j:
+            j.step("a", str, 1)
+        with psycopg_connect(location) as conn:
+            conn.execute("UPDATE ll_journal SET result = '\"2\"' WHERE key = 'a'")
+        with pytest.raises(DamagedRowError), Journal("g", run="r", path=location) as j:
+            j.step("a", str, 1)
+
+    def test_a_marker_whose_status_was_edited_is_refused(self, location: str) -> None:
+        from letitloop.errors import DamagedRowError
+
+        with Journal("g", run="r", path=location) as j:
+            with j.atomic_marker("m") as should:
+                assert should
+            j.step("a", str, 1)
+        with psycopg_connect(location) as conn:
+            conn.execute("UPDATE ll_journal SET status = 'failed' WHERE key = 'm'")
+            conn.execute("UPDATE ll_runs SET status = 'failed'")
+        with Journal("g", run="r", path=location) as j, pytest.raises(DamagedRowError):
+            j.atomic_marker("m").__enter__()
+
+    def test_rows_carry_times_as_timestamptz_and_a_checksum(self, location: str) -> None:
+        with Journal("g", run="r", path=location) as j:
+            j.step("a", str, 1)
+        with psycopg_connect(location) as conn:
+            row = conn.execute(
+                "SELECT pg_typeof(started_at)::text, checksum IS NOT NULL FROM ll_journal"
+            ).fetchone()
+        assert row == ("timestamp with time zone", True)
+
+
+class TestTheCostOfAStep:
+    def test_a_fresh_step_is_one_round_trip(self, location: str) -> None:
+        with Journal("g", run="r", path=location) as j:
+            for i in range(10):  # past psycopg's preparing of the statement
+                j.step(f"s{i}", str, i)
+            store: Any = j.store
+            assert pg_server.round_trips(store.conn, lambda: j.step("one", str, 1)) == 1
+
+    def test_a_run_of_two_hundred_steps_replays_with_no_round_trip_after_its_open(
+        self, location: str
+    ) -> None:
+        with Journal("g", run="r", path=location) as j:
+            for i in range(200):
+                j.step(f"s{i}", shout, i)
+        with Journal("g", run="r", path=location) as j:
+            store: Any = j.store
+
+            def replay() -> None:
+                for i in range(200):
+                    assert j.step(f"s{i}", shout, i) == str(i)
+
+            calls = len(CALLS)
+            assert pg_server.round_trips(store.conn, replay) == 0  # the results came with the open
+            assert CALLS[calls:] == []

@@ -7,8 +7,8 @@ over a snapshot of the database's tables read in one transaction: so the
 state of a run is told by the same code on every store. A change reads the
 snapshot under ``LOCK TABLE … IN EXCLUSIVE MODE`` (journals wait to write,
 readers do not), applies the change to it, and writes back exactly the rows
-it changed in the same transaction; a journal waiting for a value sent or a
-cancel notices the commit (``ll_commits``). A run is held through its
+it changed in the same transaction, with a notification (``NOTIFY
+letitloop``) that wakes a journal waiting for a value sent or a cancel. A run is held through its
 advisory lock, as a journal holds it.
 
 What this costs: each read loads the whole database (runs, rows, tries),
@@ -23,9 +23,10 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import LetItLoopError
+from ..errors import LetItLoopError, SchemaVersionError
 from ..memory_database import MemoryDatabase, Row
 from ..postgres_storage import (
+    CHANNEL,
     COLUMNS,
     PostgresHold,
     connect,
@@ -33,7 +34,10 @@ from ..postgres_storage import (
     migrate,
     redact,
     run_hold_text,
+    schema_version,
+    schema_version_of,
 )
+from ..row_rules import TRY_COLUMNS
 from .memory_inspector import MemoryInspector
 
 _RUN_COLUMNS = (
@@ -56,18 +60,6 @@ _RUN_COLUMNS = (
     "forked_from",
     "forked_at",
 )
-_TRY_COLUMNS = (
-    "attempt",
-    "started_at",
-    "failed_at",
-    "error",
-    "next_at",
-    "ended",
-    "input_tokens",
-    "output_tokens",
-    "cost",
-    "model",
-)
 
 
 def open_postgres_inspector(
@@ -87,11 +79,26 @@ class PostgresInspector(MemoryInspector):
         self.schema = str(row[0]) if row is not None else ""
         try:
             if self._has_tables():
-                migrate(self.conn, location)  # refuses a newer schema, changing nothing
+                self._upgrade(write)
             super().__init__(self._load(), write=write)
         except BaseException:
             self.conn.close()
             raise
+
+    def _upgrade(self, write: bool) -> None:
+        """A newer schema refused, an older one upgraded to change it (``write``) or
+        refused for reading: a reader never writes."""
+        version = schema_version_of(self.conn)
+        if write or version > schema_version():
+            migrate(self.conn, self.location)  # refuses a newer schema, changing nothing
+        elif version < schema_version():
+            raise SchemaVersionError(
+                f"{self.path}: expected a letitloop schema of version {schema_version()}; "
+                f"found version {version}, written by an older letitloop, and a reader "
+                f"changes nothing. Open a Journal on it (or run 'lil reset', 'fork' or "
+                f"'gc', which write) to upgrade it, then read it again",
+                path=self.path,
+            )
 
     @property
     def path(self) -> str:
@@ -140,9 +147,9 @@ class PostgresInspector(MemoryInspector):
             last = max(last, rowid)
         db._rowids = itertools.count(last + 1)
         for run_id, key, n, *values in c.execute(
-            f"SELECT run, key, try, {', '.join(_TRY_COLUMNS)} FROM ll_tries"
+            f"SELECT run, key, try, {', '.join(TRY_COLUMNS)} FROM ll_tries"
         ).fetchall():
-            db.tries[(run_id, key, n)] = dict(zip(_TRY_COLUMNS, values, strict=True))
+            db.tries[(run_id, key, n)] = dict(zip(TRY_COLUMNS, values, strict=True))
         db.replays = [
             (r, a, tuple(k or ())) for r, a, k in c.execute("SELECT * FROM ll_replays").fetchall()
         ]
@@ -181,6 +188,8 @@ class PostgresInspector(MemoryInspector):
             after = self.db = self._load()
             yield after
             self._write_back(before, after)
+            # Wakes the journals paused in this schema (a value sent, a cancel).
+            self.conn.execute("SELECT pg_notify(%s, current_schema())", (CHANNEL,))
 
     def _write_back(self, before: MemoryDatabase, after: MemoryDatabase) -> None:
         """Write the rows ``after`` changed from ``before``: runs, rows, tries, replays."""
@@ -237,9 +246,9 @@ class PostgresInspector(MemoryInspector):
             if before.tries.get(slot) != t:
                 c.execute("DELETE FROM ll_tries WHERE run = %s AND key = %s AND try = %s", slot)
                 c.execute(
-                    f"INSERT INTO ll_tries (run, key, try, {', '.join(_TRY_COLUMNS)}) VALUES "
-                    f"({', '.join(['%s'] * (3 + len(_TRY_COLUMNS)))})",
-                    (*slot, *(t.get(k) for k in _TRY_COLUMNS)),
+                    f"INSERT INTO ll_tries (run, key, try, {', '.join(TRY_COLUMNS)}) VALUES "
+                    f"({', '.join(['%s'] * (3 + len(TRY_COLUMNS)))})",
+                    (*slot, *(t.get(k) for k in TRY_COLUMNS)),
                 )
         lists: list[tuple[str, list[Any], list[Any]]] = [
             ("ll_replays", list(before.replays), list(after.replays)),
