@@ -51,13 +51,14 @@ class TestAPostgresUrl:
     def test_journals_in_the_database_and_makes_no_local_file(
         self, location: str, tmp_path: Path
     ) -> None:
+        calls = len(CALLS)
         with Journal("g", run="r", path=location) as j:
             assert j.step("a", shout, 1) == "1"
         assert os.listdir(tmp_path) == []
         assert ("ll_journal", 1) in tables(location)
         with Journal("g", run="r", path=location) as j:  # replayed, not called again
             assert j.step("a", shout, 1) == "1"
-        assert CALLS == [1]
+        assert CALLS[calls:] == [1]
 
 
 class TestASchemaFromANewerLetitloop:
