@@ -34,6 +34,7 @@ from .pragmas import Durability
 from .replay import Results, forget_replays, mismatch, replay
 from .schemes import open_readonly_storage, open_storage
 from .storage import StepRow, Storage
+from .versions import caller_version, check_version
 
 if TYPE_CHECKING:
     # Not imported at run time by this module: markers.py by the first marker,
@@ -78,7 +79,10 @@ class Journal:
     ``retry`` is the RetryPolicy of every step that does not pass its own.
     ``replay_only=True`` (or ``LETITLOOP_REPLAY=only``) replays the recorded
     run and writes nothing: an unrecorded step raises UnrecordedStepError
-    without calling its function (docs/testing.md).
+    without calling its function (docs/testing.md). ``version`` is the
+    version of the code this attempt runs, recorded with the attempt (shown
+    by ``lil runs``/``lil show``); by default a hash of the source file of the
+    code that made the journal (letitloop/versions.py, docs/versioning.md).
 
     Raises RunHeldError when another live process holds the run for longer
     than ``timeout`` seconds, JournalFileError when the file is unusable,
@@ -98,6 +102,7 @@ class Journal:
         input: Any = _NO_INPUT,
         retry: RetryPolicy | None = None,
         replay_only: bool | None = None,
+        version: str | None = None,
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
@@ -121,6 +126,8 @@ class Journal:
         self.replay_only = (
             os.environ.get("LETITLOOP_REPLAY") == "only" if replay_only is None else replay_only
         )
+        #: The version of the code the attempt runs, recorded with it (versions.py).
+        self.version = caller_version() if version is None else check_version(version)
         # The run's state, each piece written by its one owner (the owner's docstring
         # says which thread writes it, which reads it, under which lock;
         # docs/architecture.md, "Who owns a run's state"):

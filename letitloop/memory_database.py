@@ -120,7 +120,8 @@ class MemoryDatabase:
         #: (run, key, try) -> the try's columns.
         self.tries: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.replays: list[tuple[str, int, tuple[str, ...]]] = []
-        self.attempts: list[tuple[str, int, int, str, str]] = []
+        #: (run, attempt, pid, host, started_at, version)
+        self.attempts: list[tuple[str, int, int, str, str, str | None]] = []
         #: What is held, by slot (("run", id), ("marker", name)) -> the hold that
         #: holds it, and the connection it was taken through.
         self.holds: dict[tuple[str, str], tuple[object, MemoryConnection]] = {}

@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 #: The schema this letitloop writes; a database with a higher ``ll_meta.version`` is refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: The longest text one value may hold: SQLite's default limit, as the other stores.
 MAX_TEXT = 1_000_000_000 - (1 << 20)
@@ -190,6 +190,8 @@ CREATE TABLE IF NOT EXISTS ll_attempts (
     started_at text,
     PRIMARY KEY (run, attempt)
 );
+-- 2: the version of the code each attempt ran (letitloop/versions.py)
+ALTER TABLE ll_attempts ADD COLUMN IF NOT EXISTS version text;
 CREATE TABLE IF NOT EXISTS ll_replays (run text NOT NULL, attempt integer, keys text[]);
 CREATE TABLE IF NOT EXISTS ll_commits (pid integer PRIMARY KEY, n bigint NOT NULL);
 CREATE OR REPLACE FUNCTION ll_count_commit() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -504,6 +506,8 @@ class PostgresStorage:
         input_text: str | None,
         now: float,
         hold: Callable[[str], None],
+        *,
+        version: str | None = None,
     ) -> tuple[str, bool]:
         with self._tx() as c:
             self.goal = goal
@@ -538,14 +542,19 @@ class PostgresStorage:
                 (run_id, goal, name, os.getpid(), HOST, started, started, input_text, input_fp),
             ).fetchone()
             c.execute(
-                "INSERT INTO ll_attempts VALUES (%s, 1, %s, %s, %s)",
-                (run_id, os.getpid(), HOST, started),
+                "INSERT INTO ll_attempts VALUES (%s, 1, %s, %s, %s, %s)",
+                (run_id, os.getpid(), HOST, started, version),
             )
             self._key_of(num, run_id)
         return run_id, True
 
     def claim_run(
-        self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
+        self,
+        run_id: str,
+        now: float,
+        decide: Callable[[RunState | None], RunDecision],
+        *,
+        version: str | None = None,
     ) -> tuple[RunDecision, RunState | None]:
         with self._tx() as c:
             row = c.execute(
@@ -573,8 +582,9 @@ class PostgresStorage:
                     (attempts, os.getpid(), HOST, stamp, run_id),
                 )
                 c.execute(
-                    "INSERT INTO ll_attempts VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (run_id, attempts, os.getpid(), HOST, stamp),
+                    "INSERT INTO ll_attempts VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (run_id, attempts, os.getpid(), HOST, stamp, version),
                 )
         return claim, found
 

@@ -25,7 +25,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
-        {"errors", "ids", "_exec_shim", "_proctree", "clock", "names", "discovery", "checksums"},
+        {
+            "errors",
+            "ids",
+            "_exec_shim",
+            "_proctree",
+            "clock",
+            "names",
+            "discovery",
+            "checksums",
+            "versions",
+        },
     ),
     (
         "codec, store and storage",

@@ -46,6 +46,9 @@ class RunFilter:
     else text; it matches the recorded value, or a value the codec tagged
     (``{"!date": "2026-11-30"}`` matches ``2026-11-30``), in an input the codec may
     have wrapped (``{"!dict": {…}}``). An input that is not JSON matches nothing."""
+    version: str | None = None
+    """The version of the code the run's latest attempt ran starts with this text (a source
+    hash's first digits are enough, as with git's)."""
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,8 @@ class RunInfo:
     """What the run's steps reported consuming (their rows and their failed tries)."""
     output_tokens: int | None = None
     cost: float | None = None
+    version: str | None = None
+    """The version of the code its latest attempt ran (letitloop/versions.py); None: unknown."""
 
     @property
     def error_is_earlier(self) -> bool:
@@ -252,6 +254,8 @@ class AttemptInfo:
     exit_code: int | None = None
     """Its process's exit status as ``lil watch`` saw it (128+N for signal N)."""
     signal: str | None = None
+    version: str | None = None
+    """The version of the code it ran (letitloop/versions.py); None: unknown."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -30,7 +30,8 @@ from .state import OpenRow, RunCounts, RunRow, plus, run_infos
 RUN_COLUMNS = (
     "r.id, r.goal, r.name, r.status, r.attempts, r.started_at, r.updated_at, r.finished_at, "
     "r.error, r.holder_pid, r.holder_host, g.journal_table, r.input, r.forked_from, r.forked_at, "
-    "r.cancel_requested_at, r.cancel_reason"
+    "r.cancel_requested_at, r.cancel_reason, (SELECT a.version FROM attempts a "
+    "WHERE a.run = r.id AND a.attempt = r.attempts)"
 )
 
 #: Runs with their goal's journal table, in the order of :class:`RunRow`.
@@ -205,10 +206,10 @@ class SqliteInspector:
 
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         return [
-            AttemptInfo(*a)
-            for a in self.store.query(
-                "SELECT attempt, pid, host, watch_id, started_at, watch_attempt FROM attempts "
-                "WHERE run = ? ORDER BY attempt",
+            AttemptInfo(attempt, pid, host, watch, started, watch_attempt, version=version)
+            for attempt, pid, host, watch, started, watch_attempt, version in self.store.query(
+                "SELECT attempt, pid, host, watch_id, started_at, watch_attempt, version "
+                "FROM attempts WHERE run = ? ORDER BY attempt",
                 (run_id,),
             )
         ]
@@ -527,6 +528,11 @@ def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
     return deleted
 
 
+def _glob_prefix(text: str) -> str:
+    """A GLOB pattern for what starts with ``text`` (its ``*?[`` matched as themselves)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text) + "*"
+
+
 def _like(text: str) -> str:
     """A LIKE pattern for what starts with ``text`` (``\\`` escapes)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -576,6 +582,12 @@ def _conditions(where: RunFilter) -> tuple[list[str], list[Any]]:
     if where.name is not None:
         conditions.append("r.name GLOB ?")
         params.append(where.name)
+    if where.version is not None:
+        conditions.append(
+            "(SELECT a.version FROM attempts a WHERE a.run = r.id AND a.attempt = r.attempts) "
+            "GLOB ?"
+        )
+        params.append(_glob_prefix(where.version))
     for parts, value in where.inputs:
         cond, cond_params = _input_condition(parts, value)
         conditions.append(cond)
