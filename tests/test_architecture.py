@@ -99,6 +99,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "childproc",
             "recorder",
             "relaunch",
+            "deploycheck",
         },
     ),
     (
@@ -136,6 +137,7 @@ CLI_ORDER = [
     "control",
     "running",
     "serving",
+    "checking",
     "__init__",
 ]
 
@@ -144,7 +146,7 @@ CLI_ORDER = [
 WEB_ORDER = ["views", "pages", "app", "server", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
-RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "__init__"]
+RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "checks", "__init__"]
 
 #: The read-only library's own modules, bottom up: time and results, what the
 #: queries return, the Inspector protocol, opening a file, a run's state, the

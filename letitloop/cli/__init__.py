@@ -23,6 +23,7 @@ import click
 
 from ..errors import LetItLoopError
 from .changing import fork, gc, reset, upgrade
+from .checking import check
 from .control import cancel, send
 from .params import DB_PATH
 from .reading import export, runs, show
@@ -36,6 +37,7 @@ __all__ = [
     "InternalError",
     "LilGroup",
     "cancel",
+    "check",
     "cli",
     "demo",
     "export",
@@ -158,6 +160,7 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo, ui):
     cli.add_command(_command)
 cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
+cli.add_command(check)  # lil check (cli/checking.py)
 
 
 def main() -> None:
