@@ -179,6 +179,11 @@ class Inspector(Protocol):
         (as recorded: a damaged record may hold anything)."""
         ...
 
+    def attempt_replays(self, run_id: str) -> list[tuple[int, Any]]:
+        """What each attempt of the run replayed: per record, ``(attempt, keys)``, the attempt
+        that got the results back and the list of their keys (as :meth:`replays`)."""
+        ...
+
     def supervisor_events(self, run_id: str) -> list[dict[str, Any]]:
         """The events of every ``lil watch`` that started an attempt of the run, in order."""
         ...

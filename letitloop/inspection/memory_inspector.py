@@ -297,6 +297,10 @@ class MemoryInspector:
         with self._reading() as db:
             return [list(keys) for run, _, keys in db.replays if run == run_id]
 
+    def attempt_replays(self, run_id: str) -> list[tuple[int, Any]]:
+        with self._reading() as db:
+            return [(attempt, list(keys)) for run, attempt, keys in db.replays if run == run_id]
+
     def supervisor_events(self, run_id: str) -> list[dict[str, Any]]:
         return []  # no lil watch starts a run of this store: it is another process
 
@@ -625,6 +629,11 @@ def _row_info(r: Row) -> RowInfo:
             r["error"],
             r["checksum"],
         ),
+        r.get("claims"),
+        r.get("crashes"),
+        r.get("holder_pid"),
+        r.get("holder_host"),
+        r.get("holder_run"),
     )
 
 

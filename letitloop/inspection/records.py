@@ -170,6 +170,14 @@ class RowInfo:
     model: str | None = None
     damaged: bool = False
     """The row fails its checksum (letitloop/checksums.py): the file was damaged there."""
+    claims: int | None = None
+    """A marker: how many times it was offered (each holder that entered its block)."""
+    crashes: int | None = None
+    """A marker: how many of its holders died inside the block."""
+    holder_pid: int | None = None
+    """A marker: the process holding it now, or that held it last, and its host and run."""
+    holder_host: str | None = None
+    holder_run: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -39,7 +39,8 @@ _RUNS = f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
 
 _ROW_COLUMNS = (
     "rowid, key, kind, status, fn, result, started_at, finished_at, duration_ms, attempt, "
-    "error, traceback, wake_at, input_tokens, output_tokens, cost, model, args_fp, checksum"
+    "error, traceback, wake_at, input_tokens, output_tokens, cost, model, claims, crashes, "
+    "holder_pid, holder_host, holder_run, args_fp, checksum"
 )
 
 #: Ids bound per statement: SQLite allows at most 999 parameters in old builds.
@@ -188,7 +189,19 @@ class SqliteInspector:
             f'SELECT {_ROW_COLUMNS} FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
             (run.id,),
         ):
-            info = RowInfo(*r[:-2])  # args_fp and checksum: whether the row is damaged
+            # claims … holder_run: a marker's (by name); args_fp and checksum: whether the
+            # row is damaged.
+            info = RowInfo(*r[:-7])
+            if info.kind == "marker":
+                claims, crashes, pid, host, holder_run = r[-7:-2]
+                info = replace(
+                    info,
+                    claims=claims,
+                    crashes=crashes,
+                    holder_pid=pid,
+                    holder_host=host,
+                    holder_run=holder_run,
+                )
             if row_damaged(
                 run.id,
                 info.key,
@@ -246,6 +259,17 @@ class SqliteInspector:
         for (keys,) in self.store.query("SELECT keys FROM step_replays WHERE run = ?", (run_id,)):
             try:
                 out.append(json.loads(keys))
+            except (ValueError, TypeError):  # a damaged record counts nothing
+                continue
+        return out
+
+    def attempt_replays(self, run_id: str) -> list[tuple[int, Any]]:
+        out = []
+        for attempt, keys in self.store.query(
+            "SELECT attempt, keys FROM step_replays WHERE run = ? ORDER BY rowid", (run_id,)
+        ):
+            try:
+                out.append((int(attempt), json.loads(keys)))
             except (ValueError, TypeError):  # a damaged record counts nothing
                 continue
         return out
