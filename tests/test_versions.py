@@ -115,6 +115,19 @@ class TestARunResumedUnderChangedCode:
             none = lil(db, "runs", "--version", old[:4], "--json")
             assert json.loads(none.stdout) == []
 
+    def test_the_web_view_names_each_attempts_version(self, journal: tuple[Path, str, str]) -> None:
+        pytest.importorskip("starlette")
+        from starlette.testclient import TestClient
+
+        from letitloop.web import create_app
+
+        db, old, new = journal
+        html = TestClient(create_app(db), base_url="http://127.0.0.1").get("/runs/digest").text
+        first = html[html.index('data-attempt="1"') : html.index('data-attempt="2"')]
+        assert (
+            f"version {old}" in first and f"version {new}" in html[html.index('data-attempt="2"') :]
+        )
+
 
 class TestTheDefaultVersion:
     def test_of_a_plain_journal_is_the_hash_of_the_file_that_made_it(self, tmp_path: Path) -> None:

@@ -251,6 +251,8 @@ def attempts(
     for a in detail.attempts:
         watch = watch_label(a)
         head = f"attempt {a.attempt} · pid {a.pid} on {a.host}" + (f" · {watch}" if watch else "")
+        if a.version is not None:
+            head += f" · version {a.version}"
         marks = by_attempt.get(a.attempt, [])
         counts = Counter(m.label for m in marks)
         out.append(
