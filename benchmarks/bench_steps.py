@@ -12,7 +12,8 @@ minutes apart are not. The headline is the median of those ratios.
 Also: replay per step, the argument fingerprint a fresh step pays, the cost
 of a whole short run (open + close in a warm process), opening a journal of
 10,000 steps, the bytes on disk after closing a run of 1,000 steps (more in
-``benchmarks/disk.py``), ``import letitloop``, and which modules ``import letitloop``
+``benchmarks/disk.py``), ``import letitloop``, what OpenTelemetry spans add to a
+step (``benchmarks/otel_steps.py``), and which modules ``import letitloop``
 loads beyond what its step path needs (the check fails, with exit status 1,
 on any module not in ``STEP_PATH_MODULES``). The fuller picture (large
 results, growth to 100k steps, memory) is ``python -m benchmarks.overhead``.
@@ -33,6 +34,7 @@ if __package__ in (None, ""):
 
 from benchmarks._report import environment, median_of, ms, table, us
 from benchmarks.disk import disk_after_1000, disk_per_1000_more
+from benchmarks.otel_steps import otel_rows, traced_step_cost
 from benchmarks.overhead import (
     ARGS,
     SMALL,
@@ -232,6 +234,7 @@ def main() -> None:
         first_existing = median_of(r, lambda: spawn_to_first_step(existing))
     bare = median_of(r, bare_interpreter)
     needless = needless_modules()
+    traced = traced_step_cost(n, r)  # last: it sets the process's tracer provider
 
     print(environment())
     print(f"{n} steps per repeat, median of {r} repeats; ratios are per repeat, then median\n")
@@ -293,6 +296,7 @@ def main() -> None:
                 ],
                 ["spawn -> first step committed, existing journal file", ms(first_existing), ""],
                 ["modules import letitloop loads needlessly", " ".join(needless) or "none", ""],
+                *otel_rows(traced),
             ],
         )
     )

@@ -119,7 +119,11 @@ async def async_step(
         try:
             import inspect  # loaded by programs that use async steps only
 
-            if policy is not None:
+            if j._trace is not None:  # OpenTelemetry spans (otel.py)
+                value = await j._trace.async_step(
+                    j, store, name, key, fn_name, fp, policy, partial(_call, fn, args, kwargs)
+                )
+            elif policy is not None:
                 from . import retry as retries  # loaded with the RetryPolicy it was given
 
                 value = await retries.async_call(

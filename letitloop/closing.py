@@ -116,20 +116,26 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
     # The run's end is written while the run is still held, and only then let go:
     # an opener waiting for its lock must find it ended, not resume it
     # (tests/test_lock_order.py).
+    # What the attempt's span says (otel.py), as decided below.
+    outcome = "completed" if exc is None else "failed"
     try:
         if j._replayed and not j.replay_only:  # replay-only writes nothing
             flush_replays(j)
         if not j.was_completed and not j.replay_only:  # replay-only writes nothing
             now = j.clock()
             if j._cancel.reason is not None:
+                outcome = "cancelled"
                 storage.cancel_run(j.run_id, now, error_text(cancellation.error(j)))
             elif _run_waiting(exc) and exc.run_id == j.run_id:  # type: ignore[union-attr]
+                outcome = "waiting"
                 storage.leave_waiting(j.run_id, now)
             elif exc is None:
                 storage.complete_run(j.run_id, now, j._result_text)
             else:
                 storage.fail_run(j.run_id, now, error_text(exc))
     finally:
+        if j._trace is not None:
+            j._trace.end(j, outcome, exc)
         j._flight.forget()  # nothing more is written for this run
         opening.release(j)
         store.close()

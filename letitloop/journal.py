@@ -17,6 +17,7 @@ state"; ``tests/test_architecture.py`` checks it).
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from . import retry as retries
     from .commits import LoopCommits
     from .markers import AtomicMarker, Scope
+    from .otel import AttemptSpans
     from .retry import RetryPolicy
     from .storage import Hold
 
@@ -164,6 +166,8 @@ class Journal:
         #   forked from it, where the journal refuses everything (ownership.py).
         self._opener_pid = 0
         self._disowned = False
+        # - the attempt's OpenTelemetry spans, None while tracing is off (otel.py).
+        self._trace: AttemptSpans | None = None
         # - the context's current journal, set and reset by the thread that enters and
         #   leaves the ``with`` block (this module).
         self._tokens: list[Any] = []
@@ -183,6 +187,7 @@ class Journal:
         """Resume or start the run and hold it. Idempotent; ``with`` calls it for you."""
         if self.store is not None:
             return self
+        began = time.time_ns()  # the attempt span's start (otel.py)
         if self._disowned or ownership.inherited_files:  # only in a forked child
             ownership.check_open(self)
         if self.replay_only:
@@ -201,6 +206,11 @@ class Journal:
             raise
         ownership.opened(self)
         opening.opened(self, storage)
+        # Spans only in a program that loaded OpenTelemetry (and set a provider: otel.begin).
+        if "opentelemetry.trace" in sys.modules:
+            from . import otel
+
+            otel.begin(self, began)
         return self
 
     def close(self, exc: BaseException | None = None) -> None:
@@ -215,6 +225,8 @@ class Journal:
     def __enter__(self) -> Journal:
         self.open()
         self._tokens.append(current_journal.set(self))
+        if self._trace is not None:
+            self._trace.enter()
         return self
 
     def __exit__(
@@ -225,6 +237,8 @@ class Journal:
     ) -> None:
         if self._tokens:
             current_journal.reset(self._tokens.pop())
+        if self._trace is not None:
+            self._trace.leave()
         self.close(exc)
 
     async def __aenter__(self) -> Journal:
@@ -242,6 +256,8 @@ class Journal:
             opened.add_done_callback(lambda f: closing.close_if_opened(self, f))
             raise
         self._tokens.append(current_journal.set(self))
+        if self._trace is not None:
+            self._trace.enter()
         return self
 
     async def __aexit__(
@@ -253,6 +269,8 @@ class Journal:
         """Close like ``with``, once every returned step's row is committed (closing.aclose)."""
         if self._tokens:
             current_journal.reset(self._tokens.pop())
+        if self._trace is not None:
+            self._trace.leave()
         await closing.aclose(self, exc)
 
     def __repr__(self) -> str:

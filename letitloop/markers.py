@@ -47,6 +47,7 @@ from .storage import MarkerAt
 
 if TYPE_CHECKING:
     from .journal import Journal
+    from .otel import OpenSpan
     from .storage import Storage
 
 Scope = Literal["run", "goal", "global"]
@@ -137,6 +138,8 @@ class AtomicMarker:
         self._at = MarkerAt(scope, "", self.name, "")
         self._token = ""
         self._started = 0.0
+        #: The block's span while it runs, when tracing is on (otel.py).
+        self._span: OpenSpan | None = None
 
     # -- identity ------------------------------------------------------------
 
@@ -287,6 +290,10 @@ class AtomicMarker:
             raise
         if not offer:
             self._release()  # done by an earlier holder: nothing to guard
+        elif self.journal._trace is not None:
+            self._span = self.journal._trace.marker(
+                self.name, self.scope, offer.attempt, offer.crashed_before
+            )
         return offer
 
     def __enter__(self) -> MarkerOffer:
@@ -322,6 +329,8 @@ class AtomicMarker:
                     self._finish(exc)
         finally:
             self._release()
+            if self._span is not None:
+                self._span.end(exc, **{"marker.status": "done" if exc is None else "failed"})
 
     async def __aenter__(self) -> MarkerOffer:
         import asyncio  # here, not at the top: sync programs do not pay its import time

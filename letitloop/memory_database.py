@@ -122,6 +122,8 @@ class MemoryDatabase:
         self.replays: list[tuple[str, int, tuple[str, ...]]] = []
         #: (run, attempt, pid, host, started_at, version)
         self.attempts: list[tuple[str, int, int, str, str, str | None]] = []
+        #: (run, attempt) -> the attempt's span as a W3C traceparent (otel.py).
+        self.traces: dict[tuple[str, int], str] = {}
         #: What is held, by slot (("run", id), ("marker", name)) -> the hold that
         #: holds it, and the connection it was taken through.
         self.holds: dict[tuple[str, str], tuple[object, MemoryConnection]] = {}

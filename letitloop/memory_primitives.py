@@ -313,3 +313,22 @@ class MemoryPrimitives(MemoryConnection):
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         with self._write() as db:
             db.replays.append((run_id, attempt, tuple(keys)))
+
+    def usage_of(
+        self, run_id: str, keys: Sequence[str]
+    ) -> tuple[int | None, int | None, float | None]:
+        wanted = set(keys)
+        sums: list[Any] = [None, None, None]
+        with self._read():
+            for row in self.db.rows(self.goal):
+                if row["run"] == run_id and row["key"] in wanted:
+                    for i, column in enumerate(("input_tokens", "output_tokens", "cost")):
+                        if row[column] is not None:
+                            sums[i] = (sums[i] or 0) + row[column]
+        return sums[0], sums[1], sums[2]
+
+    def trace_attempt(self, run_id: str, attempt: int, trace: str) -> str | None:
+        with self._write() as db:
+            db.traces[run_id, attempt] = trace
+            earlier = [a for (r, a) in db.traces if r == run_id and a < attempt]
+            return db.traces[run_id, max(earlier)] if earlier else None

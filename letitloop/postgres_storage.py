@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 #: The schema this letitloop writes; a database with a higher ``ll_meta.version`` is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: The longest text one value may hold: SQLite's default limit, as the other stores.
 MAX_TEXT = 1_000_000_000 - (1 << 20)
@@ -190,7 +190,9 @@ CREATE TABLE IF NOT EXISTS ll_attempts (
     started_at text,
     PRIMARY KEY (run, attempt)
 );
--- 2: the version of the code each attempt ran (letitloop/versions.py)
+-- Version 2: the attempt's span as a W3C traceparent (letitloop/otel.py).
+ALTER TABLE ll_attempts ADD COLUMN IF NOT EXISTS trace text;
+-- Version 3: the version of the code each attempt ran (letitloop/versions.py).
 ALTER TABLE ll_attempts ADD COLUMN IF NOT EXISTS version text;
 CREATE TABLE IF NOT EXISTS ll_replays (run text NOT NULL, attempt integer, keys text[]);
 CREATE TABLE IF NOT EXISTS ll_commits (pid integer PRIMARY KEY, n bigint NOT NULL);
@@ -542,7 +544,8 @@ class PostgresStorage:
                 (run_id, goal, name, os.getpid(), HOST, started, started, input_text, input_fp),
             ).fetchone()
             c.execute(
-                "INSERT INTO ll_attempts VALUES (%s, 1, %s, %s, %s, %s)",
+                "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version) "
+                "VALUES (%s, 1, %s, %s, %s, %s)",
                 (run_id, os.getpid(), HOST, started, version),
             )
             self._key_of(num, run_id)
@@ -582,7 +585,8 @@ class PostgresStorage:
                     (attempts, os.getpid(), HOST, stamp, run_id),
                 )
                 c.execute(
-                    "INSERT INTO ll_attempts VALUES (%s, %s, %s, %s, %s, %s) "
+                    "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT DO NOTHING",
                     (run_id, attempts, os.getpid(), HOST, stamp, version),
                 )
@@ -1044,3 +1048,30 @@ class PostgresStorage:
 
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         self._run("INSERT INTO ll_replays VALUES (%s, %s, %s)", (run_id, attempt, list(keys)))
+
+    def usage_of(
+        self, run_id: str, keys: Sequence[str]
+    ) -> tuple[int | None, int | None, float | None]:
+        row = self._run(
+            "SELECT sum(input_tokens), sum(output_tokens), sum(cost) FROM ll_journal "
+            "WHERE goal = %s AND run = %s AND key = ANY(%s)",
+            (self.goal, run_id, list(keys)),
+        )[0]
+        return (
+            None if row[0] is None else int(row[0]),
+            None if row[1] is None else int(row[1]),
+            None if row[2] is None else float(row[2]),
+        )
+
+    def trace_attempt(self, run_id: str, attempt: int, trace: str) -> str | None:
+        with self._tx() as c:
+            c.execute(
+                "UPDATE ll_attempts SET trace = %s WHERE run = %s AND attempt = %s",
+                (trace, run_id, attempt),
+            )
+            row = c.execute(
+                "SELECT trace FROM ll_attempts WHERE run = %s AND attempt < %s "
+                "AND trace IS NOT NULL ORDER BY attempt DESC LIMIT 1",
+                (run_id, attempt),
+            ).fetchone()
+        return None if row is None else str(row[0])

@@ -156,6 +156,8 @@ def flush_replays(j: Journal) -> None:
             break
     if keys and j._storage is not None:
         j._storage.record_replays(j.run_id, j.attempt, keys)
+        if j._trace is not None:  # the attempt span's replay event (otel.py)
+            j._trace.note_replays(keys)
 
 
 def forget_replays(j: Journal) -> None:

@@ -14,6 +14,7 @@ recorded when the sleep first started is what counts.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -56,6 +57,12 @@ class PauseKey:
         """The sleep or wait is over (a replay holds nothing to release)."""
         if self.replay is None:
             j._keys.release(self.full, self.owner)
+
+
+def traced(j: Journal, kind: str, name: str, key: str) -> contextlib.AbstractContextManager[object]:
+    """The span of a sleep or wait that runs (otel.py); nothing while tracing is off."""
+    spans = j._trace
+    return contextlib.nullcontext() if spans is None else spans.pause(kind, name, key)
 
 
 def parse_time(iso: object) -> float | None:
@@ -108,9 +115,10 @@ def sleep(j: Journal, name: str, seconds: float) -> None:
     if c.replay is not None:
         return
     try:
-        began, due = started(j, c.storage, c.key, "sleep", "sleeping", j.clock() + length)
-        timers.pause(j, c.store, due)
-        _finish(j, c.storage, c.key, began)
+        with traced(j, "sleep", name, c.key):
+            began, due = started(j, c.storage, c.key, "sleep", "sleeping", j.clock() + length)
+            timers.pause(j, c.store, due)
+            _finish(j, c.storage, c.key, began)
     finally:
         c.release(j)
 
@@ -127,10 +135,11 @@ async def async_sleep(j: Journal, name: str, seconds: float) -> None:
     if c.replay is not None:
         return
     try:
-        began, wake = await asyncio.to_thread(
-            started, j, c.storage, c.key, "sleep", "sleeping", j.clock() + length
-        )
-        await timers.async_pause(j, c.store, wake)
-        await asyncio.to_thread(_finish, j, c.storage, c.key, began)
+        with traced(j, "sleep", name, c.key):
+            began, wake = await asyncio.to_thread(
+                started, j, c.storage, c.key, "sleep", "sleeping", j.clock() + length
+            )
+            await timers.async_pause(j, c.store, wake)
+            await asyncio.to_thread(_finish, j, c.storage, c.key, began)
     finally:
         c.release(j)

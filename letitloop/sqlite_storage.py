@@ -12,6 +12,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from .clock import utc_iso
 from .goals import rows_table
 from .ids import HOST, new_run_id
@@ -359,3 +361,27 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
             "UPDATE runs SET status = 'waiting', updated_at = ? WHERE id = ?",
             (utc_iso(now), run_id),
         )
+
+    def usage_of(
+        self, run_id: str, keys: Sequence[str]
+    ) -> tuple[int | None, int | None, float | None]:
+        # The keys as one JSON list: a resume that replayed thousands binds one value.
+        row = self.store.query(
+            f'SELECT sum(input_tokens), sum(output_tokens), sum(cost) FROM "{self.rows}" '
+            "WHERE run = ? AND key IN (SELECT value FROM json_each(?))",
+            (self.key_of_run(run_id), msgspec.json.encode(list(keys)).decode()),
+        )[0]
+        return row[0], row[1], row[2]
+
+    def trace_attempt(self, run_id: str, attempt: int, trace: str) -> str | None:
+        with self.store.write() as c:
+            c.execute(
+                "UPDATE attempts SET trace = ? WHERE run = ? AND attempt = ?",
+                (trace, run_id, attempt),
+            )
+            row = c.execute(
+                "SELECT trace FROM attempts WHERE run = ? AND attempt < ? AND trace IS NOT NULL "
+                "ORDER BY attempt DESC LIMIT 1",
+                (run_id, attempt),
+            ).fetchone()
+        return None if row is None else str(row[0])

@@ -224,7 +224,9 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             watch_flight(j, store)
         parent = parent_step.set((j, key))
         try:
-            if policy is None:
+            if j._trace is not None:  # OpenTelemetry spans (otel.py)
+                value = j._trace.step(j, store, name, key, fn_name, fp, policy, fn, args, kwargs)
+            elif policy is None:
                 value = fn(*args, **kwargs)
             else:
                 from . import retry as retries  # loaded with the RetryPolicy it was given

@@ -10,7 +10,7 @@ primitives speak only to this protocol. Its parts:
 - **steps**: the recorded steps a replay needs, their results, step rows;
 - **markers**: a marker's record, claimed and finished in one transaction;
 - **the run's primitives**: steps in flight, cancel requests, sleeps and
-  waits, failed tries, usage, replays;
+  waits, failed tries, usage, replays; an attempt's span (OpenTelemetry);
 - **holding**: a run or a marker held by one holder at a time, across
   processes, released when the holder dies (:class:`Hold`; SQLite: a lock
   file), whether a run is held, and by whom (``run_holder``, ``marker``);
@@ -412,4 +412,18 @@ class Storage(Protocol):
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         """The steps attempt ``attempt`` got back from the journal (saved by replay),
         one entry per replay, written as one record."""
+        ...
+
+    def usage_of(
+        self, run_id: str, keys: Sequence[str]
+    ) -> tuple[int | None, int | None, float | None]:
+        """``(input_tokens, output_tokens, cost)`` summed over the run's rows ``keys`` (None
+        where no row reported it): what replayed steps had cost (otel.py)."""
+        ...
+
+    # -- tracing (otel.py) -------------------------------------------------------
+
+    def trace_attempt(self, run_id: str, attempt: int, trace: str) -> str | None:
+        """Record ``trace`` (a W3C ``traceparent``) as the attempt's span, and return the one
+        the latest earlier attempt of the run recorded (None: none did), in one transaction."""
         ...

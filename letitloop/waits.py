@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from . import codec, timers
 from .clock import utc_iso
 from .errors import DecodeError, WaitTimeoutError
-from .sleeps import PauseKey, started
+from .sleeps import PauseKey, started, traced
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -132,16 +132,17 @@ def wait_for(j: Journal, name: str, timeout: float | None, stop_after: float | N
     if c.replay is not None:
         return _replayed(j, c)
     try:
-        deadline, hold = _bounds(j, timeout, stop_after)
-        began, deadline = started(j, c.storage, c.key, "wait", "waiting", deadline)
-        got = timers.pause(
-            j, c.store, deadline, probe=lambda: _ending(j, c.storage, c.key), hold=hold
-        )
-        if got == timers.DEADLINE and deadline is not None:
-            return _time_out(j, c.storage, c.key, began, deadline)
-        if got == timers.HOLD:
-            raise _stop(j, c.key)
-        return _value(j, c.key, got)
+        with traced(j, "wait", name, c.key):
+            deadline, hold = _bounds(j, timeout, stop_after)
+            began, deadline = started(j, c.storage, c.key, "wait", "waiting", deadline)
+            got = timers.pause(
+                j, c.store, deadline, probe=lambda: _ending(j, c.storage, c.key), hold=hold
+            )
+            if got == timers.DEADLINE and deadline is not None:
+                return _time_out(j, c.storage, c.key, began, deadline)
+            if got == timers.HOLD:
+                raise _stop(j, c.key)
+            return _value(j, c.key, got)
     finally:
         c.release(j)
 
@@ -158,17 +159,18 @@ async def async_wait_for(
     if c.replay is not None:
         return _replayed(j, c)
     try:
-        deadline, hold = _bounds(j, timeout, stop_after)
-        began, deadline = await asyncio.to_thread(
-            started, j, c.storage, c.key, "wait", "waiting", deadline
-        )
-        got = await timers.async_pause(
-            j, c.store, deadline, probe=lambda: _ending(j, c.storage, c.key), hold=hold
-        )
-        if got == timers.DEADLINE and deadline is not None:
-            return await asyncio.to_thread(_time_out, j, c.storage, c.key, began, deadline)
-        if got == timers.HOLD:
-            raise _stop(j, c.key)
-        return _value(j, c.key, got)
+        with traced(j, "wait", name, c.key):
+            deadline, hold = _bounds(j, timeout, stop_after)
+            began, deadline = await asyncio.to_thread(
+                started, j, c.storage, c.key, "wait", "waiting", deadline
+            )
+            got = await timers.async_pause(
+                j, c.store, deadline, probe=lambda: _ending(j, c.storage, c.key), hold=hold
+            )
+            if got == timers.DEADLINE and deadline is not None:
+                return await asyncio.to_thread(_time_out, j, c.storage, c.key, began, deadline)
+            if got == timers.HOLD:
+                raise _stop(j, c.key)
+            return _value(j, c.key, got)
     finally:
         c.release(j)

@@ -2,13 +2,48 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Spread the tests over pyproject's two xdist workers one by one, except those that share.
+
+    A test in a class goes with its class, and every test of a file that
+    defines a module-scoped fixture (a chain of killed processes, a served
+    app) goes with its file, so such a fixture runs once; any other test is
+    handed to whichever worker is free, so one long file no longer keeps a
+    worker busy while the other idles. (xdist's own ``loadgroup`` marks do not
+    reach its scheduler under pytest 9, which names nodes from ``_id``.)
+    """
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    root = config.rootpath
+
+    class Scheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            if _defines_a_module_fixture(root / module):
+                return module
+            name = nodeid.split("[", 1)[0]  # a parameter may hold "::"
+            return name.rsplit("::", 1)[0] if name.count("::") > 1 else nodeid
+
+    return Scheduling(config, log)
+
+
+@functools.cache
+def _defines_a_module_fixture(path: Path) -> bool:
+    try:
+        return 'scope="module"' in path.read_text(encoding="utf-8")
+    except OSError:
+        return False
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ import json
 import os
 import signal
 import sys
-import time
+import threading
+from collections import defaultdict
 from typing import Any
 
 # CrewAI's telemetry and tracing opt-outs, before crewai is imported.
@@ -33,7 +34,11 @@ os.environ.update(
 )
 
 from crewai import Agent, Crew, Process, Task
-from crewai.hooks import ToolCallHookContext, register_before_tool_call_hook
+from crewai.hooks import (
+    ToolCallHookContext,
+    register_after_tool_call_hook,
+    register_before_tool_call_hook,
+)
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import BaseTool, tool
 from pydantic import BaseModel, Field
@@ -43,9 +48,21 @@ from letitloop.adapters.crewai import CrewAIDurabilityHandler
 
 LOG = ""
 KILL_AT = os.environ.get("CREW_KILL_AT", "")
-#: A search query whose call starts late (before the journal sees it): the
-#: parallel calls of one answer then start in the order a test wants.
+#: A search query whose call starts late (before the journal sees it): only once its
+#: parallel twin of the same answer has finished (its step committed, or replayed), so
+#: the two start in the order a test wants and a kill inside the late one never lands
+#: between the twin's ``done`` line and its commit (which would count as a repeat).
 LATE = os.environ.get("CREW_LATE", "")
+#: The search queries finished in this process: CrewAI's after-tool-call hook runs once
+#: the journaled call has returned, so its step is committed (or was replayed) by then.
+FINISHED: dict[str, threading.Event] = defaultdict(threading.Event)
+
+
+def twin(query: str) -> str:
+    """The other search of the Researcher's first answer: "sqlite history" <-> "sqlite today"."""
+    if query.endswith(" history"):
+        return query.removesuffix(" history") + " today"
+    return query.removesuffix(" today") + " history"
 
 
 def note(line: str) -> None:
@@ -304,9 +321,15 @@ def main() -> None:
 
     def late(context: ToolCallHookContext) -> None:
         if LATE and context.tool_input.get("query") == LATE:
-            time.sleep(1.0)
+            FINISHED[twin(LATE)].wait(60)
+
+    def finished(context: ToolCallHookContext) -> None:
+        query = context.tool_input.get("query")
+        if isinstance(query, str):
+            FINISHED[query].set()
 
     register_before_tool_call_hook(late)
+    register_after_tool_call_hook(finished)
     native = args.mode == "native"
     out: Any
     if args.scenario == "research":

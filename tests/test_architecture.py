@@ -79,7 +79,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "markers and the run's primitives",
-        {"markers", "cancellation", "timers", "retry", "sleeps", "waits"},
+        {"markers", "cancellation", "timers", "retry", "sleeps", "waits", "otel"},
     ),
     (
         "journal",
@@ -558,6 +558,8 @@ LOADED_ON_USE = [
     "letitloop.timers",  # the first sleep, wait or retry
     "letitloop.mcp",  # lil mcp, or the user's import of letitloop.mcp
     "mcp",  # the MCP SDK: the same
+    "letitloop.otel",  # a journal opened in a program that set up OpenTelemetry
+    "opentelemetry",  # loaded by the program, never by letitloop
 ]
 
 
@@ -763,6 +765,7 @@ JOURNAL_STATE: dict[str, tuple[str, str]] = {
     "_opener_pid": ("ownership", "ownership"),
     "_disowned": ("ownership", "ownership"),
     "_tokens": ("journal", "journal"),
+    "_trace": ("otel", "otel"),  # AttemptSpans, None while tracing is off
 }
 
 #: Attributes whose value is a plain container, changed in place by its owner's code.

@@ -576,6 +576,52 @@ class TestAChangeNotice:
             assert storage.changes() != before
 
 
+def _paid(n: int) -> int:
+    import letitloop
+
+    letitloop.usage(input_tokens=10 * n, output_tokens=n, cost=0.25)
+    return n
+
+
+class TestAnAttemptsSpan:
+    """What OpenTelemetry's spans keep in the store (letitloop/otel.py), called directly."""
+
+    def test_each_attempt_gets_back_the_span_the_one_before_recorded(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        location = mode.backend.location(tmp_path)
+        first, second = (
+            "00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+            "00-" + "c" * 32 + "-" + "d" * 16 + "-01",
+        )
+        with pytest.raises(RuntimeError), Journal("contract", run="r", path=location) as j:
+            storage = j.store
+            assert storage is not None
+            assert storage.trace_attempt(j.run_id, j.attempt, first) is None
+            raise RuntimeError("the attempt fails")
+        with Journal("contract", run="r", path=location) as j:
+            storage = j.store
+            assert storage is not None and j.attempt == 2
+            assert storage.trace_attempt(j.run_id, j.attempt, second) == first
+        with Journal("contract", run="r2", path=location) as j:  # another run: its own
+            assert j.store is not None
+            assert j.store.trace_attempt(j.run_id, j.attempt, second) is None
+
+    def test_usage_of_sums_the_usage_recorded_on_the_rows_asked_for(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        location = mode.backend.location(tmp_path)
+        with Journal("contract", run="r", path=location) as j:
+            for n in (1, 2, 3):
+                j.step(f"s{n}", _paid, n)
+            j.step("free", str, 0)
+            storage = j.store
+            assert storage is not None
+            assert storage.usage_of(j.run_id, ["s1", "s3", "free"]) == (40, 4, 0.5)
+            assert storage.usage_of(j.run_id, ["free"]) == (None, None, None)
+            assert storage.usage_of(j.run_id, []) == (None, None, None)
+
+
 class TestAHeldRun:
     def test_a_second_opener_waits_then_fails_naming_the_holder_then_gets_it(
         self, tmp_path: Path, mode: Mode

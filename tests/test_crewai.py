@@ -71,13 +71,17 @@ def run_chain(
 ) -> Chain:
     """Run ``scenario`` killed at each of ``kills``, then once more to completion.
 
-    ``late[i]``: the search query that starts late in the i-th process.
+    ``late[i]``: the search query that starts late in the i-th process, once its
+    parallel twin has finished; by default the search a native chain is killed in.
     """
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "calls.log"
     codes = []
     output: object = None
-    lates = late or [""] * (len(kills) + 1)
+    # A native chain's kill inside one of two parallel searches lands once its twin finished.
+    search = "start tool search "
+    parallel = [k.removeprefix(search) if k.startswith(search) else "" for k in kills]
+    lates = late or [*(q if mode == "native" else "" for q in parallel), ""]
     for kill_at, late_query in zip([*kills, ""], lates, strict=True):
         done = subprocess.run(
             [sys.executable, str(CREW), scenario, "--mode", mode, "--db",

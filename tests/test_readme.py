@@ -419,6 +419,14 @@ DOCS = ROOT / "docs"
 #: program, keyed by (page, the block's first line): the least setup that makes the block
 #: run as printed, and a check that it did what the page says.
 DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
+    ("observability.md", "from opentelemetry import trace"): (
+        # The console exporter writes to sys.stdout as it is when the block makes it.
+        "import io, sys\n_real, sys.stdout = sys.stdout, io.StringIO()\n",
+        "_printed, sys.stdout = sys.stdout.getvalue(), _real\n"
+        "for _name in ('step fetch', 'step summarize', 'run digest'):\n"
+        '    assert f\'"name": "{_name}"\' in _printed, _printed\n'
+        "assert '\"gen_ai.usage.input_tokens\": 812' in _printed, _printed\n",
+    ),
     ("async.md", "import asyncio"): (
         "def fetch(topic):\n    return f'page on {topic}'\n"
         "def summarize(pages):\n    return ' / '.join(pages)\n",

@@ -334,6 +334,8 @@ class MemoryInspector:
                 del db.tries[slot]
             db.replays[:] = [r for r in db.replays if r[0] not in ids]
             db.attempts[:] = [a for a in db.attempts if a[0] not in ids]
+            for traced in [t for t in db.traces if t[0] in ids]:
+                del db.traces[traced]
         return deleted
 
     def fork(

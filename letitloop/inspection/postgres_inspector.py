@@ -146,7 +146,13 @@ class PostgresInspector(MemoryInspector):
         db.replays = [
             (r, a, tuple(k or ())) for r, a, k in c.execute("SELECT * FROM ll_replays").fetchall()
         ]
-        db.attempts = [tuple(a) for a in c.execute("SELECT * FROM ll_attempts").fetchall()]
+        # The columns the memory model keeps (not ``trace``: otel.py's, read by no reader).
+        db.attempts = [
+            tuple(a)
+            for a in c.execute(
+                "SELECT run, attempt, pid, host, started_at, version FROM ll_attempts"
+            ).fetchall()
+        ]
         return db
 
     @contextlib.contextmanager
@@ -249,8 +255,12 @@ class PostgresInspector(MemoryInspector):
                         cells: list[Any] = list(entry)
                         if table == "ll_replays":
                             cells[2] = list(cells[2])
+                        # ll_attempts by name: its columns after started_at came by ALTER
+                        # (trace, version), in whichever order a database got them.
+                        named = " (run, attempt, pid, host, started_at, version)"
                         c.execute(
-                            f"INSERT INTO {table} VALUES ({', '.join(['%s'] * len(cells))})",
+                            f"INSERT INTO {table}{named if table == 'll_attempts' else ''} "
+                            f"VALUES ({', '.join(['%s'] * len(cells))})",
                             cells,
                         )
 
