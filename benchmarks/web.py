@@ -54,14 +54,24 @@ def many_runs(db: Path, runs: int) -> None:
             and (name == table_name or not name.startswith("j_"))
         ]
         originals = [r for (r,) in conn.execute("SELECT id FROM runs WHERE goal = 'many'")]
+        nums = [n for (n,) in conn.execute("SELECT num FROM runs WHERE goal = 'many'")]
+        (base,) = conn.execute("SELECT max(num) FROM runs").fetchone()
         copies = (runs - real) // real
         with conn:
             for n in range(1, copies + 1):
-                # a new id of the same shape: the ULID's time part kept, its tail changed
+                # a new id of the same shape: the ULID's time part kept, its tail changed;
+                # a new key (runs.num, what a goal's compact rows name their run by)
                 new = f"substr(id, 1, 20) || printf('%06d', {n})"
                 cols = [c[1] for c in conn.execute('PRAGMA table_info("runs")')]
                 picked = ", ".join(
-                    new if c == "id" else f"name || '-{n}'" if c == "name" else c for c in cols
+                    new
+                    if c == "id"
+                    else f"name || '-{n}'"
+                    if c == "name"
+                    else f"num + {n * base}"
+                    if c == "num"
+                    else c
+                    for c in cols
                 )
                 conn.execute(
                     f"INSERT INTO runs ({', '.join(cols)}) SELECT {picked} FROM runs "
@@ -69,15 +79,20 @@ def many_runs(db: Path, runs: int) -> None:
                     originals,
                 )
                 for t in with_run:
-                    tcols = [c[1] for c in conn.execute(f'PRAGMA table_info("{t}")')]
-                    tpicked = ", ".join(
-                        f"substr(run, 1, 20) || printf('%06d', {n})" if c == "run" else c
-                        for c in tcols
+                    info = list(conn.execute(f'PRAGMA table_info("{t}")'))
+                    tcols = [c[1] for c in info]
+                    by_num = any(c[1] == "run" and c[2].upper() == "INTEGER" for c in info)
+                    shifted = (
+                        f"run + {n * base}"
+                        if by_num
+                        else f"substr(run, 1, 20) || printf('%06d', {n})"
                     )
+                    tpicked = ", ".join(shifted if c == "run" else c for c in tcols)
+                    keys = nums if by_num else originals
                     conn.execute(
                         f'INSERT INTO "{t}" ({", ".join(tcols)}) SELECT {tpicked} FROM "{t}" '
-                        f"WHERE run IN ({', '.join('?' * len(originals))})",
-                        originals,
+                        f"WHERE run IN ({', '.join('?' * len(keys))})",
+                        keys,
                     )
     finally:
         conn.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar, overload
 
 from . import ownership
 from .clock import utc_iso
@@ -24,6 +24,7 @@ from .opening import open_journals
 from .pragmas import Durability
 from .steps import parent_step
 from .unchecked import unwrap
+from .versions import check_version, source_version
 
 if TYPE_CHECKING:
     import inspect
@@ -36,6 +37,21 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+
+
+class Durable(NamedTuple):
+    """What a ``@durable``/``@durable_async`` function was decorated with: its ``__letitloop__``."""
+
+    goal: str
+    run: str | Callable[..., str] | None
+    #: The function itself (undecorated).
+    fn: Callable[..., Any]
+    signature: inspect.Signature
+    path: str | os.PathLike[str] | None
+    registry: CodecRegistry | None
+    #: The version its attempts record (given, or its source file's hash; None: unknown).
+    version: str | None
+    is_async: bool
 
 
 def current(caller: str = "step()") -> Journal:
@@ -194,6 +210,7 @@ def _journal_for(
     registry: CodecRegistry | None,
     retry: RetryPolicy | None = None,
     budget: Budget | Mapping[str, Any] | None = None,
+    version: str | None = None,
 ) -> Journal:
     """The journal of one call of a decorated function (``run`` may name it from the args).
 
@@ -223,6 +240,7 @@ def _journal_for(
         input=dict(bound.arguments),
         retry=retry,
         budget=budget,
+        version=version,
     )
 
 
@@ -268,6 +286,7 @@ def durable(
     registry: CodecRegistry | None = None,
     retry: RetryPolicy | None = None,
     budget: Budget | Mapping[str, Any] | None = None,
+    version: str | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Run the decorated function as a durable run of ``goal_id``.
 
@@ -287,13 +306,19 @@ def durable(
     from another (no encoding, no registered fingerprint) raises
     FingerprintError: pass ``run=``, register a fingerprint
     (``letitloop.register_fingerprint``) or wrap it in ``unchecked()``.
+    ``version`` is the version of the code each attempt records; by default
+    a hash of the decorated function's source file, read at decoration
+    (letitloop/versions.py). The wrapper's ``__letitloop__`` is its
+    :class:`Durable` (what ``lil check`` replays runs with).
     """
     goal_id = goal_of(goal_id, goal, "durable")
+    version = None if version is None else check_version(version)
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         import inspect  # at decoration, not at `import letitloop`
 
         signature = inspect.signature(fn)
+        code = version or source_version(fn.__code__.co_filename)
 
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -309,6 +334,7 @@ def durable(
                 registry,
                 retry,
                 budget,
+                code,
             )
             with journal:
                 if journal.was_completed and not journal.replay_only:
@@ -319,6 +345,9 @@ def durable(
                 journal.set_result(value)
                 return value
 
+        wrapper.__letitloop__ = Durable(  # type: ignore[attr-defined]
+            goal_id, run, fn, signature, path, registry, code, False
+        )
         return wrapper
 
     return decorate
@@ -354,6 +383,7 @@ def durable_async(
     registry: CodecRegistry | None = None,
     retry: RetryPolicy | None = None,
     budget: Budget | Mapping[str, Any] | None = None,
+    version: str | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Coroutine[Any, Any, R]]]:
     """Run the decorated ``async def`` function as a durable run of ``goal_id``.
 
@@ -365,6 +395,7 @@ def durable_async(
     named run returns the recorded result without running the body.
     """
     goal_id = goal_of(goal_id, goal, "durable_async")
+    version = None if version is None else check_version(version)
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         import inspect
@@ -377,6 +408,7 @@ def durable_async(
             )
 
         signature = inspect.signature(fn)
+        code = version or source_version(fn.__code__.co_filename)
 
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -392,6 +424,7 @@ def durable_async(
                 registry,
                 retry,
                 budget,
+                code,
             )
             async with journal:
                 if journal.was_completed and not journal.replay_only:
@@ -402,6 +435,9 @@ def durable_async(
                 journal.set_result(value)
                 return value
 
+        wrapper.__letitloop__ = Durable(  # type: ignore[attr-defined]
+            goal_id, run, fn, signature, path, registry, code, True
+        )
         return wrapper
 
     return decorate

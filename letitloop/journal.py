@@ -39,6 +39,7 @@ from .schemes import open_readonly_storage, open_storage
 from .seals import env_seal_key, seal_key
 from .storage import StepRow, Storage
 from .testing import default_clock
+from .versions import caller_version, check_version
 
 if TYPE_CHECKING:
     # Not imported at run time by this module: markers.py by the first marker,
@@ -95,6 +96,10 @@ class Journal:
     HMAC key that ``lil verify`` checks; ``encryption_key=key`` (or
     ``LETITLOOP_ENCRYPTION_KEY``) stores results, errors and the input
     encrypted. Neither key is ever written to the file (docs/audit.md).
+    ``version`` is the
+    version of the code this attempt runs, recorded with the attempt (shown
+    by ``lil runs``/``lil show``); by default a hash of the source file of the
+    code that made the journal (letitloop/versions.py, docs/versioning.md).
 
     Raises RunHeldError when another live process holds the run for longer
     than ``timeout`` seconds, JournalFileError when the file is unusable,
@@ -119,6 +124,7 @@ class Journal:
         budget: Budget | Mapping[str, Any] | None = None,
         seal: str | bytes | None = None,
         encryption_key: str | bytes | None = None,
+        version: str | None = None,
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
@@ -148,6 +154,8 @@ class Journal:
         #: Encryption at rest (letitloop/encryption.py): results, errors, the input and the
         #: run's result stored encrypted. None: ``LETITLOOP_ENCRYPTION_KEY``, else none.
         self._cipher = env_cipher() if encryption_key is None else make_cipher(encryption_key)
+        #: The version of the code the attempt runs, recorded with it (versions.py).
+        self.version = caller_version() if version is None else check_version(version)
         # The run's state, each piece written by its one owner (the owner's docstring
         # says which thread writes it, which reads it, under which lock;
         # docs/architecture.md, "Who owns a run's state"):

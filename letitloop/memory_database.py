@@ -53,7 +53,8 @@ class MemoryDatabase:
         #: (run, key, try) -> the try's columns.
         self.tries: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.replays: list[tuple[str, int, tuple[str, ...]]] = []
-        self.attempts: list[tuple[str, int, int, str, str]] = []
+        #: (run, attempt, pid, host, started_at, version)
+        self.attempts: list[tuple[str, int, int, str, str, str | None]] = []
         #: (run, attempt) -> the attempt's span as a W3C traceparent (otel.py).
         self.traces: dict[tuple[str, int], str] = {}
         #: What is held, by slot (("run", id), ("marker", name)) -> the hold that

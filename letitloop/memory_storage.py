@@ -186,6 +186,8 @@ class MemoryStorage(MemoryPrimitives):
         input_text: str | None,
         now: float,
         hold: Callable[[str], None],
+        *,
+        version: str | None = None,
     ) -> tuple[str, bool]:
         with self._write() as db:
             self.goal = goal
@@ -232,12 +234,17 @@ class MemoryStorage(MemoryPrimitives):
                 "cancel_reason": None,
                 "order": db.run_order(),
             }
-            db.attempts.append((run_id, 1, os.getpid(), HOST, started))
+            db.attempts.append((run_id, 1, os.getpid(), HOST, started, version))
             self.run_key = RunKey(db.runs[run_id]["order"])
         return run_id, True
 
     def claim_run(
-        self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
+        self,
+        run_id: str,
+        now: float,
+        decide: Callable[[RunState | None], RunDecision],
+        *,
+        version: str | None = None,
     ) -> tuple[RunDecision, RunState | None]:
         with self._write() as db:
             run = db.runs.get(run_id)
@@ -268,7 +275,7 @@ class MemoryStorage(MemoryPrimitives):
                     holder_host=HOST,
                     updated_at=stamp,
                 )
-                db.attempts.append((run_id, attempts, os.getpid(), HOST, stamp))
+                db.attempts.append((run_id, attempts, os.getpid(), HOST, stamp, version))
         return claim, found
 
     def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:

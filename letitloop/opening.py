@@ -167,6 +167,7 @@ def open_run(j: Journal, storage: Storage) -> None:
             input_text,
             j.clock(),
             lambda rid: hold(j, storage, rid),
+            version=j.version,
         )
         if started:
             j.run_id = run_id
@@ -177,7 +178,9 @@ def open_run(j: Journal, storage: Storage) -> None:
             return
         if j._lock is None:
             hold(j, storage, run_id)
-        claim, found = storage.claim_run(run_id, j.clock(), partial(decide, j, run_id))
+        claim, found = storage.claim_run(
+            run_id, j.clock(), partial(decide, j, run_id), version=j.version
+        )
         if claim == "again":
             release(j)
             continue

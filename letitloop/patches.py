@@ -14,14 +14,21 @@ has not met yet. It is journaled as a step row keyed ``patched:<name>``
 tasks too), so every later resume gets the same answer back without
 deciding again. The row's value is the decision; ``lil show`` lists it
 with the run's steps.
+
+A replay-only journal (``replay_only=True``: ``lil check``, a test from a
+recording) writes nothing: a decision it has not recorded is decided by the
+same rule, kept in memory for this attempt only, so the replay follows the
+path the run would take. :data:`decisions` collects the decisions a
+replay-only journal took, for ``lil check``.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .errors import PatchDeprecatedError
+from .errors import PatchDeprecatedError, UnrecordedStepError
 from .keys import NEST
 from .names import check_name
 from .steps import parent_step
@@ -31,6 +38,13 @@ if TYPE_CHECKING:
 
 #: The prefix of a patch decision's step key: ``patched:new-prompt``.
 PREFIX = "patched:"
+
+#: Where replay-only journals of this context note each patch decision they take
+#: (``(patch name, decision)``, replayed or decided in memory); None: nowhere.
+#: ``lil check`` sets it around a replay (deploycheck.py).
+decisions: ContextVar[list[tuple[str, bool]] | None] = ContextVar(
+    "letitloop_patch_decisions", default=None
+)
 
 
 def decide(j: Journal, prefix: str) -> bool:
@@ -53,13 +67,33 @@ def point(j: Journal, name: str) -> tuple[str, partial[bool]]:
 def patched(j: Journal, name: str) -> bool:
     """Whether this run takes the new path of patch ``name`` (see the module's docstring)."""
     step_name, fn = point(j, name)
-    return bool(j.step(step_name, fn))
+    if not j.replay_only:
+        return bool(j.step(step_name, fn))
+    try:
+        decision = bool(j.step(step_name, fn))
+    except UnrecordedStepError:
+        decision = fn()  # its key is taken (steps.py claims it before refusing): decide here
+    return noted(name, decision)
 
 
 async def async_patched(j: Journal, name: str) -> bool:
     """:func:`patched` for async code (the decision is written without blocking the loop)."""
     step_name, fn = point(j, name)
-    return bool(await j.async_step(step_name, fn))
+    if not j.replay_only:
+        return bool(await j.async_step(step_name, fn))
+    try:
+        decision = bool(await j.async_step(step_name, fn))
+    except UnrecordedStepError:
+        decision = fn()
+    return noted(name, decision)
+
+
+def noted(name: str, decision: bool) -> bool:
+    """``decision``, noted in :data:`decisions` when someone collects them."""
+    found = decisions.get()
+    if found is not None:
+        found.append((name, decision))
+    return decision
 
 
 def deprecated(j: Journal, name: str, took_new_path: bool) -> None:

@@ -517,6 +517,8 @@ class PostgresStorage:
         input_text: str | None,
         now: float,
         hold: Callable[[str], None],
+        *,
+        version: str | None = None,
     ) -> tuple[str, bool]:
         with self._tx(fenced=False) as c:
             self.goal = goal
@@ -552,15 +554,21 @@ class PostgresStorage:
                 (run_id, goal, name, os.getpid(), HOST, started, started, input_text, input_fp),
             ).fetchone()
             c.execute(
-                "INSERT INTO ll_attempts VALUES (%s, 1, %s, %s, %s)",
-                (run_id, os.getpid(), HOST, started),
+                "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version) "
+                "VALUES (%s, 1, %s, %s, %s, %s)",
+                (run_id, os.getpid(), HOST, started, version),
             )
             self._key_of(num, run_id)
         self._held = (run_id, 1)
         return run_id, True
 
     def claim_run(
-        self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
+        self,
+        run_id: str,
+        now: float,
+        decide: Callable[[RunState | None], RunDecision],
+        *,
+        version: str | None = None,
     ) -> tuple[RunDecision, RunState | None]:
         with self._tx(fenced=False) as c:
             row = c.execute(
@@ -588,8 +596,10 @@ class PostgresStorage:
                     (attempts, os.getpid(), HOST, stamp, run_id),
                 )
                 c.execute(
-                    "INSERT INTO ll_attempts VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (run_id, attempts, os.getpid(), HOST, stamp),
+                    "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (run_id, attempts, os.getpid(), HOST, stamp, version),
                 )
         self._held = None if found is None else (run_id, found.attempts)
         return claim, found

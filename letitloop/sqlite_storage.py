@@ -88,7 +88,7 @@ _RUN_NUM = "SELECT num FROM runs WHERE id = ?"
 
 _INSERT_ATTEMPT = (
     "INSERT OR REPLACE INTO attempts (run, attempt, pid, host, watch_id, "
-    "watch_attempt, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "watch_attempt, started_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -103,7 +103,7 @@ def _watch_attempt() -> int | None:
     return int(text)
 
 
-def _insert_attempt(c: Any, run_id: str, attempt: int, started: str) -> None:
+def _insert_attempt(c: Any, run_id: str, attempt: int, started: str, version: str | None) -> None:
     c.execute(
         _INSERT_ATTEMPT,
         (
@@ -114,6 +114,7 @@ def _insert_attempt(c: Any, run_id: str, attempt: int, started: str) -> None:
             os.environ.get("LETITLOOP_WATCH_ID"),
             _watch_attempt(),
             started,
+            version,
         ),
     )
 
@@ -154,6 +155,8 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
         input_text: str | None,
         now: float,
         hold: Callable[[str], None],
+        *,
+        version: str | None = None,
     ) -> tuple[str, bool]:
         store = self.store
         with store.write() as c:
@@ -182,7 +185,7 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
                 _INSERT_RUN,
                 (run_id, goal, name, os.getpid(), HOST, started, started, input_text, input_fp),
             )
-            _insert_attempt(c, run_id, 1, started)
+            _insert_attempt(c, run_id, 1, started, version)
             self._keep_key(c, run_id)
         return run_id, True
 
@@ -220,7 +223,12 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
         self.run_key = RunKey(num)
 
     def claim_run(
-        self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
+        self,
+        run_id: str,
+        now: float,
+        decide: Callable[[RunState | None], RunDecision],
+        *,
+        version: str | None = None,
     ) -> tuple[RunDecision, RunState | None]:
         with self.store.write() as c:
             row = c.execute(
@@ -250,7 +258,7 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
                     "holder_host = ?, updated_at = ? WHERE id = ?",
                     (attempts, os.getpid(), HOST, utc_iso(now), run_id),
                 )
-                _insert_attempt(c, run_id, attempts, utc_iso(now))
+                _insert_attempt(c, run_id, attempts, utc_iso(now), version)
         return claim, found
 
     def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:

@@ -229,8 +229,13 @@ class Storage(Protocol):
         input_text: str | None,
         now: float,
         hold: Callable[[str], None],
+        *,
+        version: str | None = None,
     ) -> tuple[str, bool]:
         """``(run id, started)``: the run an opener of ``goal`` gets, or a new one.
+
+        A new run's first attempt records ``version``, the version of the code
+        it runs (versions.py; None: unknown).
 
         A named opener gets the run of that name; an unnamed one the goal's
         newest unnamed run opened for ``input_fp`` that is running, failed or
@@ -241,12 +246,18 @@ class Storage(Protocol):
         ...
 
     def claim_run(
-        self, run_id: str, now: float, decide: Callable[[RunState | None], RunDecision]
+        self,
+        run_id: str,
+        now: float,
+        decide: Callable[[RunState | None], RunDecision],
+        *,
+        version: str | None = None,
     ) -> tuple[RunDecision, RunState | None]:
         """Read the run, ask ``decide``, and do what it says, in one transaction.
 
         ``"cancel"`` marks the run cancelled; ``"resume"`` records a new
-        attempt held by this process; ``"again"`` and ``"replay"`` write nothing.
+        attempt held by this process, running code of ``version``; ``"again"``
+        and ``"replay"`` write nothing.
         """
         ...
 

@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "testing",
             "seals",
             "encryption",
+            "versions",
         },
     ),
     (
@@ -105,6 +106,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "childproc",
             "recorder",
             "relaunch",
+            "deploycheck",
         },
     ),
     (
@@ -144,6 +146,7 @@ CLI_ORDER = [
     "serving",
     "testing",
     "verifying",
+    "checking",
     "__init__",
 ]
 
@@ -152,7 +155,7 @@ CLI_ORDER = [
 WEB_ORDER = ["views", "pages", "app", "server", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
-RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "testing", "__init__"]
+RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "testing", "checks", "__init__"]
 
 #: The read-only library's own modules, bottom up: time and results, what the
 #: queries return, the Inspector protocol, opening a file, a run's state, the

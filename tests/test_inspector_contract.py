@@ -50,6 +50,7 @@ from letitloop.inspection import (
 )
 from letitloop.maintenance import fork_run, gc_runs, reset_run
 from letitloop.memory_storage import abandon, open_memory
+from letitloop.versions import source_version
 from letitloop.waits import RunWaiting
 
 #: A holder that opens goal ``crash``, records step ``a``, says so, and is killed.
@@ -198,6 +199,28 @@ class TestARunThatCompleted:
         assert [r.goal for r in list_runs(journal, status="failed")] == ["broken"]
         assert [r.goal for r in list_runs(journal, "broken")] == ["broken"]
         assert [r.goal for r in list_runs(journal)] == ["broken", "done"]  # newest first
+
+
+class TestTheCodeVersionOfEachAttempt:
+    def test_is_shown_per_attempt_and_the_latest_one_filters_the_runs(
+        self, location: str, inspect: Callable[..., Inspector]
+    ) -> None:
+        j = Journal("deploy", path=location, version="v1-41c0")
+        with pytest.raises(ValueError, match="bad 1"), j:
+            j.step("ok", str, 1)
+            j.step("bad", fail, 1)
+        with Journal("deploy", path=location, version="v2-b7e1") as j:
+            j.step("ok", str, 1)
+        completed(location)  # made by this file: its source's hash
+        journal = inspect()
+        run = one(list_runs(journal), "deploy")
+        assert run.version == "v2-b7e1"
+        assert [a.version for a in show_run(journal, run.id).attempts] == ["v1-41c0", "v2-b7e1"]
+        assert [r.id for r in list_runs(journal, version="v2")] == [run.id]
+        assert list_runs(journal, version="v1") == []  # its latest attempt ran v2
+        mine = source_version(__file__)
+        assert mine is not None and len(mine) == 12
+        assert one(list_runs(journal), "done").version == mine
 
 
 class TestRunsFoundBy:

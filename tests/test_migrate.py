@@ -226,7 +226,7 @@ class TestTheMigrationThatLoosensTwoChecks:
             assert j.run_id == "run-alpha-0" and j.step("s", int) == 1  # replayed
         assert applied(db)[-len(later) :] == [name.removesuffix(".sql") for name in later]
         after = before.execute("SELECT * FROM attempts ORDER BY run, attempt").fetchall()
-        # Later migrations may add columns (0016: trace): the old columns are kept as they were.
+        # Later migrations may add columns (0014: version, 0016: trace): the old ones stay.
         width = len(attempts[0])
         assert [a[:width] for a in after if a[0].startswith("run-") and a[1] == 1] == attempts
         assert before.execute("PRAGMA integrity_check").fetchall() == [("ok",)]

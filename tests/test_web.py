@@ -106,6 +106,25 @@ class TestARunsPage:
         slow = re.search(r"<tr[^>]*>(?:(?!</tr>).)*>slow</a>.*?</tr>", html, re.DOTALL)
         assert slow is not None and "replayed" not in slow.group(0)  # ran in attempt 2
 
+    def test_each_attempt_says_which_steps_it_got_back_by_replay(self, killed: Pipeline) -> None:
+        html = client(killed.db).get("/runs/resumed").text
+        first = html[html.index('data-attempt="1"') : html.index('data-attempt="2"')]
+        second = html[html.index('data-attempt="2"') :].split("</li>\n</ol>", 1)[0]
+        assert 'class="mark replayed"' not in first  # attempt 1 ran fetch
+        assert re.search(r'<li class="mark replayed" title="fetch: replayed">', second), (
+            second
+        )  # attempt 2 got fetch back
+        assert '<span class="badge replayed">replayed 1</span>' in second
+
+    def test_it_says_step_arguments_are_kept_only_as_fingerprints(self, killed: Pipeline) -> None:
+        c = client(killed.db)
+        html = c.get("/runs/resumed").text
+        assert "the journal records only their fingerprint" in html
+        seq = re.search(r'id="row-(\d+)"', html)
+        assert seq is not None
+        row = c.get(f"/runs/resumed/rows/{seq.group(1)}").text
+        assert "<dt>arguments</dt><dd>not kept: only their fingerprint" in row
+
     def test_a_run_left_crashed_says_where_its_process_died(self, killed: Pipeline) -> None:
         html = client(killed.db).get("/runs/crashed").text
         assert "its last process (pid" in html and "died in step &#39;slow_left&#39;" in html
@@ -114,6 +133,40 @@ class TestARunsPage:
     def test_an_unknown_run_is_a_404_page(self, killed: Pipeline) -> None:
         page = client(killed.db).get("/runs/01ZZZZZZZZZZ")
         assert page.status_code == 404 and "no run" in page.text
+
+
+class TestARunsMarkers:
+    def test_show_their_holder_and_how_many_holders_died_in_them(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        script = tmp_path / "marker.py"
+        script.write_text(
+            "import os, signal, sys\n"
+            "from letitloop import Journal\n"
+            "with Journal('mail', path=sys.argv[1], run='r') as j:\n"
+            "    with j.atomic_marker('send') as go:\n"
+            "        if go and len(sys.argv) > 2:\n"
+            "            os.kill(os.getpid(), signal.SIGKILL)\n",
+            encoding="utf-8",
+        )
+        died = subprocess.run([sys.executable, str(script), str(db), "die"], timeout=60)
+        assert died.returncode == -9
+        done = subprocess.run([sys.executable, str(script), str(db)], timeout=60)
+        assert done.returncode == 0
+        c = client(db)
+        html = c.get("/runs/r").text
+        marker = re.search(r"<tr[^>]*>(?:(?!</tr>).)*>send</a>.*?</tr>", html, re.DOTALL)
+        assert marker is not None
+        holder = re.search(r'<span class="holder">(.*?)</span>', marker.group(0))
+        assert holder is not None, marker.group(0)
+        text = holder.group(1)
+        assert re.fullmatch(
+            r"last held by pid \d+ on [^ ]+ \(run [0-9A-Z]+\) · offered 2 times · "
+            r"1 holder died in it",
+            text,
+        ), text
+        seq = re.search(r'id="row-(\d+)"', marker.group(0))
+        assert seq is not None
+        assert "<dt>holder</dt><dd>last held by pid" in c.get(f"/runs/r/rows/{seq.group(1)}").text
 
 
 class TestRecordedTextIsShownAsText:

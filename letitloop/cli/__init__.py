@@ -24,6 +24,7 @@ import click
 
 from ..errors import LetItLoopError
 from .changing import fork, gc, reset, upgrade
+from .checking import check
 from .control import cancel, send
 from .params import DB_PATH
 from .reading import export, runs, show
@@ -39,6 +40,7 @@ __all__ = [
     "InternalError",
     "LilGroup",
     "cancel",
+    "check",
     "cli",
     "demo",
     "diff",
@@ -167,6 +169,7 @@ cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
 cli.add_command(fixture)  # lil fixture (cli/testing.py)
 cli.add_command(diff)  # lil diff (cli/testing.py)
 cli.add_command(verify)  # lil verify (cli/verifying.py)
+cli.add_command(check)  # lil check (cli/checking.py)
 
 
 def main() -> None:

@@ -48,6 +48,12 @@ from .params import STATE_CHOICE, Since, db_option, json_flags, key_values, open
     help="Only runs whose recorded input has VALUE (JSON, else text) at KEY; repeatable.",
 )
 @click.option(
+    "--version",
+    "code_version",
+    metavar="VERSION",
+    help="Only runs whose latest attempt ran this version of the code (or one starting so).",
+)
+@click.option(
     "--limit",
     type=click.IntRange(min=0, max=1_000_000_000),
     default=50,
@@ -71,6 +77,7 @@ def runs(
     until: datetime | None,
     name_glob: str | None,
     inputs: list[tuple[str, str]],
+    code_version: str | None,
     limit: int,
     offset: int,
     as_json: bool,
@@ -83,7 +90,8 @@ def runs(
     it has been in for more than a second (or its sleep, wait or retry); a
     fork nobody opened yet as "pending"; a run that stopped to wait for
     outside input as "waiting"; a cancelled one as "cancelled". COST sums
-    what its steps reported (letitloop.usage). Off a terminal every value is
+    what its steps reported (letitloop.usage). VERSION is the version of
+    the code the run's latest attempt ran (docs/versioning.md). Off a terminal every value is
     printed whole. When more runs match than --limit, the output says so (on
     stderr with --json/--jsonl). The last line names the journal file read:
     with no --db or $LETITLOOP_DB, the nearest .letitloop/journal.db here or
@@ -94,6 +102,7 @@ def runs(
       lil runs
       lil runs customer_sync --status failed --status crashed --since 1d
       lil runs --name 'user-*' --input user_id=7
+      lil runs --status crashed --version 41c0
       lil runs --jsonl --limit 0 | jq -r 'select(.state == "crashed") | .id'
     """
     from .. import render
@@ -112,6 +121,7 @@ def runs(
             inputs=inputs,
             limit=limit + 1 if limit else None,
             offset=offset,
+            version=code_version,
         )
     finally:
         journal.close()

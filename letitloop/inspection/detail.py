@@ -141,6 +141,7 @@ def _with_ending(
         step_s,
         exit_event.get("exit_code") if exit_event else None,
         exit_event.get("signal") if exit_event else None,
+        a.version,
     )
 
 

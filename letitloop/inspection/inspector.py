@@ -46,6 +46,9 @@ class RunFilter:
     else text; it matches the recorded value, or a value the codec tagged
     (``{"!date": "2026-11-30"}`` matches ``2026-11-30``), in an input the codec may
     have wrapped (``{"!dict": {…}}``). An input that is not JSON matches nothing."""
+    version: str | None = None
+    """The version of the code the run's latest attempt ran starts with this text (a source
+    hash's first digits are enough, as with git's)."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,11 @@ class Inspector(Protocol):
     def replays(self, run_id: str) -> list[Any]:
         """What each attempt of the run replayed: per record, the list of keys it got back
         (as recorded: a damaged record may hold anything)."""
+        ...
+
+    def attempt_replays(self, run_id: str) -> list[tuple[int, Any]]:
+        """What each attempt of the run replayed: per record, ``(attempt, keys)``, the attempt
+        that got the results back and the list of their keys (as :meth:`replays`)."""
         ...
 
     def supervisor_events(self, run_id: str) -> list[dict[str, Any]]:

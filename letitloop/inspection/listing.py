@@ -51,6 +51,7 @@ def list_runs(
     inputs: Iterable[tuple[str, str]] = (),
     limit: int | None = None,
     offset: int = 0,
+    version: str | None = None,
 ) -> list[RunInfo]:
     """Runs newest first, optionally of one goal, in some states, started in a time range.
 
@@ -59,7 +60,9 @@ def list_runs(
     time (``since`` included, ``until`` not). ``name`` is a glob (``user-*``,
     case-sensitive) on the run's name; an unnamed run never matches it.
     ``inputs`` are ``(key, value)`` pairs the recorded input must all hold
-    (see :attr:`RunFilter.inputs`; a key is dotted for nesting). ``offset``
+    (see :attr:`RunFilter.inputs`; a key is dotted for nesting). ``version``
+    keeps the runs whose latest attempt ran a version of the code starting
+    with it (:attr:`RunFilter.version`). ``offset``
     skips that many matching runs first, for paging. An empty list means no
     run matched; an unknown goal raises RunNotFoundError.
     """
@@ -88,6 +91,7 @@ def list_runs(
         until=None if until is None else utc_iso(until.timestamp()),
         name=name,
         inputs=tuple((_input_path(key), value) for key, value in inputs),
+        version=version,
     )
     if wanted is None:
         return journal.runs(where, limit=limit, offset=offset)

@@ -142,6 +142,13 @@ class MemoryInspector:
     def runs(self, where: RunFilter, *, limit: int | None, offset: int = 0) -> list[RunInfo]:
         with self._reading():
             found = [r for r in self._newest_made_first() if _selected(r, where)]
+            if where.version is not None:
+                wanted, versions = where.version, self._versions()
+                found = [
+                    r
+                    for r in found
+                    if (versions.get((r["id"], r["attempts"])) or "").startswith(wanted)
+                ]
             end = None if limit is None else offset + limit
             return self._infos(found[offset:end])
 
@@ -239,10 +246,10 @@ class MemoryInspector:
 
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         with self._reading() as db:
-            found = sorted(a for a in db.attempts if a[0] == run_id)
+            found = sorted((a for a in db.attempts if a[0] == run_id), key=lambda a: a[1])
             return [
-                AttemptInfo(attempt, pid, host, None, started_at, None)
-                for _, attempt, pid, host, started_at in found
+                AttemptInfo(a[1], a[2], a[3], None, a[4], None, version=_attempt_version(a))
+                for a in found
             ]
 
     def tries(self, run_id: str) -> list[TryInfo]:
@@ -289,6 +296,10 @@ class MemoryInspector:
     def replays(self, run_id: str) -> list[Any]:
         with self._reading() as db:
             return [list(keys) for run, _, keys in db.replays if run == run_id]
+
+    def attempt_replays(self, run_id: str) -> list[tuple[int, Any]]:
+        with self._reading() as db:
+            return [(attempt, list(keys)) for run, attempt, keys in db.replays if run == run_id]
 
     def supervisor_events(self, run_id: str) -> list[dict[str, Any]]:
         return []  # no lil watch starts a run of this store: it is another process
@@ -465,11 +476,16 @@ class MemoryInspector:
     def _by_id(self, *, newest: bool = False) -> list[dict[str, Any]]:
         return sorted(self.db.runs.values(), key=lambda r: r["id"], reverse=newest)
 
+    def _versions(self) -> dict[tuple[str, int], str | None]:
+        """The version of the code each attempt ran, by (run id, attempt)."""
+        return {(a[0], a[1]): _attempt_version(a) for a in self.db.attempts}
+
     def _rows_of(self, goal: str, run_id: str) -> list[Row]:
         return [r for r in self.db.rows(goal) if r["run"] == run_id]
 
     def _infos(self, runs: list[dict[str, Any]]) -> list[RunInfo]:
         """The runs' :class:`RunInfo`: their counts, rows in flight or paused, and state."""
+        versions = self._versions()
         rows = [
             RunRow(
                 r["id"],
@@ -489,6 +505,7 @@ class MemoryInspector:
                 r.get("forked_at"),
                 r["cancel_requested_at"],
                 r["cancel_reason"],
+                versions.get((r["id"], r["attempts"])),
             )
             for r in runs
         ]
@@ -616,7 +633,17 @@ def _row_info(r: Row) -> RowInfo:
             r["checksum"],
         ),
         r["args_fp"],
+        r.get("claims"),
+        r.get("crashes"),
+        r.get("holder_pid"),
+        r.get("holder_host"),
+        r.get("holder_run"),
     )
+
+
+def _attempt_version(entry: tuple[Any, ...]) -> str | None:
+    """An attempt's version: its sixth cell (None in an entry from before versions)."""
+    return entry[5] if len(entry) > 5 else None
 
 
 def _selected(run: dict[str, Any], where: RunFilter) -> bool:

@@ -157,7 +157,7 @@ class PostgresInspector(MemoryInspector):
         db.attempts = [
             tuple(a)
             for a in c.execute(
-                "SELECT run, attempt, pid, host, started_at FROM ll_attempts"
+                "SELECT run, attempt, pid, host, started_at, version FROM ll_attempts"
             ).fetchall()
         ]
         return db
@@ -264,8 +264,12 @@ class PostgresInspector(MemoryInspector):
                         cells: list[Any] = list(entry)
                         if table == "ll_replays":
                             cells[2] = list(cells[2])
+                        # ll_attempts by name: its columns after started_at came by ALTER
+                        # (trace, version), in whichever order a database got them.
+                        named = " (run, attempt, pid, host, started_at, version)"
                         c.execute(
-                            f"INSERT INTO {table} VALUES ({', '.join(['%s'] * len(cells))})",
+                            f"INSERT INTO {table}{named if table == 'll_attempts' else ''} "
+                            f"VALUES ({', '.join(['%s'] * len(cells))})",
                             cells,
                         )
 

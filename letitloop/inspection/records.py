@@ -99,6 +99,8 @@ class RunInfo:
     """What the run's steps reported consuming (their rows and their failed tries)."""
     output_tokens: int | None = None
     cost: float | None = None
+    version: str | None = None
+    """The version of the code its latest attempt ran (letitloop/versions.py); None: unknown."""
 
     @property
     def error_is_earlier(self) -> bool:
@@ -170,6 +172,14 @@ class RowInfo:
     """The row fails its checksum (letitloop/checksums.py): the file was damaged there."""
     args_fp: str | None = None
     """A step's arguments' fingerprint: one digest per argument (``lil diff`` compares them)."""
+    claims: int | None = None
+    """A marker: how many times it was offered (each holder that entered its block)."""
+    crashes: int | None = None
+    """A marker: how many of its holders died inside the block."""
+    holder_pid: int | None = None
+    """A marker: the process holding it now, or that held it last, and its host and run."""
+    holder_host: str | None = None
+    holder_run: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -254,6 +264,8 @@ class AttemptInfo:
     exit_code: int | None = None
     """Its process's exit status as ``lil watch`` saw it (128+N for signal N)."""
     signal: str | None = None
+    version: str | None = None
+    """The version of the code it ran (letitloop/versions.py); None: unknown."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

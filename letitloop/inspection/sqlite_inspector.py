@@ -34,7 +34,8 @@ from .state import OpenRow, RunCounts, RunRow, plus, run_infos
 RUN_COLUMNS = (
     "r.id, r.goal, r.name, r.status, r.attempts, r.started_at, r.updated_at, r.finished_at, "
     "r.error, r.holder_pid, r.holder_host, g.journal_table, r.input, r.forked_from, r.forked_at, "
-    "r.cancel_requested_at, r.cancel_reason"
+    "r.cancel_requested_at, r.cancel_reason, (SELECT a.version FROM attempts a "
+    "WHERE a.run = r.id AND a.attempt = r.attempts)"
 )
 
 #: Runs with their goal's journal table, in the order of :class:`RunRow`.
@@ -42,7 +43,8 @@ _RUNS = f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
 
 _ROW_COLUMNS = (
     "rowid, key, kind, status, fn, result, started_at, finished_at, duration_ms, attempt, "
-    "error, traceback, wake_at, input_tokens, output_tokens, cost, model, args_fp, checksum"
+    "error, traceback, wake_at, input_tokens, output_tokens, cost, model, claims, crashes, "
+    "holder_pid, holder_host, holder_run, args_fp, checksum"
 )
 
 #: What a reader shows for an encrypted error or input without the key.
@@ -199,8 +201,19 @@ class SqliteInspector:
             f'SELECT {_ROW_COLUMNS} FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
             (run.id,),
         ):
-            # The 17 shown columns, then args_fp (kept) and checksum (whether it is damaged).
-            info = RowInfo(*r[:-2], args_fp=r[-2])  # type: ignore[misc]
+            # claims … holder_run: a marker's (by name); args_fp and checksum: whether the
+            # row is damaged.
+            info = RowInfo(*r[:-7], args_fp=r[-2])  # type: ignore[misc]
+            if info.kind == "marker":
+                claims, crashes, pid, host, holder_run = r[-7:-2]
+                info = replace(
+                    info,
+                    claims=claims,
+                    crashes=crashes,
+                    holder_pid=pid,
+                    holder_host=host,
+                    holder_run=holder_run,
+                )
             if row_damaged(
                 run.id,
                 info.key,
@@ -242,10 +255,10 @@ class SqliteInspector:
 
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         return [
-            AttemptInfo(*a)
-            for a in self.store.query(
-                "SELECT attempt, pid, host, watch_id, started_at, watch_attempt FROM attempts "
-                "WHERE run = ? ORDER BY attempt",
+            AttemptInfo(attempt, pid, host, watch, started, watch_attempt, version=version)
+            for attempt, pid, host, watch, started, watch_attempt, version in self.store.query(
+                "SELECT attempt, pid, host, watch_id, started_at, watch_attempt, version "
+                "FROM attempts WHERE run = ? ORDER BY attempt",
                 (run_id,),
             )
         ]
@@ -284,6 +297,17 @@ class SqliteInspector:
         for (keys,) in self.store.query("SELECT keys FROM step_replays WHERE run = ?", (run_id,)):
             try:
                 out.append(json.loads(keys))
+            except (ValueError, TypeError):  # a damaged record counts nothing
+                continue
+        return out
+
+    def attempt_replays(self, run_id: str) -> list[tuple[int, Any]]:
+        out = []
+        for attempt, keys in self.store.query(
+            "SELECT attempt, keys FROM step_replays WHERE run = ? ORDER BY rowid", (run_id,)
+        ):
+            try:
+                out.append((int(attempt), json.loads(keys)))
             except (ValueError, TypeError):  # a damaged record counts nothing
                 continue
         return out
@@ -646,6 +670,11 @@ def _copied(c: sqlite3.Connection, view: str, run_id: str) -> None:
         adopt(c, table, num, run_id, secret, chained=False)
 
 
+def _glob_prefix(text: str) -> str:
+    """A GLOB pattern for what starts with ``text`` (its ``*?[`` matched as themselves)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text) + "*"
+
+
 def _like(text: str) -> str:
     """A LIKE pattern for what starts with ``text`` (``\\`` escapes)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -695,6 +724,12 @@ def _conditions(where: RunFilter) -> tuple[list[str], list[Any]]:
     if where.name is not None:
         conditions.append("r.name GLOB ?")
         params.append(where.name)
+    if where.version is not None:
+        conditions.append(
+            "(SELECT a.version FROM attempts a WHERE a.run = r.id AND a.attempt = r.attempts) "
+            "GLOB ?"
+        )
+        params.append(_glob_prefix(where.version))
     for parts, value in where.inputs:
         cond, cond_params = _input_condition(parts, value)
         conditions.append(cond)

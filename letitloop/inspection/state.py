@@ -63,6 +63,8 @@ class RunRow(NamedTuple):
     forked_at: str | None
     cancel_requested_at: str | None
     cancel_reason: str | None
+    #: The version of the code its latest attempt ran.
+    version: str | None = None
 
 
 class RunCounts(NamedTuple):
@@ -166,6 +168,7 @@ def run_infos(
                 input_tokens=inp,
                 output_tokens=outp,
                 cost=cost,
+                version=row.version,
             )
         )
     return out

@@ -3,7 +3,7 @@
 The data comes from :mod:`letitloop.inspection`, :mod:`letitloop.maintenance`
 and :mod:`letitloop.control`; the words are here, one module per command
 family: ``words`` (what they share), ``runs`` (``lil runs``), ``detail``
-(``lil show``), ``follow`` (``lil show --follow``) and ``changes`` (what
+(``lil show``), ``follow`` (``lil show --follow``), ``checks`` (``lil check``) and ``changes`` (what
 ``lil reset/fork/gc/send/cancel`` report). Every line goes out through
 :func:`letitloop.render.echo`, which makes recorded text safe. Identifiers a
 user copies into the next command (run ids, goals, names, step keys, watch

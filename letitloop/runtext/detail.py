@@ -21,6 +21,7 @@ from .words import (
     since,
     until,
     usage_text,
+    versions_text,
     watch_label,
 )
 
@@ -137,6 +138,11 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
         out.append(f"forked    from run {run.forked_from} at step {run.forked_at!r}")
     out.extend(value_lines("input", run.input_json, full, registry))
     out.append(_state_line(run))
+    versions = versions_text(detail.attempts)
+    if versions is not None:
+        out.append(f"versions  {render.fit(versions, 10)}")
+    elif run.version is not None:
+        out.append(f"version   {render.one_line(run.version)}")
     for i, f in enumerate(f for f in run.in_flight if f.live):
         out.append(f"{'now' if i == 0 else '':<9} {in_flight(f)} (attempt {f.attempt})")
     for p in run.pauses:
@@ -240,9 +246,10 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
         out.append("  none")
     for a in detail.attempts:
         watch = watch_label(a)
+        version = f"  version {render.one_line(a.version)}" if a.version is not None else ""
         head = (
             f"  {a.attempt:>3}  {render.local_time(a.started_at)}  pid {a.pid} on {a.host}"
-            f"{'  (' + watch + ')' if watch else ''}  — "
+            f"{version}{'  (' + watch + ')' if watch else ''}  — "
         )
         out.append(head + render.fit(ending(a), len(head)))
     out.append("supervisor restarts")

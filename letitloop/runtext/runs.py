@@ -55,7 +55,7 @@ def _took(r: RunInfo) -> str:
 
 def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
     """``lil runs``: a table, a note under the runs that need one, and what was left out."""
-    headers = ["RUN", "GOAL", "NAME", "STATE", "STEPS", "ATT", "STARTED", "TOOK", "COST"]
+    headers = ["RUN", "GOAL", "NAME", "STATE", "STEPS", "ATT", "VERSION", "STARTED", "TOOK", "COST"]
     rows = [
         [
             r.id,
@@ -64,14 +64,15 @@ def runs_lines(found: list[RunInfo], more: str | None) -> list[str]:
             r.state,
             str(r.steps_done),
             str(r.attempts),
+            r.version if r.version is not None else "-",
             render.local_time(r.started_at, short=True),
             _took(r),
             render.money(r.cost),
         ]
         for r in found
     ]
-    tints = [[None, None, None, r.state, None, None, None, None, None] for r in found]
-    lines = render.table(headers, rows, right=(4, 5, 7, 8), colours=tints)
+    tints = [[None, None, None, r.state, None, None, None, None, None, None] for r in found]
+    lines = render.table(headers, rows, right=(4, 5, 8, 9), colours=tints)
     out = [lines[0]]
     for r, text in zip(found, lines[1:], strict=True):
         out.append(text)

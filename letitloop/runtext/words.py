@@ -116,6 +116,25 @@ def watch_label(a: AttemptInfo) -> str:
     return f"lil watch {a.watch_id}"
 
 
+def versions_text(attempts: list[AttemptInfo]) -> str | None:
+    """``attempt 3 ran version b7e1…, attempts 1–2 ran 41c0…`` (newest first) when the run's
+    attempts ran more than one version of the code; None when they all ran one (or none)."""
+    spans: list[tuple[int, int, str | None]] = []
+    for a in attempts:
+        if spans and spans[-1][2] == a.version and spans[-1][1] == a.attempt - 1:
+            spans[-1] = (spans[-1][0], a.attempt, a.version)
+        else:
+            spans.append((a.attempt, a.attempt, a.version))
+    if len({v for _, _, v in spans}) < 2:
+        return None
+    parts = []
+    for first, last, version in reversed(spans):
+        which = f"attempt {first}" if first == last else f"attempts {first}\u2013{last}"
+        ran = f"ran version {version}" if version is not None else "ran an unknown version"
+        parts.append(f"{which} {ran}")
+    return ", ".join(parts)
+
+
 def ending(a: AttemptInfo) -> str:
     """How an attempt ended, in words (see :class:`letitloop.inspection.AttemptInfo`)."""
     step = f" in step {a.step!r}" if a.step else ""

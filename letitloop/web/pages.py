@@ -140,7 +140,8 @@ def run_context(
 ) -> dict[str, Any]:
     """What the run's templates need: the run, its summary, attempts, the page's steps."""
     run = detail.run
-    replays = views.replay_counts(detail, journal.replays(run.id))
+    by_attempt = journal.attempt_replays(run.id)
+    replays = views.replay_counts(detail, [keys for _, keys in by_attempt])
     total = len(detail.rows)
     per_page = (total or 1) if whole else views.STEPS_PER_PAGE
     pages = max(1, math.ceil(total / per_page))
@@ -169,7 +170,7 @@ def run_context(
         "journal": str(journal.path),
         "run": run,
         "s": views.run_summary(detail),
-        "attempts": views.attempts(detail, replays),
+        "attempts": views.attempts(detail, replays, by_attempt),
         "steps": shown_steps,
         "total_rows": total,
         "page": page,
@@ -224,6 +225,7 @@ def row_page(journal: Inspector, ref: str, seq: int) -> str:
         started=render.local_time(row.started_at),
         took=render.duration(took),
         result=views.full(row.result) if row.status != "failed" else None,
+        holder=views.holder_text(row),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,6 +113,26 @@ class Step:
     result: Value | None
     error: Value | None
     traceback: Value | None
+    holder: str | None = None
+    """A marker's holder and counts (see :func:`holder_text`); None for a step."""
+
+
+def holder_text(r: RowInfo) -> str | None:
+    """A marker's holder: ``held by pid 12 on host (run 01J…) · offered 2 times · 1 holder
+    died in it`` (the one holding it now if it is pending, else the last one); None for a
+    step."""
+    if r.kind != "marker":
+        return None
+    held = "held by" if r.status == "pending" else "last held by"
+    parts = []
+    if r.holder_pid is not None or r.holder_host:
+        run = f" (run {r.holder_run})" if r.holder_run else ""
+        parts.append(f"{held} pid {r.holder_pid} on {r.holder_host}{run}")
+    if r.claims is not None:
+        parts.append(f"offered {r.claims} time{'' if r.claims == 1 else 's'}")
+    if r.crashes:
+        parts.append(f"{r.crashes} holder{'' if r.crashes == 1 else 's'} died in it")
+    return " · ".join(parts) or None
 
 
 @dataclass
@@ -199,6 +220,7 @@ def steps(detail: RunDetail, replays: Counter[str], first: int, count: int) -> l
                 result=pretty(r.result) if r.status != "failed" else None,
                 error=clipped(r.error) if r.error else None,
                 traceback=clipped(r.traceback) if r.traceback else None,
+                holder=holder_text(r),
             )
         )
     return out
@@ -210,11 +232,18 @@ def _try_label(t: TryInfo) -> str:
     return "retried" if t.next_at else "failed"
 
 
-def attempts(detail: RunDetail, replays: Counter[str]) -> list[Attempt]:
-    """The run's attempts, each with its timeline: the calls it made, in journal order, and
-    how each went (its failed tries first, then its rows)."""
+def attempts(
+    detail: RunDetail, replays: Counter[str], replayed_by: Sequence[tuple[int, Any]] = ()
+) -> list[Attempt]:
+    """The run's attempts, each with its timeline: the steps it got back by replay
+    (``replayed_by``: ``Inspector.attempt_replays``), then the calls it made, in journal
+    order, and how each went (its failed tries first, then its rows)."""
     run = detail.run
     by_attempt: dict[int, list[Mark]] = {}
+    for attempt, keys in replayed_by:
+        if isinstance(keys, list):  # a damaged record counts nothing
+            marks = by_attempt.setdefault(attempt, [])
+            marks.extend(Mark(k, "replayed") for k in keys if isinstance(k, str))
     for t in detail.tries:
         note = f"try {t.number}: {render.one_line(t.error)}"
         by_attempt.setdefault(t.attempt, []).append(Mark(t.key, _try_label(t), note))
@@ -225,6 +254,8 @@ def attempts(detail: RunDetail, replays: Counter[str]) -> list[Attempt]:
     for a in detail.attempts:
         watch = watch_label(a)
         head = f"attempt {a.attempt} · pid {a.pid} on {a.host}" + (f" · {watch}" if watch else "")
+        if a.version is not None:
+            head += f" · version {a.version}"
         marks = by_attempt.get(a.attempt, [])
         counts = Counter(m.label for m in marks)
         out.append(
