@@ -203,6 +203,12 @@ OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 #: backend), the durable wait, the capability that installs both.
 PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
 
+#: The LlamaIndex adapter's own modules, bottom up: the journaling runtime, the face.
+LLAMAINDEX_ORDER = ["runtime", "__init__"]
+
+#: The DSPy adapter's own modules, bottom up: the journaled LM, the journaled tools.
+DSPY_ORDER = ["lm", "tools", "__init__"]
+
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
@@ -409,6 +415,8 @@ ORDERED_PACKAGES = {
     "maintenance": MAINTENANCE_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
     "adapters.pydantic_ai": PYDANTIC_AI_ORDER,
+    "adapters.llamaindex": LLAMAINDEX_ORDER,
+    "adapters.dspy": DSPY_ORDER,
     "mcp": MCP_ORDER,
     "adapters.smolagents": SMOLAGENTS_ORDER,
     "adapters.autogen": AUTOGEN_ORDER,

@@ -540,6 +540,7 @@ DOCS_AROUND[("adapters.md", "from letitloop.adapters.autogen import AutoGenState
     AUTOGEN_AROUND
 )
 DOCS_AROUND[("testing.md", "from letitloop import Journal")] = ("", "")
+DOCS_AROUND[("adapters.md", "import asyncio")] = ("", "")  # LlamaIndex: a whole program
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
@@ -560,6 +561,10 @@ ILLUSTRATIVE: dict[tuple[str, str], str] = {
         "three lines of an agent's program (its model and ask are the reader's); "
         "tests/test_pydantic_ai.py (TestAnAgentWaitingForAnApproval) runs the whole "
         "program: stopped, answered with lil send, resumed"
+    ),
+    ("adapters.md", "import dspy"): (
+        "needs a real model (an API key); tests/test_dspy.py runs the same calls on DSPy's "
+        "DummyLM, killed mid-call and resumed, and examples/dspy_resume.py is runnable"
     ),
     ("async.md", "# refused: two tasks, one name"): (
         "two lines of an async function (top-level await) contrasting a refused call with "
@@ -613,6 +618,8 @@ class TestTheDocsPages:
                 pytest.importorskip("langgraph")
             if "pydantic_ai" in code:
                 pytest.importorskip("pydantic_ai.durable_exec")
+            if "llamaindex" in code:
+                pytest.importorskip("workflows")
             before, after = DOCS_AROUND[key]
             folder = tmp_path / f"block{i}"
             folder.mkdir()
