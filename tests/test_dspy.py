@@ -231,3 +231,39 @@ class TestAProgramOutsideAJournal:
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == ["snow", "snow", 42]
         assert not db.exists()
+
+
+class TestAnAsyncProgramInAJournal:
+    def test_its_calls_replay_on_the_next_open_of_the_run(self, tmp_path: Path) -> None:
+        import asyncio
+
+        import dspy
+        from dspy.utils.dummies import DummyLM
+
+        from letitloop import Journal
+        from letitloop.adapters.dspy import JournaledLM, journaled_tool
+
+        made: list[str] = []
+
+        class Counting(DummyLM):  # type: ignore[misc]
+            async def acall(self, prompt: Any = None, *, messages: Any = None, **kw: Any) -> Any:
+                made.append("lm")
+                return await super().acall(prompt, messages=messages, **kw)
+
+        async def double(x: int) -> int:
+            """Twice x."""
+            made.append("tool")
+            return 2 * x
+
+        lm = JournaledLM(Counting({"Oslo?": {"answer": "snow"}}))
+        tool = journaled_tool(double)
+
+        async def program() -> list[Any]:
+            async with Journal("async-trip", run="r", path=tmp_path / "journal.db"):
+                with dspy.context(lm=lm):
+                    answer = await dspy.Predict("question -> answer").acall(question="Oslo?")
+                return [answer.answer, await tool.acall(x=21)]
+
+        assert asyncio.run(program()) == ["snow", 42]
+        assert asyncio.run(program()) == ["snow", 42]  # the completed run: all replayed
+        assert made == ["lm", "tool"]
