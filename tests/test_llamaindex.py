@@ -284,3 +284,35 @@ class TestTheCookbook:
             line.split(": step ", 1)[1] for line in done.stdout.splitlines() if ": step " in line
         ]
         assert ran == ["fetch", "count", "count", "summarize"]
+
+
+class TestARunStartedAgainWithAnotherInput:
+    def test_it_is_refused_and_the_same_input_still_gets_its_result(self, tmp_path: Path) -> None:
+        import asyncio
+
+        from workflows import Workflow, step
+        from workflows.events import StartEvent, StopEvent
+
+        from letitloop import Journal
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+        from letitloop.errors import StepMismatchError
+
+        ran: list[str] = []
+
+        class Echo(Workflow):
+            @step
+            async def echo(self, ev: StartEvent) -> StopEvent:
+                ran.append(ev.text)
+                return StopEvent(result=ev.text.upper())
+
+        async def run(text: str) -> Any:
+            async with Journal("echo", run="r", path=tmp_path / "journal.db"):
+                return await Echo(runtime=LetItLoopRuntime()).run(text=text)
+
+        assert asyncio.run(run("oslo")) == "OSLO"
+        with pytest.raises(StepMismatchError) as refused:
+            asyncio.run(run("bergen"))
+        assert "'Echo'" in str(refused.value) and "Echo.00001:add_event" in str(refused.value)
+        assert "bergen" in str(refused.value) and "oslo" in str(refused.value)
+        assert asyncio.run(run("oslo")) == "OSLO"  # replayed: the step is not run again
+        assert ran == ["oslo"]

@@ -36,12 +36,14 @@ from workflows.runtime.types.internal_state import BrokerState
 from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter
 from workflows.runtime.types.results import StepWorkerResult
 from workflows.runtime.types.ticks import (
+    TickAddEvent,
     TickStepResult,
     WorkflowTick,
     WorkflowTickAdapter,
 )
 from workflows.workflow import Workflow
 
+from ...errors import StepMismatchError
 from ...inspection import open_inspector
 from ...journal import Journal, current_journal
 from ...unchecked import unchecked
@@ -149,6 +151,31 @@ def final_event(ticks: list[WorkflowTick]) -> StopEvent | None:
     return None
 
 
+def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent) -> None:
+    """Refuse to resume a run recorded with another start event than ``start``.
+
+    Raises StepMismatchError naming the run, the key and both events: the run's
+    recorded steps were made for the recorded start and are never handed to
+    another (nothing is run, nothing written).
+    """
+    for n, t in enumerate(ticks):
+        if isinstance(t, TickAddEvent) and isinstance(t.event, StartEvent):
+            recorded = json.loads(run.serializer.serialize(t.event))
+            called = json.loads(run.serializer.serialize(start))
+            if recorded != called:
+                journal = run.journal
+                key = f"{run.prefix}{n:05d}:{label(t)}"
+                raise StepMismatchError(
+                    f"workflow {run.prefix.rstrip('.')!r} in run {journal.run_id} of goal "
+                    f"{journal.goal!r} was started with {json.dumps(recorded)[:200]} (step "
+                    f"{key!r}) and is now run with {json.dumps(called)[:200]}: its recorded "
+                    f"steps belong to the first start event. Run it with the same input to "
+                    f"resume it, give this input a run of its own (Journal(goal, run=...)), "
+                    f"or reset it with 'lil reset {journal.goal} --run {journal.run_id}'"
+                )
+            return
+
+
 class JournalingAdapter(InternalAsyncioAdapter):
     """The run's internal adapter: each tick is recorded before the control loop acts on it."""
 
@@ -213,6 +240,8 @@ class LetItLoopRuntime(BasicRuntime):
         run = JournaledRun(journal, f"{name}." if number == 1 else f"{name}#{number}.", active)
         ticks, state = run.replay()
         if ticks:
+            if start_event is not None:
+                check_start(run, ticks, start_event)
             final = final_event(ticks)
             if final is not None:
                 return self._finished(run_id, init_state, final, state, active)
