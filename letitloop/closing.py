@@ -34,11 +34,21 @@ if TYPE_CHECKING:
     from .journal import Journal
 
 
-def _run_waiting(exc: BaseException | None) -> bool:
-    """Whether ``exc`` is RunWaiting; waits.py is not imported for this (while it is
-    not loaded, no wait ran, so no RunWaiting exists)."""
+def _run_waiting(exc: BaseException | None) -> Any:
+    """The RunWaiting ``exc`` is or carries, else None; waits.py is not imported for
+    this (while it is not loaded, no wait ran, so no RunWaiting exists).
+
+    An adapter whose framework cannot let a ``SystemExit`` through its tasks
+    carries it out as an ordinary exception with a ``run_waiting`` attribute
+    (Pydantic AI's ``StoppedToWait``): the run is left waiting all the same.
+    """
     waits = sys.modules.get("letitloop.waits")
-    return waits is not None and isinstance(exc, waits.RunWaiting)
+    if waits is None or exc is None:
+        return None
+    if isinstance(exc, waits.RunWaiting):
+        return exc
+    carried = getattr(exc, "run_waiting", None)
+    return carried if isinstance(carried, waits.RunWaiting) else None
 
 
 def set_result(j: Journal, value: Any) -> None:
@@ -105,7 +115,8 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
     not a failure: the run is completed. Any other exception, including
     KeyboardInterrupt and a non-zero SystemExit, marks it failed with its
     error, so the next open resumes it. Two endings are not failures:
-    RunWaiting (``wait_for(..., stop_after=)``) leaves the run ``waiting``,
+    RunWaiting (``wait_for(..., stop_after=)``, or an exception carrying one as
+    ``run_waiting``) leaves the run ``waiting``,
     and a run this process learnt was cancelled is marked ``cancelled``
     however the block ended.
 
@@ -135,7 +146,7 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
             if j._cancel.reason is not None:
                 outcome = "cancelled"
                 storage.cancel_run(j.run_id, now, _sealed(j, error_text(cancellation.error(j))))
-            elif _run_waiting(exc) and exc.run_id == j.run_id:  # type: ignore[union-attr]
+            elif (waiting := _run_waiting(exc)) is not None and waiting.run_id == j.run_id:
                 outcome = "waiting"
                 storage.leave_waiting(j.run_id, now)
             elif exc is None:

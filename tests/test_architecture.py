@@ -232,6 +232,12 @@ PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
 #: journaled model, tools, session and approvals, the agent wrapper.
 OPENAI_AGENTS_ORDER = ["calls", "model", "tools", "session", "approvals", "agent", "__init__"]
 
+#: The LlamaIndex adapter's own modules, bottom up: the journaling runtime, the face.
+LLAMAINDEX_ORDER = ["runtime", "__init__"]
+
+#: The DSPy adapter's own modules, bottom up: the journaled LM, the journaled tools.
+DSPY_ORDER = ["lm", "tools", "__init__"]
+
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
@@ -440,6 +446,8 @@ ORDERED_PACKAGES = {
     "adapters.langgraph": LANGGRAPH_ORDER,
     "adapters.pydantic_ai": PYDANTIC_AI_ORDER,
     "adapters.openai_agents": OPENAI_AGENTS_ORDER,
+    "adapters.llamaindex": LLAMAINDEX_ORDER,
+    "adapters.dspy": DSPY_ORDER,
     "mcp": MCP_ORDER,
     "adapters.smolagents": SMOLAGENTS_ORDER,
     "adapters.autogen": AUTOGEN_ORDER,

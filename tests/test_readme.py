@@ -587,6 +587,7 @@ DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] 
     "assert asyncio.run(support('Please refund order A17')) == 'Refunded.'\n"
     "assert asyncio.run(support('Please refund order A17')) == 'Refunded.'\n",
 )
+DOCS_AROUND[("adapters.md", "import asyncio")] = ("", "")  # LlamaIndex: a whole program
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
@@ -611,6 +612,10 @@ ILLUSTRATIVE: dict[tuple[str, str], str] = {
     ("testing.md", "import pytest"): (
         "a pytest test of the example's pipeline, run by pytest with its fixture file: "
         "tests/test_example_replay.py runs examples/replay_test/tests/test_triage.py so"
+    ),
+    ("adapters.md", "import dspy"): (
+        "needs a real model (an API key); tests/test_dspy.py runs the same calls on DSPy's "
+        "DummyLM, killed mid-call and resumed, and examples/dspy_resume.py is runnable"
     ),
     ("async.md", "# refused: two tasks, one name"): (
         "two lines of an async function (top-level await) contrasting a refused call with "
@@ -664,6 +669,8 @@ class TestTheDocsPages:
                 pytest.importorskip("langgraph")
             if "pydantic_ai" in code:
                 pytest.importorskip("pydantic_ai.durable_exec")
+            if "llamaindex" in code:
+                pytest.importorskip("workflows")
             before, after = DOCS_AROUND[key]
             folder = tmp_path / f"block{i}"
             folder.mkdir()

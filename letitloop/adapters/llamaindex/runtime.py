@@ -1,0 +1,291 @@
+"""``LetItLoopRuntime``: a LlamaIndex workflow runtime whose tick log is the journal.
+
+llama-index-workflows drives a workflow by *ticks* (an event added, a step's
+result, a timeout…) that a reducer folds into the run's broker state; its
+runtime API hands each tick to the run's internal adapter (``on_tick``) after
+folding it and before acting on it, and ``BasicRuntime.restore`` folds a
+recorded tick log back into a state ready to run. This runtime records every
+tick as one step of the open journal, keyed by its number in the workflow run
+(``Pipeline.00004:step_result:count``), with the context state (``ctx.store``)
+beside a step's result whenever it changed. A workflow run in a journal that
+holds ticks resumes from them: the broker state is folded back (a step whose
+result was recorded is done; the events that were in flight are queued again)
+and the context state is the last one recorded, so ``await workflow.run()``
+runs only what was not finished. A run whose final ``StopEvent`` was recorded
+returns it and runs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+from typing import Any, cast
+
+from workflows.context.context_types import SerializedContext
+from workflows.context.serializers import BaseSerializer, JsonSerializer
+from workflows.context.state_store import DictState, InMemoryStateStore
+from workflows.events import StartEvent, StopEvent
+from workflows.plugins.basic import (
+    BasicRuntime,
+    InternalAsyncioAdapter,
+    JournalRecord,
+    get_current_run_id,
+)
+from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter
+from workflows.runtime.types.results import StepWorkerResult
+from workflows.runtime.types.ticks import (
+    TickAddEvent,
+    TickStepResult,
+    WorkflowTick,
+    WorkflowTickAdapter,
+)
+from workflows.workflow import Workflow
+
+from ...errors import StepMismatchError
+from ...inspection import open_inspector
+from ...journal import Journal, current_journal
+from ...unchecked import unchecked
+
+
+async def tick(row: dict[str, Any]) -> dict[str, Any]:
+    """A tick's step function: the tick (and the state after a step) as recorded."""
+    return row
+
+
+#: Workflow runs started so far in each open journal (their keys' prefix).
+_runs: weakref.WeakKeyDictionary[Journal, int] = weakref.WeakKeyDictionary()
+
+
+def open_journal() -> Journal | None:
+    """The journal open in this context, or None."""
+    journal = current_journal.get()
+    return journal if journal is not None and journal.is_open else None
+
+
+def label(t: WorkflowTick) -> str:
+    """What a tick's key says after its number: its type, and the step it is for."""
+    step = getattr(t, "step_id", None)
+    return f"{t.type}:{step}" if step else t.type
+
+
+class JournaledRun:
+    """One workflow run in a journal: its keys' prefix, its next tick's number, its state.
+
+    Owned by the run's internal adapter once the run starts (the control loop
+    calls ``on_tick`` one tick at a time), by ``LetItLoopRuntime.run_workflow``
+    before.
+    """
+
+    def __init__(self, journal: Journal, prefix: str, serializer: BaseSerializer) -> None:
+        self.journal = journal
+        self.prefix = prefix
+        self.serializer = serializer
+        self.seq = 0
+        #: The context state last recorded (JSON text), to record it only when it changed.
+        self.state_text: str | None = None
+
+    def recorded_keys(self) -> dict[int, str]:
+        """This run's recorded tick keys by number (read-only, from the journal file)."""
+        inspector = open_inspector(self.journal.path)
+        try:
+            keys = inspector.step_keys(self.journal.run_id, self.prefix)
+        finally:
+            inspector.close()
+        by_number: dict[int, str] = {}
+        for key in keys:
+            number = key[len(self.prefix) :].split(":", 1)[0]
+            if number.isdigit():
+                by_number[int(number)] = key
+        return by_number
+
+    def replay(self) -> tuple[list[WorkflowTick], dict[str, Any] | None]:
+        """The ticks recorded for this run, in order, and the last context state recorded.
+
+        Each comes back through the journal (a replayed step): nothing is
+        called. Numbering goes on after them.
+        """
+        journal = self.journal
+        if journal.attempt == 1 and not journal.was_completed:
+            return [], None  # a run this process started: nothing recorded before
+        keys = self.recorded_keys()
+        ticks: list[WorkflowTick] = []
+        state: dict[str, Any] | None = None
+        while len(ticks) in keys:
+            # Replayed, never called (the key is recorded): the recorded row comes back.
+            row = cast("dict[str, Any]", self.journal.step(keys[len(ticks)], tick, unchecked(None)))
+            with self.serializer.validation_context():
+                ticks.append(
+                    WorkflowTickAdapter.validate_python(
+                        self.serializer.deserialize(json.dumps(row["tick"]))
+                    )
+                )
+            if row.get("state") is not None:
+                state = row["state"]
+        self.seq = len(ticks)
+        if state is not None:
+            self.state_text = json.dumps(state, sort_keys=True)
+        return ticks, state
+
+    async def record(self, t: WorkflowTick, state: dict[str, Any] | None) -> None:
+        """Record tick ``t`` as the run's next step (committed when this returns)."""
+        row: dict[str, Any] = {"tick": json.loads(self.serializer.serialize(t))}
+        if state is not None:
+            text = json.dumps(state, sort_keys=True)
+            if text != self.state_text:
+                row["state"] = state
+                self.state_text = text
+        key = f"{self.prefix}{self.seq:05d}:{label(t)}"
+        self.seq += 1
+        await self.journal.async_step(key, tick, unchecked(row))
+
+
+def final_event(ticks: list[WorkflowTick]) -> StopEvent | None:
+    """The StopEvent a recorded step returned: the run's result, once it finished."""
+    for t in reversed(ticks):
+        if isinstance(t, TickStepResult):
+            for r in t.result:
+                if isinstance(r, StepWorkerResult) and isinstance(r.result, StopEvent):
+                    return r.result
+    return None
+
+
+def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent) -> None:
+    """Refuse to resume a run recorded with another start event than ``start``.
+
+    Raises StepMismatchError naming the run, the key and both events: the run's
+    recorded steps were made for the recorded start and are never handed to
+    another (nothing is run, nothing written).
+    """
+    for n, t in enumerate(ticks):
+        if isinstance(t, TickAddEvent) and isinstance(t.event, StartEvent):
+            recorded = json.loads(run.serializer.serialize(t.event))
+            called = json.loads(run.serializer.serialize(start))
+            if recorded != called:
+                journal = run.journal
+                key = f"{run.prefix}{n:05d}:{label(t)}"
+                raise StepMismatchError(
+                    f"workflow {run.prefix.rstrip('.')!r} in run {journal.run_id} of goal "
+                    f"{journal.goal!r} was started with {json.dumps(recorded)[:200]} (step "
+                    f"{key!r}) and is now run with {json.dumps(called)[:200]}: its recorded "
+                    f"steps belong to the first start event. Run it with the same input to "
+                    f"resume it, give this input a run of its own (Journal(goal, run=...)), "
+                    f"or reset it with 'lil reset {journal.goal} --run {journal.run_id}'"
+                )
+            return
+
+
+class JournalingAdapter(InternalAsyncioAdapter):
+    """The run's internal adapter: each tick is recorded before the control loop acts on it."""
+
+    def __init__(self, runtime: LetItLoopRuntime, run_id: str, run: JournaledRun) -> None:
+        super().__init__(runtime.queues_of(run_id))
+        self.run = run
+
+    async def on_tick(self, t: WorkflowTick) -> None:
+        state = None
+        if isinstance(t, TickStepResult):
+            store = self.get_state_store()
+            if store is not None:
+                state = store.to_dict(self.run.serializer)
+        await self.run.record(t, state)
+        await super().on_tick(t)
+
+
+class LetItLoopRuntime(BasicRuntime):
+    """A workflow runtime whose runs are durable inside ``with Journal(goal):``.
+
+    ``Pipeline(runtime=LetItLoopRuntime())``; then ``await wf.run(...)`` inside
+    an open journal (``with``/``async with Journal``, ``@durable_async``)
+    records every tick as a step and resumes a run killed half-way at the
+    steps that had not returned. Outside a journal it runs as
+    ``BasicRuntime`` does, journaling nothing. The n-th workflow run in one
+    journal's run is keyed ``Pipeline.`` for the first, ``Pipeline#2.`` for the
+    second: run them one after the other.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        # An allow-list, empty but for what each workflow declares (its events and
+        # its state type, added by get_serializer): a recorded tick never makes the
+        # serializer import a class because the journal file names it.
+        self._default_serializer = JsonSerializer(allowed_types=())
+        self._journaled: dict[str, JournaledRun] = {}
+
+    def queues_of(self, run_id: str) -> Any:
+        """The asyncio queues BasicRuntime keeps for the run ``run_id``."""
+        return self._queues[run_id]
+
+    def run_workflow(
+        self,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: StartEvent | None = None,
+        serialized_state: dict[str, Any] | None = None,
+        serializer: BaseSerializer | None = None,
+    ) -> ExternalRunAdapter:
+        journal = open_journal()
+        if journal is None:
+            return super().run_workflow(
+                run_id, workflow, init_state, start_event, serialized_state, serializer
+            )
+        # The workflow's own serializer if it has one, else ours: never the unrestricted
+        # default a fresh Context hands in.
+        active = self.get_serializer(workflow)
+        number = _runs.get(journal, 0) + 1
+        _runs[journal] = number
+        name = type(workflow).__name__
+        run = JournaledRun(journal, f"{name}." if number == 1 else f"{name}#{number}.", active)
+        ticks, state = run.replay()
+        if ticks:
+            if start_event is not None:
+                check_start(run, ticks, start_event)
+            final = final_event(ticks)
+            if final is not None:
+                return self._finished(run_id, init_state, final, state, active)
+            records = [JournalRecord(seq=n, data=active.serialize(t)) for n, t in enumerate(ticks)]
+            restored = self.restore(workflow, None, records, active).to_dict(serializer=active)
+            init_state = BrokerState.from_serialized(
+                SerializedContext.from_dict_auto(restored, active), workflow, active
+            )
+            start_event = None  # the recorded one was added already
+            serialized_state = state
+        self._journaled[run_id] = run
+        adapter = super().run_workflow(
+            run_id, workflow, init_state, start_event, serialized_state, active
+        )
+        self._queues[run_id].complete.add_done_callback(lambda _: self._journaled.pop(run_id, None))
+        return adapter
+
+    def _finished(
+        self,
+        run_id: str,
+        init_state: BrokerState,
+        final: StopEvent,
+        state: dict[str, Any] | None,
+        serializer: BaseSerializer,
+    ) -> ExternalRunAdapter:
+        """A run that returned ``final`` in an earlier attempt: it comes back, nothing runs."""
+        queues = self._get_or_create_queues(run_id, init_state)
+        queues.state_store = (
+            InMemoryStateStore.from_dict(state, serializer)
+            if state is not None
+            else InMemoryStateStore(DictState())
+        )
+        queues.serializer = serializer
+
+        async def finished() -> StopEvent:
+            queues.publish_queue.put_nowait(final)
+            return final
+
+        queues.complete = asyncio.get_running_loop().create_task(finished())
+        return self.get_external_adapter(run_id)
+
+    def get_internal_adapter(self, workflow: Workflow) -> InternalRunAdapter:
+        run_id = get_current_run_id()
+        run = self._journaled.get(run_id) if run_id is not None else None
+        if run is None or run_id is None:
+            return super().get_internal_adapter(workflow)
+        return JournalingAdapter(self, run_id, run)

@@ -1,0 +1,269 @@
+"""DSPy programs made durable by ``JournaledLM`` and ``journaled_tool`` (letitloop.adapters.dspy).
+
+The program is a real ``dspy.Module``: a ``dspy.Predict`` that picks a city,
+a tool call for its weather, a ``dspy.Predict`` that answers. The LM is DSPy's
+offline ``DummyLM`` (in its stateless mode: answers chosen by the prompt, so a
+new process answers the same), subclassed to write ``start``/``end`` lines to a
+side file and to report tokens in its history entry as a provider would. It
+runs in a child process SIGKILLed inside each model call and inside the tool
+call, then runs again; the side file counts what ran, outside the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import run_python, spawn_python, wait_until, write_script
+
+pytest.importorskip("dspy")
+
+PROGRAM = """
+    import json, os, sys, time
+
+    import dspy
+    from dspy.utils.dummies import DummyLM
+
+    from letitloop import Journal
+    from letitloop.adapters.dspy import JournaledLM, journaled_tool
+
+    LOG = os.environ["DS_LOG"]
+    HOLD = os.environ.get("DS_HOLD", "")  # the call that blocks (to be killed in)
+    RELEASED = os.environ["DS_RELEASED"]  # once this file exists, nothing blocks
+
+
+    def note(line):
+        with open(LOG, "a") as f:
+            f.write(line + "\\n")
+
+
+    def hold(label):
+        while label == HOLD and not os.path.exists(RELEASED):
+            time.sleep(0.02)  # killed here by the test
+
+
+    class CountingLM(DummyLM):
+        def __call__(self, prompt=None, *, messages=None, **kwargs):
+            label = "lm answer" if "snow in Oslo" in messages[-1]["content"] else "lm plan"
+            note(f"start {label}")
+            hold(label)
+            out = super().__call__(prompt, messages=messages, **kwargs)
+            self.history[-1]["usage"] = {"prompt_tokens": 11, "completion_tokens": 4}
+            note(f"end {label}")
+            return out
+
+
+    lm = CountingLM(
+        {
+            "Where is it snowing?": {"city": "Oslo"},
+            "snow in Oslo": {"answer": "Go to Oslo: snow in Oslo"},
+        }
+    )
+
+
+    def weather(city: str) -> str:
+        \"\"\"The weather in a city.\"\"\"
+        note("start tool weather")
+        hold("tool weather")
+        note("end tool weather")
+        return f"snow in {city}"
+
+
+    class Trip(dspy.Module):
+        def __init__(self):
+            super().__init__()
+            self.plan = dspy.Predict("question -> city")
+            self.weather = journaled_tool(weather)
+            self.answer = dspy.Predict("city, weather -> answer")
+
+        def forward(self, question):
+            city = self.plan(question=question).city
+            return self.answer(city=city, weather=self.weather(city=city))
+
+
+    dspy.configure(lm=JournaledLM(lm))
+    with Journal("trip", run="oslo", path=sys.argv[1]):
+        answer = Trip()(question="Where is it snowing?").answer
+    print(json.dumps({"answer": answer}))
+"""
+
+CALLS = ["lm plan", "tool weather", "lm answer"]
+
+
+def lines(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def run_program(folder: Path, hold: str = "") -> subprocess.Popen[str]:
+    script = write_script(folder, "trip.py", PROGRAM)
+    env = {
+        "DS_LOG": str(folder / "calls.log"),
+        "DS_HOLD": hold,
+        "DS_RELEASED": str(folder / "go"),
+    }
+    return spawn_python(script, str(folder / "journal.db"), env=env)
+
+
+def finish(child: subprocess.Popen[str]) -> str:
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    answer: str = json.loads(out.splitlines()[-1])["answer"]
+    return answer
+
+
+def lil_show(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "letitloop", "show", "oslo", *args, "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@dataclass
+class Resumed:
+    hold: str
+    answer: str
+    log: list[str]
+    db: Path
+
+
+@pytest.fixture(scope="module", params=CALLS)
+def resumed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Resumed:
+    """The program killed inside ``request.param``, then run again."""
+    hold: str = request.param
+    folder = tmp_path_factory.mktemp("killed")
+    child = run_program(folder, hold=hold)
+    wait_until(lambda: f"start {hold}" in lines(folder / "calls.log"), f"the program in {hold}")
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    (folder / "go").touch()
+    answer = finish(run_program(folder))
+    return Resumed(hold, answer, lines(folder / "calls.log"), folder / "journal.db")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    answer = finish(run_program(folder))
+    rows = json.loads(lil_show(folder / "journal.db", "--json").stdout)["rows"]
+    return {"answer": answer, "rows": rows}
+
+
+class TestAProgramKilledInsideACall:
+    def test_every_finished_call_ran_exactly_once(self, resumed: Resumed) -> None:
+        ends = Counter(x.removeprefix("end ") for x in resumed.log if x.startswith("end "))
+        starts = Counter(x.removeprefix("start ") for x in resumed.log if x.startswith("start "))
+        assert ends == Counter(CALLS)
+        assert starts == Counter(CALLS) + Counter([resumed.hold])  # only the killed one again
+
+    def test_its_answer_is_the_uninterrupted_runs(
+        self, resumed: Resumed, uninterrupted: dict[str, Any]
+    ) -> None:
+        assert resumed.answer == uninterrupted["answer"] == "Go to Oslo: snow in Oslo"
+
+    def test_lil_show_lists_the_calls_with_their_tokens_once(
+        self, resumed: Resumed, uninterrupted: dict[str, Any]
+    ) -> None:
+        rows = json.loads(lil_show(resumed.db, "--json").stdout)["rows"]
+        assert [r["key"] for r in rows] == ["dspy.lm", "dspy.tool:weather", "dspy.lm#2"]
+        assert [r["key"] for r in rows] == [r["key"] for r in uninterrupted["rows"]]
+        tokens = [(r["input_tokens"], r["output_tokens"]) for r in rows]
+        assert tokens == [(11, 4), (None, None), (11, 4)]
+        assert "reported by 2 steps" in lil_show(resumed.db).stdout
+
+
+class TestTheCookbook:
+    def test_its_crash_replays_what_returned_and_runs_the_killed_call_again(self) -> None:
+        done = subprocess.run(
+            [sys.executable, "examples/dspy_resume.py", "--crash"],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "answer: Go to Oslo: snow in Oslo" in done.stdout
+        ran = [
+            line.split(": ", 1)[1] for line in done.stdout.splitlines() if line.startswith("pid ")
+        ]
+        assert ran == ["lm plan", "tool weather", "tool weather", "lm answer"]
+
+
+class TestAProgramOutsideAJournal:
+    def test_it_runs_as_usual_and_journals_nothing(self, tmp_path: Path) -> None:
+        script = write_script(
+            tmp_path,
+            "plain.py",
+            """
+            import asyncio, json
+
+            import dspy
+            from dspy.utils.dummies import DummyLM
+
+            from letitloop.adapters.dspy import JournaledLM, journaled_tool
+
+
+            def double(x: int) -> int:
+                \"\"\"Twice x.\"\"\"
+                return 2 * x
+
+
+            lm = JournaledLM(DummyLM({"Oslo?": {"answer": "snow"}}))
+            dspy.configure(lm=lm)
+            predict = dspy.Predict("question -> answer")
+            answers = [predict(question="Oslo?").answer]
+            answers.append(asyncio.run(predict.acall(question="Oslo?")).answer)
+            print(json.dumps([*answers, journaled_tool(double)(x=21)]))
+            """,
+        )
+        db = tmp_path / "journal.db"
+        done = run_python(script, env={"LETITLOOP_DB": str(db)})
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == ["snow", "snow", 42]
+        assert not db.exists()
+
+
+class TestAnAsyncProgramInAJournal:
+    def test_its_calls_replay_on_the_next_open_of_the_run(self, tmp_path: Path) -> None:
+        import asyncio
+
+        import dspy
+        from dspy.utils.dummies import DummyLM
+
+        from letitloop import Journal
+        from letitloop.adapters.dspy import JournaledLM, journaled_tool
+
+        made: list[str] = []
+
+        class Counting(DummyLM):  # type: ignore[misc]
+            async def acall(self, prompt: Any = None, *, messages: Any = None, **kw: Any) -> Any:
+                made.append("lm")
+                return await super().acall(prompt, messages=messages, **kw)
+
+        async def double(x: int) -> int:
+            """Twice x."""
+            made.append("tool")
+            return 2 * x
+
+        lm = JournaledLM(Counting({"Oslo?": {"answer": "snow"}}))
+        tool = journaled_tool(double)
+
+        async def program() -> list[Any]:
+            async with Journal("async-trip", run="r", path=tmp_path / "journal.db"):
+                with dspy.context(lm=lm):
+                    answer = await dspy.Predict("question -> answer").acall(question="Oslo?")
+                return [answer.answer, await tool.acall(x=21)]
+
+        assert asyncio.run(program()) == ["snow", 42]
+        assert asyncio.run(program()) == ["snow", 42]  # the completed run: all replayed
+        assert made == ["lm", "tool"]

@@ -1,0 +1,318 @@
+"""LlamaIndex workflows made durable by ``LetItLoopRuntime`` (letitloop.adapters.llamaindex).
+
+The workflow is a real ``workflows.Workflow`` (llama-index-workflows): a step
+that fetches and keeps the topic in the context state, a step that fans out two
+parts with ``ctx.send_event``, a step that counts each part (two workers, the
+parts run concurrently), a step that collects both counts and finishes with
+the topic read back from the context state. It runs in a child process
+SIGKILLed inside a step, between two steps, and inside one of two concurrent
+steps, then runs again. Each step writes ``start X`` and ``end X`` to a side
+file, so what ran is counted outside the journal.
+
+Where a kill could land between a step's ``end`` line and the commit of its
+result (a race: that step would rightly run again), the test first waits for
+the result to be in the journal file (read with ``lil show``), so a finished
+step is one whose result was recorded, and the count is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import run_python, spawn_python, wait_until, write_script
+
+pytest.importorskip("workflows")
+
+WORKFLOW = """
+    import asyncio, json, os, signal, sys, time
+
+    from workflows import Context, Workflow, step
+    from workflows.events import Event, StartEvent, StopEvent
+
+    from letitloop import Journal
+    from letitloop.adapters.llamaindex import LetItLoopRuntime, runtime
+
+    LOG = os.environ["WF_LOG"]
+    HOLD = os.environ.get("WF_HOLD", "")  # the step that blocks (to be killed in)
+    KILL_AFTER = os.environ.get("WF_KILL_AFTER", "")  # die once this tick is recorded
+    RELEASED = os.environ["WF_RELEASED"]  # once this file exists, nothing blocks
+
+
+    def note(line):
+        with open(LOG, "a") as f:
+            f.write(line + "\\n")
+
+
+    async def work(label):
+        note(f"start {label}")
+        while label == HOLD and not os.path.exists(RELEASED):
+            await asyncio.sleep(0.02)  # killed here by the test
+        note(f"end {label}")
+
+
+    record = runtime.JournaledRun.record
+
+
+    async def record_then_maybe_die(self, t, state):
+        await record(self, t, state)  # committed: the step's result is in the journal
+        if KILL_AFTER and runtime.label(t) == KILL_AFTER and not os.path.exists(RELEASED):
+            os.kill(os.getpid(), signal.SIGKILL)  # between this step and the next
+
+
+    runtime.JournaledRun.record = record_then_maybe_die
+
+
+    class Fetched(Event):
+        text: str
+
+
+    class Part(Event):
+        index: int
+        text: str
+
+
+    class Counted(Event):
+        index: int
+        words: int
+
+
+    class Pipeline(Workflow):
+        @step
+        async def fetch(self, ctx: Context, ev: StartEvent) -> Fetched:
+            await work("fetch")
+            await ctx.store.set("topic", ev.topic)
+            return Fetched(text=f"{ev.topic} is a city in Norway by a fjord")
+
+        @step
+        async def split(self, ctx: Context, ev: Fetched) -> Part | None:
+            await work("split")
+            words = ev.text.split()
+            ctx.send_event(Part(index=0, text=" ".join(words[:4])))
+            ctx.send_event(Part(index=1, text=" ".join(words[4:])))
+            return None
+
+        @step(num_workers=2)
+        async def count(self, ev: Part) -> Counted:
+            await work(f"count {ev.index}")
+            return Counted(index=ev.index, words=len(ev.text.split()))
+
+        @step
+        async def join(self, ctx: Context, ev: Counted) -> StopEvent | None:
+            got = ctx.collect_events(ev, [Counted, Counted])
+            if got is None:
+                return None
+            await work("join")
+            topic = await ctx.store.get("topic")
+            parts = sorted((c.index, c.words) for c in got)
+            return StopEvent(result={"topic": topic, "parts": parts})
+
+
+    async def main():
+        wf = Pipeline(runtime=LetItLoopRuntime(), timeout=120)
+        async with Journal("pipeline", run="oslo", path=sys.argv[1]):
+            result = await wf.run(topic="Oslo")
+        print(json.dumps({"result": result}))
+
+
+    asyncio.run(main())
+"""
+
+STEPS = ["fetch", "split", "count 0", "count 1", "join"]
+
+
+def lines(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def run_workflow(folder: Path, **env: str) -> subprocess.Popen[str]:
+    script = write_script(folder, "pipeline.py", WORKFLOW)
+    base = {"WF_LOG": str(folder / "steps.log"), "WF_RELEASED": str(folder / "go")}
+    return spawn_python(script, str(folder / "journal.db"), env={**base, **env})
+
+
+def finish(child: subprocess.Popen[str]) -> Any:
+    out, err = child.communicate(timeout=90)
+    assert child.returncode == 0, err
+    return json.loads(out.splitlines()[-1])["result"]
+
+
+def lil_show(db: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "letitloop", "show", "oslo", "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    shown: dict[str, Any] = json.loads(done.stdout) if done.returncode == 0 else {"rows": []}
+    return shown
+
+
+def recorded(db: Path, what: str) -> int:
+    """How many tick rows whose key ends with ``what`` the journal file holds now."""
+    return sum(1 for r in lil_show(db)["rows"] if r["key"].endswith(what))
+
+
+@dataclass
+class Resumed:
+    kill: str
+    result: Any
+    first: list[str]  # the side file when the first attempt died
+    log: list[str]  # after the second attempt
+    db: Path
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    result = finish(run_workflow(folder))
+    return {"result": result, "log": lines(folder / "steps.log")}
+
+
+@pytest.fixture(
+    scope="module", params=["inside fetch", "between fetch and split", "inside count 1"]
+)
+def resumed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Resumed:
+    """The workflow killed at ``request.param``, then run again."""
+    kill: str = request.param
+    folder = tmp_path_factory.mktemp("killed")
+    log, db = folder / "steps.log", folder / "journal.db"
+    if kill.startswith("between"):
+        child = run_workflow(folder, WF_KILL_AFTER="step_result:fetch")
+        child.wait(timeout=90)
+    else:
+        held = kill.removeprefix("inside ")
+        child = run_workflow(folder, WF_HOLD=held)
+        wait_until(lambda: f"start {held}" in lines(log), f"the workflow inside {held}")
+        if held == "count 1":
+            # count 0 runs beside it: wait until its result is committed, so that
+            # the kill cannot land between its side effect and its record.
+            wait_until(lambda: recorded(db, "step_result:count") == 1, "count 0 recorded")
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    first = lines(log)
+    (folder / "go").touch()
+    result = finish(run_workflow(folder))
+    return Resumed(kill, result, first, lines(log), db)
+
+
+class TestAWorkflowKilledAndRunAgain:
+    def test_every_finished_step_ran_exactly_once(self, resumed: Resumed) -> None:
+        ends = Counter(x.removeprefix("end ") for x in resumed.log if x.startswith("end "))
+        assert ends == Counter(STEPS), resumed.log
+
+    def test_only_the_step_in_flight_started_again(self, resumed: Resumed) -> None:
+        starts = Counter(x.removeprefix("start ") for x in resumed.log if x.startswith("start "))
+        in_flight = {x.removeprefix("start ") for x in resumed.first if x.startswith("start ")}
+        in_flight -= {x.removeprefix("end ") for x in resumed.first if x.startswith("end ")}
+        assert starts == Counter(STEPS) + Counter(in_flight)
+        if resumed.kill.startswith("inside"):
+            assert in_flight == {resumed.kill.removeprefix("inside ")}
+        else:
+            assert in_flight == set()  # between steps: nothing was running
+
+    def test_its_result_is_the_uninterrupted_runs(
+        self, resumed: Resumed, uninterrupted: dict[str, Any]
+    ) -> None:
+        assert resumed.result == uninterrupted["result"]
+        # The topic came back from the context state recorded by fetch.
+        assert resumed.result == {"topic": "Oslo", "parts": [[0, 4], [1, 5]]}
+
+    def test_a_rerun_of_the_finished_run_runs_nothing(self, resumed: Resumed) -> None:
+        folder = resumed.db.parent
+        before = lines(folder / "steps.log")
+        assert finish(run_workflow(folder)) == resumed.result
+        assert lines(folder / "steps.log") == before
+
+
+class TestAWorkflowOutsideAJournal:
+    def test_it_runs_as_usual_and_journals_nothing(self, tmp_path: Path) -> None:
+        script = write_script(
+            tmp_path,
+            "plain.py",
+            """
+            import asyncio, json
+
+            from workflows import Workflow, step
+            from workflows.events import StartEvent, StopEvent
+
+            from letitloop.adapters.llamaindex import LetItLoopRuntime
+
+
+            class Echo(Workflow):
+                @step
+                async def echo(self, ev: StartEvent) -> StopEvent:
+                    return StopEvent(result=ev.text)
+
+
+            async def main():
+                wf = Echo(runtime=LetItLoopRuntime())
+                return [await wf.run(text="a"), await wf.run(text="b")]
+
+
+            print(json.dumps(asyncio.run(main())))
+            """,
+        )
+        db = tmp_path / "journal.db"
+        done = run_python(script, env={"LETITLOOP_DB": str(db)})
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == ["a", "b"]
+        assert not db.exists()
+
+
+class TestTheCookbook:
+    def test_its_crash_replays_fetch_and_runs_the_killed_step_again(self) -> None:
+        done = subprocess.run(
+            [sys.executable, "examples/llamaindex_resume.py", "--crash"],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "result: Oslo: 9 words" in done.stdout
+        ran = [
+            line.split(": step ", 1)[1] for line in done.stdout.splitlines() if ": step " in line
+        ]
+        assert ran == ["fetch", "count", "count", "summarize"]
+
+
+class TestARunStartedAgainWithAnotherInput:
+    def test_it_is_refused_and_the_same_input_still_gets_its_result(self, tmp_path: Path) -> None:
+        import asyncio
+
+        from workflows import Workflow, step
+        from workflows.events import StartEvent, StopEvent
+
+        from letitloop import Journal
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+        from letitloop.errors import StepMismatchError
+
+        ran: list[str] = []
+
+        class Echo(Workflow):
+            @step
+            async def echo(self, ev: StartEvent) -> StopEvent:
+                ran.append(ev.text)
+                return StopEvent(result=ev.text.upper())
+
+        async def run(text: str) -> Any:
+            async with Journal("echo", run="r", path=tmp_path / "journal.db"):
+                return await Echo(runtime=LetItLoopRuntime()).run(text=text)
+
+        assert asyncio.run(run("oslo")) == "OSLO"
+        with pytest.raises(StepMismatchError) as refused:
+            asyncio.run(run("bergen"))
+        assert "'Echo'" in str(refused.value) and "Echo.00001:add_event" in str(refused.value)
+        assert "bergen" in str(refused.value) and "oslo" in str(refused.value)
+        assert asyncio.run(run("oslo")) == "OSLO"  # replayed: the step is not run again
+        assert ran == ["oslo"]
