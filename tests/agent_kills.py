@@ -131,3 +131,83 @@ def run_python_file(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def ran(stdout: str) -> list[str]:
     """The examples' ``  ran  WHAT`` lines: the calls that really ran in that process."""
     return [line.split("ran  ", 1)[1] for line in stdout.splitlines() if "  ran  " in line]
+
+
+def example_crashed_then_resumed(example: str, db: Path) -> tuple[list[str], list[str], str]:
+    """``examples/EXAMPLE --crash`` (it must die of SIGKILL), then run again to the end,
+    both on journal ``db``: the calls each of the two processes printed that it ran, and
+    what the second printed."""
+    path = Path(__file__).resolve().parent.parent / "examples" / example
+    crashed = run_python_file(path, "--crash", "--db", str(db))
+    assert crashed.returncode == -9, crashed.stderr
+    resumed = run_python_file(path, "--db", str(db))
+    assert resumed.returncode == 0, resumed.stderr
+    return ran(crashed.stdout), ran(resumed.stdout), resumed.stdout
+
+
+def reference_and_killed(
+    folder: Path,
+    run: Callable[[str], Any],
+    where: dict[str, str],
+    script: Path,
+    mode: str,
+    kills: list[str],
+) -> tuple[Attempts, Attempts, Path]:
+    """A script's mode run once uninterrupted here, then killed at ``kills`` in children.
+
+    (the reference, the killed attempts, the killed attempts' journal) in ``folder``.
+    """
+    reference = run_here(run, where, folder / "ref.db", folder / "ref.txt")
+    killed = run_attempts(script, mode, folder / "j.db", folder / "side.txt", kills)
+    return reference, killed, folder / "j.db"
+
+
+class KilledTeamPromises:
+    """What a team killed at every kill point of its script keeps, whatever the framework.
+
+    A test class of the framework's file inherits these tests; its module
+    defines the ``team`` fixture (:func:`reference_and_killed`) and the class
+    names, in ``answer_holds``, words the final answer must hold.
+    """
+
+    answer_holds: tuple[str, ...] = ()
+
+    def test_every_call_that_finished_ran_exactly_once_overall(self, team: Any) -> None:
+        reference, killed, _ = team
+        assert reran_after_finishing(killed) == []
+        assert killed.ends() == reference.ends()
+        assert set(killed.ends().values()) == {1}
+
+    def test_only_the_calls_in_flight_at_a_kill_ran_again(self, team: Any) -> None:
+        _, killed, _ = team
+        assert reran_without_being_in_flight(killed) == []
+
+    def test_the_final_answer_is_the_uninterrupted_runs(self, team: Any) -> None:
+        reference, killed, _ = team
+        assert killed.answer["answer"] == reference.answer["answer"]
+        assert self.answer_holds
+        for words in self.answer_holds:
+            assert words in killed.answer["answer"]
+
+    def test_the_agents_memory_is_rebuilt_as_the_uninterrupted_run_left_it(self, team: Any) -> None:
+        reference, killed, _ = team
+        assert killed.answer["memory"] == reference.answer["memory"]
+        assert len(str(killed.answer["memory"])) > 500  # the whole conversation, not nothing
+
+
+class TwoAgentsPromises:
+    """What two agents of one script in one journal keep when the second was killed.
+
+    Its module defines the ``two`` fixture (:func:`reference_and_killed`, the
+    second agent's model call its kill point); the first agent is the writer.
+    """
+
+    def test_the_first_agents_calls_are_not_run_again_when_the_second_was_killed(
+        self, two: Any
+    ) -> None:
+        reference, killed, _ = two
+        assert killed.returncodes == [-9, 0]
+        assert not any(w.startswith("model writer") for w in killed.started(1))
+        assert reran_after_finishing(killed) == []
+        assert reran_without_being_in_flight(killed) == []
+        assert killed.ends() == reference.ends()

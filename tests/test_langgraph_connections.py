@@ -174,6 +174,8 @@ class TestTwoHundredJournalFilesUsedByDurableNodes:
 
 
 CHILD_OK = 0
+#: How many children TestForkWhileAnotherThreadOpens forks (benchmarks/README.md: more).
+FORK_CHILDREN = int(os.environ.get("LETITLOOP_FORK_CHILDREN", "200"))
 
 
 class TestForkWhileAnotherThreadOpens:
@@ -213,7 +215,7 @@ class TestForkWhileAnotherThreadOpens:
         child_app = _graph(InMemorySaver(), child_work)
         hung = []
         try:
-            for i in range(200):
+            for i in range(FORK_CHILDREN):
                 child_db = tmp_path / f"child{i}.db"
 
                 def child(child_db: Path = child_db) -> int:  # a node on its own file, then out

@@ -11,13 +11,11 @@ import pytest
 import smolagents_team
 from agent_kills import (
     Attempts,
+    KilledTeamPromises,
+    TwoAgentsPromises,
+    example_crashed_then_resumed,
     lil_show,
-    ran,
-    reran_after_finishing,
-    reran_without_being_in_flight,
-    run_attempts,
-    run_here,
-    run_python_file,
+    reference_and_killed,
 )
 from smolagents import CodeAgent, Tool, tool
 from smolagents.models import ChatMessage, MessageRole, Model
@@ -40,24 +38,22 @@ TWO_KILLS = ["model reviewer 1"]
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("smolagents_team")
-    reference = run_here(
-        smolagents_team.team, smolagents_team.WHERE, folder / "ref.db", folder / "ref.txt"
+    return reference_and_killed(
+        folder, smolagents_team.team, smolagents_team.WHERE, SCRIPT, "team", TEAM_KILLS
     )
-    killed = run_attempts(SCRIPT, "team", folder / "j.db", folder / "side.txt", TEAM_KILLS)
-    return reference, killed, folder / "j.db"
 
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("smolagents_two")
-    reference = run_here(
-        smolagents_team.two, smolagents_team.WHERE, folder / "ref.db", folder / "ref.txt"
+    return reference_and_killed(
+        folder, smolagents_team.two, smolagents_team.WHERE, SCRIPT, "two", TWO_KILLS
     )
-    killed = run_attempts(SCRIPT, "two", folder / "j.db", folder / "side.txt", TWO_KILLS)
-    return reference, killed, folder / "j.db"
 
 
-class TestATeamKilledInAToolCallBetweenStepsAndInAManagedAgentsModelCall:
+class TestATeamKilledInAToolCallBetweenStepsAndInAManagedAgentsModelCall(KilledTeamPromises):
+    answer_holds = ("sunny in Paris", "330 m")
+
     def test_each_kill_point_was_reached_and_killed_the_process(self, team: Any) -> None:
         _, killed, _ = team
         assert killed.returncodes == [-9, -9, -9, 0]
@@ -65,27 +61,6 @@ class TestATeamKilledInAToolCallBetweenStepsAndInAManagedAgentsModelCall:
         assert "tool get_weather Paris" not in killed.ended(0)  # its parallel twin
         assert "model researcher 1" in killed.in_flight(2)
         assert killed.started(1) & {"model manager 1"} == set()  # killed before it
-
-    def test_every_call_that_finished_ran_exactly_once_overall(self, team: Any) -> None:
-        reference, killed, _ = team
-        assert reran_after_finishing(killed) == []
-        assert killed.ends() == reference.ends()
-        assert set(killed.ends().values()) == {1}
-
-    def test_only_the_calls_in_flight_at_a_kill_ran_again(self, team: Any) -> None:
-        _, killed, _ = team
-        assert reran_without_being_in_flight(killed) == []
-
-    def test_the_final_answer_is_the_uninterrupted_runs(self, team: Any) -> None:
-        reference, killed, _ = team
-        assert killed.answer["answer"] == reference.answer["answer"]
-        assert "sunny in Paris" in killed.answer["answer"]
-        assert "330 m" in killed.answer["answer"]
-
-    def test_the_agents_memory_is_rebuilt_as_the_uninterrupted_run_left_it(self, team: Any) -> None:
-        reference, killed, _ = team
-        assert killed.answer["memory"] == reference.answer["memory"]
-        assert len(str(killed.answer["memory"])) > 500  # the whole conversation, not nothing
 
     def test_lil_show_lists_the_model_and_tool_calls_with_their_usage(self, team: Any) -> None:
         _, _, db = team
@@ -112,17 +87,7 @@ class TestATeamKilledInAToolCallBetweenStepsAndInAManagedAgentsModelCall:
         assert shown["usage"]["replayed"]["steps"] > 0 and shown["usage"]["replayed"]["cost"] > 0
 
 
-class TestTwoAgentsOfOneScriptInOneJournal:
-    def test_the_first_agents_calls_are_not_run_again_when_the_second_was_killed(
-        self, two: Any
-    ) -> None:
-        reference, killed, _ = two
-        assert killed.returncodes == [-9, 0]
-        assert not any(w.startswith("model writer") for w in killed.started(1))
-        assert reran_after_finishing(killed) == []
-        assert reran_without_being_in_flight(killed) == []
-        assert killed.ends() == reference.ends()
-
+class TestTwoAgentsOfOneScriptInOneJournal(TwoAgentsPromises):
     def test_both_answers_are_the_uninterrupted_runs(self, two: Any) -> None:
         reference, killed, db = two
         assert killed.answer == reference.answer
@@ -219,20 +184,17 @@ class TestTheExample:
     def test_killed_inside_a_tool_call_it_resumes_running_only_that_call_and_the_rest(
         self, tmp_path: Path
     ) -> None:
-        example = SCRIPT.parent.parent / "examples" / "smolagents_resume.py"
-        db = str(tmp_path / "j.db")
-        crashed = run_python_file(example, "--crash", "--db", db)
-        assert crashed.returncode == -9
-        assert ran(crashed.stdout) == [
+        crashed, resumed, printed = example_crashed_then_resumed(
+            "smolagents_resume.py", tmp_path / "j.db"
+        )
+        assert crashed == [
             "model call 1",
             "get_weather('Lisbon')",
             "model call 2",
             "convert(120.0, 'USD')",
         ]
-        resumed = run_python_file(example, "--db", db)
-        assert resumed.returncode == 0, resumed.stderr
-        assert ran(resumed.stdout) == ["convert(120.0, 'USD')", "model call 3"]
-        assert "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD" in resumed.stdout
+        assert resumed == ["convert(120.0, 'USD')", "model call 3"]
+        assert "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD" in printed
 
 
 class TestToolCallsWhoseArgumentsJsonCannotHold:
