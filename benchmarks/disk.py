@@ -56,7 +56,7 @@ SETTINGS = (
     ("above 1 MiB", 1 << 20, 0),
     ("above 3 MiB", 3 << 20, 0),
     (
-        f"above {stores.WAL_TRUNCATE_BYTES >> 20} MiB after {stores.WAL_TRUNCATE_ROWS} rows "
+        f"above {stores.WAL_TRUNCATE_BYTES >> 10} KiB after {stores.WAL_TRUNCATE_ROWS} rows "
         "(default)",
         stores.WAL_TRUNCATE_BYTES,
         stores.WAL_TRUNCATE_ROWS,

@@ -38,9 +38,12 @@ MAX_IDLE_STORES = 8
 #: this process gives it back is checkpointed into the file and truncated
 #: (:func:`_shrink_wal`), if the connection wrote at least
 #: :data:`WAL_TRUNCATE_ROWS` rows since it was last idle: the idle connection
-#: stays open, and SQLite would keep the ``-wal`` at its high-water mark (4 MB
-#: after a 1,000-step run) until the process exits.
-WAL_TRUNCATE_BYTES = 1 << 20
+#: stays open, and SQLite would keep the ``-wal`` at its high-water mark (about
+#: 1 MB after a 1,000-step run) until the process exits. Half a MiB: with the
+#: journal's 1 KiB pages (connect.PAGE_SIZE) SQLite's automatic checkpoint every
+#: 1,000 pages keeps a ``-wal`` at or under 1,048,032 bytes, so a 1 MiB limit was
+#: never passed.
+WAL_TRUNCATE_BYTES = 1 << 19
 #: Not after fewer rows: a program of short runs would pay for it on every run.
 #: The checkpoint costs an fsync or two (about 1 ms here), and a truncated
 #: ``-wal`` grows again from nothing, each commit extending the file: a 3-step

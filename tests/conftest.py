@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent where xdist is (CrewAI's env)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Spread the tests over pyproject's two xdist workers one by one, except those that share.
 

@@ -9,7 +9,7 @@ class TestTheDiskBenchmark:
     def test_it_reports_every_setting_and_size_with_the_versions(self) -> None:
         out = run_benchmark("disk.py", "--repeats", "1", "--runs", "3")
         rows = {line.split("|")[1].strip(): line for line in out.splitlines() if "|" in line}
-        default = "above 1 MiB after 256 rows (default)"
+        default = "above 512 KiB after 256 rows (default)"
         for label in ("never (before)", "always", default):
             assert label in rows, out
         # The default setting leaves nothing in the -wal after a closed 1,000-step run.
