@@ -257,7 +257,8 @@ _stores: weakref.WeakSet[Any] = weakref.WeakSet()
 #: Held to add a store to ``_stores``, and by a ``fork`` from the moment it
 #: lists them until the fork is done: a store made meanwhile (its thread would
 #: take its new lock and open its connection while the fork holds the others')
-#: waits for the fork instead. Nothing is acquired while it is held.
+#: waits for the fork instead. :func:`guard_fork` holds it for moments (with
+#: ``_guard``), never while it waits for anything else.
 _joining = threading.Lock()
 #: The store locks a ``fork`` under way holds.
 _held_for_fork: list[Any] = []
@@ -272,7 +273,8 @@ def guard_fork(store: Any) -> None:
     moments, and a child forked at such a moment inherits them locked: its
     first SQLite call never returns. Every SQLite call of a store runs under
     its lock, so a ``fork`` takes every store's lock first (and releases them
-    in both processes after).
+    in both processes after). Call it before the store's first SQLite call:
+    while a fork is starting it waits until the fork is done.
     """
     global _hooked
     with _joining, _guard:
