@@ -254,6 +254,12 @@ _gate = _ForkGate()
 #: Every open store of this process (its ``lock`` is held around each of its
 #: SQLite calls): a ``fork`` waits for all of them (:func:`_before_fork`).
 _stores: weakref.WeakSet[Any] = weakref.WeakSet()
+#: Held to add a store to ``_stores``, and by a ``fork`` from the moment it
+#: lists them until the fork is done: a store made meanwhile (its thread would
+#: take its new lock and open its connection while the fork holds the others')
+#: waits for the fork instead. :func:`guard_fork` holds it for moments (with
+#: ``_guard``), never while it waits for anything else.
+_joining = threading.Lock()
 #: The store locks a ``fork`` under way holds.
 _held_for_fork: list[Any] = []
 _hooked = False
@@ -267,10 +273,11 @@ def guard_fork(store: Any) -> None:
     moments, and a child forked at such a moment inherits them locked: its
     first SQLite call never returns. Every SQLite call of a store runs under
     its lock, so a ``fork`` takes every store's lock first (and releases them
-    in both processes after).
+    in both processes after). Call it before the store's first SQLite call:
+    while a fork is starting it waits until the fork is done.
     """
     global _hooked
-    with _guard:
+    with _joining, _guard:
         _stores.add(store)
         if not _hooked and hasattr(os, "register_at_fork"):
             # Registered at the first store, after every module's own hooks:
@@ -293,8 +300,12 @@ def sqlite_entry() -> Iterator[None]:
 
 def _before_fork() -> None:
     # Every lock at once, or none: a thread that holds one store's lock and
-    # waits for another's must not meet a fork holding that one.
+    # waits for another's must not meet a fork holding that one. The list of
+    # stores is closed (``_joining``) from the moment it is read until the fork
+    # is done: a store that joined after it was read would be in SQLite (its
+    # connection opening under its own lock) while the fork held every other.
     while True:
+        _joining.acquire()
         with _guard:
             stores = list(_stores)
         held = []
@@ -310,6 +321,7 @@ def _before_fork() -> None:
                 _gate.cond.release()
         for lock in reversed(held):
             lock.release()
+        _joining.release()  # a thread in a store may be waiting to make another
         time.sleep(0.0002)
 
 
@@ -318,6 +330,7 @@ def _after_fork_in_parent() -> None:
     for lock in reversed(_held_for_fork):
         lock.release()
     _held_for_fork.clear()
+    _joining.release()
 
 
 def inherit_idle(objs: list[Any]) -> None:
@@ -425,12 +438,13 @@ def _forget_after_fork() -> None:
     # the files are not the child's: the child starts with none. Its open
     # connections are the parent's too: kept aside until the child opens the
     # file (_settle_inherited).
-    global _guard, _gate
+    global _guard, _gate, _joining
     for lock in reversed(_held_for_fork):
         lock.release()  # held by this very thread, which the child continues
     _held_for_fork.clear()
     _guard = threading.Lock()
     _gate = _ForkGate()
+    _joining = threading.Lock()
     _files.clear()
     for obj, identity in list(_connected.items()):
         _inherited.setdefault(identity, []).append(_Inherited(obj))

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 from helpers import forked_exit_code, spawn_python, sqlite_store, write_script
 
-from letitloop import Journal
+from letitloop import Journal, connections
+from letitloop.store import Store
 from letitloop.stores import close_idle_stores
 
 pytestmark = pytest.mark.skipif(
@@ -419,3 +420,34 @@ class TestForkWhileAnotherThreadWrites:
             writer.join(60)
         assert hung == []
         assert errors == []
+
+
+class TestAStoreOpenedWhileAForkStarts:
+    def test_its_connection_waits_until_the_fork_is_done(self, tmp_path: Path) -> None:
+        # What os.fork runs first (os.register_at_fork): every store's lock
+        # taken, the SQLite calls outside them drained. A store made after
+        # that moment would open its connection (SQLite's process-wide mutexes
+        # held for moments) under a lock of its own the fork never took: a
+        # child forked then hangs at its first SQLite call.
+        opened: list[Store] = []
+        errors: list[BaseException] = []
+
+        def open_one() -> None:
+            try:
+                opened.append(Store(tmp_path / "new.db"))
+            except BaseException as exc:
+                errors.append(exc)
+
+        connections._before_fork()
+        try:
+            opener = threading.Thread(target=open_one)
+            opener.start()
+            opener.join(1.0)
+            during_the_fork = list(opened)
+        finally:
+            connections._after_fork_in_parent()
+        opener.join(60)
+        assert during_the_fork == []
+        assert errors == []
+        assert len(opened) == 1
+        opened[0].close()
