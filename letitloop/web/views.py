@@ -27,6 +27,9 @@ PREVIEW_CHARS = 4_000
 #: The most steps one run page lists; more are paged (``?page=``).
 STEPS_PER_PAGE = 200
 
+#: How many pages either side of the shown one the page links list (with the first and last).
+PAGE_LINKS_AROUND = 3
+
 #: The most runs one runs page lists; more are paged (``?offset=``).
 RUNS_PER_PAGE = 50
 
@@ -223,6 +226,20 @@ def steps(detail: RunDetail, replays: Counter[str], first: int, count: int) -> l
                 holder=holder_text(r),
             )
         )
+    return out
+
+
+def page_links(page: int, pages: int) -> list[int | None]:
+    """The page numbers a run's page links to: the first, the last and
+    :data:`PAGE_LINKS_AROUND` either side of ``page``; None where pages are left out. As
+    many links for a run of 100,000 steps as for one of 10,000."""
+    near = range(max(1, page - PAGE_LINKS_AROUND), min(pages, page + PAGE_LINKS_AROUND) + 1)
+    wanted = sorted({1, pages, *near})
+    out: list[int | None] = []
+    for p in wanted:
+        if out and p - (out[-1] or 0) > 1:
+            out.append(None)
+        out.append(p)
     return out
 
 
