@@ -34,7 +34,7 @@ from ..sqlite_seals import adopt
 from ..sqlite_storage import resumable_run_id
 from ..store import Store
 from .inspector import Inspector, RunFilter, WaitAnswer
-from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
+from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow, row_info
 from .sqlite_fixture import copy_run_to_file
 from .state import OpenRow, RunCounts, RunRow, plus, run_infos
 
@@ -64,6 +64,9 @@ ENCRYPTED_NOTE = "(encrypted: set LETITLOOP_ENCRYPTION_KEY to read it)"
 
 #: The inspector's cipher before it first needs it.
 _UNREAD = object()
+
+#: A row's marker fields (claims … holder_run) when it is not a marker.
+_NO_HOLDER = (None, None, None, None, None)
 
 #: Ids bound per statement: SQLite allows at most 999 parameters in old builds.
 _CHUNK = 500
@@ -228,29 +231,9 @@ class SqliteInspector:
             )
             # claims … holder_run: a marker's (by name); args_fp and checksum: whether the
             # row is damaged.
-            info = RowInfo(*r[:-7], args_fp=r[-2])  # type: ignore[misc]
-            if info.kind == "marker":
-                claims, crashes, pid, host, holder_run = r[-7:-2]
-                info = replace(
-                    info,
-                    claims=claims,
-                    crashes=crashes,
-                    holder_pid=pid,
-                    holder_host=host,
-                    holder_run=holder_run,
-                )
-            if row_damaged(
-                run.id,
-                info.key,
-                info.kind,
-                info.status,
-                info.fn,
-                r[-2],
-                info.result,
-                info.error,
-                r[-1],
-            ):
-                info = replace(info, damaged=True)
+            damaged = row_damaged(run.id, r[1], r[2], r[3], r[4], r[-2], r[5], r[10], r[-1])
+            marker = r[-7:-2] if r[2] == "marker" else _NO_HOLDER
+            info = row_info((*r[:-7], damaged, r[-2], *marker))
             if encrypted(info.result) or encrypted(info.error) or encrypted(info.traceback):
                 info = replace(
                     info,

@@ -256,32 +256,40 @@ def attempts(
     (``replayed_by``: ``Inspector.attempt_replays``), then the calls it made, in journal
     order, and how each went (its failed tries first, then its rows)."""
     run = detail.run
+    # Each attempt's first TIMELINE_MARKS marks, and how many of each label it has in all:
+    # a mark is made only for what is drawn (a run of 100,000 steps draws 300 an attempt).
     by_attempt: dict[int, list[Mark]] = {}
+    counted: dict[int, Counter[str]] = {}
+
+    def add(attempt: int, key: str, label: str, note: str = "") -> None:
+        marks = by_attempt.setdefault(attempt, [])
+        counted.setdefault(attempt, Counter())[label] += 1
+        if len(marks) < TIMELINE_MARKS:
+            marks.append(Mark(key, label, note))
+
     for attempt, keys in replayed_by:
         if isinstance(keys, list):  # a damaged record counts nothing
-            marks = by_attempt.setdefault(attempt, [])
-            marks.extend(Mark(k, "replayed") for k in keys if isinstance(k, str))
+            for k in keys:
+                if isinstance(k, str):
+                    add(attempt, k, "replayed")
     for t in detail.tries:
-        note = f"try {t.number}: {render.one_line(t.error)}"
-        by_attempt.setdefault(t.attempt, []).append(Mark(t.key, _try_label(t), note))
+        add(t.attempt, t.key, _try_label(t), f"try {t.number}: {render.one_line(t.error)}")
     for r in detail.rows:
-        label = label_of(r, run)
-        by_attempt.setdefault(r.attempt, []).append(Mark(r.key, label))
+        add(r.attempt, r.key, label_of(r, run))
     out = []
     for a in detail.attempts:
         watch = watch_label(a)
         head = f"attempt {a.attempt} · pid {a.pid} on {a.host}" + (f" · {watch}" if watch else "")
         if a.version is not None:
             head += f" · version {a.version}"
-        marks = by_attempt.get(a.attempt, [])
-        counts = Counter(m.label for m in marks)
+        counts = counted.get(a.attempt, Counter())
         out.append(
             Attempt(
                 a.attempt,
                 head,
                 ending(a),
                 a.outcome,
-                marks[:TIMELINE_MARKS],
+                by_attempt.get(a.attempt, []),
                 [(label, counts[label]) for label in LABELS if counts[label]],
             )
         )
