@@ -440,3 +440,15 @@ class TestARunsRowsReadFromItsCompactTable:
         assert read == view and len(read) == 4 and view[-1][6] is None
         assert detail.rows[0].fn is not None and str(detail.rows[0].started_at).endswith("+00:00")
         assert [r.seq for r in detail.rows] == sorted(r.seq for r in detail.rows)
+
+    @pytest.mark.parametrize(
+        "us", [0, 999_999, 1_764_646_323_000_000, 1_764_646_323_123_456, 2.5e15]
+    )
+    def test_their_times_are_the_text_the_view_makes_in_sql(self, us: float) -> None:
+        from letitloop.goals import iso_sql
+        from letitloop.inspection.sqlite_inspector import _iso_us
+
+        conn = sqlite3.connect(":memory:")
+        (in_sql,) = conn.execute(f"SELECT {iso_sql(':us')}", {"us": us}).fetchone()
+        conn.close()
+        assert _iso_us(us) == in_sql and in_sql.endswith("+00:00")

@@ -646,16 +646,17 @@ def _iso_us(us: Any) -> str | None:
     if not isinstance(us, int) or us < 0:  # not what letitloop writes: as the view says it
         return _iso_sql_text(us)
     second, micro = divmod(us, 1_000_000)
-    if _last_second[0] != second:
+    cached, text = _last_second  # read once: another thread may replace it meanwhile
+    if cached != second:
         text = (_EPOCH + timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%S")
         _last_second = (second, text)
-    return f"{_last_second[1]}.{micro:06d}+00:00"
+    return f"{text}.{micro:06d}+00:00"
 
 
 def _iso_sql_text(us: Any) -> str | None:
     conn = sqlite3.connect(":memory:")
     try:
-        return conn.execute(f"SELECT {iso_sql('?')}", (us,)).fetchone()[0]  # type: ignore[no-any-return]
+        return conn.execute(f"SELECT {iso_sql(':us')}", {"us": us}).fetchone()[0]  # type: ignore[no-any-return]
     finally:
         conn.close()
 
