@@ -410,3 +410,45 @@ class TestAFileWithAGapInItsMigrations:
         applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
         conn.close()
         assert sorted(applied) == sorted(name for name, _ in migrate.known_migrations())
+
+
+class TestARunsRowsReadFromItsCompactTable:
+    def test_they_say_what_the_goal_s_view_says(self, db: Path) -> None:
+        with Journal("g", path=db) as j:
+            j.step("a", lambda: {"x": 1})
+            with pytest.raises(ZeroDivisionError):
+                j.step("bad", lambda: 1 / 0)
+            j.sleep("nap", 0)
+            j.step("later", lambda: 2)
+            run_id = j.run_id
+        conn = sqlite3.connect(db)
+        with conn:  # a step in flight: the view shows no finish for it
+            conn.execute("UPDATE journal_g SET status = 'running' WHERE key = 'later'")
+        view = conn.execute(
+            "SELECT key, kind, status, fn, result, started_at, finished_at, duration_ms, "
+            "attempt, error FROM journal_g WHERE run = ? ORDER BY rowid",
+            (run_id,),
+        ).fetchall()
+        conn.close()
+        store = open_journal_file(db)
+        try:
+            detail = show_run(store, find_run(store, run_id))
+        finally:
+            store.close()
+        fields = "key kind status fn result started_at finished_at duration_ms attempt error"
+        read = [tuple(getattr(r, f) for f in fields.split()) for r in detail.rows]
+        assert read == view and len(read) == 4 and view[-1][6] is None
+        assert detail.rows[0].fn is not None and str(detail.rows[0].started_at).endswith("+00:00")
+        assert [r.seq for r in detail.rows] == sorted(r.seq for r in detail.rows)
+
+    @pytest.mark.parametrize(
+        "us", [0, 999_999, 1_764_646_323_000_000, 1_764_646_323_123_456, 2.5e15]
+    )
+    def test_their_times_are_the_text_the_view_makes_in_sql(self, us: float) -> None:
+        from letitloop.goals import iso_sql
+        from letitloop.inspection.sqlite_inspector import _iso_us
+
+        conn = sqlite3.connect(":memory:")
+        (in_sql,) = conn.execute(f"SELECT {iso_sql(':us')}", {"us": us}).fetchone()
+        conn.close()
+        assert _iso_us(us) == in_sql and in_sql.endswith("+00:00")

@@ -28,7 +28,7 @@ from web_journals import (
 )
 
 from letitloop import Journal
-from letitloop.web import create_app
+from letitloop.web import create_app, views
 from letitloop.web.views import PREVIEW_CHARS, RUNS_PER_PAGE
 
 LOCAL = "http://127.0.0.1"
@@ -133,6 +133,24 @@ class TestARunsPage:
     def test_an_unknown_run_is_a_404_page(self, killed: Pipeline) -> None:
         page = client(killed.db).get("/runs/01ZZZZZZZZZZ")
         assert page.status_code == 404 and "no run" in page.text
+
+
+class TestARunOfManySteps:
+    def test_its_page_links_a_bounded_window_of_pages(
+        self, db: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(views, "STEPS_PER_PAGE", 2)  # 41 steps: 21 pages of 2
+        with Journal("long", path=db) as j:
+            for i in range(41):
+                j.step(f"step-{i}", lambda i=i: i)
+            run_id = j.run_id
+        html = client(db).get(f"/runs/{run_id}", params={"page": 11}).text
+        nav = re.search(r'<nav class="pages">(.*?)</nav>', html, re.DOTALL)
+        assert nav is not None
+        linked = [int(p) for p in re.findall(r"\?page=(\d+)", nav.group(1))]
+        assert linked == [1, 8, 9, 10, 12, 13, 14, 21]  # the first, 3 either side, the last
+        assert "<strong>11</strong>" in nav.group(1) and nav.group(1).count("…") == 2
+        assert re.findall(r">(step-\d+)</a>", html) == ["step-20", "step-21"]
 
 
 class TestARunsMarkers:

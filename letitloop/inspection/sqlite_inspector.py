@@ -12,6 +12,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,13 @@ from .. import locks
 from ..checksums import marker_sum, pause_sum, row_damaged, step_sum
 from ..encryption import encrypted, env_cipher
 from ..errors import EncryptionKeyError, JournalFileError, LetItLoopError
-from ..goals import delete_run_rows, drop_goal_tables, refresh_journal_rows, rows_table
+from ..goals import (
+    delete_run_rows,
+    drop_goal_tables,
+    iso_sql,
+    refresh_journal_rows,
+    rows_table,
+)
 from ..seals import env_seal_key
 from ..sqlerrors import DRIVER_ERRORS
 from ..sqlite_holding import run_lock_path
@@ -27,7 +34,7 @@ from ..sqlite_seals import adopt
 from ..sqlite_storage import resumable_run_id
 from ..store import Store
 from .inspector import Inspector, RunFilter, WaitAnswer
-from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
+from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow, row_info
 from .sqlite_fixture import copy_run_to_file
 from .state import OpenRow, RunCounts, RunRow, plus, run_infos
 
@@ -41,10 +48,15 @@ RUN_COLUMNS = (
 #: Runs with their goal's journal table, in the order of :class:`RunRow`.
 _RUNS = f"SELECT {RUN_COLUMNS} FROM runs r JOIN goals g ON g.goal = r.goal"
 
-_ROW_COLUMNS = (
-    "rowid, key, kind, status, fn, result, started_at, finished_at, duration_ms, attempt, "
-    "error, traceback, wake_at, input_tokens, output_tokens, cost, model, claims, crashes, "
-    "holder_pid, holder_host, holder_run, args_fp, checksum"
+#: A row of a run as :class:`RowInfo` wants it, read from its goal's compact table ``t`` (not
+#: its readable view): the function's name from ``functions``, the times as integer
+#: microseconds (``started``, ``duration``), made text in Python by :func:`_iso_us` as the
+#: view makes them in SQL.
+_COMPACT_ROW_COLUMNS = (
+    "t.rowid, t.key, t.kind, t.status, coalesce(f.name, t.fn), t.result, t.started, "
+    "t.duration, t.attempt, t.error, t.traceback, t.wake_at, t.input_tokens, "
+    "t.output_tokens, t.cost, t.model, t.claims, t.crashes, t.holder_pid, t.holder_host, "
+    "t.holder_run, t.args_fp, t.checksum"
 )
 
 #: What a reader shows for an encrypted error or input without the key.
@@ -52,6 +64,9 @@ ENCRYPTED_NOTE = "(encrypted: set LETITLOOP_ENCRYPTION_KEY to read it)"
 
 #: The inspector's cipher before it first needs it.
 _UNREAD = object()
+
+#: A row's marker fields (claims … holder_run) when it is not a marker.
+_NO_HOLDER = (None, None, None, None, None)
 
 #: Ids bound per statement: SQLite allows at most 999 parameters in old builds.
 _CHUNK = 500
@@ -196,36 +211,29 @@ class SqliteInspector:
     # -- one run in detail ---------------------------------------------------------------
 
     def rows(self, run: RunInfo) -> list[RowInfo]:
+        # The compact table, not the goal's view: the view formats two times per row in
+        # SQL and joins ``runs`` and ``functions`` per row; here the run's number is found
+        # once, and the times are formatted in Python (the same text, see _iso_us).
         infos = []
-        for r in self.store.query(
-            f'SELECT {_ROW_COLUMNS} FROM "{run.journal_table}" WHERE run = ? ORDER BY rowid',
+        for row in self.store.query(
+            f'SELECT {_COMPACT_ROW_COLUMNS} FROM "{rows_table(run.journal_table)}" AS t '
+            "LEFT JOIN functions AS f ON f.id = t.fn "
+            "WHERE t.run = (SELECT num FROM runs WHERE id = ?) ORDER BY t.rowid",
             (run.id,),
         ):
+            started, duration = row[6], row[7]
+            r = (
+                *row[:6],
+                _iso_us(started),
+                None if row[3] == "running" else _iso_us(_plus(started, duration)),
+                None if duration is None else duration / 1000.0,
+                *row[8:],
+            )
             # claims … holder_run: a marker's (by name); args_fp and checksum: whether the
             # row is damaged.
-            info = RowInfo(*r[:-7], args_fp=r[-2])  # type: ignore[misc]
-            if info.kind == "marker":
-                claims, crashes, pid, host, holder_run = r[-7:-2]
-                info = replace(
-                    info,
-                    claims=claims,
-                    crashes=crashes,
-                    holder_pid=pid,
-                    holder_host=host,
-                    holder_run=holder_run,
-                )
-            if row_damaged(
-                run.id,
-                info.key,
-                info.kind,
-                info.status,
-                info.fn,
-                r[-2],
-                info.result,
-                info.error,
-                r[-1],
-            ):
-                info = replace(info, damaged=True)
+            damaged = row_damaged(run.id, r[1], r[2], r[3], r[4], r[-2], r[5], r[10], r[-1])
+            marker = r[-7:-2] if r[2] == "marker" else _NO_HOLDER
+            info = row_info((*r[:-7], damaged, r[-2], *marker))
             if encrypted(info.result) or encrypted(info.error) or encrypted(info.traceback):
                 info = replace(
                     info,
@@ -562,15 +570,25 @@ class SqliteInspector:
         for i in range(0, len(run_ids), _CHUNK):
             chunk = run_ids[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
+            # The compact table (not the view): the latest finish as microseconds, made
+            # text once per run rather than per row.
             for run, done, failed, markers, last, inp, outp, cost in self.store.query(
-                f"SELECT run, sum(kind = 'step' AND status = 'done'), "
-                f"sum(kind = 'step' AND status = 'failed'), sum(kind = 'marker'), "
-                f"max(finished_at), sum(input_tokens), sum(output_tokens), sum(cost) "
-                f'FROM "{table}" WHERE run IN ({marks}) GROUP BY run',
+                "SELECT r.id, sum(t.kind = 'step' AND t.status = 'done'), "
+                "sum(t.kind = 'step' AND t.status = 'failed'), sum(t.kind = 'marker'), "
+                "max(CASE WHEN t.status = 'running' THEN NULL ELSE t.started + t.duration END), "
+                "sum(t.input_tokens), sum(t.output_tokens), sum(t.cost) "
+                f'FROM runs AS r JOIN "{rows_table(table)}" AS t ON t.run = r.num '
+                f"WHERE r.id IN ({marks}) GROUP BY r.id",
                 chunk,
             ):
                 out[run] = RunCounts(
-                    int(done or 0), int(failed or 0), int(markers or 0), last, inp, outp, cost
+                    int(done or 0),
+                    int(failed or 0),
+                    int(markers or 0),
+                    _iso_us(last),
+                    inp,
+                    outp,
+                    cost,
                 )
             for run, inp, outp, cost in self.store.query(
                 f"SELECT run, sum(input_tokens), sum(output_tokens), sum(cost) FROM step_tries "
@@ -611,6 +629,40 @@ class SqliteInspector:
                 return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
             except DRIVER_ERRORS as exc:
                 raise JournalFileError(f"{store.path}: SQLite error: {exc}") from None
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+#: The text of the last second :func:`_iso_us` formatted (rows of a run share their seconds).
+_last_second: tuple[int, str] = (-1, "")
+
+
+def _iso_us(us: Any) -> str | None:
+    """Integer microseconds since the epoch as the text a goal's view shows
+    (:func:`letitloop.goals.iso_sql`, what ``clock.utc_iso`` writes); None stays None."""
+    global _last_second
+    if us is None:
+        return None
+    if not isinstance(us, int) or us < 0:  # not what letitloop writes: as the view says it
+        return _iso_sql_text(us)
+    second, micro = divmod(us, 1_000_000)
+    cached, text = _last_second  # read once: another thread may replace it meanwhile
+    if cached != second:
+        text = (_EPOCH + timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%S")
+        _last_second = (second, text)
+    return f"{text}.{micro:06d}+00:00"
+
+
+def _iso_sql_text(us: Any) -> str | None:
+    conn = sqlite3.connect(":memory:")
+    try:
+        return conn.execute(f"SELECT {iso_sql(':us')}", {"us": us}).fetchone()[0]  # type: ignore[no-any-return]
+    finally:
+        conn.close()
+
+
+def _plus(a: Any, b: Any) -> Any:
+    return None if a is None or b is None else a + b
 
 
 def as_inspector(journal: Inspector | Store) -> Inspector:

@@ -175,6 +175,7 @@ def run_context(
         "total_rows": total,
         "page": page,
         "pages": pages,
+        "page_links": views.page_links(page, pages),
         "tries": tries,
         "events": [views.event_cells(e) for e in detail.supervisor_events],
         "stamp": views.stamp(run),

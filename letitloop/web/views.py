@@ -27,6 +27,9 @@ PREVIEW_CHARS = 4_000
 #: The most steps one run page lists; more are paged (``?page=``).
 STEPS_PER_PAGE = 200
 
+#: How many pages either side of the shown one the page links list (with the first and last).
+PAGE_LINKS_AROUND = 3
+
 #: The most runs one runs page lists; more are paged (``?offset=``).
 RUNS_PER_PAGE = 50
 
@@ -226,6 +229,20 @@ def steps(detail: RunDetail, replays: Counter[str], first: int, count: int) -> l
     return out
 
 
+def page_links(page: int, pages: int) -> list[int | None]:
+    """The page numbers a run's page links to: the first, the last and
+    :data:`PAGE_LINKS_AROUND` either side of ``page``; None where pages are left out. As
+    many links for a run of 100,000 steps as for one of 10,000."""
+    near = range(max(1, page - PAGE_LINKS_AROUND), min(pages, page + PAGE_LINKS_AROUND) + 1)
+    wanted = sorted({1, pages, *near})
+    out: list[int | None] = []
+    for p in wanted:
+        if out and p - (out[-1] or 0) > 1:
+            out.append(None)
+        out.append(p)
+    return out
+
+
 def _try_label(t: TryInfo) -> str:
     if t.ended == "crashed":
         return "killed"
@@ -239,32 +256,40 @@ def attempts(
     (``replayed_by``: ``Inspector.attempt_replays``), then the calls it made, in journal
     order, and how each went (its failed tries first, then its rows)."""
     run = detail.run
+    # Each attempt's first TIMELINE_MARKS marks, and how many of each label it has in all:
+    # a mark is made only for what is drawn (a run of 100,000 steps draws 300 an attempt).
     by_attempt: dict[int, list[Mark]] = {}
+    counted: dict[int, Counter[str]] = {}
+
+    def add(attempt: int, key: str, label: str, note: str = "") -> None:
+        marks = by_attempt.setdefault(attempt, [])
+        counted.setdefault(attempt, Counter())[label] += 1
+        if len(marks) < TIMELINE_MARKS:
+            marks.append(Mark(key, label, note))
+
     for attempt, keys in replayed_by:
         if isinstance(keys, list):  # a damaged record counts nothing
-            marks = by_attempt.setdefault(attempt, [])
-            marks.extend(Mark(k, "replayed") for k in keys if isinstance(k, str))
+            for k in keys:
+                if isinstance(k, str):
+                    add(attempt, k, "replayed")
     for t in detail.tries:
-        note = f"try {t.number}: {render.one_line(t.error)}"
-        by_attempt.setdefault(t.attempt, []).append(Mark(t.key, _try_label(t), note))
+        add(t.attempt, t.key, _try_label(t), f"try {t.number}: {render.one_line(t.error)}")
     for r in detail.rows:
-        label = label_of(r, run)
-        by_attempt.setdefault(r.attempt, []).append(Mark(r.key, label))
+        add(r.attempt, r.key, label_of(r, run))
     out = []
     for a in detail.attempts:
         watch = watch_label(a)
         head = f"attempt {a.attempt} · pid {a.pid} on {a.host}" + (f" · {watch}" if watch else "")
         if a.version is not None:
             head += f" · version {a.version}"
-        marks = by_attempt.get(a.attempt, [])
-        counts = Counter(m.label for m in marks)
+        counts = counted.get(a.attempt, Counter())
         out.append(
             Attempt(
                 a.attempt,
                 head,
                 ending(a),
                 a.outcome,
-                marks[:TIMELINE_MARKS],
+                by_attempt.get(a.attempt, []),
                 [(label, counts[label]) for label in LABELS if counts[label]],
             )
         )
