@@ -19,7 +19,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     A test in a class goes with its class, and every test of a file that
     defines a module-scoped fixture (a chain of killed processes, a served
-    app) goes with its file, so such a fixture runs once; any other test is
+    app) or says ``# xdist: one worker`` (its tests share module state) goes
+    with its file, so such a fixture runs once; any other test is
     handed to whichever worker is free, so one long file no longer keeps a
     worker busy while the other idles. (xdist's own ``loadgroup`` marks do not
     reach its scheduler under pytest 9, which names nodes from ``_id``.)
@@ -31,7 +32,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class Scheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if _defines_a_module_fixture(root / module):
+            if _keeps_its_tests_together(root / module):
                 return module
             name = nodeid.split("[", 1)[0]  # a parameter may hold "::"
             return name.rsplit("::", 1)[0] if name.count("::") > 1 else nodeid
@@ -40,11 +41,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 @functools.cache
-def _defines_a_module_fixture(path: Path) -> bool:
+def _keeps_its_tests_together(path: Path) -> bool:
     try:
-        return 'scope="module"' in path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except OSError:
         return False
+    return 'scope="module"' in text or "# xdist: one worker" in text
 
 
 @pytest.fixture

@@ -64,6 +64,7 @@ class TestDurableNodesKilledAtRandom:
         assert got.answers_saved_late == 0, got
 
 
+# xdist: one worker (tests/conftest.py): the last test counts the kills of the tests above.
 class TestTheSmokeRunItself:
     def test_its_kills_landed_while_children_were_running(self) -> None:
         if len(KILLS) < 6:
