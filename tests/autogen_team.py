@@ -36,41 +36,17 @@ from autogen_core.models import FunctionExecutionResultMessage as Results
 from autogen_core.tools import Tool, ToolSchema
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from pydantic import BaseModel
+from side_file import SideFile
 
 from letitloop import Journal
 from letitloop.adapters.autogen import AutoGenStateSerializer
 
-#: The side file, and where to kill this process ("" for nowhere); set by main(), or by
-#: a test that runs a mode in its own process as the uninterrupted reference.
-WHERE = {"side": "", "kill_at": ""}
+SIDE = SideFile()
+WHERE, event, done = SIDE.where, SIDE.event, SIDE.done
 
 
-def event(what: str) -> None:
-    """``start WHAT`` in the side file, and a SIGKILL if this is the kill point."""
-    with open(WHERE["side"], "a") as f:
-        f.write(f"start {what}\n")
-    if what == WHERE["kill_at"]:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def done(what: str) -> None:
-    with open(WHERE["side"], "a") as f:
-        f.write(f"end {what}\n")
-
-
-#: How many of the planner's two concurrent tool calls have started: they meet before
-#: either finishes, so a kill inside one always finds the other in flight (never
-#: between its end and its commit), and they are shown to run at the same time.
-ARRIVED: list[asyncio.Event] = []
-
-
-async def together() -> None:
-    mine = asyncio.Event()
-    ARRIVED.append(mine)
-    if len(ARRIVED) % 2 == 0:
-        for arrived in ARRIVED[-2:]:
-            arrived.set()
-    await asyncio.wait_for(mine.wait(), 30)
+#: Two concurrent tool calls meet here before either finishes (SideFile.together).
+together = SIDE.together
 
 
 async def get_weather(city: str) -> str:

@@ -39,42 +39,19 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
+from side_file import SideFile
 
 from letitloop import Journal
 from letitloop.adapters.openai_agents import JournalSession, durable_agent, run_durably
 
 set_tracing_disabled(True)
 
-#: The side file, and where to kill this process ("" for nowhere); set by main(), or by
-#: a test that runs a mode in its own process as the uninterrupted reference.
-WHERE = {"side": "", "kill_at": "", "budget": ""}
+SIDE = SideFile(budget="")
+WHERE, event, done = SIDE.where, SIDE.event, SIDE.done
 
 
-def event(what: str) -> None:
-    """``start WHAT`` in the side file, and a SIGKILL if this is the kill point."""
-    with open(WHERE["side"], "a") as f:
-        f.write(f"start {what}\n")
-    if what == WHERE["kill_at"]:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def done(what: str) -> None:
-    with open(WHERE["side"], "a") as f:
-        f.write(f"end {what}\n")
-
-
-#: The triage's two concurrent tool calls meet before either finishes, so a kill inside
-#: one always finds the other in flight (never between its end and its commit).
-ARRIVED: list[asyncio.Event] = []
-
-
-async def together() -> None:
-    mine = asyncio.Event()
-    ARRIVED.append(mine)
-    if len(ARRIVED) % 2 == 0:
-        for arrived in ARRIVED[-2:]:
-            arrived.set()
-    await asyncio.wait_for(mine.wait(), 30)
+#: Two concurrent tool calls meet here before either finishes (SideFile.together).
+together = SIDE.together
 
 
 @function_tool

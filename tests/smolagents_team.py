@@ -22,6 +22,7 @@ import sys
 import threading
 from typing import Any
 
+from side_file import SideFile
 from smolagents import Tool, ToolCallingAgent, tool
 from smolagents.memory import ActionStep
 from smolagents.models import (
@@ -37,22 +38,8 @@ from letitloop import Journal
 from letitloop.adapters.smolagents import SmolagentsWALCallback, durable_agent
 from letitloop.adapters.smolagents.model import message_identity
 
-#: The side file, and where to kill this process ("" for nowhere); set by main(), or by
-#: a test that runs a mode in its own process as the uninterrupted reference.
-WHERE = {"side": "", "kill_at": ""}
-
-
-def event(what: str) -> None:
-    """``start WHAT`` in the side file, and a SIGKILL if this is the kill point."""
-    with open(WHERE["side"], "a") as f:
-        f.write(f"start {what}\n")
-    if what == WHERE["kill_at"]:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def done(what: str) -> None:
-    with open(WHERE["side"], "a") as f:
-        f.write(f"end {what}\n")
+SIDE = SideFile()
+WHERE, event, done = SIDE.where, SIDE.event, SIDE.done
 
 
 #: The manager's two tool calls of one reply meet here: they run at the same time
