@@ -48,10 +48,13 @@ from pathlib import Path
 from typing import Any
 
 from . import row_rules
+from .chains import Chain
 from .clock import utc_iso
 from .errors import JournalFileError, LetItLoopError, SchemaVersionError
 from .ids import HOST, new_run_id
 from .migrate import migrations_dir
+from .postgres_seals import seal_row, seal_step
+from .postgres_seals import start as start_sealing
 from .pragmas import Durability
 from .row_rules import MAX_TEXT, ROW_COLUMNS, STEP_COLUMNS, TRY_COLUMNS, USAGE
 from .storage import (
@@ -366,6 +369,8 @@ class PostgresStorage:
         #: Change notices received from other connections (``changes``).
         self._notices = 0
         self.gone = False
+        #: The runs this journal seals: run id -> its chain (postgres_seals.py).
+        self.sealing: dict[str, Chain] = {}
         info = conn.info
         self._identity = ("postgresql", info.host, info.port, info.dbname, self._schema())
         self._backend = info.backend_pid
@@ -635,6 +640,11 @@ class PostgresStorage:
             (at, at, error),
         )
 
+    def seal_run(self, run_id: str, secret: bytes) -> None:
+        """Chain the run's final rows under ``secret`` from now on (postgres_seals.py)."""
+        with self._tx() as c:
+            self.sealing[run_id] = start_sealing(c, self.goal, run_id, secret)
+
     def leave_waiting(self, run_id: str, now: float) -> None:
         self._end_run(run_id, "status = 'waiting', updated_at = %s", (utc_iso(now),))
 
@@ -690,6 +700,9 @@ class PostgresStorage:
         return (self.goal, *values.values(), run_id, row.attempt)
 
     def write_step(self, row: StepRow) -> None:
+        if self.sealing:  # the row and its entry in one transaction (postgres_seals.py)
+            self.write_steps([row])
+            return
         with self._lock:
             self._check()
             try:
@@ -704,6 +717,8 @@ class PostgresStorage:
             for row in rows:
                 if c.execute(_WRITE_STEP, self._step_params(row)).rowcount != 1:
                     raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
+                if self.sealing:
+                    seal_step(c, self.sealing, self._run_ids[row.run], row)
 
     def try_write_steps(self, rows: Sequence[StepRow]) -> bool:
         if not self._lock.acquire(blocking=False):
@@ -735,6 +750,8 @@ class PostgresStorage:
             f"DO UPDATE SET {', '.join(f'{n} = excluded.{n}' for n in names)}",
             (goal, run, key, *values.values()),
         )
+        if self.sealing:
+            seal_row(c, self.sealing, goal, run, key, values.get("status"))
 
     # -- markers ----------------------------------------------------------------------
 
@@ -812,6 +829,8 @@ class PostgresStorage:
                 "attempt = %s WHERE goal = %s AND run = %s AND key = %s",
                 (finished_at, duration_ms, attempt, self.goal, run_id, key),
             )
+            if self.sealing:
+                seal_row(c, self.sealing, self.goal, run_id, key, "done")
 
     def wait_ending(self, run_id: str, key: str) -> tuple[str, str | None, str | None] | None:
         r = self._row(run_id, key)
@@ -827,6 +846,8 @@ class PostgresStorage:
                 "AND status = 'waiting'",
                 (error, finished_at, duration_ms, self.goal, run_id, key),
             )
+            if self.sealing:
+                seal_row(c, self.sealing, self.goal, run_id, key, "done")
 
     def recorded_wait(self, handle: int) -> tuple[str | None, str | None] | None:
         rows = self._run("SELECT result, error FROM ll_journal WHERE rowid = %s", (handle,))

@@ -24,6 +24,7 @@ from typing import Any
 from ..checksums import pause_sum, row_damaged
 from ..errors import JournalFileError, LetItLoopError
 from ..memory_database import MemoryDatabase, Row, existing
+from ..memory_seals import chain_row
 from .inspector import RunFilter, WaitAnswer
 from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
 from .state import OpenRow, RunCounts, RunRow, plus, run_infos
@@ -244,6 +245,13 @@ class MemoryInspector:
         with self._reading():
             return [_row_info(r) for r in self._rows_of(run.goal, run.id)]
 
+    def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
+        """The run's sealed chain (memory_seals.py) and its rows as ``inspection.verify``
+        checks them; no entries for a run never sealed."""
+        with self._reading() as db:
+            entries = list(db.seals.get(run.id, ()))
+            return entries, [chain_row(r) for r in self._rows_of(run.goal, run.id)]
+
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         with self._reading() as db:
             found = sorted((a for a in db.attempts if a[0] == run_id), key=lambda a: a[1])
@@ -329,6 +337,7 @@ class MemoryInspector:
                     del db.by_rowid[row.rowid]
                     deleted += 1
                 db.runs.pop(run.id, None)
+                db.seals.pop(run.id, None)  # its chain (PostgreSQL: ll_seals' ON DELETE)
             ids = {run.id for run in runs}
             for slot in [t for t in db.tries if t[0] in ids]:
                 del db.tries[slot]

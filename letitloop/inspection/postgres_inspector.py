@@ -25,6 +25,8 @@ from typing import Any
 
 from ..errors import LetItLoopError, SchemaVersionError
 from ..memory_database import MemoryDatabase, Row
+from ..memory_seals import chain_row
+from ..postgres_seals import chain_entries
 from ..postgres_storage import (
     CHANNEL,
     COLUMNS,
@@ -39,6 +41,7 @@ from ..postgres_storage import (
 )
 from ..row_rules import TRY_COLUMNS
 from .memory_inspector import MemoryInspector
+from .records import RunInfo
 
 _RUN_COLUMNS = (
     "id",
@@ -272,6 +275,16 @@ class PostgresInspector(MemoryInspector):
                             f"VALUES ({', '.join(['%s'] * len(cells))})",
                             cells,
                         )
+
+    def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
+        """The run's sealed chain (``ll_seals``, postgres_seals.py) and its rows, read in
+        one snapshot: a row and its entry are committed together, so they are read together."""
+        self._check()
+        with self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            self.db = self._load()
+            entries = chain_entries(self.conn, run.id)
+        return entries, [chain_row(r) for r in self._rows_of(run.goal, run.id)]
 
     # -- runs' locks ------------------------------------------------------------------
 
