@@ -311,3 +311,28 @@ class TestAKeptHeadThatIsStale:
             second.close()
         found = verdict(sealed)
         assert (found["state"], found["entries"]) == ("sealed", 17)
+
+
+class TestLilShowOfAnEncryptedRunOnPostgres:
+    def show(self, location: str, key: str | None) -> str:
+        extra = {} if key is None else {"LETITLOOP_ENCRYPTION_KEY": key}
+        done = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", location, "show", "r1"],
+            cwd=ROOT,
+            env=env(**extra),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def test_it_shows_the_values_with_the_key_and_says_encrypted_without(self) -> None:
+        pytest.importorskip("cryptography")
+        location = pg_server.location()
+        python(ENCRYPTED, location, "end", LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY)
+        shown = self.show(location, ENCRYPTION_KEY)
+        assert f"{SECRET}-error" in shown and f"{SECRET}-input" in shown
+        hidden = self.show(location, None)
+        assert SECRET not in hidden and "!enc" not in hidden
+        assert "encrypted: set LETITLOOP_ENCRYPTION_KEY" in hidden
