@@ -168,6 +168,7 @@ INSPECTION_ORDER = [
     "times",
     "results",
     "records",
+    "decrypting",
     "inspector",
     "journalfile",
     "state",
