@@ -3,7 +3,9 @@
 The key never reaches the server: no ``SET`` of it, no pgcrypto. The writing
 process computes each entry (``chains.py``, with ``seals.py``'s arithmetic)
 and inserts it in the same transaction as its row (migration 0007), so a
-committed row has its entry and a rolled-back one has none.
+committed row has its entry and a rolled-back one has none. A step's row and
+its entry are one statement (:func:`write_step`), so a sealed step is still
+one round trip.
 
 **Where the chain's head comes from.** An entry's position and its previous
 seal are read once, when the journal starts sealing the run (:func:`start`,
@@ -36,10 +38,20 @@ __all__ = ["chain_entries", "seal_row", "seal_step", "start"]
 #: An entry of run %(run)s, written only while the chain's stored last entry is %(head)s
 #: (``n:seal``; ``0:`` for a run without a chain yet), the one it was computed from.
 _ENTRY = (
-    "INSERT INTO ll_seals (run, n, key, kind, status, digest, seal) "
-    "SELECT %(run)s, %(n)s, %(key)s, %(kind)s, %(status)s, %(digest)s, %(seal)s "
+    "INSERT INTO ll_seals (run, n, key, kind, status, digest, seal, prev) "
+    "SELECT %(run)s, %(n)s, %(key)s, %(kind)s, %(status)s, %(digest)s, %(seal)s, %(prev)s "
     "WHERE coalesce((SELECT n || ':' || seal FROM ll_seals WHERE run = %(run)s "
     "ORDER BY n DESC LIMIT 1), '0:') = %(head)s"
+)
+
+#: A step's row (``postgres_storage``'s statement, its parameters first) and its entry, in
+#: one statement, so one round trip: the entry is added only when the row was written (not
+#: fenced off), and an entry that does not follow the stored head (``ll_seals``' key and its
+#: reference to the entry it follows, migration 0007) fails the whole statement.
+_STEP_AND_ENTRY = (
+    "WITH step AS ({step} RETURNING 1) "
+    "INSERT INTO ll_seals (run, n, key, kind, status, digest, seal, prev) "
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s FROM step"
 )
 
 _LAST = (
@@ -58,7 +70,8 @@ def _insert(c: Any, chain: Chain, entry: Entry) -> bool:
     n, key, kind, status, digest, seal = entry
     params = dict(run=chain.run_id, n=n, key=key, kind=kind, status=status, digest=digest)
     head = f"{chain.n}:{chain.seal}"
-    if c.execute(_ENTRY, params | {"seal": seal, "head": head}).rowcount != 1:
+    prev = chain.seal if chain.n else None
+    if c.execute(_ENTRY, params | {"seal": seal, "prev": prev, "head": head}).rowcount != 1:
         return False
     chain.moved_to(entry)
     return True
@@ -69,10 +82,18 @@ def _write(c: Any, chain: Chain, row: Row) -> None:
     for _ in range(2):
         if _insert(c, chain, chain.next(row)):
             return
-        # The kept head is not the stored one (a rolled-back transaction moved it): read it.
-        stored = c.execute(_LAST, (chain.run_id,)).fetchone()
-        chain.n, chain.seal = (0, GENESIS) if stored is None else (stored[0], stored[5])
-    raise JournalFileError(
+        _reread(c, chain)
+    raise _contended(chain)
+
+
+def _reread(c: Any, chain: Chain) -> None:
+    """The kept head is not the stored one (a rolled-back transaction moved it): read it."""
+    stored = c.execute(_LAST, (chain.run_id,)).fetchone()
+    chain.n, chain.seal = (0, GENESIS) if stored is None else (stored[0], stored[5])
+
+
+def _contended(chain: Chain) -> JournalFileError:
+    return JournalFileError(
         f"run {chain.run_id}: expected to add entry {chain.n + 1} to its sealed chain; found "
         f"another writer adding entries at the same time. Nothing was written; the run's "
         f"rows are written by one holder at a time: is a second process writing them "
@@ -102,6 +123,40 @@ def start(c: Any, goal: str, run_id: str, secret: bytes) -> Chain:
         if not _insert(c, chain, entry):  # pragma: no cover - read in this transaction
             raise AssertionError(entry)
     return chain
+
+
+def write_step(
+    conn: Any,
+    sealing: dict[str, Chain],
+    run_id: str,
+    row: StepRow,
+    sql: str,
+    params: tuple[Any, ...],
+) -> int:
+    """Write a step's row with ``sql`` and ``params`` (autocommit, one statement) and, when
+    its run is sealed and it is final, its entry in the same statement; how many rows
+    were written (0: fenced off, nothing written)."""
+    chain = sealing.get(run_id)
+    if chain is None or row.status not in FINAL:
+        return int(conn.execute(sql, params).rowcount)
+    import psycopg
+
+    fn = str(row.fn)  # this store's function keys are the names themselves
+    values = (row.key, "step", row.status, fn, row.args_fp, row.result, row.error, None)
+    for _ in range(2):
+        entry = chain.next(values)
+        prev = chain.seal if chain.n else None
+        try:
+            cur = conn.execute(
+                _STEP_AND_ENTRY.format(step=sql), (*params, run_id, *entry[:6], prev)
+            )
+        except (psycopg.errors.UniqueViolation, psycopg.errors.ForeignKeyViolation):
+            _reread(conn, chain)  # a stale kept head: nothing was written
+            continue
+        if cur.rowcount == 1:
+            chain.moved_to(entry)
+        return int(cur.rowcount)
+    raise _contended(chain)
 
 
 def seal_step(c: Any, sealing: dict[str, Chain], run_id: str, row: StepRow) -> None:

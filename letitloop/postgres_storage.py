@@ -55,6 +55,7 @@ from .ids import HOST, new_run_id
 from .migrate import migrations_dir
 from .postgres_seals import seal_row, seal_step
 from .postgres_seals import start as start_sealing
+from .postgres_seals import write_step as write_sealed
 from .pragmas import Durability
 from .row_rules import MAX_TEXT, ROW_COLUMNS, STEP_COLUMNS, TRY_COLUMNS, USAGE
 from .storage import (
@@ -700,16 +701,19 @@ class PostgresStorage:
         return (self.goal, *values.values(), run_id, row.attempt)
 
     def write_step(self, row: StepRow) -> None:
-        if self.sealing:  # the row and its entry in one transaction (postgres_seals.py)
-            self.write_steps([row])
-            return
         with self._lock:
             self._check()
             try:
-                cur = self.conn.execute(_WRITE_STEP, self._step_params(row))
+                if self.sealing:  # the row and its entry in one statement (postgres_seals.py)
+                    run_id, params = self._run_ids[row.run], self._step_params(row)
+                    written = write_sealed(
+                        self.conn, self.sealing, run_id, row, _WRITE_STEP, params
+                    )
+                else:
+                    written = self.conn.execute(_WRITE_STEP, self._step_params(row)).rowcount
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
-            if cur.rowcount != 1:
+            if written != 1:
                 raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:

@@ -897,6 +897,29 @@ class TestASealedRun:
         with pytest.raises(SealKeyError, match="not sealed with this key"):
             Journal("secret", run="r", path=location, seal="o" * 16 + "-another-key").open()
 
+    def test_a_value_sent_to_its_wait_is_unsealed_until_its_next_attempt_seals_it(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        from letitloop import send
+        from letitloop.waits import RunWaiting
+
+        location = mode.backend.location(tmp_path)
+        calls = Calls()
+        with (
+            pytest.raises(RunWaiting),
+            Journal("secret", run="r", path=location, seal=SEAL_KEY) as j,
+        ):
+            secret_step(mode, j, "a", calls, 0)
+            j.wait_for("approval", stop_after=0)
+        send("r", "approval", {"ok": True}, path=location)  # without the key
+        found = verdict(location)
+        assert (found.state, found.entries, found.unsealed) == ("sealed", 1, ["approval"])
+        with Journal("secret", run="r", path=location, seal=SEAL_KEY) as j:
+            secret_step(mode, j, "a", calls, 0)
+            assert j.wait_for("approval") == {"ok": True}
+        found = verdict(location)
+        assert (found.state, found.entries, found.unsealed) == ("sealed", 2, [])
+
 
 class TestAnEncryptedRun:
     def test_its_values_are_stored_encrypted_and_replay_only_with_its_key(

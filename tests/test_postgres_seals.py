@@ -194,6 +194,16 @@ class TestASealedRunOnPostgres:
         found = verdict(location)
         assert (found["state"], found["entries"]) == ("sealed", 13)
 
+    def test_a_sealed_step_is_one_round_trip(self) -> None:
+        from letitloop import Journal
+
+        location = pg_server.location()
+        with Journal("g", path=location, run="r1", seal=KEY) as j:
+            store: Any = j.store
+            assert pg_server.round_trips(store.conn, lambda: j.step("one", str, 1)) == 1
+        found = verdict(location)
+        assert (found["state"], found["entries"]) == ("sealed", 1)
+
     def test_a_run_sealed_with_one_key_is_refused_with_another(self, sealed: str) -> None:
         out = python(PROGRAM, sealed, LETITLOOP_SEAL_KEY="o" * 16 + "-another-key")
         assert out.returncode != 0 and "not sealed with this key" in out.stderr
@@ -336,3 +346,30 @@ class TestLilShowOfAnEncryptedRunOnPostgres:
         hidden = self.show(location, None)
         assert SECRET not in hidden and "!enc" not in hidden
         assert "encrypted: set LETITLOOP_ENCRYPTION_KEY" in hidden
+
+    def test_a_step_and_its_entry_written_in_one_statement_follow_the_stored_head(
+        self, sealed: str
+    ) -> None:
+        # The same two writers through the step path (one statement: the row and its
+        # entry): an entry that does not follow the stored head fails its whole statement
+        # (ll_seals' key and reference), and the writer reads the head and writes again.
+        import time
+
+        from letitloop.postgres_storage import open_postgres
+        from letitloop.storage import StepRow
+
+        writers = [open_postgres(sealed), open_postgres(sealed)]
+        try:
+            for w in writers:
+                run_id, started = w.find_or_start_run("g", "r1", None, None, time.time(), print)
+                assert not started
+                w.seal_run(run_id, KEY.encode())
+            for i in range(4):
+                w = writers[i % 2]
+                row = (w.run_key, f"x{i}", "done", "m.f", str(i), 0, 1, 1, None, None, "fp")
+                w.write_step(StepRow(*row, None, None, None, None, None))
+        finally:
+            for w in writers:
+                w.close()
+        found = verdict(sealed)
+        assert (found["state"], found["entries"]) == ("sealed", 17)

@@ -15,5 +15,12 @@ CREATE TABLE ll_seals (
     status text NOT NULL,     -- the row's status when it was sealed
     digest text NOT NULL,     -- hex SHA-256 of the row's content (seals.row_digest)
     seal   text NOT NULL,     -- hex HMAC-SHA256 of this entry and the previous one's seal
-    PRIMARY KEY (run, n)
+    prev   text,              -- the previous entry's seal (NULL for the first)
+    prev_n integer GENERATED ALWAYS AS (CASE WHEN n > 1 THEN n - 1 END) STORED,
+    PRIMARY KEY (run, n),
+    UNIQUE (run, n, seal),
+    -- Each entry names the entry it follows: a writer whose kept head is stale (its
+    -- position taken, or its previous seal not the stored one) is refused by the key
+    -- or by this reference, and nothing of its statement is written (postgres_seals.py).
+    FOREIGN KEY (run, prev_n, prev) REFERENCES ll_seals (run, n, seal)
 );
