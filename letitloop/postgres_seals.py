@@ -33,7 +33,7 @@ from .errors import JournalFileError
 from .seals import FINAL, GENESIS
 from .storage import StepRow
 
-__all__ = ["chain_entries", "seal_row", "seal_step", "start"]
+__all__ = ["chain_entries", "seal_row", "seal_step", "start", "write_step"]
 
 #: An entry of run %(run)s, written only while the chain's stored last entry is %(head)s
 #: (``n:seal``; ``0:`` for a run without a chain yet), the one it was computed from.
