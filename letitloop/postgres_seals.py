@@ -33,7 +33,7 @@ from .errors import JournalFileError
 from .seals import FINAL, GENESIS
 from .storage import StepRow
 
-__all__ = ["chain_entries", "seal_row", "seal_step", "start", "write_step"]
+__all__ = ["chain_of", "seal_row", "seal_step", "start", "write_step"]
 
 #: An entry of run %(run)s, written only while the chain's stored last entry is %(head)s
 #: (``n:seal``; ``0:`` for a run without a chain yet), the one it was computed from.
@@ -182,12 +182,15 @@ def seal_row(
         _write(c, chain, tuple(row))
 
 
-def chain_entries(c: Any, run_id: str) -> list[Entry]:
-    """Run ``run_id``'s chain, in order (``inspection/verify.py`` checks it)."""
-    return [
-        tuple(e)
-        for e in c.execute(
+def chain_of(conn: Any, goal: str, run_id: str) -> tuple[list[Entry], list[Row]]:
+    """Run ``run_id``'s chain in order and its rows in the order written, as
+    ``inspection/verify.py`` checks them, read in one snapshot: a row and its entry are
+    committed together, so they are read together. ``conn`` is in autocommit."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        entries = conn.execute(
             "SELECT n, key, kind, status, digest, seal FROM ll_seals WHERE run = %s ORDER BY n",
             (run_id,),
         ).fetchall()
-    ]
+        rows = conn.execute(f"{_ROW} ORDER BY rowid", (goal, run_id)).fetchall()
+    return [tuple(e) for e in entries], [tuple(r) for r in rows]

@@ -25,8 +25,7 @@ from typing import Any
 
 from ..errors import LetItLoopError, SchemaVersionError
 from ..memory_database import MemoryDatabase, Row
-from ..memory_seals import chain_row
-from ..postgres_seals import chain_entries
+from ..postgres_seals import chain_of
 from ..postgres_storage import (
     CHANNEL,
     COLUMNS,
@@ -277,14 +276,10 @@ class PostgresInspector(MemoryInspector):
                         )
 
     def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
-        """The run's sealed chain (``ll_seals``, postgres_seals.py) and its rows, read in
-        one snapshot: a row and its entry are committed together, so they are read together."""
+        """The run's sealed chain (``ll_seals``) and its rows, in one snapshot of that run
+        alone (postgres_seals.py)."""
         self._check()
-        with self.conn.transaction():
-            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            self.db = self._load()
-            entries = chain_entries(self.conn, run.id)
-        return entries, [chain_row(r) for r in self._rows_of(run.goal, run.id)]
+        return chain_of(self.conn, run.goal, run.id)
 
     # -- runs' locks ------------------------------------------------------------------
 
