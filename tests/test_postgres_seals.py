@@ -235,6 +235,15 @@ class TestAnAlteredRunOnPostgres:
         assert found["state"] == "broken" and found["key"] == "t:3"
         assert "deleted" in found["broken"]
 
+    def test_two_rows_swapped_are_reported(self, sealed: str) -> None:
+        sql(
+            sealed,
+            "UPDATE ll_journal AS t SET result = o.result FROM ll_journal AS o "
+            "WHERE (t.key, o.key) IN (('a', 'b'), ('b', 'a'))",
+        )
+        found = verdict(sealed)
+        assert found["state"] == "broken" and found["key"] in ("a", "b")
+
     def test_an_inserted_row_is_reported(self, sealed: str) -> None:
         sql(
             sealed,
