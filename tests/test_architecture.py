@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "redaction",
             "testing",
             "seals",
+            "chains",
             "encryption",
             "versions",
         },
@@ -64,8 +65,10 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_database",
             "memory_primitives",
             "memory_storage",
+            "memory_seals",
             "row_rules",
             "postgres_storage",
+            "postgres_seals",
         },
     ),
     (
@@ -165,6 +168,7 @@ INSPECTION_ORDER = [
     "times",
     "results",
     "records",
+    "decrypting",
     "inspector",
     "journalfile",
     "state",
@@ -370,8 +374,10 @@ STORE_MODULES = {
     "memory_database",
     "memory_primitives",
     "memory_storage",
+    "memory_seals",
     "row_rules",
     "postgres_storage",
+    "postgres_seals",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).
