@@ -26,8 +26,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from .errors import UnknownStoreError
 
@@ -46,8 +47,9 @@ Opener = Callable[[str, "Durability"], "Storage"]
 InspectorOpener = Callable[[str, bool, bool], "Inspector"]
 
 
-@dataclass(frozen=True)
-class StoreEntry:
+# A msgspec Struct, not a dataclass: made in C, so `import letitloop` neither
+# compiles dataclass methods nor loads dataclasses (issue 30).
+class StoreEntry(msgspec.Struct, frozen=True):
     """What the registry knows of one scheme's store."""
 
     opener: Opener
