@@ -62,8 +62,9 @@ class StoreEntry(msgspec.Struct, frozen=True):
 
 #: ``scheme://``: RFC 3986's scheme (a letter, then letters, digits, ``+ - .``)
 #: and the two slashes. A Windows drive (``C:\\``) has none, and ``./x://y``
-#: (a relative path on purpose) does not start with a scheme.
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
+#: (a relative path on purpose) does not start with a scheme. A pattern, compiled
+#: by ``re`` on first use: a path without ``://`` (most) never needs it (issue 30).
+_URL = r"([A-Za-z][A-Za-z0-9+.\-]*)://"
 
 #: Stores that ship as an extra of the package (not installed, or not built yet),
 #: by scheme: the extra a user installs.
@@ -127,7 +128,7 @@ def register(
     that is not one (``"my store"``) or is taken by another opener.
     """
     name = scheme.lower()
-    if not _URL.fullmatch(name + "://"):
+    if not re.fullmatch(_URL, name + "://"):
         raise ValueError(
             f"a scheme is a letter, then letters, digits, '+', '-' or '.', got {scheme!r}"
         )
@@ -144,7 +145,9 @@ def unregister(scheme: str) -> None:
 
 def scheme_of(location: str | os.PathLike[str]) -> str | None:
     """The scheme of a URL (``"postgresql"``, lower case), None for a plain path."""
-    match = _URL.match(os.fspath(location)) if isinstance(location, str) else None
+    if not isinstance(location, str) or "://" not in location:
+        return None
+    match = re.match(_URL, location)
     return None if match is None else match.group(1).lower()
 
 
