@@ -75,6 +75,13 @@ def _is_migration_file(name: str) -> bool:
 
 def migrations_dir() -> Path:
     """The folder of numbered SQL files: inside the installed wheel, or the source checkout's."""
+    return _installed_migrations()
+
+
+@lru_cache(maxsize=1)
+def _installed_migrations() -> Path:
+    # Found once per process: every open lists the folder (known_names), and
+    # resolving this file's path took four lstat() calls and a stat() each time.
     here = Path(__file__).resolve().parent
     packaged = here / "migrations"
     return packaged if packaged.is_dir() else here.parent / "migrations"
