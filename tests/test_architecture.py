@@ -594,6 +594,10 @@ LOADED_ON_USE = [
     "mcp",  # the MCP SDK: the same
     "letitloop.otel",  # a journal opened in a program that set up OpenTelemetry
     "opentelemetry",  # loaded by the program, never by letitloop
+    # A user's dataclass result or argument (codec/entries.py): Budget and the
+    # store registry's entries are msgspec Structs, so the import compiles no
+    # dataclass (dataclasses would load inspect, ast, dis and tokenize with it).
+    "dataclasses",
 ]
 
 
