@@ -111,30 +111,51 @@ _TYPES = {
     "output_tokens": "bigint",
     "checksum": "bigint",
 }
-_CASTS = ", ".join("%s::" + _TYPES.get(c, "text") for c in STEP_COLUMNS)
 
-#: How many done rows' results ``recorded_steps`` reads with them, in the same round trip:
-#: replay's first chunk of results (``replay.RESULT_CHUNK``), so a run of up to that many
-#: steps replays in the one round trip that finds them.
-PREFETCH = 256
+#: The columns of a step row that a usual step leaves empty (no error, no usage): a
+#: step whose are all None is written by a statement that binds none of them.
+_OPTIONAL = ("error", "traceback", "input_tokens", "output_tokens", "cost", "model")
+#: Where ``row_rules.step_values`` puts them, and the columns every step binds.
+_OPTIONAL_AT = tuple(STEP_COLUMNS.index(c) for c in _OPTIONAL)
+_PLAIN_AT = tuple(i for i, c in enumerate(STEP_COLUMNS) if c not in _OPTIONAL)
+
+
+def _write_step_sql(columns: Sequence[str]) -> str:
+    """A step's row in one statement (so one round trip), binding ``columns`` (the
+    columns left out are set NULL, an overwritten row's too): the goal, their values,
+    then the fence's run number and attempt."""
+    casts = ", ".join(f"%s::{_TYPES.get(c, 'text')}" for c in columns)
+    return (
+        f"INSERT INTO ll_journal (goal, {', '.join(columns)}, kind) "
+        f"SELECT %s::text, {casts}, 'step' "
+        # The fence: written only while the run's attempt is still this holder's (a
+        # holder that lost the run to a new attempt writes nothing, whatever its lock
+        # did). The run by its number (``ll_runs.num``, the storage's RunKey): an
+        # integer's index, not the id's text. The key-share lock makes a new holder's
+        # claim (SELECT … FOR UPDATE) wait for this statement's commit, and this
+        # statement wait for the claim's: never both.
+        "WHERE EXISTS (SELECT 1 FROM ll_runs WHERE num = %s AND attempts = %s FOR KEY SHARE) "
+        "ON CONFLICT (goal, run, key) DO UPDATE SET "
+        + ", ".join(f"{c} = excluded.{c}" for c in (*STEP_COLUMNS[2:], "kind", "wake_at"))
+    )
+
+
+#: A step with an error or usage: every column bound.
+_WRITE_STEP = _write_step_sql(STEP_COLUMNS)
+#: A usual step (no error, no usage): 6 fewer values to bind and parse.
+_WRITE_PLAIN_STEP = _write_step_sql([STEP_COLUMNS[i] for i in _PLAIN_AT])
+
+#: How many bytes of results ``recorded_steps`` reads with the run's rows, in the same
+#: round trip: the results of the done rows in journal order, as long as their total
+#: stays within this, so a run whose results fit replays in the one round trip that
+#: finds them (a run of 1,000 or 100,000 small results alike); the rest are read by
+#: ``results`` as replay asks for them, a chunk at a time (``replay.RESULT_CHUNK``),
+#: and no more than this is held in memory at once.
+PREFETCH_BYTES = 32 << 20
 
 #: The channel on which inspectors (lil send, lil cancel) and statements on ``ll_runs``
 #: notify a change; the payload is the schema changed (migration 0003).
 CHANNEL = "letitloop"
-
-#: A step's row, in one statement (so one round trip): the goal, the step's columns
-#: (``row_rules.STEP_COLUMNS``), then the fence's run id and attempt.
-_WRITE_STEP = (
-    f"INSERT INTO ll_journal (goal, {', '.join(STEP_COLUMNS)}, kind, wake_at) "
-    f"SELECT %s::text, {_CASTS}, 'step', NULL "
-    # The fence: written only while the run's attempt is still this holder's (a holder
-    # that lost the run to a new attempt writes nothing, whatever its lock did). The
-    # key-share lock makes a new holder's claim (SELECT … FOR UPDATE) wait for this
-    # statement's commit, and this statement wait for the claim's: never both.
-    "WHERE EXISTS (SELECT 1 FROM ll_runs WHERE id = %s AND attempts = %s FOR KEY SHARE) "
-    "ON CONFLICT (goal, run, key) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in (*STEP_COLUMNS[2:], "kind", "wake_at"))
-)
 
 
 def lock_key(text: str) -> int:
@@ -361,11 +382,14 @@ class PostgresStorage:
         self._run_ids: dict[int, str] = {}
         #: The run this journal holds and its attempt: what every write is fenced on.
         self._held: tuple[str, int] | None = None
-        #: Results read with ``recorded_steps``, by rowid, until ``results`` hands them out.
+        #: Results read with ``recorded_steps``, by rowid, until ``results`` hands them out
+        #: (at most PREFETCH_BYTES of them).
         self._prefetched: dict[int, str | None] = {}
         #: Change notices received from other connections (``changes``).
         self._notices = 0
         self.gone = False
+        #: The cursor of ``write_step``'s statements.
+        self._steps = conn.cursor()
         info = conn.info
         self._identity = ("postgresql", info.host, info.port, info.dbname, self._schema())
         self._backend = info.backend_pid
@@ -655,18 +679,19 @@ class PostgresStorage:
         self, run_id: str
     ) -> tuple[list[tuple[str, str, str | None, int, int | None]], set[str]]:
         # One round trip: the done steps, sleeps and waits, the markers' keys, and the
-        # results of the first PREFETCH done rows, which replay asks for first (results).
+        # results of the done rows, in journal order, while their total size stays
+        # within PREFETCH_BYTES; replay asks for them in that order (results).
         rows = self._run(
-            "SELECT key, kind, fn, args_fp, rowid, checksum, CASE WHEN kind <> 'marker' AND "
-            "row_number() OVER (ORDER BY kind = 'marker', rowid) <= %s THEN result END "
-            "FROM ll_journal WHERE goal = %s AND run = %s AND (kind = 'marker' OR "
-            "(kind IN ('step', 'sleep', 'wait') AND status = 'done')) ORDER BY rowid",
-            (PREFETCH, self.goal, run_id),
+            "SELECT key, kind, fn, args_fp, rowid, checksum, fits, CASE WHEN fits THEN result "
+            "END FROM (SELECT *, kind <> 'marker' AND sum(coalesce(octet_length(result), 0)) "
+            "OVER (ORDER BY kind = 'marker', rowid) <= %s AS fits FROM ll_journal "
+            "WHERE goal = %s AND run = %s AND (kind = 'marker' OR "
+            "(kind IN ('step', 'sleep', 'wait') AND status = 'done'))) AS r ORDER BY rowid",
+            (PREFETCH_BYTES, self.goal, run_id),
         )
-        done = [(k, f, a, r, s) for k, kind, f, a, r, s, _ in rows if kind != "marker"]
-        texts = [row[6] for row in rows if row[1] != "marker"][:PREFETCH]
+        done = [(k, f, a, r, s) for k, kind, f, a, r, s, _, _ in rows if kind != "marker"]
         with self._lock:
-            self._prefetched = {d[3]: text for d, text in zip(done, texts, strict=False)}
+            self._prefetched = {row[4]: row[7] for row in rows if row[6]}
         return done, {k for k, kind, *_ in rows if kind == "marker"}
 
     def recorded_under(
@@ -675,25 +700,34 @@ class PostgresStorage:
         return self._done(run_id, prefix)
 
     def results(self, handles: Sequence[int]) -> dict[int, str | None]:
+        found: dict[int, str | None] = {}
         with self._lock:
             cached = self._prefetched
-            if handles and all(h in cached for h in handles):
-                return {h: cached.pop(h) for h in handles}  # read with recorded_steps
-        rows = self._run(
-            "SELECT rowid, result FROM ll_journal WHERE rowid = ANY(%s)", (list(handles),)
-        )
-        return {r: t for r, t in rows}
+            if cached:  # read with recorded_steps: handed out once
+                found = {h: cached.pop(h) for h in handles if h in cached}
+        missing = [h for h in handles if h not in found]
+        if missing:
+            found.update(
+                self._run("SELECT rowid, result FROM ll_journal WHERE rowid = ANY(%s)", (missing,))
+            )
+        return found
 
-    def _step_params(self, row: StepRow) -> tuple[Any, ...]:
-        run_id = self._run_ids[row.run]
-        values = row_rules.step_values(row, run_id)
-        return (self.goal, *values.values(), run_id, row.attempt)
+    def _step(self, row: StepRow) -> tuple[str, tuple[Any, ...]]:
+        """The statement of ``row`` and its parameters (see ``_write_step_sql``)."""
+        values = tuple(row_rules.step_values(row, self._run_ids[row.run]).values())
+        fence = (row.run, row.attempt)
+        for i in _OPTIONAL_AT:
+            if values[i] is not None:
+                return _WRITE_STEP, (self.goal, *values, *fence)
+        return _WRITE_PLAIN_STEP, (self.goal, *(values[i] for i in _PLAIN_AT), *fence)
 
     def write_step(self, row: StepRow) -> None:
         with self._lock:
             self._check()
             try:
-                cur = self.conn.execute(_WRITE_STEP, self._step_params(row))
+                # Prepared at once (psycopg prepares after 5 runs otherwise), on a cursor
+                # kept for the journal's steps, not one made per statement.
+                cur = self._steps.execute(*self._step(row), prepare=True)
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
             if cur.rowcount != 1:
@@ -702,7 +736,7 @@ class PostgresStorage:
     def write_steps(self, rows: Sequence[StepRow]) -> None:
         with self._tx(fenced=False) as c:
             for row in rows:
-                if c.execute(_WRITE_STEP, self._step_params(row)).rowcount != 1:
+                if c.execute(*self._step(row), prepare=True).rowcount != 1:
                     raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
 
     def try_write_steps(self, rows: Sequence[StepRow]) -> bool:

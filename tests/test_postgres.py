@@ -383,3 +383,46 @@ class TestTheCostOfAStep:
             calls = len(CALLS)
             assert pg_server.round_trips(store.conn, replay) == 0  # the results came with the open
             assert CALLS[calls:] == []
+
+    def test_a_run_of_a_thousand_steps_replays_with_no_round_trip_after_its_open(
+        self, location: str
+    ) -> None:
+        with Journal("g", run="r", path=location) as j:
+            for i in range(1000):
+                j.step(f"s{i}", shout, i)
+        with Journal("g", run="r", path=location) as j:
+            store: Any = j.store
+
+            def replay() -> None:
+                for i in range(1000):
+                    assert j.step(f"s{i}", shout, i) == str(i)
+
+            calls = len(CALLS)
+            assert pg_server.round_trips(store.conn, replay) == 0  # the results came with the open
+            assert CALLS[calls:] == []
+
+
+class TestARunWhoseResultsDoNotFitInOneRead:
+    def test_replays_every_result_reading_the_rest_as_it_goes(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from letitloop import postgres_storage
+
+        with Journal("g", run="r", path=location) as j:
+            for i in range(600):
+                j.step(f"s{i}", shout, i)
+        # 600 results of 3-5 bytes; the open reads about 100 of them.
+        monkeypatch.setattr(postgres_storage, "PREFETCH_BYTES", 400)
+        with Journal("g", run="r", path=location) as j:
+            store: Any = j.store
+            assert 80 <= len(store._prefetched) <= 134
+
+            def replay() -> None:
+                for i in range(600):
+                    assert j.step(f"s{i}", shout, i) == str(i)
+
+            calls = len(CALLS)
+            # The rest as replay asks for them, by chunks of replay.RESULT_CHUNK rows:
+            # the first chunk's rows not read at the open, then rows 256-511, 512-599.
+            assert pg_server.round_trips(store.conn, replay) == 3
+            assert CALLS[calls:] == []
