@@ -158,6 +158,19 @@ PREFETCH_BYTES = 32 << 20
 CHANNEL = "letitloop"
 
 
+#: An attempt's row, with the ``lil watch`` that started its process (migration 0006).
+_INSERT_ATTEMPT = (
+    "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version, watch_id, "
+    "watch_attempt) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+def _watcher() -> tuple[str | None, int | None]:
+    """The ``lil watch`` session and start of this process (set in its environment), if any."""
+    attempt = os.environ.get("LETITLOOP_ATTEMPT", "")
+    return os.environ.get("LETITLOOP_WATCH_ID"), int(attempt) if attempt.isdigit() else None
+
+
 def lock_key(text: str) -> int:
     """The 64-bit advisory lock key of ``text`` (what a hold holds), signed as bigint."""
     digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
@@ -578,9 +591,7 @@ class PostgresStorage:
                 (run_id, goal, name, os.getpid(), HOST, started, started, input_text, input_fp),
             ).fetchone()
             c.execute(
-                "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version) "
-                "VALUES (%s, 1, %s, %s, %s, %s)",
-                (run_id, os.getpid(), HOST, started, version),
+                _INSERT_ATTEMPT, (run_id, 1, os.getpid(), HOST, started, version, *_watcher())
             )
             self._key_of(num, run_id)
         self._held = (run_id, 1)
@@ -620,10 +631,8 @@ class PostgresStorage:
                     (attempts, os.getpid(), HOST, stamp, run_id),
                 )
                 c.execute(
-                    "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version) "
-                    "VALUES (%s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    (run_id, attempts, os.getpid(), HOST, stamp, version),
+                    _INSERT_ATTEMPT + " ON CONFLICT DO NOTHING",
+                    (run_id, attempts, os.getpid(), HOST, stamp, version, *_watcher()),
                 )
         self._held = None if found is None else (run_id, found.attempts)
         return claim, found

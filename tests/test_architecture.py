@@ -66,6 +66,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_storage",
             "row_rules",
             "postgres_storage",
+            "postgres_events",
         },
     ),
     (
@@ -372,6 +373,7 @@ STORE_MODULES = {
     "memory_storage",
     "row_rules",
     "postgres_storage",
+    "postgres_events",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).

@@ -19,6 +19,7 @@ query by query is left to do (docs/postgres.md).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -39,6 +40,7 @@ from ..postgres_storage import (
 )
 from ..row_rules import TRY_COLUMNS
 from .memory_inspector import MemoryInspector
+from .records import AttemptInfo
 
 _RUN_COLUMNS = (
     "id",
@@ -272,6 +274,78 @@ class PostgresInspector(MemoryInspector):
                             f"VALUES ({', '.join(['%s'] * len(cells))})",
                             cells,
                         )
+
+    # -- lil watch's records (migration 0006), read where they are ----------------------
+
+    def _dicts(self, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        self._check()
+        if not self._has_tables():
+            return []
+        cur = self.conn.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def attempts(self, run_id: str) -> list[AttemptInfo]:
+        found = super().attempts(run_id)
+        watchers = {
+            a["attempt"]: a
+            for a in self._dicts(
+                "SELECT attempt, watch_id, watch_attempt FROM ll_attempts WHERE run = %s "
+                "AND watch_id IS NOT NULL",
+                (run_id,),
+            )
+        }
+        return [
+            dataclasses.replace(
+                a,
+                watch_id=watchers[a.attempt]["watch_id"],
+                watch_attempt=watchers[a.attempt]["watch_attempt"],
+            )
+            if a.attempt in watchers
+            else a
+            for a in found
+        ]
+
+    def supervisor_events(self, run_id: str) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT * FROM ll_supervisor_events WHERE watch_id IN (SELECT watch_id FROM "
+            "ll_attempts WHERE run = %s AND watch_id IS NOT NULL) ORDER BY id",
+            (run_id,),
+        )
+
+    def last_watcher_event(self, run_id: str) -> dict[str, Any] | None:
+        rows = self._dicts(
+            "SELECT * FROM ll_supervisor_events WHERE watch_id = (SELECT watch_id FROM "
+            "ll_attempts WHERE run = %s AND watch_id IS NOT NULL ORDER BY attempt DESC "
+            "LIMIT 1) ORDER BY id DESC LIMIT 1",
+            (run_id,),
+        )
+        return rows[0] if rows else None
+
+    def supervisor_events_before(self, at: str, going: set[str]) -> int:
+        kept = {
+            r["watch_id"]
+            for r in self._dicts(
+                "SELECT run, watch_id FROM ll_attempts WHERE watch_id IS NOT NULL", ()
+            )
+            if r["run"] not in going
+        }
+        return sum(
+            1
+            for r in self._dicts("SELECT watch_id FROM ll_supervisor_events WHERE at < %s", (at,))
+            if r["watch_id"] not in kept
+        )
+
+    def delete_supervisor_events(self, at: str) -> int:
+        self._check()
+        if not self.writable or not self._has_tables():
+            return 0
+        cur = self.conn.execute(
+            "DELETE FROM ll_supervisor_events WHERE at < %s AND watch_id NOT IN "
+            "(SELECT watch_id FROM ll_attempts WHERE watch_id IS NOT NULL)",
+            (at,),
+        )
+        return int(cur.rowcount)
 
     # -- runs' locks ------------------------------------------------------------------
 
