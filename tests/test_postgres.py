@@ -426,3 +426,63 @@ class TestARunWhoseResultsDoNotFitInOneRead:
             # the first chunk's rows not read at the open, then rows 256-511, 512-599.
             assert pg_server.round_trips(store.conn, replay) == 3
             assert CALLS[calls:] == []
+
+
+class TestAStepsStatement:
+    """``step_statement`` binds a usual step's values straight from its row: the same
+    values ``row_rules.step_values`` gives (the memory store's), column for column."""
+
+    @staticmethod
+    def row(**changes: Any) -> Any:
+        from letitloop.storage import RunKey, StepRow
+
+        values = dict(
+            run=RunKey(7),
+            key="fetch#2",
+            status="done",
+            fn="module.fetch",
+            result='{"a": 1}',
+            started=1_764_000_000_123_456,
+            duration=1_234_567,
+            attempt=3,
+            error=None,
+            traceback=None,
+            args_fp="fp",
+            input_tokens=None,
+            output_tokens=None,
+            cost=None,
+            model=None,
+            checksum=-12345,
+        )
+        values.update(changes)
+        return StepRow(**values)  # type: ignore[arg-type]
+
+    def test_a_usual_step_binds_the_values_of_row_rules_without_the_empty_ones(self) -> None:
+        from letitloop.postgres_storage import PLAIN_COLUMNS, step_statement
+        from letitloop.row_rules import step_values
+
+        row = self.row()
+        sql, params = step_statement("g", "01RUN", row)
+        values = step_values(row, "01RUN")
+        assert params == ("g", *(values[c] for c in PLAIN_COLUMNS), 7, 3)
+        assert "error" not in sql.split("SELECT")[0] and "cost" not in sql.split("SELECT")[0]
+
+    @pytest.mark.parametrize(
+        "changes",
+        [
+            {"error": "boom"},
+            {"traceback": "tb"},
+            {"input_tokens": 1},
+            {"cost": 0.5},
+            {"model": "m"},
+        ],
+    )
+    def test_a_step_with_an_error_or_usage_binds_every_column(
+        self, changes: dict[str, Any]
+    ) -> None:
+        from letitloop.postgres_storage import step_statement
+        from letitloop.row_rules import step_values
+
+        row = self.row(**changes)
+        _, params = step_statement("g", "01RUN", row)
+        assert params == ("g", *step_values(row, "01RUN").values(), 7, 3)
