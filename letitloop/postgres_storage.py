@@ -52,6 +52,7 @@ from .clock import utc_iso
 from .errors import JournalFileError, LetItLoopError, SchemaVersionError
 from .ids import HOST, new_run_id
 from .migrate import migrations_dir
+from .postgres_steps import StepWriter
 from .pragmas import Durability
 from .row_rules import MAX_TEXT, ROW_COLUMNS, STEP_COLUMNS, TRY_COLUMNS, USAGE
 from .storage import (
@@ -436,8 +437,9 @@ class PostgresStorage:
         #: Change notices received from other connections (``changes``).
         self._notices = 0
         self.gone = False
-        #: The cursor of ``write_step``'s statements.
+        #: The cursor of ``write_step``'s statements, and its usual one's faster twin.
         self._steps = conn.cursor()
+        self._raw = StepWriter(conn, _WRITE_PLAIN_STEP, self._notice)
         info = conn.info
         self._identity = ("postgresql", info.host, info.port, info.dbname, self._schema())
         self._backend = info.backend_pid
@@ -540,6 +542,11 @@ class PostgresStorage:
             self._check()
             return is_held(self.conn, run_hold_text(self._schema_name, run_id))
 
+    def _notice(self, pid: int, payload: str) -> None:
+        """A notification received (under ``_lock``): another connection's change here."""
+        if pid != self._backend and payload == self._schema_name:
+            self._notices += 1
+
     def changes(self, *, wait: bool = True) -> int | None:
         """Notices of other connections' changes to this schema received so far.
 
@@ -552,8 +559,7 @@ class PostgresStorage:
             self._check()
             try:
                 for notice in self.conn.notifies(timeout=0):
-                    if notice.pid != self._backend and notice.payload == self._schema_name:
-                        self._notices += 1
+                    self._notice(notice.pid, notice.payload)
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
             return self._notices
@@ -762,13 +768,16 @@ class PostgresStorage:
     def write_step(self, row: StepRow) -> None:
         with self._lock:
             self._check()
+            sql, params = self._step(row)
             try:
-                # Prepared at once (psycopg prepares after 5 runs otherwise), on a cursor
-                # kept for the journal's steps, not one made per statement.
-                cur = self._steps.execute(*self._step(row), prepare=True)
+                # A usual step through libpq's call (postgres_steps.py); else, or for a
+                # value it leaves to psycopg, the cursor kept for steps, prepared at once.
+                written = self._raw.write(params) if sql is _WRITE_PLAIN_STEP else None
+                if written is None:
+                    written = self._steps.execute(sql, params, prepare=True).rowcount
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
-            if cur.rowcount != 1:
+            if written != 1:
                 raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:

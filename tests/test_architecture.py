@@ -65,6 +65,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_primitives",
             "memory_storage",
             "row_rules",
+            "postgres_steps",
             "postgres_storage",
             "postgres_events",
         },
@@ -372,6 +373,7 @@ STORE_MODULES = {
     "memory_primitives",
     "memory_storage",
     "row_rules",
+    "postgres_steps",
     "postgres_storage",
     "postgres_events",
 }

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pg_server
 import pytest
@@ -486,3 +486,85 @@ class TestAStepsStatement:
         row = self.row(**changes)
         _, params = step_statement("g", "01RUN", row)
         assert params == ("g", *step_values(row, "01RUN").values(), 7, 3)
+
+
+class TestAUsualStepSentThroughLibpq:
+    """``postgres_steps.StepWriter`` (libpq's exec_prepared) and its twin, psycopg's cursor,
+    write the same row for the same step."""
+
+    VALUES: ClassVar[list[Any]] = [
+        "plain",
+        "quotes ' \" and \\ backslashes",
+        "unicode: é 中 🙂",
+        -(2**63),
+        2**63 - 1,
+        0.1,
+        1e-300,
+        None,
+        {"nested": [1, 2.5, "x"]},
+    ]
+
+    def rows(self, location: str, run: str) -> list[tuple[Any, ...]]:
+        """The rows of run ``run`` but what differs from run to run (ids, times, checksum)."""
+        with psycopg_connect(location) as conn:
+            rows: list[tuple[Any, ...]] = conn.execute(
+                "SELECT j.key, j.status, j.fn, j.result, j.attempt, j.args_fp, j.error, "
+                "j.cost, j.kind, j.checksum IS NOT NULL FROM ll_journal AS j JOIN ll_runs "
+                "AS r ON r.id = j.run WHERE r.name = %s ORDER BY j.rowid",
+                (run,),
+            ).fetchall()
+        return rows
+
+    def test_both_write_the_same_rows(self, location: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        from letitloop.postgres_steps import StepWriter
+
+        def steps(run: str, call: Any) -> list[Any]:
+            with Journal("g", run=run, path=location) as j:
+                return [
+                    j.step(f"s{i}: {value!r}"[:40], call, value)
+                    for i, value in enumerate(self.VALUES)
+                ]
+
+        called: list[Any] = []
+
+        def same(value: Any) -> Any:
+            called.append(value)
+            return value
+
+        steps("libpq", same)
+        with monkeypatch.context() as m:
+            m.setattr(StepWriter, "write", lambda self, params: None)
+            steps("cursor", same)
+        assert self.rows(location, "libpq") == self.rows(location, "cursor")
+        assert len(self.rows(location, "libpq")) == len(self.VALUES)
+        # Replayed (each row's checksum checked), never called again: the same values.
+        assert called == self.VALUES * 2
+        for run in ("libpq", "cursor"):
+            assert steps(run, same) == self.VALUES
+        assert called == self.VALUES * 2
+
+    def test_a_value_holding_nul_is_left_to_the_cursor(self) -> None:
+        from letitloop.postgres_steps import StepWriter
+
+        # libpq would cut a text parameter at its NUL; the cursor refuses it.
+        writer = StepWriter(None, "SELECT %s", lambda pid, payload: None)
+        assert writer.write(["a\x00b"]) is None
+        assert writer.write(["\ud800"]) is None  # a lone surrogate, as psycopg has it
+
+    def test_a_statement_dropped_by_deallocate_all_is_prepared_again(self, location: str) -> None:
+        with Journal("g", run="r", path=location) as j:
+            j.step("a", str, 1)
+            store: Any = j.store
+            store.conn.execute("DEALLOCATE ALL")  # as psycopg does after a ROLLBACK
+            assert j.step("b", shout, 2) == "2"
+        assert [r[0] for r in self.rows(location, "r")] == ["a", "b"]
+
+    def test_a_notice_that_came_with_the_answer_is_counted(self, location: str) -> None:
+        with Journal("g", run="r", path=location) as j:
+            j.step("a", str, 1)
+            store: Any = j.store
+            before = store.changes()
+            with psycopg_connect(location) as other:
+                other.execute("SELECT pg_notify('letitloop', current_schema())")
+            j.step("b", str, 2)  # the notice waits on the socket: it comes with this answer
+            assert store.changes() == before + 1
