@@ -568,3 +568,49 @@ class TestAUsualStepSentThroughLibpq:
                 other.execute("SELECT pg_notify('letitloop', current_schema())")
             j.step("b", str, 2)  # the notice waits on the socket: it comes with this answer
             assert store.changes() == before + 1
+
+
+class FailsOnce:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls == 1:
+            raise TimeoutError("once")
+        return "ok"
+
+
+class TestAnInspectorAskedAboutOneRun:
+    """``lil show`` and ``lil ui``'s run page: what a run's questions read is a snapshot of
+    that run alone, and the answers are those of the whole database's snapshot."""
+
+    def test_reads_that_run_alone_and_answers_as_over_the_whole_database(
+        self, location: str
+    ) -> None:
+        from letitloop import RetryPolicy
+        from letitloop.inspection.memory_inspector import MemoryInspector
+        from letitloop.inspection.postgres_inspector import PostgresInspector
+
+        for name in ("a", "b"):
+            with Journal("g", run=name, path=location) as j:
+                j.step("one", str, 1)
+                j.step("flaky", FailsOnce(), retry=RetryPolicy(initial_backoff=0, jitter=0))
+                with j.atomic_marker("notify") as go:
+                    assert go
+            with Journal("g", run=name, path=location) as j:
+                j.step("one", str, 1)  # replayed: a replay recorded
+        inspector = PostgresInspector(location)
+        try:
+            whole = MemoryInspector(inspector._load())
+            for name in ("a", "b"):
+                [info] = inspector.runs_named(name)
+                assert inspector.rows(info) == whole.rows(info) != []
+                assert {r["run"] for r in inspector.db.by_rowid.values()} == {info.id}
+                assert inspector.tries(info.id) == whole.tries(info.id) != []
+                assert inspector.attempts(info.id) == whole.attempts(info.id) != []
+                assert inspector.replays(info.id) == whole.replays(info.id) != []
+                assert inspector.attempt_replays(info.id) == whole.attempt_replays(info.id)
+                assert inspector.result_json(info.id) == whole.result_json(info.id)
+        finally:
+            inspector.close()
