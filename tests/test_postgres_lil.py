@@ -294,6 +294,25 @@ class TestLilWatch:
         )
         assert attempts == [(1, 1, True), (2, 2, True)]
 
+    def test_records_in_the_database_letitloop_db_names(
+        self, location: str, tmp_path: Path
+    ) -> None:
+        side = tmp_path / "calls.txt"
+        script = write_script(tmp_path, "watched.py", WATCHED)
+        done = subprocess.run(
+            [sys.executable, "-m", "letitloop", "watch", *BACKOFF_0, str(script), str(side)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "LETITLOOP_DB": location},
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        assert side.read_text().split() == ["a", "b"]
+        events = query(location, "SELECT event FROM ll_supervisor_events ORDER BY id")
+        assert [e for (e,) in events] == ["start", "exit", "restart", "start", "exit", "stop"]
+        assert not (tmp_path / ".letitloop").exists()  # nothing journaled in a local file
+
     def test_does_not_restart_a_child_whose_run_was_cancelled(
         self, location: str, tmp_path: Path
     ) -> None:
