@@ -8,8 +8,12 @@ Without ``--url`` it starts a throwaway server as the tests do
 ``--steps`` steps, in microseconds per step:
 
 - **floor**: one INSERT of a row of the same shape, autocommit (its own
-  COMMIT), through psycopg on the same server: the least a journaled step
-  can cost (one round trip);
+  COMMIT), through psycopg on the same server (``conn.execute``, which psycopg
+  prepares from its 6th run): the least a journaled step can cost (one round
+  trip);
+- **floor, kept cursor**: the same INSERT through one cursor kept for it,
+  prepared at once (``cursor.execute(…, prepare=True)``), as the journal's
+  steps are written: the floor by the cheapest client path;
 - **fresh step**: ``j.step(key, fn, i)`` of a new key, each one timed right
   after a floor INSERT (the two interleaved, so that the machine's load falls
   on both alike; each row is the median of its single timings);
@@ -110,7 +114,7 @@ def main() -> None:
 
     n = args.steps
     dbos = None if args.no_dbos else dbos_steps(args.url or pg_server.server_url(), n)
-    floor, fresh, replay, theirs = [], [], [], []
+    floor, kept, fresh, replay, theirs = [], [], [], [], []
     cpu_floor: list[tuple[float, float]] = []
     cpu_step: list[tuple[float, float]] = []
     trips_fresh = trips_replay = 0
@@ -125,20 +129,30 @@ def main() -> None:
                 "fn text, result text, started_at text, finished_at text, duration_ms float8, "
                 "attempt int, args_fp text, PRIMARY KEY (goal, run, key))"
             )
-            # Interleaved, one floor INSERT then one step: a machine's load falls on both.
-            floor_us, step_us = [], []
+            # Interleaved, one floor INSERT of each kind then one step: a machine's load
+            # falls on all three alike.
+            insert = "INSERT INTO floor VALUES (%s, %s, %s, 'done', %s, %s, %s, %s, %s, 1, %s)"
+            cursor = conn.cursor()
+            floor_us, kept_us, step_us = [], [], []
             for i in range(n):
                 t0 = time.perf_counter()
                 conn.execute(
-                    "INSERT INTO floor VALUES (%s, %s, %s, 'done', %s, %s, %s, %s, %s, 1, %s)",
-                    ("g", f"r{r}", f"s{i}", "m.f", '{"i": 1}', "t0", "t1", 0.1, "fp"),
+                    insert, ("g", f"r{r}", f"s{i}", "m.f", '{"i": 1}', "t0", "t1", 0.1, "fp")
                 )
                 t1 = time.perf_counter()
-                j.step(f"s{i}", str, i)
+                cursor.execute(
+                    insert,
+                    ("g", f"k{r}", f"s{i}", "m.f", '{"i": 1}', "t0", "t1", 0.1, "fp"),
+                    prepare=True,
+                )
                 t2 = time.perf_counter()
+                j.step(f"s{i}", str, i)
+                t3 = time.perf_counter()
                 floor_us.append((t1 - t0) * 1e6)
-                step_us.append((t2 - t1) * 1e6)
+                kept_us.append((t2 - t1) * 1e6)
+                step_us.append((t3 - t2) * 1e6)
             floor.append(statistics.median(floor_us))
+            kept.append(statistics.median(kept_us))
             fresh.append(statistics.median(step_us))
             store: Any = j.store
             trips_fresh = pg_server.round_trips(store.conn, lambda: j.step("one more", str, -1))
@@ -175,9 +189,10 @@ def main() -> None:
         f"Python {platform.python_version()}, psycopg {psycopg.__version__}, "
         f"PostgreSQL {server}; {n} steps x {args.repeats} rounds, medians; load {load:.1f}"
     )
-    f, s, p = (statistics.median(x) for x in (floor, fresh, replay))
+    f, k, s, p = (statistics.median(x) for x in (floor, kept, fresh, replay))
     print(f"floor (INSERT + COMMIT)   {f:8.1f} µs")
-    print(f"fresh step                {s:8.1f} µs  ({s / f:.2f}x the floor)")
+    print(f"floor, kept cursor        {k:8.1f} µs")
+    print(f"fresh step                {s:8.1f} µs  ({s / f:.2f}x the floor, {s / k:.2f}x kept)")
     print(f"replayed step             {p:8.1f} µs")
     if theirs:
         from importlib.metadata import version

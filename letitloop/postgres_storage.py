@@ -56,6 +56,7 @@ from .migrate import migrations_dir
 from .postgres_seals import seal_row, seal_step
 from .postgres_seals import start as start_sealing
 from .postgres_seals import write_step as write_sealed
+from .postgres_steps import StepWriter
 from .pragmas import Durability
 from .row_rules import MAX_TEXT, ROW_COLUMNS, STEP_COLUMNS, TRY_COLUMNS, USAGE
 from .storage import (
@@ -115,30 +116,99 @@ _TYPES = {
     "output_tokens": "bigint",
     "checksum": "bigint",
 }
-_CASTS = ", ".join("%s::" + _TYPES.get(c, "text") for c in STEP_COLUMNS)
 
-#: How many done rows' results ``recorded_steps`` reads with them, in the same round trip:
-#: replay's first chunk of results (``replay.RESULT_CHUNK``), so a run of up to that many
-#: steps replays in the one round trip that finds them.
-PREFETCH = 256
+#: The columns of a step row that a usual step leaves empty (no error, no usage): a
+#: step whose are all None is written by a statement that binds none of them.
+_OPTIONAL = ("error", "traceback", "input_tokens", "output_tokens", "cost", "model")
+#: The columns every step binds, in ``STEP_COLUMNS``' order (``step_statement``).
+PLAIN_COLUMNS = tuple(c for c in STEP_COLUMNS if c not in _OPTIONAL)
+
+
+def _write_step_sql(columns: Sequence[str]) -> str:
+    """A step's row in one statement (so one round trip), binding ``columns`` (the
+    columns left out are set NULL, an overwritten row's too): the goal, their values,
+    then the fence's run number and attempt."""
+    casts = ", ".join(f"%s::{_TYPES.get(c, 'text')}" for c in columns)
+    return (
+        f"INSERT INTO ll_journal (goal, {', '.join(columns)}, kind) "
+        f"SELECT %s::text, {casts}, 'step' "
+        # The fence: written only while the run's attempt is still this holder's (a
+        # holder that lost the run to a new attempt writes nothing, whatever its lock
+        # did). The run by its number (``ll_runs.num``, the storage's RunKey): an
+        # integer's index, not the id's text. The key-share lock makes a new holder's
+        # claim (SELECT … FOR UPDATE) wait for this statement's commit, and this
+        # statement wait for the claim's: never both.
+        "WHERE EXISTS (SELECT 1 FROM ll_runs WHERE num = %s AND attempts = %s FOR KEY SHARE) "
+        "ON CONFLICT (goal, run, key) DO UPDATE SET "
+        + ", ".join(f"{c} = excluded.{c}" for c in (*STEP_COLUMNS[2:], "kind", "wake_at"))
+    )
+
+
+#: A step with an error or usage: every column bound.
+_WRITE_STEP = _write_step_sql(STEP_COLUMNS)
+#: A usual step (no error, no usage): 6 fewer values to bind and parse.
+_WRITE_PLAIN_STEP = _write_step_sql(PLAIN_COLUMNS)
+
+#: How many bytes of results ``recorded_steps`` reads with the run's rows, in the same
+#: round trip: the results of the done rows in journal order, as long as their total
+#: stays within this, so a run whose results fit replays in the one round trip that
+#: finds them (a run of 1,000 or 100,000 small results alike); the rest are read by
+#: ``results`` as replay asks for them, a chunk at a time (``replay.RESULT_CHUNK``),
+#: and no more than this is held in memory at once.
+PREFETCH_BYTES = 32 << 20
 
 #: The channel on which inspectors (lil send, lil cancel) and statements on ``ll_runs``
 #: notify a change; the payload is the schema changed (migration 0003).
 CHANNEL = "letitloop"
 
-#: A step's row, in one statement (so one round trip): the goal, the step's columns
-#: (``row_rules.STEP_COLUMNS``), then the fence's run id and attempt.
-_WRITE_STEP = (
-    f"INSERT INTO ll_journal (goal, {', '.join(STEP_COLUMNS)}, kind, wake_at) "
-    f"SELECT %s::text, {_CASTS}, 'step', NULL "
-    # The fence: written only while the run's attempt is still this holder's (a holder
-    # that lost the run to a new attempt writes nothing, whatever its lock did). The
-    # key-share lock makes a new holder's claim (SELECT … FOR UPDATE) wait for this
-    # statement's commit, and this statement wait for the claim's: never both.
-    "WHERE EXISTS (SELECT 1 FROM ll_runs WHERE id = %s AND attempts = %s FOR KEY SHARE) "
-    "ON CONFLICT (goal, run, key) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in (*STEP_COLUMNS[2:], "kind", "wake_at"))
+
+#: An attempt's row, with the ``lil watch`` that started its process (migration 0006).
+_INSERT_ATTEMPT = (
+    "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version, watch_id, "
+    "watch_attempt) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
+
+
+def _watcher() -> tuple[str | None, int | None]:
+    """The ``lil watch`` session and start of this process (set in its environment), if any."""
+    attempt = os.environ.get("LETITLOOP_ATTEMPT", "")
+    return os.environ.get("LETITLOOP_WATCH_ID"), int(attempt) if attempt.isdigit() else None
+
+
+def step_statement(goal: str, run_id: str, row: StepRow) -> tuple[str, tuple[Any, ...]]:
+    """The statement that writes ``row`` (of run ``run_id`` in ``goal``) and its parameters.
+
+    A usual step (no error, no usage) binds its values straight from the row
+    (about 3 µs against 12 through ``row_rules.step_values``, whose values they
+    are: tests/test_postgres.py checks that both agree); any other, every column.
+    """
+    if (
+        row.error is None
+        and row.traceback is None
+        and row.input_tokens is None
+        and row.output_tokens is None
+        and row.cost is None
+        and row.model is None
+    ):
+        started, duration = row.started, row.duration
+        return _WRITE_PLAIN_STEP, (
+            goal,
+            run_id,
+            row.key,
+            row.status,
+            row.fn,  # these stores' function keys are the names themselves
+            row.result,
+            utc_iso(started / 1e6),
+            utc_iso((started + duration) / 1e6),
+            duration / 1000.0,
+            row.attempt,
+            row.args_fp,
+            row.checksum,
+            row.run,
+            row.attempt,
+        )
+    values = row_rules.step_values(row, run_id).values()
+    return _WRITE_STEP, (goal, *values, row.run, row.attempt)
 
 
 def lock_key(text: str) -> int:
@@ -365,13 +435,17 @@ class PostgresStorage:
         self._run_ids: dict[int, str] = {}
         #: The run this journal holds and its attempt: what every write is fenced on.
         self._held: tuple[str, int] | None = None
-        #: Results read with ``recorded_steps``, by rowid, until ``results`` hands them out.
+        #: Results read with ``recorded_steps``, by rowid, until ``results`` hands them out
+        #: (at most PREFETCH_BYTES of them).
         self._prefetched: dict[int, str | None] = {}
         #: Change notices received from other connections (``changes``).
         self._notices = 0
         self.gone = False
         #: The runs this journal seals: run id -> its chain (postgres_seals.py).
         self.sealing: dict[str, Chain] = {}
+        #: The cursor of ``write_step``'s statements, and its usual one's faster twin.
+        self._steps = conn.cursor()
+        self._raw = StepWriter(conn, _WRITE_PLAIN_STEP, self._notice)
         info = conn.info
         self._identity = ("postgresql", info.host, info.port, info.dbname, self._schema())
         self._backend = info.backend_pid
@@ -474,6 +548,11 @@ class PostgresStorage:
             self._check()
             return is_held(self.conn, run_hold_text(self._schema_name, run_id))
 
+    def _notice(self, pid: int, payload: str) -> None:
+        """A notification received (under ``_lock``): another connection's change here."""
+        if pid != self._backend and payload == self._schema_name:
+            self._notices += 1
+
     def changes(self, *, wait: bool = True) -> int | None:
         """Notices of other connections' changes to this schema received so far.
 
@@ -486,8 +565,7 @@ class PostgresStorage:
             self._check()
             try:
                 for notice in self.conn.notifies(timeout=0):
-                    if notice.pid != self._backend and notice.payload == self._schema_name:
-                        self._notices += 1
+                    self._notice(notice.pid, notice.payload)
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
             return self._notices
@@ -560,9 +638,7 @@ class PostgresStorage:
                 (run_id, goal, name, os.getpid(), HOST, started, started, input_text, input_fp),
             ).fetchone()
             c.execute(
-                "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version) "
-                "VALUES (%s, 1, %s, %s, %s, %s)",
-                (run_id, os.getpid(), HOST, started, version),
+                _INSERT_ATTEMPT, (run_id, 1, os.getpid(), HOST, started, version, *_watcher())
             )
             self._key_of(num, run_id)
         self._held = (run_id, 1)
@@ -602,10 +678,8 @@ class PostgresStorage:
                     (attempts, os.getpid(), HOST, stamp, run_id),
                 )
                 c.execute(
-                    "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version) "
-                    "VALUES (%s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    (run_id, attempts, os.getpid(), HOST, stamp, version),
+                    _INSERT_ATTEMPT + " ON CONFLICT DO NOTHING",
+                    (run_id, attempts, os.getpid(), HOST, stamp, version, *_watcher()),
                 )
         self._held = None if found is None else (run_id, found.attempts)
         return claim, found
@@ -666,18 +740,19 @@ class PostgresStorage:
         self, run_id: str
     ) -> tuple[list[tuple[str, str, str | None, int, int | None]], set[str]]:
         # One round trip: the done steps, sleeps and waits, the markers' keys, and the
-        # results of the first PREFETCH done rows, which replay asks for first (results).
+        # results of the done rows, in journal order, while their total size stays
+        # within PREFETCH_BYTES; replay asks for them in that order (results).
         rows = self._run(
-            "SELECT key, kind, fn, args_fp, rowid, checksum, CASE WHEN kind <> 'marker' AND "
-            "row_number() OVER (ORDER BY kind = 'marker', rowid) <= %s THEN result END "
-            "FROM ll_journal WHERE goal = %s AND run = %s AND (kind = 'marker' OR "
-            "(kind IN ('step', 'sleep', 'wait') AND status = 'done')) ORDER BY rowid",
-            (PREFETCH, self.goal, run_id),
+            "SELECT key, kind, fn, args_fp, rowid, checksum, fits, CASE WHEN fits THEN result "
+            "END FROM (SELECT *, kind <> 'marker' AND sum(coalesce(octet_length(result), 0)) "
+            "OVER (ORDER BY kind = 'marker', rowid) <= %s AS fits FROM ll_journal "
+            "WHERE goal = %s AND run = %s AND (kind = 'marker' OR "
+            "(kind IN ('step', 'sleep', 'wait') AND status = 'done'))) AS r ORDER BY rowid",
+            (PREFETCH_BYTES, self.goal, run_id),
         )
-        done = [(k, f, a, r, s) for k, kind, f, a, r, s, _ in rows if kind != "marker"]
-        texts = [row[6] for row in rows if row[1] != "marker"][:PREFETCH]
+        done = [(k, f, a, r, s) for k, kind, f, a, r, s, _, _ in rows if kind != "marker"]
         with self._lock:
-            self._prefetched = {d[3]: text for d, text in zip(done, texts, strict=False)}
+            self._prefetched = {row[4]: row[7] for row in rows if row[6]}
         return done, {k for k, kind, *_ in rows if kind == "marker"}
 
     def recorded_under(
@@ -686,31 +761,35 @@ class PostgresStorage:
         return self._done(run_id, prefix)
 
     def results(self, handles: Sequence[int]) -> dict[int, str | None]:
+        found: dict[int, str | None] = {}
         with self._lock:
             cached = self._prefetched
-            if handles and all(h in cached for h in handles):
-                return {h: cached.pop(h) for h in handles}  # read with recorded_steps
-        rows = self._run(
-            "SELECT rowid, result FROM ll_journal WHERE rowid = ANY(%s)", (list(handles),)
-        )
-        return {r: t for r, t in rows}
+            if cached:  # read with recorded_steps: handed out once
+                found = {h: cached.pop(h) for h in handles if h in cached}
+        missing = [h for h in handles if h not in found]
+        if missing:
+            found.update(
+                self._run("SELECT rowid, result FROM ll_journal WHERE rowid = ANY(%s)", (missing,))
+            )
+        return found
 
-    def _step_params(self, row: StepRow) -> tuple[Any, ...]:
-        run_id = self._run_ids[row.run]
-        values = row_rules.step_values(row, run_id)
-        return (self.goal, *values.values(), run_id, row.attempt)
+    def _step(self, row: StepRow) -> tuple[str, tuple[Any, ...]]:
+        return step_statement(self.goal, self._run_ids[row.run], row)
 
     def write_step(self, row: StepRow) -> None:
         with self._lock:
             self._check()
+            sql, params = self._step(row)
             try:
                 if self.sealing:  # the row and its entry in one statement (postgres_seals.py)
-                    run_id, params = self._run_ids[row.run], self._step_params(row)
-                    written = write_sealed(
-                        self.conn, self.sealing, run_id, row, _WRITE_STEP, params
-                    )
+                    run_id = self._run_ids[row.run]
+                    written = write_sealed(self.conn, self.sealing, run_id, row, sql, params)
                 else:
-                    written = self.conn.execute(_WRITE_STEP, self._step_params(row)).rowcount
+                    # A usual step through libpq's call (postgres_steps.py); else, or for a
+                    # value it leaves to psycopg, the cursor kept for steps, prepared at once.
+                    written = self._raw.write(params) if sql is _WRITE_PLAIN_STEP else None
+                    if written is None:
+                        written = self._steps.execute(sql, params, prepare=True).rowcount
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
             if written != 1:
@@ -719,7 +798,7 @@ class PostgresStorage:
     def write_steps(self, rows: Sequence[StepRow]) -> None:
         with self._tx(fenced=False) as c:
             for row in rows:
-                if c.execute(_WRITE_STEP, self._step_params(row)).rowcount != 1:
+                if c.execute(*self._step(row), prepare=True).rowcount != 1:
                     raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
                 if self.sealing:
                     seal_step(c, self.sealing, self._run_ids[row.run], row)

@@ -1,7 +1,9 @@
 """The journal's record of a supervisor: ``supervisor_events`` rows, and why a child stopped.
 
 :class:`Recorder` writes one row per start, exit and decision; a journal it
-cannot write warns once and never stops the restarts.
+cannot write warns once and never stops the restarts. A journal file keeps
+them in ``supervisor_events``; a PostgreSQL journal (``postgresql://…``) in
+``ll_supervisor_events`` (``postgres_events.py``).
 """
 
 from __future__ import annotations
@@ -14,9 +16,53 @@ from typing import IO, TYPE_CHECKING, Any
 from .errors import LetItLoopError
 from .ids import HOST
 from .policy import ChildExit
+from .schemes import scheme_of
 
 if TYPE_CHECKING:
+    from .postgres_events import PostgresEvents
     from .store import Store
+
+
+class SqliteEvents:
+    """The supervisor's records in a journal file: its ``supervisor_events`` rows."""
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        from .store import Store
+
+        self.store: Store = Store(path)
+        #: What the watched child's journals open (its ``LETITLOOP_DB``): this file.
+        self.location = str(self.store.path.absolute())
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Record one event (a row of ``supervisor_events``, by its columns' names)."""
+        self.store.write1(
+            f"INSERT INTO supervisor_events ({', '.join(row)}) "
+            f"VALUES ({', '.join('?' for _ in row)})",
+            tuple(row.values()),
+        )
+
+    def runs_of(self, watch_id: str, attempt: int) -> list[tuple[Any, ...]]:
+        """``(id, status, cancel_requested_at)`` of each run that start ``attempt`` opened."""
+        return self.store.query(
+            "SELECT r.id, r.status, r.cancel_requested_at FROM attempts AS a "
+            "JOIN runs AS r ON r.id = a.run WHERE a.watch_id = ? AND a.watch_attempt = ? "
+            "ORDER BY a.rowid",
+            (watch_id, attempt),
+        )
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_events(path: str | os.PathLike[str] | None) -> SqliteEvents | PostgresEvents:
+    """Where a supervisor records: ``path``, else ``$LETITLOOP_DB``, else the default file;
+    a ``postgresql://`` URL is that database, any other URL refused as a journal file is."""
+    location = path if path is not None else os.environ.get("LETITLOOP_DB") or None
+    if location is not None and scheme_of(location) in ("postgresql", "postgres"):
+        from .postgres_events import PostgresEvents
+
+        return PostgresEvents(os.fspath(location))
+    return SqliteEvents(path)
 
 
 class Recorder:
@@ -31,16 +77,15 @@ class Recorder:
         err: IO[str],
         wall: Callable[[], float] = time.time,
     ) -> None:
-        from .store import Store
-
         self.watch_id = watch_id
         self.target = target
         self.err = err
         self.wall = wall
         self.host = HOST
-        # Opening the file up front makes a bad --db path fail before any start.
-        self.store: Store = Store(path)
-        self.path = self.store.path
+        # Opening the journal up front makes a bad --db path fail before any start.
+        self.events = open_events(path)
+        #: The journal the records go to, as the child's LETITLOOP_DB names it.
+        self.location = self.events.location
         self._warned = False
 
     def exited(self, attempt: int, pid: int, how: ChildExit, uptime: float, line: str) -> None:
@@ -68,12 +113,8 @@ class Recorder:
             "host": self.host,
             **values,
         }
-        cols = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
         try:
-            self.store.write1(
-                f"INSERT INTO supervisor_events ({cols}) VALUES ({marks})", tuple(row.values())
-            )
+            self.events.add(row)
         except LetItLoopError as exc:
             # Liveness comes first: a journal we cannot write must not stop the restarts.
             if not self._warned:
@@ -91,12 +132,7 @@ class Recorder:
         error, and a program may catch and re-raise it as something else.
         """
         try:
-            rows = self.store.query(
-                "SELECT r.id, r.status, r.cancel_requested_at FROM attempts AS a "
-                "JOIN runs AS r ON r.id = a.run WHERE a.watch_id = ? AND a.watch_attempt = ? "
-                "ORDER BY a.rowid",
-                (self.watch_id, attempt),
-            )
+            rows = self.events.runs_of(self.watch_id, attempt)
         except LetItLoopError:
             return None  # liveness first: no journal, no reason to stop
         why: list[str] = []
@@ -113,4 +149,4 @@ class Recorder:
         return "; ".join(why) or None
 
     def close(self) -> None:
-        self.store.close()
+        self.events.close()

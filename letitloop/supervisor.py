@@ -141,8 +141,8 @@ class Supervisor:
                 "LETITLOOP_ATTEMPT": str(attempt),
                 "LETITLOOP_SUPERVISED": "1",
                 "LETITLOOP_WATCH_ID": self.watch_id,
-                # The child's journals go to the file these records go to.
-                "LETITLOOP_DB": str(self.recorder.path.absolute()),
+                # The child's journals go to the journal these records go to.
+                "LETITLOOP_DB": self.recorder.location,
             }
             proc = self.children.start(self.argv, env)
             line = self.say(f"{self.target} started (attempt {attempt}, pid {proc.pid})")

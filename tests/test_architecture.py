@@ -67,8 +67,10 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_storage",
             "memory_seals",
             "row_rules",
+            "postgres_steps",
             "postgres_storage",
             "postgres_seals",
+            "postgres_events",
         },
     ),
     (
@@ -376,8 +378,10 @@ STORE_MODULES = {
     "memory_storage",
     "memory_seals",
     "row_rules",
+    "postgres_steps",
     "postgres_storage",
     "postgres_seals",
+    "postgres_events",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).

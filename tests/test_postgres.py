@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pg_server
 import pytest
@@ -383,3 +383,234 @@ class TestTheCostOfAStep:
             calls = len(CALLS)
             assert pg_server.round_trips(store.conn, replay) == 0  # the results came with the open
             assert CALLS[calls:] == []
+
+    def test_a_run_of_a_thousand_steps_replays_with_no_round_trip_after_its_open(
+        self, location: str
+    ) -> None:
+        with Journal("g", run="r", path=location) as j:
+            for i in range(1000):
+                j.step(f"s{i}", shout, i)
+        with Journal("g", run="r", path=location) as j:
+            store: Any = j.store
+
+            def replay() -> None:
+                for i in range(1000):
+                    assert j.step(f"s{i}", shout, i) == str(i)
+
+            calls = len(CALLS)
+            assert pg_server.round_trips(store.conn, replay) == 0  # the results came with the open
+            assert CALLS[calls:] == []
+
+
+class TestARunWhoseResultsDoNotFitInOneRead:
+    def test_replays_every_result_reading_the_rest_as_it_goes(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from letitloop import postgres_storage
+
+        with Journal("g", run="r", path=location) as j:
+            for i in range(600):
+                j.step(f"s{i}", shout, i)
+        # 600 results of 3-5 bytes; the open reads about 100 of them.
+        monkeypatch.setattr(postgres_storage, "PREFETCH_BYTES", 400)
+        with Journal("g", run="r", path=location) as j:
+            store: Any = j.store
+            assert 80 <= len(store._prefetched) <= 134
+
+            def replay() -> None:
+                for i in range(600):
+                    assert j.step(f"s{i}", shout, i) == str(i)
+
+            calls = len(CALLS)
+            # The rest as replay asks for them, by chunks of replay.RESULT_CHUNK rows:
+            # the first chunk's rows not read at the open, then rows 256-511, 512-599.
+            assert pg_server.round_trips(store.conn, replay) == 3
+            assert CALLS[calls:] == []
+
+
+class TestAStepsStatement:
+    """``step_statement`` binds a usual step's values straight from its row: the same
+    values ``row_rules.step_values`` gives (the memory store's), column for column."""
+
+    @staticmethod
+    def row(**changes: Any) -> Any:
+        from letitloop.storage import RunKey, StepRow
+
+        values = dict(
+            run=RunKey(7),
+            key="fetch#2",
+            status="done",
+            fn="module.fetch",
+            result='{"a": 1}',
+            started=1_764_000_000_123_456,
+            duration=1_234_567,
+            attempt=3,
+            error=None,
+            traceback=None,
+            args_fp="fp",
+            input_tokens=None,
+            output_tokens=None,
+            cost=None,
+            model=None,
+            checksum=-12345,
+        )
+        values.update(changes)
+        return StepRow(**values)  # type: ignore[arg-type]
+
+    def test_a_usual_step_binds_the_values_of_row_rules_without_the_empty_ones(self) -> None:
+        from letitloop.postgres_storage import PLAIN_COLUMNS, step_statement
+        from letitloop.row_rules import step_values
+
+        row = self.row()
+        sql, params = step_statement("g", "01RUN", row)
+        values = step_values(row, "01RUN")
+        assert params == ("g", *(values[c] for c in PLAIN_COLUMNS), 7, 3)
+        assert "error" not in sql.split("SELECT")[0] and "cost" not in sql.split("SELECT")[0]
+
+    @pytest.mark.parametrize(
+        "changes",
+        [
+            {"error": "boom"},
+            {"traceback": "tb"},
+            {"input_tokens": 1},
+            {"cost": 0.5},
+            {"model": "m"},
+        ],
+    )
+    def test_a_step_with_an_error_or_usage_binds_every_column(
+        self, changes: dict[str, Any]
+    ) -> None:
+        from letitloop.postgres_storage import step_statement
+        from letitloop.row_rules import step_values
+
+        row = self.row(**changes)
+        _, params = step_statement("g", "01RUN", row)
+        assert params == ("g", *step_values(row, "01RUN").values(), 7, 3)
+
+
+class TestAUsualStepSentThroughLibpq:
+    """``postgres_steps.StepWriter`` (libpq's exec_prepared) and its twin, psycopg's cursor,
+    write the same row for the same step."""
+
+    VALUES: ClassVar[list[Any]] = [
+        "plain",
+        "quotes ' \" and \\ backslashes",
+        "unicode: é 中 🙂",
+        -(2**63),
+        2**63 - 1,
+        0.1,
+        1e-300,
+        None,
+        {"nested": [1, 2.5, "x"]},
+    ]
+
+    def rows(self, location: str, run: str) -> list[tuple[Any, ...]]:
+        """The rows of run ``run`` but what differs from run to run (ids, times, checksum)."""
+        with psycopg_connect(location) as conn:
+            rows: list[tuple[Any, ...]] = conn.execute(
+                "SELECT j.key, j.status, j.fn, j.result, j.attempt, j.args_fp, j.error, "
+                "j.cost, j.kind, j.checksum IS NOT NULL FROM ll_journal AS j JOIN ll_runs "
+                "AS r ON r.id = j.run WHERE r.name = %s ORDER BY j.rowid",
+                (run,),
+            ).fetchall()
+        return rows
+
+    def test_both_write_the_same_rows(self, location: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        from letitloop.postgres_steps import StepWriter
+
+        def steps(run: str, call: Any) -> list[Any]:
+            with Journal("g", run=run, path=location) as j:
+                return [
+                    j.step(f"s{i}: {value!r}"[:40], call, value)
+                    for i, value in enumerate(self.VALUES)
+                ]
+
+        called: list[Any] = []
+
+        def same(value: Any) -> Any:
+            called.append(value)
+            return value
+
+        steps("libpq", same)
+        with monkeypatch.context() as m:
+            m.setattr(StepWriter, "write", lambda self, params: None)
+            steps("cursor", same)
+        assert self.rows(location, "libpq") == self.rows(location, "cursor")
+        assert len(self.rows(location, "libpq")) == len(self.VALUES)
+        # Replayed (each row's checksum checked), never called again: the same values.
+        assert called == self.VALUES * 2
+        for run in ("libpq", "cursor"):
+            assert steps(run, same) == self.VALUES
+        assert called == self.VALUES * 2
+
+    def test_a_value_holding_nul_is_left_to_the_cursor(self) -> None:
+        from letitloop.postgres_steps import StepWriter
+
+        # libpq would cut a text parameter at its NUL; the cursor refuses it.
+        writer = StepWriter(None, "SELECT %s", lambda pid, payload: None)
+        assert writer.write(["a\x00b"]) is None
+        assert writer.write(["\ud800"]) is None  # a lone surrogate, as psycopg has it
+
+    def test_a_statement_dropped_by_deallocate_all_is_prepared_again(self, location: str) -> None:
+        with Journal("g", run="r", path=location) as j:
+            j.step("a", str, 1)
+            store: Any = j.store
+            store.conn.execute("DEALLOCATE ALL")  # as psycopg does after a ROLLBACK
+            assert j.step("b", shout, 2) == "2"
+        assert [r[0] for r in self.rows(location, "r")] == ["a", "b"]
+
+    def test_a_notice_that_came_with_the_answer_is_counted(self, location: str) -> None:
+        with Journal("g", run="r", path=location) as j:
+            j.step("a", str, 1)
+            store: Any = j.store
+            before = store.changes()
+            with psycopg_connect(location) as other:
+                other.execute("SELECT pg_notify('letitloop', current_schema())")
+            j.step("b", str, 2)  # the notice waits on the socket: it comes with this answer
+            assert store.changes() == before + 1
+
+
+class FailsOnce:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls == 1:
+            raise TimeoutError("once")
+        return "ok"
+
+
+class TestAnInspectorAskedAboutOneRun:
+    """``lil show`` and ``lil ui``'s run page: what a run's questions read is a snapshot of
+    that run alone, and the answers are those of the whole database's snapshot."""
+
+    def test_reads_that_run_alone_and_answers_as_over_the_whole_database(
+        self, location: str
+    ) -> None:
+        from letitloop import RetryPolicy
+        from letitloop.inspection.memory_inspector import MemoryInspector
+        from letitloop.inspection.postgres_inspector import PostgresInspector
+
+        for name in ("a", "b"):
+            with Journal("g", run=name, path=location) as j:
+                j.step("one", str, 1)
+                j.step("flaky", FailsOnce(), retry=RetryPolicy(initial_backoff=0, jitter=0))
+                with j.atomic_marker("notify") as go:
+                    assert go
+            with Journal("g", run=name, path=location) as j:
+                j.step("one", str, 1)  # replayed: a replay recorded
+        inspector = PostgresInspector(location)
+        try:
+            whole = MemoryInspector(inspector._load())
+            for name in ("a", "b"):
+                [info] = inspector.runs_named(name)
+                assert inspector.rows(info) == whole.rows(info) != []
+                assert {r["run"] for r in inspector.db.by_rowid.values()} == {info.id}
+                assert inspector.tries(info.id) == whole.tries(info.id) != []
+                assert inspector.attempts(info.id) == whole.attempts(info.id) != []
+                assert inspector.replays(info.id) == whole.replays(info.id) != []
+                assert inspector.attempt_replays(info.id) == whole.attempt_replays(info.id)
+                assert inspector.result_json(info.id) == whole.result_json(info.id)
+        finally:
+            inspector.close()

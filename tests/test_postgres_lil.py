@@ -207,3 +207,170 @@ class TestProcessesOnDifferentHosts:
         assert all(attempts == 1 for _, _, attempts in runs)
         attempts = query(location, "SELECT run, host FROM ll_attempts")
         assert sorted(h for _, h in attempts) == hosts
+
+
+#: A child of lil watch: its journal is LETITLOOP_DB's (the watcher's --db); killed by
+#: SIGKILL after step 'a' the first time, it finishes the second. Each step's call is a
+#: line in the side file.
+WATCHED = """
+import os, signal, sys
+from letitloop import Journal
+
+side = sys.argv[1]
+
+def mark(name):
+    with open(side, "a") as f:
+        f.write(name + "\\n")
+    return name
+
+with Journal("watched", run="w") as j:
+    j.step("a", mark, "a")
+    if os.environ["LETITLOOP_ATTEMPT"] == "1":
+        os.kill(os.getpid(), signal.SIGKILL)
+    j.step("b", mark, "b")
+"""
+
+
+#: lil watch's restarts at once, for tests.
+BACKOFF_0 = ("--backoff", "0", "--jitter", "0")
+
+
+def watch(location: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "letitloop", "--db", location, "watch", *BACKOFF_0, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def watched_run(location: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``lil watch`` of WATCHED on ``location``: one SIGKILL, one restart, done."""
+    side = tmp_path / "calls.txt"
+    script = write_script(tmp_path, "watched.py", WATCHED)
+    done = watch(location, str(script), str(side))
+    assert done.returncode == 0, done.stderr
+    assert side.read_text().split() == ["a", "b"]  # 'a' replayed after the SIGKILL
+    return done
+
+
+#: A child whose cancelled run ends it with RunCancelledError (exit 1), as a program
+#: that does not catch it does.
+CANCELLED_SLEEPER = """
+import sys
+from letitloop import Journal
+
+with Journal("s", run="r") as j:
+    j.sleep("nap", 120)
+"""
+
+
+class TestLilWatch:
+    def test_restarts_a_killed_child_which_resumes_its_run_in_the_database(
+        self, location: str, tmp_path: Path
+    ) -> None:
+        watched_run(location, tmp_path)
+        assert query(location, "SELECT name, status, attempts FROM ll_runs") == [
+            ("w", "completed", 2)
+        ]
+        events = query(
+            location,
+            "SELECT event, attempt, exit_code, signal FROM ll_supervisor_events ORDER BY id",
+        )
+        assert events == [
+            ("start", 1, None, None),
+            ("exit", 1, 137, "SIGKILL"),
+            ("restart", 1, None, None),
+            ("start", 2, None, None),
+            ("exit", 2, 0, None),
+            ("stop", 2, None, None),
+        ]
+        # Each attempt of the run knows the watcher's session and start that made it.
+        attempts = query(
+            location,
+            "SELECT a.attempt, a.watch_attempt, a.watch_id = e.watch_id FROM ll_attempts AS a "
+            "JOIN (SELECT DISTINCT watch_id FROM ll_supervisor_events) AS e ON true "
+            "ORDER BY a.attempt",
+        )
+        assert attempts == [(1, 1, True), (2, 2, True)]
+
+    def test_records_in_the_database_letitloop_db_names(
+        self, location: str, tmp_path: Path
+    ) -> None:
+        side = tmp_path / "calls.txt"
+        script = write_script(tmp_path, "watched.py", WATCHED)
+        done = subprocess.run(
+            [sys.executable, "-m", "letitloop", "watch", *BACKOFF_0, str(script), str(side)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "LETITLOOP_DB": location},
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        assert side.read_text().split() == ["a", "b"]
+        events = query(location, "SELECT event FROM ll_supervisor_events ORDER BY id")
+        assert [e for (e,) in events] == ["start", "exit", "restart", "start", "exit", "stop"]
+        assert not (tmp_path / ".letitloop").exists()  # nothing journaled in a local file
+
+    def test_does_not_restart_a_child_whose_run_was_cancelled(
+        self, location: str, tmp_path: Path
+    ) -> None:
+        script = write_script(tmp_path, "sleeper.py", CANCELLED_SLEEPER)
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "letitloop", "--db", location, "watch", *BACKOFF_0, str(script)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_for_row(location, "SELECT 1 FROM ll_journal WHERE kind = 'sleep'")
+            lil(location, "cancel", "s", "--reason", "wrong input")
+            _, err = watcher.communicate(timeout=60)
+        finally:
+            if watcher.poll() is None:
+                watcher.kill()
+                watcher.communicate()
+        [(run,)] = query(location, "SELECT id FROM ll_runs")
+        assert watcher.returncode == 1, err
+        assert f"not restarting: run {run} was cancelled; exit 1" in err
+        events = query(location, "SELECT event FROM ll_supervisor_events ORDER BY id")
+        assert events == [("start",), ("exit",), ("stop",)], err
+
+
+class TestLilUi:
+    def test_serves_the_runs_page_and_a_run_page_with_its_restarts(
+        self, location: str, tmp_path: Path
+    ) -> None:
+        import re
+        import urllib.request
+
+        watched_run(location, tmp_path)
+        [(run,)] = query(location, "SELECT id FROM ll_runs")
+        server = subprocess.Popen(
+            [sys.executable, "-m", "letitloop", "--db", location, "ui", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            line = server.stdout.readline()
+            found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+            assert found is not None, line
+            with urllib.request.urlopen(found.group(0), timeout=30) as answer:
+                runs = answer.read().decode()
+            with urllib.request.urlopen(f"{found.group(0)}runs/{run}", timeout=30) as answer:
+                page = answer.read().decode()
+        finally:
+            server.terminate()
+            server.communicate(timeout=30)
+        assert f"/runs/{run}" in runs and "watched" in runs
+        assert "completed" in runs
+        restarts = page[page.index("<h2>supervisor restarts</h2>") :]
+        exits = [
+            c for c in re.findall(r"<tr>(.*?)</tr>", restarts, re.DOTALL) if "<td>exit</td>" in c
+        ]
+        assert len(exits) == 2, restarts
+        assert "exit 137" in exits[0] and "SIGKILL" in exits[0]
+        assert "lil watch saw exit 137 (SIGKILL)" in page

@@ -11,14 +11,18 @@ it changed in the same transaction, with a notification (``NOTIFY
 letitloop``) that wakes a journal waiting for a value sent or a cancel. A run is held through its
 advisory lock, as a journal holds it.
 
-What this costs: each read loads the whole database (runs, rows, tries),
-fine for a journal of thousands of runs, not of millions: reading by SQL
-query by query is left to do (docs/postgres.md).
+What this costs: a question about one run (its rows, attempts, tries,
+replays, result: what ``lil show`` and ``lil ui``'s run page ask) reads a
+snapshot of that run alone; any other read, and every change, loads the
+whole database (runs, rows, tries): fine for a journal of thousands of runs,
+not of millions; reading by SQL query by query is left to do
+(docs/postgres.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -40,7 +44,7 @@ from ..postgres_storage import (
 )
 from ..row_rules import TRY_COLUMNS
 from .memory_inspector import MemoryInspector
-from .records import RunInfo
+from .records import AttemptInfo, RowInfo, RunInfo, TryInfo
 
 _RUN_COLUMNS = (
     "id",
@@ -82,7 +86,8 @@ class PostgresInspector(MemoryInspector):
         try:
             if self._has_tables():
                 self._upgrade(write)
-            super().__init__(self._load(), write=write)
+            # Nothing read yet: every question reads its own snapshot (_reading).
+            super().__init__(MemoryDatabase(location), write=write)
         except BaseException:
             self.conn.close()
             raise
@@ -117,17 +122,24 @@ class PostgresInspector(MemoryInspector):
         row = self.conn.execute("SELECT to_regclass('ll_meta') IS NOT NULL").fetchone()
         return bool(row and row[0])
 
-    def _load(self) -> MemoryDatabase:
-        """The database's rows as a ``MemoryDatabase`` (inside the caller's transaction)."""
+    def _load(self, run_id: str | None = None) -> MemoryDatabase:
+        """The database's rows as a ``MemoryDatabase`` (inside the caller's transaction);
+        with ``run_id``, only that run's (its run, rows, tries, replays and attempts)."""
         db = MemoryDatabase(self.location)
         if not self._has_tables():
             return db
         c = self.conn
+        only: tuple[str, ...] = () if run_id is None else (run_id,)
+
+        def of_run(column: str) -> str:
+            return f" WHERE {column} = %s" if only else ""
+
         for (goal,) in c.execute("SELECT goal FROM ll_goals").fetchall():
             db.goals[goal] = {}
         top = 0
         for num, *values in c.execute(
-            f"SELECT num, {', '.join(_RUN_COLUMNS)} FROM ll_runs ORDER BY num"
+            f"SELECT num, {', '.join(_RUN_COLUMNS)} FROM ll_runs{of_run('id')} ORDER BY num",
+            only,
         ).fetchall():
             run = dict(zip(_RUN_COLUMNS, values, strict=True))
             run["order"] = num
@@ -137,7 +149,9 @@ class PostgresInspector(MemoryInspector):
         db._runs = itertools.count(top + 1)
         last = 0
         for rowid, goal, run_id, key, *values in c.execute(
-            f"SELECT rowid, goal, run, key, {', '.join(COLUMNS)} FROM ll_journal ORDER BY rowid"
+            f"SELECT rowid, goal, run, key, {', '.join(COLUMNS)} FROM ll_journal"
+            f"{of_run('run')} ORDER BY rowid",
+            only,
         ).fetchall():
             row = Row(rowid)
             row.update(zip(COLUMNS, values, strict=True), run=run_id, key=key)
@@ -149,17 +163,20 @@ class PostgresInspector(MemoryInspector):
             last = max(last, rowid)
         db._rowids = itertools.count(last + 1)
         for run_id, key, n, *values in c.execute(
-            f"SELECT run, key, try, {', '.join(TRY_COLUMNS)} FROM ll_tries"
+            f"SELECT run, key, try, {', '.join(TRY_COLUMNS)} FROM ll_tries{of_run('run')}", only
         ).fetchall():
             db.tries[(run_id, key, n)] = dict(zip(TRY_COLUMNS, values, strict=True))
         db.replays = [
-            (r, a, tuple(k or ())) for r, a, k in c.execute("SELECT * FROM ll_replays").fetchall()
+            (r, a, tuple(k or ()))
+            for r, a, k in c.execute(f"SELECT * FROM ll_replays{of_run('run')}", only).fetchall()
         ]
         # The columns the memory model keeps (not ``trace``: otel.py's, read by no reader).
         db.attempts = [
             tuple(a)
             for a in c.execute(
                 "SELECT run, attempt, pid, host, started_at, version FROM ll_attempts"
+                f"{of_run('run')}",
+                only,
             ).fetchall()
         ]
         return db
@@ -168,8 +185,41 @@ class PostgresInspector(MemoryInspector):
     def _reading(self) -> Iterator[MemoryDatabase]:
         self._check()
         with self.conn.transaction():
-            self.db = self._load()
+            self.db = self._load(self._run_only)
         yield self.db
+
+    #: The run whose questions are being answered (``_of_run``): a snapshot of it alone.
+    _run_only: str | None = None
+
+    @contextlib.contextmanager
+    def _of_run(self, run_id: str) -> Iterator[None]:
+        """Answer a question about one run from a snapshot of that run only: its rows,
+        not the database's (a run page asks several, each reading its own snapshot)."""
+        self._run_only = run_id
+        try:
+            yield
+        finally:
+            self._run_only = None
+
+    def rows(self, run: RunInfo) -> list[RowInfo]:
+        with self._of_run(run.id):
+            return super().rows(run)
+
+    def tries(self, run_id: str) -> list[TryInfo]:
+        with self._of_run(run_id):
+            return super().tries(run_id)
+
+    def result_json(self, run_id: str) -> str | None:
+        with self._of_run(run_id):
+            return super().result_json(run_id)
+
+    def replays(self, run_id: str) -> list[Any]:
+        with self._of_run(run_id):
+            return super().replays(run_id)
+
+    def attempt_replays(self, run_id: str) -> list[tuple[int, Any]]:
+        with self._of_run(run_id):
+            return super().attempt_replays(run_id)
 
     @contextlib.contextmanager
     def _changing(self) -> Iterator[MemoryDatabase]:
@@ -280,6 +330,79 @@ class PostgresInspector(MemoryInspector):
         alone (postgres_seals.py)."""
         self._check()
         return chain_of(self.conn, run.goal, run.id)
+
+    # -- lil watch's records (migration 0006), read where they are ----------------------
+
+    def _dicts(self, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        self._check()
+        if not self._has_tables():
+            return []
+        cur = self.conn.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def attempts(self, run_id: str) -> list[AttemptInfo]:
+        with self._of_run(run_id):
+            found = super().attempts(run_id)
+        watchers = {
+            a["attempt"]: a
+            for a in self._dicts(
+                "SELECT attempt, watch_id, watch_attempt FROM ll_attempts WHERE run = %s "
+                "AND watch_id IS NOT NULL",
+                (run_id,),
+            )
+        }
+        return [
+            dataclasses.replace(
+                a,
+                watch_id=watchers[a.attempt]["watch_id"],
+                watch_attempt=watchers[a.attempt]["watch_attempt"],
+            )
+            if a.attempt in watchers
+            else a
+            for a in found
+        ]
+
+    def supervisor_events(self, run_id: str) -> list[dict[str, Any]]:
+        return self._dicts(
+            "SELECT * FROM ll_supervisor_events WHERE watch_id IN (SELECT watch_id FROM "
+            "ll_attempts WHERE run = %s AND watch_id IS NOT NULL) ORDER BY id",
+            (run_id,),
+        )
+
+    def last_watcher_event(self, run_id: str) -> dict[str, Any] | None:
+        rows = self._dicts(
+            "SELECT * FROM ll_supervisor_events WHERE watch_id = (SELECT watch_id FROM "
+            "ll_attempts WHERE run = %s AND watch_id IS NOT NULL ORDER BY attempt DESC "
+            "LIMIT 1) ORDER BY id DESC LIMIT 1",
+            (run_id,),
+        )
+        return rows[0] if rows else None
+
+    def supervisor_events_before(self, at: str, going: set[str]) -> int:
+        kept = {
+            r["watch_id"]
+            for r in self._dicts(
+                "SELECT run, watch_id FROM ll_attempts WHERE watch_id IS NOT NULL", ()
+            )
+            if r["run"] not in going
+        }
+        return sum(
+            1
+            for r in self._dicts("SELECT watch_id FROM ll_supervisor_events WHERE at < %s", (at,))
+            if r["watch_id"] not in kept
+        )
+
+    def delete_supervisor_events(self, at: str) -> int:
+        self._check()
+        if not self.writable or not self._has_tables():
+            return 0
+        cur = self.conn.execute(
+            "DELETE FROM ll_supervisor_events WHERE at < %s AND watch_id NOT IN "
+            "(SELECT watch_id FROM ll_attempts WHERE watch_id IS NOT NULL)",
+            (at,),
+        )
+        return int(cur.rowcount)
 
     # -- runs' locks ------------------------------------------------------------------
 
