@@ -787,9 +787,10 @@ class PostgresStorage:
                 else:
                     # A usual step through libpq's call (postgres_steps.py); else, or for a
                     # value it leaves to psycopg, the cursor kept for steps, prepared at once.
-                    written = self._raw.write(params) if sql is _WRITE_PLAIN_STEP else None
-                    if written is None:
-                        written = self._steps.execute(sql, params, prepare=True).rowcount
+                    fast = self._raw.write(params) if sql is _WRITE_PLAIN_STEP else None
+                    if fast is None:
+                        fast = self._steps.execute(sql, params, prepare=True).rowcount
+                    written = fast
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
             if written != 1:
