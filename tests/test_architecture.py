@@ -61,6 +61,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "sqlite_primitives",
             "sqlite_holding",
             "sqlite_seals",
+            "sqlite_keychecks",
             "memory_database",
             "memory_primitives",
             "memory_storage",

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import locks
 from ..checksums import marker_sum, pause_sum, row_damaged, step_sum
-from ..encryption import encrypted, env_cipher
+from ..encryption import PREFIX, encrypted, env_cipher
 from ..errors import EncryptionKeyError, JournalFileError, LetItLoopError
 from ..goals import (
     delete_run_rows,
@@ -30,6 +30,7 @@ from ..goals import (
 from ..seals import env_seal_key
 from ..sqlerrors import DRIVER_ERRORS
 from ..sqlite_holding import run_lock_path
+from ..sqlite_keychecks import stored_check
 from ..sqlite_seals import adopt
 from ..sqlite_storage import resumable_run_id
 from ..store import Store
@@ -260,6 +261,21 @@ class SqliteInspector:
             (run.id,),
         )
         return entries, rows
+
+    def key_check(self, run: RunInfo) -> str | None:
+        """The check value of the key ``run``'s goal is encrypted with (sqlite_keychecks.py);
+        ``""`` when none is recorded but the run holds encrypted values (a file from before
+        migration 0017, or a goal only read since); None when it holds none."""
+        stored = stored_check(self.store, run.goal)
+        if stored is not None:
+            return stored
+        like = PREFIX + "%"
+        found = self.store.query(
+            f'SELECT 1 FROM "{run.journal_table}" WHERE run = ? AND (result LIKE ? '
+            f"OR error LIKE ?) LIMIT 1",
+            (run.id, like, like),
+        )
+        return "" if found or encrypted(run.input_json) else None
 
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         return [
