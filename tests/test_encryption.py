@@ -338,7 +338,7 @@ class TestAnotherKeyIsCaughtWhenTheJournalOpens:
     def test_a_new_run_with_another_key_is_refused_and_nothing_is_written(
         self, killed: Path
     ) -> None:
-        with pytest.raises(EncryptionKeyError, match="encrypted with another key.*lil rekey"):
+        with pytest.raises(EncryptionKeyError, match=r"encrypted with another key.*lil rekey"):
             Journal("g", path=killed, run="r2", encryption_key="another-key-0123456789").open()
         assert self.runs(killed) == ["r1"]
 

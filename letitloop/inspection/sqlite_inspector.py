@@ -37,6 +37,7 @@ from ..store import Store
 from .inspector import Inspector, RunFilter, WaitAnswer
 from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow, row_info
 from .sqlite_fixture import copy_run_to_file
+from .sqlite_rekey import Convert, Rekeyed, rekey_goal
 from .state import OpenRow, RunCounts, RunRow, plus, run_infos
 
 RUN_COLUMNS = (
@@ -261,6 +262,20 @@ class SqliteInspector:
             (run.id,),
         )
         return entries, rows
+
+    def goal_key_check(self, goal: str) -> str | None:
+        """The check value recorded for ``goal`` (sqlite_keychecks.py), None if none is."""
+        return stored_check(self.store, goal)
+
+    def rekey_goal(
+        self, goal: str, convert: Convert, check: str, now: float, seal_secret: bytes | None
+    ) -> Rekeyed:
+        """``goal``'s encrypted values re-encrypted by ``convert`` in one transaction
+        (sqlite_rekey.py; not part of Inspector: only a journal file has it)."""
+        view = self.store.goal_table(goal)
+        if view is None:
+            raise LetItLoopError(f"no goal {goal!r} in {self.store.path}")
+        return rekey_goal(self.store, goal, view, convert, check, now, seal_secret)
 
     def key_check(self, run: RunInfo) -> str | None:
         """The check value of the key ``run``'s goal is encrypted with (sqlite_keychecks.py);
