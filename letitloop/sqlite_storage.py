@@ -357,8 +357,9 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
     def key_check(self, goal: str, check: str | None, now: float) -> str | None:
         """The check value of the key ``goal``'s values are encrypted with; ``check`` is
         recorded first when none is and the file is writable (sqlite_keychecks.py)."""
-        if check is None or self.store.readonly:
-            return stored_check(self.store, goal)
+        stored = stored_check(self.store, goal)  # a read; a write only the first time
+        if stored is not None or check is None or self.store.readonly:
+            return stored
         return record_key_check(self.store, goal, check, now)
 
     def complete_run(self, run_id: str, now: float, result: str | None) -> None:

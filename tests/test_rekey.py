@@ -264,3 +264,27 @@ class TestASealedRun:
         assert " sealed (" in verified.stdout and "unsealed rows" not in verified.stdout
         again = run(db, key=NEW, seal=SEAL)
         assert again.stdout == f"a {SECRET}-a\nc {SECRET}-c\n", again.stderr
+
+
+class TestAGoalDroppedByGc:
+    def test_its_key_check_goes_with_it_so_a_new_goal_of_that_name_takes_any_key(
+        self, tmp_path: Path
+    ) -> None:
+        from datetime import timedelta
+
+        from letitloop import Journal
+        from letitloop.inspection import open_inspector
+        from letitloop.maintenance import gc_runs
+
+        db = tmp_path / "journal.db"
+        with Journal("g", path=db, encryption_key=OLD) as j:
+            j.step("a", lambda: SECRET)
+        journal = open_inspector(db, write=True)
+        try:
+            assert gc_runs(journal, timedelta(0), now=4e9).goals_removed == ["g"]
+        finally:
+            journal.close()
+        assert checks(db) == {}
+        with Journal("g", path=db, encryption_key=NEW) as j:
+            assert j.step("a", lambda: 1) == 1
+        assert checks(db) == {"g": check_of(NEW)}

@@ -517,6 +517,8 @@ class SqliteInspector:
                     "SELECT journal_table FROM goals WHERE goal = ?", (goal,)
                 ).fetchone()
                 c.execute("DELETE FROM goals WHERE goal = ?", (goal,))
+                if _has_table(c, "key_checks"):  # no value is left under its key
+                    c.execute("DELETE FROM key_checks WHERE goal = ?", (goal,))
                 drop_goal_tables(c, table)
             if gone:
                 refresh_journal_rows(c)  # the browsing view must not name a dropped table
