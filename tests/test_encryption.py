@@ -366,3 +366,27 @@ class TestAnotherKeyIsCaughtWhenTheJournalOpens:
         with Journal("h", path=killed, encryption_key="another-key-0123456789") as j:
             j.step("x", lambda: 1)
         assert self.runs(killed) == ["r1", "r2", None]
+
+
+class TestAForkOfAnEncryptedRun:
+    """Each value is bound to its run, so the fork's copies are encrypted again for it."""
+
+    def forked(self, db: Path, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
+        return lil_run(db, "fork", "r1", "--from-step", "c", key=key)  # the fork takes r1
+
+    def test_it_replays_the_copied_results_with_the_key(self, killed: Path) -> None:
+        assert run(killed).returncode == 0  # r1 completed: a, b, c
+        out = self.forked(killed)
+        assert out.returncode == 0, out.stderr
+        resumed = run(killed)  # the fork: a and b replayed, c run again
+        assert resumed.stdout.splitlines() == [f"got {SECRET}-a"], resumed.stdout
+        assert holds_plaintext(killed.parent, SECRET) == []
+
+    def test_without_the_key_it_is_refused_and_nothing_is_forked(self, killed: Path) -> None:
+        assert run(killed).returncode == 0
+        out = self.forked(killed, key=None)
+        assert out.returncode == 1 and out.stderr.count("\n") == 1
+        assert "a fork's copies must be encrypted again" in out.stderr, out.stderr
+        conn = sqlite3.connect(killed)
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+        conn.close()

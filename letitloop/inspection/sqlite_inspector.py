@@ -432,7 +432,7 @@ class SqliteInspector:
                 f"AND status = 'done' ORDER BY rowid",
                 (new_id, source.id, before_seq),
             )
-            _copied(c, table, new_id)
+            _copied(c, table, new_id, source)
 
     def answer_wait(
         self, run: RunInfo, choose: Callable[[list[WaitRow]], WaitAnswer]
@@ -732,11 +732,13 @@ def _has_table(db: Store | sqlite3.Connection, name: str) -> bool:
     return db.execute(sql, (name,)).fetchone() is not None
 
 
-def _copied(c: sqlite3.Connection, view: str, run_id: str) -> None:
+def _copied(c: sqlite3.Connection, view: str, run_id: str, source: RunInfo) -> None:
     """Inside the fork's write transaction: the rows it copied into run ``run_id`` get their
-    checksums (letitloop/checksums.py) and, with ``LETITLOOP_SEAL_KEY`` set, the new run's
-    sealed chain (letitloop/sqlite_seals.py)."""
+    encrypted values bound to it (``_rebound``), their checksums (letitloop/checksums.py)
+    and, with ``LETITLOOP_SEAL_KEY`` set, the new run's sealed chain
+    (letitloop/sqlite_seals.py)."""
     table = rows_table(view)
+    _rebound(c, view, run_id, source)
     sums = []
     for rowid, key, kind, status, fn, fp, result, error in c.execute(
         f'SELECT rowid, key, kind, status, fn, args_fp, result, error FROM "{view}" WHERE run = ?',
@@ -753,6 +755,42 @@ def _copied(c: sqlite3.Connection, view: str, run_id: str) -> None:
     if secret is not None and _has_table(c, "seals"):
         (num,) = c.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
         adopt(c, table, num, run_id, secret, chained=False)
+
+
+#: The fields of a row that may be stored encrypted, in the order the statements name them.
+_ENCRYPTED_FIELDS = ("result", "error", "traceback")
+
+
+def _rebound(c: sqlite3.Connection, view: str, run_id: str, source: RunInfo) -> None:
+    """Inside the fork's write transaction: the encrypted values copied from run ``source``
+    into run ``run_id`` decrypted and encrypted again for the new run (each is bound to its
+    run: letitloop/encryption.py), with ``LETITLOOP_ENCRYPTION_KEY``. EncryptionKeyError
+    without that key (or with another one): the fork is not made."""
+    like = PREFIX + "%"
+    rows = c.execute(
+        f'SELECT rowid, key, result, error, traceback FROM "{view}" WHERE run = ? '
+        f"AND (result LIKE ? OR error LIKE ? OR traceback LIKE ?)",
+        (run_id, like, like, like),
+    ).fetchall()
+    if not rows:
+        return
+    cipher = env_cipher()
+    if cipher is None:
+        raise EncryptionKeyError(
+            f"run {source.id} of goal {source.goal!r}: its values are encrypted, each bound "
+            f"to its run, so a fork's copies must be encrypted again for the new run: "
+            f"expected the key in LETITLOOP_ENCRYPTION_KEY; nothing was forked",
+            run_id=source.id,
+        )
+    for rowid, key, *values in rows:
+        again = [
+            cipher.seal(cipher.open(v, source.id, key, f), run_id, key, f) if encrypted(v) else v
+            for v, f in zip(values, _ENCRYPTED_FIELDS, strict=True)
+        ]
+        c.execute(
+            f'UPDATE "{rows_table(view)}" SET result = ?, error = ?, traceback = ? WHERE rowid = ?',
+            (*again, rowid),
+        )
 
 
 def _glob_prefix(text: str) -> str:
