@@ -390,3 +390,32 @@ class TestAForkOfAnEncryptedRun:
         conn = sqlite3.connect(killed)
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (1,)
         conn.close()
+
+
+class TestAFailedTryOfAnEncryptedStep:
+    @pytest.fixture
+    def retried(self, tmp_path: Path) -> Path:
+        from letitloop import RetryPolicy
+
+        db = tmp_path / "journal.db"
+        tries = []
+
+        def flaky() -> int:
+            tries.append(1)
+            if len(tries) == 1:
+                raise ValueError(f"{SECRET}-try")
+            return 1
+
+        with Journal("g", path=db, run="r1", encryption_key=KEY) as j:
+            j.step("t", flaky, retry=RetryPolicy(max_attempts=2, initial_backoff=0, jitter=0))
+        assert holds_plaintext(tmp_path, SECRET) == []
+        return db
+
+    def test_lil_show_with_the_key_shows_its_error(self, retried: Path) -> None:
+        out = lil_run(retried, "show", "r1")
+        assert "try 1" in out.stdout and f"ValueError: {SECRET}-try" in out.stdout, out.stdout
+
+    def test_lil_show_without_the_key_says_it_is_encrypted(self, retried: Path) -> None:
+        out = lil_run(retried, "show", "r1", key=None)
+        assert "try 1" in out.stdout and '{"!enc"' not in out.stdout, out.stdout
+        assert "(encrypted: set LETITLOOP_ENCRYPTION_KEY to read it)" in out.stdout

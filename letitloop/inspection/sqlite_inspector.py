@@ -303,7 +303,7 @@ class SqliteInspector:
         ]
 
     def tries(self, run_id: str) -> list[TryInfo]:
-        return [
+        tries = [
             TryInfo(*t)
             for t in self.store.query(
                 "SELECT key, try, attempt, started_at, failed_at, error, next_at, input_tokens, "
@@ -311,6 +311,13 @@ class SqliteInspector:
                 "ORDER BY failed_at, try",
                 (run_id,),
             )
+        ]
+        # An encrypted error (retry.py) as a reader shows it: decrypted, or a note.
+        return [
+            replace(t, error=self._reading(t.error, run_id, t.key, "error"))
+            if encrypted(t.error)
+            else t
+            for t in tries
         ]
 
     def result_json(self, run_id: str) -> str | None:
