@@ -79,7 +79,6 @@ STEP_PATH_IMPORTS = (
     "errno",
     "stat",
     "contextlib",
-    "dataclasses",  # registered dataclass results; imports inspect
     "decimal",  # Decimal results
     "uuid",  # UUID results
     "enum",

@@ -21,8 +21,9 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from .errors import BudgetExceededError, LetItLoopError
 
@@ -34,8 +35,10 @@ if TYPE_CHECKING:
 ROW_PREFIX = "letitloop:budget:"
 
 
-@dataclass(frozen=True)
-class Budget:
+# A frozen msgspec Struct, not a frozen dataclass: equal, hashable, immutable
+# and picklable alike, but made in C, where @dataclass compiles its methods and
+# imports dataclasses (and inspect) into every `import letitloop` (issue 30).
+class Budget(msgspec.Struct, frozen=True):
     """At most ``tokens`` (input plus output) and/or ``cost`` (in your currency) per run."""
 
     tokens: int | None = None

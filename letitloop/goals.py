@@ -47,7 +47,8 @@ RESERVED_TABLES = frozenset(
     )
 )
 
-_SLUG_DROP = re.compile(r"[^a-z0-9]+")
+#: What a goal's slug drops (a pattern: compiled by ``re`` when a table is named).
+_SLUG_DROP = r"[^a-z0-9]+"
 
 
 def journal_table_name(goal: str, *, long_hash: bool = False) -> str:
@@ -57,7 +58,7 @@ def journal_table_name(goal: str, *, long_hash: bool = False) -> str:
     slug plus a hash of the exact name, so two goals that differ only in
     characters a table name cannot hold still get distinct tables.
     """
-    slug = _SLUG_DROP.sub("_", goal.lower()).strip("_")[:40]
+    slug = re.sub(_SLUG_DROP, "_", goal.lower()).strip("_")[:40]
     if slug == goal and not long_hash:
         return f"journal_{slug}"
     import hashlib  # a new goal's table name only

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from .chains import Chain, Entry
 from .errors import JournalFileError
 from .row_rules import ROW_COLUMNS
 
@@ -57,6 +58,8 @@ class MemoryDatabase:
         self.attempts: list[tuple[str, int, int, str, str, str | None]] = []
         #: (run, attempt) -> the attempt's span as a W3C traceparent (otel.py).
         self.traces: dict[tuple[str, int], str] = {}
+        #: Each sealed run's chain: run id -> its entries in order (memory_seals.py).
+        self.seals: dict[str, list[Entry]] = {}
         #: What is held, by slot (("run", id), ("marker", name)) -> the hold that
         #: holds it, and the connection it was taken through.
         self.holds: dict[tuple[str, str], tuple[object, MemoryConnection]] = {}
@@ -117,6 +120,8 @@ class MemoryConnection:
         self.gone = False
         #: Commits made through this connection (not change notices for it).
         self._own = 0
+        #: The runs this connection seals: run id -> its chain (memory_seals.py).
+        self.sealing: dict[str, Chain] = {}
 
     def check(self) -> None:
         """Refuse anything from a connection that :func:`abandon` dropped."""

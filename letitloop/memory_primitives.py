@@ -15,6 +15,7 @@ from . import row_rules
 from .checksums import pause_sum
 from .clock import utc_iso
 from .memory_database import MemoryConnection, Row
+from .memory_seals import seal_row
 from .row_rules import USAGE
 from .storage import MarkerAt, MarkerClaim, MarkerRecord
 
@@ -70,6 +71,8 @@ class MemoryPrimitives(MemoryConnection):
             values = row_rules.finish_marker(row, at, token, now, duration_ms, failure)
             if values is not None and row is not None:
                 row.update(values)
+                if self.sealing:
+                    seal_row(self.db.seals, self.sealing, row)
                 return False, None
             return True, None if row is None else row_rules.marker_record(row)
 
@@ -99,7 +102,10 @@ class MemoryPrimitives(MemoryConnection):
 
     def start_pause(self, row: Sequence[Any]) -> None:
         with self._write():
-            self._upsert(row[0], row[1]).update(row_rules.pause_values(row))
+            target = self._upsert(row[0], row[1])
+            target.update(row_rules.pause_values(row))
+            if self.sealing:
+                seal_row(self.db.seals, self.sealing, target)
 
     def finish_sleep(
         self, run_id: str, key: str, finished_at: str, duration_ms: float, attempt: int
@@ -114,6 +120,8 @@ class MemoryPrimitives(MemoryConnection):
                     attempt=attempt,
                     checksum=pause_sum(run_id, key, "sleep", None, None),
                 )
+                if self.sealing:
+                    seal_row(self.db.seals, self.sealing, row)
 
     def wait_ending(self, run_id: str, key: str) -> tuple[str, str | None, str | None] | None:
         r = self._row(run_id, key)
@@ -132,6 +140,8 @@ class MemoryPrimitives(MemoryConnection):
                     duration_ms=duration_ms,
                     checksum=pause_sum(run_id, key, "wait", None, error),
                 )
+                if self.sealing:
+                    seal_row(self.db.seals, self.sealing, row)
 
     def recorded_wait(self, rowid: int) -> tuple[str | None, str | None] | None:
         with self._read():

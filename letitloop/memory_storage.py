@@ -40,6 +40,8 @@ from .errors import LetItLoopError
 from .ids import HOST, new_run_id
 from .memory_database import MemoryDatabase, database
 from .memory_primitives import MemoryPrimitives
+from .memory_seals import seal_row
+from .memory_seals import start as start_sealing
 from .pragmas import Durability
 from .row_rules import MAX_TEXT, step_values
 from .storage import FunctionKey, RunDecision, RunKey, RunState, StepRow
@@ -309,6 +311,12 @@ class MemoryStorage(MemoryPrimitives):
 
     # -- steps ------------------------------------------------------------------------
 
+    def seal_run(self, run_id: str, secret: bytes) -> None:
+        """Chain the run's final rows under ``secret`` from now on (memory_seals.py)."""
+        with self._write() as db:
+            rows = [r for r in db.rows(self.goal) if r["run"] == run_id]
+            self.sealing[run_id] = start_sealing(db.seals, rows, run_id, secret)
+
     def _done(self, run_id: str, prefix: str = "") -> list[Done]:
         return [
             (r["key"], r["fn"], r["args_fp"], r.rowid, r["checksum"])
@@ -341,6 +349,8 @@ class MemoryStorage(MemoryPrimitives):
         values = step_values(row, self.db.run_id_of(row.run))
         target = self._upsert(values["run"], values["key"])
         target.update(values, kind="step", wake_at=None)
+        if self.sealing:
+            seal_row(self.db.seals, self.sealing, target)
 
     def write_step(self, row: StepRow) -> None:
         with self._write():

@@ -52,11 +52,36 @@ COMPACT_ROWS = "0011_compact_rows"
 COMPACT_ROWS_MOVING = "0011_compact_rows (moving rows)"
 #: Migration 0012 adds a column every goal's view shows: the runner rebuilds the views.
 CHECKSUMS = "0012_checksums"
-_FILE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+#: The characters of a migration file's name after its number and underscore.
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+
+
+def _is_migration_file(name: str) -> bool:
+    """``0001_initial.sql``: four digits, ``_``, then lowercase letters, digits and ``_``.
+
+    String tests, not a regular expression: every open lists the folder
+    (:func:`known_names`), and compiling one cost every import (issue 30).
+    """
+    stem = name[:-4]
+    return (
+        name.endswith(".sql")
+        and len(stem) > 5
+        and stem[:4].isascii()
+        and stem[:4].isdigit()
+        and stem[4] == "_"
+        and not stem[5:].strip(_NAME_CHARS)
+    )
 
 
 def migrations_dir() -> Path:
     """The folder of numbered SQL files: inside the installed wheel, or the source checkout's."""
+    return _installed_migrations()
+
+
+@lru_cache(maxsize=1)
+def _installed_migrations() -> Path:
+    # Found once per process: every open lists the folder (known_names), and
+    # resolving this file's path took four lstat() calls and a stat() each time.
     here = Path(__file__).resolve().parent
     packaged = here / "migrations"
     return packaged if packaged.is_dir() else here.parent / "migrations"
@@ -79,7 +104,7 @@ def known_names() -> list[str]:
     """
     folder = migrations_dir()
     # os.listdir, not Path.glob: glob compiles a pattern, which costs a resume a millisecond.
-    names = sorted(name[:-4] for name in os.listdir(folder) if _FILE.match(name))
+    names = sorted(name[:-4] for name in os.listdir(folder) if _is_migration_file(name))
     if not names:
         raise JournalFileError(f"no migrations found in {folder}; the installation is broken")
     return names
@@ -160,7 +185,8 @@ def _statements(sql: str) -> list[str]:
 
 #: ``PRAGMA writable_schema = ON|OFF`` in a migration: the start and end of an edit of
 #: sqlite_master (a constraint loosened in place; see 0007_primitives.sql).
-_WRITABLE_SCHEMA = re.compile(r"^\s*PRAGMA\s+writable_schema\s*=\s*(\w+)", re.I | re.M)
+#: A pattern, compiled by ``re`` when a migration runs (not at every import).
+_WRITABLE_SCHEMA = r"(?im)^\s*PRAGMA\s+writable_schema\s*=\s*(\w+)"
 
 
 def _schema_edit(conn: sqlite3.Connection, statement: str, cookie: int | None) -> int | None:
@@ -176,7 +202,7 @@ def _schema_edit(conn: sqlite3.Connection, statement: str, cookie: int | None) -
     left out: it reads the whole file, and a constraint that only gets looser
     cannot make a stored row invalid.
     """
-    m = _WRITABLE_SCHEMA.search(statement)
+    m = re.search(_WRITABLE_SCHEMA, statement)
     if m is None:
         conn.execute(statement)
         return cookie
@@ -481,7 +507,7 @@ def _ensure_bookkeeping(conn: sqlite3.Connection) -> None:
 
 def set_migrations(folder: Path) -> tuple[tuple[str, str], ...]:
     """``(name, sql)`` of the numbered SQL files in ``folder``, in order: an adapter's set."""
-    names = sorted(name[:-4] for name in os.listdir(folder) if _FILE.match(name))
+    names = sorted(name[:-4] for name in os.listdir(folder) if _is_migration_file(name))
     return tuple((name, (folder / f"{name}.sql").read_text(encoding="utf-8")) for name in names)
 
 

@@ -212,8 +212,8 @@ def seal(j: Journal, storage: Storage, secret: bytes) -> None:
     if start is None:
         raise SealKeyError(
             f"run {j.run_id} of goal {j.goal!r}: a seal key was given (seal= or "
-            f"LETITLOOP_SEAL_KEY), but this journal's store keeps no sealed chain; only a "
-            f"SQLite journal file does: unset the key, or use a journal file"
+            f"LETITLOOP_SEAL_KEY), but this journal's store keeps no sealed chain (SQLite, "
+            f"PostgreSQL and memory:// do): unset the key, or use one of those stores"
         )
     start(j.run_id, secret)
 

@@ -48,10 +48,14 @@ from pathlib import Path
 from typing import Any
 
 from . import row_rules
+from .chains import Chain
 from .clock import utc_iso
 from .errors import JournalFileError, LetItLoopError, SchemaVersionError
 from .ids import HOST, new_run_id
 from .migrate import migrations_dir
+from .postgres_seals import seal_row, seal_step
+from .postgres_seals import start as start_sealing
+from .postgres_seals import write_step as write_sealed
 from .pragmas import Durability
 from .row_rules import MAX_TEXT, ROW_COLUMNS, STEP_COLUMNS, TRY_COLUMNS, USAGE
 from .storage import (
@@ -366,6 +370,8 @@ class PostgresStorage:
         #: Change notices received from other connections (``changes``).
         self._notices = 0
         self.gone = False
+        #: The runs this journal seals: run id -> its chain (postgres_seals.py).
+        self.sealing: dict[str, Chain] = {}
         info = conn.info
         self._identity = ("postgresql", info.host, info.port, info.dbname, self._schema())
         self._backend = info.backend_pid
@@ -635,6 +641,11 @@ class PostgresStorage:
             (at, at, error),
         )
 
+    def seal_run(self, run_id: str, secret: bytes) -> None:
+        """Chain the run's final rows under ``secret`` from now on (postgres_seals.py)."""
+        with self._tx() as c:
+            self.sealing[run_id] = start_sealing(c, self.goal, run_id, secret)
+
     def leave_waiting(self, run_id: str, now: float) -> None:
         self._end_run(run_id, "status = 'waiting', updated_at = %s", (utc_iso(now),))
 
@@ -693,10 +704,16 @@ class PostgresStorage:
         with self._lock:
             self._check()
             try:
-                cur = self.conn.execute(_WRITE_STEP, self._step_params(row))
+                if self.sealing:  # the row and its entry in one statement (postgres_seals.py)
+                    run_id, params = self._run_ids[row.run], self._step_params(row)
+                    written = write_sealed(
+                        self.conn, self.sealing, run_id, row, _WRITE_STEP, params
+                    )
+                else:
+                    written = self.conn.execute(_WRITE_STEP, self._step_params(row)).rowcount
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
-            if cur.rowcount != 1:
+            if written != 1:
                 raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:
@@ -704,6 +721,8 @@ class PostgresStorage:
             for row in rows:
                 if c.execute(_WRITE_STEP, self._step_params(row)).rowcount != 1:
                     raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
+                if self.sealing:
+                    seal_step(c, self.sealing, self._run_ids[row.run], row)
 
     def try_write_steps(self, rows: Sequence[StepRow]) -> bool:
         if not self._lock.acquire(blocking=False):
@@ -735,6 +754,8 @@ class PostgresStorage:
             f"DO UPDATE SET {', '.join(f'{n} = excluded.{n}' for n in names)}",
             (goal, run, key, *values.values()),
         )
+        if self.sealing:
+            seal_row(c, self.sealing, goal, run, key, values.get("status"))
 
     # -- markers ----------------------------------------------------------------------
 
@@ -812,6 +833,8 @@ class PostgresStorage:
                 "attempt = %s WHERE goal = %s AND run = %s AND key = %s",
                 (finished_at, duration_ms, attempt, self.goal, run_id, key),
             )
+            if self.sealing:
+                seal_row(c, self.sealing, self.goal, run_id, key, "done")
 
     def wait_ending(self, run_id: str, key: str) -> tuple[str, str | None, str | None] | None:
         r = self._row(run_id, key)
@@ -827,6 +850,8 @@ class PostgresStorage:
                 "AND status = 'waiting'",
                 (error, finished_at, duration_ms, self.goal, run_id, key),
             )
+            if self.sealing:
+                seal_row(c, self.sealing, self.goal, run_id, key, "done")
 
     def recorded_wait(self, handle: int) -> tuple[str | None, str | None] | None:
         rows = self._run("SELECT result, error FROM ll_journal WHERE rowid = %s", (handle,))

@@ -26,8 +26,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from .errors import UnknownStoreError
 
@@ -46,8 +47,9 @@ Opener = Callable[[str, "Durability"], "Storage"]
 InspectorOpener = Callable[[str, bool, bool], "Inspector"]
 
 
-@dataclass(frozen=True)
-class StoreEntry:
+# A msgspec Struct, not a dataclass: made in C, so `import letitloop` neither
+# compiles dataclass methods nor loads dataclasses (issue 30).
+class StoreEntry(msgspec.Struct, frozen=True):
     """What the registry knows of one scheme's store."""
 
     opener: Opener
@@ -60,8 +62,9 @@ class StoreEntry:
 
 #: ``scheme://``: RFC 3986's scheme (a letter, then letters, digits, ``+ - .``)
 #: and the two slashes. A Windows drive (``C:\\``) has none, and ``./x://y``
-#: (a relative path on purpose) does not start with a scheme.
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
+#: (a relative path on purpose) does not start with a scheme. A pattern, compiled
+#: by ``re`` on first use: a path without ``://`` (most) never needs it (issue 30).
+_URL = r"([A-Za-z][A-Za-z0-9+.\-]*)://"
 
 #: Stores that ship as an extra of the package (not installed, or not built yet),
 #: by scheme: the extra a user installs.
@@ -125,7 +128,7 @@ def register(
     that is not one (``"my store"``) or is taken by another opener.
     """
     name = scheme.lower()
-    if not _URL.fullmatch(name + "://"):
+    if not re.fullmatch(_URL, name + "://"):
         raise ValueError(
             f"a scheme is a letter, then letters, digits, '+', '-' or '.', got {scheme!r}"
         )
@@ -142,7 +145,9 @@ def unregister(scheme: str) -> None:
 
 def scheme_of(location: str | os.PathLike[str]) -> str | None:
     """The scheme of a URL (``"postgresql"``, lower case), None for a plain path."""
-    match = _URL.match(os.fspath(location)) if isinstance(location, str) else None
+    if not isinstance(location, str) or "://" not in location:
+        return None
+    match = re.match(_URL, location)
     return None if match is None else match.group(1).lower()
 
 

@@ -121,6 +121,12 @@ def server_url() -> str:
         return _server["url"]
 
 
+def log_path() -> Path:
+    """The server's log file (what ``log_statement`` writes, for a test that reads it)."""
+    server_url()
+    return Path(_server["home"]) / "log"
+
+
 def location() -> str:
     """A URL of the server whose tables live in a fresh schema of their own."""
     import psycopg

@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "redaction",
             "testing",
             "seals",
+            "chains",
             "encryption",
             "versions",
         },
@@ -65,8 +66,10 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_database",
             "memory_primitives",
             "memory_storage",
+            "memory_seals",
             "row_rules",
             "postgres_storage",
+            "postgres_seals",
         },
     ),
     (
@@ -166,6 +169,7 @@ INSPECTION_ORDER = [
     "times",
     "results",
     "records",
+    "decrypting",
     "inspector",
     "journalfile",
     "state",
@@ -372,8 +376,10 @@ STORE_MODULES = {
     "memory_database",
     "memory_primitives",
     "memory_storage",
+    "memory_seals",
     "row_rules",
     "postgres_storage",
+    "postgres_seals",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).
@@ -591,6 +597,10 @@ LOADED_ON_USE = [
     "mcp",  # the MCP SDK: the same
     "letitloop.otel",  # a journal opened in a program that set up OpenTelemetry
     "opentelemetry",  # loaded by the program, never by letitloop
+    # A user's dataclass result or argument (codec/entries.py): Budget and the
+    # store registry's entries are msgspec Structs, so the import compiles no
+    # dataclass (dataclasses would load inspect, ast, dis and tokenize with it).
+    "dataclasses",
 ]
 
 

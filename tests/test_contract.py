@@ -105,6 +105,23 @@ class Backend:
         finally:
             conn.close()
 
+    def edit_result(self, location: str, goal: str, key: str, text: str) -> None:
+        """Change a row's stored result from outside letitloop, as anyone with the store could."""
+        conn = sqlite3.connect(location)
+        try:
+            with conn:
+                (table,) = conn.execute(
+                    "SELECT journal_table FROM goals WHERE goal = ?", (goal,)
+                ).fetchone()
+                conn.execute(f'UPDATE "{table}" SET result = ? WHERE key = ?', (text, key))
+        finally:
+            conn.close()
+
+    def stored_text(self, location: str) -> str:
+        """Everything the store holds, as text (a file's bytes, its -wal's too)."""
+        parts = [Path(location), Path(f"{location}-wal")]
+        return "".join(p.read_bytes().decode("latin-1") for p in parts if p.exists())
+
 
 def _abandon_memory(j: Journal) -> None:
     abandon(j.store)
@@ -130,6 +147,14 @@ class MemoryBackend(Backend):
             if r["kind"] == "step" and r["status"] == "done"
         ]
 
+    def edit_result(self, location: str, goal: str, key: str, text: str) -> None:
+        (row,) = [r for r in database(location).rows(goal) if r["key"] == key]
+        row["result"] = text
+
+    def stored_text(self, location: str) -> str:
+        db = database(location)
+        return repr((db.runs, db.goals, db.tries, db.global_markers))
+
 
 @dataclass(frozen=True)
 class PostgresBackend(Backend):
@@ -154,6 +179,27 @@ class PostgresBackend(Backend):
                 (goal,),
             ).fetchall()
         return [k for (k,) in rows]
+
+    def edit_result(self, location: str, goal: str, key: str, text: str) -> None:
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE ll_journal SET result = %s WHERE goal = %s AND key = %s", (text, goal, key)
+            )
+
+    def stored_text(self, location: str) -> str:
+        import psycopg
+
+        # Every row of every table of the schema, as the server holds it.
+        with psycopg.connect(location, autocommit=True) as conn:
+            tables = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            ).fetchall()
+            return "".join(
+                str(conn.execute(f"SELECT t::text FROM {name} AS t").fetchall())
+                for (name,) in tables
+            )
 
 
 BACKENDS = [
@@ -430,6 +476,14 @@ class Calls:
 
     async def awork(self, i: int) -> dict[str, int]:
         return self.work(i)
+
+    def secret(self, i: int) -> dict[str, Any]:
+        """A result that holds a secret (``SECRET``), for the cases of keys."""
+        self.work(i)
+        return {"i": i, "token": f"{SECRET}-{i}"}
+
+    async def asecret(self, i: int) -> dict[str, Any]:
+        return self.secret(i)
 
 
 def steps_in(
@@ -753,3 +807,143 @@ class TestARunWithABudget:
         assert called == ["a", "a"]
         assert caught.value.key == "b"
         assert caught.value.tokens == 200 and caught.value.cost == 1.0
+
+
+SEAL_KEY = "s" * 16 + "-contract-seal-key"
+ENCRYPTION_KEY = "e" * 16 + "-contract-encryption"
+SECRET = "PLAINTEXT-CONTRACT-4711"
+
+
+def secret_run(mode: Mode, location: str, calls: Calls, **keys: Any) -> None:
+    """Run "r" of goal "secret": steps s0..s2 (results holding SECRET), a marker, a sleep,
+    with ``keys`` (``seal=``, ``encryption_key=``), sync or async as ``mode`` says."""
+
+    def journal() -> Journal:
+        return Journal("secret", run="r", path=location, durability=mode.durability, **keys)  # type: ignore[arg-type]
+
+    if mode.kind == "sync":
+        with journal() as j:
+            for i in range(3):
+                assert j.step(f"s{i}", calls.secret, i)["token"] == f"{SECRET}-{i}"
+            with j.atomic_marker("once"):
+                pass
+            j.sleep("nap", 0)
+        return
+
+    async def main() -> None:
+        async with journal() as j:
+            got = await asyncio.gather(*(j.async_step(f"s{i}", calls.asecret, i) for i in range(3)))
+            assert [g["token"] for g in got] == [f"{SECRET}-{i}" for i in range(3)]
+            with j.atomic_marker("once"):
+                pass
+            await j.async_sleep("nap", 0)
+
+    asyncio.run(main())
+
+
+def secret_step(mode: Mode, j: Journal, key: str, calls: Calls, i: int) -> Any:
+    """Step ``key`` of ``calls.secret``, sync or async as ``mode`` says (as ``secret_run``)."""
+    if mode.kind == "sync":
+        return j.step(key, calls.secret, i)
+
+    async def main() -> Any:
+        return await j.async_step(key, calls.asecret, i)
+
+    return asyncio.run(main())
+
+
+def verdict(location: str, secret: str = SEAL_KEY) -> Any:
+    """``lil verify``'s check of run "r", through the store's own inspector."""
+    from letitloop.inspection import open_inspector
+    from letitloop.inspection.verify import chain_of, check_chain
+
+    inspector = open_inspector(location)
+    try:
+        (run,) = inspector.runs_named("r")
+        entries, rows = chain_of(inspector, run)
+    finally:
+        inspector.close()
+    return check_chain(run.id, run.goal, entries, rows, secret.encode())
+
+
+class TestASealedRun:
+    def test_its_chain_verifies_and_an_edited_result_breaks_it(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        location = mode.backend.location(tmp_path)
+        secret_run(mode, location, Calls(), seal=SEAL_KEY)
+        found = verdict(location)
+        # Three steps, the marker and the sleep: an entry each.
+        assert (found.state, found.entries, found.broken) == ("sealed", 5, None)
+        assert verdict(location, "o" * 16 + "-another-key").state == "broken"
+        mode.backend.edit_result(location, "secret", "s1", '{"i": 1, "token": "forged"}')
+        found = verdict(location)
+        assert found.state == "broken" and found.key == "s1" and "edited" in str(found.broken)
+
+    def test_a_fresh_journal_continues_its_chain_and_refuses_another_key(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        from letitloop.errors import SealKeyError
+
+        location = mode.backend.location(tmp_path)
+        calls = Calls()
+        secret_run(mode, location, calls, seal=SEAL_KEY)
+        with Journal("secret", run="r", path=location, seal=SEAL_KEY) as j:
+            secret_step(mode, j, "s0", calls, 0)  # replayed: adds nothing
+            secret_step(mode, j, "later", calls, 9)
+        assert sorted(calls.calls) == [0, 1, 2, 9]
+        found = verdict(location)
+        assert (found.state, found.entries) == ("sealed", 6)
+        with pytest.raises(SealKeyError, match="not sealed with this key"):
+            Journal("secret", run="r", path=location, seal="o" * 16 + "-another-key").open()
+
+    def test_a_value_sent_to_its_wait_is_unsealed_until_its_next_attempt_seals_it(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        from letitloop import send
+        from letitloop.waits import RunWaiting
+
+        location = mode.backend.location(tmp_path)
+        calls = Calls()
+        with (
+            pytest.raises(RunWaiting),
+            Journal("secret", run="r", path=location, seal=SEAL_KEY) as j,
+        ):
+            secret_step(mode, j, "a", calls, 0)
+            j.wait_for("approval", stop_after=0)
+        send("r", "approval", {"ok": True}, path=location)  # without the key
+        found = verdict(location)
+        assert (found.state, found.entries, found.unsealed) == ("sealed", 1, ["approval"])
+        with Journal("secret", run="r", path=location, seal=SEAL_KEY) as j:
+            secret_step(mode, j, "a", calls, 0)
+            assert j.wait_for("approval") == {"ok": True}
+        found = verdict(location)
+        assert (found.state, found.entries, found.unsealed) == ("sealed", 2, [])
+
+
+class TestAnEncryptedRun:
+    def test_its_values_are_stored_encrypted_and_replay_only_with_its_key(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        pytest.importorskip("cryptography")
+        from letitloop.errors import EncryptionKeyError
+
+        location = mode.backend.location(tmp_path)
+        calls = Calls()
+        secret_run(mode, location, calls, encryption_key=ENCRYPTION_KEY)
+        stored = mode.backend.stored_text(location)
+        assert '{"!enc":"v1:' in stored.replace('\\"', '"').replace('""', '"')
+        assert SECRET not in stored
+        with Journal("secret", run="r", path=location, encryption_key=ENCRYPTION_KEY) as j:
+            assert secret_step(mode, j, "s1", calls, 1) == {"i": 1, "token": f"{SECRET}-1"}
+        assert sorted(calls.calls) == [0, 1, 2]  # replayed, not called again
+        other = Journal("secret", run="r", path=location, encryption_key="w" * 16 + "-wrong")
+        with (
+            pytest.raises(
+                EncryptionKeyError,
+                match=r"does not decrypt with this key|encrypted with another key",
+            ),
+            other,
+        ):
+            secret_step(mode, other, "s1", calls, 1)
+        assert sorted(calls.calls) == [0, 1, 2]

@@ -323,6 +323,28 @@ class TestNamesThatAreNotText:
         with Journal("g", path=db) as j, pytest.raises(InvalidNameError):
             j.atomic_marker(name)
 
+    def test_every_code_point_is_refused_exactly_when_it_is_a_control_or_a_surrogate(
+        self,
+    ) -> None:
+        # check_name lets printable ASCII through without its regular expressions
+        # (issue 30: none compiled at import); every other character still meets them.
+        import re
+
+        from letitloop.names import check_name
+
+        refused = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+        wrong = []
+        for cp in [*range(0x10000), 0x1F600, 0x10FFFF]:  # the fast path is ASCII only
+            name = f"a{chr(cp)}b"
+            try:
+                check_name("goal", name)
+                ok = True
+            except InvalidNameError:
+                ok = False
+            if ok == bool(refused.search(name)):
+                wrong.append(hex(cp))
+        assert wrong == []
+
     def test_a_journal_path_that_is_not_utf8_works(self, tmp_path: Path) -> None:
         folder = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
         folder.mkdir()

@@ -42,6 +42,13 @@ class TestARunKilledInItsLastStep:
         got = resume.floor_once(tmp_path, ROOT, crashed)
         assert got.out == [str(resume.expected_total(STEPS - 1)), str(STEPS - 1)]
 
+    def test_the_floors_imports_row_reads_nothing_and_prints_its_clock(
+        self, tmp_path: Path
+    ) -> None:
+        got = resume.imports_once(tmp_path, ROOT)
+        assert got.out == []  # the one field printed is the clock, taken off as the result
+        assert 0 < got.to_result <= got.to_exit
+
     def test_a_resume_that_ran_recorded_steps_again_is_refused(self, tmp_path: Path) -> None:
         crashed = resume.crash(tmp_path, ROOT, STEPS)
         for name in ("j.db", "j.db-wal", "j.db-shm"):  # the journal lost: every step runs
@@ -56,6 +63,7 @@ class TestTheResumeBenchmarkSmokeRun:
         rows = [line for line in report.splitlines() if line.startswith("| ")]
         assert [r.split("|")[1].strip() for r in rows[1:]] == [
             resume.BARE,
+            resume.SQLITE_IMPORTS,
             resume.SQLITE_FLOOR,
             f"letitloop resume ({ROOT})",
         ]

@@ -270,9 +270,12 @@ class TestTheKey:
         with pytest.raises(SealKeyError, match="at least 16 bytes"):
             Journal("g", path=tmp_path / "j.db", seal="short")
 
-    def test_a_store_that_keeps_no_chain_refuses_a_key(self) -> None:
-        with pytest.raises(SealKeyError, match="keeps no sealed chain"):
-            Journal("g", path="memory://seal-test", seal=KEY).open()
+    def test_the_in_memory_store_keeps_a_chain_too(self) -> None:
+        # (It refused a key before it kept one; every store now does: test_contract.py.)
+        with Journal("g", path="memory://seal-test", run="r", seal=KEY) as j:
+            j.step("a", lambda: 1)
+        with pytest.raises(SealKeyError, match="not sealed with this key"):
+            Journal("g", path="memory://seal-test", run="r", seal=OTHER_KEY).open()
 
 
 class TestAForkedRun:

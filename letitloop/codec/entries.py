@@ -9,7 +9,6 @@ registry knows them.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import enum
 import sys
 from collections.abc import Callable, Iterable
@@ -110,6 +109,8 @@ def _fields_entry(
 
 
 def _dataclass_entry(cls: type, name: str) -> Entry:
+    import dataclasses  # loaded already: cls is a dataclass (_is_dataclass)
+
     fields = [f for f in dataclasses.fields(cls) if f.init]
     required = tuple(
         f.name
@@ -228,6 +229,13 @@ def _is_pydantic_model(cls: type) -> bool:
     return base is not None and isinstance(cls, type) and issubclass(cls, base)
 
 
+def _is_dataclass(cls: type) -> bool:
+    # Only the dataclasses module makes a dataclass, so a program that never
+    # loaded it has none, and `import letitloop` does not load it (with inspect).
+    dataclasses = sys.modules.get("dataclasses")
+    return dataclasses is not None and isinstance(cls, type) and dataclasses.is_dataclass(cls)
+
+
 def _is_namedtuple(cls: type) -> bool:
     return issubclass(cls, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_asdict")
 
@@ -262,7 +270,7 @@ def _registrable_kind(cls: type) -> str | None:
         return "exception"
     if isinstance(cls, type) and issubclass(cls, enum.Enum):
         return "enum"
-    if dataclasses.is_dataclass(cls) and isinstance(cls, type):
+    if _is_dataclass(cls):
         return "dataclass"
     if isinstance(cls, type) and issubclass(cls, msgspec.Struct):
         return "struct"

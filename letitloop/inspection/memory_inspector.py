@@ -24,6 +24,8 @@ from typing import Any
 from ..checksums import pause_sum, row_damaged
 from ..errors import JournalFileError, LetItLoopError
 from ..memory_database import MemoryDatabase, Row, existing
+from ..memory_seals import chain_row
+from .decrypting import Decrypting
 from .inspector import RunFilter, WaitAnswer
 from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
 from .state import OpenRow, RunCounts, RunRow, plus, run_infos
@@ -59,6 +61,8 @@ class MemoryInspector:
         self.db = db
         self.writable = write
         self.closed = False
+        #: Encrypted values as a reader shows them (LETITLOOP_ENCRYPTION_KEY).
+        self._decrypt = Decrypting()
 
     @property
     def path(self) -> str:
@@ -242,7 +246,15 @@ class MemoryInspector:
 
     def rows(self, run: RunInfo) -> list[RowInfo]:
         with self._reading():
-            return [_row_info(r) for r in self._rows_of(run.goal, run.id)]
+            rows = self._rows_of(run.goal, run.id)
+            return [self._decrypt.row(_row_info(r), run.id) for r in rows]
+
+    def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
+        """The run's sealed chain (memory_seals.py) and its rows as ``inspection.verify``
+        checks them; no entries for a run never sealed."""
+        with self._reading() as db:
+            entries = list(db.seals.get(run.id, ()))
+            return entries, [chain_row(r) for r in self._rows_of(run.goal, run.id)]
 
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         with self._reading() as db:
@@ -277,7 +289,9 @@ class MemoryInspector:
     def result_json(self, run_id: str) -> str | None:
         with self._reading() as db:
             run = db.runs.get(run_id)
-            return None if run is None else run["result"]
+        if run is None:
+            return None
+        return self._decrypt.text(run["result"], run_id, "", "run result")  # type: ignore[no-any-return]
 
     def previous_steps(self, run: RunInfo) -> int | None:
         with self._reading():
@@ -329,6 +343,7 @@ class MemoryInspector:
                     del db.by_rowid[row.rowid]
                     deleted += 1
                 db.runs.pop(run.id, None)
+                db.seals.pop(run.id, None)  # its chain (PostgreSQL: ll_seals' ON DELETE)
             ids = {run.id for run in runs}
             for slot in [t for t in db.tries if t[0] in ids]:
                 del db.tries[slot]
@@ -496,11 +511,11 @@ class MemoryInspector:
                 r["started_at"],
                 r["updated_at"],
                 r["finished_at"],
-                r["error"],
+                self._decrypt.text(r["error"], r["id"], "", "run error"),
                 r["holder_pid"],
                 r["holder_host"],
                 f"journal_{r['goal']}",
-                r["input"],
+                self._decrypt.text(r["input"], r.get("input_fp") or "", r["goal"], "input"),
                 r.get("forked_from"),
                 r.get("forked_at"),
                 r["cancel_requested_at"],

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import LetItLoopError, SchemaVersionError
 from ..memory_database import MemoryDatabase, Row
+from ..postgres_seals import chain_of
 from ..postgres_storage import (
     CHANNEL,
     COLUMNS,
@@ -39,6 +40,7 @@ from ..postgres_storage import (
 )
 from ..row_rules import TRY_COLUMNS
 from .memory_inspector import MemoryInspector
+from .records import RunInfo
 
 _RUN_COLUMNS = (
     "id",
@@ -272,6 +274,12 @@ class PostgresInspector(MemoryInspector):
                             f"VALUES ({', '.join(['%s'] * len(cells))})",
                             cells,
                         )
+
+    def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
+        """The run's sealed chain (``ll_seals``) and its rows, in one snapshot of that run
+        alone (postgres_seals.py)."""
+        self._check()
+        return chain_of(self.conn, run.goal, run.id)
 
     # -- runs' locks ------------------------------------------------------------------
 

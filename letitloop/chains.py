@@ -1,0 +1,97 @@
+"""A sealed run's chain as a store that writes its rows from Python continues it (PostgreSQL,
+memory): the next entry, the check of the key on the chain's last entry, the rows to adopt.
+
+SQLite computes its entries in triggers (``sqlite_seals.py``); the PostgreSQL
+store (``postgres_seals.py``) and the in-memory one (``memory_seals.py``)
+compute them here, in the writing process, and write each in the same
+transaction as its row. The key never leaves the process. Pure: it reads and
+writes nothing; the arithmetic is ``seals.py``'s, so every store's chain is
+checked by the same ``lil verify`` (``inspection/verify.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .errors import SealKeyError
+from .seals import FINAL, GENESIS, link, row_digest
+
+__all__ = ["Chain", "Entry", "Row", "adopted", "resume"]
+
+#: An entry of a chain: n, key, kind, status, digest, seal.
+Entry = tuple[int, str, str, str, str, str]
+#: A row as every reader sees it: key, kind, status, fn (the name), args_fp, result, error,
+#: wake_at.
+Row = tuple[str, str, str, Any, Any, Any, Any, Any]
+
+
+class Chain:
+    """One sealed run's chain as its holder continues it: the run, the key, the last entry's
+    position ``n`` and ``seal`` (0 and :data:`~letitloop.seals.GENESIS` before the first).
+
+    Kept by the holder between writes, so a step pays no read of the chain's
+    head; a store checks the head it was computed from when it writes the
+    entry (``postgres_seals.py``) and starts again from the stored one when
+    they differ.
+    """
+
+    __slots__ = ("n", "run_id", "seal", "secret")
+
+    def __init__(self, run_id: str, secret: bytes, n: int = 0, seal: str = GENESIS) -> None:
+        self.run_id = run_id
+        self.secret = secret
+        self.n = n
+        self.seal = seal
+
+    def next(self, row: Row) -> Entry:
+        """The entry that seals ``row`` after the chain's last one (the chain is not moved:
+        :meth:`moved_to` does, once the entry is written)."""
+        key, kind, status, fn, fp, result, error, wake_at = row
+        d = row_digest(self.run_id, key, kind, status, fn, fp, result, error, wake_at)
+        n = self.n + 1
+        seal = link(self.secret, self.run_id, n, key, kind, status, d, self.seal)
+        return (n, key, kind, status, d, seal)
+
+    def moved_to(self, entry: Entry) -> None:
+        """The chain's last entry is now ``entry``."""
+        self.n, self.seal = entry[0], entry[5]
+
+
+def resume(run_id: str, secret: bytes, last: Sequence[Entry]) -> Chain:
+    """The chain of a run whose last entries are ``last`` (newest first, up to two; none for a
+    run without a chain), to be continued with ``secret``.
+
+    Raises SealKeyError when the last entry was not sealed with ``secret``.
+    """
+    if not last:
+        return Chain(run_id, secret)
+    n, key, kind, status, d, seal = last[0]
+    prev = last[1][5] if len(last) > 1 else GENESIS
+    if link(secret, run_id, n, key, kind, status, d, prev) != seal:
+        raise SealKeyError(
+            f"run {run_id}: its chain's last entry ({n}, row {key!r}) was not sealed "
+            f"with this key, so its rows cannot be sealed with it: expected the key the "
+            f"run was sealed with (LETITLOOP_SEAL_KEY or seal=); if it is that key, the "
+            f"chain was altered: 'lil verify {run_id}' says where",
+            run_id=run_id,
+        )
+    return Chain(run_id, secret, n, seal)
+
+
+def adopted(chain: Chain, rows: Iterable[Row], latest: dict[str, str]) -> list[Entry]:
+    """The entries that seal what a run holds and its chain does not, as ``sqlite_seals.adopt``:
+    with no chain yet (``latest`` empty: key -> digest of its latest entry), every final
+    row, in ``rows``' order (the order written); else only waits whose value differs from
+    their latest entry's (a value sent without the key). The chain is moved past them."""
+    entries = []
+    for row in rows:
+        key, kind, status = row[0], row[1], row[2]
+        if status not in FINAL or (latest and kind != "wait"):
+            continue
+        entry = chain.next(row)
+        if latest.get(key) == entry[4]:
+            continue
+        chain.moved_to(entry)
+        entries.append(entry)
+    return entries
