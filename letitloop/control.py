@@ -27,6 +27,7 @@ from typing import Any
 
 from . import codec
 from .clock import utc_iso
+from .encryption import Cipher, env_cipher, key_refusal, make_cipher
 from .errors import LetItLoopError, NotWaitingError, RunHeldError
 from .ids import HOST
 from .inspection import (
@@ -78,6 +79,7 @@ def send_text(
     text: str,
     *,
     clock: Callable[[], float] = time.time,
+    encryption_key: str | bytes | None = None,
 ) -> Sent:
     """Answer run ``ref``'s wait for ``name`` with ``text`` (the value as codec JSON text).
 
@@ -91,10 +93,16 @@ def send_text(
     process stopped, or has not looked yet): the deadline is read and
     compared in the same write transaction as the value would be written,
     so a send and the waiter's timeout never both win.
+
+    Into a run whose goal's values are encrypted (letitloop/encryption.py) the
+    value is written encrypted, bound to the run and the wait's key, with
+    ``encryption_key`` (None: ``LETITLOOP_ENCRYPTION_KEY``); without that key,
+    or with another one, EncryptionKeyError, and nothing is written.
     """
     journal = as_inspector(inspector)
     run = _waiting_run(journal, ref, name)
     where = f"run {run.id} of goal {run.goal!r}"
+    cipher = _sending_cipher(journal, run, where, encryption_key)
 
     def choose(rows: list[WaitRow]) -> WaitAnswer:
         named = [r for r in rows if r.key == name or split_key(r.key)[0] == name]
@@ -129,10 +137,30 @@ def send_text(
             took: float | None = (now - parse_utc(str(began)).timestamp()) * 1000.0
         except (TypeError, ValueError, OverflowError):
             took = None
+        if cipher is not None:  # bound to the run and the wait's key, as a step's result
+            return WaitAnswer(key, cipher.seal(text, run.id, key, "result"), utc_iso(now), took)
         return WaitAnswer(key, text, utc_iso(now), took)
 
     answered = journal.answer_wait(run, choose)
     return Sent(run, answered.key, journal.is_held(run.id))
+
+
+def _sending_cipher(
+    journal: Inspector, run: RunInfo, where: str, encryption_key: str | bytes | None
+) -> Cipher | None:
+    """The cipher a value sent to ``run`` is encrypted with: the key given (or
+    ``LETITLOOP_ENCRYPTION_KEY``) when the run's goal is encrypted; None (the value stored as
+    sent) when it is not. EncryptionKeyError for an encrypted goal and no key, or another.
+    An inspector that records no key check (``key_check``) encrypts whenever a key is given."""
+    cipher = env_cipher() if encryption_key is None else make_cipher(encryption_key)
+    read = getattr(journal, "key_check", None)
+    if read is None:
+        return cipher
+    stored = read(run)
+    refused = key_refusal(where, stored, cipher, doing="this send")
+    if refused is not None:
+        raise refused
+    return None if stored is None else cipher
 
 
 def _seconds(iso: str, otherwise: float) -> float:
@@ -172,6 +200,7 @@ def send(
     *,
     path: str | os.PathLike[str] | None = None,
     registry: codec.CodecRegistry | None = None,
+    encryption_key: str | bytes | None = None,
 ) -> Sent:
     """Send ``value`` to the wait ``name`` of ``run`` (a run id, prefix, name, or goal).
 
@@ -179,13 +208,15 @@ def send(
     typed value comes back to ``wait_for`` with its type; it is written into
     the wait's row at once, and the waiting process, if any, wakes within
     about a tenth of a second. ``path`` is the journal file (default: as for
-    ``Journal``). Raises what :func:`send_text` raises, and EncodeError for a
-    value the codec cannot encode (nothing written).
+    ``Journal``). Into an encrypted goal the value is stored encrypted with
+    ``encryption_key`` (None: ``LETITLOOP_ENCRYPTION_KEY``). Raises what
+    :func:`send_text` raises, and EncodeError for a value the codec cannot
+    encode (nothing written).
     """
     text = codec.encode(value, registry)
     journal = open_inspector(_location(path), write=True)
     try:
-        return send_text(journal, run, name, text)
+        return send_text(journal, run, name, text, encryption_key=encryption_key)
     finally:
         journal.close()
 

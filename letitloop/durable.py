@@ -54,6 +54,38 @@ class Durable(NamedTuple):
     is_async: bool
 
 
+class _Options(NamedTuple):
+    """What every call's ``Journal`` of one decorated function is opened with besides its
+    goal, run and input: given once, at decoration, for the sync and async decorators."""
+
+    path: str | os.PathLike[str] | None
+    durability: Durability
+    timeout: float
+    registry: CodecRegistry | None
+    retry: RetryPolicy | None
+    budget: Budget | Mapping[str, Any] | None
+    version: str | None
+    seal: str | bytes | None
+    encryption_key: str | bytes | None
+
+
+def _checked_keys(
+    seal: str | bytes | None, encryption_key: str | bytes | None
+) -> tuple[str | bytes | None, str | bytes | None]:
+    """``seal=`` and ``encryption_key=`` of a decorator, refused at decoration (so at import)
+    when unusable: shorter than 16 bytes, or no ``cryptography`` package (SealKeyError,
+    EncryptionKeyError)."""
+    if seal is not None:
+        from .seals import seal_key
+
+        seal_key(seal)
+    if encryption_key is not None:
+        from .encryption import make_cipher
+
+        make_cipher(encryption_key)
+    return seal, encryption_key
+
+
 def current(caller: str = "step()") -> Journal:
     """The journal that the free functions use.
 
@@ -204,13 +236,7 @@ def _journal_for(
     signature: inspect.Signature,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    path: str | os.PathLike[str] | None,
-    durability: Durability,
-    timeout: float,
-    registry: CodecRegistry | None,
-    retry: RetryPolicy | None = None,
-    budget: Budget | Mapping[str, Any] | None = None,
-    version: str | None = None,
+    options: _Options,
 ) -> Journal:
     """The journal of one call of a decorated function (``run`` may name it from the args).
 
@@ -230,18 +256,7 @@ def _journal_for(
         run_name: str | None = run(*plain_args, **plain_kwargs)
     else:
         run_name = run
-    return Journal(
-        goal_id,
-        run=run_name,
-        path=path,
-        durability=durability,
-        timeout=timeout,
-        registry=registry,
-        input=dict(bound.arguments),
-        retry=retry,
-        budget=budget,
-        version=version,
-    )
+    return Journal(goal_id, run=run_name, input=dict(bound.arguments), **options._asdict())
 
 
 def goal_of(goal_id: object, goal: str | None, decorator: str) -> str:
@@ -287,6 +302,8 @@ def durable(
     retry: RetryPolicy | None = None,
     budget: Budget | Mapping[str, Any] | None = None,
     version: str | None = None,
+    seal: str | bytes | None = None,
+    encryption_key: str | bytes | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Run the decorated function as a durable run of ``goal_id``.
 
@@ -308,34 +325,28 @@ def durable(
     (``letitloop.register_fingerprint``) or wrap it in ``unchecked()``.
     ``version`` is the version of the code each attempt records; by default
     a hash of the decorated function's source file, read at decoration
-    (letitloop/versions.py). The wrapper's ``__letitloop__`` is its
+    (letitloop/versions.py). ``seal=key`` and ``encryption_key=key`` are
+    ``Journal``'s (docs/audit.md; None: ``LETITLOOP_SEAL_KEY`` and
+    ``LETITLOOP_ENCRYPTION_KEY``, read at each call); a key that cannot be
+    used is refused at decoration. The wrapper's ``__letitloop__`` is its
     :class:`Durable` (what ``lil check`` replays runs with).
     """
     goal_id = goal_of(goal_id, goal, "durable")
     version = None if version is None else check_version(version)
+    seal, encryption_key = _checked_keys(seal, encryption_key)
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         import inspect  # at decoration, not at `import letitloop`
 
         signature = inspect.signature(fn)
         code = version or source_version(fn.__code__.co_filename)
+        options = _Options(
+            path, durability, timeout, registry, retry, budget, code, seal, encryption_key
+        )
 
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            journal = _journal_for(
-                goal_id,
-                run,
-                signature,
-                args,
-                kwargs,
-                path,
-                durability,
-                timeout,
-                registry,
-                retry,
-                budget,
-                code,
-            )
+            journal = _journal_for(goal_id, run, signature, args, kwargs, options)
             with journal:
                 if journal.was_completed and not journal.replay_only:
                     result: R = journal.recorded_result()
@@ -384,6 +395,8 @@ def durable_async(
     retry: RetryPolicy | None = None,
     budget: Budget | Mapping[str, Any] | None = None,
     version: str | None = None,
+    seal: str | bytes | None = None,
+    encryption_key: str | bytes | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Coroutine[Any, Any, R]]]:
     """Run the decorated ``async def`` function as a durable run of ``goal_id``.
 
@@ -396,6 +409,7 @@ def durable_async(
     """
     goal_id = goal_of(goal_id, goal, "durable_async")
     version = None if version is None else check_version(version)
+    seal, encryption_key = _checked_keys(seal, encryption_key)
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         import inspect
@@ -409,23 +423,13 @@ def durable_async(
 
         signature = inspect.signature(fn)
         code = version or source_version(fn.__code__.co_filename)
+        options = _Options(
+            path, durability, timeout, registry, retry, budget, code, seal, encryption_key
+        )
 
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            journal = _journal_for(
-                goal_id,
-                run,
-                signature,
-                args,
-                kwargs,
-                path,
-                durability,
-                timeout,
-                registry,
-                retry,
-                budget,
-                code,
-            )
+            journal = _journal_for(goal_id, run, signature, args, kwargs, options)
             async with journal:
                 if journal.was_completed and not journal.replay_only:
                     result: R = journal.recorded_result()

@@ -23,14 +23,23 @@ from .errors import EncryptionKeyError
 
 __all__ = [
     "ENCRYPTION_KEY_ENV",
+    "NEW_ENCRYPTION_KEY_ENV",
     "Cipher",
     "encrypted",
     "env_cipher",
+    "key_refusal",
     "make_cipher",
 ]
 
 #: The environment variable holding the encryption key (text, used as its UTF-8 bytes).
 ENCRYPTION_KEY_ENV = "LETITLOOP_ENCRYPTION_KEY"
+
+#: The environment variable holding the new key of ``lil rekey``.
+NEW_ENCRYPTION_KEY_ENV = "LETITLOOP_NEW_ENCRYPTION_KEY"
+
+#: The HKDF label of a key's check value: derived from the key like the AES key, under
+#: another label, so it tells keys apart and reveals nothing of the AES key.
+_CHECK_INFO = b"letitloop-key-check-v1"
 
 #: How an encrypted value's stored text starts.
 PREFIX = '{"!enc":"v1:'
@@ -66,6 +75,13 @@ class Cipher:
             algorithm=hashes.SHA256(), length=32, salt=None, info=b"letitloop-encryption-v1"
         ).derive(secret)
         self._aead = AESGCM(derived)
+        #: The key's check value (hex), stored once per goal so that another key is refused
+        #: when a journal opens, not at the first replay: never the key, nor the AES key.
+        self.check = (
+            HKDF(algorithm=hashes.SHA256(), length=16, salt=None, info=_CHECK_INFO)
+            .derive(secret)
+            .hex()
+        )
 
     @staticmethod
     def _data(run_id: str, key: str, field: str) -> bytes:
@@ -122,6 +138,31 @@ class Cipher:
             self.seal(error, run_id, key, "error"),
             self.seal(tb, run_id, key, "traceback"),
         )
+
+
+def key_refusal(
+    where: str, stored: str | None, cipher: Cipher | None, *, doing: str = "this journal"
+) -> EncryptionKeyError | None:
+    """Why ``cipher`` cannot write to (or read) a goal whose stored check value is ``stored``
+    (None: the goal holds no encrypted value, as far as the file knows; ``""``: it holds some
+    but no check value was recorded, a file from before migration 0017); None when it can.
+    ``where`` names the goal (and the file), ``doing`` what holds the key."""
+    if stored is None:
+        return None
+    if cipher is None:
+        return EncryptionKeyError(
+            f"{where}: its values are encrypted and {doing} has no key: expected the key they "
+            f"were written with, as encryption_key= or {ENCRYPTION_KEY_ENV} (without it, new "
+            f"values would be stored in plaintext beside them)"
+        )
+    if stored and cipher.check != stored:  # "": encrypted values, no check recorded
+        return EncryptionKeyError(
+            f"{where}: its values are encrypted with another key than the one {doing} has: "
+            f"expected the key they were written with (encryption_key= or "
+            f"{ENCRYPTION_KEY_ENV}); to change the key, re-encrypt the file first "
+            f"with 'lil rekey' (docs/audit.md)"
+        )
+    return None
 
 
 def make_cipher(value: Any, where: str = "encryption_key=") -> Cipher | None:

@@ -224,6 +224,7 @@ class Journal:
             storage = open_storage(self._path_arg, self.durability)
         try:
             forget_replays(self)  # a journal opened again is a new attempt
+            opening.check_key(self, storage)  # another encryption key refused before a write
             if self.replay_only:
                 opening.open_recorded(self, storage)
             else:

@@ -32,6 +32,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import cancellation, codec
+from .encryption import key_refusal
 from .errors import EncodeError, LetItLoopError, RunHeldError, SealKeyError, UnrecordedStepError
 from .ids import HOST
 from .keys import Recorded, StepKeys
@@ -215,6 +216,21 @@ def seal(j: Journal, storage: Storage, secret: bytes) -> None:
             f"PostgreSQL and memory:// do): unset the key, or use one of those stores"
         )
     start(j.run_id, secret)
+
+
+def check_key(j: Journal, storage: Storage) -> None:
+    """Refuse (EncryptionKeyError) to open ``j``'s goal with another encryption key than its
+    values are encrypted with, or without one, before anything is written; record the key's
+    check value when the goal has none (encryption.py, sqlite_keychecks.py). A store that
+    keeps no check value (PostgreSQL, memory) is not checked here."""
+    checked = getattr(storage, "key_check", None)
+    if checked is None:
+        return
+    cipher = j._cipher
+    stored = checked(j.goal, None if cipher is None else cipher.check, j.clock())
+    refused = key_refusal(f"goal {j.goal!r} in {storage.path}", stored, cipher)
+    if refused is not None:
+        raise refused
 
 
 def open_recorded(j: Journal, storage: Storage) -> None:

@@ -24,7 +24,7 @@ from .errors import SealKeyError
 from .seals import FINAL, GENESIS, link, row_digest
 from .store import Store
 
-__all__ = ["adopt", "start", "triggers_sql"]
+__all__ = ["adopt", "reseal", "start", "triggers_sql"]
 
 _FINAL_SQL = ", ".join(f"'{s}'" for s in FINAL)
 
@@ -96,33 +96,56 @@ def start(store: Store, table: str, num: int, run_id: str, secret: bytes) -> Non
         for sql in triggers_sql(table):
             store.conn.execute(sql)
     with store.write() as c:
-        last = c.execute(
-            "SELECT n, key, kind, status, digest, seal FROM seals WHERE run = ? "
-            "ORDER BY n DESC LIMIT 2",
-            (num,),
-        ).fetchall()
-        if last:
-            n, key, kind, status, d, seal = last[0]
-            prev = last[1][5] if len(last) > 1 else GENESIS
-            if link(secret, run_id, n, key, kind, status, d, prev) != seal:
-                raise SealKeyError(
-                    f"run {run_id}: its chain's last entry ({n}, row {key!r}) was not sealed "
-                    f"with this key, so its rows cannot be sealed with it: expected the key the "
-                    f"run was sealed with (LETITLOOP_SEAL_KEY or seal=); if it is that key, the "
-                    f"chain was altered: 'lil verify {run_id}' says where",
-                    run_id=run_id,
-                )
-        adopt(c, table, num, run_id, secret, chained=bool(last))
+        chained = _check_head(c, num, run_id, secret)
+        adopt(c, table, num, run_id, secret, chained=chained)
         sealing[num] = (run_id, secret)
 
 
+def _check_head(c: sqlite3.Connection, num: int, run_id: str, secret: bytes) -> bool:
+    """Inside a write transaction: whether run ``num`` has a chain; SealKeyError when its
+    last entry was not sealed with ``secret``."""
+    last = c.execute(
+        "SELECT n, key, kind, status, digest, seal FROM seals WHERE run = ? "
+        "ORDER BY n DESC LIMIT 2",
+        (num,),
+    ).fetchall()
+    if last:
+        n, key, kind, status, d, seal = last[0]
+        prev = last[1][5] if len(last) > 1 else GENESIS
+        if link(secret, run_id, n, key, kind, status, d, prev) != seal:
+            raise SealKeyError(
+                f"run {run_id}: its chain's last entry ({n}, row {key!r}) was not sealed "
+                f"with this key, so its rows cannot be sealed with it: expected the key the "
+                f"run was sealed with (LETITLOOP_SEAL_KEY or seal=); if it is that key, the "
+                f"chain was altered: 'lil verify {run_id}' says where",
+                run_id=run_id,
+            )
+    return bool(last)
+
+
+def reseal(c: sqlite3.Connection, table: str, num: int, run_id: str, secret: bytes) -> int:
+    """Inside a write transaction: an entry added to sealed run ``num``'s chain for each of
+    its final rows whose content differs from its latest entry (rows rewritten from
+    outside: ``lil rekey``); returns how many. SealKeyError for another key."""
+    chained = _check_head(c, num, run_id, secret)
+    return adopt(c, table, num, run_id, secret, chained=chained, every_kind=True)
+
+
 def adopt(
-    c: sqlite3.Connection, table: str, num: int, run_id: str, secret: bytes, *, chained: bool
+    c: sqlite3.Connection,
+    table: str,
+    num: int,
+    run_id: str,
+    secret: bytes,
+    *,
+    chained: bool,
+    every_kind: bool = False,
 ) -> int:
     """Inside a write transaction: add to run ``num``'s chain its final rows the chain lacks;
     returns how many. With no chain yet (``chained`` false), every final row, in the
-    order written; else only waits whose value differs from their latest entry's."""
-    kinds = "" if not chained else "AND t.kind = 'wait' "
+    order written; else only waits (rows of every kind with ``every_kind``) whose content
+    differs from their latest entry's."""
+    kinds = "" if not chained or every_kind else "AND t.kind = 'wait' "
     rows: Sequence[Any] = c.execute(
         f"SELECT t.key, t.kind, t.status, coalesce(f.name, t.fn), t.args_fp, t.result, "
         f'''t.error, t.wake_at FROM "{table}" AS t LEFT JOIN functions AS f ON f.id = t.fn '''

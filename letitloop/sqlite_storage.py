@@ -18,6 +18,8 @@ from .clock import utc_iso
 from .goals import rows_table
 from .ids import HOST, new_run_id
 from .sqlite_holding import SqliteHolding
+from .sqlite_keychecks import record as record_key_check
+from .sqlite_keychecks import stored_check
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
 from .sqlite_seals import start as start_sealing
 from .storage import RowHandle, RunDecision, RunKey, RunState, StepRow
@@ -351,6 +353,14 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
     def seal_run(self, run_id: str, secret: bytes) -> None:
         """Chain the run's final rows under ``secret`` from now on (sqlite_seals.py)."""
         start_sealing(self.store, self.rows, self.key_of_run(run_id), run_id, secret)
+
+    def key_check(self, goal: str, check: str | None, now: float) -> str | None:
+        """The check value of the key ``goal``'s values are encrypted with; ``check`` is
+        recorded first when none is and the file is writable (sqlite_keychecks.py)."""
+        stored = stored_check(self.store, goal)  # a read; a write only the first time
+        if stored is not None or check is None or self.store.readonly:
+            return stored
+        return record_key_check(self.store, goal, check, now)
 
     def complete_run(self, run_id: str, now: float, result: str | None) -> None:
         at = utc_iso(now)

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import codec, timers
 from .clock import utc_iso
-from .errors import DecodeError, WaitTimeoutError
+from .encryption import encrypted
+from .errors import DecodeError, EncryptionKeyError, WaitTimeoutError
 from .sleeps import PauseKey, check_pause, started, traced
 
 if TYPE_CHECKING:
@@ -82,6 +83,16 @@ def _value(j: Journal, key: str, ending: tuple[str | None, str | None]) -> Any:
         )
     if result is None:
         return None
+    if encrypted(result):  # sent encrypted (lil send with the key: control.py)
+        if j._cipher is None:
+            raise EncryptionKeyError(
+                f"wait {key!r} (run {j.run_id} of goal {j.goal!r}): the value sent is "
+                f"encrypted and this journal has no key: expected the key it was sent with, "
+                f"as encryption_key= or LETITLOOP_ENCRYPTION_KEY",
+                run_id=j.run_id,
+                key=key,
+            )
+        result = j._cipher.open(result, j.run_id, key, "result")
     try:
         return codec.decode(result, j.registry)
     except DecodeError as exc:

@@ -62,6 +62,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "sqlite_primitives",
             "sqlite_holding",
             "sqlite_seals",
+            "sqlite_keychecks",
             "memory_database",
             "memory_primitives",
             "memory_storage",
@@ -175,6 +176,7 @@ INSPECTION_ORDER = [
     "journalfile",
     "state",
     "sqlite_fixture",
+    "sqlite_rekey",
     "sqlite_inspector",
     "memory_inspector",
     "postgres_inspector",
@@ -190,7 +192,7 @@ INSPECTION_ORDER = [
 
 #: What changes a journal from outside a run, bottom up: a run held while it
 #: changes, then reset (whose deletion gc shares), fork and gc.
-MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "__init__"]
+MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "rekey", "__init__"]
 
 #: MCP's own modules, bottom up: sessions renewed after a failed call, calls as
 #: steps (and a call in doubt), the server of ``lil mcp``.
@@ -497,6 +499,7 @@ OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control", "web.")
 SQLITE_INSPECTOR = {
     "inspection.sqlite_inspector",
     "inspection.sqlite_fixture",
+    "inspection.sqlite_rekey",
     "inspection.journalfile",
     "inspection.postgres_inspector",
 }

@@ -938,6 +938,12 @@ class TestAnEncryptedRun:
             assert secret_step(mode, j, "s1", calls, 1) == {"i": 1, "token": f"{SECRET}-1"}
         assert sorted(calls.calls) == [0, 1, 2]  # replayed, not called again
         other = Journal("secret", run="r", path=location, encryption_key="w" * 16 + "-wrong")
-        with pytest.raises(EncryptionKeyError, match="does not decrypt with this key"), other:
+        with (
+            pytest.raises(
+                EncryptionKeyError,
+                match=r"does not decrypt with this key|encrypted with another key",
+            ),
+            other,
+        ):
             secret_step(mode, other, "s1", calls, 1)
         assert sorted(calls.calls) == [0, 1, 2]

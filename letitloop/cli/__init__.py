@@ -32,7 +32,7 @@ from .running import demo, watch
 from .serving import mcp_command
 from .testing import diff, fixture
 from .ui import ui
-from .verifying import verify
+from .verifying import rekey, verify
 
 __all__ = [
     "INTERNAL_ERROR_STATUS",
@@ -50,6 +50,7 @@ __all__ = [
     "gc",
     "main",
     "mcp_command",
+    "rekey",
     "reset",
     "runs",
     "send",
@@ -169,6 +170,7 @@ cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
 cli.add_command(fixture)  # lil fixture (cli/testing.py)
 cli.add_command(diff)  # lil diff (cli/testing.py)
 cli.add_command(verify)  # lil verify (cli/verifying.py)
+cli.add_command(rekey)  # lil rekey (cli/verifying.py)
 cli.add_command(check)  # lil check (cli/checking.py)
 
 

@@ -1,7 +1,10 @@
-"""``lil verify``: check runs' sealed chains with the key, and print their heads to keep.
+"""The commands that take keys: ``lil verify`` (runs' sealed chains checked with the key,
+their heads printed to keep) and ``lil rekey`` (a file's values re-encrypted with a new key).
 
-The checking is :mod:`letitloop.inspection.verify`'s; this module picks the
-runs, reads the key from ``LETITLOOP_SEAL_KEY`` and prints one line a run.
+The checking is :mod:`letitloop.inspection.verify`'s, the re-encrypting
+:mod:`letitloop.maintenance.rekey`'s; this module reads the keys from the
+environment (never from the command line, where other users of the machine
+can read them) and prints one line a run or goal.
 """
 
 from __future__ import annotations
@@ -113,3 +116,84 @@ def verify(
         render.echo(lines)
     if any(f.state == "broken" for f in found):
         sys.exit(BROKEN_STATUS)
+
+
+@click.command()
+@click.argument("goals", metavar="[GOAL]...", nargs=-1)
+@click.option(
+    "--new-key-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read the new key from this file (its first line) instead of "
+    "LETITLOOP_NEW_ENCRYPTION_KEY.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: a record per goal.")
+@db_option
+@click.pass_context
+def rekey(
+    ctx: click.Context, goals: tuple[str, ...], new_key_file: Path | None, as_json: bool
+) -> None:
+    """Re-encrypt the journal's values with a new encryption key.
+
+    The old key is read from LETITLOOP_ENCRYPTION_KEY, the new one from
+    LETITLOOP_NEW_ENCRYPTION_KEY or --new-key-file (never from the command
+    line). Each GOAL (default: every goal of the file) is re-encrypted in one
+    transaction, with its key check, so a killed rekey leaves each goal under
+    one key: run it again to finish. Refused while a live process holds a run
+    of the goal. Sealed runs get their rewritten rows sealed again with
+    LETITLOOP_SEAL_KEY. Then open the journal with the new key only.
+    See docs/audit.md.
+
+    \b
+    Examples:
+      lil rekey --new-key-file new.key
+      lil rekey customer_sync --json
+    """
+    import os
+
+    from .. import render
+    from ..encryption import ENCRYPTION_KEY_ENV, NEW_ENCRYPTION_KEY_ENV, make_cipher
+    from ..maintenance import rekey as rekey_file
+    from ..seals import env_seal_key
+
+    old_text = os.environ.get(ENCRYPTION_KEY_ENV)
+    new_text: str | None
+    if new_key_file is not None:
+        lines = new_key_file.read_text("utf-8").splitlines()
+        new_text, where = (lines[0] if lines else ""), str(new_key_file)
+    else:
+        new_text, where = os.environ.get(NEW_ENCRYPTION_KEY_ENV), NEW_ENCRYPTION_KEY_ENV
+    if not old_text:
+        raise click.UsageError(
+            f"expected the old key in {ENCRYPTION_KEY_ENV}; see lil rekey --help"
+        )
+    if not new_text:
+        raise click.UsageError(
+            f"expected the new key in {NEW_ENCRYPTION_KEY_ENV} or --new-key-file; see "
+            f"lil rekey --help"
+        )
+    old, new = make_cipher(old_text, ENCRYPTION_KEY_ENV), make_cipher(new_text, where)
+    assert old is not None and new is not None
+    journal = open_journal(ctx, write=True)
+    try:
+        done = rekey_file(journal, old, new, goals=goals or None, seal_secret=env_seal_key())
+    finally:
+        journal.close()
+    if as_json:
+        render.echo_json(
+            [
+                {"goal": d.goal, "state": d.state, "values": d.values, "resealed": d.resealed}
+                for d in done
+            ]
+        )
+        return
+    lines = []
+    for d in done:
+        if d.state == "rekeyed":
+            sealed = f", {d.resealed} seal entries added" if d.resealed else ""
+            lines.append(f"{d.goal}  {d.values} values re-encrypted{sealed}")
+        elif d.state == "already":
+            lines.append(f"{d.goal}  already under the new key")
+        else:
+            lines.append(f"{d.goal}  no encrypted values")
+    lines.append(f"now open the journal with the new key as {ENCRYPTION_KEY_ENV}")
+    render.echo(lines)

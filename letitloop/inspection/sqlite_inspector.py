@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import locks
 from ..checksums import marker_sum, pause_sum, row_damaged, step_sum
-from ..encryption import encrypted, env_cipher
+from ..encryption import PREFIX, encrypted, env_cipher
 from ..errors import EncryptionKeyError, JournalFileError, LetItLoopError
 from ..goals import (
     delete_run_rows,
@@ -30,12 +30,14 @@ from ..goals import (
 from ..seals import env_seal_key
 from ..sqlerrors import DRIVER_ERRORS
 from ..sqlite_holding import run_lock_path
+from ..sqlite_keychecks import stored_check
 from ..sqlite_seals import adopt
 from ..sqlite_storage import resumable_run_id
 from ..store import Store
 from .inspector import Inspector, RunFilter, WaitAnswer
 from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow, row_info
 from .sqlite_fixture import copy_run_to_file
+from .sqlite_rekey import Convert, Rekeyed, rekey_goal
 from .state import OpenRow, RunCounts, RunRow, plus, run_infos
 
 RUN_COLUMNS = (
@@ -261,6 +263,35 @@ class SqliteInspector:
         )
         return entries, rows
 
+    def goal_key_check(self, goal: str) -> str | None:
+        """The check value recorded for ``goal`` (sqlite_keychecks.py), None if none is."""
+        return stored_check(self.store, goal)
+
+    def rekey_goal(
+        self, goal: str, convert: Convert, check: str, now: float, seal_secret: bytes | None
+    ) -> Rekeyed:
+        """``goal``'s encrypted values re-encrypted by ``convert`` in one transaction
+        (sqlite_rekey.py; not part of Inspector: only a journal file has it)."""
+        view = self.store.goal_table(goal)
+        if view is None:
+            raise LetItLoopError(f"no goal {goal!r} in {self.store.path}")
+        return rekey_goal(self.store, goal, view, convert, check, now, seal_secret)
+
+    def key_check(self, run: RunInfo) -> str | None:
+        """The check value of the key ``run``'s goal is encrypted with (sqlite_keychecks.py);
+        ``""`` when none is recorded but the run holds encrypted values (a file from before
+        migration 0017, or a goal only read since); None when it holds none."""
+        stored = stored_check(self.store, run.goal)
+        if stored is not None:
+            return stored
+        like = PREFIX + "%"
+        found = self.store.query(
+            f'SELECT 1 FROM "{run.journal_table}" WHERE run = ? AND (result LIKE ? '
+            f"OR error LIKE ?) LIMIT 1",
+            (run.id, like, like),
+        )
+        return "" if found or encrypted(run.input_json) else None
+
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         return [
             AttemptInfo(attempt, pid, host, watch, started, watch_attempt, version=version)
@@ -272,7 +303,7 @@ class SqliteInspector:
         ]
 
     def tries(self, run_id: str) -> list[TryInfo]:
-        return [
+        tries = [
             TryInfo(*t)
             for t in self.store.query(
                 "SELECT key, try, attempt, started_at, failed_at, error, next_at, input_tokens, "
@@ -280,6 +311,13 @@ class SqliteInspector:
                 "ORDER BY failed_at, try",
                 (run_id,),
             )
+        ]
+        # An encrypted error (retry.py) as a reader shows it: decrypted, or a note.
+        return [
+            replace(t, error=self._reading(t.error, run_id, t.key, "error"))
+            if encrypted(t.error)
+            else t
+            for t in tries
         ]
 
     def result_json(self, run_id: str) -> str | None:
@@ -401,7 +439,7 @@ class SqliteInspector:
                 f"AND status = 'done' ORDER BY rowid",
                 (new_id, source.id, before_seq),
             )
-            _copied(c, table, new_id)
+            _copied(c, table, new_id, source)
 
     def answer_wait(
         self, run: RunInfo, choose: Callable[[list[WaitRow]], WaitAnswer]
@@ -486,6 +524,8 @@ class SqliteInspector:
                     "SELECT journal_table FROM goals WHERE goal = ?", (goal,)
                 ).fetchone()
                 c.execute("DELETE FROM goals WHERE goal = ?", (goal,))
+                if _has_table(c, "key_checks"):  # no value is left under its key
+                    c.execute("DELETE FROM key_checks WHERE goal = ?", (goal,))
                 drop_goal_tables(c, table)
             if gone:
                 refresh_journal_rows(c)  # the browsing view must not name a dropped table
@@ -699,11 +739,13 @@ def _has_table(db: Store | sqlite3.Connection, name: str) -> bool:
     return db.execute(sql, (name,)).fetchone() is not None
 
 
-def _copied(c: sqlite3.Connection, view: str, run_id: str) -> None:
+def _copied(c: sqlite3.Connection, view: str, run_id: str, source: RunInfo) -> None:
     """Inside the fork's write transaction: the rows it copied into run ``run_id`` get their
-    checksums (letitloop/checksums.py) and, with ``LETITLOOP_SEAL_KEY`` set, the new run's
-    sealed chain (letitloop/sqlite_seals.py)."""
+    encrypted values bound to it (``_rebound``), their checksums (letitloop/checksums.py)
+    and, with ``LETITLOOP_SEAL_KEY`` set, the new run's sealed chain
+    (letitloop/sqlite_seals.py)."""
     table = rows_table(view)
+    _rebound(c, view, run_id, source)
     sums = []
     for rowid, key, kind, status, fn, fp, result, error in c.execute(
         f'SELECT rowid, key, kind, status, fn, args_fp, result, error FROM "{view}" WHERE run = ?',
@@ -720,6 +762,42 @@ def _copied(c: sqlite3.Connection, view: str, run_id: str) -> None:
     if secret is not None and _has_table(c, "seals"):
         (num,) = c.execute("SELECT num FROM runs WHERE id = ?", (run_id,)).fetchone()
         adopt(c, table, num, run_id, secret, chained=False)
+
+
+#: The fields of a row that may be stored encrypted, in the order the statements name them.
+_ENCRYPTED_FIELDS = ("result", "error", "traceback")
+
+
+def _rebound(c: sqlite3.Connection, view: str, run_id: str, source: RunInfo) -> None:
+    """Inside the fork's write transaction: the encrypted values copied from run ``source``
+    into run ``run_id`` decrypted and encrypted again for the new run (each is bound to its
+    run: letitloop/encryption.py), with ``LETITLOOP_ENCRYPTION_KEY``. EncryptionKeyError
+    without that key (or with another one): the fork is not made."""
+    like = PREFIX + "%"
+    rows = c.execute(
+        f'SELECT rowid, key, result, error, traceback FROM "{view}" WHERE run = ? '
+        f"AND (result LIKE ? OR error LIKE ? OR traceback LIKE ?)",
+        (run_id, like, like, like),
+    ).fetchall()
+    if not rows:
+        return
+    cipher = env_cipher()
+    if cipher is None:
+        raise EncryptionKeyError(
+            f"run {source.id} of goal {source.goal!r}: its values are encrypted, each bound "
+            f"to its run, so a fork's copies must be encrypted again for the new run: "
+            f"expected the key in LETITLOOP_ENCRYPTION_KEY; nothing was forked",
+            run_id=source.id,
+        )
+    for rowid, key, *values in rows:
+        again = [
+            cipher.seal(cipher.open(v, source.id, key, f), run_id, key, f) if encrypted(v) else v
+            for v, f in zip(values, _ENCRYPTED_FIELDS, strict=True)
+        ]
+        c.execute(
+            f'UPDATE "{rows_table(view)}" SET result = ?, error = ?, traceback = ? WHERE rowid = ?',
+            (*again, rowid),
+        )
 
 
 def _glob_prefix(text: str) -> str:

@@ -10,22 +10,26 @@ holds) and change it in one transaction, each change an
 :class:`~letitloop.inspection.Inspector` method: no SQL here.
 
 Its modules, bottom up (each imports only the ones before it): ``holding``
-(a run's lock held while it changes), ``reset``, ``fork``, ``gc``.
+(a run's lock held while it changes), ``reset``, ``fork``, ``gc``, ``rekey`` (a new
+encryption key for a file's encrypted values).
 """
 
 from __future__ import annotations
 
 from .fork import ForkResult, fork_run
 from .gc import GC_BATCH, GcResult, gc_candidates, gc_runs
+from .rekey import GoalRekeyed, rekey
 from .reset import reset_run, reset_target
 
 __all__ = [
     "GC_BATCH",
     "ForkResult",
     "GcResult",
+    "GoalRekeyed",
     "fork_run",
     "gc_candidates",
     "gc_runs",
+    "rekey",
     "reset_run",
     "reset_target",
 ]
