@@ -27,13 +27,14 @@ import asyncio
 import json
 import platform
 import sqlite3
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from importlib.metadata import version
 from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from typing import Any
 
 from agents import Agent, FunctionTool, Runner, function_tool, set_tracing_disabled
@@ -46,7 +47,8 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from letitloop import Journal, __version__
+from benchmarks._agents import print_per_unit, timed_rounds
+from letitloop import __version__
 from letitloop.adapters.openai_agents import durable_agent
 
 
@@ -94,24 +96,6 @@ def build(tools: int) -> Agent[Any]:
     return Agent(name="bench", model=Scripted(tools), tools=list(made))
 
 
-async def timed_rounds(runs: int, tools: int, db: Path) -> dict[str, list[float]]:
-    bare, durable = build(tools), durable_agent(build(tools))
-    times: dict[str, list[float]] = {"bare": [], "durable, fresh": [], "durable, replay": []}
-    for i in range(runs):
-        start = time.perf_counter()
-        await Runner.run(bare, "go")
-        times["bare"].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        async with Journal("bench", run=f"r{i}", path=db):
-            await Runner.run(durable, "go")
-        times["durable, fresh"].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        async with Journal("bench", run=f"r{i}", path=db):
-            await Runner.run(durable, "go")
-        times["durable, replay"].append(time.perf_counter() - start)
-    return times
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=60, help="rounds (default 60)")
@@ -122,15 +106,18 @@ def main() -> None:
         f"letitloop {__version__}, openai-agents {version('openai-agents')}, "
         f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {sys.platform}"
     )
+    bare, durable = build(args.tools), durable_agent(build(args.tools))
     with tempfile.TemporaryDirectory() as folder:
-        times = asyncio.run(timed_rounds(args.runs, args.tools, Path(folder) / "journal.db"))
+        times = asyncio.run(
+            timed_rounds(
+                args.runs,
+                Path(folder) / "journal.db",
+                lambda: Runner.run(bare, "go"),
+                lambda: Runner.run(durable, "go"),
+            )
+        )
     calls = 2 + args.tools
-    bare = statistics.median(times["bare"])
-    print(f"{'row':<18}{'per Runner.run':>15}{'vs bare':>10}{'per call over bare':>22}")
-    for row, samples in times.items():
-        median = statistics.median(samples)
-        extra = (median - bare) / calls
-        print(f"{row:<18}{median * 1e3:>12.2f} ms{median / bare:>9.2f}x{extra * 1e3:>19.3f} ms")
+    print_per_unit(times, calls, "Runner.run", "call")
     print(f"{calls} calls per Runner.run (2 model calls, {args.tools} tool calls)")
 
 

@@ -24,17 +24,19 @@ import argparse
 import asyncio
 import platform
 import sqlite3
-import statistics
 import sys
 import tempfile
-import time
 from importlib.metadata import version
 from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pydantic_ai import Agent
 from pydantic_ai.models.test import TestModel
 
-from letitloop import Journal, __version__
+from benchmarks._agents import print_per_unit, timed_rounds
+from letitloop import __version__
 from letitloop.adapters.pydantic_ai import LetItLoopDurability
 
 
@@ -51,24 +53,6 @@ def build(tools: int, durable: bool) -> Agent[None, str]:
     return agent
 
 
-async def timed_rounds(runs: int, tools: int, db: Path) -> dict[str, list[float]]:
-    bare, durable = build(tools, False), build(tools, True)
-    times: dict[str, list[float]] = {"bare": [], "durable, fresh": [], "durable, replay": []}
-    for i in range(runs):
-        start = time.perf_counter()
-        await bare.run("go")
-        times["bare"].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        async with Journal("bench", run=f"r{i}", path=db):
-            await durable.run("go")
-        times["durable, fresh"].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        async with Journal("bench", run=f"r{i}", path=db):
-            await durable.run("go")
-        times["durable, replay"].append(time.perf_counter() - start)
-    return times
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=60, help="rounds (default 60)")
@@ -78,15 +62,18 @@ def main() -> None:
         f"letitloop {__version__}, pydantic-ai-slim {version('pydantic-ai-slim')}, "
         f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {sys.platform}"
     )
+    bare, durable = build(args.tools, False), build(args.tools, True)
     with tempfile.TemporaryDirectory() as folder:
-        times = asyncio.run(timed_rounds(args.runs, args.tools, Path(folder) / "journal.db"))
+        times = asyncio.run(
+            timed_rounds(
+                args.runs,
+                Path(folder) / "journal.db",
+                lambda: bare.run("go"),
+                lambda: durable.run("go"),
+            )
+        )
     units = 2 + args.tools
-    bare = statistics.median(times["bare"])
-    print(f"{'row':<18}{'per agent.run':>15}{'vs bare':>10}{'per unit over bare':>22}")
-    for row, samples in times.items():
-        median = statistics.median(samples)
-        extra = (median - bare) / units
-        print(f"{row:<18}{median * 1e3:>12.2f} ms{median / bare:>9.2f}x{extra * 1e3:>19.3f} ms")
+    print_per_unit(times, units, "agent.run", "unit")
     print(f"{units} units per agent.run (2 model requests, {args.tools} tool calls)")
 
 

@@ -262,6 +262,13 @@ _stores: weakref.WeakSet[Any] = weakref.WeakSet()
 _joining = threading.Lock()
 #: The store locks a ``fork`` under way holds.
 _held_for_fork: list[Any] = []
+#: The thread whose ``fork`` holds the gate (from :func:`_before_fork` until it is done).
+_forking: int | None = None
+#: Connections of stores that became garbage unclosed in that thread while its fork
+#: held the gate (:func:`close_unclosed`): closed when the fork is done.
+_unclosed: list[Any] = []
+#: In a forked child: those of the parent's, never closed here (see ``_inherited``).
+_unclosed_of_parent: list[Any] = []
 _hooked = False
 
 
@@ -298,12 +305,28 @@ def sqlite_entry() -> Iterator[None]:
         gate.leave()
 
 
+def close_unclosed(conn: Any) -> None:
+    """Close the connection of a store that became garbage without ``close()``: a ``fork``
+    waits for it, as for any SQLite call outside a store's lock.
+
+    A store's finalizer calls it, in whichever thread the garbage collection
+    happens; a collection inside this thread's own fork (another module's fork
+    hook, while the fork holds the gate) leaves it to the end of the fork.
+    """
+    if _forking == threading.get_ident():
+        _unclosed.append(conn)
+        return
+    with sqlite_entry():
+        conn.close()
+
+
 def _before_fork() -> None:
     # Every lock at once, or none: a thread that holds one store's lock and
     # waits for another's must not meet a fork holding that one. The list of
     # stores is closed (``_joining``) from the moment it is read until the fork
     # is done: a store that joined after it was read would be in SQLite (its
     # connection opening under its own lock) while the fork held every other.
+    global _forking
     while True:
         _joining.acquire()
         with _guard:
@@ -317,6 +340,7 @@ def _before_fork() -> None:
             if _gate.cond.acquire(blocking=False):
                 if _gate.inside == 0:
                     _held_for_fork[:] = held
+                    _forking = threading.get_ident()
                     return
                 _gate.cond.release()
         for lock in reversed(held):
@@ -326,6 +350,11 @@ def _before_fork() -> None:
 
 
 def _after_fork_in_parent() -> None:
+    global _forking
+    _forking = None
+    while _unclosed:  # still under every lock: no other thread is in SQLite
+        with contextlib.suppress(Exception):
+            _unclosed.pop().close()
     _gate.cond.release()
     for lock in reversed(_held_for_fork):
         lock.release()
@@ -438,10 +467,13 @@ def _forget_after_fork() -> None:
     # the files are not the child's: the child starts with none. Its open
     # connections are the parent's too: kept aside until the child opens the
     # file (_settle_inherited).
-    global _guard, _gate, _joining
+    global _guard, _gate, _joining, _forking
     for lock in reversed(_held_for_fork):
         lock.release()  # held by this very thread, which the child continues
     _held_for_fork.clear()
+    _forking = None
+    _unclosed_of_parent.extend(_unclosed)
+    _unclosed.clear()
     _guard = threading.Lock()
     _gate = _ForkGate()
     _joining = threading.Lock()

@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from . import codec, patches
+from .connections import sqlite_entry
 from .durable import Durable
 from .errors import (
     DamagedRowError,
@@ -197,7 +198,7 @@ def copy_journal(source: Path, folder: Path) -> Path:
     copy = folder / "journal.db"
     store = open_journal_file(source)
     try:
-        with store.lock:
+        with store.lock:  # a fork waits for it (connections.guard_fork): the copy's calls too
             target = sqlite3.connect(copy)
             try:
                 store.conn.backup(target)
@@ -213,6 +214,11 @@ def copy_journal(source: Path, folder: Path) -> Path:
 def unfinished_runs(copy: Path, goal: str) -> list[tuple[str, str | None, str | None]]:
     """``(id, name, input)`` of the goal's unfinished runs on ``copy``, oldest first; each is
     renamed there to ``CHECK_NAME + id`` so a replay-only opener finds exactly it."""
+    with sqlite_entry():  # outside any store's lock: a fork waits for it
+        return _unfinished_runs(copy, goal)
+
+
+def _unfinished_runs(copy: Path, goal: str) -> list[tuple[str, str | None, str | None]]:
     conn = sqlite3.connect(copy, isolation_level=None)
     try:
         has_runs = conn.execute(
@@ -238,17 +244,18 @@ def unfinished_runs(copy: Path, goal: str) -> list[tuple[str, str | None, str | 
 
 def recorded_patches(copy: Path, goal: str) -> dict[str, list[tuple[str, bool]]]:
     """Per run of ``goal`` on ``copy``: the patch decisions it recorded, ``(name, decision)``."""
-    conn = sqlite3.connect(copy)
-    try:
-        rows = conn.execute(
-            "SELECT run, key, result FROM journal_rows WHERE goal = ? AND kind = 'step' "
-            "AND status = 'done' AND (key LIKE ? OR key LIKE ?) ORDER BY seq",
-            (goal, patches.PREFIX + "%", "%/" + patches.PREFIX + "%"),
-        ).fetchall()
-    except sqlite3.Error:  # a journal from before the readable views: none found
-        return {}
-    finally:
-        conn.close()
+    with sqlite_entry():  # outside any store's lock: a fork waits for it
+        conn = sqlite3.connect(copy)
+        try:
+            rows = conn.execute(
+                "SELECT run, key, result FROM journal_rows WHERE goal = ? AND kind = 'step' "
+                "AND status = 'done' AND (key LIKE ? OR key LIKE ?) ORDER BY seq",
+                (goal, patches.PREFIX + "%", "%/" + patches.PREFIX + "%"),
+            ).fetchall()
+        except sqlite3.Error:  # a journal from before the readable views: none found
+            return {}
+        finally:
+            conn.close()
     out: dict[str, list[tuple[str, bool]]] = {}
     for run, key, result in rows:
         name = key.rsplit("/", 1)[-1][len(patches.PREFIX) :].split("#", 1)[0]

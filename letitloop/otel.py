@@ -244,27 +244,16 @@ class AttemptSpans:
         kwargs: dict[str, Any],
     ) -> T:
         """``fn(*args, **kwargs)`` (tried as ``policy`` says) inside step ``key``'s span."""
-        span = self.start(
-            f"step {name}", {"letitloop.step.key": key, "letitloop.step.function": fn_name}
-        )
-        token = context.attach(trace.set_span_in_context(span))
-        tries = None
-        try:
+        with StepSpan(self, j, name, key, fn_name) as spans:
             if policy is None:
                 return fn(*args, **kwargs)
             from . import retry as retries  # loaded with the RetryPolicy it was given
 
-            tries = Tries(j, span, key)
+            tries = spans.retried()
             value: T = retries.call(
                 j, store, key, fn_name, fp, policy, partial(tries.call, fn), args, kwargs
             )
             return value
-        except BaseException as exc:
-            failed(span, exc)
-            raise
-        finally:
-            context.detach(token)
-            ended(j, span, key, tries)
 
     async def async_step(
         self,
@@ -278,26 +267,15 @@ class AttemptSpans:
         invoke: Callable[[], Awaitable[Any]],
     ) -> Any:
         """:meth:`step` for ``async_step``: ``invoke()`` makes one try (async_steps.py)."""
-        span = self.start(
-            f"step {name}", {"letitloop.step.key": key, "letitloop.step.function": fn_name}
-        )
-        token = context.attach(trace.set_span_in_context(span))
-        tries = None
-        try:
+        with StepSpan(self, j, name, key, fn_name) as spans:
             if policy is None:
                 return await invoke()
             from . import retry as retries  # loaded with the RetryPolicy it was given
 
-            tries = Tries(j, span, key)
+            tries = spans.retried()
             return await retries.async_call(
                 j, store, key, fn_name, fp, policy, partial(tries.async_call, invoke)
             )
-        except BaseException as exc:
-            failed(span, exc)
-            raise
-        finally:
-            context.detach(token)
-            ended(j, span, key, tries)
 
     def pause(self, kind: str, name: str, key: str) -> OpenSpan:
         """The span of a sleep or a wait that runs (``kind``), current until it ends."""
@@ -316,6 +294,37 @@ class AttemptSpans:
                 },
             )
         )
+
+
+class StepSpan:
+    """A step's span, current inside ``with``: failed by what the block raises, then ended
+    with the usage the step's calls reported in this attempt (and its tries', if retried)."""
+
+    __slots__ = ("j", "key", "span", "token", "tries")
+
+    def __init__(self, spans: AttemptSpans, j: Journal, name: str, key: str, fn_name: str):
+        self.j = j
+        self.key = key
+        self.span = spans.start(
+            f"step {name}", {"letitloop.step.key": key, "letitloop.step.function": fn_name}
+        )
+        self.token: object = None
+        self.tries: Tries | None = None
+
+    def __enter__(self) -> StepSpan:
+        self.token = context.attach(trace.set_span_in_context(self.span))
+        return self
+
+    def retried(self) -> Tries:
+        """The step runs under a retry policy: its tries, each failure an event of the span."""
+        self.tries = Tries(self.j, self.span, self.key)
+        return self.tries
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            failed(self.span, exc)
+        context.detach(self.token)  # type: ignore[arg-type]
+        ended(self.j, self.span, self.key, self.tries)
 
 
 class Tries:

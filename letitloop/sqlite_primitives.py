@@ -1,53 +1,23 @@
-"""The SQL of the run's primitives on a SQLite journal file: markers, sleeps, waits, tries.
+"""The SQL of the run's primitives on a SQLite journal file: sleeps, waits, tries, usage.
 
 ``SqlitePrimitives`` is the base of ``SqliteStorage`` (``sqlite_storage.py``):
-the part of the ``Storage`` protocol that ``markers.py``, ``sleeps.py``,
-``waits.py``, ``retry.py``, ``cancellation.py`` and ``inflight.py`` use.
+the part of the ``Storage`` protocol that ``sleeps.py``, ``waits.py``,
+``retry.py``, ``cancellation.py`` and ``inflight.py`` use, over the markers'
+part (``SqliteMarkers``, ``sqlite_markers.py``) that ``markers.py`` uses.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import sys
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
-from .checksums import damaged_marker, marker_sum, pause_sum
-from .clock import iso_us, utc_iso, utc_us
-from .errors import LetItLoopError
+from .checksums import pause_sum
+from .clock import iso_us, utc_iso
 from .goals import iso_sql
-from .storage import FunctionKey, MarkerAt, MarkerClaim, MarkerRecord, RowHandle
-from .store import Store
-
-#: The table of global markers (see migrations/0003_markers.sql); run- and
-#: goal-scoped markers are rows of the goal's journal table.
-GLOBAL_TABLE = "markers"
-
-
-class _Place(NamedTuple):
-    """Where a marker's row lives and how to address it."""
-
-    table: str
-    #: SQL that selects the row, and its parameters.
-    where: str
-    ids: tuple[str | int, ...]
-    #: Columns (and values) that an INSERT adds besides the common ones.
-    insert_cols: tuple[tuple[str, str], ...]
-    #: The row's kind column (the global table holds markers only).
-    kind_sql: str
-    #: Whether the row is a goal's compact row (integer times) or of ``markers`` (text).
-    compact: bool
-
-    def select(self) -> str:
-        started = iso_sql("started") if self.compact else "started_at"
-        return (
-            f"SELECT {self.kind_sql}, status, claims, crashes, holder_pid, holder_host, "
-            f'holder_run, {started}, holder_token, checksum FROM "{self.table}" '
-            f"WHERE {self.where}"
-        )
-
+from .sqlite_markers import SqliteMarkers
+from .storage import RowHandle
 
 #: The row of a sleep or a wait that starts, over the key's earlier row. ``{table}``
 #: is the goal's compact table: ``run`` its run's key, times integer microseconds.
@@ -152,210 +122,8 @@ CLEAR_LEFT_USAGE = (
 )
 
 
-class SqlitePrimitives:
-    """Markers, sleeps, waits and step tries in the journal file."""
-
-    store: Store
-    #: The goal's view (its readable name, in messages) and compact table (written).
-    table: str
-    rows: str
-    #: Run id -> its key (``runs.num``), for the runs this storage met.
-    run_keys: dict[str, int]
-
-    def key_of_run(self, run_id: str) -> int:
-        """The key (``runs.num``) of run ``run_id``; 0 for ``'*'`` (a goal-scoped marker's),
-        -1 (no row has it) for a run that does not exist."""
-        if run_id == "*":
-            return 0
-        key = self.run_keys.get(run_id)
-        if key is None:
-            found = self.store.query("SELECT num FROM runs WHERE id = ?", (run_id,))
-            if not found or found[0][0] is None:
-                return -1
-            key = self.run_keys[run_id] = int(found[0][0])
-        return key
-
-    def function_key(self, name: str) -> FunctionKey:
-        """``functions.id`` of ``name``, made the first time the file sees it; or ``name``
-        itself, which the row then holds as text until its commit adds the name (see
-        ``SqliteStorage.write_steps``), when adding it now would wait or commit on an
-        event loop.
-
-        Never waits for a lock and never commits on a running event loop: a fresh
-        async step's commits go to a worker thread in power mode (commits.py), and
-        another connection may hold the write lock. A new name otherwise costs one
-        small commit, once per file and process.
-        """
-        store = self.store
-        key: FunctionKey | None = store.function_keys.get(name)
-        if key is not None:
-            return key
-        aio = sys.modules.get("asyncio")
-        if aio is not None and aio._get_running_loop() is not None:
-            return name
-        with store.try_write() as c:
-            if c is None:
-                return name  # stored as text this time; its commit adds it
-            made = self.intern(c, name)
-        store.function_keys[name] = made
-        return made
-
-    def intern(self, c: sqlite3.Connection, name: str) -> int:
-        """Inside a write transaction: ``functions.id`` of ``name``, added if new. Not
-        remembered here: the caller does once the transaction commits."""
-        c.execute("INSERT OR IGNORE INTO functions (name) VALUES (?)", (name,))
-        (made,) = c.execute("SELECT id FROM functions WHERE name = ?", (name,)).fetchone()
-        return int(made)
-
-    # -- markers -------------------------------------------------------------------
-
-    def _place(self, at: MarkerAt) -> _Place:
-        if at.scope == "global":
-            return _Place(
-                GLOBAL_TABLE,
-                "key = ?",
-                (at.name,),
-                (("holder_goal", at.goal),),
-                "'marker'",
-                False,
-            )
-        return _Place(
-            self.rows,
-            "run = ? AND key = ?",
-            (self.key_of_run(at.run), at.name),
-            (("kind", "marker"),),
-            "kind",
-            True,
-        )
-
-    def marker(self, at: MarkerAt) -> MarkerRecord | None:
-        p = self._place(at)
-        rows = self.store.query(p.select(), p.ids)
-        return MarkerRecord(*rows[0][:9]) if rows else None
-
-    def claim_marker(
-        self, at: MarkerAt, holder: tuple[int, str, str, str], now: float, attempt: int
-    ) -> MarkerClaim:
-        p = self._place(at)
-        with self.store.write() as c:
-            row = c.execute(p.select(), p.ids).fetchone()
-            if row is None:
-                cols = [col for col, _ in p.insert_cols]
-                vals = [val for _, val in p.insert_cols]
-                id_cols = ["key"] if p.table == GLOBAL_TABLE else ["run", "key"]
-                names = [
-                    *id_cols,
-                    *cols,
-                    "status",
-                    "started" if p.compact else "started_at",
-                    "attempt",
-                    "claims",
-                    "crashes",
-                    "holder_pid",
-                    "holder_host",
-                    "holder_run",
-                    "holder_token",
-                    "checksum",
-                ]
-                started: int | str = utc_us(now) if p.compact else utc_iso(now)
-                values = [*p.ids, *vals, "pending", started, attempt, 1, 0, *holder]
-                values.append(marker_sum(at.run, at.name, "pending"))
-                c.execute(
-                    f'INSERT INTO "{p.table}" ({", ".join(names)}) '
-                    f"VALUES ({', '.join('?' * len(values))})",
-                    values,
-                )
-                return MarkerClaim("marker", True, 1, 0)
-            kind, status, claims, crashes = row[:4]
-            old_token = row[8]
-            if (
-                kind == "marker"
-                and row[9] is not None
-                and row[9] != marker_sum(at.run, at.name, status)
-            ):
-                raise damaged_marker(at.name, at.run, at.goal, at.scope)
-            claims, crashes = claims or 0, crashes or 0
-            if kind != "marker" or status == "done":
-                return MarkerClaim(kind, False, claims, crashes)
-            # 'pending' under both locks: its holder died inside the block
-            # (a live holder keeps the lock file). 'failed': the block raised.
-            if status == "pending":
-                crashes += 1
-            claims += 1
-            extra = "".join(f", {col} = ?" for col, _ in p.insert_cols if col != "kind")
-            extra_vals = [val for col, val in p.insert_cols if col != "kind"]
-            times = (
-                "started = ?, duration = NULL"
-                if p.compact
-                else "started_at = ?, finished_at = NULL, duration_ms = NULL"
-            )
-            cur = c.execute(
-                f"UPDATE \"{p.table}\" SET status = 'pending', {times}, attempt = ?, claims = ?, "
-                f"crashes = ?, holder_pid = ?, holder_host = ?, holder_run = ?, "
-                f"holder_token = ?, error = NULL, traceback = NULL, checksum = ?{extra} "
-                f"WHERE {p.where} AND status = ? AND holder_token IS ?",
-                [
-                    utc_us(now) if p.compact else utc_iso(now),
-                    attempt,
-                    claims,
-                    crashes,
-                    *holder,
-                    marker_sum(at.run, at.name, "pending"),
-                    *extra_vals,
-                    *p.ids,
-                    status,
-                    old_token,
-                ],
-            )
-            if cur.rowcount != 1:  # cannot happen inside one write transaction
-                raise LetItLoopError(
-                    f"marker {at.name!r} (scope={at.scope!r}): the row changed while claiming it"
-                )
-        return MarkerClaim("marker", True, claims, crashes)
-
-    def finish_marker(
-        self,
-        at: MarkerAt,
-        token: str,
-        now: float,
-        duration_ms: float,
-        failure: tuple[str, str, int] | None,
-    ) -> tuple[bool, MarkerRecord | None]:
-        p = self._place(at)
-        where = f"WHERE {p.where} AND status = 'pending' AND holder_token = ?"
-        # A goal's compact row: its end is its start plus its duration.
-        ended: tuple[int | str | float, ...]
-        if p.compact:
-            times, ended = "duration = ? - started", (utc_us(now),)
-        else:
-            times, ended = "finished_at = ?, duration_ms = ?", (utc_iso(now), duration_ms)
-        with self.store.write() as c:
-            if failure is None:
-                cur = c.execute(
-                    f"UPDATE \"{p.table}\" SET status = 'done', {times}, checksum = ? {where}",
-                    (*ended, marker_sum(at.run, at.name, "done"), *p.ids, token),
-                )
-            else:
-                error, traceback, interrupted = failure
-                cur = c.execute(
-                    f"UPDATE \"{p.table}\" SET status = 'failed', {times}, error = ?, "
-                    f"traceback = ?, crashes = coalesce(crashes, 0) + ?, checksum = ? {where}",
-                    (
-                        *ended,
-                        error,
-                        traceback,
-                        interrupted,
-                        marker_sum(at.run, at.name, "failed"),
-                        *p.ids,
-                        token,
-                    ),
-                )
-            if cur.rowcount == 1:
-                return False, None
-            row = c.execute(p.select(), p.ids).fetchone()
-        return True, None if row is None else MarkerRecord(*row[:9])
-
-    # -- the run's primitives ------------------------------------------------------
+class SqlitePrimitives(SqliteMarkers):
+    """Markers (``SqliteMarkers``), sleeps, waits and step tries in the journal file."""
 
     def write_running(self, rows: Sequence[Sequence[Any]]) -> None:
         compact = [

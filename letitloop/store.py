@@ -15,13 +15,14 @@ import contextlib
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import migrate as _migrations
 from .connect import connect_readonly, connect_writable
-from .connections import guard_fork
+from .connections import close_unclosed, guard_fork
 from .errors import JournalFileError, LetItLoopError
 from .files import resolve_path
 from .goals import (
@@ -115,6 +116,9 @@ class Store:
                 connect_readonly(self, live)
             else:
                 connect_writable(self, migrate)
+        # Garbage without close(): its connection is closed where a fork waits for it
+        # (sqlite3 would close it in the collection, outside any lock a fork takes).
+        weakref.finalize(self, close_unclosed, self.conn).atexit = False
 
     # -- transactions --------------------------------------------------------
 

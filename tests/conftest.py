@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import threading
@@ -17,13 +18,15 @@ import pytest
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Spread the tests over pyproject's two xdist workers one by one, except those that share.
 
-    A test in a class goes with its class, and every test of a file that
-    defines a module-scoped fixture (a chain of killed processes, a served
-    app) or says ``# xdist: one worker`` (its tests share module state) goes
-    with its file, so such a fixture runs once; any other test is
-    handed to whichever worker is free, so one long file no longer keeps a
-    worker busy while the other idles. (xdist's own ``loadgroup`` marks do not
-    reach its scheduler under pytest 9, which names nodes from ``_id``.)
+    A test in a class goes with its class; the tests that use a module-scoped
+    fixture (a chain of killed processes, a served app), directly or through
+    another fixture of their file, go together with their classes, so such a
+    fixture runs once; every test of a file that says ``# xdist: one worker``
+    (its tests share module state) or has an autouse module-scoped fixture goes
+    with its file. Any other test is handed to whichever worker is free, so one
+    long file no longer keeps a worker busy while the other idles. (xdist's own
+    ``loadgroup`` marks do not reach its scheduler under pytest 9, which names
+    nodes from ``_id``.)
     """
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
@@ -32,21 +35,76 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class Scheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            if _keeps_its_tests_together(root / module):
+            sharing = _sharing(root / module)
+            if sharing is None:
                 return module
             name = nodeid.split("[", 1)[0]  # a parameter may hold "::"
+            if name.split("::")[1] in sharing:
+                return f"{module}::(module-scoped fixtures)"
             return name.rsplit("::", 1)[0] if name.count("::") > 1 else nodeid
 
     return Scheduling(config, log)
 
 
 @functools.cache
-def _keeps_its_tests_together(path: Path) -> bool:
+def _sharing(path: Path) -> frozenset[str] | None:
+    """The top-level tests and classes of the file at ``path`` that use a module-scoped
+    fixture of the file; None: every test of the file goes with the file."""
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError:
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    if "# xdist: one worker" in text:
+        return None
+    fixtures: dict[str, set[str]] = {}  # fixture: the fixtures it asks for
+    shared: set[str] = set()  # the module-scoped ones
+    for node in tree.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            target = call.func if call else decorator
+            if not (isinstance(target, ast.Attribute) and target.attr == "fixture"):
+                continue
+            options = {
+                k.arg: k.value.value
+                for k in (call.keywords if call else [])
+                if isinstance(k.value, ast.Constant)
+            }
+            name = str(options.get("name", node.name))
+            fixtures[name] = {a.arg for a in node.args.args}
+            if options.get("scope") == "module":
+                if options.get("autouse") is True:
+                    return None
+                shared.add(name)
+    grew = True
+    while grew:  # a fixture that asks for a shared one is shared with it
+        grew = False
+        for name, asks in fixtures.items():
+            if name not in shared and asks & shared:
+                shared.add(name)
+                grew = True
+    if not shared:
+        return frozenset()
+
+    def uses(node: ast.AST) -> bool:
+        for inner in ast.walk(node):
+            if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                {a.arg for a in inner.args.args} & shared
+            ):
+                return True
+            if isinstance(inner, ast.Constant) and inner.value in shared:
+                return True  # @pytest.mark.usefixtures("name")
         return False
-    return 'scope="module"' in text or "# xdist: one worker" in text
+
+    return frozenset(
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name.startswith(("Test", "test"))
+        and uses(node)
+    )
 
 
 @pytest.fixture

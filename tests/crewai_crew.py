@@ -216,9 +216,9 @@ class ScriptedModel(BaseLLM):
 # -- the crews -------------------------------------------------------------------------
 
 
-def research_crew(native: bool, topic_note: str = "") -> Crew:
-    model = ScriptedModel(model="scripted-1", native=native)
-    researcher = Agent(
+def make_researcher(model: ScriptedModel) -> Agent:
+    """The researcher both crews have: searches the notes and counts words."""
+    return Agent(
         role="Researcher",
         goal="Find what the notes say",
         backstory="Reads notes.",
@@ -227,6 +227,11 @@ def research_crew(native: bool, topic_note: str = "") -> Crew:
         allow_delegation=False,
         max_iter=8,
     )
+
+
+def research_crew(native: bool, topic_note: str = "") -> Crew:
+    model = ScriptedModel(model="scripted-1", native=native)
+    researcher = make_researcher(model)
     writer = Agent(
         role="Writer",
         goal="Write a short report",
@@ -264,15 +269,7 @@ def research_crew(native: bool, topic_note: str = "") -> Crew:
 
 def delegating_crew(native: bool) -> Crew:
     model = ScriptedModel(model="scripted-1", native=native)
-    researcher = Agent(
-        role="Researcher",
-        goal="Find what the notes say",
-        backstory="Reads notes.",
-        llm=model,
-        tools=[search, WordCount()],
-        allow_delegation=False,
-        max_iter=8,
-    )
+    researcher = make_researcher(model)
     manager = Agent(
         role="Manager",
         goal="Get the report written",

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,23 +135,44 @@ def forked_exit_code(child: Callable[[], int], timeout: float = 20.0) -> int | N
     """Fork; the child runs ``child()`` and leaves with its status through ``os._exit``
     (1 if it raised). The child's exit code, or None when it was still running after
     ``timeout`` seconds (it hung: it is SIGKILLed and reaped)."""
-    pid = os.fork()
-    if pid == 0:  # the child
-        status = 1
-        try:
-            status = child()
-        finally:
-            os._exit(status)
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return None
+    return forked_exit_codes([child], timeout, at_once=1)[0]
+
+
+def forked_exit_codes(
+    children: Sequence[Callable[[], int]], timeout: float = 20.0, at_once: int = 8
+) -> list[int | None]:
+    """:func:`forked_exit_code` for each of ``children``, forked in their order with up to
+    ``at_once`` of them running together: their exit codes in that order (None: hung).
+
+    A child mostly waits (for the disk); forking the next ones meanwhile, from the
+    same parent in the same state, costs the parent nothing, so a test that forks
+    a hundred does not wait for each in turn. ``timeout`` counts from each child's fork.
+    """
+    codes: list[int | None] = [None] * len(children)
+    running: dict[int, tuple[int, float]] = {}  # pid: (its index, its deadline)
+    waiting = list(enumerate(children))[::-1]
+    while waiting or running:
+        while waiting and len(running) < at_once:
+            i, child = waiting.pop()
+            pid = os.fork()
+            if pid == 0:  # the child
+                status = 1
+                try:
+                    status = child()
+                finally:
+                    os._exit(status)
+            running[pid] = (i, time.monotonic() + timeout)
+        for pid, (i, deadline) in list(running.items()):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                codes[i] = os.waitstatus_to_exitcode(status)
+                del running[pid]
+            elif time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                del running[pid]
         time.sleep(0.002)
+    return codes
 
 
 def sqlite_store(j: Journal) -> Store:

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,19 @@ def run_python(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def run_pythons(
+    scripts: dict[int, tuple[str, Path]], at_once: int = 4
+) -> dict[int, subprocess.CompletedProcess[str]]:
+    """:func:`run_python` for each (code, folder), ``at_once`` of them running together (each
+    in a folder of its own; most of a block's time is spent waiting for its file): the
+    results by the same keys, in their order."""
+    with ThreadPoolExecutor(at_once) as pool:
+        running = {
+            i: pool.submit(run_python, code, folder) for i, (code, folder) in scripts.items()
+        }
+        return {i: done.result() for i, done in running.items()}
+
+
 #: Put before a Quickstart program, as it is, to see its calls: each call of one of its
 #: functions is a line of calls.log, and the call named by $KILL_IN stops and waits to be
 #: SIGKILLed (killed.flag says it is there). The program itself is not changed.
@@ -268,6 +282,7 @@ class TestThePythonBlocks:
     def test_every_block_runs(self, tmp_path: Path) -> None:
         found = blocks("python")
         assert len(found) >= 5
+        scripts = {}
         for i, code in enumerate(found):
             before, after = around(code)
             if "langgraph" in code:
@@ -276,8 +291,9 @@ class TestThePythonBlocks:
                 continue
             folder = tmp_path / f"block{i}"
             folder.mkdir()
-            r = run_python(before + code + after, folder)
-            assert r.returncode == 0, f"block {i}:\n{code}\n{r.stderr}"
+            scripts[i] = (before + code + after, folder)
+        for i, r in run_pythons(scripts).items():
+            assert r.returncode == 0, f"block {i}:\n{found[i]}\n{r.stderr}"
 
     def test_every_setup_above_is_for_a_block_that_exists(self) -> None:
         found = [around(code) for code in blocks("python")]
@@ -660,6 +676,7 @@ class TestTheDocsPages:
     def test_every_python_block_runs_as_printed_or_says_why_not(self, tmp_path: Path) -> None:
         found = docs_blocks()
         assert len(found) >= 15
+        scripts = {}
         for i, (page, code) in enumerate(found):
             key = block_key(page, code)
             if key in ILLUSTRATIVE:
@@ -674,7 +691,9 @@ class TestTheDocsPages:
             before, after = DOCS_AROUND[key]
             folder = tmp_path / f"block{i}"
             folder.mkdir()
-            r = run_python(before + code + after, folder)
+            scripts[i] = (before + code + after, folder)
+        for i, r in run_pythons(scripts).items():
+            page, code = found[i]
             assert r.returncode == 0, f"{page}:\n{code}\n{r.stderr}"
 
     def test_every_setup_and_reason_is_for_a_block_that_exists(self) -> None:
