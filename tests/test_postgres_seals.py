@@ -173,7 +173,12 @@ class TestASealedRunOnPostgres:
             head = conn.execute("SELECT seal FROM ll_seals WHERE n = 13").fetchone()
             assert head is not None
             seal = head[0]
-            tables = [t for (t,) in conn.execute("SELECT tablename FROM pg_tables").fetchall()]
+            tables = [
+                t
+                for (t,) in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                ).fetchall()
+            ]
             stored = "".join(
                 str(conn.execute(f"SELECT t::text FROM {t} AS t").fetchall())
                 for t in tables
@@ -346,6 +351,34 @@ def wait_rows(location: str) -> list[tuple[Any, ...]]:
         return conn.execute(
             "SELECT key, status, result, error FROM ll_journal WHERE kind = 'wait'"
         ).fetchall()
+
+
+class TestAnEncryptedGoalDroppedByLilGcOnPostgres:
+    def test_its_key_check_goes_with_it_so_a_new_goal_of_its_name_may_use_another_key(
+        self,
+    ) -> None:
+        pytest.importorskip("cryptography")
+        import psycopg
+
+        location = pg_server.location()
+        done = python(ENCRYPTED, location, "end", LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY)
+        assert done.returncode == 0, done.stdout + done.stderr
+        with psycopg.connect(location, autocommit=True) as conn:
+            assert [g for (g,) in conn.execute("SELECT goal FROM ll_key_checks")] == ["g"]
+        args = ["gc", "--older-than", "0s", "--yes"]
+        gc = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", location, *args],
+            cwd=ROOT,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert gc.returncode == 0, gc.stdout + gc.stderr
+        with psycopg.connect(location, autocommit=True) as conn:
+            assert conn.execute("SELECT goal FROM ll_key_checks").fetchall() == []
+        other = python(ENCRYPTED, location, "end", LETITLOOP_ENCRYPTION_KEY="o" * 16 + "-other")
+        assert other.returncode == 0 and "called a" in other.stdout, other.stdout + other.stderr
 
 
 class TestAValueSentIntoAnEncryptedRunOnPostgres:
