@@ -60,6 +60,8 @@ class MemoryDatabase:
         self.traces: dict[tuple[str, int], str] = {}
         #: Each sealed run's chain: run id -> its entries in order (memory_seals.py).
         self.seals: dict[str, list[Entry]] = {}
+        #: Each encrypted goal's key check value (encryption.Cipher.check): goal -> check.
+        self.key_checks: dict[str, str] = {}
         #: What is held, by slot (("run", id), ("marker", name)) -> the hold that
         #: holds it, and the connection it was taken through.
         self.holds: dict[tuple[str, str], tuple[object, MemoryConnection]] = {}

@@ -317,6 +317,16 @@ class MemoryStorage(MemoryPrimitives):
             rows = [r for r in db.rows(self.goal) if r["run"] == run_id]
             self.sealing[run_id] = start_sealing(db.seals, rows, run_id, secret)
 
+    def key_check(self, goal: str, check: str | None, now: float) -> str | None:
+        """The check value of the key ``goal``'s values are encrypted with; ``check`` is
+        recorded first when none is (the first opener's wins)."""
+        with self._read():
+            stored = self.db.key_checks.get(goal)  # a read; a write only the first time
+        if stored is not None or check is None:
+            return stored
+        with self._write() as db:
+            return db.key_checks.setdefault(goal, check)
+
     def _done(self, run_id: str, prefix: str = "") -> list[Done]:
         return [
             (r["key"], r["fn"], r["args_fp"], r.rowid, r["checksum"])

@@ -221,8 +221,9 @@ def seal(j: Journal, storage: Storage, secret: bytes) -> None:
 def check_key(j: Journal, storage: Storage) -> None:
     """Refuse (EncryptionKeyError) to open ``j``'s goal with another encryption key than its
     values are encrypted with, or without one, before anything is written; record the key's
-    check value when the goal has none (encryption.py, sqlite_keychecks.py). A store that
-    keeps no check value (PostgreSQL, memory) is not checked here."""
+    check value when the goal has none (encryption.py; SQLite's sqlite_keychecks.py,
+    PostgreSQL's ``ll_key_checks``, memory's ``key_checks``). A store that keeps no check
+    value (one without ``key_check``) is not checked here."""
     checked = getattr(storage, "key_check", None)
     if checked is None:
         return

@@ -163,6 +163,12 @@ CHANNEL = "letitloop"
 
 
 #: An attempt's row, with the ``lil watch`` that started its process (migration 0006).
+#: A goal's encryption key check (migration 0008; opening.check_key).
+_KEY_CHECK = "SELECT key_check FROM ll_key_checks WHERE goal = %s"
+_RECORD_KEY_CHECK = (
+    "INSERT INTO ll_key_checks (goal, key_check, set_at) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+)
+
 _INSERT_ATTEMPT = (
     "INSERT INTO ll_attempts (run, attempt, pid, host, started_at, version, watch_id, "
     "watch_attempt) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
@@ -719,6 +725,17 @@ class PostgresStorage:
         """Chain the run's final rows under ``secret`` from now on (postgres_seals.py)."""
         with self._tx() as c:
             self.sealing[run_id] = start_sealing(c, self.goal, run_id, secret)
+
+    def key_check(self, goal: str, check: str | None, now: float) -> str | None:
+        """The check value of the key ``goal``'s values are encrypted with (``ll_key_checks``,
+        migration 0008); ``check`` is recorded first when none is, in a transaction of its own
+        (the first opener's value wins: the read after the insert sees the one committed)."""
+        rows = self._run(_KEY_CHECK, (goal,))  # a read; a write only the first time
+        if rows or check is None:
+            return str(rows[0][0]) if rows else None
+        with self._tx(fenced=False) as c:
+            c.execute(_RECORD_KEY_CHECK, (goal, check, utc_iso(now)))
+            return str(c.execute(_KEY_CHECK, (goal,)).fetchone()[0])
 
     def leave_waiting(self, run_id: str, now: float) -> None:
         self._end_run(run_id, "status = 'waiting', updated_at = %s", (utc_iso(now),))

@@ -173,7 +173,12 @@ class TestASealedRunOnPostgres:
             head = conn.execute("SELECT seal FROM ll_seals WHERE n = 13").fetchone()
             assert head is not None
             seal = head[0]
-            tables = [t for (t,) in conn.execute("SELECT tablename FROM pg_tables").fetchall()]
+            tables = [
+                t
+                for (t,) in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                ).fetchall()
+            ]
             stored = "".join(
                 str(conn.execute(f"SELECT t::text FROM {t} AS t").fetchall())
                 for t in tables
@@ -304,8 +309,111 @@ class TestAnEncryptedRunOnPostgres:
         location = pg_server.location()
         python(ENCRYPTED, location, "kill", LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY)
         wrong = python(ENCRYPTED, location, "end", LETITLOOP_ENCRYPTION_KEY="w" * 16 + "-wrong")
-        assert "EncryptionKeyError" in wrong.stdout and "does not decrypt" in wrong.stdout
+        # Refused when the journal opens (ll_key_checks, migration 0008), before a replay.
+        assert "EncryptionKeyError" in wrong.stdout, wrong.stdout + wrong.stderr
+        assert "encrypted with another key" in wrong.stdout
         assert "called a" not in wrong.stdout and SECRET not in wrong.stdout
+
+
+#: Run "r1" of goal "w" waits for "approval" (stop_after=0: exit 75 while it waits), then
+#: prints the value's note.
+WAITER = """
+import sys
+from letitloop import Journal
+from letitloop.errors import LetItLoopError
+
+try:
+    with Journal("w", path=sys.argv[1], run="r1") as j:
+        print("got", j.wait_for("approval", stop_after=0)["note"], flush=True)
+except LetItLoopError as exc:
+    print(type(exc).__name__, exc, flush=True)
+"""
+
+SENT = '{"note": "' + SECRET + '-sent"}'
+
+
+def lil_send(location: str, key: str | None) -> subprocess.CompletedProcess[str]:
+    extra = {} if key is None else {"LETITLOOP_ENCRYPTION_KEY": key}
+    return subprocess.run(
+        [sys.executable, "-m", "letitloop", "--db", location, "send", "w", "approval", SENT],
+        cwd=ROOT,
+        env=env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def wait_rows(location: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(location, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT key, status, result, error FROM ll_journal WHERE kind = 'wait'"
+        ).fetchall()
+
+
+class TestAnEncryptedGoalDroppedByLilGcOnPostgres:
+    def test_its_key_check_goes_with_it_so_a_new_goal_of_its_name_may_use_another_key(
+        self,
+    ) -> None:
+        pytest.importorskip("cryptography")
+        import psycopg
+
+        location = pg_server.location()
+        done = python(ENCRYPTED, location, "end", LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY)
+        assert done.returncode == 0, done.stdout + done.stderr
+        with psycopg.connect(location, autocommit=True) as conn:
+            assert [g for (g,) in conn.execute("SELECT goal FROM ll_key_checks")] == ["g"]
+        args = ["gc", "--older-than", "0s", "--yes"]
+        gc = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", location, *args],
+            cwd=ROOT,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert gc.returncode == 0, gc.stdout + gc.stderr
+        with psycopg.connect(location, autocommit=True) as conn:
+            assert conn.execute("SELECT goal FROM ll_key_checks").fetchall() == []
+        other = python(ENCRYPTED, location, "end", LETITLOOP_ENCRYPTION_KEY="o" * 16 + "-other")
+        assert other.returncode == 0 and "called a" in other.stdout, other.stdout + other.stderr
+
+
+class TestAValueSentIntoAnEncryptedRunOnPostgres:
+    """``lil send`` reads the goal's key check (``ll_key_checks``) as it does a file's."""
+
+    def test_without_the_key_it_is_refused_in_one_line_and_nothing_is_written(self) -> None:
+        pytest.importorskip("cryptography")
+        location = pg_server.location()
+        waiting = python(WAITER, location, LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY)
+        assert waiting.returncode == 75, waiting.stdout + waiting.stderr
+        before = wait_rows(location)
+        assert [r[1] for r in before] == ["waiting"]
+        sent = lil_send(location, None)
+        assert sent.returncode == 1, sent.stdout + sent.stderr
+        assert sent.stderr.count("\n") == 1 and "Traceback" not in sent.stderr
+        assert "values are encrypted and this send has no key" in sent.stderr, sent.stderr
+        assert wait_rows(location) == before
+
+    def test_with_another_key_it_is_refused_and_nothing_is_written(self) -> None:
+        pytest.importorskip("cryptography")
+        location = pg_server.location()
+        assert python(WAITER, location, LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY).returncode == 75
+        before = wait_rows(location)
+        sent = lil_send(location, "w" * 16 + "-wrong")
+        assert sent.returncode == 1, sent.stdout + sent.stderr
+        assert "encrypted with another key" in sent.stderr, sent.stderr
+        assert wait_rows(location) == before
+
+    def test_into_a_goal_that_is_not_encrypted_it_is_stored_as_sent(self) -> None:
+        pytest.importorskip("cryptography")
+        location = pg_server.location()
+        assert python(WAITER, location).returncode == 75
+        sent = lil_send(location, ENCRYPTION_KEY)  # a key in the sender's environment
+        assert sent.returncode == 0, sent.stderr
+        assert python(WAITER, location).stdout == f"got {SECRET}-sent\n"
 
 
 class TestAKeptHeadThatIsStale:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..checksums import pause_sum, row_damaged
+from ..encryption import encrypted
 from ..errors import JournalFileError, LetItLoopError
 from ..memory_database import MemoryDatabase, Row, existing
 from ..memory_seals import chain_row
@@ -256,6 +257,18 @@ class MemoryInspector:
             entries = list(db.seals.get(run.id, ()))
             return entries, [chain_row(r) for r in self._rows_of(run.goal, run.id)]
 
+    def key_check(self, run: RunInfo) -> str | None:
+        """The check value of the key ``run``'s goal is encrypted with (recorded by the first
+        journal that opened the goal with a key: ``key_checks``); ``""`` when none is recorded
+        but the run holds encrypted values; None when it holds none (control.py's send)."""
+        with self._reading() as db:
+            stored = db.key_checks.get(run.goal)
+            if stored is not None:
+                return stored
+            rows = self._rows_of(run.goal, run.id)
+            held = any(encrypted(r["result"]) or encrypted(r["error"]) for r in rows)
+        return "" if held or encrypted(run.input_json) else None
+
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         with self._reading() as db:
             found = sorted((a for a in db.attempts if a[0] == run_id), key=lambda a: a[1])
@@ -467,6 +480,7 @@ class MemoryInspector:
             for goal in gone:
                 for row in db.goals.pop(goal).values():
                     db.by_rowid.pop(row.rowid, None)
+                db.key_checks.pop(goal, None)  # no value is left under its key
         return gone
 
     def size(self) -> int:

@@ -136,6 +136,8 @@ class PostgresInspector(MemoryInspector):
 
         for (goal,) in c.execute("SELECT goal FROM ll_goals").fetchall():
             db.goals[goal] = {}
+        # Every goal's key check (a row per encrypted goal), even in one run's snapshot.
+        db.key_checks = dict(c.execute("SELECT goal, key_check FROM ll_key_checks").fetchall())
         top = 0
         for num, *values in c.execute(
             f"SELECT num, {', '.join(_RUN_COLUMNS)} FROM ll_runs{of_run('id')} ORDER BY num",
@@ -221,6 +223,10 @@ class PostgresInspector(MemoryInspector):
         with self._of_run(run_id):
             return super().attempt_replays(run_id)
 
+    def key_check(self, run: RunInfo) -> str | None:
+        with self._of_run(run.id):
+            return super().key_check(run)
+
     @contextlib.contextmanager
     def _changing(self) -> Iterator[MemoryDatabase]:
         self._check()
@@ -233,7 +239,8 @@ class PostgresInspector(MemoryInspector):
         with self.conn.transaction():
             if self._has_tables():
                 self.conn.execute(
-                    "LOCK TABLE ll_goals, ll_runs, ll_journal, ll_tries, ll_replays, ll_attempts "
+                    "LOCK TABLE ll_goals, ll_runs, ll_journal, ll_tries, ll_replays, ll_attempts, "
+                    "ll_key_checks "
                     "IN EXCLUSIVE MODE"
                 )
             before = self._load()
@@ -248,6 +255,8 @@ class PostgresInspector(MemoryInspector):
         c = self.conn
         for goal in before.goals.keys() - after.goals.keys():
             c.execute("DELETE FROM ll_goals WHERE goal = %s", (goal,))
+        for goal in before.key_checks.keys() - after.key_checks.keys():
+            c.execute("DELETE FROM ll_key_checks WHERE goal = %s", (goal,))
         for goal in after.goals.keys() - before.goals.keys():
             c.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
         for run_id in before.runs.keys() - after.runs.keys():
