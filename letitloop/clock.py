@@ -40,8 +40,10 @@ def utc_us(t: float) -> int:
 
     ``goals.iso_sql(utc_us(t))`` is exactly ``utc_iso(t)``.
     """
-    second = int(t)
-    return second * 1_000_000 + round((t - second) * 1_000_000)
+    # int(t) and round(x), by the methods they call: a step computes two of these,
+    # and the builtins' dispatch is most of their cost (0.1 µs each).
+    second = t.__trunc__()
+    return second * 1_000_000 + ((t - second) * 1_000_000).__round__()
 
 
 def iso_us(text: str) -> int:

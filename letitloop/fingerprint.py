@@ -135,9 +135,20 @@ class Fingerprinter:
             if not kwargs:
                 if not args:
                     return ""
-                if len(args) == 1:
-                    return digest(args[0])
-                return " ".join(map(digest, args))
+                # An id, a URL: digest()'s first case inline, without a call per argument.
+                parts = []
+                for a in args:
+                    t = type(a)
+                    if t is str or t is int:
+                        try:
+                            h = _ARG_HASH.copy()
+                            h.update(pack(a))
+                            parts.append(h.hexdigest())
+                            continue
+                        except (OverflowError, UnicodeEncodeError):
+                            pass  # beyond 64 bits, a lone surrogate: digest() tags it
+                    parts.append(digest(a))
+                return parts[0] if len(parts) == 1 else " ".join(parts)
             parts = [digest(a) for a in args]
             parts += [f"{k}={digest(kwargs[k])}" for k in sorted(kwargs)]
             return " ".join(parts)

@@ -343,7 +343,9 @@ class StepKeys:
     def release(self, name: str, owner: object) -> None:
         """The call of ``name`` by ``owner`` is over (returned or raised)."""
         with self.lock:
-            owners = self._in_flight[name]
-            owners.remove(owner)
-            if not owners:
-                del self._in_flight[name]
+            in_flight = self._in_flight
+            owners = in_flight[name]
+            if len(owners) == 1:  # the usual call: its one owner (who is ``owner``)
+                del in_flight[name]
+            else:
+                owners.remove(owner)

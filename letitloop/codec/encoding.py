@@ -26,6 +26,7 @@ from .plain import (
     _WALK_MAX,
     _chain,
     _finite,
+    _plain_few,
     _plain_scan,
     _plain_small,
     _plain_values,
@@ -195,26 +196,28 @@ _BUILTIN_ENCODERS: dict[type, Callable[[Any, CodecRegistry, int], Any]] = {
 
 def _encode(value: Any, reg: CodecRegistry) -> str:
     t = type(value)
-    if (t is dict or t is list) and not set(
-        map(type, value.values() if t is dict else value)
-    ) <= _JSON_TYPES:
-        scan = None  # a typed value at the top (the usual place): go tag at once
+    if t is dict or t is list:
+        small = _plain_few(value)  # the usual result: a few values, checked where they are
+        if small is None and not set(map(type, value.values() if t is dict else value)) <= (
+            _JSON_TYPES
+        ):
+            small = False  # a typed value at the top of a large one: go tag at once
     else:
         small = _plain_small(value)
-        if small:
-            scan = None
-            try:
-                out = _encoder.encode(value)
-            except (ValueError, OverflowError, TypeError, msgspec.EncodeError):
-                pass  # a lone surrogate or an int too long for decimal text: tagged below
-            else:
-                if len(out) <= _MAX_INT_DIGITS:
-                    return out.decode("utf-8")
-                text = _plain_text(value, out)
-                if text is not None:
-                    return text
+    if small:
+        scan = None
+        try:
+            out = _encoder.encode(value)
+        except (ValueError, OverflowError, TypeError, msgspec.EncodeError):
+            pass  # a lone surrogate or an int too long for decimal text: tagged below
         else:
-            scan = None if small is False else _plain_scan(value)
+            if len(out) <= _MAX_INT_DIGITS:
+                return out.decode("utf-8")
+            text = _plain_text(value, out)
+            if text is not None:
+                return text
+    else:
+        scan = None if small is False else _plain_scan(value)
     if scan is not None:
         try:
             out = _encoder.encode(value)
