@@ -151,12 +151,9 @@ def _sending_cipher(
     """The cipher a value sent to ``run`` is encrypted with: the key given (or
     ``LETITLOOP_ENCRYPTION_KEY``) when the run's goal is encrypted; None (the value stored as
     sent) when it is not. EncryptionKeyError for an encrypted goal and no key, or another.
-    An inspector that records no key check (``key_check``) encrypts whenever a key is given."""
+    """
     cipher = env_cipher() if encryption_key is None else make_cipher(encryption_key)
-    read = getattr(journal, "key_check", None)
-    if read is None:
-        return cipher
-    stored = read(run)
+    stored = journal.key_check(run)
     refused = key_refusal(where, stored, cipher, doing="this send")
     if refused is not None:
         raise refused

@@ -97,8 +97,7 @@ def _contended(chain: Chain) -> JournalFileError:
         f"run {chain.run_id}: expected to add entry {chain.n + 1} to its sealed chain; found "
         f"another writer adding entries at the same time. Nothing was written; the run's "
         f"rows are written by one holder at a time: is a second process writing them "
-        f"outside letitloop?",
-        run_id=chain.run_id,
+        f"outside letitloop?"
     )
 
 

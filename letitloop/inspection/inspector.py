@@ -127,6 +127,12 @@ class Inspector(Protocol):
         newest id first, at most ``limit``."""
         ...
 
+    def key_check(self, run: RunInfo) -> str | None:
+        """The check value of the key ``run``'s goal is encrypted with (``key_checks``,
+        docs/audit.md); ``""`` when none is recorded but the run holds encrypted values;
+        None when its goal is not encrypted. ``lil send`` encrypts by it."""
+        ...
+
     def resumable_run_id(self, goal: str) -> str | None:
         """The run ``Journal(goal)`` resumes (``sqlite_storage.resumable_run_id``'s rule), or
         None when it would start a new one."""
