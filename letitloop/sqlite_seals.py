@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import SealKeyError
+from .chains import resume
 from .seals import FINAL, GENESIS, link, row_digest
 from .store import Store
 
@@ -109,17 +109,7 @@ def _check_head(c: sqlite3.Connection, num: int, run_id: str, secret: bytes) -> 
         "ORDER BY n DESC LIMIT 2",
         (num,),
     ).fetchall()
-    if last:
-        n, key, kind, status, d, seal = last[0]
-        prev = last[1][5] if len(last) > 1 else GENESIS
-        if link(secret, run_id, n, key, kind, status, d, prev) != seal:
-            raise SealKeyError(
-                f"run {run_id}: its chain's last entry ({n}, row {key!r}) was not sealed "
-                f"with this key, so its rows cannot be sealed with it: expected the key the "
-                f"run was sealed with (LETITLOOP_SEAL_KEY or seal=); if it is that key, the "
-                f"chain was altered: 'lil verify {run_id}' says where",
-                run_id=run_id,
-            )
+    resume(run_id, secret, last)  # SealKeyError: not sealed with this key (chains.py)
     return bool(last)
 
 

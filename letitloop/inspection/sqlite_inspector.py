@@ -34,6 +34,7 @@ from ..sqlite_keychecks import stored_check
 from ..sqlite_seals import adopt
 from ..sqlite_storage import resumable_run_id
 from ..store import Store
+from .decrypting import Decrypting
 from .inspector import Inspector, RunFilter, WaitAnswer
 from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow, row_info
 from .sqlite_fixture import copy_run_to_file
@@ -64,9 +65,6 @@ _COMPACT_ROW_COLUMNS = (
 #: What a reader shows for an encrypted error or input without the key.
 ENCRYPTED_NOTE = "(encrypted: set LETITLOOP_ENCRYPTION_KEY to read it)"
 
-#: The inspector's cipher before it first needs it.
-_UNREAD = object()
-
 #: A row's marker fields (claims … holder_run) when it is not a marker.
 _NO_HOLDER = (None, None, None, None, None)
 
@@ -80,7 +78,7 @@ class SqliteInspector:
     def __init__(self, store: Store) -> None:
         self.store = store
         #: The cipher of LETITLOOP_ENCRYPTION_KEY, read when an encrypted value is first met.
-        self._cipher: Any = _UNREAD
+        self._decrypting = Decrypting()
 
     @property
     def path(self) -> Path:
@@ -559,22 +557,9 @@ class SqliteInspector:
     # -- helpers -------------------------------------------------------------------------
 
     def _reading(self, text: Any, run_id: str, key: str, field: str) -> Any:
-        """Stored text as a reader shows it: decrypted with ``LETITLOOP_ENCRYPTION_KEY``
-        (letitloop/encryption.py), else (no key, another key) a note saying so; text that
-        is not encrypted, as it is."""
-        if not encrypted(text):
-            return text
-        if self._cipher is _UNREAD:
-            self._cipher = env_cipher()
-        # A value (JSON) stays as stored, which inspection.results reads as encrypted; a
-        # text (an error, a traceback) becomes a note.
-        value = field in ("result", "input", "run result")
-        if self._cipher is None:
-            return text if value else ENCRYPTED_NOTE
-        try:
-            return self._cipher.open(text, run_id, key, field)
-        except EncryptionKeyError as exc:
-            return text if value else f"(unreadable: {exc})"
+        """Stored text as a reader shows it (``Decrypting.text``: decrypted with
+        ``LETITLOOP_ENCRYPTION_KEY``, else a value as stored and a text as a note)."""
+        return self._decrypting.text(text, run_id, key, field)
 
     def _readable_run(self, run: RunRow) -> RunRow:
         if not (encrypted(run.error) or encrypted(run.input_json)):
