@@ -54,6 +54,11 @@ LAYERS: list[tuple[str, set[str]]] = [
             "pragmas",
             "sqlerrors",
             "goals",
+            "migration_files",
+            "migration_records",
+            "migration_sql",
+            "compact_migration",
+            "schema_file",
             "migrate",
             "storage",
             "schemes",
@@ -70,7 +75,12 @@ LAYERS: list[tuple[str, set[str]]] = [
             "memory_storage",
             "memory_seals",
             "row_rules",
+            "postgres_database",
+            "postgres_holding",
             "postgres_steps",
+            "postgres_connection",
+            "postgres_primitives",
+            "postgres_runs",
             "postgres_storage",
             "postgres_seals",
             "postgres_events",
@@ -114,6 +124,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "childproc",
             "recorder",
             "relaunch",
+            "deploycheck_target",
+            "deploycheck_copy",
             "deploycheck",
         },
     ),
@@ -158,9 +170,9 @@ CLI_ORDER = [
     "__init__",
 ]
 
-#: The web view's own modules (``lil ui``), bottom up: what a page shows, the pages as HTML,
-#: the app, its server.
-WEB_ORDER = ["views", "pages", "app", "server", "__init__"]
+#: The web view's own modules (``lil ui``), bottom up: what a page shows (a value, an
+#: attempts' timeline, the rest of a run), the pages as HTML, the app, its server.
+WEB_ORDER = ["values", "timeline", "views", "pages", "app", "server", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
 RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "testing", "checks", "__init__"]
@@ -179,8 +191,16 @@ INSPECTION_ORDER = [
     "state",
     "sqlite_fixture",
     "sqlite_rekey",
+    "sqlite_filters",
+    "sqlite_changes",
+    "sqlite_runs",
+    "sqlite_detail",
     "sqlite_inspector",
+    "memory_filters",
+    "memory_runs",
+    "memory_detail",
     "memory_inspector",
+    "postgres_snapshots",
     "postgres_inspector",
     "inspectors",
     "listing",
@@ -201,7 +221,7 @@ MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "rekey", "__init__"]
 MCP_ORDER = ["sessions", "calls", "server", "__init__"]
 
 #: The LangGraph adapter's own modules, bottom up: the saver's polled locks,
-#: tables and serde, LangChain's messages, a node's identity and retirement,
+#: tables and serde, LangChain's messages, a node's identity, its run's gate, retirement,
 #: the saver's reading, writing and thread changes, the saver, durable nodes.
 LANGGRAPH_ORDER = [
     "polled",
@@ -210,6 +230,7 @@ LANGGRAPH_ORDER = [
     "messages",
     "configs",
     "identity",
+    "gates",
     "retire",
     "reading",
     "writing",
@@ -251,7 +272,7 @@ DSPY_ORDER = ["lm", "tools", "__init__"]
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
-    ("migrate", "__init__"): "migrate.py reads letitloop.__version__",
+    ("migration_records", "__init__"): "migration_records.py reads letitloop.__version__",
     # The registry names each store's inspector beside its opener; the built-in memory
     # store's is imported when a memory:// journal is inspected, never before.
     ("schemes", "inspection"): "schemes.py opens the memory store's inspector",
@@ -372,6 +393,11 @@ STORE_MODULES = {
     "files",
     "goals",
     "sqlerrors",
+    "migration_files",
+    "migration_records",
+    "migration_sql",
+    "compact_migration",
+    "schema_file",
     "migrate",
     "locks",
     "sqlite_storage",
@@ -384,7 +410,12 @@ STORE_MODULES = {
     "memory_storage",
     "memory_seals",
     "row_rules",
+    "postgres_database",
+    "postgres_holding",
     "postgres_steps",
+    "postgres_connection",
+    "postgres_primitives",
+    "postgres_runs",
     "postgres_storage",
     "postgres_seals",
     "postgres_events",
@@ -502,10 +533,15 @@ OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control", "web.")
 #: them that speak SQL.
 SQLITE_INSPECTOR = {
     "inspection.sqlite_inspector",
+    "inspection.sqlite_filters",
+    "inspection.sqlite_changes",
+    "inspection.sqlite_runs",
+    "inspection.sqlite_detail",
     "inspection.sqlite_fixture",
     "inspection.sqlite_rekey",
     "inspection.journalfile",
     "inspection.postgres_inspector",
+    "inspection.postgres_snapshots",
 }
 
 #: Calls that run SQL: sqlite3's, and Store's.
