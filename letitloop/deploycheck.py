@@ -16,27 +16,27 @@ Code between steps runs, as in any resume (what it prints goes to stderr
 under ``lil check``). A durable call made while the module is imported (a
 script's ``print(sync(123))``) runs replay-only on the copy too; if it
 raises, the functions defined before it are checked all the same.
+
+Here: the report (:class:`RunCheck`, :class:`CheckReport`), one run's replay
+(:func:`replay_run`) and :func:`check`; the target is found by
+``deploycheck_target.py``, the copy made and read by ``deploycheck_copy.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import os
-import sqlite3
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from . import codec, patches
-from .connections import sqlite_entry
+from .deploycheck_copy import CHECK_NAME, copy_journal, recorded_patches, unfinished_runs
+from .deploycheck_target import durable_functions, load_target
 from .durable import Durable
 from .errors import (
     DamagedRowError,
@@ -48,16 +48,8 @@ from .errors import (
     error_text,
 )
 from .files import resolve_path
-from .inspection import open_journal_file
 from .journal import Journal
 from .schemes import scheme_of
-
-#: Statuses of the runs a check replays: the ones an opener may still resume.
-UNFINISHED = ("running", "failed", "waiting")
-
-#: What a checked run's name becomes on the copy, so a replay-only opener finds
-#: exactly that run (an unnamed one is otherwise found by its input).
-CHECK_NAME = "lil-check:"
 
 
 @dataclass(frozen=True)
@@ -113,154 +105,6 @@ class CheckReport:
     def old_path_runs(self, patch: str) -> list[RunCheck]:
         """The runs that take the old path of ``patch`` (deprecating it would stop them)."""
         return [r for r in self.runs if patch in r.old_patches]
-
-
-def load_target(target: str) -> tuple[ModuleType, str | None, str | None]:
-    """``MODULE[:FUNCTION]`` imported: the module, the function's name if given, and what
-    importing raised (the module keeps what it defined before).
-
-    A dotted name is imported from the current folder as itself; a ``.py`` file
-    as ``__main__``, as ``python file.py`` runs it (its functions are recorded as
-    ``__main__.…``), with ``sys.argv`` holding only the file: its ``if __name__ ==
-    "__main__":`` block runs too, as in any resume.
-    """
-    where, _, function = target.partition(":")
-    if not where:
-        raise LetItLoopError(
-            f"expected MODULE[:FUNCTION] (sync_workflow, app.flows:sync, flows.py), got {target!r}"
-        )
-    as_file = where.endswith(".py") or os.sep in where
-    if as_file:
-        path = Path(where)
-        if not path.is_file():
-            raise LetItLoopError(f"expected a Python file at {where!r}, found none")
-        name = "__main__"
-        spec = importlib.util.spec_from_file_location(name, path)
-        folder = str(path.resolve().parent)
-    else:
-        name = where
-        folder = os.getcwd()  # as `python -m` finds the module
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError) as exc:
-            raise LetItLoopError(f"cannot find module {name!r}: {exc}") from None
-    if spec is None or spec.loader is None:
-        raise LetItLoopError(
-            f"cannot find module {where!r}; run lil check from the folder that holds it, "
-            f"or name its file (lil check path/to/flows.py)"
-        )
-    if folder not in sys.path:
-        sys.path.insert(0, folder)  # its own imports, as when it runs
-    module = importlib.util.module_from_spec(spec)
-    saved_main, saved_argv = sys.modules.get("__main__"), sys.argv
-    sys.modules[name] = module
-    if as_file:
-        sys.argv = [where]
-    failed = None
-    try:
-        spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # a call at import that stopped: keep what it defined
-        failed = error_text(exc)
-    finally:
-        sys.argv = saved_argv
-        if as_file and saved_main is not None:
-            sys.modules["__main__"] = saved_main
-    return module, function or None, failed
-
-
-def durable_functions(module: ModuleType, function: str | None) -> list[Durable]:
-    """The module's durable functions (or the one named), in the module's order."""
-    if function is not None:
-        found = getattr(module, function, None)
-        info = getattr(found, "__letitloop__", None)
-        if not isinstance(info, Durable):
-            raise LetItLoopError(
-                f"{module.__name__}:{function} is not a @durable or @durable_async function "
-                f"({'not found' if found is None else type(found).__name__}); name one, or "
-                f"check the whole module"
-            )
-        return [info]
-    return [
-        v.__letitloop__
-        for v in vars(module).values()
-        if isinstance(getattr(v, "__letitloop__", None), Durable)
-        and getattr(v.__letitloop__.fn, "__module__", None) == module.__name__
-    ]
-
-
-def copy_journal(source: Path, folder: Path) -> Path:
-    """A copy of the journal file ``source`` in ``folder``, made by SQLite's online backup
-    from a reader's connection (``open_journal_file``: read-only, never migrating, under the
-    file's lock, as ``lil runs`` reads it): a consistent snapshot, the source untouched."""
-    folder.mkdir(parents=True, exist_ok=True)
-    copy = folder / "journal.db"
-    store = open_journal_file(source)
-    try:
-        with store.lock:  # a fork waits for it (connections.guard_fork): the copy's calls too
-            target = sqlite3.connect(copy)
-            try:
-                store.conn.backup(target)
-            except sqlite3.Error as exc:
-                raise LetItLoopError(f"{source}: cannot copy the journal: {exc}") from None
-            finally:
-                target.close()
-    finally:
-        store.close()
-    return copy
-
-
-def unfinished_runs(copy: Path, goal: str) -> list[tuple[str, str | None, str | None]]:
-    """``(id, name, input)`` of the goal's unfinished runs on ``copy``, oldest first; each is
-    renamed there to ``CHECK_NAME + id`` so a replay-only opener finds exactly it."""
-    with sqlite_entry():  # outside any store's lock: a fork waits for it
-        return _unfinished_runs(copy, goal)
-
-
-def _unfinished_runs(copy: Path, goal: str) -> list[tuple[str, str | None, str | None]]:
-    conn = sqlite3.connect(copy, isolation_level=None)
-    try:
-        has_runs = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
-        ).fetchone()
-        if not has_runs:
-            return []
-        marks = ",".join("?" * len(UNFINISHED))
-        runs = conn.execute(
-            f"SELECT id, name, input FROM runs WHERE goal = ? AND status IN ({marks}) "
-            f"AND cancel_requested_at IS NULL ORDER BY rowid",
-            (goal, *UNFINISHED),
-        ).fetchall()
-        conn.execute("BEGIN")
-        conn.executemany(
-            "UPDATE runs SET name = ? WHERE id = ?", [(CHECK_NAME + r[0], r[0]) for r in runs]
-        )
-        conn.execute("COMMIT")
-        return [(str(i), n, t) for i, n, t in runs]
-    finally:
-        conn.close()
-
-
-def recorded_patches(copy: Path, goal: str) -> dict[str, list[tuple[str, bool]]]:
-    """Per run of ``goal`` on ``copy``: the patch decisions it recorded, ``(name, decision)``."""
-    with sqlite_entry():  # outside any store's lock: a fork waits for it
-        conn = sqlite3.connect(copy)
-        try:
-            rows = conn.execute(
-                "SELECT run, key, result FROM journal_rows WHERE goal = ? AND kind = 'step' "
-                "AND status = 'done' AND (key LIKE ? OR key LIKE ?) ORDER BY seq",
-                (goal, patches.PREFIX + "%", "%/" + patches.PREFIX + "%"),
-            ).fetchall()
-        except sqlite3.Error:  # a journal from before the readable views: none found
-            return {}
-        finally:
-            conn.close()
-    out: dict[str, list[tuple[str, bool]]] = {}
-    for run, key, result in rows:
-        name = key.rsplit("/", 1)[-1][len(patches.PREFIX) :].split("#", 1)[0]
-        out.setdefault(str(run), []).append((name, result == "true"))
-    return out
 
 
 def call_arguments(info: Durable, input_text: str | None) -> tuple[tuple[Any, ...], dict[str, Any]]:

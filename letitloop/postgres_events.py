@@ -3,7 +3,7 @@
 What ``recorder.py`` writes to a journal file's ``supervisor_events``, kept in
 ``ll_supervisor_events`` (migration 0006) with times as ``timestamptz``, and
 what it reads back there: the runs that one start of a watched child opened
-(``ll_attempts.watch_id`` and ``watch_attempt``, which ``postgres_storage``
+(``ll_attempts.watch_id`` and ``watch_attempt``, which ``postgres_runs``
 records from the environment ``lil watch`` gives its child). One connection,
 made at once (a bad URL stops ``lil watch`` before any start) and made again
 after a failure (a server restarted while the watcher waits for its child).
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import JournalFileError
-from .postgres_storage import connect, migrate, redact
+from .postgres_database import connect, migrate, redact
 
 __all__ = ["PostgresEvents"]
 

@@ -44,7 +44,7 @@ _ENTRY = (
     "ORDER BY n DESC LIMIT 1), '0:') = %(head)s"
 )
 
-#: A step's row (``postgres_storage``'s statement, its parameters first) and its entry, in
+#: A step's row (``postgres_steps``' statement, its parameters first) and its entry, in
 #: one statement, so one round trip: the entry is added only when the row was written (not
 #: fenced off), and an entry that does not follow the stored head (``ll_seals``' key and its
 #: reference to the entry it follows, migration 0007) fails the whole statement.

@@ -1,8 +1,13 @@
-"""``StepWriter``: a usual step's row sent through libpq's own call, not psycopg's cursor.
+"""A step's row in a PostgreSQL journal: its statement (``step_statement``) and ``StepWriter``,
+which sends a usual step's through libpq's own call, not psycopg's cursor.
 
-A speed trick behind one function with a portable twin (STYLE.md). The
-statement of a step without error or usage (``postgres_storage``'s
-``step_statement``) is prepared once on the journal's connection under a name
+A step's row is one statement, so one round trip, fenced: written only while
+the run's attempt is still its holder's (``WRITE_STEP``). A usual step (no
+error, no usage) binds 6 fewer values (``WRITE_PLAIN_STEP``).
+
+``StepWriter`` is a speed trick behind one function with a portable twin
+(STYLE.md). The statement of a step without error or usage is prepared once
+on the journal's connection under a name
 of its own and run by ``PGconn.exec_prepared``, its parameters sent as text:
 what psycopg's cursor does, less its Python machinery (about 25 µs of client
 CPU of the statement's 55; benchmarks/README.md). The twin is that cursor: a
@@ -21,7 +26,94 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["StepWriter"]
+from . import row_rules
+from .clock import utc_iso
+from .row_rules import STEP_COLUMNS
+from .storage import StepRow
+
+__all__ = ["PLAIN_COLUMNS", "WRITE_PLAIN_STEP", "WRITE_STEP", "StepWriter", "step_statement"]
+
+#: The columns whose type is not text, for the casts of a step's INSERT … SELECT.
+_TYPES = {
+    "started_at": "timestamptz",
+    "finished_at": "timestamptz",
+    "wake_at": "timestamptz",
+    "duration_ms": "float8",
+    "cost": "float8",
+    "attempt": "integer",
+    "input_tokens": "bigint",
+    "output_tokens": "bigint",
+    "checksum": "bigint",
+}
+
+#: The columns of a step row that a usual step leaves empty (no error, no usage): a
+#: step whose are all None is written by a statement that binds none of them.
+_OPTIONAL = ("error", "traceback", "input_tokens", "output_tokens", "cost", "model")
+#: The columns every step binds, in ``STEP_COLUMNS``' order (``step_statement``).
+PLAIN_COLUMNS = tuple(c for c in STEP_COLUMNS if c not in _OPTIONAL)
+
+
+def write_step_sql(columns: Sequence[str]) -> str:
+    """A step's row in one statement (so one round trip), binding ``columns`` (the
+    columns left out are set NULL, an overwritten row's too): the goal, their values,
+    then the fence's run number and attempt."""
+    casts = ", ".join(f"%s::{_TYPES.get(c, 'text')}" for c in columns)
+    return (
+        f"INSERT INTO ll_journal (goal, {', '.join(columns)}, kind) "
+        f"SELECT %s::text, {casts}, 'step' "
+        # The fence: written only while the run's attempt is still this holder's (a
+        # holder that lost the run to a new attempt writes nothing, whatever its lock
+        # did). The run by its number (``ll_runs.num``, the storage's RunKey): an
+        # integer's index, not the id's text. The key-share lock makes a new holder's
+        # claim (SELECT … FOR UPDATE) wait for this statement's commit, and this
+        # statement wait for the claim's: never both.
+        "WHERE EXISTS (SELECT 1 FROM ll_runs WHERE num = %s AND attempts = %s FOR KEY SHARE) "
+        "ON CONFLICT (goal, run, key) DO UPDATE SET "
+        + ", ".join(f"{c} = excluded.{c}" for c in (*STEP_COLUMNS[2:], "kind", "wake_at"))
+    )
+
+
+#: A step with an error or usage: every column bound.
+WRITE_STEP = write_step_sql(STEP_COLUMNS)
+#: A usual step (no error, no usage): 6 fewer values to bind and parse.
+WRITE_PLAIN_STEP = write_step_sql(PLAIN_COLUMNS)
+
+
+def step_statement(goal: str, run_id: str, row: StepRow) -> tuple[str, tuple[Any, ...]]:
+    """The statement that writes ``row`` (of run ``run_id`` in ``goal``) and its parameters.
+
+    A usual step (no error, no usage) binds its values straight from the row
+    (about 3 µs against 12 through ``row_rules.step_values``, whose values they
+    are: tests/test_postgres.py checks that both agree); any other, every column.
+    """
+    if (
+        row.error is None
+        and row.traceback is None
+        and row.input_tokens is None
+        and row.output_tokens is None
+        and row.cost is None
+        and row.model is None
+    ):
+        started, duration = row.started, row.duration
+        return WRITE_PLAIN_STEP, (
+            goal,
+            run_id,
+            row.key,
+            row.status,
+            row.fn,  # these stores' function keys are the names themselves
+            row.result,
+            utc_iso(started / 1e6),
+            utc_iso((started + duration) / 1e6),
+            duration / 1000.0,
+            row.attempt,
+            row.args_fp,
+            row.checksum,
+            row.run,
+            row.attempt,
+        )
+    values = row_rules.step_values(row, run_id).values()
+    return WRITE_STEP, (goal, *values, row.run, row.attempt)
+
 
 #: The statement's name on the connection (psycopg names its own ``_pg3_N``).
 NAME = b"letitloop_step"

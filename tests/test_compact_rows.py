@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-import letitloop.migrate as migrate
 from benchmarks.compact_migration import build_old_file, readable_rows
-from letitloop import Journal
+from letitloop import Journal, compact_migration, migration_files, migration_records
 from letitloop.errors import SchemaVersionError
 from letitloop.store import Store
 from letitloop.stores import close_idle_stores
@@ -180,8 +179,8 @@ class TestAFileFromBeforeTheCompactRow:
         after = [r for r in readable_rows(db) if r[2] != j.run_id]
         assert after == before
         # Migrated through the checksums and every migration after them (0016: traces).
-        assert migrate.CHECKSUMS in applied(db)
-        assert applied(db)[-1] == migrate.known_names()[-1]
+        assert migration_records.CHECKSUMS in applied(db)
+        assert applied(db)[-1] == migration_files.known_names()[-1]
         conn = sqlite3.connect(db)
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         kinds = {
@@ -269,14 +268,14 @@ class TestAFileFromBeforeTheCompactRow:
             names = applied(db)
             states[
                 "done"
-                if migrate.COMPACT_ROWS in names
+                if migration_records.COMPACT_ROWS in names
                 else "moving rows"
-                if names[-1] == migrate.COMPACT_ROWS_MOVING
+                if names[-1] == migration_records.COMPACT_ROWS_MOVING
                 else "not begun"
             ] += 1
             Store(db).close()  # the next open: it finishes the migration
-            assert migrate.COMPACT_ROWS in applied(db), (i, states)
-            assert migrate.COMPACT_ROWS_MOVING not in applied(db)
+            assert migration_records.COMPACT_ROWS in applied(db), (i, states)
+            assert migration_records.COMPACT_ROWS_MOVING not in applied(db)
             assert readable_rows(db) == expected, (i, states)
         # Some kills must have landed between the migration's transactions.
         assert states["moving rows"] >= 1, states
@@ -288,7 +287,7 @@ class TestAFileFromBeforeTheCompactRow:
         build_old_file(db, 1500, goals=3, per_run=500)
         expected = readable_rows(migrated_copy(db, tmp_path))
         moved: list[str] = []
-        move = migrate.move_goal_rows
+        move = compact_migration.move_goal_rows
 
         def die_at_the_second_goal(conn: sqlite3.Connection, table: str) -> None:
             if moved:
@@ -296,19 +295,19 @@ class TestAFileFromBeforeTheCompactRow:
             moved.append(table)
             move(conn, table)
 
-        monkeypatch.setattr(migrate, "move_goal_rows", die_at_the_second_goal)
+        monkeypatch.setattr(compact_migration, "move_goal_rows", die_at_the_second_goal)
         with pytest.raises(KeyboardInterrupt):
             Store(db)
         monkeypatch.undo()
         close_idle_stores()
-        assert applied(db)[-1] == migrate.COMPACT_ROWS_MOVING and len(moved) == 1
+        assert applied(db)[-1] == migration_records.COMPACT_ROWS_MOVING and len(moved) == 1
         # An older letitloop: the same runner with migrations up to 0010 only.
         folder = tmp_path / "older"
-        shutil.copytree(migrate.migrations_dir(), folder)
-        for later in (migrate.COMPACT_ROWS, migrate.CHECKSUMS):
+        shutil.copytree(migration_files.migrations_dir(), folder)
+        for later in (migration_records.COMPACT_ROWS, migration_records.CHECKSUMS):
             (folder / f"{later}.sql").unlink()
         (folder / "schema.sql").unlink()
-        monkeypatch.setattr(migrate, "migrations_dir", lambda: folder)
+        monkeypatch.setattr(migration_files, "migrations_dir", lambda: folder)
         bytes_before = {p: p.read_bytes() for p in tmp_path.glob("journal.db*") if p.is_file()}
         with pytest.raises(SchemaVersionError, match="newer letitloop"):
             Store(db)
@@ -316,7 +315,7 @@ class TestAFileFromBeforeTheCompactRow:
         monkeypatch.undo()
         Store(db).close()  # this version finishes it
         close_idle_stores()
-        assert migrate.COMPACT_ROWS in applied(db)
+        assert migration_records.COMPACT_ROWS in applied(db)
         assert readable_rows(db) == expected
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from helpers import forked_exit_codes, spawn_python, sqlite_store, write_script
 
-from letitloop import Journal, connections, deploycheck
+from letitloop import Journal, connections, deploycheck_copy
 from letitloop.store import Store
 from letitloop.stores import close_idle_stores
 
@@ -495,7 +495,7 @@ class TestLilCheckReadingItsCopy:
     def test_a_fork_waits_for_its_sqlite_calls(self, tmp_path: Path) -> None:
         with Journal("g", path=tmp_path / "j.db") as j:
             j.step("a", str, 1)
-        copy = deploycheck.copy_journal(tmp_path / "j.db", tmp_path / "copy")
-        during_the_fork, done = _during_a_fork(lambda: deploycheck.unfinished_runs(copy, "g"))
+        copy = deploycheck_copy.copy_journal(tmp_path / "j.db", tmp_path / "copy")
+        during_the_fork, done = _during_a_fork(lambda: deploycheck_copy.unfinished_runs(copy, "g"))
         assert during_the_fork == []
         assert done == [[]]  # the run completed: nothing for lil check to replay

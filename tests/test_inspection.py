@@ -16,7 +16,7 @@ import filelock
 import pytest
 from helpers import HAS_PROC_FD, descriptors_on, wait_until
 
-from letitloop import Journal, migrate, unchecked, usage
+from letitloop import Journal, migration_files, unchecked, usage
 from letitloop.clock import utc_iso
 from letitloop.errors import (
     JournalFileError,
@@ -320,12 +320,12 @@ class TestCollectingGarbage:
 def migrations_before_views(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The migration runner pointed at a copy of migrations/ without 0004_views.sql."""
     folder = tmp_path / "migrations"
-    shutil.copytree(migrate.migrations_dir(), folder)
+    shutil.copytree(migration_files.migrations_dir(), folder)
     (folder / "0004_views.sql").unlink()
-    monkeypatch.setattr(migrate, "migrations_dir", lambda: folder)
-    migrate.known_migrations.cache_clear()
+    monkeypatch.setattr(migration_files, "migrations_dir", lambda: folder)
+    migration_files.known_migrations.cache_clear()
     yield folder
-    migrate.known_migrations.cache_clear()
+    migration_files.known_migrations.cache_clear()
 
 
 class TestTheJournalRowsView:
@@ -337,7 +337,7 @@ class TestTheJournalRowsView:
                 j.step("s", str, 1)
         source = Path(__file__).resolve().parent.parent / "migrations" / "0004_views.sql"
         shutil.copy(source, migrations_before_views)
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         with Journal("gamma", path=db) as j:  # opening upgrades, then adds a goal
             j.step("s", str, 1)
         conn = sqlite3.connect(db)
@@ -398,18 +398,18 @@ class TestAFileWithAGapInItsMigrations:
         held_back = {p: p.read_text(encoding="utf-8") for p in early}
         for p in held_back:
             p.unlink()
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         with Journal("g", path=db, run="r") as j:
             j.step("s", str, 1)
         for p, text in held_back.items():
             p.write_text(text, encoding="utf-8")
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         with Journal("g", path=db, run="r") as j:
             assert j.step("s", str, 1) == "1"
         conn = sqlite3.connect(db)
         applied = [r[0] for r in conn.execute("SELECT name FROM _sqlite_migrations")]
         conn.close()
-        assert sorted(applied) == sorted(name for name, _ in migrate.known_migrations())
+        assert sorted(applied) == sorted(name for name, _ in migration_files.known_migrations())
 
 
 class TestARunsRowsReadFromItsCompactTable:
@@ -446,7 +446,7 @@ class TestARunsRowsReadFromItsCompactTable:
     )
     def test_their_times_are_the_text_the_view_makes_in_sql(self, us: float) -> None:
         from letitloop.goals import iso_sql
-        from letitloop.inspection.sqlite_inspector import _iso_us
+        from letitloop.inspection.sqlite_runs import iso_us as _iso_us
 
         conn = sqlite3.connect(":memory:")
         (in_sql,) = conn.execute(f"SELECT {iso_sql(':us')}", {"us": us}).fetchone()

@@ -14,7 +14,7 @@ import pytest
 from helpers import run_python, spawn_python, write_script
 
 import letitloop.migrate as migrate
-from letitloop import Journal
+from letitloop import Journal, migration_files, migration_records, schema_file
 from letitloop.errors import JournalFileError
 from letitloop.stores import close_idle_stores
 
@@ -38,18 +38,18 @@ def applied(db: Path) -> list[str]:
 def extra_migrations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """Point the migration runner at a copy of migrations/ that a test can add files to."""
     folder = tmp_path / "migrations"
-    shutil.copytree(migrate.migrations_dir(), folder)
-    monkeypatch.setattr(migrate, "migrations_dir", lambda: folder)
-    migrate.known_migrations.cache_clear()
+    shutil.copytree(migration_files.migrations_dir(), folder)
+    monkeypatch.setattr(migration_files, "migrations_dir", lambda: folder)
+    migration_files.known_migrations.cache_clear()
     yield folder
-    migrate.known_migrations.cache_clear()
+    migration_files.known_migrations.cache_clear()
 
 
 class TestOpeningAJournal:
     def test_a_new_file_gets_every_migration_with_its_record(self, db: Path) -> None:
         with Journal("g", path=db):
             pass
-        names = [name for name, _ in migrate.known_migrations()]
+        names = [name for name, _ in migration_files.known_migrations()]
         assert applied(db) == names
         assert names[0] == "0001_initial"
 
@@ -85,7 +85,7 @@ class TestOpeningAJournal:
             go.touch()
             outs = [c.communicate(timeout=60) for c in children]
             assert [c.returncode for c in children] == [0, 0, 0, 0], (trial, outs)
-            assert applied(db) == [name for name, _ in migrate.known_migrations()]
+            assert applied(db) == [name for name, _ in migration_files.known_migrations()]
 
 
 class TestTheBookkeeping:
@@ -96,10 +96,10 @@ class TestTheBookkeeping:
             pass
         conn = sqlite3.connect(db)
         try:
-            applied = Migrations(migrate.MIGRATION_SET).applied(Database(conn))
+            applied = Migrations(migration_records.MIGRATION_SET).applied(Database(conn))
         finally:
             conn.close()
-        assert [m.name for m in applied] == [name for name, _ in migrate.known_migrations()]
+        assert [m.name for m in applied] == [name for name, _ in migration_files.known_migrations()]
         assert all(m.applied_at.endswith("+00:00") for m in applied)
 
     def test_creating_a_journal_imports_neither_sqlite_utils_nor_click(
@@ -133,7 +133,7 @@ class TestALaterMigration:
             'ALTER TABLE "{journal}" ADD COLUMN note TEXT;\n'
             'CREATE INDEX "{journal}_by_status" ON "{journal}" (status);\n'
         )
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         with Journal("delta", path=db) as j:  # opening upgrades; a new goal gets the new shape
             j.step("s", lambda: 1)
         conn = sqlite3.connect(db)
@@ -156,7 +156,7 @@ class TestALaterMigration:
         (extra_migrations / "0999_broken.sql").write_text(
             "CREATE TABLE half_done (x INTEGER);\nINSERT INTO no_such_table VALUES (1);\n"
         )
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         with pytest.raises(JournalFileError, match="no such table"):
             Journal("g", run="r", path=db).open()
         conn = sqlite3.connect(db)
@@ -166,7 +166,7 @@ class TestALaterMigration:
         conn.close()
         assert "0999_broken" not in applied(db)
         (extra_migrations / "0999_broken.sql").unlink()
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         with Journal("g", run="r", path=db) as j:
             assert j.step("s", lambda: 0) == 41
 
@@ -187,7 +187,7 @@ class TestTheMigrationThatLoosensTwoChecks:
         }
         for name in later:
             (extra_migrations / name).unlink()
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         # A file as letitloop wrote it at version 6: two goals, three runs, their attempts.
         old = Store(db)
         with old.write() as c:
@@ -218,7 +218,7 @@ class TestTheMigrationThatLoosensTwoChecks:
         assert before.execute("SELECT count(*) FROM runs").fetchone() == (3,)
         for name, text in later.items():
             (extra_migrations / name).write_text(text, encoding="utf-8")
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         close_idle_stores()  # as a new process would: a fresh connection, which upgrades
         with Journal("gamma", path=db) as j:  # opening upgrades the file
             j.step("s", lambda: 1)
@@ -272,7 +272,7 @@ class TestTheMigrationThatLoosensTwoChecks:
             "WHERE type = 'table' AND name = 'markers';\n"
             "PRAGMA writable_schema = OFF;\n"
         )
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         close_idle_stores()
         with Journal("g", path=db) as j:
             j.step("t", lambda: 1)
@@ -292,13 +292,13 @@ class TestTheMigrationThatLoosensTwoChecks:
             "WHERE type = 'table' AND name = 'markers';\n"
             "PRAGMA writable_schema = OFF;\n"
         )
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         close_idle_stores()
         with pytest.raises(JournalFileError, match="schema"):
             Journal("g", run="r", path=db).open()
         assert "0999_garbled" not in applied(db)
         (extra_migrations / "0999_garbled.sql").unlink()
-        migrate.known_migrations.cache_clear()
+        migration_files.known_migrations.cache_clear()
         close_idle_stores()
         with Journal("g", run="r", path=db) as j:
             assert j.step("s", lambda: 0) == 41
@@ -359,7 +359,7 @@ class TestTheWheel:
             [
                 str(python),
                 "-c",
-                "import letitloop, letitloop.migrate as m, sys\n"
+                "import letitloop, letitloop.migration_files as m, sys\n"
                 "from letitloop import Journal\n"
                 "with Journal('g', path=sys.argv[1]) as j:\n"
                 "    j.step('a', lambda: 1)\n"
@@ -377,9 +377,11 @@ class TestTheWheel:
         assert package_file.startswith(str(env_dir))
         assert migrations_folder.startswith(str(env_dir))
         assert Path(migrations_folder, "0001_initial.sql").is_file()
-        # What a new journal file is created from (migrate.create_current).
+        # What a new journal file is created from (schema_file.create_current).
         assert Path(migrations_folder, "schema.sql").is_file()
-        assert applied(tmp_path / "journal.db") == [n for n, _ in migrate.known_migrations()]
+        assert applied(tmp_path / "journal.db") == [
+            n for n, _ in migration_files.known_migrations()
+        ]
 
 
 class TestTheDocumentedSchema:
@@ -389,7 +391,7 @@ class TestTheDocumentedSchema:
         store = Store(db, migrate=False)
         try:
             migrate.migrate(store, stepwise=True)  # not the shortcut that reads schema.sql
-            dumped = migrate.schema_dump(store)
+            dumped = schema_file.schema_dump(store)
         finally:
             store.close()
         documented = (ROOT / "migrations" / "schema.sql").read_text(encoding="utf-8")
@@ -447,7 +449,7 @@ class TestANewFileCreatedFromTheSchemaDump:
         fast = _made(tmp_path / "fast.db", stepwise=False)
         slow = _made(tmp_path / "slow.db", stepwise=True)
         assert _contents(fast) == _contents(slow)
-        assert applied(fast) == [name for name, _ in migrate.known_migrations()]
+        assert applied(fast) == [name for name, _ in migration_files.known_migrations()]
 
     def test_a_journal_opening_a_new_file_takes_the_shortcut(
         self, db: Path, monkeypatch: pytest.MonkeyPatch
@@ -455,18 +457,18 @@ class TestANewFileCreatedFromTheSchemaDump:
         from letitloop.store import Store
 
         taken: list[bool] = []
-        real = migrate.create_current
+        real = schema_file.create_current
 
         def create_current(store: Store) -> bool:
             taken.append(real(store))
             return taken[-1]
 
-        monkeypatch.setattr(migrate, "create_current", create_current)
+        monkeypatch.setattr(schema_file, "create_current", create_current)
         with Journal("g", path=db) as j:
             j.step("s", str, 1)
         assert taken == [True]
         assert _contents(db)["records"] == [
-            ("letitloop", name) for name, _ in migrate.known_migrations()
+            ("letitloop", name) for name, _ in migration_files.known_migrations()
         ]
 
     def test_a_file_that_is_not_empty_is_migrated_step_by_step(self, db: Path) -> None:
@@ -483,7 +485,7 @@ class TestANewFileCreatedFromTheSchemaDump:
                     '   "applied_at" TEXT\n'
                     ")"
                 )
-            assert migrate.create_current(store) is False
+            assert schema_file.create_current(store) is False
             assert applied(db) == []
         finally:
             store.close()
@@ -494,8 +496,8 @@ class TestANewFileCreatedFromTheSchemaDump:
         (extra_migrations / "0999_add_note.sql").write_text(
             'ALTER TABLE "{journal}" ADD COLUMN note TEXT;\n'
         )
-        migrate.known_migrations.cache_clear()
-        assert migrate.current_schema() is None
+        migration_files.known_migrations.cache_clear()
+        assert schema_file.current_schema() is None
         with Journal("g", path=db) as j:
             j.step("s", str, 1)
         assert applied(db)[-1] == "0999_add_note"

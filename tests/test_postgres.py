@@ -233,7 +233,7 @@ OLD_TIME = "2026-11-30T08:12:03.123456+00:00"
 
 
 def version_1_database(location: str) -> None:
-    from letitloop.postgres_storage import migrations
+    from letitloop.postgres_database import migrations
 
     number, _, sql = migrations()[0]
     assert number == 1
@@ -270,7 +270,7 @@ class TestADatabaseOfAnOlderSchema:
     def test_twenty_workers_starting_at_once_migrate_it_once(
         self, location: str, tmp_path: Path
     ) -> None:
-        from letitloop.postgres_storage import migrations, schema_version
+        from letitloop.postgres_database import migrations, schema_version
 
         version_1_database(location)
         script, go = write_script(tmp_path, "worker.py", WORKER), tmp_path / "go"
@@ -458,7 +458,7 @@ class TestAStepsStatement:
         return StepRow(**values)  # type: ignore[arg-type]
 
     def test_a_usual_step_binds_the_values_of_row_rules_without_the_empty_ones(self) -> None:
-        from letitloop.postgres_storage import PLAIN_COLUMNS, step_statement
+        from letitloop.postgres_steps import PLAIN_COLUMNS, step_statement
         from letitloop.row_rules import step_values
 
         row = self.row()
@@ -480,7 +480,7 @@ class TestAStepsStatement:
     def test_a_step_with_an_error_or_usage_binds_every_column(
         self, changes: dict[str, Any]
     ) -> None:
-        from letitloop.postgres_storage import step_statement
+        from letitloop.postgres_steps import step_statement
         from letitloop.row_rules import step_values
 
         row = self.row(**changes)
@@ -591,6 +591,7 @@ class TestAnInspectorAskedAboutOneRun:
         from letitloop import RetryPolicy
         from letitloop.inspection.memory_inspector import MemoryInspector
         from letitloop.inspection.postgres_inspector import PostgresInspector
+        from letitloop.inspection.postgres_snapshots import load
 
         for name in ("a", "b"):
             with Journal("g", run=name, path=location) as j:
@@ -602,7 +603,7 @@ class TestAnInspectorAskedAboutOneRun:
                 j.step("one", str, 1)  # replayed: a replay recorded
         inspector = PostgresInspector(location)
         try:
-            whole = MemoryInspector(inspector._load())
+            whole = MemoryInspector(load(inspector.conn, location))
             for name in ("a", "b"):
                 [info] = inspector.runs_named(name)
                 assert inspector.rows(info) == whole.rows(info) != []

@@ -422,8 +422,8 @@ class TestAKeptHeadThatIsStale:
         # journals (the run's hold and the fence), but what a kept head moved by a
         # rolled-back transaction looks like. Each entry is checked against the stored
         # head and follows it.
+        from letitloop.postgres_database import connect
         from letitloop.postgres_seals import seal_row, start
-        from letitloop.postgres_storage import connect
 
         first, second = connect(sealed), connect(sealed)
         try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from letitloop import Journal, migrate
+from letitloop import Journal, migration_files
 from letitloop.store import Store
 from letitloop.stores import close_idle_stores
 
@@ -70,13 +70,13 @@ class TestReadingAJournalAWriterHasOpen:
 def older_migrations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """This process's migration runner without the newest migration (an older letitloop)."""
     folder = tmp_path / "migrations"
-    shutil.copytree(migrate.migrations_dir(), folder)
+    shutil.copytree(migration_files.migrations_dir(), folder)
     newest = sorted(folder.glob("0*.sql"))[-1]
     newest.unlink()
-    monkeypatch.setattr(migrate, "migrations_dir", lambda: folder)
-    migrate.known_migrations.cache_clear()
+    monkeypatch.setattr(migration_files, "migrations_dir", lambda: folder)
+    migration_files.known_migrations.cache_clear()
     yield folder
-    migrate.known_migrations.cache_clear()
+    migration_files.known_migrations.cache_clear()
 
 
 class TestReadingAJournalFromAnOlderLetitloop:

@@ -29,7 +29,8 @@ from web_journals import (
 
 from letitloop import Journal
 from letitloop.web import create_app, views
-from letitloop.web.views import PREVIEW_CHARS, RUNS_PER_PAGE
+from letitloop.web.values import PREVIEW_CHARS
+from letitloop.web.views import RUNS_PER_PAGE
 
 LOCAL = "http://127.0.0.1"
 

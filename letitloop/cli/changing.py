@@ -199,7 +199,7 @@ def upgrade(ctx: click.Context) -> None:
       lil upgrade --db /data/pipeline/journal.db
     """
     from .. import render
-    from ..migrate import known_names
+    from ..migration_files import known_names
 
     journal = open_journal(ctx, write=True)
     try:

@@ -14,11 +14,13 @@ Its modules, bottom up (each imports only the ones before it): ``times``
 ``records`` (what the queries return), ``inspector`` (the :class:`Inspector`
 protocol), ``journalfile`` (:func:`open_journal_file`), ``state`` (what an
 inspector read made into a :class:`RunInfo`, live or not from its lock),
-``sqlite_inspector`` (the SQLite one: every statement), ``memory_inspector``
-(the in-memory store's, for ``memory://NAME`` in its process; loaded when one
-is opened), ``inspectors`` (:func:`open_inspector`, which chooses one by the
-path's scheme), ``listing`` (which runs), ``detail`` (one run in detail),
-``export``.
+``sqlite_filters``, ``sqlite_changes``, ``sqlite_runs``, ``sqlite_detail``
+and ``sqlite_inspector`` (the SQLite one: every statement), ``memory_filters``,
+``memory_runs``, ``memory_detail`` and ``memory_inspector`` (the in-memory
+store's, for ``memory://NAME`` in its process; loaded when one is opened),
+``postgres_snapshots`` and ``postgres_inspector`` (PostgreSQL's),
+``inspectors`` (:func:`open_inspector`, which chooses one by the path's
+scheme), ``listing`` (which runs), ``detail`` (one run in detail), ``export``.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ The public functions (:mod:`letitloop.inspection`, :mod:`letitloop.maintenance`,
 names, which runs gc may take, when a wait takes a value, every error. An
 inspector answers plain questions about what is recorded and makes the changes
 it is asked for, each change in one transaction. The SQLite one is
-:class:`~letitloop.inspection.sqlite_inspector.SqliteInspector`, the only
-module of these packages that speaks SQL; :func:`~letitloop.inspection.open_inspector`
-chooses one for a path.
+:class:`~letitloop.inspection.sqlite_inspector.SqliteInspector`, whose modules
+(``sqlite_*.py``) are the only ones of these packages that speak SQL;
+:func:`~letitloop.inspection.open_inspector` chooses one for a path.
 
 Times are ISO-8601 UTC text, as in the records. A :class:`RunInfo` is made
 by :func:`~letitloop.inspection.state.run_infos` from what the inspector read,

@@ -12,7 +12,7 @@ from ..inspection.listing import known_goals, no_goal
 
 # Deleting runs inside a transaction is the SQLite inspector's: named here too for the
 # tests that call it under the name they always used.
-from ..inspection.sqlite_inspector import delete_runs as delete_runs
+from ..inspection.sqlite_changes import delete_runs as delete_runs
 from ..store import Store
 from .holding import holding_run
 

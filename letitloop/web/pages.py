@@ -4,7 +4,7 @@ swaps in), one row, and the run as one self-contained file (``lil export --forma
 Each function takes an :class:`~letitloop.inspection.Inspector` and reads it through the
 same library calls as ``lil`` (:mod:`letitloop.inspection`), so the two never disagree.
 Every value reaches the HTML through Jinja2 with autoescape on, after
-:func:`letitloop.web.views.shown` (the environment's ``finalize``) has made its control
+:func:`letitloop.web.values.shown` (the environment's ``finalize``) has made its control
 characters and lone surrogates visible escapes: a ``<script>`` in a result is text, by
 construction, not case by case.
 """
@@ -35,7 +35,7 @@ from ..inspection import (
     parse_since,
     show_run,
 )
-from . import views
+from . import timeline, values, views
 
 HERE = Path(__file__).resolve().parent
 
@@ -47,7 +47,7 @@ def _finalize(value: Any) -> Any:
         return ""
     if isinstance(value, Markup):
         return value
-    return views.shown(value)
+    return values.shown(value)
 
 
 @lru_cache(maxsize=1)
@@ -150,11 +150,11 @@ def run_context(
     if whole:  # a file for a bug report: every value whole
         for st in shown_steps:
             if st.result is not None:
-                st.result = views.full(st.row.result)
+                st.result = values.full(st.row.result)
             if st.error is not None:
-                st.error = views.Value(views.shown(st.row.error))
+                st.error = values.Value(values.shown(st.row.error))
             if st.traceback is not None:
-                st.traceback = views.Value(views.shown(st.row.traceback))
+                st.traceback = values.Value(values.shown(st.row.traceback))
     tries = []
     for t in detail.tries:
         label = "killed" if t.ended == "crashed" else "retried" if t.next_at else "failed"
@@ -170,7 +170,7 @@ def run_context(
         "journal": str(journal.path),
         "run": run,
         "s": views.run_summary(detail),
-        "attempts": views.attempts(detail, replays, by_attempt),
+        "attempts": timeline.attempts(detail, replays, by_attempt),
         "steps": shown_steps,
         "total_rows": total,
         "page": page,
@@ -222,10 +222,10 @@ def row_page(journal: Inspector, ref: str, seq: int) -> str:
         journal=str(journal.path),
         run=run,
         row=row,
-        label=views.label_of(row, run),
+        label=timeline.label_of(row, run),
         started=render.local_time(row.started_at),
         took=render.duration(took),
-        result=views.full(row.result) if row.status != "failed" else None,
+        result=values.full(row.result) if row.status != "failed" else None,
         holder=views.holder_text(row),
     )
 

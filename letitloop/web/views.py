@@ -5,24 +5,23 @@ No HTML here (that is the templates', which escape everything) and no journal ac
 pages read :mod:`letitloop.inspection`, as ``lil`` does): a :class:`~letitloop.inspection.
 RunDetail` in, dicts and lists out. The words come from :mod:`letitloop.runtext.words`, so
 the browser and the terminal say the same thing.
+
+Here: a run's steps, page by page, and its summary and table cells; a stored
+value as shown is ``values.py``'s, the attempts' timeline ``timeline.py``'s.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .. import render
-from ..inspection import RowInfo, RunDetail, RunInfo, TryInfo, decode_result
-from ..runtext.words import ending, in_flight, pause_text, quoted, usage_text, watch_label
-
-#: The most characters of one value (a result, an input, a traceback) a page shows inline;
-#: the rest is one click away on the step's own page. A 5 MB result would otherwise make a
-#: 10 MB page the browser lays out before anything else can be read.
-PREVIEW_CHARS = 4_000
+from ..inspection import RowInfo, RunDetail, RunInfo
+from ..runtext.words import in_flight, pause_text, quoted, usage_text
+from .timeline import label_of
+from .values import Value, clipped, pretty
 
 #: The most steps one run page lists; more are paged (``?page=``).
 STEPS_PER_PAGE = 200
@@ -33,72 +32,6 @@ PAGE_LINKS_AROUND = 3
 #: The most runs one runs page lists; more are paged (``?offset=``).
 RUNS_PER_PAGE = 50
 
-#: The timeline of an attempt draws one mark per step up to this many, then counts only.
-TIMELINE_MARKS = 300
-
-#: How each label of the timeline and the steps' table is drawn (the CSS class is the label).
-LABELS = (
-    "ran",
-    "replayed",
-    "copied",
-    "failed",
-    "retried",
-    "in flight",
-    "killed",
-    "sleeping",
-    "waiting",
-    "retrying",
-    "cancelled",
-    "damaged",
-)
-
-
-def shown(value: Any) -> str:
-    """Recorded text made safe to show: control characters, lone surrogates and bidi controls
-    as visible escapes (:func:`letitloop.render.safe`), newlines kept. HTML escaping is the
-    templates' (autoescape); this is the other half, so every value gets both."""
-    return render.safe(value if isinstance(value, str) else str(value), block=True)
-
-
-@dataclass
-class Value:
-    """A value as a page shows it: its text (pretty JSON, or what is wrong with it), cut."""
-
-    text: str
-    cut: int = 0
-    """Characters left out (0: whole)."""
-    damaged: str | None = None
-
-
-def pretty(stored: str | None) -> Value | None:
-    """A stored codec JSON text decoded and indented, cut to :data:`PREVIEW_CHARS`."""
-    if stored is None:
-        return None
-    if len(stored) > 4 * PREVIEW_CHARS:
-        # Decoding and indenting 5 MB to show its first 4 KB is wasted work: show the stored
-        # text's start instead, as stored (still the journal's JSON).
-        return Value(stored[:PREVIEW_CHARS], len(stored) - PREVIEW_CHARS)
-    value, damage = decode_result(stored)
-    if damage is not None:
-        return Value(stored[:PREVIEW_CHARS], max(0, len(stored) - PREVIEW_CHARS), damage)
-    return clipped(render.json_text(value))
-
-
-def full(stored: str | None) -> Value | None:
-    """A stored value decoded and indented, whole (a step's own page)."""
-    if stored is None:
-        return None
-    value, damage = decode_result(stored)
-    if damage is not None:
-        return Value(stored, 0, damage)
-    return Value(render.json_text(value))
-
-
-def clipped(text: str, limit: int = PREVIEW_CHARS) -> Value:
-    if len(text) <= limit:
-        return Value(text)
-    return Value(text[:limit], len(text) - limit)
-
 
 @dataclass
 class Step:
@@ -107,7 +40,7 @@ class Step:
     n: int
     row: RowInfo
     label: str
-    """One of :data:`LABELS`: how the row stands (see :func:`label_of`)."""
+    """One of :data:`timeline.LABELS`: how the row stands (see :func:`label_of`)."""
     replayed: int
     """How many times later attempts got its result back from the journal."""
     took: str
@@ -136,61 +69,6 @@ def holder_text(r: RowInfo) -> str | None:
     if r.crashes:
         parts.append(f"{r.crashes} holder{'' if r.crashes == 1 else 's'} died in it")
     return " · ".join(parts) or None
-
-
-@dataclass
-class Mark:
-    """One step on an attempt's timeline: its key and how it went in that attempt."""
-
-    key: str
-    label: str
-    note: str = ""
-
-
-#: An attempt's badge by how it ended: the ones its process did not survive stand out.
-OUTCOME_BADGES = {
-    "died": ("crashed", "killed"),
-    "resumed": ("crashed, then resumed", "killed"),
-    "interrupted": ("interrupted", "killed"),
-    "failed": ("failed", "failed"),
-    "completed": ("completed", "completed"),
-    "running": ("running", "running"),
-    "cancelled": ("cancelled", "cancelled"),
-    "waiting": ("waiting", "waiting"),
-}
-
-
-@dataclass
-class Attempt:
-    number: int
-    head: str
-    ending: str
-    outcome: str | None
-    marks: list[Mark] = field(default_factory=list)
-    counts: list[tuple[str, int]] = field(default_factory=list)
-
-    @property
-    def badge(self) -> tuple[str, str] | None:
-        """The outcome's word and its badge's class."""
-        return OUTCOME_BADGES.get(self.outcome or "")
-
-
-def label_of(r: RowInfo, run: RunInfo) -> str:
-    """How a row stands: ran, failed, in flight (a live process is in it), killed (its
-    attempt's process died in it), sleeping, waiting, retrying, cancelled; copied for a row
-    a fork copied from its source; damaged for a row that fails its checksum."""
-    if r.damaged:
-        return "damaged"
-    if r.status == "running":
-        live = any(f.key == r.key and f.live for f in run.in_flight)
-        return "in flight" if live else "killed"
-    if r.status in ("sleeping", "waiting", "retrying"):
-        return "cancelled" if run.state == "cancelled" else r.status
-    if r.status == "failed":
-        return "failed"
-    if r.attempt == 0:
-        return "copied"
-    return "ran"
 
 
 def replay_counts(detail: RunDetail, replays: list[Any]) -> Counter[str]:
@@ -240,65 +118,6 @@ def page_links(page: int, pages: int) -> list[int | None]:
         if out and p - (out[-1] or 0) > 1:
             out.append(None)
         out.append(p)
-    return out
-
-
-def _try_label(t: TryInfo) -> str:
-    if t.ended == "crashed":
-        return "killed"
-    return "retried" if t.next_at else "failed"
-
-
-def attempts(
-    detail: RunDetail, replays: Counter[str], replayed_by: Sequence[tuple[int, Any]] = ()
-) -> list[Attempt]:
-    """The run's attempts, each with its timeline: the steps it got back by replay
-    (``replayed_by``: ``Inspector.attempt_replays``), then the calls it made, in journal
-    order, and how each went (its failed tries first, then its rows)."""
-    run = detail.run
-    # Each attempt's first TIMELINE_MARKS marks, and how many of each label it has in all:
-    # a mark is made only for what is drawn (a run of 100,000 steps draws 300 an attempt).
-    by_attempt: dict[int, list[Mark]] = {}
-    counted: dict[int, Counter[str]] = {}
-
-    def add(attempt: int, key: str, label: str, note: str = "") -> None:
-        marks = by_attempt.setdefault(attempt, [])
-        counted.setdefault(attempt, Counter())[label] += 1
-        if len(marks) < TIMELINE_MARKS:
-            marks.append(Mark(key, label, note))
-
-    for attempt, keys in replayed_by:
-        if isinstance(keys, list):  # a damaged record counts nothing
-            for k in keys:
-                if isinstance(k, str):
-                    add(attempt, k, "replayed")
-    for t in detail.tries:
-        add(t.attempt, t.key, _try_label(t), f"try {t.number}: {render.one_line(t.error)}")
-    for r in detail.rows:
-        add(r.attempt, r.key, label_of(r, run))
-    out = []
-    for a in detail.attempts:
-        watch = watch_label(a)
-        head = f"attempt {a.attempt} · pid {a.pid} on {a.host}" + (f" · {watch}" if watch else "")
-        if a.version is not None:
-            head += f" · version {a.version}"
-        counts = counted.get(a.attempt, Counter())
-        out.append(
-            Attempt(
-                a.attempt,
-                head,
-                ending(a),
-                a.outcome,
-                by_attempt.get(a.attempt, []),
-                [(label, counts[label]) for label in LABELS if counts[label]],
-            )
-        )
-    if 0 in by_attempt:  # a fork's copied rows: no attempt of this run wrote them
-        marks = by_attempt[0]
-        out.insert(
-            0,
-            Attempt(0, "copied from the run this one was forked from", "", None, marks, []),
-        )
     return out
 
 

@@ -17,20 +17,17 @@ Each execution of a decorated node:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import inspect
 import os
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from langgraph.config import get_config
 
 from ...codec import CodecRegistry
-from ...errors import LetItLoopError, RunHeldError
+from ...errors import LetItLoopError
 from ...files import resolve_path
 from ...fingerprint import Fingerprinter
 from ...journal import DEFAULT_TIMEOUT, Journal
@@ -38,14 +35,8 @@ from ...pragmas import Durability
 from ...store import Store
 from ...stores import close_store, open_store
 from . import polled
-from .identity import (
-    CONFIG_KEY_CHECKPOINTER,
-    NodeIdentity,
-    candidates,
-    choose_run,
-    goal_for,
-    identify,
-)
+from .gates import Plan, one_at_a_time, one_at_a_time_async
+from .identity import CONFIG_KEY_CHECKPOINTER, candidates, choose_run, goal_for, identify
 from .messages import fingerprint_registry, with_langchain_types
 from .saver import LetItLoopCheckpointSaver
 
@@ -59,104 +50,6 @@ class _NodeJournal(Journal):
     def __init__(self, *args: Any, fingerprints: Fingerprinter, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._fingerprints = fingerprints
-
-
-# -- one execution at a time per run, in this process ----------------------------------
-
-
-class _Gate:
-    __slots__ = ("lock", "users")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.users = 0
-
-
-_gates: dict[tuple[str, str, str], _Gate] = {}
-_gates_lock = threading.Lock()
-
-
-def _gate_for(key: tuple[str, str, str]) -> _Gate:
-    with _gates_lock:
-        gate = _gates.get(key)
-        if gate is None:
-            gate = _gates[key] = _Gate()
-        gate.users += 1
-        return gate
-
-
-def _done_with(key: tuple[str, str, str], gate: _Gate) -> None:
-    with _gates_lock:
-        gate.users -= 1
-        if gate.users == 0 and _gates.get(key) is gate:
-            del _gates[key]
-
-
-def _busy(plan: _Plan, timeout: float) -> RunHeldError:
-    who = plan.identity
-    return RunHeldError(
-        f"thread {who.thread!r}: node {who.node!r} (superstep {who.step}) is already running in "
-        f"another invocation of this thread in this process (another thread or task), and "
-        f"it did not finish within {timeout:g} s. LangGraph runs one invocation of a thread "
-        f"at a time; wait for the other invocation, or pass durable_node(timeout=...) "
-        f"(journal run {plan.name!r} of goal {plan.goal!r})",
-        run_id=None,
-        pid=os.getpid(),
-        host=None,
-    )
-
-
-def _forget_after_fork() -> None:
-    # The parent's threads may hold these locks: a forked child starts with none.
-    global _gates_lock
-    _gates.clear()
-    _gates_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-@contextlib.contextmanager
-def _one_at_a_time(plan: _Plan, timeout: float) -> Iterator[None]:
-    gate = _gate_for(plan.key)
-    try:
-        if not gate.lock.acquire(timeout=timeout):
-            raise _busy(plan, timeout)
-        try:
-            yield
-        finally:
-            gate.lock.release()
-    finally:
-        _done_with(plan.key, gate)
-
-
-@contextlib.asynccontextmanager
-async def _one_at_a_time_async(plan: _Plan, timeout: float) -> AsyncIterator[None]:
-    gate = _gate_for(plan.key)
-    try:
-        if not gate.lock.acquire(blocking=False):
-            waiting = asyncio.ensure_future(asyncio.to_thread(gate.lock.acquire, True, timeout))
-            try:
-                got = await asyncio.shield(waiting)
-            except asyncio.CancelledError:
-                # The worker may still get the lock after we gave up: give it back then.
-                waiting.add_done_callback(
-                    lambda f: (
-                        gate.lock.release()
-                        if not f.cancelled() and f.exception() is None and f.result()
-                        else None
-                    )
-                )
-                raise
-            if not got:
-                raise _busy(plan, timeout)
-        try:
-            yield
-        finally:
-            gate.lock.release()
-    finally:
-        _done_with(plan.key, gate)
 
 
 # -- where the journal lives, and which run ---------------------------------------------
@@ -216,19 +109,6 @@ def _newest_checkpoint(saver: Any, thread: str) -> str | None:
         return None
     found = (tup.config.get("configurable") or {}).get("checkpoint_id")
     return None if found is None else str(found)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    goal: str
-    name: str
-    path: str | os.PathLike[str] | None
-    durability: Durability
-    identity: NodeIdentity
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (os.path.realpath(resolve_path(self.path)), self.goal, self.name)
 
 
 def _same_file(a: str | os.PathLike[str] | None, b: os.PathLike[str]) -> bool:
@@ -310,7 +190,7 @@ def durable_node(
                     f"add_node() and invoke the graph"
                 ) from None
 
-        def plan(config: Any, node_input: Any) -> _Plan:
+        def plan(config: Any, node_input: Any) -> Plan:
             identity = identify(config, node_input, fingerprints)
             saver = (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER)
             if saver is None:
@@ -352,9 +232,9 @@ def durable_node(
                 )
             if isinstance(saver, LetItLoopCheckpointSaver):
                 saver.wait_for_writes()
-            return _Plan(goal_name, name, journal_path, journal_durability, identity)
+            return Plan(goal_name, name, journal_path, journal_durability, identity)
 
-        def journal(p: _Plan) -> Journal:
+        def journal(p: Plan) -> Journal:
             return _NodeJournal(
                 p.goal,
                 run=p.name,
@@ -380,7 +260,7 @@ def durable_node(
                 # Choosing the run reads the journal (and may ask the checkpointer):
                 # in a worker thread, so the event loop never waits on SQLite.
                 p = await asyncio.to_thread(plan, config, args[0] if args else None)
-                async with _one_at_a_time_async(p, timeout), journal(p):
+                async with one_at_a_time_async(p, timeout), journal(p):
                     return await node_fn(*args, **kwargs)
 
             wrapped: Callable[..., Any] = async_wrapper
@@ -390,7 +270,7 @@ def durable_node(
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 config = resolve_config(config_of(kwargs))
                 p = plan(config, args[0] if args else None)
-                with _one_at_a_time(p, timeout), journal(p):
+                with one_at_a_time(p, timeout), journal(p):
                     return node_fn(*args, **kwargs)
 
             wrapped = wrapper

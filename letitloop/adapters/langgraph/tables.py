@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from ... import migrate
+from ... import migrate, migration_files
 from ...store import Store
 
 #: The adapter's migration set's name in ``_sqlite_migrations``.
@@ -23,7 +23,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 @lru_cache(maxsize=1)
 def migrations() -> tuple[tuple[str, str], ...]:
     """``(name, sql)`` of the adapter's migrations, in order."""
-    return migrate.set_migrations(MIGRATIONS_DIR)
+    return migration_files.set_migrations(MIGRATIONS_DIR)
 
 
 def ensure(store: Store) -> None:

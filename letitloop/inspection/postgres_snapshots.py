@@ -1,0 +1,199 @@
+"""A PostgreSQL journal as a snapshot: its tables read into a ``MemoryDatabase``
+(:func:`load`, the whole database or one run's rows), and what a change made to the
+snapshot written back, row by row (:func:`write_back`), for
+:class:`~letitloop.inspection.postgres_inspector.PostgresInspector`.
+
+Both run inside the caller's transaction, on the caller's connection.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from ..memory_database import MemoryDatabase, Row
+from ..postgres_connection import COLUMNS
+from ..row_rules import TRY_COLUMNS
+
+__all__ = ["has_tables", "load", "write_back"]
+
+_RUN_COLUMNS = (
+    "id",
+    "goal",
+    "name",
+    "status",
+    "attempts",
+    "holder_pid",
+    "holder_host",
+    "started_at",
+    "updated_at",
+    "finished_at",
+    "input",
+    "input_fp",
+    "result",
+    "error",
+    "cancel_requested_at",
+    "cancel_reason",
+    "forked_from",
+    "forked_at",
+)
+
+
+def has_tables(conn: Any) -> bool:
+    """Whether the connection's schema holds letitloop's tables (``ll_meta``)."""
+    row = conn.execute("SELECT to_regclass('ll_meta') IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
+def load(conn: Any, location: str, run_id: str | None = None) -> MemoryDatabase:
+    """The database's rows as a ``MemoryDatabase`` (inside the caller's transaction);
+    with ``run_id``, only that run's (its run, rows, tries, replays and attempts)."""
+    db = MemoryDatabase(location)
+    if not has_tables(conn):
+        return db
+    c = conn
+    only: tuple[str, ...] = () if run_id is None else (run_id,)
+
+    def of_run(column: str) -> str:
+        return f" WHERE {column} = %s" if only else ""
+
+    for (goal,) in c.execute("SELECT goal FROM ll_goals").fetchall():
+        db.goals[goal] = {}
+    # Every goal's key check (a row per encrypted goal), even in one run's snapshot.
+    db.key_checks = dict(c.execute("SELECT goal, key_check FROM ll_key_checks").fetchall())
+    top = 0
+    for num, *values in c.execute(
+        f"SELECT num, {', '.join(_RUN_COLUMNS)} FROM ll_runs{of_run('id')} ORDER BY num",
+        only,
+    ).fetchall():
+        run = dict(zip(_RUN_COLUMNS, values, strict=True))
+        run["order"] = num
+        db.runs[run["id"]] = run
+        db.goals.setdefault(run["goal"], {})
+        top = max(top, num)
+    db._runs = itertools.count(top + 1)
+    last = 0
+    for rowid, goal, run_id, key, *values in c.execute(
+        f"SELECT rowid, goal, run, key, {', '.join(COLUMNS)} FROM ll_journal"
+        f"{of_run('run')} ORDER BY rowid",
+        only,
+    ).fetchall():
+        row = Row(rowid)
+        row.update(zip(COLUMNS, values, strict=True), run=run_id, key=key)
+        db.by_rowid[rowid] = row
+        if goal == "":
+            db.global_markers[key] = row
+        else:
+            db.goals.setdefault(goal, {})[(run_id, key)] = row
+        last = max(last, rowid)
+    db._rowids = itertools.count(last + 1)
+    for run_id, key, n, *values in c.execute(
+        f"SELECT run, key, try, {', '.join(TRY_COLUMNS)} FROM ll_tries{of_run('run')}", only
+    ).fetchall():
+        db.tries[(run_id, key, n)] = dict(zip(TRY_COLUMNS, values, strict=True))
+    db.replays = [
+        (r, a, tuple(k or ()))
+        for r, a, k in c.execute(f"SELECT * FROM ll_replays{of_run('run')}", only).fetchall()
+    ]
+    # The columns the memory model keeps (not ``trace``: otel.py's, read by no reader).
+    db.attempts = [
+        tuple(a)
+        for a in c.execute(
+            f"SELECT run, attempt, pid, host, started_at, version FROM ll_attempts{of_run('run')}",
+            only,
+        ).fetchall()
+    ]
+    return db
+
+
+def write_back(conn: Any, before: MemoryDatabase, after: MemoryDatabase) -> None:
+    """Write the rows ``after`` changed from ``before``: runs, rows, tries, replays."""
+    c = conn
+    for goal in before.goals.keys() - after.goals.keys():
+        c.execute("DELETE FROM ll_goals WHERE goal = %s", (goal,))
+    for goal in before.key_checks.keys() - after.key_checks.keys():
+        c.execute("DELETE FROM ll_key_checks WHERE goal = %s", (goal,))
+    for goal in after.goals.keys() - before.goals.keys():
+        c.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
+    for run_id in before.runs.keys() - after.runs.keys():
+        c.execute("DELETE FROM ll_runs WHERE id = %s", (run_id,))
+    for run_id, run in sorted(after.runs.items(), key=lambda kv: kv[1]["order"]):
+        old = before.runs.get(run_id)
+        values = {k: run.get(k) for k in _RUN_COLUMNS}
+        if old is None:
+            c.execute(
+                f"INSERT INTO ll_runs ({', '.join(values)}) VALUES "
+                f"({', '.join(['%s'] * len(values))})",
+                tuple(values.values()),
+            )
+        else:
+            changed = {k: v for k, v in values.items() if old.get(k) != v}
+            if changed:
+                c.execute(
+                    f"UPDATE ll_runs SET {', '.join(f'{k} = %s' for k in changed)} WHERE id = %s",
+                    (*changed.values(), run_id),
+                )
+    rows_before = _all_rows(before)
+    rows_after = _all_rows(after)
+    gone = [r for r in rows_before if r not in rows_after]
+    if gone:
+        c.execute("DELETE FROM ll_journal WHERE rowid = ANY(%s)", (gone,))
+    for rowid in sorted(rows_after):
+        goal, row = rows_after[rowid]
+        values = {k: row.get(k) for k in COLUMNS}
+        if rowid not in rows_before:
+            c.execute(
+                f"INSERT INTO ll_journal (goal, run, key, {', '.join(COLUMNS)}) VALUES "
+                f"({', '.join(['%s'] * (3 + len(COLUMNS)))})",
+                (goal, row["run"] or "", row["key"], *values.values()),
+            )
+            continue
+        old = rows_before[rowid][1]
+        changed = {k: v for k, v in values.items() if old.get(k) != v}
+        if changed:
+            c.execute(
+                f"UPDATE ll_journal SET {', '.join(f'{k} = %s' for k in changed)} WHERE rowid = %s",
+                (*changed.values(), rowid),
+            )
+    for slot in before.tries.keys() - after.tries.keys():
+        c.execute("DELETE FROM ll_tries WHERE run = %s AND key = %s AND try = %s", slot)
+    for slot, t in after.tries.items():
+        if before.tries.get(slot) != t:
+            c.execute("DELETE FROM ll_tries WHERE run = %s AND key = %s AND try = %s", slot)
+            c.execute(
+                f"INSERT INTO ll_tries (run, key, try, {', '.join(TRY_COLUMNS)}) VALUES "
+                f"({', '.join(['%s'] * (3 + len(TRY_COLUMNS)))})",
+                (*slot, *(t.get(k) for k in TRY_COLUMNS)),
+            )
+    lists: list[tuple[str, list[Any], list[Any]]] = [
+        ("ll_replays", list(before.replays), list(after.replays)),
+        ("ll_attempts", list(before.attempts), list(after.attempts)),
+    ]
+    for table, old_list, new_list in lists:
+        old_set, new_set = set(old_list), set(new_list)
+        touched: set[str] = {str(e[0]) for e in old_set ^ new_set}
+        for run_id in touched:
+            c.execute(f"DELETE FROM {table} WHERE run = %s", (run_id,))
+            for entry in new_list:
+                if entry[0] == run_id:
+                    cells: list[Any] = list(entry)
+                    if table == "ll_replays":
+                        cells[2] = list(cells[2])
+                    # ll_attempts by name: its columns after started_at came by ALTER
+                    # (trace, version), in whichever order a database got them.
+                    named = " (run, attempt, pid, host, started_at, version)"
+                    c.execute(
+                        f"INSERT INTO {table}{named if table == 'll_attempts' else ''} "
+                        f"VALUES ({', '.join(['%s'] * len(cells))})",
+                        cells,
+                    )
+
+
+def _all_rows(db: MemoryDatabase) -> dict[int, tuple[str, Row]]:
+    found: dict[int, tuple[str, Row]] = {}
+    for goal, rows in db.goals.items():
+        for row in rows.values():
+            found[row.rowid] = (goal, row)
+    for row in db.global_markers.values():
+        found[row.rowid] = ("", row)
+    return found

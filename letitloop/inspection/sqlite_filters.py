@@ -1,0 +1,77 @@
+"""What a :class:`~letitloop.inspection.inspector.RunFilter` means in a journal file's SQL:
+conditions on ``runs r`` (:func:`run_conditions`, the recorded input's keys read by
+``json_extract``), and the patterns of a prefix (:func:`like_prefix`, :func:`glob_prefix`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import LetItLoopError
+from .inspector import RunFilter
+
+
+def glob_prefix(text: str) -> str:
+    """A GLOB pattern for what starts with ``text`` (its ``*?[`` matched as themselves)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text) + "*"
+
+
+def like_prefix(text: str) -> str:
+    """A LIKE pattern for what starts with ``text`` (``\\`` escapes)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def run_conditions(where: RunFilter) -> tuple[list[str], list[Any]]:
+    """``where`` as SQL conditions on ``runs r`` and their parameters."""
+    conditions: list[str] = []
+    params: list[Any] = []
+    if where.goal is not None:
+        conditions.append("r.goal = ?")
+        params.append(where.goal)
+    if where.statuses is not None:
+        conditions.append(f"r.status IN ({','.join('?' * len(where.statuses))})")
+        params.extend(where.statuses)
+    if where.since is not None:
+        conditions.append("r.started_at >= ?")
+        params.append(where.since)
+    if where.until is not None:
+        conditions.append("r.started_at < ?")
+        params.append(where.until)
+    if where.name is not None:
+        conditions.append("r.name GLOB ?")
+        params.append(where.name)
+    if where.version is not None:
+        conditions.append(
+            "(SELECT a.version FROM attempts a WHERE a.run = r.id AND a.attempt = r.attempts) "
+            "GLOB ?"
+        )
+        params.append(glob_prefix(where.version))
+    for parts, value in where.inputs:
+        cond, cond_params = _input_condition(parts, value)
+        conditions.append(cond)
+        params.extend(cond_params)
+    return conditions, params
+
+
+def _input_condition(parts: tuple[str, ...], value: str) -> tuple[str, list[Any]]:
+    """SQL matching runs whose recorded input has ``value`` at ``parts`` (see
+    :attr:`RunFilter.inputs`)."""
+    try:
+        wanted: Any = json.loads(value)
+    except ValueError:
+        wanted = value
+    if not parts:  # the caller checks the key; an empty path would name the whole input
+        raise LetItLoopError("an input condition needs a key")
+    quoted = "".join('."' + p.replace('"', '""') + '"' for p in parts)
+    if isinstance(wanted, (dict, list)):
+        same, bound = "= json(?)", json.dumps(wanted)
+    else:
+        same, bound = "= ?", wanted
+    arms, params = [], []
+    for path in ("$" + quoted, '$."!dict"' + quoted):
+        arms.append(
+            f"json_extract(r.input, ?) {same} OR (json_type(r.input, ?) = 'object' AND EXISTS "
+            f"(SELECT 1 FROM json_each(r.input, ?) WHERE key LIKE '!%' AND value {same}))"
+        )
+        params += [path, bound, path, path, bound]
+    return f"(CASE WHEN json_valid(r.input) THEN ({' OR '.join(arms)}) ELSE 0 END)", params

@@ -1,0 +1,82 @@
+"""Holding a run or a marker in a PostgreSQL journal: ``PostgresHold``, ``is_held``.
+
+A hold is a session-level advisory lock (``pg_advisory_lock``) on a
+connection of the hold's own, keyed by a 64-bit hash of what it holds
+(``postgres_database.lock_key``); PostgreSQL releases it when that
+connection ends, including when the holder's process dies (at once for a
+killed process on the same host; over a network, once the server notices the
+connection is gone: the TCP keepalives of ``postgres_database.KEEPALIVES``,
+about 25 s). The journal's storage and the inspector hold runs alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .postgres_database import connect, lock_key, redact
+
+__all__ = ["PostgresHold", "is_held", "run_hold_text"]
+
+
+def run_hold_text(schema: str, run_id: str) -> str:
+    """What a run's hold holds: its schema and its id (lock_key makes the lock's key)."""
+    return f"run\x1f{schema}\x1f{run_id}"
+
+
+def is_held(conn: Any, what: str) -> bool:
+    """Whether a live session holds the advisory lock of ``what``; takes nothing."""
+    unsigned = lock_key(f"letitloop\x1f{what}") & 0xFFFFFFFFFFFFFFFF
+    row = conn.execute(
+        "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
+        (unsigned >> 32, unsigned & 0xFFFFFFFF),
+    ).fetchone()
+    return row is not None
+
+
+class PostgresHold:
+    """One holder's advisory lock on a run or a marker, on a connection of its own."""
+
+    __slots__ = ("_conn", "key", "location", "what")
+
+    def __init__(self, location: str, what: str) -> None:
+        self.location = location
+        self.what = what
+        self.key = lock_key(f"letitloop\x1f{what}")
+        self._conn: Any = None
+
+    @property
+    def where(self) -> str:
+        return f"{redact(self.location)} advisory lock {self.key} ({self.what!r})"
+
+    def acquire(self, timeout: float) -> bool:
+        if self._conn is not None:
+            return True
+        conn = connect(self.location)
+        import psycopg  # connect() has it: the extra is installed
+
+        try:
+            if timeout == 0:
+                (got,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+            else:
+                ms = 0 if timeout < 0 else max(1, int(timeout * 1000))
+                conn.execute(f"SET lock_timeout = {ms}")
+                try:
+                    conn.execute("SELECT pg_advisory_lock(%s)", (self.key,))
+                    got = True
+                except psycopg.errors.LockNotAvailable:
+                    got = False
+        except BaseException:
+            conn.close()
+            raise
+        if not got:
+            conn.close()
+            return False
+        self._conn = conn
+        return True
+
+    def release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()  # the session's advisory locks go with it
