@@ -22,7 +22,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from contextvars import ContextVar
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,6 +45,8 @@ if TYPE_CHECKING:
     # retry.py by the first retry policy, costs.py by the first usage() report,
     # async_steps.py by the first async step, sleeps.py and waits.py by the
     # first sleep or wait. `import letitloop` loads only what a step needs.
+    from pathlib import Path
+
     from . import async_steps
     from . import retry as retries
     from .commits import LoopCommits
@@ -205,7 +206,11 @@ class Journal:
     @property
     def path(self) -> Path:
         """The journal file (or, on another store, its path or URL)."""
-        return self.store.path if self.store else Path(self._path_arg or "")
+        if self.store:
+            return self.store.path
+        from pathlib import Path  # here: a step's path never needs pathlib (issue 30)
+
+        return Path(self._path_arg or "")
 
     @property
     def is_open(self) -> bool:

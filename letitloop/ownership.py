@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from . import opening
 from .connections import WAY_OUT
 from .errors import ForkedJournalError, LetItLoopError, UnknownStoreError
-from .files import file_identity, resolve_path
+from .files import file_identity, resolve_file
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -124,7 +124,7 @@ def check_open(j: Journal) -> None:
     if not inherited_files:
         return
     try:
-        path = resolve_path(j._path_arg)
+        path = resolve_file(j._path_arg)
         identity = file_identity(path)
     except UnknownStoreError:
         return  # a URL: not a file the parent had open (the store decides, schemes.py)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -130,6 +129,9 @@ _INSERT_ATTEMPT = (
 )
 
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 __all__ = ["UPSERT_DONE", "UPSERT_STEP", "SqliteStorage", "step_writer"]
 
 
@@ -167,7 +169,6 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.path: Path = store.path
         #: The goal's view (journal_<goal>, named in messages) and its compact table,
         #: known once ``find_or_start_run`` made them.
         self.table = ""
@@ -178,6 +179,11 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
         self.done_sql = ""
         #: Commit one step row: ``store.write1`` with the statement bound (no extra call).
         self.write_step: Callable[[StepRow], None] = self._not_found
+
+    @property
+    def path(self) -> Path:
+        """The journal file (``Store.path``: made when asked; a step never asks)."""
+        return self.store.path
 
     @property
     def max_text(self) -> int:

@@ -609,6 +609,12 @@ LOADED_ON_USE = [
     # store registry's entries are msgspec Structs, so the import compiles no
     # dataclass (dataclasses would load inspect, ast, dis and tokenize with it).
     "dataclasses",
+    # pathlib, and the urllib.parse and ipaddress it imports (17 M instructions, 3 ms):
+    # paths are text on the step path (files.py); the codec loads pathlib to read a
+    # recorded path (codec/tags.py). tests/test_startup.py checks a resume too.
+    "pathlib",
+    "urllib.parse",
+    "ipaddress",
 ]
 
 
