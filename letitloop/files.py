@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from . import migrate as _migrations
 from .connections import live
-from .discovery import default_path, new_default_journal
 from .errors import JournalFileError, LetItLoopError
 from .schemes import not_a_file, scheme_of
 from .sqlerrors import DRIVER_ERRORS, explain
@@ -91,6 +90,8 @@ def resolve_file(path: str | os.PathLike[str] | None = None) -> str:
     if path is None:
         path = os.environ.get("LETITLOOP_DB") or None
         if path is None:
+            from .discovery import default_path  # loaded by programs that name no file
+
             return default_path()
     scheme = scheme_of(path)
     if scheme is not None:
@@ -122,7 +123,11 @@ _URI_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~
 
 def make_folder(path: str) -> None:
     """Create the folder of the journal file ``path`` if missing; explained if it cannot be."""
-    hint = new_default_journal(path)
+    hint = None
+    if os.path.basename(path) == "journal.db":  # perhaps the default journal, to be made
+        from .discovery import new_default_journal
+
+        hint = new_default_journal(path)
     folder = os.path.dirname(path)
     try:
         if folder:

@@ -35,7 +35,6 @@ from .names import check_name
 from .pragmas import Durability
 from .replay import Results, forget_replays, mismatch, replay
 from .schemes import open_readonly_storage, open_storage
-from .seals import env_seal_key, seal_key
 from .storage import StepRow, Storage
 from .testing import default_clock
 from .versions import caller_version, check_version
@@ -151,7 +150,11 @@ class Journal:
         )
         #: The seal key (letitloop/seals.py): the run's final rows are chained under it.
         #: None: ``LETITLOOP_SEAL_KEY``, else no seal. Kept in memory, never in the file.
-        self.seal_key = env_seal_key() if seal is None else seal_key(seal)
+        self.seal_key: bytes | None = None
+        if seal is not None or os.environ.get("LETITLOOP_SEAL_KEY"):  # seals.SEAL_KEY_ENV
+            from .seals import env_seal_key, seal_key  # loaded by programs that seal
+
+            self.seal_key = env_seal_key() if seal is None else seal_key(seal)
         #: Encryption at rest (letitloop/encryption.py): results, errors, the input and the
         #: run's result stored encrypted. None: ``LETITLOOP_ENCRYPTION_KEY``, else none.
         self._cipher = env_cipher() if encryption_key is None else make_cipher(encryption_key)

@@ -19,7 +19,6 @@ from .sqlite_holding import SqliteHolding
 from .sqlite_keychecks import record as record_key_check
 from .sqlite_keychecks import stored_check
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
-from .sqlite_seals import start as start_sealing
 from .storage import RowHandle, RunDecision, RunKey, RunState, StepRow
 from .store import Store
 
@@ -396,6 +395,8 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
 
     def seal_run(self, run_id: str, secret: bytes) -> None:
         """Chain the run's final rows under ``secret`` from now on (sqlite_seals.py)."""
+        from .sqlite_seals import start as start_sealing  # loaded by programs that seal
+
         start_sealing(self.store, self.rows, self.key_of_run(run_id), run_id, secret)
 
     def key_check(self, goal: str, check: str | None, now: float) -> str | None:

@@ -615,6 +615,8 @@ LOADED_ON_USE = [
     "pathlib",
     "urllib.parse",
     "ipaddress",
+    "letitloop.seals",  # a seal key given (or LETITLOOP_SEAL_KEY)
+    "letitloop.discovery",  # a journal that names no file, on its open
 ]
 
 
