@@ -15,7 +15,6 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from . import migrate as _migrations
 from .connections import live
 from .errors import JournalFileError, LetItLoopError
 from .schemes import not_a_file, scheme_of
@@ -241,7 +240,9 @@ def _main_file_is_our_journal(path: str | os.PathLike[str], uri: str) -> bool:
         }
         if tables != {"goals", "runs"}:
             return False
-        _migrations.check(conn, path)
+        from . import migrate  # (loaded by the open already: connect.py)
+
+        migrate.check(conn, path)
     except LetItLoopError:
         return False  # another application's, or a newer letitloop's: the probe refuses it
     except DRIVER_ERRORS:
@@ -314,7 +315,9 @@ def _probe_with(path: str | os.PathLike[str], uri: str) -> bool:
         except DRIVER_ERRORS as exc:
             raise explain(exc, path) from None
         try:
-            return _migrations.check(conn, path)
+            from . import migrate  # (loaded by the open already: connect.py)
+
+            return migrate.check(conn, path)
         except JournalFileError as exc:
             # SQLITE_CANTOPEN, SQLITE_READONLY_RECOVERY/CANTINIT (the index needs
             # rebuilding) and SQLITE_PROTOCOL (a read-only index it cannot trust).

@@ -617,6 +617,9 @@ LOADED_ON_USE = [
     "ipaddress",
     "letitloop.seals",  # a seal key given (or LETITLOOP_SEAL_KEY)
     "letitloop.discovery",  # a journal that names no file, on its open
+    # The file layer's probe and migrations: the first journal's open (connect.py).
+    "letitloop.files",
+    "letitloop.migrate",
 ]
 
 
