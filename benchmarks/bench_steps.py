@@ -62,7 +62,6 @@ STEP_PATH_IMPORTS = (
     "msgspec",
     "msgspec.json",
     "msgspec.msgpack",
-    "pathlib",
     "datetime",
     "threading",
     "contextvars",

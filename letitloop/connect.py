@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import migrate as _migrations
 from .connections import checked, opening, track
 from .errors import JournalFileError
-from .files import check_is_a_file, create_file, file_identity, make_folder, probe_file
+from .files import check_is_a_file, create_file, file_identity, file_uri, make_folder, probe_file
 from .pragmas import configure
 from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain
 
@@ -39,8 +38,8 @@ def _identify(store: Store) -> None:
     # The file itself, however it was reached (a symlink, a second mount of its
     # folder): locks and this process's registry of held runs are keyed by it,
     # so two paths to one file share them.
-    store.real_path = Path(os.path.realpath(store.path))
-    store.identity = file_identity(store.real_path)
+    store.real_file = os.path.realpath(store.file)
+    store.identity = file_identity(store.real_file)
 
 
 def _close(store: Store) -> None:
@@ -52,20 +51,20 @@ def _close(store: Store) -> None:
 def connect_writable(store: Store, migrate: bool) -> None:
     """Connect ``store`` to its file for writing, the file checked and migrated first.
 
-    Sets its ``conn``, ``real_path``, ``identity``, ``max_text`` and schema
+    Sets its ``conn``, ``real_file``, ``identity``, ``max_text`` and schema
     version. A file refused as newer or foreign is left byte for byte as it
     was (the check runs on a read-only connection). On any error the
     connection is closed; sqlite3's and the OS's are explained as
     JournalFileError.
     """
-    make_folder(store.path)
-    with opening(store.path):
-        create_file(store.path)  # owner-only (files.FILE_MODE) unless it exists
+    make_folder(store.file)
+    with opening(store.file):
+        create_file(store.file)  # owner-only (files.FILE_MODE) unless it exists
         _connect_writable(store, migrate)
 
 
 def _connect_writable(store: Store, migrate: bool) -> None:
-    has_content = check_is_a_file(store.path)
+    has_content = check_is_a_file(store.file)
     # A file with content is checked on a read-only connection first: a file
     # refused as newer or foreign is then left byte for byte as it was, its
     # -wal and -shm included (closing a writable connection would checkpoint
@@ -74,16 +73,16 @@ def _connect_writable(store: Store, migrate: bool) -> None:
     # would not be the last close (no checkpoint), and the probe would only
     # cost time. The schema is checked again on this connection below, before
     # anything writes.
-    probe = migrate and has_content and not checked(store.path)
-    current = probe_file(store.path) if probe else None
+    probe = migrate and has_content and not checked(store.file)
+    current = probe_file(store.file) if probe else None
     try:
         # isolation_level=None: no implicit transactions; we open them ourselves.
         # check_same_thread=False: threads share this connection under the store's lock.
         store.conn = sqlite3.connect(
-            store.path, isolation_level=None, check_same_thread=False, timeout=0
+            store.file, isolation_level=None, check_same_thread=False, timeout=0
         )
     except DRIVER_ERRORS as exc:
-        raise explain(exc, store.path) from None
+        raise explain(exc, store.file) from None
     try:
         _identify(store)
         # Counted before its first statement maps the -shm or takes a lock.
@@ -93,9 +92,9 @@ def _connect_writable(store: Store, migrate: bool) -> None:
     except OSError as exc:
         _close(store)
         raise JournalFileError(
-            f"{store.path}: cannot read the journal file's identity ({exc}); "
+            f"{store.file}: cannot read the journal file's identity ({exc}); "
             f"check that the path points to a local file",
-            path=str(store.path),
+            path=str(store.file),
         ) from None
     try:
         # Wait (instead of failing at once) while another connection writes.
@@ -106,14 +105,14 @@ def _connect_writable(store: Store, migrate: bool) -> None:
             store.conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         # Refuse a newer or foreign file before anything writes to it.
         if current is None:
-            current = _migrations.check(store.conn, store.path) if migrate else True
-        configure(store.conn, store.path, store.durability)
+            current = _migrations.check(store.conn, store.file) if migrate else True
+        configure(store.conn, store.file, store.durability)
         if not current:
             _migrations.migrate(store)
         store._schema_version = store._read_schema_version()
     except DRIVER_ERRORS as exc:
         _close(store)
-        raise explain(exc, store.path) from None
+        raise explain(exc, store.file) from None
     except BaseException:
         _close(store)
         raise
@@ -127,42 +126,44 @@ def connect_readonly(store: Store, live: bool) -> None:
     Otherwise, or to watch a file others write (``live``: ``--follow``),
     ``mode=ro``: SQLite reads the -wal through its shared-memory index.
     """
-    with opening(store.path):
+    with opening(store.file):
         _connect_readonly(store, live)
 
 
 def _connect_readonly(store: Store, live: bool) -> None:
-    uri = Path(os.path.abspath(store.path)).as_uri()
-    quiet = not live and not os.path.exists(f"{store.path}-wal")
+    uri = file_uri(store.file)
+    quiet = not live and not os.path.exists(f"{store.file}-wal")
     query = "mode=ro&immutable=1" if quiet else "mode=ro"
     try:
         store.conn = sqlite3.connect(
             f"{uri}?{query}", uri=True, isolation_level=None, check_same_thread=False
         )
     except DRIVER_ERRORS as exc:
-        raise explain(exc, store.path) from None
+        raise explain(exc, store.file) from None
     try:
         _identify(store)
         if not quiet:  # immutable=1 takes no lock: nothing to keep
             store._untrack = track(store, store.identity, writable=False)
         store._set_max_text(1_000_000_000)
         store.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if not _migrations.check(store.conn, store.path):
-            names = _migrations.known_names()
+        if not _migrations.check(store.conn, store.file):
+            from .migration_files import known_names  # only for this refusal
+
+            names = known_names()
             raise JournalFileError(
-                f"{store.path}: this journal was written by an older letitloop (it lacks "
+                f"{store.file}: this journal was written by an older letitloop (it lacks "
                 f"migration {names[-1]!r}); reading it would need its schema upgraded, "
                 f"and a reader never writes: run 'lil upgrade' (or open it with a "
                 f"Journal of this version) first",
-                path=str(store.path),
+                path=str(store.file),
             )
         store._schema_version = store._read_schema_version()
     except DRIVER_ERRORS as exc:
         _close(store)
-        raise explain(exc, store.path) from None
+        raise explain(exc, store.file) from None
     except OSError as exc:
         _close(store)
-        raise JournalFileError(f"{store.path}: {exc}", path=str(store.path)) from None
+        raise JournalFileError(f"{store.file}: {exc}", path=str(store.file)) from None
     except BaseException:
         _close(store)
         raise

@@ -48,7 +48,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from .errors import ForkedJournalError
@@ -226,7 +225,7 @@ def checked(path: str | os.PathLike[str]) -> bool:
 
 def _entry(path: str | os.PathLike[str]) -> _File | None:
     try:
-        st = os.stat(Path(path))
+        st = os.stat(path)
     except OSError:
         return None
     with _guard:

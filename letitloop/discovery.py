@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 #: The journal's place under the folder it belongs to.
 FOLDER, NAME = ".letitloop", "journal.db"
 #: The default path, relative to the current folder.
-DEFAULT_PATH = Path(FOLDER) / NAME
+DEFAULT_PATH = os.path.join(FOLDER, NAME)
 
 
 def _ceilings() -> set[str]:
@@ -34,7 +33,7 @@ def _ceilings() -> set[str]:
     return {os.path.abspath(p) for p in text.split(os.pathsep) if p}
 
 
-def find_journal(start: str | os.PathLike[str] | None = None) -> Path | None:
+def find_journal(start: str | os.PathLike[str] | None = None) -> str | None:
     """The nearest existing ``.letitloop/journal.db`` at ``start`` (the current folder) or
     above it, within the project (see the module's docstring); None when there is none.
 
@@ -51,7 +50,7 @@ def find_journal(start: str | os.PathLike[str] | None = None) -> Path | None:
             return None
         candidate = join(folder, FOLDER, NAME)
         if isfile(candidate):
-            return Path(candidate)
+            return candidate
         if folder == home or exists(join(folder, ".git")):
             return None
         parent = os.path.dirname(folder)
@@ -60,17 +59,17 @@ def find_journal(start: str | os.PathLike[str] | None = None) -> Path | None:
         folder = parent
 
 
-def default_path() -> Path:
+def default_path() -> str:
     """The journal to use when none is named: the one found (see :func:`find_journal`), as
     ``.letitloop/journal.db`` when it is the current folder's, else its absolute path; or
     ``.letitloop/journal.db`` to be made in the current folder."""
     found = find_journal()
-    if found is None or str(found.parent.parent) == os.getcwd():
+    if found is None or os.path.dirname(os.path.dirname(found)) == os.getcwd():
         return DEFAULT_PATH
     return found
 
 
-def new_default_journal(path: Path) -> str | None:
+def new_default_journal(path: str) -> str | None:
     """The one line a program prints when it is about to make the default journal here.
 
     Only for ``.letitloop/journal.db`` (no file named, none found above) that
@@ -78,7 +77,7 @@ def new_default_journal(path: Path) -> str | None:
     where the file is, and where ``lil`` finds it; a pipe or a log gets
     nothing. None otherwise.
     """
-    if path != DEFAULT_PATH or path.exists():
+    if os.path.normpath(path) != DEFAULT_PATH or os.path.exists(path):
         return None
     try:
         if not sys.stderr.isatty():
@@ -86,11 +85,11 @@ def new_default_journal(path: Path) -> str | None:
     except (AttributeError, ValueError):  # no stderr, or a closed one
         return None
     return (
-        f"letitloop: new journal {path.absolute()}; lil finds it from this folder and "
+        f"letitloop: new journal {os.path.abspath(path)}; lil finds it from this folder and "
         f"the folders below it"
     )
 
 
-def found_above(path: Path) -> bool:
+def found_above(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` (as :func:`default_path` gave it) lies above the current folder."""
-    return path.is_absolute() and path != (Path.cwd() / DEFAULT_PATH).absolute()
+    return os.path.isabs(path) and os.path.normpath(path) != os.path.abspath(DEFAULT_PATH)

@@ -13,17 +13,22 @@ import sqlite3
 import stat
 import sys
 from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import migrate as _migrations
 from .connections import live
-from .discovery import default_path, new_default_journal
 from .errors import JournalFileError, LetItLoopError
 from .schemes import not_a_file, scheme_of
 from .sqlerrors import DRIVER_ERRORS, explain
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# Paths are text here, and os calls: pathlib (with urllib.parse and ipaddress, which
+# it imports) costs `import letitloop` and every resume about 17 M instructions
+# (3 ms) that no open needs (issue 30). resolve_path gives lil its Path.
+
 #: Where the journal lives when neither ``path=`` nor ``LETITLOOP_DB`` says.
-DEFAULT_PATH = Path(".letitloop") / "journal.db"
+DEFAULT_PATH = os.path.join(".letitloop", "journal.db")
 
 #: The mode of a new journal file (SQLite gives its -wal and -shm the same):
 #: readable by its owner only, since it holds API responses and model outputs.
@@ -58,7 +63,7 @@ def folder_mode() -> int:
     return mode | ((mode & 0o444) >> 2)
 
 
-def create_file(path: Path) -> None:
+def create_file(path: str) -> None:
     """Create the journal file ``path`` empty with :func:`file_mode`, if it does not exist.
 
     Before SQLite opens it, so that the file (and its -wal and -shm, which
@@ -75,7 +80,7 @@ def create_file(path: Path) -> None:
     os.close(fd)
 
 
-def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
+def resolve_file(path: str | os.PathLike[str] | None = None) -> str:
     """The journal file: ``path``, else ``$LETITLOOP_DB``, else the nearest
     ``.letitloop/journal.db`` here or above, else a new one here (letitloop/discovery.py).
 
@@ -84,21 +89,51 @@ def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
     if path is None:
         path = os.environ.get("LETITLOOP_DB") or None
         if path is None:
+            from .discovery import default_path  # loaded by programs that name no file
+
             return default_path()
     scheme = scheme_of(path)
     if scheme is not None:
         raise not_a_file(os.fspath(path), scheme)
-    return Path(path)
+    return os.fspath(path)
 
 
-def make_folder(path: Path) -> None:
+def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """:func:`resolve_file` as a ``Path`` (for lil and the adapters)."""
+    from pathlib import Path
+
+    return Path(resolve_file(path))
+
+
+def file_uri(path: str | os.PathLike[str]) -> str:
+    """``file:`` URI of ``path`` made absolute, as ``Path.as_uri`` writes it on POSIX.
+
+    Every byte but letters, digits, ``_.-~/`` percent-encoded (so ``?``, ``#``
+    and ``%`` in a name reach SQLite as part of it), without pathlib.
+    """
+    raw = os.fsencode(os.path.abspath(path))
+    if not raw.translate(None, _URI_SAFE):
+        return "file://" + raw.decode("ascii")
+    return "file://" + "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in raw)
+
+
+_URI_SAFE = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/"
+
+
+def make_folder(path: str) -> None:
     """Create the folder of the journal file ``path`` if missing; explained if it cannot be."""
-    hint = new_default_journal(path)
+    hint = None
+    if os.path.basename(path) == "journal.db":  # perhaps the default journal, to be made
+        from .discovery import new_default_journal
+
+        hint = new_default_journal(path)
+    folder = os.path.dirname(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
     except OSError as exc:
         raise JournalFileError(
-            f"{path}: cannot create the folder {path.parent} ({exc}); "
+            f"{path}: cannot create the folder {folder} ({exc}); "
             f"create it or pass another path= / LETITLOOP_DB",
             path=str(path),
         ) from None
@@ -106,7 +141,7 @@ def make_folder(path: Path) -> None:
         print(hint, file=sys.stderr)
 
 
-def check_is_a_file(path: Path) -> bool:
+def check_is_a_file(path: str) -> bool:
     """Whether ``path`` is a file with content; refuses a folder, a device, a pipe."""
     try:
         st = os.stat(path)
@@ -121,7 +156,7 @@ def check_is_a_file(path: Path) -> bool:
     if stat.S_ISREG(st.st_mode):
         return st.st_size > 0
     if stat.S_ISDIR(st.st_mode):
-        found, example = "a folder", path / "journal.db"
+        found, example = "a folder", os.path.join(path, "journal.db")
     else:
         found, example = "a device, pipe or socket, not a file", DEFAULT_PATH
     raise JournalFileError(
@@ -151,7 +186,7 @@ _PROBES = (
 _SHM_HEADER = 48
 
 
-def index_unusable_read_only(path: Path) -> bool:
+def index_unusable_read_only(path: str | os.PathLike[str]) -> bool:
     """Whether the -shm index disagrees with the -wal, so only a writable -shm can recover it.
 
     What a writer killed while restarting or writing its log leaves: the two
@@ -182,7 +217,7 @@ def file_identity(path: str | os.PathLike[str]) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
-def _main_file_is_our_journal(path: Path, uri: str) -> bool:
+def _main_file_is_our_journal(path: str | os.PathLike[str], uri: str) -> bool:
     """Whether the database file alone (``immutable=1``: touches nothing) is a journal we open.
 
     Also True for a new journal whose first writer died before its first commit
@@ -205,7 +240,9 @@ def _main_file_is_our_journal(path: Path, uri: str) -> bool:
         }
         if tables != {"goals", "runs"}:
             return False
-        _migrations.check(conn, path)
+        from . import migrate  # (loaded by the open already: connect.py)
+
+        migrate.check(conn, path)
     except LetItLoopError:
         return False  # another application's, or a newer letitloop's: the probe refuses it
     except DRIVER_ERRORS:
@@ -215,7 +252,7 @@ def _main_file_is_our_journal(path: Path, uri: str) -> bool:
     return True
 
 
-def _log_has_no_frame(path: Path) -> bool:
+def _log_has_no_frame(path: str | os.PathLike[str]) -> bool:
     """Whether the -wal is at most its 32-byte header: no page of anyone's data in it."""
     try:
         return os.stat(f"{path}-wal").st_size <= 32
@@ -224,7 +261,7 @@ def _log_has_no_frame(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
+def _index_kept_open(path: str | os.PathLike[str], uri: str) -> Iterator[None]:
     """Hold a plain read-only connection (that has read) open while the probe runs, if needed.
 
     A writer killed right after restarting its WAL leaves a -wal of a bare
@@ -256,7 +293,7 @@ def _index_kept_open(path: Path, uri: str) -> Iterator[None]:
             keeper.close()
 
 
-def probe_file(path: Path) -> bool:
+def probe_file(path: str | os.PathLike[str]) -> bool:
     """:func:`migrate.check` on a read-only connection: the file and its -wal stay as they were.
 
     A refused file (newer, foreign) must be left byte for byte; closing a
@@ -266,19 +303,21 @@ def probe_file(path: Path) -> bool:
     maps the -shm read-only, and SQLite shares that mapping with every
     connection this process opens to the file meanwhile.
     """
-    uri = Path(os.path.abspath(path)).as_uri()
+    uri = file_uri(path)
     with _index_kept_open(path, uri):
         return _probe_with(path, uri)
 
 
-def _probe_with(path: Path, uri: str) -> bool:
+def _probe_with(path: str | os.PathLike[str], uri: str) -> bool:
     for query in _PROBES:
         try:
             conn = sqlite3.connect(f"{uri}?{query}", uri=True, isolation_level=None)
         except DRIVER_ERRORS as exc:
             raise explain(exc, path) from None
         try:
-            return _migrations.check(conn, path)
+            from . import migrate  # (loaded by the open already: connect.py)
+
+            return migrate.check(conn, path)
         except JournalFileError as exc:
             # SQLITE_CANTOPEN, SQLITE_READONLY_RECOVERY/CANTINIT (the index needs
             # rebuilding) and SQLITE_PROTOCOL (a read-only index it cannot trust).

@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .codec.tags import SCALAR_TYPES
+from .codec.tags import SCALAR_TYPES, is_path_type
 from .unchecked import Unchecked
 
 T = TypeVar("T")
@@ -51,7 +51,7 @@ def register_fingerprint(
     """
     if not isinstance(cls, type):
         raise TypeError(f"register_fingerprint() takes a class, got {cls!r}")
-    if cls in _BUILTIN or cls in SCALAR_TYPES:
+    if cls in _BUILTIN or cls in SCALAR_TYPES or is_path_type(cls):
         raise TypeError(f"{_type_name(cls)} is built in: its values are told apart exactly already")
     name = name if name is not None else _type_name(cls)
     for other, (taken, _) in _hooks.items():

@@ -22,7 +22,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from contextvars import ContextVar
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,7 +35,6 @@ from .names import check_name
 from .pragmas import Durability
 from .replay import Results, forget_replays, mismatch, replay
 from .schemes import open_readonly_storage, open_storage
-from .seals import env_seal_key, seal_key
 from .storage import StepRow, Storage
 from .testing import default_clock
 from .versions import caller_version, check_version
@@ -46,6 +44,8 @@ if TYPE_CHECKING:
     # retry.py by the first retry policy, costs.py by the first usage() report,
     # async_steps.py by the first async step, sleeps.py and waits.py by the
     # first sleep or wait. `import letitloop` loads only what a step needs.
+    from pathlib import Path
+
     from . import async_steps
     from . import retry as retries
     from .commits import LoopCommits
@@ -150,7 +150,11 @@ class Journal:
         )
         #: The seal key (letitloop/seals.py): the run's final rows are chained under it.
         #: None: ``LETITLOOP_SEAL_KEY``, else no seal. Kept in memory, never in the file.
-        self.seal_key = env_seal_key() if seal is None else seal_key(seal)
+        self.seal_key: bytes | None = None
+        if seal is not None or os.environ.get("LETITLOOP_SEAL_KEY"):  # seals.SEAL_KEY_ENV
+            from .seals import env_seal_key, seal_key  # loaded by programs that seal
+
+            self.seal_key = env_seal_key() if seal is None else seal_key(seal)
         #: Encryption at rest (letitloop/encryption.py): results, errors, the input and the
         #: run's result stored encrypted. None: ``LETITLOOP_ENCRYPTION_KEY``, else none.
         self._cipher = env_cipher() if encryption_key is None else make_cipher(encryption_key)
@@ -205,7 +209,11 @@ class Journal:
     @property
     def path(self) -> Path:
         """The journal file (or, on another store, its path or URL)."""
-        return self.store.path if self.store else Path(self._path_arg or "")
+        if self.store:
+            return self.store.path
+        from pathlib import Path  # here: a step's path never needs pathlib (issue 30)
+
+        return Path(self._path_arg or "")
 
     @property
     def is_open(self) -> bool:

@@ -44,7 +44,6 @@ import errno
 import os
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .errors import JournalFileError
@@ -213,14 +212,14 @@ def _filelock() -> Any:
     return _FILELOCK
 
 
-def new_lock(path: Path) -> Lock:
+def new_lock(path: str | os.PathLike[str]) -> Lock:
     """A lock on ``path`` (not taken yet); see the module docstring for its rules."""
     if HAS_FLOCK:
         return FlockLock(path)
     return filelock_lock(path)  # pragma: no cover - Windows
 
 
-def filelock_lock(path: Path) -> filelock.BaseFileLock:
+def filelock_lock(path: str | os.PathLike[str]) -> filelock.BaseFileLock:
     """filelock's lock on ``path``: :func:`new_lock`'s where there is no flock (and in tests)."""
     # thread_local=False: an `async with` journal or marker takes its lock in a
     # worker thread and releases it on the event loop's thread.
@@ -236,13 +235,13 @@ def acquire(lock: Lock, timeout: float) -> bool:
     Creates the lock folder when needed. Raises JournalFileError when the
     folder or file cannot be created or locked (read-only, full, no flock).
     """
-    path = Path(lock.lock_file)
+    path = os.fspath(lock.lock_file)
     try:
         if isinstance(lock, FlockLock):
             return lock.acquire(timeout)
         return _filelock_acquire(lock, timeout)
     except FileNotFoundError:
-        _make_folder(path.parent)
+        _make_folder(os.path.dirname(path))
         return acquire(lock, timeout)
     except OSError as exc:
         raise lock_error(path, exc) from None
@@ -272,7 +271,7 @@ def release(lock: Lock, *, remove: bool = True) -> None:
         lock.release(force=True)
 
 
-def is_held(path: Path) -> bool:
+def is_held(path: str | os.PathLike[str]) -> bool:
     """True when a live process holds the lock at ``path``; creates and writes nothing."""
     try:
         import fcntl
@@ -299,22 +298,25 @@ def is_held(path: Path) -> bool:
     return False
 
 
-def _make_folder(folder: Path) -> None:
+def _make_folder(folder: str) -> None:
     try:
-        folder.mkdir(mode=folder_mode(), exist_ok=True)  # owner-only, as the journal file
+        os.mkdir(folder, folder_mode())  # owner-only, as the journal file
+    except FileExistsError as exc:
+        if not os.path.isdir(folder):
+            raise lock_error(folder, exc) from None
     except OSError as exc:
         raise lock_error(folder, exc) from None
 
 
-def lock_error(path: Path, exc: OSError) -> JournalFileError:
+def lock_error(path: str | os.PathLike[str], exc: OSError) -> JournalFileError:
     """A lock file or folder that cannot be used, explained."""
     what = f"{path}: cannot use the lock file beside the journal ({exc.strerror or exc})"
     if exc.errno == errno.ENOSPC:
         hint = "the disk (or its inodes) is full; free space and run again"
     elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         hint = (
-            f"{path.parent} must be writable by this process (it holds one small lock file "
-            f"per open run and marker); check its permissions and mount, or pass another "
+            f"{os.path.dirname(path)} must be writable by this process (it holds one small "
+            f"lock file per open run and marker); check its permissions and mount, or pass another "
             f"path= / LETITLOOP_DB"
         )
     elif exc.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
@@ -328,7 +330,7 @@ def lock_error(path: Path, exc: OSError) -> JournalFileError:
     return JournalFileError(f"{what}; {hint}; nothing was recorded by this call", path=str(path))
 
 
-def sweep(folder: Path) -> int:
+def sweep(folder: str | os.PathLike[str]) -> int:
     """Remove the lock files in ``folder`` that no live process holds; returns how many.
 
     Each file is taken without waiting and unlinked while held (as a release
@@ -345,7 +347,7 @@ def sweep(folder: Path) -> int:
     for name in names:
         if not name.endswith(".lock"):
             continue
-        lock = new_lock(folder / name)
+        lock = new_lock(os.path.join(folder, name))
         try:
             if not acquire(lock, 0):
                 continue
@@ -356,7 +358,7 @@ def sweep(folder: Path) -> int:
     return removed
 
 
-def filesystem_of(path: Path) -> str:
+def filesystem_of(path: str | os.PathLike[str]) -> str:
     """The type and mount point of the filesystem holding ``path`` (Linux), for messages."""
     try:
         with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from pathlib import Path
 
 from .errors import JournalFileError
 
@@ -34,27 +33,28 @@ def is_migration_file(name: str) -> bool:
     )
 
 
-def migrations_dir() -> Path:
+def migrations_dir() -> str:
     """The folder of numbered SQL files: inside the installed wheel, or the source checkout's."""
     return _installed_migrations()
 
 
 @lru_cache(maxsize=1)
-def _installed_migrations() -> Path:
+def _installed_migrations() -> str:
     # Found once per process: every open lists the folder (known_names), and
     # resolving this file's path took four lstat() calls and a stat() each time.
-    here = Path(__file__).resolve().parent
-    packaged = here / "migrations"
-    return packaged if packaged.is_dir() else here.parent / "migrations"
+    # Text, not a Path: every open reads it, and pathlib is left unloaded (files.py).
+    here = os.path.dirname(os.path.realpath(__file__))
+    packaged = os.path.join(here, "migrations")
+    if os.path.isdir(packaged):
+        return packaged
+    return os.path.join(os.path.dirname(here), "migrations")
 
 
 @lru_cache(maxsize=1)
 def known_migrations() -> tuple[tuple[str, str], ...]:
     """``(name, sql)`` of every migration this version knows, in order."""
     folder = migrations_dir()
-    return tuple(
-        (name, (folder / f"{name}.sql").read_text(encoding="utf-8")) for name in known_names()
-    )
+    return tuple((name, read(os.path.join(folder, f"{name}.sql"))) for name in known_names())
 
 
 def known_names() -> list[str]:
@@ -76,7 +76,13 @@ def schema_version() -> int:
     return int(known_names()[-1][:4])
 
 
-def set_migrations(folder: Path) -> tuple[tuple[str, str], ...]:
+def set_migrations(folder: str | os.PathLike[str]) -> tuple[tuple[str, str], ...]:
     """``(name, sql)`` of the numbered SQL files in ``folder``, in order: an adapter's set."""
     names = sorted(name[:-4] for name in os.listdir(folder) if is_migration_file(name))
-    return tuple((name, (folder / f"{name}.sql").read_text(encoding="utf-8")) for name in names)
+    return tuple((name, read(os.path.join(folder, f"{name}.sql"))) for name in names)
+
+
+def read(path: str | os.PathLike[str]) -> str:
+    """A migration file's text (without pathlib, which a journal's open leaves unloaded)."""
+    with open(path, encoding="utf-8") as f:
+        return f.read()

@@ -11,9 +11,9 @@ and an adapter's set (:func:`migrate.apply_set`).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from datetime import datetime, timezone
-from pathlib import Path
 
 from .errors import JournalFileError, SchemaVersionError
 
@@ -46,7 +46,7 @@ def applied_migrations(conn: sqlite3.Connection, migration_set: str = MIGRATION_
     ]
 
 
-def check_not_newer(path: Path, applied: list[str], names: list[str]) -> None:
+def check_not_newer(path: str | os.PathLike[str], applied: list[str], names: list[str]) -> None:
     known = set(names)
     if COMPACT_ROWS in known:
         known.add(COMPACT_ROWS_MOVING)
@@ -63,7 +63,7 @@ def check_not_newer(path: Path, applied: list[str], names: list[str]) -> None:
         )
 
 
-def check_not_foreign(conn: sqlite3.Connection, path: Path) -> None:
+def check_not_foreign(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> None:
     """Refuse to add our tables to another application's SQLite database."""
     others = [
         name

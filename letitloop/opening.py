@@ -229,6 +229,8 @@ def check_key(j: Journal, storage: Storage) -> None:
         return
     cipher = j._cipher
     stored = checked(j.goal, None if cipher is None else cipher.check, j.clock())
+    if stored is None:  # no encrypted value in the goal: nothing to refuse (key_refusal)
+        return
     refused = key_refusal(f"goal {j.goal!r} in {storage.path}", stored, cipher)
     if refused is not None:
         raise refused

@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 from . import opening
 from .connections import WAY_OUT
 from .errors import ForkedJournalError, LetItLoopError, UnknownStoreError
-from .files import file_identity, resolve_path
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -123,8 +122,11 @@ def check_open(j: Journal) -> None:
         raise error(j, "opening it again")
     if not inherited_files:
         return
+    # Loaded here, not at `import letitloop` (the parent that had a journal open loaded it).
+    from .files import file_identity, resolve_file
+
     try:
-        path = resolve_path(j._path_arg)
+        path = resolve_file(j._path_arg)
         identity = file_identity(path)
     except UnknownStoreError:
         return  # a URL: not a file the parent had open (the store decides, schemes.py)

@@ -19,6 +19,7 @@ import os
 import re
 from datetime import timezone
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from .errors import JournalFileError, LetItLoopError, SchemaVersionError
@@ -119,7 +120,7 @@ def redact(location: str) -> str:
 @lru_cache(maxsize=1)
 def migrations() -> tuple[tuple[int, str, str], ...]:
     """``(number, name, sql)`` of every PostgreSQL migration this version knows, in order."""
-    folder = migrations_dir() / "postgres"
+    folder = Path(migrations_dir()) / "postgres"
     names = sorted(n[:-4] for n in os.listdir(folder) if _MIGRATION_FILE.match(n))
     return tuple((int(n[:4]), n, (folder / f"{n}.sql").read_text(encoding="utf-8")) for n in names)
 

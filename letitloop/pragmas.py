@@ -6,9 +6,9 @@ is decided here, on every open.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
-from pathlib import Path
 from typing import Literal
 
 from .errors import JournalFileError
@@ -18,7 +18,7 @@ from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain
 Durability = Literal["process", "power"]
 
 
-def configure(c: sqlite3.Connection, path: Path, durability: Durability) -> None:
+def configure(c: sqlite3.Connection, path: str | os.PathLike[str], durability: Durability) -> None:
     """Set a writable connection's pragmas: WAL, ``synchronous`` by ``durability``, foreign keys."""
     try:
         # WAL: readers never block the writer nor the writer readers, and a

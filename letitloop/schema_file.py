@@ -9,12 +9,12 @@ schema and records.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .migration_files import known_names, migrations_dir
+from .migration_files import known_names, migrations_dir, read
 from .migration_records import MIGRATION_SET
 from .migration_sql import statements
 
@@ -37,9 +37,9 @@ def current_schema() -> tuple[str, ...] | None:
 
 
 @lru_cache(maxsize=4)
-def _schema_statements(folder: Path, names: str) -> tuple[str, ...] | None:
+def _schema_statements(folder: str | os.PathLike[str], names: str) -> tuple[str, ...] | None:
     try:
-        text = (folder / "schema.sql").read_text(encoding="utf-8")
+        text = read(os.path.join(folder, "schema.sql"))
     except OSError:
         return None
     if f"\n{SCHEMA_OF}{names}\n" not in text:

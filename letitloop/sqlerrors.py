@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from pathlib import Path
 
 from .errors import JournalFileError
 
@@ -33,16 +32,16 @@ def is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in low or "busy" in low
 
 
-def _disk_full(path: Path) -> bool:
+def _disk_full(path: str | os.PathLike[str]) -> bool:
     """Whether the filesystem holding ``path`` has no free blocks or no free inodes left."""
     try:
-        st = os.statvfs(path.parent if not path.is_dir() else path)
+        st = os.statvfs(path if os.path.isdir(path) else os.path.dirname(path) or ".")
     except (OSError, AttributeError):  # no statvfs (Windows), or the folder is gone
         return False
     return st.f_bavail == 0 or (st.f_files > 0 and st.f_favail == 0)
 
 
-def explain(exc: BaseException, path: Path) -> JournalFileError:
+def explain(exc: BaseException, path: str | os.PathLike[str]) -> JournalFileError:
     """Turn a foreign error about the journal file into a JournalFileError that says what to do.
 
     The one translation of sqlite3 errors (and undecodable text SQLite holds)
@@ -95,7 +94,8 @@ def explain(exc: BaseException, path: Path) -> JournalFileError:
         return JournalFileError(
             f"{path}: expected a writable journal file and folder (SQLite also writes its "
             f"-wal and -shm files beside the journal), found {text}; check the permissions "
-            f"and mount of {path} and {path.parent}, or pass another path= / LETITLOOP_DB",
+            f"and mount of {path} and {os.path.dirname(path) or '.'}, or pass another path= / "
+            f"LETITLOOP_DB",
             path=str(path),
         )
     if "locked" in low or "busy" in low:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -20,7 +19,6 @@ from .sqlite_holding import SqliteHolding
 from .sqlite_keychecks import record as record_key_check
 from .sqlite_keychecks import stored_check
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
-from .sqlite_seals import start as start_sealing
 from .storage import RowHandle, RunDecision, RunKey, RunState, StepRow
 from .store import Store
 
@@ -130,6 +128,9 @@ _INSERT_ATTEMPT = (
 )
 
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 __all__ = ["UPSERT_DONE", "UPSERT_STEP", "SqliteStorage", "step_writer"]
 
 
@@ -167,7 +168,6 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.path: Path = store.path
         #: The goal's view (journal_<goal>, named in messages) and its compact table,
         #: known once ``find_or_start_run`` made them.
         self.table = ""
@@ -178,6 +178,11 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
         self.done_sql = ""
         #: Commit one step row: ``store.write1`` with the statement bound (no extra call).
         self.write_step: Callable[[StepRow], None] = self._not_found
+
+    @property
+    def path(self) -> Path:
+        """The journal file (``Store.path``: made when asked; a step never asks)."""
+        return self.store.path
 
     @property
     def max_text(self) -> int:
@@ -390,6 +395,8 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
 
     def seal_run(self, run_id: str, secret: bytes) -> None:
         """Chain the run's final rows under ``secret`` from now on (sqlite_seals.py)."""
+        from .sqlite_seals import start as start_sealing  # loaded by programs that seal
+
         start_sealing(self.store, self.rows, self.key_of_run(run_id), run_id, secret)
 
     def key_check(self, goal: str, check: str | None, now: float) -> str | None:

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Hashable, Sequence
-from pathlib import Path
-from typing import Any, Literal, NamedTuple, NewType, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NewType, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: How a storage keys a run's rows (SQLite: ``runs.num``); opaque to the journal,
 #: which only hands back the ``Storage.run_key`` of its run.
@@ -165,8 +167,11 @@ class Storage(Protocol):
     Times are seconds since the epoch; each operation is its own transaction.
     """
 
-    #: Where the runs are kept (the journal file), for messages and thread names.
-    path: Path
+    @property
+    def path(self) -> Path:
+        """Where the runs are kept (the journal file), for messages and thread names."""
+        ...
+
     #: Where the goal's steps are kept (SQLite: its journal table), named in messages.
     table: str
     #: The key of the run the last ``find_or_start_run`` returned, for its StepRows.

@@ -17,19 +17,21 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import migrate as _migrations
 from .connect import connect_readonly, connect_writable
 from .connections import close_unclosed, guard_fork
 from .errors import JournalFileError, LetItLoopError
-from .files import resolve_path
+from .files import resolve_file
 from .goals import (
     ensure_goal,
 )
 from .pragmas import Durability
 from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain, is_busy
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for nothing
     from _blake2 import blake2b
@@ -70,8 +72,8 @@ class Store:
 
     #: The connection (set by ``connect.py``, as are the four below).
     conn: sqlite3.Connection
-    #: The journal file itself, symlinks resolved.
-    real_path: Path
+    #: The journal file itself, symlinks resolved (``real_path`` as a ``Path``).
+    real_file: str
     #: (device, inode) of the journal file: its identity within this machine.
     identity: tuple[int, int]
     #: The most bytes one value may hold (see ``_set_max_text``).
@@ -95,7 +97,10 @@ class Store:
     ) -> None:
         if durability not in ("process", "power"):
             raise ValueError(f"durability must be 'process' or 'power', got {durability!r}")
-        self.path = resolve_path(path)
+        #: The journal file, as reached (``path`` as a ``Path``): text, since pathlib
+        #: (with urllib.parse and ipaddress, which it imports) is loaded only when a
+        #: ``Path`` is asked for, never by a step's open (issue 30).
+        self.file = resolve_file(path)
         self.durability: Durability = durability
         #: Opened for reading only (``lil runs``, ``show``, ``export``): SQLite refuses
         #: every write, nothing is migrated, created or checkpointed.
@@ -119,6 +124,20 @@ class Store:
         # Garbage without close(): its connection is closed where a fork waits for it
         # (sqlite3 would close it in the collection, outside any lock a fork takes).
         weakref.finalize(self, close_unclosed, self.conn).atexit = False
+
+    @property
+    def path(self) -> Path:
+        """The journal file, as reached (``file``)."""
+        from pathlib import Path
+
+        return Path(self.file)
+
+    @property
+    def real_path(self) -> Path:
+        """The journal file itself, symlinks resolved (``real_file``)."""
+        from pathlib import Path
+
+        return Path(self.real_file)
 
     # -- transactions --------------------------------------------------------
 
@@ -320,7 +339,7 @@ class Store:
                     return
                 if version != self._schema_version:
                     self._goal_tables.clear()  # a goal's table may have gone
-                if not _migrations.check(conn, self.path):
+                if not _migrations.check(conn, self.file):
                     _migrations.migrate(self)
                 self._schema_version = self._read_schema_version()
             except DRIVER_ERRORS as exc:
@@ -343,7 +362,7 @@ class Store:
 
     def explain(self, exc: BaseException) -> JournalFileError:
         """The one place a foreign error about the file becomes a JournalFileError."""
-        return explain(exc, self.path)
+        return explain(exc, self.file)
 
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL if it was the file's last one)."""
@@ -369,6 +388,12 @@ class Store:
     # -- lock files ----------------------------------------------------------
 
     def lock_file(self, kind: str, name: str) -> Path:
+        """:meth:`lock_name` as a ``Path``."""
+        from pathlib import Path
+
+        return Path(self.lock_name(kind, name))
+
+    def lock_name(self, kind: str, name: str) -> str:
         """The lock file for ``name`` beside the journal: bounded, hashed, safe on any filesystem.
 
         The folder is ``<journal>-locks`` beside the real file (symlinks
@@ -379,9 +404,11 @@ class Store:
         letitloop.locks, which takes and removes them).
         """
         digest = blake2b(name.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-        return self.lock_folder / f"{kind}-{digest}.lock"
+        return os.path.join(f"{self.real_file}-locks", f"{kind}-{digest}.lock")
 
     @property
     def lock_folder(self) -> Path:
         """``<journal>-locks`` beside the real journal file."""
-        return self.real_path.with_name(self.real_path.name + "-locks")
+        from pathlib import Path
+
+        return Path(f"{self.real_file}-locks")

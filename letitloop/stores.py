@@ -20,10 +20,9 @@ import os
 import sqlite3
 import threading
 import weakref
-from pathlib import Path
 
 from .connections import inherit_idle, opening
-from .files import file_identity, resolve_path
+from .files import file_identity, resolve_file
 from .pragmas import Durability
 from .sqlerrors import BUSY_TIMEOUT_MS
 from .store import Store
@@ -76,7 +75,7 @@ _shared_lock = threading.Lock()
 _abandoned: list[Store] = []
 
 
-def _same_file(store: Store, path: Path) -> bool:
+def _same_file(store: Store, path: str) -> bool:
     """Whether ``path`` still reaches ``store``'s file: same device and inode (so still linked)."""
     try:
         return file_identity(path) == store.identity
@@ -84,7 +83,7 @@ def _same_file(store: Store, path: Path) -> bool:
         return False
 
 
-def _reuse(key: tuple[str, str], path: Path) -> Store | None:
+def _reuse(key: tuple[str, str], path: str) -> Store | None:
     """The shared connection of ``key`` for one more user, if its file is still ``path``'s."""
     with _shared_lock:
         entry = _shared.get(key)
@@ -117,7 +116,7 @@ def _reuse(key: tuple[str, str], path: Path) -> Store | None:
 def _drop(store: Store) -> None:
     """A reused connection whose file was refused: not handed out again, nor closed before exit."""
     with _shared_lock:
-        key = (str(store.real_path), store.durability)
+        key = (str(store.real_file), store.durability)
         entry = _shared.get(key)
         if entry is not None and entry.store is store:
             del _shared[key]
@@ -147,7 +146,7 @@ def open_store(
     lock, so threads opening one file at once share one. Give it back with
     :func:`close_store`. Raises what ``Store()`` raises.
     """
-    resolved = resolve_path(path)
+    resolved = resolve_file(path)
     key = (os.path.realpath(resolved), durability)
     store = _reuse(key, resolved)
     if store is not None:
@@ -174,7 +173,7 @@ def close_store(store: Store) -> None:
     if not store.shared:
         store.close()
         return
-    key = (str(store.real_path), store.durability)
+    key = (str(store.real_file), store.durability)
     closing: list[Store] = []
     idle: Store | None = None
     with _shared_lock:
@@ -190,7 +189,7 @@ def close_store(store: Store) -> None:
         else:
             entry.users -= 1
             if entry.users == 0:
-                if not _same_file(store, store.real_path):
+                if not _same_file(store, store.real_file):
                     del _shared[key]
                     closing.append(store)
                 else:
@@ -226,7 +225,7 @@ def _shrink_wal(store: Store) -> None:
         if written < WAL_TRUNCATE_ROWS:
             return
         try:
-            size = os.stat(f"{store.real_path}-wal").st_size
+            size = os.stat(f"{store.real_file}-wal").st_size
         except OSError:
             return
         if size <= WAL_TRUNCATE_BYTES:
@@ -246,7 +245,7 @@ def _close_gone() -> None:
         gone = [
             k
             for k, e in _shared.items()
-            if e.users == 0 and not _same_file(e.store, e.store.real_path)
+            if e.users == 0 and not _same_file(e.store, e.store.real_file)
         ]
         closing = [_shared.pop(k).store for k in gone]
     for store in closing:

@@ -419,6 +419,7 @@ LONG_MODULES = {
     "journal": 443,  # the hot path: Journal, fresh's and replay's
     "storage": 435,  # the Storage protocol, which fresh and replay were changing
     "codec.plain": 409,  # the hot path: encoding and decoding, fresh's and replay's
+    "store": 414,  # the journal file's connection, on every open (startup's text paths)
 }
 LONG_CLASSES = {
     "journal.Journal": 372,  # as journal.py above
@@ -737,6 +738,17 @@ LOADED_ON_USE = [
     # store registry's entries are msgspec Structs, so the import compiles no
     # dataclass (dataclasses would load inspect, ast, dis and tokenize with it).
     "dataclasses",
+    # pathlib, and the urllib.parse and ipaddress it imports (17 M instructions, 3 ms):
+    # paths are text on the step path (files.py); the codec loads pathlib to read a
+    # recorded path (codec/tags.py). tests/test_startup.py checks a resume too.
+    "pathlib",
+    "urllib.parse",
+    "ipaddress",
+    "letitloop.seals",  # a seal key given (or LETITLOOP_SEAL_KEY)
+    "letitloop.discovery",  # a journal that names no file, on its open
+    # The file layer's probe and migrations: the first journal's open (connect.py).
+    "letitloop.files",
+    "letitloop.migrate",
 ]
 
 

@@ -34,7 +34,7 @@ from .plain import (
 )
 from .registry import CodecRegistry, default_registry
 from .stack import _FRAMES_PER_LEVEL, _on_fresh_stack
-from .tags import _SCALAR_ENCODERS
+from .tags import _SCALAR_ENCODERS, path_encoder
 
 _encoder = msgspec.json.Encoder()
 
@@ -70,6 +70,10 @@ def _enc(v: Any, reg: CodecRegistry, left: int) -> Any:
             ) from None
         # The object's fields (its payload) are its level: not one more.
         return {TAG + entry.name: _enc(payload, reg, left)}
+    f = path_encoder(t)  # pathlib's paths: met only once pathlib is loaded
+    if f is not None:
+        _BUILTIN_ENCODERS[t] = f
+        return f(v, reg, left)
     never = _never_stored(v)
     if never is not None:
         raise _Fail(never)

@@ -13,7 +13,7 @@ from .document import TAG
 from .entries import _BUILTIN_EXCEPTIONS, _KIND_ENTRY, Entry, _registrable_kind
 from .escape import _str_parts
 from .failures import _type_name
-from .tags import _BUILTIN_NAMES, _BUILTIN_TYPES
+from .tags import _BUILTIN_NAMES, _BUILTIN_TYPES, is_path_type
 
 T = TypeVar("T")
 
@@ -65,7 +65,7 @@ class CodecRegistry:
         """
         if not isinstance(cls, type):
             raise TypeError(f"register() takes a class, got {cls!r}")
-        if cls in _BUILTIN_TYPES or cls in (str, int, bool, type(None)):
+        if cls in _BUILTIN_TYPES or cls in (str, int, bool, type(None)) or is_path_type(cls):
             raise TypeError(
                 f"{_type_name(cls)} is built in: the codec encodes it without registration"
             )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import decimal
-import pathlib
 import sys
 import uuid
 from collections.abc import Callable
@@ -86,6 +85,33 @@ def _enc_path(tag: str) -> Callable[[Any, CodecRegistry, int], Any]:
     return enc
 
 
+#: pathlib's classes the codec tags, by name. pathlib is not imported here: with
+#: urllib.parse and ipaddress, which it imports, it was a fifth of what `import
+#: letitloop` loads beyond sqlite3 and msgspec (issue 30). A path can exist only in
+#: a program that loaded pathlib, so its encoder is found when a value's type is
+#: missing from the tables below (:func:`path_encoder`), and its decoder imports
+#: pathlib when a recorded path is read.
+_PATH_NAMES = ("PurePosixPath", "PureWindowsPath", "PosixPath", "WindowsPath")
+
+
+def is_path_type(t: type) -> bool:
+    """Whether ``t`` is one of pathlib's path classes the codec tags (built in, like a date)."""
+    pathlib = sys.modules.get("pathlib")
+    return pathlib is not None and any(t is getattr(pathlib, n, None) for n in _PATH_NAMES)
+
+
+def path_encoder(t: type) -> Callable[[Any, CodecRegistry, int], Any] | None:
+    """The encoder of ``t`` if it is a pathlib path class the codec tags; None otherwise.
+
+    Added to :data:`_SCALAR_ENCODERS` once found, so the next path of its type
+    is looked up as any other built-in type is.
+    """
+    if not is_path_type(t):
+        return None
+    f = _SCALAR_ENCODERS[t] = _enc_path("!" + t.__name__)
+    return f
+
+
 #: The encoders of the built-in types that hold no other value.
 _SCALAR_ENCODERS: dict[type, Callable[[Any, CodecRegistry, int], Any]] = {
     float: _enc_float,
@@ -99,10 +125,7 @@ _SCALAR_ENCODERS: dict[type, Callable[[Any, CodecRegistry, int], Any]] = {
     _dt.timedelta: lambda v, reg, left: {"!timedelta": v},
     decimal.Decimal: lambda v, reg, left: {"!Decimal": str(v)},
     uuid.UUID: lambda v, reg, left: {"!UUID": v},
-    pathlib.PurePosixPath: _enc_path("!PurePosixPath"),
-    pathlib.PureWindowsPath: _enc_path("!PureWindowsPath"),
-    pathlib.PosixPath: _enc_path("!PosixPath"),
-    pathlib.WindowsPath: _enc_path("!WindowsPath"),
+    # pathlib's paths: added by path_encoder, once a path is met.
 }
 
 
@@ -114,11 +137,12 @@ def scalar_tag(v: Any) -> Any | None:
     reads it, so that two such values are one argument exactly when the codec
     writes the same document for them.
     """
-    f = _SCALAR_ENCODERS.get(type(v))
+    f = _SCALAR_ENCODERS.get(type(v)) or path_encoder(type(v))
     return None if f is None else f(v, None, 0)  # type: ignore[arg-type]  # (unused by these)
 
 
-#: The built-in types that hold no other value and have a tag (:func:`scalar_tag`).
+#: The built-in types that hold no other value and have a tag (:func:`scalar_tag`),
+#: pathlib's paths aside (:func:`is_path_type`).
 SCALAR_TYPES = frozenset(_SCALAR_ENCODERS)
 
 
@@ -161,16 +185,18 @@ def _dec_time(payload: Any, reg: _Reading) -> _dt.time:
     return value
 
 
-def _dec_path(cls: type) -> Callable[[Any, _Reading], Any]:
+def _dec_path(name: str) -> Callable[[Any, _Reading], Any]:
     def dec(payload: Any, reg: _Reading) -> Any:
         if type(payload) is dict:  # {"!str": [...]}: a name that is not UTF-8
             payload = reg.value(payload)
-        text = _need(payload, str, cls.__name__)
+        text = _need(payload, str, name)
+        import pathlib  # a recorded path is read: only then (see _PATH_NAMES)
+
         try:
-            return cls(text)
+            return getattr(pathlib, name)(text)
         except NotImplementedError:
             raise _Fail(
-                f"recorded {cls.__name__} {text!r} cannot be rebuilt on this system "
+                f"recorded {name} {text!r} cannot be rebuilt on this system "
                 f"({sys.platform}); it was recorded on another operating system"
             ) from None
 
@@ -205,16 +231,14 @@ _SCALAR_DECODERS: dict[str, Callable[[Any, _Reading], Any]] = {
     "timedelta": lambda p, reg: msgspec.convert(_need(p, str, "timedelta"), _dt.timedelta),
     "Decimal": lambda p, reg: decimal.Decimal(_need(p, str, "Decimal")),
     "UUID": lambda p, reg: msgspec.convert(_need(p, str, "UUID"), uuid.UUID),
-    "PurePosixPath": _dec_path(pathlib.PurePosixPath),
-    "PureWindowsPath": _dec_path(pathlib.PureWindowsPath),
-    "PosixPath": _dec_path(pathlib.PosixPath),
-    "WindowsPath": _dec_path(pathlib.WindowsPath),
+    **{name: _dec_path(name) for name in _PATH_NAMES},
 }
 
 #: The built-in containers of other values, by tag name.
 _CONTAINER_TAGS: dict[type, str] = {tuple: "tuple", set: "set", frozenset: "frozenset"}
 
-#: Every built-in type the codec encodes with a tag (a registry refuses them).
+#: Every built-in type the codec encodes with a tag (a registry refuses them), pathlib's
+#: paths aside (:func:`is_path_type`).
 _BUILTIN_TYPES = frozenset({*_SCALAR_ENCODERS, *_CONTAINER_TAGS})
 
 #: Every built-in tag name: ``dict`` tags a dict with keys other than str, or
