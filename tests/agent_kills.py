@@ -165,13 +165,15 @@ def reference_and_killed(
     script: Path,
     mode: str,
     kills: list[str],
+    preloaded: Preloaded | None = None,
 ) -> tuple[Attempts, Attempts, Path]:
-    """A script's mode run once uninterrupted here, then killed at ``kills`` in children.
+    """A script's mode run once uninterrupted here, then killed at ``kills`` in children
+    (forked by ``preloaded`` where given).
 
     (the reference, the killed attempts, the killed attempts' journal) in ``folder``.
     """
     reference = run_here(run, where, folder / "ref.db", folder / "ref.txt")
-    killed = run_attempts(script, mode, folder / "j.db", folder / "side.txt", kills)
+    killed = run_attempts(script, mode, folder / "j.db", folder / "side.txt", kills, preloaded)
     return reference, killed, folder / "j.db"
 
 
