@@ -15,8 +15,10 @@ seed (test_identity.py runs processes under different seeds).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,10 +38,15 @@ requests, replies = sys.stdin.buffer, sys.stdout.buffer
 
 
 def stream(fd, unbuffered):
+    # As the interpreter makes them off a terminal: stdout buffered unless unbuffered
+    # (python -u, PYTHONUNBUFFERED), stderr line-buffered.
     raw = io.FileIO(fd, "w", closefd=False)
-    buffered = io.BufferedWriter(raw)
     errors = "strict" if fd == 1 else "backslashreplace"
-    return io.TextIOWrapper(buffered, encoding="utf-8", errors=errors, write_through=unbuffered)
+    if unbuffered:
+        return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, write_through=True)
+    return io.TextIOWrapper(
+        io.BufferedWriter(raw), encoding="utf-8", errors=errors, line_buffering=fd == 2
+    )
 
 
 def child(request):
@@ -54,10 +61,10 @@ def child(request):
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
-        unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+        unbuffered = request["unbuffered"] or bool(os.environ.get("PYTHONUNBUFFERED"))
         sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
         sys.stdout = sys.__stdout__ = stream(1, unbuffered)
-        sys.stderr = sys.__stderr__ = stream(2, True)
+        sys.stderr = sys.__stderr__ = stream(2, unbuffered)
         script = request["argv"][0]
         sys.argv = list(request["argv"])
         sys.path[0] = os.path.dirname(os.path.abspath(script))
@@ -106,12 +113,19 @@ class Preloaded:
     def __init__(self, *modules: str) -> None:
         self.modules = modules
         self.forker: subprocess.Popen[bytes] | None = None
+        self.last: Child | None = None
 
     def start(
-        self, script: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+        self,
+        script: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        unbuffered: bool = True,
     ) -> Child:
-        """Fork a child that runs ``python script args`` (``env``: its whole environment,
-        this process's by default; ``cwd``: this process's folder by default)."""
+        """Fork a child that runs ``python -u script args`` (``env``: its whole environment,
+        this process's by default; ``cwd``: this process's folder by default; not
+        ``unbuffered``: ``python script args``, its stdout buffered as off a terminal)."""
         if self.forker is None or self.forker.poll() is not None:
             self.forker = subprocess.Popen(
                 [sys.executable, "-c", FORKER, *self.modules],
@@ -126,23 +140,38 @@ class Preloaded:
             "env": dict(os.environ if env is None else env),
             "out": out.name,
             "err": err.name,
+            "unbuffered": unbuffered,
         }
         assert self.forker.stdin is not None and self.forker.stdout is not None
         self.forker.stdin.write(json.dumps(request).encode() + b"\n")
         self.forker.stdin.flush()
-        return Child(self.forker.stdout, [sys.executable, str(script), *args], out, err)
+        self.last = Child(self.forker.stdout, [sys.executable, str(script), *args], out, err)
+        return self.last
 
     def run(
-        self, script: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+        self,
+        script: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        unbuffered: bool = False,
     ) -> subprocess.CompletedProcess[str]:
-        """:meth:`start`, then wait for the child's end."""
-        return self.start(script, *args, env=env, cwd=cwd).wait()
+        """:meth:`start` (``python script args`` by default, as ``subprocess.run`` would
+        start it), then wait for the child's end."""
+        return self.start(script, *args, env=env, cwd=cwd, unbuffered=unbuffered).wait()
 
     def close(self) -> None:
+        """Stop the forking interpreter; a child a failed test left running is killed."""
         if self.forker is not None:
             assert self.forker.stdin is not None
             self.forker.stdin.close()
-            self.forker.wait(60)
+            try:
+                self.forker.wait(10)
+            except subprocess.TimeoutExpired:
+                if self.last is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(self.last.pid, signal.SIGKILL)
+                self.forker.wait(60)
             self.forker = None
 
 

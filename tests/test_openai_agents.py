@@ -217,7 +217,7 @@ class TestAToolApprovalWaitedForDurably:
         # Attempt 2 waits in the process; it is SIGKILLed there.
         with side.open("a") as f:
             f.write("attempt\n")
-        waiting = sdk.start(SCRIPT, "approve", str(db), str(side), "wait")
+        waiting = sdk.start(SCRIPT, "approve", str(db), str(side), "wait", unbuffered=False)
         try:
             wait_for_line(side, "start waiting", 2)
             time.sleep(1.0)  # past the replayed model call and the state, into the wait
