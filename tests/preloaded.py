@@ -160,6 +160,12 @@ class Preloaded:
         start it), then wait for the child's end."""
         return self.start(script, *args, env=env, cwd=cwd, unbuffered=unbuffered).wait()
 
+    def __enter__(self) -> Preloaded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Stop the forking interpreter; a child a failed test left running is killed."""
         if self.forker is not None:

@@ -57,10 +57,9 @@ MODEL_INFO = {
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[Preloaded]:
-    """The script's processes, forked from an interpreter that imported the framework once."""
-    preloaded = Preloaded("autogen_agentchat.teams", "autogen_ext.models.replay")
-    yield preloaded
-    preloaded.close()
+    """Forks the processes from an interpreter that imported AutoGen once."""
+    with Preloaded("autogen_agentchat.teams", "autogen_ext.models.replay") as preloaded:
+        yield preloaded
 
 
 @pytest.fixture(scope="module")

@@ -106,10 +106,9 @@ def lines(log: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def framework() -> Iterator[Preloaded]:
-    """The program's processes, forked from an interpreter that imported DSPy once."""
-    preloaded = Preloaded("dspy", "dspy.utils.dummies")
-    yield preloaded
-    preloaded.close()
+    """Forks the processes from an interpreter that imported DSPy once."""
+    with Preloaded("dspy", "dspy.utils.dummies") as preloaded:
+        yield preloaded
 
 
 def run_program(framework: Preloaded, folder: Path, hold: str = "") -> Child:

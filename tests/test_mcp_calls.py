@@ -164,9 +164,9 @@ class Shop:
 
 @pytest.fixture(scope="module")
 def mcp_sdk() -> Iterator[Preloaded]:
-    preloaded = Preloaded("mcp")
-    yield preloaded
-    preloaded.close()
+    """Forks the processes from an interpreter that imported the MCP SDK once."""
+    with Preloaded("mcp") as preloaded:
+        yield preloaded
 
 
 @pytest.fixture

@@ -52,10 +52,9 @@ TEAM_KILLS = ["tool add 2 3", "handoff", "model analyst 1"]
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[Preloaded]:
-    """The scripts' processes, forked from an interpreter that imported the SDK once."""
-    preloaded = Preloaded("agents")
-    yield preloaded
-    preloaded.close()
+    """Forks the processes from an interpreter that imported the OpenAI Agents SDK once."""
+    with Preloaded("agents") as preloaded:
+        yield preloaded
 
 
 @pytest.fixture(scope="module")

@@ -96,10 +96,9 @@ def lil(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def framework() -> Iterator[Preloaded]:
-    """The agent's processes, forked from an interpreter that imported Pydantic AI once."""
-    preloaded = Preloaded("pydantic_ai.mcp", "pydantic_ai.models.function")
-    yield preloaded
-    preloaded.close()
+    """Forks the processes from an interpreter that imported Pydantic AI and its MCP client once."""
+    with Preloaded("pydantic_ai.mcp", "pydantic_ai.models.function") as preloaded:
+        yield preloaded
 
 
 class TestAnAgentWithAnMCPServer:

@@ -39,10 +39,9 @@ TWO_KILLS = ["model reviewer 1"]
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[Preloaded]:
-    """The script's processes, forked from an interpreter that imported the framework once."""
-    preloaded = Preloaded("smolagents")
-    yield preloaded
-    preloaded.close()
+    """Forks the processes from an interpreter that imported smolagents once."""
+    with Preloaded("smolagents") as preloaded:
+        yield preloaded
 
 
 @pytest.fixture(scope="module")
