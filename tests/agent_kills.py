@@ -17,7 +17,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from preloaded import Preloaded
 
 
 @dataclass
@@ -44,17 +47,27 @@ class Attempts:
         return Counter(what for lines in self.lines for event, what in lines if event == "end")
 
 
-def run_attempts(script: Path, mode: str, db: Path, side: Path, kills: list[str]) -> Attempts:
-    """Run ``script MODE DB SIDE KILL_AT`` once per kill point, then once without one."""
+def run_attempts(
+    script: Path,
+    mode: str,
+    db: Path,
+    side: Path,
+    kills: list[str],
+    preloaded: Preloaded | None = None,
+) -> Attempts:
+    """Run ``script MODE DB SIDE KILL_AT`` once per kill point, then once without one,
+    each in a fresh interpreter or, given ``preloaded``, in a child it forks."""
     out = Attempts()
     for n, kill_at in enumerate([*kills, ""], start=1):
         with side.open("a") as f:
             f.write(f"attempt {n}\n")
-        done = subprocess.run(
-            [sys.executable, str(script), mode, str(db), str(side), kill_at],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        args = (mode, str(db), str(side), kill_at)
+        done = (
+            preloaded.run(script, *args)
+            if preloaded is not None
+            else subprocess.run(
+                [sys.executable, str(script), *args], capture_output=True, text=True, timeout=120
+            )
         )
         out.returncodes.append(done.returncode)
         if done.returncode == 0:
@@ -152,13 +165,15 @@ def reference_and_killed(
     script: Path,
     mode: str,
     kills: list[str],
+    preloaded: Preloaded | None = None,
 ) -> tuple[Attempts, Attempts, Path]:
-    """A script's mode run once uninterrupted here, then killed at ``kills`` in children.
+    """A script's mode run once uninterrupted here, then killed at ``kills`` in children
+    (forked by ``preloaded`` where given).
 
     (the reference, the killed attempts, the killed attempts' journal) in ``folder``.
     """
     reference = run_here(run, where, folder / "ref.db", folder / "ref.txt")
-    killed = run_attempts(script, mode, folder / "j.db", folder / "side.txt", kills)
+    killed = run_attempts(script, mode, folder / "j.db", folder / "side.txt", kills, preloaded)
     return reference, killed, folder / "j.db"
 
 

@@ -27,6 +27,13 @@ def write_script(folder: Path, name: str, source: str) -> Path:
     return path
 
 
+#: For a pytest that a test starts: the installed plugins it does without. None of the
+#: projects the tests run in one uses them, and they cost each pytest process about 3 s
+#: of CPU before it collects (LangSmith's alone about 1.5 s); letitloop's own plugin still
+#: loads through its entry point.
+UNUSED_PYTEST_PLUGINS = ("-p", "no:langsmith_plugin", "-p", "no:anyio", "-p", "no:hypothesispytest")
+
+
 #: The checkout: benchmark scripts run from here, as their docs say.
 CHECKOUT = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ in the second agent's model call resumes with every finished call replayed
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from autogen_core import CancellationToken, FunctionCall
 from autogen_core.models import CreateResult, RequestUsage, UserMessage
 from autogen_core.tools import TextResultContent, ToolResult, ToolSchema, Workbench
 from autogen_ext.models.replay import ReplayChatCompletionClient
+from preloaded import Preloaded
 
 from letitloop import Journal, LetItLoopError
 from letitloop.adapters.autogen import (
@@ -55,7 +56,16 @@ MODEL_INFO = {
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
+def sdk() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported AutoGen once."""
+    with Preloaded("autogen_agentchat.teams", "autogen_ext.models.replay") as preloaded:
+        yield preloaded
+
+
+@pytest.fixture(scope="module")
+def team(
+    tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded
+) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("autogen_team")
     return reference_and_killed(
         folder,
@@ -64,11 +74,14 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, 
         SCRIPT,
         "team",
         TEAM_KILLS,
+        sdk,
     )
 
 
 @pytest.fixture(scope="module")
-def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
+def two(
+    tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded
+) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("autogen_two")
     return reference_and_killed(
         folder,
@@ -77,6 +90,7 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, P
         SCRIPT,
         "two",
         TWO_KILLS,
+        sdk,
     )
 
 

@@ -32,6 +32,7 @@ from letitloop import Journal
 goal, db, log, steps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
 fail_at = os.environ.get("FAIL_AT")
 hang_at = os.environ.get("HANG_AT")
+gate_at = os.environ.get("GATE_AT")  # that step waits until the file GATE exists
 delay = float(os.environ.get("STEP_DELAY", "0"))
 
 def note(what, key):
@@ -42,6 +43,10 @@ def work(key):
     note("start", key)
     if key == hang_at:
         time.sleep(600)
+    if key == gate_at:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(os.environ["GATE"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
     time.sleep(delay)
     if key == fail_at:
         raise RuntimeError(f"{key} failed on purpose")
@@ -55,6 +60,7 @@ print("pipeline finished")
 """
 
 STEPS = "fetch,enrich,price,summarize,notify"
+LIL = [sys.executable, "-m", "letitloop"]
 
 
 class Lab:
@@ -294,12 +300,25 @@ class TestFollowingARun:
     ) -> None:
         lab = Lab(tmp_path)
         assert lab.run("live").returncode == 0
-        child = lab.spawn("live", STEP_DELAY="0.4")
+        gate = tmp_path / "gate"
+        child = lab.spawn("live", STEP_DELAY="0.4", GATE_AT="enrich", GATE=str(gate))
         lab.wait_for("start", "fetch", child)
-        follow = lab.lil("show", "live", "--follow", "--interval", "0.1")
+        follow = subprocess.Popen(
+            [*LIL, "--db", str(lab.db), "show", "live", "--follow", "--interval", "0.1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=lab.env(),
+        )
+        # The run waits at enrich until lil has printed its first line, however long
+        # lil takes to start on a busy machine; then its last three steps take 1.2 s.
+        assert follow.stdout is not None
+        first = follow.stdout.readline()
+        gate.touch()
+        rest, err = follow.communicate(timeout=60)
         assert child.wait(timeout=60) == 0
-        assert follow.returncode == 0, follow.stderr
-        lines = follow.stdout.splitlines()
+        assert follow.returncode == 0, err
+        lines = [first.rstrip("\n"), *rest.splitlines()]
         assert "running" in lines[0]
         assert lines[-1].split()[2:4] == ["completed", "5/5"]
         assert len(lines) >= 3  # it saw the run progress, not just its end

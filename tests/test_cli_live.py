@@ -382,7 +382,9 @@ class TestFollowingARunNobodyResumes:
 
 
 def on_a_terminal_for(argv: list[str], seconds: float) -> str:
-    """What ``lil ARGV`` writes to a pseudo-terminal in ``seconds`` (then Ctrl-C), as text."""
+    """What ``lil ARGV`` writes to a pseudo-terminal until ``seconds`` after it first wrote
+    (then Ctrl-C; after 60 s if it writes nothing), as text. Counted from its first
+    output, not its start: a loaded machine may take seconds to start it."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "letitloop", *argv],
@@ -392,8 +394,8 @@ def on_a_terminal_for(argv: list[str], seconds: float) -> str:
         env={**os.environ, "COLUMNS": "160"},
     )
     os.close(follower)
-    chunks = []
-    stop_at, sent = time.monotonic() + seconds, False
+    chunks: list[bytes] = []
+    stop_at, sent = time.monotonic() + 60, False
     try:
         while True:
             if not sent and time.monotonic() > stop_at:
@@ -407,6 +409,8 @@ def on_a_terminal_for(argv: list[str], seconds: float) -> str:
                     break
                 if not chunk:
                     break
+                if not chunks:
+                    stop_at = min(stop_at, time.monotonic() + seconds)
                 chunks.append(chunk)
             elif proc.poll() is not None:
                 break

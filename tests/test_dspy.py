@@ -17,12 +17,14 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_python, spawn_python, wait_until, write_script
+from helpers import run_python, wait_until, write_script
+from preloaded import Child, Preloaded
 
 pytest.importorskip("dspy")
 
@@ -102,20 +104,27 @@ def lines(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def run_program(folder: Path, hold: str = "") -> subprocess.Popen[str]:
+@pytest.fixture(scope="module")
+def framework() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported DSPy once."""
+    with Preloaded("dspy", "dspy.utils.dummies") as preloaded:
+        yield preloaded
+
+
+def run_program(framework: Preloaded, folder: Path, hold: str = "") -> Child:
     script = write_script(folder, "trip.py", PROGRAM)
     env = {
         "DS_LOG": str(folder / "calls.log"),
         "DS_HOLD": hold,
         "DS_RELEASED": str(folder / "go"),
     }
-    return spawn_python(script, str(folder / "journal.db"), env=env)
+    return framework.start(script, str(folder / "journal.db"), env={**os.environ, **env})
 
 
-def finish(child: subprocess.Popen[str]) -> str:
-    out, err = child.communicate(timeout=120)
-    assert child.returncode == 0, err
-    answer: str = json.loads(out.splitlines()[-1])["answer"]
+def finish(child: Child) -> str:
+    done = child.wait()
+    assert done.returncode == 0, done.stderr
+    answer: str = json.loads(done.stdout.splitlines()[-1])["answer"]
     return answer
 
 
@@ -137,24 +146,25 @@ class Resumed:
 
 
 @pytest.fixture(scope="module", params=CALLS)
-def resumed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Resumed:
+def resumed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, framework: Preloaded
+) -> Resumed:
     """The program killed inside ``request.param``, then run again."""
     hold: str = request.param
     folder = tmp_path_factory.mktemp("killed")
-    child = run_program(folder, hold=hold)
+    child = run_program(framework, folder, hold=hold)
     wait_until(lambda: f"start {hold}" in lines(folder / "calls.log"), f"the program in {hold}")
     os.kill(child.pid, signal.SIGKILL)
-    child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    assert child.wait().returncode == -signal.SIGKILL
     (folder / "go").touch()
-    answer = finish(run_program(folder))
+    answer = finish(run_program(framework, folder))
     return Resumed(hold, answer, lines(folder / "calls.log"), folder / "journal.db")
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory, framework: Preloaded) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("uninterrupted")
-    answer = finish(run_program(folder))
+    answer = finish(run_program(framework, folder))
     rows = json.loads(lil_show(folder / "journal.db", "--json").stdout)["rows"]
     return {"answer": answer, "rows": rows}
 

@@ -7,7 +7,6 @@ searched for the plaintext, read back by fresh processes and by the real
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
@@ -15,6 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from seal_programs import (
+    ENCRYPTED,
+    SECRET,
+    SENT,
+    WAITER,
+    keyless_env,
+    run_lil,
+    run_program,
+)
 
 pytest.importorskip("cryptography")
 
@@ -23,65 +31,18 @@ from letitloop.errors import EncryptionKeyError
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "e" * 16 + "-test-encryption"
-SECRET = "PLAINTEXT-SECRET-4711"
-
-#: Run "r1": step a (a secret result), step b (fails with a secret message, caught),
-#: then SIGKILL when argv[2] == "kill", else step c and the run's result.
-PROGRAM = f"""
-import os, signal, sys
-from letitloop import Journal
-from letitloop.errors import LetItLoopError
-
-def a():
-    print("called a", flush=True)
-    return {{"token": "{SECRET}-a"}}
-
-def b():
-    raise ValueError("{SECRET}-error")
-
-try:
-    with Journal("g", path=sys.argv[1], run="r1", input={{"user": "{SECRET}-input"}}) as j:
-        print("got", j.step("a", a)["token"], flush=True)
-        try:
-            j.step("b", b)
-        except ValueError:
-            pass
-        if sys.argv[2] == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        j.step("c", lambda: "{SECRET}-c")
-        j.set_result("{SECRET}-run")
-except LetItLoopError as exc:
-    print(type(exc).__name__, exc)
-"""
 
 
 def env(key: str | None = KEY) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if k != "LETITLOOP_ENCRYPTION_KEY"}
-    if key is not None:
-        e["LETITLOOP_ENCRYPTION_KEY"] = key
-    return e
+    return keyless_env() if key is None else keyless_env(LETITLOOP_ENCRYPTION_KEY=key)
 
 
 def run(db: Path, how: str = "", key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", PROGRAM, str(db), how],
-        cwd=ROOT,
-        env=env(key),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_program(ENCRYPTED, db, how, env=env(key))
 
 
 def lil(db: Path, *args: str, key: str | None = KEY) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        cwd=ROOT,
-        env=env(key),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = run_lil(db, *args, env=env(key))
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -191,54 +152,16 @@ class TestAsyncSteps:
                 assert SECRET.encode() not in path.read_bytes(), path
 
 
-#: A run of goal "w" that waits for "approval" (argv[2]: "live" waits in the process,
-#: else it stops to wait), prints the value it gets and returns it as the run's result.
-WAITER = """
-import sys
-from letitloop import Journal, RunWaiting
-from letitloop.errors import LetItLoopError
-
-try:
-    with Journal("w", path=sys.argv[1], run="r1") as j:
-        if sys.argv[2] == "live":
-            print("waiting", flush=True)
-            value = j.wait_for("approval", timeout=60)
-        else:
-            value = j.wait_for("approval", stop_after=0)
-        print("got", value["note"], flush=True)
-        j.set_result(value)
-except LetItLoopError as exc:
-    print(type(exc).__name__, exc, flush=True)
-"""
-
-
 def waiter(db: Path, how: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", WAITER, str(db), how],
-        cwd=ROOT,
-        env=env(key),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_program(WAITER, db, how, env=env(key))
 
 
 def lil_run(db: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        cwd=ROOT,
-        env=env(key),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_lil(db, *args, env=env(key))
 
 
 def holds_plaintext(folder: Path, text: str) -> list[str]:
     return [p.name for p in folder.iterdir() if p.is_file() and text.encode() in p.read_bytes()]
-
-
-SENT = '{"note": "' + SECRET + '-sent"}'
 
 
 class TestAValueSentIntoAnEncryptedRun:

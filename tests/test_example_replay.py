@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import UNUSED_PYTEST_PLUGINS
+
+PYTEST_OPTIONS = ("-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS)
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "replay_test"
 SECRET = "sk-live-0c5e1f00d"
 
@@ -60,13 +64,13 @@ class TestTheWorkedExample:
         assert SECRET.encode() not in (folder / "tests" / "fixtures" / "triage.db").read_bytes()
         (folder / "recordings.db").unlink()  # the test reads the fixture, nothing else
 
-        passed = sh(folder, "-m", "pytest", "-p", "no:cacheprovider", "tests")
+        passed = sh(folder, "-m", "pytest", *PYTEST_OPTIONS, "tests")
         assert passed.returncode == 0, passed.stdout + passed.stderr
         assert "1 passed" in passed.stdout
 
         source = folder / "triage.py"
         source.write_text(source.read_text().replace('TONE = "friendly"', 'TONE = "formal"'))
-        failed = sh(folder, "-m", "pytest", "-p", "no:cacheprovider", "tests")
+        failed = sh(folder, "-m", "pytest", *PYTEST_OPTIONS, "tests")
         assert failed.returncode == 1
         out = failed.stdout
         assert "step 'draft' drifted from the recording" in out

@@ -12,12 +12,13 @@ fresh saver; the calls of the node's step are counted in a side file.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import write_script
+from preloaded import Preloaded
 
 pytest.importorskip("langgraph.graph", reason="LangGraph is not installed (letitloop[langgraph])")
 
@@ -60,21 +61,20 @@ print(json.dumps({"pid": os.getpid(), "answer": out["answer"]}))
 """
 
 
-def _process(tmp_path: Path, mode: str = "async", key: str | None = None) -> dict[str, Any]:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _PROCESS,
-            str(tmp_path / "journal.db"),
-            str(tmp_path / "calls"),
-            mode,
-            key or "-",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@pytest.fixture(scope="module")
+def langgraph() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported LangGraph once."""
+    with Preloaded("langgraph.graph", "langgraph.checkpoint.memory") as preloaded:
+        yield preloaded
+
+
+def _process(
+    langgraph: Preloaded, tmp_path: Path, mode: str = "async", key: str | None = None
+) -> dict[str, Any]:
+    """The program run in a process of its own; what it printed."""
+    script = write_script(tmp_path, "process.py", _PROCESS)
+    args = (str(tmp_path / "journal.db"), str(tmp_path / "calls"), mode, key or "-")
+    done = langgraph.run(script, *args)
     assert done.returncode == 0, done.stderr
     got: dict[str, Any] = json.loads(done.stdout)
     return got
@@ -87,20 +87,22 @@ def _calls(tmp_path: Path) -> list[str]:
 class TestANewProcessWithAFreshInMemorySaver:
     @pytest.mark.parametrize("mode", ["sync", "async", "exit"])
     def test_it_runs_the_node_again_instead_of_replaying_the_last_process(
-        self, tmp_path: Path, mode: str
+        self, tmp_path: Path, mode: str, langgraph: Preloaded
     ) -> None:
-        a = _process(tmp_path, mode)
-        b = _process(tmp_path, mode)
+        a = _process(langgraph, tmp_path, mode)
+        b = _process(langgraph, tmp_path, mode)
         assert _calls(tmp_path) == [str(a["pid"]), str(b["pid"])]
         assert b["answer"] == f"q -> answered by {b['pid']}"
 
-    def test_the_same_explicit_key_replays_the_last_process_answer(self, tmp_path: Path) -> None:
-        a = _process(tmp_path, key="order-42")
-        b = _process(tmp_path, key="order-42")
+    def test_the_same_explicit_key_replays_the_last_process_answer(
+        self, tmp_path: Path, langgraph: Preloaded
+    ) -> None:
+        a = _process(langgraph, tmp_path, key="order-42")
+        b = _process(langgraph, tmp_path, key="order-42")
         assert _calls(tmp_path) == [str(a["pid"])]
         assert b["answer"] == a["answer"] == f"q -> answered by {a['pid']}"
 
-    def test_another_key_runs_the_node_again(self, tmp_path: Path) -> None:
-        a = _process(tmp_path, key="order-42")
-        b = _process(tmp_path, key="order-43")
+    def test_another_key_runs_the_node_again(self, tmp_path: Path, langgraph: Preloaded) -> None:
+        a = _process(langgraph, tmp_path, key="order-42")
+        b = _process(langgraph, tmp_path, key="order-43")
         assert _calls(tmp_path) == [str(a["pid"]), str(b["pid"])]

@@ -14,11 +14,12 @@ step's calls are counted in a side file.
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import write_script
+from preloaded import Preloaded
 
 pytest.importorskip("langgraph.graph", reason="LangGraph is not installed (letitloop[langgraph])")
 
@@ -70,40 +71,50 @@ with LetItLoopCheckpointSaver(journal) as saver:
 """
 
 
-def _killed_then_resumed(tmp_path: Path, mode: str, stateful: bool) -> list[str]:
+@pytest.fixture(scope="module")
+def langgraph() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported LangGraph once."""
+    with Preloaded("langgraph.graph") as preloaded:
+        yield preloaded
+
+
+def _killed_then_resumed(
+    langgraph: Preloaded, tmp_path: Path, mode: str, stateful: bool
+) -> list[str]:
     """The calls counted over a process killed after the first step and one that resumes."""
+    script = write_script(tmp_path, "process.py", _PROCESS)
     args = [str(tmp_path / "journal.db"), str(tmp_path / "calls"), mode]
     flag = "1" if stateful else "0"
-    killed = subprocess.run(
-        [sys.executable, "-c", _PROCESS, *args, "1", flag], capture_output=True, timeout=120
-    )
+    killed = langgraph.run(script, *args, "1", flag)
     assert killed.returncode == -9, killed.stderr
-    done = subprocess.run(
-        [sys.executable, "-c", _PROCESS, *args, "0", flag],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = langgraph.run(script, *args, "0", flag)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['X-0', 'X-1']"
     return (tmp_path / "calls").read_text().split()
 
 
 class TestADurableNodeInASubgraphKilledHalfWay:
-    def test_under_exit_its_returned_call_runs_again_as_documented(self, tmp_path: Path) -> None:
+    def test_under_exit_its_returned_call_runs_again_as_documented(
+        self, tmp_path: Path, langgraph: Preloaded
+    ) -> None:
         # The limit, pinned: the parent's checkpoint was never saved, so the
         # rebuilt parent task has another id, and the node another run.
-        assert _killed_then_resumed(tmp_path, "exit", stateful=False) == [
+        assert _killed_then_resumed(langgraph, tmp_path, "exit", stateful=False) == [
             "call0",
             "call0",
             "call1",
         ]
 
-    def test_under_sync_its_returned_call_replays(self, tmp_path: Path) -> None:
-        assert _killed_then_resumed(tmp_path, "sync", stateful=False) == ["call0", "call1"]
+    def test_under_sync_its_returned_call_replays(
+        self, tmp_path: Path, langgraph: Preloaded
+    ) -> None:
+        assert _killed_then_resumed(langgraph, tmp_path, "sync", stateful=False) == [
+            "call0",
+            "call1",
+        ]
 
     @pytest.mark.parametrize("mode", ["exit", "async"])
     def test_a_subgraph_with_its_own_checkpointer_replays_it_in_every_mode(
-        self, tmp_path: Path, mode: str
+        self, tmp_path: Path, mode: str, langgraph: Preloaded
     ) -> None:
-        assert _killed_then_resumed(tmp_path, mode, stateful=True) == ["call0", "call1"]
+        assert _killed_then_resumed(langgraph, tmp_path, mode, stateful=True) == ["call0", "call1"]

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import spawn_python, wait_until, write_script
+from helpers import wait_until, write_script
 from mcp import StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from preloaded import Preloaded
 
 from letitloop import Journal
 from letitloop.mcp import DurableMCP, may_send_again
@@ -132,7 +133,9 @@ AGENT = """
 class Shop:
     """The server's script, its side file and its switches."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, agents: Preloaded) -> None:
+        #: Forks the agents' processes (from an interpreter that imported the MCP SDK once).
+        self.agents = agents
         self.script = write_script(folder, "shop.py", SHOP)
         self.log = folder / "shop.log"
         self.gate = folder / "gate"
@@ -159,9 +162,16 @@ class Shop:
         return [e["pid"] for e in self.events("start")]
 
 
+@pytest.fixture(scope="module")
+def mcp_sdk() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported the MCP SDK once."""
+    with Preloaded("mcp") as preloaded:
+        yield preloaded
+
+
 @pytest.fixture
-def shop(tmp_path: Path) -> Iterator[Shop]:
-    made = Shop(tmp_path)
+def shop(tmp_path: Path, mcp_sdk: Preloaded) -> Iterator[Shop]:
+    made = Shop(tmp_path, mcp_sdk)
     yield made
     for pid in made.pids():  # a server a test left behind
         with contextlib.suppress(ProcessLookupError):
@@ -178,13 +188,7 @@ def run_agent(
     folder: Path, shop: Shop, db: Path, *tools: str, marker: bool = False
 ) -> subprocess.CompletedProcess[str]:
     script, env = agent(folder, shop, db, marker)
-    return subprocess.run(
-        [sys.executable, str(script), *tools],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
+    return shop.agents.run(script, *tools, env={**os.environ, **env})
 
 
 def kill_agent_in(
@@ -192,12 +196,12 @@ def kill_agent_in(
 ) -> None:
     """Start the agent, SIGKILL it once the server runs ``tool``, and wait for it to die."""
     script, env = agent(folder, shop, db, marker)
-    child = spawn_python(script, *tools, env=env)
+    child = shop.agents.start(script, *tools, env={**os.environ, **env})
     try:
         wait_until(lambda: shop.count(tool) == 1, f"the server runs {tool}", timeout=90)
     finally:
-        child.send_signal(signal.SIGKILL)
-        child.communicate()
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
 
 
 def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,6 @@ from agent_kills import (
     reran_without_being_in_flight,
     run_attempts,
     run_here,
-    run_python_file,
 )
 from agents import Runner
 from agents.items import ModelResponse
@@ -34,6 +34,7 @@ from agents.model_settings import ModelSettings
 from agents.models.interface import ModelTracing
 from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall
+from preloaded import Preloaded
 
 from letitloop import Journal
 from letitloop.adapters.openai_agents import DurableModel, durable_agent
@@ -50,12 +51,21 @@ TEAM_KILLS = ["tool add 2 3", "handoff", "model analyst 1"]
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
+def sdk() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported the OpenAI Agents SDK once."""
+    with Preloaded("agents") as preloaded:
+        yield preloaded
+
+
+@pytest.fixture(scope="module")
+def team(
+    tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded
+) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("oa_team")
     reference = run_here(
         lambda db: asyncio.run(oat.team(db)), oat.WHERE, folder / "ref.db", folder / "ref.txt"
     )
-    killed = run_attempts(SCRIPT, "team", folder / "j.db", folder / "side.txt", TEAM_KILLS)
+    killed = run_attempts(SCRIPT, "team", folder / "j.db", folder / "side.txt", TEAM_KILLS, sdk)
     return reference, killed, folder / "j.db"
 
 
@@ -99,7 +109,7 @@ class TestAHandoffTeamKilledInAToolCallBetweenStepsAndInAModelCall:
         assert len(killed.answer["session"]) == 10
 
     def test_lil_show_lists_the_calls_keyed_by_agent_and_call_id_with_their_usage(
-        self, team: Any
+        self, sdk: Preloaded, team: Any
     ) -> None:
         _, _, db = team
         shown = lil_show(db, "team")
@@ -119,28 +129,23 @@ class TestAHandoffTeamKilledInAToolCallBetweenStepsAndInAModelCall:
 
 
 def run_mode(
-    mode: str, db: Path, side: Path, kill_at: str = "", *budget: str
+    sdk: Preloaded, mode: str, db: Path, side: Path, kill_at: str = "", *budget: str
 ) -> subprocess.CompletedProcess[str]:
     with side.open("a") as f:
         f.write("attempt\n")
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), mode, str(db), str(side), kill_at, *budget],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return sdk.run(SCRIPT, mode, str(db), str(side), kill_at, *budget)
 
 
 class TestATeamWithABudget:
     def test_resumed_after_a_kill_it_counts_replayed_calls_once_and_stops_at_the_limit(
-        self, tmp_path: Path
+        self, sdk: Preloaded, tmp_path: Path
     ) -> None:
         db, side = tmp_path / "j.db", tmp_path / "side.txt"
         # Killed inside the analyst's second model call, after 57 + 58 + 57 = 172 tokens.
-        assert run_mode("team", db, side, "model analyst 1", "200").returncode == -9
+        assert run_mode(sdk, "team", db, side, "model analyst 1", "200").returncode == -9
         # Resumed under 200 tokens: the replayed calls count once (172, not 344), so the
         # analyst's call runs (230), and the next step (the session's add) is refused.
-        stopped = run_mode("team", db, side, "", "200")
+        stopped = run_mode(sdk, "team", db, side, "", "200")
         assert stopped.returncode == 1
         assert "BudgetExceededError" in stopped.stderr
         assert "230 tokens" in stopped.stderr and "session:conv.add:5" in stopped.stderr
@@ -154,11 +159,13 @@ class TestASessionKilledInsideAModelCall:
     """One agent, one tool: its history is 4 items (input, call, output, answer)."""
 
     def test_the_journal_session_has_the_4_items_of_an_uninterrupted_run(
-        self, tmp_path: Path
+        self, sdk: Preloaded, tmp_path: Path
     ) -> None:
-        killed = run_mode("session", tmp_path / "j.db", tmp_path / "side.txt", "model helper 1")
+        killed = run_mode(
+            sdk, "session", tmp_path / "j.db", tmp_path / "side.txt", "model helper 1"
+        )
         assert killed.returncode == -signal.SIGKILL
-        done = run_mode("session", tmp_path / "j.db", tmp_path / "side.txt")
+        done = run_mode(sdk, "session", tmp_path / "j.db", tmp_path / "side.txt")
         answer = json.loads(done.stdout.splitlines()[-1])
         assert answer["answer"] == "helper: 42"
         assert len(answer["session"]) == 4
@@ -166,22 +173,26 @@ class TestASessionKilledInsideAModelCall:
         assert ends.count("tool add 40 2") == 1 and ends.count("model helper 0") == 1
 
     def test_killed_after_the_session_wrote_before_the_step_was_recorded_it_writes_once(
-        self, tmp_path: Path
+        self, sdk: Preloaded, tmp_path: Path
     ) -> None:
         # The second add (the tool turn's call and output) is in the session's file, its
         # step not in the journal: the rerun's step finds the items there and adds nothing.
         db, side = tmp_path / "j.db", tmp_path / "side.txt"
-        killed = run_mode("session", db, side, "session written 2")
+        killed = run_mode(sdk, "session", db, side, "session written 2")
         assert killed.returncode == -signal.SIGKILL
-        done = run_mode("session", db, side)
+        done = run_mode(sdk, "session", db, side)
         answer = json.loads(done.stdout.splitlines()[-1])
         assert answer["session"] == [None, "function_call", "function_call_output", "message"]
 
-    def test_the_sdks_own_sqlite_session_has_5_its_input_added_twice(self, tmp_path: Path) -> None:
+    def test_the_sdks_own_sqlite_session_has_5_its_input_added_twice(
+        self, sdk: Preloaded, tmp_path: Path
+    ) -> None:
         # What the journal session is for: the same kill, the SDK's session alone.
-        killed = run_mode("session-sdk", tmp_path / "j.db", tmp_path / "side.txt", "model helper 1")
+        killed = run_mode(
+            sdk, "session-sdk", tmp_path / "j.db", tmp_path / "side.txt", "model helper 1"
+        )
         assert killed.returncode == -signal.SIGKILL
-        done = run_mode("session-sdk", tmp_path / "j.db", tmp_path / "side.txt")
+        done = run_mode(sdk, "session-sdk", tmp_path / "j.db", tmp_path / "side.txt")
         assert len(json.loads(done.stdout.splitlines()[-1])["session"]) == 5
 
 
@@ -196,28 +207,24 @@ def wait_for_line(side: Path, line: str, count: int, deadline: float = 60.0) -> 
 
 class TestAToolApprovalWaitedForDurably:
     def test_stopped_then_killed_while_waiting_it_resumes_with_the_answer_sent(
-        self, tmp_path: Path
+        self, sdk: Preloaded, tmp_path: Path
     ) -> None:
         db, side = tmp_path / "j.db", tmp_path / "side.txt"
-        stopped = run_mode("approve", db, side, "stop:0.2")
+        stopped = run_mode(sdk, "approve", db, side, "stop:0.2")
         assert stopped.returncode == 75, stopped.stderr  # RunWaiting: the run is left waiting
         assert "approve:refund:clerk_0_0" in stopped.stderr
         # Attempt 2 waits in the process; it is SIGKILLed there.
         with side.open("a") as f:
             f.write("attempt\n")
-        waiting = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "approve", str(db), str(side), "wait"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        waiting = sdk.start(SCRIPT, "approve", str(db), str(side), "wait", unbuffered=False)
         try:
             wait_for_line(side, "start waiting", 2)
             time.sleep(1.0)  # past the replayed model call and the state, into the wait
-            assert waiting.poll() is None
+            assert waiting.running()
             os.kill(waiting.pid, signal.SIGKILL)
         finally:
-            waiting.wait(30)
-        assert waiting.returncode == -signal.SIGKILL
+            ended = waiting.wait()
+        assert ended.returncode == -signal.SIGKILL
         assert lil_show(db, "refunds")["run"]["state"] in ("waiting", "crashed")
         sent = subprocess.run(
             [*LIL, "--db", str(db), "send", "refunds", "approve:refund:clerk_0_0", "true"],
@@ -226,7 +233,7 @@ class TestAToolApprovalWaitedForDurably:
             timeout=60,
         )
         assert sent.returncode == 0, sent.stderr
-        done = run_mode("approve", db, side)
+        done = run_mode(sdk, "approve", db, side)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout.splitlines()[-1])["answer"] == "clerk: refunded 30"
         lines = read_side(side)
@@ -236,16 +243,18 @@ class TestAToolApprovalWaitedForDurably:
         keys = [r["key"] for r in lil_show(db, "refunds")["rows"]]
         assert "approvals:1.state" in keys and "approve:refund:clerk_0_0" in keys
 
-    def test_a_rejection_sent_is_what_the_model_is_told(self, tmp_path: Path) -> None:
+    def test_a_rejection_sent_is_what_the_model_is_told(
+        self, sdk: Preloaded, tmp_path: Path
+    ) -> None:
         db, side = tmp_path / "j.db", tmp_path / "side.txt"
-        assert run_mode("approve", db, side, "stop:0.1").returncode == 75
+        assert run_mode(sdk, "approve", db, side, "stop:0.1").returncode == 75
         subprocess.run(
             [*LIL, "--db", str(db), "send", "refunds", "approve:refund:clerk_0_0", REJECTED],
             check=True,
             capture_output=True,
             timeout=60,
         )
-        done = run_mode("approve", db, side)
+        done = run_mode(sdk, "approve", db, side)
         assert json.loads(done.stdout.splitlines()[-1])["answer"] == "clerk: no refunds today"
         assert "start tool refund 30" not in side.read_text()
 
@@ -302,11 +311,11 @@ class TestTheModelWrapper:
 
 class TestTheCookbook:
     def test_killed_inside_a_tool_call_it_resumes_running_only_that_call_and_the_rest(
-        self, tmp_path: Path
+        self, sdk: Preloaded, tmp_path: Path
     ) -> None:
         example = SCRIPT.parent.parent / "examples" / "openai_agents_resume.py"
         db = str(tmp_path / "j.db")
-        crashed = run_python_file(example, "--crash", "--db", db)
+        crashed = sdk.run(example, "--crash", "--db", db)
         assert crashed.returncode == -signal.SIGKILL
         assert ran(crashed.stdout) == [
             "triage model call 1",
@@ -315,7 +324,7 @@ class TestTheCookbook:
             "refunds model call 1",
             "refund('A17', 39.9)",
         ]
-        resumed = run_python_file(example, "--db", db)
+        resumed = sdk.run(example, "--db", db)
         assert resumed.returncode == 0, resumed.stderr
         assert ran(resumed.stdout) == ["refund('A17', 39.9)", "refunds model call 2"]
         assert "history: 8 items" in resumed.stdout

@@ -12,106 +12,35 @@ server, and the ways of altering a run there.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pg_server
 import pytest
+from seal_programs import (
+    ENCRYPTED,
+    SEALED,
+    SECRET,
+    SENT,
+    WAITER,
+    keyless_env,
+    run_lil,
+    run_program,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
 KEY = "k" * 16 + "-pg-seal-key"
 ENCRYPTION_KEY = "e" * 16 + "-pg-encryption"
-SECRET = "PLAINTEXT-PG-SECRET-4711"
-
-#: Run "r1" of goal "g": steps a..e (the t:i from threads, e with a child step), a
-#: marker, a sleep; then, with argv[2] == "kill", SIGKILL before step f.
-PROGRAM = """
-import os, signal, sys, threading
-from letitloop import Journal
-
-with Journal("g", path=sys.argv[1], run="r1") as j:
-    j.step("a", lambda: {"n": 1})
-    j.step("b", lambda: [2, "two"])
-    threads = [threading.Thread(target=j.step, args=(f"t:{i}", lambda i=i: i)) for i in range(6)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
-    j.step("e", lambda: j.step("child", lambda: "inner") + "!")
-    with j.atomic_marker("notify") as go:
-        pass
-    j.sleep("nap", 0)
-    if len(sys.argv) > 2 and sys.argv[2] == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    j.step("f", lambda: "last")
-    print(j.run_id)
-"""
-
-#: Run "r1": step a (a secret result, "called a" printed when it runs), step b (fails with
-#: a secret message, caught); SIGKILL when argv[2] == "kill", else step c and the result.
-ENCRYPTED = f"""
-import os, signal, sys
-from letitloop import Journal
-from letitloop.errors import LetItLoopError
-
-def a():
-    print("called a", flush=True)
-    return {{"token": "{SECRET}-a"}}
-
-def b():
-    raise ValueError("{SECRET}-error")
-
-try:
-    with Journal("g", path=sys.argv[1], run="r1", input={{"user": "{SECRET}-input"}}) as j:
-        print("got", j.step("a", a)["token"], flush=True)
-        try:
-            j.step("b", b)
-        except ValueError:
-            pass
-        if sys.argv[2] == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        j.step("c", lambda: "{SECRET}-c")
-        j.set_result("{SECRET}-run")
-except LetItLoopError as exc:
-    print(type(exc).__name__, exc)
-"""
-
-
-def env(**extra: str) -> dict[str, str]:
-    e = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("LETITLOOP_SEAL_KEY", "LETITLOOP_ENCRYPTION_KEY")
-    }
-    e.update(extra)
-    return e
 
 
 def python(
     program: str, location: str, *args: str, **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", program, location, *args],
-        cwd=ROOT,
-        env=env(**extra),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_program(program, location, *args, env=keyless_env(**extra))
 
 
 def lil(location: str, *args: str, stdin: str | None = None) -> tuple[int, str]:
-    out = subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", location, "verify", *args],
-        cwd=ROOT,
-        env=env(LETITLOOP_SEAL_KEY=KEY),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        input=stdin,
-    )
+    out = run_lil(location, "verify", *args, env=keyless_env(LETITLOOP_SEAL_KEY=KEY), stdin=stdin)
     return out.returncode, out.stdout + out.stderr
 
 
@@ -132,7 +61,7 @@ def sql(location: str, statement: str, *params: object) -> int:
 @pytest.fixture
 def sealed() -> str:
     location = pg_server.location()
-    out = python(PROGRAM, location, LETITLOOP_SEAL_KEY=KEY)
+    out = python(SEALED, location, LETITLOOP_SEAL_KEY=KEY)
     assert out.returncode == 0, out.stderr
     return location
 
@@ -164,7 +93,7 @@ class TestASealedRunOnPostgres:
         # Every statement of the writer, with its parameters, in the server's log (its
         # URL's options, which PGOPTIONS cannot add to).
         logged_url = location + quote(" -clog_statement=all")
-        out = python(PROGRAM, logged_url, LETITLOOP_SEAL_KEY=KEY)
+        out = python(SEALED, logged_url, LETITLOOP_SEAL_KEY=KEY)
         assert out.returncode == 0, out.stderr
         with log.open("rb") as f:
             f.seek(before)
@@ -190,11 +119,11 @@ class TestASealedRunOnPostgres:
 
     def test_a_run_killed_mid_way_resumes_its_chain(self) -> None:
         location = pg_server.location()
-        killed = python(PROGRAM, location, "kill", LETITLOOP_SEAL_KEY=KEY)
+        killed = python(SEALED, location, "kill", LETITLOOP_SEAL_KEY=KEY)
         assert killed.returncode == -9, killed.stderr
         found = verdict(location)
         assert (found["state"], found["entries"]) == ("sealed", 12)
-        again = python(PROGRAM, location, LETITLOOP_SEAL_KEY=KEY)
+        again = python(SEALED, location, LETITLOOP_SEAL_KEY=KEY)
         assert again.returncode == 0, again.stderr
         found = verdict(location)
         assert (found["state"], found["entries"]) == ("sealed", 13)
@@ -210,19 +139,12 @@ class TestASealedRunOnPostgres:
         assert (found["state"], found["entries"]) == ("sealed", 1)
 
     def test_a_run_sealed_with_one_key_is_refused_with_another(self, sealed: str) -> None:
-        out = python(PROGRAM, sealed, LETITLOOP_SEAL_KEY="o" * 16 + "-another-key")
+        out = python(SEALED, sealed, LETITLOOP_SEAL_KEY="o" * 16 + "-another-key")
         assert out.returncode != 0 and "not sealed with this key" in out.stderr
 
     def test_lil_reset_takes_its_chain_with_it(self, sealed: str) -> None:
         reset = ("reset", "g", "--run", "r1", "--yes")
-        done = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", sealed, *reset],
-            cwd=ROOT,
-            env=env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = run_lil(sealed, *reset, env=keyless_env())
         assert done.returncode == 0, done.stdout + done.stderr
         assert sql(sealed, "SELECT 1 FROM ll_seals") == 0
 
@@ -315,33 +237,9 @@ class TestAnEncryptedRunOnPostgres:
         assert "called a" not in wrong.stdout and SECRET not in wrong.stdout
 
 
-#: Run "r1" of goal "w" waits for "approval" (stop_after=0: exit 75 while it waits), then
-#: prints the value's note.
-WAITER = """
-import sys
-from letitloop import Journal
-from letitloop.errors import LetItLoopError
-
-try:
-    with Journal("w", path=sys.argv[1], run="r1") as j:
-        print("got", j.wait_for("approval", stop_after=0)["note"], flush=True)
-except LetItLoopError as exc:
-    print(type(exc).__name__, exc, flush=True)
-"""
-
-SENT = '{"note": "' + SECRET + '-sent"}'
-
-
 def lil_send(location: str, key: str | None) -> subprocess.CompletedProcess[str]:
     extra = {} if key is None else {"LETITLOOP_ENCRYPTION_KEY": key}
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", location, "send", "w", "approval", SENT],
-        cwd=ROOT,
-        env=env(**extra),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_lil(location, "send", "w", "approval", SENT, env=keyless_env(**extra))
 
 
 def wait_rows(location: str) -> list[tuple[Any, ...]]:
@@ -366,14 +264,7 @@ class TestAnEncryptedGoalDroppedByLilGcOnPostgres:
         with psycopg.connect(location, autocommit=True) as conn:
             assert [g for (g,) in conn.execute("SELECT goal FROM ll_key_checks")] == ["g"]
         args = ["gc", "--older-than", "0s", "--yes"]
-        gc = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", location, *args],
-            cwd=ROOT,
-            env=env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        gc = run_lil(location, *args, env=keyless_env())
         assert gc.returncode == 0, gc.stdout + gc.stderr
         with psycopg.connect(location, autocommit=True) as conn:
             assert conn.execute("SELECT goal FROM ll_key_checks").fetchall() == []
@@ -387,7 +278,7 @@ class TestAValueSentIntoAnEncryptedRunOnPostgres:
     def test_without_the_key_it_is_refused_in_one_line_and_nothing_is_written(self) -> None:
         pytest.importorskip("cryptography")
         location = pg_server.location()
-        waiting = python(WAITER, location, LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY)
+        waiting = python(WAITER, location, "stop", LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY)
         assert waiting.returncode == 75, waiting.stdout + waiting.stderr
         before = wait_rows(location)
         assert [r[1] for r in before] == ["waiting"]
@@ -400,7 +291,8 @@ class TestAValueSentIntoAnEncryptedRunOnPostgres:
     def test_with_another_key_it_is_refused_and_nothing_is_written(self) -> None:
         pytest.importorskip("cryptography")
         location = pg_server.location()
-        assert python(WAITER, location, LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY).returncode == 75
+        waiting = python(WAITER, location, "stop", LETITLOOP_ENCRYPTION_KEY=ENCRYPTION_KEY)
+        assert waiting.returncode == 75
         before = wait_rows(location)
         sent = lil_send(location, "w" * 16 + "-wrong")
         assert sent.returncode == 1, sent.stdout + sent.stderr
@@ -410,10 +302,10 @@ class TestAValueSentIntoAnEncryptedRunOnPostgres:
     def test_into_a_goal_that_is_not_encrypted_it_is_stored_as_sent(self) -> None:
         pytest.importorskip("cryptography")
         location = pg_server.location()
-        assert python(WAITER, location).returncode == 75
+        assert python(WAITER, location, "stop").returncode == 75
         sent = lil_send(location, ENCRYPTION_KEY)  # a key in the sender's environment
         assert sent.returncode == 0, sent.stderr
-        assert python(WAITER, location).stdout == f"got {SECRET}-sent\n"
+        assert python(WAITER, location, "stop").stdout == f"got {SECRET}-sent\n"
 
 
 class TestAKeptHeadThatIsStale:
@@ -443,14 +335,7 @@ class TestAKeptHeadThatIsStale:
 class TestLilShowOfAnEncryptedRunOnPostgres:
     def show(self, location: str, key: str | None) -> str:
         extra = {} if key is None else {"LETITLOOP_ENCRYPTION_KEY": key}
-        done = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", location, "show", "r1"],
-            cwd=ROOT,
-            env=env(**extra),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = run_lil(location, "show", "r1", env=keyless_env(**extra))
         assert done.returncode == 0, done.stderr
         return done.stdout
 

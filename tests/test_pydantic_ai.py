@@ -16,12 +16,14 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_python, spawn_python, wait_until, write_script
+from helpers import wait_until, write_script
+from preloaded import Child, Preloaded
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
@@ -103,16 +105,16 @@ def lines(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def run_agent(tmp_path: Path, db: Path, log: Path, hold: str = "") -> subprocess.Popen[str]:
+def run_agent(framework: Preloaded, tmp_path: Path, db: Path, log: Path, hold: str = "") -> Child:
     script = write_script(tmp_path, "agent.py", AGENT)
     env = {"AGENT_LOG": str(log), "AGENT_HOLD": hold, "AGENT_RELEASED": str(tmp_path / "go")}
-    return spawn_python(script, str(db), env=env)
+    return framework.start(script, str(db), env={**os.environ, **env})
 
 
-def finish(child: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = child.communicate(timeout=60)
-    assert child.returncode == 0, err
-    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+def finish(child: Child) -> dict[str, Any]:
+    done = child.wait()
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return result
 
 
@@ -123,30 +125,38 @@ def lil(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def framework() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported Pydantic AI once."""
+    with Preloaded("pydantic_ai", "pydantic_ai.models.function") as preloaded:
+        yield preloaded
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory, framework: Preloaded) -> dict[str, Any]:
     """One run without a kill: its output, its side file and its rows."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     db, log = folder / "journal.db", folder / "calls.log"
-    result = finish(run_agent(folder, db, log))
+    result = finish(run_agent(framework, folder, db, log))
     shown = lil("show", result["run"], "--json", "--db", str(db))
     assert shown.returncode == 0, shown.stderr
     return {**result, "log": lines(log), "rows": json.loads(shown.stdout)["rows"]}
 
 
 @pytest.fixture(scope="module", params=["tool clock", "model 1"])
-def resumed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Resumed:
+def resumed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, framework: Preloaded
+) -> Resumed:
     """The agent killed inside ``request.param``, then run again (once per kill point)."""
     hold: str = request.param
     folder = tmp_path_factory.mktemp("killed")
     db, log = folder / "journal.db", folder / "calls.log"
-    child = run_agent(folder, db, log, hold=hold)
+    child = run_agent(framework, folder, db, log, hold=hold)
     wait_until(lambda: f"start {hold}" in lines(log), f"the agent inside {hold}")
     os.kill(child.pid, signal.SIGKILL)
-    child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    assert child.wait().returncode == -signal.SIGKILL
     first = lines(log)
     (folder / "go").touch()
-    result = finish(run_agent(folder, db, log))
+    result = finish(run_agent(framework, folder, db, log))
     return Resumed(hold, db, result, first, lines(log))
 
 
@@ -249,11 +259,13 @@ DESK = """
 
 
 class TestAnAgentWaitingForAnApproval:
-    def test_it_stops_and_a_rerun_continues_with_the_answer_sent(self, tmp_path: Path) -> None:
+    def test_it_stops_and_a_rerun_continues_with_the_answer_sent(
+        self, tmp_path: Path, framework: Preloaded
+    ) -> None:
         script = write_script(tmp_path, "desk.py", DESK)
         db, log = tmp_path / "journal.db", tmp_path / "calls.log"
-        env = {"AGENT_LOG": str(log)}
-        stopped = run_python(script, str(db), env=env)
+        env = {**os.environ, "AGENT_LOG": str(log)}
+        stopped = framework.run(script, str(db), env=env)
         assert stopped.returncode == 75, stopped.stderr  # RunWaiting: the process left
         assert "lil send" in stopped.stderr
         runs = lil("runs", "--db", str(db))
@@ -262,7 +274,7 @@ class TestAnAgentWaitingForAnApproval:
             "send", "desk", "refund_approval", '{"approvals": {"call-1": true}}', "--db", str(db)
         )
         assert sent.returncode == 0, sent.stderr
-        resumed = run_python(script, str(db), env=env)
+        resumed = framework.run(script, str(db), env=env)
         assert resumed.returncode == 0, resumed.stderr
         assert json.loads(resumed.stdout)["output"] == "done: refunded 30 on order 7"
         calls = lines(log)

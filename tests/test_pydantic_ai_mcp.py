@@ -12,12 +12,15 @@ unit replays never starts the server's process.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import run_python, write_script
+from helpers import write_script
+from preloaded import Preloaded
 
 pytest.importorskip("pydantic_ai.durable_exec")
 pytest.importorskip("fastmcp")
@@ -91,13 +94,22 @@ def lil(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.fixture(scope="module")
+def framework() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported Pydantic AI and its MCP client once."""
+    with Preloaded("pydantic_ai.mcp", "pydantic_ai.models.function") as preloaded:
+        yield preloaded
+
+
 class TestAnAgentWithAnMCPServer:
-    def test_a_full_replay_starts_no_server_process(self, tmp_path: Path) -> None:
+    def test_a_full_replay_starts_no_server_process(
+        self, tmp_path: Path, framework: Preloaded
+    ) -> None:
         server = write_script(tmp_path, "server.py", SERVER)
         agent = write_script(tmp_path, "agent.py", AGENT)
         db, log = tmp_path / "journal.db", tmp_path / "mcp.log"
-        env = {"MCP_LOG": str(log)}
-        first = run_python(agent, str(db), str(server), env=env, timeout=120)
+        env = {**os.environ, "MCP_LOG": str(log)}
+        first = framework.run(agent, str(db), str(server), env=env)
         assert first.returncode == 0, first.stderr
         assert json.loads(first.stdout)["output"] == "answer: order 7 shipped"
         assert log.read_text().splitlines() == ["server start", "tool lookup 7"]
@@ -106,7 +118,7 @@ class TestAnAgentWithAnMCPServer:
             for r in json.loads(lil("show", "order-7", "--json", "--db", str(db)).stdout)["rows"]
         ]
         assert "0002:orders__mcp_server__orders_mcp.call_tool" in keys
-        again = run_python(agent, str(db), str(server), env=env, timeout=120)
+        again = framework.run(agent, str(db), str(server), env=env)
         assert again.returncode == 0, again.stderr
         assert json.loads(again.stdout)["output"] == "answer: order 7 shipped"
         # The completed run replayed every unit: no second server process, no second call.

@@ -13,14 +13,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import spawn_python, wait_until, write_script
+from helpers import wait_until, write_script
+from preloaded import Child, Preloaded
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
@@ -113,21 +114,28 @@ def lines(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def run_agent(folder: Path, mode: str, hold: str = "") -> subprocess.Popen[str]:
+def run_agent(framework: Preloaded, folder: Path, mode: str, hold: str = "") -> Child:
     script = write_script(folder, "agent.py", AGENT)
     env = {
         "AGENT_LOG": str(folder / "calls.log"),
         "AGENT_HOLD": hold,
         "AGENT_RELEASED": str(folder / "go"),
     }
-    return spawn_python(script, str(folder / "journal.db"), mode, env=env)
+    return framework.start(script, str(folder / "journal.db"), mode, env={**os.environ, **env})
 
 
-def finish(child: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = child.communicate(timeout=90)
-    assert child.returncode == 0, err
-    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+def finish(child: Child) -> dict[str, Any]:
+    done = child.wait()
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return result
+
+
+@pytest.fixture(scope="module")
+def framework() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported Pydantic AI once."""
+    with Preloaded("pydantic_ai", "pydantic_ai.models.function") as preloaded:
+        yield preloaded
 
 
 @dataclass
@@ -143,17 +151,18 @@ class Resumed:
     params=[("run_stream", "tool weather"), ("run_stream", "model 1"), ("iter", "tool weather")],
     ids=lambda p: f"{p[0]}, killed inside {p[1]}",
 )
-def resumed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Resumed:
+def resumed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, framework: Preloaded
+) -> Resumed:
     """A streamed agent run killed inside a call, then run again."""
     mode, hold = request.param
     folder = tmp_path_factory.mktemp("killed")
-    child = run_agent(folder, mode, hold=hold)
+    child = run_agent(framework, folder, mode, hold=hold)
     wait_until(lambda: f"start {hold}" in lines(folder / "calls.log"), f"the agent in {hold}")
     os.kill(child.pid, signal.SIGKILL)
-    child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    assert child.wait().returncode == -signal.SIGKILL
     (folder / "go").touch()
-    output = finish(run_agent(folder, mode))["output"]
+    output = finish(run_agent(framework, folder, mode))["output"]
     return Resumed(mode, hold, output, lines(folder / "calls.log"))
 
 
@@ -165,8 +174,8 @@ class TestAStreamedAgentRunKilledInsideACall:
         assert starts == Counter(CALLS) + Counter([resumed.hold])  # only the killed one again
 
     def test_its_output_is_the_uninterrupted_runs(
-        self, resumed: Resumed, tmp_path_factory: pytest.TempPathFactory
+        self, resumed: Resumed, tmp_path_factory: pytest.TempPathFactory, framework: Preloaded
     ) -> None:
         folder = tmp_path_factory.mktemp("uninterrupted")
-        assert resumed.output == finish(run_agent(folder, resumed.mode))["output"]
+        assert resumed.output == finish(run_agent(framework, folder, resumed.mode))["output"]
         assert resumed.output == "Oslo: snow in Oslo"

@@ -11,12 +11,15 @@ program opened itself must leave the run ``waiting`` (not ``failed``), so that
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import run_python, write_script
+from helpers import write_script
+from preloaded import Preloaded
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
@@ -83,15 +86,22 @@ def lil(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.fixture(scope="module")
+def framework() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported Pydantic AI once."""
+    with Preloaded("pydantic_ai", "pydantic_ai.models.function") as preloaded:
+        yield preloaded
+
+
 class TestAnAgentWaitingInsideTheProgramsOwnJournal:
     @pytest.mark.parametrize("mode", ["sync", "async"])
     def test_the_run_is_left_waiting_and_a_rerun_continues_with_the_answer(
-        self, tmp_path: Path, mode: str
+        self, tmp_path: Path, mode: str, framework: Preloaded
     ) -> None:
         script = write_script(tmp_path, "desk.py", DESK)
         db, log = tmp_path / "journal.db", tmp_path / "calls.log"
-        env = {"AGENT_LOG": str(log)}
-        stopped = run_python(script, mode, str(db), env=env)
+        env = {**os.environ, "AGENT_LOG": str(log)}
+        stopped = framework.run(script, mode, str(db), env=env)
         assert stopped.returncode == 75, stopped.stderr  # RunWaiting: the process left
         runs = lil("runs", "--db", str(db))
         assert "waiting for 'refund_approval'" in runs.stdout, runs.stdout
@@ -100,7 +110,7 @@ class TestAnAgentWaitingInsideTheProgramsOwnJournal:
             "send", "desk", "refund_approval", '{"approvals": {"call-1": true}}', "--db", str(db)
         )
         assert sent.returncode == 0, sent.stderr
-        resumed = run_python(script, mode, str(db), env=env)
+        resumed = framework.run(script, mode, str(db), env=env)
         assert resumed.returncode == 0, resumed.stderr
         assert json.loads(resumed.stdout)["output"] == "done: refunded 30 on order 7"
         calls = log.read_text().splitlines()

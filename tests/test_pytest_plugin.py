@@ -16,6 +16,7 @@ import textwrap
 from importlib.metadata import entry_points
 
 import pytest
+from helpers import UNUSED_PYTEST_PLUGINS
 
 pytest_plugins = ["pytester"]
 
@@ -117,7 +118,7 @@ def run(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, drift: str = ""
 ) -> pytest.RunResult:
     monkeypatch.setenv("DRIFT", drift)  # the pytest process inherits it
-    return project.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    return project.runpytest_subprocess("-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS, "-v")
 
 
 class TestTheEntryPoint:
@@ -165,7 +166,7 @@ class TestAMarkedTestReplaysTheFixture:
                 raise AssertionError("the test body must not run")
             """
         )
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS)
         result.assert_outcomes(errors=1)
         out = result.stdout.str()
         assert "the fixture file tests/fixtures/nowhere.db does not exist" in out
@@ -191,5 +192,5 @@ class TestTheClockFixture:
                 assert time.monotonic() - began < 60  # the test's did not
             """
         )
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS)
         result.assert_outcomes(passed=1)

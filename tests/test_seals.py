@@ -9,7 +9,6 @@ inspection/verify.py).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -17,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from seal_programs import SEALED, keyless_env, run_lil, run_program
 
 from letitloop import Journal
 from letitloop.errors import SealKeyError
@@ -25,57 +25,17 @@ ROOT = Path(__file__).resolve().parent.parent
 KEY = "k" * 16 + "-test-seal-key"
 OTHER_KEY = "o" * 16 + "-another-key"
 
-#: Run "r1" of goal "g": steps a..e (c and d from threads, e with a child step), a
-#: marker, a sleep; then, with argv[2] == "kill", SIGKILL before step f.
-PROGRAM = """
-import os, signal, sys, threading
-from letitloop import Journal
-
-with Journal("g", path=sys.argv[1], run="r1") as j:
-    j.step("a", lambda: {"n": 1})
-    j.step("b", lambda: [2, "two"])
-    threads = [threading.Thread(target=j.step, args=(f"t:{i}", lambda i=i: i)) for i in range(6)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
-    j.step("e", lambda: j.step("child", lambda: "inner") + "!")
-    with j.atomic_marker("notify") as go:
-        pass
-    j.sleep("nap", 0)
-    if len(sys.argv) > 2 and sys.argv[2] == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    j.step("f", lambda: "last")
-    print(j.run_id)
-"""
-
 
 def env(key: str | None = KEY) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if k != "LETITLOOP_SEAL_KEY"}
-    if key is not None:
-        e["LETITLOOP_SEAL_KEY"] = key
-    return e
+    return keyless_env() if key is None else keyless_env(LETITLOOP_SEAL_KEY=key)
 
 
 def write(db: Path, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", PROGRAM, str(db), *args],
-        cwd=ROOT,
-        env=env(key),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_program(SEALED, db, *args, env=env(key))
 
 
 def lil(db: Path, *args: str, key: str | None = KEY, stdin: str | None = None) -> tuple[int, str]:
-    out = subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), "verify", *args],
-        cwd=ROOT,
-        env=env(key),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        input=stdin,
-    )
+    out = run_lil(db, "verify", *args, env=env(key), stdin=stdin)
     return out.returncode, out.stdout + out.stderr
 
 
@@ -328,27 +288,13 @@ class TestAsyncStepsAndWaits:
         db = tmp_path / "journal.db"
 
         def go() -> str:
-            out = subprocess.run(
-                [sys.executable, "-c", ASYNC, str(db)],
-                cwd=ROOT,
-                env=env(),
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            out = run_program(ASYNC, db, env=env())
             return out.stdout.strip()
 
         assert go() == "waiting"
         found = verdict(db)
         assert found["state"] == "sealed" and found["entries"] == 5
-        sent = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "send", "r1", "answer", '"yes"'],
-            cwd=ROOT,
-            env=env(None),  # the sender has no key
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        sent = run_lil(db, "send", "r1", "answer", '"yes"', env=env(None))  # the sender has no key
         assert sent.returncode == 0, sent.stderr
         found = verdict(db)
         assert found["state"] == "sealed" and found["unsealed"] == ["answer"]
@@ -362,14 +308,7 @@ class TestARunReset:
     def test_its_chain_goes_with_it_and_a_new_run_of_the_name_is_sealed_afresh(
         self, sealed: Path
     ) -> None:
-        out = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(sealed), "reset", "r1", "--yes"],
-            cwd=ROOT,
-            env=env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        out = run_lil(sealed, "reset", "r1", "--yes", env=env())
         assert out.returncode == 0, out.stderr
         conn = sqlite3.connect(sealed)
         assert conn.execute("SELECT count(*) FROM seals").fetchone() == (0,)

@@ -4,6 +4,7 @@ is the script; its fakes count executions in a side file, not in the journal).""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,6 +18,7 @@ from agent_kills import (
     lil_show,
     reference_and_killed,
 )
+from preloaded import Preloaded
 from smolagents import CodeAgent, Tool, tool
 from smolagents.models import ChatMessage, MessageRole, Model
 from smolagents.monitoring import LogLevel, TokenUsage
@@ -36,18 +38,29 @@ TWO_KILLS = ["model reviewer 1"]
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
+def sdk() -> Iterator[Preloaded]:
+    """Forks the processes from an interpreter that imported smolagents once."""
+    with Preloaded("smolagents") as preloaded:
+        yield preloaded
+
+
+@pytest.fixture(scope="module")
+def team(
+    tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded
+) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("smolagents_team")
     return reference_and_killed(
-        folder, smolagents_team.team, smolagents_team.WHERE, SCRIPT, "team", TEAM_KILLS
+        folder, smolagents_team.team, smolagents_team.WHERE, SCRIPT, "team", TEAM_KILLS, sdk
     )
 
 
 @pytest.fixture(scope="module")
-def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Attempts, Attempts, Path]:
+def two(
+    tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded
+) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("smolagents_two")
     return reference_and_killed(
-        folder, smolagents_team.two, smolagents_team.WHERE, SCRIPT, "two", TWO_KILLS
+        folder, smolagents_team.two, smolagents_team.WHERE, SCRIPT, "two", TWO_KILLS, sdk
     )
 
 
