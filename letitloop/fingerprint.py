@@ -173,10 +173,17 @@ class Fingerprinter:
                         try:
                             h = _ARG_HASH.copy()
                             h.update(pack(a))
-                            parts.append(remember(a, h.hexdigest()))
-                            continue
+                            known = h.hexdigest()
                         except (OverflowError, UnicodeEncodeError):
                             pass  # beyond 64 bits, a lone surrogate: digest() tags it
+                        else:
+                            # remember(), inline: a miss costs a dict insert, not a call.
+                            if t is int or len(a) <= KNOWN_CHARS:
+                                if len(_KNOWN) >= KNOWN_MAX:
+                                    _KNOWN.clear()
+                                _KNOWN[a] = known
+                            parts.append(known)
+                            continue
                     parts.append(digest(a))
                 return parts[0] if len(parts) == 1 else " ".join(parts)
             parts = [digest(a) for a in args]

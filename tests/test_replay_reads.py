@@ -8,10 +8,12 @@ Real journal files, replayed by a fresh process.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sqlite3
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +168,61 @@ class TestTheStretchReadAndItsRowByRowTwin:
         fast, slow, handles = both_reads(recorded)
         assert {h: fast.get(h) for h in handles} == {h: slow[h] for h in handles}
         assert "a\x1fb" in fast.values()
+
+
+#: Values whose text takes each way through a replay's decode: plain JSON, a tag at the
+#: top, a plain container ending in the mark, an escaped dict, huge ints, lone surrogates.
+TYPED: list[Any] = [
+    {"a": 1},
+    [1, "x"],
+    "text",
+    7,
+    2**80,
+    -0.0,
+    float("inf"),
+    True,
+    None,
+    (1, 2),
+    {1, 2},
+    {"when": dt.datetime(2026, 12, 2, 9, 0, tzinfo=dt.timezone.utc)},
+    [dt.date(2026, 12, 2)],
+    {"!x": 1},
+    {"!x": (1,)},
+    {1: "int key"},
+    "lone \ud800 surrogate",
+    [],
+    {},
+    [[[]]],
+    Decimal("1.10"),
+]
+
+
+#: The indexes ``give`` was called with.
+GIVEN: list[int] = []
+
+
+def give(i: int) -> Any:
+    GIVEN.append(i)
+    return TYPED[i]
+
+
+class TestAReplayedResult:
+    def test_it_comes_back_as_the_codec_decodes_its_text(self, tmp_path: Path) -> None:
+        from letitloop import codec
+
+        db = tmp_path / "journal.db"
+        with Journal("g", path=db, run="r1") as j:
+            for i in range(len(TYPED)):
+                j.step(f"s{i}", give, i)
+        assert list(range(len(TYPED))) == GIVEN
+        GIVEN.clear()
+        conn = sqlite3.connect(db)
+        texts = dict(conn.execute("SELECT key, result FROM journal_g").fetchall())
+        conn.close()
+        with Journal("g", path=db, run="r1") as j:
+            for i, value in enumerate(TYPED):
+                got: Any = j.step(f"s{i}", give, i)
+                decoded = codec.decode(texts[f"s{i}"])
+                assert type(got) is type(decoded) is type(value), value
+                assert repr(got) == repr(decoded) == repr(value)
+        assert GIVEN == []  # every step replayed
