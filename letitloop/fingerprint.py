@@ -82,6 +82,29 @@ def arg_digest(data: bytes) -> str:
     return h.hexdigest()
 
 
+#: The digests of the str and int arguments seen last (ids, URLs, a model's name), by
+#: value: a call that passes one again (its replay, a loop's fixed argument) looks its
+#: digest up (about 100 instructions) instead of hashing it (about 3,000). Only exact
+#: ``str`` and ``int`` values are keys or looked up, and no two of them are equal unless
+#: they are one argument (``True``, ``1.0`` never get here). Emptied when full.
+_KNOWN: dict[str | int, str] = {}
+
+#: Entries of ``_KNOWN`` at most (a few hundred KB at the longest kept strs).
+KNOWN_MAX = 2048
+
+#: Longer strs are hashed each time: their digest is not kept.
+KNOWN_CHARS = 128
+
+
+def remember(value: str | int, digest: str) -> str:
+    """``digest``, kept in ``_KNOWN`` as the digest of ``value`` (an exact str or int)."""
+    if type(value) is int or len(value) <= KNOWN_CHARS:  # type: ignore[arg-type]
+        if len(_KNOWN) >= KNOWN_MAX:
+            _KNOWN.clear()
+        _KNOWN[value] = digest
+    return digest
+
+
 #: What an argument wrapped in ``unchecked()`` contributes to the fingerprint;
 #: also the first character of the digest of an argument holding an unchecked part.
 UNCHECKED = "~"
@@ -106,10 +129,13 @@ class Fingerprinter:
         """
         t = type(value)
         if t is str or t is int:  # the usual argument: an id, a URL (canonical()'s first case)
+            known = _KNOWN.get(value)
+            if known is not None:
+                return known
             try:
                 h = _ARG_HASH.copy()  # arg_digest(), inline on the usual argument's path
                 h.update(pack(value))
-                return h.hexdigest()
+                return remember(value, h.hexdigest())
             except (OverflowError, UnicodeEncodeError):
                 pass  # beyond 64 bits, a lone surrogate: tagged by canonical()
         elif t is dict or t is list:
@@ -140,13 +166,24 @@ class Fingerprinter:
                 for a in args:
                     t = type(a)
                     if t is str or t is int:
+                        known = _KNOWN.get(a)
+                        if known is not None:
+                            parts.append(known)
+                            continue
                         try:
                             h = _ARG_HASH.copy()
                             h.update(pack(a))
-                            parts.append(h.hexdigest())
-                            continue
+                            known = h.hexdigest()
                         except (OverflowError, UnicodeEncodeError):
                             pass  # beyond 64 bits, a lone surrogate: digest() tags it
+                        else:
+                            # remember(), inline: a miss costs a dict insert, not a call.
+                            if t is int or len(a) <= KNOWN_CHARS:
+                                if len(_KNOWN) >= KNOWN_MAX:
+                                    _KNOWN.clear()
+                                _KNOWN[a] = known
+                            parts.append(known)
+                            continue
                     parts.append(digest(a))
                 return parts[0] if len(parts) == 1 else " ".join(parts)
             parts = [digest(a) for a in args]

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
+from zlib import crc32
+
+import msgspec
 
 from . import codec
 from .checksums import PAUSE_FNS, step_sum
+from .codec.document import MARKS, TAG
 from .encryption import encrypted
 from .errors import DamagedRowError, DecodeError, EncryptionKeyError, StepMismatchError
 from .fingerprint import differences
@@ -33,6 +37,9 @@ if TYPE_CHECKING:
 #: order, so one query serves this many of them, and no more than this many
 #: result texts are held in memory at once.
 RESULT_CHUNK = 256
+
+#: Plain JSON text's value (codec.decode reads a document the same way first).
+plain = msgspec.json.Decoder().decode
 
 #: A row not in the cache (a result read can be None: a step that returned None).
 _NOT_READ: Any = object()
@@ -100,17 +107,47 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
             recorded=recorded.fn,
             called=fn_name,
         )
-    assert j._results is not None
-    text = j._results.get(recorded.rowid)
-    if recorded.sum is not None and recorded.sum != step_sum(
-        j.run_id, recorded.key, "done", recorded.fn, recorded.fp, text, None
-    ):
-        raise damaged(j, recorded.key)
+    results = j._results
+    assert results is not None
+    # Results.get() of a row its last read brought (the usual replay), without its call.
+    text = results.cache.pop(recorded.rowid, _NOT_READ)
+    if text is _NOT_READ:
+        text = results.get(recorded.rowid)
+    if recorded.sum is not None:
+        # step_sum(j.run_id, key, "done", fn, fp, text, None) with its constant parts
+        # written out, without its call (about 500 instructions less). Text that UTF-8
+        # cannot carry takes step_sum's own way.
+        try:
+            intact = recorded.sum == crc32(
+                f"{j.run_id}\x1f{key}\x1fstep\x1fdone\x1f{fn_name}\x1f{recorded.fp}\x1f{text}"
+                f"\x1fNone".encode()
+            )
+        except UnicodeEncodeError:
+            intact = recorded.sum == step_sum(
+                j.run_id, key, "done", fn_name, recorded.fp, text, None
+            )
+        if not intact:
+            raise damaged(j, key)
     if text is None:
         j._replayed.append(key)
         return None
     if j._cipher is not None:
         text = j._cipher.open(text, j.run_id, key, "result")
+    try:
+        # codec.decode()'s first case, without its call: plain JSON (no tag at its top,
+        # no mark at its end; a scalar is taken only without a mark too, which costs
+        # nothing but the call). tests/test_replay_reads.py holds both to one answer.
+        value = plain(text)
+    except (msgspec.DecodeError, RecursionError):
+        pass  # not JSON, or nested deep: codec.decode() tells which
+    else:
+        t = type(value)
+        if (
+            (t is dict and (len(value) != 1 or not next(iter(value)).startswith(TAG)))
+            or (t is not dict and t is not list)
+        ) and text[-1] not in MARKS:
+            j._replayed.append(key)
+            return value
     try:
         value = codec.decode(text, j.registry)
     except DecodeError as exc:

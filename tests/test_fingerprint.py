@@ -418,6 +418,97 @@ class TestTheFastPath:
             assert plain_tree(value, MAX_DEPTH) == (is_plain(value) or tag_like)
 
 
+class TestTheFastPathAtTheDepthLimit:
+    """The fingerprint's own plain check counts levels as the codec's scan does (100 at most)."""
+
+    @staticmethod
+    def nested(levels: int, kind: type) -> Any:
+        value: Any = kind()
+        for _ in range(levels - 1):
+            value = [value] if kind is list else {"a": value}
+        return value
+
+    @pytest.mark.parametrize("kind", [list, dict])
+    @pytest.mark.parametrize("levels", [MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, MAX_DEPTH + 2])
+    def test_its_check_agrees_with_the_codecs_plain_scan(self, levels: int, kind: type) -> None:
+        from letitloop.codec.plain import is_plain, plain_tree
+
+        value = self.nested(levels, kind)
+        assert plain_tree(value, MAX_DEPTH) == is_plain(value) == (levels <= MAX_DEPTH)
+
+    @pytest.mark.parametrize("kind", [list, dict])
+    def test_a_value_one_level_deeper_keeps_the_fingerprint_the_walk_gives(
+        self, kind: type
+    ) -> None:
+        from letitloop import canon
+        from letitloop.codec import default_registry
+        from letitloop.fingerprint import arg_digest
+
+        value = self.nested(MAX_DEPTH + 1, kind)
+        walk = canon._Walk(default_registry, True, False)
+        walked = canon.pack(canon._canon(value, walk, MAX_DEPTH + 1, True))
+        assert Fingerprinter().digest(value) == arg_digest(walked)
+
+
+class TestTheDigestsKeptForRepeatedArguments:
+    """A str or int argument met again gets its digest looked up, never another value's."""
+
+    VALUES: ClassVar[list[Any]] = [
+        1,
+        True,
+        1.0,
+        "1",
+        b"1",
+        0,
+        False,
+        "",
+        -1,
+        2**63 - 1,
+        2**64 - 1,
+        2**64,
+        -(2**63),
+        "é",
+        "\ud800",
+        "a" * 128,
+        "a" * 129,
+        [1],
+        (1,),
+    ]
+
+    @staticmethod
+    def hashed(value: Any) -> str:
+        """The digest computed afresh by the walk, kept digests left aside."""
+        from letitloop import canon
+        from letitloop.codec import default_registry
+        from letitloop.fingerprint import arg_digest
+
+        data, _ = canon.canonical(value, default_registry, True)
+        return arg_digest(data)
+
+    def test_each_value_met_again_gets_its_own_digest(self) -> None:
+        fps = Fingerprinter()
+        for _ in range(3):  # the first round computes, the later ones may look up
+            for value in self.VALUES:
+                want = self.hashed(value)
+                assert fps.digest(value) == want, value
+                assert fps.call((value,), {}) == want, value
+                assert fps.call((value, value), {}) == f"{want} {want}", value
+                assert fps.call((), {"k": value}) == f"k={want}", value
+        digests = [fps.digest(v) for v in self.VALUES]
+        assert len(set(digests)) == len(digests)  # 1, True, 1.0, "1", b"1" stay apart
+
+    def test_the_kept_digests_stay_bounded_and_long_strs_are_not_kept(self) -> None:
+        from letitloop import fingerprint
+
+        fps = Fingerprinter()
+        for i in range(fingerprint.KNOWN_MAX + 100):
+            assert fps.call((i,), {}) == self.hashed(i)
+        assert 0 < len(fingerprint._KNOWN) <= fingerprint.KNOWN_MAX
+        long = "x" * (fingerprint.KNOWN_CHARS + 1)
+        fps.call((long,), {})
+        assert long not in fingerprint._KNOWN
+
+
 class TestTheDigestOfOneArgument:
     """``arg_digest`` (a copy of an empty hash) is the digest recorded fingerprints hold."""
 

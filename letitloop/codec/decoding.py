@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..errors import DecodeError, error_text
-from .document import _MARKS, MAX_DEPTH, TAG
+from .document import MARKS, MAX_DEPTH, TAG
 from .entries import _BUILTIN_EXCEPTIONS, Entry
 from .failures import _Fail, _key_segment, _need, _short_repr, _type_name
 from .plain import _SCALARS, _WALK_MAX
@@ -256,7 +256,7 @@ def _decode(text: str, registry: CodecRegistry, value: Any = _UNPARSED) -> Any:
                     # an ordinary container, one call instead of four.
                     return _dec(_need(payload, list, "list") if key == "!list" else payload, reg)
                 return _dec_tag(key, payload, reg)
-        if text[-1] not in _MARKS or (t is not dict and t is not list):
+        if text[-1] not in MARKS or (t is not dict and t is not list):
             return value  # plain JSON
         # A plain object or array holding tags (the mark): decoded in place.
         reg = _Reading(registry, text)
@@ -287,11 +287,9 @@ def decode(text: str, registry: CodecRegistry | None = None) -> Any:
     else:
         t = type(value)
         if t is dict:
-            if text[-1] not in _MARKS and (
-                len(value) != 1 or not next(iter(value)).startswith(TAG)
-            ):
+            if text[-1] not in MARKS and (len(value) != 1 or not next(iter(value)).startswith(TAG)):
                 return value
-        elif t is not list or text[-1] not in _MARKS:
+        elif t is not list or text[-1] not in MARKS:
             return value
     try:
         return _decode(text, reg, value)

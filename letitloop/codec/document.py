@@ -34,7 +34,7 @@ MARK = " "
 
 #: What the decoder takes as the mark: a document ending in any JSON
 #: whitespace (a hand-edited row may end with a newline).
-_MARKS = frozenset(" \t\n\r")
+MARKS = frozenset(" \t\n\r")
 
 
 def _marked(text: str, top: object) -> str:

@@ -379,7 +379,8 @@ _LOOP_MAX = 64
 
 
 def plain_tree(v: Any, depth: int) -> bool:
-    """Whether a dict or list is plain JSON (exact types, str keys, finite floats), as a tree.
+    """Whether a dict or list is plain JSON (exact types, str keys, finite floats), as a tree
+    nesting at most ``depth`` levels of containers (``v`` is the first), as :func:`is_plain`.
 
     The fingerprint's own check for the usual small argument, value by value
     with the scalars tested inline (a third of the codec's part-by-part check
@@ -402,7 +403,7 @@ def plain_tree(v: Any, depth: int) -> bool:
             if x - x != 0.0:
                 return False  # nan or an infinity
         elif t is dict or t is list:
-            if depth == 0 or not plain_tree(x, depth - 1):
+            if depth <= 1 or not plain_tree(x, depth - 1):
                 return False
         else:
             return False
