@@ -9,12 +9,14 @@ fresh key and over an earlier row of the key (a failed try, a running row).
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from letitloop import Journal
+from letitloop.clock import utc_us
 from letitloop.sqlite_storage import SqliteStorage, step_writer
 from letitloop.storage import StepRow
 
@@ -135,3 +137,43 @@ class TestAJournalsStepRows:
             conn.close()
         assert got[:5] == ('"1"', None, None, None, None)
         assert isinstance(got[5], int)
+
+
+def times(j: Journal, key: str) -> tuple[int, int]:
+    """``key``'s started and duration columns, read through a second connection."""
+    storage = j._storage
+    assert isinstance(storage, SqliteStorage)
+    conn = sqlite3.connect(j.path)
+    try:
+        found = conn.execute(
+            f'SELECT started, duration FROM "{storage.rows}" WHERE key = ?', (key,)
+        ).fetchone()
+    finally:
+        conn.close()
+    return found[0], found[1]
+
+
+class TestAStepsTimes:
+    def test_with_the_default_clock_they_are_when_it_ran(self, tmp_path: Path) -> None:
+        db = tmp_path / "j.db"
+        with Journal("g", path=db) as j:
+            before = time.time()
+            j.step("a", time.sleep, 0.02)
+            after = time.time()
+            started, duration = times(j, "a")
+        assert round(before * 1e6) - 1 <= started <= round(after * 1e6) + 1
+        assert 20_000 <= duration <= round((after - before) * 1e6) + 2
+
+    def test_with_a_journals_own_clock_they_are_exactly_its_times(self, tmp_path: Path) -> None:
+        # Times whose microseconds a product by 1e6 would round otherwise (the default
+        # clock's shortcut): a journal given a clock writes exactly what utc_iso shows.
+        first, last = 1780000000.7887235, 1780000000.0283475 + 3
+        now = [first]
+
+        def later() -> None:
+            now[0] = last
+
+        db = tmp_path / "j.db"
+        with Journal("g", path=db, clock=lambda: now[0]) as j:
+            j.step("a", later)
+            assert times(j, "a") == (utc_us(first), utc_us(last) - utc_us(first))
