@@ -60,6 +60,7 @@ from .postgres_steps import StepWriter
 from .pragmas import Durability
 from .row_rules import MAX_TEXT, ROW_COLUMNS, STEP_COLUMNS, TRY_COLUMNS, USAGE
 from .storage import (
+    DoneRow,
     FunctionKey,
     MarkerAt,
     MarkerClaim,
@@ -68,6 +69,7 @@ from .storage import (
     RunKey,
     RunState,
     StepRow,
+    step_row_of,
 )
 
 try:
@@ -812,6 +814,9 @@ class PostgresStorage:
                 raise self._lost(exc) from exc
             if written != 1:
                 raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
+
+    def write_done(self, done: DoneRow) -> None:
+        self.write_step(step_row_of(done))
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:
         with self._tx(fenced=False) as c:

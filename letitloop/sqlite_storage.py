@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from .sqlite_keychecks import record as record_key_check
 from .sqlite_keychecks import stored_check
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
 from .sqlite_seals import start as start_sealing
-from .storage import RowHandle, RunDecision, RunKey, RunState, StepRow
+from .storage import DoneRow, RowHandle, RunDecision, RunKey, RunState, StepRow
 from .store import Store
 
 #: The row of a step that returned or failed, over the key's earlier row if any
@@ -178,12 +179,13 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
         self.done_sql = ""
         #: Commit one step row: ``store.write1`` with the statement bound (no extra call).
         self.write_step: Callable[[StepRow], None] = self._not_found
+        self.write_done: Callable[[DoneRow], None] = self._not_found
 
     @property
     def max_text(self) -> int:
         return self.store.max_text
 
-    def _not_found(self, row: StepRow) -> None:
+    def _not_found(self, row: StepRow | DoneRow) -> None:
         raise AssertionError("find_or_start_run comes before any step is written")
 
     def find_or_start_run(
@@ -206,6 +208,8 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
                 self.upsert_sql = UPSERT_STEP.format(table=self.rows)
                 self.done_sql = UPSERT_DONE.format(table=self.rows)
                 self.write_step = step_writer(store.write1, self.upsert_sql, self.done_sql)
+                # A fresh step's row, bound as it is: no Python frame of ours before write1.
+                self.write_done = partial(store.write1, self.done_sql)
             if name is not None:
                 row = c.execute(_FIND_NAMED, (goal, name)).fetchone()
                 found = None if row is None else str(row[0])

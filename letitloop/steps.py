@@ -37,7 +37,7 @@ from .keys import NEST, REPEAT_SUFFIX, Recorded
 from .names import MAX_NAME_LENGTH, check_name
 from .ownership import require_open
 from .replay import flush_replays, mismatch, replay
-from .storage import StepRow, Storage
+from .storage import DoneRow, StepRow, Storage, step_row_of
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
@@ -273,7 +273,11 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             raise
         finally:
             parent_step.reset(parent)
-        j._storage_write_step(done_row(j, store, key, fn_name, fp, started, value))
+        done = done_fields(j, store, key, fn_name, fp, started, value)
+        if isinstance(done, StepRow):  # usage reported, or encryption
+            j._storage_write_step(done)
+        else:  # the usual row
+            store.write_done(done)
         return value
     finally:
         flight.end(key)
@@ -300,6 +304,15 @@ def done_row(
 ) -> StepRow:
     """The journal row of a step that returned ``value``; raises EncodeError for a value that
     cannot be stored, before its result is written (see :func:`refused`)."""
+    done = done_fields(j, store, key, fn_name, fp, started, value)
+    return done if isinstance(done, StepRow) else step_row_of(done)
+
+
+def done_fields(
+    j: Journal, store: Storage, key: str, fn_name: str, fp: str, started: float, value: Any
+) -> StepRow | DoneRow:
+    """:func:`done_row`, as the ``DoneRow`` that ``Storage.write_done`` writes when the row
+    has no usage and no encryption (the usual row: a plain tuple), else its ``StepRow``."""
     try:
         text = codec.encode(value, j.registry)
     except EncodeError as exc:
@@ -338,26 +351,17 @@ def done_row(
         begun = utc_us(started)
         duration = utc_us(finished) - begun
     storage: Storage = j._storage  # type: ignore[assignment]  # open: see step_row
-    return _row(
-        StepRow,
-        (
-            storage.run_key,
-            key,
-            "done",
-            storage.function_key(fn_name),
-            text,
-            begun,
-            duration,
-            j.attempt,
-            None,
-            None,
-            fp,
-            None,
-            None,
-            None,
-            None,
-            done_sum(j.run_id, key, fn_name, fp, text),
-        ),
+    return (
+        storage.run_key,
+        key,
+        "done",
+        storage.function_key(fn_name),
+        text,
+        begun,
+        duration,
+        j.attempt,
+        fp,
+        done_sum(j.run_id, key, fn_name, fp, text),
     )
 
 

@@ -18,7 +18,7 @@ import pytest
 from letitloop import Journal
 from letitloop.clock import utc_us
 from letitloop.sqlite_storage import SqliteStorage, step_writer
-from letitloop.storage import StepRow
+from letitloop.storage import DoneRow, StepRow, step_row_of
 
 
 def row(key: str, **fields: Any) -> StepRow:
@@ -117,6 +117,50 @@ class TestAStepRowWrittenByEitherStatement:
         lean = stored(db, storage.rows, "lean")
         assert lean == stored(db, storage.rows, "whole")
         assert lean[-2] is None  # wake_at: cleared by both
+
+
+def done_of(r: StepRow) -> DoneRow:
+    """``r`` as a DoneRow (a returned step's row without its empty columns)."""
+    return (*r[:8], r[10], r[15])  # type: ignore[return-value]
+
+
+class TestAReturnedStepsRowWrittenByWriteDone:
+    def test_it_is_the_row_write_step_writes(self, storage: SqliteStorage) -> None:
+        done = done_of(ROWS["a step that returned"])
+        assert step_row_of(done) == ROWS["a step that returned"]
+        storage.write_done((done[0], "done", *done[2:]))
+        storage.write_step(ROWS["a step that returned"]._replace(key="step"))
+        db = storage.store.path
+        assert stored(db, storage.rows, "done") == stored(db, storage.rows, "step")
+
+    def test_over_an_earlier_row_of_its_key_it_leaves_what_write_step_leaves(
+        self, storage: SqliteStorage
+    ) -> None:
+        earlier = row("k", status="failed", result=None, error="E", traceback="T", cost=0.1)
+        for key in ("done", "step"):
+            storage.write_step(earlier._replace(key=key))
+        returned = ROWS["a step that returned"]
+        storage.write_done(done_of(returned._replace(key="done")))
+        storage.write_step(returned._replace(key="step"))
+        db = storage.store.path
+        assert stored(db, storage.rows, "done") == stored(db, storage.rows, "step")
+
+    def test_a_fresh_step_of_a_journal_writes_through_it(self, tmp_path: Path) -> None:
+        written: list[DoneRow] = []
+        with Journal("g", path=tmp_path / "j.db") as j:
+            storage = j._storage
+            assert isinstance(storage, SqliteStorage)
+            lean = storage.write_done
+
+            def seen(done: DoneRow) -> None:
+                written.append(done)
+                lean(done)
+
+            storage.write_done = seen
+            assert j.step("a", str, 1) == "1"
+            assert j.step("a", str, 1) == "1"  # a new call: a#2
+        assert [d[1] for d in written] == ["a", "a#2"]
+        assert step_row_of(written[0]).result == '"1"'
 
 
 class TestAJournalsStepRows:
