@@ -44,7 +44,15 @@ from .memory_seals import seal_row
 from .memory_seals import start as start_sealing
 from .pragmas import Durability
 from .row_rules import MAX_TEXT, step_values
-from .storage import FunctionKey, RunDecision, RunKey, RunState, StepRow
+from .storage import (
+    DoneRow,
+    FunctionKey,
+    RunDecision,
+    RunKey,
+    RunState,
+    StepRow,
+    step_row_of,
+)
 
 __all__ = ["MemoryHold", "MemoryStorage", "abandon", "open_memory"]
 
@@ -365,6 +373,9 @@ class MemoryStorage(MemoryPrimitives):
     def write_step(self, row: StepRow) -> None:
         with self._write():
             self._put_step(row)
+
+    def write_done(self, done: DoneRow) -> None:
+        self.write_step(step_row_of(done))
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:
         with self._write():

@@ -51,7 +51,7 @@ from .postgres_seals import write_step as write_sealed
 from .postgres_steps import WRITE_PLAIN_STEP, StepWriter, step_statement
 from .pragmas import Durability
 from .row_rules import MAX_TEXT
-from .storage import FunctionKey, StepRow
+from .storage import DoneRow, FunctionKey, StepRow, step_row_of
 
 __all__ = ["PREFETCH_BYTES", "PostgresStorage", "open_postgres"]
 
@@ -246,6 +246,9 @@ class PostgresStorage(PostgresRuns):
                 raise self._lost(exc) from exc
             if written != 1:
                 raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
+
+    def write_done(self, done: DoneRow) -> None:
+        self.write_step(step_row_of(done))
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:
         with self._tx(fenced=False) as c:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -192,6 +193,37 @@ def not_a_file(location: str, scheme: str) -> UnknownStoreError:
     )
 
 
+#: The SQLite file layer, in the order its modules finish loading (leaf first): it loads
+#: at a process's first open (``import letitloop`` leaves it out), which may come from
+#: deep in a program's recursion. Imported one by one from one frame, each nests one
+#: module's import frames, not a chain of them (four modules deep, ~24 frames):
+#: tests/test_codec.py calls a durable run 40 frames below the recursion limit.
+_SQLITE_LAYER = (
+    "letitloop.files",
+    "letitloop.locks",
+    "letitloop.migration_files",
+    "letitloop.migration_records",
+    "letitloop.migrate",
+    "letitloop.connect",
+    "letitloop.goals",
+    "letitloop.store",
+    "letitloop.stores",
+    "letitloop.sqlite_holding",
+    "letitloop.sqlite_keychecks",
+    "letitloop.sqlite_keys",
+    "letitloop.sqlite_markers",
+    "letitloop.sqlite_primitives",
+    "letitloop.sqlite_reads",
+    "letitloop.sqlite_storage",
+)
+
+
+def _load_sqlite_layer() -> None:
+    if _SQLITE_LAYER[-1] not in sys.modules:
+        for name in _SQLITE_LAYER:
+            __import__(name)
+
+
 def open_storage(path: str | os.PathLike[str] | None, durability: Durability) -> Storage:
     """The storage ``path`` names: ``path``, else ``$LETITLOOP_DB``, else the default file.
 
@@ -207,6 +239,7 @@ def open_storage(path: str | os.PathLike[str] | None, durability: Durability) ->
                 raise unknown(location, scheme)
             _check_extra(location, scheme)
             return entry.opener(location, durability)
+    _load_sqlite_layer()
     from .sqlite_holding import open_sqlite
 
     return open_sqlite(path, durability)
@@ -226,6 +259,7 @@ def open_readonly_storage(path: str | os.PathLike[str] | None) -> Storage:
             f"replay-only journals read a journal file, got the URL {location!r}; copy the "
             f"run into a file and replay that, or open it without replay_only"
         )
+    _load_sqlite_layer()
     from .sqlite_holding import open_sqlite_readonly
 
     return open_sqlite_readonly(path)

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .clock import utc_iso
-from .errors import LetItLoopError
 from .goals import rows_table
 from .ids import HOST, new_run_id
 from .sqlite_holding import SqliteHolding
 from .sqlite_keychecks import record as record_key_check
 from .sqlite_keychecks import stored_check
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
-from .storage import RowHandle, RunDecision, RunKey, RunState, StepRow
+from .sqlite_reads import PACKED_RESULTS, SqliteReads
+from .storage import DoneRow, RunDecision, RunKey, RunState, StepRow
 from .store import Store
 
 #: The row of a step that returned or failed, over the key's earlier row if any
@@ -52,24 +53,6 @@ UPSERT_DONE = (
     "args_fp = excluded.args_fp, input_tokens = NULL, output_tokens = NULL, cost = NULL, "
     "model = NULL, checksum = excluded.checksum, wake_at = NULL"
 )
-
-
-#: The rowids and result texts of a stretch of a run's rows, as one row of two texts
-#: (``SqliteStorage.packed_results``): ``(first rowid, last rowid, run key)``.
-PACKED_RESULTS = (
-    "SELECT group_concat(rowid, ','), group_concat(result, char(31)) "
-    'FROM "{table}" WHERE rowid BETWEEN ? AND ? AND +run = ? AND result IS NOT NULL'
-)
-
-#: Results read at once by ``SqliteStorage.results`` from this many rows up (fewer:
-#: a replay out of journal order, or a chunk's tail), as one row of two JSON arrays.
-PACKED_MIN = 8
-
-#: What ``packed_results`` puts between two result texts: the unit separator, which
-#: msgspec escapes in JSON text (as checksums.step_sum relies on).
-SEPARATOR = "\x1f"
-
-_decode_handles = msgspec.json.Decoder(list[int]).decode
 
 
 def step_writer(
@@ -177,12 +160,13 @@ def _insert_attempt(c: Any, run_id: str, attempt: int, started: str, version: st
     )
 
 
-class SqliteStorage(SqlitePrimitives, SqliteHolding):
+class SqliteStorage(SqliteReads, SqlitePrimitives, SqliteHolding):
     """One goal's runs and steps in a journal file (``journal_<goal>`` and ``runs``).
 
-    The statements of markers, sleeps, waits and step tries are its base's
+    Reading a run's recorded steps and results is its base's (``sqlite_reads.py``);
+    the statements of markers, sleeps, waits and step tries another's
     (``sqlite_primitives.py``); holding runs and markers, change notices and
-    the file's identity its other base's (``sqlite_holding.py``).
+    the file's identity a third's (``sqlite_holding.py``).
     """
 
     def __init__(self, store: Store) -> None:
@@ -198,6 +182,7 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
         self.packed_sql = ""
         #: Commit one step row: ``store.write1`` with the statement bound (no extra call).
         self.write_step: Callable[[StepRow], None] = self._not_found
+        self.write_done: Callable[[DoneRow], None] = self._not_found
 
     @property
     def path(self) -> Path:
@@ -208,7 +193,7 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
     def max_text(self) -> int:
         return self.store.max_text
 
-    def _not_found(self, row: StepRow) -> None:
+    def _not_found(self, row: StepRow | DoneRow) -> None:
         raise AssertionError("find_or_start_run comes before any step is written")
 
     def find_or_start_run(
@@ -232,6 +217,8 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
                 self.done_sql = UPSERT_DONE.format(table=self.rows)
                 self.packed_sql = PACKED_RESULTS.format(table=self.rows)
                 self.write_step = step_writer(store.write1, self.upsert_sql, self.done_sql)
+                # A fresh step's row, bound as it is: no Python frame of ours before write1.
+                self.write_done = partial(store.write1, self.done_sql)
             if name is not None:
                 row = c.execute(_FIND_NAMED, (goal, name)).fetchone()
                 found = None if row is None else str(row[0])
@@ -333,89 +320,6 @@ class SqliteStorage(SqlitePrimitives, SqliteHolding):
             "SELECT holder_pid, holder_host, updated_at FROM runs WHERE id = ?", (run_id,)
         )
         return tuple(rows[0]) if rows else None
-
-    def recorded_steps(
-        self, run_id: str
-    ) -> tuple[list[tuple[str, str, str | None, RowHandle, int | None]], set[str]]:
-        store, table = self.store, self.rows
-        run = self.key_of_run(run_id)
-        rows = store.query(
-            f"SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid, t.checksum "
-            f'FROM "{table}" AS t '
-            f"LEFT JOIN functions AS f ON f.id = t.fn WHERE t.run = ? "
-            f"AND t.kind IN ('step', 'sleep', 'wait') AND t.status = 'done' ORDER BY t.rowid",
-            (run,),
-        )
-        markers = store.query(
-            f"SELECT key FROM \"{table}\" WHERE run = ? AND kind = 'marker'", (run,)
-        )
-        return rows, {key for (key,) in markers}
-
-    def recorded_under(
-        self, run_id: str, prefix: str
-    ) -> list[tuple[str, str, str | None, RowHandle, int | None]]:
-        # Keys from prefix up to (not including) prefix with its last character
-        # incremented: a range of the primary key (run, key), not a scan.
-        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        return self.store.query(
-            f"SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid, t.checksum "
-            f'FROM "{self.rows}" AS t '
-            f"LEFT JOIN functions AS f ON f.id = t.fn WHERE t.run = ? AND t.key >= ? "
-            f"AND t.key < ? AND t.kind IN ('step', 'sleep', 'wait') AND t.status = 'done' "
-            f"ORDER BY t.rowid",
-            (self.key_of_run(run_id), prefix, end),
-        )
-
-    def results(self, handles: Sequence[RowHandle]) -> dict[RowHandle, str | None]:
-        # ``handles`` come ascending (replay.Results). When they fill most of their
-        # stretch of rowids (a run's rows, written one after another), one range scan
-        # reads them with no lookup per rowid (0.1 µs less per replayed step); the
-        # few other rows of the run in the stretch (a failed step, a marker) come
-        # with them, at most as many again (``+run``: the rowid range, not the
-        # (run, key) index, picks the rows).
-        first, last = handles[0], handles[-1]
-        if 0 <= last - first < 2 * len(handles):
-            if len(handles) >= PACKED_MIN:
-                packed = self.packed_results(first, last)
-                if packed is not None:
-                    return packed
-            rows = self.store.query(
-                f'SELECT rowid, result FROM "{self.rows}" WHERE rowid BETWEEN ? AND ? AND +run = ?',
-                (first, last, self.run_key),
-            )
-            return dict(rows)
-        marks = ",".join("?" * len(handles))
-        rows = self.store.query(
-            f'SELECT rowid, result FROM "{self.rows}" WHERE rowid IN ({marks})', handles
-        )
-        return dict(rows)
-
-    def packed_results(
-        self, first: RowHandle, last: RowHandle
-    ) -> dict[RowHandle, str | None] | None:
-        """``results`` of the run's rows from rowid ``first`` to ``last``, read as one row.
-
-        SQLite joins the rowids (by commas) and the result texts (by the unit
-        separator, which a JSON text holds only escaped) in one pass, and Python
-        splits them: sqlite3 fetching the rows one by one costs about 4,200
-        instructions a row (two mutexes and a GIL switch per row, three calls per
-        value). Rows without a result are left out (their key is read row by row).
-        None when this way cannot answer exactly: a text holding the separator (more
-        texts than rowids), no JSON or text SQLite can hand Python; the caller then
-        reads row by row, as before, and meets whatever error the rows hold there
-        (tests/test_replay_reads.py holds the two reads to one answer).
-        """
-        try:
-            ((ids, texts),) = self.store.query(self.packed_sql, (first, last, self.run_key))
-        except LetItLoopError:
-            return None
-        if ids is None:
-            return {}
-        handles = _decode_handles(f"[{ids}]")
-        results = texts.split(SEPARATOR)
-        if len(results) != len(handles):
-            return None
-        return dict(zip(handles, results, strict=True))
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:
         if not any(type(r[3]) is str for r in rows):

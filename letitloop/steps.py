@@ -14,11 +14,12 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from functools import partial
 from threading import get_ident
+from time import time as _time
 from types import CoroutineType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import budgets, cancellation, codec, ownership
-from .checksums import step_sum
+from .checksums import done_sum, step_sum
 from .clock import utc_us
 from .errors import (
     EncodeError,
@@ -36,7 +37,7 @@ from .keys import NEST, REPEAT_SUFFIX, Recorded
 from .names import MAX_NAME_LENGTH, check_name
 from .ownership import require_open
 from .replay import flush_replays, mismatch, replay
-from .storage import StepRow, Storage
+from .storage import DoneRow, StepRow, Storage, step_row_of
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
@@ -272,7 +273,11 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             raise
         finally:
             parent_step.reset(parent)
-        j._storage_write_step(done_row(j, store, key, fn_name, fp, started, value))
+        done = done_fields(j, store, key, fn_name, fp, started, value)
+        if isinstance(done, StepRow):  # usage reported, or encryption
+            j._storage_write_step(done)
+        else:  # the usual row
+            store.write_done(done)
         return value
     finally:
         flight.end(key)
@@ -299,6 +304,15 @@ def done_row(
 ) -> StepRow:
     """The journal row of a step that returned ``value``; raises EncodeError for a value that
     cannot be stored, before its result is written (see :func:`refused`)."""
+    done = done_fields(j, store, key, fn_name, fp, started, value)
+    return done if isinstance(done, StepRow) else step_row_of(done)
+
+
+def done_fields(
+    j: Journal, store: Storage, key: str, fn_name: str, fp: str, started: float, value: Any
+) -> StepRow | DoneRow:
+    """:func:`done_row`, as the ``DoneRow`` that ``Storage.write_done`` writes when the row
+    has no usage and no encryption (the usual row: a plain tuple), else its ``StepRow``."""
     try:
         text = codec.encode(value, j.registry)
     except EncodeError as exc:
@@ -327,29 +341,27 @@ def done_row(
     if j._flight.usage or j._cipher is not None:
         return step_row(j, key, "done", fn_name, fp, started, text, None, None)
     # step_row() of the usual row (no usage reported, no encryption), without its call.
-    finished = j.clock()
+    if j.clock is _time:
+        # The default clock, rounded by float.__round__ (a quarter of utc_us's cost): it
+        # may differ from utc_us by a microsecond, which no reader of a real clock sees.
+        begun = (started * 1_000_000).__round__()
+        duration = (_time() * 1_000_000).__round__() - begun
+    else:  # a test's clock: exactly what utc_iso shows of it
+        finished = j.clock()
+        begun = utc_us(started)
+        duration = utc_us(finished) - begun
     storage: Storage = j._storage  # type: ignore[assignment]  # open: see step_row
-    begun = utc_us(started)
-    return _row(
-        StepRow,
-        (
-            storage.run_key,
-            key,
-            "done",
-            storage.function_key(fn_name),
-            text,
-            begun,
-            utc_us(finished) - begun,
-            j.attempt,
-            None,
-            None,
-            fp,
-            None,
-            None,
-            None,
-            None,
-            step_sum(j.run_id, key, "done", fn_name, fp, text, None),
-        ),
+    return (
+        storage.run_key,
+        key,
+        "done",
+        storage.function_key(fn_name),
+        text,
+        begun,
+        duration,
+        j.attempt,
+        fp,
+        done_sum(j.run_id, key, fn_name, fp, text),
     )
 
 

@@ -82,6 +82,17 @@ class StepRow(NamedTuple):
     checksum: int | None
 
 
+#: A returned step's row without its columns that are then empty (error, traceback,
+#: usage): run, key, status, fn, result, started, duration, attempt, args_fp, checksum.
+#: What a fresh step writes (``Storage.write_done``): SQLite binds it as it is.
+DoneRow: TypeAlias = tuple[RunKey, str, str, FunctionKey, str, int, int, int, str, int]
+
+
+def step_row_of(done: DoneRow) -> StepRow:
+    """The ``StepRow`` that ``done`` is, its empty columns None."""
+    return tuple.__new__(StepRow, (*done[:8], None, None, done[8], None, None, None, None, done[9]))
+
+
 #: What an opener does with the run it found (see ``opening.decide``): look
 #: again, refuse it as cancelled, resume it as a new attempt, or replay it whole.
 RunDecision = Literal["again", "cancel", "resume", "replay"]
@@ -291,6 +302,13 @@ class Storage(Protocol):
 
     def write_step(self, row: StepRow) -> None:
         """Commit one step row (a new key, or over the key's earlier row)."""
+        ...
+
+    def write_done(self, done: DoneRow) -> None:
+        """Commit a returned step's row, exactly as ``write_step(step_row_of(done))``.
+
+        The fresh step's write: no row with empty columns is built and taken apart.
+        """
         ...
 
     def write_steps(self, rows: Sequence[StepRow]) -> None:

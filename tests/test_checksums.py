@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from letitloop import Journal
-from letitloop.checksums import step_sum
+from letitloop.checksums import done_sum, step_sum
 from letitloop.errors import DamagedRowError
 from letitloop.memory_database import existing
 
@@ -294,6 +296,17 @@ class TestTheChecksum:
         # An error message may hold one; it is hashed as is, and differs from another.
         one = step_sum("r", "k", "failed", "m.f", "", None, "ValueError: \ud800")
         assert one != step_sum("r", "k", "failed", "m.f", "", None, "ValueError: \ud801")
+
+
+class TestAReturnedStepsChecksum:
+    @given(st.text(), st.text(), st.text(), st.text(), st.text())
+    def test_done_sum_is_step_sum_of_a_done_row(
+        self, run_id: str, key: str, fn: str, fp: str, result: str
+    ) -> None:
+        # The fresh step's shortcut writes the number every reader computes (lone
+        # surrogates included).
+        expected = step_sum(run_id, key, "done", fn, fp, result, None)
+        assert done_sum(run_id, key, fn, fp, result) == expected
 
 
 class TestARowWrittenBeforeChecksums:

@@ -7,12 +7,13 @@ without SQLite or a journal (the rules of ``letitloop/keys.py``'s docstring).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from letitloop.errors import ConcurrentStepError
+from letitloop.errors import ConcurrentStepError, InvalidNameError
 from letitloop.keys import (
     REPEAT_SUFFIX,
     Recorded,
@@ -190,3 +191,67 @@ class TestTheAllocatorsOtherRules:
     def test_a_legacy_row_without_fingerprint_replays_by_position(self) -> None:
         keys = keys_with(("f", None))
         assert call(keys, "f", B) == ("f", "f", None)
+
+
+class SlowKeys(StepKeys):
+    """The allocator with every call decided by the general rules (no fast path)."""
+
+    fast = False
+
+
+#: One operation on an allocator: claim (name, fingerprint, owner), release (name, owner),
+#: or take a marker's name.
+_names = st.sampled_from(["f", "g", "f/g", "h"])
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("claim"), _names, st.sampled_from([A, B]), st.sampled_from([1, 2])),
+        st.tuples(st.just("release"), _names, st.sampled_from([1, 2])),
+        st.tuples(st.just("marker"), _names),
+    ),
+    max_size=30,
+)
+_recorded = st.lists(st.tuples(st.sampled_from(["f", "f#2", "g", "h#3"]), st.sampled_from([A, B])))
+
+
+def run_ops(keys: StepKeys, rows: list[tuple[str, str]], ops: list[tuple[Any, ...]]) -> list[Any]:
+    """What each operation answered (or the error it raised), then the allocator's state."""
+    keys.load([Recorded(key, "m.f", fp, n) for n, (key, fp) in enumerate(dict(rows).items(), 1)])
+    out: list[Any] = []
+    in_flight: dict[str, list[int]] = {}
+    for op in ops:
+        try:
+            if op[0] == "claim":
+                key, replay, differs = keys.claim(op[1], op[2], op[3])
+                out.append((key, replay and replay.key, differs and differs.key))
+                if replay is None and differs is None:
+                    in_flight.setdefault(op[1], []).append(op[3])
+            elif op[0] == "release":
+                if op[2] in in_flight.get(op[1], []):  # only a call in flight is released
+                    in_flight[op[1]].remove(op[2])
+                    keys.release(op[1], op[2])
+                    out.append("released")
+            else:
+                out.append(keys.claim_marker(op[1]))
+        except Exception as exc:
+            out.append((type(exc).__name__, str(exc)))
+    out.append((sorted(keys.claimed), keys._calls, keys._in_flight, sorted(keys.marker_keys)))
+    return out
+
+
+class TestTheUsualCallsFastPath:
+    @given(_recorded, _ops)
+    def test_it_answers_as_the_general_rules_do(
+        self, rows: list[tuple[str, str]], ops: list[tuple[Any, ...]]
+    ) -> None:
+        assert run_ops(StepKeys("run"), rows, ops) == run_ops(SlowKeys("run"), rows, ops)
+
+    def test_it_refuses_a_markers_name_and_a_name_in_flight_elsewhere(self) -> None:
+        keys = StepKeys("run")
+        assert keys.claim_marker("m")
+        with pytest.raises(InvalidNameError, match="already the name of a marker"):
+            keys.claim("m", A, 1)
+        keys.claim("f", A, 1)
+        with pytest.raises(ConcurrentStepError, match="distinct names"):
+            keys.claim("f", A, 2)
+        keys.release("f", 1)
+        assert keys.claim("f", A, 2) == ("f#2", None, None)

@@ -216,7 +216,7 @@ def _encode(value: Any, reg: CodecRegistry) -> str:
             pass  # a lone surrogate or an int too long for decimal text: tagged below
         else:
             if len(out) <= _MAX_INT_DIGITS:
-                return out.decode("utf-8")
+                return out.decode()  # UTF-8, without an argument to parse
             text = _plain_text(value, out)
             if text is not None:
                 return text

@@ -142,12 +142,32 @@ def _plain_few(value: Any) -> bool | None:
         if t is float:
             if x - x != 0.0:
                 return False  # nan or an infinity
-        elif t is dict or t is list:
-            left = _plain_parts(x, left)
-            if left < 0:
-                return None if left == _TOO_MANY else False
-        else:
+            continue
+        if t is not dict and t is not list:
             return False
+        # A container inside (the usual: a list or dict of scalars), walked here as
+        # _plain_parts walks it, without its call; the containers in it by _plain_parts.
+        left -= 1
+        if left < 0 or len(x) > _SMALL_PARTS:
+            return None
+        if t is dict:
+            for k in x:
+                if type(k) is not str:
+                    return False
+            x = x.values()
+        for y in x:
+            t = type(y)
+            if t is str or t is int or t is bool or y is None:
+                continue
+            if t is float:
+                if y - y != 0.0:
+                    return False
+            elif t is dict or t is list:
+                left = _plain_parts(y, left)
+                if left < 0:
+                    return None if left == _TOO_MANY else False
+            else:
+                return False
     return True
 
 
