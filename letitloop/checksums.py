@@ -59,11 +59,10 @@ def step_sum(
         return crc32(text.encode("utf-8", "surrogatepass"))
 
 
-def done_sum(run_id: str, key: str, fn: str, fp: str, result: str) -> int:
+def done_sum(run_id: str, key: str, fn: str, fp: str | None, result: str | None) -> int:
     """``step_sum(run_id, key, "done", fn, fp, result, None)``: the checksum of a step that
-    returned, for the fresh step's path (its fields are all text, its error None, so no
-    field is formatted: 40% less than step_sum). tests/test_checksums.py holds the two
-    to one number."""
+    returned, for a fresh step's row and its replay's check (its status and error written
+    out: 40% less than step_sum). tests/test_checksums.py holds the two to one number."""
     text = f"{run_id}\x1f{key}\x1fstep\x1fdone\x1f{fn}\x1f{fp}\x1f{result}\x1fNone"
     try:
         return crc32(text.encode())

@@ -94,7 +94,7 @@ def _connect_writable(store: Store, migrate: bool) -> None:
         raise JournalFileError(
             f"{store.file}: cannot read the journal file's identity ({exc}); "
             f"check that the path points to a local file",
-            path=str(store.file),
+            path=store.file,
         ) from None
     try:
         # Wait (instead of failing at once) while another connection writes.
@@ -155,7 +155,7 @@ def _connect_readonly(store: Store, live: bool) -> None:
                 f"migration {names[-1]!r}); reading it would need its schema upgraded, "
                 f"and a reader never writes: run 'lil upgrade' (or open it with a "
                 f"Journal of this version) first",
-                path=str(store.file),
+                path=store.file,
             )
         store._schema_version = store._read_schema_version()
     except DRIVER_ERRORS as exc:
@@ -163,7 +163,7 @@ def _connect_readonly(store: Store, live: bool) -> None:
         raise explain(exc, store.file) from None
     except OSError as exc:
         _close(store)
-        raise JournalFileError(f"{store.file}: {exc}", path=str(store.file)) from None
+        raise JournalFileError(f"{store.file}: {exc}", path=store.file) from None
     except BaseException:
         _close(store)
         raise

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
-from zlib import crc32
 
 import msgspec
 
 from . import codec
-from .checksums import PAUSE_FNS, step_sum
+from .checksums import PAUSE_FNS, done_sum, step_sum
 from .codec.document import MARKS, TAG
 from .encryption import encrypted
 from .errors import DamagedRowError, DecodeError, EncryptionKeyError, StepMismatchError
@@ -113,21 +112,10 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
     text = results.cache.pop(recorded.rowid, _NOT_READ)
     if text is _NOT_READ:
         text = results.get(recorded.rowid)
-    if recorded.sum is not None:
-        # step_sum(j.run_id, key, "done", fn, fp, text, None) with its constant parts
-        # written out, without its call (about 500 instructions less). Text that UTF-8
-        # cannot carry takes step_sum's own way.
-        try:
-            intact = recorded.sum == crc32(
-                f"{j.run_id}\x1f{key}\x1fstep\x1fdone\x1f{fn_name}\x1f{recorded.fp}\x1f{text}"
-                f"\x1fNone".encode()
-            )
-        except UnicodeEncodeError:
-            intact = recorded.sum == step_sum(
-                j.run_id, key, "done", fn_name, recorded.fp, text, None
-            )
-        if not intact:
-            raise damaged(j, key)
+    if recorded.sum is not None and recorded.sum != done_sum(
+        j.run_id, key, fn_name, recorded.fp, text
+    ):
+        raise damaged(j, key)
     if text is None:
         j._replayed.append(key)
         return None
