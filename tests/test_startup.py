@@ -152,3 +152,49 @@ class TestAFileURI:
         name = os.fsdecode(b"bad\xff.db")
         path = tmp_path / name
         assert file_uri(str(path)) == path.as_uri()
+
+
+_LAYER = """\
+import sys
+import letitloop
+from letitloop import schemes
+for name in schemes._SQLITE_LAYER:
+    have = set(sys.modules)
+    __import__(name)
+    print(name, sorted(m for m in set(sys.modules) - have if m.startswith("letitloop")))
+"""
+
+_OPENED = """\
+import sys
+from letitloop import Journal, schemes
+before = set(sys.modules)
+with Journal("g", path=sys.argv[1]) as j:
+    j.step("a", str, 1)
+print(sorted(m for m in set(sys.modules) - before
+             if m.startswith("letitloop") and m not in schemes._SQLITE_LAYER))
+"""
+
+#: What a new file's first open loads beyond the file layer: its schema, made once.
+NEW_FILE_ONLY = ["letitloop.compact_migration", "letitloop.migration_sql", "letitloop.schema_file"]
+
+
+class TestTheFileLayerLoadsFromOneFrame:
+    """``schemes._SQLITE_LAYER`` is imported leaf first at a process's first open, so a
+    program deep in its recursion nests one module's import frames, not a chain of them.
+    A module the open needs that the list leaves out would load nested in another's."""
+
+    def test_each_module_of_the_layer_loads_only_itself(self) -> None:
+        done = _run(_LAYER)
+        assert done.returncode == 0, done.stderr
+        for line in done.stdout.splitlines():
+            name, new = line.split(" ", 1)
+            assert new == repr([name]), f"{name} also loaded {new}: add it to _SQLITE_LAYER first"
+
+    def test_opening_an_existing_file_loads_nothing_outside_the_layer(self, tmp_path: Path) -> None:
+        db = str(tmp_path / "j.db")
+        first = _run(_OPENED, db)
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.strip() == repr(NEW_FILE_ONLY)
+        again = _run(_OPENED, db)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.strip() == "[]"
