@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from functools import partial
+from inspect import CO_COROUTINE
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import budgets, cancellation
@@ -119,8 +121,6 @@ async def async_step(
         if type(who) is not int:
             j._cancel.awaiting(who, key)  # a cancel of the run interrupts its await
         try:
-            import inspect  # loaded by programs that use async steps only
-
             if j._trace is not None:  # OpenTelemetry spans (otel.py)
                 value = await j._trace.async_step(
                     j, store, name, key, fn_name, fp, policy, partial(_call, fn, args, kwargs)
@@ -131,7 +131,9 @@ async def async_step(
                 value = await retries.async_call(
                     j, store, key, fn_name, fp, policy, partial(_call, fn, args, kwargs)
                 )
-            elif inspect.iscoroutinefunction(fn):
+            elif type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
+                # An ``async def`` function (what inspect.iscoroutinefunction answers for
+                # it, without its unwrapping): awaited here. Anything else: _call.
                 value = await fn(*args, **kwargs)
             else:
                 value = await _call(fn, args, kwargs)

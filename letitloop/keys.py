@@ -160,8 +160,9 @@ class StepKeys:
     only).
     """
 
-    #: Whether :meth:`claim` decides the usual call (a new name, a thread) without the
-    #: general rules; tests/test_step_keys.py holds both ways to the same answers.
+    #: Whether :meth:`claim` decides the usual calls (a new name; a replay of a recorded
+    #: call with the same arguments; by a thread or an asyncio task) without the general
+    #: rules; tests/test_step_keys.py holds both ways to the same answers.
     fast = True
 
     def __init__(self, run_id: str) -> None:
@@ -258,23 +259,35 @@ class StepKeys:
         lock.acquire()
         try:
             in_flight = self._in_flight
-            # The usual call: a name this attempt has not called, recorded nothing for
-            # and never met in an asyncio task, by a thread. It runs under its own name
-            # (what the rules below decide for it, without their lookups).
-            if (
-                self.fast
-                and name not in self._calls
-                and name not in self._names
-                and name not in in_flight
-                and not self._task_names
-                and type(owner) is int
-                and name not in self.claimed
-                and name not in self.marker_keys
-            ):
-                self._calls[name] = 1
-                self.claimed.add(name)
-                in_flight[name] = [owner]
-                return name, None, None
+            # The usual calls, of a name not in flight and not used by an asyncio task yet:
+            # decided as the rules below decide them, without their lookups.
+            if self.fast and name not in in_flight and name not in self._task_names:
+                if name not in self._names:  # a new name: it runs under its own name
+                    if (
+                        name not in self._calls
+                        and name not in self.claimed
+                        and name not in self.marker_keys
+                    ):
+                        self._calls[name] = 1
+                        self.claimed.add(name)
+                        in_flight[name] = [owner]
+                        if type(owner) is not int:  # an asyncio task: the name is its own
+                            loop = owner.get_loop()  # type: ignore[attr-defined]
+                            self._task_names[name] = (weakref.ref(owner), weakref.ref(loop))
+                        return name, None, None
+                elif not self.marker_keys:
+                    # A replay: the earliest recorded call with these very arguments.
+                    q = self._names[name].by_fp.get(fp)
+                    if q:
+                        n = q.popleft()
+                        key = name if n == 1 else f"{name}#{n}"
+                        calls = self._calls
+                        calls[name] = calls.get(name, 0) + 1
+                        self.claimed.add(key)
+                        if type(owner) is not int:
+                            loop = owner.get_loop()  # type: ignore[attr-defined]
+                            self._task_names[name] = (weakref.ref(owner), weakref.ref(loop))
+                        return key, self.recorded[key], None
             owners = in_flight.get(name)
             if owners and any(o != owner for o in owners):
                 raise ConcurrentStepError(

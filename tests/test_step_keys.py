@@ -6,11 +6,12 @@ without SQLite or a journal (the rules of ``letitloop/keys.py``'s docstring).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from letitloop.errors import ConcurrentStepError, InvalidNameError
@@ -202,10 +203,13 @@ class SlowKeys(StepKeys):
 #: One operation on an allocator: claim (name, fingerprint, owner), release (name, owner),
 #: or take a marker's name.
 _names = st.sampled_from(["f", "g", "f/g", "h"])
+#: Owners: two threads (their ids), and asyncio tasks named by text: two of a running loop
+#: and one of a loop that has stopped (see ``with_tasks``).
+_owners = st.sampled_from([1, 2, "task 1", "task 2", "stopped task"])
 _ops = st.lists(
     st.one_of(
-        st.tuples(st.just("claim"), _names, st.sampled_from([A, B]), st.sampled_from([1, 2])),
-        st.tuples(st.just("release"), _names, st.sampled_from([1, 2])),
+        st.tuples(st.just("claim"), _names, st.sampled_from([A, B]), _owners),
+        st.tuples(st.just("release"), _names, _owners),
         st.tuples(st.just("marker"), _names),
     ),
     max_size=30,
@@ -213,37 +217,79 @@ _ops = st.lists(
 _recorded = st.lists(st.tuples(st.sampled_from(["f", "f#2", "g", "h#3"]), st.sampled_from([A, B])))
 
 
-def run_ops(keys: StepKeys, rows: list[tuple[str, str]], ops: list[tuple[Any, ...]]) -> list[Any]:
-    """What each operation answered (or the error it raised), then the allocator's state."""
+def run_ops(
+    keys: StepKeys,
+    rows: list[tuple[str, str]],
+    ops: list[tuple[Any, ...]],
+    owners: dict[Any, object] | None = None,
+) -> list[Any]:
+    """What each operation answered (or the error it raised), then the allocator's state.
+
+    ``owners``: the owner objects the names in ``ops`` stand for (asyncio tasks).
+    """
+    who = owners or {}
     keys.load([Recorded(key, "m.f", fp, n) for n, (key, fp) in enumerate(dict(rows).items(), 1)])
     out: list[Any] = []
-    in_flight: dict[str, list[int]] = {}
+    in_flight: dict[str, list[Any]] = {}
     for op in ops:
         try:
             if op[0] == "claim":
-                key, replay, differs = keys.claim(op[1], op[2], op[3])
+                key, replay, differs = keys.claim(op[1], op[2], who.get(op[3], op[3]))
                 out.append((key, replay and replay.key, differs and differs.key))
                 if replay is None and differs is None:
                     in_flight.setdefault(op[1], []).append(op[3])
             elif op[0] == "release":
                 if op[2] in in_flight.get(op[1], []):  # only a call in flight is released
                     in_flight[op[1]].remove(op[2])
-                    keys.release(op[1], op[2])
+                    keys.release(op[1], who.get(op[2], op[2]))
                     out.append("released")
             else:
                 out.append(keys.claim_marker(op[1]))
         except Exception as exc:
             out.append((type(exc).__name__, str(exc)))
-    out.append((sorted(keys.claimed), keys._calls, keys._in_flight, sorted(keys.marker_keys)))
+    label = {id(o): name for name, o in who.items()}  # an owner as the name ops give it
+    in_flight_now = {n: [label.get(id(o), o) for o in os] for n, os in keys._in_flight.items()}
+    names = {n: (s.low, {fp: list(q) for fp, q in s.by_fp.items()}) for n, s in keys._names.items()}
+    tasks = {n: label.get(id(task()), "?") for n, (task, _) in keys._task_names.items()}
+    out.append(
+        (sorted(keys.claimed), keys._calls, in_flight_now, sorted(keys.marker_keys), names, tasks)
+    )
     return out
+
+
+def with_tasks(
+    rows: list[tuple[str, str]], ops: list[tuple[Any, ...]], keys: StepKeys
+) -> list[Any]:
+    """``run_ops`` inside a running event loop, whose tasks stand for the owners named
+    ``task 1`` and ``task 2``; ``stopped task`` is the task of a loop that has stopped."""
+
+    async def current() -> asyncio.Task[Any]:
+        task = asyncio.current_task()
+        assert task is not None
+        return task
+
+    stopped = asyncio.run(current())
+
+    async def inside() -> list[Any]:
+        one, two = asyncio.create_task(asyncio.sleep(0)), asyncio.create_task(asyncio.sleep(0))
+        owners: dict[Any, object] = {"task 1": one, "task 2": two, "stopped task": stopped}
+        try:
+            return run_ops(keys, rows, ops, owners)
+        finally:
+            await asyncio.gather(one, two)
+
+    return asyncio.run(inside())
 
 
 class TestTheUsualCallsFastPath:
     @given(_recorded, _ops)
+    # A name replayed by one task of a running loop is refused to another, as a new one is.
+    @example([("f", A), ("f#2", A)], [("claim", "f", A, "task 1"), ("claim", "f", A, "task 2")])
+    @example([], [("claim", "f", A, "task 1"), ("release", "f", "task 1"), ("claim", "f", A, 1)])
     def test_it_answers_as_the_general_rules_do(
         self, rows: list[tuple[str, str]], ops: list[tuple[Any, ...]]
     ) -> None:
-        assert run_ops(StepKeys("run"), rows, ops) == run_ops(SlowKeys("run"), rows, ops)
+        assert with_tasks(rows, ops, StepKeys("run")) == with_tasks(rows, ops, SlowKeys("run"))
 
     def test_it_refuses_a_markers_name_and_a_name_in_flight_elsewhere(self) -> None:
         keys = StepKeys("run")
