@@ -199,9 +199,8 @@ class StepKeys:
             state.numbers.append(n)
             q = state.by_fp.get(fp)
             if q is None:
-                state.by_fp[fp] = deque((n,))
-            else:
-                q.append(n)
+                q = state.by_fp[fp] = deque()
+            q.append(n)
             if fp is None or UNCHECKED in fp:
                 state.fuzzy = True
         for state in self._names.values():

@@ -100,13 +100,14 @@ class TestARunsRecordedSteps:
         _write(path)
         (rows, markers), _ = _both(path)
         conn = sqlite3.connect(path)
-        ((steps, marker_keys),) = conn.execute(
+        ((steps, marker_keys, left_usage),) = conn.execute(
             RECORDED_PACKED.format(table="_journal_g"),
             conn.execute("SELECT num FROM runs WHERE name = 'r1'").fetchone(),
         ).fetchall()
         conn.close()
         assert sorted(map(tuple, json.loads(steps)), key=lambda r: r[3]) == rows
         assert set(json.loads(marker_keys)) == markers
+        assert left_usage == 0
 
     def test_keys_holding_control_characters_come_back_exactly(self, tmp_path: Path) -> None:
         path = tmp_path / "j.db"
@@ -217,3 +218,61 @@ class TestAResumeAfterSigkill:
             check=True,
         )
         assert resumed.stdout.split(maxsplit=1) == [str(sum(range(200))), "[199]\n"]
+
+
+def _claim(path: Path) -> tuple[Any, str]:
+    """A storage of run 'r1', claimed as a new attempt (the opener's order: find, claim)."""
+    storage = open_storage(str(path), "process")
+    run_id, _ = storage.find_or_start_run("g", "r1", None, None, time.time(), lambda r: None)
+    claim, _ = storage.claim_run(run_id, time.time(), lambda found: "resume")
+    assert claim == "resume"
+    return storage, run_id
+
+
+class TestAClaimThatReadsTheRun:
+    def test_the_opener_gets_the_rows_the_claim_read_once(self, tmp_path: Path) -> None:
+        path = tmp_path / "j.db"
+        _write(path)
+        storage, run_id = _claim(path)
+        try:
+            kept = storage.claimed_read  # type: ignore[attr-defined]
+            assert kept is not None and kept[0] == run_id
+            fresh = storage.recorded_steps_by_row(storage.key_of_run(run_id))  # type: ignore[attr-defined]
+            assert storage.recorded_steps(run_id) == kept[1] == fresh
+            assert storage.claimed_read is None  # type: ignore[attr-defined]
+            assert storage.recorded_steps(run_id) == fresh  # read afresh
+        finally:
+            storage.close()
+
+    @pytest.mark.parametrize(
+        ("status", "usage", "kept"),
+        [
+            ("running", "input_tokens = 7", True),
+            ("failed", "cost = 0.5", True),
+            ("failed", "output_tokens = 3", True),
+            ("done", "input_tokens = 7", False),
+            ("running", "model = 'm'", False),
+        ],
+    )
+    def test_usage_left_on_a_row_is_kept_as_a_try_once(
+        self, tmp_path: Path, status: str, usage: str, kept: bool
+    ) -> None:
+        path = tmp_path / "j.db"
+        _write(path)
+        conn = sqlite3.connect(path)
+        with conn:
+            conn.execute(
+                f"UPDATE \"_journal_g\" SET status = ?, {usage} WHERE key = 's#4'", (status,)
+            )
+        conn.close()
+        storage, _ = _claim(path)
+        storage.close()
+        conn = sqlite3.connect(path)
+        tries = conn.execute("SELECT key, ended FROM step_tries").fetchall()
+        left = conn.execute(
+            "SELECT input_tokens, output_tokens, cost FROM \"_journal_g\" WHERE key = 's#4'"
+        ).fetchone()
+        conn.close()
+        ended = "crashed" if status == "running" else "failed"
+        assert tries == ([("s#4", ended)] if kept else [])
+        assert (left == (None, None, None)) == (kept or usage.startswith("model"))
