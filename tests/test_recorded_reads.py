@@ -235,11 +235,11 @@ class TestAClaimThatReadsTheRun:
         _write(path)
         storage, run_id = _claim(path)
         try:
-            kept = storage.claimed_read  # type: ignore[attr-defined]
+            kept = storage.claimed_read
             assert kept is not None and kept[0] == run_id
-            fresh = storage.recorded_steps_by_row(storage.key_of_run(run_id))  # type: ignore[attr-defined]
+            fresh = storage.recorded_steps_by_row(storage.key_of_run(run_id))
             assert storage.recorded_steps(run_id) == kept[1] == fresh
-            assert storage.claimed_read is None  # type: ignore[attr-defined]
+            assert storage.claimed_read is None
             assert storage.recorded_steps(run_id) == fresh  # read afresh
         finally:
             storage.close()
