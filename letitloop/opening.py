@@ -200,7 +200,7 @@ def open_run(j: Journal, storage: Storage) -> None:
         keys.load([Recorded(*r) for r in rows])
         keys.marker_keys = markers
         j._keys = keys
-        j._results = Results(storage, sorted(r[3] for r in rows))
+        j._results = Results(storage, sorted([r[3] for r in rows]))
         return
 
 
@@ -270,7 +270,7 @@ def open_recorded(j: Journal, storage: Storage) -> None:
     keys.load([Recorded(*r) for r in rows])
     keys.marker_keys = markers
     j._keys = keys
-    j._results = Results(storage, sorted(r[3] for r in rows))
+    j._results = Results(storage, sorted([r[3] for r in rows]))
 
 
 def decide(j: Journal, run_id: str, found: RunState | None) -> RunDecision:

@@ -212,8 +212,8 @@ _SQLITE_LAYER = (
     "letitloop.sqlite_keychecks",
     "letitloop.sqlite_keys",
     "letitloop.sqlite_markers",
-    "letitloop.sqlite_primitives",
     "letitloop.sqlite_reads",
+    "letitloop.sqlite_primitives",
     "letitloop.sqlite_storage",
 )
 

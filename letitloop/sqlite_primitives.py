@@ -17,6 +17,7 @@ from .checksums import pause_sum
 from .clock import iso_us, utc_iso
 from .goals import iso_sql
 from .sqlite_markers import SqliteMarkers
+from .sqlite_reads import LEFT_USAGE_ROWS
 from .storage import RowHandle
 
 #: The row of a sleep or a wait that starts, over the key's earlier row. ``{table}``
@@ -85,14 +86,10 @@ _USAGE_SO_FAR = (
 )
 
 #: Rows of an earlier attempt that carry usage a new call of their key would
-#: overwrite: a ``running`` row (its process died during the call, after the call
-#: reported usage) and a ``failed`` row (the call raised, without a retry policy).
-#: Parameters, numbered: ?1 the run id, ?2 the time now (ISO text), ?3 the run's key,
+#: overwrite (sqlite_reads.LEFT_USAGE_ROWS), of the run. Parameters, numbered: ?1 the
+#: run id, ?2 the time now (ISO text), ?3 the run's key,
 #: and ?4, ?5 the range of keys of ``_UNDER``.
-_LEFT_USAGE = (
-    "run = ?3 AND status IN ('running', 'failed') AND (input_tokens IS NOT NULL "
-    "OR output_tokens IS NOT NULL OR cost IS NOT NULL)"
-)
+_LEFT_USAGE = "run = ?3 AND " + LEFT_USAGE_ROWS
 
 #: The same rows among a parent step's children (keys in a range), before the
 #: parent's next try calls them again in this attempt (retry.reopen_children).

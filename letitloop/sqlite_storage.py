@@ -16,11 +16,12 @@ import msgspec
 from .clock import utc_iso
 from .goals import rows_table
 from .ids import HOST, new_run_id
+from .sqlerrors import DRIVER_ERRORS
 from .sqlite_holding import SqliteHolding
 from .sqlite_keychecks import record as record_key_check
 from .sqlite_keychecks import stored_check
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
-from .sqlite_reads import PACKED_RESULTS, SqliteReads
+from .sqlite_reads import PACKED_RESULTS, SqliteReads, read_recorded
 from .storage import DoneRow, RunDecision, RunKey, RunState, StepRow
 from .store import Store
 
@@ -284,6 +285,10 @@ class SqliteStorage(SqliteReads, SqlitePrimitives, SqliteHolding):
         *,
         version: str | None = None,
     ) -> tuple[RunDecision, RunState | None]:
+        # A run resumed or replayed has its recorded steps read here, in the claim's
+        # transaction, for the opener's recorded_steps that follows (claimed_read): one
+        # scan of the run's rows, which also tells whether any left usage to keep.
+        self.claimed_read = None
         with self.store.write() as c:
             row = c.execute(
                 "SELECT status, attempts, result, name, cancel_requested_at, cancel_reason "
@@ -292,6 +297,12 @@ class SqliteStorage(SqliteReads, SqlitePrimitives, SqliteHolding):
             ).fetchone()
             found = None if row is None else RunState(*row)
             claim = decide(found)
+            read = None
+            if claim in ("resume", "replay"):
+                try:
+                    read = read_recorded(c.execute, self.rows, self.key_of_run(run_id))
+                except DRIVER_ERRORS:  # that statement undone, the transaction goes on
+                    read = None
             if claim == "cancel":
                 assert found is not None
                 c.execute(
@@ -301,10 +312,14 @@ class SqliteStorage(SqliteReads, SqlitePrimitives, SqliteHolding):
                 )
             elif claim == "resume":
                 assert found is not None
-                # Usage an earlier attempt left on rows the new calls will overwrite.
-                args = (run_id, utc_iso(now), self.key_of_run(run_id))
-                c.execute(KEEP_LEFT_USAGE.format(table=self.rows), args)
-                c.execute(CLEAR_LEFT_USAGE.format(table=self.rows), args)
+                # Usage an earlier attempt left on rows the new calls will overwrite, kept
+                # as tries: none left (the read counted none), nothing to keep; the
+                # clearing picks the rows the keeping copied. Each is a scan of the run's
+                # rows (1.4 M instructions for 999).
+                if read is None or read[1]:
+                    args = (run_id, utc_iso(now), self.key_of_run(run_id))
+                    if c.execute(KEEP_LEFT_USAGE.format(table=self.rows), args).rowcount:
+                        c.execute(CLEAR_LEFT_USAGE.format(table=self.rows), args)
                 attempts = found.attempts + 1
                 found = found._replace(attempts=attempts)
                 c.execute(
@@ -313,6 +328,8 @@ class SqliteStorage(SqliteReads, SqlitePrimitives, SqliteHolding):
                     (attempts, os.getpid(), HOST, utc_iso(now), run_id),
                 )
                 _insert_attempt(c, run_id, attempts, utc_iso(now), version)
+        if read is not None:  # committed: the opener reads these rows next
+            self.claimed_read = (run_id, read[0])
         return claim, found
 
     def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:

@@ -50,36 +50,43 @@ FunctionKey: TypeAlias = "int | str"
 RowHandle: TypeAlias = int
 
 
-class StepRow(NamedTuple):
-    """One finished step's row, as ``Storage.write_step`` commits it.
+# The records below are NamedTuples made by the functional form, with their fields' types
+# as objects: the class form, in a module of ``from __future__ import annotations``, has
+# typing compile each field's annotation text (a ForwardRef), twice the cost of the
+# record itself: 7.0 M instructions for this module against 3.75 M (issue 30).
 
-    A plain tuple to sqlite3, which binds it as it is. Build it positionally with
-    ``tuple.__new__(StepRow, (...))``: a NamedTuple's own ``__new__`` is a Python
-    call (0.86 µs against 0.24 µs; benchmarks/README.md).
-    """
-
-    run: RunKey
-    key: str
-    #: ``done`` or ``failed``.
-    status: str
-    fn: FunctionKey
-    #: The result as JSON text (codec), None for a failure.
-    result: str | None
-    #: Microseconds since the epoch (``clock.utc_us``).
-    started: int
-    #: Microseconds from start to finish.
-    duration: int
-    attempt: int
-    error: str | None
-    traceback: str | None
-    args_fp: str
-    input_tokens: int | None
-    output_tokens: int | None
-    cost: float | None
-    model: str | None
-    #: ``checksums.step_sum`` of the row (its run's id and function's name, not
-    #: their keys): checked when the row is replayed; None in rows from before it.
-    checksum: int | None
+#: One finished step's row, as ``Storage.write_step`` commits it.
+#:
+#: A plain tuple to sqlite3, which binds it as it is. Build it positionally with
+#: ``tuple.__new__(StepRow, (...))``: a NamedTuple's own ``__new__`` is a Python
+#: call (0.86 µs against 0.24 µs; benchmarks/README.md).
+StepRow = NamedTuple(  # noqa: UP014 (see above)
+    "StepRow",
+    [
+        ("run", RunKey),
+        ("key", str),
+        # ``done`` or ``failed``.
+        ("status", str),
+        ("fn", int | str),  # FunctionKey
+        # The result as JSON text (codec), None for a failure.
+        ("result", str | None),
+        # Microseconds since the epoch (``clock.utc_us``).
+        ("started", int),
+        # Microseconds from start to finish.
+        ("duration", int),
+        ("attempt", int),
+        ("error", str | None),
+        ("traceback", str | None),
+        ("args_fp", str),
+        ("input_tokens", int | None),
+        ("output_tokens", int | None),
+        ("cost", float | None),
+        ("model", str | None),
+        # ``checksums.step_sum`` of the row (its run's id and function's name, not
+        # their keys): checked when the row is replayed; None in rows from before it.
+        ("checksum", int | None),
+    ],
+)
 
 
 #: A returned step's row without its columns that are then empty (error, traceback,
@@ -98,52 +105,57 @@ def step_row_of(done: DoneRow) -> StepRow:
 RunDecision = Literal["again", "cancel", "resume", "replay"]
 
 
-class RunState(NamedTuple):
-    """What an opener reads of a run before it claims it."""
-
-    status: str
-    attempts: int
-    result: str | None
-    name: str | None
-    cancel_requested_at: str | None
-    cancel_reason: str | None
-
-
-class MarkerAt(NamedTuple):
-    """Where a marker's record lives: its scope, its run, its name, and the goal that takes it.
-
-    ``run`` is the run id (scope ``"run"``), ``"*"`` (``"goal"``: shared by
-    every run of the goal) or ``""`` (``"global"``: one per journal).
-    """
-
-    scope: str
-    run: str
-    name: str
-    goal: str
+#: What an opener reads of a run before it claims it.
+RunState = NamedTuple(  # noqa: UP014 (see above)
+    "RunState",
+    [
+        ("status", str),
+        ("attempts", int),
+        ("result", str | None),
+        ("name", str | None),
+        ("cancel_requested_at", str | None),
+        ("cancel_reason", str | None),
+    ],
+)
 
 
-class MarkerRecord(NamedTuple):
-    """A marker's record; ``kind`` is ``"marker"`` unless a step holds the name."""
-
-    kind: str
-    status: str
-    claims: int | None
-    crashes: int | None
-    holder_pid: int | None
-    holder_host: str | None
-    holder_run: str | None
-    started_at: str | None
-    holder_token: str | None
+#: Where a marker's record lives: its scope, its run, its name, and the goal that takes it.
+#:
+#: ``run`` is the run id (scope ``"run"``), ``"*"`` (``"goal"``: shared by
+#: every run of the goal) or ``""`` (``"global"``: one per journal).
+MarkerAt = NamedTuple(  # noqa: UP014 (see above)
+    "MarkerAt", [("scope", str), ("run", str), ("name", str), ("goal", str)]
+)
 
 
-class MarkerClaim(NamedTuple):
-    """What ``claim_marker`` found or did: offered, with the counts after the claim."""
+#: A marker's record; ``kind`` is ``"marker"`` unless a step holds the name.
+MarkerRecord = NamedTuple(  # noqa: UP014 (see above)
+    "MarkerRecord",
+    [
+        ("kind", str),
+        ("status", str),
+        ("claims", int | None),
+        ("crashes", int | None),
+        ("holder_pid", int | None),
+        ("holder_host", str | None),
+        ("holder_run", str | None),
+        ("started_at", str | None),
+        ("holder_token", str | None),
+    ],
+)
 
-    #: ``"marker"``, or the kind of the row that holds the name (nothing was written).
-    kind: str
-    offered: bool
-    claims: int
-    crashes: int
+
+#: What ``claim_marker`` found or did: offered, with the counts after the claim.
+MarkerClaim = NamedTuple(  # noqa: UP014 (see above)
+    "MarkerClaim",
+    [
+        # ``"marker"``, or the kind of the row that holds the name (nothing was written).
+        ("kind", str),
+        ("offered", bool),
+        ("claims", int),
+        ("crashes", int),
+    ],
+)
 
 
 class Hold(Protocol):
