@@ -100,11 +100,9 @@ def same_arguments(recorded: str | None, called: str) -> bool:
 class Recorded(msgspec.Struct, gc=False):
     """A step row recorded as done: what a replay needs, without its result text.
 
-    A msgspec Struct (made in C: a resume builds one per recorded step, 0.7 M
-    instructions for 999 of them against 2.2 M as a slotted class; its fields
-    read as fast as slots), untracked by the garbage collector (it holds text
-    and numbers only). Not a dataclass: ``dataclasses`` imports ``inspect``,
-    ~7 ms that ``import letitloop`` need not pay.
+    A msgspec Struct, made in C (a resume's 999: 0.7 M instructions, 2.2 M as a slotted
+    class), untracked by the garbage collector (text and numbers only). Not a dataclass:
+    ``dataclasses`` imports ``inspect``, ~7 ms that ``import letitloop`` need not pay.
     """
 
     key: str
@@ -122,12 +120,10 @@ class Recorded(msgspec.Struct, gc=False):
 def _loop_runs(loop_ref: weakref.ref[Any]) -> bool:
     """Whether the event loop ``loop_ref`` names still runs (its tasks can still step).
 
-    A loop that was garbage-collected or no longer runs (``asyncio.run``
-    returned) runs no task: whatever calls a step of the same name now, in
-    another loop or in a thread, comes after every one of its steps. Two
-    tasks of one loop stay apart even across two ``run_until_complete``
-    calls: the loop runs again for the second, and nothing tells the two
-    apart from sibling tasks.
+    A loop that was garbage-collected or no longer runs (``asyncio.run`` returned) runs
+    no task: whatever calls a step of the same name now, in another loop or a thread,
+    comes after every one of its steps. Two tasks of one loop stay apart even across two
+    ``run_until_complete`` calls: nothing tells them apart from sibling tasks.
     """
     loop = loop_ref()
     return loop is not None and loop.is_running()
@@ -152,14 +148,12 @@ class _Name:
 class StepKeys:
     """The key allocator of one open run: thread-safe, no I/O.
 
-    The one owner of the attempt's keys (``Journal._keys``: a new one each
-    attempt, made by ``opening.py``). Thread rules: any thread or task of the
-    journal calls its methods; each takes ``lock``, and the state they share
-    (``recorded``, ``claimed``, names, calls, owners, ``marker_keys``) is
-    read and written under it, but for :meth:`release`, which removes its
-    owner from the calls in flight without it (its docstring says why that
-    is safe). ``load`` runs before the attempt is open (the opener's thread
-    only).
+    The one owner of the attempt's keys (``Journal._keys``: a new one each attempt, made
+    by ``opening.py``). Thread rules: any thread or task of the journal calls its
+    methods; each takes ``lock``, and the state they share (``recorded``, ``claimed``,
+    names, calls, owners, ``marker_keys``) is read and written under it, but for
+    :meth:`release`, which removes its owner from the calls in flight without it (its
+    docstring says why that is safe). ``load`` runs before the attempt is open.
     """
 
     #: Whether :meth:`claim` decides the usual calls (a new name; a replay of a recorded
