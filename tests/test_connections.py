@@ -18,10 +18,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import forked_exit_codes, spawn_python, sqlite_store, write_script
@@ -35,18 +37,34 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+#: The check, as source that the child programs below run too. /proc/locks is written in
+#: page-sized batches, and a lock any process takes or drops between two batches shifts
+#: the rest: one read can miss a held lock (28 of 3,000 reads of a held lock missed it
+#: while two other processes took and dropped 300 locks each). A lock is taken for not
+#: held only when five reads in a row miss it; nothing of the holder's changes meanwhile.
+DMS_HELD = """
+def dms_held(db, pid):
+    ino, who = os.stat(f"{db}-shm").st_ino, str(pid)
+    for _ in range(5):
+        with open("/proc/locks") as f:  # not a journal file: closing it drops nothing
+            for line in f:
+                p = line.split()  # p[1] "->": a waiter, not a holder
+                if p[1] != "->" and p[4] == who and p[5].endswith(f":{ino}") and p[6] == "128":
+                    return True
+    return False
+"""
+_check: dict[str, Any] = {"os": os}
+exec(DMS_HELD, _check)
+
+
+def with_dms_held(program: str) -> str:
+    """``program`` with :func:`dms_held` defined at its top."""
+    return "import os\n" + DMS_HELD + textwrap.dedent(program)
+
+
 def dms_held(db: Path, pid: int | None = None) -> bool:
     """Whether process ``pid`` (this one) holds SQLite's DMS lock (byte 128) on ``db``'s -shm."""
-    ino = os.stat(f"{db}-shm").st_ino
-    who = str(os.getpid() if pid is None else pid)
-    with open("/proc/locks") as f:  # not a journal file: closing it drops nothing of ours
-        for line in f:
-            fields = line.split()
-            if fields[1] == "->":  # a waiter, not a holder
-                continue
-            if fields[4] == who and fields[5].endswith(f":{ino}") and fields[6] == "128":
-                return True
-    return False
+    return bool(_check["dms_held"](db, os.getpid() if pid is None else pid))
 
 
 def open_files() -> list[str]:
@@ -186,15 +204,7 @@ LONG_LIVED = """
     from pathlib import Path
     from letitloop import Journal
     db, stop = sys.argv[1], Path(sys.argv[2])
-
-    def dms_held():
-        ino, me = os.stat(db + "-shm").st_ino, str(os.getpid())
-        with open("/proc/locks") as f:
-            for line in f:
-                p = line.split()
-                if p[1] != "->" and p[4] == me and p[5].endswith(f":{ino}") and p[6] == "128":
-                    return True
-        return False
+    me = os.getpid()
 
     lost = 0
     with Journal("g", run="long", path=db) as j:
@@ -208,7 +218,7 @@ LONG_LIVED = """
                 k.step("a", str, i)
             with Journal("g", run=f"again{i}", path=db) as k:
                 k.step("a", str, i)
-            lost += not dms_held()
+            lost += not dms_held(db, me)
             time.sleep(0.005)
     print("steps", i, "lost", lost, flush=True)
 """
@@ -221,15 +231,6 @@ OPENERS = """
     import os, sqlite3, sys
     db, pid = sys.argv[1], sys.argv[2]
 
-    def dms_held():
-        ino = os.stat(db + "-shm").st_ino
-        with open("/proc/locks") as f:
-            for line in f:
-                p = line.split()
-                if p[1] != "->" and p[4] == pid and p[5].endswith(f":{ino}") and p[6] == "128":
-                    return True
-        return False
-
     for i in range(200):
         c = sqlite3.connect(db, timeout=30)
         c.execute("PRAGMA journal_mode = WAL")
@@ -239,7 +240,7 @@ OPENERS = """
         c.execute("SELECT count(*) FROM runs").fetchone()
         c.close()
         os.kill(int(pid), 0)  # alive
-        if not dms_held():
+        if not dms_held(db, pid):
             print("lost after", i + 1, flush=True)
             sys.exit(1)
     print("ok", flush=True)
@@ -249,11 +250,13 @@ OPENERS = """
 class TestALongLivedProcessAmongShortLivedOpeners:
     def test_it_keeps_its_dms_lock_and_never_dies_of_sigbus(self, tmp_path: Path) -> None:
         db, stop = tmp_path / "journal.db", tmp_path / "stop"
-        long_lived = spawn_python(write_script(tmp_path, "long.py", LONG_LIVED), str(db), str(stop))
+        long_lived = spawn_python(
+            write_script(tmp_path, "long.py", with_dms_held(LONG_LIVED)), str(db), str(stop)
+        )
         try:
             assert long_lived.stdout is not None
             assert long_lived.stdout.readline().strip() == "ready"
-            openers = write_script(tmp_path, "openers.py", OPENERS)
+            openers = write_script(tmp_path, "openers.py", with_dms_held(OPENERS))
             done = subprocess.run(
                 [sys.executable, str(openers), str(db), str(long_lived.pid)],
                 capture_output=True,
