@@ -11,12 +11,9 @@ another thread opens a node's journal does not wait for that thread.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,7 @@ import pytest
 
 pytest.importorskip("langgraph.graph", reason="LangGraph is not installed (letitloop[langgraph])")
 
-from helpers import forked_exit_codes
+from helpers import forked_exit_codes, in_fresh_interpreter
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
@@ -184,36 +181,20 @@ FORK_CHILDREN = int(os.environ.get("LETITLOOP_FORK_CHILDREN", "200"))
 
 class TestForkWhileAnotherThreadOpens:
     def test_two_hundred_forked_children_never_hang(self, tmp_path: Path) -> None:
-        # In an interpreter of its own that imported only LangGraph and letitloop: forked
-        # from a pytest worker that had imported every framework of the suite, each
-        # child cost about twice the CPU (copying and dropping the worker's page tables).
-        done = subprocess.run(
-            [sys.executable, "-c", FORKS, str(tmp_path)],
-            capture_output=True,
-            text=True,
-            timeout=100,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        # In an interpreter of its own (helpers.in_fresh_interpreter says why).
+        codes, errors = in_fresh_interpreter(
+            "test_langgraph_connections", "forks_while_opening", str(tmp_path)
         )
-        assert done.returncode == 0, done.stderr
-        codes, errors = json.loads(done.stdout.splitlines()[-1])
         assert [i for i, code in enumerate(codes) if code is None] == []  # none hung
         assert codes == [CHILD_OK] * FORK_CHILDREN
         assert errors == []
 
 
-#: The test above, run by a fresh interpreter: its last line, the JSON of forks_while_opening.
-FORKS = (
-    "import json, sys\n"
-    "from pathlib import Path\n"
-    "import test_langgraph_connections as t\n"
-    "print(json.dumps(t.forks_while_opening(Path(sys.argv[1]))))\n"
-)
-
-
-def forks_while_opening(folder: Path) -> tuple[list[int | None], list[str]]:
+def forks_while_opening(into: str) -> tuple[list[int | None], list[str]]:
     """:data:`FORK_CHILDREN` children forked while another thread keeps opening a durable
-    node's journal, each running a node on a file of its own: their exit codes (None: it
-    hung) and the errors of the opening thread."""
+    node's journal, each running a node on a file of its own in the folder ``into``: their
+    exit codes (None: it hung) and the errors of the opening thread."""
+    folder = Path(into)
 
     @durable_node(path=folder / "parent.db")
     def parent_work(state: State) -> dict[str, str]:
