@@ -109,7 +109,17 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "journal",
-        {"journal", "opening", "replay", "steps", "async_steps", "closing", "ownership", "patches"},
+        {
+            "journal",
+            "verbs",
+            "opening",
+            "replay",
+            "steps",
+            "async_steps",
+            "closing",
+            "ownership",
+            "patches",
+        },
     ),
     ("decorators", {"durable"}),
     (
@@ -417,13 +427,11 @@ LONG_MODULES = {
     "sqlite_storage": 417,  # the hot path: the step write, fresh's
     "steps": 460,  # the hot path: fresh steps and replay, fresh's and replay's
     "durable": 447,  # the hot path (resume spawn -> result), startup's
-    "journal": 451,  # the hot path: Journal, fresh's and replay's
     "storage": 458,  # the Storage protocol, which fresh and replay were changing
     "codec.plain": 430,  # the hot path: encoding and decoding, fresh's and replay's
     "store": 420,  # the journal file's connection, on every open (startup's text paths)
 }
 LONG_CLASSES = {
-    "journal.Journal": 380,  # as journal.py above
     "store.Store": 358,  # the journal file's connection, on every step (store.py)
 }
 
