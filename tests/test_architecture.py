@@ -115,6 +115,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "opening",
             "replay",
             "steps",
+            "step_rows",
             "async_steps",
             "closing",
             "ownership",
@@ -425,7 +426,6 @@ CLASS_LINES = 300
 LONG_MODULES = {
     "connections": 486,  # the hot path (opening): connections and forks, startup's
     "sqlite_storage": 417,  # the hot path: the step write, fresh's
-    "steps": 460,  # the hot path: fresh steps and replay, fresh's and replay's
     "durable": 447,  # the hot path (resume spawn -> result), startup's
     "storage": 458,  # the Storage protocol, which fresh and replay were changing
     "codec.plain": 430,  # the hot path: encoding and decoding, fresh's and replay's
