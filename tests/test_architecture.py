@@ -158,6 +158,7 @@ CODEC_ORDER = [
     "tags",
     "escape",
     "registry",
+    "scan",
     "plain",
     "stack",
     "encoding",
@@ -428,7 +429,6 @@ LONG_MODULES = {
     "sqlite_storage": 417,  # the hot path: the step write, fresh's
     "durable": 447,  # the hot path (resume spawn -> result), startup's
     "storage": 458,  # the Storage protocol, which fresh and replay were changing
-    "codec.plain": 430,  # the hot path: encoding and decoding, fresh's and replay's
     "store": 420,  # the journal file's connection, on every open (startup's text paths)
 }
 LONG_CLASSES = {
