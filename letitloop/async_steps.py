@@ -26,9 +26,8 @@ from .errors import FingerprintError, LetItLoopError
 from .fingerprint import UNCHECKED
 from .ownership import require_open, require_storage
 from .replay import flush_replays, mismatch, replay
+from .step_rows import done_row, failure_row
 from .steps import (
-    done_row,
-    failure_row,
     function_name,
     key_for,
     owner,

@@ -25,37 +25,22 @@ while a connection is open; a forked child starts with none (the parent's
 threads may hold the locks, and the parent's locks on the file are not the
 child's).
 
-A forked child also inherits the parent's open connections, as copies in its
-memory, and with them SQLite's record of the locks the parent holds on each
-file: a connection the child opened to such a file would join that record
-and take no lock of its own (its commits could be lost when the parent closes
-the file). So, in the child, the first :func:`opening` of such a file first
-closes the inherited connections no one uses (:func:`inherit_idle`: the
-idle shared ones of ``stores.py``), under a lock that keeps their close from
-checkpointing or deleting anything (:func:`_close_inherited`); SQLite then
-forgets its record and the child's own connection takes real locks. An
-inherited connection still in use by an object of the parent's (an open
-journal, a LangGraph saver, a reader) is never closed: the open is refused
-(:class:`~letitloop.errors.ForkedJournalError`).
+A forked child also inherits the parent's open connections, and with them
+SQLite's record of the locks the parent holds on each file: its first
+:func:`opening` of such a file first closes the inherited connections no one
+uses (:func:`inherit_idle`: the idle shared ones of ``stores.py``), or refuses
+while one is in use (``inherited.py``, loaded only then).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
-
-from .errors import ForkedJournalError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no fork either
-    fcntl = None  # type: ignore[assignment]
 
 _Key = tuple[str, object]
 
@@ -82,7 +67,7 @@ _guard = threading.Lock()
 _connected: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
 
 
-class _Inherited:
+class Inherited:
     """A connection of the parent's, open at the fork, as this forked child has it."""
 
     __slots__ = ("idle", "obj")
@@ -96,8 +81,8 @@ class _Inherited:
 #: In a forked child: the parent's connections open at the fork, by file, until
 #: the child's first :func:`opening` of that file closes them (or refuses).
 #: Held strongly: a garbage collection must not close one at a random moment,
-#: without the guard of :func:`_close_inherited`.
-_inherited: dict[tuple[int, int], list[_Inherited]] = {}
+#: without the guard of ``inherited.settle``.
+_inherited: dict[tuple[int, int], list[Inherited]] = {}
 
 #: What a forked child refused a file should do instead (docs/processes.md shows it).
 WAY_OUT = (
@@ -105,14 +90,6 @@ WAY_OUT = (
     "(multiprocessing.get_context('spawn').Pool()), or in a process that is not a fork "
     "of one holding this journal file"
 )
-
-#: SQLite's SHARED lock on a database file (its unix VFS): a read lock on the
-#: 510 bytes after its PENDING byte (1 GiB) and RESERVED byte.
-_SHARED_FIRST = 0x40000000 + 2
-_SHARED_SIZE = 510
-#: How long a child waits for another process's EXCLUSIVE lock on the file
-#: (held for a last close's checkpoint: moments) before it refuses the open.
-_SHARED_WAIT = 10.0
 
 
 def _take(key: _Key) -> _File:
@@ -380,85 +357,17 @@ def _settle_inherited(identity: tuple[int, int], real: str) -> None:
     """Under the file's lock, in a forked child: close its inherited connections, or refuse.
 
     Raises ForkedJournalError while one of them is in use by an object of
-    the parent's, or when they cannot be closed safely here.
+    the parent's, or when they cannot be closed safely here (``inherited.py``).
     """
     with _guard:
         entries = _inherited.get(identity)
     if not entries:
         return
-    busy = [e for e in entries if not e.idle]
-    if busy or fcntl is None or not hasattr(fcntl, "F_OFD_SETLK"):
-        why = (
-            "and a connection of the parent's to it is still in use there (a journal, a "
-            "LangGraph saver or a reader the parent had not closed)"
-            if busy
-            else "and its connection cannot be closed safely on this system"
-        )
-        raise _refusal(real, why)
-    if _close_inherited(entries, identity, real):
+    from .inherited import settle  # only in a forked child, at its first open of such a file
+
+    if settle(entries, identity, real):
         with _guard:
             _inherited.pop(identity, None)
-
-
-def _close_inherited(entries: list[_Inherited], identity: tuple[int, int], real: str) -> bool:
-    """Close idle inherited connections to the file at ``real`` without touching the file.
-
-    SQLite's close of a file's last connection in a process tries for an
-    EXCLUSIVE lock, and on getting it checkpoints the WAL and deletes the
-    ``-wal`` and ``-shm`` files. The child's copies believe they are that
-    last connection; while the parent holds the file open its SHARED lock
-    stops them, but the parent may have closed it since, and the copies'
-    view of the ``-wal`` may be stale. So the child holds a SHARED lock of
-    its own for the close, as an open file description lock (Linux's
-    ``F_OFD_SETLK``), which conflicts with the process's own POSIX locks
-    too: the copies' EXCLUSIVE lock always fails, and their close only
-    unmaps and closes descriptors. The descriptor that held it is closed
-    after them; the child holds no other lock on the file then. False: the
-    path reaches another file now (replaced meanwhile), nothing was closed.
-    """
-    try:
-        fd = os.open(real, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise _refusal(
-            real, f"and its connection could not be closed safely here ({exc})"
-        ) from None
-    try:
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != identity:
-            return False
-        # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for an OFD lock).
-        shared = struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, _SHARED_FIRST, _SHARED_SIZE, 0)
-        deadline = time.monotonic() + _SHARED_WAIT
-        while True:
-            try:
-                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, shared)
-                break
-            except OSError as exc:
-                if time.monotonic() > deadline:
-                    raise _refusal(
-                        real, f"and its connection could not be closed safely here ({exc})"
-                    ) from None
-                time.sleep(0.005)
-        for entry in entries:
-            with contextlib.suppress(Exception):
-                entry.obj.close()
-        return True
-    finally:
-        os.close(fd)  # releases the OFD lock
-
-
-def _refusal(real: str, why: str) -> ForkedJournalError:
-    pid = os.getpid()
-    parent = os.getppid()
-    return ForkedJournalError(
-        f"journal file {real}: this process (pid {pid}) was forked from process {parent} "
-        f"while that process had the file open, {why}; this process inherited SQLite's "
-        f"state of the file, whose locks are the parent's, so a connection opened here "
-        f"would hold none (its commits could be lost when the parent closes the file); "
-        f"nothing was opened; {WAY_OUT}",
-        opener_pid=parent,
-        pid=pid,
-    )
 
 
 def _forget_after_fork() -> None:
@@ -478,7 +387,7 @@ def _forget_after_fork() -> None:
     _joining = threading.Lock()
     _files.clear()
     for obj, identity in list(_connected.items()):
-        _inherited.setdefault(identity, []).append(_Inherited(obj))
+        _inherited.setdefault(identity, []).append(Inherited(obj))
     _connected.clear()
 
 

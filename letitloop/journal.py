@@ -25,10 +25,9 @@ from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import budgets, cancellation, closing, codec, inflight, opening, ownership, steps
+from . import budgets, cancellation, closing, codec, inflight, opening, ownership, steps, verbs
 from .budgets import Budget
 from .encryption import env_cipher, make_cipher
-from .errors import InvalidNameError
 from .fingerprint import Fingerprinter
 from .keys import StepKeys
 from .names import check_name
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
     from . import async_steps
     from . import retry as retries
     from .commits import LoopCommits
-    from .markers import AtomicMarker, Scope
     from .otel import AttemptSpans
     from .retry import RetryPolicy
     from .storage import Hold
@@ -346,106 +344,14 @@ class Journal:
     _replay = replay
     _mismatch = mismatch
 
-    # -- sleeps and waits (letitloop/sleeps.py, letitloop/waits.py) -------------
+    # -- sleeps, waits, patches and markers (verbs.py: each loads its module on first use)
 
-    def sleep(self, name: str, seconds: float) -> None:
-        """Sleep ``seconds``, durably: a restart sleeps only what remains; a done sleep replays.
-
-        The sleep is a row keyed and numbered like a step (``name``, ``name#2``),
-        written with its wake-up time when it starts; the wake-up time recorded
-        first is kept, whatever ``seconds`` a later attempt passes. Raises
-        RunCancelledError as soon as the run is cancelled.
-        """
-        from . import sleeps  # loaded by the first sleep
-
-        sleeps.sleep(self, name, seconds)
-
-    async def async_sleep(self, name: str, seconds: float) -> None:
-        """:meth:`sleep` for async code: the event loop runs meanwhile."""
-        from . import sleeps
-
-        await sleeps.async_sleep(self, name, seconds)
-
-    def wait_for(
-        self, name: str, *, timeout: float | None = None, stop_after: float | None = None
-    ) -> Any:
-        """The value sent for ``name`` from outside (``lil send``, ``letitloop.send``).
-
-        The value is recorded like a step's result: a resumed run gets the same
-        value back without waiting. ``timeout``: seconds from the wait's first
-        start after which WaitTimeoutError is raised (and recorded: a replay
-        raises it again). ``stop_after``: seconds this process waits before it
-        stops with RunWaiting (exit status 75), leaving the run ``waiting``;
-        running the program again after a value was sent resumes the run.
-        Raises RunCancelledError as soon as the run is cancelled.
-        """
-        from . import waits  # loaded by the first wait
-
-        return waits.wait_for(self, name, timeout, stop_after)
-
-    async def async_wait_for(
-        self, name: str, *, timeout: float | None = None, stop_after: float | None = None
-    ) -> Any:
-        """:meth:`wait_for` for async code: the event loop runs meanwhile."""
-        from . import waits
-
-        return await waits.async_wait_for(self, name, timeout, stop_after)
-
-    # -- patches (letitloop/patches.py) -----------------------------------------
-
-    def patched(self, name: str) -> bool:
-        """Whether this run takes the new path of patch ``name``: ``if j.patched(name): new``.
-
-        True when the run reaches this point with nothing recorded past it (a
-        new run, or a resumed run that had recorded nothing past it), False
-        when it had recorded steps past it under the old code. The decision is
-        journaled as a step row ``patched:<name>``: every later resume gets
-        the same answer.
-        """
-        from . import patches  # loaded by the first patch
-
-        return patches.patched(self, name)
-
-    async def async_patched(self, name: str) -> bool:
-        """:meth:`patched` for async code."""
-        from . import patches
-
-        return await patches.async_patched(self, name)
-
-    def deprecate_patch(self, name: str) -> None:
-        """Patch ``name``'s old path is gone: PatchDeprecatedError if this run took it."""
-        from . import patches
-
-        patches.deprecate_patch(self, name)
-
-    async def async_deprecate_patch(self, name: str) -> None:
-        """:meth:`deprecate_patch` for async code."""
-        from . import patches
-
-        await patches.async_deprecate_patch(self, name)
-
-    def atomic_marker(
-        self, name: str, *, scope: Scope = "run", timeout: float | None = None
-    ) -> AtomicMarker:
-        """Guard a side effect once: ``with j.atomic_marker(name) as should_execute:``.
-
-        Yields a truthy offer to one holder at a time until a block exits
-        cleanly, then false to every later entry (see letitloop.markers).
-        ``scope`` is ``"run"`` (default), ``"goal"`` or ``"global"``; a waiter
-        gives up after ``timeout`` seconds (default: the journal's timeout)
-        with MarkerHeldError naming the holder.
-        """
-        if self._cancel.reason is not None:
-            raise cancellation.error(self)
-        from .markers import AtomicMarker
-
-        marker = AtomicMarker(
-            self, name, scope=scope, timeout=self.timeout if timeout is None else timeout
-        )
-        if scope == "run" and not self._keys.claim_marker(name):
-            raise InvalidNameError(
-                f"marker {name!r} (run {self.run_id}): the name is already the key of "
-                f"a step of this run; steps and run-scoped markers of a run share one "
-                f"set of keys; rename the marker (e.g. {name + ':sent'!r}) or the step"
-            )
-        return marker
+    sleep = verbs.sleep
+    async_sleep = verbs.async_sleep
+    wait_for = verbs.wait_for
+    async_wait_for = verbs.async_wait_for
+    patched = verbs.patched
+    async_patched = verbs.async_patched
+    deprecate_patch = verbs.deprecate_patch
+    async_deprecate_patch = verbs.async_deprecate_patch
+    atomic_marker = verbs.atomic_marker

@@ -41,8 +41,9 @@ The package, bottom up: ``document`` (the tag character, the mark, the
 limits), ``failures`` (a failure's path and messages, and the advice for
 values that can never be stored), ``entries`` (how each kind of registered
 class is stored), ``tags`` (the built-in types), ``escape`` (lone
-surrogates, huge ints), ``registry`` (:class:`CodecRegistry`), ``plain``
-(the plain-JSON check), ``stack`` (the fresh-thread retry), ``encoding``
+surrogates, huge ints), ``registry`` (:class:`CodecRegistry`), ``scan``
+(the plain-JSON check of a large value), ``plain`` (the plain-JSON check),
+``stack`` (the fresh-thread retry), ``encoding``
 and ``decoding`` (the walks and :func:`encode`, :func:`decode`).
 """
 
@@ -52,12 +53,12 @@ from .encoding import encode
 
 # The plain-JSON check and its twin, where the differential tests in tests/test_codec.py
 # reach them (as codec._plain_walk, …).
-from .plain import _finite as _finite
 from .plain import _plain_few as _plain_few
-from .plain import _plain_referents as _plain_referents
-from .plain import _plain_scan as _plain_scan
 from .plain import _plain_small as _plain_small
-from .plain import _plain_walk as _plain_walk
 from .registry import CodecRegistry, default_registry, register
+from .scan import _finite as _finite
+from .scan import _plain_referents as _plain_referents
+from .scan import _plain_scan as _plain_scan
+from .scan import _plain_walk as _plain_walk
 
 __all__ = ["CodecRegistry", "decode", "default_registry", "encode", "register"]

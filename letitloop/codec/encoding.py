@@ -18,21 +18,9 @@ from .document import _MAX_INT_DIGITS, MAX_DEPTH, TAG, _marked
 from .entries import _how_to_register
 from .escape import _dump_escaped, _plain_text
 from .failures import _Fail, _key_segment, _never_stored, _short_repr, _too_deep, _type_name
-from .plain import (
-    _DICT_ONLY,
-    _JSON_TYPES,
-    _SIMPLE_SCALARS,
-    _STR_ONLY,
-    _WALK_MAX,
-    _chain,
-    _finite,
-    _plain_few,
-    _plain_scan,
-    _plain_small,
-    _plain_values,
-    _values,
-)
+from .plain import _SIMPLE_SCALARS, _WALK_MAX, _plain_few, _plain_small, _plain_values, _values
 from .registry import CodecRegistry, default_registry
+from .scan import _DICT_ONLY, _JSON_TYPES, _STR_ONLY, _chain, _finite, _plain_scan
 from .stack import _FRAMES_PER_LEVEL, _on_fresh_stack
 from .tags import _SCALAR_ENCODERS, path_encoder
 
