@@ -426,10 +426,10 @@ CLASS_LINES = 300
 #: to be split (and dropped from here) once those changes are merged. A new entry needs a
 #: reason; a module or class that shrank under its limit must leave the list.
 LONG_MODULES = {
-    "sqlite_storage": 417,  # the hot path: the step write, fresh's
-    "durable": 447,  # the hot path (resume spawn -> result), startup's
-    "storage": 458,  # the Storage protocol, which fresh and replay were changing
-    "store": 420,  # the journal file's connection, on every open (startup's text paths)
+    "sqlite_storage": 434,  # the hot path: the step write and the claim's recorded read
+    "durable": 457,  # the hot path (resume spawn -> result)
+    "storage": 470,  # the Storage protocol and its records
+    "store": 420,  # the journal file's connection, on every open
 }
 LONG_CLASSES = {
     "store.Store": 358,  # the journal file's connection, on every step (store.py)
@@ -452,7 +452,11 @@ class TestModulesAndClassesAreSmall:
     @pytest.mark.parametrize("name", sorted(module_files()))
     def test_a_module_is_under_400_lines(self, name: str) -> None:
         lines = len(module_files()[name].read_text(encoding="utf-8").splitlines())
-        if name in LONG_MODULES:
+        if name in LONG_MODULES:  # an exception may shrink, not grow
+            assert lines <= LONG_MODULES[name], (
+                f"letitloop/{name.replace('.', '/')}.py has {lines} lines, more than the "
+                f"{LONG_MODULES[name]} its exception allows: split it instead of growing it"
+            )
             return
         assert lines <= MODULE_LINES, (
             f"letitloop/{name.replace('.', '/')}.py has {lines} lines, over {MODULE_LINES}: "
@@ -460,7 +464,7 @@ class TestModulesAndClassesAreSmall:
         )
 
     def test_a_class_is_under_300_lines(self) -> None:
-        found = {k: v for k, v in long_classes().items() if k not in LONG_CLASSES}
+        found = {k: v for k, v in long_classes().items() if v > LONG_CLASSES.get(k, CLASS_LINES)}
         assert not found, (
             f"classes over {CLASS_LINES} lines: {found}; split each into collaborators "
             f"that own their state (STYLE.md)"
