@@ -23,10 +23,9 @@ from agent_kills import (
     lil_show,
     ran,
     read_side,
+    reference_and_killed,
     reran_after_finishing,
     reran_without_being_in_flight,
-    run_attempts,
-    run_here,
 )
 from agents import Runner
 from agents.items import ModelResponse
@@ -62,11 +61,9 @@ def team(
     tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded
 ) -> tuple[Attempts, Attempts, Path]:
     folder = tmp_path_factory.mktemp("oa_team")
-    reference = run_here(
-        lambda db: asyncio.run(oat.team(db)), oat.WHERE, folder / "ref.db", folder / "ref.txt"
+    return reference_and_killed(
+        folder, lambda db: asyncio.run(oat.team(db)), oat.WHERE, SCRIPT, "team", TEAM_KILLS, sdk
     )
-    killed = run_attempts(SCRIPT, "team", folder / "j.db", folder / "side.txt", TEAM_KILLS, sdk)
-    return reference, killed, folder / "j.db"
 
 
 class TestAHandoffTeamKilledInAToolCallBetweenStepsAndInAModelCall:
