@@ -183,11 +183,7 @@ class StepKeys:
         for r in rows:
             key, fp = r.key, r.fp
             recorded[key] = r
-            head, sep, tail = key.rpartition("#")
-            if sep and tail.isdecimal():  # split_key's usual case, without its call
-                name, n = head, int(tail)
-            else:
-                name, n = split_key(key)
+            name, n = split_key(key)
             state = names.get(name)
             if state is None:
                 state = names[name] = _Name()
@@ -273,8 +269,7 @@ class StepKeys:
                         self.claimed.add(name)
                         in_flight[name] = [owner]
                         if type(owner) is not int:  # an asyncio task: the name is its own
-                            loop = owner.get_loop()  # type: ignore[attr-defined]
-                            self._task_names[name] = (weakref.ref(owner), weakref.ref(loop))
+                            self._task_owns(name, owner)
                         return name, None, None
                 elif not self.marker_keys:
                     # A replay: the earliest recorded call with these very arguments.
@@ -286,8 +281,7 @@ class StepKeys:
                         calls[name] = calls.get(name, 0) + 1
                         self.claimed.add(key)
                         if type(owner) is not int:
-                            loop = owner.get_loop()  # type: ignore[attr-defined]
-                            self._task_names[name] = (weakref.ref(owner), weakref.ref(loop))
+                            self._task_owns(name, owner)
                         return key, self.recorded[key], None
             owners = in_flight.get(name)
             if owners and any(o != owner for o in owners):
@@ -348,8 +342,7 @@ class StepKeys:
             if type(owner) is not int:
                 known = self._task_names.get(name)
                 if known is None or known[0]() is not owner:
-                    loop = owner.get_loop()  # type: ignore[attr-defined]  # an asyncio task
-                    self._task_names[name] = (weakref.ref(owner), weakref.ref(loop))
+                    self._task_owns(name, owner)
             if replay is None:
                 if owners is None:
                     self._in_flight[name] = [owner]
@@ -358,6 +351,10 @@ class StepKeys:
         finally:
             lock.release()
         return key, replay, None
+
+    def _task_owns(self, name: str, task: Any) -> None:
+        """The asyncio ``task`` owns ``name`` while its event loop runs (lock held)."""
+        self._task_names[name] = (weakref.ref(task), weakref.ref(task.get_loop()))
 
     def _find(self, state: _Name, fp: str) -> int | None:
         """The earliest unclaimed recorded number of this name with arguments ``fp``."""
