@@ -43,6 +43,15 @@ LEFT_USAGE_ROWS = (
     "OR output_tokens IS NOT NULL OR cost IS NOT NULL)"
 )
 
+#: A run's recorded steps (done steps, sleeps and waits), row by row in journal order:
+#: ``{table}`` the goal's compact table, ``{keys}`` more conditions on the key (or none);
+#: the first parameter the run's key.
+RECORDED_ROWS = (
+    "SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid, t.checksum "
+    'FROM "{table}" AS t LEFT JOIN functions AS f ON f.id = t.fn WHERE t.run = ? {keys}'
+    "AND t.kind IN ('step', 'sleep', 'wait') AND t.status = 'done' ORDER BY t.rowid"
+)
+
 #: A run's recorded steps (``recorded_steps``: done steps, sleeps and waits), its
 #: markers' keys, and how many of its rows left usage (LEFT_USAGE_ROWS), in one scan
 #: of its rows: two JSON arrays, ``[[key, function, args_fp, rowid, checksum], ...]``
@@ -124,13 +133,7 @@ class SqliteReads(SqliteKeys):
         read falls back to when it cannot answer exactly (text SQLite cannot hand over as
         JSON, a row whose function is no name), meeting whatever error the rows hold."""
         store, table = self.store, self.rows
-        rows = store.query(
-            f"SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid, t.checksum "
-            f'FROM "{table}" AS t '
-            f"LEFT JOIN functions AS f ON f.id = t.fn WHERE t.run = ? "
-            f"AND t.kind IN ('step', 'sleep', 'wait') AND t.status = 'done' ORDER BY t.rowid",
-            (run,),
-        )
+        rows = store.query(RECORDED_ROWS.format(table=table, keys=""), (run,))
         markers = store.query(
             f"SELECT key FROM \"{table}\" WHERE run = ? AND kind = 'marker'", (run,)
         )
@@ -143,11 +146,7 @@ class SqliteReads(SqliteKeys):
         # incremented: a range of the primary key (run, key), not a scan.
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         return self.store.query(
-            f"SELECT t.key, coalesce(f.name, t.fn), t.args_fp, t.rowid, t.checksum "
-            f'FROM "{self.rows}" AS t '
-            f"LEFT JOIN functions AS f ON f.id = t.fn WHERE t.run = ? AND t.key >= ? "
-            f"AND t.key < ? AND t.kind IN ('step', 'sleep', 'wait') AND t.status = 'done' "
-            f"ORDER BY t.rowid",
+            RECORDED_ROWS.format(table=self.rows, keys="AND t.key >= ? AND t.key < ? "),
             (self.key_of_run(run_id), prefix, end),
         )
 
