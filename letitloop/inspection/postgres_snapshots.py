@@ -8,14 +8,17 @@ Both run inside the caller's transaction, on the caller's connection.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 from ..memory_database import MemoryDatabase, Row
 from ..postgres_connection import COLUMNS
 from ..row_rules import TRY_COLUMNS
+from .images import RunImage
 
-__all__ = ["has_tables", "load", "write_back"]
+__all__ = ["has_tables", "image_extras", "load", "write_back", "write_extras"]
 
 _RUN_COLUMNS = (
     "id",
@@ -197,3 +200,61 @@ def _all_rows(db: MemoryDatabase) -> dict[int, tuple[str, Row]]:
     for row in db.global_markers.values():
         found[row.rowid] = ("", row)
     return found
+
+
+# -- lil copy: what a snapshot leaves out -------------------------------------------------
+
+
+def image_extras(conn: Any, image: RunImage) -> RunImage:
+    """``image`` (of a snapshot) with what a snapshot does not hold: the run's sealed chain
+    (``ll_seals``) and its attempts' watchers (``lil watch``'s ids) and spans."""
+    seals = conn.execute(
+        "SELECT n, key, kind, status, digest, seal FROM ll_seals WHERE run = %s ORDER BY n",
+        (image.id,),
+    ).fetchall()
+    extras = {
+        a: (w, wa, t)
+        for a, w, wa, t in conn.execute(
+            "SELECT attempt, watch_id, watch_attempt, trace FROM ll_attempts WHERE run = %s",
+            (image.id,),
+        ).fetchall()
+    }
+    named = ("watch_id", "watch_attempt", "trace")
+    attempts = [
+        {**a, **dict(zip(named, extras.get(a["attempt"], ()), strict=False))}
+        for a in image.attempts
+    ]
+    return dataclasses.replace(image, seals=[tuple(e) for e in seals], attempts=attempts)
+
+
+def write_extras(conn: Any, images: Sequence[RunImage]) -> None:
+    """Inside the transaction that wrote the runs of ``images`` (by ``write_back``): their
+    chains, their goals' key checks and their attempts' watchers and spans."""
+    for image in images:
+        if image.key_check is not None:
+            conn.execute(
+                "INSERT INTO ll_key_checks (goal, key_check, set_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (goal) DO NOTHING",
+                (image.goal, image.key_check, image.run["started_at"]),
+            )
+        for a in image.attempts:
+            if any(a.get(k) is not None for k in ("watch_id", "watch_attempt", "trace")):
+                conn.execute(
+                    "UPDATE ll_attempts SET watch_id = %s, watch_attempt = %s, trace = %s "
+                    "WHERE run = %s AND attempt = %s",
+                    (
+                        a.get("watch_id"),
+                        a.get("watch_attempt"),
+                        a.get("trace"),
+                        image.id,
+                        a["attempt"],
+                    ),
+                )
+        prev = None
+        for n, key, kind, status, digest, seal in image.seals:
+            conn.execute(
+                "INSERT INTO ll_seals (run, n, key, kind, status, digest, seal, prev) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (image.id, n, key, kind, status, digest, seal, prev),
+            )
+            prev = seal
