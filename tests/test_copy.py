@@ -61,14 +61,21 @@ PROGRAM = """
 
 
 def run_program(
-    folder: Path, db: str | None, *, kill: bool = False, seal: bool = True
+    folder: Path,
+    db: str | None,
+    *,
+    kill: bool = False,
+    seal: bool = True,
+    encryption_key: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The program, in ``folder``; its journal ``db`` (None: the default one, found as a
     program finds it)."""
     script = write_script(folder, "pipeline.py", PROGRAM)
     env = {**os.environ, "LEDGER": str(folder / "ledger.txt")}
-    for name in ("LETITLOOP_SEAL_KEY", "LETITLOOP_DB", "DB"):
+    for name in ("LETITLOOP_SEAL_KEY", "LETITLOOP_ENCRYPTION_KEY", "LETITLOOP_DB", "DB"):
         env.pop(name, None)
+    if encryption_key is not None:
+        env["LETITLOOP_ENCRYPTION_KEY"] = encryption_key
     if db is not None:
         env["DB"] = db
     if seal:
@@ -86,7 +93,11 @@ def run_program(
 
 
 def lil(*args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("LETITLOOP_SEAL_KEY", "LETITLOOP_DB")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("LETITLOOP_SEAL_KEY", "LETITLOOP_DB", "LETITLOOP_ENCRYPTION_KEY")
+    }
     if key is not None:
         env["LETITLOOP_SEAL_KEY"] = key
     return subprocess.run(
@@ -167,6 +178,61 @@ class TestACopiedRun:
         assert lil("copy", str(source), str(folder / "target.db")).returncode == 0
         assert [(folder / f).read_bytes() for f in files] == before
         assert run_program(folder, str(source)).returncode == 0  # and it resumes there too
+
+    def test_comes_back_from_postgresql_to_a_file_the_same(self, killed: tuple[Path, Path]) -> None:
+        from pg_server import location
+
+        source, folder = killed
+        database, back = location(), str(folder / "back.db")
+        assert lil("copy", str(source), database).returncode == 0
+        returned = lil("copy", database, back)
+        assert returned.returncode == 0, returned.stderr
+        assert image(back) == image(source)
+        assert lil("verify", "--all", "--db", back).returncode == 0
+        assert run_program(folder, back).returncode == 0
+        assert ledger(folder).count("summarize") == 2 and ledger(folder).count("fetch") == 1
+
+
+ENCRYPTION_KEY = "an encryption key of sixteen bytes or more"
+
+
+class TestAnEncryptedRun:
+    @pytest.mark.parametrize("store", ["file", "postgresql"])
+    def test_stays_encrypted_and_resumes_on_the_target_with_its_key(
+        self, tmp_path: Path, store: str
+    ) -> None:
+        source = tmp_path / "source.db"
+        died = run_program(tmp_path, str(source), kill=True, encryption_key=ENCRYPTION_KEY)
+        assert died.returncode == -signal.SIGKILL, died.stderr
+        if store == "file":
+            target = str(tmp_path / "target.db")
+        else:
+            from pg_server import location
+
+            target = location()
+        copied = lil("copy", str(source), target)
+        assert copied.returncode == 0, copied.stderr
+        _, rows, *_ = image(target)
+        fetched = next(r for r in rows if r["key"] == "fetch")
+        assert "fetch" not in fetched["result"] and "!enc" in fetched["result"]
+        resumed = run_program(tmp_path, target, encryption_key=ENCRYPTION_KEY)
+        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.stdout == "summarize [1, 2, 3] rank\n"
+        assert ledger(tmp_path).count("fetch") == 1
+
+    def test_into_a_goal_the_target_encrypts_with_another_key_is_refused(
+        self, tmp_path: Path
+    ) -> None:
+        source, target = tmp_path / "source.db", tmp_path / "target.db"
+        with Journal("g", path=source, encryption_key=ENCRYPTION_KEY) as j:
+            j.step("s", str, 1)
+        with Journal("g", path=target, encryption_key="another key of sixteen bytes") as j:
+            j.step("s", str, 1)
+        refused = lil("copy", str(source), str(target))
+        assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "encrypted with another key" in refused.stderr
+        with sqlite3.connect(target) as conn:
+            assert conn.execute("SELECT count(*) FROM runs").fetchone() == (1,)
 
 
 class TestRunsTheTargetHasAlready:
@@ -323,3 +389,14 @@ class TestAMemoryStore:
                 "c",
             )
         assert calls == ["a", "b", "c"]
+
+
+class TestATargetFileThatCannotBeMade:
+    def test_a_missing_folder_is_one_line_and_nothing_is_made(
+        self, killed: tuple[Path, Path]
+    ) -> None:
+        source, folder = killed
+        got = lil("copy", str(source), str(folder / "no" / "such" / "target.db"))
+        assert got.returncode == 1 and got.stderr.count("\n") == 1, got.stderr
+        assert "mkdir -p" in got.stderr
+        assert not (folder / "no").exists()
