@@ -8,8 +8,8 @@ shows), values exactly as stored (an encrypted value stays encrypted, a
 checksum stays the checksum it was), the run's sealed chain as its entries.
 A store's inspector makes one (``run_image``) and writes a batch of them in
 one transaction (``add_runs``): SQLite's in ``sqlite_copy.py``, the memory
-store's and PostgreSQL's in ``memory_copy.py`` (PostgreSQL adds the chain and
-what its snapshot does not hold, in ``postgres_inspector.py``).
+store's in ``memory_copy.py``, PostgreSQL's from a snapshot of the run read
+as the memory store's and inserted row by row (``postgres_snapshots.py``).
 
 What it leaves out: ``lil watch``'s supervisor events (they belong to a
 watcher, which may have started the attempts of many runs; an attempt keeps

@@ -1,6 +1,7 @@
 """``lil copy`` on the in-memory store's data (a ``MemoryDatabase``: ``memory://NAME``, and
-a PostgreSQL journal's snapshot): a run read into a :class:`RunImage`
-(:func:`memory_image`) and runs added from their images (:func:`add_images`).
+for reading, a PostgreSQL journal's snapshot of one run): a run read into a
+:class:`RunImage` (:func:`memory_image`) and runs added from their images
+(:func:`add_images`).
 Pure functions of the database, called under its lock (inside the inspector's
 ``_reading`` or ``_changing``).
 """
@@ -53,9 +54,9 @@ def memory_image(db: MemoryDatabase, run_id: str, chain: bool = True) -> RunImag
     )
 
 
-def add_images(db: MemoryDatabase, images: Sequence[RunImage], chain: bool = True) -> None:
-    """Add the runs of ``images`` to ``db`` (their chains too, unless ``chain`` is False);
-    EncryptionKeyError, adding nothing, when a goal of ``db`` has another key's check."""
+def add_images(db: MemoryDatabase, images: Sequence[RunImage]) -> None:
+    """Add the runs of ``images`` to ``db`` with their chains; EncryptionKeyError, adding
+    nothing, when a goal of ``db`` has another key's check."""
     for image in images:
         check = db.key_checks.get(image.goal)
         if image.key_check is not None and check not in (None, image.key_check):
@@ -91,5 +92,5 @@ def add_images(db: MemoryDatabase, images: Sequence[RunImage], chain: bool = Tru
             )
             if a.get("trace") is not None:
                 db.traces[(image.id, a["attempt"])] = a["trace"]
-        if chain and image.seals:
+        if image.seals:
             db.seals[image.id] = list(image.seals)

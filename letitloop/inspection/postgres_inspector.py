@@ -32,9 +32,9 @@ from ..postgres_database import CHANNEL, connect, migrate, redact, schema_versio
 from ..postgres_holding import PostgresHold, is_held, run_hold_text
 from ..postgres_seals import chain_of
 from .images import RunImage
-from .memory_copy import add_images, memory_image
+from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector
-from .postgres_snapshots import has_tables, image_extras, load, write_back, write_extras
+from .postgres_snapshots import has_tables, image_extras, insert_images, load, write_back
 from .records import AttemptInfo, RowInfo, RunInfo, TryInfo
 
 
@@ -160,16 +160,25 @@ class PostgresInspector(MemoryInspector):
             return image_extras(self.conn, image)
 
     def add_runs(self, images: Sequence[RunImage]) -> None:
-        """The runs of ``images`` written in one transaction: a change of the snapshot
-        written back, then their chains, key checks and watchers; the schema made first
-        in a database that has none."""
+        """The runs of ``images`` inserted in one transaction (postgres_snapshots.insert_images:
+        row by row, no snapshot), with a notification; the schema made first in a database
+        that has none."""
         self._check_writable()
         if not has_tables(self.conn):
             migrate(self.conn, self.location)
         with self.conn.transaction():
-            with self._changing() as db:
-                add_images(db, images, chain=False)
-            write_extras(self.conn, images)
+            insert_images(self.conn, images)
+            self.conn.execute("SELECT pg_notify(%s, current_schema())", (CHANNEL,))
+
+    # -- one run's questions answered from a snapshot of that run ------------------------
+
+    def has_run(self, run_id: str) -> bool:
+        with self._of_run(run_id):
+            return super().has_run(run_id)
+
+    def run(self, run_id: str) -> RunInfo | None:
+        with self._of_run(run_id):
+            return super().run(run_id)
 
     def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
         """The run's sealed chain (``ll_seals``) and its rows, in one snapshot of that run

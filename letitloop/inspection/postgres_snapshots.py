@@ -16,9 +16,9 @@ from typing import Any
 from ..memory_database import MemoryDatabase, Row
 from ..postgres_connection import COLUMNS
 from ..row_rules import TRY_COLUMNS
-from .images import RunImage
+from .images import ATTEMPT_COLUMNS, RunImage, key_mismatch
 
-__all__ = ["has_tables", "image_extras", "load", "write_back", "write_extras"]
+__all__ = ["has_tables", "image_extras", "insert_images", "load", "write_back"]
 
 _RUN_COLUMNS = (
     "id",
@@ -227,34 +227,59 @@ def image_extras(conn: Any, image: RunImage) -> RunImage:
     return dataclasses.replace(image, seals=[tuple(e) for e in seals], attempts=attempts)
 
 
-def write_extras(conn: Any, images: Sequence[RunImage]) -> None:
-    """Inside the transaction that wrote the runs of ``images`` (by ``write_back``): their
-    chains, their goals' key checks and their attempts' watchers and spans."""
+def insert_images(conn: Any, images: Sequence[RunImage]) -> None:
+    """Inside the caller's transaction: the runs of ``images`` inserted, with everything they
+    own, row by row (no snapshot: a copy into a large database reads none of it). A goal's
+    or global marker the database has already stays its own; EncryptionKeyError, nothing
+    written, for a goal whose recorded key check is another key's."""
     for image in images:
+        if image.key_check is None:
+            continue
+        got = conn.execute(
+            "SELECT key_check FROM ll_key_checks WHERE goal = %s", (image.goal,)
+        ).fetchone()
+        if got is not None and got[0] != image.key_check:
+            raise key_mismatch(image)
+    row_sql = (
+        f"INSERT INTO ll_journal (goal, run, key, {', '.join(COLUMNS)}) VALUES "
+        f"({', '.join(['%s'] * (3 + len(COLUMNS)))}) ON CONFLICT (goal, run, key) DO NOTHING"
+    )
+    for image in images:
+        run, goal = image.id, image.goal
+        conn.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
         if image.key_check is not None:
             conn.execute(
                 "INSERT INTO ll_key_checks (goal, key_check, set_at) VALUES (%s, %s, %s) "
                 "ON CONFLICT (goal) DO NOTHING",
-                (image.goal, image.key_check, image.run["started_at"]),
+                (goal, image.key_check, image.run["started_at"]),
             )
-        for a in image.attempts:
-            if any(a.get(k) is not None for k in ("watch_id", "watch_attempt", "trace")):
-                conn.execute(
-                    "UPDATE ll_attempts SET watch_id = %s, watch_attempt = %s, trace = %s "
-                    "WHERE run = %s AND attempt = %s",
-                    (
-                        a.get("watch_id"),
-                        a.get("watch_attempt"),
-                        a.get("trace"),
-                        image.id,
-                        a["attempt"],
-                    ),
-                )
-        prev = None
-        for n, key, kind, status, digest, seal in image.seals:
-            conn.execute(
+        conn.execute(
+            f"INSERT INTO ll_runs ({', '.join(_RUN_COLUMNS)}) VALUES "
+            f"({', '.join(['%s'] * len(_RUN_COLUMNS))})",
+            tuple(image.run.get(k) for k in _RUN_COLUMNS),
+        )
+        rows = [(goal, run, r["key"], *(r.get(k) for k in COLUMNS)) for r in image.rows]
+        rows += [(goal, "*", m["key"], *(m.get(k) for k in COLUMNS)) for m in image.goal_markers]
+        rows += [("", "", m["key"], *(m.get(k) for k in COLUMNS)) for m in image.global_markers]
+        with conn.cursor() as cur:
+            cur.executemany(row_sql, rows)
+            cur.executemany(
+                f"INSERT INTO ll_tries (run, key, try, {', '.join(TRY_COLUMNS)}) VALUES "
+                f"({', '.join(['%s'] * (3 + len(TRY_COLUMNS)))})",
+                [(run, t["key"], t["try"], *(t.get(k) for k in TRY_COLUMNS)) for t in image.tries],
+            )
+            cur.executemany(
+                "INSERT INTO ll_replays (run, attempt, keys) VALUES (%s, %s, %s)",
+                [(run, a, list(keys)) for a, keys in image.replays],
+            )
+            cur.executemany(
+                f"INSERT INTO ll_attempts (run, {', '.join(ATTEMPT_COLUMNS)}) VALUES "
+                f"({', '.join(['%s'] * (1 + len(ATTEMPT_COLUMNS)))})",
+                [(run, *(a.get(k) for k in ATTEMPT_COLUMNS)) for a in image.attempts],
+            )
+            prevs = [None, *(e[5] for e in image.seals[:-1])]
+            cur.executemany(
                 "INSERT INTO ll_seals (run, n, key, kind, status, digest, seal, prev) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (image.id, n, key, kind, status, digest, seal, prev),
+                [(run, *e, prev) for e, prev in zip(image.seals, prevs, strict=True)],
             )
-            prev = seal

@@ -14,7 +14,8 @@ The rules and the words; the reading and writing are the inspectors'
 - a run held by a live process in the source refuses the copy before
   anything is written (its holder is still writing it; copy it once it
   ends); each run is held while it is read, so no process opens it meanwhile;
-- the runs are written in batches of :data:`BATCH`, each batch one
+- the runs are written in batches of :data:`BATCH` (fewer when they hold
+  :data:`BATCH_ROWS` rows), each batch one
   transaction of the target: a copy stopped half-way (a kill, a full disk)
   leaves whole runs, and the same copy with ``skip_existing`` finishes it;
 - afterwards each copied run is read back from the target as ``lil verify``
@@ -33,17 +34,20 @@ from typing import Any
 
 from .. import schemes
 from ..errors import LetItLoopError, RunHeldError
-from ..inspection import Inspector, RunFilter, RunInfo, open_inspector
+from ..inspection import Inspector, RunFilter, open_inspector
 from ..inspection.images import Copying, RunImage, row_digests
 from ..inspection.journalfile import create_journal_file
 from ..inspection.verify import chain_of, check_chain
 from ..seals import env_seal_key
 from .holding import holding_run
 
-#: Runs per transaction of the target: big enough that a file's commit is paid rarely,
-#: small enough that PostgreSQL's change (a snapshot of the whole database, written
-#: back) and the memory it takes stay bounded.
+#: Runs per transaction of the target: big enough that a commit is paid rarely, small
+#: enough that a copy stopped half-way loses little and the batch's memory stays bounded.
 BATCH = 200
+
+#: Rows per transaction at most (a batch ends early at this many): what a batch holds in
+#: memory stays bounded however long its runs are.
+BATCH_ROWS = 50_000
 
 #: What ``only`` selects, by the statuses a run records.
 ONLY = {
@@ -140,18 +144,23 @@ def copy_runs(
     where = RunFilter(goal=goal, statuses=ONLY[only] if only else None)
     runs = source.runs(where, limit=None)[::-1]  # oldest first
     result = CopyResult(str(source.path), str(target.path))
+    there = target.runs(RunFilter(), limit=None)  # read once: a snapshot, on PostgreSQL
+    ids = {r.id for r in there}
+    names = {(r.goal, r.name): r.id for r in there if r.name is not None}
     todo = []
     for run in runs:
-        there = _already(target, run)
-        if there is None:
+        other = names.get((run.goal, run.name)) if run.name is not None else None
+        if run.id not in ids and other is None:
             todo.append(run)
-        elif skip_existing:
+            continue
+        if skip_existing:
             result.skipped.append(run.id)
-        else:
-            raise LetItLoopError(
-                f"run {run.id} of goal {run.goal!r} is in {target.path} already ({there}); "
-                f"nothing was copied. Pass --skip-existing to copy only the runs it lacks"
-            )
+            continue
+        why = "the same run id" if run.id in ids else f"run {other} is named {run.name!r} there"
+        raise LetItLoopError(
+            f"run {run.id} of goal {run.goal!r} is in {target.path} already ({why}); "
+            f"nothing was copied. Pass --skip-existing to copy only the runs it lacks"
+        )
     for run in todo:
         if source.is_held(run.id):
             raise RunHeldError(
@@ -163,29 +172,18 @@ def copy_runs(
                 host=run.holder_host,
             )
     secret = env_seal_key()
-    for start in range(0, len(todo), BATCH):
-        batch = todo[start : start + BATCH]
-        images = []
-        for run in batch:
-            with holding_run(source, run, "copy"):
-                images.append(reader.run_image(run))
-        writer.add_runs(images)
-        for image in images:
-            _verify(target, image, secret, result)
-            result.copied.append(image.id)
-            result.rows += len(image.rows)
+    images: list[RunImage] = []
+    for n, run in enumerate(todo, 1):
+        with holding_run(source, run, "copy"):
+            images.append(reader.run_image(run))
+        if len(images) == BATCH or sum(len(i.rows) for i in images) >= BATCH_ROWS or n == len(todo):
+            writer.add_runs(images)
+            for image in images:
+                _verify(target, image, secret, result)
+                result.copied.append(image.id)
+                result.rows += len(image.rows)
+            images = []
     return result
-
-
-def _already(target: Inspector, run: RunInfo) -> str | None:
-    """Why the target has ``run`` already (the same id, or its name taken), or None."""
-    if target.has_run(run.id):
-        return "the same run id"
-    if run.name is not None and target.has_goal(run.goal):
-        other = target.run_of_goal(run.goal, run.name)
-        if other is not None and other.name == run.name:
-            return f"run {other.id} is named {run.name!r} there"
-    return None
 
 
 def _chain_rows(rows: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
