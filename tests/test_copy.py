@@ -192,6 +192,25 @@ class TestACopiedRun:
         assert run_program(folder, back).returncode == 0
         assert ledger(folder).count("summarize") == 2 and ledger(folder).count("fetch") == 1
 
+    @pytest.mark.parametrize("store", ["file", "postgresql"])
+    def test_without_a_seal_copies_and_resumes_the_same(self, tmp_path: Path, store: str) -> None:
+        source = tmp_path / "source.db"
+        died = run_program(tmp_path, str(source), kill=True, seal=False)
+        assert died.returncode == -signal.SIGKILL, died.stderr
+        if store == "file":
+            target = str(tmp_path / "target.db")
+        else:
+            from pg_server import location
+
+            target = location()
+        copied = lil("copy", str(source), target, key=None)
+        assert copied.returncode == 0, copied.stderr
+        assert "sealed run(s)" not in copied.stdout  # no chain to check
+        assert image(target) == image(source)
+        resumed = run_program(tmp_path, target, seal=False)
+        assert resumed.returncode == 0, resumed.stderr
+        assert ledger(tmp_path).count("summarize") == 2 and ledger(tmp_path).count("fetch") == 1
+
 
 ENCRYPTION_KEY = "an encryption key of sixteen bytes or more"
 

@@ -277,7 +277,7 @@ def insert_images(conn: Any, images: Sequence[RunImage]) -> None:
                 f"({', '.join(['%s'] * (1 + len(ATTEMPT_COLUMNS)))})",
                 [(run, *(a.get(k) for k in ATTEMPT_COLUMNS)) for a in image.attempts],
             )
-            prevs = [None, *(e[5] for e in image.seals[:-1])]
+            prevs = [None, *(e[5] for e in image.seals)][: len(image.seals)]
             cur.executemany(
                 "INSERT INTO ll_seals (run, n, key, kind, status, digest, seal, prev) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
