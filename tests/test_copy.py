@@ -54,6 +54,10 @@ PROGRAM = """
         with j.atomic_marker("notify") as first:
             if first:
                 call("notify")
+        with j.atomic_marker("daily-report", scope="goal"), j.atomic_marker(
+            "invoice-7", scope="global"
+        ):
+            pass
         j.sleep("cool_down", 0.01)
         summary = j.step("summarize", call, "summarize")
     print(summary["step"], fetched["items"], ranked["step"])
@@ -131,8 +135,12 @@ def image(location: str | Path) -> Any:
         got = inspector.run_image(run)  # type: ignore[attr-defined]
     finally:
         inspector.close()
-    rows = [{k: r.get(k) for k in VIEW_COLUMNS} for r in got.rows]
-    return got.run, rows, got.tries, got.replays, got.seals, got.key_check
+
+    def shown(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: r.get(k) for k in VIEW_COLUMNS if k != "run"} for r in rows]
+
+    markers = shown(got.goal_markers), shown(got.global_markers)
+    return got.run, shown(got.rows), markers, got.tries, got.replays, got.seals, got.key_check
 
 
 class TestACopiedRun:

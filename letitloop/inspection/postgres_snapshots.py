@@ -206,8 +206,9 @@ def _all_rows(db: MemoryDatabase) -> dict[int, tuple[str, Row]]:
 
 
 def image_extras(conn: Any, image: RunImage) -> RunImage:
-    """``image`` (of a snapshot) with what a snapshot does not hold: the run's sealed chain
-    (``ll_seals``) and its attempts' watchers (``lil watch``'s ids) and spans."""
+    """``image`` (of a snapshot of the run) with what that snapshot does not hold: the run's
+    sealed chain (``ll_seals``), its attempts' watchers (``lil watch``'s ids) and spans, its
+    goal's goal-scoped markers and the global markers it holds or last held."""
     seals = conn.execute(
         "SELECT n, key, kind, status, digest, seal FROM ll_seals WHERE run = %s ORDER BY n",
         (image.id,),
@@ -219,12 +220,31 @@ def image_extras(conn: Any, image: RunImage) -> RunImage:
             (image.id,),
         ).fetchall()
     }
+    markers = f"SELECT key, {', '.join(COLUMNS)} FROM ll_journal WHERE goal = %s AND "
+    goal_markers = [
+        {"run": "*", "key": key, **dict(zip(COLUMNS, values, strict=True))}
+        for key, *values in conn.execute(
+            markers + "run = '*' ORDER BY rowid", (image.goal,)
+        ).fetchall()
+    ]
+    global_markers = [
+        {"run": None, "key": key, **dict(zip(COLUMNS, values, strict=True))}
+        for key, *values in conn.execute(
+            markers + "holder_run = %s ORDER BY rowid", ("", image.id)
+        ).fetchall()
+    ]
     named = ("watch_id", "watch_attempt", "trace")
     attempts = [
         {**a, **dict(zip(named, extras.get(a["attempt"], ()), strict=False))}
         for a in image.attempts
     ]
-    return dataclasses.replace(image, seals=[tuple(e) for e in seals], attempts=attempts)
+    return dataclasses.replace(
+        image,
+        seals=[tuple(e) for e in seals],
+        attempts=attempts,
+        goal_markers=goal_markers,
+        global_markers=global_markers,
+    )
 
 
 def insert_images(conn: Any, images: Sequence[RunImage]) -> None:
