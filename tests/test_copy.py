@@ -427,3 +427,35 @@ class TestATargetFileThatCannotBeMade:
         assert got.returncode == 1 and got.stderr.count("\n") == 1, got.stderr
         assert "mkdir -p" in got.stderr
         assert not (folder / "no").exists()
+
+
+class TestARunWaitingForAValue:
+    @pytest.mark.parametrize("store", ["file", "postgresql"])
+    def test_takes_the_value_sent_on_the_target_and_resumes_there(
+        self, tmp_path: Path, store: str
+    ) -> None:
+        from letitloop import RunWaiting
+
+        calls: list[str] = []
+
+        def build() -> str:
+            calls.append("build")
+            return "artifact-7"
+
+        source = tmp_path / "source.db"
+        with pytest.raises(RunWaiting), Journal("deploy", path=source) as j:
+            j.step("build", build)
+            j.wait_for("approval", stop_after=0)
+        if store == "file":
+            target = str(tmp_path / "target.db")
+        else:
+            from pg_server import location
+
+            target = location()
+        assert lil("copy", str(source), target, key=None).returncode == 0
+        sent = lil("send", "deploy", "approval", "true", "--db", target, key=None)
+        assert sent.returncode == 0, sent.stderr
+        with Journal("deploy", path=target) as j:
+            assert j.step("build", build) == "artifact-7"
+            assert j.wait_for("approval", stop_after=0) is True
+        assert calls == ["build"]
