@@ -239,17 +239,17 @@ def copy_command(
     run goes with everything it owns: its steps, markers, sleeps and waits,
     input and result, attempts, failed tries, usage, replays and sealed
     chain (lil watch's restart records and LangGraph's checkpoints stay
-    behind). TO is made if it is a
-    file that does not exist. Runs are copied oldest first, in batches of
-    200, each batch one transaction; each copied run is then read back from
-    TO as lil verify reads it (with LETITLOOP_SEAL_KEY set, its chain is
-    checked with the key), so 'lil verify --all --db TO' passes where it
-    passed on FROM. A run TO has already refuses the copy (nothing written) unless
-    --skip-existing; a run a live process holds in FROM refuses it too: copy
-    once it ends. FROM is only read (each run held by its lock while it is
-    read). A copied unfinished run resumes from TO (Journal(goal, path=TO))
-    without calling its finished steps again. docs/postgres.md: "Moving runs
-    from a file to PostgreSQL".
+    behind). TO is made if it is a file that does not exist. Runs are
+    copied oldest first, in batches of 200 runs or 50,000 rows, each batch
+    one transaction; each copied run is then read back from TO as lil
+    verify reads it (with LETITLOOP_SEAL_KEY set, its chain is checked with
+    the key), so 'lil verify --all --db TO' passes where it passed on FROM.
+    A run TO has already refuses the copy (nothing written) unless
+    --skip-existing; a run a live process holds in FROM refuses it too:
+    copy once it ends. FROM is only read (each run held by its lock while it
+    is read). A copied unfinished run resumes from TO (Journal(goal,
+    path=TO)) without calling its finished steps again. docs/postgres.md:
+    "Moving runs from a file to PostgreSQL".
 
     \b
     Examples:
