@@ -529,21 +529,13 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "assert row == (1120, 230, 0.0009), row\n",
     ),
     ("mcp.md", "import asyncio"): (
-        "import pathlib\n"
-        "pathlib.Path('shop_server.py').write_text(\n"
-        "    'from mcp.server.mcpserver import MCPServer\\n'\n"
-        "    'from mcp.types import ToolAnnotations\\n'\n"
-        "    'shop = MCPServer(\"shop\")\\n'\n"
-        "    '@shop.tool(annotations=ToolAnnotations(read_only_hint=True))\\n'\n"
-        "    'def lookup(order: int) -> str:\\n'\n"
-        "    '    return f\"order {order} is open\"\\n'\n"
-        "    '@shop.tool(annotations=ToolAnnotations(destructive_hint=True))\\n'\n"
-        "    'def charge(order: int) -> str:\\n'\n"
-        "    '    return f\"charged order {order}\"\\n'\n"
-        "    'shop.run()\\n'\n"
-        ")\n",
-        "import sqlite3\n"
-        "db = sqlite3.connect('.letitloop/journal.db')\n"
+        # The reader runs it in the clone's root, where examples/shop_server.py is; its
+        # journal goes to this block's folder.
+        "import os\n"
+        "os.environ['LETITLOOP_DB'] = os.path.abspath('.letitloop/journal.db')\n"
+        f"os.chdir({str(ROOT)!r})\n",
+        "import os, sqlite3\n"
+        "db = sqlite3.connect(os.environ['LETITLOOP_DB'])\n"
         "sql = \"SELECT key FROM journal_checkout WHERE status = 'done'\"\n"
         "done = {r[0] for r in db.execute(sql)}\n"
         "assert done == {'mcp:lookup/sent', 'mcp:lookup', 'mcp:charge/sent', 'mcp:charge'}, done\n",

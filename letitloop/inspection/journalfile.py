@@ -84,3 +84,16 @@ def _open(p: Path, write: bool, live: bool) -> Store:
             path=str(p),
         )
     return Store(p) if write else Store(p, readonly=True, live=live)
+
+
+def create_journal_file(path: str | Path) -> None:
+    """Make a new journal file at ``path``, its schema current and no run in it (``lil
+    copy``'s target when it does not exist yet). Its folder must exist: JournalFileError
+    otherwise, nothing made."""
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise JournalFileError(
+            f"{p}: its folder does not exist; create it first (mkdir -p {p.parent})",
+            path=str(p),
+        )
+    Store(p).close()
