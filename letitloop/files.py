@@ -82,7 +82,8 @@ def create_file(path: str) -> None:
 
 def resolve_file(path: str | os.PathLike[str] | None = None) -> str:
     """The journal file: ``path``, else ``$LETITLOOP_DB``, else the nearest
-    ``.letitloop/journal.db`` here or above, else a new one here (letitloop/discovery.py).
+    ``.letitloop/journal.db`` here or above, else at the script's folder or above, else a
+    new one beside the script (letitloop/discovery.py).
 
     A URL (``scheme://…``) is never a file: UnknownStoreError (schemes.py).
     """
