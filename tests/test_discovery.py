@@ -293,3 +293,16 @@ class TestTheFirstRunOfAProgram:
         )
         again = run(project, "sync.py")
         assert (again.stdout, again.stderr) == ("summary of 1\n", "")
+
+    def test_without_a_stderr_it_says_nothing_and_runs(self, project: Path) -> None:
+        """A daemon started with its stderr closed: the line goes nowhere, never to stdout."""
+        r = subprocess.run(
+            ["bash", "-c", f"{sys.executable} sync.py 2>&-"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "CALLS": str(project / "calls.log")},
+        )
+        assert (r.returncode, r.stdout) == (0, "summary of 1\n")
+        assert (project / ".letitloop" / "journal.db").is_file()
