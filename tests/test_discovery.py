@@ -147,6 +147,32 @@ class TestAScriptRunFromAnotherFolder:
         second = run(tmp_path, str(project / "sync.py"))
         assert (second.stdout, second.stderr) == ("summary of 1\n", "")
 
+    def test_lil_check_of_the_script_from_another_folder_checks_its_journal(
+        self, project: Path, tmp_path: Path
+    ) -> None:
+        (project / "flow.py").write_text(
+            "import os\n"
+            "from letitloop import durable, step\n"
+            "def fetch(n):\n"
+            "    return n\n"
+            "def summarize(n):\n"
+            "    if os.environ.get('DIE'):\n"
+            "        os._exit(9)\n"
+            "    return n\n"
+            "@durable('flow')\n"
+            "def flow(n):\n"
+            "    return step('summarize', summarize, step('fetch', fetch, n))\n"
+            "if __name__ == '__main__':\n"
+            "    print(flow(1))\n",
+            encoding="utf-8",
+        )
+        assert run(project, "flow.py", DIE="1").returncode == 9
+        checked = run(tmp_path, "-m", "letitloop", "check", str(project / "flow.py"))
+        assert checked.returncode == 0, checked.stderr
+        journal = project / ".letitloop" / "journal.db"
+        assert f"checked 1 unfinished run of __main__.flow in {journal}" in checked.stdout
+        assert "replays 1 step, then runs 'summarize' fresh" in checked.stdout
+
     def test_a_journal_in_the_current_folder_stays_the_one_used(
         self, project: Path, tmp_path: Path
     ) -> None:
