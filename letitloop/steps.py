@@ -251,7 +251,8 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         try:
             fp = j._fingerprints.call(args, kwargs)
         except FingerprintError as exc:
-            raise unidentifiable(j, name, exc) from None
+            missing = name_missing("j.step", name, fn, args, kwargs)  # the name forgotten?
+            raise missing or unidentifiable(j, name, exc) from None
     else:
         fp = ""  # Fingerprinter.call of no arguments
     # key_for(), inline: the name checked, then keyed under its parent step, then claimed.

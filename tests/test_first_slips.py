@@ -209,3 +209,15 @@ class TestSetResultOnACompletedRun:
         assert 'with "first", which it keeps: set_result("second")' in str(caught.value)
         with Journal("daily", run="2026-11-30", path=tmp_path / "j.db") as j:
             assert j.recorded_result() == "first"
+
+
+class TestAForgottenNameBesideAnArgumentWithNoFingerprint:
+    def test_the_missing_name_is_said_first(self, tmp_path: Path) -> None:
+        def transform(x: object) -> object:
+            return x
+
+        with Journal("g", path=tmp_path / "j.db") as j, pytest.raises(InvalidNameError) as caught:
+            j.step(transform, fetch, object())  # type: ignore[arg-type]
+        assert 'name the step first: j.step("transform", transform, fetch, <object' in str(
+            caught.value
+        )
