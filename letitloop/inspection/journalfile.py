@@ -35,9 +35,9 @@ def open_journal_file(
     if not p.exists() and path is None and not os.environ.get("LETITLOOP_DB"):
         raise JournalFileError(
             f"no journal in {Path.cwd()} or the folders above it: lil looks for "
-            f".letitloop/journal.db there, as git looks for .git (a program makes it in the "
-            f"folder it runs from). Run lil in the program's folder or below it, or pass "
-            f"--db PATH, or set LETITLOOP_DB",
+            f".letitloop/journal.db there, as git looks for .git (a script makes it beside "
+            f"itself, and said where on stderr). Run lil in the script's folder or below it, "
+            f"or pass --db PATH, or set LETITLOOP_DB",
             path=str(p),
         )
     if not p.exists():
