@@ -102,6 +102,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "inflight",
             "costs",
             "budgets",
+            "expects",
         },
     ),
     (
@@ -271,7 +272,7 @@ OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 
 #: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
 #: backend), the durable wait, the capability that installs both.
-PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
+PYDANTIC_AI_ORDER = ["decisions", "units", "waiter", "capability", "__init__"]
 
 #: The OpenAI Agents adapter's own modules, bottom up: the journal and keys, the
 #: journaled model, tools, session and approvals, the agent wrapper.
