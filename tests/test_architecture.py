@@ -273,11 +273,20 @@ OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 
 #: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
 #: backend), the durable wait, the capability that installs both.
-PYDANTIC_AI_ORDER = ["decisions", "units", "waiter", "capability", "__init__"]
+PYDANTIC_AI_ORDER = ["decisions", "requests", "units", "waiter", "capability", "__init__"]
 
 #: The OpenAI Agents adapter's own modules, bottom up: the journal and keys, the
 #: journaled model, tools, session and approvals, the agent wrapper.
-OPENAI_AGENTS_ORDER = ["calls", "model", "tools", "session", "approvals", "agent", "__init__"]
+OPENAI_AGENTS_ORDER = [
+    "calls",
+    "model",
+    "tools",
+    "session",
+    "runner",
+    "approvals",
+    "agent",
+    "__init__",
+]
 
 #: The LlamaIndex adapter's own modules, bottom up: the journaling runtime, the face.
 LLAMAINDEX_ORDER = ["runtime", "__init__"]

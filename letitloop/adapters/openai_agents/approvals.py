@@ -16,6 +16,8 @@ An answer is ``true`` (approve), ``false`` (reject), or ``{"approve": false,
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from agents.agent import Agent
@@ -23,7 +25,14 @@ from agents.result import RunResult
 from agents.run import Runner
 from agents.run_state import RunState
 
+from letitloop.adapters.agentcalls import open_journal
 from letitloop.adapters.openai_agents.calls import StoppedToWait, approved, journal_for
+from letitloop.adapters.openai_agents.runner import (
+    RunOptions,
+    journal_of,
+    registered,
+    session_items,
+)
 from letitloop.errors import LetItLoopError
 from letitloop.expects import Expect
 from letitloop.unchecked import unchecked
@@ -76,15 +85,43 @@ async def run_durably(
     input: Any,
     *,
     stop_after: float | None = None,
+    goal: str | None = None,
+    run: str | None = None,
+    reuse: float | timedelta | None = None,
+    fresh: bool = False,
     **kwargs: Any,
 ) -> RunResult:
     """``Runner.run(starting_agent, input, **kwargs)``, its approvals waited for durably.
 
-    Call it inside an open journal, with the agent made durable
-    (``durable_agent``). Returns the final ``RunResult`` (no interruptions
-    left). Raises RunWaiting (exit status 75) when ``stop_after`` seconds
-    pass without an answer; NoJournalError with no journal open.
+    Call it with the agent made durable (``durable_agent``), inside an open
+    journal, or with a goal (``goal=`` here, or ``durable_agent(agent,
+    goal=...)``): it then opens ``Journal(goal, run=...)`` around the whole
+    run, approvals included: ``run`` if given, else the request itself
+    (runner.py), handed back for ``reuse`` seconds once completed. Returns the
+    final ``RunResult`` (no interruptions left). Raises RunWaiting (exit
+    status 75) when ``stop_after`` seconds pass without an answer;
+    NoJournalError with no journal open and no goal.
     """
+    options = registered(starting_agent)
+    if goal is not None or run is not None or reuse is not None or fresh:
+        base = options or RunOptions(goal or "")
+        options = replace(
+            base,
+            goal=goal or base.goal,
+            run=run if run is not None else base.run,
+            reuse=reuse if reuse is not None else base.reuse,
+            fresh=fresh or base.fresh,
+        )
+    if open_journal() is None and options is not None and options.goal:
+        items = await session_items(kwargs.get("session"))
+        async with journal_of(options, starting_agent, input, items):
+            return await _approvals(starting_agent, input, stop_after, kwargs)
+    return await _approvals(starting_agent, input, stop_after, kwargs)
+
+
+async def _approvals(
+    starting_agent: Agent[Any], input: Any, stop_after: float | None, kwargs: dict[str, Any]
+) -> RunResult:
     journal = journal_for("run_durably()")
     result = await _run(starting_agent, input, kwargs)
     round_ = 0

@@ -13,6 +13,7 @@ import asyncio
 import os
 import weakref
 from collections.abc import Mapping
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -40,6 +41,8 @@ from pydantic_ai.tools import (
 from ...budgets import Budget
 from ...journal import Journal, current_journal
 from ...waits import RunWaiting
+from ..agentcalls import DEFAULT_REUSE, DEFAULT_TIMEOUT
+from .requests import check_request, request_of, run_name
 from .units import AgentRun, LetItLoopBackend, StoppedToWait, active_run, approved_call
 from .waiter import JournalWaiter
 
@@ -81,10 +84,14 @@ def open_journal() -> Journal | None:
 class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
     """Makes an agent's runs durable in the letitloop journal file.
 
-    ``goal``, ``run``, ``path``, ``budget``: the journal each agent run opens
-    when none is open around it (``Journal(goal, run=run, path=path,
-    budget=budget)``); without ``goal``, an agent run outside a journal is not
-    durable. ``stop_after``: seconds a
+    ``goal``, ``run``, ``reuse``, ``fresh``, ``path``, ``budget``: the journal
+    each agent run opens when none is open around it (``Journal(goal, run=run,
+    reuse=reuse, fresh=fresh, path=path, budget=budget)``). With no ``run``,
+    the run is the request itself (the prompt and the ``message_history`` it
+    continues: requests.py), its recorded answer handed back for ``reuse``
+    seconds (default ``DEFAULT_REUSE``, an hour) once completed, and waited
+    for while another process runs it. Without ``goal``, an agent run outside
+    a journal is not durable. ``stop_after``: seconds a
     wait for outside input (``RequestInput``) keeps the process before it stops
     with ``RunWaiting`` (exit status 75); None waits in the process.
     ``models``, ``event_stream_handler``, ``name``: as for every Pydantic AI
@@ -115,6 +122,8 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
         *,
         goal: str | None = None,
         run: str | None = None,
+        reuse: float | timedelta | None = None,
+        fresh: bool = False,
         path: str | os.PathLike[str] | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
         stop_after: float | None = None,
@@ -125,6 +134,8 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
         super().__init__(models=models, event_stream_handler=event_stream_handler, name=name)
         self.goal = goal
         self.run_name = run
+        self.reuse = reuse
+        self.fresh = fresh
         self.path = path
         self.budget = budget
         self.stop_after = stop_after
@@ -154,13 +165,22 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
     ) -> AgentRunResult[Any]:
         journal = open_journal()
         if journal is not None:
-            return await self._durable_run(journal, ctx, handler)
+            request = request_of(ctx.prompt, ctx.messages)
+            return await self._durable_run(journal, ctx, handler, request)
         if self.goal is None:
             return await handler()
+        request = request_of(ctx.prompt, ctx.messages)
+        named = self.run_name is not None
         async with Journal(
-            self.goal, run=self.run_name, path=self.path, budget=self.budget
+            self.goal,
+            run=self.run_name if named else run_name(self.name, request),
+            reuse=self.reuse if named or self.reuse is not None else DEFAULT_REUSE,
+            fresh=self.fresh,
+            path=self.path,
+            budget=self.budget,
+            timeout=DEFAULT_TIMEOUT,
         ) as opened:
-            return await self._durable_run(opened, ctx, handler)
+            return await self._durable_run(opened, ctx, handler, request)
 
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[AgentDepsT], *, requests: DeferredToolRequests
@@ -197,7 +217,11 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
         raise error
 
     async def _durable_run(
-        self, journal: Journal, ctx: RunContext[AgentDepsT], handler: WrapRunHandler
+        self,
+        journal: Journal,
+        ctx: RunContext[AgentDepsT],
+        handler: WrapRunHandler,
+        request: dict[str, Any],
     ) -> AgentRunResult[Any]:
         number = _runs_wrapped.get(journal, 0) + 1
         _runs_wrapped[journal] = number
@@ -209,6 +233,7 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
         )
         token = active_run.set(run)
         try:
+            await check_request(journal, self.name, f"{run.prefix}{self.name}.request", request)
             waiter = JournalWaiter(run, stop_after=self.stop_after)
             with replay_scope(), external_event_scope(waiter):
                 return await super().wrap_run(ctx, handler=handler)
