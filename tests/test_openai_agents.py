@@ -289,9 +289,10 @@ class TestTheModelWrapper:
         with pytest.raises(StepMismatchError) as refused:
             asyncio.run(ask("What is 1 + 1?"))
         said = str(refused.value)
-        assert "agent 'helper', model call 'helper.model:1'" in said
-        assert "its prompt differs" in said and "name a new run" in said
-        assert "lil reset one --yes" in said and "lil fork " in said
+        assert "agent 'helper': its model call 'helper.model:1'" in said
+        assert "prompt ending 'What is 1 + 1?'" in said
+        assert "its prompt, tools or options differ" in said and "new run" in said
+        assert "lil reset ask --run " in said and "lil fork " in said
 
     def test_a_streamed_run_is_refused_with_the_way_out(self) -> None:
         model = DurableModel(oat.FakeModel("helper"))

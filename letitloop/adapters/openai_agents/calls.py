@@ -22,7 +22,7 @@ import threading
 import weakref
 
 from letitloop.durable import current
-from letitloop.errors import NoJournalError, StepMismatchError
+from letitloop.errors import NoJournalError
 from letitloop.journal import Journal
 from letitloop.steps import parent_step
 
@@ -60,23 +60,6 @@ def journal_for(what: str) -> Journal:
             f"{what} ran with no journal open; run the agent inside 'with Journal(goal):' "
             f"(or 'async with', or a @durable_async function): Runner.run(...) there"
         ) from None
-
-
-def mismatch(journal: Journal, agent: str, key: str, what: str, differs: str) -> Exception:
-    """A StepMismatchError for an agent user: the agent, the call, what differs (``differs``),
-    and the three ways out."""
-    name = journal.generation or journal.run_name or journal.run_id
-    return StepMismatchError(
-        f"agent {agent!r}, {what} {key!r} (run {journal.run_id} of goal {journal.goal!r}): "
-        f"the run recorded this call for another request ({differs}); its recorded answer "
-        f"belongs to the other one. Ways out: name a new run (run=... on durable_agent, "
-        f"run_durably or Journal; with no run name each request is a run of its own), start "
-        f"this one over with 'lil reset {name} --yes', or keep what it recorded and branch "
-        f"with 'lil fork {journal.run_id} --from-step {key}'",
-        run_id=journal.run_id,
-        key=key,
-        differences=differs,
-    )
 
 
 def next_number(journal: Journal, label: str) -> int:

@@ -28,8 +28,8 @@ from agents.tool import Tool
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from pydantic import TypeAdapter
 
-from letitloop.adapters.agentcalls import Pricing, digest
-from letitloop.adapters.openai_agents.calls import journal_for, mismatch, next_number
+from letitloop.adapters.agentcalls import Pricing, agent_mismatch, digest, plain
+from letitloop.adapters.openai_agents.calls import journal_for, next_number
 from letitloop.durable import usage
 from letitloop.errors import MisuseError, StepMismatchError
 from letitloop.unchecked import unchecked
@@ -123,9 +123,10 @@ class DurableModel(Model):
             record = await journal.async_step(
                 key, call_model, identity, unchecked((self.model, args, kwargs, self.cost))
             )
-        except StepMismatchError:
-            differs = "its prompt differs: the instructions, input items, tools or conversation"
-            raise mismatch(journal, self.label, key, "model call", differs) from None
+        except StepMismatchError as exc:
+            # The prompt as the shared message shows it: its input items as the messages.
+            said = {"messages": [input] if isinstance(input, str) else plain(input)}
+            raise agent_mismatch(exc, self.label, key, said) from None
         return RESPONSE.validate_python(record)
 
     def stream_response(
