@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pydantic_ai_desk as desk
 import pytest
 from agent_kills import read_side
 from preloaded import Preloaded
@@ -179,3 +180,37 @@ class TestAnApprovalUnderRandomKills:
         for trial in trials:
             kills = [c for c in trial.returncodes if c == -9]
             assert len(kills) == bool(trial.kill_before) + bool(trial.kill_after)
+
+
+class TestTheCapabilitiesInEitherOrder:
+    @pytest.mark.parametrize("durable_first", [True, False])
+    def test_the_wait_takes_only_the_pending_call(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], durable_first: bool
+    ) -> None:
+        import asyncio
+
+        from pydantic_ai import Agent
+        from pydantic_ai.capabilities import RequestInput
+        from pydantic_ai.models.function import FunctionModel
+
+        from letitloop import RunWaiting
+        from letitloop.adapters.pydantic_ai import LetItLoopDurability
+        from letitloop.errors import NotWaitingError
+
+        db = tmp_path / "j.db"
+        durable = LetItLoopDurability(goal="desk", path=db, stop_after=0)
+        approval = RequestInput(lambda ctx, requests, token: None, name="refund_approval")
+        capabilities = [durable, approval] if durable_first else [approval, durable]
+        agent = Agent(FunctionModel(desk.model), name="desk", capabilities=capabilities)
+        agent.tool_plain(requires_approval=True, name="refund")(refund_tool)
+        desk.WHERE["side"] = str(tmp_path / "side.txt")
+        with pytest.raises(RunWaiting):
+            asyncio.run(agent.run(desk.PROMPT))
+        assert "(approval of refund(order=7, amount=30), call 'call-1')" in capsys.readouterr().err
+        with pytest.raises(NotWaitingError, match='got "call-2"'):
+            letitloop.send("desk", "refund_approval", json.loads(WRONG), path=db)
+        letitloop.send("desk", "refund_approval", json.loads(RIGHT), path=db)
+
+
+def refund_tool(order: int, amount: int) -> str:
+    return f"refunded {amount} on order {order}"

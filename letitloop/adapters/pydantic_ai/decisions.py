@@ -81,6 +81,26 @@ def expect_for(requests: DeferredToolRequests) -> Expect:
     return Expect(schema, "; ".join(parts), example)
 
 
+def requests_in(ask: Any) -> DeferredToolRequests | None:
+    """The pending calls ``RequestInput`` bound into the ``ask`` it handed the waiter, if
+    they can be found there (``functools.partial(self._ask, ctx, requests)`` inside
+    Pydantic AI's ``ask_with_token`` closure); None otherwise.
+
+    For a ``RequestInput`` listed before ``LetItLoopDurability`` in ``capabilities``,
+    whose hook then answers before the capability's ``handle_deferred_tool_calls``
+    could note the calls.
+    """
+    for cell in getattr(ask, "__closure__", None) or ():
+        try:
+            bound = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        for value in getattr(bound, "args", ()):
+            if isinstance(value, DeferredToolRequests):
+                return value
+    return None
+
+
 def approved_ids(answer: Any) -> set[str]:
     """The call ids a decision (``DeferredToolResults`` as JSON) approved."""
     if not isinstance(answer, dict) or not isinstance(answer.get("approvals"), dict):

@@ -18,7 +18,7 @@ from pydantic_ai.durable_exec import ExternalEventError, ExternalEventWaiter
 
 from ...errors import WaitTimeoutError
 from ...waits import RunWaiting
-from .decisions import approved_ids, expect_for
+from .decisions import approved_ids, expect_for, requests_in
 from .units import AgentRun, StoppedToWait
 
 
@@ -44,7 +44,7 @@ class JournalWaiter(ExternalEventWaiter):
         timeout: timedelta | None,
     ) -> JsonValue:
         journal = self.run.journal
-        pending, self.run.pending = self.run.pending, None
+        pending, self.run.pending = self.run.pending or requests_in(ask), None
         token = f"{journal.run_id} {name}"
         key = self.run.next_key(f"{self.run.agent}__external_event.{name}.ask")
         answer = await journal.async_step(key, ask, token)
