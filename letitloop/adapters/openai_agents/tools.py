@@ -56,6 +56,10 @@ async def call_approved(
         raise StoppedToWait(stop) from None
 
 
+# A name of its own, not where the code lives (the file format is a public API).
+call_approved.__module__, call_approved.__qualname__ = "letitloop.openai_agents", "approved_call"
+
+
 class JournaledInvoker:
     """A tool's ``on_invoke_tool`` whose every call is the step ``tool:{name}:{call_id}``."""
 
