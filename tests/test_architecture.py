@@ -102,6 +102,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "inflight",
             "costs",
             "budgets",
+            "expects",
         },
     ),
     (
@@ -113,6 +114,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "journal",
             "verbs",
+            "generations",
             "opening",
             "replay",
             "steps",
@@ -123,7 +125,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "patches",
         },
     ),
-    ("decorators", {"durable"}),
+    ("decorators", {"decoration", "durable"}),
     (
         "inspection, control and supervision",
         # inspection/ and maintenance/ are packages: their modules share this
@@ -274,11 +276,20 @@ OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 
 #: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
 #: backend), the durable wait, the capability that installs both.
-PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
+PYDANTIC_AI_ORDER = ["decisions", "requests", "units", "waiter", "capability", "__init__"]
 
 #: The OpenAI Agents adapter's own modules, bottom up: the journal and keys, the
 #: journaled model, tools, session and approvals, the agent wrapper.
-OPENAI_AGENTS_ORDER = ["calls", "model", "tools", "session", "approvals", "agent", "__init__"]
+OPENAI_AGENTS_ORDER = [
+    "calls",
+    "model",
+    "tools",
+    "session",
+    "runner",
+    "approvals",
+    "agent",
+    "__init__",
+]
 
 #: The LlamaIndex adapter's own modules, bottom up: the journaling runtime, the face.
 LLAMAINDEX_ORDER = ["runtime", "__init__"]
@@ -430,7 +441,6 @@ CLASS_LINES = 300
 #: reason; a module or class that shrank under its limit must leave the list.
 LONG_MODULES = {
     "sqlite_storage": 434,  # the hot path: the step write and the claim's recorded read
-    "durable": 457,  # the hot path (resume spawn -> result)
     "storage": 470,  # the Storage protocol and its records
     "store": 420,  # the journal file's connection, on every open
 }
@@ -952,6 +962,7 @@ JOURNAL_STATE: dict[str, tuple[str, str]] = {
             "store",
             "table",
             "run_id",
+            "generation",
             "attempt",
             "was_completed",
             "_created",

@@ -286,8 +286,13 @@ class TestTheModelWrapper:
 
         assert asyncio.run(ask("What is 40 + 2?")) == "helper: 42"
         assert asyncio.run(ask("What is 40 + 2?")) == "helper: 42"  # replayed
-        with pytest.raises(StepMismatchError):
+        with pytest.raises(StepMismatchError) as refused:
             asyncio.run(ask("What is 1 + 1?"))
+        said = str(refused.value)
+        assert "agent 'helper': its model call 'helper.model:1'" in said
+        assert "prompt ending 'What is 1 + 1?'" in said
+        assert "its prompt, tools or options differ" in said and "new run" in said
+        assert "lil reset ask --run " in said and "lil fork " in said
 
     def test_a_streamed_run_is_refused_with_the_way_out(self) -> None:
         model = DurableModel(oat.FakeModel("helper"))

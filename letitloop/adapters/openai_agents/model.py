@@ -28,10 +28,10 @@ from agents.tool import Tool
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from pydantic import TypeAdapter
 
-from letitloop.adapters.agentcalls import Pricing, digest
+from letitloop.adapters.agentcalls import Pricing, agent_mismatch, digest, plain
 from letitloop.adapters.openai_agents.calls import journal_for, next_number
 from letitloop.durable import usage
-from letitloop.errors import MisuseError
+from letitloop.errors import MisuseError, StepMismatchError
 from letitloop.unchecked import unchecked
 
 #: A response as JSON data and back; ``by_alias``: a field named after a Python
@@ -118,12 +118,15 @@ class DurableModel(Model):
             "conversation_id": conversation_id,
             "prompt": prompt,
         }
-        record = await journal.async_step(
-            f"{self.label}.model:{next_number(journal, self.label)}",
-            call_model,
-            identity,
-            unchecked((self.model, args, kwargs, self.cost)),
-        )
+        key = f"{self.label}.model:{next_number(journal, self.label)}"
+        try:
+            record = await journal.async_step(
+                key, call_model, identity, unchecked((self.model, args, kwargs, self.cost))
+            )
+        except StepMismatchError as exc:
+            # The prompt as the shared message shows it: its input items as the messages.
+            said = {"messages": [input] if isinstance(input, str) else plain(input)}
+            raise agent_mismatch(exc, self.label, key, said) from None
         return RESPONSE.validate_python(record)
 
     def stream_response(
