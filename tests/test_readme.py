@@ -613,7 +613,7 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
     ("pydantic_ai.md", "import asyncio"): (
         "",
         "import subprocess, sys\n"
-        "shown = subprocess.run([sys.executable, '-m', 'letitloop', 'show', 'ticket-42'],\n"
+        "shown = subprocess.run([sys.executable, '-m', 'letitloop', 'show', 'support'],\n"
         "                       capture_output=True, text=True, check=True).stdout\n"
         "assert '0001:support__function_toolset__<agent>.call_tool:order_status' in shown\n",
     ),
