@@ -281,7 +281,7 @@ OPENAI_AGENTS_ORDER = ["calls", "model", "tools", "session", "approvals", "agent
 LLAMAINDEX_ORDER = ["runtime", "__init__"]
 
 #: The DSPy adapter's own modules, bottom up: the journaled LM, the journaled tools.
-DSPY_ORDER = ["lm", "tools", "__init__"]
+DSPY_ORDER = ["lm", "tools", "program", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {

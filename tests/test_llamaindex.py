@@ -23,14 +23,27 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_kills import (
+    Requests,
+    changed_prompt,
+    killed_after_it_returned,
+    killed_in_turn_two,
+    trials,
+    two_copies_at_once,
+)
 from helpers import run_python, spawn_python, wait_until, write_script
+from preloaded import Preloaded
 
 pytest.importorskip("workflows")
+
+import llamaindex_requests
 
 WORKFLOW = """
     import asyncio, json, os, signal, sys, time
@@ -234,13 +247,15 @@ class TestAWorkflowKilledAndRunAgain:
         assert lines(folder / "steps.log") == before
 
 
-class TestAWorkflowOutsideAJournal:
-    def test_it_runs_as_usual_and_journals_nothing(self, tmp_path: Path) -> None:
+class TestAWorkflowRunOutsideAJournal:
+    def test_each_request_is_a_run_of_its_own_and_the_same_request_replays(
+        self, tmp_path: Path
+    ) -> None:
         script = write_script(
             tmp_path,
-            "plain.py",
+            "echo.py",
             """
-            import asyncio, json
+            import asyncio, json, sys
 
             from workflows import Workflow, step
             from workflows.events import StartEvent, StopEvent
@@ -251,22 +266,36 @@ class TestAWorkflowOutsideAJournal:
             class Echo(Workflow):
                 @step
                 async def echo(self, ev: StartEvent) -> StopEvent:
-                    return StopEvent(result=ev.text)
+                    print("ran", ev.text, file=sys.stderr)
+                    return StopEvent(result=ev.text.upper())
 
 
             async def main():
                 wf = Echo(runtime=LetItLoopRuntime())
-                return [await wf.run(text="a"), await wf.run(text="b")]
+                return [await wf.run(text="a"), await wf.run(text="b"), await wf.run(text="a")]
 
 
             print(json.dumps(asyncio.run(main())))
             """,
         )
         db = tmp_path / "journal.db"
-        done = run_python(script, env={"LETITLOOP_DB": str(db)})
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout) == ["a", "b"]
-        assert not db.exists()
+        first = run_python(script, env={"LETITLOOP_DB": str(db)})
+        assert first.returncode == 0, first.stderr
+        assert json.loads(first.stdout) == ["A", "B", "A"]
+        assert first.stderr.split() == ["ran", "a", "ran", "b"]  # the third: replayed
+        again = run_python(script, env={"LETITLOOP_DB": str(db)})
+        assert json.loads(again.stdout) == ["A", "B", "A"]
+        assert again.stderr == ""  # every request replayed: no step ran
+        runs = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", str(db), "runs", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+        )
+        assert sorted((r["goal"], r["state"]) for r in runs) == [("Echo", "completed")] * 2
 
 
 class TestTheCookbook:
@@ -316,3 +345,55 @@ class TestARunStartedAgainWithAnotherInput:
         assert "bergen" in str(refused.value) and "oslo" in str(refused.value)
         assert asyncio.run(run("oslo")) == "OSLO"  # replayed: the step is not run again
         assert ran == ["oslo"]
+
+
+#: Random-kill trials per scenario (benchmarks run more).
+TRIALS = 20
+
+
+@pytest.fixture(scope="module")
+def asked() -> Iterator[Requests]:
+    """tests/llamaindex_requests.py, forked from two interpreters that imported workflows."""
+    with Preloaded("workflows") as first, Preloaded("workflows") as second:
+        yield Requests(
+            Path(llamaindex_requests.__file__), (first, second), llamaindex_requests.POINTS
+        )
+
+
+class TestTheSameRequestIsNeverPaidTwiceByDefault:
+    """``LetItLoopRuntime()`` with no run name: the request (start event, context) is the run."""
+
+    def test_a_kill_after_the_workflow_returned_runs_no_step(
+        self, asked: Requests, tmp_path: Path
+    ) -> None:
+        tally = trials(
+            TRIALS, "li-returned", tmp_path, partial(killed_after_it_returned, asked, "trip")
+        )
+        assert tally.wrong == [] and tally.trials == TRIALS
+        assert tally.kills >= TRIALS
+
+    def test_two_copies_at_once_run_each_step_once(self, asked: Requests, tmp_path: Path) -> None:
+        tally = trials(TRIALS, "li-copies", tmp_path, partial(two_copies_at_once, asked, "slow"))
+        assert tally.wrong == [] and tally.trials == TRIALS
+        assert tally.kills > 0
+
+    def test_a_conversation_killed_in_turn_two_replays_turn_one(
+        self, asked: Requests, tmp_path: Path
+    ) -> None:
+        tally = trials(TRIALS, "li-turns", tmp_path, partial(killed_in_turn_two, asked, "turns"))
+        assert tally.wrong == [] and tally.trials == TRIALS
+        assert tally.kills >= TRIALS
+        assert asked.references["turns"].answer["answer"][1] == {
+            "answer": "rain in Bergen",
+            "cities": ["Oslo", "Bergen"],  # turn 1's context state, continued
+        }
+
+    def test_a_changed_request_is_a_run_of_its_own_never_a_mismatch(
+        self, asked: Requests, tmp_path: Path
+    ) -> None:
+        tally = trials(
+            TRIALS, "li-changed", tmp_path, partial(changed_prompt, asked, "trip", "other")
+        )
+        assert tally.wrong == [] and tally.trials == TRIALS
+        assert tally.kills > 0
+        assert asked.references["other"].answer["answer"]["answer"] == "sun in Rome"

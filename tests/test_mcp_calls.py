@@ -17,10 +17,20 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import mcp_requests
 import pytest
+from agent_kills import (
+    Requests,
+    changed_prompt,
+    killed_after_it_returned,
+    killed_in_turn_two,
+    trials,
+    two_copies_at_once,
+)
 from helpers import wait_until, write_script
 from mcp import StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -484,15 +494,77 @@ class TestARunWhoseCallsAllReplay:
         )
         assert again[2].is_error and again[2].content == first[2].content
 
-    def test_a_call_outside_any_journal_is_refused_before_anything_is_sent(self) -> None:
-        from letitloop.errors import NoJournalError
-
+    def test_a_call_outside_any_journal_is_a_run_of_its_own_named_by_its_request(
+        self, db: Path
+    ) -> None:
         ran: list[str] = []
+        server = in_process_shop(ran)
 
-        async def outside() -> None:
-            async with DurableMCP(in_process_shop(ran)) as tools:
-                await tools.call_tool("lookup", {"order": 1})
+        async def outside() -> list[Any]:
+            async with DurableMCP(server, path=db) as tools:
+                return [
+                    await tools.call_tool("lookup", {"order": 1}),
+                    await tools.call_tool("lookup", {"order": 2}),
+                    await tools.call_tool("lookup", {"order": 1}),  # the same request again
+                ]
 
-        with pytest.raises(NoJournalError):
-            asyncio.run(outside())
-        assert ran == []
+        first = asyncio.run(outside())
+        assert ran == ["lookup", "lookup"]
+        assert [r.structured_content for r in first] == [
+            {"order": 1, "paid": True},
+            {"order": 2, "paid": True},
+            {"order": 1, "paid": True},
+        ]
+        again = asyncio.run(outside())
+        assert ran == ["lookup", "lookup"]  # every request replayed: nothing sent
+        assert [r.structured_content for r in again] == [r.structured_content for r in first]
+        runs = json.loads(lil(db, "runs", "--json").stdout)
+        assert sorted(r["state"] for r in runs) == ["completed", "completed"]
+        assert all(r["goal"] == "mcp" and r["name"].startswith("lookup-") for r in runs)
+
+
+#: Random-kill trials per scenario (benchmarks run more).
+TRIALS = 20
+
+
+@pytest.fixture(scope="module")
+def asked() -> Iterator[Requests]:
+    """tests/mcp_requests.py, forked from two interpreters that imported the MCP SDK once."""
+    modules = ("mcp", "mcp.server.mcpserver")
+    with Preloaded(*modules) as first, Preloaded(*modules) as second:
+        yield Requests(Path(mcp_requests.__file__), (first, second), mcp_requests.POINTS)
+
+
+class TestTheSameRequestIsNeverSentTwiceByDefault:
+    """``DurableMCP(server)`` with no journal and no run name: each call is its request's run."""
+
+    def test_a_kill_after_the_calls_returned_sends_nothing(
+        self, asked: Requests, tmp_path: Path
+    ) -> None:
+        tally = trials(
+            TRIALS, "mcp-returned", tmp_path, partial(killed_after_it_returned, asked, "trip")
+        )
+        assert tally.wrong == [] and tally.trials == TRIALS
+        assert tally.kills >= TRIALS
+
+    def test_two_copies_at_once_send_each_call_once(self, asked: Requests, tmp_path: Path) -> None:
+        tally = trials(TRIALS, "mcp-copies", tmp_path, partial(two_copies_at_once, asked, "slow"))
+        assert tally.wrong == [] and tally.trials == TRIALS
+        assert tally.kills > 0
+
+    def test_a_conversation_killed_in_turn_two_replays_turn_one(
+        self, asked: Requests, tmp_path: Path
+    ) -> None:
+        tally = trials(TRIALS, "mcp-turns", tmp_path, partial(killed_in_turn_two, asked, "turns"))
+        assert tally.wrong == [] and tally.trials == TRIALS
+        assert tally.kills >= TRIALS
+
+    def test_changed_arguments_are_a_run_of_their_own_never_a_mismatch(
+        self, asked: Requests, tmp_path: Path
+    ) -> None:
+        tally = trials(
+            TRIALS, "mcp-changed", tmp_path, partial(changed_prompt, asked, "trip", "other")
+        )
+        assert tally.wrong == [] and tally.trials == TRIALS
+        assert tally.kills > 0
+        assert asked.references["other"].answer["answer"][2] == "booked a hotel in Rome for 120 EUR"

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import weakref
+from datetime import timedelta
 from typing import Any, cast
 
 from workflows.context.context_types import SerializedContext
@@ -47,6 +49,7 @@ from ...errors import StepMismatchError
 from ...inspection import open_inspector
 from ...journal import Journal, current_journal
 from ...unchecked import unchecked
+from .._identity_stub import SECOND_COPY_TIMEOUT, request_run
 
 
 async def tick(row: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +144,25 @@ class JournaledRun:
         await self.journal.async_step(key, tick, unchecked(row))
 
 
+def request_of(start: StartEvent | None, state: dict[str, Any] | None) -> Any:
+    """What a ``wf.run`` asks, as plain data: its start event (its type's name and fields,
+    never its module's path) and the context state it continues (None for a new one)."""
+    event = None if start is None else {type(start).__name__: start.model_dump(mode="json")}
+    return {"start": event, "state": state or None}
+
+
+async def closed_with(journal: Journal, run: asyncio.Task[StopEvent]) -> StopEvent:
+    """``run``'s result, once ``journal`` (opened for it) is closed: completed when the
+    run returned, failed with its exception otherwise (the next ``wf.run`` resumes it)."""
+    try:
+        result = await run
+    except BaseException as exc:
+        await journal.__aexit__(type(exc), exc, exc.__traceback__)
+        raise
+    await journal.__aexit__(None, None, None)
+    return result
+
+
 def final_event(ticks: list[WorkflowTick]) -> StopEvent | None:
     """The StopEvent a recorded step returned: the run's result, once it finished."""
     for t in reversed(ticks):
@@ -194,28 +216,67 @@ class JournalingAdapter(InternalAsyncioAdapter):
 
 
 class LetItLoopRuntime(BasicRuntime):
-    """A workflow runtime whose runs are durable inside ``with Journal(goal):``.
+    """A workflow runtime whose every run is durable: ``Pipeline(runtime=LetItLoopRuntime())``.
 
-    ``Pipeline(runtime=LetItLoopRuntime())``; then ``await wf.run(...)`` inside
-    an open journal (``with``/``async with Journal``, ``@durable_async``)
-    records every tick as a step and resumes a run killed half-way at the
-    steps that had not returned. Outside a journal it runs as
-    ``BasicRuntime`` does, journaling nothing. The n-th workflow run in one
-    journal's run is keyed ``Pipeline.`` for the first, ``Pipeline#2.`` for the
-    second: run them one after the other.
+    ``await wf.run(...)`` records every tick as a step and resumes a run
+    killed half-way at the steps that had not returned. Outside an open
+    journal each ``wf.run`` is a journal run of its own, of goal ``goal``
+    (default: the workflow's class name), named ``run``, else by the request:
+    the start event and the context state it continues (a conversation's next
+    turn, ``wf.run(ctx=ctx, ...)``, is a request of its own). The same
+    request is the same run: resumed after a kill, replayed once completed
+    (for ``reuse`` seconds, default :data:`REUSE`; ``fresh=True`` asks for a
+    new answer), waited for while another process runs it (up to ``timeout``
+    seconds). ``path``: the journal file (default: ``$LETITLOOP_DB``, else
+    ``.letitloop/journal.db``). Inside an open journal (``with``/``async with
+    Journal``, ``@durable_async``) the run's ticks go to that journal's run
+    instead: the n-th workflow run in it is keyed ``Pipeline.`` for the
+    first, ``Pipeline#2.`` for the second; run them one after the other.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        goal: str | None = None,
+        *,
+        run: str | None = None,
+        reuse: float | timedelta | None = None,
+        fresh: bool = False,
+        path: str | os.PathLike[str] | None = None,
+        timeout: float = SECOND_COPY_TIMEOUT,
+    ) -> None:
         super().__init__()
         # An allow-list, empty but for what each workflow declares (its events and
         # its state type, added by get_serializer): a recorded tick never makes the
         # serializer import a class because the journal file names it.
         self._default_serializer = JsonSerializer(allowed_types=())
         self._journaled: dict[str, JournaledRun] = {}
+        self.goal, self.run, self.reuse, self.fresh = goal, run, reuse, fresh
+        self.path, self.timeout = path, timeout
 
     def queues_of(self, run_id: str) -> Any:
         """The asyncio queues BasicRuntime keeps for the run ``run_id``."""
         return self._queues[run_id]
+
+    def _own_journal(
+        self,
+        workflow: Workflow,
+        start_event: StartEvent | None,
+        serialized_state: dict[str, Any] | None,
+    ) -> Journal:
+        """The journal run of one ``wf.run`` outside an open journal, opened (see the class)."""
+        goal = self.goal or type(workflow).__name__
+        name = self.run
+        if name is None:
+            name = request_run(goal, request_of(start_event, serialized_state))
+        journal = Journal(
+            goal,
+            run=name,
+            # CORE: reuse=adapter_reuse(self.reuse, self.fresh), fresh=self.fresh,
+            path=self.path,
+            timeout=self.timeout,
+        )
+        journal.open()
+        return journal
 
     def run_workflow(
         self,
@@ -227,10 +288,38 @@ class LetItLoopRuntime(BasicRuntime):
         serializer: BaseSerializer | None = None,
     ) -> ExternalRunAdapter:
         journal = open_journal()
-        if journal is None:
-            return super().run_workflow(
-                run_id, workflow, init_state, start_event, serialized_state, serializer
+        if journal is not None:
+            return self._journaled_run(
+                journal, run_id, workflow, init_state, start_event, serialized_state
             )
+        owned = self._own_journal(workflow, start_event, serialized_state)
+        # The run's tasks are made now and copy this context: the journal is theirs.
+        token = current_journal.set(owned)
+        try:
+            adapter = self._journaled_run(
+                owned, run_id, workflow, init_state, start_event, serialized_state
+            )
+        except BaseException as exc:
+            owned.close(exc)
+            raise
+        finally:
+            current_journal.reset(token)
+        queues = self._queues[run_id]
+        queues.complete = asyncio.get_running_loop().create_task(
+            closed_with(owned, queues.complete)
+        )
+        return adapter
+
+    def _journaled_run(
+        self,
+        journal: Journal,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: StartEvent | None,
+        serialized_state: dict[str, Any] | None,
+    ) -> ExternalRunAdapter:
+        """Run ``workflow`` in ``journal``'s run: replay its recorded ticks, then go on."""
         # The workflow's own serializer if it has one, else ours: never the unrestricted
         # default a fresh Context hands in.
         active = self.get_serializer(workflow)
@@ -244,14 +333,22 @@ class LetItLoopRuntime(BasicRuntime):
                 check_start(run, ticks, start_event)
             final = final_event(ticks)
             if final is not None:
-                return self._finished(run_id, init_state, final, state, active)
-            records = [JournalRecord(seq=n, data=active.serialize(t)) for n, t in enumerate(ticks)]
-            restored = self.restore(workflow, None, records, active).to_dict(serializer=active)
+                return self._finished(run_id, init_state, ticks, final, state, active)
+            # Folded onto the state the run started from: a new one's, or, for a turn that
+            # continues a context (wf.run(ctx=...)), that context's, whose tick count the
+            # records' numbers go on from.
+            base = init_state.journal_seq
+            snapshot = init_state.to_serialized(active).model_dump(mode="python")
+            records = [
+                JournalRecord(seq=base + n, data=active.serialize(t)) for n, t in enumerate(ticks)
+            ]
+            restored = self.restore(workflow, snapshot, records, active).to_dict(serializer=active)
             init_state = BrokerState.from_serialized(
                 SerializedContext.from_dict_auto(restored, active), workflow, active
             )
             start_event = None  # the recorded one was added already
-            serialized_state = state
+            if state is not None:  # else the state it started from (a turn's, continued)
+                serialized_state = state
         self._journaled[run_id] = run
         adapter = super().run_workflow(
             run_id, workflow, init_state, start_event, serialized_state, active
@@ -263,12 +360,19 @@ class LetItLoopRuntime(BasicRuntime):
         self,
         run_id: str,
         init_state: BrokerState,
+        ticks: list[WorkflowTick],
         final: StopEvent,
         state: dict[str, Any] | None,
         serializer: BaseSerializer,
     ) -> ExternalRunAdapter:
-        """A run that returned ``final`` in an earlier attempt: it comes back, nothing runs."""
+        """A run that returned ``final`` in an earlier attempt: it comes back, nothing runs.
+
+        Its context is the finished run's (its state folded from ``ticks`` on the
+        state it started from), so a next turn that continues it (``wf.run(ctx=...)``)
+        asks what it asked after the uninterrupted run.
+        """
         queues = self._get_or_create_queues(run_id, init_state)
+        queues.ticks = list(ticks)
         queues.state_store = (
             InMemoryStateStore.from_dict(state, serializer)
             if state is not None
