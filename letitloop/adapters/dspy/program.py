@@ -1,20 +1,29 @@
 """``durable_program``: each call of a DSPy program is a journal run, named by its request.
 
 ``agent = durable_program(dspy.ReAct(...))`` wraps the program's ``forward``
-and ``aforward`` in place: ``agent(question=...)`` (``await
+and ``aforward`` in place, so ``agent(question=...)`` (``await
 agent.acall(...)``) runs inside a journal run of goal ``goal`` (default: the
-program's class name). With no ``run=``, the run's name is the request
-itself: the program's inputs, so the same inputs are the same run (a rerun
-after a kill resumes it; once it completed it is replayed, its LM and tool
-calls handed back without a call, for ``reuse`` seconds) and other inputs
-(another question, a conversation's next turn: its ``dspy.History`` holds the
-turns before) are a run of their own. A second copy of the same request waits
-for the first and replays it. Inside an open journal (``with Journal(...)``,
+program's class name), its LM calls (``JournaledLM``) and tool calls
+(``journaled_tool``) steps of that run.
+
+Which run: with no ``run=``, the request itself: the program's inputs
+(a ``dspy.History`` among them holds the turns of the conversation it
+continues) and the program's own prompts (``dump_state()``: signatures,
+instructions, demos), so the same request is the same run and a new
+question, a conversation's next turn or an edited program is a run of its
+own, never a StepMismatchError. A completed request asked again within
+``reuse`` seconds (default: the adapters' window, an hour) is replayed: its
+LM and tool calls come back without a call; ``fresh=True`` asks for a new
+answer. A second copy of a request in flight waits for the first, then
+replays it. ``run="trip"`` names the first call's run, ``trip.turn2`` the
+second's (in call order in the process), replayed whenever asked, as
+``Journal``'s named runs are. Inside an open journal (``with Journal(...)``,
 ``@durable``) the program's calls go to that journal's run instead.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from types import MethodType
@@ -23,23 +32,42 @@ from typing import Any
 import dspy
 from pydantic import BaseModel
 
-from .._identity_stub import request_run, run_journal2
+from .._identity_stub import DEFAULT_TIMEOUT, request_options, run_journal, run_journal_async
+from .lm import current_program
 
 
-def request_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """A program call's inputs as plain data: a pydantic value (``dspy.History``,
+def plain_inputs(value: Any) -> Any:
+    """A program's input as plain data: a pydantic value (``dspy.History``,
     ``dspy.Image``) as its type's name and its fields, never its module's path."""
+    if isinstance(value, BaseModel):
+        return {type(value).__name__: value.model_dump(mode="json")}
+    if isinstance(value, dict):
+        return {str(k): plain_inputs(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_inputs(v) for v in value]
+    return value
 
-    def plain_inputs(value: Any) -> Any:
-        if isinstance(value, BaseModel):
-            return {type(value).__name__: value.model_dump(mode="json")}
-        if isinstance(value, dict):
-            return {str(k): plain_inputs(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [plain_inputs(v) for v in value]
-        return value
 
-    return {"args": plain_inputs(list(args)), "kwargs": plain_inputs(kwargs)}
+def request_of(program: dspy.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What one call of ``program`` asks, as plain data: its prompts and its inputs."""
+    return {
+        "program": program.dump_state(),
+        "args": plain_inputs(list(args)),
+        "kwargs": plain_inputs(kwargs),
+    }
+
+
+class Turns:
+    """How many calls a durable program made in this process (names ``run``'s later turns)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def next(self) -> int:
+        with self._lock:
+            self._count += 1
+            return self._count
 
 
 def durable_program(
@@ -50,13 +78,23 @@ def durable_program(
     reuse: float | timedelta | None = None,
     fresh: bool = False,
     path: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> dspy.Module:
-    """Make each call of ``program`` a journal run (in place; returns it). See the module."""
-    label = goal or type(program).__name__
+    """Make each call of ``program`` a journal run (in place; returns it). See the module.
 
-    def opened(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        name = run if run is not None else request_run(label, request_of(args, kwargs))
-        return run_journal2(label, path, run=name, reuse=reuse, fresh=fresh)
+    ``path``: the journal file (default ``$LETITLOOP_DB``, else
+    ``.letitloop/journal.db``); ``timeout``: how long a second copy of a
+    request waits for the process running it (default: as long as it lives).
+    """
+    label = goal or type(program).__name__
+    turns = Turns()
+
+    def options(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        request = request_of(program, args, kwargs)
+        opts = request_options(
+            label, request, None, run=run, turn=turns.next(), reuse=reuse, fresh=fresh
+        )
+        return {**opts, "timeout": timeout}
 
     # Read past dspy.Module.__getattribute__, which warns of a forward not called by __call__.
     forward: Callable[..., Any] = vars(program).get("forward") or MethodType(
@@ -67,12 +105,20 @@ def durable_program(
     )
 
     def journaled_forward(*args: Any, **kwargs: Any) -> Any:
-        with opened(args, kwargs):
-            return forward(*args, **kwargs)
+        with run_journal(label, path, **options(args, kwargs)):
+            token = current_program.set(label)
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                current_program.reset(token)
 
     async def journaled_aforward(*args: Any, **kwargs: Any) -> Any:
-        with opened(args, kwargs):
-            return await aforward(*args, **kwargs)
+        async with run_journal_async(label, path, **options(args, kwargs)):
+            token = current_program.set(label)
+            try:
+                return await aforward(*args, **kwargs)
+            finally:
+                current_program.reset(token)
 
     program.forward = journaled_forward
     program.aforward = journaled_aforward

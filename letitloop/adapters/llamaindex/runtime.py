@@ -48,8 +48,10 @@ from workflows.workflow import Workflow
 from ...errors import StepMismatchError
 from ...inspection import open_inspector
 from ...journal import Journal, current_journal
+from ...replay import ways_out
 from ...unchecked import unchecked
-from .._identity_stub import SECOND_COPY_TIMEOUT, request_run
+from .._identity_stub import DEFAULT_TIMEOUT, request_options
+from ..dspy_free_turns import Turns
 
 
 async def tick(row: dict[str, Any]) -> dict[str, Any]:
@@ -173,6 +175,12 @@ def final_event(ticks: list[WorkflowTick]) -> StopEvent | None:
     return None
 
 
+def shown(event: StartEvent) -> str:
+    """A start event for an error: its type's name and its fields, cut short."""
+    text = f"{type(event).__name__}({json.dumps(event.model_dump(mode='json'), sort_keys=True)})"
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent) -> None:
     """Refuse to resume a run recorded with another start event than ``start``.
 
@@ -187,13 +195,18 @@ def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent)
             if recorded != called:
                 journal = run.journal
                 key = f"{run.prefix}{n:05d}:{label(t)}"
+                name = journal.generation or journal.run_name or journal.run_id
                 raise StepMismatchError(
-                    f"workflow {run.prefix.rstrip('.')!r} in run {journal.run_id} of goal "
-                    f"{journal.goal!r} was started with {json.dumps(recorded)[:200]} (step "
-                    f"{key!r}) and is now run with {json.dumps(called)[:200]}: its recorded "
-                    f"steps belong to the first start event. Run it with the same input to "
-                    f"resume it, give this input a run of its own (Journal(goal, run=...)), "
-                    f"or reset it with 'lil reset {journal.goal} --run {journal.run_id}'"
+                    f"workflow {run.prefix.rstrip('.')!r}: run {name!r} of goal "
+                    f"{journal.goal!r} was started with {shown(t.event)} (step {key!r}), "
+                    f"and this wf.run starts it with {shown(start)}: its recorded steps "
+                    f"belong to the first start event; nothing was run. Ways out: give this "
+                    f"request a run of its own (LetItLoopRuntime(run='...') or "
+                    f"Journal(goal, run='...'); with neither, each start event is a run of "
+                    f"its own), {ways_out(journal, key)}",
+                    run_id=journal.run_id,
+                    key=key,
+                    differences="the start event",
                 )
             return
 
@@ -242,7 +255,7 @@ class LetItLoopRuntime(BasicRuntime):
         reuse: float | timedelta | None = None,
         fresh: bool = False,
         path: str | os.PathLike[str] | None = None,
-        timeout: float = SECOND_COPY_TIMEOUT,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         super().__init__()
         # An allow-list, empty but for what each workflow declares (its events and
@@ -252,6 +265,7 @@ class LetItLoopRuntime(BasicRuntime):
         self._journaled: dict[str, JournaledRun] = {}
         self.goal, self.run, self.reuse, self.fresh = goal, run, reuse, fresh
         self.path, self.timeout = path, timeout
+        self._turns = Turns()
 
     def queues_of(self, run_id: str) -> Any:
         """The asyncio queues BasicRuntime keeps for the run ``run_id``."""
@@ -265,16 +279,16 @@ class LetItLoopRuntime(BasicRuntime):
     ) -> Journal:
         """The journal run of one ``wf.run`` outside an open journal, opened (see the class)."""
         goal = self.goal or type(workflow).__name__
-        name = self.run
-        if name is None:
-            name = request_run(goal, request_of(start_event, serialized_state))
-        journal = Journal(
+        options = request_options(
             goal,
-            run=name,
-            # CORE: reuse=adapter_reuse(self.reuse, self.fresh), fresh=self.fresh,
-            path=self.path,
-            timeout=self.timeout,
+            request_of(start_event, serialized_state),
+            None,
+            run=self.run,
+            turn=self._turns.next(),
+            reuse=self.reuse,
+            fresh=self.fresh,
         )
+        journal = Journal(goal, path=self.path, timeout=self.timeout, **options)
         journal.open()
         return journal
 
