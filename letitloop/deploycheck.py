@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from . import codec, patches
+from .decoration import Durable
 from .deploycheck_copy import CHECK_NAME, copy_journal, recorded_patches, unfinished_runs
 from .deploycheck_target import durable_functions, load_target
-from .durable import Durable
 from .errors import (
     DamagedRowError,
     DecodeError,

@@ -23,6 +23,20 @@ from .storage import MarkerAt, MarkerClaim, MarkerRecord
 class MemoryPrimitives(MemoryConnection):
     """Markers, steps in flight, sleeps, waits, tries and usage in a ``MemoryDatabase``."""
 
+    # -- a run name's generations (generations.py) ---------------------------------------
+
+    def generation_rows(
+        self, goal: str, name: str, prefix: str
+    ) -> list[tuple[str, str, str | None]]:
+        with self._read():
+            return [
+                (r["name"], r["status"], r["finished_at"])
+                for r in self.db.runs.values()
+                if r["goal"] == goal
+                and r["name"] is not None
+                and (r["name"] == name or r["name"].startswith(prefix))
+            ]
+
     # -- markers ----------------------------------------------------------------------
 
     def _marker_row(self, at: MarkerAt, make: bool) -> Row | None:

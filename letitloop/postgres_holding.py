@@ -35,6 +35,10 @@ def is_held(conn: Any, what: str) -> bool:
     return row is not None
 
 
+#: The longest lock_timeout PostgreSQL takes, in milliseconds (an int setting).
+_MAX_LOCK_MS = 2**31 - 1
+
+
 class PostgresHold:
     """One holder's advisory lock on a run or a marker, on a connection of its own."""
 
@@ -60,7 +64,13 @@ class PostgresHold:
             if timeout == 0:
                 (got,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
             else:
-                ms = 0 if timeout < 0 else max(1, int(timeout * 1000))
+                # lock_timeout is whole milliseconds up to INT_MAX (about 24.8 days); 0
+                # turns it off: -1, math.inf and any longer wait wait forever.
+                ms = (
+                    0
+                    if timeout < 0 or timeout * 1000 >= _MAX_LOCK_MS
+                    else max(1, int(timeout * 1000))
+                )
                 conn.execute(f"SET lock_timeout = {ms}")
                 try:
                     conn.execute("SELECT pg_advisory_lock(%s)", (self.key,))

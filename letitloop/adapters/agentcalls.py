@@ -1,5 +1,5 @@
 """What the agent adapters (smolagents, AutoGen) share: the journal a call goes to, a
-call's identity as plain data, and per-run call counters.
+request's run and a call's identity as plain data, and per-run call counters.
 
 An agent adapter makes each model call and each tool call a step of the
 journal. Which journal: the one the adapter opened around the agent's run
@@ -9,6 +9,12 @@ share a run. A call's identity is its arguments as plain JSON data (a value
 that is not JSON is identified by its type's name), so a replay is checked
 against the call made now without the framework's objects having to be
 encodable.
+
+Which run: the one the user names (``run=``), else the request itself
+(:func:`request_run`: the task or messages, and the conversation it
+continues), handed back for ``DEFAULT_REUSE`` seconds once completed, and
+waited for while another process runs it (docs/adapters.md, "The same
+request is never paid twice").
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 from letitloop.canon import NoFingerprint
@@ -40,18 +48,56 @@ def open_journal() -> Journal | None:
         return None
 
 
+#: How long an adapter hands back a completed request's recorded answer when no run is
+#: named (seconds): it covers a restart after a kill and a retried request; the same
+#: question asked tomorrow gets a fresh answer, not yesterday's. ``reuse=`` sets another.
+DEFAULT_REUSE = 3600.0
+
+#: How long an adapter's opener waits for another process running the same request:
+#: as long as that process lives (its death releases the run at once), so a second copy
+#: of a request in flight waits for the first and replays its answer whole.
+DEFAULT_TIMEOUT = math.inf
+
+
+def request_run(label: str, request: Any, conversation: str | None = None) -> str:
+    """The run a request is when no run is named: ``{label}.request:{digest}``.
+
+    ``request`` is the request's plain data (the task, the messages, the
+    inputs); ``conversation`` the conversation it continues (``conversation_after``
+    of the turn before; None: a new conversation). The same request in the
+    same conversation is the same run; a new prompt is a new run.
+    """
+    return f"{label}.request:{digest({'request': request, 'after': conversation})}"
+
+
+def conversation_after(conversation: str | None, run: str, answer: Any) -> str:
+    """The conversation a turn leaves: the one it continued, its run and its answer."""
+    return digest([conversation, run, answer])
+
+
 @contextlib.contextmanager
-def run_journal(goal: str, path: str | None) -> Iterator[Journal]:
-    """The journal for one run of an agent: the open one if any, else ``Journal(goal)``.
+def run_journal(
+    goal: str,
+    path: str | None,
+    *,
+    run: str | None = None,
+    reuse: float | timedelta | None = None,
+    fresh: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Iterator[Journal]:
+    """The journal for one run of an agent: the open one if any, else ``Journal(goal, run=...)``.
 
     A journal this opens is closed when the block ends: completed when it ends
     normally, failed with the exception otherwise (the next run resumes it).
+    ``run``, ``reuse``, ``fresh`` and ``timeout`` are ``Journal``'s (an
+    adapter passes its request's run and ``DEFAULT_REUSE`` where the user named
+    none); an open journal is the user's, and its run is theirs.
     """
     journal = open_journal()
     if journal is not None:
         yield journal
         return
-    with Journal(goal, path=path) as journal:
+    with Journal(goal, run=run, path=path, reuse=reuse, fresh=fresh, timeout=timeout) as journal:
         yield journal
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from ..clock import utc_iso
 from ..errors import LetItLoopError, RunNotFoundError
+from ..generations import is_generation, number_of
 from ..store import Store
 from .inspector import Inspector, RunFilter
 from .records import RunInfo
@@ -153,8 +154,33 @@ def _by_prefix(journal: Inspector, ref: str, goal: str | None) -> list[RunInfo]:
     return runs
 
 
+#: How many runs whose names start like a run name's later generations ``lil`` reads to
+#: find the newest one (newest made first: the newest generation is among the first).
+_GENERATIONS_READ = 200
+
+
+def _current(journal: Inspector, found: RunInfo, ref: str) -> RunInfo:
+    """The newest generation of the run name ``ref`` that ``found`` (its first) has.
+
+    A run name means its newest generation (letitloop/generations.py: ``name``,
+    then ``name~2``, ``name~3`` ...), as an opener of the name would get it;
+    ``name~2`` itself names that generation only.
+    """
+    if found.name != ref or is_generation(ref):
+        return found
+    best: tuple[int, str] | None = None
+    for r in journal.run_refs(ref + "~", _GENERATIONS_READ):
+        n = None if r.goal != found.goal or r.name is None else number_of(r.name, ref)
+        if n is not None and (best is None or n > best[0]):
+            best = (n, r.id)
+    if best is None:
+        return found
+    return journal.run(best[1]) or found
+
+
 def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) -> RunInfo:
-    """The run ``ref`` names: a run id, a goal (its newest run), a run name, or an id prefix.
+    """The run ``ref`` names: a run id, a goal (its newest run), a run name (its newest
+    generation), or an id prefix.
 
     With ``goal``, ``ref`` is looked up among that goal's runs only (by id or
     name, or id prefix). Raises RunNotFoundError when nothing matches, or a
@@ -173,7 +199,7 @@ def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) ->
                 f"list its runs with: lil runs {shlex.quote(goal)}",
                 run=ref,
             )
-        return found
+        return _current(journal, found, ref)
     found = journal.run(ref)
     if found is None:
         found = journal.newest_run(ref)
@@ -187,6 +213,8 @@ def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) ->
                 run=ref,
             )
         found = next(iter(named), None)
+        if found is not None:
+            found = _current(journal, found, ref)
     if found is None and len(ref) >= MIN_PREFIX:
         found = next(iter(_by_prefix(journal, ref, None)), None)
     if found is None:
