@@ -11,6 +11,7 @@ what; nothing here reads the journal to count executions.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -427,4 +428,18 @@ def trials(
         where.mkdir(parents=True)
         got, wrong = trial(where, rng)
         tally.add(n, got, wrong)
+    report = os.environ.get("LETITLOOP_TRIALS_REPORT")
+    if report:  # a line per series, for a report's figures (benchmarks, PR notes)
+        with open(report, "a") as f:
+            f.write(
+                json.dumps(
+                    {
+                        "seed": seed,
+                        "trials": tally.trials,
+                        "kills": tally.kills,
+                        "wrong": len(tally.wrong),
+                    }
+                )
+                + "\n"
+            )
     return tally

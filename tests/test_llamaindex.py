@@ -341,8 +341,10 @@ class TestARunStartedAgainWithAnotherInput:
         assert asyncio.run(run("oslo")) == "OSLO"
         with pytest.raises(StepMismatchError) as refused:
             asyncio.run(run("bergen"))
-        assert "'Echo'" in str(refused.value) and "Echo.00001:add_event" in str(refused.value)
-        assert "bergen" in str(refused.value) and "oslo" in str(refused.value)
+        said = str(refused.value)
+        assert "'Echo'" in said and "Echo.00001:add_event" in said
+        assert "bergen" in said and "oslo" in said
+        assert "run='...'" in said and "lil reset echo --run" in said and "lil fork" in said
         assert asyncio.run(run("oslo")) == "OSLO"  # replayed: the step is not run again
         assert ran == ["oslo"]
 
@@ -397,3 +399,54 @@ class TestTheSameRequestIsNeverPaidTwiceByDefault:
         assert tally.wrong == [] and tally.trials == TRIALS
         assert tally.kills > 0
         assert asked.references["other"].answer["answer"]["answer"] == "sun in Rome"
+
+
+class TestTheRuntimesRunOptions:
+    def test_a_named_run_names_each_wf_run_in_turn_and_fresh_asks_again(
+        self, tmp_path: Path
+    ) -> None:
+        import asyncio
+
+        from workflows import Workflow, step
+        from workflows.events import StartEvent, StopEvent
+
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+
+        ran: list[str] = []
+
+        class Echo(Workflow):
+            @step
+            async def echo(self, ev: StartEvent) -> StopEvent:
+                ran.append(ev.text)
+                return StopEvent(result=ev.text.upper())
+
+        db = str(tmp_path / "journal.db")
+
+        async def twice(**options: Any) -> list[Any]:
+            wf = Echo(runtime=LetItLoopRuntime(path=db, **options))
+            return [await wf.run(text="a"), await wf.run(text="b")]
+
+        assert asyncio.run(twice(run="echo")) == ["A", "B"]
+        assert asyncio.run(twice(run="echo")) == ["A", "B"]  # both named runs replayed
+        assert ran == ["a", "b"]
+        assert asyncio.run(twice(fresh=True)) == ["A", "B"]  # no name, a fresh answer
+        assert ran == ["a", "b", "a", "b"]
+        runs = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", db, "runs", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+        )
+        names = sorted(r["name"] for r in runs)
+        assert names[2:] == ["echo", "echo.turn2"]  # sorted after upper case
+        assert all(n.startswith("Echo.request:") for n in names[:2]) and len(names) == 4
+
+    def test_reuse_and_fresh_are_checked_when_it_is_made(self) -> None:
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+        from letitloop.errors import MisuseError
+
+        with pytest.raises(MisuseError, match="reuse="):
+            LetItLoopRuntime(reuse=-1)

@@ -520,7 +520,62 @@ class TestARunWhoseCallsAllReplay:
         assert [r.structured_content for r in again] == [r.structured_content for r in first]
         runs = json.loads(lil(db, "runs", "--json").stdout)
         assert sorted(r["state"] for r in runs) == ["completed", "completed"]
-        assert all(r["goal"] == "mcp" and r["name"].startswith("lookup-") for r in runs)
+        assert all(r["goal"] == "mcp" and r["name"].startswith("lookup.request:") for r in runs)
+
+
+class TestTheClientsRunOptions:
+    def test_a_named_run_holds_every_call_of_the_client_and_replays_whenever_asked(
+        self, db: Path
+    ) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def calls(**options: Any) -> list[Any]:
+            async with DurableMCP(server, path=db, **options) as tools:
+                return [
+                    (await tools.call_tool("lookup", {"order": n})).structured_content
+                    for n in (1, 1)
+                ]
+
+        assert asyncio.run(calls(run="order-1")) == [{"order": 1, "paid": True}] * 2
+        assert ran == ["lookup", "lookup"]  # one run: two calls of it (mcp:lookup, #2)
+        assert asyncio.run(calls(run="order-1")) == [{"order": 1, "paid": True}] * 2
+        assert ran == ["lookup", "lookup"]
+        runs = json.loads(lil(db, "runs", "--json").stdout)
+        assert [(r["name"], r["state"]) for r in runs] == [("order-1", "completed")]
+
+    def test_other_arguments_at_a_recorded_place_of_a_named_run_are_refused_with_the_ways_out(
+        self, db: Path
+    ) -> None:
+        from letitloop.errors import StepMismatchError
+
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def call(order: int) -> Any:
+            async with Journal("checkout", path=db, run="r"), DurableMCP(server) as tools:
+                return await tools.call_tool("lookup", {"order": order})
+
+        asyncio.run(call(1))
+        with pytest.raises(StepMismatchError) as refused:
+            asyncio.run(call(2))
+        said = str(refused.value)
+        assert "'mcp:lookup'" in said and '"order": 2' in said and "arguments differ" in said
+        assert "run='...'" in said and "lil reset checkout --run" in said and "lil fork" in said
+        assert ran == ["lookup"]  # nothing sent for the refused call
+
+    def test_fresh_sends_a_completed_request_again(self, db: Path) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def call(**options: Any) -> Any:
+            async with DurableMCP(server, path=db, **options) as tools:
+                return (await tools.call_tool("lookup", {"order": 3})).structured_content
+
+        assert asyncio.run(call()) == asyncio.run(call()) == {"order": 3, "paid": True}
+        assert ran == ["lookup"]
+        assert asyncio.run(call(fresh=True)) == {"order": 3, "paid": True}
+        assert ran == ["lookup", "lookup"]
 
 
 #: Random-kill trials per scenario (benchmarks run more).

@@ -46,7 +46,10 @@ from mcp.types import CallToolResult, TextContent, Tool
 from pydantic import ValidationError
 
 from .. import closing
-from ..adapters._identity_stub import SECOND_COPY_TIMEOUT, request_run
+from ..adapters._identity_stub import agent_mismatch, request_options
+from ..adapters.agentcalls import DEFAULT_TIMEOUT
+from ..errors import StepMismatchError
+from ..generations import reuse_seconds
 from ..journal import current_journal
 from ..waits import RunWaiting
 from .sessions import Session, Sessions, annotations_of
@@ -155,10 +158,11 @@ class DurableMCP:
         reuse: float | timedelta | None = None,
         fresh: bool = False,
         path: str | os.PathLike[str] | None = None,
-        timeout: float = SECOND_COPY_TIMEOUT,
+        timeout: float = DEFAULT_TIMEOUT,
         prefix: str = "mcp",
         **client_options: Any,
     ) -> None:
+        reuse_seconds(reuse, fresh)  # refused here, not at the first call
         self.server = server
         self.prefix = prefix
         self.goal = goal or prefix
@@ -188,31 +192,30 @@ class DurableMCP:
             if named is not None:
                 await closing.aclose(named, exc)
 
-    def _new_journal(self, run: str) -> Journal:
+    def _new_journal(self, options: dict[str, Any]) -> Journal:
         from ..journal import Journal
 
-        return Journal(
-            self.goal,
-            run=run,
-            # CORE: reuse=adapter_reuse(self.reuse, self.fresh), fresh=self.fresh,
-            path=self.path,
-            timeout=self.timeout,
-        )
+        return Journal(self.goal, path=self.path, timeout=self.timeout, **options)
 
     @contextlib.asynccontextmanager
-    async def _journal_for(self, request: str, identity: Any) -> AsyncIterator[Journal]:
+    async def _journal_for(self, tool: str, identity: Any) -> AsyncIterator[Journal]:
         """The journal a call goes into (see the class), opened for it if it is its own run."""
         journal = self._journal or open_journal()
         if journal is None and self.run is not None:
             if self._named is None:
-                named = self._new_journal(self.run)
+                named = self._new_journal(
+                    {"run": self.run, "reuse": self.reuse, "fresh": self.fresh}
+                )
                 await asyncio.to_thread(named.open)  # the loop runs while it waits
                 self._named = named
             journal = self._named
         if journal is not None:
             yield journal
             return
-        async with self._new_journal(request_run(request, identity)) as journal:
+        options = request_options(
+            tool, identity, None, run=None, turn=1, reuse=self.reuse, fresh=self.fresh
+        )
+        async with self._new_journal(options) as journal:
             yield journal
 
     async def list_tools(self, *, key: str | None = None) -> list[Tool]:
@@ -251,8 +254,16 @@ class DurableMCP:
         """
         args = dict(arguments or {})
         step = key or f"{self.prefix}:{name}"
-        async with self._journal_for(name, {"tool": name, "arguments": args}) as j:
-            result = await j.async_step(step, partial(self._call, j), name, args, idempotency_key)
+        identity = {"tool": name, "arguments": args}
+        async with self._journal_for(name, identity) as j:
+            try:
+                result = await j.async_step(
+                    step, partial(self._call, j), name, args, idempotency_key
+                )
+            except StepMismatchError as error:
+                # Recorded for other arguments at this place of an open run (its call
+                # was not sent): the tool, the arguments and the ways out.
+                raise agent_mismatch(error, self.prefix, error.key or step, identity) from None
         return CallToolResult.model_validate(result)
 
     async def _call(

@@ -23,8 +23,6 @@ second's (in call order in the process), replayed whenever asked, as
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from datetime import timedelta
 from types import MethodType
 from typing import Any
@@ -32,8 +30,13 @@ from typing import Any
 import dspy
 from pydantic import BaseModel
 
-from .._identity_stub import DEFAULT_TIMEOUT, request_options, run_journal, run_journal_async
+from ...generations import reuse_seconds
+from .._identity_stub import Turns, request_options, run_journal_async
+from ..agentcalls import DEFAULT_TIMEOUT, run_journal
 from .lm import current_program
+
+#: The attribute a durable program keeps its own ``forward`` and ``aforward`` in.
+UNWRAPPED = "_letitloop_unwrapped"
 
 
 def plain_inputs(value: Any) -> Any:
@@ -57,19 +60,6 @@ def request_of(program: dspy.Module, args: tuple[Any, ...], kwargs: dict[str, An
     }
 
 
-class Turns:
-    """How many calls a durable program made in this process (names ``run``'s later turns)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._count = 0
-
-    def next(self) -> int:
-        with self._lock:
-            self._count += 1
-            return self._count
-
-
 def durable_program(
     program: dspy.Module,
     goal: str | None = None,
@@ -86,6 +76,7 @@ def durable_program(
     ``.letitloop/journal.db``); ``timeout``: how long a second copy of a
     request waits for the process running it (default: as long as it lives).
     """
+    reuse_seconds(reuse, fresh)  # refused here, not at the first call
     label = goal or type(program).__name__
     turns = Turns()
 
@@ -96,13 +87,13 @@ def durable_program(
         )
         return {**opts, "timeout": timeout}
 
-    # Read past dspy.Module.__getattribute__, which warns of a forward not called by __call__.
-    forward: Callable[..., Any] = vars(program).get("forward") or MethodType(
-        type(program).forward, program
+    # The program's own methods, read past dspy.Module.__getattribute__ (it warns of a
+    # forward not called by __call__); a program wrapped again is wrapped anew.
+    forward, aforward = vars(program).get(UNWRAPPED) or (
+        MethodType(type(program).forward, program),
+        MethodType(type(program).aforward, program),
     )
-    aforward: Callable[..., Any] = vars(program).get("aforward") or MethodType(
-        type(program).aforward, program
-    )
+    setattr(program, UNWRAPPED, (forward, aforward))
 
     def journaled_forward(*args: Any, **kwargs: Any) -> Any:
         with run_journal(label, path, **options(args, kwargs)):

@@ -50,8 +50,8 @@ from ...inspection import open_inspector
 from ...journal import Journal, current_journal
 from ...replay import ways_out
 from ...unchecked import unchecked
-from .._identity_stub import DEFAULT_TIMEOUT, request_options
-from ..dspy_free_turns import Turns
+from ..agentcalls import DEFAULT_TIMEOUT
+from .owned import RunOptions, closed_with
 
 
 async def tick(row: dict[str, Any]) -> dict[str, Any]:
@@ -146,25 +146,6 @@ class JournaledRun:
         await self.journal.async_step(key, tick, unchecked(row))
 
 
-def request_of(start: StartEvent | None, state: dict[str, Any] | None) -> Any:
-    """What a ``wf.run`` asks, as plain data: its start event (its type's name and fields,
-    never its module's path) and the context state it continues (None for a new one)."""
-    event = None if start is None else {type(start).__name__: start.model_dump(mode="json")}
-    return {"start": event, "state": state or None}
-
-
-async def closed_with(journal: Journal, run: asyncio.Task[StopEvent]) -> StopEvent:
-    """``run``'s result, once ``journal`` (opened for it) is closed: completed when the
-    run returned, failed with its exception otherwise (the next ``wf.run`` resumes it)."""
-    try:
-        result = await run
-    except BaseException as exc:
-        await journal.__aexit__(type(exc), exc, exc.__traceback__)
-        raise
-    await journal.__aexit__(None, None, None)
-    return result
-
-
 def final_event(ticks: list[WorkflowTick]) -> StopEvent | None:
     """The StopEvent a recorded step returned: the run's result, once it finished."""
     for t in reversed(ticks):
@@ -233,18 +214,20 @@ class LetItLoopRuntime(BasicRuntime):
 
     ``await wf.run(...)`` records every tick as a step and resumes a run
     killed half-way at the steps that had not returned. Outside an open
-    journal each ``wf.run`` is a journal run of its own, of goal ``goal``
-    (default: the workflow's class name), named ``run``, else by the request:
-    the start event and the context state it continues (a conversation's next
-    turn, ``wf.run(ctx=ctx, ...)``, is a request of its own). The same
-    request is the same run: resumed after a kill, replayed once completed
-    (for ``reuse`` seconds, default :data:`REUSE`; ``fresh=True`` asks for a
+    journal each ``wf.run`` is a journal run of its own (owned.py), of goal
+    ``goal`` (default: the workflow's class name): ``run``'s turn (``run``,
+    ``{run}.turn2`` …), else the request itself, the start event and the
+    context state it continues (a conversation's next turn, ``wf.run(ctx=ctx,
+    ...)``, is a request of its own). The same request is the same run:
+    resumed after a kill, replayed once completed (for ``reuse`` seconds,
+    default ``agentcalls.DEFAULT_REUSE``, an hour; ``fresh=True`` asks for a
     new answer), waited for while another process runs it (up to ``timeout``
-    seconds). ``path``: the journal file (default: ``$LETITLOOP_DB``, else
-    ``.letitloop/journal.db``). Inside an open journal (``with``/``async with
-    Journal``, ``@durable_async``) the run's ticks go to that journal's run
-    instead: the n-th workflow run in it is keyed ``Pipeline.`` for the
-    first, ``Pipeline#2.`` for the second; run them one after the other.
+    seconds; default: as long as it lives). ``path``: the journal file
+    (default: ``$LETITLOOP_DB``, else ``.letitloop/journal.db``). Inside an
+    open journal (``with``/``async with Journal``, ``@durable_async``) the
+    run's ticks go to that journal's run instead: the n-th workflow run in it
+    is keyed ``Pipeline.`` for the first, ``Pipeline#2.`` for the second; run
+    them one after the other.
     """
 
     def __init__(
@@ -263,34 +246,12 @@ class LetItLoopRuntime(BasicRuntime):
         # serializer import a class because the journal file names it.
         self._default_serializer = JsonSerializer(allowed_types=())
         self._journaled: dict[str, JournaledRun] = {}
-        self.goal, self.run, self.reuse, self.fresh = goal, run, reuse, fresh
-        self.path, self.timeout = path, timeout
-        self._turns = Turns()
+        #: The run of each wf.run outside an open journal (owned.py).
+        self.options = RunOptions(goal, run, reuse, fresh, path, timeout)
 
     def queues_of(self, run_id: str) -> Any:
         """The asyncio queues BasicRuntime keeps for the run ``run_id``."""
         return self._queues[run_id]
-
-    def _own_journal(
-        self,
-        workflow: Workflow,
-        start_event: StartEvent | None,
-        serialized_state: dict[str, Any] | None,
-    ) -> Journal:
-        """The journal run of one ``wf.run`` outside an open journal, opened (see the class)."""
-        goal = self.goal or type(workflow).__name__
-        options = request_options(
-            goal,
-            request_of(start_event, serialized_state),
-            None,
-            run=self.run,
-            turn=self._turns.next(),
-            reuse=self.reuse,
-            fresh=self.fresh,
-        )
-        journal = Journal(goal, path=self.path, timeout=self.timeout, **options)
-        journal.open()
-        return journal
 
     def run_workflow(
         self,
@@ -306,7 +267,7 @@ class LetItLoopRuntime(BasicRuntime):
             return self._journaled_run(
                 journal, run_id, workflow, init_state, start_event, serialized_state
             )
-        owned = self._own_journal(workflow, start_event, serialized_state)
+        owned = self.options.open(type(workflow).__name__, start_event, serialized_state)
         # The run's tasks are made now and copy this context: the journal is theirs.
         token = current_journal.set(owned)
         try:
