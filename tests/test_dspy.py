@@ -353,6 +353,10 @@ def counting_program(made: list[str]) -> Any:
             made.append(messages[-1]["content"].split("\n")[1])
             return super().__call__(prompt, messages=messages, **kw)
 
+        async def acall(self, prompt: Any = None, *, messages: Any = None, **kw: Any) -> Any:
+            made.append(messages[-1]["content"].split("\n")[1])
+            return await super().acall(prompt, messages=messages, **kw)
+
     dspy.configure(
         lm=JournaledLM(Counting({"Oslo?": {"answer": "snow"}, "Rome?": {"answer": "sun"}}))
     )
@@ -390,6 +394,21 @@ class TestADurableProgramsRun:
         names = sorted(r["name"] for r in runs)
         assert len(names) == 3 and names[0].startswith("weather.request:")
         assert names[2] == names[1] + "~2"  # Oslo's second generation
+
+    def test_an_async_call_is_its_request_too(self, tmp_path: Path) -> None:
+        import asyncio
+
+        from letitloop.adapters.dspy import durable_program
+
+        made: list[str] = []
+        ask = durable_program(counting_program(made), path=str(tmp_path / "j.db"))
+
+        async def twice() -> list[str]:
+            return [(await ask.acall(question=q)).answer for q in ("Oslo?", "Oslo?")]
+
+        assert asyncio.run(twice()) == ["snow", "snow"]
+        assert asyncio.run(twice()) == ["snow", "snow"]
+        assert made == ["Oslo?"]
 
     def test_a_completed_request_older_than_reuse_is_asked_again(self, tmp_path: Path) -> None:
         import time

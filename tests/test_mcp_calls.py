@@ -564,6 +564,25 @@ class TestTheClientsRunOptions:
         assert "run='...'" in said and "lil reset checkout --run" in said and "lil fork" in said
         assert ran == ["lookup"]  # nothing sent for the refused call
 
+    def test_a_named_run_left_by_an_exception_is_failed_and_resumed_next_time(
+        self, db: Path
+    ) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def calls(fail: bool) -> Any:
+            async with DurableMCP(server, path=db, run="order-5") as tools:
+                first = await tools.call_tool("lookup", {"order": 5})
+                if fail:
+                    raise RuntimeError("the program failed after the call")
+                return first.structured_content
+
+        with pytest.raises(RuntimeError):
+            asyncio.run(calls(fail=True))
+        assert [r["state"] for r in json.loads(lil(db, "runs", "--json").stdout)] == ["failed"]
+        assert asyncio.run(calls(fail=False)) == {"order": 5, "paid": True}
+        assert ran == ["lookup"]  # resumed: the call that returned was replayed
+
     def test_fresh_sends_a_completed_request_again(self, db: Path) -> None:
         ran: list[str] = []
         server = in_process_shop(ran)
