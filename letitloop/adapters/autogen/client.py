@@ -97,7 +97,8 @@ class DurableChatCompletionClient(ChatCompletionClient):
             "extra_create_args": extra_create_args,
             "cancellation_token": cancellation_token,
         }
-        record = await journal.async_step(
+        record = await self.calls.step(
+            journal,
             self.calls.model_key(journal),
             call_model,
             identity,
