@@ -31,14 +31,6 @@ class SideFile:
         if what == self.where["kill_at"]:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    def reached(self, what: str) -> None:
-        """``at WHAT`` in the side file (a point of the program, not a call), and a SIGKILL
-        if this is the kill point: the program returned its answer, before it used it."""
-        with open(self.where["side"], "a") as f:
-            f.write(f"at {what}\n")
-        if what == self.where["kill_at"]:
-            os.kill(os.getpid(), signal.SIGKILL)
-
     def done(self, what: str) -> None:
         with open(self.where["side"], "a") as f:
             f.write(f"end {what}\n")

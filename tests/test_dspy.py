@@ -19,25 +19,15 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_kills import (
-    Requests,
-    changed_prompt,
-    killed_after_it_returned,
-    killed_in_turn_two,
-    trials,
-    two_copies_at_once,
-)
 from helpers import run_python, wait_until, write_script
 from preloaded import Child, Preloaded
 
 pytest.importorskip("dspy")
 
-import dspy_requests
 
 PROGRAM = """
     import json, os, sys, time
@@ -288,57 +278,6 @@ class TestAnAsyncProgramInAJournal:
         assert asyncio.run(program()) == ["snow", 42]
         assert asyncio.run(program()) == ["snow", 42]  # the completed run: all replayed
         assert made == ["lm", "tool"]
-
-
-#: Random-kill trials per scenario (benchmarks run more).
-TRIALS = 20
-
-
-@pytest.fixture(scope="module")
-def asked() -> Iterator[Requests]:
-    """tests/dspy_requests.py, forked from two interpreters that imported DSPy once."""
-    modules = ("dspy", "dspy.utils.dummies")
-    with Preloaded(*modules) as first, Preloaded(*modules) as second:
-        yield Requests(Path(dspy_requests.__file__), (first, second), dspy_requests.POINTS)
-
-
-class TestTheSameRequestIsNeverPaidTwiceByDefault:
-    """A ``durable_program`` with no run name: the request (the program's inputs) is the run."""
-
-    def test_a_kill_after_the_program_returned_costs_no_call(
-        self, asked: Requests, tmp_path: Path
-    ) -> None:
-        tally = trials(
-            TRIALS, "dspy-returned", tmp_path, partial(killed_after_it_returned, asked, "trip")
-        )
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills >= TRIALS  # at least the kill after the return, every trial
-
-    def test_two_copies_at_once_pay_each_call_once(self, asked: Requests, tmp_path: Path) -> None:
-        tally = trials(TRIALS, "dspy-copies", tmp_path, partial(two_copies_at_once, asked, "slow"))
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills > 0
-
-    def test_a_conversation_killed_in_turn_two_replays_turn_one(
-        self, asked: Requests, tmp_path: Path
-    ) -> None:
-        tally = trials(TRIALS, "dspy-turns", tmp_path, partial(killed_in_turn_two, asked, "turns"))
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills >= TRIALS
-        assert asked.references["turns"].answer["answer"] == ["snow in Oslo", "rain in Bergen"]
-
-    def test_a_changed_prompt_is_a_run_of_its_own_never_a_mismatch(
-        self, asked: Requests, tmp_path: Path
-    ) -> None:
-        tally = trials(
-            TRIALS,
-            "dspy-changed",
-            tmp_path,
-            partial(changed_prompt, asked, "trip", "other"),
-        )
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills > 0
-        assert asked.references["other"].answer["answer"] == "sun in Rome"
 
 
 def counting_program(made: list[str]) -> Any:

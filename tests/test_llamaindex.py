@@ -23,27 +23,15 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_kills import (
-    Requests,
-    changed_prompt,
-    killed_after_it_returned,
-    killed_in_turn_two,
-    trials,
-    two_copies_at_once,
-)
 from helpers import run_python, spawn_python, wait_until, write_script
-from preloaded import Preloaded
 
 pytest.importorskip("workflows")
 
-import llamaindex_requests
 
 WORKFLOW = """
     import asyncio, json, os, signal, sys, time
@@ -347,58 +335,6 @@ class TestARunStartedAgainWithAnotherInput:
         assert "run='...'" in said and "lil reset echo --run" in said and "lil fork" in said
         assert asyncio.run(run("oslo")) == "OSLO"  # replayed: the step is not run again
         assert ran == ["oslo"]
-
-
-#: Random-kill trials per scenario (benchmarks run more).
-TRIALS = 20
-
-
-@pytest.fixture(scope="module")
-def asked() -> Iterator[Requests]:
-    """tests/llamaindex_requests.py, forked from two interpreters that imported workflows."""
-    with Preloaded("workflows") as first, Preloaded("workflows") as second:
-        yield Requests(
-            Path(llamaindex_requests.__file__), (first, second), llamaindex_requests.POINTS
-        )
-
-
-class TestTheSameRequestIsNeverPaidTwiceByDefault:
-    """``LetItLoopRuntime()`` with no run name: the request (start event, context) is the run."""
-
-    def test_a_kill_after_the_workflow_returned_runs_no_step(
-        self, asked: Requests, tmp_path: Path
-    ) -> None:
-        tally = trials(
-            TRIALS, "li-returned", tmp_path, partial(killed_after_it_returned, asked, "trip")
-        )
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills >= TRIALS
-
-    def test_two_copies_at_once_run_each_step_once(self, asked: Requests, tmp_path: Path) -> None:
-        tally = trials(TRIALS, "li-copies", tmp_path, partial(two_copies_at_once, asked, "slow"))
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills > 0
-
-    def test_a_conversation_killed_in_turn_two_replays_turn_one(
-        self, asked: Requests, tmp_path: Path
-    ) -> None:
-        tally = trials(TRIALS, "li-turns", tmp_path, partial(killed_in_turn_two, asked, "turns"))
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills >= TRIALS
-        assert asked.references["turns"].answer["answer"][1] == {
-            "answer": "rain in Bergen",
-            "cities": ["Oslo", "Bergen"],  # turn 1's context state, continued
-        }
-
-    def test_a_changed_request_is_a_run_of_its_own_never_a_mismatch(
-        self, asked: Requests, tmp_path: Path
-    ) -> None:
-        tally = trials(
-            TRIALS, "li-changed", tmp_path, partial(changed_prompt, asked, "trip", "other")
-        )
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills > 0
-        assert asked.references["other"].answer["answer"]["answer"] == "sun in Rome"
 
 
 class TestTheRuntimesRunOptions:

@@ -17,20 +17,10 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import mcp_requests
 import pytest
-from agent_kills import (
-    Requests,
-    changed_prompt,
-    killed_after_it_returned,
-    killed_in_turn_two,
-    trials,
-    two_copies_at_once,
-)
 from helpers import wait_until, write_script
 from mcp import StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -595,50 +585,3 @@ class TestTheClientsRunOptions:
         assert ran == ["lookup"]
         assert asyncio.run(call(fresh=True)) == {"order": 3, "paid": True}
         assert ran == ["lookup", "lookup"]
-
-
-#: Random-kill trials per scenario (benchmarks run more).
-TRIALS = 20
-
-
-@pytest.fixture(scope="module")
-def asked() -> Iterator[Requests]:
-    """tests/mcp_requests.py, forked from two interpreters that imported the MCP SDK once."""
-    modules = ("mcp", "mcp.server.mcpserver")
-    with Preloaded(*modules) as first, Preloaded(*modules) as second:
-        yield Requests(Path(mcp_requests.__file__), (first, second), mcp_requests.POINTS)
-
-
-class TestTheSameRequestIsNeverSentTwiceByDefault:
-    """``DurableMCP(server)`` with no journal and no run name: each call is its request's run."""
-
-    def test_a_kill_after_the_calls_returned_sends_nothing(
-        self, asked: Requests, tmp_path: Path
-    ) -> None:
-        tally = trials(
-            TRIALS, "mcp-returned", tmp_path, partial(killed_after_it_returned, asked, "trip")
-        )
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills >= TRIALS
-
-    def test_two_copies_at_once_send_each_call_once(self, asked: Requests, tmp_path: Path) -> None:
-        tally = trials(TRIALS, "mcp-copies", tmp_path, partial(two_copies_at_once, asked, "slow"))
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills > 0
-
-    def test_a_conversation_killed_in_turn_two_replays_turn_one(
-        self, asked: Requests, tmp_path: Path
-    ) -> None:
-        tally = trials(TRIALS, "mcp-turns", tmp_path, partial(killed_in_turn_two, asked, "turns"))
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills >= TRIALS
-
-    def test_changed_arguments_are_a_run_of_their_own_never_a_mismatch(
-        self, asked: Requests, tmp_path: Path
-    ) -> None:
-        tally = trials(
-            TRIALS, "mcp-changed", tmp_path, partial(changed_prompt, asked, "trip", "other")
-        )
-        assert tally.wrong == [] and tally.trials == TRIALS
-        assert tally.kills > 0
-        assert asked.references["other"].answer["answer"][2] == "booked a hotel in Rome for 120 EUR"

@@ -46,8 +46,7 @@ from mcp.types import CallToolResult, TextContent, Tool
 from pydantic import ValidationError
 
 from .. import closing
-from ..adapters._identity_stub import agent_mismatch, request_options
-from ..adapters.agentcalls import DEFAULT_TIMEOUT
+from ..adapters.agentcalls import DEFAULT_TIMEOUT, agent_mismatch, request_options
 from ..errors import StepMismatchError
 from ..generations import reuse_seconds
 from ..journal import current_journal

@@ -28,7 +28,7 @@ from ...durable import usage
 from ...errors import StepMismatchError
 from ...journal import Journal, current_journal
 from ...unchecked import unchecked
-from .._identity_stub import agent_mismatch
+from ..agentcalls import agent_mismatch
 
 #: The ``durable_program`` running in this context (its goal), named in a mismatch's error.
 current_program: ContextVar[str | None] = ContextVar("letitloop_dspy_program", default=None)

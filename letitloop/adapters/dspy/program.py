@@ -23,6 +23,7 @@ second's (in call order in the process), replayed whenever asked, as
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from types import MethodType
 from typing import Any
@@ -31,8 +32,7 @@ import dspy
 from pydantic import BaseModel
 
 from ...generations import reuse_seconds
-from .._identity_stub import Turns, request_options, run_journal_async
-from ..agentcalls import DEFAULT_TIMEOUT, run_journal
+from ..agentcalls import DEFAULT_TIMEOUT, request_options, run_journal, run_journal_async
 from .lm import current_program
 
 #: The attribute a durable program keeps its own ``forward`` and ``aforward`` in.
@@ -78,12 +78,14 @@ def durable_program(
     """
     reuse_seconds(reuse, fresh)  # refused here, not at the first call
     label = goal or type(program).__name__
-    turns = Turns()
+    # The program's calls in this process, counted from 1 (itertools.count's next is
+    # atomic under the GIL): run="trip" names the second trip.turn2.
+    turns = itertools.count(1)
 
     def options(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         request = request_of(program, args, kwargs)
         opts = request_options(
-            label, request, None, run=run, turn=turns.next(), reuse=reuse, fresh=fresh
+            label, request, None, run=run, turn=next(turns), reuse=reuse, fresh=fresh
         )
         return {**opts, "timeout": timeout}
 

@@ -12,6 +12,7 @@ event and the context state it continues (:func:`request_of`,
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 from datetime import timedelta
 from typing import Any
@@ -20,7 +21,7 @@ from workflows.events import StartEvent, StopEvent
 
 from ...generations import reuse_seconds
 from ...journal import Journal
-from .._identity_stub import Turns, request_options
+from ..agentcalls import request_options
 
 
 def request_of(start: StartEvent | None, state: dict[str, Any] | None) -> Any:
@@ -57,7 +58,8 @@ class RunOptions:
         reuse_seconds(reuse, fresh)  # refused here, not at the first run
         self.goal, self.run, self.reuse, self.fresh = goal, run, reuse, fresh
         self.path, self.timeout = path, timeout
-        self.turns = Turns()
+        #: This runtime's wf.run calls in this process, counted from 1 (``run``'s turns).
+        self.turns = itertools.count(1)
 
     def open(
         self, workflow: str, start: StartEvent | None, state: dict[str, Any] | None
@@ -70,7 +72,7 @@ class RunOptions:
             request_of(start, state),
             None,
             run=self.run,
-            turn=self.turns.next(),
+            turn=next(self.turns),
             reuse=self.reuse,
             fresh=self.fresh,
         )
