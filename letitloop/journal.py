@@ -227,6 +227,13 @@ class Journal:
         return Path(self._path_arg or "")
 
     @property
+    def location(self) -> str | os.PathLike[str] | None:
+        """Where the journal was asked to live, as given (``path=``: a file, or a store's
+        URL such as ``memory://x`` or ``postgresql://…``); None: the default, found as
+        ``Journal`` finds it. What ``inspection.open_inspector`` takes to read it."""
+        return self._path_arg
+
+    @property
     def is_open(self) -> bool:
         return self.store is not None
 

@@ -407,3 +407,29 @@ class TestADurableProgramsRun:
         assert refused.value.key == "dspy.lm"
         assert isinstance(dspy.settings.lm, object)
         assert made == ["Oslo?", "Oslo?", "Oslo?"]  # the refused call was not made
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A journal location of each store: a SQLite file, memory://, PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.db")
+    if request.param == "memory":
+        return f"memory://dspy-{tmp_path.name}"
+    import pg_server
+
+    return pg_server.location()
+
+
+class TestAProgramCallOnEveryStore:
+    def test_is_its_own_run_replayed_once_completed_and_asked_again_when_fresh(
+        self, store: str
+    ) -> None:
+        from letitloop.adapters.dspy import durable_program
+
+        made: list[str] = []
+        ask = durable_program(counting_program(made), path=store)
+        assert [ask(question="Oslo?").answer, ask(question="Oslo?").answer] == ["snow", "snow"]
+        assert made == ["Oslo?"]
+        durable_program(counting_program(made), path=store, fresh=True)(question="Oslo?")
+        assert made == ["Oslo?", "Oslo?"]

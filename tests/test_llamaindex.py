@@ -386,3 +386,43 @@ class TestTheRuntimesRunOptions:
 
         with pytest.raises(MisuseError, match="reuse="):
             LetItLoopRuntime(reuse=-1)
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A journal location of each store: a SQLite file, memory://, PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.db")
+    if request.param == "memory":
+        return f"memory://li-{tmp_path.name}"
+    import pg_server
+
+    return pg_server.location()
+
+
+class TestAWorkflowRunOnEveryStore:
+    def test_is_its_own_run_replayed_once_completed_and_run_again_when_fresh(
+        self, store: str
+    ) -> None:
+        import asyncio
+
+        from workflows import Workflow, step
+        from workflows.events import StartEvent, StopEvent
+
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+
+        ran: list[str] = []
+
+        class Echo(Workflow):
+            @step
+            async def echo(self, ev: StartEvent) -> StopEvent:
+                ran.append(ev.text)
+                return StopEvent(result=ev.text.upper())
+
+        async def once(**options: Any) -> Any:
+            return await Echo(runtime=LetItLoopRuntime(path=store, **options)).run(text="a")
+
+        assert asyncio.run(once()) == asyncio.run(once()) == "A"
+        assert ran == ["a"]
+        assert asyncio.run(once(fresh=True)) == "A"
+        assert ran == ["a", "a"]

@@ -585,3 +585,42 @@ class TestTheClientsRunOptions:
         assert ran == ["lookup"]
         assert asyncio.run(call(fresh=True)) == {"order": 3, "paid": True}
         assert ran == ["lookup", "lookup"]
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A journal location of each store: a SQLite file, memory://, PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.db")
+    if request.param == "memory":
+        return f"memory://mcp-{tmp_path.name}"
+    import pg_server
+
+    return pg_server.location()
+
+
+class TestARequestOnEveryStore:
+    def test_is_its_own_run_replayed_once_completed_and_sent_again_when_fresh(
+        self, store: str
+    ) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def call(**options: Any) -> Any:
+            async with DurableMCP(server, path=store, **options) as tools:
+                return (await tools.call_tool("lookup", {"order": 9})).structured_content
+
+        assert asyncio.run(call()) == asyncio.run(call()) == {"order": 9, "paid": True}
+        assert ran == ["lookup"]
+        asyncio.run(call(fresh=True))
+        assert ran == ["lookup", "lookup"]
+        with Journal("mcp", run=f"lookup.request:{request_digest()}", path=store) as j:
+            assert j.was_completed and j.generation is not None
+
+
+def request_digest() -> str:
+    """The digest naming the run of ``lookup`` with ``{"order": 9}`` (agentcalls.request_run)."""
+    from letitloop.adapters.agentcalls import request_run
+
+    name = request_run("lookup", {"tool": "lookup", "arguments": {"order": 9}})
+    return name.split(":", 1)[1]

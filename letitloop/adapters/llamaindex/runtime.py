@@ -93,7 +93,10 @@ class JournaledRun:
 
     def recorded_keys(self) -> dict[int, str]:
         """This run's recorded tick keys by number (read-only, from the journal file)."""
-        inspector = open_inspector(self.journal.path)
+        journal = self.journal
+        # As given (a URL stays a URL; journal.path is a file's path), else the file found.
+        where = journal.location
+        inspector = open_inspector(journal.path if where is None else os.fspath(where))
         try:
             keys = inspector.step_keys(self.journal.run_id, self.prefix)
         finally:
