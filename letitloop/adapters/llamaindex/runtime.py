@@ -47,7 +47,7 @@ from workflows.workflow import Workflow
 
 from ...errors import StepMismatchError
 from ...inspection import open_inspector
-from ...journal import Journal, current_journal
+from ...journal import Journal, current_journal, location_of
 from ...replay import ways_out
 from ...unchecked import unchecked
 from ..agentcalls import DEFAULT_TIMEOUT
@@ -95,7 +95,7 @@ class JournaledRun:
         """This run's recorded tick keys by number (read-only, from the journal file)."""
         journal = self.journal
         # As given (a URL stays a URL; journal.path is a file's path), else the file found.
-        where = journal.location
+        where = location_of(journal)
         inspector = open_inspector(journal.path if where is None else os.fspath(where))
         try:
             keys = inspector.step_keys(self.journal.run_id, self.prefix)
