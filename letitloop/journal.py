@@ -368,3 +368,10 @@ class Journal:
     deprecate_patch = verbs.deprecate_patch
     async_deprecate_patch = verbs.async_deprecate_patch
     atomic_marker = verbs.atomic_marker
+
+
+def location_of(j: Journal) -> str | os.PathLike[str] | None:
+    """Where ``j`` was asked to live, as given (``path=``: a file, or a store's URL such as
+    ``memory://x`` or ``postgresql://…``); None: the default, found as ``Journal`` finds
+    it. What ``inspection.open_inspector`` takes to read it (``j.path`` is a file's path)."""
+    return j._path_arg

@@ -37,6 +37,23 @@ FRAMEWORKS: dict[str, tuple[Path, tuple[str, ...]]] = {
     ),
 }
 
+#: The frameworks whose scripts run the trials only (their entry points' arguments are
+#: tested in their own files: tests/test_dspy.py, test_llamaindex.py, test_mcp_calls.py).
+TRIALS_ONLY: dict[str, tuple[Path, tuple[str, ...]]] = {
+    "dspy": (HERE / "dspy_requests.py", ("dspy", "dspy.utils.dummies", "letitloop.adapters.dspy")),
+    "llamaindex": (HERE / "llamaindex_requests.py", ("workflows", "letitloop.adapters.llamaindex")),
+    "mcp": (HERE / "mcp_requests.py", ("mcp", "mcp.server.mcpserver", "letitloop.mcp")),
+}
+
+#: Each framework's calls of a conversation's second turn (its kill points there).
+TURN_TWO: dict[str, tuple[str, ...]] = {
+    "smolagents": ("model asker 2", "tool add 40 2", "tool get_weather Lima"),
+    "autogen": ("model asker 2", "tool add 40 2", "tool get_weather Lima"),
+    "dspy": ("lm think Bergen", "tool forecast Bergen", "lm answer Bergen"),
+    "llamaindex": ("fetch Bergen", "model Bergen", "summarize Bergen"),
+    "mcp": ("quote Oslo", "book Oslo"),
+}
+
 SCENARIOS = ("killed after return", "two copies at once", "conversation", "changed prompt")
 
 
@@ -60,12 +77,13 @@ class Found(dict[str, Scenario]):
         return found
 
 
-@pytest.fixture(scope="module", params=sorted(FRAMEWORKS))
+@pytest.fixture(scope="module", params=sorted({**FRAMEWORKS, **TRIALS_ONLY}))
 def scenarios(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Found]]:
     framework = request.param
-    script, modules = FRAMEWORKS[framework]
+    script, modules = {**FRAMEWORKS, **TRIALS_ONLY}[framework]
+    pytest.importorskip(modules[0])
     trials = Trials(script, tmp_path_factory.mktemp(f"requests_{framework}"), *modules)
     try:
         yield framework, Found(framework, trials)
@@ -114,14 +132,13 @@ class TestAConversationKilledInItsSecondTurn:
     def test_the_rerun_replays_turn_one_and_resumes_turn_two(
         self, scenarios: tuple[str, Found]
     ) -> None:
-        _, found = scenarios
+        framework, found = scenarios
         in_two = [
-            t
-            for t in found["conversation"].trials
-            if t.kill_at.startswith(("model asker 2", "tool add 40 2", "tool get_weather Lima"))
+            t for t in found["conversation"].trials if t.kill_at.startswith(TURN_TWO[framework])
         ]
+        assert in_two  # the draw reached the second turn
         for trial in in_two:
-            turn_one = {w for w in trial.starts if w.startswith("model asker 1")}
+            turn_one = {w for w in trial.starts if not w.startswith(TURN_TWO[framework])}
             assert all(trial.starts[w] == 1 for w in turn_one), trial
 
 

@@ -292,10 +292,10 @@ OPENAI_AGENTS_ORDER = [
 ]
 
 #: The LlamaIndex adapter's own modules, bottom up: the journaling runtime, the face.
-LLAMAINDEX_ORDER = ["runtime", "__init__"]
+LLAMAINDEX_ORDER = ["owned", "runtime", "__init__"]
 
 #: The DSPy adapter's own modules, bottom up: the journaled LM, the journaled tools.
-DSPY_ORDER = ["lm", "tools", "__init__"]
+DSPY_ORDER = ["lm", "tools", "program", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {

@@ -18,14 +18,20 @@ program consumes and what a replay must give back.
 from __future__ import annotations
 
 from contextlib import nullcontext
+from contextvars import ContextVar
 from typing import Any
 
 from dspy.clients._deprecation import _adapter_call, adapter_message_call
 from dspy.clients.base_lm import BaseLM
 
 from ...durable import usage
+from ...errors import StepMismatchError
 from ...journal import Journal, current_journal
 from ...unchecked import unchecked
+from ..agentcalls import agent_mismatch
+
+#: The ``durable_program`` running in this context (its goal), named in a mismatch's error.
+current_program: ContextVar[str | None] = ContextVar("letitloop_dspy_program", default=None)
 
 
 def open_journal() -> Journal | None:
@@ -47,6 +53,12 @@ def report_usage(lm: BaseLM, before: int) -> None:
             output_tokens=tokens_out if isinstance(tokens_out, int) else None,
             model=str(lm.model) if lm.model else None,
         )
+
+
+def refused(error: StepMismatchError, name: str, identity: Any) -> StepMismatchError:
+    """A call that differs from the one recorded at its place, as a DSPy user reads it: the
+    program, the call (the LM's prompt, or the tool and its arguments), the ways out."""
+    return agent_mismatch(error, current_program.get() or "DSPy program", name, identity)
 
 
 def from_adapter(journaled: BaseLM, messages: Any) -> bool:
@@ -106,9 +118,18 @@ class JournaledLM(BaseLM):
         if journal is None:  # not journaled: no step to record usage on
             with as_adapter(self.lm, messages, forwarded):
                 return self.lm(prompt, messages=messages, **kwargs)
-        return journal.step(
-            self.name, lm_call, unchecked(self.lm), prompt, messages, kwargs, unchecked(forwarded)
-        )
+        try:
+            return journal.step(
+                self.name,
+                lm_call,
+                unchecked(self.lm),
+                prompt,
+                messages,
+                kwargs,
+                unchecked(forwarded),
+            )
+        except StepMismatchError as error:
+            raise refused(error, error.key or self.name, {"messages": messages or prompt}) from None
 
     async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         journal = open_journal()
@@ -116,6 +137,15 @@ class JournaledLM(BaseLM):
         if journal is None:  # not journaled: no step to record usage on
             with as_adapter(self.lm, messages, forwarded):
                 return await self.lm.acall(prompt, messages=messages, **kwargs)
-        return await journal.async_step(
-            self.name, lm_acall, unchecked(self.lm), prompt, messages, kwargs, unchecked(forwarded)
-        )
+        try:
+            return await journal.async_step(
+                self.name,
+                lm_acall,
+                unchecked(self.lm),
+                prompt,
+                messages,
+                kwargs,
+                unchecked(forwarded),
+            )
+        except StepMismatchError as error:
+            raise refused(error, error.key or self.name, {"messages": messages or prompt}) from None

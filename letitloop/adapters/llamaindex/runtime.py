@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import weakref
+from datetime import timedelta
 from typing import Any, cast
 
 from workflows.context.context_types import SerializedContext
@@ -45,8 +47,11 @@ from workflows.workflow import Workflow
 
 from ...errors import StepMismatchError
 from ...inspection import open_inspector
-from ...journal import Journal, current_journal
+from ...journal import Journal, current_journal, location_of
+from ...replay import ways_out
 from ...unchecked import unchecked
+from ..agentcalls import DEFAULT_TIMEOUT
+from .owned import RunOptions, closed_with
 
 
 async def tick(row: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +93,10 @@ class JournaledRun:
 
     def recorded_keys(self) -> dict[int, str]:
         """This run's recorded tick keys by number (read-only, from the journal file)."""
-        inspector = open_inspector(self.journal.path)
+        journal = self.journal
+        # As given (a URL stays a URL; journal.path is a file's path), else the file found.
+        where = location_of(journal)
+        inspector = open_inspector(journal.path if where is None else os.fspath(where))
         try:
             keys = inspector.step_keys(self.journal.run_id, self.prefix)
         finally:
@@ -151,6 +159,12 @@ def final_event(ticks: list[WorkflowTick]) -> StopEvent | None:
     return None
 
 
+def shown(event: StartEvent) -> str:
+    """A start event for an error: its type's name and its fields, cut short."""
+    text = f"{type(event).__name__}({json.dumps(event.model_dump(mode='json'), sort_keys=True)})"
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent) -> None:
     """Refuse to resume a run recorded with another start event than ``start``.
 
@@ -165,13 +179,18 @@ def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent)
             if recorded != called:
                 journal = run.journal
                 key = f"{run.prefix}{n:05d}:{label(t)}"
+                name = journal.generation or journal.run_name or journal.run_id
                 raise StepMismatchError(
-                    f"workflow {run.prefix.rstrip('.')!r} in run {journal.run_id} of goal "
-                    f"{journal.goal!r} was started with {json.dumps(recorded)[:200]} (step "
-                    f"{key!r}) and is now run with {json.dumps(called)[:200]}: its recorded "
-                    f"steps belong to the first start event. Run it with the same input to "
-                    f"resume it, give this input a run of its own (Journal(goal, run=...)), "
-                    f"or reset it with 'lil reset {journal.goal} --run {journal.run_id}'"
+                    f"workflow {run.prefix.rstrip('.')!r}: run {name!r} of goal "
+                    f"{journal.goal!r} was started with {shown(t.event)} (step {key!r}), "
+                    f"and this wf.run starts it with {shown(start)}: its recorded steps "
+                    f"belong to the first start event; nothing was run. Ways out: give this "
+                    f"request a run of its own (LetItLoopRuntime(run='...') or "
+                    f"Journal(goal, run='...'); with neither, each start event is a run of "
+                    f"its own), {ways_out(journal, key)}",
+                    run_id=journal.run_id,
+                    key=key,
+                    differences="the start event",
                 )
             return
 
@@ -194,24 +213,44 @@ class JournalingAdapter(InternalAsyncioAdapter):
 
 
 class LetItLoopRuntime(BasicRuntime):
-    """A workflow runtime whose runs are durable inside ``with Journal(goal):``.
+    """A workflow runtime whose every run is durable: ``Pipeline(runtime=LetItLoopRuntime())``.
 
-    ``Pipeline(runtime=LetItLoopRuntime())``; then ``await wf.run(...)`` inside
-    an open journal (``with``/``async with Journal``, ``@durable_async``)
-    records every tick as a step and resumes a run killed half-way at the
-    steps that had not returned. Outside a journal it runs as
-    ``BasicRuntime`` does, journaling nothing. The n-th workflow run in one
-    journal's run is keyed ``Pipeline.`` for the first, ``Pipeline#2.`` for the
-    second: run them one after the other.
+    ``await wf.run(...)`` records every tick as a step and resumes a run
+    killed half-way at the steps that had not returned. Outside an open
+    journal each ``wf.run`` is a journal run of its own (owned.py), of goal
+    ``goal`` (default: the workflow's class name): ``run``'s turn (``run``,
+    ``{run}.turn2`` …), else the request itself, the start event and the
+    context state it continues (a conversation's next turn, ``wf.run(ctx=ctx,
+    ...)``, is a request of its own). The same request is the same run:
+    resumed after a kill, replayed once completed (for ``reuse`` seconds,
+    default ``agentcalls.DEFAULT_REUSE``, an hour; ``fresh=True`` asks for a
+    new answer), waited for while another process runs it (up to ``timeout``
+    seconds; default: as long as it lives). ``path``: the journal file
+    (default: ``$LETITLOOP_DB``, else ``.letitloop/journal.db``). Inside an
+    open journal (``with``/``async with Journal``, ``@durable_async``) the
+    run's ticks go to that journal's run instead: the n-th workflow run in it
+    is keyed ``Pipeline.`` for the first, ``Pipeline#2.`` for the second; run
+    them one after the other.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        goal: str | None = None,
+        *,
+        run: str | None = None,
+        reuse: float | timedelta | None = None,
+        fresh: bool = False,
+        path: str | os.PathLike[str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         super().__init__()
         # An allow-list, empty but for what each workflow declares (its events and
         # its state type, added by get_serializer): a recorded tick never makes the
         # serializer import a class because the journal file names it.
         self._default_serializer = JsonSerializer(allowed_types=())
         self._journaled: dict[str, JournaledRun] = {}
+        #: The run of each wf.run outside an open journal (owned.py).
+        self.options = RunOptions(goal, run, reuse, fresh, path, timeout)
 
     def queues_of(self, run_id: str) -> Any:
         """The asyncio queues BasicRuntime keeps for the run ``run_id``."""
@@ -227,10 +266,38 @@ class LetItLoopRuntime(BasicRuntime):
         serializer: BaseSerializer | None = None,
     ) -> ExternalRunAdapter:
         journal = open_journal()
-        if journal is None:
-            return super().run_workflow(
-                run_id, workflow, init_state, start_event, serialized_state, serializer
+        if journal is not None:
+            return self._journaled_run(
+                journal, run_id, workflow, init_state, start_event, serialized_state
             )
+        owned = self.options.open(type(workflow).__name__, start_event, serialized_state)
+        # The run's tasks are made now and copy this context: the journal is theirs.
+        token = current_journal.set(owned)
+        try:
+            adapter = self._journaled_run(
+                owned, run_id, workflow, init_state, start_event, serialized_state
+            )
+        except BaseException as exc:
+            owned.close(exc)
+            raise
+        finally:
+            current_journal.reset(token)
+        queues = self._queues[run_id]
+        queues.complete = asyncio.get_running_loop().create_task(
+            closed_with(owned, queues.complete)
+        )
+        return adapter
+
+    def _journaled_run(
+        self,
+        journal: Journal,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: StartEvent | None,
+        serialized_state: dict[str, Any] | None,
+    ) -> ExternalRunAdapter:
+        """Run ``workflow`` in ``journal``'s run: replay its recorded ticks, then go on."""
         # The workflow's own serializer if it has one, else ours: never the unrestricted
         # default a fresh Context hands in.
         active = self.get_serializer(workflow)
@@ -244,14 +311,22 @@ class LetItLoopRuntime(BasicRuntime):
                 check_start(run, ticks, start_event)
             final = final_event(ticks)
             if final is not None:
-                return self._finished(run_id, init_state, final, state, active)
-            records = [JournalRecord(seq=n, data=active.serialize(t)) for n, t in enumerate(ticks)]
-            restored = self.restore(workflow, None, records, active).to_dict(serializer=active)
+                return self._finished(run_id, init_state, ticks, final, state, active)
+            # Folded onto the state the run started from: a new one's, or, for a turn that
+            # continues a context (wf.run(ctx=...)), that context's, whose tick count the
+            # records' numbers go on from.
+            base = init_state.journal_seq
+            snapshot = init_state.to_serialized(active).model_dump(mode="python")
+            records = [
+                JournalRecord(seq=base + n, data=active.serialize(t)) for n, t in enumerate(ticks)
+            ]
+            restored = self.restore(workflow, snapshot, records, active).to_dict(serializer=active)
             init_state = BrokerState.from_serialized(
                 SerializedContext.from_dict_auto(restored, active), workflow, active
             )
             start_event = None  # the recorded one was added already
-            serialized_state = state
+            if state is not None:  # else the state it started from (a turn's, continued)
+                serialized_state = state
         self._journaled[run_id] = run
         adapter = super().run_workflow(
             run_id, workflow, init_state, start_event, serialized_state, active
@@ -263,12 +338,19 @@ class LetItLoopRuntime(BasicRuntime):
         self,
         run_id: str,
         init_state: BrokerState,
+        ticks: list[WorkflowTick],
         final: StopEvent,
         state: dict[str, Any] | None,
         serializer: BaseSerializer,
     ) -> ExternalRunAdapter:
-        """A run that returned ``final`` in an earlier attempt: it comes back, nothing runs."""
+        """A run that returned ``final`` in an earlier attempt: it comes back, nothing runs.
+
+        Its context is the finished run's (its state folded from ``ticks`` on the
+        state it started from), so a next turn that continues it (``wf.run(ctx=...)``)
+        asks what it asked after the uninterrupted run.
+        """
         queues = self._get_or_create_queues(run_id, init_state)
+        queues.ticks = list(ticks)
         queues.state_store = (
             InMemoryStateStore.from_dict(state, serializer)
             if state is not None
