@@ -14,7 +14,9 @@ every adapter argument left at its default. Two graphs:
   (LangGraph's quickstart agent), each a ``@durable_node`` making its calls
   with ``step()``;
 - ``react``: LangGraph's prebuilt ``create_react_agent`` (its own model and
-  ``ToolNode``, nothing of letitloop inside).
+  ``ToolNode``, nothing of letitloop inside);
+- ``approval``: ``nodes`` whose tool node asks a human with ``interrupt()``
+  before it books; the program answers ``Command(resume="yes")``.
 
 The model is an offline fake chat model: it calls ``lookup`` with the user's
 text, then ``book`` with what ``lookup`` returned, then answers. Every model
@@ -65,12 +67,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import Command, interrupt
 
 from letitloop import step
 from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_node
 
 SCENARIOS = ("copies", "returned", "turns", "changed")
-GRAPHS = ("nodes", "react")
+GRAPHS = ("nodes", "react", "approval")
 #: Seconds each fake call takes: long enough for a kill to land inside a call.
 CALL_SECONDS = 0.004
 
@@ -173,6 +176,19 @@ def call_tools(state: MessagesState) -> dict[str, Any]:
     return {"messages": out}
 
 
+@durable_node
+def call_tools_approved(state: MessagesState) -> dict[str, Any]:
+    """The tool node, asking a human (``interrupt``) before each booking."""
+    out = []
+    for call in state["messages"][-1].tool_calls:  # type: ignore[union-attr]
+        if call["name"] == "book" and interrupt({"approve": call["args"]}) != "yes":
+            out.append(ToolMessage(content="refused", tool_call_id=call["id"]))
+            continue
+        result = step(f"tool:{call['id']}", TOOLS[call["name"]].invoke, call["args"])
+        out.append(ToolMessage(content=result, tool_call_id=call["id"]))
+    return {"messages": out}
+
+
 def _route(state: MessagesState) -> str:
     return "tools" if state["messages"][-1].tool_calls else END  # type: ignore[union-attr]
 
@@ -186,7 +202,7 @@ def build(kind: str, db: str) -> Any:
         return create_react_agent(model, list(TOOLS.values()), checkpointer=saver)
     builder = StateGraph(MessagesState)
     builder.add_node("model", call_model)
-    builder.add_node("tools", call_tools)
+    builder.add_node("tools", call_tools_approved if kind == "approval" else call_tools)
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", _route, ["tools", END])
     builder.add_edge("tools", "model")
@@ -209,6 +225,8 @@ def program(
             threading.Timer(kill_in, os.kill, (os.getpid(), signal.SIGKILL)).start()
         began = time.monotonic()
         result = graph.invoke({"messages": [("user", text)]}, config)
+        while "__interrupt__" in result:  # a human approves (kind "approval")
+            result = graph.invoke(Command(resume="yes"), config)
         seconds.append(time.monotonic() - began)
         answers.append(_text(result["messages"][-1]))
     if kill_turn == -1:
@@ -300,7 +318,8 @@ class Trials:
 
     def _new(self, name: str) -> str:
         self.n += 1
-        self._thread = f"{name}-{self.n}"
+        # Unique in the file: Trials sharing a folder never meet each other's threads.
+        self._thread = f"{self.kind}-{name}-{self.n}-{id(self):x}"
         return str(self.folder / f"{self._thread}.side")
 
     def reference(self, turns: list[str]) -> tuple[list[str], float, int]:

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
+from langgraph.types import Command, interrupt  # noqa: E402
 
 import benchmarks.langgraph_requests as lr  # noqa: E402
 from letitloop import step  # noqa: E402
@@ -38,7 +39,7 @@ from letitloop.adapters.langgraph import (  # noqa: E402
     LetItLoopCheckpointSaver,
     durable_node,
 )
-from letitloop.errors import StepMismatchError  # noqa: E402
+from letitloop.errors import LetItLoopError, StepMismatchError  # noqa: E402
 
 #: Trials per scenario: the issue's CI-sized form (the benchmark runs more).
 TRIALS = 20
@@ -99,6 +100,16 @@ class TestTheSameRequestAskedAgain:
             "book a car",
             "book a room",
         ]
+
+    def test_a_message_id_you_give_tells_two_equal_texts_apart(
+        self, tmp_path: Path, side: Path
+    ) -> None:
+        graph = lr.build("nodes", str(tmp_path / "j.db"))
+        graph.invoke({"messages": [HumanMessage("book a room", id="m1")]}, _config())
+        graph.invoke({"messages": [HumanMessage("book a room", id="m1")]}, _config())
+        assert lr.starts(str(side)) == 5
+        graph.invoke({"messages": [HumanMessage("book a room", id="m2")]}, _config())
+        assert lr.starts(str(side)) == 10
 
     def test_fresh_asks_again(self, tmp_path: Path, side: Path) -> None:
         graph = lr.build("nodes", str(tmp_path / "j.db"))
@@ -260,6 +271,55 @@ class TestACodeChangeUnderAnUnfinishedThread:
         assert [m.content for m in done["messages"]] == ["hi", "2 messages"]
 
 
+class TestAnAnswerToAnInterrupt:
+    def _graph(self, tmp_path: Path, booked: list[str]) -> Any:
+        def approve(state: MessagesState) -> dict[str, Any]:
+            answer = interrupt({"approve": "room 12"})
+            if answer == "yes":
+                booked.append("room 12")
+            return {"messages": [AIMessage(f"approved: {answer}")]}
+
+        builder = StateGraph(MessagesState)
+        builder.add_node("approve", approve)
+        builder.add_edge(START, "approve")
+        builder.add_edge("approve", END)
+        return builder.compile(checkpointer=LetItLoopCheckpointSaver(tmp_path / "j.db"))
+
+    def _rows(self, tmp_path: Path) -> tuple[int, int]:
+        with sqlite3.connect(tmp_path / "j.db") as conn:
+            (checkpoints,) = conn.execute("SELECT COUNT(*) FROM langgraph_checkpoints").fetchone()
+            (requests,) = conn.execute("SELECT COUNT(*) FROM langgraph_requests").fetchone()
+        return checkpoints, requests
+
+    def test_naming_another_interrupt_is_refused_before_anything_is_written(
+        self, tmp_path: Path
+    ) -> None:
+        booked: list[str] = []
+        graph = self._graph(tmp_path, booked)
+        asked = graph.invoke(_ask("book"), _config())["__interrupt__"][0]
+        before = self._rows(tmp_path)
+        with pytest.raises(LetItLoopError, match="not waiting for") as caught:
+            graph.invoke(Command(resume={"0" * 32: "yes"}), _config())
+        assert asked.id in str(caught.value) and "room 12" in str(caught.value)
+        assert self._rows(tmp_path) == before and booked == []
+        done = graph.invoke(Command(resume={asked.id: "yes"}), _config())
+        assert _answer(done) == "approved: yes" and booked == ["room 12"]
+
+    def test_a_stale_answer_is_refused_and_the_same_answer_again_is_replayed(
+        self, tmp_path: Path
+    ) -> None:
+        booked: list[str] = []
+        graph = self._graph(tmp_path, booked)
+        asked = graph.invoke(_ask("book"), _config())["__interrupt__"][0]
+        first = graph.invoke(Command(resume={asked.id: "yes"}), _config())
+        before = self._rows(tmp_path)
+        with pytest.raises(LetItLoopError, match="waits for nothing"):
+            graph.invoke(Command(resume="no"), _config())
+        assert self._rows(tmp_path) == before
+        assert graph.invoke(Command(resume={asked.id: "yes"}), _config()) == first
+        assert booked == ["room 12"]
+
+
 class TestKilledAtRandom:
     """Real SIGKILLs at random moments; every count comes from the side file."""
 
@@ -272,6 +332,9 @@ class TestKilledAtRandom:
             ("nodes", "changed"),
             ("react", "copies"),
             ("react", "returned"),
+            ("react", "changed"),
+            ("approval", "returned"),
+            ("approval", "turns"),
         ],
     )
     def test_no_finished_call_is_paid_twice_and_the_answer_is_the_same(

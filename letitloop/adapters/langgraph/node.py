@@ -163,7 +163,11 @@ def durable_node(
     default ``langgraph:<node>``. Two executions of the same run at once
     (two invocations resuming one thread, in this process or another) run
     one after the other: the second waits up to ``timeout`` seconds, then
-    raises RunHeldError, and replays what the first recorded. ``registry``
+    raises RunHeldError, and replays what the first recorded (with
+    ``LetItLoopCheckpointSaver`` the whole invocation already holds the
+    thread, ``invocations.py``, so this wait is for other checkpointers). A
+    ``step()`` whose arguments differ from the recorded call raises
+    StepMismatchError naming the thread, the node, the call and the ways out. ``registry``
     replaces the codec's default registry (LangChain's types are added to
     it). An ``async def`` node is opened with ``async with`` and journals
     its calls with ``await async_step(...)``.

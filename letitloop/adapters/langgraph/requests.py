@@ -206,6 +206,15 @@ def choose(
         # request on the thread abandoned it, as LangGraph does).
         return Match(r) if r is newest else None
 
+    if cursor is not None:
+        # This process knows where it left the thread: the request it makes
+        # now continues from there (turn 2 of a rerun program is turn 2, and
+        # its answer to turn 1's question is that answer, not a later one).
+        for r in reversed(log):
+            if r.start == cursor:
+                found = taken(r)
+                if found is not None:
+                    return found
     if newest.done and newest.end == head:
         # Nothing happened on the thread since its newest request finished:
         # the same input again is that request again (a retry, a second
@@ -214,13 +223,6 @@ def choose(
         if found is not None:
             return found
     if cursor is not None:
-        # This process knows where it left the thread: the request it makes
-        # now continues from there (turn 2 of a rerun program is turn 2).
-        for r in reversed(log):
-            if r.start == cursor:
-                found = taken(r)
-                if found is not None:
-                    return found
         return Match(None)
     if newest.process != me and not alive(newest.process):
         # This process's first request on a thread whose last requests were
