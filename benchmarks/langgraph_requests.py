@@ -36,10 +36,14 @@ Scenarios:
 - ``changed``: the program is SIGKILLed at a random moment of its turn, and
   the rerun asks with a changed prompt.
 
-Counted per scenario: **repeated calls** (a ``start`` of a call after its
-``end``: a finished call paid again), **differing answers** (an answer that
-is not the uninterrupted run's), **resume errors** (an attempt that was not
-killed and did not exit 0), and kills that landed.
+Counted per scenario: **returned calls repeated** (a ``start`` of a call after
+the ``step()`` around it returned, which the node logs as ``returned KEY``; in
+``react``, which has no steps, after its ``end``), **calls paid twice** (a
+``start`` after an ``end``: also a call the kill caught after it answered and
+before ``step()`` recorded it, in flight by the journal's rules),
+**differing answers** (an answer that is not the uninterrupted run's),
+**resume errors** (an attempt that was not killed and did not exit 0), and
+kills that landed.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,16 +106,21 @@ def _text(message: BaseMessage) -> str:
     return message.content if isinstance(message.content, str) else json.dumps(message.content)
 
 
+def _model_call(messages: Sequence[Any]) -> tuple[str, Any, list[Any]]:
+    """The key naming a model call by its content, the user's message, the tool results."""
+    asked = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
+    since = messages[messages.index(asked) + 1 :] if asked in messages else []
+    tools = [m for m in since if isinstance(m, ToolMessage)]
+    return f"model {_text(asked)} after {len(tools)} tools", asked, tools
+
+
 class FakeChat(BaseChatModel):
     """An offline chat model: ``lookup`` the user's text, ``book`` what it found, answer."""
 
     def _generate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
     ) -> ChatResult:
-        asked = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
-        since = messages[messages.index(asked) + 1 :] if asked in messages else []
-        tools = [m for m in since if isinstance(m, ToolMessage)]
-        key = f"model {_text(asked)} after {len(tools)} tools"
+        key, asked, tools = _model_call(messages)
         _paid(key)
         if not tools:
             reply = AIMessage(
@@ -164,7 +173,9 @@ model = FakeChat()
 
 @durable_node
 def call_model(state: MessagesState) -> dict[str, Any]:
-    return {"messages": [step("model", model.invoke, state["messages"])]}
+    reply = step("model", model.invoke, state["messages"])
+    _log(_side(), f"returned {_model_call(state['messages'])[0]}")  # step() returned
+    return {"messages": [reply]}
 
 
 @durable_node
@@ -172,6 +183,7 @@ def call_tools(state: MessagesState) -> dict[str, Any]:
     out = []
     for call in state["messages"][-1].tool_calls:  # type: ignore[union-attr]
         result = step(f"tool:{call['id']}", TOOLS[call["name"]].invoke, call["args"])
+        _log(_side(), f"returned tool {call['name']} {next(iter(call['args'].values()))}")
         out.append(ToolMessage(content=result, tool_call_id=call["id"]))
     return {"messages": out}
 
@@ -185,6 +197,7 @@ def call_tools_approved(state: MessagesState) -> dict[str, Any]:
             out.append(ToolMessage(content="refused", tool_call_id=call["id"]))
             continue
         result = step(f"tool:{call['id']}", TOOLS[call["name"]].invoke, call["args"])
+        _log(_side(), f"returned tool {call['name']} {next(iter(call['args'].values()))}")
         out.append(ToolMessage(content=result, tool_call_id=call["id"]))
     return {"messages": out}
 
@@ -244,13 +257,16 @@ class Counts:
     trials: int = 0
     kills: int = 0
     repeated: int = 0
+    #: Calls paid again including those the kill caught after they answered and
+    #: before ``step()`` recorded them (in flight: run again by design).
+    paid_twice: int = 0
     differing: int = 0
     errors: list[str] = field(default_factory=list)
 
     def row(self, name: str) -> str:
         return (
-            f"| {name} | {self.trials} | {self.kills} | {self.repeated} | {self.differing} "
-            f"| {len(self.errors)} |"
+            f"| {name} | {self.trials} | {self.kills} | {self.repeated} | {self.paid_twice} "
+            f"| {self.differing} | {len(self.errors)} |"
         )
 
 
@@ -280,14 +296,27 @@ def _lines(side: str) -> list[tuple[str, str]]:
 
 
 def repeated(side: str) -> int:
-    """Finished calls started again: a ``start K`` after an ``end K``."""
-    ended: set[str] = set()
+    """Returned calls started again: a ``start K`` after ``returned K`` (the ``step()``
+    around it had returned), or, in a graph with no ``step()`` (``react``), after ``end K``."""
+    lines = _lines(side)
+    mark = "returned" if any(event == "returned" for event, _ in lines) else "end"
+    return _again(lines, mark)
+
+
+def paid_twice(side: str) -> int:
+    """Calls paid again: a ``start K`` after an ``end K``. Beyond :func:`repeated`, a kill
+    after the call answered and before ``step()`` recorded it (the call was in flight)."""
+    return _again(_lines(side), "end")
+
+
+def _again(lines: list[tuple[str, str]], mark: str) -> int:
+    done: set[str] = set()
     count = 0
-    for event, key in _lines(side):
-        if event == "start" and key in ended:
+    for event, key in lines:
+        if event == "start" and key in done:
             count += 1
-        elif event == "end":
-            ended.add(key)
+        elif event == mark:
+            done.add(key)
     return count
 
 
@@ -341,6 +370,7 @@ class Trials:
             self._count(got, side, code, answer, want)
             if starts(side) != paid:
                 got.repeated += starts(side) - paid
+                got.paid_twice += starts(side) - paid
         return got
 
     def turns(self, trials: int) -> Counts:
@@ -390,6 +420,7 @@ class Trials:
             got.trials += 1
             got.kills += codes[0] == -signal.SIGKILL
             got.repeated += repeated(side)
+            got.paid_twice += paid_twice(side)
             if not kill and starts(side) != calls:
                 got.repeated += starts(side) - calls
             for i, code in enumerate(codes):
@@ -404,6 +435,7 @@ class Trials:
     def _count(self, got: Counts, side: str, code: int, answer: Any, want: Any) -> None:
         got.trials += 1
         got.repeated += repeated(side)
+        got.paid_twice += paid_twice(side)
         if code != 0:
             got.errors.append(self._error(side, code))
         elif answer != want:
