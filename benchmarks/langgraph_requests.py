@@ -261,6 +261,8 @@ class Counts:
     #: before ``step()`` recorded them (in flight: run again by design).
     paid_twice: int = 0
     differing: int = 0
+    #: ``copies``: calls beyond an uninterrupted run's in the trials with no kill.
+    unkilled_extra: int = 0
     errors: list[str] = field(default_factory=list)
 
     def row(self, name: str) -> str:
@@ -423,6 +425,7 @@ class Trials:
             got.paid_twice += paid_twice(side)
             if not kill and starts(side) != calls:
                 got.repeated += starts(side) - calls
+                got.unkilled_extra += starts(side) - calls
             for i, code in enumerate(codes):
                 if code == -signal.SIGKILL and kill and i == 0:
                     continue
@@ -458,9 +461,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", default="requests")
     args = parser.parse_args(argv)
     print(
-        "| graph / scenario | trials | kills | repeated calls | differing answers | resume errors |"
+        "| graph / scenario | trials | kills | returned calls repeated | calls paid twice "
+        "| differing answers | resume errors |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for kind in args.graphs.split(","):
         for scenario in args.scenarios.split(","):
             with tempfile.TemporaryDirectory() as tmp:

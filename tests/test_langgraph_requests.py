@@ -333,6 +333,7 @@ class TestKilledAtRandom:
             ("react", "copies"),
             ("react", "returned"),
             ("react", "changed"),
+            ("approval", "copies"),
             ("approval", "returned"),
             ("approval", "turns"),
         ],
@@ -343,6 +344,14 @@ class TestKilledAtRandom:
         got = lr.run(tmp_path, graph, scenario, TRIALS, random.Random(f"{graph}-{scenario}"))
         assert got.errors == []
         assert got.trials == TRIALS
-        assert (got.repeated, got.differing) == (0, 0), got
+        assert got.differing == 0, got
+        if (graph, scenario) == ("react", "copies"):
+            # create_react_agent's nodes are not durable: a kill of the first copy
+            # after its model answered and before LangGraph saved the node's
+            # writes (a few ms) makes the survivor call again, as LangGraph alone
+            # does. Without a kill (every other trial) the two copies pay once.
+            assert got.unkilled_extra == 0 and got.repeated <= got.kills, got
+        else:
+            assert got.repeated == 0, got
         # The kills landed: after return every time, at random moments in about half.
         assert got.kills >= (TRIALS if scenario == "returned" else TRIALS // 4), got

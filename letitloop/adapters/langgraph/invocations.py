@@ -157,11 +157,14 @@ class Invocation:
         self.request: requests.Request | None = None
         #: Where a new request runs from when it replaces an unfinished turn.
         self.start_at: str | None = None
+        #: Where the request continued from when it arrived (``requests.arrival``).
+        self.arrived: str | None = None
         self.token: contextvars.Token[frozenset[tuple[str, str]]] | None = None
 
     # -- holding ---------------------------------------------------------------
 
     def take(self) -> None:
+        self.arrived = requests.arrival(self.saver.store, self.thread)
         locks.acquire(self.hold, -1)
 
     def entered(self) -> None:
@@ -197,6 +200,7 @@ class Invocation:
                 fp,
                 head,
                 cursor,
+                self.arrived,
                 _me.token,
                 functools.partial(alive, self.saver),
                 now(),

@@ -17,6 +17,10 @@ appends the input; here it is a new turn only when it really is one:
   input; each later request of this process continues from where the
   previous one left it (``Cursor``), so turn 2 of the rerun is turn 2 of the
   killed program (finished: answered; unfinished: resumed);
+- **a second copy**: a request that arrived while the thread's newest
+  request was running continues from where that one started (``arrival``),
+  so it is that request even if the first copy's program went on to its
+  next request before this one got the thread;
 - **the same request, unfinished**: resumed, not appended again: LangGraph is
   asked ``invoke(None)`` when the request's input checkpoint was saved, else
   the input is given again;
@@ -117,6 +121,24 @@ def has_checkpoint(store: Store, thread: str, checkpoint_id: str) -> bool:
     )
 
 
+def arrival(store: Store, thread: str) -> str | None:
+    """Where a request that arrives now continues from, before it waits for the thread.
+
+    The start of the thread's newest request if that one is running (this is
+    a second copy of it, or a request that will run after it), else the
+    thread's newest checkpoint.
+    """
+    rows = polled.query(
+        store,
+        "SELECT status, from_checkpoint FROM langgraph_requests WHERE thread_id = ? "
+        "ORDER BY seq DESC LIMIT 1",
+        (thread,),
+    )
+    if rows and rows[0][0] == "running":
+        return None if rows[0][1] is None else str(rows[0][1])
+    return newest_checkpoint(store, thread)
+
+
 def start(
     store: Store, thread: str, input_fp: str, kind: str, head: str | None, process: str, now: float
 ) -> Request:
@@ -179,6 +201,7 @@ def choose(
     input_fp: str,
     head: str | None,
     cursor: str | None,
+    arrived: str | None,
     me: str,
     alive: Callable[[str], bool],
     now: float,
@@ -187,7 +210,11 @@ def choose(
     """Which recorded request of the thread (``log``, oldest first) this invocation is.
 
     ``cursor``: the checkpoint this process left the thread at after its last
-    request on it (None: this process has made none). ``alive(process)``:
+    request on it (None: this process has made none). ``arrived``: where
+    this request continued from when it arrived, before it waited for the
+    thread (``arrival``): a copy that arrived while the first ran is that
+    request, even if the first copy's program went on to its next request
+    before this one got the thread. ``alive(process)``:
     whether the process that made a request still runs. See the module
     docstring for the rule.
     """
@@ -206,15 +233,16 @@ def choose(
         # request on the thread abandoned it, as LangGraph does).
         return Match(r) if r is newest else None
 
-    if cursor is not None:
-        # This process knows where it left the thread: the request it makes
-        # now continues from there (turn 2 of a rerun program is turn 2, and
-        # its answer to turn 1's question is that answer, not a later one).
-        for r in reversed(log):
-            if r.start == cursor:
-                found = taken(r)
-                if found is not None:
-                    return found
+    # This process knows where it left the thread (else: where the thread was
+    # when this request arrived): the request continues from there (turn 2 of
+    # a rerun program is turn 2, and its answer to turn 1's question is that
+    # answer, not a later one).
+    point = cursor if cursor is not None else arrived
+    for r in reversed(log):
+        if r.start == point:
+            found = taken(r)
+            if found is not None:
+                return found
     if newest.done and newest.end == head:
         # Nothing happened on the thread since its newest request finished:
         # the same input again is that request again (a retry, a second
