@@ -254,8 +254,11 @@ LANGGRAPH_ORDER = [
     "reading",
     "writing",
     "threads",
+    "requests",
     "saver",
+    "answers",
     "node",
+    "invocations",
     "__init__",
 ]
 
