@@ -42,13 +42,15 @@ from dataclasses import dataclass
 
 from ...clock import utc_iso
 from ...store import Store
+from ..agentcalls import DEFAULT_REUSE
 from . import polled
 
 #: Seconds a finished request is answered again when asked again (the same
 #: input on the state it left, or a rerun program's earlier turns). An hour
 #: covers a supervisor's restart after a kill and a retried request; the same
-#: question asked tomorrow gets a fresh answer. ``LetItLoopCheckpointSaver(reuse=...)``.
-REUSE_SECONDS = 3600.0
+#: question asked tomorrow gets a fresh answer. ``LetItLoopCheckpointSaver(reuse=...)``; the
+#: same window as every other adapter's (agentcalls.DEFAULT_REUSE).
+REUSE_SECONDS = DEFAULT_REUSE
 
 #: How many of a thread's newest requests the rule reads: a rerun program's
 #: turns are among the thread's latest, and a long conversation's first
