@@ -661,7 +661,7 @@ class TestTheDocsExample:
         from test_readme import blocks
 
         page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
-        (code,) = [b for b in blocks("python", page) if "DurableMCP(shop)" in b]
+        (code,) = [b for b in blocks("python", page) if "DurableMCP(shop" in b]
         assert 'args=["examples/shop_server.py"]' in code
         script = tmp_path / "checkout.py"
         script.write_text(code, encoding="utf-8")

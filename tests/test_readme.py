@@ -698,6 +698,21 @@ ILLUSTRATIVE: dict[tuple[str, str], str] = {
         "two lines of an async function (top-level await) contrasting a refused call with "
         "the right one; tests/test_async.py runs both"
     ),
+    ("langgraph.md", "graph = builder.compile(checkpointer=LetItLoopCheckpointSaver())"): (
+        "from langgraph.graph import START, MessagesState, StateGraph\n"
+        "from letitloop.adapters.langgraph import LetItLoopCheckpointSaver\n"
+        "calls = []\n"
+        "def model(state):\n"
+        "    calls.append(state['messages'][-1].content)\n"
+        "    return {'messages': [('ai', 'booked')]}\n"
+        "builder = StateGraph(MessagesState)\n"
+        "builder.add_node('model', model)\n"
+        "builder.add_edge(START, 'model')\n",
+        "assert answer['messages'][-1].content == 'booked', answer\n"
+        "again = graph.invoke({'messages': [('user', 'book a room')]}, config)\n"
+        "assert again['messages'][-1].content == 'booked', again\n"
+        "assert calls == ['book a room'], calls  # the same request: answered, not run\n",
+    ),
     ("primitives.md", "from letitloop import Journal, RetryPolicy, usage"): (
         "sleeps ten minutes and waits a day for a human; README's block of the same calls "
         "runs (a 2 s sleep, the approval sent from a thread)"
