@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 import crewai_crew
+from crewai import CrewOutput
 from crewai.hooks import (
     ToolCallHookContext,
     register_after_tool_call_hook,
@@ -53,6 +54,7 @@ def ask(db: str, side: str, kill_at: str, task: str) -> dict[str, Any]:
     options = json.loads(os.environ.get("CREW_KICKOFF") or "{}")
     result = crew.kickoff(inputs={"topic": topic}, **options)
     crewai_crew.note("start after return")  # the program has the answer, not used yet
+    assert isinstance(result, CrewOutput), result  # the crew does not stream
     return {"answer": result.raw}
 
 
