@@ -114,12 +114,13 @@ class SqliteReads(SqliteKeys):
     def generation_rows(
         self, goal: str, name: str, prefix: str
     ) -> list[tuple[str, str, str | None]]:
-        # A range on the (goal, name) index: names are compared byte by byte (BINARY).
+        # One range of the (goal, name) index (names compare byte by byte, BINARY): from
+        # the name itself to past its prefix (``name~``, '~' then DEL); what else starts
+        # like it is left to generations.py.
         high = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         rows = self.store.query(
-            "SELECT name, status, finished_at FROM runs WHERE goal = ? AND "
-            "(name = ? OR (name >= ? AND name < ?))",
-            (goal, name, prefix, high),
+            "SELECT name, status, finished_at FROM runs WHERE goal = ? AND name >= ? AND name < ?",
+            (goal, name, high),
         )
         return [(r[0], r[1], r[2]) for r in rows]
 

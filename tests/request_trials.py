@@ -1,7 +1,8 @@
 """Random SIGKILL trials of one agent request made with an adapter's default arguments
 (tests/test_agent_requests.py): "the same request is never paid twice".
 
-A framework's script (``smolagents_team.py``, ``autogen_team.py``) has two modes for
+A framework's script (``smolagents_team.py``, ``autogen_team.py``; CrewAI's
+``crewai_requests.py``, ``ask`` only) has two modes for
 this: ``ask`` (one request, TASK) and ``chat`` (TASK, then a turn that continues the
 conversation). Its fake model and tools write ``start WHAT``/``end WHAT`` to a side file
 and SIGKILL their own process at ``start KILL_AT``; ``after return`` is the point after
@@ -35,6 +36,9 @@ CHANGED = "What is 40 + 1, and the weather in the evening?"
 
 #: Trials per scenario (CI-sized; the issue asks for at least 20).
 TRIALS = 20
+
+#: The side file's word for a call that finished (CrewAI's script writes ``done``).
+ENDS = ("end", "done")
 
 
 @dataclass
@@ -150,7 +154,7 @@ class Trials:
         assert done.returncode == 0 and done.answer is not None, done.stderr
         lines = [line.partition(" ")[::2] for line in side.read_text().splitlines()]
         points = [w for e, w in lines if e == "start"]
-        ends = Counter(w for e, w in lines if e == "end")
+        ends = Counter(w for e, w in lines if e in ENDS)
         return ends, done.answer, points
 
     def scenario(
@@ -230,7 +234,7 @@ def counted(trial: Trial, side: Path) -> Trial:
     """``trial`` with its side file's ``start`` and ``end`` lines counted."""
     for line in side.read_text().splitlines():
         event, _, what = line.partition(" ")
-        if event == "end":
+        if event in ENDS:
             trial.ends[what] += 1
         elif event == "start" and what not in ("after return", "between turns"):
             trial.starts[what] += 1

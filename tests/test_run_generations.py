@@ -334,3 +334,20 @@ class TestTheDecorator:
             assert calls == [3, 3]
             assert make(fresh=True)(3) == 6
             assert calls == [3, 3, 3]
+
+
+class TestNamesThatOnlyLookLikeGenerations:
+    @pytest.mark.parametrize("store", ["sqlite", "memory"])
+    def test_other_names_starting_like_the_run_are_not_its_generations(
+        self, store: str, tmp_path: Path
+    ) -> None:
+        path = str(tmp_path / "j.db") if store == "sqlite" else f"memory://{uuid.uuid4().hex}"
+        for name in ("r", "r1", "r~draft", "r~02", "r~1", "r-b", "r~2x"):
+            with Journal("g", run=name, path=path) as j:
+                j.step("a", str, 1)
+        with Journal("g", run="r", path=path, fresh=True) as j:
+            assert j.generation == "r~2"
+        with Journal("g", run="r", path=path) as j:
+            assert j.generation == "r~2" and j.was_completed
+        with Journal("g", run="r~draft", path=path, fresh=True) as j:
+            assert j.generation == "r~draft~2"

@@ -180,8 +180,9 @@ def show(
 ) -> None:
     """Show one run: its input, steps, result, errors, attempts and restarts.
 
-    RUN is a run id (or a unique prefix of one, or a run name); GOAL means
-    the goal's newest run. Each row has its status, attempt, duration and a
+    RUN is a run id (or a unique prefix of one, or a run name: its newest
+    generation, as an opener of the name gets it; NAME~2 names one); GOAL
+    means the goal's newest run. Each row has its status, attempt, duration and a
     one-line preview of its result; a step running for more than a second
     shows as running, and one its attempt left unfinished as interrupted.
     Each attempt says how it ended (and which `lil watch` started it).
