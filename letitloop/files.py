@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .connections import live
 from .errors import JournalFileError, LetItLoopError
-from .schemes import not_a_file, scheme_of
+from .schemes import malformed_url, not_a_file, scheme_of
 from .sqlerrors import DRIVER_ERRORS, explain
 
 if TYPE_CHECKING:
@@ -93,6 +93,9 @@ def resolve_file(path: str | os.PathLike[str] | None = None) -> str:
             from .discovery import default_path  # loaded by programs that name no file
 
             return default_path()
+    bad = malformed_url(os.fspath(path))  # postgresql:/… is a typo, not a folder
+    if bad is not None:
+        raise bad
     scheme = scheme_of(path)
     if scheme is not None:
         raise not_a_file(os.fspath(path), scheme)
