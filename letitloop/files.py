@@ -312,12 +312,17 @@ def probe_file(path: str | os.PathLike[str]) -> bool:
     connection this process opens to the file meanwhile.
     """
     uri = file_uri(path)
+    if not os.path.exists(f"{path}-wal"):
+        # Closed cleanly (or never in WAL mode): the file alone is the whole journal, read
+        # as it is (immutable=1), so that SQLite creates no -wal or -shm beside a file it
+        # may refuse (a newer letitloop's), which a refusal promises to leave as it was.
+        return _probe_with(path, uri, _PROBES[-1:])
     with _index_kept_open(path, uri):
-        return _probe_with(path, uri)
+        return _probe_with(path, uri, _PROBES)
 
 
-def _probe_with(path: str | os.PathLike[str], uri: str) -> bool:
-    for query in _PROBES:
+def _probe_with(path: str | os.PathLike[str], uri: str, probes: tuple[str, ...]) -> bool:
+    for query in probes:
         try:
             conn = sqlite3.connect(f"{uri}?{query}", uri=True, isolation_level=None)
         except DRIVER_ERRORS as exc:
@@ -334,7 +339,7 @@ def _probe_with(path: str | os.PathLike[str], uri: str) -> bool:
                 word in text
                 for word in ("unable to open", "readonly", "read-only", "locking protocol")
             )
-            if not cannot or query == _PROBES[-1]:
+            if not cannot or query == probes[-1]:
                 raise
         finally:
             conn.close()
