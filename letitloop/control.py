@@ -43,6 +43,7 @@ from .inspection import (
 )
 from .keys import split_key
 from .maintenance.holding import holding_run
+from .previews import preview
 from .store import Store
 
 # -- send ------------------------------------------------------------------------------
@@ -110,7 +111,7 @@ def send_text(
         waiting = [r for r in named if r.status == "waiting"]
         if len(waiting) > 1:
             raise NotWaitingError(
-                f"{where} waits for several keys named {name!r} "
+                f"{where} waits for several keys named {preview(name)} "
                 f"({_quoted([r.key for r in waiting])}); send to one of them by its key",
                 run_id=run.id,
                 key=name,
@@ -129,7 +130,7 @@ def send_text(
         now = clock()
         if deadline is not None and now >= _seconds(deadline, now + 1.0):
             raise NotWaitingError(
-                f"{where} is not waiting for {name!r}: its wait {key!r} timed out at "
+                f"{where} is not waiting for {preview(name)}: its wait {key!r} timed out at "
                 f"{deadline} (no value was sent by then); a wait takes no value after its "
                 f"timeout, and the run gets WaitTimeoutError there",
                 run_id=run.id,
@@ -239,19 +240,19 @@ def _not_waiting(where: str, name: str, named: list[WaitRow], rows: list[WaitRow
         key, error, finished = named[-1].key, named[-1].error, named[-1].finished_at
         if error:
             return (
-                f"{where} is not waiting for {name!r}: its wait {key!r} timed out at "
+                f"{where} is not waiting for {preview(name)}: its wait {key!r} timed out at "
                 f"{finished} ({error}); a wait takes no value after its timeout"
             )
         return (
-            f"{where} already received a value for {name!r} (wait {key!r}, at {finished}); a "
-            f"wait takes one value, and the run replays it. A later wait_for({name!r}) in the "
-            f"run takes the next value once it waits"
+            f"{where} already received a value for {preview(name)} (wait {key!r}, at "
+            f"{finished}); a wait takes one value, and the run replays it. A later "
+            f"wait_for({preview(name)}) in the run takes the next value once it waits"
         )
     others = [r.key for r in rows if r.status == "waiting"]
     now = f"it waits for {_quoted(others)}" if others else "it is not waiting for anything now"
     return (
-        f"{where} is not waiting for {name!r}: {now}. A value is taken only while the run "
-        f"waits for its name: send it once 'lil runs' shows the run waiting for {name!r}"
+        f"{where} is not waiting for {preview(name)}: {now}. A value is taken only while the run "
+        f"waits for its name: send it once 'lil runs' shows the run waiting for {preview(name)}"
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .postgres_database import connect, lock_key, redact
+from .postgres_database import connect, lock_key, redact, server_error
 
 __all__ = ["PostgresHold", "is_held", "run_hold_text"]
 
@@ -77,8 +77,11 @@ class PostgresHold:
                     got = True
                 except psycopg.errors.LockNotAvailable:
                     got = False
-        except BaseException:
+        except BaseException as exc:
             conn.close()
+            known = server_error(exc, self.location) if isinstance(exc, psycopg.Error) else None
+            if known is not None:
+                raise known from exc
             raise
         if not got:
             conn.close()

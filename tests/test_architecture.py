@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "discovery",
             "checksums",
             "redaction",
+            "previews",
             "testing",
             "seals",
             "chains",

@@ -445,7 +445,10 @@ class TestAPortThatCannotBeListenedOn:
         with Journal("g", path=db):
             pass
         done = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "ui", "--host", "192.0.2.1"],
+            [
+                *(sys.executable, "-m", "letitloop", "--db", str(db), "ui"),
+                *("--host", "192.0.2.1", "--allow-remote"),
+            ],
             capture_output=True,
             text=True,
             timeout=60,

@@ -15,6 +15,7 @@ from datetime import datetime
 from ..clock import utc_iso
 from ..errors import LetItLoopError, RunNotFoundError
 from ..generations import is_generation, number_of
+from ..previews import preview
 from ..store import Store
 from .inspector import Inspector, RunFilter
 from .records import RunInfo
@@ -31,7 +32,8 @@ def _input_path(key: str) -> tuple[str, ...]:
     parts = tuple(p for p in key.split(".") if p)
     if not parts:
         raise LetItLoopError(
-            f"--input expects KEY=VALUE with a KEY such as 'user_id' or 'user.id', got {key!r}"
+            f"--input expects KEY=VALUE with a KEY such as 'user_id' or 'user.id', "
+            f"got {preview(key)}"
         )
     return parts
 
@@ -126,7 +128,7 @@ def known_goals(inspector: Inspector | Store) -> str:
 
 def no_goal(inspector: Inspector | Store, goal: str) -> str:
     journal = as_inspector(inspector)
-    return f"no goal {goal!r} in {journal.path} ({known_goals(journal)})"
+    return f"no goal {preview(goal)} in {journal.path} ({known_goals(journal)})"
 
 
 def get_run(inspector: Inspector | Store, run_id: str) -> RunInfo:
@@ -145,9 +147,9 @@ def _by_prefix(journal: Inspector, ref: str, goal: str | None) -> list[RunInfo]:
     RunNotFoundError naming two of them."""
     runs = journal.runs_with_prefix(ref, goal, 3)
     if len(runs) > 1:
-        of = f" of goal {goal!r}" if goal is not None else ""
+        of = f" of goal {preview(goal)}" if goal is not None else ""
         raise RunNotFoundError(
-            f"run id prefix {ref!r} matches several runs{of} "
+            f"run id prefix {preview(ref)} matches several runs{of} "
             f"({runs[0].id}, {runs[1].id}, …); give more characters",
             run=ref,
         )
@@ -195,7 +197,7 @@ def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) ->
             found = next(iter(_by_prefix(journal, ref, goal)), None)
         if found is None:
             raise RunNotFoundError(
-                f"goal {goal!r} has no run with id, id prefix or name {ref!r}; "
+                f"goal {preview(goal)} has no run with id, id prefix or name {preview(ref)}; "
                 f"list its runs with: lil runs {shlex.quote(goal)}",
                 run=ref,
             )
@@ -208,7 +210,7 @@ def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) ->
         if len(named) > 1:
             goals = ", ".join(sorted({r.goal for r in named}))
             raise RunNotFoundError(
-                f"run name {ref!r} belongs to several goals ({goals}); pass the run id "
+                f"run name {preview(ref)} belongs to several goals ({goals}); pass the run id "
                 f"('lil runs' lists them)",
                 run=ref,
             )
@@ -219,7 +221,7 @@ def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) ->
         found = next(iter(_by_prefix(journal, ref, None)), None)
     if found is None:
         raise RunNotFoundError(
-            f"no run or goal {ref!r} in {journal.path}; expected a run id, a goal or a run "
+            f"no run or goal {preview(ref)} in {journal.path}; expected a run id, a goal or a run "
             f"name; 'lil runs' lists them",
             run=ref,
         )

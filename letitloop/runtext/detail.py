@@ -12,6 +12,7 @@ from .. import render
 from ..budgets import ROW_PREFIX
 from ..encryption import encrypted
 from ..inspection import RowInfo, RunDetail, RunInfo, UsageTotals, decode_result
+from ..previews import preview
 from .words import (
     at_least,
     ending,
@@ -275,7 +276,8 @@ def row_of(detail: RunDetail, key: str) -> RowInfo:
     if row is None:
         keys = ", ".join(r.key for r in detail.rows[:8]) or "none"
         raise RunNotFoundError(
-            f"run {detail.run.id} recorded no step {key!r}; its keys: {keys}", run=detail.run.id
+            f"run {detail.run.id} recorded no step {preview(key)}; its keys: {keys}",
+            run=detail.run.id,
         )
     return row
 

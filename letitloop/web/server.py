@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import secrets
 import socket
 import sys
 import threading
@@ -42,7 +43,33 @@ def cannot_listen(host: str, port: int, exc: OSError) -> str:
     return f"cannot listen on {where}: {exc.strerror or exc}; pick another --host or --port"
 
 
-def serve(path: str | Path | None, host: str, port: int, *, open_browser: bool = False) -> None:
+def host_names(host: str) -> list[str] | None:
+    """The Host header values ``lil ui`` bound to ``host`` answers: the address itself, and
+    the loopback names for a loopback address; None: not a loopback address (the network
+    can reach it, and only ``--allow-remote`` with its token serves it)."""
+    import ipaddress
+
+    bare = host.strip("[]")
+    if bare == "localhost":
+        return list(LOOPBACK_NAMES)
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        return None  # a name: what it resolves to is the network's to say
+    if not address.is_loopback:
+        return None
+    shown = f"[{bare}]" if address.version == 6 else bare
+    return list(dict.fromkeys([shown, bare, *LOOPBACK_NAMES]))
+
+
+def serve(
+    path: str | Path | None,
+    host: str,
+    port: int,
+    *,
+    open_browser: bool = False,
+    allow_remote: bool = False,
+) -> None:
     """Serve the journal at ``path`` until interrupted (Ctrl-C, SIGTERM).
 
     The journal is checked first (a missing file is one error, before anything listens);
@@ -51,6 +78,15 @@ def serve(path: str | Path | None, host: str, port: int, *, open_browser: bool =
     ``port`` 0 takes a free port; the first line printed is the address, with the real
     port (``lil ui: http://127.0.0.1:8765/ …``), which scripts and tests read.
     """
+    names = host_names(host)
+    if names is None and not allow_remote:
+        raise ListenError(
+            f"lil ui --host {host}: expected a loopback address (127.0.0.1, ::1, localhost); "
+            f"found one the network can reach, which would show your runs to anyone there. "
+            f"Pass --allow-remote to serve it anyway, to browsers that open the address with "
+            f"the token lil ui prints"
+        )
+    token = secrets.token_urlsafe(24) if names is None else None
     journal = open_inspector(path)
     where = journal.path
     journal.close()
@@ -67,9 +103,10 @@ def serve(path: str | Path | None, host: str, port: int, *, open_browser: bool =
     sock.listen(2048)
     port = sock.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{port}/"
-    hosts = LOOPBACK_NAMES if host in LOOPBACK_NAMES else ["*"]
-    app = create_app(where, allowed_hosts=hosts)
+    url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
+    # A loopback bind answers its own names only (a page elsewhere that rebinds a name
+    # of its own to 127.0.0.x is refused); a remote one any name, with the token.
+    app = create_app(where, allowed_hosts=names or ["*"], token=token)
     # Access logs off: a run id in every line says nothing the page does not.
     config = uvicorn.Config(app, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
