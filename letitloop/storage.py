@@ -1,28 +1,26 @@
 """``Storage``: everything the journal needs from whatever keeps its runs and steps.
 
 A typed protocol, no I/O. Its implementations: ``sqlite_storage.SqliteStorage``
-(a journal file; the default) and ``memory_storage.MemoryStorage`` (one
-process's memory, for tests). ``schemes.py`` chooses one from the journal's
-``path=`` (a file path, or ``scheme://…``); the journal and the run's
-primitives speak only to this protocol. Its parts:
+(a journal file; the default), ``memory_storage.MemoryStorage`` (one process's
+memory) and PostgreSQL's. ``schemes.py`` chooses one from the journal's ``path=``
+(a file path, or ``scheme://…``); the journal speaks only to this protocol:
 
 - **runs**: find or start the run an opener gets, claim it, end it;
 - **steps**: the recorded steps a replay needs, their results, step rows;
 - **markers**: a marker's record, claimed and finished in one transaction;
 - **the run's primitives**: steps in flight, cancel requests, sleeps and
-  waits, failed tries, usage, replays; an attempt's span (OpenTelemetry);
+  waits, failed tries, usage, replays, an attempt's span (OpenTelemetry),
+  paid calls' reservations (``storage_reservations.ReservationRows``);
 - **holding**: a run or a marker held by one holder at a time, across
   processes, released when the holder dies (:class:`Hold`; SQLite: a lock
   file), whether a run is held, and by whom (``run_holder``, ``marker``);
 - **change notices**: a number that moves when someone else committed
   (``changes``; SQLite: ``PRAGMA data_version``), for pauses that wait for
   a value sent or a cancel;
-- **identity**: which file or database, whatever path or URL reached it;
-  and ``close``.
+- **identity**: which file or database, whatever path or URL reached it; ``close``.
 
-Some pieces are still SQLite's alone (docs/architecture.md, "Adding a
-store"): step rows are positional tuples, replay handles are integers
-(SQLite's rowids), and ``lil``'s readers read the file.
+Still SQLite's alone (docs/architecture.md, "Adding a store"): step rows are
+positional tuples, replay handles SQLite's rowids, ``lil``'s readers read the file.
 """
 
 from __future__ import annotations
@@ -30,6 +28,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NewType, Protocol, TypeAlias
+
+from .storage_reservations import ReservationRows
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -182,7 +182,7 @@ class Hold(Protocol):
         ...
 
 
-class Storage(Protocol):
+class Storage(ReservationRows, Protocol):
     """One goal's runs and steps, as one opener of the goal sees them.
 
     Made for one journal when it opens; ``find_or_start_run`` comes first

@@ -62,6 +62,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "schema_file",
             "migrate",
             "storage",
+            "storage_reservations",
             "schemes",
             "locks",
             "sqlite_storage",
@@ -102,6 +103,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "inflight",
             "costs",
             "budgets",
+            "estimates",
         },
     ),
     (
@@ -121,6 +123,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "closing",
             "ownership",
             "patches",
+            "reservations",
         },
     ),
     ("decorators", {"durable"}),
@@ -736,6 +739,7 @@ LOADED_ON_USE = [
     "letitloop.markerhold",  # the first atomic_marker
     "letitloop.retry",  # the first RetryPolicy
     "letitloop.costs",  # the first usage() report
+    "letitloop.reservations",  # letitloop.reserve, or an adapter's model call
     "letitloop.supervisor",  # supervise
     "letitloop.childproc",  # supervise
     "letitloop.control",  # send, cancel

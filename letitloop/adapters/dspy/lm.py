@@ -18,6 +18,7 @@ program consumes and what a replay must give back.
 from __future__ import annotations
 
 from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 from dspy.clients._deprecation import _adapter_call, adapter_message_call
@@ -26,6 +27,7 @@ from dspy.clients.base_lm import BaseLM
 from ...durable import usage
 from ...journal import Journal, current_journal
 from ...unchecked import unchecked
+from ..reserving import max_tokens_of, reserve_call
 
 
 def open_journal() -> Journal | None:
@@ -49,6 +51,13 @@ def report_usage(lm: BaseLM, before: int) -> None:
         )
 
 
+def reserve_lm_call(lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> None:
+    """Reserve the call about to be made on the run's budget, if it has one (settled by
+    report_usage)."""
+    limit = partial(max_tokens_of, kwargs, lm.kwargs)
+    reserve_call((prompt, messages), limit, str(lm.model) if lm.model else None, None)
+
+
 def from_adapter(journaled: BaseLM, messages: Any) -> bool:
     """Whether DSPy's own adapter made this call (it marks the LM and messages it passes)."""
     origin = _adapter_call.get()
@@ -65,6 +74,7 @@ def lm_call(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:
     """One call of the wrapped LM: its outputs, with its tokens reported."""
+    reserve_lm_call(lm, prompt, messages, kwargs)
     before = len(lm.history)
     with as_adapter(lm, messages, forwarded):
         outputs: list[Any] = lm(prompt, messages=messages, **kwargs)
@@ -76,6 +86,7 @@ async def lm_acall(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:
     """One async call of the wrapped LM: its outputs, with its tokens reported."""
+    reserve_lm_call(lm, prompt, messages, kwargs)
     before = len(lm.history)
     with as_adapter(lm, messages, forwarded):
         outputs: list[Any] = await lm.acall(prompt, messages=messages, **kwargs)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic_ai.durable_exec import (
@@ -27,6 +28,7 @@ from pydantic_ai.durable_exec import (
 from ...durable import usage
 from ...errors import NoJournalError
 from ...journal import Journal
+from ..reserving import max_tokens_of, reserve_call
 
 
 @dataclass
@@ -116,6 +118,10 @@ class LetItLoopBackend(JournalCallableOperationBackend[None]):
         async def unit() -> Any:
             nonlocal ran
             ran = True
+            if is_model_request:  # cache_key: model id, messages, settings, parameters, …
+                prompt, settings = (cache_key[1:2], cache_key[3:4]), cache_key[2:3]
+                limit = partial(max_tokens_of, *settings)
+                reserve_call(prompt, limit, getattr(operation_id, "model_name", None), None)
             payload = await body()
             if is_model_request:
                 report_usage(payload)
