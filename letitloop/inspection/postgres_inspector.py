@@ -33,7 +33,7 @@ from ..postgres_holding import PostgresHold, is_held, run_hold_text
 from ..postgres_seals import chain_of
 from .memory_inspector import MemoryInspector
 from .postgres_snapshots import has_tables, load, write_back
-from .records import AttemptInfo, RowInfo, RunInfo, TryInfo
+from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
 
 
 def open_postgres_inspector(
@@ -113,6 +113,10 @@ class PostgresInspector(MemoryInspector):
     def tries(self, run_id: str) -> list[TryInfo]:
         with self._of_run(run_id):
             return super().tries(run_id)
+
+    def reservations(self, run_id: str) -> list[ReservationInfo]:
+        with self._of_run(run_id):
+            return super().reservations(run_id)
 
     def result_json(self, run_id: str) -> str | None:
         with self._of_run(run_id):

@@ -45,6 +45,25 @@ def has_tables(conn: Any) -> bool:
     return bool(row and row[0])
 
 
+#: The columns of ``ll_reservations`` after its run and number, as the memory model keeps them.
+RESERVATION_COLUMNS = (
+    "key",
+    "attempt",
+    "reserved_at",
+    "tokens",
+    "cost",
+    "model",
+    "settled_at",
+    "settled_tokens",
+    "settled_cost",
+)
+
+
+def iso(value: Any) -> Any:
+    """A timestamptz as the memory model's ISO-8601 text (None stays None)."""
+    return value.isoformat() if hasattr(value, "isoformat") else value
+
+
 def load(conn: Any, location: str, run_id: str | None = None) -> MemoryDatabase:
     """The database's rows as a ``MemoryDatabase`` (inside the caller's transaction);
     with ``run_id``, only that run's (its run, rows, tries, replays and attempts)."""
@@ -91,6 +110,16 @@ def load(conn: Any, location: str, run_id: str | None = None) -> MemoryDatabase:
         f"SELECT run, key, try, {', '.join(TRY_COLUMNS)} FROM ll_tries{of_run('run')}", only
     ).fetchall():
         db.tries[(run_id, key, n)] = dict(zip(TRY_COLUMNS, values, strict=True))
+    if c.execute("SELECT to_regclass('ll_reservations') IS NOT NULL").fetchone()[0]:
+        for run_id, call, *values in c.execute(
+            f"SELECT run, call, {', '.join(RESERVATION_COLUMNS)} FROM ll_reservations"
+            f"{of_run('run')}",
+            only,
+        ).fetchall():
+            held = dict(zip(RESERVATION_COLUMNS, values, strict=True))
+            held["reserved_at"] = iso(held["reserved_at"])
+            held["settled_at"] = iso(held["settled_at"])
+            db.reservations[(run_id, call)] = held
     db.replays = [
         (r, a, tuple(k or ()))
         for r, a, k in c.execute(f"SELECT * FROM ll_replays{of_run('run')}", only).fetchall()

@@ -1,0 +1,251 @@
+"""The bill, not only the record, stays within the budget: a paid call reserves what it may
+cost before it starts (``letitloop.reserve``, every adapter's model call), its usage settles
+the reservation, and a reservation whose process died stays counted.
+
+The trials run in tests/bill_pipeline.py: attempts forked from one process and SIGKILLed
+at random points (before the fake provider bills a call, after it billed and before the
+reply, between steps), the provider's bill kept in a file outside the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from letitloop import (
+    Budget,
+    BudgetExceededError,
+    Journal,
+    LetItLoopError,
+    PaidCall,
+    Reservation,
+    reserve,
+    usage,
+)
+from letitloop.errors import NoJournalError
+from letitloop.inspection import find_run, open_inspector, show_run
+
+PIPELINE = Path(__file__).resolve().parent / "bill_pipeline.py"
+LIL = [sys.executable, "-m", "letitloop"]
+
+
+def trials(
+    mode: str,
+    durability: str,
+    folder: Path,
+    n: int,
+    seed: int,
+    kills: str = "random",
+    location: str | None = None,
+) -> list[dict[str, Any]]:
+    args = [str(PIPELINE), mode, durability, str(folder), str(n), str(seed), kills]
+    done = subprocess.run(
+        [sys.executable, *args, *([location] if location else [])],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def counted(location: str, goal: str) -> tuple[int, int]:
+    """What the journal counts as the run's spend, read from outside the writer: the usage
+    every call reported, and what calls reserved and never settled."""
+    inspector = open_inspector(location)
+    try:
+        detail = show_run(inspector, find_run(inspector, goal))
+    finally:
+        inspector.close()
+    held = sum(r.tokens or 0 for r in detail.reservations if r.settled_at is None)
+    return detail.usage.tokens or 0, held
+
+
+def check(results: list[dict[str, Any]]) -> None:
+    for r in results:
+        assert r["outcome"] in ("done", "refused"), r
+        assert r["bill"] <= r["budget"], r
+        reported, held = counted(r["db"], r["goal"])
+        # Every billed call is counted: by its usage, or by its reservation when its
+        # process died before the usage was committed; and the count is within the budget.
+        assert r["bill"] <= reported + held <= r["budget"], (r, reported, held)
+    assert sum(r["kills"] for r in results) >= len(results) // 2  # the kills did happen
+
+
+class TestTheProvidersBillUnderRandomKills:
+    @pytest.mark.parametrize(
+        ("mode", "durability"),
+        [("sync", "process"), ("sync", "power"), ("async", "process"), ("async", "power")],
+    )
+    def test_a_journals_paid_steps_never_bill_past_the_budget(
+        self, mode: str, durability: str, tmp_path: Path
+    ) -> None:
+        check(trials(mode, durability, tmp_path, 6, seed=len(mode) + len(durability)))
+
+    def test_a_smolagents_agent_never_bills_past_the_budget(self, tmp_path: Path) -> None:
+        pytest.importorskip("smolagents")
+        check(trials("smolagents", "process", tmp_path, 20, seed=7))
+
+    def test_a_pydantic_ai_agent_never_bills_past_the_budget(self, tmp_path: Path) -> None:
+        pytest.importorskip("pydantic_ai.durable_exec")
+        check(trials("pydantic_ai", "process", tmp_path, 20, seed=11))
+
+    def test_on_postgresql_too(self, tmp_path: Path) -> None:
+        import pg_server
+
+        location = pg_server.location()
+        check(trials("sync", "process", tmp_path, 6, seed=5, location=location))
+
+
+class TestEveryAttemptKilledJustAfterTheProviderBilled:
+    def test_without_reservations_the_bill_passes_the_budget(self, tmp_path: Path) -> None:
+        # What the record alone bounded: each killed call was paid and never recorded.
+        (r,) = trials("unreserved", "process", tmp_path, 1, seed=1, kills="billed")
+        assert r["kills"] == 9 and r["bill"] > r["budget"]
+
+    @pytest.mark.parametrize("mode", ["sync", "async"])
+    def test_with_them_it_stops_within_it_and_lil_shows_why(
+        self, mode: str, tmp_path: Path
+    ) -> None:
+        (r,) = trials(mode, "process", tmp_path, 1, seed=1, kills="billed")
+        assert r["outcome"] == "refused" and r["bill"] <= r["budget"]
+        shown = subprocess.run(
+            [*LIL, "--db", r["db"], "show", r["goal"]], capture_output=True, text=True, timeout=60
+        )
+        assert shown.returncode == 0, shown.stderr
+        budget = next(x for x in shown.stdout.splitlines() if x.startswith("budget"))
+        assert "reserved and not settled by 4 calls" in budget
+        assert "not settled (cut short, counted as spent)" in shown.stdout
+
+
+@pytest.fixture(params=["file", "memory", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "file":
+        return str(tmp_path / "j.db")
+    if request.param == "memory":
+        return f"memory://{tmp_path.name}"
+    import pg_server
+
+    return pg_server.location()
+
+
+def amounts(made: Reservation | None) -> tuple[int | None, float | None] | None:
+    """A reservation as a step can return it (plain data)."""
+    return None if made is None else (made.tokens, made.cost)
+
+
+def paid(prompt: str, spent: int, calls: list[str]) -> tuple[int | None, float | None] | None:
+    """A paid call of ``spent`` tokens whose output is at most 100 tokens."""
+    made = reserve(prompt, max_tokens=100)
+    calls.append(prompt)
+    usage(input_tokens=spent)
+    return amounts(made)
+
+
+class TestAReservation:
+    def test_it_is_the_prompts_bytes_plus_max_tokens_and_is_settled_by_the_usage(
+        self, location: str
+    ) -> None:
+        calls: list[str] = []
+        with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+            assert j.step("one", paid, "x" * 300, 50, calls) == (400, None)
+            # Settled: 50 counted, not 400, so 950 remain for two more calls of 400.
+            j.step("two", paid, "x" * 300, 50, calls)
+            j.step("three", paid, "x" * 300, 50, calls)
+            with pytest.raises(BudgetExceededError) as refused:
+                j.step("four", paid, "x" * 800, 50, calls)
+        assert len(calls) == 3  # the call that did not fit was not made
+        assert refused.value.tokens == 150 and refused.value.key == "four"
+        assert "the paid call of step 'four' (reserving 900 tokens) was not made" in str(
+            refused.value
+        )
+        inspector = open_inspector(location)
+        try:
+            shown = show_run(inspector, find_run(inspector, "g")).reservations
+        finally:
+            inspector.close()
+        assert [(r.key, r.tokens, r.settled_tokens) for r in shown] == [
+            ("one", 400, 50),
+            ("two", 400, 50),
+            ("three", 400, 50),
+        ]
+        assert all(r.settled_at is not None for r in shown)
+
+    def test_a_call_that_raised_releases_what_it_reserved(self, location: str) -> None:
+        def failing() -> None:
+            reserve(tokens=900)
+            raise ValueError("the provider refused")
+
+        with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+            with pytest.raises(ValueError):
+                j.step("fails", failing)
+            assert j.step("after", lambda: amounts(reserve(tokens=1000))) == (1000, None)
+
+    def test_a_cancelled_call_keeps_its_reservation_counted(self, location: str) -> None:
+        async def slow() -> None:
+            reserve(tokens=600)
+            await asyncio.sleep(30)
+
+        async def main() -> None:
+            async with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+                task = asyncio.ensure_future(j.async_step("slow", slow))
+                await asyncio.sleep(0.05)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                with pytest.raises(BudgetExceededError, match="600 tokens"):
+                    await j.async_step("next", lambda: amounts(reserve(tokens=500)))
+
+        asyncio.run(main())
+
+    def test_the_budgets_estimate_decides_when_the_call_gives_no_amounts(
+        self, location: str
+    ) -> None:
+        seen: list[PaidCall] = []
+
+        def estimate(call: PaidCall) -> Reservation:
+            seen.append(call)
+            return Reservation(tokens=call.prompt_tokens * 2)
+
+        with Journal("g", path=location, budget=Budget(tokens=100, estimate=estimate)) as j:
+            made = j.step("a", lambda: amounts(reserve("héllo", max_tokens=7, model="m")))
+        assert made == (12, None)
+        assert seen == [PaidCall(prompt_tokens=6, max_tokens=7, model="m")]
+        fixed = Budget(tokens=100, estimate=Reservation(tokens=30))
+        with Journal("h", path=location, budget=fixed) as j:
+            assert j.step("a", lambda: amounts(reserve("anything"))) == (30, None)
+
+    def test_a_call_with_no_output_limit_reserves_all_that_remains(self, location: str) -> None:
+        with Journal("g", path=location, budget=Budget(tokens=1000, cost=2.0)) as j:
+            j.step("spent", lambda: usage(input_tokens=100, cost=0.5))
+            made = j.step("open", lambda: amounts(reserve("hi")))
+            j.step("settle", lambda: None)
+            priced = j.step(
+                "priced",
+                lambda: amounts(reserve("hi", max_tokens=10, price=lambda m, i, o: (i + o) / 100)),
+            )
+        assert made == (900, 1.5)
+        assert priced == (12, 0.12)
+
+    def test_without_a_budget_nothing_is_reserved(self, location: str) -> None:
+        with Journal("g", path=location) as j:
+            assert j.step("a", lambda: amounts(reserve("hi", max_tokens=10))) is None
+
+    def test_outside_a_step_or_with_amounts_that_are_none_it_is_refused(
+        self, location: str
+    ) -> None:
+        with pytest.raises(NoJournalError, match="outside a step"):
+            reserve("hi")
+        with Journal("g", path=location, budget=Budget(tokens=10)) as j:
+            with pytest.raises(LetItLoopError, match="max_tokens must be"):
+                j.step("a", lambda: reserve("hi", max_tokens=-1))
+            with pytest.raises(LetItLoopError, match="tokens must be"):
+                j.step("b", lambda: reserve(tokens=1.5))  # type: ignore[arg-type]
+        with pytest.raises(LetItLoopError, match="estimate must be"):
+            Budget(tokens=10, estimate=3)
