@@ -579,6 +579,16 @@ DOCS_AROUND[
     "",
     "",
 )
+DOCS_AROUND[
+    ("primitives.md", "from letitloop import Budget, BudgetExceededError, Journal, reserve, usage")
+] = (
+    "def call_model(prompt, max_tokens):\n"
+    "    return {'text': 'an answer', 'usage': {'input_tokens': 60, 'output_tokens': 40}}\n",
+    "import sqlite3\n"
+    "db = sqlite3.connect('.letitloop/journal.db')\n"
+    "held = db.execute('SELECT count(*), count(settled_at), max(tokens) FROM reservations')\n"
+    "assert held.fetchone() == (16, 16, 413)\n",
+)
 DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] = (
     "from agents import Agent, function_tool, set_tracing_disabled\n"
     "from agents.items import ModelResponse\n"
