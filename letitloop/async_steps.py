@@ -165,10 +165,8 @@ async def async_step(
     finally:
         flight.end(key)
         j._keys.release(full, who)
-        if j._budget is not None and j._budget.open:  # reservations left (reservations.py)
-            from .reservations import release
-
-            release(j, key, sys.exc_info()[1])
+        if j._budget is not None and j._budget.open:  # reservations left (budgets.py)
+            budgets.release(j, key, sys.exc_info()[1])
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -26,6 +26,7 @@ A journal without a budget pays one ``is not None`` test per fresh step.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Iterable, Mapping
@@ -361,6 +362,24 @@ def settled(j: Journal, key: str, spent: Usage, total: Usage) -> bool:
     at = utc_iso(j.clock())
     storage.settle(j.run_id, [call], at, (spent.tokens, spent.cost), row)
     return True
+
+
+def release(j: Journal, key: str, exc: BaseException | None) -> None:
+    """Step ``key``'s function returned (``exc`` None) or raised ``exc``: settle what its
+    calls reserved and did not report, with no usage. A call cut short by a cancellation
+    (an exception that is not an ``Exception``) keeps its reservation, counted."""
+    spend = j._budget
+    if spend is None:
+        return
+    if exc is not None and not isinstance(exc, Exception):
+        spend.keep(key)
+        return
+    calls = spend.release(key)
+    storage = j._storage
+    if calls and storage is not None:
+        # Left unsettled in the file when this fails: counted again, never too little.
+        with contextlib.suppress(LetItLoopError):
+            storage.settle(j.run_id, calls, utc_iso(j.clock()), (None, None), None)
 
 
 def check(j: Journal, key: str) -> None:

@@ -80,7 +80,7 @@ def prompt_tokens(prompt: Any) -> int:
     if not isinstance(prompt, str):
         try:
             return len(msgspec.json.encode(prompt, enc_hook=str))
-        except (TypeError, ValueError, msgspec.EncodeError):
+        except Exception:  # what cannot be encoded is measured as its text
             prompt = str(prompt)
     return len(prompt.encode("utf-8", "surrogatepass"))
 

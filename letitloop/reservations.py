@@ -9,7 +9,7 @@ the storage commits the reservation as a row of ``reservations`` before
 ``reserve`` returns. The call's ``usage()`` report settles it: the real
 usage replaces it, in the same commit as the report (``budgets.settled``). A
 step whose function returns or raises releases what it left unsettled
-(:func:`release`). A reservation whose process died during its call, or whose
+(``budgets.release``). A reservation whose process died during its call, or whose
 call was cancelled, is never settled: every later attempt counts it as
 spent, so the provider's bill stays within the budget however often the run
 is killed. Without a budget, ``reserve`` does nothing.
@@ -17,7 +17,6 @@ is killed. Without a budget, ``reserve`` does nothing.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ from .estimates import PaidCall, Reservation, default_estimate, prompt_tokens
 from .steps import parent_step
 
 if TYPE_CHECKING:
-    from .journal import Journal
+    pass
 
 
 def reserve(
@@ -98,21 +97,3 @@ def reserve(
         spend.cancel(key, call)  # not committed: the call must not be made
         raise
     return Reservation(tokens=reserved_tokens, cost=reserved_cost)
-
-
-def release(j: Journal, key: str, exc: BaseException | None) -> None:
-    """Step ``key``'s function returned (``exc`` None) or raised ``exc``: settle what its
-    calls reserved and did not report, with no usage. A call cut short by a cancellation
-    (an exception that is not an ``Exception``) keeps its reservation, counted."""
-    spend = j._budget
-    if spend is None:
-        return
-    if exc is not None and not isinstance(exc, Exception):
-        spend.keep(key)
-        return
-    calls = spend.release(key)
-    storage = j._storage
-    if calls and storage is not None:
-        # Left unsettled in the file when this fails: counted again, never too little.
-        with contextlib.suppress(LetItLoopError):
-            storage.settle(j.run_id, calls, utc_iso(j.clock()), (None, None), None)

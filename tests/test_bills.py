@@ -123,6 +123,32 @@ class TestEveryAttemptKilledJustAfterTheProviderBilled:
         assert "reserved and not settled by 4 calls" in budget
         assert "not settled (cut short, counted as spent)" in shown.stdout
 
+    def test_lil_ui_shows_reserved_versus_settled_spend(self, tmp_path: Path) -> None:
+        pytest.importorskip("starlette")
+        from starlette.testclient import TestClient
+
+        from letitloop.web import create_app
+
+        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        page = TestClient(create_app(Path(r["db"])), base_url="http://127.0.0.1")
+        html = page.get(f"/runs/{r['goal']}").text
+        assert "reserved and not settled by 4 calls" in html
+        assert "4 paid calls: 0 settled" in html
+
+    def test_lil_reset_deletes_the_runs_reservations(self, tmp_path: Path) -> None:
+        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        reset = subprocess.run(
+            [*LIL, "--db", r["db"], "reset", r["goal"], "--yes"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert reset.returncode == 0, reset.stderr
+        import sqlite3
+
+        with sqlite3.connect(r["db"]) as db:
+            assert db.execute("SELECT count(*) FROM reservations").fetchone() == (0,)
+
 
 @pytest.fixture(params=["file", "memory", "postgres"])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -249,3 +275,29 @@ class TestAReservation:
                 j.step("b", lambda: reserve(tokens=1.5))  # type: ignore[arg-type]
         with pytest.raises(LetItLoopError, match="estimate must be"):
             Budget(tokens=10, estimate=3)
+
+    def test_a_failed_try_of_a_retried_step_releases_its_own_reservation(
+        self, location: str
+    ) -> None:
+        from letitloop import RetryPolicy
+
+        tries: list[int] = []
+
+        def flaky() -> int:
+            reserve(tokens=600)
+            tries.append(1)
+            if len(tries) == 1:
+                raise ConnectionError("the provider hung up")
+            usage(input_tokens=10)
+            return len(tries)
+
+        policy = RetryPolicy(max_attempts=3, initial_backoff=0.0, jitter=0.0)
+        with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+            # The second try reserves 600 again: the first try's 600 was released.
+            assert j.step("flaky", flaky, retry=policy) == 2
+        inspector = open_inspector(location)
+        try:
+            shown = show_run(inspector, find_run(inspector, "g")).reservations
+        finally:
+            inspector.close()
+        assert [(r.tokens, r.settled_tokens) for r in shown] == [(600, None), (600, 10)]

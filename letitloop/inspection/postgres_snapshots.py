@@ -146,6 +146,8 @@ def write_back(conn: Any, before: MemoryDatabase, after: MemoryDatabase) -> None
         c.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
     for run_id in before.runs.keys() - after.runs.keys():
         c.execute("DELETE FROM ll_runs WHERE id = %s", (run_id,))
+    for run_id, call in before.reservations.keys() - after.reservations.keys():
+        c.execute("DELETE FROM ll_reservations WHERE run = %s AND call = %s", (run_id, call))
     for run_id, run in sorted(after.runs.items(), key=lambda kv: kv[1]["order"]):
         old = before.runs.get(run_id)
         values = {k: run.get(k) for k in _RUN_COLUMNS}
