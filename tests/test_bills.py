@@ -301,3 +301,46 @@ class TestAReservation:
         finally:
             inspector.close()
         assert [(r.tokens, r.settled_tokens) for r in shown] == [(600, None), (600, 10)]
+
+
+def reservations_of(location: str, goal: str) -> list[tuple[str, int | None, int | None]]:
+    inspector = open_inspector(location)
+    try:
+        held = show_run(inspector, find_run(inspector, goal)).reservations
+    finally:
+        inspector.close()
+    return [(r.key, r.tokens, r.settled_tokens) for r in held]
+
+
+class TestEveryAdaptersModelCallReserves:
+    """The adapters' model calls reserve the prompt's bytes plus the output limit they find
+    (smolagents and Pydantic AI: the trials above; OpenAI Agents: test_openai_agents)."""
+
+    def test_autogens_from_its_extra_create_args(self, tmp_path: Path) -> None:
+        pytest.importorskip("autogen_ext.models.replay")
+        from autogen_core.models import UserMessage
+        from autogen_ext.models.replay import ReplayChatCompletionClient
+
+        from letitloop.adapters.autogen.client import call_model
+
+        client = ReplayChatCompletionClient(["an answer"])
+        messages = [UserMessage(content="hello there", source="user")]
+        call = (client, messages, {"extra_create_args": {"max_tokens": 50}}, None)
+        with Journal("g", path=tmp_path / "j.db", budget=Budget(tokens=10_000)) as j:
+            j.step("model", lambda: asyncio.run(call_model("id", call))["content"])
+        ((key, tokens, settled),) = reservations_of(str(tmp_path / "j.db"), "g")
+        assert key == "model" and tokens is not None and tokens > 50 + len("hello there")
+        assert settled is not None and settled < tokens  # replaced by what it reported
+
+    def test_dspys_from_its_lms_settings(self, tmp_path: Path) -> None:
+        pytest.importorskip("dspy")
+        from dspy.utils.dummies import DummyLM
+
+        from letitloop.adapters.dspy.lm import lm_call
+
+        lm = DummyLM([{"answer": "x"}])  # max_tokens=1000 among its kwargs, as dspy.LM's
+        with Journal("g", path=tmp_path / "j.db", budget=Budget(tokens=10_000)) as j:
+            j.step("lm", lambda: len(lm_call(lm, "hello", None, {}, False)))
+        ((key, tokens, settled),) = reservations_of(str(tmp_path / "j.db"), "g")
+        assert key == "lm" and tokens == 1000 + len('["hello",null]')
+        assert settled == 0  # settled by what DummyLM reports: 0 tokens
