@@ -135,6 +135,21 @@ class TestEveryAttemptKilledJustAfterTheProviderBilled:
         assert "reserved and not settled by 4 calls" in html
         assert "4 paid calls: 0 settled" in html
 
+    def test_lil_export_has_a_record_per_reservation(self, tmp_path: Path) -> None:
+        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        exported = subprocess.run(
+            [*LIL, "--db", r["db"], "export", r["goal"], "--format", "jsonl"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert exported.returncode == 0, exported.stderr
+        records = [json.loads(line) for line in exported.stdout.splitlines()]
+        held = [x for x in records if x["record"] == "reservation"]
+        assert [(x["key"], x["attempt"], x["settled_at"]) for x in held] == [
+            ("ask:0", n, None) for n in (1, 2, 3, 4)
+        ]
+
     def test_lil_reset_deletes_the_runs_reservations(self, tmp_path: Path) -> None:
         (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
         reset = subprocess.run(

@@ -104,7 +104,8 @@ def budget_text(detail: RunDetail) -> str:
         parts.append(render.money(cost))
         reached = reached or (spent.cost or 0) + held_cost >= cost
     state = "reached" if reached else "within"
-    text = f"{', '.join(parts)} ({state}: {usage_text(spent)} spent"
+    said = usage_text(spent) if spent.steps else "nothing"
+    text = f"{', '.join(parts)} ({state}: {said} spent"
     if held:
         amount = render.tokens(held_tokens) + (f", {render.money(held_cost)}" if held_cost else "")
         text += f", {amount} reserved and not settled by {render.counted(len(held), 'call')}"
