@@ -359,3 +359,37 @@ class TestEveryAdaptersModelCallReserves:
         ((key, tokens, settled),) = reservations_of(str(tmp_path / "j.db"), "g")
         assert key == "lm" and tokens == 1000 + len('["hello",null]')
         assert settled == 0  # settled by what DummyLM reports: 0 tokens
+
+
+class TestConcurrentCalls:
+    def test_they_reserve_one_at_a_time_and_those_that_do_not_fit_are_not_made(
+        self, location: str
+    ) -> None:
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        every = threading.Barrier(5, timeout=30)
+        made: list[int] = []
+
+        def call(i: int) -> int:
+            try:
+                reserve(tokens=300)
+            finally:
+                every.wait()  # all five have reserved or been refused before any settles
+            made.append(i)
+            usage(input_tokens=10)
+            return i
+
+        with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+
+            def step(i: int) -> str:
+                try:
+                    j.step(f"call:{i}", call, i)
+                    return "made"
+                except BudgetExceededError:
+                    return "refused"
+
+            with ThreadPoolExecutor(5) as pool:
+                outcomes = sorted(pool.map(step, range(5)))
+        assert outcomes == ["made"] * 3 + ["refused"] * 2
+        assert len(made) == 3
