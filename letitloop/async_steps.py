@@ -31,6 +31,7 @@ from .step_rows import done_row, failure_row
 from .steps import (
     function_name,
     key_for,
+    name_missing,
     owner,
     parent_step,
     retry_policy_in,
@@ -90,7 +91,11 @@ async def async_step(
     policy = j.retry
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
-    fn_name = function_name(fn, name)
+    fn_name = function_name(fn, name, args, kwargs, "await j.async_step")
+    if type(name) is not str:
+        missing = name_missing("await j.async_step", name, fn, args, kwargs)
+        if missing is not None:
+            raise missing
     who = owner(j)
     try:
         fp = j._fingerprints.call(args, kwargs)

@@ -255,13 +255,63 @@ def storable(text: str) -> str:
     return text
 
 
+#: At most this many of an exception group's errors are named in its text, each message
+#: clipped to :data:`GROUP_MESSAGE_CHARS`: the text stays one readable line.
+GROUP_ERRORS_SHOWN = 5
+GROUP_MESSAGE_CHARS = 200
+
+
 def error_text(exc: BaseException) -> str:
-    """``Type: message`` of an exception, storable whatever its message holds."""
+    """``Type: message`` of an exception, storable whatever its message holds.
+
+    An exception group (``ExceptionGroup``, as anyio's task groups and so the
+    MCP SDK raise) is told by the errors inside it, not by its own ``unhandled
+    errors in a TaskGroup (1 sub-exception)``: a group of one error, or groups
+    nested around one, give that error's ``Type: message``; a group of several
+    names each (``ExceptionGroup: 2 errors: OSError: …; ValueError: …``), at
+    most :data:`GROUP_ERRORS_SHOWN`, each message clipped.
+    """
+    leaves = _leaves(exc)
+    if len(leaves) == 1:
+        return storable(_one_text(leaves[0]))
+    shown = "; ".join(_one_text(e, GROUP_MESSAGE_CHARS) for e in leaves[:GROUP_ERRORS_SHOWN])
+    more = len(leaves) - GROUP_ERRORS_SHOWN
+    tail = f"; and {more} more" if more > 0 else ""
+    return storable(f"{type(exc).__qualname__}: {len(leaves)} errors: {shown}{tail}")
+
+
+def _one_text(exc: BaseException, clip: int | None = None) -> str:
     try:
         message = str(exc)
     except Exception as failed:  # a __str__ that raises must not hide the exception itself
         message = f"<str() of the exception failed: {type(failed).__qualname__}>"
-    return storable(f"{type(exc).__qualname__}: {message}")
+    if clip is not None and len(message) > clip:
+        message = message[: clip - 1] + "…"
+    return f"{type(exc).__qualname__}: {message}"
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The errors inside ``exc``, groups opened at any depth (``[exc]`` when it is none)."""
+    if not _is_group(exc):
+        return [exc]
+    found: list[BaseException] = []
+    for e in getattr(exc, "exceptions", ()):
+        found.extend(_leaves(e))
+    return found or [exc]
+
+
+def _is_group(exc: BaseException) -> bool:
+    """Whether ``exc`` is an exception group: Python 3.11's ``BaseExceptionGroup``, or on
+    3.10 the ``exceptiongroup`` backport's, when a library loaded it (never imported here)."""
+    import builtins
+    import sys
+
+    native = getattr(builtins, "BaseExceptionGroup", None)
+    if native is not None and isinstance(exc, native):
+        return True
+    backport = sys.modules.get("exceptiongroup")
+    group = getattr(backport, "BaseExceptionGroup", None)
+    return isinstance(group, type) and isinstance(exc, group)
 
 
 def traceback_text(exc: BaseException) -> str:

@@ -82,7 +82,8 @@ def create_file(path: str) -> None:
 
 def resolve_file(path: str | os.PathLike[str] | None = None) -> str:
     """The journal file: ``path``, else ``$LETITLOOP_DB``, else the nearest
-    ``.letitloop/journal.db`` here or above, else a new one here (letitloop/discovery.py).
+    ``.letitloop/journal.db`` here or above, else at the script's folder or above, else a
+    new one beside the script (letitloop/discovery.py).
 
     A URL (``scheme://…``) is never a file: UnknownStoreError (schemes.py).
     """
@@ -137,8 +138,12 @@ def make_folder(path: str) -> None:
             f"create it or pass another path= / LETITLOOP_DB",
             path=str(path),
         ) from None
-    if hint:
-        print(hint, file=sys.stderr)
+    if hint and sys.stderr is not None:  # None under pythonw or a daemon without one
+        import contextlib  # once, when the default journal is made
+
+        # A closed or broken stderr: the journal opens all the same.
+        with contextlib.suppress(OSError, ValueError):
+            print(hint, file=sys.stderr, flush=True)
 
 
 def check_is_a_file(path: str) -> bool:

@@ -202,6 +202,7 @@ INSPECTION_ORDER = [
     "times",
     "results",
     "records",
+    "images",
     "decrypting",
     "inspector",
     "journalfile",
@@ -210,12 +211,14 @@ INSPECTION_ORDER = [
     "sqlite_rekey",
     "sqlite_filters",
     "sqlite_changes",
+    "sqlite_copy",
     "sqlite_runs",
     "sqlite_detail",
     "sqlite_inspector",
     "memory_filters",
     "memory_runs",
     "memory_detail",
+    "memory_copy",
     "memory_inspector",
     "postgres_snapshots",
     "postgres_inspector",
@@ -231,7 +234,7 @@ INSPECTION_ORDER = [
 
 #: What changes a journal from outside a run, bottom up: a run held while it
 #: changes, then reset (whose deletion gc shares), fork and gc.
-MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "rekey", "__init__"]
+MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "rekey", "copying", "__init__"]
 
 #: MCP's own modules, bottom up: sessions renewed after a failed call, calls as
 #: steps (and a call in doubt), the server of ``lil mcp``.
@@ -649,6 +652,7 @@ SQLITE_INSPECTOR = {
     "inspection.sqlite_runs",
     "inspection.sqlite_detail",
     "inspection.sqlite_fixture",
+    "inspection.sqlite_copy",
     "inspection.sqlite_rekey",
     "inspection.journalfile",
     "inspection.postgres_inspector",

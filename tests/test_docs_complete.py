@@ -137,3 +137,63 @@ class TestStatementsThatWentStale:
         assert RetryPolicy().retry_on == (Exception,)
         for page in ("README.md", "docs/primitives.md"):
             assert "`retry_on=(Exception,)`" in (ROOT / page).read_text(encoding="utf-8"), page
+
+
+def readme_section(title: str) -> str:
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end > 0 else None]
+
+
+class TestTheDocsIndex:
+    def test_readme_lists_every_docs_page_once_with_what_it_is(self) -> None:
+        index = readme_section("The docs, page by page")
+        rows = [ln for ln in index.splitlines() if ln.startswith("| [docs/")]
+        listed = [re.match(r"\| \[(docs/[^\]]+)\]\(\1\) \| (.+) \|$", ln) for ln in rows]
+        assert all(listed), [r for r, m in zip(rows, listed, strict=True) if not m]
+        pages = [m.group(1) for m in listed if m]
+        on_disk = sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
+        assert pages == on_disk, "README's docs index must list every docs/*.md, in order"
+        assert all(len(m.group(2)) > 20 for m in listed if m)
+
+
+#: Each adapter package (letitloop/adapters/<name>/, and letitloop/mcp/) and how README's
+#: "Frameworks:" line names it. A new adapter fails here until the line names it.
+FRAMEWORKS = {
+    "autogen": "[AutoGen]",
+    "crewai": "[CrewAI]",
+    "dspy": "[DSPy]",
+    "langgraph": "[LangGraph]",
+    "llamaindex": "[LlamaIndex workflows]",
+    "openai_agents": "[OpenAI Agents SDK]",
+    "pydantic_ai": "[Pydantic AI]",
+    "smolagents": "[smolagents]",
+    "mcp": "[MCP]",
+}
+
+
+class TestTheFrameworksLine:
+    def test_it_names_and_links_every_adapter(self) -> None:
+        packages = {p.name for p in (ROOT / "letitloop" / "adapters").iterdir() if p.is_dir()}
+        packages.discard("__pycache__")
+        assert packages | {"mcp"} == set(FRAMEWORKS), "a new adapter: add it to FRAMEWORKS"
+        start = README.index("**Frameworks:**")
+        line = README[start : README.index("\n\n", start)]
+        for name in FRAMEWORKS.values():
+            assert f"{name}(docs/" in line, name
+
+
+class TestTheBenchmarksTable:
+    def test_readmes_is_benchmarks_readmes_todays_figures_word_for_word(self) -> None:
+        """One source: README's figures are benchmarks/README.md's, never other (older) ones."""
+
+        def table(text: str) -> list[str]:
+            return [ln for ln in text.splitlines() if ln.startswith("|")]
+
+        bench = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+        start = bench.index("\n## Today's figures\n")
+        todays = table(bench[start : bench.index("\n## ", start + 1)])
+        shown = table(readme_section("Benchmarks"))
+        assert len(shown) > 5
+        assert shown == todays
+        assert "(benchmarks/README.md)" in readme_section("Benchmarks")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,6 +22,9 @@ from letitloop.errors import (
     RunHeldError,
     StepMismatchError,
 )
+
+if sys.version_info < (3, 11):  # the backport anyio installs there
+    from exceptiongroup import ExceptionGroup
 
 
 class Counter:
@@ -122,6 +126,33 @@ class TestAStepThatRaised:
         assert rows(db, "SELECT status, error FROM runs") == [
             ("failed", "ValueError: upstream said no")
         ]
+
+    def test_an_exception_group_of_one_error_records_that_error_however_deep(
+        self, db: Path
+    ) -> None:
+        def boom() -> None:
+            inner = ExceptionGroup("unhandled errors in a TaskGroup", [OSError("refused")])
+            raise ExceptionGroup("unhandled errors in a TaskGroup", [inner])
+
+        with pytest.raises(ExceptionGroup), Journal("g", path=db) as j:
+            j.step("boom", boom)
+        assert rows(db, f"SELECT error FROM \"{j.table}\" WHERE key = 'boom'") == [
+            ("OSError: refused",)
+        ]
+        assert rows(db, "SELECT error FROM runs") == [("OSError: refused",)]
+
+    def test_an_exception_group_of_several_errors_names_each_briefly(self, db: Path) -> None:
+        def boom() -> None:
+            nested = ExceptionGroup("inner", [KeyError("k"), OSError("x" * 1000)])
+            raise ExceptionGroup("outer", [ValueError("bad value"), nested])
+
+        with pytest.raises(ExceptionGroup), Journal("g", path=db) as j:
+            j.step("boom", boom)
+        ((error,),) = rows(db, f"SELECT error FROM \"{j.table}\" WHERE key = 'boom'")
+        assert error.startswith(
+            "ExceptionGroup: 3 errors: ValueError: bad value; KeyError: 'k'; OSError: xxx"
+        )
+        assert error.endswith("x…") and len(error) < 300
 
     def test_the_failed_run_resumes_from_the_failed_step(self, db: Path) -> None:
         f = Counter()

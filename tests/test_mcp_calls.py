@@ -496,3 +496,71 @@ class TestARunWhoseCallsAllReplay:
         with pytest.raises(NoJournalError):
             asyncio.run(outside())
         assert ran == []
+
+
+class TestAFailedCall:
+    def test_records_the_error_inside_the_sdks_exception_groups(self, shop: Shop, db: Path) -> None:
+        import sqlite3
+
+        shop.refuse.touch()  # the server exits at start: the SDK raises nested task groups
+
+        async def attempt() -> None:
+            async with Journal("down", path=db, run="r"), DurableMCP(shop.params()) as tools:
+                await tools.call_tool("lookup", {"order": 1})
+
+        with pytest.raises(BaseException) as raised:
+            asyncio.run(attempt())
+        assert "sub-exception" in str(raised.value)  # what the SDK raised: a group
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT key, error FROM journal_down ORDER BY key").fetchall()
+            run = conn.execute("SELECT error FROM runs").fetchall()
+        assert rows == [
+            ("mcp:lookup", "MCPError: Connection closed"),
+            ("mcp:lookup/sent", "MCPError: Connection closed"),
+        ]
+        assert run == [("MCPError: Connection closed",)]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class TestTheDocsExample:
+    def test_runs_as_pasted_in_the_clone_against_its_shop_server_and_replays(
+        self, tmp_path: Path, db: Path
+    ) -> None:
+        """docs/mcp.md's DurableMCP program, as printed, from the clone's root (where its
+        examples/shop_server.py is), run twice: the second run replays both calls."""
+        from test_readme import blocks
+
+        page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+        (code,) = [b for b in blocks("python", page) if "DurableMCP(shop)" in b]
+        assert 'args=["examples/shop_server.py"]' in code
+        script = tmp_path / "checkout.py"
+        script.write_text(code, encoding="utf-8")
+        env = {**os.environ, "LETITLOOP_DB": str(db)}
+        runs = [
+            subprocess.run(
+                [sys.executable, str(script)],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            for _ in range(2)
+        ]
+        for r in runs:
+            assert r.returncode == 0, r.stderr
+            assert r.stdout == "order 7 is open charged order 7\n"
+        import sqlite3
+
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT key, status, attempt FROM journal_checkout").fetchall()
+            run = conn.execute("SELECT name, status, attempts FROM runs").fetchall()
+        assert sorted(rows) == [  # every call's row still the first attempt's: none re-ran
+            ("mcp:charge", "done", 1),
+            ("mcp:charge/sent", "done", 1),
+            ("mcp:lookup", "done", 1),
+            ("mcp:lookup/sent", "done", 1),
+        ]
+        assert run == [("order-7", "completed", 1)]  # the second run only replayed it

@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from ..errors import LetItLoopError
-from .changing import fork, gc, reset, upgrade
+from .changing import copy_command, fork, gc, reset, upgrade
 from .checking import check
 from .control import cancel, send
 from .params import DB_PATH
@@ -166,6 +166,7 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 # The commands, one module per family; each is a plain click command until added here.
 for _command in (runs, show, export, reset, fork, gc, upgrade, send, cancel, watch, demo, ui):
     cli.add_command(_command)
+cli.add_command(copy_command)  # lil copy (cli/changing.py)
 cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
 cli.add_command(fixture)  # lil fixture (cli/testing.py)
 cli.add_command(diff)  # lil diff (cli/testing.py)

@@ -1,4 +1,4 @@
-"""The commands that change a journal from outside a run: ``lil reset/fork/gc/upgrade``.
+"""The commands that change a journal from outside a run: ``lil reset/fork/gc/upgrade/copy``.
 
 The work is in :mod:`letitloop.maintenance` (and :mod:`letitloop.migrate`),
 the words in :mod:`letitloop.runtext.changes`. A command that deletes asks
@@ -206,3 +206,68 @@ def upgrade(ctx: click.Context) -> None:
         render.echo(f"{journal.path}: schema at {known_names()[-1]}")
     finally:
         journal.close()
+
+
+@click.command("copy")
+@click.argument("source", metavar="FROM")
+@click.argument("target", metavar="TO")
+@click.option("--goal", metavar="GOAL", help="Copy only this goal's runs.")
+@click.option(
+    "--only",
+    type=click.Choice(["finished", "unfinished"]),
+    help="Copy only the finished runs (completed or cancelled), or only the unfinished ones "
+    "(crashed, failed, waiting); default: all.",
+)
+@click.option(
+    "--skip-existing",
+    is_flag=True,
+    help="Leave the runs TO has already (same id, or same name in the goal) as they are, and "
+    "copy the others; without it such a run refuses the copy.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def copy_command(
+    source: str,
+    target: str,
+    goal: str | None,
+    only: str | None,
+    skip_existing: bool,
+    as_json: bool,
+) -> None:
+    """Copy runs from one journal to another: a file to PostgreSQL, or to another file.
+
+    FROM and TO are each a journal file's path or a postgresql:// URL. Each
+    run goes with everything it owns: its steps, markers, sleeps and waits,
+    input and result, attempts, failed tries, usage, replays and sealed
+    chain (lil watch's restart records and LangGraph's checkpoints stay
+    behind). TO is made if it is a file that does not exist. Runs are
+    copied oldest first, in batches of 200 runs or 50,000 rows, each batch
+    one transaction; each copied run is then read back from TO as lil
+    verify reads it (with LETITLOOP_SEAL_KEY set, its chain is checked with
+    the key), so 'lil verify --all --db TO' passes where it passed on FROM.
+    A run TO has already refuses the copy (nothing written) unless
+    --skip-existing; a run a live process holds in FROM refuses it too:
+    copy once it ends. FROM is only read (each run held by its lock while it
+    is read). A copied unfinished run resumes from TO (Journal(goal,
+    path=TO)) without calling its finished steps again. docs/postgres.md:
+    "Moving runs from a file to PostgreSQL".
+
+    \b
+    Examples:
+      lil copy .letitloop/journal.db postgresql://app@db.internal/jobs
+      lil copy jobs.db archive.db --only finished --skip-existing
+      lil copy jobs.db postgresql://app@db/jobs --goal nightly --json
+    """
+    from .. import render
+    from ..maintenance import copy_runs, open_ends
+    from ..runtext.changes import copy_lines, copy_record
+
+    reader, writer = open_ends(source, target)
+    try:
+        result = copy_runs(reader, writer, goal=goal, only=only, skip_existing=skip_existing)
+    finally:
+        reader.close()
+        writer.close()
+    if as_json:
+        render.echo_json(copy_record(result))
+        return
+    render.echo(copy_lines(result))

@@ -36,7 +36,7 @@ def ui_modules() -> None:
     type=click.IntRange(min=0, max=65535),
     default=8765,
     show_default=True,
-    help="The port (0: a free one; the address is printed).",
+    help="The port (0: a free one; the address is printed; a taken one is refused, saying so).",
 )
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
 @db_option
@@ -58,7 +58,10 @@ def ui(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
       lil ui --db jobs.db --port 8000 --open
     """
     ui_modules()
-    from ..web.server import serve
+    from ..web.server import ListenError, serve
 
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops
-        serve(db_path(ctx), host, port, open_browser=open_browser)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops
+            serve(db_path(ctx), host, port, open_browser=open_browser)
+    except ListenError as exc:  # the port is taken, or not ours to take: one line
+        raise click.ClickException(str(exc)) from None

@@ -35,9 +35,9 @@ def open_journal_file(
     if not p.exists() and path is None and not os.environ.get("LETITLOOP_DB"):
         raise JournalFileError(
             f"no journal in {Path.cwd()} or the folders above it: lil looks for "
-            f".letitloop/journal.db there, as git looks for .git (a program makes it in the "
-            f"folder it runs from). Run lil in the program's folder or below it, or pass "
-            f"--db PATH, or set LETITLOOP_DB",
+            f".letitloop/journal.db there, as git looks for .git (a script makes it beside "
+            f"itself, and said where on stderr). Run lil in the script's folder or below it, "
+            f"or pass --db PATH, or set LETITLOOP_DB",
             path=str(p),
         )
     if not p.exists():
@@ -84,3 +84,16 @@ def _open(p: Path, write: bool, live: bool) -> Store:
             path=str(p),
         )
     return Store(p) if write else Store(p, readonly=True, live=live)
+
+
+def create_journal_file(path: str | Path) -> None:
+    """Make a new journal file at ``path``, its schema current and no run in it (``lil
+    copy``'s target when it does not exist yet). Its folder must exist: JournalFileError
+    otherwise, nothing made."""
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise JournalFileError(
+            f"{p}: its folder does not exist; create it first (mkdir -p {p.parent})",
+            path=str(p),
+        )
+    Store(p).close()

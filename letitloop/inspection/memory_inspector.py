@@ -20,13 +20,15 @@ detail).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..checksums import pause_sum
 from ..errors import JournalFileError
 from ..memory_database import existing
+from .images import RunImage
 from .inspector import WaitAnswer
+from .memory_copy import add_images, memory_image
 from .memory_detail import MemoryDetail
 from .records import RunInfo, WaitRow
 
@@ -66,6 +68,18 @@ _COPIED = (
 
 class MemoryInspector(MemoryDetail):
     """The inspector of one in-memory database (see the module's docstring)."""
+
+    # -- lil copy (memory_copy.py) -----------------------------------------------------
+
+    def run_image(self, run: RunInfo) -> RunImage:
+        """Everything ``run`` owns, read under the database's lock."""
+        with self._reading() as db:
+            return memory_image(db, run.id)
+
+    def add_runs(self, images: Sequence[RunImage]) -> None:
+        """The runs of ``images`` added in one change."""
+        with self._changing() as db:
+            add_images(db, images)
 
     # -- changes ----------------------------------------------------------------------
 

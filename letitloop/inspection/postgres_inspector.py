@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import SchemaVersionError
@@ -31,8 +31,10 @@ from ..memory_database import MemoryDatabase
 from ..postgres_database import CHANNEL, connect, migrate, redact, schema_version, schema_version_of
 from ..postgres_holding import PostgresHold, is_held, run_hold_text
 from ..postgres_seals import chain_of
+from .images import RunImage
+from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector
-from .postgres_snapshots import has_tables, load, write_back
+from .postgres_snapshots import has_tables, image_extras, insert_images, load, write_back
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
 
 
@@ -150,6 +152,37 @@ class PostgresInspector(MemoryInspector):
             write_back(self.conn, before, after)
             # Wakes the journals paused in this schema (a value sent, a cancel).
             self.conn.execute("SELECT pg_notify(%s, current_schema())", (CHANNEL,))
+
+    # -- lil copy ---------------------------------------------------------------------
+
+    def run_image(self, run: RunInfo) -> RunImage:
+        """Everything ``run`` owns: a snapshot of the run, its chain and watchers read apart
+        (postgres_snapshots.image_extras)."""
+        with self._of_run(run.id), self._reading() as db:
+            image = memory_image(db, run.id, chain=False)
+        with self.conn.transaction():
+            return image_extras(self.conn, image)
+
+    def add_runs(self, images: Sequence[RunImage]) -> None:
+        """The runs of ``images`` inserted in one transaction (postgres_snapshots.insert_images:
+        row by row, no snapshot), with a notification; the schema made first in a database
+        that has none."""
+        self._check_writable()
+        if not has_tables(self.conn):
+            migrate(self.conn, self.location)
+        with self.conn.transaction():
+            insert_images(self.conn, images)
+            self.conn.execute("SELECT pg_notify(%s, current_schema())", (CHANNEL,))
+
+    # -- one run's questions answered from a snapshot of that run ------------------------
+
+    def has_run(self, run_id: str) -> bool:
+        with self._of_run(run_id):
+            return super().has_run(run_id)
+
+    def run(self, run_id: str) -> RunInfo | None:
+        with self._of_run(run_id):
+            return super().run(run_id)
 
     def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
         """The run's sealed chain (``ll_seals``) and its rows, in one snapshot of that run

@@ -8,14 +8,17 @@ Both run inside the caller's transaction, on the caller's connection.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 from ..memory_database import MemoryDatabase, Row
 from ..postgres_connection import COLUMNS
 from ..row_rules import TRY_COLUMNS
+from .images import ATTEMPT_COLUMNS, RunImage, key_mismatch
 
-__all__ = ["has_tables", "load", "write_back"]
+__all__ = ["has_tables", "image_extras", "insert_images", "load", "write_back"]
 
 _RUN_COLUMNS = (
     "id",
@@ -228,3 +231,106 @@ def _all_rows(db: MemoryDatabase) -> dict[int, tuple[str, Row]]:
     for row in db.global_markers.values():
         found[row.rowid] = ("", row)
     return found
+
+
+# -- lil copy: what a snapshot leaves out -------------------------------------------------
+
+
+def image_extras(conn: Any, image: RunImage) -> RunImage:
+    """``image`` (of a snapshot of the run) with what that snapshot does not hold: the run's
+    sealed chain (``ll_seals``), its attempts' watchers (``lil watch``'s ids) and spans, its
+    goal's goal-scoped markers and the global markers it holds or last held."""
+    seals = conn.execute(
+        "SELECT n, key, kind, status, digest, seal FROM ll_seals WHERE run = %s ORDER BY n",
+        (image.id,),
+    ).fetchall()
+    extras = {
+        a: (w, wa, t)
+        for a, w, wa, t in conn.execute(
+            "SELECT attempt, watch_id, watch_attempt, trace FROM ll_attempts WHERE run = %s",
+            (image.id,),
+        ).fetchall()
+    }
+    markers = f"SELECT key, {', '.join(COLUMNS)} FROM ll_journal WHERE goal = %s AND "
+    goal_markers = [
+        {"run": "*", "key": key, **dict(zip(COLUMNS, values, strict=True))}
+        for key, *values in conn.execute(
+            markers + "run = '*' ORDER BY rowid", (image.goal,)
+        ).fetchall()
+    ]
+    global_markers = [
+        {"run": None, "key": key, **dict(zip(COLUMNS, values, strict=True))}
+        for key, *values in conn.execute(
+            markers + "holder_run = %s ORDER BY rowid", ("", image.id)
+        ).fetchall()
+    ]
+    named = ("watch_id", "watch_attempt", "trace")
+    attempts = [
+        {**a, **dict(zip(named, extras.get(a["attempt"], ()), strict=False))}
+        for a in image.attempts
+    ]
+    return dataclasses.replace(
+        image,
+        seals=[tuple(e) for e in seals],
+        attempts=attempts,
+        goal_markers=goal_markers,
+        global_markers=global_markers,
+    )
+
+
+def insert_images(conn: Any, images: Sequence[RunImage]) -> None:
+    """Inside the caller's transaction: the runs of ``images`` inserted, with everything they
+    own, row by row (no snapshot: a copy into a large database reads none of it). A goal's
+    or global marker the database has already stays its own; EncryptionKeyError, nothing
+    written, for a goal whose recorded key check is another key's."""
+    for image in images:
+        if image.key_check is None:
+            continue
+        got = conn.execute(
+            "SELECT key_check FROM ll_key_checks WHERE goal = %s", (image.goal,)
+        ).fetchone()
+        if got is not None and got[0] != image.key_check:
+            raise key_mismatch(image)
+    row_sql = (
+        f"INSERT INTO ll_journal (goal, run, key, {', '.join(COLUMNS)}) VALUES "
+        f"({', '.join(['%s'] * (3 + len(COLUMNS)))}) ON CONFLICT (goal, run, key) DO NOTHING"
+    )
+    for image in images:
+        run, goal = image.id, image.goal
+        conn.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
+        if image.key_check is not None:
+            conn.execute(
+                "INSERT INTO ll_key_checks (goal, key_check, set_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (goal) DO NOTHING",
+                (goal, image.key_check, image.run["started_at"]),
+            )
+        conn.execute(
+            f"INSERT INTO ll_runs ({', '.join(_RUN_COLUMNS)}) VALUES "
+            f"({', '.join(['%s'] * len(_RUN_COLUMNS))})",
+            tuple(image.run.get(k) for k in _RUN_COLUMNS),
+        )
+        rows = [(goal, run, r["key"], *(r.get(k) for k in COLUMNS)) for r in image.rows]
+        rows += [(goal, "*", m["key"], *(m.get(k) for k in COLUMNS)) for m in image.goal_markers]
+        rows += [("", "", m["key"], *(m.get(k) for k in COLUMNS)) for m in image.global_markers]
+        with conn.cursor() as cur:
+            cur.executemany(row_sql, rows)
+            cur.executemany(
+                f"INSERT INTO ll_tries (run, key, try, {', '.join(TRY_COLUMNS)}) VALUES "
+                f"({', '.join(['%s'] * (3 + len(TRY_COLUMNS)))})",
+                [(run, t["key"], t["try"], *(t.get(k) for k in TRY_COLUMNS)) for t in image.tries],
+            )
+            cur.executemany(
+                "INSERT INTO ll_replays (run, attempt, keys) VALUES (%s, %s, %s)",
+                [(run, a, list(keys)) for a, keys in image.replays],
+            )
+            cur.executemany(
+                f"INSERT INTO ll_attempts (run, {', '.join(ATTEMPT_COLUMNS)}) VALUES "
+                f"({', '.join(['%s'] * (1 + len(ATTEMPT_COLUMNS)))})",
+                [(run, *(a.get(k) for k in ATTEMPT_COLUMNS)) for a in image.attempts],
+            )
+            prevs = [None, *(e[5] for e in image.seals)][: len(image.seals)]
+            cur.executemany(
+                "INSERT INTO ll_seals (run, n, key, kind, status, digest, seal, prev) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [(run, *e, prev) for e, prev in zip(image.seals, prevs, strict=True)],
+            )

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import locks
 from ..checksums import pause_sum
 from ..goals import drop_goal_tables, refresh_journal_rows
 from ..store import Store
+from .images import RunImage
 from .inspector import Inspector, WaitAnswer
 from .records import RunInfo, WaitRow
 from .sqlite_changes import bind_copied_rows, delete_runs, goals_left_empty, has_table
+from .sqlite_copy import read_image, write_images
 from .sqlite_detail import SqliteDetail
 from .sqlite_fixture import copy_run_to_file
 
@@ -47,6 +49,14 @@ class SqliteInspector(SqliteDetail):
         Not part of :class:`Inspector`: only a journal file's runs are copied
         (:mod:`letitloop.inspection.sqlite_fixture`)."""
         return copy_run_to_file(self.store, run, to, text)
+
+    def run_image(self, run: RunInfo) -> RunImage:
+        """``lil copy``: everything ``run`` owns, read in one transaction (sqlite_copy.py)."""
+        return read_image(self.store, run)
+
+    def add_runs(self, images: Sequence[RunImage]) -> None:
+        """``lil copy``: the runs of ``images`` written in one transaction (sqlite_copy.py)."""
+        write_images(self.store, images)
 
     def fork(
         self,

@@ -11,11 +11,13 @@ holds) and change it in one transaction, each change an
 
 Its modules, bottom up (each imports only the ones before it): ``holding``
 (a run's lock held while it changes), ``reset``, ``fork``, ``gc``, ``rekey`` (a new
-encryption key for a file's encrypted values).
+encryption key for a file's encrypted values), ``copying`` (runs moved to another
+store: ``lil copy``).
 """
 
 from __future__ import annotations
 
+from .copying import CopyResult, copy_runs, open_ends
 from .fork import ForkResult, fork_run
 from .gc import GC_BATCH, GcResult, gc_candidates, gc_runs
 from .rekey import GoalRekeyed, rekey
@@ -23,12 +25,15 @@ from .reset import reset_run, reset_target
 
 __all__ = [
     "GC_BATCH",
+    "CopyResult",
     "ForkResult",
     "GcResult",
     "GoalRekeyed",
+    "copy_runs",
     "fork_run",
     "gc_candidates",
     "gc_runs",
+    "open_ends",
     "rekey",
     "reset_run",
     "reset_target",

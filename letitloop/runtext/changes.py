@@ -1,4 +1,5 @@
-"""What the commands that change a journal say they did: reset, fork, gc, send and cancel."""
+"""What the commands that change a journal say they did: reset, fork, gc, send, cancel and
+copy."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from .words import quoted
 if TYPE_CHECKING:
     from ..control import Cancelled, Sent
     from ..inspection import RunInfo
-    from ..maintenance import ForkResult, GcResult
+    from ..maintenance import CopyResult, ForkResult, GcResult
 
 
 def reset_target_text(target: RunInfo) -> str:
@@ -175,3 +176,40 @@ def stopped_line(run: RunInfo) -> str:
 def rerun_hint(run: RunInfo) -> str:
     """After a cancel: how to run the run again from a step."""
     return f"to run it again from a step: lil fork {run.id} --from-step KEY"
+
+
+def copy_lines(result: CopyResult) -> list[str]:
+    """What ``lil copy`` did: the runs copied and skipped, then how they were verified."""
+    runs = f"{len(result.copied)} run{'' if len(result.copied) == 1 else 's'}"
+    lines = [f"copied {runs} ({result.rows} rows) from {result.source} to {result.target}"]
+    if result.skipped:
+        lines.append(
+            f"skipped {len(result.skipped)} run{'' if len(result.skipped) == 1 else 's'} "
+            f"{result.target} has already (--skip-existing)"
+        )
+    if result.copied:
+        lines.append(
+            f"verified: every run copied reads back from {result.target} as in the source "
+            f"(its rows and sealed chain, as lil verify reads them)"
+        )
+    if result.sealed:
+        lines.append(f"{result.sealed} sealed run(s): chains verified with LETITLOOP_SEAL_KEY")
+    if result.unchecked:
+        lines.append(
+            f"{result.unchecked} sealed run(s) not checked with their key: set "
+            f"LETITLOOP_SEAL_KEY and run lil verify --all --db {result.target}"
+        )
+    return lines
+
+
+def copy_record(result: CopyResult) -> dict[str, Any]:
+    """``lil copy --json``: what was copied, skipped and verified."""
+    return {
+        "source": result.source,
+        "target": result.target,
+        "copied": result.copied,
+        "skipped": result.skipped,
+        "rows": result.rows,
+        "sealed_verified": result.sealed,
+        "sealed_unchecked": result.unchecked,
+    }

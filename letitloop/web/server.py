@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import sys
 import threading
@@ -14,10 +15,39 @@ from ..inspection import open_inspector
 from .app import LOOPBACK_NAMES, create_app
 
 
+class ListenError(Exception):
+    """The address could not be listened on; the text is lil's one line (what, and what to do)."""
+
+
+def cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """Why ``host:port`` cannot be listened on, and the option that gets past it."""
+    where = f"{host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        other = port + 1 if port < 65535 else 8765
+        return (
+            f"port {port} is taken on {host} (another program listens there, perhaps another "
+            f"lil ui); pick another with --port, e.g. lil ui --port {other}, "
+            f"or --port 0 for any free port"
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"cannot listen on {where}: permission denied (ports below 1024 need privileges); "
+            f"pick another with --port, e.g. lil ui --port 8765, or --port 0 for any free port"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return (
+            f"cannot listen on {where}: {host} is not an address of this machine "
+            f"({exc.strerror or exc}); pass --host 127.0.0.1, or one of this machine's addresses"
+        )
+    return f"cannot listen on {where}: {exc.strerror or exc}; pick another --host or --port"
+
+
 def serve(path: str | Path | None, host: str, port: int, *, open_browser: bool = False) -> None:
     """Serve the journal at ``path`` until interrupted (Ctrl-C, SIGTERM).
 
-    The journal is checked first (a missing file is one error, before anything listens).
+    The journal is checked first (a missing file is one error, before anything listens);
+    an address that cannot be listened on (a port taken, a privileged port, another
+    machine's address) raises ListenError, whose text says which and what to pass instead.
     ``port`` 0 takes a free port; the first line printed is the address, with the real
     port (``lil ui: http://127.0.0.1:8765/ …``), which scripts and tests read.
     """
@@ -27,7 +57,11 @@ def serve(path: str | Path | None, host: str, port: int, *, open_browser: bool =
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ListenError(cannot_listen(host, port, exc)) from None
     # Listening before the address is printed: a browser (or a test) that connects at
     # once waits in the backlog until uvicorn accepts, rather than being refused.
     sock.listen(2048)
