@@ -32,6 +32,22 @@ from letitloop.errors import NoJournalError
 from letitloop.inspection import find_run, open_inspector, show_run
 
 PIPELINE = Path(__file__).resolve().parent / "bill_pipeline.py"
+
+#: Resume a bill_pipeline run (``sys.argv``: location, goal): exit 3 if its budget refuses.
+RESUME = """
+import sys
+from letitloop import Budget, BudgetExceededError, Journal, reserve, usage
+
+def ask():
+    reserve("question 0", max_tokens=60)
+    raise SystemExit("paid")
+
+try:
+    with Journal(sys.argv[2], path=sys.argv[1], budget=Budget(tokens=800)) as j:
+        j.step("ask:0", ask)
+except BudgetExceededError:
+    sys.exit(3)
+"""
 LIL = [sys.executable, "-m", "letitloop"]
 
 
@@ -149,6 +165,31 @@ class TestEveryAttemptKilledJustAfterTheProviderBilled:
         assert [(x["key"], x["attempt"], x["settled_at"]) for x in held] == [
             ("ask:0", n, None) for n in (1, 2, 3, 4)
         ]
+
+    @pytest.mark.parametrize("target", ["file", "postgres"])
+    def test_lil_copy_takes_the_reservations_and_the_copy_stays_within_the_budget(
+        self, target: str, tmp_path: Path
+    ) -> None:
+        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        if target == "file":
+            to = str(tmp_path / "copy.db")
+        else:
+            import pg_server
+
+            to = pg_server.location()
+        copied = subprocess.run(
+            [*LIL, "copy", r["db"], to], capture_output=True, text=True, timeout=120
+        )
+        assert copied.returncode == 0, copied.stderr
+        assert counted(to, r["goal"]) == counted(r["db"], r["goal"]) == (0, 768)
+        # Resumed from the copy: the killed calls' reservations still count, nothing is paid.
+        refused = subprocess.run(
+            [sys.executable, "-c", RESUME, to, r["goal"]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode == 3, refused.stderr
 
     def test_lil_reset_deletes_the_runs_reservations(self, tmp_path: Path) -> None:
         (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")

@@ -16,7 +16,7 @@ from typing import Any
 from ..memory_database import MemoryDatabase, Row
 from ..postgres_connection import COLUMNS
 from ..row_rules import TRY_COLUMNS
-from .images import ATTEMPT_COLUMNS, RunImage, key_mismatch
+from .images import ATTEMPT_COLUMNS, RESERVATION_COLUMNS, RunImage, key_mismatch
 
 __all__ = ["has_tables", "image_extras", "insert_images", "load", "write_back"]
 
@@ -46,20 +46,6 @@ def has_tables(conn: Any) -> bool:
     """Whether the connection's schema holds letitloop's tables (``ll_meta``)."""
     row = conn.execute("SELECT to_regclass('ll_meta') IS NOT NULL").fetchone()
     return bool(row and row[0])
-
-
-#: The columns of ``ll_reservations`` after its run and number, as the memory model keeps them.
-RESERVATION_COLUMNS = (
-    "key",
-    "attempt",
-    "reserved_at",
-    "tokens",
-    "cost",
-    "model",
-    "settled_at",
-    "settled_tokens",
-    "settled_cost",
-)
 
 
 def iso(value: Any) -> Any:
@@ -322,6 +308,14 @@ def insert_images(conn: Any, images: Sequence[RunImage]) -> None:
             cur.executemany(
                 "INSERT INTO ll_replays (run, attempt, keys) VALUES (%s, %s, %s)",
                 [(run, a, list(keys)) for a, keys in image.replays],
+            )
+            cur.executemany(
+                f"INSERT INTO ll_reservations (run, call, {', '.join(RESERVATION_COLUMNS)}) "
+                f"VALUES ({', '.join(['%s'] * (2 + len(RESERVATION_COLUMNS)))})",
+                [
+                    (run, r["call"], *(r.get(k) for k in RESERVATION_COLUMNS))
+                    for r in image.reservations
+                ],
             )
             cur.executemany(
                 f"INSERT INTO ll_attempts (run, {', '.join(ATTEMPT_COLUMNS)}) VALUES "
