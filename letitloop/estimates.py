@@ -66,10 +66,12 @@ class PaidCall(msgspec.Struct, frozen=True):
 def prompt_tokens(prompt: Any) -> int:
     """An upper bound of the tokens of ``prompt``: the bytes of its text (UTF-8).
 
-    Text as it is; anything else (messages, dicts) as its JSON (or ``str``):
-    the JSON's quotes, keys and brackets stand for the few tokens of framing a
-    chat template adds per message. Every byte-level BPE tokenizer (OpenAI's,
-    Llama's, Anthropic's) makes at most one token of each byte, so this never
+    Text as it is; anything else (messages, dicts) as its JSON (or ``str``),
+    without the fields that are null (a framework's message objects carry many,
+    and no provider is sent them): the JSON's quotes, keys and brackets stand
+    for the few tokens of framing a chat template adds per message. Every
+    byte-level BPE tokenizer (OpenAI's, Llama's, Anthropic's) makes at most
+    one token of each byte, so this never
     counts too few for text; it counts up to about four times too many, which
     only matters until the call's usage settles the reservation.
     """
@@ -79,10 +81,20 @@ def prompt_tokens(prompt: Any) -> int:
         return len(prompt)
     if not isinstance(prompt, str):
         try:
-            return len(msgspec.json.encode(prompt, enc_hook=str))
+            plain = msgspec.to_builtins(prompt, enc_hook=str, str_keys=True)
+            return len(msgspec.json.encode(_without_nulls(plain)))
         except Exception:  # what cannot be encoded is measured as its text
             prompt = str(prompt)
     return len(prompt.encode("utf-8", "surrogatepass"))
+
+
+def _without_nulls(value: Any) -> Any:
+    """Plain data with the null fields of its dicts left out, at any depth."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def default_estimate(call: PaidCall) -> Reservation:

@@ -68,7 +68,11 @@ def trials(
         timeout=900,
     )
     assert done.returncode == 0, done.stderr
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    # An attempt that ended otherwise printed its traceback: show it with the trial.
+    odd = [r for r in results if r["outcome"] not in ("done", "refused")]
+    assert not odd, (odd, done.stderr[-4000:])
+    return results
 
 
 def counted(location: str, goal: str) -> tuple[int, int]:
