@@ -15,6 +15,7 @@ each ``LoopCommits`` stays its own loop's (its rows are never mixed).
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
 from inspect import CO_COROUTINE
@@ -169,6 +170,8 @@ async def async_step(
     finally:
         flight.end(key)
         j._keys.release(full, who)
+        if j._budget is not None and j._budget.open:  # reservations left (budgets.py)
+            budgets.release(j, key, sys.exc_info()[1])
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from . import ownership
+from . import budgets, ownership
 from .clock import utc_iso
 from .codec import CodecRegistry
 from .decoration import Durable, Options, check_reuse, checked_keys, goal_of, journal_for
@@ -163,9 +163,9 @@ def usage(
     spent = reported(
         source, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost, model=model
     )
-    if journal._budget is not None:
-        journal._budget.add(key, spent)
-    keep_reported(journal, key, journal._flight.report(key, spent))
+    total = journal._flight.report(key, spent)
+    if journal._budget is None or not budgets.settled(journal, key, spent, total):
+        keep_reported(journal, key, total)
 
 
 def keep_reported(journal: Journal, key: str, spent: Usage) -> None:

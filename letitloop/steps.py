@@ -315,6 +315,8 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     finally:
         flight.end(key)
         j._keys.release(full, who)
+        if j._budget is not None and j._budget.open:  # reservations left (budgets.py)
+            budgets.release(j, key, sys.exc_info()[1])
 
 
 def watch_flight(j: Journal, store: Storage) -> None:

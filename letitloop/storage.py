@@ -9,15 +9,15 @@ A typed protocol, no I/O. Its implementations: ``sqlite_storage.SqliteStorage``
 - **steps**: the recorded steps a replay needs, their results, step rows;
 - **markers**: a marker's record, claimed and finished in one transaction;
 - **the run's primitives**: steps in flight, cancel requests, sleeps and
-  waits, failed tries, usage, replays; an attempt's span (OpenTelemetry);
+  waits, failed tries, usage, replays, an attempt's span (OpenTelemetry),
+  paid calls' reservations (``storage_reservations.ReservationRows``);
 - **holding**: a run or a marker held by one holder at a time, across
   processes, released when the holder dies (:class:`Hold`; SQLite: a lock
   file), whether a run is held, and by whom (``run_holder``, ``marker``);
 - **change notices**: a number that moves when someone else committed
   (``changes``; SQLite: ``PRAGMA data_version``), for pauses that wait for
   a value sent or a cancel;
-- **identity**: which file or database, whatever path or URL reached it;
-  and ``close``.
+- **identity**: which file or database, whatever path or URL reached it; ``close``.
 
 Step rows are positional tuples, replay handles integers (SQLite's rowids):
 docs/architecture.md, "Adding a store".
@@ -28,6 +28,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NewType, Protocol, TypeAlias
+
+from .storage_reservations import ReservationRows
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -178,7 +180,7 @@ class Hold(Protocol):
         ...
 
 
-class Storage(Protocol):
+class Storage(ReservationRows, Protocol):
     """One goal's runs and steps, as one opener of the goal sees them.
 
     Made for one journal when it opens; ``find_or_start_run`` comes first

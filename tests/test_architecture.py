@@ -63,6 +63,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "schema_file",
             "migrate",
             "storage",
+            "storage_reservations",
             "schemes",
             "locks",
             "sqlite_storage",
@@ -104,6 +105,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "costs",
             "budgets",
             "expects",
+            "estimates",
         },
     ),
     (
@@ -124,6 +126,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "closing",
             "ownership",
             "patches",
+            "reservations",
         },
     ),
     ("decorators", {"decoration", "durable"}),
@@ -754,6 +757,7 @@ LOADED_ON_USE = [
     "letitloop.markerhold",  # the first atomic_marker
     "letitloop.retry",  # the first RetryPolicy
     "letitloop.costs",  # the first usage() report
+    "letitloop.reservations",  # letitloop.reserve, or an adapter's model call
     "letitloop.supervisor",  # supervise
     "letitloop.childproc",  # supervise
     "letitloop.control",  # send, cancel

@@ -251,8 +251,8 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool, redact: tuple
     The output is strict JSON: an int too long for decimal text is written
     {"!int": "0x…"} and nan or infinity {"!float": "nan"}, as in the journal.
     --format jsonl (or ndjson) gives the same document as one record per
-    line, nothing left out: the "run", then a "row", "try", "attempt" and
-    "supervisor_event" per item, then the run's "usage" totals.
+    line, nothing left out: the "run", then a "row", "try", "attempt",
+    "supervisor_event" and "reservation" per item, then the run's "usage" totals.
     --format html gives the run's `lil ui` page as one file to attach to a
     bug report: styles inline, no script, every value whole.
     --redact KEY replaces that key's values before anything is printed.

@@ -43,7 +43,7 @@ from .images import RunImage
 from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector
 from .postgres_snapshots import has_tables, image_extras, insert_images, load, write_back
-from .records import AttemptInfo, RowInfo, RunInfo, TryInfo
+from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
 
 
 def open_postgres_inspector(
@@ -124,6 +124,10 @@ class PostgresInspector(MemoryInspector):
     def tries(self, run_id: str) -> list[TryInfo]:
         with self._of_run(run_id):
             return super().tries(run_id)
+
+    def reservations(self, run_id: str) -> list[ReservationInfo]:
+        with self._of_run(run_id):
+            return super().reservations(run_id)
 
     def result_json(self, run_id: str) -> str | None:
         with self._of_run(run_id):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from dspy.clients._deprecation import _adapter_call, adapter_message_call
@@ -29,6 +30,7 @@ from ...errors import StepMismatchError
 from ...journal import Journal, current_journal
 from ...unchecked import unchecked
 from ..agentcalls import agent_mismatch
+from ..reserving import max_tokens_of, reserve_call
 
 #: The ``durable_program`` running in this context (its goal), named in a mismatch's error.
 current_program: ContextVar[str | None] = ContextVar("letitloop_dspy_program", default=None)
@@ -61,6 +63,13 @@ def refused(error: StepMismatchError, name: str, identity: Any) -> StepMismatchE
     return agent_mismatch(error, current_program.get() or "DSPy program", name, identity)
 
 
+def reserve_lm_call(lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> None:
+    """Reserve the call about to be made on the run's budget, if it has one (settled by
+    report_usage)."""
+    limit = partial(max_tokens_of, kwargs, lm.kwargs)
+    reserve_call((prompt, messages), limit, str(lm.model) if lm.model else None, None)
+
+
 def from_adapter(journaled: BaseLM, messages: Any) -> bool:
     """Whether DSPy's own adapter made this call (it marks the LM and messages it passes)."""
     origin = _adapter_call.get()
@@ -77,6 +86,7 @@ def lm_call(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:
     """One call of the wrapped LM: its outputs, with its tokens reported."""
+    reserve_lm_call(lm, prompt, messages, kwargs)
     before = len(lm.history)
     with as_adapter(lm, messages, forwarded):
         outputs: list[Any] = lm(prompt, messages=messages, **kwargs)
@@ -88,6 +98,7 @@ async def lm_acall(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:
     """One async call of the wrapped LM: its outputs, with its tokens reported."""
+    reserve_lm_call(lm, prompt, messages, kwargs)
     before = len(lm.history)
     with as_adapter(lm, messages, forwarded):
         outputs: list[Any] = await lm.acall(prompt, messages=messages, **kwargs)

@@ -17,6 +17,7 @@ records whole responses.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from agents.agent_output import AgentOutputSchemaBase
@@ -30,6 +31,7 @@ from pydantic import TypeAdapter
 
 from letitloop.adapters.agentcalls import Pricing, agent_mismatch, digest, plain
 from letitloop.adapters.openai_agents.calls import journal_for, next_number
+from letitloop.adapters.reserving import max_tokens_of, reserve_call
 from letitloop.durable import usage
 from letitloop.errors import MisuseError, StepMismatchError
 from letitloop.unchecked import unchecked
@@ -51,9 +53,11 @@ async def call_model(
     """The step's function: one real ``get_response``, its usage reported, the response dumped."""
     del identity  # the call's identity, for the journal's argument check only
     model, args, kwargs, cost = call
+    name = model_name(model)
+    settings = [a for a in (*args, *kwargs.values()) if isinstance(a, ModelSettings)]
+    reserve_call((args, kwargs), partial(max_tokens_of, *settings), name, cost)
     response = await model.get_response(*args, **kwargs)
     spent = response.usage
-    name = model_name(model)
     price = None if cost is None else cost(name, spent.input_tokens, spent.output_tokens)
     usage(
         input_tokens=spent.input_tokens,

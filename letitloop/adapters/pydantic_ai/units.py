@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic_ai.durable_exec import (
@@ -32,6 +33,7 @@ from ...errors import NoJournalError
 from ...journal import Journal
 from ...waits import RunWaiting
 from ..approved import run_once
+from ..reserving import max_tokens_of, reserve_call
 from .decisions import call_text
 
 
@@ -159,6 +161,10 @@ class LetItLoopBackend(JournalCallableOperationBackend[None]):
         async def unit() -> Any:
             nonlocal ran
             ran = True
+            if is_model_request:  # cache_key: model id, messages, settings, parameters, …
+                prompt, settings = (cache_key[1:2], cache_key[3:4]), cache_key[2:3]
+                limit = partial(max_tokens_of, *settings)
+                reserve_call(prompt, limit, getattr(operation_id, "model_name", None), None)
             if approved is not None:  # runs once, even if a process dies inside it
                 try:
                     return await run_once(
