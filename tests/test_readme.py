@@ -526,6 +526,21 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "assert asyncio.run(research(['sqlite', 'wal', 'fsync'])).startswith('page on sqlite')\n"
         "asyncio.run(main())\n",
     ),
+    ("langgraph.md", "graph = builder.compile(checkpointer=LetItLoopCheckpointSaver())"): (
+        "from langgraph.graph import START, MessagesState, StateGraph\n"
+        "from letitloop.adapters.langgraph import LetItLoopCheckpointSaver\n"
+        "calls = []\n"
+        "def model(state):\n"
+        "    calls.append(state['messages'][-1].content)\n"
+        "    return {'messages': [('ai', 'booked')]}\n"
+        "builder = StateGraph(MessagesState)\n"
+        "builder.add_node('model', model)\n"
+        "builder.add_edge(START, 'model')\n",
+        "assert answer['messages'][-1].content == 'booked', answer\n"
+        "again = graph.invoke({'messages': [('user', 'book a room')]}, config)\n"
+        "assert again['messages'][-1].content == 'booked', again\n"
+        "assert calls == ['book a room'], calls  # the same request: answered, not run\n",
+    ),
     ("langgraph.md", "from letitloop import step"): (
         "from typing import TypedDict\n"
         "from langgraph.graph import END, START, StateGraph\n"
@@ -640,6 +655,16 @@ DOCS_AROUND[
     "",
     "",
 )
+DOCS_AROUND[
+    ("primitives.md", "from letitloop import Budget, BudgetExceededError, Journal, reserve, usage")
+] = (
+    "def call_model(prompt, max_tokens):\n"
+    "    return {'text': 'an answer', 'usage': {'input_tokens': 60, 'output_tokens': 40}}\n",
+    "import sqlite3\n"
+    "db = sqlite3.connect('.letitloop/journal.db')\n"
+    "held = db.execute('SELECT count(*), count(settled_at), max(tokens) FROM reservations')\n"
+    "assert held.fetchone() == (16, 16, 413)\n",
+)
 DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] = (
     "from agents import Agent, function_tool, set_tracing_disabled\n"
     "from agents.items import ModelResponse\n"
@@ -697,21 +722,6 @@ ILLUSTRATIVE: dict[tuple[str, str], str] = {
     ("async.md", "# refused: two tasks, one name"): (
         "two lines of an async function (top-level await) contrasting a refused call with "
         "the right one; tests/test_async.py runs both"
-    ),
-    ("langgraph.md", "graph = builder.compile(checkpointer=LetItLoopCheckpointSaver())"): (
-        "from langgraph.graph import START, MessagesState, StateGraph\n"
-        "from letitloop.adapters.langgraph import LetItLoopCheckpointSaver\n"
-        "calls = []\n"
-        "def model(state):\n"
-        "    calls.append(state['messages'][-1].content)\n"
-        "    return {'messages': [('ai', 'booked')]}\n"
-        "builder = StateGraph(MessagesState)\n"
-        "builder.add_node('model', model)\n"
-        "builder.add_edge(START, 'model')\n",
-        "assert answer['messages'][-1].content == 'booked', answer\n"
-        "again = graph.invoke({'messages': [('user', 'book a room')]}, config)\n"
-        "assert again['messages'][-1].content == 'booked', again\n"
-        "assert calls == ['book a room'], calls  # the same request: answered, not run\n",
     ),
     ("primitives.md", "from letitloop import Journal, RetryPolicy, usage"): (
         "sleeps ten minutes and waits a day for a human; README's block of the same calls "
