@@ -1,9 +1,8 @@
 """``Storage``: everything the journal needs from whatever keeps its runs and steps.
 
-A typed protocol, no I/O. Its implementations: ``sqlite_storage.SqliteStorage``
-(a journal file; the default), ``postgres_storage.PostgresStorage`` and
-``memory_storage.MemoryStorage``; ``schemes.py`` chooses one from the journal's
-``path=``. The journal and the run's primitives speak only to it. Its parts:
+A typed protocol, no I/O, implemented by ``sqlite_storage.SqliteStorage`` (a journal file;
+the default), ``postgres_storage.PostgresStorage`` and ``memory_storage.MemoryStorage``, one
+chosen from ``path=`` by ``schemes.py``; the journal and its primitives speak only to it:
 
 - **runs**: find or start the run an opener gets (a name's generations), claim it, end it;
 - **steps**: the recorded steps a replay needs, their results, step rows;
@@ -19,8 +18,7 @@ A typed protocol, no I/O. Its implementations: ``sqlite_storage.SqliteStorage``
   a value sent or a cancel;
 - **identity**: which file or database, whatever path or URL reached it; ``close``.
 
-Step rows are positional tuples, replay handles integers (SQLite's rowids):
-docs/architecture.md, "Adding a store".
+Step rows are positional tuples, replay handles SQLite's rowids (architecture.md, "Adding a store").
 """
 
 from __future__ import annotations
