@@ -157,3 +157,47 @@ class TestEveryInstallUsesThem:
         source = (ROOT / "tests" / "crewai_env.py").read_text(encoding="utf-8")
         assert 'CONSTRAINTS = ROOT / ".ci" / "crewai-constraints.txt"' in source
         assert '"-c", str(CONSTRAINTS)' in source
+
+
+def documented_quick_check() -> str:
+    """docs/testing.md's quick check: the one command of its section's fenced block."""
+    page = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    section = page[page.index("### Before a commit: the quick check") :]
+    found: list[str] = re.findall(r"```\n(python -m pytest[^\n]*)\n```", section)
+    return found[0]
+
+
+class TestTheQuickCheck:
+    """``python -m pytest -m "not slow"``: the core before a commit; .ci/run runs everything."""
+
+    def test_ci_runs_the_documented_command_before_readmes_test_command_last(self) -> None:
+        run = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+        commands = [ln.strip() for ln in run if ln.strip() and not ln.lstrip().startswith("#")]
+        quick = documented_quick_check()
+        assert quick == 'python -m pytest -m "not slow"'
+        (at,) = [i for i, ln in enumerate(commands) if ln.startswith(quick)]
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        (test_command,) = re.findall(r"```\n(pip install -e '\.\[test\]'[^\n]*)\n```", readme)
+        assert commands[-1] == test_command, "README's test command is not .ci/run's last"
+        assert at < len(commands) - 1
+
+    def test_the_slow_marker_is_registered_and_every_slow_file_exists(self) -> None:
+        import conftest
+
+        markers = pyproject()["tool"]["pytest"]["ini_options"]["markers"]
+        assert [m.split(":")[0] for m in markers] == ["slow"]
+        missing = sorted(n for n in conftest.SLOW_FILES if not (ROOT / "tests" / n).exists())
+        assert not missing, f"SLOW_FILES names files that are gone: {missing}"
+
+    def test_the_frameworks_postgresql_and_the_browser_are_all_slow(self) -> None:
+        import conftest
+
+        heavy = [
+            p.name
+            for p in (ROOT / "tests").glob("test_*.py")
+            if p.name.startswith(
+                ("test_langgraph", "test_pydantic_ai", "test_postgres", "test_mcp", "test_web")
+            )
+            or p.name.endswith("_benchmark.py")
+        ]
+        assert heavy and not sorted(set(heavy) - conftest.SLOW_FILES)
