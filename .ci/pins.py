@@ -23,8 +23,10 @@ passes; if not, fix what the new versions broke (or keep the old file:
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -84,7 +86,41 @@ def freeze(name: str, folder: Path) -> list[str]:
         raise SystemExit(
             f"pins: {name}'s environment pulled {surprises}: find which package wants it"
         )
-    return sorted(pins, key=str.lower)
+    requires = subprocess.run(
+        [str(python), "-c", REQUIRES], check=True, capture_output=True, text=True
+    ).stdout
+    return sorted(with_markers(pins, json.loads(requires)), key=str.lower)
+
+
+#: Prints each installed distribution's Requires-Python, by name (in the new environment).
+REQUIRES = (
+    "import importlib.metadata as m, json\n"
+    "print(json.dumps({d.metadata['Name']: d.metadata.get('Requires-Python') or ''"
+    " for d in m.distributions()}))"
+)
+
+
+def with_markers(pins: list[str], requires: dict[str, str]) -> list[str]:
+    """``pins``, each pin that cannot install on the oldest Python pyproject.toml supports
+    (filelock 4.3 needs 3.11) restricted by a marker to the Pythons it can: there pip picks
+    what installs (the pin holds on the Python the file was made on, which its header names)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.utils import canonicalize_name
+
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    supported = re.search(r'^requires-python = "([^"]+)"', text, re.MULTILINE)
+    assert supported is not None, "pyproject.toml names no requires-python"
+    oldest = min(s.version for s in SpecifierSet(supported.group(1)) if ">" in s.operator)
+    needs = {canonicalize_name(name): spec for name, spec in requires.items() if spec}
+    out = []
+    for pin in pins:
+        spec = SpecifierSet(needs.get(canonicalize_name(pin.split("==")[0]), ""))
+        if spec.contains(oldest):
+            out.append(pin)
+        else:
+            clauses = sorted(f'python_full_version {s.operator} "{s.version}"' for s in spec)
+            out.append(f"{pin}; {' and '.join(clauses)}")
+    return out
 
 
 def write(name: str, pins: list[str]) -> None:
