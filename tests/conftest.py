@@ -63,7 +63,9 @@ SLOW_FILES = frozenset(
         "test_cli.py", "test_cli_agree.py", "test_cli_live.py", "test_cli_hostile.py",
         "test_lil_wording.py", "test_supervisor.py", "test_deploycheck.py", "test_diff.py",
         "test_rekey.py", "test_cancel.py", "test_waits.py", "test_discovery.py",
-        "test_readme.py",
+        "test_readme.py", "test_seals.py",
+        # The encryption extra (cryptography), its programs and lil as processes.
+        "test_encryption.py",
     }
 )  # fmt: skip
 
