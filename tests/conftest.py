@@ -59,11 +59,13 @@ SLOW_FILES = frozenset(
         "test_connections.py", "test_checksums.py", "test_hostile_input.py",
         "test_pytest_plugin.py", "test_example_replay.py",
         # lil as a process in almost every test (lil watch restarting killed children,
-        # lil check, diff, rekey, cancel, send), README's and the docs' programs as pasted.
+        # lil check, diff, rekey, cancel, send, fixture), README's and the docs' programs
+        # as pasted, programs killed between attempts (versions, costs, seals).
         "test_cli.py", "test_cli_agree.py", "test_cli_live.py", "test_cli_hostile.py",
         "test_lil_wording.py", "test_supervisor.py", "test_deploycheck.py", "test_diff.py",
         "test_rekey.py", "test_cancel.py", "test_waits.py", "test_discovery.py",
-        "test_readme.py", "test_seals.py",
+        "test_readme.py", "test_seals.py", "test_versions.py", "test_fixtures.py",
+        "test_costs.py",
         # The encryption extra (cryptography), its programs and lil as processes.
         "test_encryption.py",
     }
