@@ -30,6 +30,69 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(root / folder, quiet=1, workers=0)
 
 
+#: The files of the full suite that the quick check (``python -m pytest -m "not slow"``,
+#: docs/testing.md) leaves out, each ``slow`` as a whole: the frameworks' adapters
+#: against the real frameworks, the browser, PostgreSQL, the MCP SDK's servers, the
+#: web view, the benchmarks' smoke runs, the files that kill hundreds of children or
+#: start a pytest or a virtual environment a test, and the CLI files that run ``lil``
+#: as a process a test. A single slow test elsewhere says ``@pytest.mark.slow``.
+#: README's test command and .ci/run run everything.
+SLOW_FILES = frozenset(
+    {
+        # The frameworks, the MCP SDK, OpenTelemetry's SDK, lil ui and the browser.
+        "test_autogen.py", "test_crewai.py", "test_dspy.py", "test_llamaindex.py",
+        "test_langgraph.py", "test_langgraph_connections.py", "test_langgraph_files.py",
+        "test_langgraph_forgetful.py", "test_langgraph_identity.py", "test_langgraph_kill.py",
+        "test_langgraph_messages.py", "test_langgraph_polled.py", "test_langgraph_serde.py",
+        "test_langgraph_subgraphs.py", "test_mcp_calls.py", "test_mcp_server.py",
+        "test_openai_agents.py", "test_otel.py", "test_pydantic_ai.py",
+        "test_pydantic_ai_mcp.py", "test_pydantic_ai_streams.py", "test_pydantic_ai_waits.py",
+        "test_smolagents.py", "test_web.py", "test_web_browser.py",
+        # PostgreSQL: a server of their own.
+        "test_postgres.py", "test_postgres_lil.py", "test_postgres_seals.py",
+        # The benchmarks' smoke runs.
+        "test_codec_benchmark.py", "test_crash_benchmark.py", "test_disk_benchmark.py",
+        "test_resume_benchmark.py", "test_row_options_benchmark.py", "test_web_benchmark.py",
+        # Kills and forks by the hundred, processes and threads hammering one file,
+        # damaged files opened by child processes; pytest processes of their own.
+        "test_crash_recovery.py", "test_primitives_crash.py", "test_forked_child.py",
+        "test_connections.py", "test_checksums.py", "test_hostile_input.py",
+        "test_pytest_plugin.py", "test_example_replay.py",
+        # lil as a process in almost every test (lil watch restarting killed children,
+        # lil check, diff, rekey, cancel, send, fixture), README's and the docs' programs
+        # as pasted, programs killed between attempts (versions, costs, seals).
+        "test_cli.py", "test_cli_agree.py", "test_cli_live.py", "test_cli_hostile.py",
+        "test_lil_wording.py", "test_supervisor.py", "test_deploycheck.py", "test_diff.py",
+        "test_rekey.py", "test_cancel.py", "test_waits.py", "test_discovery.py",
+        "test_readme.py", "test_seals.py", "test_versions.py", "test_fixtures.py",
+        "test_costs.py",
+        # The encryption extra (cryptography), its programs and lil as processes.
+        "test_encryption.py",
+    }
+)  # fmt: skip
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m "not slow"`` exactly (the quick check), skip importing :data:`SLOW_FILES`:
+    every test of theirs would be deselected, and importing them (the frameworks) costs
+    each worker about 10 s of CPU. Otherwise pytest decides (None)."""
+    if collection_path.name in SLOW_FILES and config.option.markexpr == "not slow":
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test of :data:`SLOW_FILES`, and every case whose parameter names
+    PostgreSQL (a contract run there: a fresh schema migrated a test) or a framework's
+    adapter (its import loads the framework: test_architecture's import of each module)."""
+    slow = pytest.mark.slow
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        named = callspec.id if callspec is not None else ""
+        if item.path.name in SLOW_FILES or "postgres" in named or "adapters." in named:
+            item.add_marker(slow)
+
+
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: absent where xdist is (CrewAI's env)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Spread the tests over pyproject's two xdist workers one by one, except those that share.

@@ -174,6 +174,7 @@ class TestABudget:
 
 
 class TestAnAdaptersRun:
+    @pytest.mark.slow  # Pydantic AI, the framework
     def test_pydantic_ai_stops_before_its_next_unit_once_its_model_spent_the_budget(
         self, tmp_path: Path
     ) -> None:

@@ -1,4 +1,5 @@
-"""The inspection commands, run as the real ``lil`` (``python -m letitloop``) in a subprocess.
+"""The inspection commands, run as the real ``lil`` (``python -m letitloop``) in a subprocess
+(values out of range, refused before anything is read, are asked in this process).
 
 Every journal here is made by real runs of a small pipeline in child
 interpreters: one that completed, one that failed, one SIGKILLed inside a
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_in_process
 
 from letitloop import Journal, unchecked
 from letitloop.errors import StepMismatchError
@@ -707,7 +709,8 @@ class TestBadArguments:
             (("runs", "--since", "9999-12-31T23:59:59-05:00"), "between 0001-01-02 and 9999-12-30"),
             (("runs", "--since", "0001-01-01"), "between 0001-01-02 and 9999-12-30"),
         ):
-            r = history.lil(*args)
+            # How lil reads a value, in this process: a fresh interpreter proves nothing more.
+            r = lil_in_process("--db", str(history.db), *args)
             assert r.returncode == 2
             assert expected in one_error_line(r), args
         assert len(history.json("runs", "--since", "36500d")) == 3  # the edge is accepted

@@ -1,11 +1,13 @@
 """``lil`` for people and for pipes, with commands that agree with each other.
 
-Every test runs the real ``lil`` (``python -m letitloop``) in a child
+The tests run the real ``lil`` (``python -m letitloop``) in a child
 process, piped or on a pseudo-terminal, against journals written by real
 runs: whole values in pipes, previews cut on a terminal, a run's input,
 result and lineage, filters and paging, reset and gc asking alike, ``--db``
 anywhere, pasteable suggestions, completion from the journal, and the
-attempts ``lil watch`` started.
+attempts ``lil watch`` started. Only how ``lil`` reads its arguments (``--db``
+before or after the command, shell completion) is asked in this process
+(``helpers.lil_in_process``): a child interpreter would prove nothing more.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_in_process
 
 from letitloop import Journal, durable, step
 
@@ -416,6 +419,7 @@ class TestTheDbOption:
     def test_every_command_takes_it_before_or_after_its_name(
         self, three: tuple[Path, list[str]]
     ) -> None:
+        # How lil reads its arguments, in this process: a fresh interpreter proves nothing more.
         db, ids = three
         for args in (
             ("runs",),
@@ -425,16 +429,11 @@ class TestTheDbOption:
             ("gc", "--older-than", "100d"),
             ("reset", "job", "--dry-run"),
         ):
-            after = lil(db, *args)
+            after = lil_in_process(*args, "--db", str(db))
             assert after.returncode == 0, (args, after.stderr)
-            before = subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
+            before = lil_in_process("--db", str(db), *args)
             assert before.returncode == 0, (args, before.stderr)
-        assert "--db" in ok(None, "watch", "--help")
+        assert "--db" in lil_in_process("watch", "--help").stdout
 
 
 class TestSuggestedCommandsPasteAsPrinted:
@@ -461,14 +460,12 @@ class TestShellCompletion:
     def complete(self, db: Path, words: str) -> list[str]:
         argv = shlex.split(words)
         env = {
-            **os.environ,
             "_LIL_COMPLETE": "bash_complete",
             "COMP_WORDS": words,
             "COMP_CWORD": str(len(argv) - (0 if words.endswith(" ") else 1)),
         }
-        r = subprocess.run(
-            [sys.executable, "-m", "letitloop"], env=env, capture_output=True, text=True
-        )
+        # Click's completion protocol, answered in this process (helpers.lil_in_process).
+        r = lil_in_process(env=env)
         assert r.returncode == 0, r.stderr
         return [ln.split(",", 1)[1] for ln in r.stdout.splitlines() if ln]
 

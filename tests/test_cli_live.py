@@ -229,7 +229,11 @@ class TestAStepInFlightForMoreThanASecond:
                 conn.close()
 
         async def slow() -> list[Any]:
-            await asyncio.sleep(1.8)  # the loop is free: the watch thread is not on it
+            # The loop is free: the watch thread, not it, writes the row once the step has
+            # been in flight for a second (inflight.VISIBLE_AFTER); waited for, not slept.
+            deadline = time.monotonic() + 30
+            while not running() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
             return running()
 
         async def main() -> list[Any]:

@@ -1780,6 +1780,7 @@ class TestThePlainJSONCheckAndItsPortableTwin:
         if sys.implementation.name == "cpython":
             assert codec._plain_scan is codec._plain_referents
 
+    @pytest.mark.slow  # 400 generated values, each checked four ways
     @given(almost_plain, st.sampled_from([0, 0, 0, 1, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH]))
     @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
     def test_both_agree_on_every_value_and_so_does_the_small_check(

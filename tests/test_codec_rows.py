@@ -743,6 +743,7 @@ class TestAnyNestingOfDictsAndLists:
         if not holds_typed(value) and not _lookalike(value):
             assert text == msgspec.json.encode(value).decode()
 
+    @pytest.mark.slow  # 60 journal files, each queried at every path
     @given(str_keyed)
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     def test_json_extract_finds_every_value_at_its_plain_path(

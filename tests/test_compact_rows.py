@@ -224,6 +224,7 @@ class TestAFileFromBeforeTheCompactRow:
             assert j.step("fetch", counted, 7) == {"id": 7, "name": "Ada"}
         assert calls == []
 
+    @pytest.mark.slow  # a child SIGKILLed at every point of the upgrade
     def test_a_sigkill_at_any_point_leaves_a_file_the_next_open_finishes(
         self, tmp_path: Path
     ) -> None:

@@ -362,6 +362,7 @@ class TestAProcessThatRanSteps:
 
 
 class TestAProcessKilledAtARandomPoint:
+    @pytest.mark.slow  # children SIGKILLed at random points, over and over
     def test_no_step_that_returned_runs_again(self, tmp_path: Path, process_mode: Mode) -> None:
         mode = process_mode
         rng = random.Random(f"{os.environ.get('LETITLOOP_TEST_SEED', '20261130')}-{mode}")
@@ -409,6 +410,7 @@ MARKER = """
             f.write(f"body {os.getpid()}\\n")
         time.sleep(0.05)
 
+    print("ready", flush=True)
     while not os.path.exists(go):  # start together
         time.sleep(0.001)
 
@@ -447,7 +449,9 @@ class TestAProcessRaceForAMarker:
             spawn_python(script, location, mode.durability, mode.kind, str(side), str(go))
             for _ in range(4)
         ]
-        time.sleep(0.3)
+        for c in children:  # each has imported letitloop and waits for the go: no sleep
+            assert c.stdout is not None
+            assert c.stdout.readline() == "ready\n", c.communicate(timeout=60)
         go.touch()
         outs = [c.communicate(timeout=60) for c in children]
         assert [c.returncode for c in children] == [0] * 4, outs

@@ -305,6 +305,7 @@ class TestTheMigrationThatLoosensTwoChecks:
 
 
 class TestTheWheel:
+    @pytest.mark.slow  # a wheel built and a venv made
     def test_it_ships_the_migrations_and_opens_a_journal_from_a_fresh_venv(
         self, tmp_path: Path
     ) -> None:

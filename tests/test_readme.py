@@ -383,7 +383,7 @@ class TestTheTestCommand:
     def test_it_runs_the_main_suite_and_crewais_environment(self) -> None:
         (command,) = [b.strip() for b in blocks("") if "python -m pytest" in b]
         assert command.split(" && ") == [
-            "pip install -e '.[test]'",
+            "pip install -e '.[test]' -c constraints.txt",
             "python -m pytest",
             "python tests/crewai_env.py",
         ]
