@@ -23,7 +23,7 @@ import weakref
 from typing import Any, cast
 
 from workflows.context.context_types import SerializedContext
-from workflows.context.serializers import BaseSerializer, JsonSerializer
+from workflows.context.serializers import BaseSerializer
 from workflows.context.state_store import DictState, InMemoryStateStore
 from workflows.events import StartEvent, StopEvent
 from workflows.plugins.basic import (
@@ -34,7 +34,7 @@ from workflows.plugins.basic import (
 )
 from workflows.runtime.types.internal_state import BrokerState
 from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter
-from workflows.runtime.types.results import StepWorkerResult
+from workflows.runtime.types.results import StepWorkerResult, StepWorkerStateContextVar
 from workflows.runtime.types.ticks import (
     TickAddEvent,
     TickStepResult,
@@ -43,10 +43,12 @@ from workflows.runtime.types.ticks import (
 )
 from workflows.workflow import Workflow
 
-from ...errors import StepMismatchError
+from ...errors import DecodeError, EncodeError, StepMismatchError
 from ...inspection import open_inspector
 from ...journal import Journal, current_journal
 from ...unchecked import unchecked
+from .agents import accept_runtime
+from .serializer import RunSerializer, memory_record
 
 
 async def tick(row: dict[str, Any]) -> dict[str, Any]:
@@ -83,6 +85,13 @@ class JournaledRun:
         self.prefix = prefix
         self.serializer = serializer
         self.seq = 0
+        #: The StopEvent recorded with its result's type (``record``), once read back.
+        self.stop: Any = None
+        #: Sends of step runs that were in flight when the process died, already routed:
+        #: (step name, work item) -> the sends' numbers (see ``JournalingAdapter.send_event``).
+        self.routed: dict[tuple[str, str | None], set[int]] = {}
+        #: Sends dropped as routed already, by the invocation that made them again.
+        self.dropped: dict[str, set[int]] = {}
         #: The context state last recorded (JSON text), to record it only when it changed.
         self.state_text: str | None = None
 
@@ -104,7 +113,9 @@ class JournaledRun:
         """The ticks recorded for this run, in order, and the last context state recorded.
 
         Each comes back through the journal (a replayed step): nothing is
-        called. Numbering goes on after them.
+        called. Numbering goes on after them. Raises DecodeError naming the
+        key when a recorded tick cannot be read back with this workflow's
+        serializer (nothing runs, nothing is written).
         """
         journal = self.journal
         if journal.attempt == 1 and not journal.was_completed:
@@ -114,13 +125,19 @@ class JournaledRun:
         state: dict[str, Any] | None = None
         while len(ticks) in keys:
             # Replayed, never called (the key is recorded): the recorded row comes back.
-            row = cast("dict[str, Any]", self.journal.step(keys[len(ticks)], tick, unchecked(None)))
-            with self.serializer.validation_context():
-                ticks.append(
-                    WorkflowTickAdapter.validate_python(
-                        self.serializer.deserialize(json.dumps(row["tick"]))
+            key = keys[len(ticks)]
+            row = cast("dict[str, Any]", self.journal.step(key, tick, unchecked(None)))
+            try:
+                with self.serializer.validation_context():
+                    ticks.append(
+                        WorkflowTickAdapter.validate_python(
+                            self.serializer.deserialize(json.dumps(row["tick"]))
+                        )
                     )
-                )
+                    if "stop" in row:
+                        self.stop = self.serializer.deserialize(json.dumps(row["stop"]))
+            except (ValueError, TypeError, KeyError) as exc:
+                raise self.unreadable(key, exc) from exc
             if row.get("state") is not None:
                 state = row["state"]
         self.seq = len(ticks)
@@ -128,9 +145,28 @@ class JournaledRun:
             self.state_text = json.dumps(state, sort_keys=True)
         return ticks, state
 
+    def unreadable(self, key: str, exc: BaseException) -> DecodeError:
+        """The error for a recorded tick or state this workflow cannot read back."""
+        journal = self.journal
+        return DecodeError(
+            f"workflow {self.prefix.rstrip('.')!r} in run {journal.run_id} of goal "
+            f"{journal.goal!r}: step {key!r} was recorded with a value this workflow cannot "
+            f"read back ({exc}); run it with the workflow (agents, events, state type) that "
+            f"recorded it, or reset it with 'lil reset {journal.goal} --run {journal.run_id}'"
+        )
+
     async def record(self, t: WorkflowTick, state: dict[str, Any] | None) -> None:
-        """Record tick ``t`` as the run's next step (committed when this returns)."""
+        """Record tick ``t`` as the run's next step (committed when this returns).
+
+        A step result that returned a StopEvent also keeps that event in the
+        row (``stop``) as this serializer writes it, so its result comes back
+        with its type (an agent's ``AgentOutput``), where the tick's own JSON
+        form holds it as a dict.
+        """
         row: dict[str, Any] = {"tick": json.loads(self.serializer.serialize(t))}
+        final = final_event([t])
+        if final is not None:
+            row["stop"] = json.loads(self.serializer.serialize(final))
         if state is not None:
             text = json.dumps(state, sort_keys=True)
             if text != self.state_text:
@@ -176,6 +212,51 @@ def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent)
             return
 
 
+def routed_sends(state: BrokerState) -> dict[tuple[str, str | None], set[int]]:
+    """The sends already routed by step runs that were in flight when the process died.
+
+    Such a run starts again from its event, and sends again what it sent before
+    (``ctx.send_event``: an agent's tool calls); the engine gives the new run a
+    new invocation, so its sends would be routed a second time. Keyed by step
+    and work item (the rerun keeps its work item), numbered in call order.
+    """
+    routed: dict[tuple[str, str | None], set[int]] = {}
+    brokers = [state]
+    while brokers:
+        broker = brokers.pop()
+        brokers.extend(broker.children.values())
+        for step_id, worker in broker.workers.items():
+            for execution in worker.in_progress:
+                if execution.received:
+                    routed[(str(step_id), execution.work_item_id)] = set(execution.received)
+    return routed
+
+
+async def refuse_skipped_memory(
+    store: Any, state: dict[str, Any], serializer: BaseSerializer
+) -> None:
+    """Raise EncodeError when the engine left the agents' memory out of ``state``.
+
+    The engine skips a ``memory`` it cannot serialize, with a warning; a run
+    resumed from that state would go on with an empty memory, so the memory is
+    refused instead, saying what to do.
+    """
+    data = state.get("state_data")
+    if not isinstance(data, dict) or "memory" in data.get("_data", {"memory": None}):
+        return
+    memory = await store.get("memory", default=None)
+    if memory is None:
+        return
+    if isinstance(serializer, RunSerializer):
+        memory_record(serializer, memory)  # raises EncodeError saying what to do
+    raise EncodeError(
+        f"the agents' memory ({type(memory).__name__}) could not be recorded with the "
+        f"workflow's serializer ({type(serializer).__name__}), so a resumed run would lose "
+        f"it; leave the workflow's serializer= out (LetItLoopRuntime records the agents' "
+        f"default ChatMemoryBuffer), or run it without the runtime"
+    )
+
+
 class JournalingAdapter(InternalAsyncioAdapter):
     """The run's internal adapter: each tick is recorded before the control loop acts on it."""
 
@@ -183,13 +264,42 @@ class JournalingAdapter(InternalAsyncioAdapter):
         super().__init__(runtime.queues_of(run_id))
         self.run = run
 
+    async def send_event(self, t: WorkflowTick) -> None:
+        """Forward a tick, but not a send the killed run of this step had routed already.
+
+        The rerun of a step makes its sends in the same order as the run the
+        kill interrupted; the n-th is dropped when that run's n-th was routed
+        (and left out of the step's recorded result, ``on_tick``), so a tool
+        call an agent's step had sent is not called twice.
+        """
+        run = self.run
+        if run.routed and isinstance(t, TickAddEvent) and t.emission is not None:
+            try:
+                worker = StepWorkerStateContextVar.get().state
+            except LookupError:
+                worker = None
+            if worker is not None:
+                routed = run.routed.get((worker.step_name, worker.work_item_id), set())
+                if t.emission.index in routed:
+                    run.dropped.setdefault(t.emission.invocation_id, set()).add(t.emission.index)
+                    return
+        await super().send_event(t)
+
     async def on_tick(self, t: WorkflowTick) -> None:
+        recorded = t
+        if isinstance(t, TickStepResult) and t.invocation_id in self.run.dropped:
+            dropped = self.run.dropped[t.invocation_id]
+            # Recorded without them: a later resume must not deliver them again.
+            recorded = t.model_copy(
+                update={"sends": [s for s in t.sends if s.index not in dropped]}
+            )
         state = None
         if isinstance(t, TickStepResult):
             store = self.get_state_store()
             if store is not None:
                 state = store.to_dict(self.run.serializer)
-        await self.run.record(t, state)
+                await refuse_skipped_memory(store, state, self.run.serializer)
+        await self.run.record(recorded, state)
         await super().on_tick(t)
 
 
@@ -207,10 +317,11 @@ class LetItLoopRuntime(BasicRuntime):
 
     def __init__(self) -> None:
         super().__init__()
+        accept_runtime()  # FunctionAgent(..., runtime=LetItLoopRuntime()) keeps it
         # An allow-list, empty but for what each workflow declares (its events and
         # its state type, added by get_serializer): a recorded tick never makes the
         # serializer import a class because the journal file names it.
-        self._default_serializer = JsonSerializer(allowed_types=())
+        self._default_serializer = RunSerializer(allowed_types=())
         self._journaled: dict[str, JournaledRun] = {}
 
     def queues_of(self, run_id: str) -> Any:
@@ -242,14 +353,19 @@ class LetItLoopRuntime(BasicRuntime):
         if ticks:
             if start_event is not None:
                 check_start(run, ticks, start_event)
-            final = final_event(ticks)
+            final = run.stop if run.stop is not None else final_event(ticks)
+            store = self._recorded_store(run, state, active)
             if final is not None:
-                return self._finished(run_id, init_state, final, state, active)
+                return self._finished(run_id, init_state, final, store, active)
             records = [JournalRecord(seq=n, data=active.serialize(t)) for n, t in enumerate(ticks)]
-            restored = self.restore(workflow, None, records, active).to_dict(serializer=active)
-            init_state = BrokerState.from_serialized(
-                SerializedContext.from_dict_auto(restored, active), workflow, active
-            )
+            try:
+                restored = self.restore(workflow, None, records, active).to_dict(serializer=active)
+                init_state = BrokerState.from_serialized(
+                    SerializedContext.from_dict_auto(restored, active), workflow, active
+                )
+            except (ValueError, TypeError, KeyError) as exc:
+                raise run.unreadable(f"{run.prefix}*", exc) from exc
+            run.routed = routed_sends(init_state)
             start_event = None  # the recorded one was added already
             serialized_state = state
         self._journaled[run_id] = run
@@ -259,21 +375,29 @@ class LetItLoopRuntime(BasicRuntime):
         self._queues[run_id].complete.add_done_callback(lambda _: self._journaled.pop(run_id, None))
         return adapter
 
+    @staticmethod
+    def _recorded_store(
+        run: JournaledRun, state: dict[str, Any] | None, serializer: BaseSerializer
+    ) -> InMemoryStateStore[Any]:
+        """The context state last recorded, as a store; DecodeError if it cannot be read back."""
+        if state is None:
+            return InMemoryStateStore(DictState())
+        try:
+            return InMemoryStateStore.from_dict(state, serializer)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise run.unreadable(f"{run.prefix}* (context state)", exc) from exc
+
     def _finished(
         self,
         run_id: str,
         init_state: BrokerState,
         final: StopEvent,
-        state: dict[str, Any] | None,
+        store: InMemoryStateStore[Any],
         serializer: BaseSerializer,
     ) -> ExternalRunAdapter:
         """A run that returned ``final`` in an earlier attempt: it comes back, nothing runs."""
         queues = self._get_or_create_queues(run_id, init_state)
-        queues.state_store = (
-            InMemoryStateStore.from_dict(state, serializer)
-            if state is not None
-            else InMemoryStateStore(DictState())
-        )
+        queues.state_store = store
         queues.serializer = serializer
 
         async def finished() -> StopEvent:
