@@ -281,7 +281,7 @@ PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
 OPENAI_AGENTS_ORDER = ["calls", "model", "tools", "session", "approvals", "agent", "__init__"]
 
 #: The LlamaIndex adapter's own modules, bottom up: the journaling runtime, the face.
-LLAMAINDEX_ORDER = ["runtime", "__init__"]
+LLAMAINDEX_ORDER = ["agents", "serializer", "restore", "llms", "runtime", "__init__"]
 
 #: The DSPy adapter's own modules, bottom up: the journaled LM, the journaled tools.
 DSPY_ORDER = ["lm", "tools", "__init__"]

@@ -9,8 +9,11 @@ when the call starts, then the next attempt runs, killed at the next point, and
 a last attempt runs to the end.
 """
 
+# xdist: one worker (its in-process runs and the forked trials ran apart in the suite)
+
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +36,10 @@ from preloaded import Preloaded
 
 SCRIPT = Path(__file__).resolve().parent / "llamaindex_agents.py"
 TRIALS = 20
+#: A shape's 20 trials (about 50 processes) take a minute or two of a shared 2-core
+#: machine, counted in its first test's setup: more than the suite's 120 s default,
+#: which would stop them half-way through a forked child's run.
+pytestmark = pytest.mark.timeout(900)
 
 
 @dataclass
@@ -140,3 +147,74 @@ class TestASingleFunctionAgent:
         )
         keys = [row["key"] for row in lil_show(db, "llama-function")["rows"]]
         assert any(k.startswith("FunctionAgent.") and "step_result:call_tool" in k for k in keys)
+
+
+class TestUsage:
+    def test_each_model_call_reports_its_tokens_and_usage_works_inside_the_llm(
+        self, tmp_path: Path
+    ) -> None:
+        import asyncio
+
+        from llama_index.core.agent.workflow import FunctionAgent
+        from llama_index.core.base.llms.types import ChatResponse
+        from llama_index.core.llms import ChatMessage
+        from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+        from letitloop import Journal, usage
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+
+        class CountingLLM(MockFunctionCallingLLM):
+            """Counts tokens as LlamaIndex's OpenAI integration does (additional_kwargs)."""
+
+            async def astream_chat(self, messages: Any, **kwargs: Any) -> Any:
+                usage(cost=0.25)  # the program's own report, inside the call
+                chunk = ChatResponse(
+                    message=ChatMessage(role="assistant", content="Oslo is in Norway"),
+                    delta="Oslo is in Norway",
+                    additional_kwargs={"prompt_tokens": 12, "completion_tokens": 5},
+                )
+
+                async def stream() -> Any:
+                    yield chunk
+
+                return stream()
+
+        async def main() -> Any:
+            agent = FunctionAgent(llm=CountingLLM(), runtime=LetItLoopRuntime())
+            async with Journal("usage", run="u", path=tmp_path / "j.db"):
+                return await agent.run(user_msg="Where is Oslo?")
+
+        assert str(asyncio.run(main())) == "Oslo is in Norway"
+        rows = [r for r in lil_show(tmp_path / "j.db", "usage")["rows"] if ".llm:" in r["key"]]
+        assert len(rows) == 1
+        spent = json.dumps(rows[0])
+        assert '"input_tokens": 12' in spent and '"output_tokens": 5' in spent, rows[0]
+        assert '"cost": 0.25' in spent
+
+
+class TestAMemoryTheRuntimeCannotRebuild:
+    def test_it_is_refused_with_an_error_saying_what_to_do(self, tmp_path: Path) -> None:
+        import asyncio
+
+        from llama_index.core.agent.workflow import FunctionAgent
+        from llama_index.core.llms.mock import MockFunctionCallingLLM
+        from llama_index.core.memory import ChatMemoryBuffer
+        from llama_index.core.storage.chat_store import SimpleChatStore
+
+        from letitloop import Journal
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+        from letitloop.errors import EncodeError
+
+        class RemoteChatStore(SimpleChatStore):
+            """A chat store of the user's own (kept elsewhere in a real program)."""
+
+        async def main() -> Any:
+            agent = FunctionAgent(llm=MockFunctionCallingLLM(), runtime=LetItLoopRuntime())
+            memory = ChatMemoryBuffer.from_defaults(chat_store=RemoteChatStore())
+            async with Journal("memory", run="m", path=tmp_path / "j.db"):
+                return await agent.run("hello", memory=memory)
+
+        with pytest.raises(EncodeError) as refused:
+            asyncio.run(main())
+        assert "RemoteChatStore" in str(refused.value)
+        assert "ChatMemoryBuffer.from_defaults" in str(refused.value)

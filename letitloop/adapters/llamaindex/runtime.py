@@ -43,12 +43,14 @@ from workflows.runtime.types.ticks import (
 )
 from workflows.workflow import Workflow
 
-from ...errors import DecodeError, EncodeError, StepMismatchError
+from ...errors import DecodeError, StepMismatchError
 from ...inspection import open_inspector
 from ...journal import Journal, current_journal
 from ...unchecked import unchecked
 from .agents import accept_runtime
-from .serializer import RunSerializer, memory_record
+from .llms import agents_of, current_run, journal_llms
+from .restore import memory_lost, refuse_skipped_memory, routed_sends
+from .serializer import RunSerializer
 
 
 async def tick(row: dict[str, Any]) -> dict[str, Any]:
@@ -212,51 +214,6 @@ def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent)
             return
 
 
-def routed_sends(state: BrokerState) -> dict[tuple[str, str | None], set[int]]:
-    """The sends already routed by step runs that were in flight when the process died.
-
-    Such a run starts again from its event, and sends again what it sent before
-    (``ctx.send_event``: an agent's tool calls); the engine gives the new run a
-    new invocation, so its sends would be routed a second time. Keyed by step
-    and work item (the rerun keeps its work item), numbered in call order.
-    """
-    routed: dict[tuple[str, str | None], set[int]] = {}
-    brokers = [state]
-    while brokers:
-        broker = brokers.pop()
-        brokers.extend(broker.children.values())
-        for step_id, worker in broker.workers.items():
-            for execution in worker.in_progress:
-                if execution.received:
-                    routed[(str(step_id), execution.work_item_id)] = set(execution.received)
-    return routed
-
-
-async def refuse_skipped_memory(
-    store: Any, state: dict[str, Any], serializer: BaseSerializer
-) -> None:
-    """Raise EncodeError when the engine left the agents' memory out of ``state``.
-
-    The engine skips a ``memory`` it cannot serialize, with a warning; a run
-    resumed from that state would go on with an empty memory, so the memory is
-    refused instead, saying what to do.
-    """
-    data = state.get("state_data")
-    if not isinstance(data, dict) or "memory" in data.get("_data", {"memory": None}):
-        return
-    memory = await store.get("memory", default=None)
-    if memory is None:
-        return
-    if isinstance(serializer, RunSerializer):
-        memory_record(serializer, memory)  # raises EncodeError saying what to do
-    raise EncodeError(
-        f"the agents' memory ({type(memory).__name__}) could not be recorded with the "
-        f"workflow's serializer ({type(serializer).__name__}), so a resumed run would lose "
-        f"it; leave the workflow's serializer= out (LetItLoopRuntime records the agents' "
-        f"default ChatMemoryBuffer), or run it without the runtime"
-    )
-
-
 class JournalingAdapter(InternalAsyncioAdapter):
     """The run's internal adapter: each tick is recorded before the control loop acts on it."""
 
@@ -355,6 +312,14 @@ class LetItLoopRuntime(BasicRuntime):
                 check_start(run, ticks, start_event)
             final = run.stop if run.stop is not None else final_event(ticks)
             store = self._recorded_store(run, state, active)
+            if agents_of(workflow) and memory_lost(state):
+                raise run.unreadable(
+                    f"{run.prefix}* (context state)",
+                    ValueError(
+                        "the agents' memory is not in it: an earlier letitloop left it out, "
+                        "and the agents cannot go on without it"
+                    ),
+                )
             if final is not None:
                 return self._finished(run_id, init_state, final, store, active)
             records = [JournalRecord(seq=n, data=active.serialize(t)) for n, t in enumerate(ticks)]
@@ -369,9 +334,16 @@ class LetItLoopRuntime(BasicRuntime):
             start_event = None  # the recorded one was added already
             serialized_state = state
         self._journaled[run_id] = run
-        adapter = super().run_workflow(
-            run_id, workflow, init_state, start_event, serialized_state, active
-        )
+        journal_llms(workflow)
+        # The run's tasks (its control loop, then its steps) are made now and copy this
+        # context: an agent's model calls find their run there (llms.py).
+        token = current_run.set(run)
+        try:
+            adapter = super().run_workflow(
+                run_id, workflow, init_state, start_event, serialized_state, active
+            )
+        finally:
+            current_run.reset(token)
         self._queues[run_id].complete.add_done_callback(lambda _: self._journaled.pop(run_id, None))
         return adapter
 
