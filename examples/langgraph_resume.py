@@ -2,16 +2,18 @@
 
 Offline and deterministic: the "model" is a hash of the prompt, no API key.
 
-    python examples/langgraph_resume.py [--db PATH] [--ledger PATH]
+    python examples/langgraph_resume.py [--crash] [--db PATH] [--ledger PATH]
 
 A 4-node StateGraph (plan -> research -> write -> review) checkpoints into the
 letitloop journal file through ``LetItLoopCheckpointSaver``; each node is a
-``durable_node`` whose model calls are ``step()``s. The script runs the graph
-in a child process and kills that child with a real SIGKILL from outside
-once node 2 (research) has finished and node 3 (write) has made two of its
-three model calls. A second child resumes the thread with
-``invoke(None, config)``. Every node entry and every real model call is
-appended to a ledger file, so you can see what ran in which process:
+``durable_node`` whose model calls are ``step()``s. Every node entry and every
+real model call is appended to a ledger file, so you can see what ran in which
+process.
+
+Without ``--crash`` the graph runs once, in a child process. With ``--crash``
+that child is killed with a real SIGKILL from outside once node 2 (research)
+has finished and node 3 (write) has made two of its three model calls, and a
+second child resumes the thread with ``invoke(None, config)``:
 
 - plan and research never run again (their checkpoint was committed);
 - write runs again, but its two finished calls replay from the journal and
@@ -121,7 +123,7 @@ def run_phase(phase: str, db: Path) -> None:
     # of nodes below is the same on every run. With LangGraph's default
     # "async" (or "exit"), a node whose checkpoint was lost runs again, and its
     # finished calls replay just the same (docs/langgraph.md, per mode).
-    if phase == "first":
+    if phase in ("first", "once"):
         app.invoke({"topic": "durable execution"}, THREAD, durability="sync")
     else:
         final = app.invoke(None, THREAD, durability="sync")
@@ -130,32 +132,46 @@ def run_phase(phase: str, db: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--crash", action="store_true", help="SIGKILL the graph inside node 3")
     parser.add_argument("--db", type=Path, help="journal file (default: a temporary one)")
     parser.add_argument("--ledger", type=Path, help="ledger file (default: beside the journal)")
-    parser.add_argument("--phase", choices=["first", "resume"], help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=["first", "resume", "once"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
         run_phase(args.phase, args.db)
         return 0
+    show = demonstrate if args.crash else run_once
     if args.db is not None:
-        return demonstrate(args.db, args.ledger or args.db.with_name("ledger.jsonl"))
+        return show(args.db, args.ledger or args.db.with_name("ledger.jsonl"))
     # No --db: a temporary folder, removed at the end whatever happens.
     with tempfile.TemporaryDirectory(prefix="letitloop-langgraph-") as folder:
         print("(a temporary folder, removed at the end; pass --db PATH to keep the journal)")
         db = Path(folder) / "journal.db"
-        return demonstrate(db, args.ledger or db.with_name("ledger.jsonl"))
+        return show(db, args.ledger or db.with_name("ledger.jsonl"))
+
+
+def child(phase: str, db: Path, ledger: Path) -> subprocess.Popen[str]:
+    """This script in a child process, running ``phase`` of the graph on ``db``."""
+    env = {**os.environ, "EXAMPLE_PHASE": phase, "EXAMPLE_LEDGER": str(ledger)}
+    argv = [sys.executable, "-u", __file__, "--db", str(db), "--phase", phase]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+
+
+def run_once(db: Path, ledger: Path) -> int:
+    """Run the graph in a child, to the end."""
+    print(f"journal: {db}\nledger:  {ledger}\n")
+    once = child("once", db, ledger)
+    once.communicate(timeout=120)
+    print(f"process 1 (pid {once.pid}): exit {once.returncode}\n")
+    report(db, ledger, [("once", "process 1")])
+    print("\nrun it with --crash to see it killed in node 3 and resumed")
+    return 0 if once.returncode == 0 else 1
 
 
 def demonstrate(db: Path, ledger: Path) -> int:
     """Run the graph in a child, SIGKILL it inside node 3, resume it in a second child."""
-
-    def child(phase: str) -> subprocess.Popen[str]:
-        env = {**os.environ, "EXAMPLE_PHASE": phase, "EXAMPLE_LEDGER": str(ledger)}
-        argv = [sys.executable, "-u", __file__, "--db", str(db), "--phase", phase]
-        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
-
     print(f"journal: {db}\nledger:  {ledger}\n")
-    first = child("first")
+    first = child("first", db, ledger)
     assert first.stdout is not None
     for line in first.stdout:
         if line.strip() == KILL_POINT:
@@ -165,12 +181,21 @@ def demonstrate(db: Path, ledger: Path) -> int:
     killed = first.returncode == -signal.SIGKILL
     print(f"process 1 (pid {first.pid}): exit {first.returncode}{' (SIGKILL)' if killed else ''}")
 
-    second = child("resume")
+    second = child("resume", db, ledger)
     out, _ = second.communicate(timeout=120)
     print(f"process 2 (pid {second.pid}): exit {second.returncode}\n")
+    report(db, ledger, [("first", "process 1"), ("resume", "process 2 (invoke(None, config))")])
+    final = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    if final:
+        print("\nfinal state keys:", sorted(final[-1]["final"]))
+    ok = killed and second.returncode == 0
+    return 0 if ok else 1
 
+
+def report(db: Path, ledger: Path, phases: list[tuple[str, str]]) -> None:
+    """Print what ran in each process (the ledger), then the journal read from outside."""
     lines = [json.loads(x) for x in ledger.read_text(encoding="utf-8").splitlines()]
-    for phase, title in (("first", "process 1"), ("resume", "process 2 (invoke(None, config))")):
+    for phase, title in phases:
         print(f"{title}:")
         for entry in lines:
             if entry["phase"] != phase:
@@ -186,11 +211,6 @@ def demonstrate(db: Path, ledger: Path) -> int:
         for goal, table in conn.execute("SELECT goal, journal_table FROM goals ORDER BY rowid"):
             rows = conn.execute(f'SELECT key, attempt FROM "{table}" ORDER BY started_at')
             print(f"  {goal}: " + ", ".join(f"{key} (attempt {n})" for key, n in rows))
-    final = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
-    if final:
-        print("\nfinal state keys:", sorted(final[-1]["final"]))
-    ok = killed and second.returncode == 0
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -20,12 +20,14 @@ from .durable import (
     wait_for,
 )
 from .errors import BudgetExceededError, LetItLoopError, RunCancelledError, WaitTimeoutError
+from .estimates import PaidCall, Reservation
 from .fingerprint_hooks import register_fingerprint
 from .journal import Journal
 from .unchecked import unchecked
 
 if TYPE_CHECKING:
     from .control import cancel, send
+    from .reservations import reserve
     from .retry import RetryPolicy
     from .supervisor import supervise
     from .waits import RunWaiting
@@ -47,6 +49,10 @@ def __getattr__(name: str) -> object:
         from .retry import RetryPolicy
 
         return RetryPolicy
+    if name == "reserve":  # programs whose budget bounds paid calls (reservations.py)
+        from .reservations import reserve
+
+        return reserve
     if name == "supervise":
         from .supervisor import supervise
 
@@ -63,6 +69,8 @@ __all__ = [
     "BudgetExceededError",
     "Journal",
     "LetItLoopError",
+    "PaidCall",
+    "Reservation",
     "RetryPolicy",
     "RunCancelledError",
     "RunWaiting",
@@ -80,6 +88,7 @@ __all__ = [
     "durable_async",
     "patched",
     "register_fingerprint",
+    "reserve",
     "send",
     "sleep",
     "step",

@@ -15,6 +15,7 @@ each ``LoopCommits`` stays its own loop's (its rows are never mixed).
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
 from inspect import CO_COROUTINE
@@ -30,6 +31,7 @@ from .step_rows import done_row, failure_row
 from .steps import (
     function_name,
     key_for,
+    name_missing,
     owner,
     parent_step,
     retry_policy_in,
@@ -89,7 +91,11 @@ async def async_step(
     policy = j.retry
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
-    fn_name = function_name(fn, name)
+    fn_name = function_name(fn, name, args, kwargs, "await j.async_step")
+    if type(name) is not str:
+        missing = name_missing("await j.async_step", name, fn, args, kwargs)
+        if missing is not None:
+            raise missing
     who = owner(j)
     try:
         fp = j._fingerprints.call(args, kwargs)
@@ -164,6 +170,8 @@ async def async_step(
     finally:
         flight.end(key)
         j._keys.release(full, who)
+        if j._budget is not None and j._budget.open:  # reservations left (budgets.py)
+            budgets.release(j, key, sys.exc_info()[1])
 
 
 async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -7,7 +7,15 @@ their tries: calls that failed, and calls cut short by a process that died;
 ``Storage.run_spend``), then adds each ``letitloop.usage`` report as it is
 made. Before a step that would run (not one that replays: a replay spends
 nothing), a run whose spend has reached either limit stops with
-BudgetExceededError, naming what was spent and by which steps. A replayed
+BudgetExceededError, naming what was spent and by which steps.
+
+A paid call reserves what it may cost before it starts
+(``letitloop.reserve``, reservations.py; every adapter's model call does):
+the reservation is committed as a row of ``reservations`` and counted as
+spent until the call's ``usage()`` report settles it (replaces it with the
+real usage). A reservation its process did not survive is never settled and
+stays counted on every later attempt, so the provider's bill, not only the
+record, stays within the budget. :class:`Spend` holds both. A replayed
 step's usage is counted once, from its row; a report is counted once, when
 made. The budget in effect is recorded as a step row
 ``letitloop:budget:tokens=…,cost=…`` (its result the budget as JSON), which
@@ -18,6 +26,7 @@ A journal without a budget pays one ``is not None`` test per fresh step.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Iterable, Mapping
@@ -25,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .clock import utc_iso
 from .errors import BudgetExceededError, LetItLoopError
+from .estimates import Reservation
 
 if TYPE_CHECKING:
     from .costs import Usage
@@ -43,8 +54,21 @@ class Budget(msgspec.Struct, frozen=True):
 
     tokens: int | None = None
     cost: float | None = None
+    #: What a paid call reserves before it starts, when the caller of ``reserve()``
+    #: gives no amounts: None (the default estimate, see :func:`default_estimate`), a
+    #: fixed :class:`Reservation` per call, or a function of the :class:`PaidCall`
+    #: that returns one. Not recorded: only ``tokens`` and ``cost`` are.
+    estimate: Any = None
 
     def __post_init__(self) -> None:
+        if self.estimate is not None and not (
+            isinstance(self.estimate, Reservation) or callable(self.estimate)
+        ):
+            raise LetItLoopError(
+                f"budget: estimate must be a Reservation(tokens=..., cost=...) reserved for "
+                f"every paid call, or a function of the PaidCall that returns one, got "
+                f"{type(self.estimate).__name__} {self.estimate!r}"
+            )
         if self.tokens is not None and (
             isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 0
         ):
@@ -101,12 +125,21 @@ def _plus(a: Any, b: Any) -> Any:
     return b if a is None else a if b is None else a + b
 
 
+#: Rounding slack when money reserved is compared with a budget in money.
+_CENT_SLACK = 1e-9
+
+
 class Spend:
-    """A journal's budget and what its run spent, per step key: the one owner of both.
+    """A journal's budget and what its run spent and reserved, per step key: the one owner.
 
     ``load`` is called by the thread that opens the journal, before any step
-    runs; ``add`` by any thread or task whose step reports usage; ``over``
-    and ``error`` by any. The totals are changed and read under ``lock``.
+    runs; ``add``, ``take`` and ``release`` by any thread or task whose step
+    reports usage or reserves; ``over`` and ``error`` by any. Everything is
+    changed and read under ``lock``.
+
+    Reserved spend is ``left`` (reservations of earlier attempts never
+    settled: their calls were cut short by a dead process, and stay counted)
+    plus ``open`` (this attempt's reservations of calls in flight).
     """
 
     def __init__(self, budget: Budget) -> None:
@@ -116,20 +149,38 @@ class Spend:
         self.by_key: dict[str, list[Any]] = {}
         self.tokens = 0
         self.cost = 0.0
+        #: Tokens and money reserved and not settled (left and open).
+        self.reserved_tokens = 0
+        self.reserved_cost = 0.0
+        #: Earlier attempts' reservations never settled: (key, call, tokens, cost).
+        self.left: list[tuple[str, int, int | None, float | None]] = []
+        #: This attempt's reservations in flight: key -> [[call, tokens, cost], ...], oldest first.
+        self.open: dict[str, list[list[Any]]] = {}
+        #: The run's last reservation's number (each is numbered 1, 2, … in its run).
+        self.calls = 0
         self.reached = False
 
-    def load(self, rows: Iterable[tuple[str, int | None, int | None, float | None]]) -> None:
-        """Start from the run's recorded spend (``Storage.run_spend``)."""
+    def load(
+        self,
+        rows: Iterable[tuple[str, int | None, int | None, float | None]],
+        reservations: tuple[int, list[tuple[str, int, int | None, float | None]]] = (0, []),
+    ) -> None:
+        """Start from the run's recorded spend (``Storage.run_spend``) and its reservations
+        never settled (``Storage.run_reservations``)."""
         with self.lock:
             self.by_key, self.tokens, self.cost = {}, 0, 0.0
             for key, inp, outp, cost in rows:
                 self.by_key[key] = [inp, outp, cost]
                 self.tokens += (inp or 0) + (outp or 0)
                 self.cost += cost or 0.0
+            self.calls, self.left, self.open = reservations[0], list(reservations[1]), {}
+            self.reserved_tokens = sum(t or 0 for _, _, t, _ in self.left)
+            self.reserved_cost = sum(c or 0.0 for _, _, _, c in self.left)
             self.reached = self._reached()
 
-    def add(self, key: str, spent: Usage) -> None:
-        """One ``usage()`` report of step ``key``'s call, made now."""
+    def add(self, key: str, spent: Usage) -> int | None:
+        """One ``usage()`` report of step ``key``'s call, made now; it settles the step's
+        oldest reservation in flight, whose number is returned (None: it had none)."""
         with self.lock:
             mine = self.by_key.setdefault(key, [None, None, None])
             mine[0] = _plus(mine[0], spent.input_tokens)
@@ -137,22 +188,102 @@ class Spend:
             mine[2] = _plus(mine[2], spent.cost)
             self.tokens += (spent.input_tokens or 0) + (spent.output_tokens or 0)
             self.cost += spent.cost or 0.0
+            settled = None
+            pending = self.open.get(key)
+            if pending:
+                settled = self._drop(key, pending, 1)[0]
             self.reached = self._reached()
+            return settled
+
+    def take(
+        self, key: str, tokens: int | None, cost: float | None
+    ) -> tuple[int, int | None, float | None] | None:
+        """Reserve ``tokens`` and ``cost`` for a call of step ``key``: ``(number, tokens,
+        cost)`` as reserved (a part None against a limit of that kind: all that remains
+        of it), or None when spent plus reserved plus this would pass the budget."""
+        b = self.budget
+        with self.lock:
+            if b.tokens is not None:
+                used = self.tokens + self.reserved_tokens
+                if tokens is None:
+                    tokens = b.tokens - used
+                if used >= b.tokens or used + tokens > b.tokens:
+                    return None
+            if b.cost is not None:
+                used_cost = self.cost + self.reserved_cost
+                if cost is None:
+                    cost = b.cost - used_cost
+                if used_cost >= b.cost or used_cost + cost > b.cost + _CENT_SLACK:
+                    return None
+            self.calls += 1
+            self.open.setdefault(key, []).append([self.calls, tokens, cost])
+            self.reserved_tokens += tokens or 0
+            self.reserved_cost += cost or 0.0
+            self.reached = self._reached()
+            return self.calls, tokens, cost
+
+    def release(self, key: str) -> list[int]:
+        """Step ``key``'s call is over: its reservations still in flight are dropped (its
+        usage, if it reported any, is counted); their numbers."""
+        with self.lock:
+            pending = self.open.get(key)
+            if not pending:
+                return []
+            calls = self._drop(key, pending, len(pending))
+            self.reached = self._reached()
+            return calls
+
+    def cancel(self, key: str, call: int) -> None:
+        """Reservation ``call`` of ``key`` was not committed: forget it (its call is not made)."""
+        with self.lock:
+            pending = self.open.get(key, [])
+            for i, (number, tokens, cost) in enumerate(pending):
+                if number == call:
+                    del pending[i]
+                    self.reserved_tokens -= tokens or 0
+                    self.reserved_cost -= cost or 0.0
+                    break
+            if not pending:
+                self.open.pop(key, None)
+            self.reached = self._reached()
+
+    def keep(self, key: str) -> None:
+        """Step ``key``'s calls were cut short (cancelled): their reservations stay counted,
+        as those of a dead process (``left``)."""
+        with self.lock:
+            for call, tokens, cost in self.open.pop(key, []):
+                self.left.append((key, call, tokens, cost))
+
+    def _drop(self, key: str, pending: list[list[Any]], n: int) -> list[int]:
+        """Under ``lock``: forget the first ``n`` reservations in flight of ``key``."""
+        gone, pending[:] = pending[:n], pending[n:]
+        if not pending:
+            del self.open[key]
+        for _, tokens, cost in gone:
+            self.reserved_tokens -= tokens or 0
+            self.reserved_cost -= cost or 0.0
+        return [call for call, _, _ in gone]
 
     def _reached(self) -> bool:
         b = self.budget
-        return (b.tokens is not None and self.tokens >= b.tokens) or (
-            b.cost is not None and self.cost >= b.cost
+        return (b.tokens is not None and self.tokens + self.reserved_tokens >= b.tokens) or (
+            b.cost is not None and self.cost + self.reserved_cost >= b.cost
         )
 
-    def error(self, j: Journal, key: str) -> BudgetExceededError:
-        """The error for step ``key``, not started because the budget is reached."""
+    def error(
+        self, j: Journal, key: str, wanted: tuple[int | None, float | None] | None = None
+    ) -> BudgetExceededError:
+        """The error for step ``key``, not started because the budget is reached; with
+        ``wanted`` (the tokens and cost its call asked to reserve), its call not made."""
         with self.lock:
             steps = sorted(
                 ((k, (v[0] or 0) + (v[1] or 0), v[2] or 0.0) for k, v in self.by_key.items()),
                 key=lambda s: (-s[2], -s[1], s[0]),
             )
             tokens, cost = self.tokens, self.cost
+            held = [(k, t, c, "cut short by a dead process") for k, _, t, c in self.left]
+            held += [(k, t, c, "in flight") for k, p in self.open.items() for _, t, c in p]
+            reserved_tokens, reserved_cost = self.reserved_tokens, self.reserved_cost
         b = self.budget
         limits = " and ".join(
             part
@@ -165,10 +296,26 @@ class Spend:
         shown = ", ".join(f"{k} ({_tokens(t)}, {_money(c)})" for k, t, c in steps[:5]) + (
             f", and {len(steps) - 5} more" if len(steps) > 5 else ""
         )
+        reserved = ""
+        if held:
+            calls = ", ".join(
+                f"{k} ({_tokens(t or 0)}, {_money(c or 0.0)}, {why})" for k, t, c, why in held[:5]
+            ) + (f", and {len(held) - 5} more" if len(held) > 5 else "")
+            reserved = (
+                f", and has {_tokens(reserved_tokens)} and {_money(reserved_cost)} reserved by "
+                f"calls not settled: {calls}"
+            )
+        if wanted is None:
+            stopped = f"step {key!r} was not started"
+        else:
+            asked = [_tokens(wanted[0]) if wanted[0] is not None else None]
+            asked.append(_money(wanted[1]) if wanted[1] is not None else None)
+            ask = " and ".join(a for a in asked if a) or "all that remains"
+            stopped = f"the paid call of step {key!r} (reserving {ask}) was not made"
         return BudgetExceededError(
             f"run {j.run_id} of goal {j.goal!r} reached its budget of {limits}: it spent "
             f"{_tokens(tokens)} and {_money(cost)} over all its attempts, by "
-            f"{shown or 'no step'}; step {key!r} was not started. Raise the budget "
+            f"{shown or 'no step'}{reserved}; {stopped}. Raise the budget "
             f"(Journal(..., budget=Budget(...))) and run again to resume, or reset the run",
             run_id=j.run_id,
             key=key,
@@ -176,6 +323,8 @@ class Spend:
             cost=cost,
             budget=b.as_dict(),
             steps=steps,
+            reserved_tokens=reserved_tokens,
+            reserved_cost=reserved_cost,
         )
 
 
@@ -190,8 +339,47 @@ def opened(j: Journal) -> None:
     storage = j._storage
     if spend is None or storage is None:
         return
-    spend.load(storage.run_spend(j.run_id))
+    spend.load(storage.run_spend(j.run_id), storage.run_reservations(j.run_id))
     j.step(ROW_PREFIX + spend.budget.label(), record_budget, spend.budget.as_dict())
+
+
+def settled(j: Journal, key: str, spent: Usage, total: Usage) -> bool:
+    """Count the ``usage()`` report ``spent`` of step ``key``; when it settles one of the
+    call's reservations, commit that with ``total`` (all the call reported so far) on its
+    row, in one transaction, and return True. False: ``durable.keep_reported`` commits it."""
+    spend = j._budget
+    if spend is None:
+        return False
+    call = spend.add(key, spent)
+    storage = j._storage
+    if call is None or storage is None:
+        return False
+    row = None
+    flight = j._flight.calls.get(key)
+    if flight is not None:
+        started, fn_name, fp = flight
+        row = (j.run_id, key, fn_name, utc_iso(started), j.attempt, fp, *total.columns())
+    at = utc_iso(j.clock())
+    storage.settle(j.run_id, [call], at, (spent.tokens, spent.cost), row)
+    return True
+
+
+def release(j: Journal, key: str, exc: BaseException | None) -> None:
+    """Step ``key``'s function returned (``exc`` None) or raised ``exc``: settle what its
+    calls reserved and did not report, with no usage. A call cut short by a cancellation
+    (an exception that is not an ``Exception``) keeps its reservation, counted."""
+    spend = j._budget
+    if spend is None:
+        return
+    if exc is not None and not isinstance(exc, Exception):
+        spend.keep(key)
+        return
+    calls = spend.release(key)
+    storage = j._storage
+    if calls and storage is not None:
+        # Left unsettled in the file when this fails: counted again, never too little.
+        with contextlib.suppress(LetItLoopError):
+            storage.settle(j.run_id, calls, utc_iso(j.clock()), (None, None), None)
 
 
 def check(j: Journal, key: str) -> None:

@@ -43,6 +43,7 @@ from .inspection import (
 )
 from .keys import split_key
 from .maintenance.holding import holding_run
+from .previews import preview
 from .store import Store
 
 # -- send ------------------------------------------------------------------------------
@@ -103,13 +104,14 @@ def send_text(
     run = _waiting_run(journal, ref, name)
     where = f"run {run.id} of goal {run.goal!r}"
     cipher = _sending_cipher(journal, run, where, encryption_key)
+    expected = _expectations(journal, run, cipher)
 
     def choose(rows: list[WaitRow]) -> WaitAnswer:
         named = [r for r in rows if r.key == name or split_key(r.key)[0] == name]
         waiting = [r for r in named if r.status == "waiting"]
         if len(waiting) > 1:
             raise NotWaitingError(
-                f"{where} waits for several keys named {name!r} "
+                f"{where} waits for several keys named {preview(name)} "
                 f"({_quoted([r.key for r in waiting])}); send to one of them by its key",
                 run_id=run.id,
                 key=name,
@@ -124,10 +126,11 @@ def send_text(
         if not waiting:
             raise NotWaitingError(_not_waiting(where, name, named, rows), run_id=run.id, key=name)
         key, began, deadline = waiting[0].key, waiting[0].started_at, waiting[0].deadline
+        _check_value(where, run.id, key, text, expected)
         now = clock()
         if deadline is not None and now >= _seconds(deadline, now + 1.0):
             raise NotWaitingError(
-                f"{where} is not waiting for {name!r}: its wait {key!r} timed out at "
+                f"{where} is not waiting for {preview(name)}: its wait {key!r} timed out at "
                 f"{deadline} (no value was sent by then); a wait takes no value after its "
                 f"timeout, and the run gets WaitTimeoutError there",
                 run_id=run.id,
@@ -141,8 +144,71 @@ def send_text(
             return WaitAnswer(key, cipher.seal(text, run.id, key, "result"), utc_iso(now), took)
         return WaitAnswer(key, text, utc_iso(now), took)
 
-    answered = journal.answer_wait(run, choose)
+    try:
+        answered = journal.answer_wait(run, choose)
+    except _Unread:  # the wait started after its expectation was read: read it again
+        expected.update(_expectations(journal, run, cipher))
+        answered = journal.answer_wait(run, choose)
     return Sent(run, answered.key, journal.is_held(run.id))
+
+
+class _Unread(Exception):
+    """The wait chosen has no expectation read: it may have started since they were read."""
+
+
+#: The expectation of a wait with none recorded (a wait_for without expect=).
+_ANY: dict[str, Any] = {}
+
+
+def _expectations(
+    journal: Inspector, run: RunInfo, cipher: Cipher | None
+) -> dict[str, dict[str, Any]]:
+    """What each wait of ``run`` takes, by the wait's key (letitloop/expects.py): the
+    recorded ``expects:`` rows, and each wait row present now (``_ANY`` when it has none)."""
+    from .encryption import encrypted
+    from .expects import PREFIX, step_key
+
+    found: dict[str, dict[str, Any]] = {}
+    waits = []
+    for row in journal.rows(run):
+        if row.kind == "wait":
+            waits.append(row.key)
+        elif row.key.startswith(PREFIX) and row.status == "done" and row.result is not None:
+            text = row.result
+            if encrypted(text):
+                if cipher is None:
+                    continue  # the value is checked by the run itself
+                text = cipher.open(text, run.id, row.key, "result")
+            recorded = codec.decode(text)
+            if isinstance(recorded, dict):
+                found[row.key] = recorded
+    return {key: found.get(step_key(key), _ANY) for key in waits}
+
+
+def _check_value(
+    where: str, run_id: str, key: str, text: str, expected: dict[str, dict[str, Any]]
+) -> None:
+    """NotWaitingError when the wait ``key`` does not take ``value``; nothing is written."""
+    from shlex import quote
+
+    from .expects import example_text, problem
+
+    recorded = expected.get(key)
+    if recorded is None:
+        raise _Unread
+    schema = recorded.get("schema")
+    if not isinstance(schema, dict):
+        return
+    wrong = problem(schema, codec.decode(text))
+    if wrong is None:
+        return
+    raise NotWaitingError(
+        f"{where} does not take this value for {key!r} ({recorded.get('about')}): {wrong}; "
+        f"nothing was written, the run still waits; send e.g. "
+        f"{quote(example_text(recorded))}",
+        run_id=run_id,
+        key=key,
+    )
 
 
 def _sending_cipher(
@@ -174,19 +240,19 @@ def _not_waiting(where: str, name: str, named: list[WaitRow], rows: list[WaitRow
         key, error, finished = named[-1].key, named[-1].error, named[-1].finished_at
         if error:
             return (
-                f"{where} is not waiting for {name!r}: its wait {key!r} timed out at "
+                f"{where} is not waiting for {preview(name)}: its wait {key!r} timed out at "
                 f"{finished} ({error}); a wait takes no value after its timeout"
             )
         return (
-            f"{where} already received a value for {name!r} (wait {key!r}, at {finished}); a "
-            f"wait takes one value, and the run replays it. A later wait_for({name!r}) in the "
-            f"run takes the next value once it waits"
+            f"{where} already received a value for {preview(name)} (wait {key!r}, at "
+            f"{finished}); a wait takes one value, and the run replays it. A later "
+            f"wait_for({preview(name)}) in the run takes the next value once it waits"
         )
     others = [r.key for r in rows if r.status == "waiting"]
     now = f"it waits for {_quoted(others)}" if others else "it is not waiting for anything now"
     return (
-        f"{where} is not waiting for {name!r}: {now}. A value is taken only while the run "
-        f"waits for its name: send it once 'lil runs' shows the run waiting for {name!r}"
+        f"{where} is not waiting for {preview(name)}: {now}. A value is taken only while the run "
+        f"waits for its name: send it once 'lil runs' shows the run waiting for {preview(name)}"
     )
 
 

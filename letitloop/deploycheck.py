@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from . import codec, patches
+from .decoration import Durable
 from .deploycheck_copy import CHECK_NAME, copy_journal, recorded_patches, unfinished_runs
 from .deploycheck_target import durable_functions, load_target
-from .durable import Durable
 from .errors import (
     DamagedRowError,
     DecodeError,
@@ -221,13 +221,19 @@ def check(target: str, path: str | os.PathLike[str] | None = None) -> CheckRepor
     ``target`` is ``MODULE[:FUNCTION]`` (a dotted module name importable from
     the current folder, or a ``.py`` file, imported as ``__main__``). ``path``
     is the journal file (default: the decorator's ``path=``, else
-    ``LETITLOOP_DB``, else the nearest ``.letitloop/journal.db``). The journal
+    ``LETITLOOP_DB``, else the journal the program finds by itself: for a
+    ``.py`` file, as a script run from anywhere; letitloop/discovery.py). The journal
     is copied first and only the copy is opened, replay-only (the module's
     import too); no step function is called. Raises LetItLoopError for a
     target with no durable function, or a journal that is not a file.
     """
     started = time.perf_counter()
     default = resolve_path(path)
+    script = target.split(":")[0]
+    if path is None and not os.environ.get("LETITLOOP_DB") and script.endswith(".py"):
+        from .discovery import default_path  # the journal the file finds, run as a script
+
+        default = resolve_path(default_path(script=script))
     with tempfile.TemporaryDirectory(prefix="lil-check-") as tmp:
         folder = Path(tmp)
         copies: dict[Path, Path] = {}

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .durable import Durable
+from .decoration import Durable
 from .errors import LetItLoopError, error_text
 
 

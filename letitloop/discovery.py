@@ -2,9 +2,15 @@
 
 With no ``path=`` / ``--db`` and no ``$LETITLOOP_DB``, the journal is the
 nearest ``.letitloop/journal.db`` in the current folder or one of its
-parents; when there is none, a new one is made in the current folder. So a
-program run from a subfolder of its project, and ``lil`` typed in any folder
-under it, use the same file instead of starting a second journal.
+parents; when there is none and the program is a script
+(``python path/to/sync.py``), the nearest one at the script's folder or
+above; when there is none either, a new one is made beside the script (in
+the current folder for ``python -m``, ``-c``, the REPL, a notebook). So a
+program run from a subfolder of its project, or from any folder at all
+(cron, a systemd unit, an IDE), and ``lil`` typed in any folder under the
+journal's, use the same file instead of starting a second journal; a journal
+already in the current folder stays the one used. ``lil watch SCRIPT``
+applies the rule for SCRIPT. Making the file says so on stderr, once.
 
 The search stops where a project ends, so that a journal above it is never
 taken by surprise: after a folder that holds ``.git`` (the repository's
@@ -59,35 +65,80 @@ def find_journal(start: str | os.PathLike[str] | None = None) -> str | None:
         folder = parent
 
 
-def default_path() -> str:
-    """The journal to use when none is named: the one found (see :func:`find_journal`), as
-    ``.letitloop/journal.db`` when it is the current folder's, else its absolute path; or
-    ``.letitloop/journal.db`` to be made in the current folder."""
-    found = find_journal()
-    if found is None or os.path.dirname(os.path.dirname(found)) == os.getcwd():
+def script_folder(file: str | None = None) -> str | None:
+    """The folder of the script ``file``, else of the one this process runs
+    (``python path/to/sync.py``); None when it is not a script of the user's.
+
+    None for ``python -m MODULE`` (``__main__`` has a spec), ``python -c``,
+    the REPL and notebooks (no ``__main__.__file__``), a folder or zip file run
+    as a program, and a console command of an installed package (``pytest``,
+    ``uvicorn``, ``lil``: a file under the Python installation or the virtual
+    environment, ``sys.prefix`` and its kin).
+    """
+    if file is None:
+        main = sys.modules.get("__main__")
+        if main is None or getattr(main, "__spec__", None) is not None:
+            return None
+        file = getattr(main, "__file__", None)
+        if type(file) is not str or not file:
+            return None
+    elif not os.path.isfile(file):
+        return None
+    folder = os.path.dirname(os.path.abspath(file))
+    for prefix in {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}:
+        if prefix and (folder == prefix or folder.startswith(prefix.rstrip(os.sep) + os.sep)):
+            return None
+    return folder
+
+
+#: The default journal this process chose to make (absolute), so that making it says so once.
+_chosen_new: str | None = None
+
+
+def default_path(script: str | None = None) -> str:
+    """The journal to use when none is named, by the rule of the module's docstring:
+
+    1. the nearest ``.letitloop/journal.db`` at the current folder or above
+       (:func:`find_journal`), as ``.letitloop/journal.db`` when it is the
+       current folder's, else its absolute path;
+    2. else, for a script (``script``, the path of the one ``lil watch`` runs,
+       or else this process's own: :func:`script_folder`), the nearest one at
+       the script's folder or above;
+    3. else a new one beside the script (absolute), or in the current folder
+       (``.letitloop/journal.db``) when there is no script.
+
+    So a script finds the same file from whatever folder it is run (cron, a
+    service, an IDE), and a journal already in the current folder stays the one used.
+    """
+    global _chosen_new
+    cwd = os.getcwd()
+    found = find_journal(cwd)
+    if found is not None:
+        return DEFAULT_PATH if os.path.dirname(os.path.dirname(found)) == cwd else found
+    folder = script_folder(script)
+    if folder is not None and folder != cwd:
+        found = find_journal(folder)
+        if found is not None:
+            return found
+    if folder is None or folder == cwd:
+        _chosen_new = os.path.join(cwd, DEFAULT_PATH)
         return DEFAULT_PATH
-    return found
+    _chosen_new = os.path.join(folder, DEFAULT_PATH)
+    return _chosen_new
 
 
 def new_default_journal(path: str) -> str | None:
-    """The one line a program prints when it is about to make the default journal here.
+    """The one line a program prints (on stderr) when it is about to make the default journal.
 
-    Only for ``.letitloop/journal.db`` (no file named, none found above) that
-    does not exist yet, and only when stderr is a terminal: a person learns
-    where the file is, and where ``lil`` finds it; a pipe or a log gets
-    nothing. None otherwise.
+    Only for the file :func:`default_path` chose to make (no file named, none
+    found) and only while it does not exist: where the file is, and from where
+    ``lil`` finds it. None otherwise.
     """
-    if os.path.normpath(path) != DEFAULT_PATH or os.path.exists(path):
+    made = os.path.abspath(path)
+    if made != _chosen_new or os.path.exists(made):
         return None
-    try:
-        if not sys.stderr.isatty():
-            return None
-    except (AttributeError, ValueError):  # no stderr, or a closed one
-        return None
-    return (
-        f"letitloop: new journal {os.path.abspath(path)}; lil finds it from this folder and "
-        f"the folders below it"
-    )
+    owner = os.path.dirname(os.path.dirname(made))
+    return f"letitloop: new journal {made} (lil finds it from {owner} and the folders below it)"
 
 
 def found_above(path: str | os.PathLike[str]) -> bool:

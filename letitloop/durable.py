@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from . import ownership
+from . import budgets, ownership
 from .clock import utc_iso
 from .codec import CodecRegistry
-from .errors import LetItLoopError, MisuseError, NoJournalError
+from .decoration import Durable, Options, check_reuse, checked_keys, goal_of, journal_for
+from .errors import LetItLoopError, NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, current_journal
 from .opening import open_journals
 from .pragmas import Durability
@@ -27,7 +28,7 @@ from .unchecked import unwrap
 from .versions import check_version, source_version
 
 if TYPE_CHECKING:
-    import inspect
+    from datetime import timedelta
 
     from .budgets import Budget
     from .costs import Usage
@@ -37,63 +38,6 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-# Both records are NamedTuples made by the functional form, their fields' types as
-# objects (the few only named when type checking as text): the class form, in a module
-# of ``from __future__ import annotations``, has typing compile each field's annotation
-# text: 3.1 M instructions for this module against 1.8 M (storage.py, issue 30).
-
-#: What a ``@durable``/``@durable_async`` function was decorated with: its ``__letitloop__``.
-Durable = NamedTuple(  # noqa: UP014 (see above)
-    "Durable",
-    [
-        ("goal", str),
-        ("run", str | Callable[..., str] | None),
-        # The function itself (undecorated).
-        ("fn", Callable[..., Any]),
-        ("signature", "inspect.Signature"),
-        ("path", str | os.PathLike[str] | None),
-        ("registry", CodecRegistry | None),
-        # The version its attempts record (given, or its source file's hash; None: unknown).
-        ("version", str | None),
-        ("is_async", bool),
-    ],
-)
-
-#: What every call's ``Journal`` of one decorated function is opened with besides its
-#: goal, run and input: given once, at decoration, for the sync and async decorators.
-_Options = NamedTuple(  # noqa: UP014 (see above)
-    "_Options",
-    [
-        ("path", str | os.PathLike[str] | None),
-        ("durability", Durability),
-        ("timeout", float),
-        ("registry", CodecRegistry | None),
-        ("retry", "RetryPolicy | None"),
-        ("budget", "Budget | Mapping[str, Any] | None"),
-        ("version", str | None),
-        ("seal", str | bytes | None),
-        ("encryption_key", str | bytes | None),
-    ],
-)
-
-
-def _checked_keys(
-    seal: str | bytes | None, encryption_key: str | bytes | None
-) -> tuple[str | bytes | None, str | bytes | None]:
-    """``seal=`` and ``encryption_key=`` of a decorator, refused at decoration (so at import)
-    when unusable: shorter than 16 bytes, or no ``cryptography`` package (SealKeyError,
-    EncryptionKeyError)."""
-    if seal is not None:
-        from .seals import seal_key
-
-        seal_key(seal)
-    if encryption_key is not None:
-        from .encryption import make_cipher
-
-        make_cipher(encryption_key)
-    return seal, encryption_key
 
 
 def current(caller: str = "step()") -> Journal:
@@ -219,9 +163,9 @@ def usage(
     spent = reported(
         source, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost, model=model
     )
-    if journal._budget is not None:
-        journal._budget.add(key, spent)
-    keep_reported(journal, key, journal._flight.report(key, spent))
+    total = journal._flight.report(key, spent)
+    if journal._budget is None or not budgets.settled(journal, key, spent, total):
+        keep_reported(journal, key, total)
 
 
 def keep_reported(journal: Journal, key: str, spent: Usage) -> None:
@@ -240,71 +184,13 @@ def keep_reported(journal: Journal, key: str, spent: Usage) -> None:
     )
 
 
-def _journal_for(
-    goal_id: str,
-    run: str | Callable[..., str] | None,
-    signature: inspect.Signature,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    options: _Options,
-) -> Journal:
-    """The journal of one call of a decorated function (``run`` may name it from the args).
-
-    The run's input is the call's arguments by parameter name, defaults
-    applied, so ``f(1)`` and ``f(uid=1)`` are the same call; an
-    ``unchecked()`` part of them is left out of the input's fingerprint (the
-    function receives the value: see ``unwrap``). Arguments that do not fit
-    the signature raise the TypeError the call itself would raise, before
-    any journal is opened. An unnamed run's input holding a value with no
-    fingerprint raises FingerprintError when the journal opens (the input
-    could not tell this call's run from another's).
-    """
-    bound = signature.bind(*args, **kwargs)
-    bound.apply_defaults()
-    if callable(run):
-        plain_args, plain_kwargs = unwrap(args, kwargs)  # run= sees values, not unchecked()
-        run_name: str | None = run(*plain_args, **plain_kwargs)
-    else:
-        run_name = run
-    return Journal(goal_id, run=run_name, input=dict(bound.arguments), **options._asdict())
-
-
-def goal_of(goal_id: object, goal: str | None, decorator: str) -> str:
-    """The goal a decorator was given: ``goal_id``, or ``goal`` (``Journal``'s word for it).
-
-    Raises MisuseError at decoration, so at import: for a bare ``@durable``
-    (the function itself arrives as ``goal_id``), for no goal, or for two.
-    """
-    if callable(goal_id):
-        name = getattr(goal_id, "__name__", "fn")
-        raise MisuseError(
-            f"@{decorator} needs a goal name, found @{decorator} without parentheses above "
-            f"def {name}: write @{decorator}(goal_id={name!r}) (the goal names this job's "
-            f"runs in the journal and in lil, so that a renamed function keeps them)"
-        )
-    if goal_id is None and goal is None:
-        raise MisuseError(
-            f"@{decorator}() needs a goal name, found none: write @{decorator}(goal_id='sync')"
-        )
-    if goal_id is not None and goal is not None and goal_id != goal:
-        raise MisuseError(
-            f"@{decorator} got two goal names, goal_id={goal_id!r} and goal={goal!r}: "
-            f"give one (goal= is another spelling of goal_id=)"
-        )
-    found = goal_id if goal_id is not None else goal
-    if not isinstance(found, str):
-        raise MisuseError(
-            f"@{decorator} expects the goal's name as text, found {type(found).__name__} "
-            f"{found!r}: write @{decorator}(goal_id='sync')"
-        )
-    return found
-
-
 def durable(
     goal_id: str | None = None,
     *,
     goal: str | None = None,
     run: str | Callable[..., str] | None = None,
+    reuse: float | timedelta | None = None,
+    fresh: bool = False,
     path: str | os.PathLike[str] | None = None,
     durability: Durability = "process",
     timeout: float = DEFAULT_TIMEOUT,
@@ -323,7 +209,10 @@ def durable(
     as the run's result. ``run`` names the run, or is a callable of the
     function's arguments that returns the name
     (``run=lambda user_id: f"user-{user_id}"``). Calling the function for a
-    completed named run returns the recorded result without running the body.
+    completed named run returns the recorded result without running the body;
+    ``reuse=`` (seconds or a ``timedelta``) and ``fresh=True`` are ``Journal``'s:
+    a named run that completed longer ago than ``reuse`` (with ``fresh``: at
+    all) runs again as the name's next generation.
     ``retry`` is the RetryPolicy of every step of the run that passes none.
     ``budget`` (``Budget(tokens=..., cost=...)`` or a dict) limits what the
     run may spend over all its attempts (see ``Journal``).
@@ -342,21 +231,32 @@ def durable(
     :class:`Durable` (what ``lil check`` replays runs with).
     """
     goal_id = goal_of(goal_id, goal, "durable")
+    check_reuse(goal_id, run, reuse, fresh, "durable")
     version = None if version is None else check_version(version)
-    seal, encryption_key = _checked_keys(seal, encryption_key)
+    seal, encryption_key = checked_keys(seal, encryption_key)
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         import inspect  # at decoration, not at `import letitloop`
 
         signature = inspect.signature(fn)
         code = version or source_version(fn.__code__.co_filename)
-        options = _Options(
-            path, durability, timeout, registry, retry, budget, code, seal, encryption_key
+        options = Options(
+            path,
+            durability,
+            timeout,
+            registry,
+            retry,
+            budget,
+            code,
+            seal,
+            encryption_key,
+            reuse,
+            fresh,
         )
 
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            journal = _journal_for(goal_id, run, signature, args, kwargs, options)
+            journal = journal_for(goal_id, run, signature, args, kwargs, options)
             with journal:
                 if journal.was_completed and not journal.replay_only:
                     result: R = journal.recorded_result()
@@ -398,6 +298,8 @@ def durable_async(
     *,
     goal: str | None = None,
     run: str | Callable[..., str] | None = None,
+    reuse: float | timedelta | None = None,
+    fresh: bool = False,
     path: str | os.PathLike[str] | None = None,
     durability: Durability = "process",
     timeout: float = DEFAULT_TIMEOUT,
@@ -418,8 +320,9 @@ def durable_async(
     named run returns the recorded result without running the body.
     """
     goal_id = goal_of(goal_id, goal, "durable_async")
+    check_reuse(goal_id, run, reuse, fresh, "durable_async")
     version = None if version is None else check_version(version)
-    seal, encryption_key = _checked_keys(seal, encryption_key)
+    seal, encryption_key = checked_keys(seal, encryption_key)
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         import inspect
@@ -433,13 +336,23 @@ def durable_async(
 
         signature = inspect.signature(fn)
         code = version or source_version(fn.__code__.co_filename)
-        options = _Options(
-            path, durability, timeout, registry, retry, budget, code, seal, encryption_key
+        options = Options(
+            path,
+            durability,
+            timeout,
+            registry,
+            retry,
+            budget,
+            code,
+            seal,
+            encryption_key,
+            reuse,
+            fresh,
         )
 
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            journal = _journal_for(goal_id, run, signature, args, kwargs, options)
+            journal = journal_for(goal_id, run, signature, args, kwargs, options)
             async with journal:
                 if journal.was_completed and not journal.replay_only:
                     result: R = journal.recorded_result()

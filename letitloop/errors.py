@@ -329,12 +329,15 @@ class PatchDeprecatedError(LetItLoopError):
 
 
 class BudgetExceededError(LetItLoopError):
-    """A run's recorded spend reached its budget (``Journal(..., budget=...)``) before a step.
+    """A run's recorded spend reached its budget (``Journal(..., budget=...)``) before a step,
+    or a paid call's reservation (``letitloop.reserve``) would pass it.
 
-    The step was not started. Attributes: ``run_id``, ``key`` (the step not
-    started), ``tokens`` and ``cost`` (the run's spend, every attempt's),
-    ``budget`` (``{"tokens": …, "cost": …}``) and ``steps``, the steps that
-    spent it as ``(key, tokens, cost)``, most first.
+    The step was not started (or its paid call not made). Attributes:
+    ``run_id``, ``key`` (the step), ``tokens`` and ``cost`` (the run's spend,
+    every attempt's), ``reserved_tokens`` and ``reserved_cost`` (reserved by
+    calls not settled: in flight, or cut short by a dead process), ``budget``
+    (``{"tokens": …, "cost": …}``) and ``steps``, the steps that spent it as
+    ``(key, tokens, cost)``, most first.
     """
 
     run_id: str | None = None
@@ -343,3 +346,5 @@ class BudgetExceededError(LetItLoopError):
     cost: float = 0.0
     budget: dict[str, Any] | None = None
     steps: list[tuple[str, int, float]] | None = None
+    reserved_tokens: int = 0
+    reserved_cost: float = 0.0

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .connections import live
 from .errors import JournalFileError, LetItLoopError
-from .schemes import not_a_file, scheme_of
+from .schemes import malformed_url, not_a_file, scheme_of
 from .sqlerrors import DRIVER_ERRORS, explain
 
 if TYPE_CHECKING:
@@ -82,7 +82,8 @@ def create_file(path: str) -> None:
 
 def resolve_file(path: str | os.PathLike[str] | None = None) -> str:
     """The journal file: ``path``, else ``$LETITLOOP_DB``, else the nearest
-    ``.letitloop/journal.db`` here or above, else a new one here (letitloop/discovery.py).
+    ``.letitloop/journal.db`` here or above, else at the script's folder or above, else a
+    new one beside the script (letitloop/discovery.py).
 
     A URL (``scheme://…``) is never a file: UnknownStoreError (schemes.py).
     """
@@ -92,6 +93,9 @@ def resolve_file(path: str | os.PathLike[str] | None = None) -> str:
             from .discovery import default_path  # loaded by programs that name no file
 
             return default_path()
+    bad = malformed_url(os.fspath(path))  # postgresql:/… is a typo, not a folder
+    if bad is not None:
+        raise bad
     scheme = scheme_of(path)
     if scheme is not None:
         raise not_a_file(os.fspath(path), scheme)
@@ -137,8 +141,12 @@ def make_folder(path: str) -> None:
             f"create it or pass another path= / LETITLOOP_DB",
             path=str(path),
         ) from None
-    if hint:
-        print(hint, file=sys.stderr)
+    if hint and sys.stderr is not None:  # None under pythonw or a daemon without one
+        import contextlib  # once, when the default journal is made
+
+        # A closed or broken stderr: the journal opens all the same.
+        with contextlib.suppress(OSError, ValueError):
+            print(hint, file=sys.stderr, flush=True)
 
 
 def check_is_a_file(path: str) -> bool:
@@ -304,12 +312,17 @@ def probe_file(path: str | os.PathLike[str]) -> bool:
     connection this process opens to the file meanwhile.
     """
     uri = file_uri(path)
+    if not os.path.exists(f"{path}-wal"):
+        # Closed cleanly (or never in WAL mode): the file alone is the whole journal, read
+        # as it is (immutable=1), so that SQLite creates no -wal or -shm beside a file it
+        # may refuse (a newer letitloop's), which a refusal promises to leave as it was.
+        return _probe_with(path, uri, _PROBES[-1:])
     with _index_kept_open(path, uri):
-        return _probe_with(path, uri)
+        return _probe_with(path, uri, _PROBES)
 
 
-def _probe_with(path: str | os.PathLike[str], uri: str) -> bool:
-    for query in _PROBES:
+def _probe_with(path: str | os.PathLike[str], uri: str, probes: tuple[str, ...]) -> bool:
+    for query in probes:
         try:
             conn = sqlite3.connect(f"{uri}?{query}", uri=True, isolation_level=None)
         except DRIVER_ERRORS as exc:
@@ -326,7 +339,7 @@ def _probe_with(path: str | os.PathLike[str], uri: str) -> bool:
                 word in text
                 for word in ("unable to open", "readonly", "read-only", "locking protocol")
             )
-            if not cannot or query == _PROBES[-1]:
+            if not cannot or query == probes[-1]:
                 raise
         finally:
             conn.close()

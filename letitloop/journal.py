@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from contextvars import ContextVar
+from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,6 +30,7 @@ from . import budgets, cancellation, closing, codec, inflight, opening, ownershi
 from .budgets import Budget
 from .encryption import env_cipher, make_cipher
 from .fingerprint import Fingerprinter
+from .generations import window
 from .keys import StepKeys
 from .names import check_name
 from .pragmas import Durability
@@ -74,8 +76,11 @@ class Journal:
     completed (crashed or failed) and was opened for the same ``input=``
     (none by default), or starts a new one. ``Journal(goal, run="key")``
     names the run: the same key always means the same run, and a completed
-    run replays every step. Use it as a context manager: a clean exit (or
-    ``sys.exit(0)``) marks the run completed, an exception marks it failed
+    run replays every step; ``reuse=`` (seconds, a ``timedelta``) bounds that:
+    a named run completed longer ago starts the name's next generation
+    (``name~2``: letitloop/generations.py), as ``fresh=True`` does at once.
+    Use it as a context manager: a clean exit (or ``sys.exit(0)``) marks the
+    run completed, an exception marks it failed
     with its error (the next open resumes it from the failed step).
 
     ``clock`` is the function timestamps come from (seconds since the epoch;
@@ -111,6 +116,8 @@ class Journal:
         goal: str,
         *,
         run: str | None = None,
+        reuse: float | timedelta | None = None,
+        fresh: bool = False,
         path: str | os.PathLike[str] | None = None,
         durability: Durability = "process",
         timeout: float = DEFAULT_TIMEOUT,
@@ -126,6 +133,9 @@ class Journal:
     ) -> None:
         self.goal = check_name("goal", goal)
         self.run_name = None if run is None else check_name("run", run)
+        #: How long a completed generation of the named run is handed back, in seconds
+        #: (None: forever; 0: ``fresh=True``); generations.py.
+        self.reuse = window(goal, self.run_name, reuse, fresh)
         #: What the run is opened for (recorded on a new run; unnamed openers
         #: resume only a run opened for the same input).
         self.input = None if input is _NO_INPUT else input
@@ -167,6 +177,9 @@ class Journal:
         self.store: Storage | None = None
         self.table = ""
         self.run_id: str = ""
+        #: The name of the run this attempt opened: ``run_name``, or a later generation of
+        #: it (``name~2``: generations.py); None for an unnamed run.
+        self.generation: str | None = None
         self.attempt = 0
         #: True when the run had already completed when this journal opened it.
         self.was_completed = False
@@ -355,3 +368,10 @@ class Journal:
     deprecate_patch = verbs.deprecate_patch
     async_deprecate_patch = verbs.async_deprecate_patch
     atomic_marker = verbs.atomic_marker
+
+
+def location_of(j: Journal) -> str | os.PathLike[str] | None:
+    """Where ``j`` was asked to live, as given (``path=``: a file, or a store's URL such as
+    ``memory://x`` or ``postgresql://…``); None: the default, found as ``Journal`` finds
+    it. What ``inspection.open_inspector`` takes to read it (``j.path`` is a file's path)."""
+    return j._path_arg

@@ -54,6 +54,8 @@ class MemoryDatabase:
         #: (run, key, try) -> the try's columns.
         self.tries: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.replays: list[tuple[str, int, tuple[str, ...]]] = []
+        #: (run, call) -> a paid call's reservation: the columns of SQLite's ``reservations``.
+        self.reservations: dict[tuple[str, int], dict[str, Any]] = {}
         #: (run, attempt, pid, host, started_at, version)
         self.attempts: list[tuple[str, int, int, str, str, str | None]] = []
         #: (run, attempt) -> the attempt's span as a W3C traceparent (otel.py).

@@ -19,9 +19,37 @@ from .memory_seals import seal_row
 from .row_rules import USAGE
 from .storage import MarkerAt, MarkerClaim, MarkerRecord
 
+#: The columns of a reservation after its run and number (``Storage.reserve``'s row).
+RESERVED = ("key", "attempt", "reserved_at", "tokens", "cost", "model")
+
+
+def reservation_values(rest: Sequence[Any]) -> dict[str, Any]:
+    """A reservation's columns from ``Storage.reserve``'s row after ``(run, call)``: not
+    settled yet."""
+    return {
+        **dict(zip(RESERVED, rest, strict=True)),
+        "settled_at": None,
+        "settled_tokens": None,
+        "settled_cost": None,
+    }
+
 
 class MemoryPrimitives(MemoryConnection):
     """Markers, steps in flight, sleeps, waits, tries and usage in a ``MemoryDatabase``."""
+
+    # -- a run name's generations (generations.py) ---------------------------------------
+
+    def generation_rows(
+        self, goal: str, name: str, prefix: str
+    ) -> list[tuple[str, str, str | None]]:
+        with self._read():
+            return [
+                (r["name"], r["status"], r["finished_at"])
+                for r in self.db.runs.values()
+                if r["goal"] == goal
+                and r["name"] is not None
+                and (r["name"] == name or r["name"].startswith(prefix))
+            ]
 
     # -- markers ----------------------------------------------------------------------
 
@@ -200,6 +228,44 @@ class MemoryPrimitives(MemoryConnection):
                     if usage[c] is not None:
                         total[i] = (total[i] or 0) + usage[c]
             return [(k, *v) for k, v in sorted(found.items())]
+
+    def reserve(self, row: Sequence[Any]) -> None:
+        run, call, *rest = row
+        with self._write() as db:
+            db.reservations[(run, call)] = reservation_values(rest)
+
+    def settle(
+        self,
+        run_id: str,
+        calls: Sequence[int],
+        settled_at: str,
+        spent: tuple[int | None, float | None],
+        usage_row: Sequence[Any] | None,
+    ) -> None:
+        with self._write() as db:
+            if usage_row is not None:
+                values = row_rules.usage_values(
+                    self._rows().get((usage_row[0], usage_row[1])), usage_row
+                )
+                if values is not None:
+                    self._upsert(usage_row[0], usage_row[1]).update(values)
+            for call in calls:
+                held = db.reservations.get((run_id, call))
+                if held is not None and held["settled_at"] is None:
+                    held.update(
+                        settled_at=settled_at, settled_tokens=spent[0], settled_cost=spent[1]
+                    )
+
+    def run_reservations(
+        self, run_id: str
+    ) -> tuple[int, list[tuple[str, int, int | None, float | None]]]:
+        with self._read():
+            held = self.db.reservations.items()
+            mine = sorted((c, r) for (run, c), r in held if run == run_id)
+        last = mine[-1][0] if mine else 0
+        return last, [
+            (r["key"], c, r["tokens"], r["cost"]) for c, r in mine if r["settled_at"] is None
+        ]
 
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         with self._write() as db:

@@ -29,6 +29,7 @@ place to keep anything: its runs live as long as the process.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -102,7 +103,8 @@ class MemoryHold:
 
     def acquire(self, timeout: float) -> bool:
         db = self.storage.db
-        deadline = None if timeout < 0 else time.monotonic() + timeout
+        # math.inf waits forever, as -1 does (a Condition's wait refuses an infinite timeout).
+        deadline = None if timeout < 0 or timeout == math.inf else time.monotonic() + timeout
         with db.lock:
             self.storage.check()
             while True:

@@ -31,9 +31,10 @@ from collections.abc import Callable, Hashable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from . import cancellation, codec
+from . import cancellation, codec, generations
 from .encryption import key_refusal
 from .errors import EncodeError, LetItLoopError, RunHeldError, SealKeyError, UnrecordedStepError
+from .generations import is_generation
 from .ids import HOST
 from .keys import Recorded, StepKeys
 from .replay import Results
@@ -160,10 +161,12 @@ def open_run(j: Journal, storage: Storage) -> None:
         input_fp = j._fingerprints.whole(j.input, strict=j.run_name is None)
         if j._cipher is not None:  # bound to the goal and the input's fingerprint
             input_text = j._cipher.seal(input_text, input_fp or "", j.goal, "input")
+    asked = j.clock()  # an answer completed since is never too old (generations.py)
     while True:
+        name = _generation(j, storage, asked)
         run_id, started = storage.find_or_start_run(
             j.goal,
-            j.run_name,
+            name,
             input_fp,
             input_text,
             j.clock(),
@@ -172,6 +175,7 @@ def open_run(j: Journal, storage: Storage) -> None:
         )
         if started:
             j.run_id = run_id
+            j.generation = name
             j.attempt = 1
             j._created = True  # nothing recorded to load, no tries to read (retry.py)
             j._keys = StepKeys(run_id)
@@ -180,7 +184,7 @@ def open_run(j: Journal, storage: Storage) -> None:
         if j._lock is None:
             hold(j, storage, run_id)
         claim, found = storage.claim_run(
-            run_id, j.clock(), partial(decide, j, run_id), version=j.version
+            run_id, j.clock(), partial(decide, j, run_id, name), version=j.version
         )
         if claim == "again":
             release(j)
@@ -194,6 +198,7 @@ def open_run(j: Journal, storage: Storage) -> None:
             j._recorded_result = j._cipher.open(found.result, run_id, "", "run result")
         j._created = False
         j.run_id = run_id
+        j.generation = name
         j.attempt = max(found.attempts, 1)
         rows, markers = storage.recorded_steps(run_id)
         keys = StepKeys(run_id)
@@ -202,6 +207,17 @@ def open_run(j: Journal, storage: Storage) -> None:
         j._keys = keys
         j._results = Results(storage, sorted([r[3] for r in rows]))
         return
+
+
+def _generation(j: Journal, storage: Storage, asked: float | None) -> str | None:
+    """The name of the run ``j``'s opener gets: the newest generation of its run's name, or
+    the next one when that completed too long before ``asked`` (generations.py); None
+    for an unnamed run. ``asked`` None: the newest, whenever it completed (replay-only)."""
+    name = j.run_name
+    if name is None or is_generation(name):
+        return name
+    rows = storage.generation_rows(j.goal, name, generations.prefix(name))
+    return generations.current(rows, name, asked or 0.0, None if asked is None else j.reuse)
 
 
 def seal(j: Journal, storage: Storage, secret: bytes) -> None:
@@ -246,7 +262,8 @@ def open_recorded(j: Journal, storage: Storage) -> None:
     input_fp = None
     if j._has_input:
         input_fp = j._fingerprints.whole(j.input, strict=j.run_name is None)
-    found = storage.recorded_run(j.goal, j.run_name, input_fp)  # type: ignore[attr-defined]
+    name = _generation(j, storage, None)
+    found = storage.recorded_run(j.goal, name, input_fp)  # type: ignore[attr-defined]
     if found is None:
         which = f"run {j.run_name!r}" if j.run_name is not None else "no unnamed run"
         if j._has_input and j.run_name is None:
@@ -264,6 +281,7 @@ def open_recorded(j: Journal, storage: Storage) -> None:
         j._recorded_result = j._cipher.open(state.result, run_id, "", "run result")
     j._created = False
     j.run_id = run_id
+    j.generation = name
     j.attempt = max(state.attempts, 1)
     rows, markers = storage.recorded_steps(run_id)
     keys = StepKeys(run_id)
@@ -273,8 +291,13 @@ def open_recorded(j: Journal, storage: Storage) -> None:
     j._results = Results(storage, sorted([r[3] for r in rows]))
 
 
-def decide(j: Journal, run_id: str, found: RunState | None) -> RunDecision:
-    """What ``j``'s opener does with the run it found, once it holds it.
+def decide(j: Journal, run_id: str, name: str | None, found: RunState | None) -> RunDecision:
+    """What ``j``'s opener does with the run it found, once it holds it (``name``: the
+    generation of its run's name it asked for; generations.py).
+
+    A completed named run is replayed: whether it was too old for the
+    opener's ``reuse=`` was judged before the opener waited (``_generation``),
+    so an answer completed while it waited for the holder is handed back.
 
     The rules apply afresh to what is found after waiting for a holder: a run
     forgotten meanwhile ('lil reset', 'lil gc'), a name handed to a fork ('lil
@@ -282,11 +305,11 @@ def decide(j: Journal, run_id: str, found: RunState | None) -> RunDecision:
     (an unnamed opener then starts a new run) means: look again. A named run
     that was cancelled is refused (cancellation.py).
     """
-    status, _, _, name, cancel_at, why = found or ("completed", 0, None, None, None, None)
+    status, _, _, _, cancel_at, why = found or ("completed", 0, None, None, None, None)
     cancelled = status == "cancelled" or (cancel_at is not None and status != "completed")
     if (
         found is None
-        or name != j.run_name
+        or found.name != name
         or (status == "completed" and j.run_name is None)
         or (cancelled and j.run_name is None)
     ):

@@ -101,8 +101,19 @@ def parse_traceparent(text: str) -> SpanContext | None:
     return sc if sc.is_valid else None
 
 
-def failed(span: Span, exc: BaseException) -> None:
-    """``span`` ended by ``exc``: its status is an error, the exception an event."""
+def hidden(j: Journal) -> bool:
+    """Whether ``j``'s run is encrypted: its error texts are then kept out of its spans."""
+    return j._cipher is not None
+
+
+def failed(span: Span, exc: BaseException, secret: bool = False) -> None:
+    """``span`` ended by ``exc``: its status is an error, the exception an event;
+    ``secret`` (an encrypted run): its type alone, no message, no stack trace."""
+    if secret:
+        kind = type(exc).__qualname__
+        span.add_event("exception", {"exception.type": kind})
+        span.set_status(Status(StatusCode.ERROR, kind))
+        return
     span.record_exception(exc)
     span.set_status(Status(StatusCode.ERROR, error_text(exc)))
 
@@ -122,10 +133,11 @@ def spent(span: Span, u: Usage) -> None:
 class OpenSpan:
     """A span made current until :meth:`end` (a marker's block, a sleep, a wait)."""
 
-    __slots__ = ("span", "token")
+    __slots__ = ("secret", "span", "token")
 
-    def __init__(self, span: Span) -> None:
+    def __init__(self, span: Span, secret: bool = False) -> None:
         self.span = span
+        self.secret = secret
         self.token = context.attach(trace.set_span_in_context(span))
 
     def end(self, exc: BaseException | None, **attributes: Any) -> None:
@@ -136,7 +148,7 @@ class OpenSpan:
         for name, value in attributes.items():
             span.set_attribute(f"letitloop.{name}", value)
         if isinstance(exc, Exception):
-            failed(span, exc)
+            failed(span, exc, self.secret)
         elif exc is not None:
             span.set_attribute("letitloop.stopped", type(exc).__name__)
         span.end()
@@ -151,10 +163,11 @@ class OpenSpan:
 class AttemptSpans:
     """One attempt's spans: the attempt's own, and the spans of the work it runs."""
 
-    __slots__ = ("context", "replayed", "span", "tokens", "tracer")
+    __slots__ = ("context", "replayed", "secret", "span", "tokens", "tracer")
 
     def __init__(self, j: Journal, tracer: trace.Tracer, began_ns: int) -> None:
         self.tracer = tracer
+        self.secret = hidden(j)
         kind = "new" if j._created else "replay" if j.was_completed else "resumed"
         attributes: dict[str, Any] = {
             "letitloop.goal": j.goal,
@@ -218,7 +231,7 @@ class AttemptSpans:
                         event[f"letitloop.replayed.{name}"] = value
             span.add_event("letitloop.replayed", event)
         if outcome == "failed" and exc is not None:
-            failed(span, exc)
+            failed(span, exc, self.secret)
         span.end()
         j._trace = None
 
@@ -279,7 +292,7 @@ class AttemptSpans:
 
     def pause(self, kind: str, name: str, key: str) -> OpenSpan:
         """The span of a sleep or a wait that runs (``kind``), current until it ends."""
-        return OpenSpan(self.start(f"{kind} {name}", {f"letitloop.{kind}.key": key}))
+        return OpenSpan(self.start(f"{kind} {name}", {f"letitloop.{kind}.key": key}), self.secret)
 
     def marker(self, name: str, scope: str, claims: int, crashed_before: bool) -> OpenSpan:
         """The span of a marker's block that runs (offered), current until the block ends."""
@@ -292,7 +305,8 @@ class AttemptSpans:
                     "letitloop.marker.claims": claims,
                     "letitloop.marker.crashed_before": crashed_before,
                 },
-            )
+            ),
+            self.secret,
         )
 
 
@@ -322,7 +336,7 @@ class StepSpan:
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         if exc is not None:
-            failed(self.span, exc)
+            failed(self.span, exc, hidden(self.j))
         context.detach(self.token)  # type: ignore[arg-type]
         ended(self.j, self.span, self.key, self.tries)
 
@@ -344,8 +358,9 @@ class Tries:
         attributes: dict[str, Any] = {
             "letitloop.try": self.n,
             "exception.type": type(exc).__qualname__,
-            "exception.message": str(exc),
         }
+        if not hidden(self.j):  # an encrypted run's error texts stay in the journal, encrypted
+            attributes["exception.message"] = str(exc)
         u = self.j._flight.usage.get(self.key)
         if u is not None:
             from .costs import Usage

@@ -20,7 +20,7 @@ from typing import Any
 
 from .chains import Chain
 from .errors import JournalFileError
-from .postgres_database import psycopg, redact
+from .postgres_database import psycopg, redact, server_error
 from .postgres_seals import seal_row
 from .row_rules import ROW_COLUMNS, TRY_COLUMNS
 from .storage import RunKey
@@ -64,6 +64,8 @@ class PostgresConnection:
                     yield self.conn
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
+            except psycopg.Error as exc:
+                raise self._refused(exc) from exc
 
     def _fence(self, c: Any) -> None:
         """Refuse the transaction unless the held run's attempt is still this journal's.
@@ -89,6 +91,8 @@ class PostgresConnection:
                 return cur.fetchall() if cur.description is not None else []
             except psycopg.OperationalError as exc:
                 raise self._lost(exc) from exc
+            except psycopg.Error as exc:
+                raise self._refused(exc) from exc
 
     def _check(self) -> None:
         if self.gone:
@@ -105,6 +109,11 @@ class PostgresConnection:
             f"recorded; open the journal again once the server is back (the run resumes)",
             path=str(self.path),
         )
+
+    def _refused(self, exc: Exception) -> Exception:
+        """A server's refusal we know what to do about as its JournalFileError; else as it is."""
+        known = server_error(exc, self.location)
+        return exc if known is None else known
 
     def _fenced(self, run_id: str, attempt: int, what: str) -> JournalFileError:
         return JournalFileError(

@@ -14,9 +14,12 @@ changed. It needs the extra ``letitloop[postgres]`` (psycopg 3).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import weakref
+from collections.abc import Iterator
 from datetime import timezone
 from functools import lru_cache
 from pathlib import Path
@@ -24,6 +27,7 @@ from typing import Any
 
 from .errors import JournalFileError, LetItLoopError, SchemaVersionError
 from .migration_files import migrations_dir
+from .schemes import without_password
 
 #: The driver, psycopg 3 (None without the extra): the PostgreSQL modules' one import of it.
 try:
@@ -41,6 +45,8 @@ __all__ = [
     "redact",
     "schema_version",
     "schema_version_of",
+    "server_error",
+    "server_errors",
 ]
 
 #: The numbered SQL files of the PostgreSQL schema: ``migrations/postgres/NNNN_name.sql``.
@@ -87,12 +93,64 @@ def connect(location: str) -> Any:
             f"{type(exc).__name__}: {str(exc).strip()}. Start it, or fix the URL",
             path=redact(location),
         ) from exc
+    _opened.add(conn)
     conn.adapters.register_loader("timestamptz", _iso_loader())
     # Every int as a bigint: psycopg otherwise types an int by its size (int2, int4,
     # int8), so a statement whose values differ in size (a checksum, say) has several
     # signatures and is prepared once per signature, parsed again meanwhile.
     conn.adapters.register_dumper(int, driver.types.numeric.Int8Dumper)
     return conn
+
+
+#: Every connection :func:`connect` made that may still be open: what a forked child lets go.
+_opened: weakref.WeakSet[Any] = weakref.WeakSet()
+#: Those open at a fork, held from just before it until the child has let them go: the
+#: child's other at-fork hooks may drop the last reference to one (a disowned journal's),
+#: and psycopg, in a child, frees it without closing its socket.
+_at_fork: list[Any] = []
+
+
+def _before_fork() -> None:
+    _at_fork[:] = list(_opened)
+
+
+def _after_fork_in_parent() -> None:
+    _at_fork.clear()
+
+
+def _let_go_after_fork() -> None:
+    """In a forked child: drop the child's copy of every inherited connection's socket.
+
+    A session's advisory locks (a run's hold, a marker's) last while its
+    socket is open in any process: a child that kept its copy would keep its
+    parent's runs held after the parent died. The socket's descriptor is
+    pointed at ``/dev/null`` (``dup2``) rather than closed: the number stays
+    taken, so nothing else opened in the child gets it, and what libpq may
+    write there when the connection is closed (its Terminate message) goes
+    nowhere instead of ending the parent's session. The parent is untouched.
+    """
+    conns = {id(c): c for c in (*_at_fork, *_opened)}
+    _at_fork.clear()
+    _opened.clear()
+    if not conns:
+        return
+    null = os.open(os.devnull, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for conn in conns.values():
+            with contextlib.suppress(Exception):  # closed meanwhile: no socket
+                fd = conn.pgconn.socket
+                if fd >= 0:
+                    os.dup2(null, fd, inheritable=False)
+    finally:
+        os.close(null)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_let_go_after_fork,
+    )
 
 
 @lru_cache(maxsize=1)
@@ -108,13 +166,55 @@ def _iso_loader() -> type:
     return IsoLoader
 
 
+#: What to do when the server refuses, by SQLSTATE or its class (the first two characters).
+_WHAT_TO_DO = {
+    "3F000": "the schema the URL names (options=-csearch_path=…) does not exist, or this role "
+    "may not use it; create it (CREATE SCHEMA …) and grant the role USAGE and CREATE on it, "
+    "or fix the URL",
+    "42501": "the URL's role lacks a right on letitloop's tables or schema; grant it (GRANT "
+    "USAGE, CREATE ON SCHEMA …; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN "
+    "SCHEMA …) or connect as the role that made them",
+    "25006": "the server takes no writes (a standby, or default_transaction_read_only); "
+    "connect to the primary",
+    "57": "the server is shutting down or restarting; open the journal again once it is "
+    "back (the run resumes)",
+    "08": "the connection to the server was lost; open the journal again once the server "
+    "is back (the run resumes)",
+}
+
+
+def server_error(exc: BaseException, location: str) -> JournalFileError | None:
+    """The JournalFileError of a server's refusal ``exc`` we know what to do about, else None:
+    its reason as the server gave it, and what to do."""
+    state = getattr(exc, "sqlstate", None) or ""
+    todo = _WHAT_TO_DO.get(state) or _WHAT_TO_DO.get(state[:2])
+    if todo is None:
+        return None
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return JournalFileError(
+        f"{redact(location)}: the PostgreSQL server refused: {type(exc).__name__}: {reason}. "
+        f"Nothing more was written; {todo}",
+        path=redact(location),
+    )
+
+
+@contextlib.contextmanager
+def server_errors(location: str) -> Iterator[None]:
+    """Turn a server's refusal we know (:func:`server_error`) into its JournalFileError."""
+    try:
+        yield
+    except Exception as exc:
+        if psycopg is None or not isinstance(exc, psycopg.Error):
+            raise
+        known = server_error(exc, location)
+        if known is None:
+            raise
+        raise known from exc
+
+
 def redact(location: str) -> str:
-    """``location`` without its password, for messages."""
-    head, sep, tail = location.partition("@")
-    if not sep or "://" not in head:
-        return location
-    scheme, _, user = head.partition("://")
-    return f"{scheme}://{user.split(':', 1)[0]}@{tail}"
+    """``location`` without its password, for messages (``schemes.without_password``)."""
+    return without_password(location)
 
 
 @lru_cache(maxsize=1)

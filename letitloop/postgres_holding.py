@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .postgres_database import connect, lock_key, redact
+from .postgres_database import connect, lock_key, redact, server_error
 
 __all__ = ["PostgresHold", "is_held", "run_hold_text"]
 
@@ -33,6 +33,10 @@ def is_held(conn: Any, what: str) -> bool:
         (unsigned >> 32, unsigned & 0xFFFFFFFF),
     ).fetchone()
     return row is not None
+
+
+#: The longest lock_timeout PostgreSQL takes, in milliseconds (an int setting).
+_MAX_LOCK_MS = 2**31 - 1
 
 
 class PostgresHold:
@@ -60,15 +64,24 @@ class PostgresHold:
             if timeout == 0:
                 (got,) = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
             else:
-                ms = 0 if timeout < 0 else max(1, int(timeout * 1000))
+                # lock_timeout is whole milliseconds up to INT_MAX (about 24.8 days); 0
+                # turns it off: -1, math.inf and any longer wait wait forever.
+                ms = (
+                    0
+                    if timeout < 0 or timeout * 1000 >= _MAX_LOCK_MS
+                    else max(1, int(timeout * 1000))
+                )
                 conn.execute(f"SET lock_timeout = {ms}")
                 try:
                     conn.execute("SELECT pg_advisory_lock(%s)", (self.key,))
                     got = True
                 except psycopg.errors.LockNotAvailable:
                     got = False
-        except BaseException:
+        except BaseException as exc:
             conn.close()
+            known = server_error(exc, self.location) if isinstance(exc, psycopg.Error) else None
+            if known is not None:
+                raise known from exc
             raise
         if not got:
             conn.close()

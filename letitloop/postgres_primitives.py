@@ -188,6 +188,50 @@ class PostgresPrimitives(PostgresConnection):
             for k, i, o, c in rows
         ]
 
+    def reserve(self, row: Sequence[Any]) -> None:
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO ll_reservations (run, call, key, attempt, reserved_at, tokens, "
+                "cost, model) VALUES (%s, %s, %s, %s, %s::timestamptz, %s, %s, %s)",
+                tuple(row),
+            )
+
+    def settle(
+        self,
+        run_id: str,
+        calls: Sequence[int],
+        settled_at: str,
+        spent: tuple[int | None, float | None],
+        usage_row: Sequence[Any] | None,
+    ) -> None:
+        with self._tx() as c:
+            if usage_row is not None:
+                got = self._get(c, self.goal, usage_row[0], usage_row[1])
+                values = row_rules.usage_values(got, usage_row)
+                if values is not None:
+                    self._put(c, self.goal, usage_row[0], usage_row[1], values)
+            for call in calls:
+                c.execute(
+                    "UPDATE ll_reservations SET settled_at = %s::timestamptz, "
+                    "settled_tokens = %s, settled_cost = %s "
+                    "WHERE run = %s AND call = %s AND settled_at IS NULL",
+                    (settled_at, *spent, run_id, call),
+                )
+
+    def run_reservations(
+        self, run_id: str
+    ) -> tuple[int, list[tuple[str, int, int | None, float | None]]]:
+        rows = self._run(
+            "SELECT key, call, tokens, cost, settled_at IS NOT NULL FROM ll_reservations "
+            "WHERE run = %s AND (settled_at IS NULL OR call = "
+            "(SELECT max(call) FROM ll_reservations WHERE run = %s)) ORDER BY call",
+            (run_id, run_id),
+        )
+        last = max((call for _, call, _, _, _ in rows), default=0)
+        return last, [
+            (k, call, None if t is None else int(t), c) for k, call, t, c, done in rows if not done
+        ]
+
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         with self._tx() as c:
             c.execute("INSERT INTO ll_replays VALUES (%s, %s, %s)", (run_id, attempt, list(keys)))

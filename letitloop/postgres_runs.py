@@ -141,6 +141,17 @@ class PostgresRuns(PostgresPrimitives):
         self._held = None if found is None else (run_id, found.attempts)
         return claim, found
 
+    def generation_rows(
+        self, goal: str, name: str, prefix: str
+    ) -> list[tuple[str, str, str | None]]:
+        # starts_with, not a range: the column's collation may not order text by its bytes.
+        rows = self._run(
+            "SELECT name, status, finished_at FROM ll_runs WHERE goal = %s AND "
+            "(name = %s OR starts_with(name, %s))",
+            (goal, name, prefix),
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
     def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:
         rows = self._run(
             "SELECT holder_pid, holder_host, updated_at FROM ll_runs WHERE id = %s", (run_id,)

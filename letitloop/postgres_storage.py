@@ -43,7 +43,7 @@ import contextlib
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
-from .postgres_database import CHANNEL, connect, migrate, psycopg
+from .postgres_database import CHANNEL, connect, migrate, psycopg, server_errors
 from .postgres_holding import PostgresHold, is_held, run_hold_text
 from .postgres_runs import PostgresRuns
 from .postgres_seals import seal_step
@@ -68,14 +68,15 @@ def open_postgres(location: str, durability: Durability = "process") -> Postgres
     """The storage of one journal's open of ``postgresql://…`` (the scheme's opener)."""
     conn = connect(location)
     try:
-        migrate(conn, location)
-        level = "local" if durability == "process" else "on"
-        # Change notices (``changes``) come as notifications on this connection.
-        conn.execute(f"SET synchronous_commit = {level}; LISTEN {CHANNEL}")
+        with server_errors(location):
+            migrate(conn, location)
+            level = "local" if durability == "process" else "on"
+            # Change notices (``changes``) come as notifications on this connection.
+            conn.execute(f"SET synchronous_commit = {level}; LISTEN {CHANNEL}")
+            return PostgresStorage(location, conn)
     except BaseException:
         conn.close()
         raise
-    return PostgresStorage(location, conn)
 
 
 class PostgresStorage(PostgresRuns):

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import timers
+from . import budgets, timers
 from .clock import utc_iso
 from .costs import NO_USAGE
 from .errors import LetItLoopError, error_text, traceback_text
@@ -204,6 +204,8 @@ class _Tries:
         due = now + policy.backoff(self.failed) if again else None
         u = j._flight.take_usage(self.key) if j._flight.usage else None
         spent = u.columns() if u is not None else NO_USAGE
+        if j._budget is not None and j._budget.open:  # the try's reservations (budgets.py)
+            budgets.release(j, self.key, exc)
         error, tb = error_text(exc), traceback_text(exc)
         if j._cipher is not None:  # encryption at rest (letitloop/encryption.py)
             error = j._cipher.seal(error, j.run_id, self.key, "error")

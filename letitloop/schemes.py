@@ -152,6 +152,54 @@ def scheme_of(location: str | os.PathLike[str]) -> str | None:
     return None if match is None else match.group(1).lower()
 
 
+#: ``password=…`` in a URL's query (libpq's parameter), up to the next ``&``.
+_PASSWORD_PARAM = r"([?&]password=)[^&#]*"
+
+
+def without_password(location: str) -> str:
+    """``location`` as shown to a user: a URL's password (``user:pass@`` or
+    ``?password=``) left out, anything else as it is."""
+    if "://" not in location:
+        return location
+    head, sep, rest = location.partition("://")
+    userinfo, at, tail = rest.partition("@")
+    if at and "/" not in userinfo and "?" not in userinfo and ":" in userinfo:
+        rest = f"{userinfo.split(':', 1)[0]}@{tail}"
+    if "password=" in rest:
+        rest = re.sub(_PASSWORD_PARAM, r"\1***", rest)
+    return f"{head}{sep}{rest}"
+
+
+#: ``scheme:`` at the start of a path, for :func:`malformed_url`.
+_SCHEME_COLON = r"([A-Za-z][A-Za-z0-9+.\-]*):"
+#: ``scheme//`` (the colon left out).
+_SCHEME_SLASHES = r"([A-Za-z][A-Za-z0-9+.\-]*)//"
+
+
+def malformed_url(location: str) -> UnknownStoreError | None:
+    """The refusal of a path that starts like a known store's URL but is not one
+    (``postgresql:/app@host/db``, ``postgresql//app@…``, ``Postgresql://…``), else None.
+
+    Without it such a path is a folder named ``postgresql:`` with a SQLite file
+    in it: a team that believed its hosts shared one journal would get one per
+    host. A drive letter (``C:``) is no store's name.
+    """
+    match = re.match(_SCHEME_COLON, location) or re.match(_SCHEME_SLASHES, location)
+    if match is None or match.group(1).lower() not in _schemes:
+        return None
+    name = match.group(1).lower()
+    if location.startswith(f"{name}://"):
+        return None
+    return UnknownStoreError(
+        f"{without_password(location)}: expected a URL of the form {name}://…; found a "
+        f"malformed one (the scheme in lower case, then '://'). Nothing was created; fix "
+        f"the URL (a journal file whose name starts with '{name}' takes a folder: "
+        f"./{without_password(location)})",
+        location=without_password(location),
+        scheme=name,
+    )
+
+
 def supported() -> str:
     """The stores this installation opens, as a message lists them."""
     urls = ", ".join(f"{s}://…" for s in sorted(_schemes))
@@ -232,6 +280,9 @@ def open_storage(path: str | os.PathLike[str] | None, durability: Durability) ->
     """
     location = path if path is not None else os.environ.get("LETITLOOP_DB") or None
     if isinstance(location, str):
+        bad = malformed_url(location)
+        if bad is not None:
+            raise bad
         scheme = scheme_of(location)
         if scheme is not None:
             entry = _schemes.get(scheme)

@@ -119,6 +119,24 @@ CLEAR_LEFT_USAGE = (
 )
 
 
+#: A paid call's reservation, committed before the call (migration 0018).
+_RESERVE = (
+    "INSERT INTO reservations (run, call, key, attempt, reserved_at, tokens, cost, model) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: ... settled by the usage its call reported (or released without any).
+_SETTLE = (
+    "UPDATE reservations SET settled_at = ?, settled_tokens = ?, settled_cost = ? "
+    "WHERE run = ? AND call = ? AND settled_at IS NULL"
+)
+#: The run's last reservation, and those never settled (the last among them, if it is).
+_RESERVATIONS_LEFT = (
+    "SELECT key, call, tokens, cost, settled_at IS NOT NULL FROM reservations WHERE run = ?1 "
+    "AND (settled_at IS NULL OR call = (SELECT max(call) FROM reservations WHERE run = ?1)) "
+    "ORDER BY call"
+)
+
+
 class SqlitePrimitives(SqliteMarkers):
     """Markers (``SqliteMarkers``), sleeps, waits and step tries in the journal file."""
 
@@ -268,6 +286,34 @@ class SqlitePrimitives(SqliteMarkers):
             "OR cost IS NOT NULL GROUP BY key",
             (self.key_of_run(run_id), run_id),
         )
+
+    def reserve(self, row: Sequence[Any]) -> None:
+        self.store.write1(_RESERVE, row)
+
+    def settle(
+        self,
+        run_id: str,
+        calls: Sequence[int],
+        settled_at: str,
+        spent: tuple[int | None, float | None],
+        usage_row: Sequence[Any] | None,
+    ) -> None:
+        usage = None
+        if usage_row is not None:  # its keys first: each may be a write of its own
+            run, key, fn, started, *rest = usage_row
+            usage = (self.key_of_run(run), key, self.function_key(fn), iso_us(started), *rest)
+        with self.store.write() as c:
+            if usage is not None:
+                c.execute(_USAGE_SO_FAR.format(table=self.rows), usage)
+            for call in calls:
+                c.execute(_SETTLE, (settled_at, *spent, run_id, call))
+
+    def run_reservations(
+        self, run_id: str
+    ) -> tuple[int, list[tuple[str, int, int | None, float | None]]]:
+        rows = self.store.query(_RESERVATIONS_LEFT, (run_id,))
+        last = max((call for _, call, _, _, _ in rows), default=0)
+        return last, [(k, call, t, c) for k, call, t, c, settled in rows if not settled]
 
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         # One row per batch (its keys as a JSON list): a resume that replays

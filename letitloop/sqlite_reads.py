@@ -100,7 +100,8 @@ def read_recorded(
 
 
 class SqliteReads(SqliteKeys):
-    """What a replay reads of the goal's compact table, for the run this storage holds."""
+    """What a replay reads of the goal's compact table, for the run this storage holds; and
+    what an opener reads of a run name's generations (``generation_rows``)."""
 
     run_key: RunKey
     #: ``(run id, recorded_steps)`` read by the claim of the run in its transaction
@@ -109,6 +110,19 @@ class SqliteReads(SqliteKeys):
     claimed_read: tuple[str, RecordedSteps] | None = None
     #: ``PACKED_RESULTS`` for the goal's compact table, set when the table is known.
     packed_sql: str
+
+    def generation_rows(
+        self, goal: str, name: str, prefix: str
+    ) -> list[tuple[str, str, str | None]]:
+        # One range of the (goal, name) index (names compare byte by byte, BINARY): from
+        # the name itself to past its prefix (``name~``, '~' then DEL); what else starts
+        # like it is left to generations.py.
+        high = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        rows = self.store.query(
+            "SELECT name, status, finished_at FROM runs WHERE goal = ? AND name >= ? AND name < ?",
+            (goal, name, high),
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
 
     def recorded_steps(
         self, run_id: str

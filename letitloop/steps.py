@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from functools import partial
 from threading import get_ident
-from types import CoroutineType, FunctionType
+from types import CoroutineType, FrameType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import budgets, cancellation
@@ -57,16 +57,25 @@ parent_step: ContextVar[tuple[Journal, str] | None] = ContextVar(
 )
 
 
-def function_name(fn: Callable[..., Any], step: str) -> str:
+def function_name(
+    fn: Callable[..., Any],
+    step: str,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    call: str = "j.step",
+) -> str:
     """``module.qualname`` of a step's function (the code identity checked on replay).
 
     Raises MisuseError when ``fn`` is not callable (``step`` names the step):
-    a value passed where the function goes was computed outside the journal.
+    a value passed where the function goes was computed outside the journal;
+    InvalidNameError when ``step`` is itself a function (the name forgotten:
+    ``call(fetch, 1)``; ``args``/``kwargs`` are the rest of that call, shown
+    in the right one).
     """
     if type(fn) is FunctionType:  # the common case, without the lookups below
         return f"{fn.__module__}.{fn.__qualname__}"
     if not callable(fn):
-        raise not_a_function(step, fn)
+        raise name_missing(call, step, fn, args, kwargs) or not_a_function(step, fn)
     while isinstance(fn, partial):
         fn = fn.func
     fn = getattr(fn, "__func__", fn)  # bound methods: their function
@@ -146,6 +155,40 @@ def unrecorded(j: Journal, key: str, fn_name: str) -> UnrecordedStepError:
     return unrecorded_step(j.run_id, j.goal, j.path, key, fn_name)
 
 
+def name_missing(
+    call: str, name: object, fn: object, args: tuple[Any, ...], kwargs: dict[str, Any] | None
+) -> InvalidNameError | None:
+    """The error for ``j.step(fetch, 1)`` (``call`` is ``j.step`` or ``await j.async_step``;
+    the free ``step()``/``async_step()`` when the call came through them): a function passed
+    where the step's name goes, so the name is missing; None when ``name`` is not a
+    function. The message shows the call as it should be: ``j.step("fetch", fetch, 1)``."""
+    if type(name) is str or not callable(name):
+        return None
+    import reprlib  # only on this mistake
+
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("letitloop."):
+        if frame.f_globals["__name__"] == "letitloop.durable":  # the free step(), async_step()
+            call = call.replace("j.", "", 1)
+            break
+        frame = frame.f_back
+
+    def shown(value: object) -> str:  # a function by its name, as the reader wrote it
+        label = getattr(value, "__name__", None) if callable(value) else None
+        return label if type(label) is str and label.isidentifier() else reprlib.repr(value)
+
+    label = shown(name)
+    if not label.isidentifier():
+        label = type(name).__name__
+    rest = [shown(a) for a in (fn, *args)]
+    rest += [f"{k}={shown(v)}" for k, v in (kwargs or {}).items()]
+    given = ", ".join([label, *rest])
+    return InvalidNameError(
+        f"{call}({given}): the step's name is missing (the function {label} was passed "
+        f'where the name goes); name the step first: {call}("{label}", {given})'
+    )
+
+
 def not_a_function(name: str, value: object) -> MisuseError:
     """The error for ``j.step(name, fetch(1))``: the call ran before the step, unrecorded."""
     import reprlib  # only on this mistake
@@ -201,14 +244,15 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     if type(fn) is FunctionType:
         fn_name = f"{fn.__module__}.{fn.__qualname__}"
     else:
-        fn_name = function_name(fn, name)
+        fn_name = function_name(fn, name, args, kwargs)
     aio = sys.modules.get("asyncio")
     who = owner(j) if aio is not None and aio._get_running_loop() is not None else get_ident()
     if args or kwargs:
         try:
             fp = j._fingerprints.call(args, kwargs)
         except FingerprintError as exc:
-            raise unidentifiable(j, name, exc) from None
+            missing = name_missing("j.step", name, fn, args, kwargs)  # the name forgotten?
+            raise missing or unidentifiable(j, name, exc) from None
     else:
         fp = ""  # Fingerprinter.call of no arguments
     # key_for(), inline: the name checked, then keyed under its parent step, then claimed.
@@ -219,6 +263,9 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         and not name.isspace()
         and "#" not in name
     ):
+        missing = name_missing("j.step", name, fn, args, kwargs)
+        if missing is not None:
+            raise missing
         check_repeat(name)
     full = name
     outer = parent_step.get()
@@ -268,6 +315,8 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     finally:
         flight.end(key)
         j._keys.release(full, who)
+        if j._budget is not None and j._budget.open:  # reservations left (budgets.py)
+            budgets.release(j, key, sys.exc_info()[1])
 
 
 def watch_flight(j: Journal, store: Storage) -> None:

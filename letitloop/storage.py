@@ -1,28 +1,26 @@
 """``Storage``: everything the journal needs from whatever keeps its runs and steps.
 
 A typed protocol, no I/O. Its implementations: ``sqlite_storage.SqliteStorage``
-(a journal file; the default) and ``memory_storage.MemoryStorage`` (one
-process's memory, for tests). ``schemes.py`` chooses one from the journal's
-``path=`` (a file path, or ``scheme://…``); the journal and the run's
-primitives speak only to this protocol. Its parts:
+(a journal file; the default), ``postgres_storage.PostgresStorage`` and
+``memory_storage.MemoryStorage``; ``schemes.py`` chooses one from the journal's
+``path=``. The journal and the run's primitives speak only to it. Its parts:
 
-- **runs**: find or start the run an opener gets, claim it, end it;
+- **runs**: find or start the run an opener gets (a name's generations), claim it, end it;
 - **steps**: the recorded steps a replay needs, their results, step rows;
 - **markers**: a marker's record, claimed and finished in one transaction;
 - **the run's primitives**: steps in flight, cancel requests, sleeps and
-  waits, failed tries, usage, replays; an attempt's span (OpenTelemetry);
+  waits, failed tries, usage, replays, an attempt's span (OpenTelemetry),
+  paid calls' reservations (``storage_reservations.ReservationRows``);
 - **holding**: a run or a marker held by one holder at a time, across
   processes, released when the holder dies (:class:`Hold`; SQLite: a lock
   file), whether a run is held, and by whom (``run_holder``, ``marker``);
 - **change notices**: a number that moves when someone else committed
   (``changes``; SQLite: ``PRAGMA data_version``), for pauses that wait for
   a value sent or a cancel;
-- **identity**: which file or database, whatever path or URL reached it;
-  and ``close``.
+- **identity**: which file or database, whatever path or URL reached it; ``close``.
 
-Some pieces are still SQLite's alone (docs/architecture.md, "Adding a
-store"): step rows are positional tuples, replay handles are integers
-(SQLite's rowids), and ``lil``'s readers read the file.
+Step rows are positional tuples, replay handles integers (SQLite's rowids):
+docs/architecture.md, "Adding a store".
 """
 
 from __future__ import annotations
@@ -30,6 +28,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NewType, Protocol, TypeAlias
+
+from .storage_reservations import ReservationRows
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -55,11 +55,9 @@ RowHandle: TypeAlias = int
 # typing compile each field's annotation text (a ForwardRef), twice the cost of the
 # record itself: 7.0 M instructions for this module against 3.75 M (issue 30).
 
-#: One finished step's row, as ``Storage.write_step`` commits it.
-#:
-#: A plain tuple to sqlite3, which binds it as it is. Build it positionally with
-#: ``tuple.__new__(StepRow, (...))``: a NamedTuple's own ``__new__`` is a Python
-#: call (0.86 µs against 0.24 µs; benchmarks/README.md).
+#: One finished step's row, as ``Storage.write_step`` commits it: a plain tuple to
+#: sqlite3, which binds it as it is. Build it positionally with ``tuple.__new__(StepRow,
+#: (...))``: a NamedTuple's ``__new__`` is a Python call (0.86 µs against 0.24 µs).
 StepRow = NamedTuple(  # noqa: UP014 (see above)
     "StepRow",
     [
@@ -182,7 +180,7 @@ class Hold(Protocol):
         ...
 
 
-class Storage(Protocol):
+class Storage(ReservationRows, Protocol):
     """One goal's runs and steps, as one opener of the goal sees them.
 
     Made for one journal when it opens; ``find_or_start_run`` comes first
@@ -287,6 +285,10 @@ class Storage(Protocol):
         attempt held by this process, running code of ``version``; ``"again"``
         and ``"replay"`` write nothing.
         """
+        ...
+
+    def generation_rows(self, goal: str, name: str, prefix: str) -> list[tuple[str, str, Any]]:
+        """``(name, status, finished_at)`` of goal's runs named name or prefix… (generations.py)."""
         ...
 
     def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:

@@ -15,6 +15,7 @@ from . import cancellation
 from .errors import InvalidNameError
 
 if TYPE_CHECKING:
+    from .expects import Expect
     from .journal import Journal
     from .markers import AtomicMarker, Scope
 
@@ -52,7 +53,12 @@ async def async_sleep(j: Journal, name: str, seconds: float) -> None:
 
 
 def wait_for(
-    j: Journal, name: str, *, timeout: float | None = None, stop_after: float | None = None
+    j: Journal,
+    name: str,
+    *,
+    timeout: float | None = None,
+    stop_after: float | None = None,
+    expect: Expect | None = None,
 ) -> Any:
     """The value sent for ``name`` from outside (``lil send``, ``letitloop.send``).
 
@@ -62,20 +68,27 @@ def wait_for(
     raises it again). ``stop_after``: seconds this process waits before it
     stops with RunWaiting (exit status 75), leaving the run ``waiting``;
     running the program again after a value was sent resumes the run.
+    ``expect``: what the wait takes (``letitloop.expects.Expect``): a value sent
+    that it does not take is refused by ``lil send``, writing nothing.
     Raises RunCancelledError as soon as the run is cancelled.
     """
     from . import waits  # loaded by the first wait
 
-    return waits.wait_for(j, name, timeout, stop_after)
+    return waits.wait_for(j, name, timeout, stop_after, expect)
 
 
 async def async_wait_for(
-    j: Journal, name: str, *, timeout: float | None = None, stop_after: float | None = None
+    j: Journal,
+    name: str,
+    *,
+    timeout: float | None = None,
+    stop_after: float | None = None,
+    expect: Expect | None = None,
 ) -> Any:
     """:meth:`wait_for` for async code: the event loop runs meanwhile."""
     from . import waits
 
-    return await waits.async_wait_for(j, name, timeout, stop_after)
+    return await waits.async_wait_for(j, name, timeout, stop_after, expect)
 
 
 def patched(j: Journal, name: str) -> bool:

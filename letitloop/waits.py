@@ -33,6 +33,7 @@ from .errors import DecodeError, EncryptionKeyError, WaitTimeoutError
 from .sleeps import PauseKey, check_pause, started, traced
 
 if TYPE_CHECKING:
+    from .expects import Expect
     from .journal import Journal
     from .storage import Storage
 
@@ -111,15 +112,50 @@ def _time_out(j: Journal, storage: Storage, key: str, began: float, deadline: fl
     return _value(j, key, ending if ending is not None else (None, error))
 
 
-def _stop(j: Journal, key: str) -> RunWaiting:
+def _stop(j: Journal, key: str, expected: dict[str, Any] | None) -> RunWaiting:
     from shlex import quote
 
+    if expected is None:
+        what, value = repr(key), "VALUE"
+    else:
+        from .expects import example_text
+
+        what, value = f"{key!r} ({expected.get('about')})", quote(example_text(expected))
     line = (
-        f"letitloop: run {j.run_id} of goal {j.goal!r} stopped to wait for {key!r}; send it "
-        f"with: lil send {j.run_id} {quote(key)} VALUE, then run the program again to resume"
+        f"letitloop: run {j.run_id} of goal {j.goal!r} stopped to wait for {what}; send it "
+        f"with: lil send {j.run_id} {quote(key)} {value}, then run the program again to resume"
     )
     print(line, file=sys.stderr)
     return RunWaiting(line, j.run_id, key)
+
+
+def _expectation(record: dict[str, Any]) -> dict[str, Any]:
+    """The step's function of an ``expects:<name>`` row: the expectation, as given."""
+    return record
+
+
+# A name of its own, not where the code lives (the file format is a public API).
+_expectation.__module__, _expectation.__qualname__ = "letitloop", "wait_for.expects"
+
+
+def _recorded_expect(j: Journal, name: str, expect: Expect | None) -> dict[str, Any] | None:
+    if expect is None:
+        return None
+    from .expects import PREFIX
+
+    recorded: dict[str, Any] = j.step(PREFIX + name, _expectation, expect.record())
+    return recorded
+
+
+async def _async_recorded_expect(
+    j: Journal, name: str, expect: Expect | None
+) -> dict[str, Any] | None:
+    if expect is None:
+        return None
+    from .expects import PREFIX
+
+    recorded: dict[str, Any] = await j.async_step(PREFIX + name, _expectation, expect.record())
+    return recorded
 
 
 def _replayed(j: Journal, c: PauseKey) -> Any:
@@ -137,10 +173,21 @@ def _bounds(j: Journal, timeout: float | None, stop_after: float | None) -> tupl
     return deadline, hold
 
 
-def wait_for(j: Journal, name: str, timeout: float | None, stop_after: float | None) -> Any:
-    """``Journal.wait_for``: the value sent for ``name``, recorded once and replayed ever after."""
+def wait_for(
+    j: Journal,
+    name: str,
+    timeout: float | None,
+    stop_after: float | None,
+    expect: Expect | None = None,
+) -> Any:
+    """``Journal.wait_for``: the value sent for ``name``, recorded once and replayed ever after.
+
+    ``expect``: what the wait takes (letitloop/expects.py), recorded first as the
+    step ``expects:<name>``, so that a value it does not take is refused when sent.
+    """
     timeout = timers.check_seconds(f"wait_for {name!r}: timeout", timeout)
     stop_after = timers.check_seconds(f"wait_for {name!r}: stop_after", stop_after)
+    expected = _recorded_expect(j, name, expect)
     c = PauseKey(j, name, WAIT_FN)
     if c.replay is not None:
         return _replayed(j, c)
@@ -154,20 +201,25 @@ def wait_for(j: Journal, name: str, timeout: float | None, stop_after: float | N
             if got == timers.DEADLINE and deadline is not None:
                 return _time_out(j, c.storage, c.key, began, deadline)
             if got == timers.HOLD:
-                raise _stop(j, c.key)
+                raise _stop(j, c.key, expected)
             return _value(j, c.key, got)
     finally:
         c.release(j)
 
 
 async def async_wait_for(
-    j: Journal, name: str, timeout: float | None, stop_after: float | None
+    j: Journal,
+    name: str,
+    timeout: float | None,
+    stop_after: float | None,
+    expect: Expect | None = None,
 ) -> Any:
     """``Journal.async_wait_for``: :func:`wait_for` that lets the event loop run meanwhile."""
     import asyncio
 
     timeout = timers.check_seconds(f"wait_for {name!r}: timeout", timeout)
     stop_after = timers.check_seconds(f"wait_for {name!r}: stop_after", stop_after)
+    expected = await _async_recorded_expect(j, name, expect)
     c = PauseKey(j, name, WAIT_FN)
     if c.replay is not None:
         return _replayed(j, c)
@@ -183,7 +235,7 @@ async def async_wait_for(
             if got == timers.DEADLINE and deadline is not None:
                 return await asyncio.to_thread(_time_out, j, c.storage, c.key, began, deadline)
             if got == timers.HOLD:
-                raise _stop(j, c.key)
+                raise _stop(j, c.key, expected)
             return _value(j, c.key, got)
     finally:
         c.release(j)

@@ -1,8 +1,11 @@
 """An AutoGen team for tests/test_autogen.py, run as a child process.
 
-``python tests/autogen_team.py MODE DB SIDE [KILL_AT]``: MODE ``team`` runs a
-Swarm (a planner with two tools hands off to an analyst with a tool of its
-own); ``two`` runs two agents, one after the other, in one journal. The fake
+``python tests/autogen_team.py MODE DB SIDE [KILL_AT [TASK]]``: MODE ``team`` runs
+a Swarm (a planner with two tools hands off to an analyst with a tool of its
+own); ``two`` runs two agents, one after the other, in one journal; ``ask``
+asks one agent TASK with the adapter's default arguments (no session, no run
+name, the journal from ``LETITLOOP_DB``); ``chat`` asks it TASK, then a
+second run that continues its conversation (AutoGen keeps it until reset). The fake
 model client and the tools append ``start WHAT`` and ``end WHAT`` to the side
 file SIDE and SIGKILL their own process at ``start KILL_AT``; ``handoff``
 kills it between the planner's handoff and the analyst's first turn (in the
@@ -31,7 +34,13 @@ from autogen_agentchat.conditions import TextMentionTermination
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, HandoffMessage, StopMessage
 from autogen_agentchat.teams import Swarm
 from autogen_core import CancellationToken, FunctionCall
-from autogen_core.models import AssistantMessage, CreateResult, LLMMessage, RequestUsage
+from autogen_core.models import (
+    AssistantMessage,
+    CreateResult,
+    LLMMessage,
+    RequestUsage,
+    UserMessage,
+)
 from autogen_core.models import FunctionExecutionResultMessage as Results
 from autogen_core.tools import Tool, ToolSchema
 from autogen_ext.models.replay import ReplayChatCompletionClient
@@ -174,6 +183,78 @@ async def contexts(*agents: AssistantAgent) -> list[Any]:
     return [(await agent.save_state())["llm_context"] for agent in agents]
 
 
+#: The asker's cities, by its turn in the conversation.
+CITIES = ["Oslo", "Lima", "Kyiv"]
+
+
+class AskerClient(ReplayChatCompletionClient):
+    """The asker: in each turn of a conversation (a task), an addition, a weather lookup,
+    then an answer that names the turn, the task and what the tools said. Its reply
+    depends only on its prompt: the tasks in it, and its replies since the last."""
+
+    def __init__(self) -> None:
+        super().__init__(["", "", ""], model_info=MODEL_INFO)  # type: ignore[arg-type]
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = [],
+        tool_choice: Any = "auto",
+        json_output: bool | type[BaseModel] | None = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> CreateResult:
+        tasks = [i for i, m in enumerate(messages) if isinstance(m, UserMessage)]
+        turn, last = len(tasks), tasks[-1]
+        since = [m for m in messages[last:] if isinstance(m, AssistantMessage)]
+        event(f"model asker {turn}.{len(since)}")
+        replies: list[CreateResult | str] = [
+            calls(0, ("add", {"a": 40, "b": turn})),
+            calls(1, ("get_weather", {"city": CITIES[turn - 1]})),
+        ]
+        if len(since) < 2:
+            self.chat_completions[0] = replies[len(since)]
+        else:
+            seen = [r.content for m in messages[last:] if isinstance(m, Results) for r in m.content]
+            task = messages[last].content
+            self.chat_completions[0] = f"turn {turn} ({task}): {' | '.join(seen)}"
+        self._current_index = 0
+        result = await super().create(messages, tools=tools)
+        done(f"model asker {turn}.{len(since)}")
+        return result
+
+
+def asker(**options: Any) -> AssistantAgent:
+    """The asker with the adapter's defaults (no session, no run name, the default
+    journal), or with ``options`` (``run=``, ``reuse=``, ``fresh=``)."""
+    plain = AssistantAgent(
+        "asker", model_client=AskerClient(), tools=[add, get_weather], max_tool_iterations=3
+    )
+    return AutoGenStateSerializer(**options).wrap_agent(plain)
+
+
+async def ask(db: str) -> dict[str, Any]:
+    """One request (``WHERE["task"]``); killed after it returned if asked to."""
+    os.environ["LETITLOOP_DB"] = db
+    agent = asker()
+    result = await agent.run(task=WHERE["task"])
+    event("after return")  # the program has the answer and has not used it yet
+    return {"answer": result.messages[-1].to_text(), "memory": await contexts(agent)}
+
+
+async def chat(db: str) -> dict[str, Any]:
+    """A conversation of two turns, the second continuing the first (AutoGen's default)."""
+    os.environ["LETITLOOP_DB"] = db
+    agent = asker()
+    first = await agent.run(task=WHERE["task"])
+    event("between turns")
+    second = await agent.run(task="And tomorrow?")
+    event("after return")
+    texts = [m.messages[-1].to_text() for m in (first, second)]
+    return {"answer": " // ".join(texts), "memory": await contexts(agent)}
+
+
 async def team(db: str) -> dict[str, Any]:
     planner = assistant("planner", [get_weather, add], handoffs=["analyst"])
     analyst = assistant("analyst", [search])
@@ -203,8 +284,11 @@ async def two(db: str) -> dict[str, Any]:
     return {"answer": " // ".join(texts), "memory": await contexts(writer, reviewer)}
 
 
+MODES = {"team": team, "two": two, "ask": ask, "chat": chat}
+
 if __name__ == "__main__":
     mode, db, WHERE["side"] = sys.argv[1:4]
     WHERE["kill_at"] = sys.argv[4] if len(sys.argv) > 4 else ""
-    answer = asyncio.run(team(db) if mode == "team" else two(db))
+    WHERE["task"] = sys.argv[5] if len(sys.argv) > 5 else "What is 40 + 1, and the weather?"
+    answer = asyncio.run(MODES[mode](db))
     print(json.dumps(answer))

@@ -8,7 +8,9 @@
 - ``session``: one agent, one tool, its history in a ``JournalSession``;
   ``session-sdk`` the same with the SDK's ``SQLiteSession``, no journal;
 - ``approve``: a clerk whose ``refund`` tool needs approval, run with
-  ``run_durably`` (KILL_AT is then ``stop:SECONDS`` or ``wait``).
+  ``run_durably`` (KILL_AT is then ``stop:SECONDS`` or ``wait``); ``desk`` the
+  same, stopping after 0.2 s to wait, KILL_AT a kill point (``resume``: the
+  process's start; ``paid``: inside the refund, right after the money went out).
 
 The fake model and the tools append ``start WHAT`` and ``end WHAT`` to SIDE
 and SIGKILL their own process at ``start KILL_AT``; ``handoff`` kills it in
@@ -86,6 +88,7 @@ def search(query: str) -> str:
 def refund(amount: int) -> str:
     """Refund an amount to the customer."""
     event(f"tool refund {amount}")
+    event("paid")  # the refund went out (KILL_AT=paid: killed right after, inside the call)
     done(f"tool refund {amount}")
     return f"refunded {amount}"
 
@@ -260,7 +263,24 @@ async def approve(db: str) -> dict[str, Any]:
     return {"answer": result.final_output}
 
 
-MODES = {"team": team, "session": session, "session-sdk": session_sdk, "approve": approve}
+async def desk(db: str) -> dict[str, Any]:
+    """The approval recipe as docs/adapters.md writes it: stops after 0.2 s to wait."""
+    event("resume")  # KILL_AT=resume: killed right after an approval was sent
+    clerk = durable_agent(
+        Agent(name="clerk", instructions="Refund.", model=FakeModel("clerk"), tools=[refund])
+    )
+    async with Journal("refunds", path=db):
+        result = await run_durably(clerk, "Refund my 30 euros", stop_after=0.2)
+    return {"answer": result.final_output}
+
+
+MODES = {
+    "team": team,
+    "session": session,
+    "session-sdk": session_sdk,
+    "approve": approve,
+    "desk": desk,
+}
 
 if __name__ == "__main__":
     mode, db, WHERE["side"] = sys.argv[1:4]

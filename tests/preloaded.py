@@ -31,9 +31,11 @@ from typing import IO, Any
 FORKER = r"""
 import atexit, io, json, os, runpy, sys, threading, traceback
 
-for name in sys.argv[1:]:
+names = sys.argv[1:]
+with_letitloop = names[:1] == ["--with-letitloop"]
+for name in names[with_letitloop:]:
     __import__(name)
-assert "letitloop" not in sys.modules, "the forker must not import letitloop"
+assert with_letitloop or "letitloop" not in sys.modules, "the forker must not import letitloop"
 requests, replies = sys.stdin.buffer, sys.stdout.buffer
 
 
@@ -108,10 +110,15 @@ for line in requests:
 
 class Preloaded:
     """A forking interpreter that imported ``modules``; started on first use, stopped by
-    :meth:`close`. One script runs at a time."""
+    :meth:`close`. One script runs at a time.
 
-    def __init__(self, *modules: str) -> None:
-        self.modules = modules
+    ``with_letitloop``: ``modules`` may import letitloop (an adapter), for a harness of
+    hundreds of short runs whose children should cost only their run (the forker opens
+    no journal; a child is a fresh process to letitloop all the same).
+    """
+
+    def __init__(self, *modules: str, with_letitloop: bool = False) -> None:
+        self.modules = ("--with-letitloop", *modules) if with_letitloop else modules
         self.forker: subprocess.Popen[bytes] | None = None
         self.last: Child | None = None
 

@@ -1,8 +1,11 @@
 """A smolagents team for tests/test_smolagents.py, run as a child process.
 
-``python tests/smolagents_team.py MODE DB SIDE [KILL_AT]``: MODE ``team`` runs
-a manager (two tools, one managed agent, a researcher with a tool of its own);
-``two`` runs two agents, one after the other, in one journal. The fake model
+``python tests/smolagents_team.py MODE DB SIDE [KILL_AT [TASK]]``: MODE ``team``
+runs a manager (two tools, one managed agent, a researcher with a tool of its own);
+``two`` runs two agents, one after the other, in one journal; ``ask`` asks one
+agent TASK with the adapter's default arguments (no session, no run name, the
+journal from ``LETITLOOP_DB``); ``chat`` asks it TASK, then a second turn that
+continues the conversation (``reset=False``). The fake model
 and the tools append ``start WHAT`` and ``end WHAT`` to the side file SIDE
 and SIGKILL their own process at ``start KILL_AT``; ``step manager 1``
 kills it between the manager's first and second step. The final answer is
@@ -188,6 +191,79 @@ def memory(agent: ToolCallingAgent) -> list[Any]:
     return [message_identity(m) for m in agent.write_memory_to_messages()]
 
 
+#: The asker's cities, by its turn in the conversation.
+CITIES = ["Oslo", "Lima", "Kyiv"]
+
+
+class AskerModel(Model):
+    """The asker: in each turn of a conversation (a task), an addition, a weather lookup,
+    then an answer that names the turn, the task and what the tools said. Its reply
+    depends only on its prompt: the tasks in it, and the tool responses since the last."""
+
+    def __init__(self) -> None:
+        super().__init__(model_id="fake-asker")
+
+    def generate(
+        self,
+        messages: list[Any],
+        stop_sequences: list[str] | None = None,
+        response_format: Any = None,
+        tools_to_call_from: Any = None,
+        **kwargs: Any,
+    ) -> ChatMessage:
+        tasks = [i for i, m in enumerate(messages) if text(m).startswith("New task:")]
+        turn, task = len(tasks), text(messages[tasks[-1]]).removeprefix("New task:").strip()
+        since = [m for m in messages[tasks[-1] :] if m.role == MessageRole.TOOL_RESPONSE]
+        event(f"model asker {turn}.{len(since)}")
+        if len(since) == 0:
+            calls = [call(0, "add", a=40, b=turn)]
+        elif len(since) == 1:
+            calls = [call(1, "get_weather", city=CITIES[turn - 1])]
+        else:
+            seen = " | ".join(text(m).replace("Observation:", "").strip() for m in since)
+            calls = [call(2, "final_answer", answer=f"turn {turn} ({task}): {seen}")]
+        done(f"model asker {turn}.{len(since)}")
+        return ChatMessage(
+            role=MessageRole.ASSISTANT,
+            content=None,
+            tool_calls=calls,
+            token_usage=TokenUsage(input_tokens=100, output_tokens=10),
+        )
+
+
+def asker(**options: Any) -> ToolCallingAgent:
+    """The asker with the adapter's defaults (no session, no run name, the default
+    journal), or with ``options`` (``run=``, ``reuse=``, ``fresh=``)."""
+    plain = ToolCallingAgent(
+        tools=[add, get_weather],
+        model=AskerModel(),
+        name="asker",
+        verbosity_level=LogLevel.OFF,
+        max_steps=6,
+    )
+    return durable_agent(plain, **options)
+
+
+def ask(db: str) -> dict[str, Any]:
+    """One request (``WHERE["task"]``); killed after it returned if asked to."""
+    os.environ["LETITLOOP_DB"] = db
+    agent = asker()
+    answer = agent.run(WHERE["task"])
+    event("after return")  # the program has the answer and has not used it yet
+    return {"answer": str(answer), "memory": memory(agent)}
+
+
+def chat(db: str) -> dict[str, Any]:
+    """A conversation of two turns, the second continuing the first (reset=False)."""
+    os.environ["LETITLOOP_DB"] = db
+    agent = asker()
+    first = agent.run(WHERE["task"])
+    event("between turns")
+    second = agent.run("And tomorrow?", reset=False)
+    event("after return")
+    return {"answer": f"{first} // {second}", "memory": memory(agent)}
+
+
 def team(db: str) -> dict[str, Any]:
     researcher = agent("researcher", [search])
     manager = agent(
@@ -210,8 +286,11 @@ def two(db: str) -> dict[str, Any]:
     return {"answer": f"{first} // {second}", "memory": [memory(writer), memory(reviewer)]}
 
 
+MODES = {"team": team, "two": two, "ask": ask, "chat": chat}
+
 if __name__ == "__main__":
     mode, db, WHERE["side"] = sys.argv[1:4]
     WHERE["kill_at"] = sys.argv[4] if len(sys.argv) > 4 else ""
-    answer = team(db) if mode == "team" else two(db)
+    WHERE["task"] = sys.argv[5] if len(sys.argv) > 5 else "What is 40 + 1, and the weather?"
+    answer = MODES[mode](db)
     print(json.dumps(answer))

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "discovery",
             "checksums",
             "redaction",
+            "previews",
             "testing",
             "seals",
             "chains",
@@ -62,6 +63,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "schema_file",
             "migrate",
             "storage",
+            "storage_reservations",
             "schemes",
             "locks",
             "sqlite_storage",
@@ -102,6 +104,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "inflight",
             "costs",
             "budgets",
+            "expects",
+            "estimates",
         },
     ),
     (
@@ -113,6 +117,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "journal",
             "verbs",
+            "generations",
             "opening",
             "replay",
             "steps",
@@ -121,9 +126,10 @@ LAYERS: list[tuple[str, set[str]]] = [
             "closing",
             "ownership",
             "patches",
+            "reservations",
         },
     ),
-    ("decorators", {"durable"}),
+    ("decorators", {"decoration", "durable"}),
     (
         "inspection, control and supervision",
         # inspection/ and maintenance/ are packages: their modules share this
@@ -252,8 +258,11 @@ LANGGRAPH_ORDER = [
     "reading",
     "writing",
     "threads",
+    "requests",
     "saver",
+    "answers",
     "node",
+    "invocations",
     "__init__",
 ]
 
@@ -274,17 +283,35 @@ OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 
 #: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
 #: backend), the durable wait, the capability that installs both.
-PYDANTIC_AI_ORDER = ["units", "waiter", "capability", "__init__"]
+PYDANTIC_AI_ORDER = ["decisions", "requests", "units", "waiter", "capability", "__init__"]
 
 #: The OpenAI Agents adapter's own modules, bottom up: the journal and keys, the
 #: journaled model, tools, session and approvals, the agent wrapper.
-OPENAI_AGENTS_ORDER = ["calls", "model", "tools", "session", "approvals", "agent", "__init__"]
+OPENAI_AGENTS_ORDER = [
+    "calls",
+    "model",
+    "tools",
+    "session",
+    "runner",
+    "approvals",
+    "agent",
+    "__init__",
+]
 
 #: The LlamaIndex adapter's own modules, bottom up: the journaling runtime, the face.
-LLAMAINDEX_ORDER = ["agents", "serializer", "restore", "llms", "runtime", "__init__"]
+LLAMAINDEX_ORDER = [
+    "owned",
+    "agents",
+    "serializer",
+    "restore",
+    "journaled",
+    "llms",
+    "runtime",
+    "__init__",
+]
 
 #: The DSPy adapter's own modules, bottom up: the journaled LM, the journaled tools.
-DSPY_ORDER = ["lm", "tools", "__init__"]
+DSPY_ORDER = ["lm", "tools", "program", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
@@ -430,7 +457,6 @@ CLASS_LINES = 300
 #: reason; a module or class that shrank under its limit must leave the list.
 LONG_MODULES = {
     "sqlite_storage": 434,  # the hot path: the step write and the claim's recorded read
-    "durable": 457,  # the hot path (resume spawn -> result)
     "storage": 470,  # the Storage protocol and its records
     "store": 420,  # the journal file's connection, on every open
 }
@@ -740,6 +766,7 @@ LOADED_ON_USE = [
     "letitloop.markerhold",  # the first atomic_marker
     "letitloop.retry",  # the first RetryPolicy
     "letitloop.costs",  # the first usage() report
+    "letitloop.reservations",  # letitloop.reserve, or an adapter's model call
     "letitloop.supervisor",  # supervise
     "letitloop.childproc",  # supervise
     "letitloop.control",  # send, cancel
@@ -952,6 +979,7 @@ JOURNAL_STATE: dict[str, tuple[str, str]] = {
             "store",
             "table",
             "run_id",
+            "generation",
             "attempt",
             "was_completed",
             "_created",

@@ -113,7 +113,10 @@ class TestASwarmKilledInAToolCallBetweenTurnsAndInAModelCall(KilledTeamPromises)
         rows = {r["key"]: r for r in shown["rows"]}
         assert shown["run"]["state"] == "completed"
         assert shown["run"]["attempts"] == 4
-        assert list(rows) == [
+        keys = list(rows)
+        # The two tool calls of one reply ran at once: their rows are in the order they returned.
+        keys[1:3] = sorted(keys[1:3])
+        assert keys == [
             "planner.model:1",
             "planner.model:1.tool:add:call_0_1",
             "planner.model:1.tool:get_weather:call_0_0",

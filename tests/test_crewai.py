@@ -24,8 +24,10 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -338,3 +340,91 @@ class TestTheDocsBlock:
             capture_output=True, text=True, timeout=120, cwd=tmp_path,
         )  # fmt: skip
         assert "state     completed; 1 attempt" in shown.stdout, shown.stdout + shown.stderr
+
+
+# -- the same request is never paid twice (issue 48; tests/request_trials.py) ------------
+
+#: CrewAI's telemetry and tracing opt-outs (as tests/crewai_crew.py sets them), for the
+#: forkers that import CrewAI before the request script runs.
+OPT_OUTS = {
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+}
+REQUESTS = CREW.with_name("crewai_requests.py")
+
+
+@pytest.fixture(scope="module")
+def requests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The request scenarios of the research crew, each run when a test first asks for it."""
+    from request_trials import Trials
+
+    saved = {k: os.environ.get(k) for k in OPT_OUTS}
+    os.environ.update(OPT_OUTS)
+    trials = Trials(
+        REQUESTS, tmp_path_factory.mktemp("crew_requests"), "crewai", "letitloop.adapters.crewai"
+    )
+    runs = {
+        "killed after return": lambda: trials.killed_then_rerun("ask"),
+        "two copies at once": trials.two_copies,
+        "changed prompt": trials.changed_prompt,
+    }
+
+    class Found(dict[str, Any]):
+        def __missing__(self, name: str) -> Any:
+            self[name] = found = runs[name]()
+            print(json.dumps({"crewai": {name: found.summary()}}))
+            return found
+
+    try:
+        yield Found()
+    finally:
+        trials.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@LONG
+@pytest.mark.parametrize("name", ["killed after return", "two copies at once", "changed prompt"])
+class TestAKickoffWithTheDefaultArguments:
+    def test_no_finished_call_is_paid_again(self, requests: dict[str, Any], name: str) -> None:
+        assert requests[name].failures() == []
+        assert requests[name].paid_again() == 0
+
+    def test_every_call_was_paid_once_and_every_answer_is_the_uninterrupted_runs(
+        self, requests: dict[str, Any], name: str
+    ) -> None:
+        assert requests[name].never_paid() == 0
+        assert requests[name].wrong_answers() == []
+        assert requests[name].summary()["killed"] >= 10
+
+
+def _ask(folder: Path, **kickoff: Any) -> tuple[str, int]:
+    """The crew asked once in a child: its answer, and how many calls finished in it."""
+    side = folder / "side.txt"
+    before = ("\n" + side.read_text()).count("\ndone ") if side.exists() else 0
+    done = subprocess.run(
+        [sys.executable, str(REQUESTS), "ask", str(folder / "j.db"), str(side)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **OPT_OUTS, "CREW_KICKOFF": json.dumps(kickoff)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    paid = ("\n" + side.read_text()).count("\ndone ") - before
+    return json.loads(done.stdout.splitlines()[-1])["answer"], paid
+
+
+@LONG
+class TestAKickoffsRunArguments:
+    def test_fresh_asks_again_and_a_named_run_replays(self, tmp_path: Path) -> None:
+        answer, paid = _ask(tmp_path)
+        assert paid > 0
+        assert _ask(tmp_path) == (answer, 0)  # the same inputs: handed back
+        assert _ask(tmp_path, fresh=True) == (answer, paid)  # a new answer, paid
+        assert _ask(tmp_path, run="ticket-812") == (answer, paid)
+        assert _ask(tmp_path, run="ticket-812") == (answer, 0)

@@ -1,22 +1,27 @@
 """A program and ``lil`` find the same journal from any folder of the project, as git finds .git.
 
 Each test runs real programs and the real ``lil`` in real folders: the
-nearest ``.letitloop/journal.db`` in the current folder or above is used, a
-new one is made in the current folder only when there is none, and the
+nearest ``.letitloop/journal.db`` in the current folder or above is used,
+else the nearest at the script's folder or above, else a new one is made
+beside the script (in the current folder for ``python -c``/``-m``); the
 search stops after a repository's root and at ``$LETITLOOP_CEILING_DIRECTORIES``.
+A script killed with SIGKILL and run again from another folder (cron, a
+service, an IDE) resumes its run in the same journal.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 PROGRAM = """
-import os, sys
+import os, sys, time
 from letitloop import Journal
 
 def fetch(n):
@@ -27,6 +32,9 @@ def fetch(n):
 def summarize(n):
     if os.environ.get("DIE"):
         os._exit(9)  # the process dies inside the step
+    if os.environ.get("WAIT_TO_BE_KILLED"):
+        open(os.environ["WAIT_TO_BE_KILLED"], "w").close()
+        time.sleep(60)  # SIGKILLed here, inside the step
     return f"summary of {n}"
 
 with Journal("sync") as j:
@@ -69,11 +77,123 @@ class TestAProgramRunFromASubfolder:
         assert not (sub / ".letitloop").exists()  # no second journal
         assert not (sub / "calls.log").exists()  # fetch was replayed, not called
 
-    def test_with_no_journal_above_it_makes_one_in_its_own_folder(self, project: Path) -> None:
+    def test_with_no_journal_anywhere_it_makes_one_beside_the_script(self, project: Path) -> None:
         sub = project / "src" / "jobs"
         assert run(sub, str(project / "sync.py")).returncode == 0
-        assert (sub / ".letitloop" / "journal.db").is_file()
+        assert (project / ".letitloop" / "journal.db").is_file()
+        assert not (sub / ".letitloop").exists()
+
+
+def killed_inside_summarize(folder: Path, script: Path, calls: Path) -> None:
+    """``python SCRIPT`` run from ``folder``, SIGKILLed from outside inside its step 'summarize'."""
+    inside = folder / "inside.flag"
+    child = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=folder,
+        env={**os.environ, "CALLS": str(calls), "WAIT_TO_BE_KILLED": str(inside)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not inside.exists():
+        assert child.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    child.kill()
+    assert child.wait(timeout=30) == -signal.SIGKILL
+
+
+class TestAScriptRunFromAnotherFolder:
+    """cron, a systemd unit, an IDE: the script's folder is not the current one."""
+
+    def test_killed_in_a_step_it_resumes_from_a_third_folder_without_calling_the_finished_one(
+        self, project: Path, tmp_path: Path
+    ) -> None:
+        calls = tmp_path / "calls.log"
+        first, second = tmp_path / "cron", tmp_path / "ide"
+        first.mkdir()
+        second.mkdir()
+        killed_inside_summarize(first, project / "sync.py", calls)
+        assert calls.read_text() == "fetch 1\n"
+        again = run(second, str(project / "sync.py"), CALLS=str(calls))
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "summary of 1\n" and again.stderr == ""
+        assert calls.read_text() == "fetch 1\n"  # fetch was replayed, not called again
+        assert not (first / ".letitloop").exists() and not (second / ".letitloop").exists()
+        shown = run(project, "-m", "letitloop", "show", "sync")
+        assert "state     completed; 2 attempts" in shown.stdout, shown.stdout
+
+    def test_lil_watch_from_another_folder_uses_the_scripts_journal(
+        self, project: Path, tmp_path: Path
+    ) -> None:
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        assert run(project, "sync.py").returncode == 0  # the journal, beside the script
+        watched = run(elsewhere, "-m", "letitloop", "watch", str(project / "sync.py"))
+        assert watched.returncode == 0, watched.stderr
+        assert not (elsewhere / ".letitloop").exists()
+        runs = run(project, "-m", "letitloop", "runs", "--json")
+        assert runs.stdout.count('"goal": "sync"') == 2
+
+    def test_its_first_run_says_once_on_stderr_where_the_new_journal_is(
+        self, project: Path, tmp_path: Path
+    ) -> None:
+        journal = project / ".letitloop" / "journal.db"
+        first = run(tmp_path, str(project / "sync.py"))
+        assert first.returncode == 0 and first.stdout == "summary of 1\n"
+        assert first.stderr == (
+            f"letitloop: new journal {journal} (lil finds it from {project} and the folders "
+            f"below it)\n"
+        )
+        second = run(tmp_path, str(project / "sync.py"))
+        assert (second.stdout, second.stderr) == ("summary of 1\n", "")
+
+    def test_lil_check_of_the_script_from_another_folder_checks_its_journal(
+        self, project: Path, tmp_path: Path
+    ) -> None:
+        (project / "flow.py").write_text(
+            "import os\n"
+            "from letitloop import durable, step\n"
+            "def fetch(n):\n"
+            "    return n\n"
+            "def summarize(n):\n"
+            "    if os.environ.get('DIE'):\n"
+            "        os._exit(9)\n"
+            "    return n\n"
+            "@durable('flow')\n"
+            "def flow(n):\n"
+            "    return step('summarize', summarize, step('fetch', fetch, n))\n"
+            "if __name__ == '__main__':\n"
+            "    print(flow(1))\n",
+            encoding="utf-8",
+        )
+        assert run(project, "flow.py", DIE="1").returncode == 9
+        checked = run(tmp_path, "-m", "letitloop", "check", str(project / "flow.py"))
+        assert checked.returncode == 0, checked.stderr
+        journal = project / ".letitloop" / "journal.db"
+        assert f"checked 1 unfinished run of __main__.flow in {journal}" in checked.stdout
+        assert "replays 1 step, then runs 'summarize' fresh" in checked.stdout
+
+    def test_a_journal_in_the_current_folder_stays_the_one_used(
+        self, project: Path, tmp_path: Path
+    ) -> None:
+        here = tmp_path / "here"
+        here.mkdir()
+        assert (
+            run(here, "-c", "from letitloop import Journal; Journal('x').open().close()").returncode
+            == 0
+        )
+        assert (here / ".letitloop" / "journal.db").is_file()  # -c: the current folder's
+        assert run(here, str(project / "sync.py")).returncode == 0
         assert not (project / ".letitloop").exists()
+        runs = run(here, "-m", "letitloop", "runs", "--json")
+        assert '"goal": "sync"' in runs.stdout
+
+    def test_a_command_of_the_python_installation_is_not_a_script_of_the_users(self) -> None:
+        from letitloop.discovery import script_folder
+
+        assert script_folder(sys.executable) is None  # under sys.prefix: pytest, uvicorn, lil
+        assert script_folder(__file__) == str(Path(__file__).parent)
+        assert script_folder(str(Path(__file__).parent)) is None  # a folder is not a script
 
 
 class TestLilFromAnotherFolder:
@@ -115,13 +235,15 @@ class TestWhereTheSearchStops:
         assert run(project, "sync.py").returncode == 0
         repo = project / "src"
         (repo / ".git").mkdir()
-        assert run(repo / "jobs", str(project / "sync.py")).returncode == 0
+        (repo / "jobs" / "sync.py").write_text(PROGRAM, encoding="utf-8")
+        assert run(repo / "jobs", "sync.py").returncode == 0
         assert (repo / "jobs" / ".letitloop" / "journal.db").is_file()
 
     def test_a_ceiling_folder_is_not_looked_in(self, project: Path) -> None:
         assert run(project, "sync.py").returncode == 0
         sub = project / "src"
-        r = run(sub, str(project / "sync.py"), LETITLOOP_CEILING_DIRECTORIES=str(project))
+        (sub / "sync.py").write_text(PROGRAM, encoding="utf-8")
+        r = run(sub, "sync.py", LETITLOOP_CEILING_DIRECTORIES=str(project))
         assert r.returncode == 0
         assert (sub / ".letitloop" / "journal.db").is_file()
 
@@ -130,7 +252,8 @@ class TestWhereTheSearchStops:
     ) -> None:
         home = project.parent
         env = {"HOME": str(home), "LETITLOOP_CEILING_DIRECTORIES": str(home.parent)}
-        assert run(home, str(project / "sync.py"), **env).returncode == 0
+        (home / "job.py").write_text(PROGRAM, encoding="utf-8")
+        assert run(home, "job.py", **env).returncode == 0
         assert (home / ".letitloop" / "journal.db").is_file()  # home's own, run there
         assert run(project, "sync.py", **env).returncode == 0
         assert (project / ".letitloop" / "journal.db").is_file()  # not home's
@@ -181,11 +304,31 @@ class TestTheFirstRunOfAProgram:
         journal = project / ".letitloop" / "journal.db"
         assert status == 0
         assert out == (
-            f"letitloop: new journal {journal}; lil finds it from this folder and the folders "
-            f"below it\nsummary of 1\n"
+            f"letitloop: new journal {journal} (lil finds it from {project} and the folders "
+            f"below it)\nsummary of 1\n"
         )
         assert on_a_terminal(project, "sync.py") == (0, "summary of 1\n")  # once only
 
-    def test_to_a_pipe_it_prints_nothing(self, project: Path) -> None:
+    def test_to_a_pipe_it_says_it_on_stderr_once_too(self, project: Path) -> None:
+        journal = project / ".letitloop" / "journal.db"
         r = run(project, "sync.py")
-        assert (r.stdout, r.stderr) == ("summary of 1\n", "")
+        assert r.stdout == "summary of 1\n"
+        assert r.stderr == (
+            f"letitloop: new journal {journal} (lil finds it from {project} and the folders "
+            f"below it)\n"
+        )
+        again = run(project, "sync.py")
+        assert (again.stdout, again.stderr) == ("summary of 1\n", "")
+
+    def test_without_a_stderr_it_says_nothing_and_runs(self, project: Path) -> None:
+        """A daemon started with its stderr closed: the line goes nowhere, never to stdout."""
+        r = subprocess.run(
+            ["bash", "-c", f"{sys.executable} sync.py 2>&-"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "CALLS": str(project / "calls.log")},
+        )
+        assert (r.returncode, r.stdout) == (0, "summary of 1\n")
+        assert (project / ".letitloop" / "journal.db").is_file()

@@ -28,6 +28,7 @@ from preloaded import Child, Preloaded
 
 pytest.importorskip("dspy")
 
+
 PROGRAM = """
     import json, os, sys, time
 
@@ -277,3 +278,158 @@ class TestAnAsyncProgramInAJournal:
         assert asyncio.run(program()) == ["snow", 42]
         assert asyncio.run(program()) == ["snow", 42]  # the completed run: all replayed
         assert made == ["lm", "tool"]
+
+
+def counting_program(made: list[str]) -> Any:
+    """A ``dspy.Predict`` on a DummyLM that notes each LM call it makes in ``made``."""
+    import dspy
+    from dspy.utils.dummies import DummyLM
+
+    from letitloop.adapters.dspy import JournaledLM
+
+    class Counting(DummyLM):  # type: ignore[misc]
+        def __call__(self, prompt: Any = None, *, messages: Any = None, **kw: Any) -> Any:
+            made.append(messages[-1]["content"].split("\n")[1])
+            return super().__call__(prompt, messages=messages, **kw)
+
+        async def acall(self, prompt: Any = None, *, messages: Any = None, **kw: Any) -> Any:
+            made.append(messages[-1]["content"].split("\n")[1])
+            return await super().acall(prompt, messages=messages, **kw)
+
+    dspy.configure(
+        lm=JournaledLM(Counting({"Oslo?": {"answer": "snow"}, "Rome?": {"answer": "sun"}}))
+    )
+    return dspy.Predict("question -> answer")
+
+
+class TestADurableProgramsRun:
+    def test_is_its_request_by_default_and_a_new_answer_is_asked_for_with_fresh(
+        self, tmp_path: Path
+    ) -> None:
+        from letitloop.adapters.dspy import durable_program
+
+        made: list[str] = []
+        predict = counting_program(made)
+        db = str(tmp_path / "journal.db")
+        ask = durable_program(predict, "weather", path=db)
+        assert [ask(question=q).answer for q in ("Oslo?", "Rome?", "Oslo?")] == [
+            "snow",
+            "sun",
+            "snow",
+        ]
+        assert made == ["Oslo?", "Rome?"]  # the same request again: replayed
+        again = durable_program(counting_program(made), "weather", path=db, fresh=True)
+        assert again(question="Oslo?").answer == "snow"
+        assert made == ["Oslo?", "Rome?", "Oslo?"]  # fresh=True: asked again
+        runs = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", db, "runs", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+        )
+        names = sorted(r["name"] for r in runs)
+        assert len(names) == 3 and names[0].startswith("weather.request:")
+        assert names[2] == names[1] + "~2"  # Oslo's second generation
+
+    def test_an_async_call_is_its_request_too(self, tmp_path: Path) -> None:
+        import asyncio
+
+        from letitloop.adapters.dspy import durable_program
+
+        made: list[str] = []
+        ask = durable_program(counting_program(made), path=str(tmp_path / "j.db"))
+
+        async def twice() -> list[str]:
+            return [(await ask.acall(question=q)).answer for q in ("Oslo?", "Oslo?")]
+
+        assert asyncio.run(twice()) == ["snow", "snow"]
+        assert asyncio.run(twice()) == ["snow", "snow"]
+        assert made == ["Oslo?"]
+
+    def test_a_completed_request_older_than_reuse_is_asked_again(self, tmp_path: Path) -> None:
+        import time
+
+        from letitloop.adapters.dspy import durable_program
+
+        made: list[str] = []
+        ask = durable_program(counting_program(made), path=str(tmp_path / "j.db"), reuse=0.2)
+        ask(question="Oslo?")
+        ask(question="Oslo?")
+        time.sleep(0.3)
+        ask(question="Oslo?")
+        assert made == ["Oslo?", "Oslo?"]
+
+    def test_a_named_run_names_each_call_in_turn_and_replays_them_whenever_asked(
+        self, tmp_path: Path
+    ) -> None:
+        from letitloop.adapters.dspy import durable_program
+
+        made: list[str] = []
+        db = str(tmp_path / "journal.db")
+        ask = durable_program(counting_program(made), "weather", run="trip", path=db)
+        assert [ask(question="Oslo?").answer, ask(question="Rome?").answer] == ["snow", "sun"]
+        again = durable_program(counting_program(made), "weather", run="trip", path=db)
+        assert [again(question="Oslo?").answer, again(question="Rome?").answer] == ["snow", "sun"]
+        assert made == ["Oslo?", "Rome?"]
+        shown = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", db, "runs"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        assert " trip " in shown and " trip.turn2 " in shown
+
+    def test_an_edited_program_is_a_new_run_and_a_named_one_is_refused_with_the_ways_out(
+        self, tmp_path: Path
+    ) -> None:
+        import dspy
+
+        from letitloop.adapters.dspy import durable_program
+        from letitloop.errors import StepMismatchError
+
+        made: list[str] = []
+        db = str(tmp_path / "journal.db")
+        durable_program(counting_program(made), path=db)(question="Oslo?")
+        edited = counting_program(made)
+        edited.signature = edited.signature.with_instructions("Answer in one word.")
+        assert durable_program(edited, path=db)(question="Oslo?").answer == "snow"
+        assert made == ["Oslo?", "Oslo?"]  # a new prompt: a new run, no error
+        durable_program(counting_program(made), "w", run="r", path=db)(question="Oslo?")
+        with pytest.raises(StepMismatchError) as refused:
+            durable_program(edited, "w", run="r", path=db)(question="Oslo?")
+        said = str(refused.value)
+        assert "'w'" in said and "'dspy.lm'" in said and "prompt" in said
+        assert "run='...'" in said and "lil reset w --run" in said and "lil fork" in said
+        assert refused.value.key == "dspy.lm"
+        assert isinstance(dspy.settings.lm, object)
+        assert made == ["Oslo?", "Oslo?", "Oslo?"]  # the refused call was not made
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A journal location of each store: a SQLite file, memory://, PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.db")
+    if request.param == "memory":
+        return f"memory://dspy-{tmp_path.name}"
+    import pg_server
+
+    return pg_server.location()
+
+
+class TestAProgramCallOnEveryStore:
+    def test_is_its_own_run_replayed_once_completed_and_asked_again_when_fresh(
+        self, store: str
+    ) -> None:
+        from letitloop.adapters.dspy import durable_program
+
+        made: list[str] = []
+        ask = durable_program(counting_program(made), path=store)
+        assert [ask(question="Oslo?").answer, ask(question="Oslo?").answer] == ["snow", "snow"]
+        assert made == ["Oslo?"]
+        durable_program(counting_program(made), path=store, fresh=True)(question="Oslo?")
+        assert made == ["Oslo?", "Oslo?"]

@@ -1,6 +1,11 @@
-"""The worked example of docs/testing.md (examples/replay_test/), run as a reader would: record a
-run, make a redacted fixture with ``lil fixture``, test it with pytest (the plugin from the
-installed package's entry point), change the pipeline, and see the test name the drifted step.
+"""The worked example of docs/testing.md (examples/replay_test/), run as a reader types it: the
+doc's console lines, each in a shell, in the example's own folder of this checkout (not a copy),
+the ``pytest`` and ``lil`` on PATH. Record a run, make a redacted fixture with ``lil fixture``,
+test it with pytest (the plugin from the installed package's entry point, which the example's
+own pytest settings leave on), change the pipeline, and see the test name the drifted step.
+
+What the lines make in the folder (the recording, the fixture, pytest's cache) is removed
+afterwards and ``triage.py`` is put back as it was, whatever happened.
 """
 
 from __future__ import annotations
@@ -9,70 +14,106 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from helpers import UNUSED_PYTEST_PLUGINS
+import pytest
 
-PYTEST_OPTIONS = ("-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS)
-
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "replay_test"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "replay_test"
 SECRET = "sk-live-0c5e1f00d"
 
 
-def sh(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LETITLOOP_", "MODEL_"))}
+def worked_example() -> list[tuple[str, str]]:
+    """The console lines of docs/testing.md's "The worked example": (command, its comment)."""
+    text = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    part = text[text.index("## The worked example") :]
+    block = part[part.index("```console\n") + len("```console\n") :]
+    block = block[: block.index("```")]
+    found = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            command, _, comment = line[2:].partition("#")
+            found.append((command.strip(), comment.strip()))
+    return found
+
+
+@pytest.fixture
+def in_place() -> Iterator[Path]:
+    """The example's folder as the checkout has it, left as it was found afterwards."""
+    source = EXAMPLE / "triage.py"
+    pristine = source.read_text(encoding="utf-8")
+    assert 'TONE = "friendly"' in pristine, (
+        f"{source} was left changed (by an interrupted run of this test?): "
+        f"git checkout {source.relative_to(ROOT)}"
+    )
+    before = {p for p in EXAMPLE.rglob("*") if "__pycache__" not in p.parts}
+    assert not (EXAMPLE / "recordings.db").exists() and not (EXAMPLE / "tests/fixtures").exists()
+    try:
+        yield EXAMPLE
+    finally:
+        source.write_text(pristine, encoding="utf-8")
+        made = {p for p in EXAMPLE.rglob("*") if "__pycache__" not in p.parts} - before
+        for path in sorted(made, key=lambda p: len(p.parts)):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.exists():
+                path.unlink()
+
+
+def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` in a shell, as a reader with letitloop installed types it: this Python's
+    ``python``, ``pytest`` and ``lil`` first on PATH, no LETITLOOP_ or MODEL_ variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LETITLOOP_", "MODEL_"))}
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
     return subprocess.run(
-        [sys.executable, *args],
-        cwd=folder,
-        env={**clean, **env},
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
     )
 
 
 class TestTheWorkedExample:
-    def test_record_fixture_test_change_and_the_test_names_the_drifted_step(
-        self, tmp_path: Path
+    def test_the_lines_as_printed_record_test_and_name_the_drifted_step(
+        self, in_place: Path
     ) -> None:
-        folder = tmp_path / "replay_test"
-        shutil.copytree(EXAMPLE, folder)
-        ticket = "I was charged twice for March"
+        lines = worked_example()
+        assert [c.split()[0] for c, _ in lines] == [
+            "cd",
+            "LETITLOOP_DB=recordings.db",
+            "mkdir",
+            "lil",
+            "pytest",
+            "sed",
+            "pytest",
+        ]
+        assert lines[0][0] == "cd examples/replay_test"
+        assert lines[4] == ("pytest tests/", "1 passed: no model call")
+        assert lines[6] == ("pytest tests/", "1 failed: step 'draft' drifted from the recording")
+        here = ROOT / lines[0][0].split()[1]
+        assert here == in_place
+        done = [shell(c.replace("sk-…", SECRET), here) for c, _ in lines[1:]]
+        recorded, made, fixture, passed, changed, failed = done
+        for step in (recorded, made, fixture, changed):
+            assert step.returncode == 0, step.stdout + step.stderr
+        assert recorded.stdout == "billing: Hello! Sorry about that; the billing team is on it.\n"
+        assert fixture.stdout.startswith("copied run ")
+        assert SECRET.encode() in (here / "recordings.db").read_bytes()
+        assert SECRET.encode() not in (here / "tests" / "fixtures" / "triage.db").read_bytes()
 
-        recorded = sh(
-            folder, "triage.py", ticket, LETITLOOP_DB="recordings.db", MODEL_API_KEY=SECRET
-        )
-        assert recorded.returncode == 0, recorded.stderr
-        assert recorded.stdout.startswith("billing: ")
-
-        (folder / "tests" / "fixtures").mkdir()
-        made = sh(
-            folder,
-            "-m",
-            "letitloop",
-            "--db",
-            "recordings.db",
-            "fixture",
-            "triage",
-            "--to",
-            "tests/fixtures/triage.db",
-            "--redact",
-            "api_key",
-        )
-        assert made.returncode == 0, made.stderr
-        assert SECRET.encode() in (folder / "recordings.db").read_bytes()
-        assert SECRET.encode() not in (folder / "tests" / "fixtures" / "triage.db").read_bytes()
-        (folder / "recordings.db").unlink()  # the test reads the fixture, nothing else
-
-        passed = sh(folder, "-m", "pytest", *PYTEST_OPTIONS, "tests")
         assert passed.returncode == 0, passed.stdout + passed.stderr
+        assert f"rootdir: {here}" in passed.stdout  # the example's own settings, not ROOT's
         assert "1 passed" in passed.stdout
 
-        source = folder / "triage.py"
-        source.write_text(source.read_text().replace('TONE = "friendly"', 'TONE = "formal"'))
-        failed = sh(folder, "-m", "pytest", *PYTEST_OPTIONS, "tests")
-        assert failed.returncode == 1
+        assert 'TONE = "formal"' in (here / "triage.py").read_text(encoding="utf-8")
+        assert failed.returncode == 1, failed.stdout + failed.stderr
         out = failed.stdout
+        assert "1 failed" in out
         assert "step 'draft' drifted from the recording" in out
         assert "tone=formal" in out and "<- differs" in out
         assert "unchecked(…)" in out  # the key is not shown

@@ -3,7 +3,9 @@
 A bare ``@durable``, ``@durable(goal=...)``, a step given a value instead of a
 function, ``set_result`` on a completed run: each either does the right
 thing or raises ``MisuseError`` (a ``LetItLoopError`` and a ``TypeError``)
-saying what to write instead, before anything is written.
+saying what to write instead, before anything is written. A step whose name
+was forgotten (``j.step(fetch, 1)``) raises ``InvalidNameError`` showing the
+call with its name.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from letitloop import Journal, async_step, durable, durable_async, step
-from letitloop.errors import LetItLoopError, MisuseError
+from letitloop.errors import InvalidNameError, LetItLoopError, MisuseError
 
 
 def fetch(user_id: int, calls: list[int] | None = None) -> dict[str, int]:
@@ -121,6 +123,71 @@ class TestAStepGivenAValueInsteadOfAFunction:
         assert "await j.async_step('fetch', " in text
 
 
+class TestAStepWhoseNameWasForgotten:
+    """``j.step(fetch, 1)``: the function where the name goes. The error says the name is
+    missing and shows the right call, whatever the second argument is; nothing is called
+    and nothing is recorded."""
+
+    def test_it_says_the_name_is_missing_and_shows_the_call_with_its_name(
+        self, tmp_path: Path
+    ) -> None:
+        calls: list[int] = []
+        with Journal("g", path=tmp_path / "j.db") as j:
+            with pytest.raises(InvalidNameError) as caught:
+                j.step(fetch, 1, calls=calls)  # type: ignore[arg-type]
+            assert j.step("fetch", fetch, 2) == {"id": 2}  # no key was taken
+        text = str(caught.value)
+        assert text == (
+            "j.step(fetch, 1, calls=[]): the step's name is missing (the function fetch was "
+            "passed where the name goes); name the step first: "
+            'j.step("fetch", fetch, 1, calls=[])'
+        )
+        assert "outside the journal" not in text
+        assert calls == []
+        with sqlite3.connect(tmp_path / "j.db") as db:
+            assert db.execute("SELECT key FROM journal_g").fetchall() == [("fetch",)]
+
+    def test_a_function_as_the_second_argument_is_shown_by_its_name(self, tmp_path: Path) -> None:
+        def transform(x: int) -> int:
+            return x
+
+        with Journal("g", path=tmp_path / "j.db") as j, pytest.raises(InvalidNameError) as caught:
+            j.step(transform, fetch)  # type: ignore[arg-type]
+        assert str(caught.value).endswith(
+            'name the step first: j.step("transform", transform, fetch)'
+        )
+
+    def test_the_free_step_shows_the_free_call(self, tmp_path: Path) -> None:
+        @durable(goal_id="g", path=tmp_path / "j.db")
+        def flow() -> None:
+            step(fetch, 1)  # type: ignore[arg-type]
+
+        with pytest.raises(
+            InvalidNameError, match=r'name the step first: step\("fetch", fetch, 1\)$'
+        ):
+            flow()
+
+    def test_the_async_steps_show_their_own_calls(self, tmp_path: Path) -> None:
+        async def fetch_async(user_id: int) -> int:
+            return user_id
+
+        async def main() -> list[str]:
+            texts = []
+            async with Journal("g", path=tmp_path / "j.db") as j:
+                with pytest.raises(InvalidNameError) as caught:
+                    await j.async_step(fetch_async, 1)  # type: ignore[call-overload]
+                texts.append(str(caught.value))
+                with pytest.raises(InvalidNameError) as caught:
+                    await async_step(fetch_async, 1)  # type: ignore[call-overload]
+                texts.append(str(caught.value))
+            return texts
+
+        on_journal, free = asyncio.run(main())
+        assert on_journal.endswith('await j.async_step("fetch_async", fetch_async, 1)')
+        assert free.endswith('await async_step("fetch_async", fetch_async, 1)')
+        assert isinstance(InvalidNameError("x"), LetItLoopError)
+
+
 class TestSetResultOnACompletedRun:
     def test_the_same_result_again_is_accepted(self, tmp_path: Path) -> None:
         for _ in range(2):
@@ -142,3 +209,15 @@ class TestSetResultOnACompletedRun:
         assert 'with "first", which it keeps: set_result("second")' in str(caught.value)
         with Journal("daily", run="2026-11-30", path=tmp_path / "j.db") as j:
             assert j.recorded_result() == "first"
+
+
+class TestAForgottenNameBesideAnArgumentWithNoFingerprint:
+    def test_the_missing_name_is_said_first(self, tmp_path: Path) -> None:
+        def transform(x: object) -> object:
+            return x
+
+        with Journal("g", path=tmp_path / "j.db") as j, pytest.raises(InvalidNameError) as caught:
+            j.step(transform, fetch, object())  # type: ignore[arg-type]
+        assert 'name the step first: j.step("transform", transform, fetch, <object' in str(
+            caught.value
+        )

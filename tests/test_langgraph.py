@@ -104,7 +104,7 @@ def killed_and_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     folder = tmp_path_factory.mktemp("example")
     db, ledger = folder / "journal.db", folder / "ledger.jsonl"
     done = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--db", str(db), "--ledger", str(ledger)],
+        [sys.executable, str(EXAMPLE), "--crash", "--db", str(db), "--ledger", str(ledger)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -112,6 +112,32 @@ def killed_and_resumed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, An
     )
     lines = [json.loads(x) for x in ledger.read_text(encoding="utf-8").splitlines()]
     return {"done": done, "db": db, "ledger": lines}
+
+
+class TestTheCookbookWithoutCrash:
+    def test_it_runs_the_graph_once_each_node_and_call_once(self, tmp_path: Path) -> None:
+        db, ledger = tmp_path / "journal.db", tmp_path / "ledger.jsonl"
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLE), "--db", str(db), "--ledger", str(ledger)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "SIGKILL" not in done.stdout and "run it with --crash" in done.stdout
+        lines = [json.loads(x) for x in ledger.read_text(encoding="utf-8").splitlines()]
+        assert {e["phase"] for e in lines} == {"once"}
+        assert _ran(lines, "once", "node") == ["plan", "research", "write", "review"]
+        assert _ran(lines, "once", "call") == [
+            "outline",
+            "search:history",
+            "search:practice",
+            "draft:intro",
+            "draft:body",
+            "draft:conclusion",
+            "review",
+        ]
 
 
 def _ran(ledger: list[dict[str, Any]], phase: str, kind: str) -> list[str]:

@@ -32,6 +32,7 @@ from helpers import run_python, spawn_python, wait_until, write_script
 
 pytest.importorskip("workflows")
 
+
 WORKFLOW = """
     import asyncio, json, os, signal, sys, time
 
@@ -234,13 +235,15 @@ class TestAWorkflowKilledAndRunAgain:
         assert lines(folder / "steps.log") == before
 
 
-class TestAWorkflowOutsideAJournal:
-    def test_it_runs_as_usual_and_journals_nothing(self, tmp_path: Path) -> None:
+class TestAWorkflowRunOutsideAJournal:
+    def test_each_request_is_a_run_of_its_own_and_the_same_request_replays(
+        self, tmp_path: Path
+    ) -> None:
         script = write_script(
             tmp_path,
-            "plain.py",
+            "echo.py",
             """
-            import asyncio, json
+            import asyncio, json, sys
 
             from workflows import Workflow, step
             from workflows.events import StartEvent, StopEvent
@@ -251,22 +254,36 @@ class TestAWorkflowOutsideAJournal:
             class Echo(Workflow):
                 @step
                 async def echo(self, ev: StartEvent) -> StopEvent:
-                    return StopEvent(result=ev.text)
+                    print("ran", ev.text, file=sys.stderr)
+                    return StopEvent(result=ev.text.upper())
 
 
             async def main():
                 wf = Echo(runtime=LetItLoopRuntime())
-                return [await wf.run(text="a"), await wf.run(text="b")]
+                return [await wf.run(text="a"), await wf.run(text="b"), await wf.run(text="a")]
 
 
             print(json.dumps(asyncio.run(main())))
             """,
         )
         db = tmp_path / "journal.db"
-        done = run_python(script, env={"LETITLOOP_DB": str(db)})
-        assert done.returncode == 0, done.stderr
-        assert json.loads(done.stdout) == ["a", "b"]
-        assert not db.exists()
+        first = run_python(script, env={"LETITLOOP_DB": str(db)})
+        assert first.returncode == 0, first.stderr
+        assert json.loads(first.stdout) == ["A", "B", "A"]
+        assert first.stderr.split() == ["ran", "a", "ran", "b"]  # the third: replayed
+        again = run_python(script, env={"LETITLOOP_DB": str(db)})
+        assert json.loads(again.stdout) == ["A", "B", "A"]
+        assert again.stderr == ""  # every request replayed: no step ran
+        runs = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", str(db), "runs", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+        )
+        assert sorted((r["goal"], r["state"]) for r in runs) == [("Echo", "completed")] * 2
 
 
 class TestTheCookbook:
@@ -325,7 +342,100 @@ class TestARunStartedAgainWithAnotherInput:
         assert asyncio.run(run("oslo")) == "OSLO"
         with pytest.raises(StepMismatchError) as refused:
             asyncio.run(run("bergen"))
-        assert "'Echo'" in str(refused.value) and "Echo.00001:add_event" in str(refused.value)
-        assert "bergen" in str(refused.value) and "oslo" in str(refused.value)
+        said = str(refused.value)
+        assert "'Echo'" in said and "Echo.00001:add_event" in said
+        assert "bergen" in said and "oslo" in said
+        assert "run='...'" in said and "lil reset echo --run" in said and "lil fork" in said
         assert asyncio.run(run("oslo")) == "OSLO"  # replayed: the step is not run again
         assert ran == ["oslo"]
+
+
+class TestTheRuntimesRunOptions:
+    def test_a_named_run_names_each_wf_run_in_turn_and_fresh_asks_again(
+        self, tmp_path: Path
+    ) -> None:
+        import asyncio
+
+        from workflows import Workflow, step
+        from workflows.events import StartEvent, StopEvent
+
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+
+        ran: list[str] = []
+
+        class Echo(Workflow):
+            @step
+            async def echo(self, ev: StartEvent) -> StopEvent:
+                ran.append(ev.text)
+                return StopEvent(result=ev.text.upper())
+
+        db = str(tmp_path / "journal.db")
+
+        async def twice(**options: Any) -> list[Any]:
+            wf = Echo(runtime=LetItLoopRuntime(path=db, **options))
+            return [await wf.run(text="a"), await wf.run(text="b")]
+
+        assert asyncio.run(twice(run="echo")) == ["A", "B"]
+        assert asyncio.run(twice(run="echo")) == ["A", "B"]  # both named runs replayed
+        assert ran == ["a", "b"]
+        assert asyncio.run(twice(fresh=True)) == ["A", "B"]  # no name, a fresh answer
+        assert ran == ["a", "b", "a", "b"]
+        runs = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", db, "runs", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+        )
+        names = sorted(r["name"] for r in runs)
+        assert names[2:] == ["echo", "echo.turn2"]  # sorted after upper case
+        assert all(n.startswith("Echo.request:") for n in names[:2]) and len(names) == 4
+
+    def test_reuse_and_fresh_are_checked_when_it_is_made(self) -> None:
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+        from letitloop.errors import MisuseError
+
+        with pytest.raises(MisuseError, match="reuse="):
+            LetItLoopRuntime(reuse=-1)
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A journal location of each store: a SQLite file, memory://, PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.db")
+    if request.param == "memory":
+        return f"memory://li-{tmp_path.name}"
+    import pg_server
+
+    return pg_server.location()
+
+
+class TestAWorkflowRunOnEveryStore:
+    def test_is_its_own_run_replayed_once_completed_and_run_again_when_fresh(
+        self, store: str
+    ) -> None:
+        import asyncio
+
+        from workflows import Workflow, step
+        from workflows.events import StartEvent, StopEvent
+
+        from letitloop.adapters.llamaindex import LetItLoopRuntime
+
+        ran: list[str] = []
+
+        class Echo(Workflow):
+            @step
+            async def echo(self, ev: StartEvent) -> StopEvent:
+                ran.append(ev.text)
+                return StopEvent(result=ev.text.upper())
+
+        async def once(**options: Any) -> Any:
+            return await Echo(runtime=LetItLoopRuntime(path=store, **options)).run(text="a")
+
+        assert asyncio.run(once()) == asyncio.run(once()) == "A"
+        assert ran == ["a"]
+        assert asyncio.run(once(fresh=True)) == "A"
+        assert ran == ["a", "a"]

@@ -484,18 +484,146 @@ class TestARunWhoseCallsAllReplay:
         )
         assert again[2].is_error and again[2].content == first[2].content
 
-    def test_a_call_outside_any_journal_is_refused_before_anything_is_sent(self) -> None:
-        from letitloop.errors import NoJournalError
+    def test_a_call_outside_any_journal_is_a_run_of_its_own_named_by_its_request(
+        self, db: Path
+    ) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def outside() -> list[Any]:
+            async with DurableMCP(server, path=db) as tools:
+                return [
+                    await tools.call_tool("lookup", {"order": 1}),
+                    await tools.call_tool("lookup", {"order": 2}),
+                    await tools.call_tool("lookup", {"order": 1}),  # the same request again
+                ]
+
+        first = asyncio.run(outside())
+        assert ran == ["lookup", "lookup"]
+        assert [r.structured_content for r in first] == [
+            {"order": 1, "paid": True},
+            {"order": 2, "paid": True},
+            {"order": 1, "paid": True},
+        ]
+        again = asyncio.run(outside())
+        assert ran == ["lookup", "lookup"]  # every request replayed: nothing sent
+        assert [r.structured_content for r in again] == [r.structured_content for r in first]
+        runs = json.loads(lil(db, "runs", "--json").stdout)
+        assert sorted(r["state"] for r in runs) == ["completed", "completed"]
+        assert all(r["goal"] == "mcp" and r["name"].startswith("lookup.request:") for r in runs)
+
+
+class TestTheClientsRunOptions:
+    def test_a_named_run_holds_every_call_of_the_client_and_replays_whenever_asked(
+        self, db: Path
+    ) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def calls(**options: Any) -> list[Any]:
+            async with DurableMCP(server, path=db, **options) as tools:
+                return [
+                    (await tools.call_tool("lookup", {"order": n})).structured_content
+                    for n in (1, 1)
+                ]
+
+        assert asyncio.run(calls(run="order-1")) == [{"order": 1, "paid": True}] * 2
+        assert ran == ["lookup", "lookup"]  # one run: two calls of it (mcp:lookup, #2)
+        assert asyncio.run(calls(run="order-1")) == [{"order": 1, "paid": True}] * 2
+        assert ran == ["lookup", "lookup"]
+        runs = json.loads(lil(db, "runs", "--json").stdout)
+        assert [(r["name"], r["state"]) for r in runs] == [("order-1", "completed")]
+
+    def test_other_arguments_at_a_recorded_place_of_a_named_run_are_refused_with_the_ways_out(
+        self, db: Path
+    ) -> None:
+        from letitloop.errors import StepMismatchError
 
         ran: list[str] = []
+        server = in_process_shop(ran)
 
-        async def outside() -> None:
-            async with DurableMCP(in_process_shop(ran)) as tools:
-                await tools.call_tool("lookup", {"order": 1})
+        async def call(order: int) -> Any:
+            async with Journal("checkout", path=db, run="r"), DurableMCP(server) as tools:
+                return await tools.call_tool("lookup", {"order": order})
 
-        with pytest.raises(NoJournalError):
-            asyncio.run(outside())
-        assert ran == []
+        asyncio.run(call(1))
+        with pytest.raises(StepMismatchError) as refused:
+            asyncio.run(call(2))
+        said = str(refused.value)
+        assert "'mcp:lookup'" in said and '"order": 2' in said and "arguments differ" in said
+        assert "run='...'" in said and "lil reset checkout --run" in said and "lil fork" in said
+        assert ran == ["lookup"]  # nothing sent for the refused call
+
+    def test_a_named_run_left_by_an_exception_is_failed_and_resumed_next_time(
+        self, db: Path
+    ) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def calls(fail: bool) -> Any:
+            async with DurableMCP(server, path=db, run="order-5") as tools:
+                first = await tools.call_tool("lookup", {"order": 5})
+                if fail:
+                    raise RuntimeError("the program failed after the call")
+                return first.structured_content
+
+        with pytest.raises(RuntimeError):
+            asyncio.run(calls(fail=True))
+        assert [r["state"] for r in json.loads(lil(db, "runs", "--json").stdout)] == ["failed"]
+        assert asyncio.run(calls(fail=False)) == {"order": 5, "paid": True}
+        assert ran == ["lookup"]  # resumed: the call that returned was replayed
+
+    def test_fresh_sends_a_completed_request_again(self, db: Path) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def call(**options: Any) -> Any:
+            async with DurableMCP(server, path=db, **options) as tools:
+                return (await tools.call_tool("lookup", {"order": 3})).structured_content
+
+        assert asyncio.run(call()) == asyncio.run(call()) == {"order": 3, "paid": True}
+        assert ran == ["lookup"]
+        assert asyncio.run(call(fresh=True)) == {"order": 3, "paid": True}
+        assert ran == ["lookup", "lookup"]
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A journal location of each store: a SQLite file, memory://, PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "journal.db")
+    if request.param == "memory":
+        return f"memory://mcp-{tmp_path.name}"
+    import pg_server
+
+    return pg_server.location()
+
+
+class TestARequestOnEveryStore:
+    def test_is_its_own_run_replayed_once_completed_and_sent_again_when_fresh(
+        self, store: str
+    ) -> None:
+        ran: list[str] = []
+        server = in_process_shop(ran)
+
+        async def call(**options: Any) -> Any:
+            async with DurableMCP(server, path=store, **options) as tools:
+                return (await tools.call_tool("lookup", {"order": 9})).structured_content
+
+        assert asyncio.run(call()) == asyncio.run(call()) == {"order": 9, "paid": True}
+        assert ran == ["lookup"]
+        asyncio.run(call(fresh=True))
+        assert ran == ["lookup", "lookup"]
+        with Journal("mcp", run=f"lookup.request:{request_digest()}", path=store) as j:
+            assert j.was_completed and j.generation is not None
+
+
+def request_digest() -> str:
+    """The digest naming the run of ``lookup`` with ``{"order": 9}`` (agentcalls.request_run)."""
+    from letitloop.adapters.agentcalls import request_run
+
+    name = request_run("lookup", {"tool": "lookup", "arguments": {"order": 9}})
+    return name.split(":", 1)[1]
 
 
 class TestAFailedCall:
@@ -533,7 +661,7 @@ class TestTheDocsExample:
         from test_readme import blocks
 
         page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
-        (code,) = [b for b in blocks("python", page) if "DurableMCP(shop)" in b]
+        (code,) = [b for b in blocks("python", page) if "DurableMCP(shop" in b]
         assert 'args=["examples/shop_server.py"]' in code
         script = tmp_path / "checkout.py"
         script.write_text(code, encoding="utf-8")

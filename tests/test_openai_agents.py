@@ -140,14 +140,16 @@ class TestATeamWithABudget:
         db, side = tmp_path / "j.db", tmp_path / "side.txt"
         # Killed inside the analyst's second model call, after 57 + 58 + 57 = 172 tokens.
         assert run_mode(sdk, "team", db, side, "model analyst 1", "200").returncode == -9
-        # Resumed under 200 tokens: the replayed calls count once (172, not 344), so the
-        # analyst's call runs (230), and the next step (the session's add) is refused.
+        # Resumed under 200 tokens: the replayed calls count once (172, not 344), and the
+        # killed call, which may have been billed, keeps what it reserved before it started
+        # (no max_tokens: all that remained, 28): the bill cannot pass 200, so the
+        # analyst's call is not made again.
         stopped = run_mode(sdk, "team", db, side, "", "200")
         assert stopped.returncode == 1
         assert "BudgetExceededError" in stopped.stderr
-        assert "230 tokens" in stopped.stderr and "session:conv.add:5" in stopped.stderr
-        last = read_side(side)[-1]
-        assert last == [("start", "model analyst 1"), ("end", "model analyst 1")]
+        assert "spent 172 tokens" in stopped.stderr
+        assert "analyst.model:2 (28 tokens, $0.00, cut short by a dead process)" in stopped.stderr
+        assert read_side(side)[-1] == []  # nothing was called, nothing paid
         shown = lil_show(db, "team")
         assert shown["run"]["state"] == "failed"
 
@@ -286,8 +288,13 @@ class TestTheModelWrapper:
 
         assert asyncio.run(ask("What is 40 + 2?")) == "helper: 42"
         assert asyncio.run(ask("What is 40 + 2?")) == "helper: 42"  # replayed
-        with pytest.raises(StepMismatchError):
+        with pytest.raises(StepMismatchError) as refused:
             asyncio.run(ask("What is 1 + 1?"))
+        said = str(refused.value)
+        assert "agent 'helper': its model call 'helper.model:1'" in said
+        assert "prompt ending 'What is 1 + 1?'" in said
+        assert "its prompt, tools or options differ" in said and "new run" in said
+        assert "lil reset ask --run " in said and "lil fork " in said
 
     def test_a_streamed_run_is_refused_with_the_way_out(self) -> None:
         model = DurableModel(oat.FakeModel("helper"))

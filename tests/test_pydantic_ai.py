@@ -195,6 +195,9 @@ class TestAnAgentKilledInsideACall:
         shown = lil("show", resumed.result["run"], "--json", "--db", str(resumed.db))
         assert shown.returncode == 0, shown.stderr
         rows = json.loads(shown.stdout)["rows"]
+        assert rows[0]["key"] == "trip.request"  # the agent run's request
+        assert [r["key"] for r in rows] == [r["key"] for r in uninterrupted["rows"]]
+        rows = rows[1:]
         assert [r["key"] for r in rows] == [
             "0000:trip__model.request",
             "0001:trip__function_toolset__<agent>.call_tool:weather",
@@ -202,9 +205,10 @@ class TestAnAgentKilledInsideACall:
             "0003:trip__function_toolset__<agent>.call_tool:clock",
             "0004:trip__model.request",
         ]
-        assert [r["key"] for r in rows] == [r["key"] for r in uninterrupted["rows"]]
         tokens = [(r["input_tokens"], r["output_tokens"]) for r in rows]
-        assert tokens == [(r["input_tokens"], r["output_tokens"]) for r in uninterrupted["rows"]]
+        assert tokens == [
+            (r["input_tokens"], r["output_tokens"]) for r in uninterrupted["rows"][1:]
+        ]
         assert all(t[0] and t[1] for t in tokens[0::2])  # every model request has its usage
         assert tokens[1::2] == [(None, None), (None, None)]  # tool calls report none
         text = lil("show", resumed.result["run"], "--db", str(resumed.db)).stdout
@@ -384,9 +388,11 @@ class TestTwoAgentRunsInOneJournal:
         assert len(ran) == 2
         shown = lil("show", "r", "--json", "--db", str(db))
         assert [r["key"] for r in json.loads(shown.stdout)["rows"]] == [
+            "two.request",  # each agent run's request (checked on replay)
             "0000:two__model.request",
             "0001:two__function_toolset__<agent>.call_tool:lookup",
             "0002:two__model.request",
+            "run2.two.request",
             "run2.0000:two__model.request",
             "run2.0001:two__function_toolset__<agent>.call_tool:lookup",
             "run2.0002:two__model.request",

@@ -26,6 +26,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cli_agree import terminal
@@ -197,17 +198,85 @@ def quickstart_programs() -> list[str]:
     return found
 
 
+#: What each Quickstart program prints when its run is new (the first says that it fetched).
+QUICKSTART_OUT = ("fetch_crm_record(123) called\nAda placed 12 orders\n", "Ada placed 12 orders\n")
+
+
 @pytest.fixture
 def quickstart(tmp_path: Path) -> Path:
     """A folder where both Quickstart programs ran as pasted (their journal in .letitloop/)."""
-    for code in quickstart_programs():
+    for code, out in zip(quickstart_programs(), QUICKSTART_OUT, strict=True):
         r = run_python(code, tmp_path)
         assert r.returncode == 0, r.stderr
-        assert r.stdout == "Ada placed 12 orders\n"
+        assert r.stdout == out
     return tmp_path
 
 
+def quickstart_session() -> list[tuple[str, list[str]]]:
+    """The Quickstart's console block: each ``$`` command with the lines shown after it."""
+    (block,) = blocks("console", section("Quickstart"))
+    session: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            session.append((line[2:], []))
+        else:
+            session[-1][1].append(line)
+    return session
+
+
+def shell_line(command: str, folder: Path, **kw: Any) -> subprocess.Popen[str]:
+    """``command`` in a shell in ``folder``, with this Python first on PATH (as ``python``),
+    stdout and stderr together as a terminal shows them."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.Popen(
+        ["bash", "-c", command],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kw,
+    )
+
+
 class TestTheQuickstart:
+    def test_killed_with_the_kill_it_prints_it_resumes_without_fetching_again(
+        self, tmp_path: Path
+    ) -> None:
+        """README: run it with --slow, type the kill -9 it prints, run it again: the session
+        shown, line by line, with a real SIGKILL sent to the pid the program printed."""
+        (tmp_path / "sync.py").write_text(quickstart_programs()[0], encoding="utf-8")
+        (slow, shown), (again, shown_again) = quickstart_session()
+        assert slow == "python sync.py --slow" and again == "python sync.py"
+        assert shown[-1] == "Killed"  # the shell's word for a job that got SIGKILL
+        journal = tmp_path / ".letitloop" / "journal.db"
+        expected = [
+            line.replace("/home/you/proj/.letitloop/journal.db", str(journal)).replace(
+                "/home/you/proj", str(tmp_path)
+            )
+            for line in shown[:-1]
+        ]
+        child = shell_line(slow, tmp_path)
+        assert child.stdout is not None
+        seen = []
+        for line in child.stdout:
+            seen.append(line.rstrip("\n"))
+            if line.startswith("summarize is running"):
+                break
+        pid = int(seen[-1].rsplit(" ", 1)[1])
+        assert seen == [*expected[:-1], expected[-1].replace("4242", str(pid))]
+        os.kill(pid, signal.SIGKILL)  # what the reader types: kill -9 PID
+        assert child.wait(timeout=30) in (-signal.SIGKILL, 128 + signal.SIGKILL)
+        assert child.stdout.read() == ""
+        child.stdout.close()
+        resumed = shell_line(again, tmp_path)
+        out, _ = resumed.communicate(timeout=60)
+        assert resumed.returncode == 0
+        assert out.splitlines() == shown_again  # no "fetch_crm_record(123) called": replayed
+        # "Run it after it completed and a new run starts (fetch_crm_record(123) called, ...)"
+        third = shell_line(again, tmp_path)
+        assert third.communicate(timeout=60)[0] == QUICKSTART_OUT[0]
+
     @pytest.mark.parametrize("which", [0, 1], ids=["with_journal", "durable"])
     def test_killed_in_summarize_it_resumes_without_fetching_again(
         self, tmp_path: Path, which: int
@@ -273,9 +342,9 @@ class TestThePythonBlocks:
     def test_the_quickstart_runs_as_pasted_and_replays_when_run_again(
         self, quickstart: Path
     ) -> None:
-        for code in quickstart_programs():
+        for which, code in enumerate(quickstart_programs()):
             again = run_python(code, quickstart)
-            assert again.returncode == 0 and again.stdout == "Ada placed 12 orders\n"
+            assert again.returncode == 0 and again.stdout == QUICKSTART_OUT[which], again.stderr
         runs = terminal(["runs", "--json", "--limit", "0"], cwd=quickstart)[1]
         assert runs.count('"goal": "customer_sync"') == 4  # each run completed: a new one each time
 
@@ -457,6 +526,21 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "assert asyncio.run(research(['sqlite', 'wal', 'fsync'])).startswith('page on sqlite')\n"
         "asyncio.run(main())\n",
     ),
+    ("langgraph.md", "graph = builder.compile(checkpointer=LetItLoopCheckpointSaver())"): (
+        "from langgraph.graph import START, MessagesState, StateGraph\n"
+        "from letitloop.adapters.langgraph import LetItLoopCheckpointSaver\n"
+        "calls = []\n"
+        "def model(state):\n"
+        "    calls.append(state['messages'][-1].content)\n"
+        "    return {'messages': [('ai', 'booked')]}\n"
+        "builder = StateGraph(MessagesState)\n"
+        "builder.add_node('model', model)\n"
+        "builder.add_edge(START, 'model')\n",
+        "assert answer['messages'][-1].content == 'booked', answer\n"
+        "again = graph.invoke({'messages': [('user', 'book a room')]}, config)\n"
+        "assert again['messages'][-1].content == 'booked', again\n"
+        "assert calls == ['book a room'], calls  # the same request: answered, not run\n",
+    ),
     ("langgraph.md", "from letitloop import step"): (
         "from typing import TypedDict\n"
         "from langgraph.graph import END, START, StateGraph\n"
@@ -544,7 +628,7 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
     ("pydantic_ai.md", "import asyncio"): (
         "",
         "import subprocess, sys\n"
-        "shown = subprocess.run([sys.executable, '-m', 'letitloop', 'show', 'ticket-42'],\n"
+        "shown = subprocess.run([sys.executable, '-m', 'letitloop', 'show', 'support'],\n"
         "                       capture_output=True, text=True, check=True).stdout\n"
         "assert '0001:support__function_toolset__<agent>.call_tool:order_status' in shown\n",
     ),
@@ -570,6 +654,16 @@ DOCS_AROUND[
 ] = (
     "",
     "",
+)
+DOCS_AROUND[
+    ("primitives.md", "from letitloop import Budget, BudgetExceededError, Journal, reserve, usage")
+] = (
+    "def call_model(prompt, max_tokens):\n"
+    "    return {'text': 'an answer', 'usage': {'input_tokens': 60, 'output_tokens': 40}}\n",
+    "import sqlite3\n"
+    "db = sqlite3.connect('.letitloop/journal.db')\n"
+    "held = db.execute('SELECT count(*), count(settled_at), max(tokens) FROM reservations')\n"
+    "assert held.fetchone() == (16, 16, 413)\n",
 )
 DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] = (
     "from agents import Agent, function_tool, set_tracing_disabled\n"

@@ -417,3 +417,43 @@ class TestARowThatFailsItsChecksum:
         assert page.count('<span class="badge ran">ran</span>') == 1, page  # b is intact
         row = c.get(f"/runs/{run_id}/rows/1").text
         assert '<span class="badge damaged">damaged</span>' in row, row
+
+
+class TestAPortThatCannotBeListenedOn:
+    def test_a_taken_port_is_named_with_the_option_that_picks_another(self, db: Path) -> None:
+        import socket
+
+        with Journal("g", path=db):
+            pass
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            done = subprocess.run(
+                [sys.executable, "-m", "letitloop", "--db", str(db), "ui", "--port", str(port)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        assert done.returncode == 1 and done.stdout == ""
+        (line,) = done.stderr.splitlines()
+        assert line.startswith(f"Error: port {port} is taken on 127.0.0.1"), line
+        assert "pick another with --port" in line and "--port 0 for any free port" in line
+        assert "disk" not in line and "Traceback" not in done.stderr
+
+    def test_an_address_not_of_this_machine_says_so(self, db: Path) -> None:
+        with Journal("g", path=db):
+            pass
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "letitloop", "--db", str(db), "ui"),
+                *("--host", "192.0.2.1", "--allow-remote"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1
+        (line,) = done.stderr.splitlines()
+        assert "192.0.2.1 is not an address of this machine" in line, line
+        assert "--host 127.0.0.1" in line

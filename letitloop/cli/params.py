@@ -16,7 +16,7 @@ import click
 
 from ..discovery import found_above
 from ..errors import LetItLoopError
-from ..schemes import scheme_of
+from ..schemes import malformed_url, scheme_of
 
 if TYPE_CHECKING:
     from ..inspection import Inspector
@@ -111,6 +111,9 @@ class DbPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and scheme_of(value) is not None:
             return value
+        bad = malformed_url(value) if isinstance(value, str) else None
+        if bad is not None:  # postgresql:/… is a typo of a URL, not a file
+            self.fail(str(bad), param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -180,8 +180,9 @@ def show(
 ) -> None:
     """Show one run: its input, steps, result, errors, attempts and restarts.
 
-    RUN is a run id (or a unique prefix of one, or a run name); GOAL means
-    the goal's newest run. Each row has its status, attempt, duration and a
+    RUN is a run id (or a unique prefix of one, or a run name: its newest
+    generation, as an opener of the name gets it; NAME~2 names one); GOAL
+    means the goal's newest run. Each row has its status, attempt, duration and a
     one-line preview of its result; a step running for more than a second
     shows as running, and one its attempt left unfinished as interrupted.
     Each attempt says how it ended (and which `lil watch` started it).
@@ -250,8 +251,8 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool, redact: tuple
     The output is strict JSON: an int too long for decimal text is written
     {"!int": "0x…"} and nan or infinity {"!float": "nan"}, as in the journal.
     --format jsonl (or ndjson) gives the same document as one record per
-    line, nothing left out: the "run", then a "row", "try", "attempt" and
-    "supervisor_event" per item, then the run's "usage" totals.
+    line, nothing left out: the "run", then a "row", "try", "attempt",
+    "supervisor_event" and "reservation" per item, then the run's "usage" totals.
     --format html gives the run's `lil ui` page as one file to attach to a
     bug report: styles inline, no script, every value whole.
     --redact KEY replaces that key's values before anything is printed.

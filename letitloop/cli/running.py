@@ -6,6 +6,7 @@ in :mod:`letitloop.policy`; ``lil demo``'s workflow in :mod:`letitloop.demo`.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -115,8 +116,9 @@ def demo(keep: bool) -> None:
     type=click.Path(dir_okay=False),
     default=None,
     help=(
-        "Journal file for the records (default: $LETITLOOP_DB, else the nearest "
-        ".letitloop/journal.db here or above)."
+        "Journal file for the records (default: $LETITLOOP_DB, else the file SCRIPT "
+        "finds run by itself: the nearest .letitloop/journal.db here or above, else at "
+        "its folder or above, else a new one beside it)."
     ),
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [ARGS]...")
@@ -178,4 +180,8 @@ def watch(
     )
     if db is None and ctx.obj and ctx.obj.get("db") is not None:
         db = str(ctx.obj["db"])  # lil --db PATH watch …
+    if db is None and module is None and not os.environ.get("LETITLOOP_DB"):
+        from ..discovery import default_path
+
+        db = default_path(script=args[0])  # the journal the script finds run by itself
     sys.exit(run_watch(argv, target=target, policy=policy, db=db))

@@ -29,19 +29,25 @@ def ui_modules() -> None:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="The address to listen on (another than the loopback shows your runs to the network).",
+    help="The address to listen on (another than the loopback needs --allow-remote).",
 )
 @click.option(
     "--port",
     type=click.IntRange(min=0, max=65535),
     default=8765,
     show_default=True,
-    help="The port (0: a free one; the address is printed).",
+    help="The port (0: a free one; the address is printed; a taken one is refused, saying so).",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Serve on an address the network can reach: the printed address carries a token, "
+    "and requests without it are refused.",
 )
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
 @db_option
 @click.pass_context
-def ui(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
+def ui(ctx: click.Context, host: str, port: int, allow_remote: bool, open_browser: bool) -> None:
     """Serve a local web view of the runs: crashes, resumes, steps, cost; live.
 
     The runs page lists runs as `lil runs` does (filters, paging; arrow keys
@@ -56,9 +62,13 @@ def ui(ctx: click.Context, host: str, port: int, open_browser: bool) -> None:
     Examples:
       lil ui
       lil ui --db jobs.db --port 8000 --open
+      lil ui --host 0.0.0.0 --allow-remote
     """
     ui_modules()
-    from ..web.server import serve
+    from ..web.server import ListenError, serve
 
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops
-        serve(db_path(ctx), host, port, open_browser=open_browser)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops
+            serve(db_path(ctx), host, port, open_browser=open_browser, allow_remote=allow_remote)
+    except ListenError as exc:  # the port is taken, or not ours to take: one line
+        raise click.ClickException(str(exc)) from None

@@ -59,6 +59,7 @@ def show_run(inspector: Inspector | Store, run: RunInfo | str) -> RunDetail:
         tries,
         spent,
         replayed,
+        journal.reservations(info.id),
     )
 
 

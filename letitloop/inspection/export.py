@@ -56,6 +56,7 @@ RECORDS = {
     "tries": "try",
     "attempts": "attempt",
     "supervisor_events": "supervisor_event",
+    "reservations": "reservation",
 }
 
 

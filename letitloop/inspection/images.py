@@ -29,6 +29,7 @@ from .records import RunInfo
 __all__ = [
     "ATTEMPT_COLUMNS",
     "GLOBAL_MARKER_COLUMNS",
+    "RESERVATION_COLUMNS",
     "RUN_COLUMNS",
     "Copying",
     "RunImage",
@@ -69,6 +70,20 @@ ATTEMPT_COLUMNS = (
     "watch_id",
     "watch_attempt",
     "trace",
+)
+
+#: A paid call's reservation's columns after its run and number (``reservations`` in a
+#: file, ``ll_reservations`` on PostgreSQL, the memory store's dicts).
+RESERVATION_COLUMNS = (
+    "key",
+    "attempt",
+    "reserved_at",
+    "tokens",
+    "cost",
+    "model",
+    "settled_at",
+    "settled_tokens",
+    "settled_cost",
 )
 
 #: A global marker's columns in a journal file (``markers``); a row's elsewhere.
@@ -113,6 +128,9 @@ class RunImage:
     """What each attempt replayed: (attempt, keys)."""
     attempts: list[dict[str, Any]] = field(default_factory=list)
     """Its attempts, by :data:`ATTEMPT_COLUMNS`."""
+    reservations: list[dict[str, Any]] = field(default_factory=list)
+    """Its paid calls' reservations in order: ``call`` and :data:`RESERVATION_COLUMNS`
+    (one not settled stays counted against the run's budget in the copy too)."""
     seals: list[tuple[int, str, str, str, str, str]] = field(default_factory=list)
     """Its sealed chain's entries in order: n, key, kind, status, digest, seal."""
     key_check: str | None = None

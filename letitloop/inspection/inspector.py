@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .records import AttemptInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
+from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,11 @@ class Inspector(Protocol):
 
     def tries(self, run_id: str) -> list[TryInfo]:
         """The run's failed tries, in the order they ended."""
+        ...
+
+    def reservations(self, run_id: str) -> list[ReservationInfo]:
+        """What the run's paid calls reserved (``reservations``), in order; [] for a file
+        from before migration 0018."""
         ...
 
     def result_json(self, run_id: str) -> str | None:

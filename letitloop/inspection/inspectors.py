@@ -38,6 +38,9 @@ def open_inspector(
     reaches no store that lives in one process's memory (UnknownStoreError).
     """
     location = path if path is not None else os.environ.get("LETITLOOP_DB") or None
+    bad = schemes.malformed_url(location) if isinstance(location, str) else None
+    if bad is not None:
+        raise bad
     if isinstance(location, str) and schemes.scheme_of(location) is not None:
         return schemes.open_inspector(
             location, write=write, live=live, separate_process=separate_process

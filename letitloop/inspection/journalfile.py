@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..connections import opening, sqlite_entry
 from ..errors import JournalFileError
-from ..files import resolve_path
+from ..files import check_is_a_file, resolve_path
 from ..sqlerrors import DRIVER_ERRORS
 from ..store import Store
 
@@ -35,9 +35,9 @@ def open_journal_file(
     if not p.exists() and path is None and not os.environ.get("LETITLOOP_DB"):
         raise JournalFileError(
             f"no journal in {Path.cwd()} or the folders above it: lil looks for "
-            f".letitloop/journal.db there, as git looks for .git (a program makes it in the "
-            f"folder it runs from). Run lil in the program's folder or below it, or pass "
-            f"--db PATH, or set LETITLOOP_DB",
+            f".letitloop/journal.db there, as git looks for .git (a script makes it beside "
+            f"itself, and said where on stderr). Run lil in the script's folder or below it, "
+            f"or pass --db PATH, or set LETITLOOP_DB",
             path=str(p),
         )
     if not p.exists():
@@ -52,6 +52,9 @@ def open_journal_file(
             f"{p}: expected a journal file, found a folder; pass the file's path to --db",
             path=str(p),
         )
+    # A FIFO, a device or a socket: refused here, before SQLite's open() of it, which
+    # would wait for a writer at the pipe's other end and ignore Ctrl-C meanwhile.
+    check_is_a_file(str(p))
     # Under the file's lock, as every connection of ours to it (connections.py).
     with opening(p):
         return _open(p, write, live)

@@ -14,6 +14,8 @@ from datetime import datetime
 
 from ..clock import utc_iso
 from ..errors import LetItLoopError, RunNotFoundError
+from ..generations import is_generation, number_of
+from ..previews import preview
 from ..store import Store
 from .inspector import Inspector, RunFilter
 from .records import RunInfo
@@ -30,7 +32,8 @@ def _input_path(key: str) -> tuple[str, ...]:
     parts = tuple(p for p in key.split(".") if p)
     if not parts:
         raise LetItLoopError(
-            f"--input expects KEY=VALUE with a KEY such as 'user_id' or 'user.id', got {key!r}"
+            f"--input expects KEY=VALUE with a KEY such as 'user_id' or 'user.id', "
+            f"got {preview(key)}"
         )
     return parts
 
@@ -125,7 +128,7 @@ def known_goals(inspector: Inspector | Store) -> str:
 
 def no_goal(inspector: Inspector | Store, goal: str) -> str:
     journal = as_inspector(inspector)
-    return f"no goal {goal!r} in {journal.path} ({known_goals(journal)})"
+    return f"no goal {preview(goal)} in {journal.path} ({known_goals(journal)})"
 
 
 def get_run(inspector: Inspector | Store, run_id: str) -> RunInfo:
@@ -144,17 +147,42 @@ def _by_prefix(journal: Inspector, ref: str, goal: str | None) -> list[RunInfo]:
     RunNotFoundError naming two of them."""
     runs = journal.runs_with_prefix(ref, goal, 3)
     if len(runs) > 1:
-        of = f" of goal {goal!r}" if goal is not None else ""
+        of = f" of goal {preview(goal)}" if goal is not None else ""
         raise RunNotFoundError(
-            f"run id prefix {ref!r} matches several runs{of} "
+            f"run id prefix {preview(ref)} matches several runs{of} "
             f"({runs[0].id}, {runs[1].id}, …); give more characters",
             run=ref,
         )
     return runs
 
 
+#: How many runs whose names start like a run name's later generations ``lil`` reads to
+#: find the newest one (newest made first: the newest generation is among the first).
+_GENERATIONS_READ = 200
+
+
+def _current(journal: Inspector, found: RunInfo, ref: str) -> RunInfo:
+    """The newest generation of the run name ``ref`` that ``found`` (its first) has.
+
+    A run name means its newest generation (letitloop/generations.py: ``name``,
+    then ``name~2``, ``name~3`` ...), as an opener of the name would get it;
+    ``name~2`` itself names that generation only.
+    """
+    if found.name != ref or is_generation(ref):
+        return found
+    best: tuple[int, str] | None = None
+    for r in journal.run_refs(ref + "~", _GENERATIONS_READ):
+        n = None if r.goal != found.goal or r.name is None else number_of(r.name, ref)
+        if n is not None and (best is None or n > best[0]):
+            best = (n, r.id)
+    if best is None:
+        return found
+    return journal.run(best[1]) or found
+
+
 def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) -> RunInfo:
-    """The run ``ref`` names: a run id, a goal (its newest run), a run name, or an id prefix.
+    """The run ``ref`` names: a run id, a goal (its newest run), a run name (its newest
+    generation), or an id prefix.
 
     With ``goal``, ``ref`` is looked up among that goal's runs only (by id or
     name, or id prefix). Raises RunNotFoundError when nothing matches, or a
@@ -169,11 +197,11 @@ def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) ->
             found = next(iter(_by_prefix(journal, ref, goal)), None)
         if found is None:
             raise RunNotFoundError(
-                f"goal {goal!r} has no run with id, id prefix or name {ref!r}; "
+                f"goal {preview(goal)} has no run with id, id prefix or name {preview(ref)}; "
                 f"list its runs with: lil runs {shlex.quote(goal)}",
                 run=ref,
             )
-        return found
+        return _current(journal, found, ref)
     found = journal.run(ref)
     if found is None:
         found = journal.newest_run(ref)
@@ -182,16 +210,18 @@ def find_run(inspector: Inspector | Store, ref: str, goal: str | None = None) ->
         if len(named) > 1:
             goals = ", ".join(sorted({r.goal for r in named}))
             raise RunNotFoundError(
-                f"run name {ref!r} belongs to several goals ({goals}); pass the run id "
+                f"run name {preview(ref)} belongs to several goals ({goals}); pass the run id "
                 f"('lil runs' lists them)",
                 run=ref,
             )
         found = next(iter(named), None)
+        if found is not None:
+            found = _current(journal, found, ref)
     if found is None and len(ref) >= MIN_PREFIX:
         found = next(iter(_by_prefix(journal, ref, None)), None)
     if found is None:
         raise RunNotFoundError(
-            f"no run or goal {ref!r} in {journal.path}; expected a run id, a goal or a run "
+            f"no run or goal {preview(ref)} in {journal.path}; expected a run id, a goal or a run "
             f"name; 'lil runs' lists them",
             run=ref,
         )

@@ -14,7 +14,7 @@ from typing import Any
 from ..markers import GOAL_SCOPE_RUN
 from ..memory_database import MemoryDatabase, Row
 from ..row_rules import ROW_COLUMNS, TRY_COLUMNS
-from .images import RUN_COLUMNS, RunImage, key_mismatch
+from .images import RESERVATION_COLUMNS, RUN_COLUMNS, RunImage, key_mismatch
 
 
 def _row(row: Row) -> dict[str, Any]:
@@ -38,6 +38,11 @@ def memory_image(db: MemoryDatabase, run_id: str, chain: bool = True) -> RunImag
         global_markers=[_row(r) for r in db.global_markers.values() if r["holder_run"] == run_id],
         tries=tries,
         replays=[(a, list(keys)) for r, a, keys in db.replays if r == run_id],
+        reservations=[
+            {"call": c, **{k: held.get(k) for k in RESERVATION_COLUMNS}}
+            for (r, c), held in sorted(db.reservations.items())
+            if r == run_id
+        ],
         attempts=[
             {
                 "attempt": a[1],
@@ -86,6 +91,10 @@ def add_images(db: MemoryDatabase, images: Sequence[RunImage]) -> None:
         for t in image.tries:
             db.tries[(image.id, t["key"], t["try"])] = {k: t.get(k) for k in TRY_COLUMNS}
         db.replays.extend((image.id, a, tuple(keys)) for a, keys in image.replays)
+        for held in image.reservations:
+            db.reservations[(image.id, held["call"])] = {
+                k: held.get(k) for k in RESERVATION_COLUMNS
+            }
         for a in image.attempts:
             db.attempts.append(
                 (image.id, a["attempt"], a["pid"], a["host"], a["started_at"], a.get("version"))

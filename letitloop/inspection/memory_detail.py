@@ -11,7 +11,7 @@ from ..encryption import encrypted
 from ..memory_database import Row
 from ..memory_seals import chain_row
 from .memory_runs import MemoryRuns, attempt_version
-from .records import AttemptInfo, RowInfo, RunInfo, TryInfo
+from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
 from .state import RunCounts
 
 
@@ -112,6 +112,25 @@ class MemoryDetail(MemoryRuns):
                 if run == run_id
             ]
         return sorted(found, key=lambda t: (t.failed_at, t.number))
+
+    def reservations(self, run_id: str) -> list[ReservationInfo]:
+        with self._reading() as db:
+            held = sorted((c, r) for (run, c), r in db.reservations.items() if run == run_id)
+        return [
+            ReservationInfo(
+                r["key"],
+                c,
+                r["attempt"],
+                r["reserved_at"],
+                r["tokens"],
+                r["cost"],
+                r["model"],
+                r["settled_at"],
+                r["settled_tokens"],
+                r["settled_cost"],
+            )
+            for c, r in held
+        ]
 
     def result_json(self, run_id: str) -> str | None:
         with self._reading() as db:

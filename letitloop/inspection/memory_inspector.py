@@ -97,6 +97,8 @@ class MemoryInspector(MemoryDetail):
             for slot in [t for t in db.tries if t[0] in ids]:
                 del db.tries[slot]
             db.replays[:] = [r for r in db.replays if r[0] not in ids]
+            for held in [r for r in db.reservations if r[0] in ids]:
+                del db.reservations[held]
             db.attempts[:] = [a for a in db.attempts if a[0] not in ids]
             for traced in [t for t in db.traces if t[0] in ids]:
                 del db.traces[traced]

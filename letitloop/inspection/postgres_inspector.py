@@ -28,14 +28,22 @@ from typing import Any
 
 from ..errors import SchemaVersionError
 from ..memory_database import MemoryDatabase
-from ..postgres_database import CHANNEL, connect, migrate, redact, schema_version, schema_version_of
+from ..postgres_database import (
+    CHANNEL,
+    connect,
+    migrate,
+    redact,
+    schema_version,
+    schema_version_of,
+    server_errors,
+)
 from ..postgres_holding import PostgresHold, is_held, run_hold_text
 from ..postgres_seals import chain_of
 from .images import RunImage
 from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector
 from .postgres_snapshots import has_tables, image_extras, insert_images, load, write_back
-from .records import AttemptInfo, RowInfo, RunInfo, TryInfo
+from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
 
 
 def open_postgres_inspector(
@@ -51,11 +59,12 @@ class PostgresInspector(MemoryInspector):
     def __init__(self, location: str, *, write: bool = False) -> None:
         self.location = location
         self.conn = connect(location)
-        row = self.conn.execute("SELECT current_schema()").fetchone()
-        self.schema = str(row[0]) if row is not None else ""
         try:
-            if has_tables(self.conn):
-                self._upgrade(write)
+            with server_errors(location):
+                row = self.conn.execute("SELECT current_schema()").fetchone()
+                self.schema = str(row[0]) if row is not None else ""
+                if has_tables(self.conn):
+                    self._upgrade(write)
             # Nothing read yet: every question reads its own snapshot (_reading).
             super().__init__(MemoryDatabase(location), write=write)
         except BaseException:
@@ -91,7 +100,7 @@ class PostgresInspector(MemoryInspector):
     @contextlib.contextmanager
     def _reading(self) -> Iterator[MemoryDatabase]:
         self._check()
-        with self.conn.transaction():
+        with server_errors(self.location), self.conn.transaction():
             self.db = load(self.conn, self.location, self._run_only)
         yield self.db
 
@@ -116,6 +125,10 @@ class PostgresInspector(MemoryInspector):
         with self._of_run(run_id):
             return super().tries(run_id)
 
+    def reservations(self, run_id: str) -> list[ReservationInfo]:
+        with self._of_run(run_id):
+            return super().reservations(run_id)
+
     def result_json(self, run_id: str) -> str | None:
         with self._of_run(run_id):
             return super().result_json(run_id)
@@ -135,7 +148,7 @@ class PostgresInspector(MemoryInspector):
     @contextlib.contextmanager
     def _changing(self) -> Iterator[MemoryDatabase]:
         self._check_writable()
-        with self.conn.transaction():
+        with server_errors(self.location), self.conn.transaction():
             if has_tables(self.conn):
                 self.conn.execute(
                     "LOCK TABLE ll_goals, ll_runs, ll_journal, ll_tries, ll_replays, ll_attempts, "
@@ -192,7 +205,8 @@ class PostgresInspector(MemoryInspector):
         self._check()
         if not has_tables(self.conn):
             return []
-        cur = self.conn.execute(sql, params)
+        with server_errors(self.location):
+            cur = self.conn.execute(sql, params)
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..memory_database import MemoryDatabase, Row
 from ..postgres_connection import COLUMNS
 from ..row_rules import TRY_COLUMNS
-from .images import ATTEMPT_COLUMNS, RunImage, key_mismatch
+from .images import ATTEMPT_COLUMNS, RESERVATION_COLUMNS, RunImage, key_mismatch
 
 __all__ = ["has_tables", "image_extras", "insert_images", "load", "write_back"]
 
@@ -46,6 +46,11 @@ def has_tables(conn: Any) -> bool:
     """Whether the connection's schema holds letitloop's tables (``ll_meta``)."""
     row = conn.execute("SELECT to_regclass('ll_meta') IS NOT NULL").fetchone()
     return bool(row and row[0])
+
+
+def iso(value: Any) -> Any:
+    """A timestamptz as the memory model's ISO-8601 text (None stays None)."""
+    return value.isoformat() if hasattr(value, "isoformat") else value
 
 
 def load(conn: Any, location: str, run_id: str | None = None) -> MemoryDatabase:
@@ -94,6 +99,16 @@ def load(conn: Any, location: str, run_id: str | None = None) -> MemoryDatabase:
         f"SELECT run, key, try, {', '.join(TRY_COLUMNS)} FROM ll_tries{of_run('run')}", only
     ).fetchall():
         db.tries[(run_id, key, n)] = dict(zip(TRY_COLUMNS, values, strict=True))
+    if c.execute("SELECT to_regclass('ll_reservations') IS NOT NULL").fetchone()[0]:
+        for run_id, call, *values in c.execute(
+            f"SELECT run, call, {', '.join(RESERVATION_COLUMNS)} FROM ll_reservations"
+            f"{of_run('run')}",
+            only,
+        ).fetchall():
+            held = dict(zip(RESERVATION_COLUMNS, values, strict=True))
+            held["reserved_at"] = iso(held["reserved_at"])
+            held["settled_at"] = iso(held["settled_at"])
+            db.reservations[(run_id, call)] = held
     db.replays = [
         (r, a, tuple(k or ()))
         for r, a, k in c.execute(f"SELECT * FROM ll_replays{of_run('run')}", only).fetchall()
@@ -120,6 +135,8 @@ def write_back(conn: Any, before: MemoryDatabase, after: MemoryDatabase) -> None
         c.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
     for run_id in before.runs.keys() - after.runs.keys():
         c.execute("DELETE FROM ll_runs WHERE id = %s", (run_id,))
+    for run_id, call in before.reservations.keys() - after.reservations.keys():
+        c.execute("DELETE FROM ll_reservations WHERE run = %s AND call = %s", (run_id, call))
     for run_id, run in sorted(after.runs.items(), key=lambda kv: kv[1]["order"]):
         old = before.runs.get(run_id)
         values = {k: run.get(k) for k in _RUN_COLUMNS}
@@ -291,6 +308,14 @@ def insert_images(conn: Any, images: Sequence[RunImage]) -> None:
             cur.executemany(
                 "INSERT INTO ll_replays (run, attempt, keys) VALUES (%s, %s, %s)",
                 [(run, a, list(keys)) for a, keys in image.replays],
+            )
+            cur.executemany(
+                f"INSERT INTO ll_reservations (run, call, {', '.join(RESERVATION_COLUMNS)}) "
+                f"VALUES ({', '.join(['%s'] * (2 + len(RESERVATION_COLUMNS)))})",
+                [
+                    (run, r["call"], *(r.get(k) for k in RESERVATION_COLUMNS))
+                    for r in image.reservations
+                ],
             )
             cur.executemany(
                 f"INSERT INTO ll_attempts (run, {', '.join(ATTEMPT_COLUMNS)}) VALUES "

@@ -227,6 +227,28 @@ class TryInfo:
 
 
 @dataclass(frozen=True)
+class ReservationInfo:
+    """A paid call's reservation (a row of ``reservations``): what it reserved before it
+    started, and whether its usage settled it."""
+
+    key: str
+    call: int
+    """1, 2, … in the run, in the order reserved."""
+    attempt: int
+    reserved_at: str
+    tokens: int | None
+    cost: float | None
+    model: str | None
+    settled_at: str | None
+    """None: not settled: in flight, or cut short by its process's death (counted as spent)."""
+    settled_tokens: int | None = None
+    settled_cost: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class UsageTotals:
     """Tokens and cost summed over rows; ``None`` where nothing was reported."""
 
@@ -307,6 +329,8 @@ class RunDetail:
     replayed: UsageTotals = field(default_factory=UsageTotals)
     """What its attempts got back by replay instead of spending it again: the usage of
     each step an attempt really replayed (``step_replays``), once per replay."""
+    reservations: list[ReservationInfo] = field(default_factory=list)
+    """What its paid calls reserved before they started (a run with a budget), in order."""
 
     def as_dict(self) -> dict[str, Any]:
         """The recorded columns as they are (results as stored text; see :func:`export_run`)."""
@@ -317,6 +341,7 @@ class RunDetail:
             "supervisor_events": self.supervisor_events,
             "previous_steps": self.previous_steps,
             "tries": [t.as_dict() for t in self.tries],
+            "reservations": [r.as_dict() for r in self.reservations],
             "usage": {**self.usage.as_dict(), "replayed": self.replayed.as_dict()},
         }
 

@@ -23,7 +23,7 @@ CHUNK = 500
 
 def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
     """Inside a write transaction: delete the runs ``ids`` of journal table ``table`` with
-    their rows, tries, replays and attempts; the rows deleted."""
+    their rows, tries, replays, reservations and attempts; the rows deleted."""
     deleted = 0
     for i in range(0, len(ids), CHUNK):
         chunk = ids[i : i + CHUNK]
@@ -32,6 +32,8 @@ def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
         c.execute(f"DELETE FROM step_tries WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM step_replays WHERE run IN ({marks})", chunk)
         c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
+        if has_table(c, "reservations"):  # migration 0018
+            c.execute(f"DELETE FROM reservations WHERE run IN ({marks})", chunk)
         if has_table(c, "seals"):
             c.execute(
                 f"DELETE FROM seals WHERE run IN (SELECT num FROM runs WHERE id IN ({marks}))",

@@ -21,7 +21,14 @@ from typing import Any
 from ..goals import VIEW_COLUMNS
 from ..markers import GOAL_SCOPE_RUN
 from ..store import Store
-from .images import ATTEMPT_COLUMNS, GLOBAL_MARKER_COLUMNS, RUN_COLUMNS, RunImage, key_mismatch
+from .images import (
+    ATTEMPT_COLUMNS,
+    GLOBAL_MARKER_COLUMNS,
+    RESERVATION_COLUMNS,
+    RUN_COLUMNS,
+    RunImage,
+    key_mismatch,
+)
 from .records import RunInfo
 from .sqlite_changes import has_table
 
@@ -78,6 +85,13 @@ def read_image(store: Store, run: RunInfo) -> RunImage:
         attempts = c.execute(
             f"SELECT {_ATTEMPTS} FROM attempts WHERE run = ? ORDER BY attempt", (run.id,)
         ).fetchall()
+        reservations = []
+        if has_table(c, "reservations"):  # migration 0018
+            reservations = c.execute(
+                f"SELECT call, {', '.join(RESERVATION_COLUMNS)} FROM reservations "
+                "WHERE run = ? ORDER BY call",
+                (run.id,),
+            ).fetchall()
         seals = []
         if has_table(c, "seals"):
             seals = c.execute(
@@ -97,6 +111,7 @@ def read_image(store: Store, run: RunInfo) -> RunImage:
         tries=_named(_TRIES.split(", "), tries),
         replays=[(int(a), _keys(k)) for a, k in replays],
         attempts=_named(ATTEMPT_COLUMNS, attempts),
+        reservations=_named(("call", *RESERVATION_COLUMNS), reservations),
         seals=[tuple(e) for e in seals],
         key_check=check,
     )
@@ -145,6 +160,14 @@ def write_images(store: Store, images: Sequence[RunImage]) -> None:
             c.executemany(
                 "INSERT INTO step_replays (run, attempt, keys) VALUES (?, ?, ?)",
                 [(image.id, a, json.dumps(k)) for a, k in image.replays],
+            )
+            c.executemany(
+                f"INSERT INTO reservations (run, call, {', '.join(RESERVATION_COLUMNS)}) "
+                f"VALUES (?, ?{', ?' * len(RESERVATION_COLUMNS)})",
+                [
+                    [image.id, r["call"], *(r.get(k) for k in RESERVATION_COLUMNS)]
+                    for r in image.reservations
+                ],
             )
             c.executemany(
                 f"INSERT INTO attempts (run, {_ATTEMPTS}) VALUES (?{', ?' * len(ATTEMPT_COLUMNS)})",

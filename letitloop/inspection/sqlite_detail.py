@@ -14,7 +14,7 @@ from ..encryption import PREFIX, encrypted
 from ..errors import LetItLoopError
 from ..goals import rows_table
 from ..sqlite_keychecks import stored_check
-from .records import AttemptInfo, RowInfo, RunInfo, TryInfo, row_info
+from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo, row_info
 from .sqlite_changes import has_table
 from .sqlite_rekey import Convert, Rekeyed, rekey_goal
 from .sqlite_runs import SqliteRuns, iso_us
@@ -151,6 +151,18 @@ class SqliteDetail(SqliteRuns):
             if encrypted(t.error)
             else t
             for t in tries
+        ]
+
+    def reservations(self, run_id: str) -> list[ReservationInfo]:
+        if not has_table(self.store, "reservations"):  # a file from before migration 0018
+            return []
+        return [
+            ReservationInfo(*r)
+            for r in self.store.query(
+                "SELECT key, call, attempt, reserved_at, tokens, cost, model, settled_at, "
+                "settled_tokens, settled_cost FROM reservations WHERE run = ? ORDER BY call",
+                (run_id,),
+            )
         ]
 
     def result_json(self, run_id: str) -> str | None:

@@ -13,6 +13,7 @@ from ..inspection.listing import known_goals, no_goal
 # Deleting runs inside a transaction is the SQLite inspector's: named here too for the
 # tests that call it under the name they always used.
 from ..inspection.sqlite_changes import delete_runs as delete_runs
+from ..previews import preview
 from ..store import Store
 from .holding import holding_run
 
@@ -31,8 +32,8 @@ def reset_target(inspector: Inspector | Store, ref: str, run: str | None = None)
         if run is not None:
             if exact:
                 raise LetItLoopError(
-                    f"{ref!r} is a run id; pass --run only with a goal (lil reset GOAL --run "
-                    f"RUN), or the run alone (lil reset RUN)"
+                    f"{preview(ref)} is a run id; pass --run only with a goal (lil reset "
+                    f"GOAL --run RUN), or the run alone (lil reset RUN)"
                 )
             raise RunNotFoundError(no_goal(journal, ref))
         try:
@@ -41,7 +42,7 @@ def reset_target(inspector: Inspector | Store, ref: str, run: str | None = None)
             if "several" in str(exc):
                 raise  # an ambiguous prefix or name says so itself
             raise RunNotFoundError(
-                f"no goal, run id, run id prefix or run name {ref!r} in {journal.path}; "
+                f"no goal, run id, run id prefix or run name {preview(ref)} in {journal.path}; "
                 f"{known_goals(journal)}; 'lil runs' lists the runs",
                 run=ref,
             ) from None
@@ -55,14 +56,16 @@ def reset_target(inspector: Inspector | Store, ref: str, run: str | None = None)
         if called:
             shown = "; ".join(f"{r.id} (input {render_input(r.input_json)})" for r in called)
             raise RunNotFoundError(
-                f"goal {ref!r} has no unfinished run that Journal({ref!r}) would resume; its "
-                f"unfinished runs were opened for arguments (a @durable call's run is that "
-                f"call's): {shown}; forget one by its id: lil reset {called[0].id}"
+                f"goal {preview(ref)} has no unfinished run that Journal({preview(ref)}) "
+                f"would resume; its unfinished runs were opened for arguments (a @durable "
+                f"call's run is that call's): {shown}; forget one by its id: "
+                f"lil reset {called[0].id}"
             )
         raise RunNotFoundError(
-            f"goal {ref!r} has no unfinished unnamed run to reset (the next Journal({ref!r}) "
-            f"starts a new run anyway); to forget a named or completed run, or a @durable "
-            f"call's run (opened for its arguments), pass it: lil reset RUN, or "
+            f"goal {preview(ref)} has no unfinished unnamed run to reset (the next "
+            f"Journal({preview(ref)}) starts a new run anyway); to forget a named or "
+            f"completed run, or a @durable call's run (opened for its arguments), pass it: "
+            f"lil reset RUN, or "
             f"lil reset {shlex.quote(ref)} --run RUN ('lil runs {shlex.quote(ref)}' lists them)"
         )
     return target

@@ -30,9 +30,14 @@ and the next call opens a new session first.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
 import shlex
 import sys
+from collections.abc import AsyncIterator
+from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +45,11 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent, Tool
 from pydantic import ValidationError
 
+from .. import closing
+from ..adapters.agentcalls import DEFAULT_TIMEOUT, agent_mismatch, request_options
+from ..errors import StepMismatchError
+from ..generations import reuse_seconds
+from ..journal import current_journal
 from ..waits import RunWaiting
 from .sessions import Session, Sessions, annotations_of
 
@@ -67,6 +77,12 @@ class ToolCallInDoubt(RunWaiting):
     def __init__(self, message: str, run_id: str, key: str, tool: str) -> None:
         super().__init__(message, run_id, key)
         self.tool = tool
+
+
+def open_journal() -> Journal | None:
+    """The journal open in this task (or context), or None."""
+    journal = current_journal.get()
+    return journal if journal is not None and journal.is_open else None
 
 
 def may_send_again(annotations: dict[str, Any] | None, idempotency_key: str | None) -> bool:
@@ -110,15 +126,25 @@ def recorded(result: CallToolResult) -> dict[str, Any]:
 
 
 class DurableMCP:
-    """An MCP server's tools called as steps of the open journal (see the module's text).
+    """An MCP server's tools called as steps of a journal run (see the module's text).
 
     ``server`` is what ``mcp.Client`` takes: ``StdioServerParameters`` (each
     session starts the server as a child process), a URL, a ``Transport``,
     or an ``MCPServer`` (in-process). ``client_options`` go to every
-    ``mcp.Client`` it makes (``read_timeout_seconds=``, callbacks). The
-    journal is ``journal``, else the one the free ``step()`` would use (the
-    innermost open in this task). Use it from one event loop; close it with
-    ``async with`` or :meth:`aclose` (that ends its sessions and servers).
+    ``mcp.Client`` it makes (``read_timeout_seconds=``, callbacks).
+
+    Which run a call goes into: ``journal`` if given, else the journal open in
+    this task (``async with Journal(...)``, ``@durable_async``); else, with
+    ``run=``, that run of goal ``goal`` (default ``"mcp"``), opened by the
+    first call and completed by :meth:`aclose`; else each call is a run of
+    its own, named by the request: the tool's name and its arguments. The
+    same request is then the same run: resumed after a kill, replayed without
+    contacting the server once it completed (for ``reuse`` seconds, default
+    the adapters' window; ``fresh=True`` asks again), waited for while another
+    process makes it (up to ``timeout`` seconds). ``path``: the journal file
+    (default ``$LETITLOOP_DB``, else ``.letitloop/journal.db``). Use it from
+    one event loop; close it with ``async with`` or :meth:`aclose` (that ends
+    its sessions and servers).
     """
 
     def __init__(
@@ -126,12 +152,23 @@ class DurableMCP:
         server: Any,
         *,
         journal: Journal | None = None,
+        goal: str | None = None,
+        run: str | None = None,
+        reuse: float | timedelta | None = None,
+        fresh: bool = False,
+        path: str | os.PathLike[str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
         prefix: str = "mcp",
         **client_options: Any,
     ) -> None:
+        reuse_seconds(reuse, fresh)  # refused here, not at the first call
         self.server = server
         self.prefix = prefix
+        self.goal = goal or prefix
+        self.run, self.reuse, self.fresh, self.path, self.timeout = run, reuse, fresh, path, timeout
         self._journal = journal
+        #: The run named ``run``, once a call opened it (closed by aclose).
+        self._named: Journal | None = None
         self._options = client_options
         self.sessions = Sessions(self._client)
 
@@ -141,25 +178,49 @@ class DurableMCP:
     async def __aenter__(self) -> DurableMCP:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        await self.aclose(exc)
 
-    async def aclose(self) -> None:
-        """Close every session this opened (a stdio server's process ends with its session)."""
-        await self.sessions.aclose()
+    async def aclose(self, exc: BaseException | None = None) -> None:
+        """Close every session this opened (a stdio server's process ends with its session),
+        and the run named ``run`` if a call opened it: completed, or failed with ``exc``."""
+        try:
+            await self.sessions.aclose()
+        finally:
+            named, self._named = self._named, None
+            if named is not None:
+                await closing.aclose(named, exc)
 
-    def journal(self, caller: str) -> Journal:
-        """The journal calls go into: the one given, else the current one (NoJournalError)."""
-        if self._journal is not None:
-            return self._journal
-        from ..durable import current
+    def _new_journal(self, options: dict[str, Any]) -> Journal:
+        from ..journal import Journal
 
-        return current(caller)
+        return Journal(self.goal, path=self.path, timeout=self.timeout, **options)
+
+    @contextlib.asynccontextmanager
+    async def _journal_for(self, tool: str, identity: Any) -> AsyncIterator[Journal]:
+        """The journal a call goes into (see the class), opened for it if it is its own run."""
+        journal = self._journal or open_journal()
+        if journal is None and self.run is not None:
+            if self._named is None:
+                named = self._new_journal(
+                    {"run": self.run, "reuse": self.reuse, "fresh": self.fresh}
+                )
+                await asyncio.to_thread(named.open)  # the loop runs while it waits
+                self._named = named
+            journal = self._named
+        if journal is not None:
+            yield journal
+            return
+        options = request_options(
+            tool, identity, None, run=None, turn=1, reuse=self.reuse, fresh=self.fresh
+        )
+        async with self._new_journal(options) as journal:
+            yield journal
 
     async def list_tools(self, *, key: str | None = None) -> list[Tool]:
         """The server's tools, recorded once (step ``mcp:tools``) and replayed ever after."""
-        j = self.journal("DurableMCP.list_tools")
-        listed = await j.async_step(key or f"{self.prefix}:tools", self._listed)
+        async with self._journal_for("tools", {"tools": True}) as j:
+            listed = await j.async_step(key or f"{self.prefix}:tools", self._listed)
         return [Tool.model_validate(t) for t in listed]
 
     async def _listed(self) -> list[dict[str, Any]]:
@@ -182,18 +243,26 @@ class DurableMCP:
         ``idempotency_key``: the key the server deduplicates this call by,
         which the arguments carry as the server expects (an
         ``atomic_marker``'s ``offer.idempotency_key`` is one): a call in doubt
-        is then sent again without asking. Concurrent calls of one tool need
-        distinct keys (``key=f"mcp:search:{q}"``), as concurrent steps do.
+        is then sent again without asking. Concurrent calls of one tool in one
+        run need distinct keys (``key=f"mcp:search:{q}"``), as concurrent steps do.
 
         Returns the tool's result (``is_error`` set for a tool's own error),
         fresh or replayed. Raises what the round trip raised (``MCPError``:
         the connection closed, a timeout; the call is not repeated), what
         opening a session raised, and :class:`ToolCallInDoubt`.
         """
-        j = self.journal("DurableMCP.call_tool")
         args = dict(arguments or {})
         step = key or f"{self.prefix}:{name}"
-        result = await j.async_step(step, partial(self._call, j), name, args, idempotency_key)
+        identity = {"tool": name, "arguments": args}
+        async with self._journal_for(name, identity) as j:
+            try:
+                result = await j.async_step(
+                    step, partial(self._call, j), name, args, idempotency_key
+                )
+            except StepMismatchError as error:
+                # Recorded for other arguments at this place of an open run (its call
+                # was not sent): the tool, the arguments and the ways out.
+                raise agent_mismatch(error, self.prefix, error.key or step, identity) from None
         return CallToolResult.model_validate(result)
 
     async def _call(

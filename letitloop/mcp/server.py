@@ -33,6 +33,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from ..errors import LetItLoopError
+from ..previews import clip, preview
 
 if TYPE_CHECKING:
     from ..inspection import Inspector
@@ -46,6 +47,10 @@ STATES = ("running", "crashed", "pending", "waiting", "completed", "failed", "ca
 #: ``show_run`` previews each result: one longer than this many characters of JSON is clipped
 #: (``export_run``, and ``show_run`` with ``step``, give results whole).
 PREVIEW_CHARS = 300
+
+#: The longest error line a tool call returns: a message echoes values as short previews
+#: (previews.py), and anything longer than this is clipped all the same.
+ERROR_CHARS = 2000
 
 READ = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -103,7 +108,8 @@ def journal(db: Path | None, *, write: bool = False) -> Iterator[Inspector]:
 def one_line(exc: BaseException) -> str:
     """An error as the one line a client shows."""
     text = str(exc) if isinstance(exc, LetItLoopError) else f"{type(exc).__name__}: {exc}"
-    return " ".join(text.split())
+    # Values echoed go through previews.preview; this bounds whatever else a message carries.
+    return clip(" ".join(text.split()), ERROR_CHARS)
 
 
 def clipped(value: Any) -> Any:
@@ -158,7 +164,9 @@ def build_server(db: Path | None = None) -> MCPServer:
 
         for state in states or ():
             if state not in STATES:
-                raise ToolError(f"unknown state {state!r}; expected some of {', '.join(STATES)}")
+                raise ToolError(
+                    f"unknown state {preview(state)}; expected some of {', '.join(STATES)}"
+                )
         if limit < 0 or offset < 0:
             raise ToolError(f"expected limit and offset >= 0, got {limit} and {offset}")
         if name is not None and not name:
@@ -214,7 +222,7 @@ def build_server(db: Path | None = None) -> MCPServer:
             rows = [r for r in doc["rows"] if r["key"] == step]
             if not rows:
                 keys = ", ".join(repr(r["key"]) for r in doc["rows"][:10]) or "none"
-                raise ToolError(f"run {info['id']} has no step {step!r}; its keys: {keys}")
+                raise ToolError(f"run {info['id']} has no step {preview(step)}; its keys: {keys}")
             return {"run": info, "step": rows[0]}
         for row in doc["rows"]:
             row.pop("result_json", None)

@@ -12,6 +12,7 @@ from .. import render
 from ..budgets import ROW_PREFIX
 from ..encryption import encrypted
 from ..inspection import RowInfo, RunDetail, RunInfo, UsageTotals, decode_result
+from ..previews import preview
 from .words import (
     at_least,
     ending,
@@ -82,7 +83,8 @@ def _state_line(run: RunInfo) -> str:
 def budget_text(detail: RunDetail) -> str:
     """``300 tokens, $0.50 (reached: 330 tokens, $0.03 spent)``: the run's last recorded
     budget (its ``letitloop:budget:…`` row, letitloop/budgets.py) and how far it got; ''
-    when the run has none."""
+    when the run has none. Reservations not settled (calls in flight, or cut short by a
+    dead process) count as spent, and are named: ``…, 300 tokens reserved and not settled``."""
     rows = [r for r in detail.rows if r.key.startswith(ROW_PREFIX) and r.result]
     if not rows:
         return ""
@@ -92,15 +94,50 @@ def budget_text(detail: RunDetail) -> str:
     except (ValueError, AttributeError):
         return "(damaged)"
     spent = detail.usage
+    held = [r for r in detail.reservations if r.settled_at is None]
+    held_tokens = sum(r.tokens or 0 for r in held)
+    held_cost = sum(r.cost or 0.0 for r in held)
     parts, reached = [], False
     if isinstance(tokens, int):
         parts.append(render.tokens(tokens))
-        reached = reached or (spent.tokens or 0) >= tokens
+        reached = reached or (spent.tokens or 0) + held_tokens >= tokens
     if isinstance(cost, (int, float)):
         parts.append(render.money(cost))
-        reached = reached or (spent.cost or 0) >= cost
+        reached = reached or (spent.cost or 0) + held_cost >= cost
     state = "reached" if reached else "within"
-    return f"{', '.join(parts)} ({state}: {usage_text(spent)} spent)"
+    said = usage_text(spent) if spent.steps else "nothing"
+    text = f"{', '.join(parts)} ({state}: {said} spent"
+    if held:
+        amount = render.tokens(held_tokens) + (f", {render.money(held_cost)}" if held_cost else "")
+        text += f", {amount} reserved and not settled by {render.counted(len(held), 'call')}"
+    return text + ")"
+
+
+def reservation_lines(detail: RunDetail) -> list[str]:
+    """``lil show``'s reservations: a line for the settled ones, one per call not settled."""
+    if not detail.reservations:
+        return []
+    settled = [r for r in detail.reservations if r.settled_at is not None]
+    reserved = sum(r.tokens or 0 for r in settled)
+    used = sum(r.settled_tokens or 0 for r in settled)
+    out = [
+        f"reserved  {render.counted(len(detail.reservations), 'paid call')}: "
+        f"{len(settled)} settled ({render.tokens(reserved)} reserved, "
+        f"{render.tokens(used)} reported)"
+    ]
+    live = {f.key for f in detail.run.in_flight if f.live}
+    held = [r for r in detail.reservations if r.settled_at is None]
+    for r in held[:5]:
+        if r.settled_at is None:
+            why = "in flight" if r.key in live else "cut short, counted as spent"
+            money = f", {render.money(r.cost)}" if r.cost is not None else ""
+            out.append(
+                f"{'':<9} {r.key}: {render.tokens(r.tokens or 0)}{money} reserved in attempt "
+                f"{r.attempt}, not settled ({why})"
+            )
+    if len(held) > 5:
+        out.append(f"{'':<9} and {render.counted(len(held) - 5, 'more call')} not settled")
+    return out
 
 
 def _row_cells(r: RowInfo, run: RunInfo, i: int) -> tuple[list[str], list[str | None]]:
@@ -182,6 +219,7 @@ def show_lines(detail: RunDetail, full: bool, registry: Any = None) -> list[str]
     limit = budget_text(detail)
     if limit:
         out.append(f"budget    {limit}")
+    out.extend(reservation_lines(detail))
     if run.status == "completed":
         out.extend(value_lines("result", detail.result_json, full, registry))
     if run.error:
@@ -275,7 +313,8 @@ def row_of(detail: RunDetail, key: str) -> RowInfo:
     if row is None:
         keys = ", ".join(r.key for r in detail.rows[:8]) or "none"
         raise RunNotFoundError(
-            f"run {detail.run.id} recorded no step {key!r}; its keys: {keys}", run=detail.run.id
+            f"run {detail.run.id} recorded no step {preview(key)}; its keys: {keys}",
+            run=detail.run.id,
         )
     return row
 

@@ -12,6 +12,7 @@ reach it by rebinding a name of its own to 127.0.0.1).
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -72,13 +73,65 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
+#: The cookie a browser keeps the token of ``lil ui --allow-remote`` in, once it has
+#: opened the printed address (``?token=…``).
+TOKEN_COOKIE = "lil_ui_token"
+
+
+class RequireToken:
+    """Answer only requests that carry the token: ``?token=…`` (which sets a cookie for
+    the rest of the visit, same-site only) or that cookie; anything else is 403.
+
+    For a non-loopback bind (``lil ui --allow-remote``), where the Host header cannot be
+    pinned: a page elsewhere (DNS rebinding included) cannot know the token.
+    """
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.token = token.encode("ascii")
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        from urllib.parse import parse_qs
+
+        given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [""])[0]
+        cookies = b"; ".join(v for k, v in scope["headers"] if k == b"cookie")
+        kept = f"{TOKEN_COOKIE}=".encode() + self.token
+        if secrets.compare_digest(given.encode("latin-1"), self.token):
+
+            async def with_cookie(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    cookie = kept + b"; HttpOnly; SameSite=Strict; Path=/"
+                    message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie)]
+                await send(message)
+
+            await self.app(scope, receive, with_cookie)
+            return
+        if any(secrets.compare_digest(part.strip(), kept) for part in cookies.split(b";")):
+            await self.app(scope, receive, send)
+            return
+        response = Response(
+            "lil ui: this address needs the token lil ui printed (open the address it "
+            "printed, with ?token=…)",
+            403,
+            media_type="text/plain",
+        )
+        await response(scope, receive, send)
+
+
 def create_app(
-    path: str | Path | None = None, *, allowed_hosts: Iterable[str] | None = None
+    path: str | Path | None = None,
+    *,
+    allowed_hosts: Iterable[str] | None = None,
+    token: str | None = None,
 ) -> Starlette:
     """The app over the journal at ``path`` (default: as for ``Journal``).
 
     ``allowed_hosts``: the Host header values it answers (default: the loopback names;
-    ``["*"]`` for any). The journal is opened read-only for each request.
+    ``["*"]`` for any). ``token``: required of every request (:class:`RequireToken`).
+    The journal is opened read-only for each request.
     """
 
     def page(render: Callable[[Inspector, Request], Response]) -> Callable[[Request], Response]:
@@ -141,6 +194,7 @@ def create_app(
         middleware=[
             Middleware(SecurityHeaders),
             Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+            *([Middleware(RequireToken, token=token)] if token is not None else []),
         ],
         exception_handlers={404: not_found},
     )

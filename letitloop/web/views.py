@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import render
 from ..inspection import RowInfo, RunDetail, RunInfo
+from ..runtext.detail import budget_text, reservation_lines
 from ..runtext.words import in_flight, pause_text, quoted, usage_text
 from .timeline import label_of
 from .values import Value, clipped, pretty
@@ -172,6 +173,8 @@ def run_summary(detail: RunDetail) -> dict[str, Any]:
         ),
         "usage": usage_text(detail.usage) if detail.usage.steps else None,
         "saved": usage_text(detail.replayed) if detail.replayed.steps else None,
+        "budget": budget_text(detail) or None,
+        "reserved": [line.strip() for line in reservation_lines(detail)],
         "input": pretty(run.input_json),
         "result": pretty(detail.result_json) if run.status == "completed" else None,
         "error": clipped(run.error) if run.error else None,

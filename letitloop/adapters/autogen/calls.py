@@ -14,8 +14,16 @@ them one after another):
 
 from __future__ import annotations
 
-from letitloop.adapters.agentcalls import Counters, Pricing, open_journal
-from letitloop.errors import NoJournalError
+from collections.abc import Callable
+from typing import Any
+
+from letitloop.adapters.agentcalls import (
+    Counters,
+    Pricing,
+    agent_mismatch,
+    open_journal,
+)
+from letitloop.errors import NoJournalError, StepMismatchError
 from letitloop.journal import Journal
 
 
@@ -43,6 +51,16 @@ class AgentCalls:
         n = self.counts.next(journal.run_id, self.label)
         self.last[journal.run_id] = n
         return f"{self.label}.model:{n}"
+
+    async def step(
+        self, journal: Journal, key: str, fn: Callable[..., Any], identity: Any, call: Any
+    ) -> Any:
+        """``journal.async_step(key, fn, identity, call)``; a call that differs from the one
+        recorded at its place raises StepMismatchError naming this agent and the call."""
+        try:
+            return await journal.async_step(key, fn, identity, call)
+        except StepMismatchError as error:
+            raise agent_mismatch(error, self.label, key, identity) from None
 
     def tool_key(self, journal: Journal, tool: str, call: str) -> str:
         """A tool call's key, under the model call whose reply asked for it."""

@@ -12,6 +12,7 @@ it yields the whole result, no chunks.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from functools import partial
 from typing import Any, Literal
 
 from autogen_core import CancellationToken, ComponentModel
@@ -28,6 +29,7 @@ from pydantic import BaseModel
 
 from letitloop.adapters.agentcalls import Pricing, plain
 from letitloop.adapters.autogen.calls import AgentCalls
+from letitloop.adapters.reserving import max_tokens_of, reserve_call
 from letitloop.durable import usage
 from letitloop.unchecked import unchecked
 
@@ -54,8 +56,12 @@ async def call_model(identity: Any, call: ModelCall) -> dict[str, Any]:
     """The step's function: one real ``create``, its usage (and cost) reported."""
     del identity  # the call's identity, for the journal's argument check only
     client, messages, kwargs, cost = call
-    result = await client.create(messages, **kwargs)
     name = model_name(client)
+    limit = partial(
+        max_tokens_of, kwargs.get("extra_create_args"), getattr(client, "_create_args", None)
+    )
+    reserve_call(messages, limit, name, cost)  # settled by usage() below
+    result = await client.create(messages, **kwargs)
     spent = result.usage
     price = None if cost is None else cost(name, spent.prompt_tokens, spent.completion_tokens)
     usage(result, model=name, cost=price)
@@ -97,7 +103,8 @@ class DurableChatCompletionClient(ChatCompletionClient):
             "extra_create_args": extra_create_args,
             "cancellation_token": cancellation_token,
         }
-        record = await journal.async_step(
+        record = await self.calls.step(
+            journal,
             self.calls.model_key(journal),
             call_model,
             identity,

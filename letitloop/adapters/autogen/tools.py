@@ -42,7 +42,8 @@ def wrap_tool(tool: BaseTool[Any, Any], calls: AgentCalls) -> None:
     ) -> Any:
         journal = calls.journal()
         identity = plain(dict(args))
-        return await journal.async_step(
+        return await calls.step(
+            journal,
             calls.tool_key(journal, tool.name, call_id or digest(identity)),
             call_tool,
             identity,
@@ -79,7 +80,8 @@ def wrap_workbench(workbench: Workbench, calls: AgentCalls) -> None:
     ) -> ToolResult:
         journal = calls.journal()
         identity = plain(dict(arguments or {}))
-        record = await journal.async_step(
+        record = await calls.step(
+            journal,
             calls.tool_key(journal, name, call_id or digest(identity)),
             call_tool,
             identity,

@@ -7,10 +7,15 @@ uses (each agent's ``llm`` and ``function_calling_llm``, the crew's
 (``llms.py``, ``tools.py``), and makes ``crew.kickoff(...)`` run inside a
 journal run:
 
-- by default ``Journal(session_id, input=inputs)``: the goal is the session
-  id, and a kickoff resumes the newest unfinished run kicked off with the
-  same inputs (a completed one starts a new run; ``run=`` names a run, which
-  then always replays once complete);
+- by default the run of the request: the goal is the session id, and the
+  run is named by the kickoff's inputs (``agentcalls.request_run``), so a
+  kickoff resumes the unfinished run of the same inputs, hands back a
+  completed one without a call for ``agentcalls.DEFAULT_REUSE`` (an hour),
+  and waits while another process runs it (docs/adapters.md, "The same
+  request is never paid twice"); ``run=`` names the run (it then replays
+  once complete, for ``reuse=`` seconds or forever), ``fresh=True`` asks
+  for a new answer; the handler's, or one kickoff's
+  (``crew.kickoff(inputs=..., run=..., fresh=True)``);
 - inside a journal the program already opened (``with Journal(...)``,
   ``@durable``), the crew's steps go to that run, their names prefixed with
   the session id (``research_crew:llm:Researcher``), so several crews of one
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from crewai import Crew
@@ -32,8 +38,11 @@ from crewai.llms.base_llm import BaseLLM
 from crewai.tools import BaseTool
 
 from ...errors import LetItLoopError
-from ...journal import DEFAULT_TIMEOUT, Journal, current_journal
+from ...generations import reuse_seconds
+from ...journal import Journal, current_journal
 from ...pragmas import Durability
+from ..agentcalls import DEFAULT_TIMEOUT as WAIT_FOR_HOLDER
+from ..agentcalls import plain, request_options
 from .calls import Session, active
 from .llms import WRAPPED, wrap_llm
 from .tools import wrap_tool
@@ -48,9 +57,14 @@ class CrewAIDurabilityHandler:
 
     ``session_id`` is the goal of the crew's runs (or, inside a journal the
     program opened, the prefix of its step names). ``run`` names the run (an
-    idempotency key); ``path`` the journal file (else ``LETITLOOP_DB``, else
-    ``.letitloop/journal.db`` found as ``Journal`` finds it); ``durability``
-    and ``timeout`` are ``Journal``'s.
+    idempotency key); with none, a kickoff's run is its inputs (the module's
+    docstring). ``reuse`` (seconds or a ``timedelta``) is how long a completed
+    run is handed back (None: an hour for a kickoff's inputs, forever for a
+    named run), ``fresh=True`` asks for a new answer; ``path`` the journal file
+    (else ``LETITLOOP_DB``, else ``.letitloop/journal.db`` found as ``Journal``
+    finds it); ``durability`` is ``Journal``'s, and ``timeout`` how long a
+    kickoff waits for another process running the same run (default: as long
+    as that process lives).
     """
 
     def __init__(
@@ -58,12 +72,17 @@ class CrewAIDurabilityHandler:
         session_id: str,
         *,
         run: str | None = None,
+        reuse: float | timedelta | None = None,
+        fresh: bool = False,
         path: str | os.PathLike[str] | None = None,
         durability: Durability = "process",
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float = WAIT_FOR_HOLDER,
     ) -> None:
+        reuse_seconds(reuse, fresh)  # refused here, not at the first kickoff
         self.session_id = session_id
         self.run = run
+        self.reuse = reuse
+        self.fresh = fresh
         self.path = path
         self.durability: Durability = durability
         self.timeout = timeout
@@ -101,7 +120,14 @@ class CrewAIDurabilityHandler:
     def _kickoff(self, original: Callable[..., Any]) -> Callable[..., Any]:
         handler = self
 
-        def kickoff(inputs: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        def kickoff(
+            inputs: dict[str, Any] | None = None,
+            *,
+            run: str | None = None,
+            reuse: float | timedelta | None = None,
+            fresh: bool = False,
+            **kwargs: Any,
+        ) -> Any:
             if active.get() is not None:  # a kickoff inside a journaled one (CrewAI's own)
                 return original(inputs=inputs, **kwargs)
             outer = current_journal.get()
@@ -111,9 +137,18 @@ class CrewAIDurabilityHandler:
                     return original(inputs=inputs, **kwargs)
                 finally:
                     active.reset(token)
+            opened = request_options(
+                handler.session_id,
+                plain({"inputs": dict(inputs or {})}),
+                None,
+                run=run if run is not None else handler.run,
+                turn=1,
+                reuse=reuse if reuse is not None else handler.reuse,
+                fresh=fresh or handler.fresh,
+            )
             journal = Journal(
                 handler.session_id,
-                run=handler.run,
+                **opened,
                 path=handler.path,
                 durability=handler.durability,
                 timeout=handler.timeout,
@@ -132,8 +167,8 @@ class CrewAIDurabilityHandler:
 def durable_crew(crew: Crew, goal: str, **options: Any) -> Crew:
     """``crew`` with its kickoff journaled as goal ``goal``: ``CrewAIDurabilityHandler(goal, ...)``.
 
-    ``options`` are the handler's (``run=``, ``path=``, ``durability=``,
-    ``timeout=``). Returns the same crew, wrapped in place.
+    ``options`` are the handler's (``run=``, ``reuse=``, ``fresh=``, ``path=``,
+    ``durability=``, ``timeout=``). Returns the same crew, wrapped in place.
     """
     return CrewAIDurabilityHandler(goal, **options).wrap_crew(crew)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from crewai.llms.base_llm import BaseLLM
@@ -31,6 +32,7 @@ from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_li
 from pydantic import BaseModel
 
 from ...durable import usage
+from ..reserving import max_tokens_of, reserve_call
 from .calls import active, journaled, step_name
 
 #: The usage reports of the model call running in this context (None: none running).
@@ -117,6 +119,8 @@ class ModelCall:
 
 def model_call(call: ModelCall, identity: Any) -> dict[str, Any]:
     """The step's function: call the model, report its usage, return its recorded form."""
+    limit = partial(max_tokens_of, call.llm)
+    reserve_call(identity, limit, call.llm.model, None)  # settled by usage() below
     token = _reports.set([])
     try:
         answer = call.original(**call.kwargs)

@@ -20,6 +20,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from .lm import JournaledLM
+from .program import durable_program
 from .tools import journaled_tool
 
-__all__ = ["JournaledLM", "journaled_tool"]
+__all__ = ["JournaledLM", "durable_program", "journaled_tool"]

@@ -18,14 +18,22 @@ program consumes and what a replay must give back.
 from __future__ import annotations
 
 from contextlib import nullcontext
+from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from dspy.clients._deprecation import _adapter_call, adapter_message_call
 from dspy.clients.base_lm import BaseLM
 
 from ...durable import usage
+from ...errors import StepMismatchError
 from ...journal import Journal, current_journal
 from ...unchecked import unchecked
+from ..agentcalls import agent_mismatch
+from ..reserving import max_tokens_of, reserve_call
+
+#: The ``durable_program`` running in this context (its goal), named in a mismatch's error.
+current_program: ContextVar[str | None] = ContextVar("letitloop_dspy_program", default=None)
 
 
 def open_journal() -> Journal | None:
@@ -49,6 +57,19 @@ def report_usage(lm: BaseLM, before: int) -> None:
         )
 
 
+def refused(error: StepMismatchError, name: str, identity: Any) -> StepMismatchError:
+    """A call that differs from the one recorded at its place, as a DSPy user reads it: the
+    program, the call (the LM's prompt, or the tool and its arguments), the ways out."""
+    return agent_mismatch(error, current_program.get() or "DSPy program", name, identity)
+
+
+def reserve_lm_call(lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any]) -> None:
+    """Reserve the call about to be made on the run's budget, if it has one (settled by
+    report_usage)."""
+    limit = partial(max_tokens_of, kwargs, lm.kwargs)
+    reserve_call((prompt, messages), limit, str(lm.model) if lm.model else None, None)
+
+
 def from_adapter(journaled: BaseLM, messages: Any) -> bool:
     """Whether DSPy's own adapter made this call (it marks the LM and messages it passes)."""
     origin = _adapter_call.get()
@@ -65,6 +86,7 @@ def lm_call(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:
     """One call of the wrapped LM: its outputs, with its tokens reported."""
+    reserve_lm_call(lm, prompt, messages, kwargs)
     before = len(lm.history)
     with as_adapter(lm, messages, forwarded):
         outputs: list[Any] = lm(prompt, messages=messages, **kwargs)
@@ -76,6 +98,7 @@ async def lm_acall(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:
     """One async call of the wrapped LM: its outputs, with its tokens reported."""
+    reserve_lm_call(lm, prompt, messages, kwargs)
     before = len(lm.history)
     with as_adapter(lm, messages, forwarded):
         outputs: list[Any] = await lm.acall(prompt, messages=messages, **kwargs)
@@ -106,9 +129,18 @@ class JournaledLM(BaseLM):
         if journal is None:  # not journaled: no step to record usage on
             with as_adapter(self.lm, messages, forwarded):
                 return self.lm(prompt, messages=messages, **kwargs)
-        return journal.step(
-            self.name, lm_call, unchecked(self.lm), prompt, messages, kwargs, unchecked(forwarded)
-        )
+        try:
+            return journal.step(
+                self.name,
+                lm_call,
+                unchecked(self.lm),
+                prompt,
+                messages,
+                kwargs,
+                unchecked(forwarded),
+            )
+        except StepMismatchError as error:
+            raise refused(error, error.key or self.name, {"messages": messages or prompt}) from None
 
     async def acall(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
         journal = open_journal()
@@ -116,6 +148,15 @@ class JournaledLM(BaseLM):
         if journal is None:  # not journaled: no step to record usage on
             with as_adapter(self.lm, messages, forwarded):
                 return await self.lm.acall(prompt, messages=messages, **kwargs)
-        return await journal.async_step(
-            self.name, lm_acall, unchecked(self.lm), prompt, messages, kwargs, unchecked(forwarded)
-        )
+        try:
+            return await journal.async_step(
+                self.name,
+                lm_acall,
+                unchecked(self.lm),
+                prompt,
+                messages,
+                kwargs,
+                unchecked(forwarded),
+            )
+        except StepMismatchError as error:
+            raise refused(error, error.key or self.name, {"messages": messages or prompt}) from None

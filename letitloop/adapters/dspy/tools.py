@@ -15,7 +15,8 @@ from typing import Any
 
 import dspy
 
-from .lm import open_journal
+from ...errors import StepMismatchError
+from .lm import open_journal, refused
 
 
 def journaled_tool(tool: dspy.Tool | Callable[..., Any]) -> dspy.Tool:
@@ -31,7 +32,10 @@ def journaled_tool(tool: dspy.Tool | Callable[..., Any]) -> dspy.Tool:
             journal = open_journal()
             if journal is None:
                 return await func(**kwargs)
-            return await journal.async_step(key, func, **kwargs)
+            try:
+                return await journal.async_step(key, func, **kwargs)
+            except StepMismatchError as error:
+                raise refused(error, error.key or key, kwargs) from None
 
         wrapped: Callable[..., Any] = acall
     else:
@@ -40,7 +44,10 @@ def journaled_tool(tool: dspy.Tool | Callable[..., Any]) -> dspy.Tool:
             journal = open_journal()
             if journal is None:
                 return func(**kwargs)
-            return journal.step(key, func, **kwargs)
+            try:
+                return journal.step(key, func, **kwargs)
+            except StepMismatchError as error:
+                raise refused(error, error.key or key, kwargs) from None
 
         wrapped = call
     return dspy.Tool(

@@ -15,6 +15,10 @@ imports this package.
   only the interrupted one again. Which journal run one execution of a node
   is (``identity.py``) survives the checkpoints LangGraph loses in its
   ``"async"`` and ``"exit"`` durability modes.
+- A graph compiled with the saver runs one invocation of a thread at a
+  time, whole, and answers the same request asked again from the thread's
+  checkpoints (``invocations.py``, which wraps ``Pregel.stream`` and
+  ``astream``; ``requests.py`` says which request an invocation is).
 - LangChain's message types are registered with the codec as soon as this
   package is imported (``messages.py``), so a step may return an
   ``AIMessage``.
@@ -32,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from .identity import NODE_KEY, node_run_key
+from .invocations import FRESH, install
 from .messages import register_langchain_types
 from .node import durable_node
 from .retire import delete_node_runs
@@ -39,8 +44,10 @@ from .saver import LetItLoopCheckpointSaver
 from .serde import strict_serde
 
 register_langchain_types()
+install()
 
 __all__ = [
+    "FRESH",
     "NODE_KEY",
     "LetItLoopCheckpointSaver",
     "delete_node_runs",

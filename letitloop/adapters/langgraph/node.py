@@ -27,7 +27,7 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 from langgraph.config import get_config
 
 from ...codec import CodecRegistry
-from ...errors import LetItLoopError
+from ...errors import LetItLoopError, StepMismatchError
 from ...files import resolve_path
 from ...fingerprint import Fingerprinter
 from ...journal import DEFAULT_TIMEOUT, Journal
@@ -163,7 +163,11 @@ def durable_node(
     default ``langgraph:<node>``. Two executions of the same run at once
     (two invocations resuming one thread, in this process or another) run
     one after the other: the second waits up to ``timeout`` seconds, then
-    raises RunHeldError, and replays what the first recorded. ``registry``
+    raises RunHeldError, and replays what the first recorded (with
+    ``LetItLoopCheckpointSaver`` the whole invocation already holds the
+    thread, ``invocations.py``, so this wait is for other checkpointers). A
+    ``step()`` whose arguments differ from the recorded call raises
+    StepMismatchError naming the thread, the node, the call and the ways out. ``registry``
     replaces the codec's default registry (LangChain's types are added to
     it). An ``async def`` node is opened with ``async with`` and journals
     its calls with ``await async_step(...)``.
@@ -261,7 +265,10 @@ def durable_node(
                 # in a worker thread, so the event loop never waits on SQLite.
                 p = await asyncio.to_thread(plan, config, args[0] if args else None)
                 async with one_at_a_time_async(p, timeout), journal(p):
-                    return await node_fn(*args, **kwargs)
+                    try:
+                        return await node_fn(*args, **kwargs)
+                    except StepMismatchError as exc:
+                        raise node_mismatch(exc, p) from None
 
             wrapped: Callable[..., Any] = async_wrapper
         else:
@@ -271,7 +278,10 @@ def durable_node(
                 config = resolve_config(config_of(kwargs))
                 p = plan(config, args[0] if args else None)
                 with one_at_a_time(p, timeout), journal(p):
-                    return node_fn(*args, **kwargs)
+                    try:
+                        return node_fn(*args, **kwargs)
+                    except StepMismatchError as exc:
+                        raise node_mismatch(exc, p) from None
 
             wrapped = wrapper
         if not wants_config:
@@ -281,6 +291,42 @@ def durable_node(
     if fn is not None:
         return decorate(fn)
     return decorate
+
+
+def node_mismatch(exc: StepMismatchError, p: Plan) -> StepMismatchError:
+    """``exc`` in the graph's words: the thread, the node, the call, what differs, the ways out.
+
+    A durable node's run is the same superstep of the same thread with the
+    same input; a call in it that differs from the one recorded means the
+    node's code (a prompt template, a tool's arguments made in code) changed
+    under a recorded run. The journal's own advice (``unchecked``, naming
+    steps per thread) is not what a graph's author acts on.
+    """
+    who = p.identity
+    what = exc.differences or "its arguments differ"
+    if exc.recorded and exc.called and exc.recorded != exc.called:
+        what = f"it was recorded by {exc.recorded}, now {exc.called} is called"
+    run = exc.run_id or "?"
+    message = (
+        f"thread {who.thread!r}, node {who.node!r} (superstep {who.step}): the call "
+        f"{exc.key!r} differs from the one recorded for this node's execution ({what}), so "
+        f"the node's code changed under a thread that was still running. Ways out: run the "
+        f"request on a new thread_id, or as a new request with "
+        f"config['configurable']['letitloop_fresh'] = True; discard the recorded run with "
+        f"lil reset {p.goal} --run {run}; or keep the calls before it with "
+        f"lil fork {run} --from-step {exc.key}"
+    )
+    return StepMismatchError(
+        message,
+        run_id=exc.run_id,
+        key=exc.key,
+        recorded=exc.recorded,
+        called=exc.called,
+        differences=exc.differences,
+        recorded_fp=exc.recorded_fp,
+        called_fp=exc.called_fp,
+        arguments=exc.arguments,
+    )
 
 
 def _with_config(signature: inspect.Signature) -> inspect.Signature:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -34,6 +34,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ...pragmas import Durability
 from ...store import Store
 from . import polled, reading, tables, threads, writing
+from .requests import REUSE_SECONDS
 from .serde import AllowedType, strict_serde
 
 #: How many listed checkpoints ``alist`` decodes per trip to the worker thread:
@@ -71,6 +72,12 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
     retire the ``durable_node`` runs in this file that the change makes
     unreachable, in the same transaction (see ``retire.py``).
 
+    A graph compiled with this saver runs one invocation of a thread at a
+    time, whole, and the same request asked again (the same input on the
+    state it left, a rerun program's turns) is answered from the thread's
+    checkpoints instead of running again, for ``reuse`` seconds after it
+    finished (an hour by default); see ``invocations.py`` and ``requests.py``.
+
     The async methods run the sync ones in a worker thread
     (``asyncio.to_thread``): the event loop never waits on SQLite, not even
     for a commit.
@@ -83,6 +90,7 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
         durability: Durability = "process",
         serde: SerializerProtocol | None = None,
         allowed_types: Iterable[AllowedType] = (),
+        reuse: float = REUSE_SECONDS,
     ) -> None:
         allowed = tuple(allowed_types)
         if serde is not None and allowed:
@@ -91,6 +99,10 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
                 "strict serde; give your own serde its allow-list yourself"
             )
         super().__init__(serde=serde if serde is not None else strict_serde(allowed))
+        self._closing: list[Callable[[], None]] = []
+        #: Seconds a finished request asked again is answered from the thread's
+        #: checkpoints instead of running the graph (requests.py).
+        self.reuse = float(reuse)
         self.store = Store(path, durability=durability)
         try:
             tables.ensure(self.store)  # the saver's tables, on its first use of the file
@@ -110,7 +122,14 @@ class LetItLoopCheckpointSaver(BaseCheckpointSaver[str]):
 
     def close(self) -> None:
         """Close the connection to the journal file. Every write was already committed."""
+        closing, self._closing = self._closing, []
+        for fn in closing:
+            fn()
         self.store.close()
+
+    def when_closed(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` when this saver is closed (what ``invocations.py`` holds for it)."""
+        self._closing.append(fn)
 
     def __enter__(self) -> LetItLoopCheckpointSaver:
         return self

@@ -20,6 +20,7 @@ def delete_thread(store: Store, thread_id: str) -> None:
     with polled.transaction(store) as c:
         c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
         c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
+        c.execute("DELETE FROM langgraph_requests WHERE thread_id = ?", (tid,))
         retire.retire_thread(store, c, tid)
 
 
@@ -59,6 +60,8 @@ def copy_thread(store: Store, source_thread_id: str, target_thread_id: str) -> N
         retire.retire_where(
             store, c, dst, lambda recorded: recorded.get("checkpoint") not in copied
         )
+        # The target's requests answered from checkpoints the copy replaces.
+        c.execute("DELETE FROM langgraph_requests WHERE thread_id = ?", (dst,))
         c.execute(
             "INSERT OR REPLACE INTO langgraph_checkpoints (thread_id, checkpoint_ns, "
             "checkpoint_id, parent_checkpoint_id, run_id, source, step, ts, type, "
@@ -88,6 +91,7 @@ def prune(store: Store, thread_ids: Sequence[str], strategy: str) -> None:
             if strategy == "delete":
                 c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
                 c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
+                c.execute("DELETE FROM langgraph_requests WHERE thread_id = ?", (tid,))
                 retire.retire_thread(store, c, tid)
                 continue
             # Named, not ?1: Python 3.12 deprecates numbered placeholders

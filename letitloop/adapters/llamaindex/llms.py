@@ -10,9 +10,9 @@ journal, so that
 
 - its token usage is reported with ``letitloop.usage`` when the call runs (from
   the response's ``raw`` usage or its ``additional_kwargs`` counts, as
-  LlamaIndex's OpenAI, Anthropic and other integrations give them), a budget is
-  checked before it, and ``letitloop.usage(...)`` called inside the LLM finds
-  its step;
+  LlamaIndex's OpenAI, Anthropic and other integrations give them), reserved
+  before it when the run has a budget (``reserving.reserve_call``), and
+  ``letitloop.usage(...)`` called inside the LLM finds its step;
 - a step killed after its model call returned makes no second call: the
   rerun of the step gets the recorded reply.
 
@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 from ...durable import usage
 from ...errors import LetItLoopError
 from ..agentcalls import digest, plain
+from ..reserving import max_tokens_of, reserve_call
 
 if TYPE_CHECKING:
-    from .runtime import JournaledRun
+    from .journaled import JournaledRun
 
 #: The journaled workflow run whose steps are running in this task (set by the runtime).
 current_run: contextvars.ContextVar[JournaledRun | None] = contextvars.ContextVar(
@@ -86,14 +87,26 @@ def identity(messages: Any, kwargs: dict[str, Any]) -> str:
     )
 
 
+def model_name(llm: Any) -> str | None:
+    """The LLM's model name, where its metadata gives one."""
+    name = getattr(getattr(llm, "metadata", None), "model_name", None)
+    return name if isinstance(name, str) and name != "unknown" else None
+
+
+def reserve(llm: Any, messages: Any, kwargs: dict[str, Any]) -> None:
+    """Reserve the call about to be made when the run has a budget (settled by ``report``)."""
+    prompt = [m.model_dump(mode="json") for m in messages]
+    reserve_call(prompt, lambda: max_tokens_of(kwargs, llm), model_name(llm), None)
+
+
 def report(llm: Any, response: Any) -> None:
     """Report the response's token usage, if it carries any."""
-    name = getattr(getattr(llm, "metadata", None), "model_name", None)
+    name = model_name(llm)
     for source in (getattr(response, "raw", None), getattr(response, "additional_kwargs", None)):
         if source is None:
             continue
         try:
-            usage(source, model=name if isinstance(name, str) and name != "unknown" else None)
+            usage(source, model=name)
         except LetItLoopError:
             continue
         return
@@ -145,6 +158,7 @@ def journaled_chat(llm: Any, original: Callable[..., Any]) -> Callable[..., Any]
             return await original(messages, **kwargs)
 
         async def call(_identity: str) -> dict[str, Any]:
+            reserve(llm, messages, kwargs)
             response = await original(messages, **kwargs)
             report(llm, response)
             return record(run, response)
@@ -164,6 +178,7 @@ def journaled_stream(llm: Any, original: Callable[..., Any]) -> Callable[..., An
         chunks: list[Any] = []
 
         async def call(_identity: str) -> dict[str, Any] | None:
+            reserve(llm, messages, kwargs)
             async for chunk in await original(messages, **kwargs):
                 chunks.append(chunk)
             if not chunks:

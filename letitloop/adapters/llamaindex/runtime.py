@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import weakref
-from typing import Any, cast
+from datetime import timedelta
+from typing import Any
 
 from workflows.context.context_types import SerializedContext
 from workflows.context.serializers import BaseSerializer
@@ -34,29 +36,24 @@ from workflows.plugins.basic import (
 )
 from workflows.runtime.types.internal_state import BrokerState
 from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter
-from workflows.runtime.types.results import StepWorkerResult, StepWorkerStateContextVar
+from workflows.runtime.types.results import StepWorkerStateContextVar
 from workflows.runtime.types.ticks import (
     TickAddEvent,
     TickStepResult,
     WorkflowTick,
-    WorkflowTickAdapter,
 )
 from workflows.workflow import Workflow
 
-from ...errors import DecodeError, StepMismatchError
-from ...inspection import open_inspector
+from ...errors import StepMismatchError
 from ...journal import Journal, current_journal
-from ...unchecked import unchecked
+from ...replay import ways_out
+from ..agentcalls import DEFAULT_TIMEOUT
 from .agents import accept_runtime
+from .journaled import JournaledRun, final_event, label
 from .llms import agents_of, current_run, journal_llms
+from .owned import RunOptions, closed_with
 from .restore import memory_lost, refuse_skipped_memory, routed_sends
 from .serializer import RunSerializer
-
-
-async def tick(row: dict[str, Any]) -> dict[str, Any]:
-    """A tick's step function: the tick (and the state after a step) as recorded."""
-    return row
-
 
 #: Workflow runs started so far in each open journal (their keys' prefix).
 _runs: weakref.WeakKeyDictionary[Journal, int] = weakref.WeakKeyDictionary()
@@ -68,125 +65,10 @@ def open_journal() -> Journal | None:
     return journal if journal is not None and journal.is_open else None
 
 
-def label(t: WorkflowTick) -> str:
-    """What a tick's key says after its number: its type, and the step it is for."""
-    step = getattr(t, "step_id", None)
-    return f"{t.type}:{step}" if step else t.type
-
-
-class JournaledRun:
-    """One workflow run in a journal: its keys' prefix, its next tick's number, its state.
-
-    Owned by the run's internal adapter once the run starts (the control loop
-    calls ``on_tick`` one tick at a time), by ``LetItLoopRuntime.run_workflow``
-    before.
-    """
-
-    def __init__(self, journal: Journal, prefix: str, serializer: BaseSerializer) -> None:
-        self.journal = journal
-        self.prefix = prefix
-        self.serializer = serializer
-        self.seq = 0
-        #: The StopEvent recorded with its result's type (``record``), once read back.
-        self.stop: Any = None
-        #: Sends of step runs that were in flight when the process died, already routed:
-        #: (step name, work item) -> the sends' numbers (see ``JournalingAdapter.send_event``).
-        self.routed: dict[tuple[str, str | None], set[int]] = {}
-        #: Sends dropped as routed already, by the invocation that made them again.
-        self.dropped: dict[str, set[int]] = {}
-        #: The context state last recorded (JSON text), to record it only when it changed.
-        self.state_text: str | None = None
-
-    def recorded_keys(self) -> dict[int, str]:
-        """This run's recorded tick keys by number (read-only, from the journal file)."""
-        inspector = open_inspector(self.journal.path)
-        try:
-            keys = inspector.step_keys(self.journal.run_id, self.prefix)
-        finally:
-            inspector.close()
-        by_number: dict[int, str] = {}
-        for key in keys:
-            number = key[len(self.prefix) :].split(":", 1)[0]
-            if number.isdigit():
-                by_number[int(number)] = key
-        return by_number
-
-    def replay(self) -> tuple[list[WorkflowTick], dict[str, Any] | None]:
-        """The ticks recorded for this run, in order, and the last context state recorded.
-
-        Each comes back through the journal (a replayed step): nothing is
-        called. Numbering goes on after them. Raises DecodeError naming the
-        key when a recorded tick cannot be read back with this workflow's
-        serializer (nothing runs, nothing is written).
-        """
-        journal = self.journal
-        if journal.attempt == 1 and not journal.was_completed:
-            return [], None  # a run this process started: nothing recorded before
-        keys = self.recorded_keys()
-        ticks: list[WorkflowTick] = []
-        state: dict[str, Any] | None = None
-        while len(ticks) in keys:
-            # Replayed, never called (the key is recorded): the recorded row comes back.
-            key = keys[len(ticks)]
-            row = cast("dict[str, Any]", self.journal.step(key, tick, unchecked(None)))
-            try:
-                with self.serializer.validation_context():
-                    ticks.append(
-                        WorkflowTickAdapter.validate_python(
-                            self.serializer.deserialize(json.dumps(row["tick"]))
-                        )
-                    )
-                    if "stop" in row:
-                        self.stop = self.serializer.deserialize(json.dumps(row["stop"]))
-            except (ValueError, TypeError, KeyError) as exc:
-                raise self.unreadable(key, exc) from exc
-            if row.get("state") is not None:
-                state = row["state"]
-        self.seq = len(ticks)
-        if state is not None:
-            self.state_text = json.dumps(state, sort_keys=True)
-        return ticks, state
-
-    def unreadable(self, key: str, exc: BaseException) -> DecodeError:
-        """The error for a recorded tick or state this workflow cannot read back."""
-        journal = self.journal
-        return DecodeError(
-            f"workflow {self.prefix.rstrip('.')!r} in run {journal.run_id} of goal "
-            f"{journal.goal!r}: step {key!r} was recorded with a value this workflow cannot "
-            f"read back ({exc}); run it with the workflow (agents, events, state type) that "
-            f"recorded it, or reset it with 'lil reset {journal.goal} --run {journal.run_id}'"
-        )
-
-    async def record(self, t: WorkflowTick, state: dict[str, Any] | None) -> None:
-        """Record tick ``t`` as the run's next step (committed when this returns).
-
-        A step result that returned a StopEvent also keeps that event in the
-        row (``stop``) as this serializer writes it, so its result comes back
-        with its type (an agent's ``AgentOutput``), where the tick's own JSON
-        form holds it as a dict.
-        """
-        row: dict[str, Any] = {"tick": json.loads(self.serializer.serialize(t))}
-        final = final_event([t])
-        if final is not None:
-            row["stop"] = json.loads(self.serializer.serialize(final))
-        if state is not None:
-            text = json.dumps(state, sort_keys=True)
-            if text != self.state_text:
-                row["state"] = state
-                self.state_text = text
-        key = f"{self.prefix}{self.seq:05d}:{label(t)}"
-        self.seq += 1
-        await self.journal.async_step(key, tick, unchecked(row))
-
-
-def final_event(ticks: list[WorkflowTick]) -> StopEvent | None:
-    """The StopEvent a recorded step returned: the run's result, once it finished."""
-    for t in reversed(ticks):
-        if isinstance(t, TickStepResult):
-            for r in t.result:
-                if isinstance(r, StepWorkerResult) and isinstance(r.result, StopEvent):
-                    return r.result
-    return None
+def shown(event: StartEvent) -> str:
+    """A start event for an error: its type's name and its fields, cut short."""
+    text = f"{type(event).__name__}({json.dumps(event.model_dump(mode='json'), sort_keys=True)})"
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent) -> None:
@@ -203,13 +85,18 @@ def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent)
             if recorded != called:
                 journal = run.journal
                 key = f"{run.prefix}{n:05d}:{label(t)}"
+                name = journal.generation or journal.run_name or journal.run_id
                 raise StepMismatchError(
-                    f"workflow {run.prefix.rstrip('.')!r} in run {journal.run_id} of goal "
-                    f"{journal.goal!r} was started with {json.dumps(recorded)[:200]} (step "
-                    f"{key!r}) and is now run with {json.dumps(called)[:200]}: its recorded "
-                    f"steps belong to the first start event. Run it with the same input to "
-                    f"resume it, give this input a run of its own (Journal(goal, run=...)), "
-                    f"or reset it with 'lil reset {journal.goal} --run {journal.run_id}'"
+                    f"workflow {run.prefix.rstrip('.')!r}: run {name!r} of goal "
+                    f"{journal.goal!r} was started with {shown(t.event)} (step {key!r}), "
+                    f"and this wf.run starts it with {shown(start)}: its recorded steps "
+                    f"belong to the first start event; nothing was run. Ways out: give this "
+                    f"request a run of its own (LetItLoopRuntime(run='...') or "
+                    f"Journal(goal, run='...'); with neither, each start event is a run of "
+                    f"its own), {ways_out(journal, key)}",
+                    run_id=journal.run_id,
+                    key=key,
+                    differences="the start event",
                 )
             return
 
@@ -261,18 +148,36 @@ class JournalingAdapter(InternalAsyncioAdapter):
 
 
 class LetItLoopRuntime(BasicRuntime):
-    """A workflow runtime whose runs are durable inside ``with Journal(goal):``.
+    """A workflow runtime whose every run is durable: ``Pipeline(runtime=LetItLoopRuntime())``.
 
-    ``Pipeline(runtime=LetItLoopRuntime())``; then ``await wf.run(...)`` inside
-    an open journal (``with``/``async with Journal``, ``@durable_async``)
-    records every tick as a step and resumes a run killed half-way at the
-    steps that had not returned. Outside a journal it runs as
-    ``BasicRuntime`` does, journaling nothing. The n-th workflow run in one
-    journal's run is keyed ``Pipeline.`` for the first, ``Pipeline#2.`` for the
-    second: run them one after the other.
+    ``await wf.run(...)`` records every tick as a step and resumes a run
+    killed half-way at the steps that had not returned. Outside an open
+    journal each ``wf.run`` is a journal run of its own (owned.py), of goal
+    ``goal`` (default: the workflow's class name): ``run``'s turn (``run``,
+    ``{run}.turn2`` …), else the request itself, the start event and the
+    context state it continues (a conversation's next turn, ``wf.run(ctx=ctx,
+    ...)``, is a request of its own). The same request is the same run:
+    resumed after a kill, replayed once completed (for ``reuse`` seconds,
+    default ``agentcalls.DEFAULT_REUSE``, an hour; ``fresh=True`` asks for a
+    new answer), waited for while another process runs it (up to ``timeout``
+    seconds; default: as long as it lives). ``path``: the journal file
+    (default: ``$LETITLOOP_DB``, else ``.letitloop/journal.db``). Inside an
+    open journal (``with``/``async with Journal``, ``@durable_async``) the
+    run's ticks go to that journal's run instead: the n-th workflow run in it
+    is keyed ``Pipeline.`` for the first, ``Pipeline#2.`` for the second; run
+    them one after the other.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        goal: str | None = None,
+        *,
+        run: str | None = None,
+        reuse: float | timedelta | None = None,
+        fresh: bool = False,
+        path: str | os.PathLike[str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         super().__init__()
         accept_runtime()  # FunctionAgent(..., runtime=LetItLoopRuntime()) keeps it
         # An allow-list, empty but for what each workflow declares (its events and
@@ -280,6 +185,8 @@ class LetItLoopRuntime(BasicRuntime):
         # serializer import a class because the journal file names it.
         self._default_serializer = RunSerializer(allowed_types=())
         self._journaled: dict[str, JournaledRun] = {}
+        #: The run of each wf.run outside an open journal (owned.py).
+        self.options = RunOptions(goal, run, reuse, fresh, path, timeout)
 
     def queues_of(self, run_id: str) -> Any:
         """The asyncio queues BasicRuntime keeps for the run ``run_id``."""
@@ -295,10 +202,38 @@ class LetItLoopRuntime(BasicRuntime):
         serializer: BaseSerializer | None = None,
     ) -> ExternalRunAdapter:
         journal = open_journal()
-        if journal is None:
-            return super().run_workflow(
-                run_id, workflow, init_state, start_event, serialized_state, serializer
+        if journal is not None:
+            return self._journaled_run(
+                journal, run_id, workflow, init_state, start_event, serialized_state
             )
+        owned = self.options.open(type(workflow).__name__, start_event, serialized_state)
+        # The run's tasks are made now and copy this context: the journal is theirs.
+        token = current_journal.set(owned)
+        try:
+            adapter = self._journaled_run(
+                owned, run_id, workflow, init_state, start_event, serialized_state
+            )
+        except BaseException as exc:
+            owned.close(exc)
+            raise
+        finally:
+            current_journal.reset(token)
+        queues = self._queues[run_id]
+        queues.complete = asyncio.get_running_loop().create_task(
+            closed_with(owned, queues.complete)
+        )
+        return adapter
+
+    def _journaled_run(
+        self,
+        journal: Journal,
+        run_id: str,
+        workflow: Workflow,
+        init_state: BrokerState,
+        start_event: StartEvent | None,
+        serialized_state: dict[str, Any] | None,
+    ) -> ExternalRunAdapter:
+        """Run ``workflow`` in ``journal``'s run: replay its recorded ticks, then go on."""
         # The workflow's own serializer if it has one, else ours: never the unrestricted
         # default a fresh Context hands in.
         active = self.get_serializer(workflow)
@@ -321,10 +256,19 @@ class LetItLoopRuntime(BasicRuntime):
                     ),
                 )
             if final is not None:
-                return self._finished(run_id, init_state, final, store, active)
-            records = [JournalRecord(seq=n, data=active.serialize(t)) for n, t in enumerate(ticks)]
+                return self._finished(run_id, init_state, ticks, final, store, active)
+            # Folded onto the state the run started from: a new one's, or, for a turn that
+            # continues a context (wf.run(ctx=...)), that context's, whose tick count the
+            # records' numbers go on from.
+            base = init_state.journal_seq
+            snapshot = init_state.to_serialized(active).model_dump(mode="python")
+            records = [
+                JournalRecord(seq=base + n, data=active.serialize(t)) for n, t in enumerate(ticks)
+            ]
             try:
-                restored = self.restore(workflow, None, records, active).to_dict(serializer=active)
+                restored = self.restore(workflow, snapshot, records, active).to_dict(
+                    serializer=active
+                )
                 init_state = BrokerState.from_serialized(
                     SerializedContext.from_dict_auto(restored, active), workflow, active
                 )
@@ -332,7 +276,8 @@ class LetItLoopRuntime(BasicRuntime):
                 raise run.unreadable(f"{run.prefix}*", exc) from exc
             run.routed = routed_sends(init_state)
             start_event = None  # the recorded one was added already
-            serialized_state = state
+            if state is not None:  # else the state it started from (a turn's, continued)
+                serialized_state = state
         self._journaled[run_id] = run
         journal_llms(workflow)
         # The run's tasks (its control loop, then its steps) are made now and copy this
@@ -363,12 +308,19 @@ class LetItLoopRuntime(BasicRuntime):
         self,
         run_id: str,
         init_state: BrokerState,
+        ticks: list[WorkflowTick],
         final: StopEvent,
         store: InMemoryStateStore[Any],
         serializer: BaseSerializer,
     ) -> ExternalRunAdapter:
-        """A run that returned ``final`` in an earlier attempt: it comes back, nothing runs."""
+        """A run that returned ``final`` in an earlier attempt: it comes back, nothing runs.
+
+        Its context is the finished run's (its state folded from ``ticks`` on the
+        state it started from), so a next turn that continues it (``wf.run(ctx=...)``)
+        asks what it asked after the uninterrupted run.
+        """
         queues = self._get_or_create_queues(run_id, init_state)
+        queues.ticks = list(ticks)
         queues.state_store = store
         queues.serializer = serializer
 

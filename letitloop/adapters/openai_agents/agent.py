@@ -12,6 +12,7 @@ the handoff itself is the journaled model response that asked for it.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from agents.agent import Agent
@@ -21,15 +22,31 @@ from agents.tool import FunctionTool
 
 from letitloop.adapters.agentcalls import Pricing
 from letitloop.adapters.openai_agents.model import DurableModel
+from letitloop.adapters.openai_agents.runner import RunOptions, register
 from letitloop.adapters.openai_agents.tools import wrap_tool
 
 
-def durable_agent(agent: Agent[Any], *, cost: Pricing | None = None) -> Agent[Any]:
+def durable_agent(
+    agent: Agent[Any],
+    *,
+    cost: Pricing | None = None,
+    goal: str | None = None,
+    run: str | None = None,
+    reuse: float | timedelta | None = None,
+    fresh: bool = False,
+    path: str | None = None,
+) -> Agent[Any]:
     """Journal ``agent``'s model and tool calls, and those of the agents it hands off to.
 
     In place, once per agent; returns ``agent``. ``cost(model_name,
     input_tokens, output_tokens)`` prices each model call (see DurableModel).
+    With ``goal``, ``Runner.run(agent, input)`` outside a journal opens
+    ``Journal(goal, run=...)`` itself: ``run`` if given, else the request
+    (the input and the session's conversation), handed back for ``reuse``
+    seconds once completed (runner.py).
     """
+    if goal is not None:
+        register(agent, RunOptions(goal, run, reuse, fresh, path))
     seen: set[int] = set()
     todo: list[Agent[Any]] = [agent]
     while todo:

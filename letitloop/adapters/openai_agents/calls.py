@@ -26,7 +26,25 @@ from letitloop.errors import NoJournalError
 from letitloop.journal import Journal
 from letitloop.steps import parent_step
 
-#: Calls counted so far, per journal object: {(parent key, label): last number}.
+#: The tool call ids a person approved (``run_durably``), per journal object: each runs
+#: once (letitloop/adapters/approved.py), and ``stop_after`` for its wait if cut short.
+approved: weakref.WeakKeyDictionary[Journal, dict[str, float | None]] = weakref.WeakKeyDictionary()
+
+
+class StoppedToWait(Exception):
+    """Carries ``RunWaiting`` out of the SDK's tool tasks as an ordinary exception.
+
+    A ``SystemExit`` raised in one of the asyncio tasks the ``Runner`` makes
+    leaves the event loop at once; ``run_durably`` raises ``run_waiting`` in
+    the caller's task instead.
+    """
+
+    def __init__(self, run_waiting: BaseException) -> None:
+        super().__init__(str(run_waiting))
+        self.run_waiting = run_waiting
+
+
+#: Calls counted so far: {(parent key, label): last number}.
 _counts: weakref.WeakKeyDictionary[Journal, dict[tuple[str, str], int]] = (
     weakref.WeakKeyDictionary()
 )

@@ -17,6 +17,7 @@ records whole responses.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from agents.agent_output import AgentOutputSchemaBase
@@ -28,10 +29,11 @@ from agents.tool import Tool
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from pydantic import TypeAdapter
 
-from letitloop.adapters.agentcalls import Pricing, digest
+from letitloop.adapters.agentcalls import Pricing, agent_mismatch, digest, plain
 from letitloop.adapters.openai_agents.calls import journal_for, next_number
+from letitloop.adapters.reserving import max_tokens_of, reserve_call
 from letitloop.durable import usage
-from letitloop.errors import MisuseError
+from letitloop.errors import MisuseError, StepMismatchError
 from letitloop.unchecked import unchecked
 
 #: A response as JSON data and back; ``by_alias``: a field named after a Python
@@ -51,9 +53,11 @@ async def call_model(
     """The step's function: one real ``get_response``, its usage reported, the response dumped."""
     del identity  # the call's identity, for the journal's argument check only
     model, args, kwargs, cost = call
+    name = model_name(model)
+    settings = [a for a in (*args, *kwargs.values()) if isinstance(a, ModelSettings)]
+    reserve_call((args, kwargs), partial(max_tokens_of, *settings), name, cost)
     response = await model.get_response(*args, **kwargs)
     spent = response.usage
-    name = model_name(model)
     price = None if cost is None else cost(name, spent.input_tokens, spent.output_tokens)
     usage(
         input_tokens=spent.input_tokens,
@@ -118,12 +122,15 @@ class DurableModel(Model):
             "conversation_id": conversation_id,
             "prompt": prompt,
         }
-        record = await journal.async_step(
-            f"{self.label}.model:{next_number(journal, self.label)}",
-            call_model,
-            identity,
-            unchecked((self.model, args, kwargs, self.cost)),
-        )
+        key = f"{self.label}.model:{next_number(journal, self.label)}"
+        try:
+            record = await journal.async_step(
+                key, call_model, identity, unchecked((self.model, args, kwargs, self.cost))
+            )
+        except StepMismatchError as exc:
+            # The prompt as the shared message shows it: its input items as the messages.
+            said = {"messages": [input] if isinstance(input, str) else plain(input)}
+            raise agent_mismatch(exc, self.label, key, said) from None
         return RESPONSE.validate_python(record)
 
     def stream_response(

@@ -22,8 +22,11 @@ from agents.tool import FunctionTool
 from agents.tool_context import ToolContext
 
 from letitloop.adapters.agentcalls import plain_text
-from letitloop.adapters.openai_agents.calls import journal_for
+from letitloop.adapters.approved import run_once
+from letitloop.adapters.openai_agents.calls import StoppedToWait, approved, journal_for
+from letitloop.journal import Journal
 from letitloop.unchecked import unchecked
+from letitloop.waits import RunWaiting
 
 Invoke = Callable[[ToolContext[Any], str], Awaitable[Any]]
 
@@ -34,6 +37,29 @@ async def call_tool(arguments: str, call: tuple[Invoke, ToolContext[Any]]) -> An
     return plain_text(await invoke(ctx, arguments))
 
 
+async def call_approved(
+    arguments: str, call: tuple[Invoke, ToolContext[Any], Journal, float | None]
+) -> Any:
+    """The step's function of an approved call: run once (approved.py), the answer its
+    output; cut short by a crash, not run again unless a person says so."""
+    invoke, ctx, journal, stop_after = call
+    what = f"{ctx.tool_name}({arguments})"
+
+    async def run() -> Any:
+        return plain_text(await invoke(ctx, arguments))
+
+    try:
+        return await run_once(
+            journal, ctx.tool_call_id, what, run, lambda message: message, stop_after=stop_after
+        )
+    except RunWaiting as stop:
+        raise StoppedToWait(stop) from None
+
+
+# A name of its own, not where the code lives (the file format is a public API).
+call_approved.__module__, call_approved.__qualname__ = "letitloop.openai_agents", "approved_call"
+
+
 class JournaledInvoker:
     """A tool's ``on_invoke_tool`` whose every call is the step ``tool:{name}:{call_id}``."""
 
@@ -42,12 +68,16 @@ class JournaledInvoker:
 
     async def __call__(self, ctx: ToolContext[Any], arguments: str) -> Any:
         journal = journal_for(f"tool call {ctx.tool_name!r}")
-        return await journal.async_step(
-            f"tool:{ctx.tool_name}:{ctx.tool_call_id}",
-            call_tool,
-            arguments,
-            unchecked((self.invoke, ctx)),
-        )
+        key = f"tool:{ctx.tool_name}:{ctx.tool_call_id}"
+        calls = approved.get(journal, {})
+        if ctx.tool_call_id in calls:
+            return await journal.async_step(
+                key,
+                call_approved,
+                arguments,
+                unchecked((self.invoke, ctx, journal, calls[ctx.tool_call_id])),
+            )
+        return await journal.async_step(key, call_tool, arguments, unchecked((self.invoke, ctx)))
 
     def __agents_bind_function_tool__(self, tool: FunctionTool) -> JournaledInvoker:
         # A copied tool (FunctionTool.__copy__) rebinds its invoker: keep it journaled.

@@ -24,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from .capability import LetItLoopDurability
-from .units import LetItLoopBackend
-from .waiter import JournalWaiter, StoppedToWait
+from .units import LetItLoopBackend, StoppedToWait
+from .waiter import JournalWaiter
 
 __all__ = ["JournalWaiter", "LetItLoopBackend", "LetItLoopDurability", "StoppedToWait"]

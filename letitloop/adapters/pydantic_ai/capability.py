@@ -9,13 +9,16 @@ usual, journaling nothing.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import weakref
 from collections.abc import Mapping
+from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from pydantic_ai.agent import EventStreamHandler
-from pydantic_ai.capabilities.abstract import WrapRunHandler
+from pydantic_ai.capabilities.abstract import WrapRunHandler, WrapToolExecuteHandler
 from pydantic_ai.durable_exec import (
     JSON_CODEC,
     BaseDurabilityCapability,
@@ -24,13 +27,47 @@ from pydantic_ai.durable_exec import (
     external_event_scope,
     replay_scope,
 )
+from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResult
-from pydantic_ai.tools import AgentDepsT, RunContext
+from pydantic_ai.tools import (
+    AgentDepsT,
+    DeferredToolRequests,
+    DeferredToolResults,
+    RunContext,
+    ToolDefinition,
+)
 
+from ...budgets import Budget
 from ...journal import Journal, current_journal
-from .units import AgentRun, LetItLoopBackend, active_run
-from .waiter import JournalWaiter, StoppedToWait
+from ...waits import RunWaiting
+from ..agentcalls import DEFAULT_REUSE, DEFAULT_TIMEOUT
+from .requests import check_request, request_of, run_name
+from .units import AgentRun, LetItLoopBackend, StoppedToWait, active_run, approved_call
+from .waiter import JournalWaiter
+
+
+def _exit(run_waiting: RunWaiting, task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: asyncio does not log it as never retrieved
+    raise run_waiting
+
+
+def exit_when_done(run_waiting: RunWaiting) -> None:
+    """End the program with ``run_waiting`` (exit 75, quietly) once this task is done.
+
+    A ``SystemExit`` raised by a task's own code leaves the event loop at once,
+    before the callbacks of the task's end run: AnyIO's worker threads (sync
+    tools, ``ask``), stopped by one of them, were left waiting for work and the
+    process never exited under ``run_sync``; under ``asyncio.run`` it printed
+    60 lines of traceback. So the task ends with ``StoppedToWait`` (an
+    ordinary exception: journals close ``waiting``), and a done callback,
+    registered after AnyIO's, raises the ``RunWaiting`` out of the loop.
+    """
+    task = asyncio.current_task()
+    if task is not None:
+        task.add_done_callback(partial(_exit, run_waiting))
+
 
 #: Agent runs started so far in each open journal (a replay-stable run_id).
 _runs_started: weakref.WeakKeyDictionary[Journal, int] = weakref.WeakKeyDictionary()
@@ -47,9 +84,14 @@ def open_journal() -> Journal | None:
 class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
     """Makes an agent's runs durable in the letitloop journal file.
 
-    ``goal``, ``run``, ``path``: the journal each agent run opens when none is
-    open around it (``Journal(goal, run=run, path=path)``); without ``goal``,
-    an agent run outside a journal is not durable. ``stop_after``: seconds a
+    ``goal``, ``run``, ``reuse``, ``fresh``, ``path``, ``budget``: the journal
+    each agent run opens when none is open around it (``Journal(goal, run=run,
+    reuse=reuse, fresh=fresh, path=path, budget=budget)``). With no ``run``,
+    the run is the request itself (the prompt and the ``message_history`` it
+    continues: requests.py), its recorded answer handed back for ``reuse``
+    seconds (default ``DEFAULT_REUSE``, an hour) once completed, and waited
+    for while another process runs it. Without ``goal``, an agent run outside
+    a journal is not durable. ``stop_after``: seconds a
     wait for outside input (``RequestInput``) keeps the process before it stops
     with ``RunWaiting`` (exit status 75); None waits in the process.
     ``models``, ``event_stream_handler``, ``name``: as for every Pydantic AI
@@ -80,7 +122,10 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
         *,
         goal: str | None = None,
         run: str | None = None,
+        reuse: float | timedelta | None = None,
+        fresh: bool = False,
         path: str | os.PathLike[str] | None = None,
+        budget: Budget | Mapping[str, Any] | None = None,
         stop_after: float | None = None,
         models: Mapping[str, Model] | None = None,
         event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
@@ -89,7 +134,10 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
         super().__init__(models=models, event_stream_handler=event_stream_handler, name=name)
         self.goal = goal
         self.run_name = run
+        self.reuse = reuse
+        self.fresh = fresh
         self.path = path
+        self.budget = budget
         self.stop_after = stop_after
 
     @property
@@ -117,25 +165,77 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
     ) -> AgentRunResult[Any]:
         journal = open_journal()
         if journal is not None:
-            return await self._durable_run(journal, ctx, handler)
+            request = request_of(ctx.prompt, ctx.messages)
+            return await self._durable_run(journal, ctx, handler, request)
         if self.goal is None:
             return await handler()
-        async with Journal(self.goal, run=self.run_name, path=self.path) as opened:
-            return await self._durable_run(opened, ctx, handler)
+        request = request_of(ctx.prompt, ctx.messages)
+        named = self.run_name is not None
+        async with Journal(
+            self.goal,
+            run=self.run_name if named else run_name(self.name, request),
+            reuse=self.reuse if named or self.reuse is not None else DEFAULT_REUSE,
+            fresh=self.fresh,
+            path=self.path,
+            budget=self.budget,
+            timeout=DEFAULT_TIMEOUT,
+        ) as opened:
+            return await self._durable_run(opened, ctx, handler, request)
+
+    async def handle_deferred_tool_calls(
+        self, ctx: RunContext[AgentDepsT], *, requests: DeferredToolRequests
+    ) -> DeferredToolResults | None:
+        # Answers nothing: notes the calls the next wait is for (RequestInput, after this).
+        run = active_run.get()
+        if run is not None:
+            run.pending = requests
+        return None
+
+    async def wrap_tool_execute(
+        self,
+        ctx: RunContext[AgentDepsT],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: dict[str, Any],
+        handler: WrapToolExecuteHandler,
+    ) -> Any:
+        run = active_run.get()
+        if run is None or call.tool_call_id not in run.approved:
+            return await handler(args)
+        token = approved_call.set(call)  # its unit runs once (units.py, approved.py)
+        try:
+            return await handler(args)
+        finally:
+            approved_call.reset(token)
+
+    async def on_node_run_error(
+        self, ctx: RunContext[AgentDepsT], *, node: Any, error: Exception
+    ) -> Any:
+        if isinstance(error, StoppedToWait):
+            exit_when_done(error.run_waiting)
+        raise error
 
     async def _durable_run(
-        self, journal: Journal, ctx: RunContext[AgentDepsT], handler: WrapRunHandler
+        self,
+        journal: Journal,
+        ctx: RunContext[AgentDepsT],
+        handler: WrapRunHandler,
+        request: dict[str, Any],
     ) -> AgentRunResult[Any]:
         number = _runs_wrapped.get(journal, 0) + 1
         _runs_wrapped[journal] = number
-        run = AgentRun(journal, self.name, prefix="" if number == 1 else f"run{number}.")
+        run = AgentRun(
+            journal,
+            self.name,
+            prefix="" if number == 1 else f"run{number}.",
+            stop_after=self.stop_after,
+        )
         token = active_run.set(run)
         try:
+            await check_request(journal, self.name, f"{run.prefix}{self.name}.request", request)
             waiter = JournalWaiter(run, stop_after=self.stop_after)
             with replay_scope(), external_event_scope(waiter):
                 return await super().wrap_run(ctx, handler=handler)
-        except StoppedToWait as stopped:
-            # Out of the agent run's graph tasks: now the journal sees RunWaiting.
-            raise stopped.run_waiting from None
         finally:
             active_run.reset(token)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic_ai.durable_exec import (
@@ -21,12 +22,19 @@ from pydantic_ai.durable_exec import (
     JournalCallableOperationBackend,
     ModelRequestId,
     RoleBasedOperationConfig,
+    ToolsetCallToolId,
     record_durable_unit,
 )
+from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.tools import DeferredToolRequests
 
 from ...durable import usage
 from ...errors import NoJournalError
 from ...journal import Journal
+from ...waits import RunWaiting
+from ..approved import run_once
+from ..reserving import max_tokens_of, reserve_call
+from .decisions import call_text
 
 
 @dataclass
@@ -45,6 +53,13 @@ class AgentRun:
     #: would be refused as concurrent calls of one name).
     prefix: str = ""
     count: int = 0
+    #: The deferred calls the next wait is for (the capability's
+    #: ``handle_deferred_tool_calls`` sets them; the waiter takes them).
+    pending: DeferredToolRequests | None = None
+    #: The call ids approved so far in this agent run (each runs once: approved.py).
+    approved: set[str] = field(default_factory=set)
+    #: The capability's ``stop_after``: how long a wait keeps the process.
+    stop_after: float | None = None
 
     def next_key(self, name: str) -> str:
         """The key of the next unit named ``name``: ``0003:name`` (``run2.0003:name``)."""
@@ -55,6 +70,20 @@ class AgentRun:
 
 #: The agent run in progress in this context (set by the capability's wrap_run).
 active_run: ContextVar[AgentRun | None] = ContextVar("letitloop_pydantic_ai_run", default=None)
+
+#: The approved tool call executing in this context (the capability's wrap_tool_execute).
+approved_call: ContextVar[ToolCallPart | None] = ContextVar(
+    "letitloop_pydantic_ai_approved_call", default=None
+)
+
+
+def tool_failed(message: str) -> dict[str, str]:
+    """A tool unit's payload saying the call failed: Pydantic AI tells the model ``message``.
+
+    The wire form of its ``CallToolResult`` (``kind`` ``tool_failed``), as the
+    JSON codec dumps it.
+    """
+    return {"message": message, "kind": "tool_failed"}
 
 
 def report_usage(payload: object) -> None:
@@ -77,6 +106,21 @@ def report_usage(payload: object) -> None:
         output_tokens=tokens_out if isinstance(tokens_out, int) else None,
         model=model if isinstance(model, str) and model else None,
     )
+
+
+class StoppedToWait(Exception):
+    """Carries ``RunWaiting`` out of the agent run as an ordinary exception.
+
+    Pydantic AI runs a tool's and ``ask``'s sync code in AnyIO worker threads;
+    a ``SystemExit`` raised deep inside the agent run's tasks left such a thread
+    waiting for work, and the process never exited (measured: it hung in
+    ``threading._shutdown``). The capability re-raises ``run_waiting`` once
+    the agent run's tasks are done.
+    """
+
+    def __init__(self, run_waiting: RunWaiting) -> None:
+        super().__init__(str(run_waiting))
+        self.run_waiting = run_waiting
 
 
 class LetItLoopBackend(JournalCallableOperationBackend[None]):
@@ -112,10 +156,27 @@ class LetItLoopBackend(JournalCallableOperationBackend[None]):
             )
         ran = False
         is_model_request = isinstance(operation_id, ModelRequestId)
+        approved = approved_call.get() if isinstance(operation_id, ToolsetCallToolId) else None
 
         async def unit() -> Any:
             nonlocal ran
             ran = True
+            if is_model_request:  # cache_key: model id, messages, settings, parameters, …
+                prompt, settings = (cache_key[1:2], cache_key[3:4]), cache_key[2:3]
+                limit = partial(max_tokens_of, *settings)
+                reserve_call(prompt, limit, getattr(operation_id, "model_name", None), None)
+            if approved is not None:  # runs once, even if a process dies inside it
+                try:
+                    return await run_once(
+                        run.journal,
+                        approved.tool_call_id,
+                        call_text(approved),
+                        body,
+                        tool_failed,
+                        stop_after=run.stop_after,
+                    )
+                except RunWaiting as stop:  # no SystemExit inside the graph's tasks
+                    raise StoppedToWait(stop) from None
             payload = await body()
             if is_model_request:
                 report_usage(payload)

@@ -18,22 +18,8 @@ from pydantic_ai.durable_exec import ExternalEventError, ExternalEventWaiter
 
 from ...errors import WaitTimeoutError
 from ...waits import RunWaiting
-from .units import AgentRun
-
-
-class StoppedToWait(Exception):
-    """Carries ``RunWaiting`` out of the agent run as an ordinary exception.
-
-    Pydantic AI runs a tool's and ``ask``'s sync code in AnyIO worker threads;
-    a ``SystemExit`` raised deep inside the agent run's tasks left such a thread
-    waiting for work, and the process never exited (measured: it hung in
-    ``threading._shutdown``). The capability re-raises ``run_waiting`` once
-    the agent run's tasks are done.
-    """
-
-    def __init__(self, run_waiting: RunWaiting) -> None:
-        super().__init__(str(run_waiting))
-        self.run_waiting = run_waiting
+from .decisions import approved_ids, expect_for, requests_in
+from .units import AgentRun, StoppedToWait
 
 
 class JournalWaiter(ExternalEventWaiter):
@@ -58,19 +44,21 @@ class JournalWaiter(ExternalEventWaiter):
         timeout: timedelta | None,
     ) -> JsonValue:
         journal = self.run.journal
+        pending, self.run.pending = self.run.pending or requests_in(ask), None
         token = f"{journal.run_id} {name}"
         key = self.run.next_key(f"{self.run.agent}__external_event.{name}.ask")
         answer = await journal.async_step(key, ask, token)
-        if answer is not None:
-            return answer
-        try:
-            value: JsonValue = await journal.async_wait_for(
-                name,
-                timeout=None if timeout is None else timeout.total_seconds(),
-                stop_after=self.stop_after,
-            )
-        except WaitTimeoutError as exc:
-            raise ExternalEventError(str(exc)) from exc
-        except RunWaiting as stop:
-            raise StoppedToWait(stop) from None
-        return value
+        if answer is None:
+            try:
+                answer = await journal.async_wait_for(
+                    name,
+                    timeout=None if timeout is None else timeout.total_seconds(),
+                    stop_after=self.stop_after,
+                    expect=None if pending is None else expect_for(pending),
+                )
+            except WaitTimeoutError as exc:
+                raise ExternalEventError(str(exc)) from exc
+            except RunWaiting as stop:
+                raise StoppedToWait(stop) from None
+        self.run.approved |= approved_ids(answer)
+        return answer

@@ -9,8 +9,9 @@
   the manager (key ``{manager}.agent:{name}:{digest}``), its own calls
   keyed under it;
 - ``agent.run`` the same run inside a journal: the open one (``with
-  Journal(...)``, ``@durable``) if any, else ``Journal(session_id)``,
-  completed when the run returns;
+  Journal(...)``, ``@durable``) if any, else ``Journal(session_id,
+  run=...)`` of the request (its task and the conversation it continues,
+  unless ``run=`` names it), completed when the run returns;
 - this object one of the agent's step callbacks, which checks that the
   agent it is called for was wrapped.
 
@@ -21,21 +22,38 @@ observations as it was; only the calls in flight run again.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 from smolagents.agents import MultiStepAgent
 from smolagents.memory import ActionStep
 from smolagents.tools import Tool
 
-from letitloop.adapters.agentcalls import Pricing, digest, plain, plain_text, run_journal
+from letitloop.adapters.agentcalls import (
+    Pricing,
+    conversation_after,
+    digest,
+    mismatch_within,
+    plain,
+    plain_text,
+    request_options,
+    run_journal,
+)
 from letitloop.adapters.smolagents.calls import AgentCalls
 from letitloop.adapters.smolagents.model import DurableModel
 from letitloop.errors import LetItLoopError
+from letitloop.generations import reuse_seconds
 from letitloop.unchecked import unchecked
 
 #: The attribute a wrapped agent or tool carries: its AgentCalls.
 WRAPPED = "_letitloop_calls"
+
+#: What a run's request is, of ``agent.run``'s arguments (docs/adapters.md, "The same
+#: request is never paid twice"): ``reset`` is the conversation it continues, and
+#: ``stream`` and ``return_full_result`` change only how the same answer comes back.
+REQUEST = ("task", "images", "additional_args", "max_steps")
 
 
 def call_tool(
@@ -82,7 +100,15 @@ class SmolagentsWALCallback:
     ``path`` the journal file (default: ``$LETITLOOP_DB``, else
     ``.letitloop/journal.db`` found as ``Journal`` finds it); ``cost`` what a
     model call cost from its model's name and tokens (reported with them;
-    default: no cost). Call
+    default: no cost). Each ``agent.run`` is a run of its own: ``run`` names
+    it (a later turn of the conversation, ``agent.run(task, reset=False)``,
+    is ``{run}.turn2`` …); with no ``run``, the run is the request itself
+    (the task, images, additional args and max steps, and the conversation
+    it continues: ``agentcalls.request_run``), so a new task is a new run and
+    the same task again hands back its recorded answer without a call, for
+    ``reuse`` seconds (default ``agentcalls.DEFAULT_REUSE``, an hour; with a
+    ``run``, forever); ``fresh=True`` asks for a new answer. A second process
+    asking the same request at once waits for the first and replays it. Call
     :meth:`wrap_agent` before the agent runs: a step callback alone fires
     after a step's calls have run, too late to replay them.
     """
@@ -93,10 +119,17 @@ class SmolagentsWALCallback:
         *,
         path: str | None = None,
         cost: Pricing | None = None,
+        run: str | None = None,
+        reuse: float | timedelta | None = None,
+        fresh: bool = False,
     ) -> None:
+        reuse_seconds(reuse, fresh)  # refused here, not at the first run
         self.session_id = session_id
         self.path = path
         self.cost = cost
+        self.run = run
+        self.reuse = reuse
+        self.fresh = fresh
 
     def wrap_agent(self, agent: MultiStepAgent) -> MultiStepAgent:
         """Wrap ``agent`` (model, tools, managed agents, run) in place; returns it."""
@@ -123,10 +156,41 @@ class SmolagentsWALCallback:
         run = agent.run
         goal = self.session_id or agent.name or "smolagents"
         path = self.path
+        signature = inspect.signature(run)
+
+        def options(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            """The run of this request (agentcalls.request_options), its turn counted."""
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = bound.arguments
+            if given.get("reset", True):
+                calls.conversation, calls.turn = None, 0
+            calls.turn += 1
+            request = plain({k: given.get(k) for k in REQUEST})
+            return request_options(
+                goal,
+                request,
+                calls.conversation,
+                run=self.run,
+                turn=calls.turn,
+                reuse=self.reuse,
+                fresh=self.fresh,
+            )
+
+        def answered(opened: dict[str, Any], answer: Any) -> None:
+            """The conversation the agent's next run continues, unless it resets."""
+            output = getattr(answer, "output", answer)  # a RunResult, a FinalAnswerStep
+            calls.conversation = conversation_after(
+                calls.conversation, opened["run"], plain(plain_text(output))
+            )
 
         def streamed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
-            with run_journal(goal, path) as journal, calls.running(journal):
-                yield from run(*args, **kwargs)
+            opened = options(args, kwargs)
+            last = None
+            with run_journal(goal, path, **opened) as journal, calls.running(journal):
+                for last in run(*args, **kwargs):
+                    yield last
+            answered(opened, last)
 
         def journaled_run(*args: Any, **kwargs: Any) -> Any:
             if kwargs.get("stream", args[1] if len(args) > 1 else False):
@@ -146,8 +210,17 @@ class SmolagentsWALCallback:
                     unchecked((whole_run,)),
                     queue=True,
                 )
-            with run_journal(goal, path) as journal, calls.running(journal):
-                return run(*args, **kwargs)
+            opened = options(args, kwargs)
+            try:
+                with run_journal(goal, path, **opened) as journal, calls.running(journal):
+                    answer = run(*args, **kwargs)
+            except Exception as error:  # smolagents wraps a model call's error in its own
+                found = mismatch_within(error)
+                if found is None or found is error:
+                    raise
+                raise found from error
+            answered(opened, answer)
+            return answer
 
         return journaled_run
 
@@ -169,6 +242,10 @@ def durable_agent(
     *,
     path: str | None = None,
     cost: Pricing | None = None,
+    run: str | None = None,
+    reuse: float | timedelta | None = None,
+    fresh: bool = False,
 ) -> MultiStepAgent:
     """``SmolagentsWALCallback(session_id, ...).wrap_agent(agent)``: two lines become one."""
-    return SmolagentsWALCallback(session_id, path=path, cost=cost).wrap_agent(agent)
+    wal = SmolagentsWALCallback(session_id, path=path, cost=cost, run=run, reuse=reuse, fresh=fresh)
+    return wal.wrap_agent(agent)

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from letitloop.adapters.agentcalls import Pricing, open_journal
-from letitloop.errors import NoJournalError
+from letitloop.adapters.agentcalls import Pricing, agent_mismatch, open_journal
+from letitloop.errors import NoJournalError, StepMismatchError
 from letitloop.journal import Journal
 
 T = TypeVar("T")
@@ -47,6 +47,10 @@ class AgentCalls:
         self._guard = threading.Lock()
         #: One lock per call name: identical calls are made one at a time.
         self._locks: dict[str, threading.Lock] = {}
+        #: The conversation the agent's next run continues (``agentcalls.conversation_after``
+        #: of its last run; None: a new one) and that run's turn in it (agent.py).
+        self.conversation: str | None = None
+        self.turn = 0
 
     @contextmanager
     def running(self, journal: Journal) -> Iterator[None]:
@@ -74,6 +78,12 @@ class AgentCalls:
             return self._step(name, fn, *args)
 
     def _step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return self._journal_step(name, fn, *args)
+        except StepMismatchError as error:
+            raise agent_mismatch(error, self.label, name, args[0]) from None
+
+    def _journal_step(self, name: str, fn: Callable[..., T], *args: Any) -> T:
         journal, context = self.journal, self.context
         if journal is None or context is None:
             journal = open_journal()

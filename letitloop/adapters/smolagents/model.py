@@ -10,6 +10,7 @@ The reply's token usage is reported with ``letitloop.usage``.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from smolagents.models import (
@@ -23,6 +24,7 @@ from smolagents.models import (
 from smolagents.monitoring import TokenUsage
 
 from letitloop.adapters.agentcalls import Pricing, plain
+from letitloop.adapters.reserving import max_tokens_of, reserve_call
 from letitloop.adapters.smolagents.calls import AgentCalls
 from letitloop.durable import usage
 from letitloop.unchecked import unchecked
@@ -91,6 +93,8 @@ def call_model(identity: Any, call: ModelCall) -> dict[str, Any]:
     """The step's function: one real model call, its usage (and cost) reported."""
     del identity  # the call's identity, for the journal's argument check only
     model, messages, kwargs, cost = call
+    limit = partial(max_tokens_of, kwargs, getattr(model, "kwargs", None))
+    reserve_call(messages, limit, model.model_id or None, cost)  # settled by usage() below
     reply = model.generate(messages, **kwargs)
     spent = reply.token_usage
     if spent is not None:

@@ -1,0 +1,324 @@
+"""Paid pipelines under a budget, killed at random, for tests/test_bills.py and
+benchmarks/bills.py.
+
+``python tests/bill_pipeline.py MODE DURABILITY FOLDER TRIALS SEED [KILLS] [DB]``:
+runs TRIALS trials of MODE, each a new journal file and a new bill in FOLDER
+(with DB, a ``postgresql://`` or other location, each trial a goal of its
+own there: ``paid-0``, ``paid-1``, …). A
+trial runs attempts until one ends (the run finished, or its budget refused
+a call), at most MAX_ATTEMPTS: each attempt is a child process forked from
+this one (which imported the framework once, and never opens a journal),
+SIGKILLed by itself at a point chosen at random among those it passes
+(before the provider bills a call, after it billed it and before the reply
+is back, after a step), or not at all; with KILLS ``billed``, every
+attempt but the last is killed just after the provider billed its first
+call. Prints one JSON line per trial:
+``{"trial", "db", "goal", "bill", "budget", "outcome", "attempts", "kills"}``.
+
+The fake provider is outside the journal: each call it bills appends its
+tokens (input plus output) to the trial's bill file with one ``write``
+(kept by the kernel whatever kills the process), before it replies. Its
+input is a quarter of the prompt's text, its output at most the call's
+``max_tokens``: within what the default estimate reserves.
+
+MODE: ``sync`` and ``async`` (a ``Journal`` with ``letitloop.reserve`` in
+each step), ``unreserved`` (the same steps without ``reserve``: the bill
+before reservations), ``smolagents`` and ``pydantic_ai`` (the real
+framework, its agent wrapped with the adapter's default arguments, an
+offline fake model with ``max_tokens``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from letitloop import Budget, BudgetExceededError, Journal, reserve, usage
+
+#: Attempts of one trial at most; the last is never killed.
+MAX_ATTEMPTS = 10
+#: Each call's output limit.
+MAX_TOKENS = 60
+#: The plain pipelines' budget and calls.
+PLAIN_BUDGET, PLAIN_CALLS = 800, 6
+
+WHERE: dict[str, Any] = {"kill_at": 0, "passed": 0, "bill": -1, "goal": ""}
+
+
+def point() -> None:
+    """One place a kill may land: SIGKILL this process at the chosen one."""
+    WHERE["passed"] += 1
+    if WHERE["passed"] == WHERE["kill_at"]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def provider(prompt: str, max_tokens: int) -> tuple[int, int]:
+    """The paid call: billed (written to the bill) before it replies."""
+    point()  # before the request reaches the provider
+    tokens_in = len(prompt.encode()) // 4 + 1
+    tokens_out = min(max_tokens, 20 + len(prompt) % 40)
+    os.write(WHERE["bill"], f"{tokens_in + tokens_out}\n".encode())
+    point()  # billed; the reply is not back yet
+    return tokens_in, tokens_out
+
+
+# -- plain journals ------------------------------------------------------------------
+
+
+def ask(prompt: str, reserving: bool) -> str:
+    if reserving:
+        reserve(prompt, max_tokens=MAX_TOKENS)
+    tokens_in, tokens_out = provider(prompt, MAX_TOKENS)
+    usage(input_tokens=tokens_in, output_tokens=tokens_out, model="fake")
+    return f"answer to {prompt[:12]}"
+
+
+async def ask_async(prompt: str) -> str:
+    reserve(prompt, max_tokens=MAX_TOKENS)
+    await asyncio.sleep(0)
+    tokens_in, tokens_out = provider(prompt, MAX_TOKENS)
+    usage(input_tokens=tokens_in, output_tokens=tokens_out, model="fake")
+    return f"answer to {prompt[:12]}"
+
+
+def question(i: int) -> str:
+    return f"question {i}: " + "why " * (30 + 7 * i)
+
+
+def plain(db: str, durability: Any, reserving: bool) -> str:
+    budget = Budget(tokens=PLAIN_BUDGET)
+    with Journal(WHERE["goal"], path=db, durability=durability, budget=budget) as j:
+        answers = []
+        for i in range(PLAIN_CALLS):
+            answers.append(j.step(f"ask:{i}", ask, question(i), reserving))
+            point()  # after a step
+        return " / ".join(answers)
+
+
+async def plain_async(db: str, durability: Any) -> str:
+    budget = Budget(tokens=PLAIN_BUDGET)
+    async with Journal(WHERE["goal"], path=db, durability=durability, budget=budget) as j:
+        answers = []
+        for i in range(PLAIN_CALLS):
+            answers.append(await j.async_step(f"ask:{i}", ask_async, question(i)))
+            point()
+        return " / ".join(answers)
+
+
+# -- smolagents ------------------------------------------------------------------------
+
+SMOL_BUDGET, LOOKUPS = 10_000, 4
+
+
+def smolagents_run(db: str, durability: Any) -> str:
+    from smolagents import ToolCallingAgent, tool
+    from smolagents.models import (
+        ChatMessage,
+        ChatMessageToolCall,
+        ChatMessageToolCallFunction,
+        MessageRole,
+        Model,
+    )
+    from smolagents.monitoring import LogLevel, TokenUsage
+
+    from letitloop.adapters.smolagents import durable_agent
+
+    @tool
+    def lookup(n: int) -> str:
+        """Look a number up.
+
+        Args:
+            n: the number
+        """
+        point()
+        return f"fact {n}"
+
+    class PaidModel(Model):
+        def generate(self, messages: list[Any], **kwargs: Any) -> ChatMessage:
+            text = " ".join(str(getattr(m, "content", "")) for m in messages)
+            turn = sum(getattr(m, "role", None) == MessageRole.TOOL_RESPONSE for m in messages)
+            tokens_in, tokens_out = provider(text, self.kwargs["max_tokens"])
+            name, arguments = ("lookup", {"n": turn}) if turn < LOOKUPS else ("final_answer", {})
+            if name == "final_answer":
+                arguments = {"answer": f"done after {turn} lookups"}
+            fn = ChatMessageToolCallFunction(name=name, arguments=arguments)
+            return ChatMessage(
+                role=MessageRole.ASSISTANT,
+                content=None,
+                tool_calls=[ChatMessageToolCall(function=fn, id=f"call_{turn}", type="function")],
+                token_usage=TokenUsage(input_tokens=tokens_in, output_tokens=tokens_out),
+            )
+
+    model = PaidModel(model_id="paid", max_tokens=MAX_TOKENS)
+    agent = ToolCallingAgent(
+        tools=[lookup], model=model, verbosity_level=LogLevel.OFF, max_steps=LOOKUPS + 2
+    )
+    budget = Budget(tokens=SMOL_BUDGET)
+    with Journal(WHERE["goal"], path=db, durability=durability, budget=budget):
+        return str(durable_agent(agent).run("Look up four facts"))
+
+
+# -- Pydantic AI -------------------------------------------------------------------------
+
+PYDANTIC_BUDGET = 8_000
+
+
+async def pydantic_ai_run(db: str, durability: Any) -> str:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.usage import RequestUsage
+
+    from letitloop.adapters.pydantic_ai import LetItLoopDurability
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        parts = [p for m in messages for p in m.parts]
+        text = " ".join(str(getattr(p, "content", "")) for p in parts)
+        limit = (info.model_settings or {}).get("max_tokens", 0)
+        tokens_in, tokens_out = provider(text, limit)
+        done = sum(isinstance(p, ToolReturnPart) for p in parts)
+        spent = RequestUsage(input_tokens=tokens_in, output_tokens=tokens_out)
+        if done < LOOKUPS:
+            return ModelResponse(parts=[ToolCallPart("lookup", {"n": done})], usage=spent)
+        return ModelResponse(parts=[TextPart(f"done after {done} lookups")], usage=spent)
+
+    agent = Agent(
+        FunctionModel(model),
+        name="facts",
+        capabilities=[LetItLoopDurability()],
+        model_settings={"max_tokens": MAX_TOKENS},
+    )
+
+    @agent.tool_plain
+    def lookup(n: int) -> str:
+        point()
+        return f"fact {n}"
+
+    budget = Budget(tokens=PYDANTIC_BUDGET)
+    async with Journal(WHERE["goal"], path=db, durability=durability, budget=budget):
+        return (await agent.run("Look up four facts " + "please " * 40)).output
+
+
+# -- the trials ------------------------------------------------------------------------
+
+BUDGETS = {
+    "sync": PLAIN_BUDGET,
+    "async": PLAIN_BUDGET,
+    "unreserved": PLAIN_BUDGET,
+    "smolagents": SMOL_BUDGET,
+    "pydantic_ai": PYDANTIC_BUDGET,
+}
+#: Kill points an attempt may pass, about: the random kill is chosen among them.
+POINTS = {"sync": 18, "async": 18, "unreserved": 18, "smolagents": 14, "pydantic_ai": 14}
+
+
+def attempt(mode: str, durability: Any, db: str) -> str:
+    """One attempt, in this (forked) process."""
+    if mode in ("sync", "unreserved"):
+        return plain(db, durability, mode == "sync")
+    if mode == "async":
+        return asyncio.run(plain_async(db, durability))
+    if mode == "smolagents":
+        return smolagents_run(db, durability)
+    return asyncio.run(pydantic_ai_run(db, durability))
+
+
+def refused(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the budget's refusal, or a framework's error caused by it."""
+    while exc is not None:
+        if isinstance(exc, BudgetExceededError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def forked(mode: str, durability: Any, db: str, bill: str, kill_at: int) -> int:
+    """Run one attempt in a forked child; its exit status (-9: killed)."""
+    pid = os.fork()
+    if pid == 0:  # the child: a process of its own, which opens its own journal
+        code = 1
+        try:
+            WHERE.update(kill_at=kill_at, passed=0)
+            WHERE["bill"] = os.open(bill, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            attempt(mode, durability, db)
+            code = 0
+        except BaseException as exc:
+            code = 3 if refused(exc) else 1
+            if code == 1:
+                import traceback
+
+                traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def trial(
+    mode: str,
+    durability: Any,
+    folder: Path,
+    n: int,
+    rng: random.Random,
+    kills_at: str,
+    location: str | None,
+) -> dict[str, Any]:
+    db, bill = folder / f"{mode}-{durability}-{n}.db", folder / f"{mode}-{durability}-{n}.bill"
+    WHERE["goal"] = f"paid-{n}"
+    kills, outcome, attempts = 0, "unfinished", 0
+    for attempts in range(1, MAX_ATTEMPTS + 1):
+        last = attempts == MAX_ATTEMPTS
+        kill_at = 0 if last or rng.random() < 0.15 else rng.randint(1, POINTS[mode])
+        if kills_at == "billed":
+            kill_at = 0 if last else 2
+        status = forked(mode, durability, location or str(db), str(bill), kill_at)
+        if status == -signal.SIGKILL:
+            kills += 1
+            continue
+        outcome = {0: "done", 3: "refused"}.get(status, f"exit {status}")
+        break
+    billed = sum(int(x) for x in bill.read_text().split()) if bill.exists() else 0
+    return {
+        "trial": n,
+        "db": location or str(db),
+        "goal": WHERE["goal"],
+        "bill": billed,
+        "budget": BUDGETS[mode],
+        "outcome": outcome,
+        "attempts": attempts,
+        "kills": kills,
+    }
+
+
+def main() -> None:
+    mode, durability, folder, trials, seed = sys.argv[1:6]
+    kills_at = sys.argv[6] if len(sys.argv) > 6 else "random"
+    location = sys.argv[7] if len(sys.argv) > 7 else None
+    if mode in ("smolagents",):  # import the framework once, before the forks
+        import smolagents  # noqa: F401
+    elif mode == "pydantic_ai":
+        import pydantic_ai  # noqa: F401
+    rng = random.Random(int(seed))
+    for n in range(int(trials)):
+        done = trial(mode, durability, Path(folder), n, rng, kills_at, location)
+        print(json.dumps(done), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,440 @@
+"""The bill, not only the record, stays within the budget: a paid call reserves what it may
+cost before it starts (``letitloop.reserve``, every adapter's model call), its usage settles
+the reservation, and a reservation whose process died stays counted.
+
+The trials run in tests/bill_pipeline.py: attempts forked from one process and SIGKILLed
+at random points (before the fake provider bills a call, after it billed and before the
+reply, between steps), the provider's bill kept in a file outside the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from letitloop import (
+    Budget,
+    BudgetExceededError,
+    Journal,
+    LetItLoopError,
+    PaidCall,
+    Reservation,
+    reserve,
+    usage,
+)
+from letitloop.errors import NoJournalError
+from letitloop.inspection import find_run, open_inspector, show_run
+
+PIPELINE = Path(__file__).resolve().parent / "bill_pipeline.py"
+
+#: Resume a bill_pipeline run (``sys.argv``: location, goal): exit 3 if its budget refuses.
+RESUME = """
+import sys
+from letitloop import Budget, BudgetExceededError, Journal, reserve, usage
+
+def ask():
+    reserve("question 0", max_tokens=60)
+    raise SystemExit("paid")
+
+try:
+    with Journal(sys.argv[2], path=sys.argv[1], budget=Budget(tokens=800)) as j:
+        j.step("ask:0", ask)
+except BudgetExceededError:
+    sys.exit(3)
+"""
+LIL = [sys.executable, "-m", "letitloop"]
+
+
+def trials(
+    mode: str,
+    durability: str,
+    folder: Path,
+    n: int,
+    seed: int,
+    kills: str = "random",
+    location: str | None = None,
+) -> list[dict[str, Any]]:
+    args = [str(PIPELINE), mode, durability, str(folder), str(n), str(seed), kills]
+    done = subprocess.run(
+        [sys.executable, *args, *([location] if location else [])],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    # An attempt that ended otherwise printed its traceback: show it with the trial.
+    odd = [r for r in results if r["outcome"] not in ("done", "refused")]
+    assert not odd, (odd, done.stderr[-4000:])
+    return results
+
+
+def counted(location: str, goal: str) -> tuple[int, int]:
+    """What the journal counts as the run's spend, read from outside the writer: the usage
+    every call reported, and what calls reserved and never settled."""
+    inspector = open_inspector(location)
+    try:
+        detail = show_run(inspector, find_run(inspector, goal))
+    finally:
+        inspector.close()
+    held = sum(r.tokens or 0 for r in detail.reservations if r.settled_at is None)
+    return detail.usage.tokens or 0, held
+
+
+def check(results: list[dict[str, Any]]) -> None:
+    for r in results:
+        assert r["outcome"] in ("done", "refused"), r
+        assert r["bill"] <= r["budget"], r
+        reported, held = counted(r["db"], r["goal"])
+        # Every billed call is counted: by its usage, or by its reservation when its
+        # process died before the usage was committed; and the count is within the budget.
+        assert r["bill"] <= reported + held <= r["budget"], (r, reported, held)
+    assert sum(r["kills"] for r in results) >= len(results) // 2  # the kills did happen
+
+
+class TestTheProvidersBillUnderRandomKills:
+    @pytest.mark.parametrize(
+        ("mode", "durability"),
+        [("sync", "process"), ("sync", "power"), ("async", "process"), ("async", "power")],
+    )
+    def test_a_journals_paid_steps_never_bill_past_the_budget(
+        self, mode: str, durability: str, tmp_path: Path
+    ) -> None:
+        check(trials(mode, durability, tmp_path, 6, seed=len(mode) + len(durability)))
+
+    def test_a_smolagents_agent_never_bills_past_the_budget(self, tmp_path: Path) -> None:
+        pytest.importorskip("smolagents")
+        check(trials("smolagents", "process", tmp_path, 20, seed=7))
+
+    def test_a_pydantic_ai_agent_never_bills_past_the_budget(self, tmp_path: Path) -> None:
+        pytest.importorskip("pydantic_ai.durable_exec")
+        check(trials("pydantic_ai", "process", tmp_path, 20, seed=11))
+
+    def test_on_postgresql_too(self, tmp_path: Path) -> None:
+        import pg_server
+
+        location = pg_server.location()
+        check(trials("sync", "process", tmp_path, 6, seed=5, location=location))
+
+
+class TestEveryAttemptKilledJustAfterTheProviderBilled:
+    def test_without_reservations_the_bill_passes_the_budget(self, tmp_path: Path) -> None:
+        # What the record alone bounded: each killed call was paid and never recorded.
+        (r,) = trials("unreserved", "process", tmp_path, 1, seed=1, kills="billed")
+        assert r["kills"] == 9 and r["bill"] > r["budget"]
+
+    @pytest.mark.parametrize("mode", ["sync", "async"])
+    def test_with_them_it_stops_within_it_and_lil_shows_why(
+        self, mode: str, tmp_path: Path
+    ) -> None:
+        (r,) = trials(mode, "process", tmp_path, 1, seed=1, kills="billed")
+        assert r["outcome"] == "refused" and r["bill"] <= r["budget"]
+        shown = subprocess.run(
+            [*LIL, "--db", r["db"], "show", r["goal"]], capture_output=True, text=True, timeout=60
+        )
+        assert shown.returncode == 0, shown.stderr
+        budget = next(x for x in shown.stdout.splitlines() if x.startswith("budget"))
+        assert "reserved and not settled by 4 calls" in budget
+        assert "not settled (cut short, counted as spent)" in shown.stdout
+
+    def test_lil_ui_shows_reserved_versus_settled_spend(self, tmp_path: Path) -> None:
+        pytest.importorskip("starlette")
+        from starlette.testclient import TestClient
+
+        from letitloop.web import create_app
+
+        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        page = TestClient(create_app(Path(r["db"])), base_url="http://127.0.0.1")
+        html = page.get(f"/runs/{r['goal']}").text
+        assert "reserved and not settled by 4 calls" in html
+        assert "4 paid calls: 0 settled" in html
+
+    def test_lil_export_has_a_record_per_reservation(self, tmp_path: Path) -> None:
+        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        exported = subprocess.run(
+            [*LIL, "--db", r["db"], "export", r["goal"], "--format", "jsonl"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert exported.returncode == 0, exported.stderr
+        records = [json.loads(line) for line in exported.stdout.splitlines()]
+        held = [x for x in records if x["record"] == "reservation"]
+        assert [(x["key"], x["attempt"], x["settled_at"]) for x in held] == [
+            ("ask:0", n, None) for n in (1, 2, 3, 4)
+        ]
+
+    @pytest.mark.parametrize("target", ["file", "postgres"])
+    def test_lil_copy_takes_the_reservations_and_the_copy_stays_within_the_budget(
+        self, target: str, tmp_path: Path
+    ) -> None:
+        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        if target == "file":
+            to = str(tmp_path / "copy.db")
+        else:
+            import pg_server
+
+            to = pg_server.location()
+        copied = subprocess.run(
+            [*LIL, "copy", r["db"], to], capture_output=True, text=True, timeout=120
+        )
+        assert copied.returncode == 0, copied.stderr
+        assert counted(to, r["goal"]) == counted(r["db"], r["goal"]) == (0, 768)
+        # Resumed from the copy: the killed calls' reservations still count, nothing is paid.
+        refused = subprocess.run(
+            [sys.executable, "-c", RESUME, to, r["goal"]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode == 3, refused.stderr
+
+    def test_lil_reset_deletes_the_runs_reservations(self, tmp_path: Path) -> None:
+        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        reset = subprocess.run(
+            [*LIL, "--db", r["db"], "reset", r["goal"], "--yes"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert reset.returncode == 0, reset.stderr
+        import sqlite3
+
+        with sqlite3.connect(r["db"]) as db:
+            assert db.execute("SELECT count(*) FROM reservations").fetchone() == (0,)
+
+
+@pytest.fixture(params=["file", "memory", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "file":
+        return str(tmp_path / "j.db")
+    if request.param == "memory":
+        return f"memory://{tmp_path.name}"
+    import pg_server
+
+    return pg_server.location()
+
+
+def amounts(made: Reservation | None) -> tuple[int | None, float | None] | None:
+    """A reservation as a step can return it (plain data)."""
+    return None if made is None else (made.tokens, made.cost)
+
+
+def paid(prompt: str, spent: int, calls: list[str]) -> tuple[int | None, float | None] | None:
+    """A paid call of ``spent`` tokens whose output is at most 100 tokens."""
+    made = reserve(prompt, max_tokens=100)
+    calls.append(prompt)
+    usage(input_tokens=spent)
+    return amounts(made)
+
+
+class TestAReservation:
+    def test_it_is_the_prompts_bytes_plus_max_tokens_and_is_settled_by_the_usage(
+        self, location: str
+    ) -> None:
+        calls: list[str] = []
+        with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+            assert j.step("one", paid, "x" * 300, 50, calls) == (400, None)
+            # Settled: 50 counted, not 400, so 950 remain for two more calls of 400.
+            j.step("two", paid, "x" * 300, 50, calls)
+            j.step("three", paid, "x" * 300, 50, calls)
+            with pytest.raises(BudgetExceededError) as refused:
+                j.step("four", paid, "x" * 800, 50, calls)
+        assert len(calls) == 3  # the call that did not fit was not made
+        assert refused.value.tokens == 150 and refused.value.key == "four"
+        assert "the paid call of step 'four' (reserving 900 tokens) was not made" in str(
+            refused.value
+        )
+        inspector = open_inspector(location)
+        try:
+            shown = show_run(inspector, find_run(inspector, "g")).reservations
+        finally:
+            inspector.close()
+        assert [(r.key, r.tokens, r.settled_tokens) for r in shown] == [
+            ("one", 400, 50),
+            ("two", 400, 50),
+            ("three", 400, 50),
+        ]
+        assert all(r.settled_at is not None for r in shown)
+
+    def test_a_call_that_raised_releases_what_it_reserved(self, location: str) -> None:
+        def failing() -> None:
+            reserve(tokens=900)
+            raise ValueError("the provider refused")
+
+        with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+            with pytest.raises(ValueError):
+                j.step("fails", failing)
+            assert j.step("after", lambda: amounts(reserve(tokens=1000))) == (1000, None)
+
+    def test_a_cancelled_call_keeps_its_reservation_counted(self, location: str) -> None:
+        async def slow() -> None:
+            reserve(tokens=600)
+            await asyncio.sleep(30)
+
+        async def main() -> None:
+            async with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+                task = asyncio.ensure_future(j.async_step("slow", slow))
+                await asyncio.sleep(0.05)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                with pytest.raises(BudgetExceededError, match="600 tokens"):
+                    await j.async_step("next", lambda: amounts(reserve(tokens=500)))
+
+        asyncio.run(main())
+
+    def test_the_budgets_estimate_decides_when_the_call_gives_no_amounts(
+        self, location: str
+    ) -> None:
+        seen: list[PaidCall] = []
+
+        def estimate(call: PaidCall) -> Reservation:
+            seen.append(call)
+            return Reservation(tokens=call.prompt_tokens * 2)
+
+        with Journal("g", path=location, budget=Budget(tokens=100, estimate=estimate)) as j:
+            made = j.step("a", lambda: amounts(reserve("héllo", max_tokens=7, model="m")))
+        assert made == (12, None)
+        assert seen == [PaidCall(prompt_tokens=6, max_tokens=7, model="m")]
+        fixed = Budget(tokens=100, estimate=Reservation(tokens=30))
+        with Journal("h", path=location, budget=fixed) as j:
+            assert j.step("a", lambda: amounts(reserve("anything"))) == (30, None)
+
+    def test_a_call_with_no_output_limit_reserves_all_that_remains(self, location: str) -> None:
+        with Journal("g", path=location, budget=Budget(tokens=1000, cost=2.0)) as j:
+            j.step("spent", lambda: usage(input_tokens=100, cost=0.5))
+            made = j.step("open", lambda: amounts(reserve("hi")))
+            j.step("settle", lambda: None)
+            priced = j.step(
+                "priced",
+                lambda: amounts(reserve("hi", max_tokens=10, price=lambda m, i, o: (i + o) / 100)),
+            )
+        assert made == (900, 1.5)
+        assert priced == (12, 0.12)
+
+    def test_without_a_budget_nothing_is_reserved(self, location: str) -> None:
+        with Journal("g", path=location) as j:
+            assert j.step("a", lambda: amounts(reserve("hi", max_tokens=10))) is None
+
+    def test_outside_a_step_or_with_amounts_that_are_none_it_is_refused(
+        self, location: str
+    ) -> None:
+        with pytest.raises(NoJournalError, match="outside a step"):
+            reserve("hi")
+        with Journal("g", path=location, budget=Budget(tokens=10)) as j:
+            with pytest.raises(LetItLoopError, match="max_tokens must be"):
+                j.step("a", lambda: reserve("hi", max_tokens=-1))
+            with pytest.raises(LetItLoopError, match="tokens must be"):
+                j.step("b", lambda: reserve(tokens=1.5))  # type: ignore[arg-type]
+        with pytest.raises(LetItLoopError, match="estimate must be"):
+            Budget(tokens=10, estimate=3)
+
+    def test_a_failed_try_of_a_retried_step_releases_its_own_reservation(
+        self, location: str
+    ) -> None:
+        from letitloop import RetryPolicy
+
+        tries: list[int] = []
+
+        def flaky() -> int:
+            reserve(tokens=600)
+            tries.append(1)
+            if len(tries) == 1:
+                raise ConnectionError("the provider hung up")
+            usage(input_tokens=10)
+            return len(tries)
+
+        policy = RetryPolicy(max_attempts=3, initial_backoff=0.0, jitter=0.0)
+        with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+            # The second try reserves 600 again: the first try's 600 was released.
+            assert j.step("flaky", flaky, retry=policy) == 2
+        inspector = open_inspector(location)
+        try:
+            shown = show_run(inspector, find_run(inspector, "g")).reservations
+        finally:
+            inspector.close()
+        assert [(r.tokens, r.settled_tokens) for r in shown] == [(600, None), (600, 10)]
+
+
+def reservations_of(location: str, goal: str) -> list[tuple[str, int | None, int | None]]:
+    inspector = open_inspector(location)
+    try:
+        held = show_run(inspector, find_run(inspector, goal)).reservations
+    finally:
+        inspector.close()
+    return [(r.key, r.tokens, r.settled_tokens) for r in held]
+
+
+class TestEveryAdaptersModelCallReserves:
+    """The adapters' model calls reserve the prompt's bytes plus the output limit they find
+    (smolagents and Pydantic AI: the trials above; OpenAI Agents: test_openai_agents)."""
+
+    def test_autogens_from_its_extra_create_args(self, tmp_path: Path) -> None:
+        pytest.importorskip("autogen_ext.models.replay")
+        from autogen_core.models import UserMessage
+        from autogen_ext.models.replay import ReplayChatCompletionClient
+
+        from letitloop.adapters.autogen.client import call_model
+
+        client = ReplayChatCompletionClient(["an answer"])
+        messages = [UserMessage(content="hello there", source="user")]
+        call = (client, messages, {"extra_create_args": {"max_tokens": 50}}, None)
+        with Journal("g", path=tmp_path / "j.db", budget=Budget(tokens=10_000)) as j:
+            j.step("model", lambda: asyncio.run(call_model("id", call))["content"])
+        ((key, tokens, settled),) = reservations_of(str(tmp_path / "j.db"), "g")
+        assert key == "model" and tokens is not None and tokens > 50 + len("hello there")
+        assert settled is not None and settled < tokens  # replaced by what it reported
+
+    def test_dspys_from_its_lms_settings(self, tmp_path: Path) -> None:
+        pytest.importorskip("dspy")
+        from dspy.utils.dummies import DummyLM
+
+        from letitloop.adapters.dspy.lm import lm_call
+
+        lm = DummyLM([{"answer": "x"}])  # max_tokens=1000 among its kwargs, as dspy.LM's
+        with Journal("g", path=tmp_path / "j.db", budget=Budget(tokens=10_000)) as j:
+            j.step("lm", lambda: len(lm_call(lm, "hello", None, {}, False)))
+        ((key, tokens, settled),) = reservations_of(str(tmp_path / "j.db"), "g")
+        assert key == "lm" and tokens == 1000 + len('["hello",null]')
+        assert settled == 0  # settled by what DummyLM reports: 0 tokens
+
+
+class TestConcurrentCalls:
+    def test_they_reserve_one_at_a_time_and_those_that_do_not_fit_are_not_made(
+        self, location: str
+    ) -> None:
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        every = threading.Barrier(5, timeout=30)
+        made: list[int] = []
+
+        def call(i: int) -> int:
+            try:
+                reserve(tokens=300)
+            finally:
+                every.wait()  # all five have reserved or been refused before any settles
+            made.append(i)
+            usage(input_tokens=10)
+            return i
+
+        with Journal("g", path=location, budget=Budget(tokens=1000)) as j:
+
+            def step(i: int) -> str:
+                try:
+                    j.step(f"call:{i}", call, i)
+                    return "made"
+                except BudgetExceededError:
+                    return "refused"
+
+            with ThreadPoolExecutor(5) as pool:
+                outcomes = sorted(pool.map(step, range(5)))
+        assert outcomes == ["made"] * 3 + ["refused"] * 2
+        assert len(made) == 3

@@ -1,0 +1,169 @@
+"""OpenAI Agents SDK: a person's approval is bound to the exact tool call and the call runs once.
+
+``run_durably`` (tests/openai_agents_team.py, mode ``desk``) in real child processes,
+SIGKILLed at random points before the wait (inside the model call) and after the
+approval (right after it, inside the refund before and after the money went out,
+inside the last model call), 20 trials. In every trial an approval naming another
+call is refused when it is sent (the run untouched), the stop is one line naming
+the exact command, and the side file, outside the journal, shows one refund.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shlex
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from agent_kills import read_side
+from preloaded import Preloaded
+
+import letitloop
+
+SCRIPT = Path(__file__).resolve().parent / "openai_agents_team.py"
+#: Trials of the scenario (APPROVAL_TRIALS to run more, as a benchmark would).
+TRIALS = int(os.environ.get("APPROVAL_TRIALS", "20"))
+CALL = "approve:refund:clerk_0_0"
+#: Before the wait: nowhere, inside the first model call.
+BEFORE = ["", "model clerk 0"]
+#: After the approval: nowhere, right after it, inside the refund before the money
+#: went out and after, inside the last model call.
+AFTER = ["", "resume", "tool refund 30", "paid", "model clerk 1"]
+
+
+@pytest.fixture(scope="module")
+def sdk() -> Iterator[Preloaded]:
+    with Preloaded("agents") as preloaded:
+        yield preloaded
+
+
+def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def send_command(stderr: str) -> list[str]:
+    """The ``lil send`` command the one stop line gives, as argv."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    (line,) = lines
+    assert line.startswith("letitloop: run ") and "stopped to wait for" in line
+    command = line.split("send it with: ", 1)[1].rsplit(", then run the program again", 1)[0]
+    return shlex.split(command)
+
+
+def run_states(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [s for (s,) in conn.execute("SELECT status FROM runs ORDER BY rowid")]
+    finally:
+        conn.close()
+
+
+@dataclass
+class Trial:
+    kill_before: str
+    kill_after: str
+    returncodes: list[int] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    answer: str = ""
+    lines: list[list[tuple[str, str]]] = field(default_factory=list)
+
+    def starts(self) -> Counter[str]:
+        return Counter(w for attempt in self.lines for e, w in attempt if e == "start")
+
+    def ends(self) -> Counter[str]:
+        return Counter(w for attempt in self.lines for e, w in attempt if e == "end")
+
+
+def one_trial(sdk: Preloaded, folder: Path, rng: random.Random) -> Trial:
+    trial = Trial(rng.choice(BEFORE), rng.choice(AFTER))
+    db, side = folder / "j.db", folder / "side.txt"
+
+    def run(kill_at: str = "") -> subprocess.CompletedProcess[str]:
+        with side.open("a") as f:
+            f.write("attempt\n")
+        done = sdk.run(SCRIPT, "desk", str(db), str(side), kill_at)
+        trial.returncodes.append(done.returncode)
+        return done
+
+    if trial.kill_before:
+        assert run(trial.kill_before).returncode == -9
+    stopped = run()
+    assert stopped.returncode == 75, stopped.stderr
+    argv = send_command(stopped.stderr)
+    assert argv[:2] == ["lil", "send"] and argv[3:] == [CALL, "true"]
+    assert "approval of refund" in stopped.stderr and "call 'clerk_0_0'" in stopped.stderr
+    wrong = lil(db, "send", argv[2], "approve:refund:clerk_0_1", "true")
+    assert wrong.returncode == 1, wrong.stderr
+    trial.refused.append(wrong.stderr.strip())
+    assert run_states(db) == ["waiting"]  # untouched
+    letitloop.send(argv[2], CALL, True, path=db)
+    if trial.kill_after:
+        assert run(trial.kill_after).returncode == -9
+    for _ in range(3):
+        finished = run()
+        if finished.returncode == 0:
+            break
+        # Cut short inside the approved call: the operator checks the payment, and answers.
+        assert finished.returncode == 75, finished.stderr
+        again = send_command(finished.stderr)
+        assert again[3].endswith("/again:clerk_0_0") and again[4] == "false"
+        paid = side.read_text().splitlines().count("start paid")
+        letitloop.send(again[2], again[3], not paid, path=db)
+    assert finished.returncode == 0, finished.stderr
+    trial.answer = json.loads(finished.stdout.splitlines()[-1])["answer"]
+    trial.lines = read_side(side)
+    return trial
+
+
+@pytest.fixture(scope="module")
+def trials(sdk: Preloaded, tmp_path_factory: pytest.TempPathFactory) -> list[Trial]:
+    rng = random.Random(os.environ.get("APPROVAL_SEED", "openai-agents-approvals"))
+    return [one_trial(sdk, tmp_path_factory.mktemp(f"desk{n}"), rng) for n in range(TRIALS)]
+
+
+@pytest.mark.timeout(900)  # the module's trials run in the first test's setup
+class TestAnApprovalUnderRandomKills:
+    def test_an_approval_naming_another_call_is_refused_when_sent_in_one_line(
+        self, trials: list[Trial]
+    ) -> None:
+        for trial in trials:
+            (line,) = trial.refused
+            assert line.startswith("Error: ") and "\n" not in line
+            assert "is not waiting for 'approve:refund:clerk_0_1'" in line
+
+    def test_the_refund_is_paid_once(self, trials: list[Trial]) -> None:
+        for trial in trials:
+            assert trial.starts()["paid"] == 1, trial
+
+    def test_every_model_call_that_finished_ran_once(self, trials: list[Trial]) -> None:
+        for trial in trials:
+            ends = trial.ends()
+            assert ends["model clerk 0"] == 1 and ends["model clerk 1"] == 1, trial
+
+    def test_the_answer_says_what_happened_to_the_refund(self, trials: list[Trial]) -> None:
+        for trial in trials:
+            if trial.kill_after == "paid":  # cut short after paying: not run again
+                assert "may have happened, and it was not run again" in trial.answer
+            else:
+                assert trial.answer == "clerk: refunded 30", trial
+
+    def test_the_trials_reached_every_kill_point(self, trials: list[Trial]) -> None:
+        assert {t.kill_before for t in trials} == set(BEFORE)
+        assert {t.kill_after for t in trials} == set(AFTER)
+        for trial in trials:
+            kills = [c for c in trial.returncodes if c == -9]
+            assert len(kills) == bool(trial.kill_before) + bool(trial.kill_after)
