@@ -1,24 +1,26 @@
-"""A LlamaIndex workflow killed with SIGKILL inside a step, then resumed: what runs again?
+"""LlamaIndex agents killed with SIGKILL in a tool call, then resumed: what runs again?
 
-Offline and deterministic: no model, no API key.
+Offline and deterministic: the model is llama-index-core's MockFunctionCallingLLM
+with a response generator (as LlamaIndex's own agent tests write it); no API key.
 
     python examples/llamaindex_resume.py [--crash] [--db PATH]
 
-The workflow (``Pipeline(runtime=LetItLoopRuntime())``) fetches a text and keeps
-its topic in the context state (``ctx.store``), counts its words, then writes a
-summary that reads the topic back. Every tick of the workflow (a step's result,
-an event added) is a step of the journal file; each real step execution is
-appended to a ledger file, so you can see what ran in which process.
+An ``AgentWorkflow`` of two ``FunctionAgent``\\ s, ``runtime=LetItLoopRuntime()``:
+the researcher looks the city up (a tool) and hands off to the writer, who adds
+two numbers (a tool) and answers; ``output_cls=Report`` makes the last model call
+a structured answer. Every model call and workflow step is a step of the journal
+file; each real model and tool call is appended to a ledger file, so you can see
+what ran in which process.
 
-Without ``--crash`` the workflow runs once. With ``--crash`` it runs in a child
-process that is killed with a real SIGKILL from outside while ``count`` is
-running; a second child resumes the same run:
+Without ``--crash`` the agents run once. With ``--crash`` they run in a child
+process that is killed with a real SIGKILL from outside inside the writer's
+``add`` tool; a second child resumes the same run:
 
-- ``fetch`` is not run again: its result and the context state it left are
-  restored from the journal;
-- ``count`` runs again (it never returned), then ``summarize``;
-- the result is the same as an uninterrupted run's, and ``lil show llama-demo``
-  lists the ticks (``Pipeline.00002:step_result:fetch``, …).
+- the researcher's model calls, its lookup and the handoff are not made again:
+  their results, the agents' memory and scratchpad come back from the journal;
+- ``add`` runs again (it never returned), then the writer's last two model calls;
+- the answer is an ``AgentOutput`` equal to an uninterrupted run's, and ``lil show
+  llama-demo`` lists the ticks and model calls (``AgentWorkflow.llm:…``).
 
 Needs ``pip install -e '.[llamaindex]'``, run from a checkout of this repository.
 """
@@ -34,60 +36,107 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-HOLD = "count"  # with --crash, the child waits inside this step until it is killed
+HOLD = "add"  # with --crash, the child waits inside this tool until it is killed
 
 
-def workflow_main(db: str, ledger: str, hold: bool) -> None:
-    """The workflow itself, run in a child process."""
-    from workflows import Context, Workflow, step
-    from workflows.events import Event, StartEvent, StopEvent
+def agents_main(db: str, ledger: str, hold: bool) -> None:
+    """The agents themselves, run in a child process."""
+    from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
+    from llama_index.core.llms import ChatMessage
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.tools import ToolSelection
+    from pydantic import BaseModel
 
     from letitloop import Journal
     from letitloop.adapters.llamaindex import LetItLoopRuntime
 
     def note(line: str) -> None:
         with open(ledger, "a") as f:
-            f.write(f"pid {os.getpid()}: step {line}\n")
+            f.write(f"pid {os.getpid()}: {line}\n")
 
-    class Fetched(Event):
-        text: str
+    def lookup(city: str) -> str:
+        """Look up facts about a city."""
+        note(f"tool lookup {city}")
+        return f"{city} has 700000 people"
 
-    class Counted(Event):
-        words: int
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        note(f"tool add {a} {b}")
+        if hold:
+            print("ready-to-be-killed", flush=True)
+            time.sleep(60)  # killed here
+        return a + b
 
-    class Pipeline(Workflow):
-        @step
-        async def fetch(self, ctx: Context, ev: StartEvent) -> Fetched:
-            note("fetch")
-            await ctx.store.set("topic", ev.topic)
-            return Fetched(text=f"{ev.topic} is a city in Norway by a fjord")
+    class Report(BaseModel):
+        """What the team reports."""
 
-        @step
-        async def count(self, ev: Fetched) -> Counted:
-            note("count")
-            if hold:
-                print("ready-to-be-killed", flush=True)
-                time.sleep(60)  # killed here
-            return Counted(words=len(ev.text.split()))
+        city: str
+        total: int
 
-        @step
-        async def summarize(self, ctx: Context, ev: Counted) -> StopEvent:
-            note("summarize")
-            topic = await ctx.store.get("topic")
-            return StopEvent(result=f"{topic}: {ev.words} words")
+    def use(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {"tool_calls": [ToolSelection(tool_id=name, tool_name=name, tool_kwargs=kwargs)]}
 
-    async def run() -> str:
-        wf = Pipeline(runtime=LetItLoopRuntime(), timeout=120)
-        async with Journal("llama-demo", path=db):
-            result: str = await wf.run(topic="Oslo")
-        return result
+    def model(agent: str) -> MockFunctionCallingLLM:
+        def reply(messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
+            results = sum(m.role == "tool" for m in messages)
+            if any(t.metadata.name == "Report" for t in kwargs.get("tools") or []):
+                note(f"model {agent}: the structured report")
+                return ChatMessage(
+                    role="assistant",
+                    content="",
+                    additional_kwargs=use("Report", {"city": "Oslo", "total": 5}),
+                )
+            note(f"model {agent}, after {results} tool results")
+            if agent == "researcher" and results == 0:
+                return ChatMessage(
+                    role="assistant", content="", additional_kwargs=use("lookup", {"city": "Oslo"})
+                )
+            if agent == "researcher":
+                handoff = {"to_agent": "writer", "reason": "the writer adds it up"}
+                return ChatMessage(
+                    role="assistant", content="", additional_kwargs=use("handoff", handoff)
+                )
+            if results < 3:
+                return ChatMessage(
+                    role="assistant", content="", additional_kwargs=use("add", {"a": 2, "b": 3})
+                )
+            return ChatMessage(role="assistant", content="Oslo has 700000 people; 2 + 3 = 5")
 
-    print(f"result: {asyncio.run(run())}", flush=True)
+        return MockFunctionCallingLLM(response_generator=reply)
+
+    async def run() -> Any:
+        researcher = FunctionAgent(
+            name="researcher",
+            description="Finds facts about a city.",
+            system_prompt="You research cities.",
+            tools=[lookup],
+            llm=model("researcher"),
+            can_handoff_to=["writer"],
+        )
+        writer = FunctionAgent(
+            name="writer",
+            description="Writes the report.",
+            system_prompt="You write reports.",
+            tools=[add],
+            llm=model("writer"),
+        )
+        team = AgentWorkflow(
+            agents=[researcher, writer],
+            root_agent="researcher",
+            output_cls=Report,
+            runtime=LetItLoopRuntime(),
+        )
+        async with Journal("llama-demo", run="oslo", path=db):
+            return await team.run(user_msg="Tell me about Oslo")
+
+    output = asyncio.run(run())
+    print(f"result: {type(output).__name__}: {output} {output.structured_response}", flush=True)
 
 
 def child(db: Path, ledger: Path, hold: bool) -> subprocess.Popen[str]:
-    args = [sys.executable, __file__, "--workflow", "--db", str(db), "--ledger", str(ledger)]
+    args = [sys.executable, __file__, "--agents", "--db", str(db), "--ledger", str(ledger)]
     if hold:
         args.append("--hold")
     return subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
@@ -95,14 +144,14 @@ def child(db: Path, ledger: Path, hold: bool) -> subprocess.Popen[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--crash", action="store_true", help="kill the workflow inside a step")
+    parser.add_argument("--crash", action="store_true", help="kill the agents inside a tool")
     parser.add_argument("--db", help="the journal file (default: a new temporary one)")
     parser.add_argument("--ledger", help=argparse.SUPPRESS)
-    parser.add_argument("--workflow", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--agents", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.workflow:
-        workflow_main(args.db, args.ledger, args.hold)
+    if args.agents:
+        agents_main(args.db, args.ledger, args.hold)
         return
     folder = Path(tempfile.mkdtemp(prefix="llamaindex-resume-"))
     db = Path(args.db) if args.db else folder / "journal.db"
@@ -110,12 +159,12 @@ def main() -> None:
     if args.crash:
         first = child(db, ledger, hold=True)
         assert first.stdout is not None
-        for line in first.stdout:  # wait until it is inside the count step
+        for line in first.stdout:  # wait until it is inside the add tool
             if line.strip() == "ready-to-be-killed":
                 break
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
-        print(f"killed pid {first.pid} inside the '{HOLD}' step (SIGKILL)")
+        print(f"killed pid {first.pid} inside the '{HOLD}' tool (SIGKILL)")
     last = child(db, ledger, hold=False)
     out, _ = last.communicate()
     print(out.strip())

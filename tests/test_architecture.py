@@ -299,7 +299,16 @@ OPENAI_AGENTS_ORDER = [
 ]
 
 #: The LlamaIndex adapter's own modules, bottom up: the journaling runtime, the face.
-LLAMAINDEX_ORDER = ["owned", "runtime", "__init__"]
+LLAMAINDEX_ORDER = [
+    "owned",
+    "agents",
+    "serializer",
+    "restore",
+    "journaled",
+    "llms",
+    "runtime",
+    "__init__",
+]
 
 #: The DSPy adapter's own modules, bottom up: the journaled LM, the journaled tools.
 DSPY_ORDER = ["lm", "tools", "program", "__init__"]

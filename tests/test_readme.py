@@ -774,6 +774,8 @@ class TestTheDocsPages:
                 pytest.importorskip("pydantic_ai.durable_exec")
             if "llamaindex" in code:
                 pytest.importorskip("workflows")
+            if "llama_index.core" in code:
+                pytest.importorskip("llama_index.core.agent.workflow")
             before, after = DOCS_AROUND[key]
             folder = tmp_path / f"block{i}"
             folder.mkdir()

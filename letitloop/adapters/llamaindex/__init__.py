@@ -21,6 +21,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"({exc}); install the extra: pip install -e '.[llamaindex]'"
     ) from exc
 
+from .agents import accept_runtime
 from .runtime import LetItLoopRuntime
+
+accept_runtime()
 
 __all__ = ["LetItLoopRuntime"]

@@ -22,10 +22,10 @@ import json
 import os
 import weakref
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from workflows.context.context_types import SerializedContext
-from workflows.context.serializers import BaseSerializer, JsonSerializer
+from workflows.context.serializers import BaseSerializer
 from workflows.context.state_store import DictState, InMemoryStateStore
 from workflows.events import StartEvent, StopEvent
 from workflows.plugins.basic import (
@@ -36,28 +36,24 @@ from workflows.plugins.basic import (
 )
 from workflows.runtime.types.internal_state import BrokerState
 from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter
-from workflows.runtime.types.results import StepWorkerResult
+from workflows.runtime.types.results import StepWorkerStateContextVar
 from workflows.runtime.types.ticks import (
     TickAddEvent,
     TickStepResult,
     WorkflowTick,
-    WorkflowTickAdapter,
 )
 from workflows.workflow import Workflow
 
 from ...errors import StepMismatchError
-from ...inspection import open_inspector
-from ...journal import Journal, current_journal, location_of
+from ...journal import Journal, current_journal
 from ...replay import ways_out
-from ...unchecked import unchecked
 from ..agentcalls import DEFAULT_TIMEOUT
+from .agents import accept_runtime
+from .journaled import JournaledRun, final_event, label
+from .llms import agents_of, current_run, journal_llms
 from .owned import RunOptions, closed_with
-
-
-async def tick(row: dict[str, Any]) -> dict[str, Any]:
-    """A tick's step function: the tick (and the state after a step) as recorded."""
-    return row
-
+from .restore import memory_lost, refuse_skipped_memory, routed_sends
+from .serializer import RunSerializer
 
 #: Workflow runs started so far in each open journal (their keys' prefix).
 _runs: weakref.WeakKeyDictionary[Journal, int] = weakref.WeakKeyDictionary()
@@ -67,96 +63,6 @@ def open_journal() -> Journal | None:
     """The journal open in this context, or None."""
     journal = current_journal.get()
     return journal if journal is not None and journal.is_open else None
-
-
-def label(t: WorkflowTick) -> str:
-    """What a tick's key says after its number: its type, and the step it is for."""
-    step = getattr(t, "step_id", None)
-    return f"{t.type}:{step}" if step else t.type
-
-
-class JournaledRun:
-    """One workflow run in a journal: its keys' prefix, its next tick's number, its state.
-
-    Owned by the run's internal adapter once the run starts (the control loop
-    calls ``on_tick`` one tick at a time), by ``LetItLoopRuntime.run_workflow``
-    before.
-    """
-
-    def __init__(self, journal: Journal, prefix: str, serializer: BaseSerializer) -> None:
-        self.journal = journal
-        self.prefix = prefix
-        self.serializer = serializer
-        self.seq = 0
-        #: The context state last recorded (JSON text), to record it only when it changed.
-        self.state_text: str | None = None
-
-    def recorded_keys(self) -> dict[int, str]:
-        """This run's recorded tick keys by number (read-only, from the journal file)."""
-        journal = self.journal
-        # As given (a URL stays a URL; journal.path is a file's path), else the file found.
-        where = location_of(journal)
-        inspector = open_inspector(journal.path if where is None else os.fspath(where))
-        try:
-            keys = inspector.step_keys(self.journal.run_id, self.prefix)
-        finally:
-            inspector.close()
-        by_number: dict[int, str] = {}
-        for key in keys:
-            number = key[len(self.prefix) :].split(":", 1)[0]
-            if number.isdigit():
-                by_number[int(number)] = key
-        return by_number
-
-    def replay(self) -> tuple[list[WorkflowTick], dict[str, Any] | None]:
-        """The ticks recorded for this run, in order, and the last context state recorded.
-
-        Each comes back through the journal (a replayed step): nothing is
-        called. Numbering goes on after them.
-        """
-        journal = self.journal
-        if journal.attempt == 1 and not journal.was_completed:
-            return [], None  # a run this process started: nothing recorded before
-        keys = self.recorded_keys()
-        ticks: list[WorkflowTick] = []
-        state: dict[str, Any] | None = None
-        while len(ticks) in keys:
-            # Replayed, never called (the key is recorded): the recorded row comes back.
-            row = cast("dict[str, Any]", self.journal.step(keys[len(ticks)], tick, unchecked(None)))
-            with self.serializer.validation_context():
-                ticks.append(
-                    WorkflowTickAdapter.validate_python(
-                        self.serializer.deserialize(json.dumps(row["tick"]))
-                    )
-                )
-            if row.get("state") is not None:
-                state = row["state"]
-        self.seq = len(ticks)
-        if state is not None:
-            self.state_text = json.dumps(state, sort_keys=True)
-        return ticks, state
-
-    async def record(self, t: WorkflowTick, state: dict[str, Any] | None) -> None:
-        """Record tick ``t`` as the run's next step (committed when this returns)."""
-        row: dict[str, Any] = {"tick": json.loads(self.serializer.serialize(t))}
-        if state is not None:
-            text = json.dumps(state, sort_keys=True)
-            if text != self.state_text:
-                row["state"] = state
-                self.state_text = text
-        key = f"{self.prefix}{self.seq:05d}:{label(t)}"
-        self.seq += 1
-        await self.journal.async_step(key, tick, unchecked(row))
-
-
-def final_event(ticks: list[WorkflowTick]) -> StopEvent | None:
-    """The StopEvent a recorded step returned: the run's result, once it finished."""
-    for t in reversed(ticks):
-        if isinstance(t, TickStepResult):
-            for r in t.result:
-                if isinstance(r, StepWorkerResult) and isinstance(r.result, StopEvent):
-                    return r.result
-    return None
 
 
 def shown(event: StartEvent) -> str:
@@ -202,13 +108,42 @@ class JournalingAdapter(InternalAsyncioAdapter):
         super().__init__(runtime.queues_of(run_id))
         self.run = run
 
+    async def send_event(self, t: WorkflowTick) -> None:
+        """Forward a tick, but not a send the killed run of this step had routed already.
+
+        The rerun of a step makes its sends in the same order as the run the
+        kill interrupted; the n-th is dropped when that run's n-th was routed
+        (and left out of the step's recorded result, ``on_tick``), so a tool
+        call an agent's step had sent is not called twice.
+        """
+        run = self.run
+        if run.routed and isinstance(t, TickAddEvent) and t.emission is not None:
+            try:
+                worker = StepWorkerStateContextVar.get().state
+            except LookupError:
+                worker = None
+            if worker is not None:
+                routed = run.routed.get((worker.step_name, worker.work_item_id), set())
+                if t.emission.index in routed:
+                    run.dropped.setdefault(t.emission.invocation_id, set()).add(t.emission.index)
+                    return
+        await super().send_event(t)
+
     async def on_tick(self, t: WorkflowTick) -> None:
+        recorded = t
+        if isinstance(t, TickStepResult) and t.invocation_id in self.run.dropped:
+            dropped = self.run.dropped[t.invocation_id]
+            # Recorded without them: a later resume must not deliver them again.
+            recorded = t.model_copy(
+                update={"sends": [s for s in t.sends if s.index not in dropped]}
+            )
         state = None
         if isinstance(t, TickStepResult):
             store = self.get_state_store()
             if store is not None:
                 state = store.to_dict(self.run.serializer)
-        await self.run.record(t, state)
+                await refuse_skipped_memory(store, state, self.run.serializer)
+        await self.run.record(recorded, state)
         await super().on_tick(t)
 
 
@@ -244,10 +179,11 @@ class LetItLoopRuntime(BasicRuntime):
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         super().__init__()
+        accept_runtime()  # FunctionAgent(..., runtime=LetItLoopRuntime()) keeps it
         # An allow-list, empty but for what each workflow declares (its events and
         # its state type, added by get_serializer): a recorded tick never makes the
         # serializer import a class because the journal file names it.
-        self._default_serializer = JsonSerializer(allowed_types=())
+        self._default_serializer = RunSerializer(allowed_types=())
         self._journaled: dict[str, JournaledRun] = {}
         #: The run of each wf.run outside an open journal (owned.py).
         self.options = RunOptions(goal, run, reuse, fresh, path, timeout)
@@ -309,9 +245,18 @@ class LetItLoopRuntime(BasicRuntime):
         if ticks:
             if start_event is not None:
                 check_start(run, ticks, start_event)
-            final = final_event(ticks)
+            final = run.stop if run.stop is not None else final_event(ticks)
+            store = self._recorded_store(run, state, active)
+            if agents_of(workflow) and memory_lost(state):
+                raise run.unreadable(
+                    f"{run.prefix}* (context state)",
+                    ValueError(
+                        "the agents' memory is not in it: an earlier letitloop left it out, "
+                        "and the agents cannot go on without it"
+                    ),
+                )
             if final is not None:
-                return self._finished(run_id, init_state, ticks, final, state, active)
+                return self._finished(run_id, init_state, ticks, final, store, active)
             # Folded onto the state the run started from: a new one's, or, for a turn that
             # continues a context (wf.run(ctx=...)), that context's, whose tick count the
             # records' numbers go on from.
@@ -320,19 +265,44 @@ class LetItLoopRuntime(BasicRuntime):
             records = [
                 JournalRecord(seq=base + n, data=active.serialize(t)) for n, t in enumerate(ticks)
             ]
-            restored = self.restore(workflow, snapshot, records, active).to_dict(serializer=active)
-            init_state = BrokerState.from_serialized(
-                SerializedContext.from_dict_auto(restored, active), workflow, active
-            )
+            try:
+                restored = self.restore(workflow, snapshot, records, active).to_dict(
+                    serializer=active
+                )
+                init_state = BrokerState.from_serialized(
+                    SerializedContext.from_dict_auto(restored, active), workflow, active
+                )
+            except (ValueError, TypeError, KeyError) as exc:
+                raise run.unreadable(f"{run.prefix}*", exc) from exc
+            run.routed = routed_sends(init_state)
             start_event = None  # the recorded one was added already
             if state is not None:  # else the state it started from (a turn's, continued)
                 serialized_state = state
         self._journaled[run_id] = run
-        adapter = super().run_workflow(
-            run_id, workflow, init_state, start_event, serialized_state, active
-        )
+        journal_llms(workflow)
+        # The run's tasks (its control loop, then its steps) are made now and copy this
+        # context: an agent's model calls find their run there (llms.py).
+        token = current_run.set(run)
+        try:
+            adapter = super().run_workflow(
+                run_id, workflow, init_state, start_event, serialized_state, active
+            )
+        finally:
+            current_run.reset(token)
         self._queues[run_id].complete.add_done_callback(lambda _: self._journaled.pop(run_id, None))
         return adapter
+
+    @staticmethod
+    def _recorded_store(
+        run: JournaledRun, state: dict[str, Any] | None, serializer: BaseSerializer
+    ) -> InMemoryStateStore[Any]:
+        """The context state last recorded, as a store; DecodeError if it cannot be read back."""
+        if state is None:
+            return InMemoryStateStore(DictState())
+        try:
+            return InMemoryStateStore.from_dict(state, serializer)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise run.unreadable(f"{run.prefix}* (context state)", exc) from exc
 
     def _finished(
         self,
@@ -340,7 +310,7 @@ class LetItLoopRuntime(BasicRuntime):
         init_state: BrokerState,
         ticks: list[WorkflowTick],
         final: StopEvent,
-        state: dict[str, Any] | None,
+        store: InMemoryStateStore[Any],
         serializer: BaseSerializer,
     ) -> ExternalRunAdapter:
         """A run that returned ``final`` in an earlier attempt: it comes back, nothing runs.
@@ -351,11 +321,7 @@ class LetItLoopRuntime(BasicRuntime):
         """
         queues = self._get_or_create_queues(run_id, init_state)
         queues.ticks = list(ticks)
-        queues.state_store = (
-            InMemoryStateStore.from_dict(state, serializer)
-            if state is not None
-            else InMemoryStateStore(DictState())
-        )
+        queues.state_store = store
         queues.serializer = serializer
 
         async def finished() -> StopEvent:
