@@ -16,30 +16,9 @@ from typing import Any
 from ..memory_database import MemoryDatabase, Row
 from ..postgres_connection import COLUMNS
 from ..row_rules import TRY_COLUMNS
-from .images import ATTEMPT_COLUMNS, RESERVATION_COLUMNS, RunImage, key_mismatch
+from .images import ATTEMPT_COLUMNS, RESERVATION_COLUMNS, RUN_COLUMNS, RunImage, key_mismatch
 
 __all__ = ["has_tables", "image_extras", "insert_images", "load", "write_back"]
-
-_RUN_COLUMNS = (
-    "id",
-    "goal",
-    "name",
-    "status",
-    "attempts",
-    "holder_pid",
-    "holder_host",
-    "started_at",
-    "updated_at",
-    "finished_at",
-    "input",
-    "input_fp",
-    "result",
-    "error",
-    "cancel_requested_at",
-    "cancel_reason",
-    "forked_from",
-    "forked_at",
-)
 
 
 def has_tables(conn: Any) -> bool:
@@ -71,10 +50,10 @@ def load(conn: Any, location: str, run_id: str | None = None) -> MemoryDatabase:
     db.key_checks = dict(c.execute("SELECT goal, key_check FROM ll_key_checks").fetchall())
     top = 0
     for num, *values in c.execute(
-        f"SELECT num, {', '.join(_RUN_COLUMNS)} FROM ll_runs{of_run('id')} ORDER BY num",
+        f"SELECT num, {', '.join(RUN_COLUMNS)} FROM ll_runs{of_run('id')} ORDER BY num",
         only,
     ).fetchall():
-        run = dict(zip(_RUN_COLUMNS, values, strict=True))
+        run = dict(zip(RUN_COLUMNS, values, strict=True))
         run["order"] = num
         db.runs[run["id"]] = run
         db.goals.setdefault(run["goal"], {})
@@ -139,7 +118,7 @@ def write_back(conn: Any, before: MemoryDatabase, after: MemoryDatabase) -> None
         c.execute("DELETE FROM ll_reservations WHERE run = %s AND call = %s", (run_id, call))
     for run_id, run in sorted(after.runs.items(), key=lambda kv: kv[1]["order"]):
         old = before.runs.get(run_id)
-        values = {k: run.get(k) for k in _RUN_COLUMNS}
+        values = {k: run.get(k) for k in RUN_COLUMNS}
         if old is None:
             c.execute(
                 f"INSERT INTO ll_runs ({', '.join(values)}) VALUES "
@@ -291,9 +270,9 @@ def insert_images(conn: Any, images: Sequence[RunImage]) -> None:
                 (goal, image.key_check, image.run["started_at"]),
             )
         conn.execute(
-            f"INSERT INTO ll_runs ({', '.join(_RUN_COLUMNS)}) VALUES "
-            f"({', '.join(['%s'] * len(_RUN_COLUMNS))})",
-            tuple(image.run.get(k) for k in _RUN_COLUMNS),
+            f"INSERT INTO ll_runs ({', '.join(RUN_COLUMNS)}) VALUES "
+            f"({', '.join(['%s'] * len(RUN_COLUMNS))})",
+            tuple(image.run.get(k) for k in RUN_COLUMNS),
         )
         rows = [(goal, run, r["key"], *(r.get(k) for k in COLUMNS)) for r in image.rows]
         rows += [(goal, "*", m["key"], *(m.get(k) for k in COLUMNS)) for m in image.goal_markers]
