@@ -27,7 +27,6 @@ A journal without a budget pays one ``is not None`` test per fresh step.
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,7 @@ import msgspec
 
 from .clock import utc_iso
 from .errors import BudgetExceededError, LetItLoopError
-from .estimates import Reservation
+from .estimates import Reservation, check_amounts
 
 if TYPE_CHECKING:
     from .costs import Usage
@@ -69,23 +68,13 @@ class Budget(msgspec.Struct, frozen=True):
                 f"every paid call, or a function of the PaidCall that returns one, got "
                 f"{type(self.estimate).__name__} {self.estimate!r}"
             )
-        if self.tokens is not None and (
-            isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 0
-        ):
-            raise LetItLoopError(
-                f"budget: tokens must be a whole number >= 0, got {self.tokens!r}; "
-                f"pass Budget(tokens=100_000) or leave it out"
-            )
-        if self.cost is not None and (
-            isinstance(self.cost, bool)
-            or not isinstance(self.cost, (int, float))
-            or not math.isfinite(self.cost)
-            or self.cost < 0
-        ):
-            raise LetItLoopError(
-                f"budget: cost must be a finite number >= 0 (in the currency your usage() "
-                f"reports), got {self.cost!r}"
-            )
+        check_amounts(
+            "budget",
+            self.tokens,
+            self.cost,
+            tokens_advice="pass Budget(tokens=100_000) or leave it out",
+            currency="in the currency your usage() reports",
+        )
         if self.tokens is None and self.cost is None:
             raise LetItLoopError(
                 "budget: expected tokens=, cost= or both, got neither; "

@@ -16,6 +16,26 @@ import msgspec
 from .errors import LetItLoopError
 
 
+def check_amounts(
+    who: str, tokens: object, cost: object, *, tokens_advice: str, currency: str
+) -> None:
+    """Refuse a ``tokens`` that is not a whole number >= 0, or a ``cost`` that is not a finite
+    number >= 0 (None is no bound): a budget's limits and a reservation's amounts alike."""
+    if tokens is not None and (
+        isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0
+    ):
+        raise LetItLoopError(
+            f"{who}: tokens must be a whole number >= 0, got {tokens!r}; {tokens_advice}"
+        )
+    if cost is not None and (
+        isinstance(cost, bool)
+        or not isinstance(cost, (int, float))
+        or not math.isfinite(cost)
+        or cost < 0
+    ):
+        raise LetItLoopError(f"{who}: cost must be a finite number >= 0 ({currency}), got {cost!r}")
+
+
 class Reservation(msgspec.Struct, frozen=True):
     """What one paid call may cost at most: ``tokens`` and/or ``cost``.
 
@@ -29,23 +49,15 @@ class Reservation(msgspec.Struct, frozen=True):
     cost: float | None = None
 
     def __post_init__(self) -> None:
-        if self.tokens is not None and (
-            isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 0
-        ):
-            raise LetItLoopError(
-                f"reserve: tokens must be a whole number >= 0, got {self.tokens!r}; pass the "
-                f"most the call may spend (its prompt's tokens plus its max_tokens)"
-            )
-        if self.cost is not None and (
-            isinstance(self.cost, bool)
-            or not isinstance(self.cost, (int, float))
-            or not math.isfinite(self.cost)
-            or self.cost < 0
-        ):
-            raise LetItLoopError(
-                f"reserve: cost must be a finite number >= 0 (in your budget's currency), "
-                f"got {self.cost!r}"
-            )
+        check_amounts(
+            "reserve",
+            self.tokens,
+            self.cost,
+            tokens_advice=(
+                "pass the most the call may spend (its prompt's tokens plus its max_tokens)"
+            ),
+            currency="in your budget's currency",
+        )
 
 
 class PaidCall(msgspec.Struct, frozen=True):
