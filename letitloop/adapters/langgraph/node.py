@@ -34,6 +34,7 @@ from ...journal import DEFAULT_TIMEOUT, Journal
 from ...pragmas import Durability
 from ...store import Store
 from ...stores import close_store, open_store
+from ..agentcalls import MISMATCH_DETAILS
 from . import polled
 from .gates import Plan, one_at_a_time, one_at_a_time_async
 from .identity import CONFIG_KEY_CHECKPOINTER, candidates, choose_run, goal_for, identify
@@ -316,17 +317,7 @@ def node_mismatch(exc: StepMismatchError, p: Plan) -> StepMismatchError:
         f"lil reset {p.goal} --run {run}; or keep the calls before it with "
         f"lil fork {run} --from-step {exc.key}"
     )
-    return StepMismatchError(
-        message,
-        run_id=exc.run_id,
-        key=exc.key,
-        recorded=exc.recorded,
-        called=exc.called,
-        differences=exc.differences,
-        recorded_fp=exc.recorded_fp,
-        called_fp=exc.called_fp,
-        arguments=exc.arguments,
-    )
+    return StepMismatchError(message, **{k: getattr(exc, k, None) for k in MISMATCH_DETAILS})
 
 
 def _with_config(signature: inspect.Signature) -> inspect.Signature:
