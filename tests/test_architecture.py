@@ -267,8 +267,9 @@ LANGGRAPH_ORDER = [
 ]
 
 #: The smolagents adapter's own modules, bottom up: an agent's calls (journal,
-#: context, keys), the journaled model, the wrapped agent and its tools.
-SMOLAGENTS_ORDER = ["calls", "model", "agent", "__init__"]
+#: context, keys), the journaled model, the journaled code executor, the wrapped
+#: agent and its tools.
+SMOLAGENTS_ORDER = ["calls", "model", "code", "agent", "__init__"]
 
 #: The AutoGen adapter's own modules, bottom up: an agent's calls (journal,
 #: keys), the journaled model client, tools and workbenches, the serializer.
