@@ -328,6 +328,8 @@ def read_side(side: Path) -> list[list[tuple[str, str]]]:
     return lines
 
 
+#: Its trials take a minute of a loaded machine, in the first test that uses them.
+@pytest.mark.timeout(900)
 class TestACodeAgentWhoseCodeReadsTheClockKilledAtRandom:
     def test_every_trial_resumed_to_an_answer_without_an_error(
         self, code_trials: list[CodeTrial]
