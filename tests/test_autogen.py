@@ -546,3 +546,22 @@ class TestAutoGensReplayClientAfterAResume:
 
         assert asyncio.run(ask()) == "7" and asyncio.run(ask()) == "7"
         assert made == ["Pick a number"]
+
+
+class TestTheHumanExample:
+    def test_it_stops_for_each_answer_and_ends_with_the_second_draft(
+        self, tmp_path: Path, sdk: Preloaded
+    ) -> None:
+        example = Path(__file__).resolve().parent.parent / "examples" / "autogen_human.py"
+        db = str(tmp_path / "j.db")
+        first = sdk.run(example, "--db", db)
+        assert first.returncode == 75, first.stderr
+        assert first.stderr.count("\n") == 1 and "lil send" in first.stderr
+        lil = [sys.executable, "-m", "letitloop", "--db", db, "send", "poem"]
+        subprocess.run([*lil, "user_proxy.input:1", '"Shorter, please."'], check=True, timeout=60)
+        second = sdk.run(example, "--db", db)
+        assert second.returncode == 75 and "'user_proxy.input:2'" in second.stderr
+        letitloop.send("poem", "user_proxy.input:2", "APPROVE", path=db)
+        last = sdk.run(example, "--db", db)
+        assert last.returncode == 0, last.stderr
+        assert "approved poem:\nThe sea breathes in and out again;" in last.stdout
