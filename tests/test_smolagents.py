@@ -420,6 +420,13 @@ class TestAVariableTheJournalCannotKeep:
         assert "register" in str(e.value) and "lil reset" in str(e.value)
         assert CALLED == ["model 1"]  # the first snippet replayed; the model's next call ran
 
+    def test_a_streamed_run_is_refused_the_same(self, tmp_path: Path) -> None:
+        codes = ["handle = iter([1, 2])\nprint('made')", "print(next(handle))", "final_answer(1)"]
+        with pytest.raises(Exception, match="provider is down"):
+            list(scripted(tmp_path / "j.db", codes, fail_at=1).run("Iterate", stream=True))
+        with pytest.raises(LetItLoopError, match=r"'handle', a list_iterator"):
+            list(scripted(tmp_path / "j.db", codes).run("Iterate", stream=True))
+
     def test_a_resumed_snippet_that_makes_it_again_runs(self, tmp_path: Path) -> None:
         codes = [
             "handle = iter([1, 2])\nprint('made')",

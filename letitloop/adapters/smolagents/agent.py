@@ -194,9 +194,15 @@ class SmolagentsWALCallback:
         def streamed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
             opened = options(args, kwargs)
             last = None
-            with run_journal(goal, path, **opened) as journal, calls.running(journal):
-                for last in run(*args, **kwargs):
-                    yield last
+            calls.refusal = None
+            try:
+                with run_journal(goal, path, **opened) as journal, calls.running(journal):
+                    for last in run(*args, **kwargs):
+                        yield last
+            except Exception as error:
+                if calls.refusal is not None:
+                    raise calls.refusal from error
+                raise
             answered(opened, last)
 
         def journaled_run(*args: Any, **kwargs: Any) -> Any:
