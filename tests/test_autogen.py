@@ -434,14 +434,18 @@ def human_trial(sdk: Preloaded, folder: Path, kills: list[str], by_lil: bool) ->
 
 
 @pytest.fixture(scope="module")
-def human_trials(tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded) -> list[HumanTrial]:
+def human_trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[HumanTrial]]:
+    """The trials' processes fork from an interpreter that imported AutoGen, its console
+    and the adapter once (each child is a fresh process to letitloop all the same)."""
     draw = random.Random(4949)
     trials = []
-    for n in range(HUMAN_TRIALS):
-        kills = sorted(draw.sample(HUMAN_KILLS, draw.choice((1, 2))), key=HUMAN_KILLS.index)
-        folder = tmp_path_factory.mktemp(f"autogen_human{n}")
-        trials.append(human_trial(sdk, folder, kills, by_lil=n % 5 == 0))
-    return trials
+    modules = ("autogen_agentchat.teams", "autogen_agentchat.ui", "autogen_ext.models.replay")
+    with Preloaded(*modules, "letitloop.adapters.autogen", with_letitloop=True) as forker:
+        for n in range(HUMAN_TRIALS):
+            kills = sorted(draw.sample(HUMAN_KILLS, draw.choice((1, 2))), key=HUMAN_KILLS.index)
+            folder = tmp_path_factory.mktemp(f"autogen_human{n}")
+            trials.append(human_trial(forker, folder, kills, by_lil=n % 10 == 0))
+    yield trials
 
 
 #: Its trials take a minute or two of a loaded machine, in the first test that uses them.

@@ -285,7 +285,14 @@ class CodeTrial:
 
 
 @pytest.fixture(scope="module")
-def code_trials(tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded) -> list[CodeTrial]:
+def code_trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[CodeTrial]]:
+    """The trials' processes fork from an interpreter that imported smolagents and the
+    adapter once (each child is a fresh process to letitloop all the same)."""
+    with Preloaded("smolagents", "letitloop.adapters.smolagents", with_letitloop=True) as sdk:
+        yield code_trials_run(tmp_path_factory, sdk)
+
+
+def code_trials_run(tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded) -> list[CodeTrial]:
     folder = tmp_path_factory.mktemp("smolagents_code")
     points = [
         "model 0",
