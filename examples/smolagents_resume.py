@@ -1,19 +1,24 @@
-"""A smolagents agent killed with SIGKILL inside a tool call, then resumed: what runs again?
+"""A smolagents CodeAgent killed with SIGKILL inside a tool call, then resumed: what runs again?
 
 Offline and deterministic: the model is a scripted stand-in (a smolagents
-``Model`` subclass), no API key, a second or two.
+``Model`` subclass) that writes Python code, as a CodeAgent's model does; no API
+key, a second or two.
 
     python examples/smolagents_resume.py --crash   # killed inside its second tool call
     python examples/smolagents_resume.py           # the same script again: it resumes
 
-The agent (a ``ToolCallingAgent`` with two tools) is wrapped with
-``durable_agent``: each model call and each tool call is a step of the
-journal file. Every call that really runs prints a line. Killed inside
-``convert``, the first run printed the first model call and ``get_weather``;
-the second run prints only ``convert`` (the call in flight) and what comes
-after it: the finished calls replay from the journal, and the agent's memory
-is rebuilt from them. ``lil show travel --db PATH`` lists the calls with
-their tokens, and what replay saved.
+The agent (a ``CodeAgent`` with two tools) is wrapped with ``durable_agent``:
+each model call, each execution of the model's code and each tool call is a
+step of the journal file. Its first snippet prints the time (``time.time()``,
+which smolagents lets the code import): that output is the next model call's
+prompt, so a rerun gets the recorded output back instead of running the code
+again. Every call that really runs prints a line. Killed inside ``convert``,
+the first run printed the first model call and ``get_weather``; the second
+run prints only ``convert`` (its snippet was in flight) and what comes after
+it: the finished calls and the first snippet replay from the journal, and the
+snippet's variables (``weather``) come back for the last one.
+``lil show travel --db PATH`` lists the calls with their tokens, and what
+replay saved.
 
 Needs ``pip install -e '.[smolagents]'``, run from a checkout of this repository.
 """
@@ -25,14 +30,8 @@ import os
 import signal
 from typing import Any
 
-from smolagents import ToolCallingAgent, tool
-from smolagents.models import (
-    ChatMessage,
-    ChatMessageToolCall,
-    ChatMessageToolCallFunction,
-    MessageRole,
-    Model,
-)
+from smolagents import CodeAgent, tool
+from smolagents.models import ChatMessage, MessageRole, Model
 from smolagents.monitoring import LogLevel, TokenUsage
 
 from letitloop.adapters.smolagents import durable_agent
@@ -66,38 +65,25 @@ def convert(amount: float, currency: str) -> str:
     return f"{amount * 1.08:.2f} {currency}"
 
 
-def use(n: int, name: str, **arguments: Any) -> ChatMessage:
-    call = ChatMessageToolCall(
-        function=ChatMessageToolCallFunction(name=name, arguments=arguments),
-        id=f"call_{n}",
-        type="function",
-    )
-    return ChatMessage(
-        role=MessageRole.ASSISTANT,
-        content=None,
-        tool_calls=[call],
-        token_usage=TokenUsage(input_tokens=400 + 50 * n, output_tokens=20),
-    )
-
-
-def text(message: ChatMessage) -> str:
-    """A message's text (smolagents keeps content as a list of parts)."""
-    parts = message.content if isinstance(message.content, list) else [{"text": message.content}]
-    return "".join(str(p.get("text") or "") for p in parts)
+#: The code the model writes, one snippet per step.
+CODE = [
+    'import time\nweather = get_weather(city="Lisbon")\nprint(f"at {time.time()}: {weather}")',
+    'price = convert(amount=120.0, currency="USD")\nprint(price)',
+    'final_answer(f"Pack sunglasses. {weather} / {price}")',
+]
 
 
 class ScriptedModel(Model):
-    """A stand-in for an LLM: its reply depends only on the tool results it was shown."""
+    """A stand-in for an LLM: its n-th reply (n: its replies in the prompt) is CODE[n]."""
 
     def generate(self, messages: list[Any], **kwargs: Any) -> ChatMessage:
-        seen = [m for m in messages if getattr(m, "role", None) == MessageRole.TOOL_RESPONSE]
-        print(f"  ran  model call {len(seen) + 1}")
-        if len(seen) == 0:
-            return use(0, "get_weather", city="Lisbon")
-        if len(seen) == 1:
-            return use(1, "convert", amount=120.0, currency="USD")
-        facts = " / ".join(text(m).replace("Observation:", "").strip() for m in seen)
-        return use(2, "final_answer", answer=f"Pack sunglasses. {facts}")
+        turn = sum(1 for m in messages if getattr(m, "role", None) == MessageRole.ASSISTANT)
+        print(f"  ran  model call {turn + 1}")
+        return ChatMessage(
+            role=MessageRole.ASSISTANT,
+            content=f"Thought: step {turn + 1}.\n<code>\n{CODE[turn]}\n</code>",
+            token_usage=TokenUsage(input_tokens=400 + 50 * turn, output_tokens=20),
+        )
 
 
 def price(model: str | None, input_tokens: int, output_tokens: int) -> float:
@@ -112,7 +98,7 @@ def main() -> None:
     parser.add_argument("--db", default=".letitloop/journal.db", help="the journal file")
     args = parser.parse_args()
     CRASH = args.crash
-    agent = ToolCallingAgent(
+    agent = CodeAgent(
         tools=[get_weather, convert],
         model=ScriptedModel(model_id="scripted"),
         verbosity_level=LogLevel.OFF,

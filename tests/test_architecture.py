@@ -267,12 +267,14 @@ LANGGRAPH_ORDER = [
 ]
 
 #: The smolagents adapter's own modules, bottom up: an agent's calls (journal,
-#: context, keys), the journaled model, the wrapped agent and its tools.
-SMOLAGENTS_ORDER = ["calls", "model", "agent", "__init__"]
+#: context, keys), the journaled model, the journaled code executor, the wrapped
+#: agent and its tools.
+SMOLAGENTS_ORDER = ["calls", "model", "code", "agent", "__init__"]
 
 #: The AutoGen adapter's own modules, bottom up: an agent's calls (journal,
-#: keys), the journaled model client, tools and workbenches, the serializer.
-AUTOGEN_ORDER = ["calls", "client", "tools", "serializer", "__init__"]
+#: keys), the journaled model client, tools and workbenches, a person's input,
+#: the serializer.
+AUTOGEN_ORDER = ["calls", "client", "tools", "human", "serializer", "__init__"]
 #: The CrewAI adapter's own modules, bottom up: the session and one call's step, the
 #: models' calls, the tools' calls, the handler that wraps a crew.
 CREWAI_ORDER = ["calls", "llms", "tools", "handler", "__init__"]

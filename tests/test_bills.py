@@ -385,7 +385,8 @@ class TestEveryAdaptersModelCallReserves:
 
         client = ReplayChatCompletionClient(["an answer"])
         messages = [UserMessage(content="hello there", source="user")]
-        call = (client, messages, {"extra_create_args": {"max_tokens": 50}}, None)
+        ran: list[bool] = []
+        call = (client, messages, {"extra_create_args": {"max_tokens": 50}}, None, ran)
         with Journal("g", path=tmp_path / "j.db", budget=Budget(tokens=10_000)) as j:
             j.step("model", lambda: asyncio.run(call_model("id", call))["content"])
         ((key, tokens, settled),) = reservations_of(str(tmp_path / "j.db"), "g")

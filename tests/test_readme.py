@@ -711,6 +711,12 @@ ILLUSTRATIVE: dict[tuple[str, str], str] = {
         "tests/test_pydantic_ai.py (TestAnAgentWaitingForAnApproval) runs the whole "
         "program: stopped, answered with lil send, resumed"
     ),
+    ("adapters.md", "from autogen_agentchat.agents import AssistantAgent, UserProxyAgent"): (
+        "lines of an async function (its model_client is the reader's); "
+        "tests/autogen_human.py is this team as a program, and tests/test_autogen.py "
+        "(TestATeamWithAPersonInItKilledAroundItsWaits) runs it: stopped, answered with "
+        "letitloop.send and lil send, killed, resumed"
+    ),
     ("testing.md", "import pytest"): (
         "a pytest test of the example's pipeline, run by pytest with its fixture file: "
         "tests/test_example_replay.py runs examples/replay_test/tests/test_triage.py so"

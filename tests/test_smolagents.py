@@ -4,7 +4,11 @@ is the script; its fakes count executions in a side file, not in the journal).""
 
 from __future__ import annotations
 
+import json
+import random
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,6 +32,7 @@ from letitloop.adapters.smolagents import AgentCalls, SmolagentsWALCallback, dur
 from letitloop.adapters.smolagents.agent import wrap_tool
 
 SCRIPT = Path(__file__).resolve().parent / "smolagents_team.py"
+CODE_SCRIPT = Path(__file__).resolve().parent / "smolagents_code.py"
 
 #: Inside a tool call (one of two the manager's first reply asked for, run in
 #: parallel), between the manager's first and second step, inside the managed
@@ -237,3 +242,204 @@ class TestToolCallsWhoseArgumentsJsonCannotHold:
         ran.clear()
         assert twice(frozenset({1, 2, 3}), frozenset({1, 2})) == [3, 2]  # each its own answer
         assert ran == []
+
+
+# A CodeAgent whose code reads the clock and draws random numbers (tests/smolagents_code.py),
+# killed at random points: its code's output is the next prompt, so a finished snippet
+# must never run again (it would print another time) and its variables must come back.
+
+#: Trials (the issue asks for 20), each killed once or twice at points drawn at random.
+CODE_TRIALS = 20
+
+
+@dataclass
+class CodeTrial:
+    kills: list[str]
+    returncodes: list[int] = field(default_factory=list)
+    answer: str | None = None
+    stderr: str = ""
+    #: Per attempt, the side file's (event, what) lines.
+    lines: list[list[tuple[str, str]]] = field(default_factory=list)
+
+    def ends(self) -> Counter[str]:
+        return Counter(w for lines in self.lines for e, w in lines if e == "end")
+
+    def seen(self, step: int) -> str:
+        """What the recorded execution of code step ``step`` saw: its last ``saw`` line."""
+        return [
+            w for lines in self.lines for e, w in lines if e == "saw" and w.startswith(f"{step} ")
+        ][-1].split(" ", 1)[1]
+
+    def code_run_again(self) -> list[str]:
+        """Snippets that ran in an attempt after an earlier attempt had finished them (the
+        model's next call started: the snippet's step was committed before it)."""
+        wrong = []
+        for n, lines in enumerate(self.lines):
+            started = {w for e, w in lines if e == "start"}
+            for step in (1, 2):
+                if f"model {step}" in started:
+                    for later in range(n + 1, len(self.lines)):
+                        if ("start", f"tool stamp {step}") in self.lines[later]:
+                            wrong.append(f"{self.kills}: snippet {step} ran again in {later + 1}")
+        return wrong
+
+
+@pytest.fixture(scope="module")
+def code_trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[CodeTrial]]:
+    """The trials' processes fork from an interpreter that imported smolagents and the
+    adapter once (each child is a fresh process to letitloop all the same)."""
+    with Preloaded("smolagents", "letitloop.adapters.smolagents", with_letitloop=True) as sdk:
+        yield code_trials_run(tmp_path_factory, sdk)
+
+
+def code_trials_run(tmp_path_factory: pytest.TempPathFactory, sdk: Preloaded) -> list[CodeTrial]:
+    folder = tmp_path_factory.mktemp("smolagents_code")
+    points = [
+        "model 0",
+        "tool stamp 1",
+        "model 1",
+        "tool get_weather Paris",
+        "tool stamp 2",
+        "model 2",
+        "after return",
+    ]
+    draw = random.Random(49)
+    trials = []
+    for n in range(CODE_TRIALS):
+        kills = sorted(draw.sample(points, draw.choice((1, 2))), key=points.index)
+        trial = CodeTrial(kills)
+        db, side = folder / f"t{n}.db", folder / f"t{n}.txt"
+        for kill_at in [*kills, ""]:
+            with side.open("a") as f:
+                f.write("attempt\n")
+            done = sdk.run(CODE_SCRIPT, str(db), str(side), kill_at)
+            trial.returncodes.append(done.returncode)
+            if done.returncode == 0:
+                trial.answer = json.loads(done.stdout.strip().splitlines()[-1])["answer"]
+            elif done.returncode != -9:
+                trial.stderr = done.stderr[-3000:]
+                break
+        trial.lines = read_side(side)
+        trials.append(trial)
+    return trials
+
+
+def read_side(side: Path) -> list[list[tuple[str, str]]]:
+    lines: list[list[tuple[str, str]]] = []
+    for line in side.read_text().splitlines():
+        if line == "attempt":
+            lines.append([])
+        else:
+            event, _, what = line.partition(" ")
+            lines[-1].append((event, what))
+    return lines
+
+
+#: Its trials take a minute of a loaded machine, in the first test that uses them.
+@pytest.mark.timeout(900)
+class TestACodeAgentWhoseCodeReadsTheClockKilledAtRandom:
+    def test_every_trial_resumed_to_an_answer_without_an_error(
+        self, code_trials: list[CodeTrial]
+    ) -> None:
+        errors = [(t.kills, t.returncodes, t.stderr) for t in code_trials if t.returncodes[-1] != 0]
+        assert errors == []
+        killed = sum(code == -9 for t in code_trials for code in t.returncodes)
+        assert killed >= CODE_TRIALS  # each trial killed its process at least once
+
+    def test_no_model_call_ran_twice_and_each_ran(self, code_trials: list[CodeTrial]) -> None:
+        for trial in code_trials:
+            models = {w: c for w, c in trial.ends().items() if w.startswith("model ")}
+            assert models == {"model 0": 1, "model 1": 1, "model 2": 1}, trial.kills
+
+    def test_no_finished_snippet_ran_again(self, code_trials: list[CodeTrial]) -> None:
+        assert [w for t in code_trials for w in t.code_run_again()] == []
+        for trial in code_trials:
+            assert trial.ends()["tool get_weather Paris"] == 1, trial.kills
+
+    def test_the_answer_is_made_of_what_the_recorded_snippets_saw(
+        self, code_trials: list[CodeTrial]
+    ) -> None:
+        wrong = []
+        for trial in code_trials:
+            now, roll = trial.seen(1).split()
+            want = f"roll {roll} at {now}, later {trial.seen(2)}: sunny in Paris"
+            if trial.answer != want:
+                wrong.append((trial.kills, trial.answer, want))
+        assert wrong == []
+
+
+class Scripted(Model):
+    """Writes ``codes[n]`` in its n-th reply; fails at ``fail_at`` (a crash, in process)."""
+
+    def __init__(self, codes: list[str], fail_at: int | None = None) -> None:
+        super().__init__(model_id="fake-scripted")
+        self.codes, self.fail_at = codes, fail_at
+
+    def generate(self, messages: list[Any], **kwargs: Any) -> ChatMessage:
+        turn = sum(1 for m in messages if getattr(m, "role", None) == MessageRole.ASSISTANT)
+        if turn == self.fail_at:
+            raise RuntimeError("the model's provider is down")
+        CALLED.append(f"model {turn}")
+        return ChatMessage(
+            role=MessageRole.ASSISTANT, content=f"Thought: go.\n<code>\n{self.codes[turn]}\n</code>"
+        )
+
+
+def scripted(db: Path, codes: list[str], fail_at: int | None = None) -> CodeAgent:
+    agent = CodeAgent(
+        tools=[double], model=Scripted(codes, fail_at), verbosity_level=LogLevel.OFF, max_steps=3
+    )
+    return durable_agent(agent, "coder", path=str(db), run="once")
+
+
+class TestACodeSnippetThatFailed:
+    def test_its_error_and_what_it_printed_replay_and_it_does_not_run_again(
+        self, tmp_path: Path
+    ) -> None:
+        codes = [
+            "import random\nprint(random.random())\ndouble(x=random.randint(1, 10**9))\n1 / 0",
+            "final_answer('gave up')",
+        ]
+        CALLED.clear()
+        first = scripted(tmp_path / "j.db", codes)
+        assert first.run("Divide") == "gave up"
+        ran = list(CALLED)
+        assert len([c for c in ran if c.startswith("double")]) == 1
+        CALLED.clear()
+        again = scripted(tmp_path / "j.db", codes)
+        assert again.run("Divide") == "gave up"
+        assert CALLED == []  # the model, the code and the tool it called: all replayed
+        assert str(again.memory.steps[1].error) == str(first.memory.steps[1].error)
+        assert "division by zero" in str(again.memory.steps[1].error)
+        assert again.memory.steps[1].observations == first.memory.steps[1].observations
+
+
+class TestAVariableTheJournalCannotKeep:
+    def test_a_resumed_snippet_that_uses_it_is_refused_naming_it_and_the_way_out(
+        self, tmp_path: Path
+    ) -> None:
+        codes = ["handle = iter([1, 2])\nprint('made')", "print(next(handle))", "final_answer(1)"]
+        with pytest.raises(Exception, match="provider is down"):
+            scripted(tmp_path / "j.db", codes, fail_at=1).run("Iterate")
+        CALLED.clear()
+        with pytest.raises(LetItLoopError, match=r"'handle', a list_iterator .*coder\.code") as e:
+            scripted(tmp_path / "j.db", codes).run("Iterate")
+        assert "register" in str(e.value) and "lil reset" in str(e.value)
+        assert CALLED == ["model 1"]  # the first snippet replayed; the model's next call ran
+
+    def test_a_streamed_run_is_refused_the_same(self, tmp_path: Path) -> None:
+        codes = ["handle = iter([1, 2])\nprint('made')", "print(next(handle))", "final_answer(1)"]
+        with pytest.raises(Exception, match="provider is down"):
+            list(scripted(tmp_path / "j.db", codes, fail_at=1).run("Iterate", stream=True))
+        with pytest.raises(LetItLoopError, match=r"'handle', a list_iterator"):
+            list(scripted(tmp_path / "j.db", codes).run("Iterate", stream=True))
+
+    def test_a_resumed_snippet_that_makes_it_again_runs(self, tmp_path: Path) -> None:
+        codes = [
+            "handle = iter([1, 2])\nprint('made')",
+            "handle = iter([3])\nprint(next(handle))",
+            "final_answer('ok')",
+        ]
+        with pytest.raises(Exception, match="provider is down"):
+            scripted(tmp_path / "j.db", codes, fail_at=1).run("Iterate")
+        assert scripted(tmp_path / "j.db", codes).run("Iterate") == "ok"

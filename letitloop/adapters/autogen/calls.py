@@ -9,13 +9,14 @@ them one after another):
 - ``{label}.model:{n}``: the agent's n-th model call in the run;
 - ``{label}.model:{n}.tool:{tool}:{call_id}``: a tool call that the n-th
   reply asked for, by the call id in that (journaled) reply; a call without
-  an id is named by its arguments' digest instead.
+  an id is named by its arguments' digest instead;
+- ``{label}.input:{n}``: a ``UserProxyAgent``'s n-th input, a wait (human.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from letitloop.adapters.agentcalls import (
     Counters,
@@ -25,6 +26,9 @@ from letitloop.adapters.agentcalls import (
 )
 from letitloop.errors import NoJournalError, StepMismatchError
 from letitloop.journal import Journal
+
+if TYPE_CHECKING:
+    from letitloop.waits import RunWaiting
 
 
 class AgentCalls:
@@ -73,6 +77,9 @@ class JournalHolder:
 
     def __init__(self) -> None:
         self.current: Journal | None = None
+        #: The stop of a run whose person has not answered yet (human.py), raised by the
+        #: wrapped run once AutoGen's team has returned.
+        self.waiting: RunWaiting | None = None
 
     def journal(self, label: str) -> Journal:
         """The run's journal; else the open one; NoJournalError when there is none."""

@@ -6,7 +6,9 @@ The call's identity is the prompt (every ``LLMMessage`` as JSON data), the
 names of the tools offered, the tool choice, ``json_output`` and
 ``extra_create_args``. Usage is reported with ``letitloop.usage`` from the
 result's ``RequestUsage``. ``create_stream`` is journaled as one ``create``:
-it yields the whole result, no chunks.
+it yields the whole result, no chunks. A replayed call is also made to
+AutoGen's ``ReplayChatCompletionClient`` (a queue of replies, AutoGen's test
+double), its reply dropped: the queue stays where an uninterrupted run left it.
 """
 
 from __future__ import annotations
@@ -47,15 +49,32 @@ def model_name(client: ChatCompletionClient) -> str | None:
     return family if isinstance(family, str) and family and family != "unknown" else None
 
 
-#: A model call as the step gets it: the real client, the prompt, the other arguments
-#: and the user's pricing.
-ModelCall = tuple[ChatCompletionClient, Sequence[LLMMessage], dict[str, Any], Pricing | None]
+#: A model call as the step gets it: the real client, the prompt, the other arguments,
+#: the user's pricing, and a list the call marks when it runs (a replay does not).
+ModelCall = tuple[
+    ChatCompletionClient, Sequence[LLMMessage], dict[str, Any], Pricing | None, list[bool]
+]
+
+
+def queued_replies(client: ChatCompletionClient) -> bool:
+    """Whether ``client`` is AutoGen's ``ReplayChatCompletionClient`` as AutoGen ships it:
+    a queue of replies, each ``create`` the next (a subclass that overrides ``create``
+    chooses its replies itself, and is not)."""
+    try:
+        from autogen_ext.models.replay import ReplayChatCompletionClient
+    except ImportError:  # autogen-ext is not installed: no such client
+        return False
+    return (
+        isinstance(client, ReplayChatCompletionClient)
+        and type(client).create is ReplayChatCompletionClient.create
+    )
 
 
 async def call_model(identity: Any, call: ModelCall) -> dict[str, Any]:
     """The step's function: one real ``create``, its usage (and cost) reported."""
     del identity  # the call's identity, for the journal's argument check only
-    client, messages, kwargs, cost = call
+    client, messages, kwargs, cost, ran = call
+    ran.append(True)
     name = model_name(client)
     limit = partial(
         max_tokens_of, kwargs.get("extra_create_args"), getattr(client, "_create_args", None)
@@ -96,20 +115,25 @@ class DurableChatCompletionClient(ChatCompletionClient):
             else json_output.__name__,
             "extra_create_args": plain(dict(extra_create_args)),
         }
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "tools": tools,
             "tool_choice": tool_choice,
             "json_output": json_output,
             "extra_create_args": extra_create_args,
             "cancellation_token": cancellation_token,
         }
+        ran: list[bool] = []
         record = await self.calls.step(
             journal,
             self.calls.model_key(journal),
             call_model,
             identity,
-            unchecked((self.client, messages, kwargs, self.calls.cost)),
+            unchecked((self.client, messages, kwargs, self.calls.cost, ran)),
         )
+        if not ran and queued_replies(self.client):
+            # The replayed call takes its reply off the test double's queue, as it did
+            # when it ran, so the next fresh call gets the reply after it.
+            await self.client.create(messages, **kwargs)
         return CreateResult.model_validate(record)
 
     async def create_stream(

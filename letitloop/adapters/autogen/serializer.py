@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.agents import AssistantAgent, UserProxyAgent
 from autogen_agentchat.base import ChatAgent, Team
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage
 from autogen_core.models import ChatCompletionClient
@@ -38,6 +38,7 @@ from letitloop.adapters.agentcalls import (
 )
 from letitloop.adapters.autogen.calls import AgentCalls, JournalHolder
 from letitloop.adapters.autogen.client import DurableChatCompletionClient
+from letitloop.adapters.autogen.human import wrap_user_proxy
 from letitloop.adapters.autogen.tools import wrap_workbench
 from letitloop.errors import LetItLoopError
 from letitloop.generations import reuse_seconds
@@ -51,13 +52,14 @@ WRAPPED = "_letitloop_serializer"
 RUNS = "_letitloop_runs"
 
 
-def refuse_unless_assistant(agent: ChatAgent) -> None:
-    """LetItLoopError unless ``agent`` is an ``AssistantAgent`` (whose calls are known)."""
-    if not isinstance(agent, AssistantAgent):
+def refuse_unless_known(agent: ChatAgent) -> None:
+    """LetItLoopError unless ``agent`` is an ``AssistantAgent`` (whose calls are known) or
+    a ``UserProxyAgent`` (whose input is a wait)."""
+    if not isinstance(agent, AssistantAgent | UserProxyAgent):
         raise LetItLoopError(
-            f"AutoGenStateSerializer journals AssistantAgent's model and tool calls; "
-            f"got {type(agent).__name__} {agent.name!r}; wrap its model client and tools "
-            f"yourself, or leave it out of the journaled team"
+            f"AutoGenStateSerializer journals AssistantAgent's model and tool calls and "
+            f"UserProxyAgent's input; got {type(agent).__name__} {agent.name!r}; wrap its "
+            f"model client and tools yourself, or leave it out of the journaled team"
         )
 
 
@@ -78,6 +80,10 @@ class AutoGenStateSerializer:
     ``reuse`` seconds (default ``agentcalls.DEFAULT_REUSE``, an hour; with a
     ``run``, forever); ``fresh=True`` asks for a new answer. A second process
     asking the same request at once waits for the first and replays it.
+    A ``UserProxyAgent``'s input is a wait of the run (human.py): with no
+    answer sent within ``stop_after`` seconds (default 0; None: wait in the
+    process), the run stops and the process exits 75, its one line saying
+    the ``lil send`` that answers it.
     """
 
     def __init__(
@@ -89,8 +95,10 @@ class AutoGenStateSerializer:
         run: str | None = None,
         reuse: float | timedelta | None = None,
         fresh: bool = False,
+        stop_after: float | None = 0.0,
     ) -> None:
         reuse_seconds(reuse, fresh)  # refused here, not at the first run
+        self.stop_after = stop_after
         self.session_id = session_id
         self.path = path
         self.cost = cost
@@ -113,7 +121,7 @@ class AutoGenStateSerializer:
         """
         participants = getattr(team, "_participants", [])
         for participant in participants:
-            refuse_unless_assistant(participant)
+            refuse_unless_known(participant)
         for participant in participants:
             self._wrap_calls(participant)
         selector = getattr(team, "_model_client", None)
@@ -130,13 +138,16 @@ class AutoGenStateSerializer:
     def _wrap_calls(self, agent: ChatAgent) -> None:
         if getattr(agent, WRAPPED, None) is not None:
             return
-        refuse_unless_assistant(agent)
-        assert isinstance(agent, AssistantAgent)
+        refuse_unless_known(agent)
         calls = AgentCalls(agent.name, self.holder, self.cost)
+        setattr(agent, WRAPPED, self)
+        if isinstance(agent, UserProxyAgent):
+            wrap_user_proxy(agent, calls, self.stop_after)
+            return
+        assert isinstance(agent, AssistantAgent)
         agent._model_client = DurableChatCompletionClient(agent._model_client, calls)
         for workbench in agent._workbench:
             wrap_workbench(workbench, calls)
-        setattr(agent, WRAPPED, self)
 
     def _wrap_runs(self, runner: ChatAgent | Team) -> None:
         if getattr(runner, RUNS, None) is not None:
@@ -169,11 +180,15 @@ class AutoGenStateSerializer:
         async def journaled_run(*args: Any, **kwargs: Any) -> Any:
             opened = self._options(talk, kwargs)
             async with run_journal_async(goal, path, **opened) as journal:
-                before, holder.current = holder.current, journal
+                before, holder.current, holder.waiting = holder.current, journal, None
                 try:
                     result = await run(*args, **kwargs)
+                except Exception:
+                    stop_if_waiting(holder)
+                    raise
                 finally:
                     holder.current = before
+                stop_if_waiting(holder)
             talk.answered(opened["run"], result)
             return result
 
@@ -188,15 +203,27 @@ class AutoGenStateSerializer:
             opened = self._options(talk, kwargs)
             last = None
             async with run_journal_async(goal, path, **opened) as journal:
-                before, holder.current = holder.current, journal
+                before, holder.current, holder.waiting = holder.current, journal, None
                 try:
                     async for last in run_stream(*args, **kwargs):
                         yield last
+                except Exception:
+                    stop_if_waiting(holder)
+                    raise
                 finally:
                     holder.current = before
+                stop_if_waiting(holder)
             talk.answered(opened["run"], last)
 
         return journaled_stream
+
+
+def stop_if_waiting(holder: JournalHolder) -> None:
+    """Raise the run's RunWaiting if a person's answer stopped it (human.py): the journal
+    leaves the run waiting, the process exits 75."""
+    stop, holder.waiting = holder.waiting, None
+    if stop is not None:
+        raise stop from None
 
 
 def message_identity(message: Any) -> Any:

@@ -3,6 +3,8 @@
 ``wrap_agent(agent)`` makes, in place:
 
 - ``agent.model`` a :class:`DurableModel` (each reply journaled);
+- a CodeAgent's ``python_executor`` a :class:`JournaledExecutor` (each
+  execution of its code journaled, with the variables it set: code.py);
 - each tool's ``forward`` a journaled call (``Tool.__call__`` still checks
   and converts the inputs and outputs around it);
 - each managed agent wrapped the same way, its ``run`` a journaled call of
@@ -28,6 +30,7 @@ from datetime import timedelta
 from typing import Any
 
 from smolagents.agents import MultiStepAgent
+from smolagents.local_python_executor import PythonExecutor
 from smolagents.memory import ActionStep
 from smolagents.tools import Tool
 
@@ -42,6 +45,7 @@ from letitloop.adapters.agentcalls import (
     run_journal,
 )
 from letitloop.adapters.smolagents.calls import AgentCalls
+from letitloop.adapters.smolagents.code import JournaledExecutor
 from letitloop.adapters.smolagents.model import DurableModel
 from letitloop.errors import LetItLoopError
 from letitloop.generations import reuse_seconds
@@ -143,6 +147,9 @@ class SmolagentsWALCallback:
         calls = AgentCalls(label, self.cost)
         setattr(agent, WRAPPED, calls)
         agent.model = DurableModel(agent.model, calls)
+        executor = getattr(agent, "python_executor", None)
+        if isinstance(executor, PythonExecutor) and not isinstance(executor, JournaledExecutor):
+            agent.python_executor = JournaledExecutor(executor, calls)
         for tool in agent.tools.values():
             wrap_tool(tool, calls)
         for name, managed in agent.managed_agents.items():
@@ -187,9 +194,15 @@ class SmolagentsWALCallback:
         def streamed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
             opened = options(args, kwargs)
             last = None
-            with run_journal(goal, path, **opened) as journal, calls.running(journal):
-                for last in run(*args, **kwargs):
-                    yield last
+            calls.refusal = None
+            try:
+                with run_journal(goal, path, **opened) as journal, calls.running(journal):
+                    for last in run(*args, **kwargs):
+                        yield last
+            except Exception as error:
+                if calls.refusal is not None:
+                    raise calls.refusal from error
+                raise
             answered(opened, last)
 
         def journaled_run(*args: Any, **kwargs: Any) -> Any:
@@ -211,10 +224,13 @@ class SmolagentsWALCallback:
                     queue=True,
                 )
             opened = options(args, kwargs)
+            calls.refusal = None
             try:
                 with run_journal(goal, path, **opened) as journal, calls.running(journal):
                     answer = run(*args, **kwargs)
             except Exception as error:  # smolagents wraps a model call's error in its own
+                if calls.refusal is not None:
+                    raise calls.refusal from error
                 found = mismatch_within(error)
                 if found is None or found is error:
                     raise

@@ -17,6 +17,8 @@ Keys, none of which depends on timing:
 - ``{label}.agent:{name}:{digest}``: a call of a managed agent; the managed
   agent's own calls are keyed under it (``…/{name}.model``), so a finished
   call replays as a unit.
+- ``{label}.code``, ``{label}.code#2``, …: a CodeAgent's code executions in
+  order (code.py); the tool calls its code makes are keyed under it.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ class AgentCalls:
         #: of its last run; None: a new one) and that run's turn in it (agent.py).
         self.conversation: str | None = None
         self.turn = 0
+        #: An error that must end the agent's run, raised where smolagents would have made
+        #: it an observation (code.py); the agent's next model call and its run raise it.
+        self.refusal: BaseException | None = None
 
     @contextmanager
     def running(self, journal: Journal) -> Iterator[None]:
@@ -61,6 +66,17 @@ class AgentCalls:
             yield
         finally:
             self.journal, self.context = before
+
+    @contextmanager
+    def nested(self) -> Iterator[None]:
+        """Within this block the agent's calls are keyed under the step running here (a
+        CodeAgent's code, whose tool calls run in the executor's worker thread)."""
+        before = self.context
+        self.context = contextvars.copy_context()
+        try:
+            yield
+        finally:
+            self.context = before
 
     def step(self, name: str, fn: Callable[..., T], *args: Any, queue: bool = False) -> T:
         """``Journal.step(name, fn, *args)`` on this agent's journal, in its run's context.

@@ -143,6 +143,8 @@ class DurableModel(Model):
         tools_to_call_from: list[Any] | None = None,
         **kwargs: Any,
     ) -> ChatMessage:
+        if self.calls.refusal is not None:  # smolagents made it an observation: end the run
+            raise self.calls.refusal
         identity = {
             "messages": [message_identity(m) for m in messages],
             "stop_sequences": stop_sequences,
