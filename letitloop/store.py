@@ -24,9 +24,7 @@ from .connect import connect_readonly, connect_writable
 from .connections import close_unclosed, guard_fork
 from .errors import JournalFileError, LetItLoopError
 from .files import resolve_file
-from .goals import (
-    ensure_goal,
-)
+from .goals import GoalTables, ensure_goal
 from .pragmas import Durability
 from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain, is_busy
 
@@ -110,7 +108,7 @@ class Store:
         #: Stops counting the connection among this process's open ones
         #: (``connections.track``; set by ``connect.py``). Runs once.
         self._untrack: Callable[[], object] = _nothing
-        self._goal_tables: dict[str, str] = {}
+        self._goal_tables = GoalTables()
         #: Function name -> its id in ``functions`` (never changes once made; see
         #: ``SqlitePrimitives.function_key``).
         self.function_keys: dict[str, Any] = {}
