@@ -23,7 +23,7 @@ from . import migrate as _migrations
 from .connect import connect_readonly, connect_writable
 from .connections import close_unclosed, guard_fork
 from .errors import JournalFileError, LetItLoopError
-from .files import resolve_file
+from .files import check_unmoved, resolve_file
 from .goals import GoalTables, ensure_goal
 from .pragmas import Durability
 from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain, is_busy
@@ -168,6 +168,7 @@ class Store:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                check_unmoved(self.real_file, self.identity)
             except (sqlite3.Error, UnicodeError) as exc:
                 rollback(conn)
                 raise self.explain(exc) from None
@@ -179,13 +180,11 @@ class Store:
         """Execute one statement in its own write transaction (the step path's hot loop).
 
         The statement runs in SQLite's autocommit mode: one statement is its
-        own transaction, committed when it finishes or rolled back whole when
-        it fails, exactly as ``BEGIN IMMEDIATE`` … ``COMMIT`` around it would
-        be, for one statement where those are three. Waiting for the write
-        lock is the same: a transaction that starts with a write takes the
-        lock through SQLite's busy handler (``busy_timeout``), and it has read
-        nothing before, so it cannot meet a stale snapshot. The store's lock
+        own transaction, as ``BEGIN IMMEDIATE`` … ``COMMIT`` around it would be
+        (it waits for the write lock in SQLite's busy handler and has read
+        nothing before, so it cannot meet a stale snapshot). The store's lock
         keeps it out of another thread's open transaction on this connection.
+        Every commit checks that the path still reaches the file (files.py).
         """
         # acquire() and a finally, not ``with``: its special-method lookups cost as
         # much as the lock itself, on every step.
@@ -204,6 +203,7 @@ class Store:
                 if conn.in_transaction:  # SQLite ends a failed one; never leave one open
                     rollback(conn)
                 raise self.explain(exc) from None
+            check_unmoved(self.real_file, self.identity)
         finally:
             lock.release()
 
@@ -242,6 +242,7 @@ class Store:
             else:
                 conn.executemany(sql, rows)
             conn.execute("COMMIT")
+            check_unmoved(self.real_file, self.identity)
         except (sqlite3.Error, UnicodeError) as exc:
             rollback(conn)
             raise self.explain(exc) from None
@@ -299,6 +300,7 @@ class Store:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                check_unmoved(self.real_file, self.identity)
             except (sqlite3.Error, UnicodeError) as exc:
                 rollback(conn)
                 raise self.explain(exc) from None
