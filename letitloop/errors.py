@@ -61,6 +61,11 @@ class DamagedRowError(JournalFileError):
     key: str | None = None
 
 
+class ForgedRowError(DamagedRowError):
+    """A row of a sealed run does not match its seal (edited, inserted or written without
+    the key, or its chain altered); it is not replayed (letitloop/chains.py)."""
+
+
 class SealKeyError(LetItLoopError):
     """A seal key that cannot be used: too short, or not the key the run's chain was
     sealed with (letitloop/seals.py)."""

@@ -150,8 +150,7 @@ class Store:
         a read-only file, a damaged schema, a lock that outlived the busy
         timeout). Nothing of the transaction is kept then.
 
-        ``begin`` starts the transaction instead of :meth:`_begin` (the
-        LangGraph saver polls for the write lock); it raises explained errors.
+        ``begin`` (raising explained errors) starts it instead of :meth:`_begin`.
         """
         if self.readonly:
             raise LetItLoopError(
@@ -265,10 +264,9 @@ class Store:
     def try_write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> bool:
         """:meth:`write_many`, but only if it can start without waiting; False if nothing was done.
 
-        Returns False when another thread of this process is using the
-        connection, or another connection holds SQLite's write lock. The event
-        loop uses it to commit inline when that costs one small commit, and
-        hands the write to a worker thread (:meth:`write_many`) when it would wait.
+        Returns False when another thread of this process uses the connection, or
+        another connection holds SQLite's write lock: the event loop then hands the
+        write to a worker thread (:meth:`write_many`) instead of committing inline.
         """
         if not self.lock.acquire(blocking=False):
             return False
