@@ -26,6 +26,9 @@ class JournalFileError(LetItLoopError):
 
     #: The journal file (or the folder beside it) the error is about, when known.
     path: str | None = None
+    #: True when the file was deleted, replaced or moved away while a journal had it open
+    #: (files.check_unmoved): nothing more is written to it.
+    moved: bool = False
 
 
 class SchemaVersionError(JournalFileError):
