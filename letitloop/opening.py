@@ -242,7 +242,7 @@ def seal(j: Journal, storage: Storage, secret: bytes) -> None:
 
     sealed = SealedRows(j.run_id, secret)
     sealed.extend(storage.seal_entries(j.run_id, 0))  # type: ignore[attr-defined]
-    j._sealed = sealed if sealed.n else None
+    j._sealed = sealed if sealed.n or not j.replay_only else None
 
 
 def check_key(j: Journal, storage: Storage) -> None:
