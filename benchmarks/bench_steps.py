@@ -32,6 +32,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import overhead
 from benchmarks._report import environment, median_of, ms, table, us
 from benchmarks.disk import disk_after_1000, disk_per_1000_more
 from benchmarks.otel_steps import otel_rows, traced_step_cost
@@ -236,6 +237,32 @@ def keyed_cost(n: int, repeats: int, option: str) -> tuple[float, float]:
     return statistics.median(plain), statistics.median(extra)
 
 
+def sealed_replay_cost(n: int, repeats: int) -> tuple[float, float]:
+    """(seconds per replayed step of a sealed run without the key, extra seconds per replayed
+    step with it), the two in alternating blocks over one sealed run of ``n`` steps. Each
+    block times a whole attempt (open, ``n`` replays, close), so the extra holds each row's
+    check against its seal (a SHA-256) and its share of the open's read and check of the
+    chain (an HMAC-SHA256 per entry): letitloop/chains.py, ``SealedRows``."""
+    key = "bench-key-0123456789abcdef"
+    plain, extra = [], []
+    with tempfile.TemporaryDirectory() as d:
+        db = Path(d) / "sealed.db"
+        with Journal("bench", run="sealed", path=db, seal=key) as j:
+            for i in range(n):
+                j.step(f"s{i}", str, i)
+        for r in range(repeats):
+            times: dict[str | None, float] = {}
+            for k in (None, key) if r % 2 == 0 else (key, None):
+                t0 = overhead.clock()
+                with Journal("bench", run="sealed", path=db, seal=k) as j:
+                    for i in range(n):
+                        j.step(f"s{i}", str, i)
+                times[k] = (overhead.clock() - t0) / n
+            plain.append(times[None])
+            extra.append(times[key] - times[None])
+    return statistics.median(plain), statistics.median(extra)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=2000)
@@ -265,6 +292,7 @@ def main() -> None:
     checksum = median_of(r, lambda: checksum_cost(n * 10))
     unsealed, sealing = keyed_cost(n, r, "seal")
     unencrypted, encrypting = keyed_cost(n, r, "encryption_key")
+    unsealed_replay, sealed_replay = sealed_replay_cost(n, r)
     with tempfile.TemporaryDirectory() as d:
         small, big = Path(d) / "small.db", Path(d) / "big.db"
         record(small, n)
@@ -353,6 +381,11 @@ def main() -> None:
                     f"step without {us(unencrypted)}",
                 ],
                 ["replay of a recorded step", us(replay), ""],
+                [
+                    "seal key set: extra per replayed step (checked against its seal)",
+                    us(sealed_replay),
+                    f"replay without {us(unsealed_replay)} (with open and close)",
+                ],
                 [
                     "replay of a recorded step with 2 small arguments (new at every step)",
                     us(replay_args),

@@ -17,7 +17,7 @@ from typing import Any
 from .errors import SealKeyError
 from .seals import FINAL, GENESIS, link, row_digest
 
-__all__ = ["Chain", "Entry", "Row", "adopted", "resume"]
+__all__ = ["Chain", "Entry", "Row", "SealedRows", "adopted", "resume"]
 
 #: An entry of a chain: n, key, kind, status, digest, seal.
 Entry = tuple[int, str, str, str, str, str]
@@ -56,6 +56,65 @@ class Chain:
     def moved_to(self, entry: Entry) -> None:
         """The chain's last entry is now ``entry``."""
         self.n, self.seal = entry[0], entry[5]
+
+
+class SealedRows:
+    """A sealed run's chain as its replays check it: each row's latest entry, every link
+    verified with the key (docs/audit.md, "A sealed run replays only what its seal covers").
+
+    Filled with the chain's entries in order (:meth:`extend`: all of them when the
+    journal starts sealing the run, then those written since, when a row replays
+    that they may cover). A row replays only when its digest is its key's latest
+    entry's and every entry up to the last one read holds its link: an entry
+    edited, deleted, inserted or moved breaks the chain there, and nothing of the
+    run replays after that. One SHA-256 per replayed row, one HMAC per entry read.
+    Thread rules: read and extended by any replaying thread without a lock; a race
+    verifies an entry twice, never an entry that was not verified.
+    """
+
+    __slots__ = ("broken", "latest", "n", "run_id", "seal", "secret")
+
+    def __init__(self, run_id: str, secret: bytes) -> None:
+        self.run_id = run_id
+        self.secret = secret
+        self.n = 0
+        self.seal = GENESIS
+        #: Key -> the digest of its latest entry.
+        self.latest: dict[str, str] = {}
+        #: The first entry whose link does not hold: (n, key); None while the chain holds.
+        self.broken: tuple[int, str] | None = None
+
+    def extend(self, entries: Iterable[Entry]) -> None:
+        """The entries after the last one read, in order."""
+        for n, key, kind, status, d, seal in entries:
+            if n <= self.n:
+                continue  # read already (two threads refreshed at once)
+            if self.broken is None and (
+                n != self.n + 1
+                or link(self.secret, self.run_id, n, key, kind, status, d, self.seal) != seal
+            ):
+                self.broken = (n, key)
+            self.n, self.seal = n, seal
+            self.latest[key] = d
+
+    def refusal(self, row: Row) -> str | None:
+        """Why ``row`` (as every reader sees it) may not replay; None when its seal covers it."""
+        if self.broken is not None:
+            n, key = self.broken
+            return (
+                f"the run's sealed chain is broken at entry {n} (row {key!r}): an entry was "
+                f"edited, deleted, inserted or moved, so no row of the run is trusted"
+            )
+        key, kind, status, fn, fp, result, error, wake_at = row
+        latest = self.latest.get(key)
+        if latest is None:
+            return (
+                "it is in no entry of the run's sealed chain: it was inserted, or written "
+                "by an attempt without the key"
+            )
+        if latest != row_digest(self.run_id, key, kind, status, fn, fp, result, error, wake_at):
+            return "it differs from what its seal covers: it was edited after it was sealed"
+        return None
 
 
 def resume(run_id: str, secret: bytes, last: Sequence[Entry]) -> Chain:

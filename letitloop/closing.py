@@ -139,9 +139,12 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
     # What the attempt's span says (otel.py), as decided below.
     outcome = "completed" if exc is None else "failed"
     try:
-        if j._replayed and not j.replay_only:  # replay-only writes nothing
+        # Nothing is written to a file deleted or replaced under the journal (files.py):
+        # its first write's error is the one the program sees.
+        gone = getattr(exc, "moved", False)
+        if j._replayed and not j.replay_only and not gone:  # replay-only writes nothing
             flush_replays(j)
-        if not j.was_completed and not j.replay_only:  # replay-only writes nothing
+        if not j.was_completed and not j.replay_only and not gone:
             now = j.clock()
             if j._cancel.reason is not None:
                 outcome = "cancelled"

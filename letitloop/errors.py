@@ -26,6 +26,9 @@ class JournalFileError(LetItLoopError):
 
     #: The journal file (or the folder beside it) the error is about, when known.
     path: str | None = None
+    #: True when the file was deleted, replaced or moved away while a journal had it open
+    #: (files.check_unmoved): nothing more is written to it.
+    moved: bool = False
 
 
 class SchemaVersionError(JournalFileError):
@@ -59,6 +62,11 @@ class DamagedRowError(JournalFileError):
     run_id: str | None = None
     #: The damaged row's key in its run.
     key: str | None = None
+
+
+class ForgedRowError(DamagedRowError):
+    """A row of a sealed run does not match its seal (edited, inserted or written without
+    the key, or its chain altered); it is not replayed (letitloop/chains.py)."""
 
 
 class SealKeyError(LetItLoopError):

@@ -225,6 +225,34 @@ def file_identity(path: str | os.PathLike[str]) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
 
 
+def check_unmoved(file: str, identity: tuple[int, int]) -> None:
+    """After a commit through a connection to ``file`` (device and inode ``identity``): raise
+    JournalFileError (``moved``) when ``file`` no longer reaches that file: deleted, replaced
+    (``mv other.db journal.db``) or moved away while the journal was open.
+
+    SQLite notices none of it in WAL mode: the commit went to the file as it was opened,
+    which a next run will not find there (issue 50). One ``stat`` per commit.
+    """
+    try:
+        st = os.stat(file)
+    except OSError:
+        found = "nothing is there now"
+    else:
+        if st.st_ino == identity[1] and st.st_dev == identity[0]:
+            return
+        found = "another file is there now"
+    raise JournalFileError(
+        f"{file}: expected the journal file this process opened; {found}: it was deleted, "
+        f"replaced or moved away while the journal was open. What was just written went "
+        f"to the file as opened, not to {file}, so it is not reported as recorded, and a "
+        f"run started from {file} would not find it; put that file back at {file} (and "
+        f"keep other files away from it while programs use it), then run again: the run "
+        f"resumes from what it holds",
+        path=file,
+        moved=True,
+    )
+
+
 def _main_file_is_our_journal(path: str | os.PathLike[str], uri: str) -> bool:
     """Whether the database file alone (``immutable=1``: touches nothing) is a journal we open.
 

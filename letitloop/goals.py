@@ -288,14 +288,28 @@ def drop_goal_tables(conn: sqlite3.Connection, view: str) -> None:
     conn.execute(f'DROP TABLE IF EXISTS "{rows_table(view)}"')
 
 
-def ensure_goal(
-    conn: sqlite3.Connection, goal: str, now: float, known_tables: dict[str, str]
-) -> str:
+class GoalTables(dict[str, str]):
+    """A connection's memory of goals' tables (goal -> table), and the ``PRAGMA
+    schema_version`` it was read under (``schema``: -1 before anything was read)."""
+
+    schema = -1
+
+
+def ensure_goal(conn: sqlite3.Connection, goal: str, now: float, known_tables: GoalTables) -> str:
     """Inside a write transaction: the goal's table, created from the template if new.
 
-    ``known_tables`` is the connection's memory of goals' tables (goal -> table),
-    read here and filled with a goal's table once read from the file.
+    ``known_tables`` is the connection's memory of goals' tables, read here and
+    filled with a goal's table once read from the file. It is forgotten when the
+    schema changed since it was read, checked here, inside the transaction, where
+    no other connection can change it: a check before (``Store.recheck_schema``,
+    at a connection's reuse) leaves a moment in which ``lil gc`` may drop the goal,
+    its row and its table, and the run inserted next would name a goal that is
+    gone ("FOREIGN KEY constraint failed": issue 50). One ``PRAGMA`` per open.
     """
+    schema = conn.execute("PRAGMA schema_version").fetchone()[0]
+    if schema != known_tables.schema:
+        known_tables.clear()
+        known_tables.schema = schema
     known = known_tables.get(goal)
     if known is not None:
         return known

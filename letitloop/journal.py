@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from . import async_steps
     from . import retry as retries
+    from .chains import SealedRows
     from .commits import LoopCommits
     from .otel import AttemptSpans
     from .retry import RetryPolicy
@@ -211,8 +212,9 @@ class Journal:
         self._disowned = False
         # - the attempt's OpenTelemetry spans, None while tracing is off (otel.py).
         self._trace: AttemptSpans | None = None
-        # - the context's current journal, set and reset by the thread that enters and
-        #   leaves the ``with`` block (this module).
+        # - a sealed run's chain as replays check it (opening.py; None: not checked).
+        self._sealed: SealedRows | None = None
+        # - the context's current journal, set and reset by its ``with`` block's thread.
         self._tokens: list[Any] = []
 
     # -- opening and closing -------------------------------------------------
@@ -248,8 +250,8 @@ class Journal:
                 opening.open_recorded(self, storage)
             else:
                 opening.open_run(self, storage)
-                if self.seal_key is not None:
-                    opening.seal(self, storage, self.seal_key)
+            if self.seal_key is not None:
+                opening.seal(self, storage, self.seal_key)
         except BaseException:
             opening.release(self)
             storage.close()

@@ -327,6 +327,11 @@ class MemoryStorage(MemoryPrimitives):
             rows = [r for r in db.rows(self.goal) if r["run"] == run_id]
             self.sealing[run_id] = start_sealing(db.seals, rows, run_id, secret)
 
+    def seal_entries(self, run_id: str, after: int) -> list[Any]:
+        """The entries of sealed run ``run_id``'s chain after position ``after``, in order."""
+        with self._read():
+            return [e for e in self.db.seals.get(run_id, ()) if e[0] > after]
+
     def key_check(self, goal: str, check: str | None, now: float) -> str | None:
         """The check value of the key ``goal``'s values are encrypted with; ``check`` is
         recorded first when none is (the first opener's wins)."""

@@ -222,8 +222,13 @@ def _generation(j: Journal, storage: Storage, asked: float | None) -> str | None
 
 def seal(j: Journal, storage: Storage, secret: bytes) -> None:
     """Seal ``j``'s run with ``secret`` from now on (letitloop/seals.py): before any step of
-    the attempt is written. Raises SealKeyError for a store that keeps no seals, or a run
-    sealed with another key."""
+    the attempt is written; and read its chain, so that every row the attempt replays is
+    checked against its seal first (``replay.check_sealed``). Raises SealKeyError for a
+    store that keeps no seals, or a run sealed with another key.
+
+    Replay-only writes nothing, so it seals nothing: it checks the run's chain as it is
+    (a run that has none, never sealed, replays unchecked).
+    """
     start = getattr(storage, "seal_run", None)
     if start is None:
         raise SealKeyError(
@@ -231,7 +236,13 @@ def seal(j: Journal, storage: Storage, secret: bytes) -> None:
             f"LETITLOOP_SEAL_KEY), but this journal's store keeps no sealed chain (SQLite, "
             f"PostgreSQL and memory:// do): unset the key, or use one of those stores"
         )
-    start(j.run_id, secret)
+    if not j.replay_only:
+        start(j.run_id, secret)
+    from .chains import SealedRows  # loaded by programs that seal
+
+    sealed = SealedRows(j.run_id, secret)
+    sealed.extend(storage.seal_entries(j.run_id, 0))  # type: ignore[attr-defined]
+    j._sealed = sealed if sealed.n or not j.replay_only else None
 
 
 def check_key(j: Journal, storage: Storage) -> None:

@@ -188,6 +188,14 @@ class PostgresRuns(PostgresPrimitives):
         with self._tx() as c:
             self.sealing[run_id] = start_sealing(c, self.goal, run_id, secret)
 
+    def seal_entries(self, run_id: str, after: int) -> list[Any]:
+        """The entries of sealed run ``run_id``'s chain after position ``after``, in order."""
+        return self._run(
+            "SELECT n, key, kind, status, digest, seal FROM ll_seals WHERE run = %s AND n > %s "
+            "ORDER BY n",
+            (run_id, after),
+        )
+
     def key_check(self, goal: str, check: str | None, now: float) -> str | None:
         """The check value of the key ``goal``'s values are encrypted with (``ll_key_checks``,
         migration 0008); ``check`` is recorded first when none is, in a transaction of its own

@@ -24,7 +24,13 @@ from . import codec
 from .checksums import PAUSE_FNS, done_sum, step_sum
 from .codec.document import MARKS, TAG
 from .encryption import encrypted
-from .errors import DamagedRowError, DecodeError, EncryptionKeyError, StepMismatchError
+from .errors import (
+    DamagedRowError,
+    DecodeError,
+    EncryptionKeyError,
+    ForgedRowError,
+    StepMismatchError,
+)
 from .fingerprint import differences
 from .keys import Recorded, split_key
 from .storage import Storage
@@ -116,6 +122,8 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
         j.run_id, key, fn_name, recorded.fp, text
     ):
         raise damaged(j, key)
+    if j._sealed is not None:  # a seal key is set: the row must be what its seal covers
+        check_sealed(j, (key, "step", "done", fn_name, recorded.fp, text, None, None))
     if text is None:
         j._replayed.append(key)
         return None
@@ -170,6 +178,35 @@ def check_intact(j: Journal, recorded: Recorded) -> None:
         j.run_id, recorded.key, "done", recorded.fn, recorded.fp, text, None
     ):
         raise damaged(j, recorded.key)
+
+
+def check_sealed(j: Journal, row: tuple[Any, ...]) -> None:
+    """Raise ForgedRowError, handing nothing back, unless ``row`` (key, kind, status, function
+    name, fingerprint, result, error, wake_at: as stored) is what its latest seal covers.
+
+    A row its chain does not cover yet may have been written since the chain was read
+    (a retried parent's children): the entries written since are read once more first.
+    """
+    sealed = j._sealed
+    assert sealed is not None
+    why = sealed.refusal(row)
+    if why is None:
+        return
+    storage = j._storage
+    if storage is not None:
+        sealed.extend(storage.seal_entries(j.run_id, sealed.n))  # type: ignore[attr-defined]
+        why = sealed.refusal(row)
+        if why is None:
+            return
+    key = row[0]
+    raise ForgedRowError(
+        f"step {key!r} (run {j.run_id} of goal {j.goal!r}): its recorded row does not match "
+        f"the run's seal: {why}. Its result is not handed back and nothing was called; "
+        f"'lil verify {j.run_id}' (with the key in LETITLOOP_SEAL_KEY) shows the chain. "
+        f"Restore the journal from a backup, or run the step again: {ways_out(j, key)}",
+        run_id=j.run_id,
+        key=key,
+    )
 
 
 def damaged(j: Journal, key: str) -> DamagedRowError:

@@ -164,6 +164,15 @@ class SqliteReads(SqliteKeys):
             (self.key_of_run(run_id), prefix, end),
         )
 
+    def seal_entries(self, run_id: str, after: int) -> list[Any]:
+        """The entries of sealed run ``run_id``'s chain after position ``after``, in order
+        (``n, key, kind, status, digest, seal``: chains.Entry)."""
+        return self.store.query(
+            "SELECT n, key, kind, status, digest, seal FROM seals WHERE run = ? AND n > ? "
+            "ORDER BY n",
+            (self.key_of_run(run_id), after),
+        )
+
     def results(self, handles: Sequence[RowHandle]) -> dict[RowHandle, str | None]:
         # ``handles`` come ascending (replay.Results). When they fill most of their
         # stretch of rowids (a run's rows, written one after another), one range scan

@@ -23,10 +23,8 @@ from . import migrate as _migrations
 from .connect import connect_readonly, connect_writable
 from .connections import close_unclosed, guard_fork
 from .errors import JournalFileError, LetItLoopError
-from .files import resolve_file
-from .goals import (
-    ensure_goal,
-)
+from .files import check_unmoved, resolve_file
+from .goals import GoalTables, ensure_goal
 from .pragmas import Durability
 from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain, is_busy
 
@@ -110,7 +108,7 @@ class Store:
         #: Stops counting the connection among this process's open ones
         #: (``connections.track``; set by ``connect.py``). Runs once.
         self._untrack: Callable[[], object] = _nothing
-        self._goal_tables: dict[str, str] = {}
+        self._goal_tables = GoalTables()
         #: Function name -> its id in ``functions`` (never changes once made; see
         #: ``SqlitePrimitives.function_key``).
         self.function_keys: dict[str, Any] = {}
@@ -152,8 +150,7 @@ class Store:
         a read-only file, a damaged schema, a lock that outlived the busy
         timeout). Nothing of the transaction is kept then.
 
-        ``begin`` starts the transaction instead of :meth:`_begin` (the
-        LangGraph saver polls for the write lock); it raises explained errors.
+        ``begin`` (raising explained errors) starts it instead of :meth:`_begin`.
         """
         if self.readonly:
             raise LetItLoopError(
@@ -170,6 +167,7 @@ class Store:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                check_unmoved(self.real_file, self.identity)
             except (sqlite3.Error, UnicodeError) as exc:
                 rollback(conn)
                 raise self.explain(exc) from None
@@ -181,13 +179,11 @@ class Store:
         """Execute one statement in its own write transaction (the step path's hot loop).
 
         The statement runs in SQLite's autocommit mode: one statement is its
-        own transaction, committed when it finishes or rolled back whole when
-        it fails, exactly as ``BEGIN IMMEDIATE`` … ``COMMIT`` around it would
-        be, for one statement where those are three. Waiting for the write
-        lock is the same: a transaction that starts with a write takes the
-        lock through SQLite's busy handler (``busy_timeout``), and it has read
-        nothing before, so it cannot meet a stale snapshot. The store's lock
+        own transaction, as ``BEGIN IMMEDIATE`` … ``COMMIT`` around it would be
+        (it waits for the write lock in SQLite's busy handler and has read
+        nothing before, so it cannot meet a stale snapshot). The store's lock
         keeps it out of another thread's open transaction on this connection.
+        Every commit checks that the path still reaches the file (files.py).
         """
         # acquire() and a finally, not ``with``: its special-method lookups cost as
         # much as the lock itself, on every step.
@@ -206,6 +202,7 @@ class Store:
                 if conn.in_transaction:  # SQLite ends a failed one; never leave one open
                     rollback(conn)
                 raise self.explain(exc) from None
+            check_unmoved(self.real_file, self.identity)
         finally:
             lock.release()
 
@@ -244,6 +241,7 @@ class Store:
             else:
                 conn.executemany(sql, rows)
             conn.execute("COMMIT")
+            check_unmoved(self.real_file, self.identity)
         except (sqlite3.Error, UnicodeError) as exc:
             rollback(conn)
             raise self.explain(exc) from None
@@ -266,10 +264,9 @@ class Store:
     def try_write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> bool:
         """:meth:`write_many`, but only if it can start without waiting; False if nothing was done.
 
-        Returns False when another thread of this process is using the
-        connection, or another connection holds SQLite's write lock. The event
-        loop uses it to commit inline when that costs one small commit, and
-        hands the write to a worker thread (:meth:`write_many`) when it would wait.
+        Returns False when another thread of this process uses the connection, or
+        another connection holds SQLite's write lock: the event loop then hands the
+        write to a worker thread (:meth:`write_many`) instead of committing inline.
         """
         if not self.lock.acquire(blocking=False):
             return False
@@ -301,6 +298,7 @@ class Store:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                check_unmoved(self.real_file, self.identity)
             except (sqlite3.Error, UnicodeError) as exc:
                 rollback(conn)
                 raise self.explain(exc) from None

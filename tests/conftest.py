@@ -49,7 +49,8 @@ SLOW_FILES = frozenset(
         "test_pydantic_ai_mcp.py", "test_pydantic_ai_streams.py", "test_pydantic_ai_waits.py",
         "test_smolagents.py", "test_web.py", "test_web_browser.py",
         # PostgreSQL: a server of their own.
-        "test_postgres.py", "test_postgres_lil.py", "test_postgres_seals.py",
+        "test_postgres.py", "test_postgres_lil.py", "test_postgres_seals.py", "test_gc_race.py",
+        "test_sealed_replay.py",
         # The benchmarks' smoke runs.
         "test_codec_benchmark.py", "test_crash_benchmark.py", "test_disk_benchmark.py",
         "test_resume_benchmark.py", "test_row_options_benchmark.py", "test_web_benchmark.py",

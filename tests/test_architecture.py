@@ -1005,6 +1005,7 @@ JOURNAL_STATE: dict[str, tuple[str, str]] = {
     "_disowned": ("ownership", "ownership"),
     "_tokens": ("journal", "journal"),
     "_trace": ("otel", "otel"),  # AttemptSpans, None while tracing is off
+    "_sealed": ("opening", "chains"),  # SealedRows, None without a seal key
 }
 
 #: Attributes whose value is a plain container, changed in place by its owner's code.

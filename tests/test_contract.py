@@ -57,6 +57,7 @@ import pytest
 from helpers import run_python, spawn_python, write_script
 
 from letitloop import Journal
+from letitloop.checksums import step_sum
 from letitloop.errors import JournalFileError, RunHeldError
 from letitloop.memory_database import database
 from letitloop.memory_storage import abandon, open_memory
@@ -105,8 +106,11 @@ class Backend:
         finally:
             conn.close()
 
-    def edit_result(self, location: str, goal: str, key: str, text: str) -> None:
-        """Change a row's stored result from outside letitloop, as anyone with the store could."""
+    def edit_result(
+        self, location: str, goal: str, key: str, text: str, *, crc: bool = False
+    ) -> None:
+        """Change a row's stored result from outside letitloop, as anyone with the store could
+        (``crc``: its public CRC-32 recomputed too, as someone who edits on purpose would)."""
         conn = sqlite3.connect(location)
         try:
             with conn:
@@ -114,6 +118,14 @@ class Backend:
                     "SELECT journal_table FROM goals WHERE goal = ?", (goal,)
                 ).fetchone()
                 conn.execute(f'UPDATE "{table}" SET result = ? WHERE key = ?', (text, key))
+                if crc:
+                    run, fn, fp = conn.execute(
+                        f'SELECT run, fn, args_fp FROM "{table}" WHERE key = ?', (key,)
+                    ).fetchone()
+                    checksum = step_sum(run, key, "done", fn, fp, text, None)
+                    conn.execute(
+                        f'UPDATE "{table}" SET checksum = ? WHERE key = ?', (checksum, key)
+                    )
         finally:
             conn.close()
 
@@ -147,9 +159,15 @@ class MemoryBackend(Backend):
             if r["kind"] == "step" and r["status"] == "done"
         ]
 
-    def edit_result(self, location: str, goal: str, key: str, text: str) -> None:
+    def edit_result(
+        self, location: str, goal: str, key: str, text: str, *, crc: bool = False
+    ) -> None:
         (row,) = [r for r in database(location).rows(goal) if r["key"] == key]
         row["result"] = text
+        if crc:
+            row["checksum"] = step_sum(
+                row["run"], key, "done", row["fn"], row["args_fp"], text, None
+            )
 
     def stored_text(self, location: str) -> str:
         db = database(location)
@@ -180,13 +198,26 @@ class PostgresBackend(Backend):
             ).fetchall()
         return [k for (k,) in rows]
 
-    def edit_result(self, location: str, goal: str, key: str, text: str) -> None:
+    def edit_result(
+        self, location: str, goal: str, key: str, text: str, *, crc: bool = False
+    ) -> None:
         import psycopg
 
         with psycopg.connect(location, autocommit=True) as conn:
             conn.execute(
                 "UPDATE ll_journal SET result = %s WHERE goal = %s AND key = %s", (text, goal, key)
             )
+            if crc:
+                found = conn.execute(
+                    "SELECT run, fn, args_fp FROM ll_journal WHERE goal = %s AND key = %s",
+                    (goal, key),
+                ).fetchone()
+                assert found is not None
+                run, fn, fp = found
+                conn.execute(
+                    "UPDATE ll_journal SET checksum = %s WHERE goal = %s AND key = %s",
+                    (step_sum(run, key, "done", fn, fp, text, None), goal, key),
+                )
 
     def stored_text(self, location: str) -> str:
         import psycopg
@@ -883,6 +914,21 @@ class TestASealedRun:
         mode.backend.edit_result(location, "secret", "s1", '{"i": 1, "token": "forged"}')
         found = verdict(location)
         assert found.state == "broken" and found.key == "s1" and "edited" in str(found.broken)
+
+    def test_a_forged_result_is_refused_when_it_replays(self, tmp_path: Path, mode: Mode) -> None:
+        from letitloop.errors import ForgedRowError
+
+        location = mode.backend.location(tmp_path)
+        calls = Calls()
+        secret_run(mode, location, calls, seal=SEAL_KEY)
+        forged = '{"i": 1, "token": "forged"}'
+        mode.backend.edit_result(location, "secret", "s1", forged, crc=True)
+        durability: Any = mode.durability
+        with Journal("secret", run="r", path=location, durability=durability, seal=SEAL_KEY) as j:
+            assert secret_step(mode, j, "s0", calls, 0)["token"] == f"{SECRET}-0"
+            with pytest.raises(ForgedRowError, match=r"step 's1' .*does not match the run's seal"):
+                secret_step(mode, j, "s1", calls, 1)
+        assert sorted(calls.calls) == [0, 1, 2]  # nothing handed back, nothing called again
 
     def test_a_fresh_journal_continues_its_chain_and_refuses_another_key(
         self, tmp_path: Path, mode: Mode

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..errors import SchemaVersionError
+from ..errors import JournalFileError, SchemaVersionError
 from ..memory_database import MemoryDatabase
 from ..postgres_database import (
     CHANNEL,
@@ -44,6 +45,41 @@ from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector
 from .postgres_snapshots import has_tables, image_extras, insert_images, load, write_back
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
+
+#: The tables a change locks, EXCLUSIVE: journals wait to write, readers do not.
+CHANGED_TABLES = "ll_goals, ll_runs, ll_journal, ll_tries, ll_replays, ll_attempts, ll_key_checks"
+
+#: How long a change waits for journals' transactions to let its tables go (seconds).
+LOCK_WAIT = 30.0
+
+
+def lock_tables(conn: Any, location: str) -> None:
+    """Inside a transaction: every table a change reads and writes locked, all at once.
+
+    Each try takes them all or none (``NOWAIT``, in a savepoint), and waits
+    holding none: a journal's transaction holds one table and then asks for
+    another (a run's insert checks its goal), so a change waiting for a table
+    while holding others could deadlock with it, and PostgreSQL would abort one
+    of the two (issue 50: ``lil gc`` racing a program that opens runs).
+    """
+    import psycopg  # this module is loaded only for a PostgreSQL journal
+
+    deadline = time.monotonic() + LOCK_WAIT
+    pause = 0.001
+    while True:
+        try:
+            with conn.transaction():  # a savepoint: a refusal undoes only itself
+                conn.execute(f"LOCK TABLE {CHANGED_TABLES} IN EXCLUSIVE MODE NOWAIT")
+            return
+        except psycopg.errors.LockNotAvailable:
+            if time.monotonic() > deadline:
+                raise JournalFileError(
+                    f"{redact(location)}: expected to lock the journal's tables for a change; "
+                    f"journals kept writing to them for {LOCK_WAIT:g} s; nothing was changed: "
+                    f"try again when fewer programs write"
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)  # a journal's transaction is short: poll, briefly
 
 
 def open_postgres_inspector(
@@ -150,11 +186,7 @@ class PostgresInspector(MemoryInspector):
         self._check_writable()
         with server_errors(self.location), self.conn.transaction():
             if has_tables(self.conn):
-                self.conn.execute(
-                    "LOCK TABLE ll_goals, ll_runs, ll_journal, ll_tries, ll_replays, ll_attempts, "
-                    "ll_key_checks "
-                    "IN EXCLUSIVE MODE"
-                )
+                lock_tables(self.conn, self.location)
             before = load(self.conn, self.location)
             after = self.db = load(self.conn, self.location)
             yield after

@@ -1,0 +1,123 @@
+"""gc racing a live program that opens runs: the two never conflict (issue 50).
+
+A gc process deletes every run and drops the goal it leaves empty, again and
+again, while a program opens, steps and completes runs of that goal in a loop.
+Before the fix, on a journal file, 16 to 48 opens of 420 to 650 in this race failed
+with "FOREIGN KEY constraint failed" (issue 50 measured 20 of 29,159 with a
+``lil gc`` loop): the program's connection remembered the goal's table from
+before gc dropped it (checked when the connection was reused, a moment before
+the open's own transaction) and inserted a run naming a goal that was gone.
+On PostgreSQL the opens held, but gc itself died with a raw ``DeadlockDetected``
+(three runs of three): it locked its tables one by one while a journal's
+transaction held one of them and asked for another.
+
+The gc process runs ``letitloop.maintenance.gc_runs``, the function ``lil gc``
+calls, without its VACUUM: VACUUM holds the file for most of a ``lil gc`` (a
+loop of them drops the goal twice in 6 s on this machine, this one about 150
+times), and it is not where the race is. One real ``lil gc`` at the end checks
+the file the race left.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pg_server
+from helpers import write_script
+
+#: How long the program opens runs while gc runs (seconds): CI-sized.
+SECONDS = 5.0
+
+OPENER = """
+import json, sys, time
+from letitloop import Journal
+
+path, seconds = sys.argv[1], float(sys.argv[2])
+opened, failed = 0, []
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    try:
+        with Journal("g", path=path) as j:
+            j.step("s", lambda: 1)
+        opened += 1
+    except Exception as exc:
+        failed.append(f"{type(exc).__name__}: {exc}")
+    time.sleep(0.002)  # between runs, as a service between requests: the goal is empty
+print(json.dumps({"opened": opened, "failed": failed}))
+"""
+
+GC = """
+import json, sys, time
+from datetime import timedelta
+from letitloop.inspection import open_inspector
+from letitloop.maintenance import gc_runs
+
+path, seconds = sys.argv[1], float(sys.argv[2])
+runs = dropped = 0
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    journal = open_inspector(path, write=True)
+    try:
+        result = gc_runs(journal, timedelta(0), vacuum=False)
+    finally:
+        journal.close()
+    runs += 1
+    dropped += len(result.goals_removed)
+print(json.dumps({"runs": runs, "dropped": dropped}))
+"""
+
+
+def race(tmp_path: Path, location: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """The program's report and the gc loop's (both real processes, run side by side)."""
+    opener = write_script(tmp_path, "opener.py", OPENER)
+    gc = write_script(tmp_path, "gc.py", GC)
+    # The program first: the gc loop needs the journal to exist.
+    subprocess.run([sys.executable, str(opener), location, "0"], check=True, capture_output=True)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), location, str(SECONDS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for script in (opener, gc)
+    ]
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out))
+    return reports[0], reports[1]
+
+
+def lil_gc(location: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "letitloop", "--db", location, "gc", "--older-than", "0s", "--yes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+class TestGcRacingAProgramThatOpensRuns:
+    def test_no_open_fails_on_a_journal_file(self, tmp_path: Path) -> None:
+        db = str(tmp_path / "journal.db")
+        program, gc = race(tmp_path, db)
+        assert program["failed"] == [], (program["failed"][:3], program["opened"], gc)
+        assert program["opened"] > 100, program
+        assert gc["dropped"] > 3, gc  # the goal really was dropped under the program
+        done = lil_gc(db)
+        assert done.returncode == 0, done.stderr
+
+    def test_no_open_fails_on_postgresql(self, tmp_path: Path) -> None:
+        location = pg_server.location()
+        program, gc = race(tmp_path, location)
+        assert program["failed"] == [], (program["failed"][:3], program["opened"], gc)
+        assert program["opened"] > 5, (program, gc)
+        assert gc["runs"] > 2, gc  # each a change under the tables' locks
+        done = lil_gc(location)
+        assert done.returncode == 0, done.stderr
