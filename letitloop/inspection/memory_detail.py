@@ -121,14 +121,14 @@ class MemoryDetail(MemoryRuns):
                     t["attempt"],
                     t["started_at"],
                     t["failed_at"],
-                    t["error"],
+                    self._decrypt.text(t["error"], run_id, key, "error"),
                     t["next_at"],
                     t["input_tokens"],
                     t["output_tokens"],
                     t["cost"],
                     t["model"],
                     t["ended"],
-                    t.get("traceback"),
+                    self._decrypt.text(t.get("traceback"), run_id, key, "traceback"),
                 )
                 for (run, key, n), t in db.tries.items()
                 if run == run_id
