@@ -170,6 +170,24 @@ class TestAFailureFixedByTheNextAttempt:
         assert (key, n, attempt, err) == ("b", 1, 1, "ValueError: bad input 42")
         assert tb.startswith("Traceback (most recent call last):")
 
+    def test_lil_ui_s_run_page_says_attempt_1_failed_not_crashed(
+        self, preloaded: Preloaded, program: Path, tmp_path: Path
+    ) -> None:
+        pytest.importorskip("starlette")
+        from starlette.testclient import TestClient
+
+        from letitloop.web import create_app
+
+        db = tmp_path / "journal.db"
+        assert run(preloaded, program, str(db), "raise") == 1
+        assert run(preloaded, program, str(db), "fixed") == 0
+        page = TestClient(create_app(db), base_url="http://127.0.0.1").get("/runs/g")
+        assert page.status_code == 200
+        html = page.text
+        first = html[html.index('data-attempt="1"') : html.index('data-attempt="2"')]
+        assert "failed in step &#39;b&#39;: ValueError: bad input 42" in first
+        assert "crashed, then resumed" not in first
+
 
 class TestAnAttemptThatWasKilled:
     def test_records_no_outcome_and_still_reads_as_resumed(
