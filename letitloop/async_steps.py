@@ -146,6 +146,10 @@ async def async_step(
             if j.store is store:
                 # The step's own exception matters more than its failed record.
                 with contextlib.suppress(LetItLoopError):
+                    if policy is None:  # a retry policy recorded its tries (retry.py)
+                        from .retry import async_record_raised  # loaded by a failed step
+
+                        await async_record_raised(j, store, key, fn_name, fp, exc)
                     failed = commit_from_loop(
                         j, store, failure_row(j, key, fn_name, fp, started, exc)
                     )

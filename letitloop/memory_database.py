@@ -60,6 +60,8 @@ class MemoryDatabase:
         self.attempts: list[tuple[str, int, int, str, str, str | None]] = []
         #: (run, attempt) -> the attempt's span as a W3C traceparent (otel.py).
         self.traces: dict[tuple[str, int], str] = {}
+        #: How an attempt that closed its run ended: (ended_at, outcome, error).
+        self.endings: dict[tuple[str, int], tuple[str, str, str | None]] = {}
         #: Each sealed run's chain: run id -> its entries in order (memory_seals.py).
         self.seals: dict[str, list[Entry]] = {}
         #: Each encrypted goal's key check value (encryption.Cipher.check): goal -> check.

@@ -297,27 +297,29 @@ class MemoryStorage(MemoryPrimitives):
                 None if run is None else (run["holder_pid"], run["holder_host"], run["updated_at"])
             )
 
-    def _end_run(self, run_id: str, **values: Any) -> None:
+    def _end_run(self, run_id: str, ended: str | None, **values: Any) -> None:
+        """The run's end, and its latest attempt's (kept whatever a later one writes)."""
         with self._write() as db:
             run = db.runs.get(run_id)
             if run is not None:
                 run.update(values)
+                ending = (values["updated_at"], values["status"], ended)
+                db.endings[run_id, run["attempts"]] = ending
 
     def complete_run(self, run_id: str, now: float, result: str | None) -> None:
         at = utc_iso(now)
-        self._end_run(
-            run_id, status="completed", finished_at=at, updated_at=at, result=result, error=None
-        )
+        ended = {"status": "completed", "finished_at": at, "updated_at": at, "result": result}
+        self._end_run(run_id, None, error=None, **ended)
 
     def fail_run(self, run_id: str, now: float, error: str) -> None:
-        self._end_run(run_id, status="failed", updated_at=utc_iso(now), error=error)
+        self._end_run(run_id, error, status="failed", updated_at=utc_iso(now), error=error)
 
     def cancel_run(self, run_id: str, now: float, error: str) -> None:
         at = utc_iso(now)
-        self._end_run(run_id, status="cancelled", finished_at=at, updated_at=at, error=error)
+        self._end_run(run_id, error, status="cancelled", finished_at=at, updated_at=at, error=error)
 
     def leave_waiting(self, run_id: str, now: float) -> None:
-        self._end_run(run_id, status="waiting", updated_at=utc_iso(now))
+        self._end_run(run_id, None, status="waiting", updated_at=utc_iso(now))
 
     # -- steps ------------------------------------------------------------------------
 

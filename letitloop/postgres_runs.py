@@ -158,29 +158,46 @@ class PostgresRuns(PostgresPrimitives):
         )
         return None if not rows else (rows[0][0], rows[0][1], rows[0][2])
 
-    def _end_run(self, run_id: str, sets: str, values: Sequence[Any]) -> None:
+    def _end_run(
+        self, run_id: str, sets: str, values: Sequence[Any], outcome: str, error: str | None
+    ) -> None:
+        """The run's end and its latest attempt's (migration 0010), in one transaction: the
+        attempt keeps how it ended whatever a later attempt writes on the run."""
         with self._tx() as c:
             c.execute(f"UPDATE ll_runs SET {sets} WHERE id = %s", (*values, run_id))
+            c.execute(
+                "UPDATE ll_attempts SET ended_at = %s, outcome = %s, error = %s WHERE run = %s "
+                "AND attempt = (SELECT attempts FROM ll_runs WHERE id = %s)",
+                (values[0], outcome, error, run_id, run_id),
+            )
 
     def complete_run(self, run_id: str, now: float, result: str | None) -> None:
         at = utc_iso(now)
         self._end_run(
             run_id,
-            "status = 'completed', finished_at = %s, updated_at = %s, result = %s, error = NULL",
+            "status = 'completed', updated_at = %s, finished_at = %s, result = %s, error = NULL",
             (at, at, result),
+            "completed",
+            None,
         )
 
     def fail_run(self, run_id: str, now: float, error: str) -> None:
         self._end_run(
-            run_id, "status = 'failed', updated_at = %s, error = %s", (utc_iso(now), error)
+            run_id,
+            "status = 'failed', updated_at = %s, error = %s",
+            (utc_iso(now), error),
+            "failed",
+            error,
         )
 
     def cancel_run(self, run_id: str, now: float, error: str) -> None:
         at = utc_iso(now)
         self._end_run(
             run_id,
-            "status = 'cancelled', finished_at = %s, updated_at = %s, error = %s",
+            "status = 'cancelled', updated_at = %s, finished_at = %s, error = %s",
             (at, at, error),
+            "cancelled",
+            error,
         )
 
     def seal_run(self, run_id: str, secret: bytes) -> None:
@@ -208,4 +225,6 @@ class PostgresRuns(PostgresPrimitives):
             return str(c.execute(_KEY_CHECK, (goal,)).fetchone()[0])
 
     def leave_waiting(self, run_id: str, now: float) -> None:
-        self._end_run(run_id, "status = 'waiting', updated_at = %s", (utc_iso(now),))
+        self._end_run(
+            run_id, "status = 'waiting', updated_at = %s", (utc_iso(now),), "waiting", None
+        )

@@ -51,7 +51,7 @@ from .postgres_seals import write_step as write_sealed
 from .postgres_steps import WRITE_PLAIN_STEP, StepWriter, step_statement
 from .pragmas import Durability
 from .row_rules import MAX_TEXT
-from .storage import DoneRow, FunctionKey, StepRow, step_row_of
+from .storage import RESULT_BYTES, DoneRow, FunctionKey, StepRow, step_row_of
 
 __all__ = ["PREFETCH_BYTES", "PostgresStorage", "open_postgres"]
 
@@ -59,8 +59,8 @@ __all__ = ["PREFETCH_BYTES", "PostgresStorage", "open_postgres"]
 #: round trip: the results of the done rows in journal order, as long as their total
 #: stays within this, so a run whose results fit replays in the one round trip that
 #: finds them (a run of 1,000 or 100,000 small results alike); the rest are read by
-#: ``results`` as replay asks for them, a chunk at a time (``replay.RESULT_CHUNK``),
-#: and no more than this is held in memory at once.
+#: ``results`` as replay asks for them, a chunk at a time (``replay.RESULT_CHUNK``,
+#: at most ``storage.RESULT_BYTES``), and no more than this is held in memory at once.
 PREFETCH_BYTES = 32 << 20
 
 
@@ -216,14 +216,24 @@ class PostgresStorage(PostgresRuns):
         found: dict[int, str | None] = {}
         with self._lock:
             cached = self._prefetched
-            if cached:  # read with recorded_steps: handed out once
-                found = {h: cached.pop(h) for h in handles if h in cached}
-        missing = [h for h in handles if h not in found]
-        if missing:
-            found.update(
-                self._run("SELECT rowid, result FROM ll_journal WHERE rowid = ANY(%s)", (missing,))
+            if cached:  # read with recorded_steps: handed out once, from the first up
+                for h in handles:
+                    if h not in cached:
+                        break
+                    found[h] = cached.pop(h)
+        if found:
+            return found  # the caller asks again from the first row it lacks
+        # From the first row up, while the texts before a row stay under RESULT_BYTES
+        # (octet_length reads a stored text's size, not the text).
+        return dict(
+            self._run(
+                "SELECT rowid, result FROM (SELECT rowid, result, sum(coalesce("
+                "octet_length(result), 0)) OVER (ORDER BY rowid) - coalesce("
+                "octet_length(result), 0) AS before FROM ll_journal WHERE rowid = ANY(%s)) "
+                "AS r WHERE before < %s ORDER BY rowid",
+                (list(handles), RESULT_BYTES),
             )
-        return found
+        )
 
     def _step(self, row: StepRow) -> tuple[str, tuple[Any, ...]]:
         return step_statement(self.goal, self._run_ids[row.run], row)

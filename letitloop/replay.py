@@ -38,9 +38,10 @@ from .storage import Storage
 if TYPE_CHECKING:
     from .journal import Journal
 
-#: Results read per query when a run replays: replays mostly come in journal
-#: order, so one query serves this many of them, and no more than this many
-#: result texts are held in memory at once.
+#: Results asked for per query when a run replays: replays mostly come in journal
+#: order, so one query serves this many of them; the store reads fewer when their
+#: texts pass ``storage.RESULT_BYTES``, so memory holds at most that many bytes of
+#: them at once, not this many rows whatever their size.
 RESULT_CHUNK = 256
 
 #: Plain JSON text's value (codec.decode reads a document the same way first).

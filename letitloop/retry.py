@@ -11,10 +11,13 @@ attempt waits only what remains of it, then makes the next try, and counts
 the tries already made.
 
 Every paid call counts (see costs.py): a failed try keeps its usage on its
-``step_tries`` row. So does a call that raised without a retry policy, and a
-call cut short by a crash that had reported usage: their rows keep it until
-the next attempt claims the run, which moves it to ``step_tries`` (``ended``
-``'failed'`` or ``'crashed'``) before a new call overwrites the row.
+``step_tries`` row, with its error and traceback. So does a call that raised
+without a retry policy: it is one try (``record_raised``), written when it
+raised, so a later attempt's ``done`` row over the step's ``failed`` one hides
+nothing. A call cut short by a crash that had reported usage keeps it on its
+row until the next attempt claims the run, which moves it to ``step_tries``
+(``ended`` ``'crashed'``; ``'failed'`` for a ``failed`` row of a file from
+before migration 0019) before a new call overwrites the row.
 
 Tries are numbered over the step's whole life in the run (``1, 2, 3, …``):
 a key never depends on timing. A series of tries ends when one succeeds,
@@ -220,6 +223,7 @@ class _Tries:
             error,
             None if due is None else utc_iso(due),
             *spent,
+            tb,
         )
         retrying = None
         if due is not None:
@@ -278,6 +282,31 @@ def call(
         timers.pause(j, store, due)
         reopen_children(j, key)
         t.begin()
+
+
+#: How a step without a retry policy is tried: once (its failure is a try all the same).
+ONCE = RetryPolicy(max_attempts=1)
+
+
+def record_raised(
+    j: Journal, store: Storage, key: str, fn_name: str, fp: str, exc: Exception
+) -> None:
+    """A step without a retry policy raised: its call is a failed try (error, traceback,
+    usage), as a retry policy's last one is, so a later attempt's ``done`` row over the
+    step's ``failed`` one hides nothing. Written before the ``failed`` row, which then
+    carries no usage (the try does)."""
+    _Tries(j, store, key, fn_name, fp, first=True).failed_try(exc, ONCE)
+
+
+async def async_record_raised(
+    j: Journal, store: Storage, key: str, fn_name: str, fp: str, exc: Exception
+) -> None:
+    """:func:`record_raised` for ``async_step``: the try read on the loop, written in a
+    worker thread (the loop never waits for a write lock)."""
+    import asyncio
+
+    t = _Tries(j, store, key, fn_name, fp, first=True)
+    await asyncio.to_thread(t.failed_try, exc, ONCE)
 
 
 def reopen_children(j: Journal, key: str) -> None:

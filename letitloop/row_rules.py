@@ -87,6 +87,7 @@ TRY_COLUMNS = (
     "next_at",
     "ended",
     *USAGE,
+    "traceback",
 )
 
 
@@ -256,7 +257,7 @@ def pause_values(row: Sequence[Any]) -> dict[str, Any]:
 
 def try_values(try_row: Sequence[Any]) -> tuple[tuple[str, str, int], dict[str, Any]]:
     """A failed try's place (run, key, try) and columns (``Storage.record_try``'s ``try_row``)."""
-    run, key, n, attempt, started_at, failed_at, error, next_at, *usage = try_row
+    run, key, n, attempt, started_at, failed_at, error, next_at, *usage, traceback = try_row
     return (run, key, n), dict(
         attempt=attempt,
         started_at=started_at,
@@ -265,6 +266,7 @@ def try_values(try_row: Sequence[Any]) -> tuple[tuple[str, str, int], dict[str, 
         next_at=next_at,
         ended="failed",
         **dict(zip(USAGE, usage, strict=True)),
+        traceback=traceback,
     )
 
 
@@ -323,4 +325,5 @@ def left_usage_try(row: Mapping[str, Any], stamp: str) -> dict[str, Any]:
         next_at=None,
         ended="crashed" if row["status"] == "running" else "failed",
         **{c: row[c] for c in USAGE},
+        traceback=row.get("traceback"),
     )

@@ -51,8 +51,8 @@ RUNNING_UPSERT = (
 #: A step's failed try (see retry.py).
 _INSERT_TRY = (
     "INSERT OR REPLACE INTO step_tries (run, key, try, attempt, started_at, failed_at, error, "
-    "next_at, input_tokens, output_tokens, cost, model) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "next_at, input_tokens, output_tokens, cost, model, traceback) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 #: The step's row between two tries: ``retrying``, the try's error, ``wake_at`` the next try.
@@ -101,7 +101,7 @@ _UNDER = " AND key >= ?4 AND key < ?5"
 #: A ``failed`` row's end is its start plus its duration; a ``running`` row has none.
 KEEP_LEFT_USAGE = (
     "INSERT INTO step_tries (run, key, try, attempt, started_at, failed_at, error, next_at, "
-    "input_tokens, output_tokens, cost, model, ended) "
+    "input_tokens, output_tokens, cost, model, ended, traceback) "
     "SELECT ?1, t.key, coalesce((SELECT max(s.try) FROM step_tries s WHERE s.run = ?1 "
     f"AND s.key = t.key), 0) + 1, t.attempt, coalesce({iso_sql('t.started')}, ?2), "
     "coalesce(CASE t.status WHEN 'running' THEN NULL ELSE "
@@ -109,7 +109,7 @@ KEEP_LEFT_USAGE = (
     "coalesce(t.error, 'Interrupted: attempt ' || t.attempt || "
     "' ended during this call (its process died, or the call was cancelled)'), NULL, "
     "t.input_tokens, t.output_tokens, t.cost, t.model, "
-    "CASE t.status WHEN 'running' THEN 'crashed' ELSE 'failed' END "
+    "CASE t.status WHEN 'running' THEN 'crashed' ELSE 'failed' END, t.traceback "
     'FROM "{table}" AS t WHERE ' + _LEFT_USAGE.replace("run = ", "t.run = ")
 )
 #: ... and their rows keep no usage.
@@ -134,6 +134,22 @@ _RESERVATIONS_LEFT = (
     "SELECT key, call, tokens, cost, settled_at IS NOT NULL FROM reservations WHERE run = ?1 "
     "AND (settled_at IS NULL OR call = (SELECT max(call) FROM reservations WHERE run = ?1)) "
     "ORDER BY call"
+)
+
+
+#: A run's end by its holder, by outcome (``SqliteStorage._end``; named parameters).
+_ENDS = {
+    "completed": "UPDATE runs SET status = 'completed', finished_at = :at, updated_at = :at, "
+    "result = :text, error = NULL WHERE id = :id",
+    "failed": "UPDATE runs SET status = 'failed', updated_at = :at, error = :text WHERE id = :id",
+    "cancelled": "UPDATE runs SET status = 'cancelled', finished_at = :at, updated_at = :at, "
+    "error = :text WHERE id = :id",
+    "waiting": "UPDATE runs SET status = 'waiting', updated_at = :at WHERE id = :id",
+}
+#: ... and how its latest attempt ended, in the same transaction.
+_END_ATTEMPT = (
+    "UPDATE attempts SET ended_at = :at, outcome = :outcome, error = :error WHERE run = :id "
+    "AND attempt = (SELECT attempts FROM runs WHERE id = :id)"
 )
 
 
@@ -230,6 +246,36 @@ class SqlitePrimitives(SqliteMarkers):
             f'SELECT result, error FROM "{self.rows}" WHERE rowid = ?', (handle,)
         )
         return (rows[0][0], rows[0][1]) if rows else None
+
+    # -- the run's end, by its holder ---------------------------------------------
+
+    def complete_run(self, run_id: str, now: float, result: str | None) -> None:
+        self._end(run_id, now, "completed", result)
+
+    def fail_run(self, run_id: str, now: float, error: str) -> None:
+        self._end(run_id, now, "failed", error)
+
+    def cancel_run(self, run_id: str, now: float, error: str) -> None:
+        self._end(run_id, now, "cancelled", error)
+
+    def leave_waiting(self, run_id: str, now: float) -> None:
+        self._end(run_id, now, "waiting", None)
+
+    def _end(self, run_id: str, now: float, outcome: str, text: str | None) -> None:
+        """The run's end (``text``: its result, or its error) and its latest attempt's, in
+        one transaction: the attempt keeps how it ended (migration 0019) whatever a later
+        attempt writes on the run."""
+        error = text if outcome in ("failed", "cancelled") else None
+        values = {
+            "id": run_id,
+            "at": utc_iso(now),
+            "text": text,
+            "outcome": outcome,
+            "error": error,
+        }
+        with self.store.write() as c:
+            c.execute(_ENDS[outcome], values)
+            c.execute(_END_ATTEMPT, values)
 
     def step_tries(self, run_id: str) -> list[tuple[str, int, str | None, str]]:
         return self.store.query(

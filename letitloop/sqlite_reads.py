@@ -7,6 +7,7 @@ results, read a stretch of rowids at a time (``results``, ``packed_results``).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any, TypeAlias
@@ -15,13 +16,17 @@ import msgspec
 
 from .errors import LetItLoopError
 from .sqlite_keys import SqliteKeys
-from .storage import RowHandle, RunKey
+from .storage import RESULT_BYTES, RowHandle, RunKey
 
 #: The rowids and result texts of a stretch of a run's rows, as one row of two texts
 #: (``SqliteStorage.packed_results``): ``(first rowid, last rowid, run key)``.
+#: Bounded by bytes: only the rows before the stretch's first text longer than the fourth
+#: parameter (``RESULT_BYTES`` over the rows asked for), found by a scan that stops there.
 PACKED_RESULTS = (
     "SELECT group_concat(rowid, ','), group_concat(result, char(31)) "
-    'FROM "{table}" WHERE rowid BETWEEN ? AND ? AND +run = ? AND result IS NOT NULL'
+    'FROM "{table}" WHERE rowid BETWEEN ?1 AND ?2 AND +run = ?3 AND result IS NOT NULL '
+    'AND rowid < coalesce((SELECT min(rowid) FROM "{table}" WHERE rowid BETWEEN ?1 AND ?2 '
+    "AND +run = ?3 AND length(result) > ?4), ?2 + 1)"
 )
 
 #: Results read at once by ``SqliteStorage.results`` from this many rows up (fewer:
@@ -180,27 +185,48 @@ class SqliteReads(SqliteKeys):
         # few other rows of the run in the stretch (a failed step, a marker) come
         # with them, at most as many again (``+run``: the rowid range, not the
         # (run, key) index, picks the rows).
+        # At most RESULT_BYTES of texts (and the first row's whole): the packed read takes
+        # only rows up to RESULT_BYTES / len(handles) bytes each, the row by row read stops
+        # once the texts it read reach RESULT_BYTES.
         first, last = handles[0], handles[-1]
         if 0 <= last - first < 2 * len(handles):
             if len(handles) >= PACKED_MIN:
-                packed = self.packed_results(first, last)
-                if packed is not None:
+                packed = self.packed_results(first, last, RESULT_BYTES // len(handles))
+                if packed is not None and first in packed:
                     return packed
-            rows = self.store.query(
-                f'SELECT rowid, result FROM "{self.rows}" WHERE rowid BETWEEN ? AND ? AND +run = ?',
+            return self.bounded_rows(
+                f'SELECT rowid, result FROM "{self.rows}" WHERE rowid BETWEEN ? AND ? '
+                "AND +run = ? ORDER BY rowid",
                 (first, last, self.run_key),
             )
-            return dict(rows)
         marks = ",".join("?" * len(handles))
-        rows = self.store.query(
-            f'SELECT rowid, result FROM "{self.rows}" WHERE rowid IN ({marks})', handles
+        return self.bounded_rows(
+            f'SELECT rowid, result FROM "{self.rows}" WHERE rowid IN ({marks}) ORDER BY rowid',
+            handles,
         )
-        return dict(rows)
+
+    def bounded_rows(self, sql: str, params: Sequence[Any]) -> dict[RowHandle, str | None]:
+        """``(rowid, result)`` rows of ``sql``, fetched one at a time until their texts reach
+        ``RESULT_BYTES`` (characters: as many bytes for the JSON text a step records); its
+        errors explained as ``Store.query``'s."""
+        store, found, size = self.store, {}, 0
+        with store.lock:
+            try:
+                for rowid, text in store.conn.execute(sql, params):
+                    found[rowid] = text
+                    if text is not None:
+                        size += len(text)
+                        if size >= RESULT_BYTES:
+                            break
+            except (sqlite3.Error, UnicodeError) as exc:
+                raise store.explain(exc) from None
+        return found
 
     def packed_results(
-        self, first: RowHandle, last: RowHandle
+        self, first: RowHandle, last: RowHandle, each: int
     ) -> dict[RowHandle, str | None] | None:
-        """``results`` of the run's rows from rowid ``first`` to ``last``, read as one row.
+        """``results`` of the run's rows from rowid ``first`` to ``last``, read as one row,
+        up to the first whose text is longer than ``each`` (characters; bytes as JSON).
 
         SQLite joins the rowids (by commas) and the result texts (by the unit
         separator, which a JSON text holds only escaped) in one pass, and Python
@@ -213,7 +239,7 @@ class SqliteReads(SqliteKeys):
         (tests/test_replay_reads.py holds the two reads to one answer).
         """
         try:
-            ((ids, texts),) = self.store.query(self.packed_sql, (first, last, self.run_key))
+            ((ids, texts),) = self.store.query(self.packed_sql, (first, last, self.run_key, each))
         except LetItLoopError:
             return None
         if ids is None:

@@ -381,34 +381,6 @@ class SqliteStorage(SqliteReads, SqlitePrimitives, SqliteHolding):
             return stored
         return record_key_check(self.store, goal, check, now)
 
-    def complete_run(self, run_id: str, now: float, result: str | None) -> None:
-        at = utc_iso(now)
-        self.store.write1(
-            "UPDATE runs SET status = 'completed', finished_at = ?, updated_at = ?, "
-            "result = ?, error = NULL WHERE id = ?",
-            (at, at, result, run_id),
-        )
-
-    def fail_run(self, run_id: str, now: float, error: str) -> None:
-        self.store.write1(
-            "UPDATE runs SET status = 'failed', updated_at = ?, error = ? WHERE id = ?",
-            (utc_iso(now), error, run_id),
-        )
-
-    def cancel_run(self, run_id: str, now: float, error: str) -> None:
-        at = utc_iso(now)
-        self.store.write1(
-            "UPDATE runs SET status = 'cancelled', finished_at = ?, updated_at = ?, "
-            "error = ? WHERE id = ?",
-            (at, at, error, run_id),
-        )
-
-    def leave_waiting(self, run_id: str, now: float) -> None:
-        self.store.write1(
-            "UPDATE runs SET status = 'waiting', updated_at = ? WHERE id = ?",
-            (utc_iso(now), run_id),
-        )
-
     def usage_of(
         self, run_id: str, keys: Sequence[str]
     ) -> tuple[int | None, int | None, float | None]:

@@ -130,13 +130,26 @@ def refused(
 
 
 def record_failure(
-    j: Journal, store: Storage, key: str, fn_name: str, fp: str, started: float, exc: BaseException
+    j: Journal,
+    store: Storage,
+    key: str,
+    fn_name: str,
+    fp: str,
+    started: float,
+    exc: BaseException,
+    tried: bool = False,
 ) -> None:
-    """Commit step ``key``'s failure with ``exc``, unless the journal was closed meanwhile."""
+    """Commit step ``key``'s failure with ``exc``, unless the journal was closed meanwhile;
+    and, unless a retry policy recorded it already (``tried``), the call as a failed try
+    (``retry.record_raised``), which a later attempt's ``done`` row leaves in place."""
     if j.store is not store:
         return  # the journal was closed while the step ran: nothing to write to
     # The step's own exception matters more than its failed record.
     with contextlib.suppress(LetItLoopError):
+        if not tried and isinstance(exc, Exception):
+            from .retry import record_raised  # loaded by a step that failed
+
+            record_raised(j, store, key, fn_name, fp, exc)
         j._storage_write_step(failure_row(j, key, fn_name, fp, started, exc))
 
 

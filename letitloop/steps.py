@@ -302,7 +302,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
 
                 value = retries.call(j, store, key, fn_name, fp, policy, fn, args, kwargs)
         except Exception as exc:
-            record_failure(j, store, key, fn_name, fp, started, exc)
+            record_failure(j, store, key, fn_name, fp, started, exc, policy is not None)
             raise
         finally:
             parent_step.reset(parent)

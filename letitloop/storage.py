@@ -7,15 +7,14 @@ chosen from ``path=`` by ``schemes.py``; the journal and its primitives speak on
 - **runs**: find or start the run an opener gets (a name's generations), claim it, end it;
 - **steps**: the recorded steps a replay needs, their results, step rows;
 - **markers**: a marker's record, claimed and finished in one transaction;
-- **the run's primitives**: steps in flight, cancel requests, sleeps and
-  waits, failed tries, usage, replays, an attempt's span (OpenTelemetry),
-  paid calls' reservations (``storage_reservations.ReservationRows``);
-- **holding**: a run or a marker held by one holder at a time, across
-  processes, released when the holder dies (:class:`Hold`; SQLite: a lock
-  file), whether a run is held, and by whom (``run_holder``, ``marker``);
-- **change notices**: a number that moves when someone else committed
-  (``changes``; SQLite: ``PRAGMA data_version``), for pauses that wait for
-  a value sent or a cancel;
+- **the run's primitives**: steps in flight, cancel requests, sleeps and waits, failed
+  tries, usage, replays, an attempt's span (OpenTelemetry), paid calls' reservations
+  (``storage_reservations.ReservationRows``);
+- **holding**: a run or a marker held by one holder at a time, across processes, released
+  when the holder dies (:class:`Hold`; SQLite: a lock file), whether a run is held, and by
+  whom (``run_holder``, ``marker``);
+- **change notices**: a number that moves when someone else committed (``changes``;
+  SQLite: ``PRAGMA data_version``), for pauses that wait for a value sent or a cancel;
 - **identity**: which file or database, whatever path or URL reached it; ``close``.
 
 Step rows are positional tuples, replay handles SQLite's rowids (architecture.md, "Adding a store").
@@ -46,6 +45,10 @@ FunctionKey: TypeAlias = "int | str"
 #: ``results`` and ``recorded_wait``. Ascending handles are the journal's order.
 #: An alias, not a NewType: the journal keeps handles as plain ints (keys.Recorded).
 RowHandle: TypeAlias = int
+
+#: Bytes of result texts ``Storage.results`` reads at once (a larger row alone, whole):
+#: a replay's memory (benchmarks/replay_memory.py), whatever the rows' number and size.
+RESULT_BYTES = 4 << 20
 
 
 # The records below are NamedTuples made by the functional form, with their fields' types
@@ -84,7 +87,6 @@ StepRow = NamedTuple(  # noqa: UP014 (see above)
     ],
 )
 
-
 #: A returned step's row without its columns that are then empty (error, traceback,
 #: usage): run, key, status, fn, result, started, duration, attempt, args_fp, checksum.
 #: What a fresh step writes (``Storage.write_done``): SQLite binds it as it is.
@@ -100,7 +102,6 @@ def step_row_of(done: DoneRow) -> StepRow:
 #: again, refuse it as cancelled, resume it as a new attempt, or replay it whole.
 RunDecision = Literal["again", "cancel", "resume", "replay"]
 
-
 #: What an opener reads of a run before it claims it.
 RunState = NamedTuple(  # noqa: UP014 (see above)
     "RunState",
@@ -114,7 +115,6 @@ RunState = NamedTuple(  # noqa: UP014 (see above)
     ],
 )
 
-
 #: Where a marker's record lives: its scope, its run, its name, and the goal that takes it.
 #:
 #: ``run`` is the run id (scope ``"run"``), ``"*"`` (``"goal"``: shared by
@@ -122,7 +122,6 @@ RunState = NamedTuple(  # noqa: UP014 (see above)
 MarkerAt = NamedTuple(  # noqa: UP014 (see above)
     "MarkerAt", [("scope", str), ("run", str), ("name", str), ("goal", str)]
 )
-
 
 #: A marker's record; ``kind`` is ``"marker"`` unless a step holds the name.
 MarkerRecord = NamedTuple(  # noqa: UP014 (see above)
@@ -309,7 +308,8 @@ class Storage(ReservationRows, Protocol):
         ...
 
     def results(self, handles: Sequence[RowHandle]) -> dict[RowHandle, str | None]:
-        """The result texts of the rows ``handles`` that still exist."""
+        """The texts of the rows ``handles`` (ascending) that exist, from the first on until
+        they reach ``RESULT_BYTES``; the caller asks again from the first row it lacks."""
         ...
 
     def write_step(self, row: StepRow) -> None:

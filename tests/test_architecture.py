@@ -458,7 +458,7 @@ CLASS_LINES = 300
 #: to be split (and dropped from here) once those changes are merged. A new entry needs a
 #: reason; a module or class that shrank under its limit must leave the list.
 LONG_MODULES = {
-    "sqlite_storage": 434,  # the hot path: the step write and the claim's recorded read
+    "sqlite_storage": 406,  # the hot path: the step write and the claim's recorded read
     "storage": 470,  # the Storage protocol and its records
     "store": 420,  # the journal file's connection, on every open
 }

@@ -153,7 +153,12 @@ class TestUsageInAStep:
 
         with pytest.raises(RuntimeError), Journal("g", path=db) as j:
             j.step("ask", broke)
-        assert rows(db) == [("ask", "failed", 7, None, 0.01, None)]
+        # On its failed try (as a retry policy's last try keeps it), not twice.
+        assert rows(db) == [("ask", "failed", None, None, None, None)]
+        conn = sqlite3.connect(db)
+        spent = conn.execute("SELECT try, input_tokens, cost, error FROM step_tries").fetchall()
+        conn.close()
+        assert spent == [(1, 7, 0.01, "RuntimeError: model overloaded")]
 
     def test_each_failed_try_keeps_its_own_usage(self, db: Path) -> None:
         tries = []

@@ -422,10 +422,38 @@ class TestARunWhoseResultsDoNotFitInOneRead:
                     assert j.step(f"s{i}", shout, i) == str(i)
 
             calls = len(CALLS)
-            # The rest as replay asks for them, by chunks of replay.RESULT_CHUNK rows:
-            # the first chunk's rows not read at the open, then rows 256-511, 512-599.
-            assert pg_server.round_trips(store.conn, replay) == 3
+            # The rest as replay asks for them, by chunks of replay.RESULT_CHUNK rows from
+            # the first row the open did not read: rows ~100-355, then ~356-599.
+            assert pg_server.round_trips(store.conn, replay) == 2
             assert CALLS[calls:] == []
+
+    def test_reads_the_rest_a_bounded_number_of_bytes_at_a_time(
+        self, location: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from letitloop import postgres_storage
+
+        with Journal("g", run="r", path=location) as j:
+            for i in range(600):
+                j.step(f"s{i}", shout, i)
+        monkeypatch.setattr(postgres_storage, "PREFETCH_BYTES", 400)
+        monkeypatch.setattr(postgres_storage, "RESULT_BYTES", 400)
+        with Journal("g", run="r", path=location) as j:
+            store: Any = j.store
+            reads: list[int] = []
+            results = store.results
+
+            def counted(handles: Any) -> dict[int, str | None]:
+                got: dict[int, str | None] = results(handles)
+                reads.append(sum(len(t or "") for t in got.values()))
+                return got
+
+            monkeypatch.setattr(store, "results", counted)
+            calls = len(CALLS)
+            for i in range(600):
+                assert j.step(f"s{i}", shout, i) == str(i)
+            assert CALLS[calls:] == []
+        # 600 results of 3-5 bytes, about 400 bytes a read (before: 256 rows a read).
+        assert len(reads) >= 6 and max(reads) <= 400 + 5, reads
 
 
 class TestAStepsStatement:

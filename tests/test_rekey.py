@@ -123,8 +123,9 @@ class TestARekeyedJournal:
         out = lil(killed, "rekey")
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines()[:2] == [
-            "g  4 values re-encrypted",
-            "h  4 values re-encrypted",
+            # the input, two results, the failed try's error and its traceback
+            "g  5 values re-encrypted",
+            "h  5 values re-encrypted",
         ]
         resumed = run(killed, key=NEW)
         assert resumed.stdout == f"a {SECRET}-a\nc {SECRET}-c\n", resumed.stderr
@@ -137,10 +138,13 @@ class TestARekeyedJournal:
         from letitloop.encryption import make_cipher
 
         conn = sqlite3.connect(killed)
-        (run_id, error), *_ = conn.execute("SELECT run, error FROM step_tries WHERE key = 't'")
+        (run_id, error, tb), *_ = conn.execute(
+            "SELECT run, error, traceback FROM step_tries WHERE key = 't'"
+        )
         conn.close()
         new = make_cipher(NEW)
         assert new is not None and f"{SECRET}-try" in new.open(error, run_id, "t", "error")
+        assert f"{SECRET}-try" in new.open(tb, run_id, "t", "traceback")
 
     def test_the_old_key_is_refused_when_a_journal_opens(self, killed: Path) -> None:
         assert lil(killed, "rekey").returncode == 0
@@ -202,7 +206,7 @@ rekey(journal, make_cipher("{OLD}"), make_cipher("{NEW}"))
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines()[:2] == [
             "g  already under the new key",
-            "h  6 values re-encrypted",
+            "h  7 values re-encrypted",  # its run finished: 5, a result and the run's
         ]
         for goal in ("g", "h"):
             again = run(killed, goal, key=NEW)

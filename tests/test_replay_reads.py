@@ -150,7 +150,7 @@ class TestTheStretchReadAndItsRowByRowTwin:
             storage: Any = j._storage
             assert j._results is not None
             handles = j._results.rowids
-            packed = storage.packed_results(handles[0], handles[-1])
+            packed = storage.packed_results(handles[0], handles[-1], 1 << 20)
         assert packed is not None and set(handles) <= set(packed)
 
     def test_a_text_holding_the_separator_is_read_row_by_row(self, recorded: Path) -> None:
@@ -164,7 +164,7 @@ class TestTheStretchReadAndItsRowByRowTwin:
             storage: Any = j._storage
             assert j._results is not None
             handles = j._results.rowids
-            assert storage.packed_results(handles[0], handles[-1]) is None
+            assert storage.packed_results(handles[0], handles[-1], 1 << 20) is None
         fast, slow, handles = both_reads(recorded)
         assert {h: fast.get(h) for h in handles} == {h: slow[h] for h in handles}
         assert "a\x1fb" in fast.values()
@@ -226,3 +226,53 @@ class TestAReplayedResult:
                 assert type(got) is type(decoded) is type(value), value
                 assert repr(got) == repr(decoded) == repr(value)
         assert GIVEN == []  # every step replayed
+
+
+#: Results around the read's bounds: small ones packed, ones over a packed row's share of
+#: RESULT_BYTES (4 MiB over 256 rows: 16 KiB), one over RESULT_BYTES itself, in a mix.
+SIZED = """
+import json, sys
+from letitloop import Journal
+SIZES = [10, 40_000, 10, 10, 5_000_000, 10, 20_000, 17_000, 10] * 3 + [10] * 40
+ran = []
+def make(i):
+    ran.append(i)
+    return f"{i}:" + "x" * SIZES[i]
+with Journal("g", path=sys.argv[1], run="r1") as j:
+    ok = all(j.step(f"s{i}", make, i) == f"{i}:" + "x" * SIZES[i] for i in range(len(SIZES)))
+print(json.dumps({"ok": ok, "ran": len(ran)}))
+"""
+
+
+class TestResultsLargerThanWhatAReadHolds:
+    def test_each_step_gets_its_own_result_back_in_a_fresh_process(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+
+        def run() -> dict[str, Any]:
+            out = subprocess.run(
+                [sys.executable, "-c", SIZED, str(db)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert out.returncode == 0, out.stderr
+            answer: dict[str, Any] = json.loads(out.stdout)
+            return answer
+
+        assert run() == {"ok": True, "ran": 67}
+        assert run() == {"ok": True, "ran": 0}  # every result replayed, none called
+        # A read from any row on hands back that row and the rows after it, in order,
+        # and stops once their texts reach RESULT_BYTES.
+        from letitloop.storage import RESULT_BYTES
+
+        with Journal("g", path=db, run="r1") as j:
+            storage: Any = j._storage
+            assert j._results is not None
+            handles = j._results.rowids
+            for start in range(len(handles)):
+                chunk = handles[start : start + 256]
+                got = storage.results(chunk)
+                assert list(got) == chunk[: len(got)] and got
+                sizes = [len(t or "") for t in got.values()]
+                assert sum(sizes[:-1]) < RESULT_BYTES  # the last may pass it: the first, alone

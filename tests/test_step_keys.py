@@ -144,6 +144,18 @@ class TestAChangedArgument:
         assert call(keys, "f", A) == ("f", "f", None)
         assert call(keys, "f", B) == ("f#2", None, "f#2")  # not run as a new f#4
 
+    def test_on_the_third_call_after_two_replays_it_is_refused_naming_that_call(self) -> None:
+        keys = keys_with(("f", A), ("f#2", A), ("f#3", A))
+        assert call(keys, "f", A) == ("f", "f", None)
+        assert call(keys, "f", A) == ("f#2", "f#2", None)
+        assert call(keys, "f", B) == ("f#3", None, "f#3")  # not run as a new f#4
+
+    def test_on_the_third_call_after_two_other_replays_it_is_refused_too(self) -> None:
+        keys = keys_with(("f", A), ("f#2", B), ("f#3", A))
+        assert call(keys, "f", A) == ("f", "f", None)
+        assert call(keys, "f", B) == ("f#2", "f#2", None)
+        assert call(keys, "f", B) == ("f#3", None, "f#3")
+
     def test_a_call_past_every_recorded_one_runs_as_new(self) -> None:
         keys = keys_with(("f", A))
         assert call(keys, "f", A) == ("f", "f", None)

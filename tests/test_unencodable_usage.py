@@ -55,16 +55,24 @@ class TestAStepThatReturnsAnUnregisteredModel:
         assert "letitloop.codec.register(Reply)" in text
         assert "value.model_dump()" in text
 
-    def test_its_usage_is_kept_on_a_failed_row_and_counted(self, tmp_path: Path) -> None:
+    def test_its_usage_is_kept_on_its_failed_try_and_counted(self, tmp_path: Path) -> None:
         db = tmp_path / "j.db"
         with (
             pytest.raises(EncodeError, match="with the usage it reported"),
             Journal("g", path=db) as j,
         ):
             j.step("ask", ask, "x")
+        # The call is a failed try (as a retry policy's last is), which keeps its usage;
+        # the failed row says how the step stands, and counts nothing twice.
         ((key, status, inp, outp, cost, model, error),) = rows(db)
-        assert (key, status, inp, outp, cost, model) == ("ask", "failed", 1200, 300, 0.004, "m")
+        assert (key, status, inp, outp, cost, model) == ("ask", "failed", None, None, None, None)
         assert str(error).startswith("EncodeError: step 'ask'")
+        with sqlite3.connect(db) as conn:
+            tries = conn.execute(
+                "SELECT key, input_tokens, output_tokens, cost, model, error FROM step_tries"
+            ).fetchall()
+        assert [t[:5] for t in tries] == [("ask", 1200, 300, 0.004, "m")]
+        assert str(tries[0][5]).startswith("EncodeError: step 'ask'")
         shown = subprocess.run(
             [sys.executable, "-m", "letitloop", "--db", str(db), "show", "g"],
             capture_output=True,

@@ -33,13 +33,13 @@ def show_run(inspector: Inspector | Store, run: RunInfo | str) -> RunDetail:
     rows = journal.rows(info)
     events = journal.supervisor_events(info.id)
     exits = {(e["watch_id"], e["child_pid"]): e for e in events if e.get("event") == "exit"}
+    tries = journal.tries(info.id)
     attempts = []
     for attempt in journal.attempts(info.id):
         ended = exits.get((attempt.watch_id, attempt.pid)) if attempt.watch_id else None
-        attempts.append(_with_ending(info, rows, attempt, ended))
+        attempts.append(_with_ending(info, rows, tries, attempt, ended))
     previous_steps = journal.previous_steps(info)
     result = journal.result_json(info.id)
-    tries = journal.tries(info.id)
     spent = _totals([*rows, *tries])
     # Saved by replay: the rows some attempt really got back (step_replays), once each
     # time it did; not every row recorded before the last attempt.
@@ -84,9 +84,14 @@ def _totals(items: Iterable[RowInfo | TryInfo]) -> UsageTotals:
 
 
 def _with_ending(
-    run: RunInfo, rows: list[RowInfo], a: AttemptInfo, exit_event: dict[str, Any] | None
+    run: RunInfo,
+    rows: list[RowInfo],
+    tries: list[TryInfo],
+    a: AttemptInfo,
+    exit_event: dict[str, Any] | None,
 ) -> AttemptInfo:
-    """``a`` with what the file tells of how it ended (see :class:`AttemptInfo`)."""
+    """``a`` with what the file tells of how it ended (see :class:`AttemptInfo`): what it
+    recorded when it closed the run, else what it left."""
     flight = next((f for f in run.in_flight if f.attempt == a.attempt), None)
     failed = [
         r for r in rows if r.kind == "step" and r.status == "failed" and r.attempt == a.attempt
@@ -96,7 +101,21 @@ def _with_ending(
     if flight is not None:
         step, step_s = flight.key, flight.ran_s
     last = a.attempt == run.attempts
-    if last and run.state in ("running", "completed"):
+    if a.recorded:
+        # How it closed the run, as it was known then (migration 0019); the step that
+        # failed it: its failed row, or its failed try (a later attempt ran it again).
+        outcome, error = a.outcome, a.error
+        if outcome == "failed":
+            failures: list[RowInfo | TryInfo] = [
+                *failed,
+                *(t for t in tries if t.attempt == a.attempt),
+            ]
+            culprit = next((f for f in failures if f.error == a.error), None)
+            step = culprit.key if culprit is not None else None
+        elif outcome == "waiting" and last:
+            step = next((p.key for p in run.pauses if p.status == "waiting"), None)
+        step_s = None
+    elif last and run.state in ("running", "completed"):
         outcome = run.state
         if flight is not None and flight.live:
             with contextlib.suppress(ValueError, OverflowError):
@@ -124,6 +143,11 @@ def _with_ending(
         outcome = "interrupted"
     elif failed:
         outcome, error, step = "failed", failed[-1].error, failed[-1].key
+    elif failures := [
+        t for t in tries if t.attempt == a.attempt and t.ended == "failed" and t.next_at is None
+    ]:
+        # A step it failed in, which a later attempt ran again (its row is that one's).
+        outcome, error, step = "failed", failures[-1].error, failures[-1].key
     elif not last:
         # A later attempt resumed the run and this one left no row that tells how it ended
         # (a SIGKILL writes nothing; its interrupted step's row was replaced when it ran
@@ -143,6 +167,8 @@ def _with_ending(
         exit_event.get("exit_code") if exit_event else None,
         exit_event.get("signal") if exit_event else None,
         a.version,
+        a.ended_at,
+        a.recorded,
     )
 
 

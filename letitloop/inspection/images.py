@@ -70,6 +70,9 @@ ATTEMPT_COLUMNS = (
     "watch_id",
     "watch_attempt",
     "trace",
+    "ended_at",
+    "outcome",
+    "error",
 )
 
 #: A paid call's reservation's columns after its run and number (``reservations`` in a

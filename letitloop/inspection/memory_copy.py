@@ -51,6 +51,13 @@ def memory_image(db: MemoryDatabase, run_id: str, chain: bool = True) -> RunImag
                 "started_at": a[4],
                 "version": a[5] if len(a) > 5 else None,
                 "trace": db.traces.get((run_id, a[1])),
+                **dict(
+                    zip(
+                        ("ended_at", "outcome", "error"),
+                        db.endings.get((run_id, a[1]), ()),
+                        strict=False,
+                    )
+                ),
             }
             for a in sorted((a for a in db.attempts if a[0] == run_id), key=lambda a: a[1])
         ],
@@ -101,5 +108,7 @@ def add_images(db: MemoryDatabase, images: Sequence[RunImage]) -> None:
             )
             if a.get("trace") is not None:
                 db.traces[(image.id, a["attempt"])] = a["trace"]
+            if a.get("outcome") is not None:
+                db.endings[image.id, a["attempt"]] = (a["ended_at"], a["outcome"], a.get("error"))
         if image.seals:
             db.seals[image.id] = list(image.seals)

@@ -10,9 +10,21 @@ from ..checksums import row_damaged
 from ..encryption import encrypted
 from ..memory_database import Row
 from ..memory_seals import chain_row
+from .decrypting import Decrypting
 from .memory_runs import MemoryRuns, attempt_version
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
 from .state import RunCounts
+
+
+def _ending(
+    decrypt: Decrypting, run_id: str, ending: tuple[str, str, str | None] | None
+) -> dict[str, Any]:
+    """What an attempt recorded when it closed its run (``MemoryDatabase.endings``)."""
+    if ending is None:
+        return {}
+    at, outcome, error = ending
+    shown = decrypt.text(error, run_id, "", "run error")
+    return {"ended_at": at, "outcome": outcome, "error": shown, "recorded": True}
 
 
 def _row_info(r: Row) -> RowInfo:
@@ -87,7 +99,16 @@ class MemoryDetail(MemoryRuns):
         with self._reading() as db:
             found = sorted((a for a in db.attempts if a[0] == run_id), key=lambda a: a[1])
             return [
-                AttemptInfo(a[1], a[2], a[3], None, a[4], None, version=attempt_version(a))
+                AttemptInfo(
+                    a[1],
+                    a[2],
+                    a[3],
+                    None,
+                    a[4],
+                    None,
+                    **_ending(self._decrypt, run_id, db.endings.get((run_id, a[1]))),
+                    version=attempt_version(a),
+                )
                 for a in found
             ]
 
@@ -100,13 +121,14 @@ class MemoryDetail(MemoryRuns):
                     t["attempt"],
                     t["started_at"],
                     t["failed_at"],
-                    t["error"],
+                    self._decrypt.text(t["error"], run_id, key, "error"),
                     t["next_at"],
                     t["input_tokens"],
                     t["output_tokens"],
                     t["cost"],
                     t["model"],
                     t["ended"],
+                    self._decrypt.text(t.get("traceback"), run_id, key, "traceback"),
                 )
                 for (run, key, n), t in db.tries.items()
                 if run == run_id

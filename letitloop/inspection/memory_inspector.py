@@ -102,6 +102,8 @@ class MemoryInspector(MemoryDetail):
             db.attempts[:] = [a for a in db.attempts if a[0] not in ids]
             for traced in [t for t in db.traces if t[0] in ids]:
                 del db.traces[traced]
+            for ended in [t for t in db.endings if t[0] in ids]:
+                del db.endings[ended]
         return deleted
 
     def fork(

@@ -100,6 +100,14 @@ def load(conn: Any, location: str, run_id: str | None = None) -> MemoryDatabase:
             only,
         ).fetchall()
     ]
+    db.endings = {
+        (run, attempt): (ended_at, outcome, error)
+        for run, attempt, ended_at, outcome, error in c.execute(
+            "SELECT run, attempt, ended_at, outcome, error FROM ll_attempts"
+            f"{of_run('run')}{' AND' if only else ' WHERE'} outcome IS NOT NULL",
+            only,
+        ).fetchall()
+    }
     return db
 
 

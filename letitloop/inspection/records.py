@@ -203,8 +203,8 @@ def row_info(values: Sequence[Any]) -> RowInfo:
 @dataclass(frozen=True)
 class TryInfo:
     """One call of a step that did not give it its result (a row of ``step_tries``): a
-    failed try of a retry policy, a call that raised without one (kept once a later
-    attempt claimed the run), or a call its process did not survive (``crashed``)."""
+    failed try of a retry policy, a call that raised without one (recorded when it
+    raised, since migration 0019), or a call its process did not survive (``crashed``)."""
 
     key: str
     number: int
@@ -221,6 +221,8 @@ class TryInfo:
     model: str | None = None
     ended: str = "failed"
     """``failed`` (the function raised) or ``crashed`` (the process died during it)."""
+    traceback: str | None = None
+    """The failed call's traceback (None: a crash, or a try from before migration 0019)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -272,10 +274,11 @@ class UsageTotals:
 class AttemptInfo:
     """One process's pass over a run, and how it ended as far as the file tells.
 
-    The file records when an attempt started, not when or how it ended: the
-    ending is read from what it left (its ``running`` and ``failed`` rows, the
-    run's own status for the last attempt) and from the ``exit`` event ``lil
-    watch`` recorded for its process.
+    An attempt that closed the run recorded how (its outcome and error, since
+    migration 0019); one that did not (a kill), and any before 0019, is read from
+    what it left (its ``running`` and ``failed`` rows, the run's own status for
+    the last attempt) and from the ``exit`` event ``lil watch`` recorded for its
+    process.
     """
 
     attempt: int
@@ -303,6 +306,11 @@ class AttemptInfo:
     signal: str | None = None
     version: str | None = None
     """The version of the code it ran (letitloop/versions.py); None: unknown."""
+    ended_at: str | None = None
+    """When it closed the run, as it recorded (migration 0019); None: it did not (a kill)."""
+    recorded: bool = False
+    """Whether ``outcome`` and ``error`` are what the attempt recorded when it closed the run
+    (migration 0019), not what its rows tell."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -38,7 +38,7 @@ _ATTEMPTS = ", ".join(ATTEMPT_COLUMNS)
 _GLOBALS = ", ".join(GLOBAL_MARKER_COLUMNS)
 _TRIES = (
     "key, try, attempt, started_at, failed_at, error, next_at, ended, input_tokens, "
-    "output_tokens, cost, model"
+    "output_tokens, cost, model, traceback"
 )
 
 
@@ -154,7 +154,7 @@ def write_images(store: Store, images: Sequence[RunImage]) -> None:
                 [[m.get(k) for k in GLOBAL_MARKER_COLUMNS] for m in image.global_markers],
             )
             c.executemany(
-                f"INSERT INTO step_tries (run, {_TRIES}) VALUES (?{', ?' * 12})",
+                f"INSERT INTO step_tries (run, {_TRIES}) VALUES (?{', ?' * 13})",
                 [[image.id, *(t.get(k) for k in _TRIES.split(", "))] for t in image.tries],
             )
             c.executemany(

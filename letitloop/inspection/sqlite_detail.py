@@ -127,10 +127,33 @@ class SqliteDetail(SqliteRuns):
 
     def attempts(self, run_id: str) -> list[AttemptInfo]:
         return [
-            AttemptInfo(attempt, pid, host, watch, started, watch_attempt, version=version)
-            for attempt, pid, host, watch, started, watch_attempt, version in self.store.query(
-                "SELECT attempt, pid, host, watch_id, started_at, watch_attempt, version "
-                "FROM attempts WHERE run = ? ORDER BY attempt",
+            AttemptInfo(
+                attempt,
+                pid,
+                host,
+                watch,
+                started,
+                watch_attempt,
+                outcome,
+                self._reading(error, run_id, "", "run error") if encrypted(error) else error,
+                version=version,
+                ended_at=ended_at,
+                recorded=outcome is not None,
+            )
+            for (
+                attempt,
+                pid,
+                host,
+                watch,
+                started,
+                watch_attempt,
+                version,
+                ended_at,
+                outcome,
+                error,
+            ) in self.store.query(
+                "SELECT attempt, pid, host, watch_id, started_at, watch_attempt, version, "
+                "ended_at, outcome, error FROM attempts WHERE run = ? ORDER BY attempt",
                 (run_id,),
             )
         ]
@@ -140,15 +163,19 @@ class SqliteDetail(SqliteRuns):
             TryInfo(*t)
             for t in self.store.query(
                 "SELECT key, try, attempt, started_at, failed_at, error, next_at, input_tokens, "
-                "output_tokens, cost, model, ended FROM step_tries WHERE run = ? "
+                "output_tokens, cost, model, ended, traceback FROM step_tries WHERE run = ? "
                 "ORDER BY failed_at, try",
                 (run_id,),
             )
         ]
         # An encrypted error (retry.py) as a reader shows it: decrypted, or a note.
         return [
-            replace(t, error=self._reading(t.error, run_id, t.key, "error"))
-            if encrypted(t.error)
+            replace(
+                t,
+                error=self._reading(t.error, run_id, t.key, "error"),
+                traceback=self._reading(t.traceback, run_id, t.key, "traceback"),
+            )
+            if encrypted(t.error) or encrypted(t.traceback)
             else t
             for t in tries
         ]

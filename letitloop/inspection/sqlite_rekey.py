@@ -186,17 +186,31 @@ def _rekey_runs(c: sqlite3.Connection, goal: str, new: Convert) -> None:
 
 
 def _rekey_tries(c: sqlite3.Connection, goal: str, new: Convert) -> None:
-    """The errors of the goal's steps' failed tries."""
-    for run_id, key, n, error in c.execute(
-        "SELECT t.run, t.key, t.try, t.error FROM step_tries AS t JOIN runs AS r "
-        "ON r.id = t.run WHERE r.goal = ? AND t.error LIKE ?",
+    """The errors and tracebacks of the goal's steps' failed tries, and the errors its runs'
+    attempts recorded when they closed them (migration 0019)."""
+    for run_id, key, n, error, tb in c.execute(
+        "SELECT t.run, t.key, t.try, t.error, t.traceback FROM step_tries AS t JOIN runs AS r "
+        "ON r.id = t.run WHERE r.goal = ? AND (t.error LIKE ? OR t.traceback LIKE ?)",
+        (goal, _LIKE, _LIKE),
+    ).fetchall():
+        made = [new(error, run_id, key, "error"), new(tb, run_id, key, "traceback")]
+        if made != [None, None]:
+            e, t = _merged(made, (error, tb))
+            c.execute(
+                "UPDATE step_tries SET error = ?, traceback = ? WHERE run = ? AND key = ? "
+                "AND try = ?",
+                (e, t, run_id, key, n),
+            )
+    for run_id, attempt, error in c.execute(
+        "SELECT a.run, a.attempt, a.error FROM attempts AS a JOIN runs AS r ON r.id = a.run "
+        "WHERE r.goal = ? AND a.error LIKE ?",
         (goal, _LIKE),
     ).fetchall():
-        made = new(error, run_id, key, "error")
-        if made is not None:
+        made_error = new(error, run_id, "", "run error")
+        if made_error is not None:
             c.execute(
-                "UPDATE step_tries SET error = ? WHERE run = ? AND key = ? AND try = ?",
-                (made, run_id, key, n),
+                "UPDATE attempts SET error = ? WHERE run = ? AND attempt = ?",
+                (made_error, run_id, attempt),
             )
 
 
