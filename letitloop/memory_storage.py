@@ -23,8 +23,7 @@ place to keep anything: its runs live as long as the process.
   a dead process tries reaches a file. The contract cases that need a second
   process (a SIGKILL, processes racing for a marker) run on stores that
   other processes reach; those that fit in one process run here too.
-- **Durability** is accepted and means nothing: nothing survives the process.
-"""
+- **Durability** is accepted and means nothing: nothing survives the process."""
 
 from __future__ import annotations
 
