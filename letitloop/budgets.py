@@ -40,6 +40,7 @@ from .estimates import Reservation, check_amounts
 if TYPE_CHECKING:
     from .costs import Usage
     from .journal import Journal
+    from .storage import Storage
 
 #: The key prefix of the row recording a run's budget (``lil show`` looks for it).
 ROW_PREFIX = "letitloop:budget:"
@@ -322,13 +323,33 @@ def record_budget(budget: dict[str, Any]) -> dict[str, Any]:
     return budget
 
 
+def carried(
+    storage: Storage, run_id: str
+) -> tuple[list[tuple[str, int | None, int | None, float | None]], list[Any]]:
+    """What a run made by ``lil fork`` carries from its source: the source's spend
+    (``run_spend``) and reservations never settled (``run_reservations``) of the steps
+    before the fork point, and what the source itself carried; nothing for another run."""
+    point = storage.fork_point(run_id)
+    if point is None:
+        return [], []
+    source, keys = point
+    before = set(keys)
+    rows, left = carried(storage, source)
+    rows += storage.run_spend(source)
+    left += storage.run_reservations(source)[1]
+    return [r for r in rows if r[0] in before], [r for r in left if r[0] in before]
+
+
 def opened(j: Journal) -> None:
-    """Load the run's spend into ``j``'s budget and record the budget row (``Journal.open``)."""
+    """Load the run's spend into ``j``'s budget and record the budget row (``Journal.open``);
+    a fork's counts its history's (:func:`carried`): the budget bounds that bill too."""
     spend = j._budget
     storage = j._storage
     if spend is None or storage is None:
         return
-    spend.load(storage.run_spend(j.run_id), storage.run_reservations(j.run_id))
+    rows, left = carried(storage, j.run_id)
+    last, held = storage.run_reservations(j.run_id)
+    spend.load([*storage.run_spend(j.run_id), *rows], (last, [*held, *left]))
     j.step(ROW_PREFIX + spend.budget.label(), record_budget, spend.budget.as_dict())
 
 

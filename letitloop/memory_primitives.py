@@ -229,6 +229,15 @@ class MemoryPrimitives(MemoryConnection):
                         total[i] = (total[i] or 0) + usage[c]
             return [(k, *v) for k, v in sorted(found.items())]
 
+    def fork_point(self, run_id: str) -> tuple[str, list[str]] | None:
+        with self._read():
+            run = self.db.runs.get(run_id)
+            if run is None or run.get("forked_from") is None:
+                return None
+            source, at = run["forked_from"], run["forked_at"]
+            keys = [r["key"] for r in self.db.rows(self.goal) if r["run"] == source]
+        return source, keys[: keys.index(at)] if at in keys else keys
+
     def reserve(self, row: Sequence[Any]) -> None:
         run, call, *rest = row
         with self._write() as db:

@@ -188,6 +188,9 @@ class PostgresPrimitives(PostgresConnection):
             for k, i, o, c in rows
         ]
 
+    def fork_point(self, run_id: str) -> tuple[str, list[str]] | None:
+        return None  # lil fork makes no PostgreSQL run (the store has no fork)
+
     def reserve(self, row: Sequence[Any]) -> None:
         with self._tx() as c:
             c.execute(

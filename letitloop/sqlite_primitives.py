@@ -361,6 +361,18 @@ class SqlitePrimitives(SqliteMarkers):
         last = max((call for _, call, _, _, _ in rows), default=0)
         return last, [(k, call, t, c) for k, call, t, c, settled in rows if not settled]
 
+    def fork_point(self, run_id: str) -> tuple[str, list[str]] | None:
+        found = self.store.query("SELECT forked_from, forked_at FROM runs WHERE id = ?", (run_id,))
+        if not found or found[0][0] is None:
+            return None
+        source, at = found[0]
+        rows = self.store.query(
+            f'SELECT key FROM "{self.rows}" WHERE run = ? ORDER BY rowid',
+            (self.key_of_run(source),),
+        )
+        keys = [key for (key,) in rows]
+        return source, keys[: keys.index(at)] if at in keys else keys
+
     def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
         # One row per batch (its keys as a JSON list): a resume that replays
         # thousands of steps writes one small row, not thousands.

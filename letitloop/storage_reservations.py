@@ -39,3 +39,9 @@ class ReservationRows(Protocol):
         """The number of the run's last reservation (0: none) and its reservations never
         settled, as ``(key, call, tokens, cost)``: calls cut short by a dead process."""
         ...
+
+    def fork_point(self, run_id: str) -> tuple[str, list[str]] | None:
+        """For a run made by ``lil fork``: the run it was forked from and the keys of that
+        run's rows before the step it was forked at, in journal order (what the fork
+        copied, and the calls made on the way); None for a run that is not a fork."""
+        ...

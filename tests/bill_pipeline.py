@@ -23,14 +23,17 @@ input is a quarter of the prompt's text, its output at most the call's
 
 MODE: ``sync`` and ``async`` (a ``Journal`` with ``letitloop.reserve`` in
 each step), ``unreserved`` (the same steps without ``reserve``: the bill
-before reservations), ``smolagents`` and ``pydantic_ai`` (the real
-framework, its agent wrapped with the adapter's default arguments, an
-offline fake model with ``max_tokens``).
+before reservations), ``smolagents``, ``pydantic_ai``, ``autogen``, ``dspy``
+and ``crewai`` (the real framework, its agent wrapped with the adapter's
+default arguments, an offline fake model with ``max_tokens``; CrewAI's, in
+CrewAI's own environment, is the crew's kickoff with the handler's
+``budget=``, the others' the agent run inside ``Journal(goal, budget=...)``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import random
@@ -211,6 +214,111 @@ async def pydantic_ai_run(db: str, durability: Any) -> str:
         return (await agent.run("Look up four facts " + "please " * 40)).output
 
 
+# -- AutoGen ---------------------------------------------------------------------------
+
+AUTOGEN_BUDGET = 4_000
+
+
+async def autogen_run(db: str, durability: Any) -> str:
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_core import FunctionCall
+    from autogen_core.models import CreateResult, FunctionExecutionResultMessage, RequestUsage
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    from letitloop.adapters.autogen import AutoGenStateSerializer
+
+    class PaidClient(ReplayChatCompletionClient):
+        """Looks a number up per turn, then answers; billed by ``provider`` before it replies.
+        ``max_tokens`` in its create arguments, as OpenAI's clients keep them."""
+
+        def __init__(self) -> None:
+            info = {"vision": False, "function_calling": True, "json_output": False}
+            super().__init__([""], model_info={**info, "family": "fake", "structured_output": False})  # type: ignore[arg-type]  # fmt: skip  # noqa: E501
+            self._create_args = {"model": "paid", "max_tokens": MAX_TOKENS}
+
+        async def create(self, messages: Any, **kwargs: Any) -> CreateResult:
+            text = " ".join(str(getattr(m, "content", "")) for m in messages)
+            turn = sum(isinstance(m, FunctionExecutionResultMessage) for m in messages)
+            tokens_in, tokens_out = provider(text, MAX_TOKENS)
+            spent = RequestUsage(prompt_tokens=tokens_in, completion_tokens=tokens_out)
+            content: Any = f"done after {turn} lookups"
+            if turn < LOOKUPS:
+                content = [FunctionCall(id=f"call_{turn}", name="lookup", arguments=f'{{"n": {turn}}}')]  # fmt: skip  # noqa: E501
+            return CreateResult(finish_reason="stop", content=content, usage=spent, cached=False)
+
+    async def lookup(n: int) -> str:
+        """Look a number up."""
+        point()
+        return f"fact {n}"
+
+    agent = AssistantAgent(
+        "facts", model_client=PaidClient(), tools=[lookup], max_tool_iterations=LOOKUPS + 1
+    )
+    AutoGenStateSerializer().wrap_agent(agent)
+    budget = Budget(tokens=AUTOGEN_BUDGET)
+    async with Journal(WHERE["goal"], path=db, durability=durability, budget=budget):
+        result = await agent.run(task="Look up four facts " + "please " * 40)
+    return str(result.messages[-1].to_text())
+
+
+# -- DSPy ------------------------------------------------------------------------------
+
+DSPY_BUDGET = 11_000
+
+
+def dspy_run(db: str, durability: Any) -> str:
+    import dspy
+    from dspy.utils.dummies import DummyLM
+
+    from letitloop.adapters.dspy import JournaledLM, durable_program, journaled_tool
+
+    class PaidLM(DummyLM):
+        """A ReAct agent's LM: a lookup per turn, then finish, then the answer; billed by
+        ``provider`` before it replies. ``max_tokens`` in its settings, as dspy.LM's."""
+
+        def __init__(self) -> None:
+            super().__init__({})
+            self.kwargs["max_tokens"] = MAX_TOKENS
+
+        def __call__(self, prompt: Any = None, *, messages: Any = None, **kwargs: Any) -> Any:
+            last = messages[-1]["content"]
+            seen = last.count("[[ ## observation_")
+            reply: dict[str, Any]
+            tokens_in, tokens_out = provider(json.dumps(messages), self.kwargs["max_tokens"])
+            if "`[[ ## reasoning ## ]]`" in last:
+                reply = {"reasoning": "read it", "answer": f"done after {seen} lookups"}
+            elif seen < LOOKUPS:
+                reply = {"next_thought": "more", "next_tool_name": "lookup", "next_tool_args": {"n": seen}}  # fmt: skip  # noqa: E501
+            else:
+                reply = {"next_thought": "enough", "next_tool_name": "finish", "next_tool_args": {}}  # fmt: skip  # noqa: E501
+            self.history.append({"usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out}})  # fmt: skip  # noqa: E501
+            return [self._format_answer_fields(reply)]
+
+    def lookup(n: int) -> str:
+        """Look a number up."""
+        point()
+        return f"fact {n}"
+
+    dspy.configure(lm=JournaledLM(PaidLM()))
+    agent = durable_program(dspy.ReAct("question -> answer", tools=[journaled_tool(lookup)]))
+    budget = Budget(tokens=DSPY_BUDGET)
+    with Journal(WHERE["goal"], path=db, durability=durability, budget=budget):
+        return str(agent(question="Look up four facts").answer)
+
+
+# -- CrewAI (in CrewAI's own environment) ----------------------------------------------
+
+CREWAI_BUDGET = 4_000
+
+
+def crewai_run(db: str, durability: Any) -> str:
+    # Imported by name: mypy checks it in CrewAI's environment (.ci/run), not this one.
+    paid_crew = importlib.import_module("crewai_bills").paid_crew
+    budget = Budget(tokens=CREWAI_BUDGET)
+    crew = paid_crew(WHERE["goal"], db, durability, budget, provider, point, LOOKUPS)
+    return str(crew.kickoff(inputs={"count": "four"}).raw)
+
+
 # -- the trials ------------------------------------------------------------------------
 
 BUDGETS = {
@@ -219,9 +327,28 @@ BUDGETS = {
     "unreserved": PLAIN_BUDGET,
     "smolagents": SMOL_BUDGET,
     "pydantic_ai": PYDANTIC_BUDGET,
+    "autogen": AUTOGEN_BUDGET,
+    "dspy": DSPY_BUDGET,
+    "crewai": CREWAI_BUDGET,
 }
 #: Kill points an attempt may pass, about: the random kill is chosen among them.
 POINTS = {"sync": 18, "async": 18, "unreserved": 18, "smolagents": 14, "pydantic_ai": 14}
+POINTS.update(autogen=14, dspy=16, crewai=14)
+#: The framework each mode imports once, before the forks (its children share the import).
+FRAMEWORKS = {
+    "smolagents": "smolagents",
+    "pydantic_ai": "pydantic_ai",
+    "autogen": "autogen_agentchat.agents",
+    "dspy": "dspy",
+    "crewai": "crewai",
+}
+#: CrewAI's telemetry and tracing opt-outs (as tests/crewai_crew.py sets them).
+CREWAI_OPT_OUTS = {
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+}
 
 
 def attempt(mode: str, durability: Any, db: str) -> str:
@@ -232,6 +359,12 @@ def attempt(mode: str, durability: Any, db: str) -> str:
         return asyncio.run(plain_async(db, durability))
     if mode == "smolagents":
         return smolagents_run(db, durability)
+    if mode == "autogen":
+        return asyncio.run(autogen_run(db, durability))
+    if mode == "dspy":
+        return dspy_run(db, durability)
+    if mode == "crewai":
+        return crewai_run(db, durability)
     return asyncio.run(pydantic_ai_run(db, durability))
 
 
@@ -310,10 +443,10 @@ def main() -> None:
     mode, durability, folder, trials, seed = sys.argv[1:6]
     kills_at = sys.argv[6] if len(sys.argv) > 6 else "random"
     location = sys.argv[7] if len(sys.argv) > 7 else None
-    if mode in ("smolagents",):  # import the framework once, before the forks
-        import smolagents  # noqa: F401
-    elif mode == "pydantic_ai":
-        import pydantic_ai  # noqa: F401
+    if mode == "crewai":
+        os.environ.update(CREWAI_OPT_OUTS)
+    if mode in FRAMEWORKS:  # import the framework once, before the forks
+        __import__(FRAMEWORKS[mode])
     rng = random.Random(int(seed))
     for n in range(int(trials)):
         done = trial(mode, durability, Path(folder), n, rng, kills_at, location)

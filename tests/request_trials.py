@@ -187,23 +187,24 @@ class Trials:
 
         return self.scenario(mode, trial)
 
-    def two_copies(self) -> Scenario:
-        """Two copies of one request at once, the first killed at a random point (or not
-        at all), then the first restarted, as a supervisor would."""
+    def two_copies(self, mode: str = "ask") -> Scenario:
+        """Two copies of one request at once (``mode``: the script's way of asking it), the
+        first killed at a random point (or not at all), then the first restarted, as a
+        supervisor would."""
 
         def trial(kill_at: str, answers: dict[str, str]) -> Trial:
             if self.random.random() < 0.25:
                 kill_at = ""
             db, side = self.fresh()
-            first = self.start("ask", db, side, kill_at, TASK, 0)
+            first = self.start(mode, db, side, kill_at, TASK, 0)
             time.sleep(self.random.uniform(0, 0.05))
-            second = self.start("ask", db, side, "", TASK, 1)
+            second = self.start(mode, db, side, "", TASK, 1)
             runs = [ended(first), ended(second)]
             if runs[0].returncode != 0:
-                runs.append(self.run("ask", db, side))
+                runs.append(self.run(mode, db, side))
             return counted(Trial(kill_at, runs, [answers[TASK]] * len(runs)), side)
 
-        return self.scenario("ask", trial)
+        return self.scenario(mode, trial)
 
     def changed_prompt(self) -> Scenario:
         """Killed at a random point of one request; then the program asks a changed

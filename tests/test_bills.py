@@ -14,9 +14,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from bill_trials import check, counted, summary, trials
 
 from letitloop import (
     Budget,
@@ -30,8 +30,6 @@ from letitloop import (
 )
 from letitloop.errors import NoJournalError
 from letitloop.inspection import find_run, open_inspector, show_run
-
-PIPELINE = Path(__file__).resolve().parent / "bill_pipeline.py"
 
 #: Resume a bill_pipeline run (``sys.argv``: location, goal): exit 3 if its budget refuses.
 RESUME = """
@@ -51,53 +49,6 @@ except BudgetExceededError:
 LIL = [sys.executable, "-m", "letitloop"]
 
 
-def trials(
-    mode: str,
-    durability: str,
-    folder: Path,
-    n: int,
-    seed: int,
-    kills: str = "random",
-    location: str | None = None,
-) -> list[dict[str, Any]]:
-    args = [str(PIPELINE), mode, durability, str(folder), str(n), str(seed), kills]
-    done = subprocess.run(
-        [sys.executable, *args, *([location] if location else [])],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr
-    results = [json.loads(line) for line in done.stdout.splitlines()]
-    # An attempt that ended otherwise printed its traceback: show it with the trial.
-    odd = [r for r in results if r["outcome"] not in ("done", "refused")]
-    assert not odd, (odd, done.stderr[-4000:])
-    return results
-
-
-def counted(location: str, goal: str) -> tuple[int, int]:
-    """What the journal counts as the run's spend, read from outside the writer: the usage
-    every call reported, and what calls reserved and never settled."""
-    inspector = open_inspector(location)
-    try:
-        detail = show_run(inspector, find_run(inspector, goal))
-    finally:
-        inspector.close()
-    held = sum(r.tokens or 0 for r in detail.reservations if r.settled_at is None)
-    return detail.usage.tokens or 0, held
-
-
-def check(results: list[dict[str, Any]]) -> None:
-    for r in results:
-        assert r["outcome"] in ("done", "refused"), r
-        assert r["bill"] <= r["budget"], r
-        reported, held = counted(r["db"], r["goal"])
-        # Every billed call is counted: by its usage, or by its reservation when its
-        # process died before the usage was committed; and the count is within the budget.
-        assert r["bill"] <= reported + held <= r["budget"], (r, reported, held)
-    assert sum(r["kills"] for r in results) >= len(results) // 2  # the kills did happen
-
-
 class TestTheProvidersBillUnderRandomKills:
     @pytest.mark.parametrize(
         ("mode", "durability"),
@@ -115,6 +66,20 @@ class TestTheProvidersBillUnderRandomKills:
     def test_a_pydantic_ai_agent_never_bills_past_the_budget(self, tmp_path: Path) -> None:
         pytest.importorskip("pydantic_ai.durable_exec")
         check(trials("pydantic_ai", "process", tmp_path, 20, seed=11))
+
+    @pytest.mark.parametrize(
+        ("mode", "framework", "seed"),
+        [("autogen", "autogen_agentchat", 13), ("dspy", "dspy", 17)],
+    )
+    def test_an_autogen_agent_and_a_dspy_program_never_bill_past_the_budget(
+        self, mode: str, framework: str, seed: int, tmp_path: Path
+    ) -> None:
+        pytest.importorskip(framework)
+        results = trials(mode, "process", tmp_path, 20, seed=seed)
+        print(json.dumps({mode: summary(results)}))
+        check(results)
+        # Both ends were reached: runs that finished within the budget, runs it stopped.
+        assert {r["outcome"] for r in results} == {"done", "refused"}
 
     def test_on_postgresql_too(self, tmp_path: Path) -> None:
         import pg_server
@@ -439,3 +404,46 @@ class TestConcurrentCalls:
                 outcomes = sorted(pool.map(step, range(5)))
         assert outcomes == ["made"] * 3 + ["refused"] * 2
         assert len(made) == 3
+
+
+class TestAForkedRun:
+    """``lil fork``: the fork's budget counts what its source spent and reserved before the
+    fork point (its history, paid once by the source), not what came after it."""
+
+    @pytest.mark.parametrize("where", ["file", "memory"])
+    def test_its_budget_counts_the_sources_spend_and_reservations_before_the_fork_point(
+        self, where: str, tmp_path: Path
+    ) -> None:
+        from letitloop.maintenance import fork_run
+
+        location = str(tmp_path / "j.db") if where == "file" else f"memory://{tmp_path.name}"
+        budget = Budget(tokens=1000)
+
+        def cut_short() -> None:
+            reserve(tokens=200)
+            raise KeyboardInterrupt  # as a cancelled call: its reservation stays counted
+
+        with pytest.raises(KeyboardInterrupt), Journal("g", path=location, budget=budget) as j:
+            j.step("a", lambda: usage(input_tokens=300))
+            j.step("b", cut_short)
+        with Journal("g", path=location, budget=budget) as j:
+            j.step("b", lambda: usage(input_tokens=100))
+            j.step("c", lambda: usage(input_tokens=250))
+            j.step("d", lambda: usage(input_tokens=50))
+        inspector = open_inspector(location, write=True)
+        try:
+            forked = fork_run(inspector, find_run(inspector, "g"), "c")
+        finally:
+            inspector.close()
+        assert forked.copied == ["letitloop:budget:tokens=1000", "a", "b"]
+        # Carried: a's 300, b's 100 and its call cut short (200): 600; c and d are not.
+        with Journal("g", path=location, budget=budget) as j:
+            assert j.run_id == forked.run.id
+            with pytest.raises(BudgetExceededError) as refused:
+                j.step("c", lambda: reserve(tokens=401))
+            assert (refused.value.tokens, refused.value.reserved_tokens) == (400, 200)
+            assert j.step("e", lambda: amounts(reserve(tokens=400))) == (400, None)
+
+    def test_a_run_that_is_not_a_fork_carries_nothing(self, tmp_path: Path) -> None:
+        with Journal("g", path=tmp_path / "j.db", budget=Budget(tokens=1000)) as j:
+            assert j.step("all", lambda: amounts(reserve(tokens=1000))) == (1000, None)

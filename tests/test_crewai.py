@@ -26,6 +26,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,41 @@ CONSTRAINTS = ROOT / ".ci" / "crewai-constraints.txt"
 
 #: The research crew's calls, as its side file names them, in an uninterrupted run.
 RESEARCH_TOOL = "tool word_count [sqlite history: 14 notes] [sqlite today: 12 notes]"
+
+
+#: CrewAI's telemetry and tracing opt-outs (as tests/crewai_crew.py sets them), for the
+#: forkers that import CrewAI before a script runs.
+OPT_OUTS = {
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+}
+
+
+@pytest.fixture(scope="module")
+def opted_out() -> Iterator[None]:
+    """OPT_OUTS in this process's environment while the module's forkers start."""
+    saved = {k: os.environ.get(k) for k in OPT_OUTS}
+    os.environ.update(OPT_OUTS)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def forker(opted_out: None) -> Iterator[Any]:
+    """The module's scripts run in children of one interpreter that imported CrewAI and the
+    adapter once (tests/preloaded.py): each a process of its own, SIGKILLed for real."""
+    from preloaded import Preloaded
+
+    with Preloaded("crewai", "letitloop.adapters.crewai", with_letitloop=True) as preloaded:
+        yield preloaded
 
 
 @dataclass
@@ -69,7 +105,12 @@ def child_env(folder: Path, kill_at: str, late: str) -> dict[str, str]:
 
 
 def run_chain(
-    folder: Path, scenario: str, kills: list[str], mode: str, late: list[str] | None = None
+    forker: Any,
+    folder: Path,
+    scenario: str,
+    kills: list[str],
+    mode: str,
+    late: list[str] | None = None,
 ) -> Chain:
     """Run ``scenario`` killed at each of ``kills``, then once more to completion.
 
@@ -85,11 +126,10 @@ def run_chain(
     parallel = [k.removeprefix(search) if k.startswith(search) else "" for k in kills]
     lates = late or [*(q if mode == "native" else "" for q in parallel), ""]
     for kill_at, late_query in zip([*kills, ""], lates, strict=True):
-        done = subprocess.run(
-            [sys.executable, str(CREW), scenario, "--mode", mode, "--db",
-             str(folder / "journal.db"), "--log", str(log), "--net", str(folder / "net.log")],
-            capture_output=True, text=True, timeout=600, cwd=folder,
-            env=child_env(folder, kill_at, late_query),
+        done = forker.run(
+            CREW, scenario, "--mode", mode, "--db", str(folder / "journal.db"),
+            "--log", str(log), "--net", str(folder / "net.log"),
+            cwd=folder, env=child_env(folder, kill_at, late_query),
         )  # fmt: skip
         codes.append(done.returncode)
         if kill_at:
@@ -148,21 +188,22 @@ CHAINS["parallel-killed"] = ("research", "native", ["start tool search sqlite to
 class Chains:
     """The chains of CHAINS, each run once for the module, when a test first asks for it."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, forker: Any) -> None:
         self.base = base
+        self.forker = forker
         self.done: dict[str, Chain] = {}
 
     def __getitem__(self, name: str) -> Chain:
         if name not in self.done:
             scenario, mode, kills = CHAINS[name]
-            got = run_chain(self.base / name, scenario, kills, mode, LATE.get(name))
+            got = run_chain(self.forker, self.base / name, scenario, kills, mode, LATE.get(name))
             self.done[name] = got
         return self.done[name]
 
 
 @pytest.fixture(scope="module")
-def chains(tmp_path_factory: pytest.TempPathFactory) -> Chains:
-    return Chains(tmp_path_factory.mktemp("crews"))
+def chains(tmp_path_factory: pytest.TempPathFactory, forker: Any) -> Chains:
+    return Chains(tmp_path_factory.mktemp("crews"), forker)
 
 
 PAIRS = [
@@ -174,7 +215,8 @@ PAIRS = [
 ]
 
 
-#: A chain runs up to 7 processes, each importing CrewAI (seconds each on a busy machine).
+#: A chain runs up to 7 processes (forked from one that imported CrewAI: seconds each on a
+#: busy machine all the same).
 LONG = pytest.mark.timeout(900)
 
 
@@ -272,12 +314,14 @@ class TestTheEnvironment:
 EXAMPLE = ROOT / "examples" / "crewai_resume.py"
 
 
-def python(args: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
+def python(forker: Any, args: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in ``folder``, forked from the module's forker."""
     folder.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(
-        [sys.executable, *args],
-        capture_output=True, text=True, timeout=600, cwd=folder, env=child_env(folder, "", ""),
-    )  # fmt: skip
+    script, *rest = args
+    done: subprocess.CompletedProcess[str] = forker.run(
+        Path(script), *rest, cwd=folder, env=child_env(folder, "", "")
+    )
+    return done
 
 
 def ran(out: str) -> list[str]:
@@ -287,14 +331,14 @@ def ran(out: str) -> list[str]:
 @LONG
 class TestTheExample:
     def test_crash_then_rerun_runs_only_what_was_in_flight_and_answers_the_same(
-        self, tmp_path: Path
+        self, tmp_path: Path, forker: Any
     ) -> None:
-        whole = python([str(EXAMPLE), "--db", "j.db"], tmp_path / "whole")
+        whole = python(forker, [str(EXAMPLE), "--db", "j.db"], tmp_path / "whole")
         assert whole.returncode == 0, whole.stderr[-3000:]
-        crashed = python([str(EXAMPLE), "--crash", "--db", "j.db"], tmp_path / "crashed")
+        crashed = python(forker, [str(EXAMPLE), "--crash", "--db", "j.db"], tmp_path / "crashed")
         assert crashed.returncode == -9, crashed.stderr[-3000:]
         assert "-- SIGKILL inside the tool call --" in crashed.stdout
-        resumed = python([str(EXAMPLE), "--db", "j.db"], tmp_path / "crashed")
+        resumed = python(forker, [str(EXAMPLE), "--db", "j.db"], tmp_path / "crashed")
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         assert ran(crashed.stdout) + ran(resumed.stdout)[1:] == ran(whole.stdout)
         assert ran(resumed.stdout) == [
@@ -321,7 +365,7 @@ def crewai_block(text: str) -> str:
 @LONG
 class TestTheDocsBlock:
     def test_readme_and_docs_show_the_same_block_and_it_runs_on_the_examples_crew(
-        self, tmp_path: Path
+        self, tmp_path: Path, forker: Any
     ) -> None:
         block = crewai_block((ROOT / "README.md").read_text(encoding="utf-8"))
         assert block == crewai_block((ROOT / "docs" / "adapters.md").read_text(encoding="utf-8"))
@@ -333,7 +377,7 @@ class TestTheDocsBlock:
             + "assert result.raw.startswith('Report: WAL'), result.raw\n",
             encoding="utf-8",
         )
-        done = python([str(program)], tmp_path)
+        done = python(forker, [str(program)], tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
         shown = subprocess.run(
             [sys.executable, "-m", "letitloop", "show", "research_crew"],
@@ -344,24 +388,17 @@ class TestTheDocsBlock:
 
 # -- the same request is never paid twice (issue 48; tests/request_trials.py) ------------
 
-#: CrewAI's telemetry and tracing opt-outs (as tests/crewai_crew.py sets them), for the
-#: forkers that import CrewAI before the request script runs.
-OPT_OUTS = {
-    "OTEL_SDK_DISABLED": "true",
-    "CREWAI_DISABLE_TELEMETRY": "true",
-    "CREWAI_DISABLE_TRACKING": "true",
-    "CREWAI_TRACING_ENABLED": "false",
-}
 REQUESTS = CREW.with_name("crewai_requests.py")
+#: The other kickoffs' modes of crewai_requests.py: kickoff_async, kickoff_for_each (two
+#: inputs) and kickoff_for_each_async (the same two, at once).
+KICKOFFS = ("async", "each", "each-async")
 
 
 @pytest.fixture(scope="module")
-def requests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def requests(tmp_path_factory: pytest.TempPathFactory, opted_out: None) -> Iterator[dict[str, Any]]:
     """The request scenarios of the research crew, each run when a test first asks for it."""
     from request_trials import Trials
 
-    saved = {k: os.environ.get(k) for k in OPT_OUTS}
-    os.environ.update(OPT_OUTS)
     trials = Trials(
         REQUESTS, tmp_path_factory.mktemp("crew_requests"), "crewai", "letitloop.adapters.crewai"
     )
@@ -370,6 +407,9 @@ def requests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         "two copies at once": trials.two_copies,
         "changed prompt": trials.changed_prompt,
     }
+    for kickoff in KICKOFFS:
+        runs[f"{kickoff}, killed"] = partial(trials.killed_then_rerun, kickoff)
+        runs[f"{kickoff}, two copies at once"] = partial(trials.two_copies, kickoff)
 
     class Found(dict[str, Any]):
         def __missing__(self, name: str) -> Any:
@@ -381,11 +421,6 @@ def requests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         yield Found()
     finally:
         trials.close()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @LONG
@@ -403,16 +438,16 @@ class TestAKickoffWithTheDefaultArguments:
         assert requests[name].summary()["killed"] >= 10
 
 
-def _ask(folder: Path, **kickoff: Any) -> tuple[str, int]:
+def _ask(forker: Any, folder: Path, **kickoff: Any) -> tuple[str, int]:
     """The crew asked once in a child: its answer, and how many calls finished in it."""
     side = folder / "side.txt"
     before = ("\n" + side.read_text()).count("\ndone ") if side.exists() else 0
-    done = subprocess.run(
-        [sys.executable, str(REQUESTS), "ask", str(folder / "j.db"), str(side)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **OPT_OUTS, "CREW_KICKOFF": json.dumps(kickoff)},
+    done = forker.run(
+        REQUESTS,
+        "ask",
+        str(folder / "j.db"),
+        str(side),
+        env={**os.environ, "CREW_KICKOFF": json.dumps(kickoff)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     paid = ("\n" + side.read_text()).count("\ndone ") - before
@@ -420,11 +455,60 @@ def _ask(folder: Path, **kickoff: Any) -> tuple[str, int]:
 
 
 @LONG
+@pytest.mark.parametrize("kickoff", KICKOFFS)
+class TestTheOtherKickoffsWithTheDefaultArguments:
+    """kickoff_async, kickoff_for_each and kickoff_for_each_async: each input is its own
+    request's run, so a kill anywhere (after return included) and a second copy at once
+    pay no finished call again."""
+
+    @pytest.mark.parametrize("scenario", ["killed", "two copies at once"])
+    def test_no_finished_call_is_paid_again_and_every_answer_is_the_uninterrupted_runs(
+        self, requests: dict[str, Any], kickoff: str, scenario: str
+    ) -> None:
+        found = requests[f"{kickoff}, {scenario}"]
+        assert found.failures() == []
+        assert found.paid_again() == 0
+        assert found.never_paid() == 0
+        assert found.wrong_answers() == []
+        # Two copies: a quarter of the first copies are not killed, and a first copy that
+        # found the second holding the run replays it, never reaching its kill point.
+        assert found.summary()["killed"] >= (10 if scenario == "killed" else 5)
+
+
+@LONG
 class TestAKickoffsRunArguments:
-    def test_fresh_asks_again_and_a_named_run_replays(self, tmp_path: Path) -> None:
-        answer, paid = _ask(tmp_path)
+    def test_fresh_asks_again_and_a_named_run_replays(self, tmp_path: Path, forker: Any) -> None:
+        answer, paid = _ask(forker, tmp_path)
         assert paid > 0
-        assert _ask(tmp_path) == (answer, 0)  # the same inputs: handed back
-        assert _ask(tmp_path, fresh=True) == (answer, paid)  # a new answer, paid
-        assert _ask(tmp_path, run="ticket-812") == (answer, paid)
-        assert _ask(tmp_path, run="ticket-812") == (answer, 0)
+        assert _ask(forker, tmp_path) == (answer, 0)  # the same inputs: handed back
+        assert _ask(forker, tmp_path, fresh=True) == (answer, paid)  # a new answer, paid
+        assert _ask(forker, tmp_path, run="ticket-812") == (answer, paid)
+        assert _ask(forker, tmp_path, run="ticket-812") == (answer, 0)
+
+
+# -- a budget bounds the bill across kills (issue 48; tests/bill_pipeline.py) -------------
+
+
+@LONG
+class TestABudgetUnderRandomKills:
+    def test_the_bill_never_passes_it_and_lil_show_shows_reserved_and_settled_spend(
+        self, tmp_path: Path
+    ) -> None:
+        from bill_trials import check, summary, trials
+
+        env = {**os.environ, **OPT_OUTS, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+        results = trials("crewai", "process", tmp_path, 20, seed=48, env=env)
+        print(json.dumps({"crewai": summary(results)}))
+        check(results)
+        assert {r["outcome"] for r in results} == {"done", "refused"}
+        # A trial whose kills cut calls short: lil show lists them, reserved and not settled.
+        cut = max(results, key=lambda r: r["kills"])
+        shown = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", cut["db"], "show", cut["goal"]],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        budget = next(ln for ln in shown.stdout.splitlines() if ln.startswith("budget"))
+        assert re.search(r"tokens reserved and not settled by \d+ calls?\)", budget), budget
+        assert re.search(r"^reserved\s+\d+ paid calls: \d+ settled", shown.stdout, re.M)
+        assert "not settled (cut short, counted as spent)" in shown.stdout

@@ -42,7 +42,8 @@ def fork_run(
     precede ``from_step`` in journal order (copied rows carry attempt 0, and
     each step's argument fingerprint, so a replay in the fork is refused for
     other arguments as it would be in the source; not the usage the source
-    paid for, which stays counted once, on the source's rows);
+    paid for, which stays counted once, on the source's rows, and which the
+    fork's budget counts all the same: ``budgets.carried``);
     ``from_step`` and everything after it are not copied, so they run again.
     It is the goal's newest unfinished run, so the next ``Journal(goal)``
     resumes it. For a named source the fork takes over the name (so

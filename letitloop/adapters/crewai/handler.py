@@ -28,8 +28,11 @@ finished call replayed: CrewAI does the same work on the same answers.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -37,6 +40,7 @@ from crewai import Crew
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import BaseTool
 
+from ...budgets import Budget, budget_of
 from ...errors import LetItLoopError
 from ...generations import reuse_seconds
 from ...journal import Journal, current_journal
@@ -46,6 +50,27 @@ from ..agentcalls import plain, request_options
 from .calls import Session, active
 from .llms import WRAPPED, wrap_llm
 from .tools import wrap_tool
+
+#: The crew methods ``wrap_crew`` replaces on the instance (CrewAI's own ``kickoff_async`` and
+#: ``kickoff_for_each``, ``kickoff_for_each_async`` reach the journaled kickoff through them).
+KICKOFFS = ("kickoff", "kickoff_async", "kickoff_for_each", "kickoff_for_each_async", "copy")
+
+
+@dataclass
+class Batch:
+    """One ``kickoff_for_each`` (or its async twin) of a wrapped crew: its run options, and
+    how many copies of the crew it made (CrewAI makes one per input, in the inputs' order)."""
+
+    crew: Crew
+    run: str | None
+    reuse: float | timedelta | None
+    fresh: bool
+    copies: int = 0
+
+
+#: The batch whose copies are being made in this context (None: none).
+_batch: ContextVar[Batch | None] = ContextVar("letitloop_crewai_batch", default=None)
+
 
 #: The models a crew or an agent may hold, by attribute.
 CREW_LLMS = ("manager_llm", "planning_llm", "function_calling_llm", "chat_llm")
@@ -77,8 +102,10 @@ class CrewAIDurabilityHandler:
         path: str | os.PathLike[str] | None = None,
         durability: Durability = "process",
         timeout: float = WAIT_FOR_HOLDER,
+        budget: Budget | Mapping[str, Any] | None = None,
     ) -> None:
         reuse_seconds(reuse, fresh)  # refused here, not at the first kickoff
+        self.budget = None if budget is None else budget_of(budget)  # refused here too
         self.session_id = session_id
         self.run = run
         self.reuse = reuse
@@ -99,49 +126,107 @@ class CrewAIDurabilityHandler:
                 "in a thread of its own, outside the journal; make the crew with "
                 "stream=False to journal it"
             )
-        for attribute in CREW_LLMS:
-            _wrap_model(getattr(crew, attribute, None))
-        agents = list(crew.agents)
-        if crew.manager_agent is not None:
-            agents.append(crew.manager_agent)
-        for agent in agents:
-            for attribute in AGENT_LLMS:
-                _wrap_model(getattr(agent, attribute, None))
-            for tool in agent.tools or []:
-                _wrap_tool(tool)
-        for task in crew.tasks:
-            for tool in task.tools or []:
-                _wrap_tool(tool)
+        _wrap_parts(crew)
         if not getattr(crew, WRAPPED, False):
-            object.__setattr__(crew, "kickoff", self._kickoff(crew.kickoff))
-            object.__setattr__(crew, WRAPPED, True)
+            self._wrap_kickoffs(crew, None)
         return crew
 
-    def _kickoff(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap_kickoffs(self, crew: Crew, item: tuple[int, Batch] | None) -> None:
+        """Replace ``crew``'s kickoffs and ``copy`` on the instance (``KICKOFFS``): the
+        ``item``-th copy of ``batch`` (from 1), or None for a crew the user wrapped."""
+        originals = {name: getattr(crew, name) for name in KICKOFFS}
+        kickoff = self._kickoff(originals["kickoff"], item)
+
+        async def kickoff_async(
+            inputs: dict[str, Any] | None = None,
+            *args: Any,
+            run: str | None = None,
+            reuse: float | timedelta | None = None,
+            fresh: bool = False,
+            **kwargs: Any,
+        ) -> Any:
+            # CrewAI's own kickoff_async: the kickoff in a worker thread (the context copied).
+            options = {"run": run, "reuse": reuse, "fresh": fresh}
+            return await asyncio.to_thread(kickoff, inputs or {}, *args, **options, **kwargs)
+
+        def kickoff_for_each(
+            inputs: list[dict[str, Any]],
+            *args: Any,
+            run: str | None = None,
+            reuse: float | timedelta | None = None,
+            fresh: bool = False,
+            **kwargs: Any,
+        ) -> Any:
+            token = _batch.set(Batch(crew, run, reuse, fresh))
+            try:  # CrewAI's: each input kicks off a copy of the crew (copy, below)
+                return originals["kickoff_for_each"](inputs, *args, **kwargs)
+            finally:
+                _batch.reset(token)
+
+        async def kickoff_for_each_async(
+            inputs: list[dict[str, Any]],
+            *args: Any,
+            run: str | None = None,
+            reuse: float | timedelta | None = None,
+            fresh: bool = False,
+            **kwargs: Any,
+        ) -> Any:
+            token = _batch.set(Batch(crew, run, reuse, fresh))
+            try:  # CrewAI's copies the crew once per input, in order, then kicks them off
+                return await originals["kickoff_for_each_async"](inputs, *args, **kwargs)
+            finally:
+                _batch.reset(token)
+
+        def copy() -> Crew:
+            copied: Crew = originals["copy"]()
+            batch = _batch.get()
+            made: tuple[int, Batch] | None = None
+            if batch is not None and batch.crew is crew:
+                batch.copies += 1
+                made = (batch.copies, batch)
+            _wrap_parts(copied)  # its models: copies of this crew's, wrapped anew
+            self._wrap_kickoffs(copied, made)
+            return copied
+
+        replaced = (kickoff, kickoff_async, kickoff_for_each, kickoff_for_each_async, copy)
+        for name, function in zip(KICKOFFS, replaced, strict=True):
+            object.__setattr__(crew, name, function)
+        object.__setattr__(crew, WRAPPED, True)
+
+    def _kickoff(
+        self, original: Callable[..., Any], item: tuple[int, Batch] | None
+    ) -> Callable[..., Any]:
         handler = self
 
         def kickoff(
             inputs: dict[str, Any] | None = None,
-            *,
+            *args: Any,
             run: str | None = None,
             reuse: float | timedelta | None = None,
             fresh: bool = False,
             **kwargs: Any,
         ) -> Any:
             if active.get() is not None:  # a kickoff inside a journaled one (CrewAI's own)
-                return original(inputs=inputs, **kwargs)
+                return original(inputs, *args, **kwargs)
             outer = current_journal.get()
             if outer is not None and outer.is_open and handler.path is None:
                 token = active.set(Session(outer, f"{handler.session_id}:"))
                 try:
-                    return original(inputs=inputs, **kwargs)
+                    return original(inputs, *args, **kwargs)
                 finally:
                     active.reset(token)
+            named = run if run is not None else handler.run
+            if item is not None:  # a copy kicked off by kickoff_for_each: its batch's options
+                n, batch = item
+                named = run if run is not None else batch.run if batch.run else handler.run
+                named = None if named is None else f"{named}.item{n}"
+                reuse = reuse if reuse is not None else batch.reuse
+                fresh = fresh or batch.fresh
             opened = request_options(
                 handler.session_id,
                 plain({"inputs": dict(inputs or {})}),
                 None,
-                run=run if run is not None else handler.run,
+                run=named,
                 turn=1,
                 reuse=reuse if reuse is not None else handler.reuse,
                 fresh=fresh or handler.fresh,
@@ -152,12 +237,13 @@ class CrewAIDurabilityHandler:
                 path=handler.path,
                 durability=handler.durability,
                 timeout=handler.timeout,
+                budget=handler.budget,
                 input=dict(inputs or {}),
             )
             with journal:
                 token = active.set(Session(journal))
                 try:
-                    return original(inputs=inputs, **kwargs)
+                    return original(inputs, *args, **kwargs)
                 finally:
                     active.reset(token)
 
@@ -171,6 +257,23 @@ def durable_crew(crew: Crew, goal: str, **options: Any) -> Crew:
     ``durability=``, ``timeout=``). Returns the same crew, wrapped in place.
     """
     return CrewAIDurabilityHandler(goal, **options).wrap_crew(crew)
+
+
+def _wrap_parts(crew: Crew) -> None:
+    """Wrap, in place, every model and tool ``crew`` holds."""
+    for attribute in CREW_LLMS:
+        _wrap_model(getattr(crew, attribute, None))
+    agents = list(crew.agents)
+    if crew.manager_agent is not None:
+        agents.append(crew.manager_agent)
+    for agent in agents:
+        for attribute in AGENT_LLMS:
+            _wrap_model(getattr(agent, attribute, None))
+        for tool in agent.tools or []:
+            _wrap_tool(tool)
+    for task in crew.tasks:
+        for tool in task.tools or []:
+            _wrap_tool(tool)
 
 
 def _wrap_model(value: Any) -> None:

@@ -40,8 +40,22 @@ _reports: ContextVar[list[dict[str, Any]] | None] = ContextVar(
     "letitloop_crewai_usage", default=None
 )
 
-#: Marks an instance whose ``call`` is already the journaled one.
+#: Marks an instance whose ``call`` is already the journaled one (a model: its ``id``, as
+#: a copy of a wrapped model carries its original's wrappers, bound to the original).
 WRAPPED = "_letitloop_wrapped"
+#: The attribute of a wrapper function holding what it wrapped.
+ORIGINAL = "_letitloop_original"
+
+
+def own(llm: BaseLLM, name: str) -> Any:
+    """``llm``'s method ``name`` as it was before wrapping: a (shallow or deep) copy of a
+    wrapped model holds its original's wrappers, whose original method is rebound here."""
+    found = getattr(llm, name)
+    inner = getattr(found, ORIGINAL, None)
+    if inner is None:
+        return found
+    function, bound_to = getattr(inner, "__func__", None), getattr(inner, "__self__", None)
+    return function.__get__(llm) if function is not None and bound_to is not None else inner
 
 
 def plain(value: Any) -> Any:
@@ -144,13 +158,14 @@ def model_call(call: ModelCall, identity: Any) -> dict[str, Any]:
 def wrap_llm(llm: BaseLLM) -> BaseLLM:
     """Make ``llm``'s calls journal steps under a wrapped crew's kickoff; returns ``llm``.
 
-    Wrapping twice is wrapping once. The instance keeps its class, fields and
-    behaviour outside a kickoff.
+    Wrapping twice is wrapping once; a copy of a wrapped model (CrewAI copies
+    a crew's models for ``kickoff_for_each``) is wrapped anew, its own. The
+    instance keeps its class, fields and behaviour outside a kickoff.
     """
-    if getattr(llm, WRAPPED, False):
+    if getattr(llm, WRAPPED, None) == id(llm):
         return llm
-    original = llm.call
-    track = llm._track_token_usage_internal
+    original = own(llm, "call")
+    track = own(llm, "_track_token_usage_internal")
 
     def journaled_call(
         messages: Any,
@@ -195,7 +210,9 @@ def wrap_llm(llm: BaseLLM) -> BaseLLM:
 
     # Instance attributes: they shadow the class's methods for this instance only
     # (object.__setattr__: pydantic would refuse a name that is not a field).
+    setattr(journaled_call, ORIGINAL, original)
+    setattr(tracking, ORIGINAL, track)
     object.__setattr__(llm, "call", journaled_call)
     object.__setattr__(llm, "_track_token_usage_internal", tracking)
-    object.__setattr__(llm, WRAPPED, True)
+    object.__setattr__(llm, WRAPPED, id(llm))
     return llm
