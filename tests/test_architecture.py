@@ -261,8 +261,10 @@ LANGGRAPH_ORDER = [
     "requests",
     "saver",
     "answers",
+    "prebuilt",
     "node",
     "invocations",
+    "resuming",
     "__init__",
 ]
 

@@ -38,7 +38,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from .identity import NODE_KEY, node_run_key
 from .invocations import FRESH, install
 from .messages import register_langchain_types
-from .node import durable_node
+from .node import durable_model, durable_node
+from .resuming import resume
 from .retire import delete_node_runs
 from .saver import LetItLoopCheckpointSaver
 from .serde import strict_serde
@@ -51,8 +52,10 @@ __all__ = [
     "NODE_KEY",
     "LetItLoopCheckpointSaver",
     "delete_node_runs",
+    "durable_model",
     "durable_node",
     "node_run_key",
     "register_langchain_types",
+    "resume",
     "strict_serde",
 ]

@@ -233,7 +233,8 @@ class Invocation:
             # is left in the history), as if it had never been asked.
             start = log[-1].start
             self.start_at = EMPTY_THREAD if start is None else start
-        self.request = requests.start(store, self.thread, fp, kind, start, _me.token, now())
+        typed = requests.typed(self.saver.serde, self.input)
+        self.request = requests.start(store, self.thread, fp, kind, start, _me.token, now(), typed)
         return None, self.input
 
     def _check_answer(self, resume: Any) -> None:
