@@ -261,6 +261,7 @@ LANGGRAPH_ORDER = [
     "requests",
     "saver",
     "answers",
+    "approvals",
     "prebuilt",
     "node",
     "invocations",

@@ -769,6 +769,11 @@ DOCS_AROUND[("adapters.md", "import asyncio")] = ("", "")  # LlamaIndex: a whole
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
+    ("langgraph.md", "from langgraph.types import interrupt"): (
+        "a program that stops to wait (exit 75) until lil send answers it: "
+        "tests/test_langgraph_answers.py runs it (tests/langgraph_answers.py) through the "
+        "stop, the refused and the accepted lil send, and kills"
+    ),
     ("adapters.md", CREWAI_BLOCK): (
         "needs CrewAI, which has an environment of its own: tests/test_crewai.py runs it "
         "there on the example's crew"

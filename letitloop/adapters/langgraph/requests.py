@@ -301,6 +301,12 @@ def choose(
         while first > 0 and log[first - 1].process == newest.process:
             first -= 1
         found = taken(log[first])
+        before = log[first - 1] if first > 0 else None
+        if found is None and before is not None and before.done and before.end == log[first].start:
+            # That process began where the request before left the thread: its first
+            # request may have been that one, answered from the log (which records
+            # no row for an answer), as a program rerun after an interrupt() does.
+            found = taken(before)
         if found is not None:
             return found
     found = taken(newest) if not newest.done else None

@@ -27,10 +27,16 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.pregel import Pregel
+from langgraph.types import Command
 
 from ...errors import LetItLoopError
+from ...expects import Expect
+from ...journal import Journal
+from ..agentcalls import excerpt
 from . import answers, requests
 from .configs import thread_text
+from .identity import NS_SEP, thread_tag
+from .invocations import RESUMES
 from .saver import LetItLoopCheckpointSaver
 
 try:  # LangGraph's name for the key; a literal if a release moves it
@@ -92,7 +98,8 @@ def resume(graph: Pregel[Any, Any, Any, Any], config: Any, **kwargs: Any) -> Any
                 f"anything of it, and its input was not recorded (a request made by an older "
                 f"letitloop); graph.invoke(input, config) resumes it, never a second turn",
             )
-        return graph.invoke(saver.serde.loads_typed(typed), config, **kwargs)
+        again: Any = {**config, "configurable": {**conf, RESUMES: last.seq}}
+        return graph.invoke(saver.serde.loads_typed(typed), again, **kwargs)
     snapshot = graph.get_state(config)
     if (snapshot.config.get("configurable") or {}).get("checkpoint_id") is None:
         raise _nothing(
@@ -106,3 +113,56 @@ def resume(graph: Pregel[Any, Any, Any, Any], config: Any, **kwargs: Any) -> Any
     # Whatever snapshot.next says: under "async" a kill can leave a checkpoint whose
     # next is empty while LangGraph still has the rest of the turn to run.
     return graph.invoke(None, config, **kwargs)
+
+
+#: The goal of the journal runs whose waits answer a thread's ``interrupt()``s.
+ANSWERS_GOAL = "langgraph:answers"
+
+
+def answer_run(thread: str, interrupt_id: str) -> str:
+    """The run of the wait answering one interrupt of one thread: ``<thread tag>|<id>``."""
+    return f"{thread_tag(thread)}{NS_SEP}{interrupt_id}"
+
+
+def wait_for_answers(
+    graph: Pregel[Any, Any, Any, Any],
+    config: Any,
+    *,
+    stop_after: float | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Run ``config``'s thread to its end, each ``interrupt()`` answered through the journal.
+
+    First ``resume(graph, config)``; then, while the thread waits at
+    interrupts, each pending interrupt is a journal wait ``interrupt:<id>``
+    of its own run (goal ``langgraph:answers``, run ``answer_run``), answered
+    by ``lil send RUN interrupt:<id> VALUE`` (or ``letitloop.send``) from any
+    process, and the thread is invoked with ``Command(resume={id: value})``.
+    An answer is recorded for that one interrupt: a ``lil send`` naming
+    another id is refused by ``lil send``, the run untouched; the same
+    answer is replayed by every later attempt, so a program killed after
+    the answer, before or inside the resumed node, sends the same
+    ``Command`` again, which the saver's log takes as the same request.
+
+    ``stop_after`` seconds without an answer (0: at once) raise RunWaiting:
+    the process exits 75 after printing one line saying what it waits for
+    and the ``lil send`` command that answers it; run the program again once
+    answered. None waits as long as it takes. Returns what ``invoke``
+    returns once no interrupt is pending.
+    """
+    result = resume(graph, config, **kwargs)
+    thread = thread_text(config["configurable"]["thread_id"])
+    saver = graph.checkpointer
+    path = saver.store.path if isinstance(saver, LetItLoopCheckpointSaver) else None
+    while True:
+        pending = graph.get_state(config).interrupts
+        if not pending:
+            return result
+        answers: dict[str, Any] = {}
+        for asked in pending:
+            about = f"the answer to {excerpt(asked.value)} (thread {thread!r})"
+            with Journal(ANSWERS_GOAL, run=answer_run(thread, asked.id), path=path) as j:
+                answers[asked.id] = j.wait_for(
+                    f"interrupt:{asked.id}", stop_after=stop_after, expect=Expect({}, about, True)
+                )
+        result = graph.invoke(Command(resume=answers), config, **kwargs)
