@@ -239,14 +239,41 @@ class TestResumeAfterACrash:
         assert got.repeated == 0, got
         assert got.kills >= TRIALS // 4, got
 
-    def test_the_tutorial_rule_stops_half_way_which_is_why_resume_exists(
-        self, forker: Preloaded, tmp_path: Path
+    def test_the_tutorial_rule_stops_half_way_and_resume_does_not(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        # Resuming only when get_state(config).next is non-empty: a kill after a
-        # superstep's writes were saved and before the next checkpoint was leaves a
-        # thread whose next is empty although the turn is not done.
-        got = trials(forker, tmp_path, "react", "next", "async", "letitloop", n=10)
-        assert got.differing > 0, got
+        # What a kill under "async" can leave (made here by deleting the rows the kill
+        # would not have written): a superstep's writes saved, the checkpoint after it
+        # not, the request not finished. get_state().next is then empty.
+        import langgraph_prebuilt as program
+
+        from letitloop.adapters.langgraph import resume
+
+        side = tmp_path / "side"
+        monkeypatch.setenv("SIDE", str(side))
+        db = tmp_path / "j.db"
+        graph = program.build("react", str(db))
+        config: Any = {"configurable": {"thread_id": "t"}}
+        want = graph.invoke({"messages": [("user", program.TASK)]}, config)
+        with sqlite3.connect(db) as conn:
+            (tools_step,) = conn.execute(
+                "SELECT step FROM langgraph_checkpoints WHERE checkpoint_ns = '' AND "
+                "checkpoint_id IN (SELECT checkpoint_id FROM langgraph_writes "
+                "WHERE channel = 'messages' AND task_path LIKE '%pregel_push%') "
+                "ORDER BY step LIMIT 1"
+            ).fetchone()
+            later = "SELECT checkpoint_id FROM langgraph_checkpoints WHERE step > ?"
+            conn.execute(
+                f"DELETE FROM langgraph_writes WHERE checkpoint_id IN ({later})", (tools_step,)
+            )
+            conn.execute("DELETE FROM langgraph_checkpoints WHERE step > ?", (tools_step,))
+            conn.execute("UPDATE langgraph_requests SET status = 'running', to_checkpoint = NULL")
+        paid = side.read_text().count("start ")
+        assert graph.get_state(config).next == ()  # the tutorial's rule: nothing to resume
+        assert len(graph.get_state(config).values["messages"]) < len(want["messages"])
+        done = resume(graph, config)
+        assert done["messages"][-1].content == want["messages"][-1].content
+        assert side.read_text().count("start ") == paid  # every call replayed
 
 
 class TestWhatAToolNodeMayHold:
