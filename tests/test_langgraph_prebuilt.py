@@ -336,3 +336,41 @@ class TestWhatAToolNodeMayHold:
             rows = dict(conn.execute(f"SELECT key, result FROM [{table}]").fetchall())
         assert '"!langgraph.types.Command"' in rows["tool:lookup-north"]
         assert rows.keys() == {"tool:lookup-north", "tool:lookup-south", "tool:b"}
+
+
+class TestAModelCallUnderABudget:
+    def test_it_is_reserved_before_it_is_made_and_refused_when_it_does_not_fit(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import langgraph_prebuilt as program
+        from langgraph.prebuilt import ToolNode, create_react_agent
+
+        from letitloop import Budget
+        from letitloop.adapters.langgraph import (
+            LetItLoopCheckpointSaver,
+            durable_model,
+            durable_node,
+        )
+        from letitloop.errors import BudgetExceededError
+
+        side = tmp_path / "side"
+        monkeypatch.setenv("SIDE", str(side))
+
+        def agent(budget: Budget) -> Any:
+            return create_react_agent(
+                durable_model(program.FakeChat(), budget=budget),
+                durable_node(ToolNode(program.TOOLS)),
+                checkpointer=LetItLoopCheckpointSaver(tmp_path / "j.db"),
+            )
+
+        ask: Any = {"messages": [("user", program.TASK)]}
+        with pytest.raises(BudgetExceededError):
+            agent(Budget(tokens=0)).invoke(ask, {"configurable": {"thread_id": "t0"}})
+        assert not side.exists()  # refused before the call: nothing paid
+        done = agent(Budget(tokens=1000)).invoke(ask, {"configurable": {"thread_id": "t1"}})
+        assert done["messages"][-1].content == "booked: booking of offer-17 and offer-17"
+        with sqlite3.connect(tmp_path / "j.db") as conn:
+            settled = conn.execute(
+                "SELECT count(*) FROM reservations WHERE settled_at IS NOT NULL"
+            ).fetchone()
+        assert settled == (3,)  # the three model calls, each reserved then settled

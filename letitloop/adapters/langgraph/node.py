@@ -21,13 +21,14 @@ import dataclasses
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langgraph.config import get_config
 from langgraph.prebuilt import ToolNode
 
+from ...budgets import Budget
 from ...codec import CodecRegistry
 from ...errors import LetItLoopError, StepMismatchError
 from ...files import resolve_path
@@ -135,6 +136,7 @@ def durable_node(
     durability: Durability | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     registry: CodecRegistry | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
@@ -147,6 +149,7 @@ def durable_node(
     durability: Durability | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     registry: CodecRegistry | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
 ) -> Callable[P, R] | ToolNode | Callable[[Callable[P, R]], Callable[P, R]]:
     """Run a LangGraph node inside a journal, so ``step()`` calls in it are journaled.
 
@@ -178,7 +181,9 @@ def durable_node(
     StepMismatchError naming the thread, the node, the call and the ways out. ``registry``
     replaces the codec's default registry (LangChain's types are added to
     it). An ``async def`` node is opened with ``async with`` and journals
-    its calls with ``await async_step(...)``.
+    its calls with ``await async_step(...)``. ``budget`` (``Budget(tokens=...,
+    cost=...)``) bounds each execution of the node (one journal run): its
+    ``durable_model`` calls reserve against it before they are made.
 
     Raises LetItLoopError when called outside a graph run that has a
     thread_id and a checkpointer.
@@ -258,6 +263,7 @@ def durable_node(
                 durability=p.durability,
                 timeout=timeout,
                 registry=codec_registry,
+                budget=budget,
                 input=p.identity.record(),
                 fingerprints=fingerprints,
             )
@@ -338,20 +344,25 @@ def durable_model(
     path: str | os.PathLike[str] | None = None,
     durability: Durability | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    budget: Budget | Mapping[str, Any] | None = None,
 ) -> BaseChatModel:
     """``model`` with each call journaled as a step (``prebuilt.py``): pass it to
     ``create_react_agent`` or call it in any node of a graph that has a checkpointer.
 
     Options are ``durable_node``'s, for the run a call opens when no durable
-    node runs it. Raises LetItLoopError when ``model`` is not a LangChain chat
-    model, or when a call is made outside a graph run with a ``thread_id``.
+    node runs it (``budget``: that call's; inside a durable node, the node's
+    budget holds). Each call reserves before it is made when its run has a
+    budget (``max_tokens`` from the call's options or the model's settings,
+    else all that remains), and its reported usage settles it. Raises
+    LetItLoopError when ``model`` is not a LangChain chat model, or when a call
+    is made outside a graph run with a ``thread_id``.
     """
     if not isinstance(model, BaseChatModel):
         raise LetItLoopError(
             f"durable_model takes a LangChain chat model (a BaseChatModel), found "
             f"{type(model).__name__}; pass the model itself, before bind_tools()"
         )
-    wrap = durable_node(goal=goal, path=path, durability=durability, timeout=timeout)
+    wrap = durable_node(goal=goal, path=path, durability=durability, timeout=timeout, budget=budget)
     return cast(BaseChatModel, make_durable_model(model, wrap))
 
 
