@@ -49,6 +49,7 @@ kills that landed.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import json
 import os
@@ -207,8 +208,14 @@ def _route(state: MessagesState) -> str:
 
 
 def build(kind: str, db: str) -> Any:
-    """The graph, compiled with the adapter's saver at its defaults."""
-    saver = LetItLoopCheckpointSaver(db)
+    """The graph, compiled with the adapter's saver at its defaults (``durability=`` from
+    ``LANGGRAPH_REQUESTS_DURABILITY`` when set: the power-durability trials)."""
+    durability = os.environ.get("LANGGRAPH_REQUESTS_DURABILITY")
+    saver = (
+        LetItLoopCheckpointSaver(db)
+        if durability is None
+        else LetItLoopCheckpointSaver(db, durability=durability)  # type: ignore[arg-type]
+    )
     if kind == "react":
         from langgraph.prebuilt import create_react_agent
 
@@ -220,6 +227,13 @@ def build(kind: str, db: str) -> Any:
     builder.add_conditional_edges("model", _route, ["tools", END])
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=saver)
+
+
+async def _ainvoke(graph: Any, text: str, config: Any) -> Any:
+    result = await graph.ainvoke({"messages": [("user", text)]}, config)
+    while "__interrupt__" in result:  # a human approves (kind "approval")
+        result = await graph.ainvoke(Command(resume="yes"), config)
+    return result
 
 
 def program(
@@ -237,9 +251,12 @@ def program(
         if n == kill_turn:
             threading.Timer(kill_in, os.kill, (os.getpid(), signal.SIGKILL)).start()
         began = time.monotonic()
-        result = graph.invoke({"messages": [("user", text)]}, config)
-        while "__interrupt__" in result:  # a human approves (kind "approval")
-            result = graph.invoke(Command(resume="yes"), config)
+        if os.environ.get("LANGGRAPH_REQUESTS_ASYNC"):  # the program awaits ainvoke
+            result = asyncio.run(_ainvoke(graph, text, config))
+        else:
+            result = graph.invoke({"messages": [("user", text)]}, config)
+            while "__interrupt__" in result:  # a human approves (kind "approval")
+                result = graph.invoke(Command(resume="yes"), config)
         seconds.append(time.monotonic() - began)
         answers.append(_text(result["messages"][-1]))
     if kill_turn == -1:

@@ -80,6 +80,9 @@ SLOW_FILES = frozenset(
         "test_newer_file_refused.py", "test_not_a_file.py", "test_openai_agents_approvals.py",
         "test_openai_agents_identity.py", "test_otel_secrets.py", "test_postgres_edges.py",
         "test_pydantic_ai_approvals.py", "test_pydantic_ai_identity.py", "test_web_hosts.py",
+        # LangGraph's prebuilt agent, resume() and lil send answers, killed at random
+        # (issues 48 and 49).
+        "test_langgraph_answers.py", "test_langgraph_prebuilt.py",
     }
 )  # fmt: skip
 

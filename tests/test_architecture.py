@@ -261,8 +261,11 @@ LANGGRAPH_ORDER = [
     "requests",
     "saver",
     "answers",
+    "approvals",
+    "prebuilt",
     "node",
     "invocations",
+    "resuming",
     "__init__",
 ]
 

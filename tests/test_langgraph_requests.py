@@ -355,3 +355,31 @@ class TestKilledAtRandom:
             assert got.repeated == 0, got
         # The kills landed: after return every time, at random moments in about half.
         assert got.kills >= (TRIALS if scenario == "returned" else TRIALS // 4), got
+
+
+class TestKilledAtRandomInTheOtherModes:
+    """The same trials with the saver at ``durability="power"``, and with a program that
+    awaits ``ainvoke`` (issue 48)."""
+
+    @pytest.mark.parametrize(
+        ("mode", "graph", "scenario"),
+        [
+            ("power", "nodes", "returned"),
+            ("power", "nodes", "turns"),
+            ("ainvoke", "nodes", "copies"),
+            ("ainvoke", "nodes", "turns"),
+            ("ainvoke", "approval", "returned"),
+        ],
+    )
+    def test_no_finished_call_is_paid_twice_and_the_answer_is_the_same(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, graph: str, scenario: str
+    ) -> None:
+        if mode == "power":
+            monkeypatch.setenv("LANGGRAPH_REQUESTS_DURABILITY", "power")
+        else:
+            monkeypatch.setenv("LANGGRAPH_REQUESTS_ASYNC", "1")
+        got = lr.run(tmp_path, graph, scenario, TRIALS, random.Random(f"{mode}-{graph}-{scenario}"))
+        print(got.row(f"{mode} / {graph} / {scenario}"), file=sys.stderr)
+        assert got.errors == [] and got.trials == TRIALS
+        assert got.differing == 0 and got.repeated == 0, got
+        assert got.kills >= (TRIALS if scenario == "returned" else TRIALS // 4), got

@@ -508,6 +508,51 @@ class TestTheLinks:
 
 DOCS = ROOT / "docs"
 
+#: The reader's model and tools for docs/langgraph.md's prebuilt agent: an offline chat
+#: model that books room 12 then answers, and the tool (``crash``: it dies once, as killed).
+LANGGRAPH_AGENT = """\
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+calls, crash = [], [False]
+class Model(BaseChatModel):
+    def _generate(self, messages, stop=None, run_manager=None, **kw):
+        calls.append('model')
+        if isinstance(messages[-1], ToolMessage):
+            reply = AIMessage(f'done: {messages[-1].content}')
+        else:
+            call = {'name': 'book', 'args': {'room': '12'}, 'id': 'call-1'}
+            reply = AIMessage('', tool_calls=[call])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+    @property
+    def _llm_type(self):
+        return 'offline'
+    def bind_tools(self, tools, **kw):
+        return self.bind(tools=[t.name for t in tools])
+@tool
+def book(room: str) -> str:
+    \"\"\"Book a room.\"\"\"
+    calls.append('book')
+    if crash[0]:
+        crash[0] = False
+        raise KeyboardInterrupt
+    return f'room {room} booked'
+model, tools = Model(), [book]
+"""
+
+#: A check that the prebuilt agent's calls are steps: the tool's by its call id.
+LANGGRAPH_STEPS = """\
+import sqlite3
+db = sqlite3.connect('.letitloop/journal.db')
+views = dict(db.execute("SELECT goal, journal_table FROM goals"))
+assert db.execute(f"SELECT key FROM [{{views['langgraph:tools']}}]").fetchall() == [
+    ('tool:call-1',)
+]
+assert len(db.execute(f"SELECT key FROM [{{views['langgraph:{model}']}}]").fetchall()) == 2
+"""
+
+
 #: Setup (before) and checks (after) for the docs' blocks that continue the reader's own
 #: program, keyed by (page, the block's first line): the least setup that makes the block
 #: run as printed, and a check that it did what the page says.
@@ -558,6 +603,37 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "workflow = _Workflow()\n",
         "out = app.invoke(None, {'configurable': {'thread_id': 't1'}})\n"
         "assert out['summary'] == 'summary of notes on ...', out\n",
+    ),
+    ("langgraph.md", "from langgraph.prebuilt import ToolNode, create_react_agent"): (
+        LANGGRAPH_AGENT,
+        "assert answer['messages'][-1].content == 'done: room 12 booked', answer\n"
+        "assert calls == ['model', 'book', 'model'], calls\n"
+        "again = agent.invoke({'messages': [('user', 'book a room')]}, config)\n"
+        "assert again == answer and len(calls) == 3, calls  # the same request: no call\n"
+        + LANGGRAPH_STEPS.format(model="agent"),
+    ),
+    ("langgraph.md", "from langgraph.prebuilt import ToolNode, tools_condition"): (
+        LANGGRAPH_AGENT,
+        "assert answer['messages'][-1].content == 'done: room 12 booked', answer\n"
+        "assert calls == ['model', 'book', 'model'], calls\n"
+        + LANGGRAPH_STEPS.format(model="chatbot"),
+    ),
+    ("langgraph.md", "from letitloop.adapters.langgraph import resume"): (
+        # A request killed in its tool call (KeyboardInterrupt stands for the kill).
+        LANGGRAPH_AGENT + "from langgraph.prebuilt import ToolNode, create_react_agent\n"
+        "from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_model, "
+        "durable_node\n"
+        "graph = create_react_agent(durable_model(model), durable_node(ToolNode(tools)), "
+        "checkpointer=LetItLoopCheckpointSaver())\n"
+        "crash[0] = True\n"
+        "try:\n"
+        "    graph.invoke({'messages': [('user', 'book a room')]},\n"
+        "                 {'configurable': {'thread_id': 'order-42'}})\n"
+        "except KeyboardInterrupt:\n"
+        "    pass\n"
+        "unfinished = ['order-42']\n",
+        "assert answer['messages'][-1].content == 'done: room 12 booked', answer\n"
+        "assert calls == ['model', 'book', 'book', 'model'], calls  # the model: replayed\n",
     ),
     ("markers.md", "from letitloop import Journal"): (
         "sent = []\nrows = [1, 2]\n"
@@ -693,6 +769,11 @@ DOCS_AROUND[("adapters.md", "import asyncio")] = ("", "")  # LlamaIndex: a whole
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
+    ("langgraph.md", "from langgraph.types import interrupt"): (
+        "a program that stops to wait (exit 75) until lil send answers it: "
+        "tests/test_langgraph_answers.py runs it (tests/langgraph_answers.py) through the "
+        "stop, the refused and the accepted lil send, and kills"
+    ),
     ("adapters.md", CREWAI_BLOCK): (
         "needs CrewAI, which has an environment of its own: tests/test_crewai.py runs it "
         "there on the example's crew"

@@ -81,3 +81,29 @@ async def run_once(
         if answer is not True:
             return in_doubt(in_doubt_message(what, call_id))
         name = f"{MARKER_PREFIX}{call_id}:again:{tries}"
+
+
+def run_once_sync(
+    journal: Journal,
+    call_id: str,
+    what: str,
+    call: Callable[[], T],
+    in_doubt: Callable[[str], T],
+    *,
+    stop_after: float | None,
+) -> T:
+    """:func:`run_once` for a call made on a thread: ``call()`` once, inside the marker
+    ``approved:<call_id>``, the same rules and waits."""
+    name = MARKER_PREFIX + call_id
+    tries = 0
+    while True:
+        with journal.atomic_marker(name) as offer:
+            if offer and not offer.crashed_before:
+                return call()
+        tries += 1
+        answer: Any = journal.wait_for(
+            AGAIN_PREFIX + call_id, stop_after=stop_after, expect=again_expect(what, call_id)
+        )
+        if answer is not True:
+            return in_doubt(in_doubt_message(what, call_id))
+        name = f"{MARKER_PREFIX}{call_id}:again:{tries}"

@@ -35,10 +35,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"install it from your letitloop checkout with: pip install -e '.[langgraph]'"
     ) from exc
 
+from .approvals import approved_step
 from .identity import NODE_KEY, node_run_key
 from .invocations import FRESH, install
 from .messages import register_langchain_types
-from .node import durable_node
+from .node import durable_model, durable_node
+from .resuming import resume, wait_for_answers
 from .retire import delete_node_runs
 from .saver import LetItLoopCheckpointSaver
 from .serde import strict_serde
@@ -50,9 +52,13 @@ __all__ = [
     "FRESH",
     "NODE_KEY",
     "LetItLoopCheckpointSaver",
+    "approved_step",
     "delete_node_runs",
+    "durable_model",
     "durable_node",
     "node_run_key",
     "register_langchain_types",
+    "resume",
     "strict_serde",
+    "wait_for_answers",
 ]

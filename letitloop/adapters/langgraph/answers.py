@@ -1,4 +1,4 @@
-"""What a request answered from its checkpoint yields: LangGraph's stream of a finished thread.
+"""What a request answered from its checkpoint yields, and which answers a thread takes.
 
 An invocation that is a request already answered (``requests.py``) does not
 run the graph: its ``invoke`` returns, and its ``stream`` yields, what
@@ -12,9 +12,12 @@ shapes.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from langgraph.pregel import Pregel
+
+from ...errors import LetItLoopError
 
 try:  # LangGraph's name for the key; a literal if a release moves it
     from langgraph._internal._constants import INTERRUPT
@@ -59,3 +62,34 @@ def payloads(
         else:
             out.append(((), payload) if subgraphs else payload)
     return out
+
+
+#: LangGraph's interrupt ids (xxh3 128-bit hex digests): a resume map's keys.
+_IS_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def check_resume(graph: Pregel[Any, Any, Any, Any], thread: str, resume: Any) -> None:
+    """Refuse, before anything is written, an answer to no question the thread asks now.
+
+    ``Command(resume=value)`` answers the thread's pending ``interrupt()``;
+    ``Command(resume={interrupt_id: value, ...})`` (LangGraph's map, keyed
+    by 32-hex ids) answers those interrupts. An answer to an interrupt
+    that is not pending (answered already, another thread's, a thread
+    that moved on) would be dropped by LangGraph, or taken by the wrong
+    question: LetItLoopError instead, the thread untouched.
+    """
+    state = graph.get_state({"configurable": {"thread_id": thread}})
+    pending = {str(i.id): i for i in state.interrupts}
+    if isinstance(resume, dict) and resume and all(_IS_ID.fullmatch(str(k)) for k in resume):
+        unknown = sorted(str(k) for k in resume if str(k) not in pending)
+    else:
+        unknown = [] if pending else ["(the one pending)"]
+    if not unknown:
+        return
+    asks = ", ".join(f"{i}: {v.value!r}"[:200] for i, v in pending.items()) or "nothing"
+    raise LetItLoopError(
+        f"thread {thread!r}: Command(resume=...) answers interrupt "
+        f"{', '.join(unknown)}, which the thread is not waiting for; it waits for "
+        f"{asks}. Nothing was written. Answer a pending interrupt (graph.get_state(config)"
+        f".interrupts lists them with their ids), or invoke the thread with a new input"
+    )

@@ -172,6 +172,25 @@ def _path_text(path: Any) -> str:
     return json.dumps(path, default=str, ensure_ascii=False)
 
 
+#: The state keys of LangGraph's step counters (``RemainingSteps``, ``IsLastStep``, in
+#: the prebuilt agents' ``AgentState``): computed from the invocation's recursion limit
+#: and where the invocation began, so the same superstep re-executed by a resumed
+#: invocation sees other values. Left out of a node input's fingerprint.
+STEP_COUNTERS = frozenset({"remaining_steps", "is_last_step"})
+
+
+def without_step_counters(node_input: Any) -> Any:
+    """``node_input`` without LangGraph's step counters (a state dict's, or the state a
+    ``ToolNode``'s ``Send`` carries)."""
+    if not isinstance(node_input, dict):
+        return node_input
+    if isinstance(node_input.get("state"), dict) and "tool_call" in node_input:
+        return {**node_input, "state": without_step_counters(node_input["state"])}
+    if STEP_COUNTERS.isdisjoint(node_input):
+        return node_input
+    return {k: v for k, v in node_input.items() if k not in STEP_COUNTERS}
+
+
 def node_config_parts(config: Any) -> tuple[str, str, str, str]:
     """``(thread_id, node, task namespace, parent namespace)`` of a node's config.
 
@@ -219,7 +238,7 @@ def identify(config: Any, node_input: Any, fingerprints: Fingerprinter) -> NodeI
         path=_path_text(meta.get("langgraph_path", [node])),
         task=str(task),
         checkpoint=None if checkpoint is None else str(checkpoint),
-        input_fp=fingerprints.whole(node_input),
+        input_fp=fingerprints.whole(without_step_counters(node_input)),
         run_id=None if run_id is None else str(run_id),
         key=key,
     )

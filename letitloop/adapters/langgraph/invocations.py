@@ -18,7 +18,7 @@ LangGraph); any other graph or call runs exactly as LangGraph runs it.
   is resumed; a new one is recorded and run.
 - **An answer to an interrupt** (``Command(resume=...)``) that names an
   interrupt the thread does not wait for now, or reaches a thread that waits
-  for nothing, is refused before anything is written (``_check_answer``).
+  for nothing, is refused before anything is written (``answers.check_resume``).
 - The process that made each request is recorded with a token whose lock the
   process holds while it lives (``alive``), and each process remembers where
   it left each thread (its cursor): a rerun program is told from a second
@@ -34,7 +34,6 @@ import contextlib
 import contextvars
 import functools
 import os
-import re
 import socket
 import threading
 import uuid
@@ -47,7 +46,6 @@ from langgraph.types import Command
 from ... import locks
 from ...clock import now
 from ...codec import default_registry
-from ...errors import LetItLoopError
 from ...fingerprint import Fingerprinter
 from . import answers, requests
 from .configs import thread_text
@@ -58,6 +56,10 @@ from .saver import LetItLoopCheckpointSaver
 #: request, never answered from an earlier one.
 FRESH = "letitloop_fresh"
 
+#: ``config["configurable"][RESUMES] = seq``: the invocation gives request ``seq``
+#: its recorded input again (``resume()``), when it is still the newest, unfinished.
+RESUMES = "letitloop_resumes"
+
 _ORIGINAL_STREAM = Pregel.stream
 _ORIGINAL_ASTREAM = Pregel.astream
 
@@ -65,9 +67,6 @@ _ORIGINAL_ASTREAM = Pregel.astream
 #: an empty thread: no checkpoint has this id, so LangGraph starts from the empty
 #: state (its checkpoints name it as their parent).
 EMPTY_THREAD = "00000000-0000-0000-0000-000000000000"
-
-#: LangGraph's interrupt ids (xxh3 128-bit hex digests): a resume map's keys.
-_IS_ID = re.compile(r"[0-9a-f]{32}")
 
 #: The threads this task or thread holds now (journal file, thread id).
 _held: contextvars.ContextVar[frozenset[tuple[str, str]]] = contextvars.ContextVar(
@@ -160,6 +159,8 @@ class Invocation:
         #: Where the request continued from when it arrived (``requests.arrival``).
         self.arrived: str | None = None
         self.token: contextvars.Token[frozenset[tuple[str, str]]] | None = None
+        #: The request ``resume()`` gives again (``RESUMES``), by its seq.
+        self.resumes: int | None = None
 
     # -- holding ---------------------------------------------------------------
 
@@ -190,6 +191,9 @@ class Invocation:
             if log and not log[-1].done:
                 self.request = log[-1]
             return None, None
+        if self.resumes is not None and log and log[-1].seq == self.resumes and not log[-1].done:
+            self.request = log[-1]  # resume(): that request's recorded input, given again
+            return None, self.input
         fp = _fingerprints.whole(self.input)
         match = requests.Match(None)
         if not self.fresh:
@@ -218,7 +222,7 @@ class Invocation:
             # started): resume; else nothing of it was saved, give it again.
             return None, (None if head != found.start else self.input)
         if isinstance(self.input, Command) and self.input.resume is not None:
-            self._check_answer(self.input.resume)
+            answers.check_resume(self.graph, self.thread, self.input.resume)
         kind = "command" if isinstance(self.input, Command) else "input"
         start = head
         if (
@@ -233,34 +237,9 @@ class Invocation:
             # is left in the history), as if it had never been asked.
             start = log[-1].start
             self.start_at = EMPTY_THREAD if start is None else start
-        self.request = requests.start(store, self.thread, fp, kind, start, _me.token, now())
+        typed = requests.typed(self.saver.serde, self.input)
+        self.request = requests.start(store, self.thread, fp, kind, start, _me.token, now(), typed)
         return None, self.input
-
-    def _check_answer(self, resume: Any) -> None:
-        """Refuse, before anything is written, an answer to no question the thread asks now.
-
-        ``Command(resume=value)`` answers the thread's pending ``interrupt()``;
-        ``Command(resume={interrupt_id: value, ...})`` (LangGraph's map, keyed
-        by 32-hex ids) answers those interrupts. An answer to an interrupt
-        that is not pending (answered already, another thread's, a thread
-        that moved on) would be dropped by LangGraph, or taken by the wrong
-        question: LetItLoopError instead, the thread untouched.
-        """
-        state = self.graph.get_state({"configurable": {"thread_id": self.thread}})
-        pending = {str(i.id): i for i in state.interrupts}
-        if isinstance(resume, dict) and resume and all(_IS_ID.fullmatch(str(k)) for k in resume):
-            unknown = sorted(str(k) for k in resume if str(k) not in pending)
-        else:
-            unknown = [] if pending else ["(the one pending)"]
-        if not unknown:
-            return
-        asks = ", ".join(f"{i}: {v.value!r}"[:200] for i, v in pending.items()) or "nothing"
-        raise LetItLoopError(
-            f"thread {self.thread!r}: Command(resume=...) answers interrupt "
-            f"{', '.join(unknown)}, which the thread is not waiting for; it waits for "
-            f"{asks}. Nothing was written. Answer a pending interrupt (graph.get_state(config)"
-            f".interrupts lists them with their ids), or invoke the thread with a new input"
-        )
 
     def run_config(self, config: Any) -> Any:
         """``config``, from the checkpoint a replacing request starts at (``start_at``)."""
@@ -299,6 +278,7 @@ def _ours(graph: Pregel[Any, Any, Any, Any], input: Any, config: Any) -> Invocat
     ):
         return None
     got = Invocation(graph, saver, thread_text(thread), input, bool(conf.get(FRESH)))
+    got.resumes = conf.get(RESUMES)
     if got.key in _held.get():
         return None  # already held by this task or thread (a graph invoked inside a node)
     return got

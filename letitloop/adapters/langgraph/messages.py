@@ -37,6 +37,7 @@ from langchain_core.messages import (
     ToolMessage,
     ToolMessageChunk,
 )
+from langgraph.types import Command, Send
 
 from ...codec import CodecRegistry, default_registry
 
@@ -71,12 +72,30 @@ def register_langchain_types(registry: CodecRegistry | None = None) -> CodecRegi
     for cls in LANGCHAIN_TYPES:
         if cls not in reg:
             reg.register(cls)
+    # What a tool may return to a ToolNode (durable_node(ToolNode(...)) records it).
+    if Command not in reg:
+        reg.register(Command, name="langgraph.types.Command")
+    if Send not in reg:
+        reg.register(Send, name="langgraph.types.Send", encode=_send_fields, decode=_send)
     return reg
+
+
+def _send_fields(send: Send) -> dict[str, Any]:
+    if send.timeout is not None:
+        raise TypeError(
+            "a Send with a timeout cannot be recorded; return the Send without timeout= "
+            "from the tool, or set the timeout on the node"
+        )
+    return {"node": send.node, "arg": send.arg}
+
+
+def _send(fields: dict[str, Any]) -> Send:
+    return Send(fields["node"], fields["arg"])
 
 
 def with_langchain_types(registry: CodecRegistry | None) -> CodecRegistry | None:
     """``registry`` if it knows LangChain's types (or is the default), else one that adds them."""
-    if registry is None or all(cls in registry for cls in LANGCHAIN_TYPES):
+    if registry is None or all(cls in registry for cls in (*LANGCHAIN_TYPES, Command, Send)):
         return registry
     return register_langchain_types(CodecRegistry(extends=registry))
 

@@ -21,11 +21,14 @@ import dataclasses
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
+from langchain_core.language_models.chat_models import BaseChatModel
 from langgraph.config import get_config
+from langgraph.prebuilt import ToolNode
 
+from ...budgets import Budget
 from ...codec import CodecRegistry
 from ...errors import LetItLoopError, StepMismatchError
 from ...files import resolve_path
@@ -39,6 +42,7 @@ from . import polled
 from .gates import Plan, one_at_a_time, one_at_a_time_async
 from .identity import CONFIG_KEY_CHECKPOINTER, candidates, choose_run, goal_for, identify
 from .messages import fingerprint_registry, with_langchain_types
+from .prebuilt import durable_tool_node, make_durable_model, refuse_non_function
 from .saver import LetItLoopCheckpointSaver
 
 P = ParamSpec("P")
@@ -117,6 +121,10 @@ def _same_file(a: str | os.PathLike[str] | None, b: os.PathLike[str]) -> bool:
 
 
 @overload
+def durable_node(fn: ToolNode, /) -> ToolNode: ...
+
+
+@overload
 def durable_node(fn: Callable[P, R], /) -> Callable[P, R]: ...
 
 
@@ -128,11 +136,12 @@ def durable_node(
     durability: Durability | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     registry: CodecRegistry | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
 def durable_node(
-    fn: Callable[P, R] | None = None,
+    fn: Callable[P, R] | ToolNode | None = None,
     /,
     *,
     goal: str | None = None,
@@ -140,7 +149,8 @@ def durable_node(
     durability: Durability | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     registry: CodecRegistry | None = None,
-) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    budget: Budget | Mapping[str, Any] | None = None,
+) -> Callable[P, R] | ToolNode | Callable[[Callable[P, R]], Callable[P, R]]:
     """Run a LangGraph node inside a journal, so ``step()`` calls in it are journaled.
 
     ``@durable_node`` (or ``@durable_node(...)``) on a node function opens a
@@ -171,13 +181,19 @@ def durable_node(
     StepMismatchError naming the thread, the node, the call and the ways out. ``registry``
     replaces the codec's default registry (LangChain's types are added to
     it). An ``async def`` node is opened with ``async with`` and journals
-    its calls with ``await async_step(...)``.
+    its calls with ``await async_step(...)``. ``budget`` (``Budget(tokens=...,
+    cost=...)``) bounds each execution of the node (one journal run): its
+    ``durable_model`` calls reserve against it before they are made.
 
     Raises LetItLoopError when called outside a graph run that has a
     thread_id and a checkpointer.
     """
 
     def decorate(node_fn: Callable[P, R]) -> Callable[P, R]:
+        given: Any = node_fn
+        if isinstance(given, ToolNode):
+            return cast(Callable[P, R], durable_tool_node(given, decorate))
+        refuse_non_function(given)
         signature = inspect.signature(node_fn)
         wants_config = "config" in signature.parameters
         codec_registry = with_langchain_types(registry)
@@ -247,6 +263,7 @@ def durable_node(
                 durability=p.durability,
                 timeout=timeout,
                 registry=codec_registry,
+                budget=budget,
                 input=p.identity.record(),
                 fingerprints=fingerprints,
             )
@@ -290,7 +307,7 @@ def durable_node(
         return cast(Callable[P, R], wrapped)
 
     if fn is not None:
-        return decorate(fn)
+        return decorate(cast(Callable[P, R], fn))
     return decorate
 
 
@@ -318,6 +335,35 @@ def node_mismatch(exc: StepMismatchError, p: Plan) -> StepMismatchError:
         f"lil fork {run} --from-step {exc.key}"
     )
     return StepMismatchError(message, **{k: getattr(exc, k, None) for k in MISMATCH_DETAILS})
+
+
+def durable_model(
+    model: BaseChatModel,
+    *,
+    goal: str | None = None,
+    path: str | os.PathLike[str] | None = None,
+    durability: Durability | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    budget: Budget | Mapping[str, Any] | None = None,
+) -> BaseChatModel:
+    """``model`` with each call journaled as a step (``prebuilt.py``): pass it to
+    ``create_react_agent`` or call it in any node of a graph that has a checkpointer.
+
+    Options are ``durable_node``'s, for the run a call opens when no durable
+    node runs it (``budget``: that call's; inside a durable node, the node's
+    budget holds). Each call reserves before it is made when its run has a
+    budget (``max_tokens`` from the call's options or the model's settings,
+    else all that remains), and its reported usage settles it. Raises
+    LetItLoopError when ``model`` is not a LangChain chat model, or when a call
+    is made outside a graph run with a ``thread_id``.
+    """
+    if not isinstance(model, BaseChatModel):
+        raise LetItLoopError(
+            f"durable_model takes a LangChain chat model (a BaseChatModel), found "
+            f"{type(model).__name__}; pass the model itself, before bind_tools()"
+        )
+    wrap = durable_node(goal=goal, path=path, durability=durability, timeout=timeout, budget=budget)
+    return cast(BaseChatModel, make_durable_model(model, wrap))
 
 
 def _with_config(signature: inspect.Signature) -> inspect.Signature:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 from ...clock import utc_iso
 from ...store import Store
@@ -142,9 +143,20 @@ def arrival(store: Store, thread: str) -> str | None:
 
 
 def start(
-    store: Store, thread: str, input_fp: str, kind: str, head: str | None, process: str, now: float
+    store: Store,
+    thread: str,
+    input_fp: str,
+    kind: str,
+    head: str | None,
+    process: str,
+    now: float,
+    typed_input: tuple[str, bytes] | None = None,
 ) -> Request:
-    """Record a new request of ``thread``, running from ``head``; one committed row."""
+    """Record a new request of ``thread``, running from ``head``; one committed row.
+
+    ``typed_input``: the input as the saver's serde encodes it (None: not kept),
+    for ``resume`` when nothing of the request reached a checkpoint.
+    """
     with polled.transaction(store) as c:
         (last,) = c.execute(
             "SELECT COALESCE(MAX(seq), 0) FROM langgraph_requests WHERE thread_id = ?", (thread,)
@@ -176,7 +188,34 @@ def start(
                 None,
             ),
         )
+        if typed_input is not None:
+            c.execute(
+                "INSERT OR REPLACE INTO langgraph_request_inputs (thread_id, seq, input_type, "
+                "input) VALUES (?, ?, ?, ?)",
+                (row.thread, row.seq, typed_input[0], typed_input[1]),
+            )
     return row
+
+
+def typed(serde: Any, value: Any) -> tuple[str, bytes] | None:
+    """``value`` as ``serde`` encodes it, kept for ``resume`` (None when it cannot: LangGraph
+    refuses such an input itself when it writes it)."""
+    try:
+        return cast(tuple[str, bytes], serde.dumps_typed(value))
+    except Exception:
+        return None
+
+
+def recorded_input(store: Store, request: Request) -> tuple[str, bytes] | None:
+    """The input ``request`` was made with, as the saver's serde encoded it (None: not kept)."""
+    rows = polled.query(
+        store,
+        "SELECT input_type, input FROM langgraph_request_inputs WHERE thread_id = ? AND seq = ?",
+        (request.thread, request.seq),
+    )
+    if not rows or rows[0][0] is None:
+        return None
+    return str(rows[0][0]), bytes(rows[0][1])
 
 
 def finish(store: Store, request: Request, status: str, end: str | None, now: float) -> None:
@@ -262,6 +301,12 @@ def choose(
         while first > 0 and log[first - 1].process == newest.process:
             first -= 1
         found = taken(log[first])
+        before = log[first - 1] if first > 0 else None
+        if found is None and before is not None and before.done and before.end == log[first].start:
+            # That process began where the request before left the thread: its first
+            # request may have been that one, answered from the log (which records
+            # no row for an answer), as a program rerun after an interrupt() does.
+            found = taken(before)
         if found is not None:
             return found
     found = taken(newest) if not newest.done else None

@@ -21,6 +21,7 @@ def delete_thread(store: Store, thread_id: str) -> None:
         c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
         c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
         c.execute("DELETE FROM langgraph_requests WHERE thread_id = ?", (tid,))
+        c.execute("DELETE FROM langgraph_request_inputs WHERE thread_id = ?", (tid,))
         retire.retire_thread(store, c, tid)
 
 
@@ -62,6 +63,7 @@ def copy_thread(store: Store, source_thread_id: str, target_thread_id: str) -> N
         )
         # The target's requests answered from checkpoints the copy replaces.
         c.execute("DELETE FROM langgraph_requests WHERE thread_id = ?", (dst,))
+        c.execute("DELETE FROM langgraph_request_inputs WHERE thread_id = ?", (dst,))
         c.execute(
             "INSERT OR REPLACE INTO langgraph_checkpoints (thread_id, checkpoint_ns, "
             "checkpoint_id, parent_checkpoint_id, run_id, source, step, ts, type, "
@@ -92,6 +94,7 @@ def prune(store: Store, thread_ids: Sequence[str], strategy: str) -> None:
                 c.execute("DELETE FROM langgraph_writes WHERE thread_id = ?", (tid,))
                 c.execute("DELETE FROM langgraph_checkpoints WHERE thread_id = ?", (tid,))
                 c.execute("DELETE FROM langgraph_requests WHERE thread_id = ?", (tid,))
+                c.execute("DELETE FROM langgraph_request_inputs WHERE thread_id = ?", (tid,))
                 retire.retire_thread(store, c, tid)
                 continue
             # Named, not ?1: Python 3.12 deprecates numbered placeholders
