@@ -31,6 +31,8 @@ from crewai.types.usage_metrics import UsageMetrics
 from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
 from pydantic import BaseModel
 
+from letitloop.step_names import named
+
 from ...durable import usage
 from ..reserving import max_tokens_of, reserve_call
 from .calls import active, journaled, step_name
@@ -117,6 +119,7 @@ class ModelCall:
         self.ran = False
 
 
+@named("letitloop:crewai.llm")
 def model_call(call: ModelCall, identity: Any) -> dict[str, Any]:
     """The step's function: call the model, report its usage, return its recorded form."""
     limit = partial(max_tokens_of, call.llm)

@@ -25,6 +25,8 @@ from typing import Any
 from dspy.clients._deprecation import _adapter_call, adapter_message_call
 from dspy.clients.base_lm import BaseLM
 
+from letitloop.step_names import named
+
 from ...durable import usage
 from ...errors import StepMismatchError
 from ...journal import Journal, current_journal
@@ -82,6 +84,7 @@ def as_adapter(lm: BaseLM, messages: Any, forwarded: bool) -> Any:
     return adapter_message_call(lm, messages) if forwarded else nullcontext()
 
 
+@named("letitloop:dspy.lm")
 def lm_call(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:
@@ -94,6 +97,7 @@ def lm_call(
     return outputs
 
 
+@named("letitloop:dspy.lm_async")
 async def lm_acall(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:

@@ -28,6 +28,8 @@ from pydantic_ai.durable_exec import (
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests
 
+from letitloop.step_names import Named
+
 from ...durable import usage
 from ...errors import NoJournalError
 from ...journal import Journal
@@ -182,6 +184,8 @@ class LetItLoopBackend(JournalCallableOperationBackend[None]):
                 report_usage(payload)
             return payload
 
-        result = await run.journal.async_step(run.next_key(name), unit)
+        result = await run.journal.async_step(
+            run.next_key(name), Named("letitloop:pydantic_ai.unit", unit)
+        )
         record_durable_unit(executed=ran)
         return result

@@ -1,0 +1,149 @@
+"""Write a golden journal and what resuming it gave, with the letitloop on PYTHONPATH.
+
+``PYTHONPATH=RELEASE python tests/golden/generate.py NAME``, where RELEASE is a
+checkout of the release that writes the file (its letitloop package is the one
+imported by the programs), writes ``tests/golden/NAME.db`` and
+``tests/golden/NAME.json``:
+
+1. each of NAME's writes (below) runs its program in a fresh process: each
+   leaves a run in flight (SIGKILLed at a point the program names, or
+   stopped to wait for input), all in the one journal file;
+2. the file is checkpointed into one file (no ``-wal`` to commit) and kept;
+3. a copy of it is resumed the way the golden test resumes it: the setup
+   (``send``: answer a wait) and each program run again, without a kill; what
+   each run printed and the calls its functions made (the side file's lines)
+   are NAME.json. The golden test (tests/test_golden.py) resumes another copy
+   with today's letitloop and expects the same.
+
+Never run this over a golden file that is committed: it is the record of what
+an earlier release wrote. Generate a new NAME for a new release instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+GOLDEN = Path(__file__).resolve().parent
+PROGRAMS = GOLDEN / "programs"
+
+#: The order the scenarios of programs/primitives.py are written (one goal each);
+#: ``generations-first`` completes a run the later ``generations`` opens afresh.
+PRIMITIVES = [
+    "generations-first",
+    "budget",
+    "patches",
+    "markers",
+    "waits",
+    "retries",
+    "sealed",
+    "encrypted",
+    "generations",
+    "arguments",
+    "durable",
+    "asynchronous",
+]
+
+#: NAME: (its writes, its setup before resuming, its resumes). A write or resume is
+#: a program and its arguments after the journal file and the side file.
+GOLDENS: dict[str, dict[str, Any]] = {
+    "primitives": {
+        "writes": [("primitives.py", [s, "1"]) for s in PRIMITIVES],
+        "setup": [("send", "w", "approval", {"ok": True})],
+        "resumes": [("primitives.py", [s, "0"]) for s in PRIMITIVES if s != "generations-first"],
+    },
+}
+
+
+def run(program: str, db: Path, side: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """``python PROGRAM DB SIDE ARGS...`` in a fresh process, in a scratch folder, with the
+    letitloop this process imported."""
+    import letitloop
+
+    path = [str(Path(letitloop.__file__).resolve().parent.parent), *sys.path]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    env.pop("LETITLOOP_DB", None)
+    with tempfile.TemporaryDirectory() as cwd:
+        return subprocess.run(
+            [sys.executable, str(PROGRAMS / program), str(db), str(side), *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=cwd,
+            env=env,
+        )
+
+
+def setup(db: Path, steps: list[tuple[Any, ...]]) -> None:
+    """What happens between the write and the resume: a wait answered with ``send``."""
+    from letitloop import send
+
+    for what, *rest in steps:
+        assert what == "send", what
+        run_ref, name, value = rest
+        send(run_ref, name, value, path=db)
+
+
+def resume(golden: str, db: Path, side: Path) -> list[dict[str, Any]]:
+    """Each resume of ``golden`` on ``db``: its exit status, last line printed, and calls."""
+    spec = GOLDENS[golden]
+    setup(db, spec["setup"])
+    out = []
+    for program, args in spec["resumes"]:
+        side.write_text("")
+        done = run(program, db, side, args)
+        lines = done.stdout.strip().splitlines()
+        out.append(
+            {
+                "program": program,
+                "args": args,
+                "returncode": done.returncode,
+                "printed": lines[-1] if lines else "",
+                "calls": sorted(side.read_text().splitlines()),
+                **({"stderr": done.stderr[-2000:]} if done.returncode else {}),
+            }
+        )
+    return out
+
+
+def checkpoint(db: Path) -> None:
+    """Every committed page into the main file, the -wal emptied (then removed)."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
+def generate(golden: str) -> None:
+    import letitloop
+
+    spec = GOLDENS[golden]
+    with tempfile.TemporaryDirectory() as scratch:
+        db, side = Path(scratch) / f"{golden}.db", Path(scratch) / "side"
+        writes = []
+        for program, args in spec["writes"]:
+            done = run(program, db, side, args)
+            writes.append({"program": program, "args": args, "returncode": done.returncode})
+        checkpoint(db)
+        shutil.copy(db, GOLDEN / f"{golden}.db")
+        expected = resume(golden, db, side)
+    record = {
+        "written_by": f"letitloop {letitloop.__version__} from {Path(letitloop.__file__).parent}",
+        "writes": writes,
+        "resumes": expected,
+    }
+    (GOLDEN / f"{golden}.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    generate(sys.argv[1])

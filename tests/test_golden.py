@@ -1,0 +1,57 @@
+"""Journal files written by an earlier release resume with today's code (tests/golden/).
+
+Each golden journal holds runs in flight, written by the release named in its
+``.json`` (tests/golden/generate.py says how); a copy is resumed here the way
+that release resumed it, each program in a fresh process, and must give the
+same results with the same calls: none of what the file recorded is called
+again (DESIGN.md, "The file format is a public API").
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+sys.path.insert(0, str(GOLDEN))
+
+import generate  # noqa: E402
+
+from letitloop.step_names import NAMES, OLD_NAMES  # noqa: E402
+
+NAMED = sorted(n for n in generate.GOLDENS if (GOLDEN / f"{n}.db").exists())
+
+
+def functions(db: Path) -> set[str]:
+    """The function names ``db`` holds, read without writing anything beside it."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    try:
+        return {name for (name,) in conn.execute("SELECT name FROM functions")}
+    finally:
+        conn.close()
+
+
+class TestAGoldenJournal:
+    @pytest.mark.parametrize("golden", NAMED)
+    def test_its_runs_in_flight_resume_with_nothing_called_again_and_the_same_results(
+        self, golden: str, tmp_path: Path
+    ) -> None:
+        db = tmp_path / f"{golden}.db"
+        shutil.copy(GOLDEN / f"{golden}.db", db)
+        expected = json.loads((GOLDEN / f"{golden}.json").read_text())["resumes"]
+        got = generate.resume(golden, db, tmp_path / "side")
+        for mine, theirs in zip(got, expected, strict=True):
+            assert mine == theirs, f"{mine.get('stderr', '')}"
+
+    @pytest.mark.parametrize("golden", NAMED)
+    def test_it_holds_names_of_the_library_s_steps_it_recorded_then(self, golden: str) -> None:
+        # What makes the test above one: rows recorded under the names files held before.
+        held = functions(GOLDEN / f"{golden}.db")
+        assert held & set(OLD_NAMES), held
+        assert not held & NAMES
+
