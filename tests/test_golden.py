@@ -54,4 +54,3 @@ class TestAGoldenJournal:
         held = functions(GOLDEN / f"{golden}.db")
         assert held & set(OLD_NAMES), held
         assert not held & NAMES
-
