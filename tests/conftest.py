@@ -76,6 +76,8 @@ SLOW_FILES = frozenset(
         "test_newer_file_refused.py", "test_not_a_file.py", "test_openai_agents_approvals.py",
         "test_openai_agents_identity.py", "test_otel_secrets.py", "test_postgres_edges.py",
         "test_pydantic_ai_approvals.py", "test_pydantic_ai_identity.py", "test_web_hosts.py",
+        # The golden journals: each adapter's program resumed in a process of its own.
+        "test_golden.py",
     }
 )  # fmt: skip
 

@@ -10,7 +10,6 @@ again (DESIGN.md, "The file format is a public API").
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -41,8 +40,7 @@ class TestAGoldenJournal:
     def test_its_runs_in_flight_resume_with_nothing_called_again_and_the_same_results(
         self, golden: str, tmp_path: Path
     ) -> None:
-        db = tmp_path / f"{golden}.db"
-        shutil.copy(GOLDEN / f"{golden}.db", db)
+        db = generate.copy(golden, tmp_path)
         expected = json.loads((GOLDEN / f"{golden}.json").read_text())["resumes"]
         got = generate.resume(golden, db, tmp_path / "side")
         for mine, theirs in zip(got, expected, strict=True):

@@ -51,28 +51,58 @@ PRIMITIVES = [
     "asynchronous",
 ]
 
-#: NAME: (its writes, its setup before resuming, its resumes). A write or resume is
-#: a program and its arguments after the journal file and the side file.
+#: NAME: its writes, its setup before resuming, its resumes. A write or a resume is a
+#: program of programs/ and its arguments ("{db}": the journal file, "{side}": the side
+#: file its functions write what they ran to); each runs with LETITLOOP_DB set to the file.
 GOLDENS: dict[str, dict[str, Any]] = {
     "primitives": {
-        "writes": [("primitives.py", [s, "1"]) for s in PRIMITIVES],
+        "writes": [("primitives.py", ["{db}", "{side}", s, "1"]) for s in PRIMITIVES],
         "setup": [("send", "w", "approval", {"ok": True})],
-        "resumes": [("primitives.py", [s, "0"]) for s in PRIMITIVES if s != "generations-first"],
+        "resumes": [
+            ("primitives.py", ["{db}", "{side}", s, "0"])
+            for s in PRIMITIVES
+            if s != "generations-first"
+        ],
     },
 }
 
+#: The adapters' programs (copies of tests/*.py as they were at 66860b7), each killed
+#: once where finished model and tool calls are recorded and one is in flight, then
+#: resumed: ``(program, mode, kill point, more arguments)``.
+ADAPTERS = {
+    "smolagents": ("smolagents_team.py", "team", "model researcher 1", []),
+    "autogen": ("autogen_team.py", "team", "model analyst 1", []),
+    "openai_agents": ("openai_agents_team.py", "team", "model analyst 1", []),
+    "pydantic_ai": (
+        "pydantic_ai_trip.py",
+        "async",
+        "tool book Book me a hotel in Paris",
+        ["Book me a hotel in Paris"],
+    ),
+    "dspy": ("dspy_requests.py", "ask", "lm answer Oslo", []),
+    "llamaindex": ("llamaindex_agents.py", "team", "model writer 3", []),
+    "llamaindex_workflow": ("llamaindex_requests.py", "ask", "summarize Oslo", []),
+    "mcp": ("mcp_requests.py", "ask", "quote Oslo", []),
+}
+for _name, (_program, _mode, _kill, _more) in ADAPTERS.items():
+    GOLDENS[_name] = {
+        "writes": [(_program, [_mode, "{db}", "{side}", _kill, *_more])],
+        "setup": [],
+        "resumes": [(_program, [_mode, "{db}", "{side}", "", *_more])],
+    }
+
 
 def run(program: str, db: Path, side: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    """``python PROGRAM DB SIDE ARGS...`` in a fresh process, in a scratch folder, with the
-    letitloop this process imported."""
+    """``python PROGRAM ARGS...`` in a fresh process, in a scratch folder, with the
+    letitloop this process imported and LETITLOOP_DB set to ``db``."""
     import letitloop
 
     path = [str(Path(letitloop.__file__).resolve().parent.parent), *sys.path]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    env.pop("LETITLOOP_DB", None)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "LETITLOOP_DB": str(db)}
+    argv = [a.format(db=db, side=side) for a in args]
     with tempfile.TemporaryDirectory() as cwd:
         return subprocess.run(
-            [sys.executable, str(PROGRAMS / program), str(db), str(side), *args],
+            [sys.executable, str(PROGRAMS / program), *argv],
             capture_output=True,
             text=True,
             timeout=300,
@@ -124,6 +154,22 @@ def checkpoint(db: Path) -> None:
         Path(f"{db}{suffix}").unlink(missing_ok=True)
 
 
+def beside(db: Path) -> list[Path]:
+    """The files a program keeps beside its journal (the OpenAI Agents SDK's session:
+    ``NAME.db.session``), part of the golden data with it."""
+    return sorted(
+        p for p in db.parent.glob(f"{db.name}.*") if not p.name.endswith(("-wal", "-shm"))
+    )
+
+
+def copy(golden: str, folder: Path) -> Path:
+    """A copy of golden journal ``golden`` (and the files beside it) in ``folder``."""
+    db = folder / f"{golden}.db"
+    for path in [GOLDEN / f"{golden}.db", *beside(GOLDEN / f"{golden}.db")]:
+        shutil.copy(path, folder / path.name)
+    return db
+
+
 def generate(golden: str) -> None:
     import letitloop
 
@@ -134,8 +180,10 @@ def generate(golden: str) -> None:
         for program, args in spec["writes"]:
             done = run(program, db, side, args)
             writes.append({"program": program, "args": args, "returncode": done.returncode})
-        checkpoint(db)
-        shutil.copy(db, GOLDEN / f"{golden}.db")
+        for path in [db, *beside(db)]:
+            checkpoint(path)  # the SDK's session is an SQLite file too
+        for path in [db, *beside(db)]:
+            shutil.copy(path, GOLDEN / path.name)
         expected = resume(golden, db, side)
     record = {
         "written_by": f"letitloop {letitloop.__version__} from {Path(letitloop.__file__).parent}",
