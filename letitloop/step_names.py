@@ -72,6 +72,7 @@ HISTORY: dict[str, tuple[str, ...]] = {
     "letitloop:wait_for.expects": ("letitloop.wait_for.expects",),
     "letitloop:autogen.model": ("letitloop.adapters.autogen.client.call_model",),
     "letitloop:autogen.tool": ("letitloop.adapters.autogen.tools.call_tool",),
+    "letitloop:demo.work": ("letitloop.demo._work",),
     "letitloop:crewai.llm": ("letitloop.adapters.crewai.llms.model_call",),
     "letitloop:crewai.tool": ("letitloop.adapters.crewai.tools.tool_call",),
     "letitloop:dspy.lm": ("letitloop.adapters.dspy.lm.lm_call",),
