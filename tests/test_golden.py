@@ -52,3 +52,29 @@ class TestAGoldenJournal:
         held = functions(GOLDEN / f"{golden}.db")
         assert held & set(OLD_NAMES), held
         assert not held & NAMES
+
+
+GOLDEN_FINGERPRINTS: dict[str, dict[str, str]] = json.loads(
+    (GOLDEN / "fingerprints.json").read_text()
+)["kinds"]
+
+
+@pytest.fixture(scope="module")
+def fingerprints_now() -> dict[str, dict[str, str]]:
+    result: dict[str, dict[str, str]] = generate.fingerprints()
+    return result
+
+
+class TestTheGoldenFingerprints:
+    """tests/golden/fingerprints.json: each kind of argument's fingerprint, as letitloop 0.1.0
+    computed it (programs/fingerprint_kinds.py): recorded rows hold them, so a replay must
+    compute them again, and a value refused then is refused now."""
+
+    @pytest.mark.parametrize("kind", sorted(GOLDEN_FINGERPRINTS))
+    def test_a_kind_of_argument_keeps_its_fingerprint(
+        self, kind: str, fingerprints_now: dict[str, dict[str, str]]
+    ) -> None:
+        assert fingerprints_now[kind] == GOLDEN_FINGERPRINTS[kind]
+
+    def test_no_kind_was_left_out(self, fingerprints_now: dict[str, dict[str, str]]) -> None:
+        assert set(fingerprints_now) == set(GOLDEN_FINGERPRINTS)

@@ -15,6 +15,9 @@ imported by the programs), writes ``tests/golden/NAME.db`` and
    are NAME.json. The golden test (tests/test_golden.py) resumes another copy
    with today's letitloop and expects the same.
 
+``generate.py fingerprints`` writes ``fingerprints.json`` instead: each kind of
+argument of programs/fingerprint_kinds.py and its fingerprints.
+
 Never run this over a golden file that is committed: it is the record of what
 an earlier release wrote. Generate a new NAME for a new release instead.
 """
@@ -170,8 +173,47 @@ def copy(golden: str, folder: Path) -> Path:
     return db
 
 
-def generate(golden: str) -> None:
+def fingerprints() -> dict[str, Any]:
+    """Each kind of programs/fingerprint_kinds.py: its fingerprint as a step's argument
+    (``call``) and as a run's input (``input``), or what refused it."""
+    sys.path.insert(0, str(PROGRAMS))
+    try:
+        import fingerprint_kinds as kinds  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(PROGRAMS))
+    from letitloop.fingerprint import Fingerprinter
+
+    fp = Fingerprinter(kinds.REGISTRY)
+
+    def outcome(compute: Any) -> str:
+        try:
+            return str(compute())
+        except Exception as exc:
+            return f"refused: {type(exc).__name__}"
+
+    out: dict[str, Any] = {}
+    for kind, value in kinds.KINDS:
+        out[kind] = {
+            "call": outcome(lambda: fp.call((value,), {})),  # noqa: B023
+            "input": outcome(lambda: fp.whole(value)),  # noqa: B023
+            "named run's input": outcome(lambda: fp.whole(value, strict=False)),  # noqa: B023
+        }
+    for kind, args, kwargs in kinds.CALLS:
+        out[kind] = {"call": outcome(lambda: fp.call(args, kwargs))}  # noqa: B023
+    return out
+
+
+def written_by() -> str:
     import letitloop
+
+    return f"letitloop {letitloop.__version__} from {Path(letitloop.__file__).parent}"
+
+
+def generate(golden: str) -> None:
+    if golden == "fingerprints":
+        pinned = {"written_by": written_by(), "kinds": fingerprints()}
+        (GOLDEN / "fingerprints.json").write_text(json.dumps(pinned, indent=1) + "\n")
+        return
 
     spec = GOLDENS[golden]
     with tempfile.TemporaryDirectory() as scratch:
@@ -185,8 +227,8 @@ def generate(golden: str) -> None:
         for path in [db, *beside(db)]:
             shutil.copy(path, GOLDEN / path.name)
         expected = resume(golden, db, side)
-    record = {
-        "written_by": f"letitloop {letitloop.__version__} from {Path(letitloop.__file__).parent}",
+    record: dict[str, Any] = {
+        "written_by": written_by(),
         "writes": writes,
         "resumes": expected,
     }
