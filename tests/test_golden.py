@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -78,3 +79,26 @@ class TestTheGoldenFingerprints:
 
     def test_no_kind_was_left_out(self, fingerprints_now: dict[str, dict[str, str]]) -> None:
         assert set(fingerprints_now) == set(GOLDEN_FINGERPRINTS)
+
+
+class TestARunOfAGoldenJournalAndOneOfToday:
+    def test_lil_diff_finds_no_other_function_where_a_library_step_was_renamed(
+        self, tmp_path: Path
+    ) -> None:
+        # Run p of primitives.db holds its patch decision under letitloop.patches.decide;
+        # the same steps made today record it as letitloop:patch.
+        db = generate.copy("primitives", tmp_path)
+        program = (
+            "import sys\nfrom letitloop import Journal\n"
+            "def fetch(name):\n    return name.upper()\n"
+            "with Journal('patches', path=sys.argv[1], run='today') as j:\n"
+            "    j.step('first', fetch, 'first')\n"
+            "    j.step('second', fetch, 'second-new' if j.patched('new-path') else 'old')\n"
+        )
+        subprocess.run([sys.executable, "-c", program, str(db)], check=True, timeout=60)
+        assert "letitloop:patch" in functions(db)
+        lil = [sys.executable, "-m", "letitloop", "--db", str(db), "diff", "p", "today", "--json"]
+        done = subprocess.run(lil, capture_output=True, text=True, timeout=60)
+        found = json.loads(done.stdout)["differences"]
+        # Run p was killed before its second step: that is its one difference.
+        assert [(d["key"], d["change"]) for d in found] == [("second", "added")], found
