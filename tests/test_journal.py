@@ -548,7 +548,7 @@ class TestDurabilityModes:
         before = trace.read_text().split(str(mark))[0]
         syncs = before.count("fsync(") + before.count("fdatasync(")
         assert (syncs == 0) == (durability == "process"), before[-2000:]
-        with Journal("g", path=db, durability=durability) as j:  # and the file is whole
+        with Journal("g", path=db) as j:  # and the file is whole (durability: the fixture)
             assert j.step("a", str, 1) == "1" and j.was_completed is False
 
     def test_an_unknown_mode_is_refused(self, db: Path) -> None:
