@@ -25,6 +25,9 @@ import generate  # noqa: E402
 from letitloop.step_names import NAMES, OLD_NAMES  # noqa: E402
 
 NAMED = sorted(n for n in generate.GOLDENS if (GOLDEN / f"{n}.db").exists())
+#: Goldens whose programs make no step the library names itself: LangGraph's adapter
+#: records the user's steps and LangGraph's checkpoints only.
+NO_LIBRARY_STEPS = {"langgraph"}
 
 
 def functions(db: Path) -> set[str]:
@@ -47,7 +50,7 @@ class TestAGoldenJournal:
         for mine, theirs in zip(got, expected, strict=True):
             assert mine == theirs, f"{mine.get('stderr', '')}"
 
-    @pytest.mark.parametrize("golden", NAMED)
+    @pytest.mark.parametrize("golden", sorted(set(NAMED) - NO_LIBRARY_STEPS))
     def test_it_holds_names_of_the_library_s_steps_it_recorded_then(self, golden: str) -> None:
         # What makes the test above one: rows recorded under the names files held before.
         held = functions(GOLDEN / f"{golden}.db")

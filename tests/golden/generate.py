@@ -87,6 +87,17 @@ ADAPTERS = {
     "llamaindex_workflow": ("llamaindex_requests.py", "ask", "summarize Oslo", []),
     "mcp": ("mcp_requests.py", "ask", "quote Oslo", []),
 }
+#: LangGraph's graph on the saver, its durable node killed in its second step.
+GOLDENS["langgraph"] = {
+    "writes": [
+        (
+            "langgraph_graph.py",
+            ["{db}", "{side}", "draft OUTLINE SEARCH EELS / SUMMARIZE SEARCH EELS"],
+        )
+    ],
+    "setup": [],
+    "resumes": [("langgraph_graph.py", ["{db}", "{side}", ""])],
+}
 for _name, (_program, _mode, _kill, _more) in ADAPTERS.items():
     GOLDENS[_name] = {
         "writes": [(_program, [_mode, "{db}", "{side}", _kill, *_more])],
