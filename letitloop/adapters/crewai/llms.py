@@ -31,9 +31,8 @@ from crewai.types.usage_metrics import UsageMetrics
 from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
 from pydantic import BaseModel
 
-from letitloop.step_names import named
-
 from ...durable import usage
+from ...step_names import named
 from ..reserving import max_tokens_of, reserve_call
 from .calls import active, journaled, step_name
 

@@ -22,11 +22,10 @@ from workflows.runtime.types.ticks import (
     WorkflowTickAdapter,
 )
 
-from letitloop.step_names import named
-
 from ...errors import DecodeError
 from ...inspection import open_inspector
 from ...journal import Journal, location_of
+from ...step_names import named
 from ...unchecked import unchecked
 
 

@@ -37,10 +37,9 @@ import contextvars
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from letitloop.step_names import Named
-
 from ...durable import usage
 from ...errors import LetItLoopError
+from ...step_names import Named
 from ..agentcalls import digest, plain
 from ..reserving import max_tokens_of, reserve_call
 

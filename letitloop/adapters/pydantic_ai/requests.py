@@ -22,10 +22,9 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
-from letitloop.step_names import named
-
 from ...errors import StepMismatchError
 from ...journal import Journal
+from ...step_names import named
 from ...unchecked import unchecked
 from ..agentcalls import digest, plain, request_run
 

@@ -28,11 +28,10 @@ from pydantic_ai.durable_exec import (
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests
 
-from letitloop.step_names import Named
-
 from ...durable import usage
 from ...errors import NoJournalError
 from ...journal import Journal
+from ...step_names import Named
 from ...waits import RunWaiting
 from ..approved import run_once
 from ..reserving import max_tokens_of, reserve_call

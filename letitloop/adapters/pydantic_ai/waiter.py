@@ -16,9 +16,8 @@ from datetime import timedelta
 from pydantic import JsonValue
 from pydantic_ai.durable_exec import ExternalEventError, ExternalEventWaiter
 
-from letitloop.step_names import Named
-
 from ...errors import WaitTimeoutError
+from ...step_names import Named
 from ...waits import RunWaiting
 from .decisions import approved_ids, expect_for, requests_in
 from .units import AgentRun, StoppedToWait
