@@ -40,6 +40,7 @@ def functions(db: Path) -> set[str]:
 
 
 class TestAGoldenJournal:
+    @pytest.mark.timeout(600)  # primitives.db: a dozen programs, each in a process of its own
     @pytest.mark.parametrize("golden", NAMED)
     def test_its_runs_in_flight_resume_with_nothing_called_again_and_the_same_results(
         self, golden: str, tmp_path: Path

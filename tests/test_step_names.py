@@ -236,6 +236,7 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
         ]
 
     @pytest.mark.slow
+    @pytest.mark.timeout(900)  # some 20 programs, each importing its framework
     def test_programs_using_every_primitive_and_adapter_record_no_module_path_of_it(
         self, tmp_path: Path
     ) -> None:
