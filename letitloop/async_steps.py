@@ -27,6 +27,7 @@ from .errors import FingerprintError, LetItLoopError
 from .fingerprint import UNCHECKED
 from .ownership import require_open, require_storage
 from .replay import flush_replays, mismatch, replay
+from .step_names import Named
 from .step_rows import done_row, failure_row
 from .steps import (
     function_name,
@@ -92,6 +93,8 @@ async def async_step(
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
     fn_name = function_name(fn, name, args, kwargs, "await j.async_step")
+    if type(fn) is Named:  # the library's own step: its function awaited directly
+        fn = fn.fn
     if type(name) is not str:
         missing = name_missing("await j.async_step", name, fn, args, kwargs)
         if missing is not None:

@@ -36,6 +36,7 @@ import msgspec
 from .clock import utc_iso
 from .errors import BudgetExceededError, LetItLoopError
 from .estimates import Reservation, check_amounts
+from .step_names import named
 
 if TYPE_CHECKING:
     from .costs import Usage
@@ -318,6 +319,7 @@ class Spend:
         )
 
 
+@named("letitloop:budget")
 def record_budget(budget: dict[str, Any]) -> dict[str, Any]:
     """The budget row's function: the budget in effect, as its result."""
     return budget

@@ -19,9 +19,10 @@ from zlib import crc32
 
 from .errors import DamagedRowError
 
-#: The function names a sleep's and a wait's rows hold (sleeps.SLEEP_FN, waits.WAIT_FN):
-#: their checksum is ``pause_sum``, not ``step_sum``.
-PAUSE_FNS = ("letitloop.sleep", "letitloop.wait_for")
+#: The function names a sleep's and a wait's rows hold (sleeps.SLEEP_FN, waits.WAIT_FN),
+#: then the ones files written before hold (step_names.HISTORY): their checksum is
+#: ``pause_sum``, not ``step_sum``.
+PAUSE_FNS = ("letitloop:sleep", "letitloop:wait_for", "letitloop.sleep", "letitloop.wait_for")
 
 __all__ = [
     "PAUSE_FNS",
@@ -59,7 +60,7 @@ def step_sum(
         return crc32(text.encode("utf-8", "surrogatepass"))
 
 
-def done_sum(run_id: str, key: str, fn: str, fp: str | None, result: str | None) -> int:
+def done_sum(run_id: str, key: str, fn: str | None, fp: str | None, result: str | None) -> int:
     """``step_sum(run_id, key, "done", fn, fp, result, None)``: the checksum of a step that
     returned, for a fresh step's row and its replay's check (its status and error written
     out: 40% less than step_sum). tests/test_checksums.py holds the two to one number."""

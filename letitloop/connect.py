@@ -16,7 +16,7 @@ from . import migrate as _migrations
 from .connections import checked, opening, track
 from .errors import JournalFileError
 from .files import check_is_a_file, create_file, file_identity, file_uri, make_folder, probe_file
-from .pragmas import configure
+from .pragmas import configure, synchronous
 from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain
 
 if TYPE_CHECKING:
@@ -106,9 +106,11 @@ def _connect_writable(store: Store, migrate: bool) -> None:
         # Refuse a newer or foreign file before anything writes to it.
         if current is None:
             current = _migrations.check(store.conn, store.file) if migrate else True
-        configure(store.conn, store.file, store.durability)
+        configure(store.conn, store.file, store.durability, creating=not has_content)
         if not current:
             _migrations.migrate(store)
+        if not has_content:
+            synchronous(store.conn, store.durability)  # once the schema is in (configure)
         store._schema_version = store._read_schema_version()
     except DRIVER_ERRORS as exc:
         _close(store)

@@ -38,13 +38,14 @@ def _work(name: str, value: Any, log: str) -> Any:
 def child(log: str, timings: str) -> None:
     """The demo workflow, run in a child interpreter."""
     from .durable import durable, step
+    from .step_names import Named
 
     @durable(goal_id="demo", run="demo-run")
     def workflow() -> Any:
         value: Any = {"orders": [101, 102, 103]}
         for name in STEPS:
             t0 = time.perf_counter()
-            value = step(name, _work, name, value, log)
+            value = step(name, Named("letitloop:demo.work", _work), name, value, log)
             elapsed = time.perf_counter() - t0
             with open(timings, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"pid": os.getpid(), "step": name, "s": elapsed}) + "\n")

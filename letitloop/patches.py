@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from .errors import PatchDeprecatedError, UnrecordedStepError
 from .keys import NEST
 from .names import check_name
+from .step_names import Named
 from .steps import parent_step
 
 if TYPE_CHECKING:
@@ -56,12 +57,12 @@ def decide(j: Journal, prefix: str) -> bool:
     return not j._keys.recorded_unclaimed(prefix)
 
 
-def point(j: Journal, name: str) -> tuple[str, partial[bool]]:
+def point(j: Journal, name: str) -> tuple[str, Named[[], bool]]:
     """``(step name, step function)`` of a call of ``patched(name)`` here."""
     check_name("patch", name)
     parent = parent_step.get()
     prefix = f"{parent[1]}{NEST}" if parent is not None and parent[0] is j else ""
-    return PREFIX + name, partial(decide, j, prefix)
+    return PREFIX + name, Named("letitloop:patch", partial(decide, j, prefix))
 
 
 def patched(j: Journal, name: str) -> bool:

@@ -18,9 +18,24 @@ from .sqlerrors import BUSY_TIMEOUT_MS, DRIVER_ERRORS, explain
 Durability = Literal["process", "power"]
 
 
-def configure(c: sqlite3.Connection, path: str | os.PathLike[str], durability: Durability) -> None:
-    """Set a writable connection's pragmas: WAL, ``synchronous`` by ``durability``, foreign keys."""
+def configure(
+    c: sqlite3.Connection,
+    path: str | os.PathLike[str],
+    durability: Durability,
+    creating: bool = False,
+) -> None:
+    """Set a writable connection's pragmas: WAL, ``synchronous`` by ``durability``, foreign keys.
+
+    ``creating``: the file is new and empty, and its schema is written next. Under
+    ``durability="process"`` it is switched to WAL and given its schema with
+    ``synchronous = OFF``, and the opener calls :func:`synchronous` once the schema
+    is committed: the switch's rollback journal and the new -wal's header cost six
+    fsyncs, which only a power loss during the file's creation would need, and this
+    durability does not promise to survive one.
+    """
     try:
+        if creating and durability == "process":
+            c.execute("PRAGMA synchronous = OFF")
         # WAL: readers never block the writer nor the writer readers, and a
         # commit is one append to the -wal file. Set on every open (it cannot
         # be changed inside a transaction, so not in a migration).
@@ -31,12 +46,8 @@ def configure(c: sqlite3.Connection, path: str | os.PathLike[str], durability: D
                 f"answered {mode!r}; is the file on a filesystem without shared memory?",
                 path=str(path),
             )
-        # NORMAL: in WAL mode a commit survives the death of the process (the
-        # WAL lives in the OS page cache) and fsyncs only at checkpoints; a
-        # power loss may lose the last commits. FULL: fsync the WAL at every
-        # commit, so a commit also survives power loss and kernel crashes.
-        sync = "FULL" if durability == "power" else "NORMAL"
-        c.execute(f"PRAGMA synchronous = {sync}")
+        if not (creating and durability == "process"):
+            synchronous(c, durability)
         if durability == "power":
             # On macOS a plain fsync() reaches the drive but not through its
             # cache; F_FULLFSYNC does. Both pragmas are no-ops elsewhere.
@@ -46,6 +57,15 @@ def configure(c: sqlite3.Connection, path: str | os.PathLike[str], durability: D
         c.execute("PRAGMA foreign_keys = ON")
     except DRIVER_ERRORS as exc:
         raise explain(exc, path) from None
+
+
+def synchronous(c: sqlite3.Connection, durability: Durability) -> None:
+    """``PRAGMA synchronous`` by ``durability``."""
+    # NORMAL: in WAL mode a commit survives the death of the process (the WAL
+    # lives in the OS page cache) and fsyncs only at checkpoints; a power loss
+    # may lose the last commits. FULL: fsync the WAL at every commit, so a
+    # commit also survives power loss and kernel crashes.
+    c.execute(f"PRAGMA synchronous = {'FULL' if durability == 'power' else 'NORMAL'}")
 
 
 def switch_to_wal(conn: sqlite3.Connection) -> str:

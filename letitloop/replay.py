@@ -33,6 +33,7 @@ from .errors import (
 )
 from .fingerprint import differences
 from .keys import Recorded, split_key
+from .step_names import same_function
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -96,13 +97,14 @@ class Results:
 
 
 def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
-    """The result recorded for step ``key``, decoded; StepMismatchError for another function.
+    """The result recorded for step ``key``, decoded; StepMismatchError for another function
+    (a name files written before hold for ``fn_name`` is the same one: step_names.py).
 
     Raises DamagedRowError, handing nothing back, when the row fails its
     checksum (letitloop/checksums.py); a row without one (written before
     checksums, or a sleep's or wait's) replays unchecked.
     """
-    if recorded.fn != fn_name:
+    if recorded.fn != fn_name and not same_function(recorded.fn, fn_name):
         check_intact(j, recorded)  # a damaged function name is damage, not changed code
         raise StepMismatchError(
             f"step {key!r} (run {j.run_id} of goal {j.goal!r}): recorded by "
@@ -119,8 +121,9 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
     text = results.cache.pop(recorded.rowid, _NOT_READ)
     if text is _NOT_READ:
         text = results.get(recorded.rowid)
+    # The checksum is of the name the row holds (an old one: step_names.OLD_NAMES).
     if recorded.sum is not None and recorded.sum != done_sum(
-        j.run_id, key, fn_name, recorded.fp, text
+        j.run_id, key, recorded.fn, recorded.fp, text
     ):
         raise damaged(j, key)
     if j._sealed is not None:  # a seal key is set: the row must be what its seal covers
@@ -276,7 +279,7 @@ def mismatch(
     what = differences(recorded.fp or "", fp)
     code = (
         f" (and it was recorded by {recorded.fn}, now called with {fn_name})"
-        if recorded.fn != fn_name
+        if not same_function(recorded.fn, fn_name)
         else ""
     )
     return StepMismatchError(

@@ -23,13 +23,14 @@ from .checksums import pause_sum
 from .clock import utc_iso
 from .errors import DamagedRowError
 from .keys import Recorded
+from .step_names import SLEEP, WAIT, same_function
 
 if TYPE_CHECKING:
     from .journal import Journal
     from .storage import Storage
 
 #: The ``fn`` of a sleep's row: a step recorded at the same key by a function is a mismatch.
-SLEEP_FN = "letitloop.sleep"
+SLEEP_FN = SLEEP
 
 
 class PauseKey:
@@ -46,7 +47,7 @@ class PauseKey:
         self.full, self.key, replay, mismatch = j._key_for(name, "", self.owner)
         if mismatch is not None:
             raise j._mismatch(self.key, fn_name, "", mismatch)
-        if replay is not None and replay.fn != fn_name:
+        if replay is not None and not same_function(replay.fn, fn_name):
             j._replay(self.key, fn_name, replay)  # raises StepMismatchError: another function
         if replay is None and j.replay_only:  # nothing is written: refused, not slept
             j._keys.release(self.full, self.owner)
@@ -116,7 +117,7 @@ def started(
             key,
             kind,
             status,
-            SLEEP_FN if kind == "sleep" else "letitloop.wait_for",
+            SLEEP_FN if kind == "sleep" else WAIT,
             utc_iso(now),
             j.attempt,
             None if due is None else utc_iso(due),

@@ -30,6 +30,7 @@ from .keys import NEST, REPEAT_SUFFIX, Recorded
 from .names import MAX_NAME_LENGTH, check_name
 from .ownership import require_open
 from .replay import flush_replays, mismatch, replay
+from .step_names import Named
 from .step_rows import done_fields, record_failure
 from .storage import StepRow, Storage
 from .unchecked import unwrap
@@ -64,7 +65,8 @@ def function_name(
     kwargs: dict[str, Any] | None = None,
     call: str = "j.step",
 ) -> str:
-    """``module.qualname`` of a step's function (the code identity checked on replay).
+    """``module.qualname`` of a step's function (the code identity checked on replay);
+    the library's own steps' functions (a ``step_names.Named``) their stable name.
 
     Raises MisuseError when ``fn`` is not callable (``step`` names the step):
     a value passed where the function goes was computed outside the journal;
@@ -74,6 +76,8 @@ def function_name(
     """
     if type(fn) is FunctionType:  # the common case, without the lookups below
         return f"{fn.__module__}.{fn.__qualname__}"
+    if type(fn) is Named:
+        return fn.name
     if not callable(fn):
         raise name_missing(call, step, fn, args, kwargs) or not_a_function(step, fn)
     while isinstance(fn, partial):
@@ -245,6 +249,8 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         fn_name = f"{fn.__module__}.{fn.__qualname__}"
     else:
         fn_name = function_name(fn, name, args, kwargs)
+        if type(fn) is Named:  # the library's own step: its function called directly
+            fn = fn.fn
     aio = sys.modules.get("asyncio")
     who = owner(j) if aio is not None and aio._get_running_loop() is not None else get_ident()
     if args or kwargs:

@@ -31,6 +31,7 @@ from .clock import utc_iso
 from .encryption import encrypted
 from .errors import DecodeError, EncryptionKeyError, WaitTimeoutError
 from .sleeps import PauseKey, check_pause, started, traced
+from .step_names import WAIT, named
 
 if TYPE_CHECKING:
     from .expects import Expect
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .storage import Storage
 
 #: The ``fn`` of a wait's row.
-WAIT_FN = "letitloop.wait_for"
+WAIT_FN = WAIT
 
 #: The exit status of a process that stopped to wait (EX_TEMPFAIL of sysexits.h:
 #: "a temporary failure; the user is invited to retry"). ``lil watch`` does
@@ -129,13 +130,10 @@ def _stop(j: Journal, key: str, expected: dict[str, Any] | None) -> RunWaiting:
     return RunWaiting(line, j.run_id, key)
 
 
+@named("letitloop:wait_for.expects")
 def _expectation(record: dict[str, Any]) -> dict[str, Any]:
     """The step's function of an ``expects:<name>`` row: the expectation, as given."""
     return record
-
-
-# A name of its own, not where the code lives (the file format is a public API).
-_expectation.__module__, _expectation.__qualname__ = "letitloop", "wait_for.expects"
 
 
 def _recorded_expect(j: Journal, name: str, expect: Expect | None) -> dict[str, Any] | None:

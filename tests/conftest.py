@@ -83,6 +83,8 @@ SLOW_FILES = frozenset(
         # LangGraph's prebuilt agent, resume() and lil send answers, killed at random
         # (issues 48 and 49).
         "test_langgraph_answers.py", "test_langgraph_prebuilt.py",
+        # The golden journals: each adapter's program resumed in a process of its own.
+        "test_golden.py",
     }
 )  # fmt: skip
 

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "names",
             "discovery",
             "checksums",
+            "step_names",
             "redaction",
             "previews",
             "testing",

@@ -288,9 +288,10 @@ class TestTheChecksum:
     def test_the_pauses_function_names_are_the_sleeps_and_waits(self) -> None:
         from letitloop.checksums import PAUSE_FNS
         from letitloop.sleeps import SLEEP_FN
+        from letitloop.step_names import HISTORY
         from letitloop.waits import WAIT_FN
 
-        assert PAUSE_FNS == (SLEEP_FN, WAIT_FN)
+        assert (SLEEP_FN, WAIT_FN, *HISTORY[SLEEP_FN], *HISTORY[WAIT_FN]) == PAUSE_FNS
 
     def test_text_with_a_lone_surrogate_has_one(self) -> None:
         # An error message may hold one; it is hashed as is, and differs from another.

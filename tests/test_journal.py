@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pickle
+import shutil
 import sqlite3
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -524,6 +526,30 @@ class TestDurabilityModes:
         assert (mode, sync) == ("wal", {"process": 1, "power": 2}[durability])
         # F_FULLFSYNC (macOS: through the drive's cache) exactly where power loss is promised.
         assert (full, checkpoint_full) == {"process": (0, 0), "power": (1, 1)}[durability]
+
+    @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+    def test_a_new_files_first_step_waits_for_no_fsync_unless_power_loss_is_promised(
+        self, db: Path, durability: str
+    ) -> None:
+        # Counted by strace from outside the process: SQLite's fsyncs, up to the moment
+        # the first step returned (the stat of a marker path nothing else looks at).
+        mark = db.parent / "MARK-first-step-committed"
+        program = (
+            "import os, sys\nfrom letitloop import Journal\n"
+            "with Journal('g', path=sys.argv[1], durability=sys.argv[2]) as j:\n"
+            "    j.step('a', str, 1)\n    os.path.exists(sys.argv[3])\n"
+        )
+        trace = db.parent / "trace"
+        subprocess.run(
+            ["strace", "-f", "-o", str(trace), "-e", "trace=fsync,fdatasync,newfstatat,stat",
+             sys.executable, "-c", program, str(db), durability, str(mark)],
+            check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+        before = trace.read_text().split(str(mark))[0]
+        syncs = before.count("fsync(") + before.count("fdatasync(")
+        assert (syncs == 0) == (durability == "process"), before[-2000:]
+        with Journal("g", path=db) as j:  # and the file is whole (durability: the fixture)
+            assert j.step("a", str, 1) == "1" and j.was_completed is False
 
     def test_an_unknown_mode_is_refused(self, db: Path) -> None:
         with pytest.raises(ValueError, match="'process' or 'power'"):

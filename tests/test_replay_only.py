@@ -235,7 +235,7 @@ class TestSleepsAndWaitsReplayOrAreRefused:
             with pytest.raises(UnrecordedStepError):
                 j.wait_for("never", timeout=3600)
         assert caught.value.key == "long"
-        assert caught.value.function == "letitloop.sleep"
+        assert caught.value.function == "letitloop:sleep"
         # The recording journal's connection is still open here (kept idle), so the
         # file has a -wal, and a read-only reader marks its place in the -shm index.
         after = snapshot(tmp_path)

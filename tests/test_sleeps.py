@@ -53,7 +53,7 @@ class TestADurableSleep:
             j.sleep("nap", 30)
             assert clock.now >= before + 30
         ((key, kind, status, fn, wake_at, attempt),) = rows(db)
-        assert (key, kind, status, fn, attempt) == ("nap", "sleep", "done", "letitloop.sleep", 1)
+        assert (key, kind, status, fn, attempt) == ("nap", "sleep", "done", "letitloop:sleep", 1)
         assert wake_at == utc_iso(before + 1 + 30)  # the clock read when the sleep started
 
     def test_a_sleep_that_woke_replays_at_once(self, db: Path) -> None:
@@ -80,7 +80,7 @@ class TestADurableSleep:
         with Journal("g", run="r", path=db, clock=Clock()) as j:
             j.sleep("nap", 1)
         with (
-            pytest.raises(StepMismatchError, match=r"recorded by letitloop\.sleep"),
+            pytest.raises(StepMismatchError, match=r"recorded by letitloop:sleep"),
             Journal("g", run="r", path=db) as j,
         ):
             j.step("nap", str, 1)

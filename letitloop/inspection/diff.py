@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..fingerprint import differences, same_digest
+from ..step_names import same_function
 from ..store import Store
 from .detail import run_rows
 from .inspector import Inspector
@@ -105,13 +106,19 @@ def _what(row: RowInfo) -> str:
     return row.fn if row.kind == "step" and row.fn else row.kind
 
 
+def _same_step_function(a: str | None, b: str | None) -> bool:
+    """Whether ``a`` and ``b`` name one library step, one the name a file written before held."""
+    return a is not None and b is not None and (same_function(a, b) or same_function(b, a))
+
+
 def compare_rows(a: RowInfo, b: RowInfo) -> list[Difference]:
     """How the row ``b`` differs from the row ``a`` of the same key; empty: it does not."""
     key = a.key
     if a.kind != b.kind:
         return [Difference(key, "kind", a.kind, b.kind)]
     found = []
-    if a.fn != b.fn:
+    # A library step's name files written before hold is the same function (step_names.py).
+    if a.fn != b.fn and not _same_step_function(a.fn, b.fn):
         found.append(Difference(key, "function", a.fn, b.fn))
     if not _same_arguments(a.args_fp, b.args_fp):
         found.append(

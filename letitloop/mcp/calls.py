@@ -50,6 +50,7 @@ from ..adapters.agentcalls import DEFAULT_TIMEOUT, agent_mismatch, request_optio
 from ..errors import StepMismatchError
 from ..generations import reuse_seconds
 from ..journal import current_journal
+from ..step_names import Named
 from ..waits import RunWaiting
 from .sessions import Session, Sessions, annotations_of
 
@@ -220,7 +221,9 @@ class DurableMCP:
     async def list_tools(self, *, key: str | None = None) -> list[Tool]:
         """The server's tools, recorded once (step ``mcp:tools``) and replayed ever after."""
         async with self._journal_for("tools", {"tools": True}) as j:
-            listed = await j.async_step(key or f"{self.prefix}:tools", self._listed)
+            listed = await j.async_step(
+                key or f"{self.prefix}:tools", Named("letitloop:mcp.tools", self._listed)
+            )
         return [Tool.model_validate(t) for t in listed]
 
     async def _listed(self) -> list[dict[str, Any]]:
@@ -257,7 +260,11 @@ class DurableMCP:
         async with self._journal_for(name, identity) as j:
             try:
                 result = await j.async_step(
-                    step, partial(self._call, j), name, args, idempotency_key
+                    step,
+                    Named("letitloop:mcp.call", partial(self._call, j)),
+                    name,
+                    args,
+                    idempotency_key,
                 )
             except StepMismatchError as error:
                 # Recorded for other arguments at this place of an open run (its call
@@ -271,7 +278,9 @@ class DurableMCP:
         """The step's function: record the send, then send; or decide about a call in doubt."""
         while True:
             held: list[Session] = []
-            intent = await j.async_step(SENT, partial(self._sending, held), name)
+            intent = await j.async_step(
+                SENT, Named("letitloop:mcp.sent", partial(self._sending, held)), name
+            )
             if held:
                 break  # recorded now: this attempt sends it
             # Recorded by an earlier attempt (or try) that never recorded the result.

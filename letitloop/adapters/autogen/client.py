@@ -33,6 +33,7 @@ from letitloop.adapters.agentcalls import Pricing, plain
 from letitloop.adapters.autogen.calls import AgentCalls
 from letitloop.adapters.reserving import max_tokens_of, reserve_call
 from letitloop.durable import usage
+from letitloop.step_names import named
 from letitloop.unchecked import unchecked
 
 
@@ -70,6 +71,7 @@ def queued_replies(client: ChatCompletionClient) -> bool:
     )
 
 
+@named("letitloop:autogen.model")
 async def call_model(identity: Any, call: ModelCall) -> dict[str, Any]:
     """The step's function: one real ``create``, its usage (and cost) reported."""
     del identity  # the call's identity, for the journal's argument check only

@@ -18,12 +18,14 @@ from autogen_core.tools import BaseTool, StaticWorkbench, ToolResult, Workbench
 
 from letitloop.adapters.agentcalls import digest, plain, plain_text
 from letitloop.adapters.autogen.calls import AgentCalls
+from letitloop.step_names import named
 from letitloop.unchecked import unchecked
 
 #: The attribute a wrapped tool or workbench carries: its AgentCalls.
 WRAPPED = "_letitloop_calls"
 
 
+@named("letitloop:autogen.tool")
 async def call_tool(identity: Any, call: tuple[Callable[[], Awaitable[Any]]]) -> Any:
     """The step's function: the tool's real call; text subclasses as plain text."""
     del identity

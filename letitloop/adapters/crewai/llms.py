@@ -32,6 +32,7 @@ from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_li
 from pydantic import BaseModel
 
 from ...durable import usage
+from ...step_names import named
 from ..reserving import max_tokens_of, reserve_call
 from .calls import active, journaled, step_name
 
@@ -131,6 +132,7 @@ class ModelCall:
         self.ran = False
 
 
+@named("letitloop:crewai.llm")
 def model_call(call: ModelCall, identity: Any) -> dict[str, Any]:
     """The step's function: call the model, report its usage, return its recorded form."""
     limit = partial(max_tokens_of, call.llm)

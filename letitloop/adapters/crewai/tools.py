@@ -23,6 +23,7 @@ from typing import Any
 from crewai.tools import BaseTool
 from crewai.tools.base_tool import Tool
 
+from ...step_names import named
 from .calls import active, journaled, step_name
 from .llms import WRAPPED, plain
 
@@ -36,6 +37,7 @@ class ToolCall:
         self.kwargs = kwargs
 
 
+@named("letitloop:crewai.tool")
 def tool_call(call: ToolCall, identity: Any) -> Any:
     """The step's function: run the tool's own code."""
     return call.original(*call.args, **call.kwargs)

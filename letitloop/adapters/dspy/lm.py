@@ -28,6 +28,7 @@ from dspy.clients.base_lm import BaseLM
 from ...durable import usage
 from ...errors import StepMismatchError
 from ...journal import Journal, current_journal
+from ...step_names import named
 from ...unchecked import unchecked
 from ..agentcalls import agent_mismatch
 from ..reserving import max_tokens_of, reserve_call
@@ -82,6 +83,7 @@ def as_adapter(lm: BaseLM, messages: Any, forwarded: bool) -> Any:
     return adapter_message_call(lm, messages) if forwarded else nullcontext()
 
 
+@named("letitloop:dspy.lm")
 def lm_call(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:
@@ -94,6 +96,7 @@ def lm_call(
     return outputs
 
 
+@named("letitloop:dspy.lm_async")
 async def lm_acall(
     lm: BaseLM, prompt: Any, messages: Any, kwargs: dict[str, Any], forwarded: bool
 ) -> list[Any]:

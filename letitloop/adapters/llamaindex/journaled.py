@@ -25,9 +25,11 @@ from workflows.runtime.types.ticks import (
 from ...errors import DecodeError
 from ...inspection import open_inspector
 from ...journal import Journal, location_of
+from ...step_names import named
 from ...unchecked import unchecked
 
 
+@named("letitloop:llamaindex.tick")
 async def tick(row: dict[str, Any]) -> dict[str, Any]:
     """A tick's step function: the tick (and the state after a step) as recorded."""
     return row

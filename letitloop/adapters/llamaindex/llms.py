@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...durable import usage
 from ...errors import LetItLoopError
+from ...step_names import Named
 from ..agentcalls import digest, plain
 from ..reserving import max_tokens_of, reserve_call
 
@@ -164,7 +165,9 @@ def journaled_chat(llm: Any, original: Callable[..., Any]) -> Callable[..., Any]
             return record(run, response)
 
         call_id = identity(messages, kwargs)
-        row = await run.journal.async_step(f"{run.prefix}llm:{call_id}", call, call_id)
+        row = await run.journal.async_step(
+            f"{run.prefix}llm:{call_id}", Named("letitloop:llamaindex.chat", call), call_id
+        )
         return response_of(run, row)
 
     return achat
@@ -187,7 +190,9 @@ def journaled_stream(llm: Any, original: Callable[..., Any]) -> Callable[..., An
             return record(run, chunks[-1])
 
         call_id = identity(messages, kwargs)
-        row = await run.journal.async_step(f"{run.prefix}llm:{call_id}", call, call_id)
+        row = await run.journal.async_step(
+            f"{run.prefix}llm:{call_id}", Named("letitloop:llamaindex.stream_chat", call), call_id
+        )
 
         async def replies() -> AsyncIterator[Any]:
             if chunks:  # the call ran in this process: every chunk it gave

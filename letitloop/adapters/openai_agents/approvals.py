@@ -35,6 +35,7 @@ from letitloop.adapters.openai_agents.runner import (
 )
 from letitloop.errors import LetItLoopError
 from letitloop.expects import Expect
+from letitloop.step_names import named
 from letitloop.unchecked import unchecked
 
 #: What an approval's wait takes: true, false, or {"approve": false, "message": "..."}.
@@ -61,6 +62,7 @@ def expect_for(item: Any) -> Expect:
     )
 
 
+@named("letitloop:openai_agents.approvals")
 async def state_json(round_: int, state: tuple[RunState[Any, Any]]) -> dict[str, Any]:
     """The step's function: the interrupted run's state as the SDK serializes it."""
     del round_

@@ -34,6 +34,7 @@ from letitloop.adapters.openai_agents.calls import journal_for, next_number
 from letitloop.adapters.reserving import max_tokens_of, reserve_call
 from letitloop.durable import usage
 from letitloop.errors import MisuseError, StepMismatchError
+from letitloop.step_names import named
 from letitloop.unchecked import unchecked
 
 #: A response as JSON data and back; ``by_alias``: a field named after a Python
@@ -47,6 +48,7 @@ def model_name(model: Model) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+@named("letitloop:openai_agents.model")
 async def call_model(
     identity: str, call: tuple[Model, tuple[Any, ...], dict[str, Any], Pricing | None]
 ) -> dict[str, Any]:

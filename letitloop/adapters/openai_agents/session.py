@@ -26,9 +26,11 @@ from letitloop.adapters.agentcalls import digest, plain
 from letitloop.adapters.agentcalls import open_journal as journal_open
 from letitloop.adapters.openai_agents.calls import next_number
 from letitloop.journal import Journal
+from letitloop.step_names import named
 from letitloop.unchecked import unchecked
 
 
+@named("letitloop:openai_agents.session.get")
 async def read_items(limit: int | None, session: tuple[Session]) -> dict[str, Any]:
     """The step's function of a read: the items (the last ``limit``) and how many there are."""
     (underlying,) = session
@@ -37,6 +39,7 @@ async def read_items(limit: int | None, session: tuple[Session]) -> dict[str, An
     return {"items": plain(shown), "count": len(items)}
 
 
+@named("letitloop:openai_agents.session.add")
 async def add_items(identity: str, call: tuple[Session, list[Any], int | None]) -> int:
     """The step's function of an add: the items written, unless a killed try wrote them."""
     del identity
@@ -50,6 +53,7 @@ async def add_items(identity: str, call: tuple[Session, list[Any], int | None]) 
     return len(items)
 
 
+@named("letitloop:openai_agents.session.pop")
 async def pop_item(expected: int | None, session: tuple[Session]) -> Any:
     """The step's function of a pop: the item removed (None when a killed try removed it)."""
     (underlying,) = session
@@ -58,6 +62,7 @@ async def pop_item(expected: int | None, session: tuple[Session]) -> Any:
     return plain(await underlying.pop_item())
 
 
+@named("letitloop:openai_agents.session.clear")
 async def clear(expected: int | None, session: tuple[Session]) -> None:
     del expected
     (underlying,) = session

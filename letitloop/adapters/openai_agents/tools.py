@@ -25,18 +25,21 @@ from letitloop.adapters.agentcalls import plain_text
 from letitloop.adapters.approved import run_once
 from letitloop.adapters.openai_agents.calls import StoppedToWait, approved, journal_for
 from letitloop.journal import Journal
+from letitloop.step_names import named
 from letitloop.unchecked import unchecked
 from letitloop.waits import RunWaiting
 
 Invoke = Callable[[ToolContext[Any], str], Awaitable[Any]]
 
 
+@named("letitloop:openai_agents.tool")
 async def call_tool(arguments: str, call: tuple[Invoke, ToolContext[Any]]) -> Any:
     """The step's function: the tool's real call (``arguments`` is its identity too)."""
     invoke, ctx = call
     return plain_text(await invoke(ctx, arguments))
 
 
+@named("letitloop:openai_agents.approved_tool")
 async def call_approved(
     arguments: str, call: tuple[Invoke, ToolContext[Any], Journal, float | None]
 ) -> Any:
@@ -54,10 +57,6 @@ async def call_approved(
         )
     except RunWaiting as stop:
         raise StoppedToWait(stop) from None
-
-
-# A name of its own, not where the code lives (the file format is a public API).
-call_approved.__module__, call_approved.__qualname__ = "letitloop.openai_agents", "approved_call"
 
 
 class JournaledInvoker:

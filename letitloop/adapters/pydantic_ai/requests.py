@@ -24,6 +24,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from ...errors import StepMismatchError
 from ...journal import Journal
+from ...step_names import named
 from ...unchecked import unchecked
 from ..agentcalls import digest, plain, request_run
 
@@ -76,13 +77,10 @@ def run_name(agent: str, request: dict[str, Any]) -> str:
     return request_run(agent, request["prompt"], request["after"])
 
 
+@named("letitloop:pydantic_ai.request")
 def _recorded(request: dict[str, Any]) -> dict[str, Any]:
     """The step's function: the request the agent run was recorded for."""
     return request
-
-
-# A name of its own, not where the code lives (the file format is a public API).
-_recorded.__module__, _recorded.__qualname__ = "letitloop.pydantic_ai", "request"
 
 
 def _clip(value: Any) -> str:

@@ -31,6 +31,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from ...durable import usage
 from ...errors import NoJournalError
 from ...journal import Journal
+from ...step_names import Named
 from ...waits import RunWaiting
 from ..approved import run_once
 from ..reserving import max_tokens_of, reserve_call
@@ -182,6 +183,8 @@ class LetItLoopBackend(JournalCallableOperationBackend[None]):
                 report_usage(payload)
             return payload
 
-        result = await run.journal.async_step(run.next_key(name), unit)
+        result = await run.journal.async_step(
+            run.next_key(name), Named("letitloop:pydantic_ai.unit", unit)
+        )
         record_durable_unit(executed=ran)
         return result

@@ -17,6 +17,7 @@ from pydantic import JsonValue
 from pydantic_ai.durable_exec import ExternalEventError, ExternalEventWaiter
 
 from ...errors import WaitTimeoutError
+from ...step_names import Named
 from ...waits import RunWaiting
 from .decisions import approved_ids, expect_for, requests_in
 from .units import AgentRun, StoppedToWait
@@ -47,7 +48,8 @@ class JournalWaiter(ExternalEventWaiter):
         pending, self.run.pending = self.run.pending or requests_in(ask), None
         token = f"{journal.run_id} {name}"
         key = self.run.next_key(f"{self.run.agent}__external_event.{name}.ask")
-        answer = await journal.async_step(key, ask, token)
+        # Pydantic AI's function, recorded under a name of its own, not where it lives there.
+        answer = await journal.async_step(key, Named("letitloop:pydantic_ai.ask", ask), token)
         if answer is None:
             try:
                 answer = await journal.async_wait_for(

@@ -49,6 +49,7 @@ from letitloop.adapters.smolagents.code import JournaledExecutor
 from letitloop.adapters.smolagents.model import DurableModel
 from letitloop.errors import LetItLoopError
 from letitloop.generations import reuse_seconds
+from letitloop.step_names import named
 from letitloop.unchecked import unchecked
 
 #: The attribute a wrapped agent or tool carries: its AgentCalls.
@@ -60,6 +61,7 @@ WRAPPED = "_letitloop_calls"
 REQUEST = ("task", "images", "additional_args", "max_steps")
 
 
+@named("letitloop:smolagents.tool")
 def call_tool(
     identity: Any, call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 ) -> Any:
@@ -69,6 +71,7 @@ def call_tool(
     return plain_text(forward(*args, **kwargs))
 
 
+@named("letitloop:smolagents.agent")
 def call_agent(identity: Any, call: tuple[Callable[[], Any]]) -> Any:
     """The step's function: a managed agent's whole run."""
     del identity

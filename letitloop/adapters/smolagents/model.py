@@ -27,6 +27,7 @@ from letitloop.adapters.agentcalls import Pricing, plain
 from letitloop.adapters.reserving import max_tokens_of, reserve_call
 from letitloop.adapters.smolagents.calls import AgentCalls
 from letitloop.durable import usage
+from letitloop.step_names import named
 from letitloop.unchecked import unchecked
 
 
@@ -89,6 +90,7 @@ def reply_message(record: dict[str, Any]) -> ChatMessage:
 ModelCall = tuple[Model, list[Any], dict[str, Any], Pricing | None]
 
 
+@named("letitloop:smolagents.model")
 def call_model(identity: Any, call: ModelCall) -> dict[str, Any]:
     """The step's function: one real model call, its usage (and cost) reported."""
     del identity  # the call's identity, for the journal's argument check only

@@ -1,0 +1,108 @@
+"""Journal files written by an earlier release resume with today's code (tests/golden/).
+
+Each golden journal holds runs in flight, written by the release named in its
+``.json`` (tests/golden/generate.py says how); a copy is resumed here the way
+that release resumed it, each program in a fresh process, and must give the
+same results with the same calls: none of what the file recorded is called
+again (DESIGN.md, "The file format is a public API").
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+sys.path.insert(0, str(GOLDEN))
+
+import generate  # noqa: E402
+
+from letitloop.step_names import NAMES, OLD_NAMES  # noqa: E402
+
+NAMED = sorted(n for n in generate.GOLDENS if (GOLDEN / f"{n}.db").exists())
+#: Goldens whose programs make no step the library names itself: LangGraph's adapter
+#: records the user's steps and LangGraph's checkpoints only.
+NO_LIBRARY_STEPS = {"langgraph"}
+
+
+def functions(db: Path) -> set[str]:
+    """The function names ``db`` holds, read without writing anything beside it."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    try:
+        return {name for (name,) in conn.execute("SELECT name FROM functions")}
+    finally:
+        conn.close()
+
+
+class TestAGoldenJournal:
+    @pytest.mark.timeout(600)  # primitives.db: a dozen programs, each in a process of its own
+    @pytest.mark.parametrize("golden", NAMED)
+    def test_its_runs_in_flight_resume_with_nothing_called_again_and_the_same_results(
+        self, golden: str, tmp_path: Path
+    ) -> None:
+        db = generate.copy(golden, tmp_path)
+        expected = json.loads((GOLDEN / f"{golden}.json").read_text())["resumes"]
+        got = generate.resume(golden, db, tmp_path / "side")
+        for mine, theirs in zip(got, expected, strict=True):
+            assert mine == theirs, f"{mine.get('stderr', '')}"
+
+    @pytest.mark.parametrize("golden", sorted(set(NAMED) - NO_LIBRARY_STEPS))
+    def test_it_holds_names_of_the_library_s_steps_it_recorded_then(self, golden: str) -> None:
+        # What makes the test above one: rows recorded under the names files held before.
+        held = functions(GOLDEN / f"{golden}.db")
+        assert held & set(OLD_NAMES), held
+        assert not held & NAMES
+
+
+GOLDEN_FINGERPRINTS: dict[str, dict[str, str]] = json.loads(
+    (GOLDEN / "fingerprints.json").read_text()
+)["kinds"]
+
+
+@pytest.fixture(scope="module")
+def fingerprints_now() -> dict[str, dict[str, str]]:
+    result: dict[str, dict[str, str]] = generate.fingerprints()
+    return result
+
+
+class TestTheGoldenFingerprints:
+    """tests/golden/fingerprints.json: each kind of argument's fingerprint, as letitloop 0.1.0
+    computed it (programs/fingerprint_kinds.py): recorded rows hold them, so a replay must
+    compute them again, and a value refused then is refused now."""
+
+    @pytest.mark.parametrize("kind", sorted(GOLDEN_FINGERPRINTS))
+    def test_a_kind_of_argument_keeps_its_fingerprint(
+        self, kind: str, fingerprints_now: dict[str, dict[str, str]]
+    ) -> None:
+        assert fingerprints_now[kind] == GOLDEN_FINGERPRINTS[kind]
+
+    def test_no_kind_was_left_out(self, fingerprints_now: dict[str, dict[str, str]]) -> None:
+        assert set(fingerprints_now) == set(GOLDEN_FINGERPRINTS)
+
+
+class TestARunOfAGoldenJournalAndOneOfToday:
+    def test_lil_diff_finds_no_other_function_where_a_library_step_was_renamed(
+        self, tmp_path: Path
+    ) -> None:
+        # Run p of primitives.db holds its patch decision under letitloop.patches.decide;
+        # the same steps made today record it as letitloop:patch.
+        db = generate.copy("primitives", tmp_path)
+        program = (
+            "import sys\nfrom letitloop import Journal\n"
+            "def fetch(name):\n    return name.upper()\n"
+            "with Journal('patches', path=sys.argv[1], run='today') as j:\n"
+            "    j.step('first', fetch, 'first')\n"
+            "    j.step('second', fetch, 'second-new' if j.patched('new-path') else 'old')\n"
+        )
+        subprocess.run([sys.executable, "-c", program, str(db)], check=True, timeout=60)
+        assert "letitloop:patch" in functions(db)
+        lil = [sys.executable, "-m", "letitloop", "--db", str(db), "diff", "p", "today", "--json"]
+        done = subprocess.run(lil, capture_output=True, text=True, timeout=60)
+        found = json.loads(done.stdout)["differences"]
+        # Run p was killed before its second step: that is its one difference.
+        assert [(d["key"], d["change"]) for d in found] == [("second", "added")], found

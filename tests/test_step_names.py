@@ -1,0 +1,272 @@
+"""The steps letitloop records itself have names of their own, never where their code lives.
+
+A step's row holds its function's name and a replay must find the same one
+(letitloop/step_names.py): a library step recorded as ``letitloop.budgets.
+record_budget`` would make every unfinished run fail once that module moved.
+Three guards: the names themselves; a scan of the package's source for a
+function of its own handed to a step without a name (the next one added is
+caught before it records anything); and programs using every primitive and
+adapter, whose files must hold no module path of the package.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import sqlite3
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from letitloop import Journal
+from letitloop.step_names import HISTORY, NAMES, OLD_NAMES, Named, named, same_function
+
+PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+#: The calls that record a step with the function among their arguments: the journal's
+#: own and the adapters' helpers that pass their ``fn`` on (found by :func:`forwarders`).
+STEP_CALLS = frozenset({"step", "async_step"})
+
+
+def functions_in(db: Path) -> set[str]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {name for (name,) in conn.execute("SELECT name FROM functions")}
+    finally:
+        conn.close()
+
+
+def decorated_named(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(
+        isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "named"
+        for d in fn.decorator_list
+    )
+
+
+def call_name(call: ast.Call) -> str | None:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+def forwarders(trees: dict[str, ast.Module]) -> set[str]:
+    """STEP_CALLS and the functions that pass one of their parameters to one of them."""
+    calls = set(STEP_CALLS)
+    while True:
+        more = set()
+        for tree in trees.values():
+            for fn in ast.walk(tree):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args]}
+                for call in ast.walk(fn):
+                    if (
+                        isinstance(call, ast.Call)
+                        and call_name(call) in calls
+                        and any(isinstance(a, ast.Name) and a.id in params for a in call.args[1:])
+                    ):
+                        more.add(fn.name)
+        if more <= calls:
+            return calls
+        calls |= more
+
+
+def unnamed_step_functions(trees: dict[str, ast.Module]) -> list[str]:
+    """Each function of the package's own passed to a step call without a name of its own:
+    a module's function or a closure not decorated ``@named``, a method (``self.m``), or
+    a ``partial`` of one, not wrapped in ``Named(...)``; as ``file:line: the argument``."""
+    calls = forwarders(trees)
+    found = []
+    for path, tree in trees.items():
+        top = {
+            n.name: n
+            for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not decorated_named(n)
+        }
+        methods = {
+            m.name
+            for c in ast.walk(tree)
+            if isinstance(c, ast.ClassDef)
+            for m in c.body
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and not decorated_named(m)
+        }
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            local = {
+                n.name
+                for n in ast.walk(fn)
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and n is not fn
+                and not decorated_named(n)
+            }
+
+            def ours(arg: ast.expr) -> bool:
+                if isinstance(arg, ast.Name):
+                    return arg.id in top or arg.id in local  # noqa: B023
+                if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name):
+                    return arg.value.id in ("self", "cls") and arg.attr in methods  # noqa: B023
+                if isinstance(arg, ast.Call) and call_name(arg) == "partial" and arg.args:
+                    return ours(arg.args[0])
+                return isinstance(arg, ast.Lambda)
+
+            for call in ast.walk(fn):
+                # A call given ``fn_name`` passes on a step whose name was taken already
+                # (the journal's own machinery: tracing, retries).
+                if (
+                    isinstance(call, ast.Call)
+                    and call_name(call) in calls
+                    and not any(isinstance(a, ast.Name) and a.id == "fn_name" for a in call.args)
+                ):
+                    found += [
+                        f"{path}:{call.lineno}: {ast.unparse(a)}" for a in call.args if ours(a)
+                    ]
+    return sorted(set(found))
+
+
+def package_trees() -> dict[str, ast.Module]:
+    return {
+        str(p.relative_to(PACKAGE.parent)): ast.parse(p.read_text(encoding="utf-8"))
+        for p in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+class TestTheNamesOfTheLibrarysOwnSteps:
+    def test_each_is_letitloop_and_a_word_after_a_colon_no_module_path_holds(self) -> None:
+        for name in NAMES:
+            assert name.startswith("letitloop:") and name.count(":") == 1, name
+            assert name.isprintable() and " " not in name, name
+
+    def test_each_name_files_held_before_stands_for_one_of_them(self) -> None:
+        assert set(OLD_NAMES.values()) <= NAMES
+        assert not set(OLD_NAMES) & NAMES
+        assert sum(len(olds) for olds in HISTORY.values()) == len(OLD_NAMES)  # none twice
+        assert same_function("letitloop.budgets.record_budget", "letitloop:budget")
+        assert not same_function("letitloop.budgets.record_budget", "letitloop:patch")
+        assert not same_function(None, "letitloop:budget")
+
+    def test_a_name_not_in_the_table_is_refused(self) -> None:
+        with pytest.raises(ValueError, match=r"step_names\.NAMES"):
+            Named("letitloop:nothing", print)
+
+
+def plain(x: int) -> int:
+    return x + 1
+
+
+class TestAStepOfANamedFunction:
+    def test_it_is_recorded_under_the_name_and_replays_in_a_fresh_process(
+        self, tmp_path: Path
+    ) -> None:
+        import subprocess
+
+        db = tmp_path / "j.db"
+        calls: list[int] = []
+
+        @named("letitloop:budget")
+        def recorded(x: int) -> int:
+            calls.append(x)
+            return x * 2
+
+        with Journal("g", path=db, run="r") as j:
+            assert j.step("a", recorded, 21) == 42
+        assert functions_in(db) == {"letitloop:budget"}
+        # Another process, with another function of that name: replayed, not called.
+        program = (
+            "import sys\nfrom letitloop import Journal\nfrom letitloop.step_names import Named\n"
+            "with Journal('g', path=sys.argv[1], run='r') as j:\n"
+            "    print(j.step('a', Named('letitloop:budget', lambda x: 0), 21))\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", program, str(db)], capture_output=True, text=True, check=True
+        )
+        assert done.stdout.strip() == "42"
+        assert calls == [21]
+
+    def test_an_async_function_is_awaited_on_the_loop_not_in_a_worker_thread(
+        self, tmp_path: Path
+    ) -> None:
+        threads: list[int] = []
+
+        async def on_loop(x: int) -> int:
+            threads.append(threading.get_ident())
+            return x
+
+        async def main() -> int:
+            async with Journal("g", path=tmp_path / "j.db", run="r") as j:
+                return await j.async_step("a", Named("letitloop:patch", on_loop), 5)
+
+        assert asyncio.run(main()) == 5
+        assert threads == [threading.get_ident()]  # asyncio.run's loop runs on this thread
+
+
+class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
+    def test_no_function_of_the_package_is_handed_to_a_step_without_a_name(self) -> None:
+        assert unnamed_step_functions(package_trees()) == []
+
+    def test_the_scan_finds_one_that_is(self) -> None:
+        # What the next adapter might write: each of these would record a module path.
+        source = (
+            "from functools import partial\n"
+            "from letitloop.step_names import Named, named\n"
+            "def call_model(identity): ...\n"
+            "@named('letitloop:budget')\n"
+            "def fine(identity): ...\n"
+            "def journaled(journal, key, fn, identity):\n"
+            "    return journal.step(key, fn, identity)\n"
+            "class Calls:\n"
+            "    def _listed(self): ...\n"
+            "    async def run(self, j, identity):\n"
+            "        async def unit(): ...\n"
+            "        await j.async_step('tools', self._listed)\n"
+            "        await j.async_step('unit', unit)\n"
+            "        await j.async_step('ok', Named('letitloop:patch', unit))\n"
+            "        j.step('fine', fine, identity)\n"
+            "        j.step('p', partial(call_model, 1))\n"
+            "        return journaled(j, 'model', call_model, identity)\n"
+        )
+        found = unnamed_step_functions({"new.py": ast.parse(source)})
+        assert found == [
+            "new.py:12: self._listed",
+            "new.py:13: unit",
+            "new.py:16: partial(call_model, 1)",
+            "new.py:17: call_model",
+        ]
+
+    @pytest.mark.slow
+    @pytest.mark.timeout(900)  # some 20 programs, each importing its framework
+    def test_programs_using_every_primitive_and_adapter_record_no_module_path_of_it(
+        self, tmp_path: Path
+    ) -> None:
+        sys.path.insert(0, str(GOLDEN))
+        try:
+            import generate
+        finally:
+            sys.path.remove(str(GOLDEN))
+        seen: set[str] = set()
+        for golden, spec in generate.GOLDENS.items():
+            db, side = tmp_path / f"{golden}.db", tmp_path / f"{golden}.side"
+            for program, args in spec["resumes"]:  # uninterrupted, on a new file
+                done = generate.run(program, db, side, args)
+                assert done.returncode in (0, 75), done.stderr[-2000:]
+            seen |= functions_in(db)
+        ours = {name for name in seen if name.startswith("letitloop")}
+        assert all(name.startswith("letitloop:") for name in ours), ours
+        assert ours <= NAMES
+        # What these programs do not run: CrewAI (an environment of its own), the OpenAI
+        # Agents SDK's and Pydantic AI's approvals, an async DSPy LM, the OpenAI Agents
+        # session's pop and clear, DurableMCP.list_tools, lil demo.
+        assert NAMES - ours == {
+            "letitloop:crewai.llm",
+            "letitloop:crewai.tool",
+            "letitloop:demo.work",
+            "letitloop:dspy.lm_async",
+            "letitloop:mcp.tools",
+            "letitloop:openai_agents.approved_tool",
+            "letitloop:openai_agents.approvals",
+            "letitloop:openai_agents.session.clear",
+            "letitloop:openai_agents.session.pop",
+            "letitloop:pydantic_ai.ask",
+        }
