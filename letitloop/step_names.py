@@ -103,6 +103,11 @@ HISTORY: dict[str, tuple[str, ...]] = {
     "letitloop:pydantic_ai.ask": (
         "pydantic_ai.external_events.wait_for_external_event.<locals>.ask_with_token",
     ),
+    # Steps added after 66860b7: no file holds another name for them.
+    "letitloop:smolagents.code": (),
+    "letitloop:langgraph.approved_call": (),
+    "letitloop:langgraph.tool": (),  # a ToolNode's call, sync or async alike
+    "letitloop:langgraph.model": (),  # durable_model's call, sync or async alike
     "letitloop:smolagents.model": ("letitloop.adapters.smolagents.model.call_model",),
     "letitloop:smolagents.tool": ("letitloop.adapters.smolagents.agent.call_tool",),
     "letitloop:smolagents.agent": ("letitloop.adapters.smolagents.agent.call_agent",),

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ...durable import current
+from ...step_names import named
 from ...steps import parent_step
 from ...unchecked import unchecked
 from ..approved import run_once_sync
@@ -23,6 +24,7 @@ from ..approved import run_once_sync
 T = TypeVar("T")
 
 
+@named("letitloop:langgraph.approved_call")
 def approved_call(what: str, stop_after: float | None, call: Any, *identity: Any) -> Any:
     """The step's function: the approved call, once (``run_once_sync``), in a marker named
     after the step's own key (``book``, ``book#2``, …)."""
@@ -31,9 +33,6 @@ def approved_call(what: str, stop_after: float | None, call: Any, *identity: Any
     assert running is not None  # a step's function runs inside its step
     journal, key = running
     return run_once_sync(journal, key, what, call, lambda text: text, stop_after=stop_after)
-
-
-approved_call.__module__, approved_call.__qualname__ = "letitloop.langgraph", "approved_call"
 
 
 def approved_step(

@@ -43,13 +43,10 @@ from pydantic import ConfigDict
 from ...durable import usage
 from ...errors import LetItLoopError
 from ...journal import Journal, current_journal
+from ...step_names import named
 from ...unchecked import unchecked
 from ..agentcalls import plain
 from ..reserving import max_tokens_of, reserve_call
-
-#: The stable module name the steps' functions are recorded under.
-_STEP_MODULE = "letitloop.langgraph"
-
 
 # -- ToolNode ----------------------------------------------------------------------------
 
@@ -78,20 +75,18 @@ def _node_journal(what: str) -> Journal:
     return journal
 
 
+@named("letitloop:langgraph.tool")
 def tool_call(identity: Any, work: Callable[[], Any]) -> Any:
     """The step's function: the tool call (through the user's wrapper, if any)."""
     del identity  # the call's name and arguments, for the journal's argument check only
     return work()
 
 
+@named("letitloop:langgraph.tool")
 async def atool_call(identity: Any, work: Callable[[], Awaitable[Any]]) -> Any:
     """The async step's function: the tool call (through the user's wrapper, if any)."""
     del identity
     return await work()
-
-
-tool_call.__module__, tool_call.__qualname__ = _STEP_MODULE, "tool_call"
-atool_call.__module__, atool_call.__qualname__ = _STEP_MODULE, "tool_call"
 
 
 def durable_tool_node(node: ToolNode, make_durable: Callable[[Any], Any]) -> ToolNode:
@@ -168,6 +163,7 @@ def _report(model: Any, result: ChatResult) -> None:
             usage(g.message, model=_model_name(model))
 
 
+@named("letitloop:langgraph.model")
 def model_call(identity: Any, call: Any) -> dict[str, Any]:
     """The step's function: one real call of the wrapped model, reserved and reported."""
     del identity  # the call's messages and options, for the journal's argument check only
@@ -179,6 +175,7 @@ def model_call(identity: Any, call: Any) -> dict[str, Any]:
     return _record(result)
 
 
+@named("letitloop:langgraph.model")
 async def amodel_call(identity: Any, call: Any) -> dict[str, Any]:
     """The async step's function: one real call of the wrapped model, reserved and reported."""
     del identity
@@ -188,10 +185,6 @@ async def amodel_call(identity: Any, call: Any) -> dict[str, Any]:
     result = await model._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
     _report(model, result)
     return _record(result)
-
-
-model_call.__module__, model_call.__qualname__ = _STEP_MODULE, "model_call"
-amodel_call.__module__, amodel_call.__qualname__ = _STEP_MODULE, "model_call"
 
 
 def _call_identity(messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any]) -> Any:

@@ -44,6 +44,7 @@ from letitloop.adapters.agentcalls import plain_text
 from letitloop.adapters.smolagents.calls import AgentCalls
 from letitloop.codec import encode
 from letitloop.errors import EncodeError, LetItLoopError
+from letitloop.step_names import named
 from letitloop.unchecked import unchecked
 
 #: The executor's own entries of its state, rewritten by every snippet: never recorded.
@@ -92,6 +93,7 @@ def definitions(code: str) -> dict[str, ast.stmt]:
     return found
 
 
+@named("letitloop:smolagents.code")
 def run_code(identity: Any, call: tuple[JournaledExecutor, str, list[bool]]) -> dict[str, Any]:
     """The step's function: the snippet run by the real executor, as the step records it."""
     del identity  # the code, for the journal's argument check only
@@ -117,11 +119,6 @@ def run_code(identity: Any, call: tuple[JournaledExecutor, str, list[bool]]) -> 
         record["final"] = bool(out.is_final_answer)
     record.update(executor.changes(code))
     return record
-
-
-# A name of its own in the journal's rows, not where the code lives (the file format is a
-# public API).
-run_code.__module__, run_code.__qualname__ = "letitloop.smolagents", "code"
 
 
 def within(error: BaseException, kind: type[BaseException]) -> BaseException | None:
