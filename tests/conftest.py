@@ -123,12 +123,33 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     long file no longer keeps a worker busy while the other idles. (xdist's own
     ``loadgroup`` marks do not reach its scheduler under pytest 9, which names
     nodes from ``_id``.)
+
+    The work goes out longest first: the units of :data:`SLOW_FILES` (those that
+    share, by their number of tests, first: the kill trials' module fixtures), then
+    the quick check's, so that the run ends on short tests that fill whichever
+    worker is free, not on a minute-long unit that one worker starts while the
+    other has nothing left. (xdist alone orders the units by their number of
+    tests, then in file order: a 4-test unit of 20 s of trials went before a
+    100-test unit of a second, and single heavy tests of test_web_browser.py or
+    test_bills.py started last.)
     """
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
     root = config.rootpath
 
     class Scheduling(LoadScopeScheduling):  # type: ignore[misc]
+        ordered = False
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self.ordered:  # the first assignment: the queue is whole
+                self.ordered = True
+                queue: OrderedDict[str, dict[str, bool]] = self.workqueue
+                for scope in [scope for scope in queue if not _slow(scope)]:
+                    queue.move_to_end(scope)  # in their order, after the slow ones
+            super()._assign_work_unit(node)
+
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             sharing = _sharing(root / module)
@@ -140,6 +161,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return name.rsplit("::", 1)[0] if name.count("::") > 1 else nodeid
 
     return Scheduling(config, log)
+
+
+def _slow(scope: str) -> bool:
+    """Whether an xdist unit (a node id's first part is its file) is of :data:`SLOW_FILES`."""
+    return scope.split("::", 1)[0].rsplit("/", 1)[-1] in SLOW_FILES
 
 
 @functools.cache

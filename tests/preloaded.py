@@ -25,7 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-#: The forking interpreter: imports argv[1:], then, for each request line on stdin
+#: The forking interpreter: imports argv[1:] (and runs the ``--warm=`` statements among
+#: them), then, for each request line on stdin
 #: (argv, cwd, env, the stdout and stderr files), forks a child, writes "pid N" to
 #: stdout, and "exit CODE" (negative: the signal) once the child ended.
 FORKER = r"""
@@ -33,8 +34,12 @@ import atexit, io, json, os, runpy, sys, threading, traceback
 
 names = sys.argv[1:]
 with_letitloop = names[:1] == ["--with-letitloop"]
+warm = [n for n in names if n.startswith("--warm=")]
 for name in names[with_letitloop:]:
-    __import__(name)
+    if not name.startswith("--warm="):
+        __import__(name)
+for code in warm:
+    exec(code.removeprefix("--warm="), {})
 assert with_letitloop or "letitloop" not in sys.modules, "the forker must not import letitloop"
 requests, replies = sys.stdin.buffer, sys.stdout.buffer
 
@@ -108,17 +113,84 @@ for line in requests:
 """
 
 
+#: What a child that opens a journal file imports of letitloop besides its package (the
+#: SQLite storage, its migrations, async steps): a forker ``with_letitloop`` imports them
+#: too, so that each child does not (about 8 ms of CPU a child; a thousand children).
+JOURNAL_MODULES = (
+    "letitloop.sqlite_storage",
+    "letitloop.stores",
+    "letitloop.migrate",
+    "letitloop.compact_migration",
+    "letitloop.schema_file",
+    "letitloop.migration_sql",
+    "letitloop.async_steps",
+    "letitloop.commits",
+    "letitloop.costs",
+    "letitloop.otel",
+)
+
+
+#: Per SDK, for :func:`for_sdk`: what a forker of its scripts imports (the SDK, its
+#: adapter, and what a run of theirs imports at its first call: a client's HTTP stack,
+#: a price table) and runs (``warm``: a validator the SDK builds at its first call).
+SDKS: dict[str, tuple[tuple[str, ...], str]] = {
+    "agents": (
+        (
+            "agents",
+            "agents.memory.sqlite_session",
+            "letitloop.adapters.openai_agents",
+            "anyio.streams.tls",
+            "h11",
+            "h2.connection",
+            "httpcore2",
+            "truststore",
+        ),
+        "",
+    ),
+    "pydantic_ai": (
+        (
+            "pydantic_ai",
+            "pydantic_ai.models.function",
+            "letitloop.adapters.pydantic_ai",
+            "anyio._backends._asyncio",
+            "genai_prices.data",
+            "queue",
+        ),
+        # The JSON codec's validators of a model's response and of a tool's result
+        # (about 60 ms of CPU at a child's first call), built and cached once.
+        "from pydantic_ai.durable_exec import JSON_CODEC, CallToolResult\n"
+        "from pydantic_ai.messages import ModelResponse\n"
+        "JSON_CODEC.dump(ModelResponse, ModelResponse(parts=[]))\n"
+        "JSON_CODEC.load(CallToolResult, {'kind': 'model_retry', 'message': 'warm'})\n",
+    ),
+}
+
+
+def for_sdk(sdk: str, *more: str) -> Preloaded:
+    """A :class:`Preloaded` for the scripts of ``sdk`` (a key of :data:`SDKS`) and letitloop,
+    which also imports ``more``."""
+    modules, warm = SDKS[sdk]
+    return Preloaded(*modules, *more, with_letitloop=True, warm=warm)
+
+
 class Preloaded:
     """A forking interpreter that imported ``modules``; started on first use, stopped by
     :meth:`close`. One script runs at a time.
 
     ``with_letitloop``: ``modules`` may import letitloop (an adapter), for a harness of
     hundreds of short runs whose children should cost only their run (the forker opens
-    no journal; a child is a fresh process to letitloop all the same).
+    no journal; a child is a fresh process to letitloop all the same). ``warm``: Python
+    statements the forker runs after its imports, to load once what every child would
+    load at its first call (a tokenizer's tables, a framework's cached validators); they
+    must open no journal and start no thread.
     """
 
-    def __init__(self, *modules: str, with_letitloop: bool = False) -> None:
-        self.modules = ("--with-letitloop", *modules) if with_letitloop else modules
+    def __init__(self, *modules: str, with_letitloop: bool = False, warm: str = "") -> None:
+        self.modules = (
+            ("--with-letitloop", *modules, *JOURNAL_MODULES) if with_letitloop else modules
+        )
+        if warm:
+            self.modules += (f"--warm={warm}",)
         self.forker: subprocess.Popen[bytes] | None = None
         self.last: Child | None = None
 

@@ -28,21 +28,58 @@ from letitloop.errors import StepMismatchError
 
 HERE = Path(__file__).resolve().parent
 
-#: Each framework: its script, and the modules its forkers import first.
+#: Each framework: its script, and the modules its forkers import first (the framework,
+#: the adapter, and what a run imports on its first call: each child would import it).
 FRAMEWORKS: dict[str, tuple[Path, tuple[str, ...]]] = {
-    "smolagents": (HERE / "smolagents_team.py", ("smolagents", "letitloop.adapters.smolagents")),
+    "smolagents": (
+        HERE / "smolagents_team.py",
+        ("smolagents", "letitloop.adapters.smolagents", "pygments.styles.gh_dark"),
+    ),
     "autogen": (
         HERE / "autogen_team.py",
-        ("autogen_agentchat.teams", "autogen_ext.models.replay", "letitloop.adapters.autogen"),
+        (
+            "autogen_agentchat.teams",
+            "autogen_agentchat.conditions",
+            "autogen_ext.models.replay",
+            "letitloop.adapters.autogen",
+        ),
     ),
 }
 
 #: The frameworks whose scripts run the trials only (their entry points' arguments are
 #: tested in their own files: tests/test_dspy.py, test_llamaindex.py, test_mcp_calls.py).
 TRIALS_ONLY: dict[str, tuple[Path, tuple[str, ...]]] = {
-    "dspy": (HERE / "dspy_requests.py", ("dspy", "dspy.utils.dummies", "letitloop.adapters.dspy")),
-    "llamaindex": (HERE / "llamaindex_requests.py", ("workflows", "letitloop.adapters.llamaindex")),
-    "mcp": (HERE / "mcp_requests.py", ("mcp", "mcp.server.mcpserver", "letitloop.mcp")),
+    "dspy": (
+        HERE / "dspy_requests.py",
+        (
+            "dspy",
+            "dspy.utils.dummies",
+            "dspy.clients.engines.dummy_engine",
+            "letitloop.adapters.dspy",
+        ),
+    ),
+    "llamaindex": (
+        HERE / "llamaindex_requests.py",
+        (
+            "workflows",
+            "workflows.representation",
+            "workflows.runtime.verbose",
+            "letitloop.adapters.llamaindex",
+        ),
+    ),
+    "mcp": (
+        HERE / "mcp_requests.py",
+        (
+            "mcp",
+            "mcp.server.mcpserver",
+            "letitloop.mcp",
+            # The server's logging (rich) and the client's check of a tool's result
+            # (jsonschema), imported at the first call: about 110 ms of CPU a child.
+            "rich.logging",
+            "jsonschema.validators",
+            "anyio._backends._asyncio",
+        ),
+    ),
 }
 
 #: Each framework's calls of a conversation's second turn (its kill points there).

@@ -73,8 +73,14 @@ MODEL_INFO = {
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[Preloaded]:
-    """Forks the processes from an interpreter that imported AutoGen once."""
-    with Preloaded("autogen_agentchat.teams", "autogen_ext.models.replay") as preloaded:
+    """Forks the processes from an interpreter that imported AutoGen and the adapter once."""
+    with Preloaded(
+        "autogen_agentchat.teams",
+        "autogen_agentchat.conditions",
+        "autogen_ext.models.replay",
+        "letitloop.adapters.autogen",
+        with_letitloop=True,
+    ) as preloaded:
         yield preloaded
 
 

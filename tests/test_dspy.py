@@ -107,8 +107,14 @@ def lines(log: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def framework() -> Iterator[Preloaded]:
-    """Forks the processes from an interpreter that imported DSPy once."""
-    with Preloaded("dspy", "dspy.utils.dummies") as preloaded:
+    """Forks the processes from an interpreter that imported DSPy and the adapter once."""
+    with Preloaded(
+        "dspy",
+        "dspy.utils.dummies",
+        "dspy.clients.engines.dummy_engine",
+        "letitloop.adapters.dspy",
+        with_letitloop=True,
+    ) as preloaded:
         yield preloaded
 
 

@@ -164,8 +164,11 @@ class Shop:
 
 @pytest.fixture(scope="module")
 def mcp_sdk() -> Iterator[Preloaded]:
-    """Forks the processes from an interpreter that imported the MCP SDK once."""
-    with Preloaded("mcp") as preloaded:
+    """Forks the processes from an interpreter that imported the MCP SDK, letitloop's client
+    and what a client imports at its first call (jsonschema, to check a tool's result) once."""
+    with Preloaded(
+        "mcp", "letitloop.mcp", "jsonschema.validators", with_letitloop=True
+    ) as preloaded:
         yield preloaded
 
 

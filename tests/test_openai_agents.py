@@ -33,7 +33,7 @@ from agents.model_settings import ModelSettings
 from agents.models.interface import ModelTracing
 from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall
-from preloaded import Preloaded
+from preloaded import Preloaded, for_sdk
 
 from letitloop import Journal
 from letitloop.adapters.openai_agents import DurableModel, durable_agent
@@ -51,8 +51,9 @@ TEAM_KILLS = ["tool add 2 3", "handoff", "model analyst 1"]
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[Preloaded]:
-    """Forks the processes from an interpreter that imported the OpenAI Agents SDK once."""
-    with Preloaded("agents") as preloaded:
+    """Forks the processes from an interpreter that imported the OpenAI Agents SDK and the
+    adapter once."""
+    with for_sdk("agents") as preloaded:
         yield preloaded
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from agent_kills import read_side
-from preloaded import Preloaded
+from preloaded import Preloaded, for_sdk
 
 import letitloop
 
@@ -41,7 +41,7 @@ AFTER = ["", "resume", "tool refund 30", "paid", "model clerk 1"]
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[Preloaded]:
-    with Preloaded("agents") as preloaded:
+    with for_sdk("agents") as preloaded:
         yield preloaded
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from agent_kills import read_side
-from preloaded import Preloaded
+from preloaded import Preloaded, for_sdk
 
 SCRIPT = Path(__file__).resolve().parent / "openai_agents_trip.py"
 #: Trials a scenario (IDENTITY_TRIALS to run more, as a benchmark would).
@@ -47,8 +47,7 @@ ANSWER = "{0}: sunny in {0} / hotel booked in {0}"
 @pytest.fixture(scope="module")
 def forkers() -> Iterator[tuple[Preloaded, Preloaded]]:
     """Two forking interpreters: two copies of a program run at once, one from each."""
-    names = ("agents",)
-    with Preloaded(*names) as one, Preloaded(*names) as two:
+    with for_sdk("agents") as one, for_sdk("agents") as two:
         yield one, two
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pydantic_ai_desk as desk
 import pytest
 from agent_kills import read_side
-from preloaded import Preloaded
+from preloaded import Preloaded, for_sdk
 
 import letitloop
 
@@ -48,7 +48,7 @@ AFTER = ["", "resume", "tool refund", "paid", "model 1"]
 
 @pytest.fixture(scope="module")
 def framework() -> Iterator[Preloaded]:
-    with Preloaded("pydantic_ai", "pydantic_ai.models.function") as preloaded:
+    with for_sdk("pydantic_ai") as preloaded:
         yield preloaded
 
 

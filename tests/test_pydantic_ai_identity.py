@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from agent_kills import read_side
-from preloaded import Preloaded
+from preloaded import Preloaded, for_sdk
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
@@ -50,8 +50,7 @@ ANSWER = "{0}: sunny in {0} / hotel booked in {0}"
 @pytest.fixture(scope="module")
 def forkers() -> Iterator[tuple[Preloaded, Preloaded]]:
     """Two forking interpreters: two copies of a program run at once, one from each."""
-    names = ("pydantic_ai", "pydantic_ai.models.function")
-    with Preloaded(*names) as one, Preloaded(*names) as two:
+    with for_sdk("pydantic_ai") as one, for_sdk("pydantic_ai") as two:
         yield one, two
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from helpers import write_script
-from preloaded import Preloaded
+from preloaded import Preloaded, for_sdk
 
 pytest.importorskip("pydantic_ai.durable_exec")
 pytest.importorskip("fastmcp")
@@ -96,8 +96,9 @@ def lil(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def framework() -> Iterator[Preloaded]:
-    """Forks the processes from an interpreter that imported Pydantic AI and its MCP client once."""
-    with Preloaded("pydantic_ai.mcp", "pydantic_ai.models.function") as preloaded:
+    """Forks the processes from an interpreter that imported Pydantic AI, its MCP client and
+    the adapter once."""
+    with for_sdk("pydantic_ai", "pydantic_ai.mcp") as preloaded:
         yield preloaded
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from helpers import wait_until, write_script
-from preloaded import Child, Preloaded
+from preloaded import Child, Preloaded, for_sdk
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
@@ -133,8 +133,8 @@ def finish(child: Child) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def framework() -> Iterator[Preloaded]:
-    """Forks the processes from an interpreter that imported Pydantic AI once."""
-    with Preloaded("pydantic_ai", "pydantic_ai.models.function") as preloaded:
+    """Forks the processes from an interpreter that imported Pydantic AI and the adapter once."""
+    with for_sdk("pydantic_ai") as preloaded:
         yield preloaded
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers import write_script
-from preloaded import Preloaded
+from preloaded import Preloaded, for_sdk
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
@@ -88,8 +88,8 @@ def lil(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def framework() -> Iterator[Preloaded]:
-    """Forks the processes from an interpreter that imported Pydantic AI once."""
-    with Preloaded("pydantic_ai", "pydantic_ai.models.function") as preloaded:
+    """Forks the processes from an interpreter that imported Pydantic AI and the adapter once."""
+    with for_sdk("pydantic_ai") as preloaded:
         yield preloaded
 
 
