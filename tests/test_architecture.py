@@ -281,6 +281,9 @@ CREWAI_ORDER = ["calls", "llms", "tools", "handler", "__init__"]
 #: another, importing them is skipped (their tests run in that environment).
 OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 
+#: The packages of letitloop that import an optional extra's package when imported.
+EXTRAS_PACKAGES = ("mcp.", "web.")
+
 #: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
 #: backend), the durable wait, the capability that installs both.
 PYDANTIC_AI_ORDER = ["decisions", "requests", "units", "waiter", "capability", "__init__"]
@@ -432,7 +435,16 @@ class TestTheLayers:
         doc = ast.get_docstring(tree)
         assert doc and doc.strip(), f"letitloop/{name.replace('.', '/')}.py has no docstring"
 
-    @pytest.mark.parametrize("name", sorted(set(module_files()) - {"__main__"}))  # (it runs lil)
+    @pytest.mark.parametrize(
+        "name",
+        [
+            # The MCP SDK and Starlette load in about 1.3 s and 0.2 s of CPU: the quick
+            # check (core only) leaves them to the full suite, as it does the adapters'
+            # frameworks and psycopg (tests/conftest.py marks those by their names).
+            pytest.param(n, marks=pytest.mark.slow) if n.startswith(EXTRAS_PACKAGES) else n
+            for n in sorted(set(module_files()) - {"__main__"})  # (__main__ runs lil)
+        ],
+    )
     def test_every_module_imports(self, name: str) -> None:
         for package, framework in OWN_ENVIRONMENT.items():
             if name.startswith(f"{package}.") and importlib.util.find_spec(framework) is None:
