@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked, run_forked
 from primitives_lab import Lab
 
 from letitloop import Journal, RetryPolicy, durable, step, unchecked
@@ -363,12 +364,7 @@ class TestABackoffInterruptedBySigkill:
             lambda: lab.sql("SELECT 1 FROM journal_r WHERE status = 'retrying'"),
             child,
         )
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(lab.db), "show", "r"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        shown = lil_forked("--db", str(lab.db), "show", "r")
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
         assert shown.returncode == 0, shown.stderr
@@ -432,12 +428,7 @@ class TestARetriedParentStep:
     def test_in_one_process_its_returned_children_replay(self, tmp_path: Path) -> None:
         db, log, script = tmp_path / "journal.db", tmp_path / "calls.log", tmp_path / "p.py"
         script.write_text(PARENT, encoding="utf-8")
-        done = subprocess.run(
-            [sys.executable, str(script), str(db), str(log), "0"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = run_forked(script, str(db), str(log), "0")
         assert done.returncode == 0, done.stderr
         keys, calls = self.keys_and_calls(db, log)
         # Try 1: c returned, d failed (so p failed). Try 2: c replays, d runs again

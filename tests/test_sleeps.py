@@ -6,14 +6,13 @@ import asyncio
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 from primitives_lab import CLOCK, Lab
 
 from letitloop import Journal, async_sleep, durable, durable_async, sleep
@@ -184,13 +183,7 @@ class TestASleepInterruptedBySigkill:
         child = lab.spawn("sync")
         lab.until("sleeping", lambda: lab.sql("SELECT 1 FROM journal_s"), child)
         shown, listed = (
-            subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", str(lab.db), *args],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            for args in (("show", "s"), ("runs",))
+            lil_forked("--db", str(lab.db), *args) for args in (("show", "s"), ("runs",))
         )
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
