@@ -352,6 +352,7 @@ def module(dotted: list[str]) -> str | None:
     return None
 
 
+@functools.cache  # read by many tests, never mutated
 def imports(name: str, path: Path, *, type_only_too: bool = False) -> set[str]:
     """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside
     (unless ``type_only_too``)."""
@@ -477,6 +478,7 @@ LONG_CLASSES = {
 }
 
 
+@functools.cache  # read by many tests, never mutated
 def long_classes() -> dict[str, int]:
     """``module.Class`` -> its lines, for every class of the package past CLASS_LINES."""
     out = {}
@@ -714,6 +716,7 @@ SQL_TEXT = re.compile(
 )
 
 
+@functools.cache  # read by many tests, never mutated
 def speaks_sql(name: str) -> list[str]:
     """What in module ``name`` runs SQL: an sqlite3 import, a call that runs a statement,
     a connection used, or a string that is a statement (docstrings aside)."""
@@ -843,6 +846,7 @@ KNOWN_GETATTR = {
 }
 
 
+@functools.cache  # read by many tests, never mutated
 def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     """The names a module defines at its top, and the ones it imports there (run time only)."""
     defined: set[str] = set()
@@ -872,6 +876,7 @@ def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     return defined, imported
 
 
+@functools.cache  # read by many tests, never mutated
 def names_imported(name: str) -> list[tuple[str, str, int]]:
     """(module, name, line) of every ``from <package module> import name`` in ``name``.
 
