@@ -49,6 +49,22 @@ def row(db: Path, key: str, table: str = "journal_g") -> tuple[Any, ...]:
         conn.close()
 
 
+class Ticking:
+    """A journal's clock: every look moves it on 0.5 s, and a pause skips to its end (what
+    a clock with ``skip_to`` gets, as ``letitloop.testing.SkippingClock`` does): no real
+    waiting, and times that differ between two looks."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        self.now += 0.5
+        return self.now
+
+    def skip_to(self, when: float) -> None:
+        self.now = max(self.now, when)
+
+
 class Flaky:
     """Raises ``exc`` on its first ``failures`` calls, then returns ``"ok"``."""
 
@@ -117,12 +133,7 @@ class TestAStepWithARetryPolicy:
         assert row(db, "fetch") == ("done", 1, None, None)
 
     def test_its_backoffs_are_recorded_as_the_times_of_the_next_tries(self, db: Path) -> None:
-        now = [1000.0]
-
-        def clock() -> float:
-            now[0] += 0.5  # every look at the clock moves it on: no real waiting
-            return now[0]
-
+        clock = Ticking(1000.0)
         policy = RetryPolicy(initial_backoff=10, multiplier=2, jitter=0)
         conn = sqlite3.connect(db)
         with Journal("g", path=db, clock=clock) as j:
@@ -376,8 +387,11 @@ class TestABackoffInterruptedBySigkill:
 PARENT = """
 import os, sys
 from letitloop import Journal, RetryPolicy, step, usage
+from letitloop.testing import SkippingClock
 
 db, log, backoff = sys.argv[1], sys.argv[2], float(sys.argv[3])
+# "skip": the backoff left is skipped, not waited (its wait is TestABackoffInterruptedBySigkill's)
+clock = SkippingClock() if sys.argv[4:] == ["skip"] else None
 
 def note(what):
     with open(log, "a") as f:  # counted outside the journal
@@ -401,7 +415,7 @@ def parent():
     note("parent tried")
     return [a, b]
 
-with Journal("g", run="r", path=db) as j:
+with Journal("g", run="r", path=db, clock=clock) as j:
     print(j.step("p", parent, retry=RetryPolicy(initial_backoff=backoff, jitter=0)), flush=True)
 """
 
@@ -456,12 +470,8 @@ class TestARetriedParentStep:
             first.send_signal(signal.SIGKILL)
             first.communicate()
         assert first.returncode == -signal.SIGKILL
-        done = subprocess.run(  # waits what remains of the backoff, then tries again
-            [sys.executable, str(script), str(db), str(log), "3"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        # Skips what remains of the backoff (a skipping clock), then tries again.
+        done = run_forked(script, str(db), str(log), "3", "skip")
         assert done.returncode == 0, done.stderr
         keys, calls = self.keys_and_calls(db, log)
         assert keys == [("p", "done"), ("p/c", "done"), ("p/d", "done")]
