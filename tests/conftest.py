@@ -293,6 +293,9 @@ def _nothing_left_behind() -> Iterator[None]:
     (a forgotten 60 s timer once did); a leftover child holds locks and files.
     """
     yield
+    from helpers import stop_forker
+
+    stop_forker()  # the forking interpreter the tests shared (helpers.run_forked)
     deadline = time.monotonic() + 5  # threads that are just finishing get a moment
     while True:
         threads = [t for t in threading.enumerate() if t is not threading.main_thread()]

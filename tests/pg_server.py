@@ -151,15 +151,11 @@ def crash_and_restart(between: Callable[[], None]) -> None:
 
 
 def lil(location: str, *args: str) -> str:
-    """``lil --db location ARGS…`` run as a subprocess; its output (it must succeed)."""
-    import sys
+    """``lil --db location ARGS…`` run in a child process (helpers.lil_forked); its output
+    (it must succeed)."""
+    from helpers import lil_forked
 
-    done = subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", location, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = lil_forked("--db", location, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -116,7 +116,12 @@ def run_program(
 def run_lil(
     location: str | Path, *args: str, env: dict[str, str], stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """The real ``lil --db location ARGS`` in a fresh process."""
+    """``lil --db location ARGS`` in a process of its own: forked (helpers.lil_forked)
+    unless it reads ``stdin``, then a fresh interpreter."""
+    if stdin is None:
+        from helpers import lil_forked
+
+        return lil_forked("--db", str(location), *args, cwd=ROOT, env=env)
     return subprocess.run(
         [sys.executable, "-m", "letitloop", "--db", str(location), *args],
         cwd=ROOT,

@@ -287,6 +287,9 @@ CREWAI_ORDER = ["calls", "llms", "tools", "handler", "__init__"]
 #: another, importing them is skipped (their tests run in that environment).
 OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 
+#: The packages of letitloop that import an optional extra's package when imported.
+EXTRAS_PACKAGES = ("mcp.", "web.")
+
 #: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
 #: backend), the durable wait, the capability that installs both.
 PYDANTIC_AI_ORDER = ["decisions", "requests", "units", "waiter", "capability", "__init__"]
@@ -355,6 +358,7 @@ def module(dotted: list[str]) -> str | None:
     return None
 
 
+@functools.cache  # read by many tests, never mutated
 def imports(name: str, path: Path, *, type_only_too: bool = False) -> set[str]:
     """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside
     (unless ``type_only_too``)."""
@@ -438,7 +442,16 @@ class TestTheLayers:
         doc = ast.get_docstring(tree)
         assert doc and doc.strip(), f"letitloop/{name.replace('.', '/')}.py has no docstring"
 
-    @pytest.mark.parametrize("name", sorted(set(module_files()) - {"__main__"}))  # (it runs lil)
+    @pytest.mark.parametrize(
+        "name",
+        [
+            # The MCP SDK and Starlette load in about 1.3 s and 0.2 s of CPU: the quick
+            # check (core only) leaves them to the full suite, as it does the adapters'
+            # frameworks and psycopg (tests/conftest.py marks those by their names).
+            pytest.param(n, marks=pytest.mark.slow) if n.startswith(EXTRAS_PACKAGES) else n
+            for n in sorted(set(module_files()) - {"__main__"})  # (__main__ runs lil)
+        ],
+    )
     def test_every_module_imports(self, name: str) -> None:
         for package, framework in OWN_ENVIRONMENT.items():
             if name.startswith(f"{package}.") and importlib.util.find_spec(framework) is None:
@@ -471,6 +484,7 @@ LONG_CLASSES = {
 }
 
 
+@functools.cache  # read by many tests, never mutated
 def long_classes() -> dict[str, int]:
     """``module.Class`` -> its lines, for every class of the package past CLASS_LINES."""
     out = {}
@@ -708,6 +722,7 @@ SQL_TEXT = re.compile(
 )
 
 
+@functools.cache  # read by many tests, never mutated
 def speaks_sql(name: str) -> list[str]:
     """What in module ``name`` runs SQL: an sqlite3 import, a call that runs a statement,
     a connection used, or a string that is a statement (docstrings aside)."""
@@ -837,6 +852,7 @@ KNOWN_GETATTR = {
 }
 
 
+@functools.cache  # read by many tests, never mutated
 def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     """The names a module defines at its top, and the ones it imports there (run time only)."""
     defined: set[str] = set()
@@ -866,6 +882,7 @@ def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     return defined, imported
 
 
+@functools.cache  # read by many tests, never mutated
 def names_imported(name: str) -> list[tuple[str, str, int]]:
     """(module, name, line) of every ``from <package module> import name`` in ``name``.
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import spawn_python, write_script
+from helpers import lil_forked, spawn_python, write_script
 
 import letitloop
 from letitloop import Journal, RunCancelledError
@@ -127,12 +127,7 @@ class Lab:
             conn.close()
 
     def lil(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(self.db), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return lil_forked("--db", str(self.db), *args)
 
 
 @pytest.fixture

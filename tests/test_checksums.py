@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -240,13 +241,7 @@ class TestARowCopiedByAFork:
 
 class TestLilShow:
     def lil(self, db: Path, *args: str) -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "letitloop", "show", "--db", str(db), *args],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = lil_forked("show", "--db", str(db), *args, cwd=ROOT)
         assert out.returncode == 0, out.stderr
         return out.stdout
 

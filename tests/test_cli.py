@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_in_process
+from helpers import lil_forked, lil_in_process, run_forked
 
 from letitloop import Journal, unchecked
 from letitloop.errors import StepMismatchError
@@ -80,12 +80,8 @@ class Lab:
         return {**env, **extra}
 
     def run(self, goal: str, steps: str = STEPS, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, str(self.script), goal, str(self.db), str(self.log), steps],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=self.env(**env),
+        return run_forked(
+            self.script, goal, str(self.db), str(self.log), steps, env=self.env(**env)
         )
 
     def spawn(self, goal: str, steps: str = STEPS, **env: str) -> subprocess.Popen[str]:
@@ -127,13 +123,7 @@ class Lab:
 
     def lil(self, *args: str, db: bool = True) -> subprocess.CompletedProcess[str]:
         pre = ["--db", str(self.db)] if db else []
-        return subprocess.run(
-            [sys.executable, "-m", "letitloop", *pre, *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=self.env(),
-        )
+        return lil_forked(*pre, *args, env=self.env())
 
     def ok(self, *args: str) -> str:
         r = self.lil(*args)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_in_process
+from helpers import lil_forked, lil_in_process
 
 from letitloop import Journal, durable, step
 
@@ -42,15 +42,10 @@ LONG_ERROR = "EncodeError: " + "a long explanation of what went wrong " * 8 + "T
 def lil(
     db: Path | None, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """The real ``lil``, piped; ``--db`` after the command when a journal is given."""
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", *args, *(["--db", str(db)] if db else [])],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-    )
+    """``python -m letitloop`` in a forked child (helpers.lil_forked), piped; ``--db``
+    after the command when a journal is given."""
+    where = ["--db", str(db)] if db else []
+    return lil_forked(*args, *where, cwd=cwd, env={**os.environ, **(env or {})})
 
 
 def ok(db: Path | None, *args: str, **kw: Any) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -93,12 +94,12 @@ except RuntimeError:
 def lil(
     db: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    """The real ``lil`` in a child interpreter, its output piped and kept as bytes."""
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
+    """``python -m letitloop`` in a forked child (helpers.lil_forked), its output piped and
+    given back as the bytes it wrote (the child writes UTF-8, strictly on stdout, with
+    backslash escapes on stderr, as an interpreter does off a terminal)."""
+    done = lil_forked("--db", str(db), *args, env={**os.environ, **(env or {})})
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.encode("utf-8"), done.stderr.encode("utf-8")
     )
 
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers import sqlite_store
+from helpers import lil_forked, sqlite_store
 
 from letitloop import Journal
 from letitloop.clock import utc_us
@@ -71,13 +71,7 @@ class Live:
     def lil(
         self, *args: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "letitloop", *args, "--db", str(self.db)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, **(env or {})},
-        )
+        return lil_forked(*args, "--db", str(self.db), env={**os.environ, **(env or {})})
 
     def ok(self, *args: str) -> str:
         r = self.lil(*args)

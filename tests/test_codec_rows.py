@@ -17,7 +17,6 @@ import os
 import pathlib
 import re
 import sqlite3
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from codec_values import (
     show,
     written_now,
 )
+from helpers import lil_forked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -632,12 +632,7 @@ class TestRowsWrittenByCommit13daf56:
                 ('{"!dict":{"user_id":8,"day":{"!date":"2026-11-30"}}}',),
             )
         for user in (7, 8):
-            found = subprocess.run(
-                [*LIL, "runs", "--db", str(db), "--json", "--input", f"user_id={user}"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
+            found = lil_forked("runs", "--db", str(db), "--json", "--input", f"user_id={user}")
             assert found.returncode == 0, found.stderr
             [run] = json.loads(found.stdout)
             assert run["input"] == {"user_id": user, "day": "2026-11-30"}

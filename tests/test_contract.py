@@ -54,7 +54,7 @@ from typing import Any
 
 import pg_server
 import pytest
-from helpers import run_python, spawn_python, write_script
+from helpers import run_forked, spawn_python, write_script
 
 from letitloop import Journal
 from letitloop.checksums import step_sum
@@ -384,9 +384,9 @@ class TestAProcessThatRanSteps:
         side = tmp_path / "side.log"
         script = write_script(tmp_path, "steps.py", STEPS)
         args = (location, mode.durability, mode.kind, str(side), "5")
-        first = run_python(script, *args)
+        first = run_forked(script, *args)
         assert first.returncode == 0, first.stderr
-        again = run_python(script, *args)
+        again = run_forked(script, *args)
         assert again.returncode == 0, again.stderr
         assert [i for i, _ in starts(side)] == [0, 1, 2, 3, 4]  # the second run called nothing
         assert again.stdout.split().count("returned") == 5
@@ -420,7 +420,7 @@ class TestAProcessKilledAtARandomPoint:
             assert not pid_starts & before, (pid_starts, before)
             if "finished" in lines:
                 break
-        final = run_python(script, *args)
+        final = run_forked(script, *args)
         assert final.returncode == 0 and "finished" in final.stdout, final.stderr
         runs_of = [i for i, _ in starts(side)]
         for i in returned:

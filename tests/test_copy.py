@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import write_script
+from helpers import lil_forked, write_script
 
 from letitloop import Journal
 from letitloop.goals import VIEW_COLUMNS
@@ -104,13 +104,7 @@ def lil(*args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
     }
     if key is not None:
         env["LETITLOOP_SEAL_KEY"] = key
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    return lil_forked(*args, env=env)
 
 
 def ledger(folder: Path) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import Journal, RetryPolicy, step, usage
 from letitloop.costs import Usage, reported
@@ -223,12 +224,7 @@ with Journal("costly", path=db) as j:
 
 
 def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return lil_forked("--db", str(db), *args)
 
 
 class TestWhatLilSaysARunCost:

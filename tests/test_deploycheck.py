@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_benchmark, run_python
+from helpers import lil_forked, run_benchmark, run_python
 
 from letitloop.deploycheck import check
 
@@ -73,13 +73,7 @@ DRAFT = '    # DRAFT\n    text = step("draft", draft, mail)\n'
 
 
 def lil(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return lil_forked(*args, cwd=folder)
 
 
 def record(folder: Path, user: str, **env: str) -> None:

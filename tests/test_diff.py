@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 
 PIPELINE = textwrap.dedent(
     """
@@ -70,13 +71,7 @@ def record(folder: Path, run: str, drift: str = "") -> None:
 
 
 def lil_diff(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", "j.db", "diff", *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return lil_forked("--db", "j.db", "diff", *args, cwd=folder)
 
 
 def differences(folder: Path, drift: str) -> list[dict[str, Any]]:

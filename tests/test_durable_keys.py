@@ -7,10 +7,10 @@ import asyncio
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import durable, durable_async, step
 from letitloop.errors import EncryptionKeyError, SealKeyError
@@ -29,13 +29,8 @@ def no_keys_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def verify(db: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "LETITLOOP_SEAL_KEY"}
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), "verify", "--all"],
-        cwd=ROOT,
-        env={**env, "LETITLOOP_SEAL_KEY": SEAL},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return lil_forked(
+        "--db", str(db), "verify", "--all", cwd=ROOT, env={**env, "LETITLOOP_SEAL_KEY": SEAL}
     )
 
 

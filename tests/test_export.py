@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import Journal, RetryPolicy, usage
 
 
 def lil(db: Path, *args: str) -> str:
-    r = subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = lil_forked("--db", str(db), *args)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

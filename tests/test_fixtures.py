@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import Journal
 from letitloop.errors import LetItLoopError, StepMismatchError
@@ -79,12 +80,7 @@ def run_pipeline(
 
 
 def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return lil_forked("--db", str(db), *args)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from helpers import run_python, write_script
+from helpers import run_forked, write_script
 
 PAY = """
     import json, os, signal, sys
@@ -48,9 +48,9 @@ class TestOrdersWhoseIdsAreBeyond64Bits:
     ) -> None:
         script = write_script(tmp_path, "pay.py", PAY)
         db, side = tmp_path / "journal.db", tmp_path / "charges.jsonl"
-        killed = run_python(script, str(db), str(side), "charge", "1")
+        killed = run_forked(script, str(db), str(side), "charge", "1")
         assert killed.returncode == -signal.SIGKILL
-        done = run_python(script, str(db), str(side), "no", "2")
+        done = run_forked(script, str(db), str(side), "no", "2")
         assert done.returncode == 0, done.stderr
         assert done.stdout.split("\n")[0] == f"receipt {2**100 + 2} for 99"
         assert charges(side) == [[2**100 + 1, 10], [2**100 + 2, 99]]
@@ -58,9 +58,9 @@ class TestOrdersWhoseIdsAreBeyond64Bits:
     def test_a_loop_met_in_the_other_order_charges_each_customer_once(self, tmp_path: Path) -> None:
         script = write_script(tmp_path, "pay.py", PAY)
         db, side = tmp_path / "journal.db", tmp_path / "charges.jsonl"
-        killed = run_python(script, str(db), str(side), "charge", "1", "2")
+        killed = run_forked(script, str(db), str(side), "charge", "1", "2")
         assert killed.returncode == -signal.SIGKILL
-        done = run_python(script, str(db), str(side), "no", "2", "1")
+        done = run_forked(script, str(db), str(side), "no", "2", "1")
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == [
             f"receipt {2**100 + 2} for 99",
@@ -97,12 +97,12 @@ class TestArraysAsArguments:
         pytest.importorskip("numpy")
         script = write_script(tmp_path, "train.py", TRAIN)
         db, calls = tmp_path / "journal.db", tmp_path / "calls.jsonl"
-        killed = run_python(script, str(db), str(calls), "kill", "a")
+        killed = run_forked(script, str(db), str(calls), "kill", "a")
         assert killed.returncode == -signal.SIGKILL
-        done = run_python(script, str(db), str(calls), "no", "b")
+        done = run_forked(script, str(db), str(calls), "no", "b")
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "4.0"  # its own fit, not 3.0 replayed
-        again = run_python(script, str(db), str(calls), "no", "a")
+        again = run_forked(script, str(db), str(calls), "no", "a")
         assert again.stdout.strip() == "3.0"  # the killed run resumed: fit replayed
         assert calls.read_text().splitlines() == ["[1.0, 2.0]", "[1.0, 3.0]"]
 
@@ -140,7 +140,7 @@ class TestAnArgumentWithNoWayToTellItApart:
     def test_it_is_refused_with_the_way_out_and_nothing_runs(self, tmp_path: Path) -> None:
         script = write_script(tmp_path, "client.py", CLIENT)
         db, calls = tmp_path / "journal.db", tmp_path / "calls.txt"
-        done = run_python(script, str(db), str(calls), "plain", "https://a")
+        done = run_forked(script, str(db), str(calls), "plain", "https://a")
         assert done.stdout.startswith("FingerprintError: the run's input holds at $.client a ")
         assert "register_fingerprint(Client, fn)" in done.stdout
         assert not calls.exists()
@@ -149,7 +149,7 @@ class TestAnArgumentWithNoWayToTellItApart:
         script = write_script(tmp_path, "client.py", CLIENT)
         db, calls = tmp_path / "journal.db", tmp_path / "calls.txt"
         for url in ("https://a", "https://b"):
-            done = run_python(script, str(db), str(calls), "registered", url)
+            done = run_forked(script, str(db), str(calls), "registered", url)
             assert done.stdout.strip() == url, done.stderr
         assert calls.read_text().splitlines() == ["https://a", "https://b"]
 
@@ -180,9 +180,9 @@ class TestUncheckedInsideAMessageList:
     ) -> None:
         script = write_script(tmp_path, "ask.py", ASK)
         db, calls = tmp_path / "journal.db", tmp_path / "calls.jsonl"
-        killed = run_python(script, str(db), str(calls), "kill")
+        killed = run_forked(script, str(db), str(calls), "kill")
         assert killed.returncode == -signal.SIGKILL
-        done = run_python(script, str(db), str(calls), "no")
+        done = run_forked(script, str(db), str(calls), "no")
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "answer"
         (sent,) = [json.loads(line) for line in calls.read_text().splitlines()]  # called once

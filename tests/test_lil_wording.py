@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import Journal, RetryPolicy, durable, step, usage
 from letitloop.waits import RunWaiting
@@ -23,13 +24,7 @@ from letitloop.waits import RunWaiting
 
 def lil(db: Path | None, *args: str, cwd: Path | None = None) -> str:
     where = ["--db", str(db)] if db is not None else []
-    r = subprocess.run(
-        [sys.executable, "-m", "letitloop", *where, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
+    r = lil_forked(*where, *args, cwd=cwd)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import Journal
 from letitloop.errors import SchemaVersionError
@@ -59,12 +60,7 @@ class TestAFileFromANewerLetitloop:
         self, newer: Path, args: list[str]
     ) -> None:
         before, listing = newer.read_bytes(), beside(newer)
-        done = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(newer), *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = lil_forked("--db", str(newer), *args)
         assert done.returncode == 1 and "newer" in done.stderr, done.stderr
         assert beside(newer) == listing  # no -wal, no -shm
         assert newer.read_bytes() == before

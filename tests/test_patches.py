@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 from functools import partial
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked, run_forked
 
 import letitloop
 from letitloop import Journal
@@ -90,12 +89,7 @@ def run_script(tmp: Path, source: str, db: Path, run: str, kill_after: int = 0) 
     script.write_text(textwrap.dedent(source))
     log = tmp / f"log-{run}.jsonl"
     before = len(log.read_text().splitlines()) if log.exists() else 0
-    proc = subprocess.run(
-        [sys.executable, str(script), str(db), run, str(kill_after), str(log)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_forked(script, str(db), run, str(kill_after), str(log))
     if kill_after:
         assert proc.returncode == -signal.SIGKILL, proc.stderr
     else:
@@ -154,12 +148,7 @@ class TestTheDecisionIsJournaled:
         run_script(tmp_path, NEW, db, "new")
         shown = {}
         for run in ("old", "new"):
-            proc = subprocess.run(
-                [sys.executable, "-m", "letitloop", "show", run, "--db", str(db)],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
+            proc = lil_forked("show", run, "--db", str(db))
             assert proc.returncode == 0, proc.stderr
             shown[run] = proc.stdout
         rows = {

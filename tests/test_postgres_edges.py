@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import pg_server
 import pytest
-from helpers import spawn_python, write_script
+from helpers import lil_forked, spawn_python, write_script
 
 from letitloop import Journal
 from letitloop.errors import JournalFileError, LetItLoopError
@@ -38,13 +38,7 @@ def with_role(location: str, role: str, extra: str = "") -> str:
 
 
 def lil(location: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", location, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-    )
+    return lil_forked("--db", location, *args, cwd=cwd)
 
 
 def admin(sql: str) -> None:

@@ -6,11 +6,11 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import Journal, migration_files
 from letitloop.store import Store
@@ -20,12 +20,7 @@ READERS = (["runs"], ["show", "g"], ["show", "g", "--full"], ["export", "g"])
 
 
 def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return lil_forked("--db", str(db), *args)
 
 
 def snapshot(folder: Path) -> dict[str, str]:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked
 
 pytest.importorskip("cryptography")
 
@@ -78,14 +79,8 @@ def run(
 
 
 def lil(db: Path, *args: str, **keys: str | None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        cwd=ROOT,
-        env=env(keys.get("key", OLD), keys.get("new", NEW), keys.get("seal")),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    keyed = env(keys.get("key", OLD), keys.get("new", NEW), keys.get("seal"))
+    return lil_forked("--db", str(db), *args, cwd=ROOT, env=keyed)
 
 
 def checks(db: Path) -> dict[str, str]:

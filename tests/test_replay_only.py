@@ -11,12 +11,11 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import run_forked
 
 from letitloop.errors import UnrecordedStepError
 
@@ -90,13 +89,8 @@ def run(tmp_path: Path, mode: str, *, replay: bool, drift: str = "") -> dict[str
     env["DRIFT"] = drift
     if replay:
         env["LETITLOOP_REPLAY"] = "only"
-    done = subprocess.run(
-        [sys.executable, str(tmp_path / "pipeline.py"), str(tmp_path / "calls"), mode],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_forked(
+        tmp_path / "pipeline.py", str(tmp_path / "calls"), mode, cwd=tmp_path, env=env
     )
     assert done.returncode == 0, done.stderr
     found: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])

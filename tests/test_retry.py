@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked, run_forked
 from primitives_lab import Lab
 
 from letitloop import Journal, RetryPolicy, durable, step, unchecked
@@ -46,6 +47,22 @@ def row(db: Path, key: str, table: str = "journal_g") -> tuple[Any, ...]:
         return tuple(found)
     finally:
         conn.close()
+
+
+class Ticking:
+    """A journal's clock: every look moves it on 0.5 s, and a pause skips to its end (what
+    a clock with ``skip_to`` gets, as ``letitloop.testing.SkippingClock`` does): no real
+    waiting, and times that differ between two looks."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        self.now += 0.5
+        return self.now
+
+    def skip_to(self, when: float) -> None:
+        self.now = max(self.now, when)
 
 
 class Flaky:
@@ -116,12 +133,7 @@ class TestAStepWithARetryPolicy:
         assert row(db, "fetch") == ("done", 1, None, None)
 
     def test_its_backoffs_are_recorded_as_the_times_of_the_next_tries(self, db: Path) -> None:
-        now = [1000.0]
-
-        def clock() -> float:
-            now[0] += 0.5  # every look at the clock moves it on: no real waiting
-            return now[0]
-
+        clock = Ticking(1000.0)
         policy = RetryPolicy(initial_backoff=10, multiplier=2, jitter=0)
         conn = sqlite3.connect(db)
         with Journal("g", path=db, clock=clock) as j:
@@ -363,12 +375,7 @@ class TestABackoffInterruptedBySigkill:
             lambda: lab.sql("SELECT 1 FROM journal_r WHERE status = 'retrying'"),
             child,
         )
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(lab.db), "show", "r"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        shown = lil_forked("--db", str(lab.db), "show", "r")
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
         assert shown.returncode == 0, shown.stderr
@@ -380,8 +387,11 @@ class TestABackoffInterruptedBySigkill:
 PARENT = """
 import os, sys
 from letitloop import Journal, RetryPolicy, step, usage
+from letitloop.testing import SkippingClock
 
 db, log, backoff = sys.argv[1], sys.argv[2], float(sys.argv[3])
+# "skip": the backoff left is skipped, not waited (its wait is TestABackoffInterruptedBySigkill's)
+clock = SkippingClock() if sys.argv[4:] == ["skip"] else None
 
 def note(what):
     with open(log, "a") as f:  # counted outside the journal
@@ -405,7 +415,7 @@ def parent():
     note("parent tried")
     return [a, b]
 
-with Journal("g", run="r", path=db) as j:
+with Journal("g", run="r", path=db, clock=clock) as j:
     print(j.step("p", parent, retry=RetryPolicy(initial_backoff=backoff, jitter=0)), flush=True)
 """
 
@@ -432,12 +442,7 @@ class TestARetriedParentStep:
     def test_in_one_process_its_returned_children_replay(self, tmp_path: Path) -> None:
         db, log, script = tmp_path / "journal.db", tmp_path / "calls.log", tmp_path / "p.py"
         script.write_text(PARENT, encoding="utf-8")
-        done = subprocess.run(
-            [sys.executable, str(script), str(db), str(log), "0"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = run_forked(script, str(db), str(log), "0")
         assert done.returncode == 0, done.stderr
         keys, calls = self.keys_and_calls(db, log)
         # Try 1: c returned, d failed (so p failed). Try 2: c replays, d runs again
@@ -465,12 +470,8 @@ class TestARetriedParentStep:
             first.send_signal(signal.SIGKILL)
             first.communicate()
         assert first.returncode == -signal.SIGKILL
-        done = subprocess.run(  # waits what remains of the backoff, then tries again
-            [sys.executable, str(script), str(db), str(log), "3"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        # Skips what remains of the backoff (a skipping clock), then tries again.
+        done = run_forked(script, str(db), str(log), "3", "skip")
         assert done.returncode == 0, done.stderr
         keys, calls = self.keys_and_calls(db, log)
         assert keys == [("p", "done"), ("p/c", "done"), ("p/d", "done")]

@@ -28,6 +28,7 @@ import pg_server
 import pytest
 from generations_program import paid
 from generations_program import run as run_here
+from helpers import run_forked
 
 from letitloop import Journal, durable, unchecked
 from letitloop.errors import JournalFileError, MisuseError
@@ -55,7 +56,8 @@ class Program:
         return self.store != "memory"
 
     def args(self, name: str, kw: dict[str, Any]) -> list[str]:
-        out = [sys.executable, str(PROGRAM), self.location, name, str(self.side)]
+        """The program's arguments (after its path) for ``name`` and the options ``kw``."""
+        out = [self.location, name, str(self.side)]
         if self.kind == "async":
             out.append("--async")
         for key, value in kw.items():
@@ -72,22 +74,14 @@ class Program:
             return run_here(
                 self.location, name, str(self.side), is_async=self.kind == "async", **kw
             )
-        done = subprocess.run(
-            self.args(name, kw), capture_output=True, text=True, timeout=60, cwd=CHECKOUT
-        )
+        done = run_forked(PROGRAM, *self.args(name, kw), cwd=CHECKOUT)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
     def killed(self, name: str = "report", *, at: int, **kw: Any) -> None:
         """Run it until step ``at`` starts, where it dies (SIGKILL; here: ``abandon``)."""
         if self.processes:
-            done = subprocess.run(
-                self.args(name, {**kw, "kill_at": at}),
-                capture_output=True,
-                text=True,
-                timeout=60,
-                cwd=CHECKOUT,
-            )
+            done = run_forked(PROGRAM, *self.args(name, {**kw, "kill_at": at}), cwd=CHECKOUT)
             assert done.returncode == -9, done.stderr
             return
         j = Journal("generations", run=name, path=self.location, **kw)
@@ -114,7 +108,7 @@ class Program:
             return got
         procs = [
             subprocess.Popen(
-                self.args(name, kw),
+                [sys.executable, str(PROGRAM), *self.args(name, kw)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import Journal, durable, schemes
 from letitloop.errors import LetItLoopError, UnknownStoreError
@@ -35,14 +36,7 @@ def lil(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k != "LETITLOOP_DB"}
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**environ, **(env or {})},
-        timeout=60,
-    )
+    return lil_forked(*args, cwd=cwd, env={**environ, **(env or {})})
 
 
 @pytest.fixture

@@ -6,19 +6,19 @@ import asyncio
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 from primitives_lab import CLOCK, Lab
 
 from letitloop import Journal, async_sleep, durable, durable_async, sleep
 from letitloop.clock import utc_iso
 from letitloop.errors import LetItLoopError, StepMismatchError
+from letitloop.testing import SkippingClock
 
 
 class Clock:
@@ -57,8 +57,8 @@ class TestADurableSleep:
         assert wake_at == utc_iso(before + 1 + 30)  # the clock read when the sleep started
 
     def test_a_sleep_that_woke_replays_at_once(self, db: Path) -> None:
-        with Journal("g", run="r", path=db, clock=Clock()) as j:
-            j.sleep("nap", 30)
+        with Journal("g", run="r", path=db, clock=SkippingClock(start=1000.0)) as j:
+            j.sleep("nap", 30)  # skipped to its end, not napped through (the test above naps)
         frozen = Clock(start=0, tick=0)  # long before the wake-up time: only a replay returns
         with Journal("g", run="r", path=db, clock=frozen) as j:
             reads = frozen.reads
@@ -184,13 +184,7 @@ class TestASleepInterruptedBySigkill:
         child = lab.spawn("sync")
         lab.until("sleeping", lambda: lab.sql("SELECT 1 FROM journal_s"), child)
         shown, listed = (
-            subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", str(lab.db), *args],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            for args in (("show", "s"), ("runs",))
+            lil_forked("--db", str(lab.db), *args) for args in (("show", "s"), ("runs",))
         )
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()

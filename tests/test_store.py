@@ -87,6 +87,7 @@ class TestAWriteBlock:
 class TestTimestamps:
     """utc_iso formats each second once; it must agree with datetime to the microsecond."""
 
+    @pytest.mark.slow  # 2,000 generated times, about 2 s of CPU: the full suite runs it
     @settings(max_examples=2000, deadline=None)
     @given(st.floats(min_value=-1e10, max_value=1e11, allow_nan=False))
     def test_utc_iso_is_datetimes_isoformat(self, t: float) -> None:

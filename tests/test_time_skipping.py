@@ -9,12 +9,11 @@ really waited would be killed and the case would fail.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import run_forked
 
 from letitloop import Journal
 from letitloop.testing import SkippingClock, default_clock, using_clock
@@ -26,13 +25,7 @@ CHILD_TIMEOUT = 60
 def run_child(tmp_path: Path, source: str) -> dict[str, object]:
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(source))
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-        cwd=tmp_path,
-    )
+    done = run_forked(script, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pydantic
 import pytest
+from helpers import lil_forked
 
 from letitloop import Journal, usage
 from letitloop.errors import EncodeError
@@ -73,11 +72,7 @@ class TestAStepThatReturnsAnUnregisteredModel:
             ).fetchall()
         assert [t[:5] for t in tries] == [("ask", 1200, 300, 0.004, "m")]
         assert str(tries[0][5]).startswith("EncodeError: step 'ask'")
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "show", "g"],
-            capture_output=True,
-            text=True,
-        ).stdout
+        shown = lil_forked("--db", str(db), "show", "g").stdout
         assert "1,500 tokens (1,200 in, 300 out), $0.0040 reported by 1 step" in shown
 
     def test_the_next_attempt_runs_it_again(self, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_python, spawn_python
+from helpers import lil_forked, run_python, spawn_python
 
 from letitloop import Journal, durable
 from letitloop.errors import InvalidNameError
@@ -47,12 +47,7 @@ with Journal("plain", path=sys.argv[1]) as j:
 
 
 def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return lil_forked("--db", str(db), *args)
 
 
 def blake(text: str) -> str:

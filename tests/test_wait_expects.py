@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 
 import letitloop
 from letitloop import Journal, RunWaiting
@@ -32,12 +32,7 @@ APPROVAL = Expect(
 
 
 def lil(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", db, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return lil_forked("--db", db, *args)
 
 
 def wait_status(db: str) -> list[tuple[str, str, str | None]]:
