@@ -20,9 +20,7 @@ step's usage is counted once, from its row; a report is counted once, when
 made. The budget in effect is recorded as a step row
 ``letitloop:budget:tokens=…,cost=…`` (its result the budget as JSON), which
 ``lil show`` reads; a run resumed with another budget records a row for it.
-
-A journal without a budget pays one ``is not None`` test per fresh step.
-"""
+A journal without a budget pays one ``is not None`` test per fresh step."""
 
 from __future__ import annotations
 

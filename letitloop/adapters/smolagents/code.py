@@ -273,9 +273,7 @@ class JournaledExecutor(PythonExecutor):
                         f"could not keep (the codec stores no {kind}), so the resumed agent does "
                         f"not have it; register the type with letitloop.register (then it is "
                         f"kept), or start the request again as a new run (fresh=True, or "
-                        f"'lil reset')",
-                        name=name,
-                        key=key,
+                        f"'lil reset')"
                     )
                     self.calls.refusal = refusal
                     raise refusal from error
