@@ -31,6 +31,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,17 +107,47 @@ for _name, (_program, _mode, _kill, _more) in ADAPTERS.items():
     }
 
 
-def run(program: str, db: Path, side: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+#: ``python -c LAUNCH NOW PROGRAM ARGS...``: PROGRAM as ``python PROGRAM ARGS...`` runs it,
+#: its journals' default clock (letitloop.testing) set back to NOW (seconds since the epoch),
+#: from where it runs at the real rate.
+LAUNCH = """
+import os, runpy, sys, time
+from letitloop.testing import using_clock
+behind = time.time() - float(sys.argv[1])
+sys.argv = sys.argv[2:]
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+with using_clock(lambda: time.time() - behind):
+    runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def written_at(db: Path) -> float | None:
+    """When ``db``'s runs last changed (seconds since the epoch), or None for none."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        (last,) = conn.execute("SELECT max(updated_at) FROM runs").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return None if last is None else datetime.fromisoformat(last).timestamp()
+
+
+def run(
+    program: str, db: Path, side: Path, args: list[str], now: float | None = None
+) -> subprocess.CompletedProcess[str]:
     """``python PROGRAM ARGS...`` in a fresh process, in a scratch folder, with the
-    letitloop this process imported and LETITLOOP_DB set to ``db``."""
+    letitloop this process imported and LETITLOOP_DB set to ``db``; with ``now``, its
+    journals' clock starts at ``now`` (:data:`LAUNCH`)."""
     import letitloop
 
     path = [str(Path(letitloop.__file__).resolve().parent.parent), *sys.path]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "LETITLOOP_DB": str(db)}
     argv = [a.format(db=db, side=side) for a in args]
     with tempfile.TemporaryDirectory() as cwd:
+        launch = [] if now is None else ["-c", LAUNCH, repr(now)]
         return subprocess.run(
-            [sys.executable, str(PROGRAMS / program), *argv],
+            [sys.executable, *launch, str(PROGRAMS / program), *argv],
             capture_output=True,
             text=True,
             timeout=300,
@@ -136,13 +167,20 @@ def setup(db: Path, steps: list[tuple[Any, ...]]) -> None:
 
 
 def resume(golden: str, db: Path, side: Path) -> list[dict[str, Any]]:
-    """Each resume of ``golden`` on ``db``: its exit status, last line printed, and calls."""
+    """Each resume of ``golden`` on ``db``: its exit status, last line printed, and calls.
+
+    The resumes run on the clock of the file's writing (a second after its last change):
+    a request answered then is answered from the journal for ``DEFAULT_REUSE`` (an hour)
+    after, and asked again later, as it should be; the resumes' calls must not depend on
+    how long ago the file was written."""
     spec = GOLDENS[golden]
+    last = written_at(db)
+    now = None if last is None else last + 1
     setup(db, spec["setup"])
     out = []
     for program, args in spec["resumes"]:
         side.write_text("")
-        done = run(program, db, side, args)
+        done = run(program, db, side, args, now)
         lines = done.stdout.strip().splitlines()
         out.append(
             {

@@ -22,11 +22,9 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
-from langchain_core.language_models.chat_models import BaseChatModel
 from langgraph.config import get_config
-from langgraph.prebuilt import ToolNode
 
 from ...budgets import Budget
 from ...codec import CodecRegistry
@@ -42,8 +40,13 @@ from . import polled
 from .gates import Plan, one_at_a_time, one_at_a_time_async
 from .identity import CONFIG_KEY_CHECKPOINTER, candidates, choose_run, goal_for, identify
 from .messages import fingerprint_registry, with_langchain_types
-from .prebuilt import durable_tool_node, make_durable_model, refuse_non_function
 from .saver import LetItLoopCheckpointSaver
+
+if TYPE_CHECKING:
+    # Imported when used (prebuilt.py): LangChain's chat models cost an import of about
+    # 1 s, and a graph of plain node functions needs neither.
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langgraph.prebuilt import ToolNode
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -191,9 +194,14 @@ def durable_node(
 
     def decorate(node_fn: Callable[P, R]) -> Callable[P, R]:
         given: Any = node_fn
-        if isinstance(given, ToolNode):
-            return cast(Callable[P, R], durable_tool_node(given, decorate))
-        refuse_non_function(given)
+        if not (inspect.isfunction(given) or inspect.ismethod(given)):
+            from langgraph.prebuilt import ToolNode
+
+            from .prebuilt import durable_tool_node, refuse_non_function
+
+            if isinstance(given, ToolNode):
+                return cast(Callable[P, R], durable_tool_node(given, decorate))
+            refuse_non_function(given)
         signature = inspect.signature(node_fn)
         wants_config = "config" in signature.parameters
         codec_registry = with_langchain_types(registry)
@@ -357,6 +365,10 @@ def durable_model(
     LetItLoopError when ``model`` is not a LangChain chat model, or when a call
     is made outside a graph run with a ``thread_id``.
     """
+    from langchain_core.language_models.chat_models import BaseChatModel
+
+    from .prebuilt import make_durable_model
+
     if not isinstance(model, BaseChatModel):
         raise LetItLoopError(
             f"durable_model takes a LangChain chat model (a BaseChatModel), found "
