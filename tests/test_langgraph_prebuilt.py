@@ -374,3 +374,41 @@ class TestAModelCallUnderABudget:
                 "SELECT count(*) FROM reservations WHERE settled_at IS NOT NULL"
             ).fetchone()
         assert settled == (3,)  # the three model calls, each reserved then settled
+
+
+EXAMPLE = HERE.parent / "examples" / "langgraph_agent.py"
+
+
+def _ran(stdout: str) -> list[str]:
+    """The example's ``  ran  WHAT`` lines: the calls that really ran in that process."""
+    return [line.split("ran  ", 1)[1] for line in stdout.splitlines() if "  ran  " in line]
+
+
+class TestTheCookbook:
+    """examples/langgraph_agent.py as a reader runs it: ``--crash``, then the same again."""
+
+    def test_killed_inside_book_it_resumes_paying_only_book_and_the_last_model_call(
+        self, forker: Preloaded, tmp_path: Path
+    ) -> None:
+        def run(db: str, *args: str) -> Any:
+            return forker.run(EXAMPLE, *args, "--db", str(tmp_path / db), cwd=tmp_path)
+
+        reference = run("reference.db")
+        assert reference.returncode == 0, reference.stderr
+        crashed = run("journal.db", "--crash")
+        assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+        first = _ran(crashed.stdout)
+        assert first[0] == "model call 1"
+        assert sorted(first[1:3]) == ["lookup('Lisbon')", "lookup('Porto')"]  # side by side
+        assert first[3:] == ["model call 2", "book('Hotel Central Porto')"]
+        resumed = run("journal.db")
+        assert resumed.returncode == 0, resumed.stderr
+        # No finished call ran again: only book (in flight at the kill), then the last call.
+        assert _ran(resumed.stdout) == ["book('Hotel Central Porto')", "model call 3"]
+        answer = [line for line in reference.stdout.splitlines() if line.startswith("answer: ")]
+        assert answer == ["answer: Done: booked Hotel Central Porto, confirmation 7F3Q."]
+        assert answer[0] in resumed.stdout.splitlines()  # the uninterrupted run's answer
+        again = run("journal.db")  # the finished request: answered, nothing runs
+        assert again.returncode == 0, again.stderr
+        assert _ran(again.stdout) == []
+        assert answer[0] in again.stdout.splitlines()
