@@ -13,7 +13,9 @@ SIGKILLed by itself at a point chosen at random among those it passes
 is back, after a step), or not at all; with KILLS ``billed``, every
 attempt but the last is killed just after the provider billed its first
 call. Prints one JSON line per trial:
-``{"trial", "db", "goal", "bill", "budget", "outcome", "attempts", "kills"}``.
+``{"trial", "db", "goal", "bill", "calls", "budget", "outcome", "attempts",
+"kills"}`` (``calls``: the bill per call tag, ``""`` untagged; LangGraph's
+model calls are tagged ``model:N``, the budget being each call's).
 
 The fake provider is outside the journal: each call it bills appends its
 tokens (input plus output) to the trial's bill file with one ``write``
@@ -23,11 +25,13 @@ input is a quarter of the prompt's text, its output at most the call's
 
 MODE: ``sync`` and ``async`` (a ``Journal`` with ``letitloop.reserve`` in
 each step), ``unreserved`` (the same steps without ``reserve``: the bill
-before reservations), ``smolagents``, ``pydantic_ai``, ``autogen``, ``dspy``
-and ``crewai`` (the real framework, its agent wrapped with the adapter's
-default arguments, an offline fake model with ``max_tokens``; CrewAI's, in
-CrewAI's own environment, is the crew's kickoff with the handler's
-``budget=``, the others' the agent run inside ``Journal(goal, budget=...)``).
+before reservations), ``smolagents``, ``pydantic_ai``, ``autogen``, ``dspy``,
+``openai_agents``, ``llamaindex`` (a ``FunctionAgent`` with
+``LetItLoopRuntime``) and ``crewai`` (the real framework, its agent wrapped
+with the adapter's default arguments, an offline fake model with
+``max_tokens``; CrewAI's, in CrewAI's own environment, is the crew's
+kickoff with the handler's ``budget=``, the others' the agent run inside
+``Journal(goal, budget=...)``).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ MAX_TOKENS = 60
 #: The plain pipelines' budget and calls.
 PLAIN_BUDGET, PLAIN_CALLS = 800, 6
 
-WHERE: dict[str, Any] = {"kill_at": 0, "passed": 0, "bill": -1, "goal": ""}
+WHERE: dict[str, Any] = {"kill_at": 0, "passed": 0, "bill": -1, "goal": "", "call": ""}
 
 
 def point() -> None:
@@ -66,7 +70,7 @@ def provider(prompt: str, max_tokens: int) -> tuple[int, int]:
     point()  # before the request reaches the provider
     tokens_in = len(prompt.encode()) // 4 + 1
     tokens_out = min(max_tokens, 20 + len(prompt) % 40)
-    os.write(WHERE["bill"], f"{tokens_in + tokens_out}\n".encode())
+    os.write(WHERE["bill"], f"{tokens_in + tokens_out} {WHERE['call']}\n".encode())
     point()  # billed; the reply is not back yet
     return tokens_in, tokens_out
 
@@ -306,6 +310,185 @@ def dspy_run(db: str, durability: Any) -> str:
         return str(agent(question="Look up four facts").answer)
 
 
+# -- OpenAI Agents ----------------------------------------------------------------------
+
+OPENAI_AGENTS_BUDGET = 4_000
+
+
+async def openai_agents_run(db: str, durability: Any) -> str:
+    from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    from letitloop.adapters.openai_agents import durable_agent
+
+    set_tracing_disabled(True)
+
+    class PaidModel(Model):
+        """A lookup per turn, then the answer; billed by ``provider`` before it replies,
+        up to the ``max_tokens`` of the model settings the run passes it."""
+
+        async def get_response(
+            self, system_instructions: Any, input: Any, model_settings: Any, *a: Any, **kw: Any
+        ) -> ModelResponse:
+            items = [input] if isinstance(input, str) else list(input)
+            kinds = [
+                i.get("type") if isinstance(i, dict) else getattr(i, "type", None) for i in items
+            ]
+            turn = kinds.count("function_call_output")
+            tokens_in, tokens_out = provider(
+                json.dumps(items, default=str), model_settings.max_tokens or 0
+            )
+            said = f"done after {turn} lookups"
+            output: Any = ResponseFunctionToolCall(
+                call_id=f"call_{turn}",
+                name="lookup",
+                arguments=f'{{"n": {turn}}}',
+                type="function_call",
+            )
+            if turn >= LOOKUPS:
+                text = ResponseOutputText(text=said, type="output_text", annotations=[])
+                output = ResponseOutputMessage(
+                    id="msg", role="assistant", status="completed", type="message", content=[text]
+                )
+            spent = Usage(requests=1, input_tokens=tokens_in, output_tokens=tokens_out)
+            return ModelResponse(output=[output], usage=spent, response_id=None)
+
+        def stream_response(self, *a: Any, **kw: Any) -> Any:
+            raise NotImplementedError
+
+    @function_tool
+    def lookup(n: int) -> str:
+        """Look a number up."""
+        point()
+        return f"fact {n}"
+
+    agent = Agent(
+        name="facts",
+        instructions="Look facts up.",
+        model=PaidModel(),
+        tools=[lookup],
+        model_settings=ModelSettings(max_tokens=MAX_TOKENS),
+    )
+    durable_agent(agent)
+    budget = Budget(tokens=OPENAI_AGENTS_BUDGET)
+    async with Journal(WHERE["goal"], path=db, durability=durability, budget=budget):
+        result = await Runner.run(agent, "Look up four facts " + "please " * 40)
+    return str(result.final_output)
+
+
+# -- LlamaIndex ------------------------------------------------------------------------
+
+LLAMAINDEX_BUDGET = 4_500
+
+
+async def llamaindex_run(db: str, durability: Any) -> str:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.base.llms.types import ChatMessage, ChatResponse
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+    from llama_index.core.tools import ToolSelection
+
+    from letitloop.adapters.llamaindex import LetItLoopRuntime
+
+    class PaidLLM(MockFunctionCallingLLM):
+        """A lookup per turn, then the answer; billed by ``provider`` before it replies,
+        the usage in the response's ``additional_kwargs`` as LlamaIndex's OpenAI LLM gives it."""
+
+        max_tokens: int = MAX_TOKENS
+
+        async def astream_chat(self, messages: Any, **kwargs: Any) -> Any:
+            text = " ".join(str(m.content or "") for m in messages)
+            turn = sum(m.role == "tool" for m in messages)
+            tokens_in, tokens_out = provider(text, self.max_tokens)
+            reply = ChatMessage(role="assistant", content=f"done after {turn} lookups")
+            if turn < LOOKUPS:
+                call = ToolSelection(tool_id=f"call_{turn}", tool_name="lookup", tool_kwargs={"n": turn})  # fmt: skip  # noqa: E501
+                reply = ChatMessage(role="assistant", content="", additional_kwargs={"tool_calls": [call]})  # fmt: skip  # noqa: E501
+            spent = {"prompt_tokens": tokens_in, "completion_tokens": tokens_out, "total_tokens": tokens_in + tokens_out}  # fmt: skip  # noqa: E501
+
+            async def chunks() -> Any:
+                yield ChatResponse(message=reply, delta=reply.content, additional_kwargs=spent)
+
+            return chunks()
+
+    def lookup(n: int) -> str:
+        """Look a number up."""
+        point()
+        return f"fact {n}"
+
+    agent = FunctionAgent(
+        name="facts",
+        system_prompt="You look facts up.",
+        tools=[lookup],
+        llm=PaidLLM(),
+        runtime=LetItLoopRuntime(),
+    )
+    budget = Budget(tokens=LLAMAINDEX_BUDGET)
+    async with Journal(WHERE["goal"], path=db, durability=durability, budget=budget):
+        return str(await agent.run(user_msg="Look up four facts " + "please " * 40))
+
+
+# -- LangGraph -------------------------------------------------------------------------
+
+#: Each model call's budget: ``durable_model(model, budget=...)`` bounds one node execution.
+LANGGRAPH_BUDGET = 3_500
+
+
+def langgraph_run(db: str, durability: Any) -> str:
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.messages.ai import UsageMetadata
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import ToolNode, create_react_agent
+
+    from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_model, durable_node
+
+    class PaidChat(BaseChatModel):
+        """A lookup per turn, then the answer; billed by ``provider`` (its bill tagged with
+        the call) before it replies, up to its ``max_tokens``."""
+
+        max_tokens: int = MAX_TOKENS
+
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:  # fmt: skip  # noqa: E501
+            turn = sum(isinstance(m, ToolMessage) for m in messages)
+            WHERE["call"] = f"model:{turn}"
+            text = " ".join(str(m.content) for m in messages)
+            tokens_in, tokens_out = provider(text, self.max_tokens)
+            reply = AIMessage(f"done after {turn} lookups")
+            if turn < LOOKUPS:
+                reply = AIMessage("", tool_calls=[{"name": "lookup", "args": {"n": turn}, "id": f"call_{turn}"}])  # fmt: skip  # noqa: E501
+            total = tokens_in + tokens_out
+            reply.usage_metadata = UsageMetadata(input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=total)  # type: ignore[typeddict-item]  # fmt: skip  # noqa: E501
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+        @property
+        def _llm_type(self) -> str:
+            return "paid"
+
+        def bind_tools(self, tools: Any, **kw: Any) -> Any:
+            return self.bind(tools=[t.name for t in tools])
+
+    @tool
+    def lookup(n: int) -> str:
+        """Look a number up."""
+        point()
+        return f"fact {n}"
+
+    model = durable_model(PaidChat(), budget=Budget(tokens=LANGGRAPH_BUDGET))
+    saver = LetItLoopCheckpointSaver(db, durability=durability)
+    agent = create_react_agent(model, durable_node(ToolNode([lookup])), checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": WHERE["goal"]}}
+    asked = {"messages": [("user", "Look up four facts " + "please " * 40)]}
+    return str(agent.invoke(asked, config)["messages"][-1].content)
+
+
 # -- CrewAI (in CrewAI's own environment) ----------------------------------------------
 
 CREWAI_BUDGET = 4_000
@@ -330,10 +513,13 @@ BUDGETS = {
     "autogen": AUTOGEN_BUDGET,
     "dspy": DSPY_BUDGET,
     "crewai": CREWAI_BUDGET,
+    "openai_agents": OPENAI_AGENTS_BUDGET,
+    "llamaindex": LLAMAINDEX_BUDGET,
+    "langgraph": LANGGRAPH_BUDGET,
 }
 #: Kill points an attempt may pass, about: the random kill is chosen among them.
 POINTS = {"sync": 18, "async": 18, "unreserved": 18, "smolagents": 14, "pydantic_ai": 14}
-POINTS.update(autogen=14, dspy=16, crewai=14)
+POINTS.update(autogen=14, dspy=16, crewai=14, openai_agents=14, llamaindex=14, langgraph=14)
 #: The framework each mode imports once, before the forks (its children share the import).
 FRAMEWORKS = {
     "smolagents": "smolagents",
@@ -341,6 +527,9 @@ FRAMEWORKS = {
     "autogen": "autogen_agentchat.agents",
     "dspy": "dspy",
     "crewai": "crewai",
+    "openai_agents": "agents",
+    "llamaindex": "llama_index.core.agent.workflow",
+    "langgraph": "langgraph.prebuilt",
 }
 #: CrewAI's telemetry and tracing opt-outs (as tests/crewai_crew.py sets them).
 CREWAI_OPT_OUTS = {
@@ -365,6 +554,12 @@ def attempt(mode: str, durability: Any, db: str) -> str:
         return dspy_run(db, durability)
     if mode == "crewai":
         return crewai_run(db, durability)
+    if mode == "openai_agents":
+        return asyncio.run(openai_agents_run(db, durability))
+    if mode == "llamaindex":
+        return asyncio.run(llamaindex_run(db, durability))
+    if mode == "langgraph":
+        return langgraph_run(db, durability)
     return asyncio.run(pydantic_ai_run(db, durability))
 
 
@@ -426,12 +621,16 @@ def trial(
             continue
         outcome = {0: "done", 3: "refused"}.get(status, f"exit {status}")
         break
-    billed = sum(int(x) for x in bill.read_text().split()) if bill.exists() else 0
+    calls: dict[str, int] = {}
+    for line in bill.read_text().splitlines() if bill.exists() else ():
+        tokens, _, call = line.partition(" ")
+        calls[call] = calls.get(call, 0) + int(tokens)
     return {
         "trial": n,
         "db": location or str(db),
         "goal": WHERE["goal"],
-        "bill": billed,
+        "bill": sum(calls.values()),
+        "calls": calls,
         "budget": BUDGETS[mode],
         "outcome": outcome,
         "attempts": attempts,
@@ -447,9 +646,14 @@ def preload(mode: str) -> None:
 
     from preloaded import JOURNAL_MODULES, SDKS
 
-    modules, warm = SDKS.get(mode, ((), ""))
+    modules, warm = SDKS.get({"openai_agents": "agents"}.get(mode, mode), ((), ""))
     if mode == "smolagents":
         modules = ("smolagents", "letitloop.adapters.smolagents")
+    if mode == "langgraph":
+        modules = ("letitloop.adapters.langgraph", "langgraph.prebuilt")
+    if mode == "llamaindex":  # as tests/test_llamaindex_agents.py's forker
+        modules = ("letitloop.adapters.llamaindex", "workflows.representation", "workflows.runtime.verbose")  # fmt: skip  # noqa: E501
+        warm = "from llama_index.core.utils import get_tokenizer; get_tokenizer()"
     for name in (*modules, *JOURNAL_MODULES):
         importlib.import_module(name)
     exec(warm, {})

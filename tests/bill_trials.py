@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from letitloop.inspection import find_run, open_inspector, show_run
+from letitloop.inspection import find_run, list_runs, open_inspector, show_run
 
 PIPELINE = Path(__file__).resolve().parent / "bill_pipeline.py"
 
@@ -56,6 +56,34 @@ def counted(location: str, goal: str) -> tuple[int, int]:
     return detail.usage.tokens or 0, held
 
 
+def counted_per_run(location: str, goal: str) -> list[int]:
+    """Per run of ``goal``, what the journal counts as its spend (reported, and reserved
+    and not settled), read from outside the writer."""
+    inspector = open_inspector(location)
+    try:
+        details = [show_run(inspector, run) for run in list_runs(inspector, goal)]
+    finally:
+        inspector.close()
+    return [
+        (d.usage.tokens or 0) + sum(r.tokens or 0 for r in d.reservations if r.settled_at is None)
+        for d in details
+    ]
+
+
+def check_per_call(results: list[dict[str, Any]], goal: str) -> None:
+    """``check`` for a budget that bounds each model call's run (LangGraph's
+    ``durable_model(budget=)``): each call's bill, across its attempts, within it."""
+    for r in results:
+        assert r["outcome"] in ("done", "refused"), r
+        assert all(bill <= r["budget"] for bill in r["calls"].values()), r
+        runs = counted_per_run(r["db"], goal)
+        # A run per call at least, each within the budget, together counting every billed call.
+        assert len(runs) >= len(r["calls"]), (r, runs)
+        assert all(spent <= r["budget"] for spent in runs), (r, runs)
+        assert r["bill"] <= sum(runs), (r, runs)
+    assert sum(r["kills"] for r in results) >= len(results) // 2
+
+
 def check(results: list[dict[str, Any]]) -> None:
     for r in results:
         assert r["outcome"] in ("done", "refused"), r
@@ -75,5 +103,6 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "done": sum(r["outcome"] == "done" for r in results),
         "refused": sum(r["outcome"] == "refused" for r in results),
         "highest bill": max(r["bill"] for r in results),
+        "highest call bill": max(max(r["calls"].values(), default=0) for r in results),
         "budget": results[0]["budget"],
     }

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bill_trials import check, counted, summary, trials
+from bill_trials import check, check_per_call, counted, summary, trials
 
 from letitloop import (
     Budget,
@@ -69,9 +69,14 @@ class TestTheProvidersBillUnderRandomKills:
 
     @pytest.mark.parametrize(
         ("mode", "framework", "seed"),
-        [("autogen", "autogen_agentchat", 13), ("dspy", "dspy", 17)],
+        [
+            ("autogen", "autogen_agentchat", 13),
+            ("dspy", "dspy", 17),
+            ("openai_agents", "agents", 19),
+            ("llamaindex", "llama_index.core.agent.workflow", 23),
+        ],
     )
-    def test_an_autogen_agent_and_a_dspy_program_never_bill_past_the_budget(
+    def test_an_agent_of_autogen_dspy_openai_agents_or_llamaindex_never_bills_past_the_budget(
         self, mode: str, framework: str, seed: int, tmp_path: Path
     ) -> None:
         pytest.importorskip(framework)
@@ -79,6 +84,17 @@ class TestTheProvidersBillUnderRandomKills:
         print(json.dumps({mode: summary(results)}))
         check(results)
         # Both ends were reached: runs that finished within the budget, runs it stopped.
+        assert {r["outcome"] for r in results} == {"done", "refused"}
+
+    def test_a_langgraph_agents_model_calls_never_bill_past_their_budget(
+        self, tmp_path: Path
+    ) -> None:
+        # create_react_agent(durable_model(model, budget=...), durable_node(ToolNode(...))):
+        # the budget bounds each model call's run (one node execution), across its kills.
+        pytest.importorskip("langgraph.prebuilt")
+        results = trials("langgraph", "process", tmp_path, 20, seed=29)
+        print(json.dumps({"langgraph": summary(results)}))
+        check_per_call(results, "langgraph:agent")
         assert {r["outcome"] for r in results} == {"done", "refused"}
 
     def test_on_postgresql_too(self, tmp_path: Path) -> None:
@@ -339,7 +355,7 @@ def reservations_of(location: str, goal: str) -> list[tuple[str, int | None, int
 
 class TestEveryAdaptersModelCallReserves:
     """The adapters' model calls reserve the prompt's bytes plus the output limit they find
-    (smolagents and Pydantic AI: the trials above; OpenAI Agents: test_openai_agents)."""
+    (smolagents, Pydantic AI, OpenAI Agents and LlamaIndex: the trials above)."""
 
     def test_autogens_from_its_extra_create_args(self, tmp_path: Path) -> None:
         pytest.importorskip("autogen_ext.models.replay")
