@@ -108,6 +108,12 @@ class SealedRows:
         key, kind, status, fn, fp, result, error, wake_at = row
         latest = self.latest.get(key)
         if latest is None:
+            if kind == "wait":  # a value lil send wrote is sealed by the next keyed attempt
+                return (
+                    "it is in no entry of the run's sealed chain: it was inserted, or its "
+                    "value was sent and no attempt with the key has sealed it yet (a "
+                    "replay-only journal seals nothing)"
+                )
             return (
                 "it is in no entry of the run's sealed chain: it was inserted, or written "
                 "by an attempt without the key"
@@ -141,16 +147,17 @@ def resume(run_id: str, secret: bytes, last: Sequence[Entry]) -> Chain:
 def adopted(chain: Chain, rows: Iterable[Row], latest: dict[str, str]) -> list[Entry]:
     """The entries that seal what a run holds and its chain does not, as ``sqlite_seals.adopt``:
     with no chain yet (``latest`` empty: key -> digest of its latest entry), every final
-    row, in ``rows``' order (the order written); else only waits whose value differs from
-    their latest entry's (a value sent without the key). The chain is moved past them."""
+    row, in ``rows``' order (the order written); else only waits that have no entry (a
+    value sent without the key: a wait with an entry whose value differs now was edited,
+    and is left for the replay to refuse). The chain is moved past them."""
     entries = []
     for row in rows:
         key, kind, status = row[0], row[1], row[2]
         if status not in FINAL or (latest and kind != "wait"):
             continue
-        entry = chain.next(row)
-        if latest.get(key) == entry[4]:
+        if key in latest:
             continue
+        entry = chain.next(row)
         chain.moved_to(entry)
         entries.append(entry)
     return entries

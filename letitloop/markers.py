@@ -212,9 +212,20 @@ class AtomicMarker:
             return None
         self._check_kind(found.kind)
         if found.status == "done":
+            self._check_seal()
             return self._offer_from(False, found.claims or 0, found.crashes or 0)
         self._refuse_unrecorded()
         return None
+
+    def _check_seal(self) -> None:
+        """A run-scoped marker recorded done, in a run sealed with the journal's key: its
+        row must be what its seal covers, or ForgedRowError (nothing skipped, nothing run).
+        Goal and global markers are in no run's chain (docs/audit.md)."""
+        j = self.journal
+        if j._sealed is not None and self.scope == "run":
+            from .sealcheck import check_stored, read_sealed
+
+            check_stored(j, self.name, "marker", read_sealed(j, self.name))
 
     def _refuse_unrecorded(self) -> None:
         """In a replay-only journal, a marker not recorded done raises UnrecordedStepError."""
@@ -234,6 +245,7 @@ class AtomicMarker:
         claim = storage.claim_marker(self._at, holder, now, j.attempt)
         self._check_kind(claim.kind)
         if not claim.offered:
+            self._check_seal()
             return self._offer_from(False, claim.claims, claim.crashes)
         self._token = token
         self._started = now

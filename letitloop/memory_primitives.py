@@ -124,6 +124,14 @@ class MemoryPrimitives(MemoryConnection):
             row = self._rows().get((run_id, key))
             return None if row is None else Row.copy_of(row)
 
+    def sealed_row(self, run_id: str, key: str) -> Any:
+        """Row ``key`` of run ``run_id`` as its seal entry's digest covers it (chains.Row);
+        None if none."""
+        from .memory_seals import chain_row
+
+        r = self._row(run_id, key)
+        return None if r is None else chain_row(r)
+
     def pause(self, run_id: str, key: str) -> tuple[str, str, str | None, str | None] | None:
         r = self._row(run_id, key)
         return None if r is None else (r["kind"], r["status"], r["started_at"], r["wake_at"])

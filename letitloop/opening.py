@@ -223,7 +223,7 @@ def _generation(j: Journal, storage: Storage, asked: float | None) -> str | None
 def seal(j: Journal, storage: Storage, secret: bytes) -> None:
     """Seal ``j``'s run with ``secret`` from now on (letitloop/seals.py): before any step of
     the attempt is written; and read its chain, so that every row the attempt replays is
-    checked against its seal first (``replay.check_sealed``). Raises SealKeyError for a
+    checked against its seal first (``sealcheck.check_sealed``). Raises SealKeyError for a
     store that keeps no seals, or a run sealed with another key.
 
     Replay-only writes nothing, so it seals nothing: it checks the run's chain as it is

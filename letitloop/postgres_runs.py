@@ -213,6 +213,16 @@ class PostgresRuns(PostgresPrimitives):
             (run_id, after),
         )
 
+    def sealed_row(self, run_id: str, key: str) -> Any:
+        """Row ``key`` of run ``run_id`` as its seal entry's digest covers it (chains.Row);
+        None if none."""
+        rows = self._run(
+            "SELECT key, kind, status, fn, args_fp, result, error, wake_at FROM ll_journal "
+            "WHERE goal = %s AND run = %s AND key = %s",
+            (self.goal, run_id, key),
+        )
+        return tuple(rows[0]) if rows else None
+
     def key_check(self, goal: str, check: str | None, now: float) -> str | None:
         """The check value of the key ``goal``'s values are encrypted with (``ll_key_checks``,
         migration 0008); ``check`` is recorded first when none is, in a transaction of its own

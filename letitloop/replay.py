@@ -28,11 +28,11 @@ from .errors import (
     DamagedRowError,
     DecodeError,
     EncryptionKeyError,
-    ForgedRowError,
     StepMismatchError,
 )
 from .fingerprint import differences
 from .keys import Recorded, split_key
+from .sealcheck import check_sealed, ways_out
 from .step_names import same_function
 from .storage import Storage
 
@@ -184,35 +184,6 @@ def check_intact(j: Journal, recorded: Recorded) -> None:
         raise damaged(j, recorded.key)
 
 
-def check_sealed(j: Journal, row: tuple[Any, ...]) -> None:
-    """Raise ForgedRowError, handing nothing back, unless ``row`` (key, kind, status, function
-    name, fingerprint, result, error, wake_at: as stored) is what its latest seal covers.
-
-    A row its chain does not cover yet may have been written since the chain was read
-    (a retried parent's children): the entries written since are read once more first.
-    """
-    sealed = j._sealed
-    assert sealed is not None
-    why = sealed.refusal(row)
-    if why is None:
-        return
-    storage = j._storage
-    if storage is not None:
-        sealed.extend(storage.seal_entries(j.run_id, sealed.n))  # type: ignore[attr-defined]
-        why = sealed.refusal(row)
-        if why is None:
-            return
-    key = row[0]
-    raise ForgedRowError(
-        f"step {key!r} (run {j.run_id} of goal {j.goal!r}): its recorded row does not match "
-        f"the run's seal: {why}. Its result is not handed back and nothing was called; "
-        f"'lil verify {j.run_id}' (with the key in LETITLOOP_SEAL_KEY) shows the chain. "
-        f"Restore the journal from a backup, or run the step again: {ways_out(j, key)}",
-        run_id=j.run_id,
-        key=key,
-    )
-
-
 def damaged(j: Journal, key: str) -> DamagedRowError:
     """The error of step ``key``'s recorded row failing its checksum."""
     return DamagedRowError(
@@ -249,16 +220,6 @@ def flush_replays(j: Journal) -> None:
 def forget_replays(j: Journal) -> None:
     """A new attempt begins: replays of an earlier one not written by now never will be."""
     j._replayed.clear()
-
-
-def ways_out(j: Journal, key: str) -> str:
-    """The commands that reset or fork ``j``'s run at ``key``."""
-    # Shell-quoted, so each command works as pasted whatever the goal and key hold.
-    import shlex  # only for an error's advice
-
-    reset = f"lil reset {shlex.quote(j.goal)} --run {j.run_id}"
-    fork = f"lil fork {j.run_id} --from-step {shlex.quote(key)}"
-    return f"reset it with: {reset}; or fork it with: {fork}"
 
 
 def mismatch(

@@ -88,6 +88,16 @@ def check_pause(
     )
 
 
+def replayed_sleep(j: Journal, recorded: Recorded) -> None:
+    """A sleep recorded done: its checksum, and its seal when the journal holds the key
+    (ForgedRowError: docs/audit.md, "A sealed run replays only what its seal covers")."""
+    check_pause(j, recorded, "sleep", None, None)
+    if j._sealed is not None:
+        from .sealcheck import check_stored, read_sealed
+
+        check_stored(j, recorded.key, "sleep", read_sealed(j, recorded.key))
+
+
 def parse_time(iso: object) -> float | None:
     """An ISO timestamp as written by the journal, as seconds since the epoch (None if not one)."""
     try:
@@ -136,7 +146,7 @@ def sleep(j: Journal, name: str, seconds: float) -> None:
     length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
     c = PauseKey(j, name, SLEEP_FN)
     if c.replay is not None:
-        check_pause(j, c.replay, "sleep", None, None)
+        replayed_sleep(j, c.replay)
         return
     try:
         with traced(j, "sleep", name, c.key):
@@ -157,7 +167,7 @@ async def async_sleep(j: Journal, name: str, seconds: float) -> None:
     length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
     c = PauseKey(j, name, SLEEP_FN)
     if c.replay is not None:
-        check_pause(j, c.replay, "sleep", None, None)
+        replayed_sleep(j, c.replay)
         return
     try:
         with traced(j, "sleep", name, c.key):

@@ -178,6 +178,17 @@ class SqliteReads(SqliteKeys):
             (self.key_of_run(run_id), after),
         )
 
+    def sealed_row(self, run_id: str, key: str) -> Any:
+        """Row ``key`` of run ``run_id`` as its seal entry's digest covers it (chains.Row:
+        key, kind, status, function name, args_fp, result, error, wake_at); None if none."""
+        rows = self.store.query(
+            "SELECT t.key, t.kind, t.status, coalesce(f.name, t.fn), t.args_fp, t.result, "
+            f't.error, t.wake_at FROM "{self.rows}" AS t LEFT JOIN functions AS f '
+            "ON f.id = t.fn WHERE t.run = ? AND t.key = ?",
+            (self.key_of_run(run_id), key),
+        )
+        return tuple(rows[0]) if rows else None
+
     def results(self, handles: Sequence[RowHandle]) -> dict[RowHandle, str | None]:
         # ``handles`` come ascending (replay.Results). When they fill most of their
         # stretch of rowids (a run's rows, written one after another), one range scan

@@ -89,7 +89,8 @@ def start(store: Store, table: str, num: int, run_id: str, secret: bytes) -> Non
     ``secret``. Then, in one write transaction, seals what the run holds that
     its chain does not: every final row of a run that has no chain yet (rows
     written before it was sealed are sealed as found), and a wait's value sent
-    from outside since (``lil send`` without the key) — see :func:`adopt`.
+    from outside since (``lil send`` without the key) into a wait that has no
+    entry yet — see :func:`adopt`.
     """
     sealing = _functions(store)
     with store.lock:
@@ -133,7 +134,8 @@ def adopt(
 ) -> int:
     """Inside a write transaction: add to run ``num``'s chain its final rows the chain lacks;
     returns how many. With no chain yet (``chained`` false), every final row, in the
-    order written; else only waits (rows of every kind with ``every_kind``) whose content
+    order written; else only waits that have no entry (a value sent with ``lil send``,
+    which does not seal), or, with ``every_kind``, rows of every kind whose content
     differs from their latest entry's."""
     kinds = "" if not chained or every_kind else "AND t.kind = 'wait' "
     rows: Sequence[Any] = c.execute(
@@ -150,7 +152,10 @@ def adopt(
                 "SELECT digest FROM seals WHERE run = ? AND key = ? ORDER BY n DESC LIMIT 1",
                 (num, key),
             ).fetchone()
-            if latest is not None and latest[0] == d:
+            # A wait already sealed is not sealed again: its value was sealed as received,
+            # and a value that differs now was edited (the replay refuses it). Only a
+            # rewrite from outside by a holder of the key (every_kind: lil rekey) is.
+            if latest is not None and (latest[0] == d or not every_kind):
                 continue
         head = c.execute(
             "SELECT n, seal FROM seals WHERE run = ? ORDER BY n DESC LIMIT 1", (num,)

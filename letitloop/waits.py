@@ -101,6 +101,25 @@ def _value(j: Journal, key: str, ending: tuple[str | None, str | None]) -> Any:
         raise DecodeError(f"wait {key!r} (run {j.run_id}): the value sent: {exc}") from None
 
 
+def _received(
+    j: Journal, storage: Storage, key: str, ending: tuple[str | None, str | None]
+) -> tuple[str | None, str | None]:
+    """A value sent while this holder waited (``ending``), sealed as received before it is
+    handed on (``lil send`` holds no key), so that a later edit of it is refused on replay
+    instead of sealed at the next attempt's open (sqlite_seals.adopt, chains.adopted);
+    what is handed on is the row as sealed, checked. Without the key: ``ending``."""
+    sealed = j._sealed
+    if sealed is None or j.replay_only:
+        return ending
+    from .sealcheck import check_stored, read_sealed
+
+    storage.seal_run(j.run_id, sealed.secret)  # type: ignore[attr-defined]
+    stored = read_sealed(j, key)
+    check_stored(j, key, "wait", stored)
+    assert stored is not None
+    return stored[5], stored[6]
+
+
 def _time_out(j: Journal, storage: Storage, key: str, began: float, deadline: float) -> Any:
     """The deadline passed: record the timeout, unless a value won the race; raise or return it."""
     now = j.clock()
@@ -110,6 +129,8 @@ def _time_out(j: Journal, storage: Storage, key: str, began: float, deadline: fl
     )
     storage.time_out_wait(j.run_id, key, error, utc_iso(now), (now - began) * 1000.0)
     ending = _ending(j, storage, key)
+    if ending is not None and ending[1] is None:  # a value sent at the same moment won
+        ending = _received(j, storage, key, ending)
     return _value(j, key, ending if ending is not None else (None, error))
 
 
@@ -159,6 +180,15 @@ async def _async_recorded_expect(
 def _replayed(j: Journal, c: PauseKey) -> Any:
     """What a wait recorded as done gives back: its value, or its recorded timeout."""
     assert c.replay is not None
+    if j._sealed is not None:  # the key is set: the value must be what the seal covers
+        from .sealcheck import check_stored, read_sealed
+
+        stored = read_sealed(j, c.key)
+        if stored is not None:
+            check_pause(j, c.replay, "wait", stored[5], stored[6])
+        check_stored(j, c.key, "wait", stored)
+        assert stored is not None
+        return _value(j, c.key, (stored[5], stored[6]))
     row = c.storage.recorded_wait(c.replay.rowid)
     if row:
         check_pause(j, c.replay, "wait", row[0], row[1])
@@ -200,7 +230,7 @@ def wait_for(
                 return _time_out(j, c.storage, c.key, began, deadline)
             if got == timers.HOLD:
                 raise _stop(j, c.key, expected)
-            return _value(j, c.key, got)
+            return _value(j, c.key, _received(j, c.storage, c.key, got))
     finally:
         c.release(j)
 
@@ -234,6 +264,7 @@ async def async_wait_for(
                 return await asyncio.to_thread(_time_out, j, c.storage, c.key, began, deadline)
             if got == timers.HOLD:
                 raise _stop(j, c.key, expected)
+            got = await asyncio.to_thread(_received, j, c.storage, c.key, got)
             return _value(j, c.key, got)
     finally:
         c.release(j)

@@ -111,7 +111,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "markers and the run's primitives",
-        {"markers", "cancellation", "timers", "retry", "sleeps", "waits", "otel"},
+        {"markers", "cancellation", "timers", "retry", "sleeps", "waits", "otel", "sealcheck"},
     ),
     (
         "journal",

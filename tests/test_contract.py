@@ -57,7 +57,7 @@ import pytest
 from helpers import run_forked, spawn_python, write_script
 
 from letitloop import Journal
-from letitloop.checksums import step_sum
+from letitloop.checksums import marker_sum, pause_sum, step_sum
 from letitloop.errors import JournalFileError, RunHeldError
 from letitloop.memory_database import database
 from letitloop.memory_storage import abandon, open_memory
@@ -129,6 +129,19 @@ class Backend:
         finally:
             conn.close()
 
+    def forge_row(self, location: str, goal: str, key: str, **cols: Any) -> None:
+        """Set columns of row ``key`` from outside letitloop (its checksum among them)."""
+        conn = sqlite3.connect(location)
+        try:
+            with conn:
+                (table,) = conn.execute(
+                    "SELECT journal_table FROM goals WHERE goal = ?", (goal,)
+                ).fetchone()
+                sets = ", ".join(f"{c} = ?" for c in cols)
+                conn.execute(f'UPDATE "{table}" SET {sets} WHERE key = ?', (*cols.values(), key))
+        finally:
+            conn.close()
+
     def stored_text(self, location: str) -> str:
         """Everything the store holds, as text (a file's bytes, its -wal's too)."""
         parts = [Path(location), Path(f"{location}-wal")]
@@ -168,6 +181,11 @@ class MemoryBackend(Backend):
             row["checksum"] = step_sum(
                 row["run"], key, "done", row["fn"], row["args_fp"], text, None
             )
+
+    def forge_row(self, location: str, goal: str, key: str, **cols: Any) -> None:
+        (row,) = [r for r in database(location).rows(goal) if r["key"] == key]
+        for col, value in cols.items():
+            row[col] = value
 
     def stored_text(self, location: str) -> str:
         db = database(location)
@@ -218,6 +236,16 @@ class PostgresBackend(Backend):
                     "UPDATE ll_journal SET checksum = %s WHERE goal = %s AND key = %s",
                     (step_sum(run, key, "done", fn, fp, text, None), goal, key),
                 )
+
+    def forge_row(self, location: str, goal: str, key: str, **cols: Any) -> None:
+        import psycopg
+
+        sets = ", ".join(f"{c} = %s" for c in cols)
+        with psycopg.connect(location, autocommit=True) as conn:
+            conn.execute(
+                f"UPDATE ll_journal SET {sets} WHERE goal = %s AND key = %s",
+                (*cols.values(), goal, key),
+            )
 
     def stored_text(self, location: str) -> str:
         import psycopg
@@ -969,6 +997,68 @@ class TestASealedRun:
             assert j.wait_for("approval") == {"ok": True}
         found = verdict(location)
         assert (found.state, found.entries, found.unsealed) == ("sealed", 2, [])
+
+    def test_a_forged_marker_and_wait_value_are_refused_when_they_replay(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        from letitloop import send
+        from letitloop.errors import ForgedRowError
+        from letitloop.waits import RunWaiting
+
+        location = mode.backend.location(tmp_path)
+        durability: Any = mode.durability
+
+        def attempt(decline: bool = False) -> tuple[Any, list[str]]:
+            charged: list[str] = []
+            with Journal(
+                "secret", run="r", path=location, durability=durability, seal=SEAL_KEY
+            ) as j:
+
+                def body() -> Any:
+                    got = j.wait_for("approval", stop_after=0)
+                    with j.atomic_marker("charge") as go:
+                        if go:
+                            charged.append("charged")
+                            if decline:
+                                raise RuntimeError("declined")
+                    return got
+
+                async def abody() -> Any:
+                    got = await j.async_wait_for("approval", stop_after=0)
+                    async with j.atomic_marker("charge") as go:
+                        if go:
+                            charged.append("charged")
+                            if decline:
+                                raise RuntimeError("declined")
+                    return got
+
+                got = body() if mode.kind == "sync" else asyncio.run(abody())
+                return got, charged
+
+        with pytest.raises(RunWaiting):
+            attempt()
+        send("r", "approval", {"ok": True}, path=location)  # without the key
+        with pytest.raises(RuntimeError, match="declined"):
+            attempt(decline=True)  # the marker is recorded failed
+        with Journal("secret", run="r", path=location, seal=SEAL_KEY) as j:
+            run_id = j.run_id
+            assert j.wait_for("approval") == {"ok": True}  # sealed at the open before
+        status = {"status": "done", "error": None, "traceback": None}
+        mode.backend.forge_row(
+            location, "secret", "charge", **status, checksum=marker_sum(run_id, "charge", "done")
+        )
+        with pytest.raises(ForgedRowError, match=r"marker 'charge' .*does not match"):
+            attempt()
+        forged = '{"ok": false}'
+        mode.backend.forge_row(
+            location,
+            "secret",
+            "approval",
+            result=forged,
+            checksum=pause_sum(run_id, "approval", "wait", forged, None),
+        )
+        with pytest.raises(ForgedRowError, match=r"wait 'approval' .*edited after it was sealed"):
+            attempt()
 
 
 class TestAnEncryptedRun:

@@ -4,13 +4,17 @@ A step's result edited with plain sqlite3 (or psycopg), its public CRC-32
 recomputed, used to be handed back by a resume holding ``LETITLOOP_SEAL_KEY``
 without a call; ``lil verify`` caught it only afterwards. Now every replayed row
 of a sealed run is checked against its seal before it is returned, and a forged
-row stops the run with ForgedRowError naming the run and the step. Real files
-and a real PostgreSQL server, edited from outside, replayed by fresh processes.
+row stops the run with ForgedRowError naming the run and the step. The same for a
+run's other rows: a marker recorded done (a forged one skipped its side effect),
+a sleep, and a wait's value (a forged one was handed to the program, and sealed as
+found at the next open). Real files and a real PostgreSQL server, edited from
+outside, replayed by fresh processes.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,7 @@ import pg_server
 import pytest
 from seal_programs import keyless_env, run_program
 
-from letitloop.checksums import step_sum
+from letitloop.checksums import marker_sum, pause_sum, step_sum
 
 KEY = "k" * 16 + "-test-seal-key"
 
@@ -166,3 +170,211 @@ class TestASealedRunOnPostgres:
         out = run(location)
         assert_refused(out, "b")
         assert "edited after it was sealed" in out.stdout
+
+
+#: Run "r2" of goal "g": a nap, a wait for "v" (the process stops to wait when no value
+#: was sent), then the marker "charge", whose block prints "charged"; with argv[2] ==
+#: "decline", the block raises (the marker is recorded failed), with "stay" the process
+#: waits for the value (up to 60 s) and stops after it, before the marker; with "cool" it
+#: sleeps "cool" for an hour after the marker.
+PAUSES = """
+import sys
+from letitloop import Journal
+from letitloop.errors import LetItLoopError
+
+arg = sys.argv[2] if len(sys.argv) > 2 else ""
+try:
+    with Journal("g", path=sys.argv[1], run="r2") as j:
+        j.sleep("nap", 0)
+        print("waiting", flush=True)
+        print("got v", j.wait_for("v", stop_after=60 if arg == "stay" else 0), flush=True)
+        if arg == "stay":
+            raise SystemExit(3)
+        with j.atomic_marker("charge") as go:
+            if go:
+                print("charged", flush=True)
+                if arg == "decline":
+                    raise RuntimeError("card declined")
+        if arg == "cool":
+            j.sleep("cool", 3600)
+        print("end", flush=True)
+except LetItLoopError as exc:
+    print(type(exc).__name__, exc, flush=True)
+    raise SystemExit(2)
+"""
+
+
+def run_pauses(location: str | Path, *args: str, key: str | None = KEY) -> Any:
+    extra = {} if key is None else {"LETITLOOP_SEAL_KEY": key}
+    return run_program(PAUSES, location, *args, env=keyless_env(**extra))
+
+
+def send_v(location: str | Path, value: str) -> None:
+    """The wait "v" answered as ``lil send`` answers it: without the key."""
+    from letitloop import send
+
+    send("r2", "v", value, path=str(location))
+
+
+def forge_pause(db: Path, key: str, sets: str, values: tuple[Any, ...], checksum: int) -> None:
+    """Row ``key`` of run r2 changed with plain sqlite3 (``sets``), its CRC-32 recomputed."""
+    conn = sqlite3.connect(db)
+    with conn:
+        assert conn.execute(
+            f"UPDATE _journal_g SET {sets}, checksum = ? WHERE key = ?",
+            (*values, checksum, key),
+        ).rowcount
+    conn.close()
+
+
+def run_id_of(db: Path) -> str:
+    conn = sqlite3.connect(db)
+    (run_id,) = conn.execute("SELECT id FROM runs WHERE name = 'r2'").fetchone()
+    conn.close()
+    return str(run_id)
+
+
+def waits_for_v(db: Path) -> bool:
+    conn = sqlite3.connect(db)
+    try:
+        found = conn.execute("SELECT status FROM _journal_g WHERE key = 'v'").fetchone()
+    finally:
+        conn.close()
+    return found is not None and found[0] == "waiting"
+
+
+def assert_pause_refused(out: Any, kind: str, key: str) -> None:
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert f"ForgedRowError {kind} {key!r} (run " in out.stdout, out.stdout
+    assert "does not match the run's seal" in out.stdout and "lil verify" in out.stdout
+
+
+class TestASealedRunsMarkersAndWaits:
+    def test_a_failed_marker_forged_done_stops_the_run_instead_of_skipping_it(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "journal.db"
+        assert run_pauses(db).returncode == 75  # stopped to wait for v
+        send_v(db, "yes")
+        out = run_pauses(db, "decline")
+        assert "charged" in out.stdout and out.returncode == 1, out.stderr  # recorded failed
+        forge_pause(
+            db,
+            "charge",
+            "status = 'done', error = NULL, traceback = NULL",
+            (),
+            marker_sum(run_id_of(db), "charge", "done"),
+        )
+        assert run_pauses(db, key=None).stdout.splitlines()[-1] == "end"  # no key: skipped
+        out = run_pauses(db)
+        assert_pause_refused(out, "marker", "charge")
+        assert "edited after it was sealed" in out.stdout
+        assert "It is not taken as done" in out.stdout
+        assert "charged" not in out.stdout and "\nend" not in out.stdout
+
+    def test_an_edited_wait_value_stops_the_run_and_is_not_sealed_again(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "journal.db"
+        assert run_pauses(db).returncode == 75
+        send_v(db, "yes")
+        out = run_pauses(db)  # the value sent without the key is sealed at this open
+        assert out.returncode == 0 and "got v yes" in out.stdout, out.stderr
+        assert "got v yes" in run_pauses(db).stdout  # untouched: it replays
+        forge_pause(
+            db, "v", "result = ?", ('"no"',), pause_sum(run_id_of(db), "v", "wait", '"no"', None)
+        )
+        assert "got v no" in run_pauses(db, key=None).stdout  # the limit: no key, no check
+        for _ in range(2):  # the open does not seal the edited value: refused each time
+            out = run_pauses(db)
+            assert_pause_refused(out, "wait", "v")
+            assert "edited after it was sealed" in out.stdout
+            assert "got v" not in out.stdout and "charged" not in out.stdout
+
+    def test_a_value_received_while_waiting_is_sealed_as_received(self, tmp_path: Path) -> None:
+        import subprocess
+        import sys
+
+        from seal_programs import ROOT
+
+        db = tmp_path / "journal.db"
+        waiting = subprocess.Popen(
+            [sys.executable, "-c", PAUSES, str(db), "stay"],
+            cwd=ROOT,
+            env=keyless_env(LETITLOOP_SEAL_KEY=KEY),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert waiting.stdout is not None
+        assert waiting.stdout.readline() == "waiting\n"
+        while not waits_for_v(db):  # its row written: lil send finds it
+            time.sleep(0.01)
+        send_v(db, "yes")
+        out, _ = waiting.communicate(timeout=60)
+        assert waiting.returncode == 3 and "got v yes" in out, out
+        forge_pause(
+            db, "v", "result = ?", ('"no"',), pause_sum(run_id_of(db), "v", "wait", '"no"', None)
+        )
+        out = run_pauses(db)
+        assert_pause_refused(out, "wait", "v")
+
+    def test_a_sleep_inserted_done_stops_the_run_instead_of_skipping_it(
+        self, tmp_path: Path
+    ) -> None:
+        db = tmp_path / "journal.db"
+        assert run_pauses(db).returncode == 75
+        send_v(db, "yes")
+        assert run_pauses(db).returncode == 0
+        conn = sqlite3.connect(db)
+        with conn:  # the hour's sleep recorded done (a copy of the nap's row), its CRC-32
+            conn.execute(
+                "INSERT INTO _journal_g (run, key, kind, status, fn, started, duration, "
+                "attempt, wake_at, checksum) SELECT run, 'cool', kind, status, fn, started, "
+                "duration, attempt, wake_at, ? FROM _journal_g WHERE key = 'nap'",
+                (pause_sum(run_id_of(db), "cool", "sleep", None, None),),
+            )
+        conn.close()
+        out = run_pauses(db, "cool")
+        assert_pause_refused(out, "sleep", "cool")
+        assert "in no entry of the run's sealed chain" in out.stdout
+        assert "It is not taken as slept" in out.stdout
+
+    def test_an_untouched_run_replays_them_all_with_the_key(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        assert run_pauses(db).returncode == 75
+        send_v(db, "yes")
+        assert run_pauses(db).stdout.splitlines()[-1] == "end"
+        out = run_pauses(db)
+        assert out.returncode == 0 and out.stdout.splitlines() == ["waiting", "got v yes", "end"]
+
+
+class TestASealedRunsMarkersAndWaitsOnPostgres:
+    def test_a_forged_marker_and_wait_value_stop_the_run(self) -> None:
+        import psycopg
+
+        location = pg_server.location()
+        assert run_pauses(location).returncode == 75
+        send_v(location, "yes")
+        out = run_pauses(location, "decline")
+        assert "charged" in out.stdout and out.returncode == 1, out.stderr
+        with psycopg.connect(location, autocommit=True) as conn:
+            found = conn.execute("SELECT run FROM ll_journal WHERE key = 'charge'").fetchone()
+            assert found is not None
+            (run_id,) = found
+            assert conn.execute(
+                "UPDATE ll_journal SET status = 'done', error = NULL, traceback = NULL, "
+                "checksum = %s WHERE key = 'charge'",
+                (marker_sum(run_id, "charge", "done"),),
+            ).rowcount
+        out = run_pauses(location)
+        assert_pause_refused(out, "marker", "charge")
+        assert "charged" not in out.stdout
+        with psycopg.connect(location, autocommit=True) as conn:
+            forged = '"no"'
+            assert conn.execute(
+                "UPDATE ll_journal SET result = %s, checksum = %s WHERE key = 'v'",
+                (forged, pause_sum(run_id, "v", "wait", forged, None)),
+            ).rowcount
+        out = run_pauses(location)
+        assert_pause_refused(out, "wait", "v")
+        assert "got v" not in out.stdout

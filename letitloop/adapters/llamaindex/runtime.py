@@ -46,7 +46,7 @@ from workflows.workflow import Workflow
 
 from ...errors import StepMismatchError
 from ...journal import Journal, current_journal
-from ...replay import ways_out
+from ...sealcheck import ways_out
 from ..agentcalls import DEFAULT_TIMEOUT
 from .agents import accept_runtime
 from .journaled import JournaledRun, final_event, label
