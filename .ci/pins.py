@@ -40,7 +40,7 @@ ENVIRONMENTS = {
     "main": (ROOT / "constraints.txt", ["-e", ".[dev]"]),
     "crewai": (
         ROOT / ".ci" / "crewai-constraints.txt",
-        ["-e", ".[crewai]", "pytest", "pytest-timeout"],
+        ["-e", ".[crewai]", "pytest", "pytest-timeout", "pytest-xdist"],
     ),
 }
 

@@ -6,11 +6,13 @@ CrewAI 1.15 pins ``openai<3`` and ``mcp<2``, which the main environment's
 other frameworks outgrew; in one environment pip silently picks far older
 versions instead of failing. So CrewAI's tests get a virtual environment of
 their own, ``.venvs/crewai`` in the checkout: made with ``python -m venv``,
-``'.[crewai]'`` and pytest installed under ``.ci/crewai-constraints.txt``
-(every package pinned; pip refuses a resolution that differs), ``pip
-check``ed, then ``python -m pytest tests/test_crewai.py`` run in it with
-``LETITLOOP_CREWAI_ENV=1`` (there a missing CrewAI fails instead of
-skipping, and the test checks the framework versions against the pins).
+``'.[crewai]'``, pytest and the plugins the suite uses (pytest-timeout,
+pytest-xdist) installed under ``.ci/crewai-constraints.txt`` (every package
+pinned; pip refuses a resolution that differs), ``pip check``ed, then
+``python -m pytest tests/test_crewai.py`` run in it on two xdist workers, as
+the main suite runs, with ``LETITLOOP_CREWAI_ENV=1`` (there a missing CrewAI
+fails instead of skipping, and the test checks the framework versions against
+the pins).
 
 The environment is made again when the pins or pyproject.toml changed since
 it was made (a stamp file records their digest), or always with ``--fresh``
@@ -49,7 +51,7 @@ def make(python: Path) -> None:
     pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
     subprocess.run(
         [*pip, "install", "--quiet", "-c", str(CONSTRAINTS), "-e", ".[crewai]",
-         "pytest", "pytest-timeout"],
+         "pytest", "pytest-timeout", "pytest-xdist"],
         check=True, cwd=ROOT,
     )  # fmt: skip
     subprocess.run([*pip, "check"], check=True, cwd=ROOT)
@@ -68,10 +70,12 @@ def main(argv: list[str]) -> int:
     if make_only:
         return 0
     env = {**os.environ, "LETITLOOP_CREWAI_ENV": "1"}
-    # One file in one process: pyproject's addopts ask for xdist's workers, which this
-    # environment does not install (its pins are CrewAI's), so they are replaced here.
+    # pyproject's addopts but Hypothesis's plugin (CrewAI's tests use none, and this
+    # environment does not install it): two xdist workers, tests/conftest.py's scheduler
+    # (test_crewai.py's chains and its request trials go to different workers).
+    addopts = "-ra -n 2 --dist loadscope --disable-plugin-autoload -p xdist -p timeout"
     tests = subprocess.run(
-        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=-ra",
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", f"addopts={addopts}",
          "tests/test_crewai.py", *args],
         cwd=ROOT, env=env,
     )  # fmt: skip

@@ -394,10 +394,19 @@ REQUESTS = CREW.with_name("crewai_requests.py")
 KICKOFFS = ("async", "each", "each-async")
 
 
-@pytest.fixture(scope="module")
-def requests(tmp_path_factory: pytest.TempPathFactory, opted_out: None) -> Iterator[dict[str, Any]]:
-    """The request scenarios of the research crew, each run when a test first asks for it."""
+@pytest.fixture(scope="session")
+def requests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The request scenarios of the research crew, each run when a test first asks for it.
+
+    Session-scoped, not module-scoped: tests/conftest.py's scheduler sends each class of
+    them to whichever xdist worker is free, apart from the chains (each worker that runs
+    one makes its own trials' forkers), where a module-scoped fixture's tests would all
+    go to one worker. OPT_OUTS are set here for the same reason (``opted_out`` is the
+    module's)."""
     from request_trials import Trials
+
+    saved = {k: os.environ.get(k) for k in OPT_OUTS}
+    os.environ.update(OPT_OUTS)
 
     trials = Trials(
         REQUESTS, tmp_path_factory.mktemp("crew_requests"), "crewai", "letitloop.adapters.crewai"
@@ -421,6 +430,11 @@ def requests(tmp_path_factory: pytest.TempPathFactory, opted_out: None) -> Itera
         yield Found()
     finally:
         trials.close()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @LONG
