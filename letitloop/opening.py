@@ -241,7 +241,7 @@ def seal(j: Journal, storage: Storage, secret: bytes) -> None:
     from .chains import SealedRows  # loaded by programs that seal
 
     sealed = SealedRows(j.run_id, secret)
-    sealed.extend(storage.seal_entries(j.run_id, 0))  # type: ignore[attr-defined]
+    sealed.extend(storage.seal_entries(j.run_id, 0))
     j._sealed = sealed if sealed.n or not j.replay_only else None
 
 

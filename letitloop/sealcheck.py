@@ -54,7 +54,7 @@ def check_sealed(j: Journal, row: tuple[Any, ...]) -> None:
         return
     storage = j._storage
     if storage is not None:
-        sealed.extend(storage.seal_entries(j.run_id, sealed.n))  # type: ignore[attr-defined]
+        sealed.extend(storage.seal_entries(j.run_id, sealed.n))
         why = sealed.refusal(row)
         if why is None:
             return
@@ -74,7 +74,7 @@ def read_sealed(j: Journal, key: str) -> tuple[Any, ...] | None:
     a step's replay reads its own), for :func:`check_stored`; None when there is none."""
     storage = j._storage
     assert storage is not None
-    row = storage.sealed_row(j.run_id, key)  # type: ignore[attr-defined]
+    row = storage.sealed_row(j.run_id, key)
     return None if row is None else tuple(row)
 
 

@@ -7,9 +7,9 @@ chosen from ``path=`` by ``schemes.py``; the journal and its primitives speak on
 - **runs**: find or start the run an opener gets (a name's generations), claim it, end it;
 - **steps**: the recorded steps a replay needs, their results, step rows;
 - **markers**: a marker's record, claimed and finished in one transaction;
-- **the run's primitives**: steps in flight, cancel requests, sleeps and waits, failed
-  tries, usage, replays, an attempt's span (OpenTelemetry), paid calls' reservations
-  (``storage_reservations.ReservationRows``);
+- **the run's primitives**: steps in flight, cancel requests, sleeps and waits, failed tries,
+  usage, replays, an attempt's span (OpenTelemetry), paid calls' reservations
+  (``storage_reservations.ReservationRows``), a sealed run's chain (``storage_seals.SealRows``);
 - **holding**: a run or a marker held by one holder at a time, across processes, released
   when the holder dies (:class:`Hold`; SQLite: a lock file), whether a run is held, and by
   whom (``run_holder``, ``marker``);
@@ -27,12 +27,12 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NewType, Protocol, TypeAlias
 
 from .storage_reservations import ReservationRows
+from .storage_seals import SealRows
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-#: How a storage keys a run's rows (SQLite: ``runs.num``); opaque to the journal,
-#: which only hands back the ``Storage.run_key`` of its run.
+#: How a storage keys a run's rows (SQLite: ``runs.num``), opaque to the journal (run_key).
 RunKey = NewType("RunKey", int)
 
 #: How a storage names a step's function in its rows (SQLite: ``functions.id``, or
@@ -177,7 +177,7 @@ class Hold(Protocol):
         ...
 
 
-class Storage(ReservationRows, Protocol):
+class Storage(ReservationRows, SealRows, Protocol):
     """One goal's runs and steps, as one opener of the goal sees them.
 
     Made for one journal when it opens; ``find_or_start_run`` comes first

@@ -113,7 +113,7 @@ def _received(
         return ending
     from .sealcheck import check_stored, read_sealed
 
-    storage.seal_run(j.run_id, sealed.secret)  # type: ignore[attr-defined]
+    storage.seal_run(j.run_id, sealed.secret)
     stored = read_sealed(j, key)
     check_stored(j, key, "wait", stored)
     assert stored is not None

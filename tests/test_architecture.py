@@ -65,6 +65,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "migrate",
             "storage",
             "storage_reservations",
+            "storage_seals",
             "schemes",
             "locks",
             "sqlite_storage",
