@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bill_trials import check, check_per_call, counted, summary, trials
+from bill_trials import check, check_request, counted, estimates, summary, trials
 
 from letitloop import (
     Budget,
@@ -86,16 +86,24 @@ class TestTheProvidersBillUnderRandomKills:
         # Both ends were reached: runs that finished within the budget, runs it stopped.
         assert {r["outcome"] for r in results} == {"done", "refused"}
 
-    def test_a_langgraph_agents_model_calls_never_bill_past_their_budget(
-        self, tmp_path: Path
+    @pytest.mark.parametrize(
+        ("mode", "goal", "seed"),
+        [("langgraph", "langgraph:agent", 29), ("langgraph_graph", "langgraph:chatbot", 31)],
+    )
+    def test_a_langgraph_request_never_bills_past_its_budget(
+        self, mode: str, goal: str, seed: int, tmp_path: Path
     ) -> None:
-        # create_react_agent(durable_model(model, budget=...), durable_node(ToolNode(...))):
-        # the budget bounds each model call's run (one node execution), across its kills.
+        # create_react_agent(durable_model(model, budget=...), durable_node(ToolNode(...))),
+        # and a StateGraph with ToolNode and tools_condition: the budget bounds the whole
+        # invoke, its model calls journaled in a run each, across the request's kills.
         pytest.importorskip("langgraph.prebuilt")
-        results = trials("langgraph", "process", tmp_path, 20, seed=29)
-        print(json.dumps({"langgraph": summary(results)}))
-        check_per_call(results, "langgraph:agent")
+        results = trials(mode, "process", tmp_path, 20, seed=seed)
+        ratios = [reserved / settled for r in results for reserved, settled in estimates(r["db"], goal)]  # fmt: skip  # noqa: E501
+        print(json.dumps({mode: summary(results), "estimate/bill": [min(ratios), max(ratios)]}))
+        check_request(results, goal)
         assert {r["outcome"] for r in results} == {"done", "refused"}
+        # The estimate tracks the bill (the prompt's text, not its messages' JSON), above it.
+        assert min(ratios) > 1 and max(ratios) < 6, ratios
 
     def test_on_postgresql_too(self, tmp_path: Path) -> None:
         import pg_server

@@ -147,6 +147,9 @@ class NodeIdentity:
     #: The newest root checkpoint of the thread the saver held when the run
     #: started (recorded only when the journal is not the saver's own file).
     anchor: str | None = None
+    #: The request of the thread's log (its seq) the run was made for, when its node
+    #: runs with a budget in the saver's own file (request_budgets.py).
+    request: int | None = None
 
     def content_key(self) -> str:
         """A hash of what makes two executions the same: everything but task and checkpoint."""

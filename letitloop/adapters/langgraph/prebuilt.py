@@ -28,6 +28,7 @@ so nothing recorded depends on where this code lives.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
@@ -46,7 +47,7 @@ from ...journal import Journal, current_journal
 from ...step_names import named
 from ...unchecked import unchecked
 from ..agentcalls import plain
-from ..reserving import max_tokens_of, reserve_call
+from ..reserving import chat_prompt, max_tokens_of, reserve_call
 
 # -- ToolNode ----------------------------------------------------------------------------
 
@@ -168,7 +169,7 @@ def model_call(identity: Any, call: Any) -> dict[str, Any]:
     """The step's function: one real call of the wrapped model, reserved and reported."""
     del identity  # the call's messages and options, for the journal's argument check only
     model, messages, stop, run_manager, kwargs = call
-    prompt = [plain(m.model_dump(mode="json")) for m in messages]
+    prompt = functools.partial(chat_prompt, messages, kwargs.get("tools"))
     reserve_call(prompt, lambda: max_tokens_of(kwargs, model), _model_name(model), None)
     result = model._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
     _report(model, result)
@@ -180,7 +181,7 @@ async def amodel_call(identity: Any, call: Any) -> dict[str, Any]:
     """The async step's function: one real call of the wrapped model, reserved and reported."""
     del identity
     model, messages, stop, run_manager, kwargs = call
-    prompt = [plain(m.model_dump(mode="json")) for m in messages]
+    prompt = functools.partial(chat_prompt, messages, kwargs.get("tools"))
     reserve_call(prompt, lambda: max_tokens_of(kwargs, model), _model_name(model), None)
     result = await model._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
     _report(model, result)
