@@ -251,20 +251,14 @@ class Spend:
             self.reserved_cost -= cost or 0.0
         return [call for call, _, _ in gone]
 
+    # -- what a budget shared by several runs (shared_budgets.py) does otherwise ---------
+
     def key_of(self, j: Journal, key: str) -> str:
-        """The key under which this Spend counts step ``key`` of ``j``'s run: the key
-        itself (a budget shared by several runs qualifies it with the run)."""
-        del j
+        """The key under which step ``key`` of ``j``'s run is counted."""
         return key
 
-    def opened(
-        self,
-        j: Journal,
-        rows: Iterable[tuple[str, int | None, int | None, float | None]],
-        reservations: tuple[int, list[tuple[str, int, int | None, float | None]]],
-    ) -> None:
+    def opened(self, j: Journal, rows: Any, reservations: Any) -> None:
         """``j``'s run was opened with this budget: start from its recorded spend (``load``)."""
-        del j
         self.load(rows, reservations)
 
     def step_of(self, key: str) -> str:
@@ -275,11 +269,12 @@ class Spend:
         """What the budget bounds, as its error names it."""
         return f"run {j.run_id} of goal {j.goal!r}"
 
+    def row(self) -> tuple[str, dict[str, Any]]:
+        """The budget row's key after ``letitloop:budget:``, and its result."""
+        return self.budget.label(), self.budget.as_dict()
+
     #: What its error advises.
-    advice = (
-        "Raise the budget (Journal(..., budget=Budget(...))) and run again to resume, or "
-        "reset the run"
-    )
+    advice = "Raise the budget (Journal(..., budget=Budget(...))) and run again to resume, or reset the run"  # fmt: skip  # noqa: E501
 
     def _reached(self) -> bool:
         b = self.budget
@@ -347,7 +342,8 @@ def opened(j: Journal) -> None:
     rows, left = carried(storage, j.run_id)
     last, held = storage.run_reservations(j.run_id)
     spend.opened(j, [*storage.run_spend(j.run_id), *rows], (last, [*held, *left]))
-    j.step(ROW_PREFIX + spend.budget.label(), record_budget, spend.budget.as_dict())
+    label, row = spend.row()
+    j.step(ROW_PREFIX + label, record_budget, row)
 
 
 def settled(j: Journal, key: str, spent: Usage, total: Usage) -> bool:

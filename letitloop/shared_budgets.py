@@ -24,8 +24,9 @@ this process and in the processes before it that died.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .budgets import Budget, Spend
 
@@ -63,6 +64,14 @@ class SharedSpend(Spend):
 
     def scope(self, j: Journal) -> str:
         return self.scope_text
+
+    def row(self) -> tuple[str, dict[str, Any]]:
+        """The budget row names what the budget bounds (``shared``, which ``lil show``
+        prints), and its key a hash of it: a run opened for another request (another
+        scope) records a row of its own."""
+        label, row = super().row()
+        tag = hashlib.blake2b(self.scope_text.encode("utf-8", "surrogatepass"), digest_size=6)
+        return f"{label},shared={tag.hexdigest()}", {**row, "shared": self.scope_text}
 
     def opened(
         self,

@@ -199,6 +199,68 @@ class TestEveryAttemptKilledJustAfterTheProviderBilled:
             assert db.execute("SELECT count(*) FROM reservations").fetchone() == (0,)
 
 
+class TestALangGraphRequestsSpendInLilShowAndLilUi:
+    """A LangGraph request's model calls are journaled in a run each: ``lil show`` and
+    ``lil ui`` show each run's reservations against its settled usage, and name the
+    request the budget bounds."""
+
+    def test_killed_after_each_bill_its_reservations_not_settled_are_listed(
+        self, tmp_path: Path
+    ) -> None:
+        pytest.importorskip("langgraph.prebuilt")
+        pytest.importorskip("starlette")
+        from starlette.testclient import TestClient
+
+        from letitloop.web import create_app
+
+        # Every attempt but the last killed just after the provider billed its first call.
+        (r,) = trials("langgraph", "process", tmp_path, 1, seed=1, kills="billed")
+        assert r["outcome"] == "refused" and r["bill"] <= r["budget"]
+        shown = subprocess.run(
+            [*LIL, "--db", r["db"], "show", "langgraph:agent"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        budget = next(x for x in lines if x.startswith("budget"))
+        assert budget.startswith(
+            "budget    1,500 tokens for request 1 of thread 'paid-0' (its model calls in every "
+            "durable node's run), shared with its other runs (this run's part: nothing spent, "
+        ), budget
+        assert budget.endswith("reserved and not settled by 3 calls)"), budget
+        assert "reserved  3 paid calls: 0 settled (0 tokens reserved, 0 tokens reported)" in lines
+        assert sum("not settled (cut short, counted as spent)" in x for x in lines) == 3
+        run_id = lines[0].split()[1]
+        page = TestClient(create_app(Path(r["db"])), base_url="http://127.0.0.1")
+        for route in (f"/runs/{run_id}", f"/runs/{run_id}/live"):
+            html = page.get(route).text
+            assert "for request 1 of thread &#39;paid-0&#39;" in html, route
+            assert "reserved and not settled by 3 calls" in html, route
+            assert "3 paid calls: 0 settled" in html, route
+
+    def test_a_finished_requests_last_call_shows_what_it_reserved_and_reported(
+        self, tmp_path: Path
+    ) -> None:
+        pytest.importorskip("langgraph.prebuilt")
+        (r,) = trials("langgraph", "process", tmp_path, 1, seed=3)  # one kill, then done
+        assert r["outcome"] == "done" and r["kills"] == 1
+        shown = subprocess.run(
+            [*LIL, "--db", r["db"], "show", "langgraph:agent"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        reserved, settled = estimates(r["db"], "langgraph:agent")[0]  # the newest run's
+        assert settled == r["calls"]["model:4"]  # the last call's bill, as reported
+        assert (
+            f"reserved  1 paid call: 1 settled ({reserved:,} tokens reserved, "
+            f"{settled:,} tokens reported)" in shown.stdout.splitlines()
+        )
+
+
 @pytest.fixture(params=["file", "memory", "postgres"])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "file":
