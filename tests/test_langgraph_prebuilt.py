@@ -10,6 +10,7 @@ the journal, says which calls were paid.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -377,8 +378,9 @@ class TestAModelCallUnderABudget:
 
 
 class TestARequestUnderABudget:
+    @pytest.mark.parametrize("way", ["invoke", "ainvoke"])
     def test_the_budget_bounds_all_its_calls_and_a_higher_one_resumes_it(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         # Three model calls, each a run of its own; the budget fits each call alone but not
         # the three: the request is refused before the third, and asked again with a
@@ -400,13 +402,20 @@ class TestARequestUnderABudget:
         side = tmp_path / "side"
         monkeypatch.setenv("SIDE", str(side))
 
-        def agent(budget: Budget) -> Any:
-            return create_react_agent(
-                durable_model(Limited(), budget=budget),
-                durable_node(ToolNode(program.TOOLS)),
-                checkpointer=LetItLoopCheckpointSaver(tmp_path / "j.db"),
-            )
+        class Agent:
+            def __init__(self, budget: Budget) -> None:
+                self.graph = create_react_agent(
+                    durable_model(Limited(), budget=budget),
+                    durable_node(ToolNode(program.TOOLS)),
+                    checkpointer=LetItLoopCheckpointSaver(tmp_path / "j.db"),
+                )
 
+            def invoke(self, ask: Any, config: Any) -> Any:
+                if way == "invoke":
+                    return self.graph.invoke(ask, config)
+                return asyncio.run(self.graph.ainvoke(ask, config))
+
+        agent = Agent
         ask: Any = {"messages": [("user", program.TASK)]}
         agent(Budget(tokens=10_000)).invoke(ask, {"configurable": {"thread_id": "measured"}})
         with sqlite3.connect(tmp_path / "j.db") as conn:
