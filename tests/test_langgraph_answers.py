@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,3 +233,35 @@ class TestKilledAfterTheAnswer:
         )
         assert (repeated, differing, errors) == (0, 0, 0)
         assert kills >= TRIALS // 4
+
+
+class TestAToolThatAsksResumedUnderAinvoke:
+    def test_what_follows_the_answer_runs_inside_its_marker(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The async path of the durable ToolNode (awrap, approved.run_once), in process:
+        # the kill trials above run the sync one.
+        import asyncio
+
+        import langgraph_answers as program
+        from langgraph.types import Command
+
+        monkeypatch.setenv("GRAPH", "tool")
+        monkeypatch.setenv("SIDE", str(tmp_path / "side"))
+        graph = program.build(str(tmp_path / "j.db"))
+        config: Any = {"configurable": {"thread_id": "t1"}}
+
+        async def ask() -> Any:
+            asked = await graph.ainvoke({"messages": [("user", "book a room")]}, config)
+            assert "__interrupt__" in asked
+            return await graph.ainvoke(Command(resume=True), config)
+
+        done = asyncio.run(ask())
+        assert done["messages"][-1].content == "room 12 booked"
+        with sqlite3.connect(tmp_path / "j.db") as conn:
+            (table,) = conn.execute(
+                "SELECT journal_table FROM goals WHERE goal = 'langgraph:tools'"
+            ).fetchone()
+            rows = conn.execute(f"SELECT key, kind, status FROM [{table}]").fetchall()
+        assert ("approved:tool:call-book", "marker", "done") in rows, rows
+        assert _starts(tmp_path / "side", "book 12") == 1
