@@ -160,27 +160,37 @@ class Scheduler:
         storage = self.storage(s)
         # Another scheduler may have moved it: read it afresh (a write that changes nothing).
         cursor = _utc(iso_us(storage.move_cursor(s.name, utc_iso(cursor.timestamp()))) / 1e6)
-        for tick in s.due(cursor, now):
-            self._claim(s, storage, tick)
+        due = s.due(cursor, now)
+        if due:
+            self._claim(s, storage, due)
         moved = storage.move_cursor(s.name, utc_iso(latest.timestamp()))
         self._cursors[s.name] = _utc(iso_us(moved) / 1e6)
 
-    def _claim(self, s: Schedule, storage: Storage, tick: datetime) -> None:
+    def _claim(self, s: Schedule, storage: Storage, due: list[datetime]) -> None:
+        """Claim ``due`` (oldest first) and run the ticks won, one after another in one
+        thread: missed ticks caught up together never run at once. The overlap policy
+        is decided once, against the runs that were going before them."""
         status = "started"
         if s.overlap != "allow":
             unfinished = storage.unfinished_ticks(s.name)
             if any(r[3] == "started" for r in unfinished):
                 queued = any(r[3] == "queued" for r in unfinished)
                 status = "queued" if s.overlap == "queue" and not queued else "skipped"
-        text, name = tick_text(tick), s.run_name(tick)
-        row = (s.name, text, name, status, utc_iso(time.time()), self.by)
-        if not storage.claim_tick(row):
-            return  # another scheduler claimed it
-        if status == "started":
-            self.report(f"{s.name}: tick {text} started run {name}")
-            self._start(s, storage, text, name)
-        else:
-            self.report(f"{s.name}: tick {text} {status} (a run of the schedule is going)")
+        won: list[tuple[str, str]] = []
+        for tick in due:
+            text, name = tick_text(tick), s.run_name(tick)
+            row = (s.name, text, name, status, utc_iso(time.time()), self.by)
+            if not storage.claim_tick(row):
+                continue  # another scheduler claimed it
+            if status == "started":
+                self.report(f"{s.name}: tick {text} started run {name}")
+                won.append((text, name))
+            else:
+                self.report(f"{s.name}: tick {text} {status} (a run of the schedule is going)")
+                if status == "queued":
+                    status = "skipped"  # one queued at most
+        if won:
+            self._start(s, storage, won)
 
     def _resume(self, s: Schedule) -> None:
         storage = self.storage(s)
@@ -203,13 +213,13 @@ class Scheduler:
             if not self._claimer_gone(claimed_by, claimed_at):
                 continue
             self.report(f"{s.name}: tick {text} resumed run {name}")
-            self._start(s, storage, text, name)
+            self._start(s, storage, [(text, name)])
         if going:
             return
         for _, text, name, status, _, _, _ in rows:
             if status == "queued" and storage.set_tick(s.name, text, "started", None, "queued"):
                 self.report(f"{s.name}: queued tick {text} started run {name}")
-                self._start(s, storage, text, name)
+                self._start(s, storage, [(text, name)])
                 return
 
     def _claimer_gone(self, claimed_by: str, claimed_at: str) -> bool:
@@ -220,17 +230,26 @@ class Scheduler:
 
     # -- a tick's run ------------------------------------------------------------------
 
-    def _start(self, s: Schedule, storage: Storage, text: str, name: str) -> None:
-        key = (s.name, text)
+    def _start(self, s: Schedule, storage: Storage, ticks: list[tuple[str, str]]) -> None:
+        """Run the ticks' runs ``(tick, run name)`` in order, in a thread of their own."""
         thread = threading.Thread(
-            target=self._run_tick,
-            args=(s, storage, text, name),
-            name=f"letitloop schedule {s.name} {text}",
+            target=self._run_ticks,
+            args=(s, storage, ticks),
+            name=f"letitloop schedule {s.name} {ticks[0][0]}",
             daemon=True,
         )
         with self.lock:
-            self.running[key] = thread
+            for text, _ in ticks:
+                self.running[(s.name, text)] = thread
         thread.start()
+
+    def _run_ticks(self, s: Schedule, storage: Storage, ticks: list[tuple[str, str]]) -> None:
+        for text, name in ticks:
+            try:
+                self._run_tick(s, storage, text, name)
+            finally:
+                with self.lock:
+                    self.running.pop((s.name, text), None)
 
     def _run_tick(self, s: Schedule, storage: Storage, text: str, name: str) -> None:
         status: str | None = "failed"
@@ -241,16 +260,12 @@ class Scheduler:
             status = "completed"
         except RunHeldError:
             status = None  # another process holds the run: it finishes the tick
-        except BaseException as exc:
+        except Exception as exc:
             self.report(f"{s.name}: run {name} failed: {error_text(exc)}")
-        try:
-            if status is not None:
-                storage.set_tick(s.name, text, status, utc_iso(time.time()), "started")
-                if status == "completed":
-                    self.report(f"{s.name}: run {name} completed")
-        finally:
-            with self.lock:
-                self.running.pop((s.name, text), None)
+        if status is not None:
+            storage.set_tick(s.name, text, status, utc_iso(time.time()), "started")
+            if status == "completed":
+                self.report(f"{s.name}: run {name} completed")
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -260,6 +275,11 @@ class Scheduler:
         stop = stop or threading.Event()
         try:
             self.keep()
+            for s in self.schedules:
+                self.report(
+                    f"{s.name}: scheduling goal {s.goal} at '{s.cron}' in {s.tz} "
+                    f"(catch_up={s.catch_up}, overlap={s.overlap})"
+                )
             while not stop.is_set():
                 self.step()
                 stop.wait(poll)

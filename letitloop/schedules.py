@@ -10,7 +10,7 @@ The loop that claims and starts them is ``scheduler.py``.
 
 The cron expressions and their time zones are cronsim's
 (https://github.com/cuu508/cronsim, the optional extra
-``letitloop[schedules]``), imported by this module only, when a schedule is
+``schedules``), imported by this module only, when a schedule is
 made: it reads an expression in the zone as Debian's cron does, through
 daylight-saving changes too (a time skipped by the spring change runs at the
 first minute after it; a fixed time repeated by the autumn change runs once;
@@ -54,8 +54,8 @@ def _cronsim() -> Any:
         import cronsim
     except ImportError:
         raise LetItLoopError(
-            "schedules need the cronsim package, which is not installed; install it with "
-            "pip install 'letitloop[schedules]'"
+            "schedules need the cronsim package, which is not installed; install the "
+            "schedules extra (pip install -e '.[schedules]' in a checkout)"
         ) from None
     return cronsim
 
@@ -165,9 +165,10 @@ class Schedule:
 
     def latest_tick(self, at: datetime) -> datetime | None:
         """The last tick at or before ``at`` (None: the expression never matched before)."""
-        local = at.astimezone(self.zone)
-        # cronsim walks back from a minute strictly before its start: start a minute on.
-        it = self._cronsim.CronSim(self.cron, local + timedelta(minutes=1), reverse=True)
+        # cronsim walks back from a minute strictly before its start: start a minute on,
+        # added in UTC (wall-clock arithmetic in the zone would lose a repeated hour's fold).
+        start = (at + timedelta(minutes=1)).astimezone(self.zone)
+        it = self._cronsim.CronSim(self.cron, start, reverse=True)
         for tick in it:
             if tick <= at:
                 return tick  # type: ignore[no-any-return]
