@@ -11,6 +11,7 @@ function appends to a side file when it is called (tests/schedule_jobs.py).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -114,12 +115,7 @@ class TestSixSchedulersOnOneJournal:
 
     @pytest.mark.parametrize("store", ["file", "postgresql"])
     def test_each_tick_starts_its_run_once(self, world: dict[str, Any], store: str) -> None:
-        if store == "file":
-            location = str(world["tmp"] / "journal.db")
-        else:
-            from pg_server import location as pg_location
-
-            location = pg_location()
+        location = location_of(store, world)
         journal = Journal(location)
         start = at("2026-12-07T00:00:30+00:00")
         set_clock(world, start)
@@ -162,6 +158,17 @@ class TestSixSchedulersOnOneJournal:
             line for log in logs for line in log.read_text().splitlines() if "started run" in line
         ]
         assert len(started) == 100
+        listed = subprocess.run(
+            [*lil(), "--db", location, "schedules", "--all", "--json"],
+            capture_output=True,
+            text=True,
+            env=world["env"],
+            timeout=60,
+        )
+        assert listed.returncode == 0, listed.stderr
+        (record,) = json.loads(listed.stdout)
+        assert record["last_tick"] == "2026-12-07T01:40:00+00:00"
+        assert [t["run"] for t in record["ticks"]] == [f"report@{t}" for t in sorted(ticks)][::-1]
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +178,7 @@ def forker() -> Iterator[Preloaded]:
         yield p
 
 
-def scheduler(forker: Preloaded, world: dict[str, Any], db: Path, **env: str) -> Child:
+def scheduler(forker: Preloaded, world: dict[str, Any], db: Path | str, **env: str) -> Child:
     return forker.start(
         LIL_ENTRY,
         "--db",
@@ -195,12 +202,21 @@ def stop(child: Child) -> subprocess.CompletedProcess[str]:
     return child.wait()
 
 
+def location_of(store: str, world: dict[str, Any]) -> str:
+    if store == "file":
+        return str(world["tmp"] / "journal.db")
+    from pg_server import location
+
+    return location()
+
+
 class TestASchedulerKilledMidTick:
+    @pytest.mark.parametrize("store", ["file", "postgresql"])
     def test_the_restarted_scheduler_resumes_the_ticks_run_repeating_no_step(
-        self, forker: Preloaded, world: dict[str, Any]
+        self, forker: Preloaded, world: dict[str, Any], store: str
     ) -> None:
-        db = world["tmp"] / "journal.db"
-        journal = Journal(str(db))
+        db = location_of(store, world)
+        journal = Journal(db)
         gate = world["tmp"] / "gate"
         set_clock(world, "2026-12-07T09:00:30+00:00")
         first = scheduler(forker, world, db, JOBS_GATE=str(gate))

@@ -20,7 +20,7 @@ import pytest
 from cronsim import CronSim
 from helpers import lil_in_process
 
-from letitloop import Schedule, durable, schedule, step
+from letitloop import Schedule, async_step, durable, durable_async, schedule, step
 from letitloop.errors import MisuseError
 from letitloop.scheduler import Scheduler
 
@@ -146,6 +146,56 @@ class TestOneSchedulerOnAFile:
         scheduler.step()
         scheduler.close()
         assert ticks_of(db) == [] and calls == []
+
+
+class TestWhatATicksRunIs:
+    def test_an_async_durable_function_runs_as_its_tick(self, tmp_path: Path) -> None:
+        db, calls = tmp_path / "j.db", list[str]()
+
+        async def build(tick: str) -> str:
+            calls.append(tick)
+            return tick
+
+        @durable_async(goal_id="report")
+        async def report() -> str:
+            return await async_step("build", build, "now")
+
+        clock = Clock("2026-12-07T08:59:30+00:00")
+        scheduler = Scheduler([Schedule("*/15 * * * *", report)], path=db, clock=clock)
+        scheduler.keep()
+        clock.to("2026-12-07T09:00:01+00:00")
+        scheduler.step()
+        settle(scheduler)
+        scheduler.close()
+        assert ticks_of(db) == [("2026-12-07T09:00:00+00:00", "completed")]
+        assert calls == ["now"] and runs_of(db) == ["report@2026-12-07T09:00:00+00:00"]
+
+    def test_a_run_that_raises_marks_its_tick_failed_and_is_not_started_again(
+        self, tmp_path: Path
+    ) -> None:
+        db, tries = tmp_path / "j.db", list[str]()
+
+        def flaky() -> str:
+            tries.append("try")
+            raise ValueError("the warehouse is closed")
+
+        @durable(goal_id="report")
+        def report() -> str:
+            return step("build", flaky)
+
+        lines: list[str] = []
+        clock = Clock("2026-12-07T08:59:30+00:00")
+        job = Schedule("*/15 * * * *", report)
+        scheduler = Scheduler([job], path=db, clock=clock, report=lines.append)
+        scheduler.keep()
+        for t in ["09:00:01", "09:00:30", "09:01:00"]:
+            clock.to(f"2026-12-07T{t}+00:00")
+            scheduler.step()
+            settle(scheduler)
+        scheduler.close()
+        assert ticks_of(db) == [("2026-12-07T09:00:00+00:00", "failed")]
+        assert tries == ["try"]
+        assert any("failed: ValueError: the warehouse is closed" in line for line in lines)
 
 
 class TestOverlap:
@@ -319,6 +369,14 @@ class TestLilSchedules:
             "report@2026-12-07T09:15:00+00:00",
             "report@2026-12-07T09:00:00+00:00",
         ]
+
+    def test_run_refuses_a_module_without_schedules_in_one_line(self, tmp_path: Path) -> None:
+        module = tmp_path / "plain.py"
+        module.write_text("X = 1\n")
+        shown = lil_in_process("--db", str(tmp_path / "j.db"), "schedules", "run", str(module))
+        assert shown.returncode == 1
+        assert shown.stderr.startswith("Error: ") and len(shown.stderr.splitlines()) == 1
+        assert "holds no schedule" in shown.stderr and "@schedule(" in shown.stderr
 
     def test_a_journal_without_schedules_says_so(self, tmp_path: Path) -> None:
         db = tmp_path / "j.db"
