@@ -66,6 +66,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "storage",
             "storage_reservations",
             "storage_seals",
+            "storage_schedules",
             "schemes",
             "locks",
             "sqlite_storage",
@@ -76,10 +77,12 @@ LAYERS: list[tuple[str, set[str]]] = [
             "sqlite_holding",
             "sqlite_seals",
             "sqlite_keychecks",
+            "sqlite_schedules",
             "memory_database",
             "memory_primitives",
             "memory_storage",
             "memory_seals",
+            "memory_schedules",
             "row_rules",
             "postgres_database",
             "postgres_holding",
@@ -90,6 +93,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "postgres_storage",
             "postgres_seals",
             "postgres_events",
+            "postgres_schedules",
         },
     ),
     (
@@ -133,7 +137,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "reservations",
         },
     ),
-    ("decorators", {"decoration", "durable"}),
+    ("decorators", {"decoration", "durable", "schedules"}),
     (
         "inspection, control and supervision",
         # inspection/ and maintenance/ are packages: their modules share this
@@ -150,6 +154,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "deploycheck_target",
             "deploycheck_copy",
             "deploycheck",
+            "scheduler",
         },
     ),
     (
@@ -191,6 +196,7 @@ CLI_ORDER = [
     "testing",
     "verifying",
     "checking",
+    "scheduling",
     "__init__",
 ]
 
@@ -199,7 +205,17 @@ CLI_ORDER = [
 WEB_ORDER = ["values", "timeline", "views", "pages", "app", "server", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
-RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "testing", "checks", "__init__"]
+RUNTEXT_ORDER = [
+    "words",
+    "runs",
+    "detail",
+    "follow",
+    "changes",
+    "testing",
+    "checks",
+    "schedules",
+    "__init__",
+]
 
 #: The read-only library's own modules, bottom up: time and results, what the
 #: queries return, the Inspector protocol, opening a file, a run's state, the
