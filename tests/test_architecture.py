@@ -90,6 +90,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "postgres_storage",
             "postgres_seals",
             "postgres_events",
+            "postgres_fork",
         },
     ),
     (
@@ -216,6 +217,7 @@ INSPECTION_ORDER = [
     "sqlite_rekey",
     "sqlite_filters",
     "sqlite_changes",
+    "fork_copies",
     "sqlite_copy",
     "sqlite_runs",
     "sqlite_detail",
@@ -577,6 +579,7 @@ STORE_MODULES = {
     "postgres_storage",
     "postgres_seals",
     "postgres_events",
+    "postgres_fork",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).

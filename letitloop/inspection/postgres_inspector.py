@@ -38,6 +38,7 @@ from ..postgres_database import (
     schema_version_of,
     server_errors,
 )
+from ..postgres_fork import seal_fork
 from ..postgres_holding import PostgresHold, is_held, run_hold_text
 from ..postgres_seals import chain_of
 from .images import RunImage
@@ -193,6 +194,21 @@ class PostgresInspector(MemoryInspector):
             write_back(self.conn, before, after)
             # Wakes the journals paused in this schema (a value sent, a cancel).
             self.conn.execute("SELECT pg_notify(%s, current_schema())", (CHANNEL,))
+
+    def fork(
+        self,
+        source: RunInfo,
+        new_id: str,
+        at: str,
+        from_step: str,
+        before_seq: int,
+        rename_source: str | None,
+    ) -> None:
+        """The memory store's fork, written back, and its copies sealed in the same
+        transaction when ``LETITLOOP_SEAL_KEY`` is set (postgres_fork.py), as a file's."""
+        with server_errors(self.location), self.conn.transaction():
+            super().fork(source, new_id, at, from_step, before_seq, rename_source)
+            seal_fork(self.conn, source.goal, new_id)
 
     # -- lil copy ---------------------------------------------------------------------
 
