@@ -20,7 +20,7 @@ from typing import Any
 
 import pg_server
 import pytest
-from helpers import run_forked, spawn_python, write_script
+from helpers import lil_forked, run_forked, spawn_python, write_script
 
 from letitloop import Journal
 
@@ -130,6 +130,23 @@ class TestLilForkOfARunThatReachedItsBudget:
         assert "keeps 3 recorded results (letitloop:budget:tokens=1000, a, b)" in shown
         # The same lines as lil fork of the same run in a journal file.
         assert shown == self.fork_and_resume(str(tmp_path / "j.db"), tmp_path)[0]
+
+
+class TestLilOnAUrlWhoseSchemaDoesNotExist:
+    """As a journal file that is not there: one line saying so, and a non-zero exit."""
+
+    @pytest.mark.parametrize("command", [["runs"], ["show", "nightly"], ["export", "nightly"]])
+    def test_it_says_the_schema_was_not_found_and_exits_1(
+        self, command: list[str], tmp_path: Path
+    ) -> None:
+        url = pg_server.server_url() + "&options=-csearch_path%3Dno_such_schema"
+        done = lil_forked("--db", url, *command)
+        missing = lil_forked("--db", str(tmp_path / "missing.db"), *command)
+        assert done.returncode == missing.returncode == 1, done.stdout
+        assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+        for words in ("no schema 'no_such_schema'", "so no journal here", "check the URL",
+                      "CREATE SCHEMA"):  # fmt: skip
+            assert words in done.stderr, done.stderr
 
 
 class TestLilGc:

@@ -99,7 +99,9 @@ class PostgresInspector(MemoryInspector):
         try:
             with server_errors(location):
                 row = self.conn.execute("SELECT current_schema()").fetchone()
-                self.schema = str(row[0]) if row is not None else ""
+                if row is None or row[0] is None:
+                    raise self._no_schema()
+                self.schema = str(row[0])
                 if has_tables(self.conn):
                     self._upgrade(write)
             # Nothing read yet: every question reads its own snapshot (_reading).
@@ -107,6 +109,22 @@ class PostgresInspector(MemoryInspector):
         except BaseException:
             self.conn.close()
             raise
+
+    def _no_schema(self) -> JournalFileError:
+        """The error of a URL whose schema is not there (``current_schema()`` is null: no
+        schema of its ``search_path`` exists, or the role may use none), as a missing
+        journal file's: nothing to read or change there."""
+        found = self.conn.execute("SELECT current_setting('search_path'), current_database()")
+        path, database = found.fetchone()
+        return JournalFileError(
+            f"{self.path}: no schema {path!r} (the URL's search_path) in database {database!r} "
+            f"(it does not exist, or "
+            f"this role may not use it), so no journal here; expected the schema a Journal "
+            f"wrote its tables in, named by the URL's options=-csearch_path=…: check the URL, "
+            f"or create the schema (CREATE SCHEMA …, and GRANT USAGE, CREATE ON SCHEMA … to "
+            f"the role) for a program to write there",
+            path=self.path,
+        )
 
     def _upgrade(self, write: bool) -> None:
         """A newer schema refused, an older one upgraded to change it (``write``) or
