@@ -53,6 +53,7 @@ from letitloop.inspection import (
 from letitloop.inspection.verify import chain_of, check_chain, verify_key
 from letitloop.maintenance import fork_run, gc_runs, reset_run
 from letitloop.memory_storage import abandon, open_memory
+from letitloop.runtext.words import ending
 from letitloop.versions import source_version
 from letitloop.waits import RunWaiting
 
@@ -376,6 +377,31 @@ class TestARunThatWaits:
         thread.join(20)
         assert sent.live and got == [[1, 2]]
         assert time.monotonic() - started < 5  # woken by the change, not by stop_after
+
+    def test_each_attempt_that_stopped_to_wait_is_shown_stopped_for_its_wait(
+        self, location: str, inspect: Callable[..., Inspector]
+    ) -> None:
+        def attempt() -> None:
+            with Journal("approve", path=location) as j:
+                j.step("draft", str, "text")
+                j.wait_for("approval", stop_after=0)
+                j.wait_for("publish", stop_after=0)
+
+        for answer in ("approval", "publish"):
+            for _ in range(2):  # the second run is made before the value came
+                with pytest.raises(RunWaiting):
+                    attempt()
+            letitloop.send("approve", answer, True, path=location)
+        attempt()
+        detail = show_run(inspect(), one(list_runs(inspect()), "approve").id)
+        assert [(a.outcome, a.step) for a in detail.attempts] == [
+            ("waiting", "approval"),
+            ("waiting", "approval"),  # the same wait
+            ("waiting", "publish"),
+            ("waiting", "publish"),
+            ("completed", None),
+        ]
+        assert ending(detail.attempts[2]) == "stopped to wait for 'publish'"
 
     def test_a_goal_names_its_run_waiting_for_the_name(self, location: str) -> None:
         run_id = waiting(location)
