@@ -385,7 +385,7 @@ async def openai_agents_run(db: str, durability: Any) -> str:
 
 # -- LlamaIndex ------------------------------------------------------------------------
 
-LLAMAINDEX_BUDGET = 4_500
+LLAMAINDEX_BUDGET = 3_500
 
 
 async def llamaindex_run(db: str, durability: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,13 @@ class TestTheProvidersBillUnderRandomKills:
         results = trials(mode, "process", tmp_path, 20, seed=seed)
         print(json.dumps({mode: summary(results)}))
         check(results)
+        # Each call's reservation was an upper bound of what it then reported.
+        for r in results:
+            with sqlite3.connect(r["db"]) as conn:
+                settled = conn.execute(
+                    "SELECT tokens, settled_tokens FROM reservations WHERE settled_at IS NOT NULL"
+                ).fetchall()
+            assert settled and all(t >= s for t, s in settled), (r, settled)
         # Both ends were reached: runs that finished within the budget, runs it stopped.
         assert {r["outcome"] for r in results} == {"done", "refused"}
 
