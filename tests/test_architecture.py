@@ -284,7 +284,7 @@ SMOLAGENTS_ORDER = ["calls", "model", "code", "agent", "__init__"]
 AUTOGEN_ORDER = ["calls", "client", "tools", "human", "serializer", "__init__"]
 #: The CrewAI adapter's own modules, bottom up: the session and one call's step, the
 #: models' calls, the tools' calls, the handler that wraps a crew.
-CREWAI_ORDER = ["calls", "llms", "tools", "handler", "__init__"]
+CREWAI_ORDER = ["calls", "llms", "tools", "items", "handler", "__init__"]
 
 #: Adapters whose framework has an environment of its own (tests/crewai_env.py): in
 #: another, importing them is skipped (their tests run in that environment).
