@@ -18,7 +18,7 @@ from ..encryption import encrypted, env_cipher
 from ..errors import EncryptionKeyError
 from .records import RunInfo
 
-__all__ = ["bind_copies"]
+__all__ = ["ENCRYPTED_FIELDS", "bind_copies", "checksum", "key_needed"]
 
 #: The fields of a row that may be stored encrypted.
 ENCRYPTED_FIELDS = ("result", "error", "traceback")
@@ -33,12 +33,7 @@ def bind_copies(copies: Iterable[dict[str, Any]], source: RunInfo, new_id: str) 
     if any(encrypted(row.get(f)) for row in rows for f in ENCRYPTED_FIELDS):
         cipher = env_cipher()
         if cipher is None:
-            raise EncryptionKeyError(
-                f"run {source.id} of goal {source.goal!r}: its values are encrypted, each bound "
-                f"to its run, so a fork's copies must be encrypted again for the new run: "
-                f"expected the key in LETITLOOP_ENCRYPTION_KEY; nothing was forked",
-                run_id=source.id,
-            )
+            raise key_needed(source)
         again = [
             {
                 f: cipher.seal(cipher.open(row[f], source.id, row["key"], f), new_id, row["key"], f)
@@ -51,6 +46,17 @@ def bind_copies(copies: Iterable[dict[str, Any]], source: RunInfo, new_id: str) 
             row.update(values)
     for row in rows:
         row["checksum"] = checksum(row, new_id)
+
+
+def key_needed(source: RunInfo) -> EncryptionKeyError:
+    """The refusal of a fork of encrypted run ``source`` without ``LETITLOOP_ENCRYPTION_KEY``
+    (every store's: ``sqlite_changes.py`` raises it too)."""
+    return EncryptionKeyError(
+        f"run {source.id} of goal {source.goal!r}: its values are encrypted, each bound "
+        f"to its run, so a fork's copies must be encrypted again for the new run: "
+        f"expected the key in LETITLOOP_ENCRYPTION_KEY; nothing was forked",
+        run_id=source.id,
+    )
 
 
 def checksum(row: dict[str, Any], run_id: str) -> int | None:
