@@ -15,6 +15,7 @@ from typing import Any
 from . import row_rules
 from .clock import utc_iso
 from .postgres_connection import COLUMNS, PostgresConnection
+from .postgres_fork import fork_point
 from .postgres_seals import seal_row
 from .row_rules import USAGE
 from .storage import MarkerAt, MarkerClaim, MarkerRecord
@@ -189,7 +190,7 @@ class PostgresPrimitives(PostgresConnection):
         ]
 
     def fork_point(self, run_id: str) -> tuple[str, list[str]] | None:
-        return None  # lil fork makes no PostgreSQL run (the store has no fork)
+        return fork_point(self._run, run_id)  # postgres_fork.py
 
     def reserve(self, row: Sequence[Any]) -> None:
         with self._tx() as c:
