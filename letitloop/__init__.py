@@ -27,6 +27,8 @@ from .unchecked import unchecked
 
 if TYPE_CHECKING:
     from .control import cancel, send
+    from .queue_worker import Worker
+    from .queues import Queue
     from .reservations import reserve
     from .retry import RetryPolicy
     from .supervisor import supervise
@@ -57,6 +59,14 @@ def __getattr__(name: str) -> object:
         from .supervisor import supervise
 
         return supervise
+    if name == "Queue":  # programs with work queues (queues.py, queue_worker.py)
+        from .queues import Queue
+
+        return Queue
+    if name == "Worker":
+        from .queue_worker import Worker
+
+        return Worker
     if name in ("send", "cancel"):
         from . import control
 
@@ -70,11 +80,13 @@ __all__ = [
     "Journal",
     "LetItLoopError",
     "PaidCall",
+    "Queue",
     "Reservation",
     "RetryPolicy",
     "RunCancelledError",
     "RunWaiting",
     "WaitTimeoutError",
+    "Worker",
     "__version__",
     "async_deprecate_patch",
     "async_patched",

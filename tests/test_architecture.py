@@ -90,6 +90,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "postgres_storage",
             "postgres_seals",
             "postgres_events",
+            "queue_records",
+            "sqlite_queue",
         },
     ),
     (
@@ -148,6 +150,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "deploycheck_target",
             "deploycheck_copy",
             "deploycheck",
+            "queues",
+            "queue_worker",
         },
     ),
     (
@@ -189,6 +193,7 @@ CLI_ORDER = [
     "testing",
     "verifying",
     "checking",
+    "working",
     "__init__",
 ]
 
@@ -577,6 +582,7 @@ STORE_MODULES = {
     "postgres_storage",
     "postgres_seals",
     "postgres_events",
+    "sqlite_queue",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).

@@ -33,6 +33,7 @@ from .serving import mcp_command
 from .testing import diff, fixture
 from .ui import ui
 from .verifying import rekey, verify
+from .working import worker
 
 __all__ = [
     "INTERNAL_ERROR_STATUS",
@@ -59,6 +60,7 @@ __all__ = [
     "upgrade",
     "verify",
     "watch",
+    "worker",
 ]
 
 
@@ -173,6 +175,7 @@ cli.add_command(diff)  # lil diff (cli/testing.py)
 cli.add_command(verify)  # lil verify (cli/verifying.py)
 cli.add_command(rekey)  # lil rekey (cli/verifying.py)
 cli.add_command(check)  # lil check (cli/checking.py)
+cli.add_command(worker)  # lil worker (cli/working.py)
 
 
 def main() -> None:
