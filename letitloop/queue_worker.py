@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 
 #: Longest nap of an idle worker thread between two looks (a limit's wait is cut to it).
 MAX_NAP = 0.1
-#: A worker process that died within this many seconds of its start is started again
-#: only after a backoff (doubling up to RESTART_CEILING), so a crash loop does not spin.
+#: A worker process that exited on its own within this many seconds of its start is
+#: started again only after a backoff (doubling up to RESTART_CEILING), so a crash loop
+#: does not spin; one killed by a signal is started again at once.
 QUICK_DEATH = 1.0
 RESTART_CEILING = 10.0
 
@@ -239,11 +240,14 @@ class _Supervisor:
         for _ in range(self.worker.processes):
             self.fork()
         while self.children:
-            pid, _status = os.wait()
+            pid, status = os.wait()
             started = self.children.pop(pid, None)
             if started is None or self.stopping:
                 continue
-            quick = time.monotonic() - started < QUICK_DEATH
+            # Killed by a signal (SIGKILL, the OOM killer): started again at once, its
+            # entries being taken over meanwhile. One that exits on its own soon after its
+            # start (a bug at each start) waits first, longer each time.
+            quick = not os.WIFSIGNALED(status) and time.monotonic() - started < QUICK_DEATH
             self.backoff = min(RESTART_CEILING, max(0.1, self.backoff * 2)) if quick else 0.0
             if self.backoff:
                 time.sleep(self.backoff)

@@ -315,6 +315,7 @@ class TestADrainingWorker:
 
 
 class TestTheWorkerCommand:
+    @pytest.mark.slow  # lil worker and its 2 worker processes, fresh interpreters
     def test_lil_worker_runs_a_modules_queue_and_drains_on_sigterm(self, tmp_path: Path) -> None:
         import subprocess
         import sys
@@ -372,6 +373,7 @@ class TestAWorker:
 
 
 class TestTheQueuesPage:
+    @pytest.mark.slow  # lil worker and the program, fresh interpreters
     def test_its_program_runs_as_printed_with_lil_worker(self, tmp_path: Path) -> None:
         import re
         import subprocess
