@@ -51,7 +51,32 @@ def subprocess_starter(env: dict[str, str], threads: int, processes: int) -> tup
     proc = subprocess.Popen(
         [sys.executable, str(APP), "serve", str(threads), str(processes)], env=env
     )
-    return proc.pid, lambda: proc.wait(60)
+    return proc.pid, proc.wait
+
+
+def stop(pid: int, wait: Callable[[], int], grace: float = 30.0) -> int | None:
+    """SIGTERM the supervisor ``pid`` and wait for its exit code; None when it had not
+    drained within ``grace`` seconds (it and its workers are then SIGKILLed)."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return wait()
+        time.sleep(0.01)
+    for child in children(pid):
+        os.kill(child, signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
+    wait()
+    return None
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (not gone, not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def children(pid: int) -> list[int]:
@@ -70,10 +95,10 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def app_env(folder: Path, concurrency: int | None) -> dict[str, str]:
+def app_env(folder: Path, concurrency: int | None, db: str | None = None) -> dict[str, str]:
     env = {
         **os.environ,
-        "QUEUE_DB": str(folder / "journal.db"),
+        "QUEUE_DB": db or str(folder / "journal.db"),
         "QUEUE_LEDGER": str(folder / "ledger"),
     }
     if concurrency is not None:
@@ -92,21 +117,36 @@ def producer(env: dict[str, str]) -> Any:
 
 
 def statuses(db: str) -> dict[str, int]:
+    """How many entries in each status, on the file or on PostgreSQL."""
+    sql = "SELECT status, count(*) FROM {} GROUP BY status"
+    if db.startswith(("postgresql://", "postgres://")):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as c:
+            return dict(c.execute(sql.format("ll_queue_entries")).fetchall())
     with sqlite3.connect(db, timeout=30) as c:
-        return dict(c.execute("SELECT status, count(*) FROM queue_entries GROUP BY status"))
+        return dict(c.execute(sql.format("queue_entries")))
 
 
 def kill_trial(
-    folder: Path, runs: int, rng: random.Random, start: Starter = subprocess_starter
+    folder: Path,
+    runs: int,
+    rng: random.Random,
+    start: Starter = subprocess_starter,
+    *,
+    db: str | None = None,
+    processes: int = 2,
+    threads: int = 2,
 ) -> dict[str, Any]:
-    """``runs`` runs of 3 steps on a queue with concurrency 3, 4 workers in 2 processes
-    SIGKILLed at random; what the steps' ledger says."""
+    """``runs`` runs of 3 steps on a queue with concurrency 3, ``threads`` workers in each of
+    ``processes`` processes SIGKILLed at random; what the steps' ledger says. ``db``: the
+    journal (default: a file in ``folder``; a postgresql:// URL)."""
     concurrency = 3
-    env = app_env(folder, concurrency)
+    env = app_env(folder, concurrency, db)
     q = producer(env)
     handles = [q.enqueue("three", i) for i in range(runs)]
     began = time.monotonic()
-    pid, wait = start(env, 2, 2)
+    pid, wait = start(env, threads, processes)
     killed: dict[int, float] = {}
     deadline = time.monotonic() + 60 + runs * 0.1
     try:
@@ -121,8 +161,7 @@ def kill_trial(
                 os.kill(victim, signal.SIGKILL)
         elapsed = time.monotonic() - began
     finally:
-        os.kill(pid, signal.SIGTERM)
-        code = wait()
+        code = stop(pid, wait)
     results = [h.result(timeout=5) for h in handles]
     return {
         "runs": runs,
@@ -178,53 +217,55 @@ def ledger_verdict(
 
 
 def takeover_trial(
-    folder: Path, trials: int, start: Starter = subprocess_starter
+    folder: Path, trials: int, start: Starter = subprocess_starter, *, db: str | None = None
 ) -> dict[str, Any]:
     """``trials`` SIGKILLs of the worker holding a run: seconds until another claimed it, and
     until the run completed."""
-    env = app_env(folder, None)
+    env = app_env(folder, None, db)
     q = producer(env)
     pid, wait = start(env, 1, 2)
     claimed: list[float] = []
     completed: list[float] = []
-    reader = sqlite3.connect(env["QUEUE_DB"], timeout=30)
+    ledger = Path(env["QUEUE_LEDGER"])
     try:
         for n in range(trials):
             until(lambda: len(children(pid)) == 2, "two worker processes")
-            h = q.enqueue("hang", str(folder / f"flag{n}"))
-            row: list[Any] = []
+            flag = str(folder / f"flag{n}")
+            h = q.enqueue("hang", flag)
+            found: list[int] = []
 
-            def held(h: Any = h, row: list[Any] = row, n: int = n) -> bool:
-                got = reader.execute(
-                    "SELECT holder_pid, attempt, run_id FROM queue_entries WHERE id = ?", (h.id,)
-                ).fetchone()
-                row[:] = got or []
-                return bool(got and got[2] and os.path.exists(folder / f"flag{n}"))
+            def in_step(flag: str = flag, found: list[int] = found) -> bool:
+                found[:] = [p for p in [holder_of(ledger, flag)] if p is not None]
+                return bool(found)
 
-            until(held, "the run's first holder in its step")
-            holder = row[0]
+            until(in_step, "its holder's step")
+            holder = found[0]
             t0 = time.monotonic()
             os.kill(holder, signal.SIGKILL)
-            while (
-                reader.execute(
-                    "SELECT attempt FROM queue_entries WHERE id = ?", (h.id,)
-                ).fetchone()[0]
-                < 2
-            ):
+            while q.store.state(h.id).attempt < 2:
                 time.sleep(0.001)
             claimed.append(time.monotonic() - t0)
             h.result(timeout=30)
             completed.append(time.monotonic() - t0)
     finally:
-        reader.close()
-        os.kill(pid, signal.SIGTERM)
-        code = wait()
+        code = stop(pid, wait)
     return {
         "trials": trials,
         "supervisor_exit": code,
         "claimed_s": summary(claimed),
         "completed_s": summary(completed),
     }
+
+
+def holder_of(ledger: Path, flag: str) -> int | None:
+    """The pid that hangs in the step of the run of ``flag`` (its ledger line), if any."""
+    if not ledger.exists():
+        return None
+    for line in ledger.read_text().splitlines():
+        words = line.split()
+        if words[:2] == ["H", flag]:
+            return int(words[2])
+    return None
 
 
 def until(done: Callable[[], bool], what: str, timeout: float = 30) -> None:
@@ -252,11 +293,15 @@ def main() -> None:
     parser.add_argument("--takeovers", type=int, default=30)
     parser.add_argument("--seed", default="queue")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--db", help="a postgresql:// URL (default: a journal file in a temporary folder)"
+    )
+    parser.add_argument("--processes", type=int, default=2)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        kills = kill_trial(Path(a), args.runs, rng)
-        over = takeover_trial(Path(b), args.takeovers)
+        kills = kill_trial(Path(a), args.runs, rng, db=args.db, processes=args.processes)
+        over = takeover_trial(Path(b), args.takeovers, db=args.db)
     if not args.no_write:
         from benchmarks._report import publish, table
 

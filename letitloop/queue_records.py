@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+#: Seconds an idle worker waits before it looks again when nothing told it when:
+#: a dead holder's entry is taken over within this much (plus the claim).
+POLL_SECONDS = 0.1
+#: How many ready entries a claim tries, best first, before it gives up this time.
+CANDIDATES = 8
+
 #: An entry's statuses: ``queued`` (waiting for a worker), ``claimed`` (a worker
 #: holds it: its run is running), and the three endings.
 STATUSES = ("queued", "claimed", "completed", "failed", "cancelled")
@@ -47,3 +53,12 @@ class EntryState(NamedTuple):
     result: str | None
     error: str | None
     attempt: int
+
+
+def seconds(iso: str | None) -> float:
+    """ISO-8601 text as seconds since the epoch (None: 0)."""
+    from datetime import datetime
+
+    if iso is None:
+        return 0.0
+    return datetime.fromisoformat(iso).timestamp()

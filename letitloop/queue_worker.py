@@ -11,7 +11,7 @@ instead (a small app's background worker), ``stop()`` ends them.
   queue's journal and calls the registered function inside it, so its
   ``step()`` calls are journaled; then ends the entry with the run's result,
   its error, or its cancel. An idle thread looks again every
-  ``sqlite_queue.POLL_SECONDS``: an entry whose holder died (its lock free)
+  ``queue_records.POLL_SECONDS``: an entry whose holder died (its lock free)
   is taken over at that look.
 - **SIGTERM (or SIGINT) drains**: no new claim; each run in progress is let go
   of at its next step (``Cancel.release``: the step in flight finishes and is
@@ -212,12 +212,23 @@ class _Supervisor:
     def fork(self) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        # SIGTERM and SIGINT wait while a child is forked and counted: one that came in
+        # between would stop every child but the new one, and the loop would wait for it
+        # forever (and the new child would run the parent's handler).
+        stops = {signal.SIGTERM, signal.SIGINT}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                for sig in stops:
+                    signal.signal(sig, signal.SIG_DFL)
+            else:
+                self.children[pid] = time.monotonic()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
         if pid == 0:  # the worker process: its own threads, its own connections
             code = 1
             try:
-                for sig in (signal.SIGTERM, signal.SIGINT):
-                    signal.signal(sig, signal.SIG_DFL)
                 w = self.worker
                 code = Worker(w.queue, threads=w.threads).serve()
             except BaseException as exc:  # a worker process never returns into the parent's code
@@ -226,7 +237,6 @@ class _Supervisor:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
-        self.children[pid] = time.monotonic()
 
     def stop(self, signum: int, _frame: Any) -> None:
         self.stopping = True

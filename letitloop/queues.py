@@ -29,6 +29,7 @@ from .queue_records import ENDED, Limits
 from .sqlite_queue import SqliteQueue
 
 if TYPE_CHECKING:
+    from .postgres_queue import PostgresQueue
     from .pragmas import Durability
     from .queue_worker import Worker
 
@@ -95,7 +96,7 @@ class Queue:
         #: Registered tasks: name -> function, and back.
         self.tasks: dict[str, Callable[..., Any]] = {}
         self._names: dict[Callable[..., Any], str] = {}
-        self.store = SqliteQueue(path, durability)
+        self.store = _store(name, path, durability)
         with _declared_lock:
             _declared[self.name] = self
 
@@ -295,6 +296,25 @@ class Handle:
             raise exc
 
         return raise_it
+
+
+def _store(
+    name: str, path: str | os.PathLike[str] | None, durability: Durability
+) -> SqliteQueue | PostgresQueue:
+    """The queue's store: the journal file, or the PostgreSQL journal of a URL."""
+    text = os.fspath(path) if path is not None else ""
+    scheme = text.partition("://")[0] if "://" in text else ""
+    if scheme in ("postgresql", "postgres"):
+        from .postgres_queue import PostgresQueue  # the postgres extra, only for such a URL
+
+        return PostgresQueue(text)
+    if scheme:
+        raise QueueError(
+            f"Queue({name!r}, path={text!r}): a queue lives in a journal file or on "
+            f"PostgreSQL (postgresql://...), not on {scheme}://; pass a file's path or a "
+            f"postgresql:// URL"
+        )
+    return SqliteQueue(path, durability)
 
 
 def _rate(name: str, rate: tuple[int, float | str | timedelta] | None) -> tuple[int, float] | None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from . import locks
 from .clock import utc_iso
 from .ids import HOST, new_run_id
-from .queue_records import Claimed, EntryState, Limits
+from .queue_records import CANDIDATES, POLL_SECONDS, Claimed, EntryState, Limits, seconds
 from .stores import close_store, open_store
 
 if TYPE_CHECKING:
@@ -63,14 +63,6 @@ _CLAIM = (
     "RETURNING task, run_name, args, attempt"
 )
 _FENCE = " WHERE id = ? AND attempt = ? AND status = 'claimed'"
-
-#: Seconds an idle worker waits before it looks again when nothing told it when:
-#: a dead holder's entry is taken over within this much (plus the claim).
-POLL_SECONDS = 0.1
-#: How many ready entries a claim tries, best first, before it gives up this time
-#: (one whose lock another process has is skipped: it cannot happen under the write
-#: lock but for a holder that is still releasing it).
-_CANDIDATES = 8
 
 
 class SqliteQueue:
@@ -233,14 +225,14 @@ class SqliteQueue:
         if limits.rate is not None:
             count, oldest = _window(lock, execute, queue, now, limits.rate[1])
             if count >= limits.rate[0]:
-                return max(0.001, _seconds(oldest) + limits.rate[1] - now)
+                return max(0.001, seconds(oldest) + limits.rate[1] - now)
         if dead:
             return [i for _, i in sorted(dead)]
         with lock:
-            ready = execute(_READY, (queue, utc_iso(now), 1 if peek else _CANDIDATES)).fetchall()
+            ready = execute(_READY, (queue, utc_iso(now), 1 if peek else CANDIDATES)).fetchall()
             if not ready:
                 due = execute(_NEXT_DUE, (queue,)).fetchone()[0]
-                return POLL_SECONDS if due is None else min(POLL_SECONDS, _seconds(due) - now)
+                return POLL_SECONDS if due is None else min(POLL_SECONDS, seconds(due) - now)
         return [str(r[0]) for r in ready]
 
     def started(self, claimed: Claimed, run_id: str, now: float) -> tuple[bool, bool]:
@@ -341,11 +333,3 @@ def _count_start(
     c.execute(
         "DELETE FROM queue_starts WHERE queue = ? AND at <= ?", (queue, utc_iso(now - window))
     )
-
-
-def _seconds(iso: str | None) -> float:
-    from datetime import datetime
-
-    if iso is None:
-        return 0.0
-    return datetime.fromisoformat(iso).timestamp()

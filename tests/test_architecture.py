@@ -92,6 +92,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "postgres_events",
             "queue_records",
             "sqlite_queue",
+            "postgres_queue",
         },
     ),
     (
@@ -583,6 +584,7 @@ STORE_MODULES = {
     "postgres_seals",
     "postgres_events",
     "sqlite_queue",
+    "postgres_queue",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).
