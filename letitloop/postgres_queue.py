@@ -11,7 +11,15 @@ postgres/0011), claims and holds; what ``sqlite_queue.py`` is to a journal file.
   connection ends (at once for a killed process on the server's host; over a network,
   once its TCP keepalives give up). A claimed entry whose lock is free had a holder
   that died: the next claim takes it over.
-- **Every write of a holder is fenced by its attempt**, as on the file.
+- **A lease for a host that vanished**: each worker renews the entries it holds
+  every ``lease / 3`` seconds (``renew``); an entry whose lease ran out is taken over
+  even while its holder's sessions live (a host that lost its network keeps them
+  until the server's keepalives give up), and the server ends those sessions
+  (``pg_terminate_backend`` of the holders of the entry's lock and of its run's:
+  the same role, or ``pg_signal_backend``), so the run's lock is free for its next
+  holder.
+- **Every write of a holder is fenced by its attempt**, as on the file; the run's
+  rows by the run's attempt (``postgres_connection.py``).
 
 One connection per process for the queue's own statements (made again in a forked
 child), used under a lock by the process's threads; one per claimed entry for its hold.
@@ -26,7 +34,7 @@ from typing import Any
 from .clock import utc_iso
 from .ids import HOST, new_run_id
 from .postgres_database import connect, lock_key, migrate, server_errors
-from .postgres_holding import PostgresHold, is_held
+from .postgres_holding import PostgresHold, is_held, run_hold_text
 from .queue_records import CANDIDATES, POLL_SECONDS, Claimed, EntryState, Limits, seconds
 
 _FENCE = " WHERE id = %s AND attempt = %s AND status = 'claimed'"
@@ -35,8 +43,10 @@ _FENCE = " WHERE id = %s AND attempt = %s AND status = 'claimed'"
 class PostgresQueue:
     """The queue entries of one PostgreSQL journal, for one process (any thread)."""
 
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, lease: float = 10.0) -> None:
         self.path = location
+        #: Seconds a claim holds without renewal (``renew``) before it may be taken over.
+        self.lease = lease
         self._lock = threading.Lock()
         self._conn: Any = None
         self._pid = 0
@@ -172,9 +182,9 @@ class PostgresQueue:
                 try:
                     task, run_name, args, attempt = c.execute(
                         "UPDATE ll_queue_entries SET status = 'claimed', attempt = attempt + 1, "
-                        "holder_pid = %s, holder_host = %s, claimed_at = %s WHERE id = %s "
-                        "RETURNING task, run_name, args, attempt",
-                        (os.getpid(), HOST, utc_iso(now), entry_id),
+                        "holder_pid = %s, holder_host = %s, claimed_at = %s, lease_until = %s "
+                        "WHERE id = %s RETURNING task, run_name, args, attempt",
+                        (os.getpid(), HOST, utc_iso(now), utc_iso(now + self.lease), entry_id),
                     ).fetchone()
                     if limits.rate is not None:
                         c.execute(
@@ -205,10 +215,20 @@ class PostgresQueue:
         self, c: Any, queue: str, limits: Limits, now: float, peek: bool
     ) -> list[str] | float:
         held = c.execute(
-            "SELECT id, priority FROM ll_queue_entries WHERE queue = %s AND status = 'claimed'",
+            "SELECT id, priority, lease_until, run_id FROM ll_queue_entries "
+            "WHERE queue = %s AND status = 'claimed'",
             (queue,),
         ).fetchall()
-        dead = sorted((-int(p), str(i)) for i, p in held if not is_held(c, self._hold_text(str(i))))
+        at = utc_iso(now)
+        expired = [(str(i), r) for i, _, lease, r in held if lease is not None and lease < at]
+        if expired and not peek:
+            self._end_holders(c, expired)
+        gone = {i for i, _ in expired}
+        dead = sorted(
+            (-int(p), str(i))
+            for i, p, _, _ in held
+            if str(i) in gone or not is_held(c, self._hold_text(str(i)))
+        )
         if limits.concurrency is not None and len(held) - len(dead) >= limits.concurrency:
             return POLL_SECONDS
         if limits.rate is not None:
@@ -233,6 +253,35 @@ class PostgresQueue:
             ).fetchone()
             return POLL_SECONDS if due is None else min(POLL_SECONDS, seconds(due) - now)
         return [str(r[0]) for r in ready]
+
+    def _end_holders(self, c: Any, expired: list[tuple[str, str | None]]) -> None:
+        """End the sessions that hold these entries (their lease ran out) and their runs."""
+        whats = [self._hold_text(i) for i, _ in expired]
+        whats += [run_hold_text(self._schema, r) for _, r in expired if r is not None]
+        for what in whats:
+            unsigned = lock_key(f"letitloop\x1f{what}") & 0xFFFFFFFFFFFFFFFF
+            c.execute(
+                "SELECT pg_terminate_backend(pid, 1000) FROM pg_locks WHERE locktype = "
+                "'advisory' AND granted AND objsubid = 1 AND pid <> pg_backend_pid() AND "
+                "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
+                (unsigned >> 32, unsigned & 0xFFFFFFFF),
+            )
+
+    def renew(self, held: list[Claimed], now: float) -> None:
+        """Renew the lease of the entries this process holds (while still its own)."""
+        if not held:
+            return
+        until = utc_iso(now + self.lease)
+
+        def renew(c: Any) -> None:
+            for e in held:
+                c.execute(
+                    "UPDATE ll_queue_entries SET lease_until = %s" + _FENCE,
+                    (until, e.id, e.attempt),
+                )
+
+        self._run(renew)
 
     def started(self, claimed: Claimed, run_id: str, now: float) -> tuple[bool, bool]:
         def started(c: Any) -> tuple[bool, bool]:

@@ -62,6 +62,8 @@ class Worker:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._running: set[Journal] = set()
+        #: The entries this worker's threads hold, by id (their leases renewed on PostgreSQL).
+        self._held: dict[str, Claimed] = {}
         self._threads: list[threading.Thread] = []
         #: Entries this worker ended or let go of, by outcome (what tests and lil read).
         self.counts: dict[str, int] = {}
@@ -70,6 +72,11 @@ class Worker:
 
     def start(self) -> Worker:
         """Start the worker threads in this process (daemon threads); returns self."""
+        lease = getattr(self.queue.store, "lease", None)
+        if lease is not None:  # PostgreSQL: one thread renews the leases of the entries held
+            threading.Thread(
+                target=self._renew, args=(lease / 3,), name="letitloop-lease", daemon=True
+            ).start()
         for i in range(self.threads):
             t = threading.Thread(
                 target=self._loop, name=f"letitloop-worker-{self.queue.name}-{i}", daemon=True
@@ -124,7 +131,23 @@ class Worker:
             if self._stopping.is_set():
                 store.release(got)
                 break
-            self._count(self._run(got))
+            with self._lock:
+                self._held[got.id] = got
+            try:
+                self._count(self._run(got))
+            finally:
+                with self._lock:
+                    self._held.pop(got.id, None)
+
+    def _renew(self, every: float) -> None:
+        while not self._stopping.is_set() or self.alive:
+            time.sleep(every)
+            with self._lock:
+                held = list(self._held.values())
+            try:
+                self.queue.store.renew(held, time.time())
+            except LetItLoopError as exc:  # the server away: the next renewal tries again
+                print(f"letitloop worker: {exc}", file=sys.stderr, flush=True)
 
     def _count(self, outcome: str) -> None:
         with self._lock:

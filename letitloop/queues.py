@@ -68,7 +68,9 @@ class Queue:
     such as ``"1m"``, ``"30s"``, ``"1h"``), a taken-over run included. Each
     worker enforces the limits its own ``Queue`` declares: declare them alike
     in every program. ``path``, ``durability``, ``registry`` and ``timeout``
-    are ``Journal``'s, for the queue's entries and its runs.
+    are ``Journal``'s, for the queue's entries and its runs. ``lease`` (on
+    PostgreSQL): seconds after which an entry whose worker stopped renewing it
+    (a host that vanished) is taken over; workers renew every ``lease / 3``.
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class Queue:
         durability: Durability = "process",
         registry: codec.CodecRegistry | None = None,
         timeout: float = 60.0,
+        lease: float = 10.0,
     ) -> None:
         self.name = check_name("queue", name)
         if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
@@ -96,7 +99,9 @@ class Queue:
         #: Registered tasks: name -> function, and back.
         self.tasks: dict[str, Callable[..., Any]] = {}
         self._names: dict[Callable[..., Any], str] = {}
-        self.store = _store(name, path, durability)
+        if not (isinstance(lease, (int, float)) and lease > 0):
+            raise QueueError(f"Queue({name!r}): lease must be a number of seconds, got {lease!r}")
+        self.store = _store(name, path, durability, float(lease))
         with _declared_lock:
             _declared[self.name] = self
 
@@ -299,7 +304,7 @@ class Handle:
 
 
 def _store(
-    name: str, path: str | os.PathLike[str] | None, durability: Durability
+    name: str, path: str | os.PathLike[str] | None, durability: Durability, lease: float
 ) -> SqliteQueue | PostgresQueue:
     """The queue's store: the journal file, or the PostgreSQL journal of a URL."""
     text = os.fspath(path) if path is not None else ""
@@ -307,7 +312,7 @@ def _store(
     if scheme in ("postgresql", "postgres"):
         from .postgres_queue import PostgresQueue  # the postgres extra, only for such a URL
 
-        return PostgresQueue(text)
+        return PostgresQueue(text, lease)
     if scheme:
         raise QueueError(
             f"Queue({name!r}, path={text!r}): a queue lives in a journal file or on "

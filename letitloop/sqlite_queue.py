@@ -235,6 +235,9 @@ class SqliteQueue:
                 return POLL_SECONDS if due is None else min(POLL_SECONDS, seconds(due) - now)
         return [str(r[0]) for r in ready]
 
+    def renew(self, held: list[Claimed], now: float) -> None:
+        """Nothing: on one machine the entries' lock files are the whole truth (no lease)."""
+
     def started(self, claimed: Claimed, run_id: str, now: float) -> tuple[bool, bool]:
         """Record the run the holder opened for its entry: (the entry is still its own, a
         cancel was asked of it). A cancel asked before the run had an id is written on the

@@ -425,3 +425,52 @@ class TestTheQueuesPage:
         expected = re.search(r"# (\{.*\})", program).group(1)  # type: ignore[union-attr]
         assert second == expected
         assert worker.returncode == 0, err
+
+
+class TestAHostThatVanished:
+    """PostgreSQL: a worker whose host vanished keeps its sessions (and so its advisory
+    locks) until the server's keepalives give up; its lease runs out first."""
+
+    def test_its_run_is_taken_over_when_its_lease_runs_out_and_its_sessions_are_ended(
+        self, tmp_path: Path
+    ) -> None:
+        import pg_server
+
+        location = pg_server.location()
+        q = Queue("q", path=location, lease=1.0)
+        flag = tmp_path / "in-step"
+
+        def hang() -> int:
+            flag.touch()
+            time.sleep(60)
+            return 1
+
+        q.task(lambda: step("hang", hang), name="t")
+        h = q.enqueue("t")
+        pid = os.fork()
+        if pid == 0:  # a worker, frozen below as a host that lost its network would be
+            code = 1
+            try:
+                q.worker().start()
+                time.sleep(60)
+            finally:
+                os._exit(code)
+        try:
+            wait_until(lambda: flag.exists(), "the worker's run in its step")
+            os.kill(pid, signal.SIGSTOP)  # its sessions live on; it renews nothing more
+            frozen = time.monotonic()
+            got: list[Any] = []
+            wait_until(lambda: claimed_into(got, q), "a take-over", timeout=10)
+            waited = time.monotonic() - frozen
+            claimed = got[-1]
+            assert isinstance(claimed, Claimed) and claimed.attempt == 2
+            assert 0.9 <= waited <= 3.0, waited  # the lease, plus a look
+            # Its sessions were ended: the run's lock is free for the new holder.
+            with Journal("t", run=claimed.run_name, path=location, timeout=5) as j:
+                assert j.attempt == 2
+                q.store.finish(claimed, "completed", "1", None, time.time())
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        assert h.result(timeout=5) == 1 and q.store.state(h.id).attempt == 2  # type: ignore[union-attr]

@@ -1,6 +1,9 @@
 -- Work queues (issue 52), as SQLite's 0020_queues: a queue's entries and the claims
 -- a rate limit counts. A claimed entry is held by a session advisory lock of its
--- worker (postgres_queue.py); `attempt` fences the holder's writes.
+-- worker (postgres_queue.py), and by a lease its worker renews (`lease_until`): an
+-- entry whose lease ran out is taken over even while its holder's sessions live (a
+-- host that vanished), and those sessions are ended. `attempt` fences the holder's
+-- writes.
 CREATE TABLE IF NOT EXISTS ll_queue_entries (
     id text PRIMARY KEY,
     queue text NOT NULL,
@@ -15,6 +18,7 @@ CREATE TABLE IF NOT EXISTS ll_queue_entries (
     attempt integer NOT NULL DEFAULT 0,
     holder_pid integer,
     holder_host text,
+    lease_until text,
     enqueued_at text NOT NULL,
     claimed_at text,
     finished_at text,
