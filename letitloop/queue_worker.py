@@ -24,7 +24,9 @@ instead (a small app's background worker), ``stop()`` ends them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import os
 import signal
 import sys
@@ -179,8 +181,10 @@ class Worker:
             timeout=queue.timeout,
             version=_version(fn),
         )
+        opened = False
         try:
             with j:
+                opened = True
                 with self._lock:
                     self._running.add(j)
                 if self._stopping.is_set():
@@ -194,6 +198,8 @@ class Worker:
                     value = j.recorded_result()
                 else:
                     value = fn(*args, **kwargs)
+                    if inspect.iscoroutine(value):  # an async task: run on a loop of its own
+                        value = asyncio.run(value)
                     j.set_result(value)
         except RunReleasedError:
             store.release(claimed)
@@ -202,6 +208,11 @@ class Worker:
             store.finish(claimed, "cancelled", None, error_text(exc), time.time())
             return "cancelled"
         except Exception as exc:
+            if not opened:  # the run could not be opened (held, the journal busy): not its failure
+                print(f"letitloop worker: {error_text(exc)}", file=sys.stderr, flush=True)
+                store.release(claimed)
+                self._stopping.wait(MAX_NAP)
+                return "released"
             store.finish(claimed, "failed", None, error_text(exc), time.time())
             return "failed"
         except BaseException:

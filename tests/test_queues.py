@@ -474,3 +474,48 @@ class TestAHostThatVanished:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         assert h.result(timeout=5) == 1 and q.store.state(h.id).attempt == 2  # type: ignore[union-attr]
+
+
+class TestAnAsyncTask:
+    def test_runs_on_a_loop_of_its_own_with_its_async_steps_journaled(self, db: Any) -> None:
+        from letitloop import async_step
+
+        q = Queue("q", path=db)
+        calls: list[Any] = []
+
+        async def fetch(x: int) -> int:
+            calls.append(x)
+            return x + 1
+
+        @q.task
+        async def pipeline(x: int) -> int:
+            return int(await async_step("fetch", fetch, x)) * 2
+
+        h = q.enqueue(pipeline, 20)
+        again = q.enqueue(pipeline, 20, run=h.run)  # the same run: replayed
+        worker = q.worker().start()
+        try:
+            assert h.result(timeout=20) == 42 and again.result(timeout=20) == 42
+        finally:
+            worker.stop(timeout=20)
+        assert calls == [20]
+
+
+class TestARunThatCannotBeOpened:
+    def test_goes_back_to_the_queue_instead_of_failing(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        q = Queue("q", path=db, timeout=0.2)
+        q.task(lambda: step("s", lambda: 7), name="t")
+        h = q.enqueue("t", run="busy")
+        with Journal("t", run="busy", path=db):  # held by this program meanwhile
+            worker = q.worker().start()
+            try:
+                wait_until(lambda: worker.counts.get("released", 0) >= 2, "tried it twice")
+                assert h.status() in ("queued", "running") and "failed" not in worker.counts
+            finally:
+                worker.stop(timeout=20)
+        worker = q.worker().start()
+        try:
+            assert h.result(timeout=20) is None  # the block above completed the run empty
+        finally:
+            worker.stop(timeout=20)
