@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from .queues import Queue
     from .reservations import reserve
     from .retry import RetryPolicy
+    from .scheduler import run_schedules
+    from .schedules import Schedule, schedule
     from .supervisor import supervise
     from .waits import RunWaiting
 
@@ -67,6 +69,14 @@ def __getattr__(name: str) -> object:
         from .queue_worker import Worker
 
         return Worker
+    if name in ("schedule", "Schedule"):  # programs with schedules (cronsim, the extra)
+        from . import schedules
+
+        return getattr(schedules, name)
+    if name == "run_schedules":
+        from .scheduler import run_schedules
+
+        return run_schedules
     if name in ("send", "cancel"):
         from . import control
 
@@ -85,6 +95,7 @@ __all__ = [
     "RetryPolicy",
     "RunCancelledError",
     "RunWaiting",
+    "Schedule",
     "WaitTimeoutError",
     "Worker",
     "__version__",
@@ -101,6 +112,8 @@ __all__ = [
     "patched",
     "register_fingerprint",
     "reserve",
+    "run_schedules",
+    "schedule",
     "send",
     "sleep",
     "step",

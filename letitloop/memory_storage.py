@@ -40,6 +40,7 @@ from .errors import LetItLoopError
 from .ids import HOST, new_run_id
 from .memory_database import MemoryDatabase, database
 from .memory_primitives import MemoryPrimitives
+from .memory_schedules import MemorySchedules
 from .memory_seals import seal_row
 from .memory_seals import start as start_sealing
 from .pragmas import Durability
@@ -127,12 +128,11 @@ class MemoryHold:
                 db.changed.notify_all()
 
 
-class MemoryStorage(MemoryPrimitives):
+class MemoryStorage(MemoryPrimitives, MemorySchedules):
     """One journal's connection to a ``MemoryDatabase``: the whole ``Storage`` protocol.
 
-    Runs, steps, holding, change notices and identity here; markers and the
-    run's primitives are its base's (``memory_primitives.py``).
-    """
+    Runs, steps, holding, change notices and identity here; markers and the run's
+    primitives (``memory_primitives.py``) and schedules (``memory_schedules.py``) its bases'."""
 
     def __init__(self, db: MemoryDatabase) -> None:
         super().__init__(db)

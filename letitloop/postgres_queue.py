@@ -1,5 +1,5 @@
 """A work queue on a PostgreSQL journal: its entries (``ll_queue_entries``, migration
-postgres/0011), claims and holds; what ``sqlite_queue.py`` is to a journal file.
+postgres/0012), claims and holds; what ``sqlite_queue.py`` is to a journal file.
 
 - **A claim is one transaction under the queue's lock** (``pg_advisory_xact_lock`` of
   the queue's name): claims of one queue are made one at a time, from any host, so

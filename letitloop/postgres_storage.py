@@ -46,6 +46,7 @@ from typing import Any
 from .postgres_database import CHANNEL, connect, migrate, psycopg, server_errors
 from .postgres_holding import PostgresHold, is_held, run_hold_text
 from .postgres_runs import PostgresRuns
+from .postgres_schedules import PostgresSchedules
 from .postgres_seals import seal_step
 from .postgres_seals import write_step as write_sealed
 from .postgres_steps import WRITE_PLAIN_STEP, StepWriter, step_statement
@@ -79,7 +80,7 @@ def open_postgres(location: str, durability: Durability = "process") -> Postgres
         raise
 
 
-class PostgresStorage(PostgresRuns):
+class PostgresStorage(PostgresRuns, PostgresSchedules):
     """One journal's connection to a PostgreSQL database: the whole ``Storage`` protocol.
 
     Its identity, holds, change notices and steps here; runs, markers, the

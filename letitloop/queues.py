@@ -2,7 +2,7 @@
 
 ``Queue("emails", concurrency=4, rate_limit=(100, "1m"))`` on a journal (a
 file; ``path=`` as ``Journal``'s) keeps its entries in that journal
-(``sqlite_queue.py``, migration 0020). A function runs on a queue once it is
+(``sqlite_queue.py``, migration 0021). A function runs on a queue once it is
 registered by a name of its own (``@queue.task`` or ``@queue.task(name=…)``):
 the name, never the function's module path, is what an entry records, so
 moving code changes no file. ``queue.enqueue(send, "a@b.c")`` adds an entry

@@ -262,6 +262,7 @@ _SQLITE_LAYER = (
     "letitloop.sqlite_markers",
     "letitloop.sqlite_reads",
     "letitloop.sqlite_primitives",
+    "letitloop.sqlite_schedules",
     "letitloop.sqlite_storage",
 )
 

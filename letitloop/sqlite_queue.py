@@ -1,4 +1,4 @@
-"""A work queue on a journal file: its entries' rows (migration 0020), claims and holds.
+"""A work queue on a journal file: its entries' rows (migration 0021), claims and holds.
 
 ``SqliteQueue`` is what ``queues.py`` and ``queue_worker.py`` ask of a
 journal file; each call is one transaction on the process's shared

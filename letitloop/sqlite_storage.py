@@ -22,6 +22,7 @@ from .sqlite_keychecks import record as record_key_check
 from .sqlite_keychecks import stored_check
 from .sqlite_primitives import CLEAR_LEFT_USAGE, KEEP_LEFT_USAGE, SqlitePrimitives
 from .sqlite_reads import PACKED_RESULTS, SqliteReads, read_recorded
+from .sqlite_schedules import SqliteSchedules
 from .storage import DoneRow, RunDecision, RunKey, RunState, StepRow
 from .store import Store
 
@@ -161,13 +162,12 @@ def _insert_attempt(c: Any, run_id: str, attempt: int, started: str, version: st
     )
 
 
-class SqliteStorage(SqliteReads, SqlitePrimitives, SqliteHolding):
+class SqliteStorage(SqliteReads, SqlitePrimitives, SqliteHolding, SqliteSchedules):
     """One goal's runs and steps in a journal file (``journal_<goal>`` and ``runs``).
 
-    Reading a run's recorded steps and results is its base's (``sqlite_reads.py``);
-    the statements of markers, sleeps, waits and step tries another's
-    (``sqlite_primitives.py``); holding runs and markers, change notices and
-    the file's identity a third's (``sqlite_holding.py``).
+    Recorded steps and results: ``sqlite_reads.py``; markers, sleeps, waits and step tries:
+    ``sqlite_primitives.py``; holding, change notices and identity: ``sqlite_holding.py``;
+    schedules and their ticks: ``sqlite_schedules.py``.
     """
 
     def __init__(self, store: Store) -> None:

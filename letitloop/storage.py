@@ -27,6 +27,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NewType, Protocol, TypeAlias
 
 from .storage_reservations import ReservationRows
+from .storage_schedules import ScheduleRows
 from .storage_seals import SealRows
 
 if TYPE_CHECKING:
@@ -177,12 +178,11 @@ class Hold(Protocol):
         ...
 
 
-class Storage(ReservationRows, SealRows, Protocol):
+class Storage(ReservationRows, SealRows, ScheduleRows, Protocol):
     """One goal's runs and steps, as one opener of the goal sees them.
 
-    Made for one journal when it opens; ``find_or_start_run`` comes first
-    (it makes the goal's room for steps), every other operation after it.
-    Times are seconds since the epoch; each operation is its own transaction.
+    Made for one journal when it opens: ``find_or_start_run`` (the goal's room for steps)
+    before any run's operation; each operation one transaction, times in epoch seconds.
     """
 
     @property

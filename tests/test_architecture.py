@@ -66,6 +66,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "storage",
             "storage_reservations",
             "storage_seals",
+            "storage_schedules",
             "schemes",
             "locks",
             "sqlite_storage",
@@ -76,10 +77,12 @@ LAYERS: list[tuple[str, set[str]]] = [
             "sqlite_holding",
             "sqlite_seals",
             "sqlite_keychecks",
+            "sqlite_schedules",
             "memory_database",
             "memory_primitives",
             "memory_storage",
             "memory_seals",
+            "memory_schedules",
             "row_rules",
             "postgres_database",
             "postgres_holding",
@@ -93,6 +96,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "queue_records",
             "sqlite_queue",
             "postgres_queue",
+            "postgres_schedules",
         },
     ),
     (
@@ -109,6 +113,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "inflight",
             "costs",
             "budgets",
+            "budget_refusals",
+            "shared_budgets",
             "expects",
             "estimates",
         },
@@ -134,7 +140,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "reservations",
         },
     ),
-    ("decorators", {"decoration", "durable"}),
+    ("decorators", {"decoration", "durable", "schedules"}),
     (
         "inspection, control and supervision",
         # inspection/ and maintenance/ are packages: their modules share this
@@ -153,6 +159,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "deploycheck",
             "queues",
             "queue_worker",
+            "scheduler",
         },
     ),
     (
@@ -195,6 +202,7 @@ CLI_ORDER = [
     "verifying",
     "checking",
     "working",
+    "scheduling",
     "__init__",
 ]
 
@@ -203,7 +211,17 @@ CLI_ORDER = [
 WEB_ORDER = ["values", "timeline", "views", "pages", "app", "server", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
-RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "testing", "checks", "__init__"]
+RUNTEXT_ORDER = [
+    "words",
+    "runs",
+    "detail",
+    "follow",
+    "changes",
+    "testing",
+    "checks",
+    "schedules",
+    "__init__",
+]
 
 #: The read-only library's own modules, bottom up: time and results, what the
 #: queries return, the Inspector protocol, opening a file, a run's state, the
@@ -267,6 +285,7 @@ LANGGRAPH_ORDER = [
     "writing",
     "threads",
     "requests",
+    "request_budgets",
     "saver",
     "answers",
     "approvals",

@@ -1,4 +1,4 @@
--- Work queues (issue 52), as SQLite's 0020_queues: a queue's entries and the claims
+-- Work queues (issue 52), as SQLite's 0021_queues: a queue's entries and the claims
 -- a rate limit counts. A claimed entry is held by a session advisory lock of its
 -- worker (postgres_queue.py), and by a lease its worker renews (`lease_until`): an
 -- entry whose lease ran out is taken over even while its holder's sessions live (a

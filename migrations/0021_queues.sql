@@ -1,4 +1,4 @@
--- letitloop schema, version 20: work queues (issue 52).
+-- letitloop schema, version 21: work queues (issue 52).
 --
 -- `Queue("emails").enqueue(fn, ...)` adds an entry here; a worker claims it (one
 -- `BEGIN IMMEDIATE` transaction: the queue's concurrency and rate limit counted,
