@@ -27,6 +27,8 @@ from .unchecked import unchecked
 
 if TYPE_CHECKING:
     from .control import cancel, send
+    from .queue_worker import Worker
+    from .queues import Queue
     from .reservations import reserve
     from .retry import RetryPolicy
     from .scheduler import run_schedules
@@ -59,6 +61,14 @@ def __getattr__(name: str) -> object:
         from .supervisor import supervise
 
         return supervise
+    if name == "Queue":  # programs with work queues (queues.py, queue_worker.py)
+        from .queues import Queue
+
+        return Queue
+    if name == "Worker":
+        from .queue_worker import Worker
+
+        return Worker
     if name in ("schedule", "Schedule"):  # programs with schedules (cronsim, the extra)
         from . import schedules
 
@@ -80,12 +90,14 @@ __all__ = [
     "Journal",
     "LetItLoopError",
     "PaidCall",
+    "Queue",
     "Reservation",
     "RetryPolicy",
     "RunCancelledError",
     "RunWaiting",
     "Schedule",
     "WaitTimeoutError",
+    "Worker",
     "__version__",
     "async_deprecate_patch",
     "async_patched",

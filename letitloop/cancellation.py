@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .errors import RunCancelledError
+from .errors import RunCancelledError, RunReleasedError
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -55,10 +55,12 @@ class Cancel:
       own loop (``call_soon_threadsafe``).
     """
 
-    __slots__ = ("lock", "reason", "tasks")
+    __slots__ = ("lock", "reason", "released", "tasks")
 
     def __init__(self) -> None:
         self.reason: str | None = None
+        #: The run is let go of, not cancelled (a queue's worker draining: ``release``).
+        self.released = False
         self.tasks: dict[Any, str] = {}
         self.lock = threading.Lock()
 
@@ -68,6 +70,18 @@ class Cancel:
             if self.reason is not None:
                 return False
             self.reason = reason
+            return True
+
+    def release(self, reason: str) -> bool:
+        """This process lets go of the run (a queue's worker draining: ``queue_worker.py``):
+        the next step raises RunReleasedError, and the journal closes without marking the
+        run (``closing.py``). The step in flight is not interrupted. False if a cancel (or
+        a release) was noted already."""
+        with self.lock:
+            if self.reason is not None:
+                return False
+            self.reason = reason
+            self.released = True
             return True
 
     def awaiting(self, task: Any, key: str) -> None:
@@ -91,7 +105,15 @@ class Cancel:
 
 
 def error(j: Journal) -> RunCancelledError:
-    """The error the holder of a cancelled run gets at its next step, marker or wait."""
+    """The error the holder of a cancelled run gets at its next step, marker or wait
+    (RunReleasedError for a run its process lets go of)."""
+    if j._cancel.released:
+        return RunReleasedError(
+            f"run {j.run_id} of goal {j.goal!r}: this worker lets go of it ({j._cancel.reason}); "
+            f"it stops here, unmarked, and another worker resumes it at this step",
+            run_id=j.run_id,
+            reason=j._cancel.reason,
+        )
     return RunCancelledError(
         f"run {j.run_id} of goal {j.goal!r} was cancelled ({j._cancel.reason}); this process stops "
         f"here and the run is marked cancelled. No opener resumes it: to run it again from a "

@@ -146,7 +146,9 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
             flush_replays(j)
         if not j.was_completed and not j.replay_only and not gone:
             now = j.clock()
-            if j._cancel.reason is not None:
+            if j._cancel.released:  # let go of by a queue's worker: resumed by another
+                outcome = "released"
+            elif j._cancel.reason is not None:
                 outcome = "cancelled"
                 storage.cancel_run(j.run_id, now, _sealed(j, error_text(cancellation.error(j))))
             elif (waiting := _run_waiting(exc)) is not None and waiting.run_id == j.run_id:

@@ -223,6 +223,15 @@ class RunCancelledError(LetItLoopError):
     reason: str | None = None
 
 
+class RunReleasedError(RunCancelledError):
+    """A queue's worker let go of the run it was running (it is draining, SIGTERM): the run
+    stops at its next step, is not marked failed, and another worker resumes it."""
+
+
+class QueueError(LetItLoopError):
+    """A work queue was misused: an unknown task, bad limits, a handle's run that failed."""
+
+
 class WaitTimeoutError(LetItLoopError, TimeoutError):
     """``wait_for`` got no value within its timeout; recorded, so a replay raises it again."""
 

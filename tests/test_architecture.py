@@ -93,6 +93,9 @@ LAYERS: list[tuple[str, set[str]]] = [
             "postgres_storage",
             "postgres_seals",
             "postgres_events",
+            "queue_records",
+            "sqlite_queue",
+            "postgres_queue",
             "postgres_schedules",
             "postgres_fork",
         },
@@ -155,6 +158,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "deploycheck_target",
             "deploycheck_copy",
             "deploycheck",
+            "queues",
+            "queue_worker",
             "scheduler",
         },
     ),
@@ -197,6 +202,7 @@ CLI_ORDER = [
     "testing",
     "verifying",
     "checking",
+    "working",
     "scheduling",
     "__init__",
 ]
@@ -599,6 +605,8 @@ STORE_MODULES = {
     "postgres_seals",
     "postgres_events",
     "postgres_fork",
+    "sqlite_queue",
+    "postgres_queue",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).

@@ -774,10 +774,15 @@ DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] 
     "assert asyncio.run(support('Please refund order A17')) == 'Refunded.'\n"
     "assert asyncio.run(support('Please refund order A17')) == 'Refunded.'\n",
 )
+DOCS_AROUND[("queues.md", "# tasks.py")] = ("", "")  # a module: it declares, and runs nothing
 DOCS_AROUND[("adapters.md", "import asyncio")] = ("", "")  # LlamaIndex: a whole program
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
+    ("queues.md", "from tasks import emails, send"): (
+        "a program that waits for a worker of the tasks.py above: tests/test_queues.py "
+        "(TestTheQueuesPage) runs both blocks as printed, with lil worker as the page says"
+    ),
     ("langgraph.md", "from langgraph.types import interrupt"): (
         "a program that stops to wait (exit 75) until lil send answers it: "
         "tests/test_langgraph_answers.py runs it (tests/langgraph_answers.py) through the "

@@ -34,6 +34,7 @@ from .serving import mcp_command
 from .testing import diff, fixture
 from .ui import ui
 from .verifying import rekey, verify
+from .working import worker
 
 __all__ = [
     "INTERNAL_ERROR_STATUS",
@@ -61,6 +62,7 @@ __all__ = [
     "upgrade",
     "verify",
     "watch",
+    "worker",
 ]
 
 
@@ -175,6 +177,7 @@ cli.add_command(diff)  # lil diff (cli/testing.py)
 cli.add_command(verify)  # lil verify (cli/verifying.py)
 cli.add_command(rekey)  # lil rekey (cli/verifying.py)
 cli.add_command(check)  # lil check (cli/checking.py)
+cli.add_command(worker)  # lil worker (cli/working.py)
 cli.add_command(schedules)  # lil schedules, lil schedules run (cli/scheduling.py)
 
 

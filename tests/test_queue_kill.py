@@ -1,0 +1,97 @@
+"""Work queues under real SIGKILLs: 4 workers in 2 processes killed at random while their
+supervisor starts them again (benchmarks/queue_kill.py holds the harness; the benchmark
+runs 1,000 runs, this file 200). The worker processes are children of one forked from an
+interpreter that imported letitloop once (tests/preloaded.py)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from preloaded import Preloaded
+
+from benchmarks.queue_kill import APP, kill_trial, takeover_trial
+
+#: 200 runs under kills take 6-30 s, longer on a loaded machine.
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def forker() -> Iterator[Preloaded]:
+    with Preloaded("letitloop.queues", "letitloop.queue_worker", with_letitloop=True) as p:
+        yield p
+
+
+def starter(forker: Preloaded) -> Callable[[dict[str, str], int, int], tuple[int, Any]]:
+    def start(env: dict[str, str], threads: int, processes: int) -> tuple[int, Any]:
+        child = forker.start(APP, "serve", str(threads), str(processes), env=env)
+        return child.pid, lambda: child.wait().returncode
+
+    return start
+
+
+class TestWorkersKilledAtRandom:
+    def test_every_run_completes_no_finished_step_runs_twice_and_the_limit_holds(
+        self, forker: Preloaded, tmp_path: Path
+    ) -> None:
+        got = kill_trial(tmp_path, 200, random.Random("queue-kill"), starter(forker))
+        assert got["kills"] >= 5, got
+        assert got["wrong_results"] == 0, got
+        assert got["steps_never_finished"] == 0, got
+        # A step ran again only where the process that ran it before was killed.
+        assert got["steps_run_again_by_a_live_process"] == 0, got
+        # Counted from the steps' own start and end times: never above the limit, and
+        # the limit was reached (the measure can fail).
+        assert got["most_runs_at_once"] == got["concurrency"] == 3, got
+        assert got["supervisor_exit"] == 0, got
+
+
+class TestADeadWorkersRun:
+    def test_is_taken_over_within_a_second_of_its_sigkill(
+        self, forker: Preloaded, tmp_path: Path
+    ) -> None:
+        got = takeover_trial(tmp_path, 20, starter(forker))
+        print(got)  # the distribution, for the report (pytest -s)
+        assert got["claimed_s"]["max"] <= 1.0, got
+        assert got["completed_s"]["max"] <= 1.5, got
+        assert got["supervisor_exit"] == 0, got
+
+
+class TestOnPostgreSQL:
+    """The same on a real PostgreSQL server (tests/pg_server.py; skipped where there is
+    none): workers in 3 processes, each claimed entry held by a session advisory lock."""
+
+    def test_workers_in_3_processes_killed_at_random_lose_and_repeat_nothing(
+        self, forker: Preloaded, tmp_path: Path
+    ) -> None:
+        import pg_server
+
+        got = kill_trial(
+            tmp_path,
+            200,
+            random.Random("queue-kill-pg"),
+            starter(forker),
+            db=pg_server.location(),
+            processes=3,
+            threads=2,
+        )
+        assert got["kills"] >= 5, got
+        assert got["wrong_results"] == 0, got
+        assert got["steps_never_finished"] == 0, got
+        assert got["steps_run_again_by_a_live_process"] == 0, got
+        assert got["most_runs_at_once"] == got["concurrency"] == 3, got
+        assert got["supervisor_exit"] == 0, got
+
+    def test_a_dead_workers_run_is_taken_over_within_a_second(
+        self, forker: Preloaded, tmp_path: Path
+    ) -> None:
+        import pg_server
+
+        got = takeover_trial(tmp_path, 20, starter(forker), db=pg_server.location())
+        print(got)  # the distribution, for the report (pytest -s)
+        assert got["claimed_s"]["max"] <= 1.0, got
+        assert got["completed_s"]["max"] <= 1.5, got
+        assert got["supervisor_exit"] == 0, got
