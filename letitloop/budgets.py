@@ -39,7 +39,7 @@ from .step_names import named
 if TYPE_CHECKING:
     from .costs import Usage
     from .journal import Journal
-    from .storage import Storage
+    from .storage_spend import SpendRows
 
 #: The key prefix of the row recording a run's budget (``lil show`` looks for it).
 ROW_PREFIX = "letitloop:budget:"
@@ -324,7 +324,7 @@ def record_budget(budget: dict[str, Any]) -> dict[str, Any]:
 
 
 def carried(
-    storage: Storage, run_id: str
+    storage: SpendRows, run_id: str
 ) -> tuple[list[tuple[str, int | None, int | None, float | None]], list[Any]]:
     """What a run made by ``lil fork`` carries from its source: the source's spend
     (``run_spend``) and reservations never settled (``run_reservations``) of the steps

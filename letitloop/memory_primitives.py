@@ -17,7 +17,7 @@ from .clock import utc_iso
 from .memory_database import MemoryConnection, Row
 from .memory_seals import seal_row
 from .row_rules import USAGE
-from .storage import MarkerAt, MarkerClaim, MarkerRecord
+from .storage_markers import MarkerAt, MarkerClaim, MarkerRecord
 
 #: The columns of a reservation after its run and number (``Storage.reserve``'s row).
 RESERVED = ("key", "attempt", "reserved_at", "tokens", "cost", "model")

@@ -44,15 +44,8 @@ from .memory_seals import seal_row
 from .memory_seals import start as start_sealing
 from .pragmas import Durability
 from .row_rules import MAX_TEXT, step_values
-from .storage import (
-    DoneRow,
-    FunctionKey,
-    RunDecision,
-    RunKey,
-    RunState,
-    StepRow,
-    step_row_of,
-)
+from .storage_runs import RunDecision, RunState
+from .storage_steps import DoneRow, FunctionKey, RunKey, StepRow, step_row_of
 
 __all__ = ["MemoryHold", "MemoryStorage", "abandon", "open_memory"]
 

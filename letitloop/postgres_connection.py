@@ -23,7 +23,7 @@ from .errors import JournalFileError
 from .postgres_database import psycopg, redact, server_error
 from .postgres_seals import seal_row
 from .row_rules import ROW_COLUMNS, TRY_COLUMNS
-from .storage import RunKey
+from .storage_steps import RunKey
 
 __all__ = ["COLUMNS", "PostgresConnection"]
 

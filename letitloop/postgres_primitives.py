@@ -17,7 +17,7 @@ from .clock import utc_iso
 from .postgres_connection import COLUMNS, PostgresConnection
 from .postgres_seals import seal_row
 from .row_rules import USAGE
-from .storage import MarkerAt, MarkerClaim, MarkerRecord
+from .storage_markers import MarkerAt, MarkerClaim, MarkerRecord
 
 __all__ = ["PostgresPrimitives"]
 

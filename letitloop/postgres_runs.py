@@ -20,7 +20,8 @@ from .ids import HOST, new_run_id
 from .postgres_database import lock_key
 from .postgres_primitives import PostgresPrimitives
 from .postgres_seals import start as start_sealing
-from .storage import RunDecision, RunKey, RunState
+from .storage_runs import RunDecision, RunState
+from .storage_steps import RunKey
 
 __all__ = ["PostgresRuns"]
 

@@ -29,7 +29,7 @@ from typing import Any
 from . import row_rules
 from .clock import utc_iso
 from .row_rules import STEP_COLUMNS
-from .storage import StepRow
+from .storage_steps import StepRow
 
 __all__ = ["PLAIN_COLUMNS", "WRITE_PLAIN_STEP", "WRITE_STEP", "StepWriter", "step_statement"]
 

@@ -51,7 +51,7 @@ from .postgres_seals import write_step as write_sealed
 from .postgres_steps import WRITE_PLAIN_STEP, StepWriter, step_statement
 from .pragmas import Durability
 from .row_rules import MAX_TEXT
-from .storage import RESULT_BYTES, DoneRow, FunctionKey, StepRow, step_row_of
+from .storage_steps import RESULT_BYTES, DoneRow, FunctionKey, StepRow, step_row_of
 
 __all__ = ["PREFETCH_BYTES", "PostgresStorage", "open_postgres"]
 

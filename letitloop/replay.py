@@ -34,7 +34,7 @@ from .fingerprint import differences
 from .keys import Recorded, split_key
 from .sealcheck import check_sealed, ways_out
 from .step_names import same_function
-from .storage import Storage
+from .storage_steps import StepRows
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -69,7 +69,7 @@ class Results:
     ``rowids`` whole.
     """
 
-    def __init__(self, storage: Storage, rowids: list[int]) -> None:
+    def __init__(self, storage: StepRows, rowids: list[int]) -> None:
         self.storage = storage
         self.rowids = rowids  # ascending
         self.cache: dict[int, str | None] = {}

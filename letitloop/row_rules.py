@@ -18,7 +18,8 @@ from typing import Any
 
 from .checksums import damaged_marker, marker_sum
 from .clock import utc_iso
-from .storage import MarkerAt, MarkerClaim, MarkerRecord, StepRow
+from .storage_markers import MarkerAt, MarkerClaim, MarkerRecord
+from .storage_steps import StepRow
 
 __all__ = [
     "MAX_TEXT",

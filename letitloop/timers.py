@@ -28,7 +28,7 @@ from .errors import LetItLoopError
 
 if TYPE_CHECKING:
     from .journal import Journal
-    from .storage import Storage
+    from .storage_holding import Holding
 
 #: Seconds between two looks at the file. The wake-up latency of ``wait_for``
 #: after ``lil send`` is at most about this (benchmarks/bench_primitives.py
@@ -93,7 +93,7 @@ def _skipped(j: Journal, deadline: float | None) -> bool:
 
 def pause(
     j: Journal,
-    store: Storage,
+    store: Holding,
     deadline: float | None,
     *,
     probe: Callable[[], Any] | None = None,
@@ -124,7 +124,7 @@ def pause(
 
 async def async_pause(
     j: Journal,
-    store: Storage,
+    store: Holding,
     deadline: float | None,
     *,
     probe: Callable[[], Any] | None = None,

@@ -462,7 +462,7 @@ class TestAStepsStatement:
 
     @staticmethod
     def row(**changes: Any) -> Any:
-        from letitloop.storage import RunKey, StepRow
+        from letitloop.storage_steps import RunKey, StepRow
 
         values = dict(
             run=RunKey(7),
