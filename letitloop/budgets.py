@@ -4,7 +4,7 @@
 same keys; ``@durable(..., budget=...)``): when the journal opens, it reads what
 the run has spent so far from the usage the storage holds (its steps' rows and
 their tries: calls that failed, and calls cut short by a process that died;
-``Storage.run_spend``), then adds each ``letitloop.usage`` report as it is
+``SpendRows.run_spend``), then adds each ``letitloop.usage`` report as it is
 made. Before a step that would run (not one that replays: a replay spends
 nothing), a run whose spend has reached either limit stops with
 BudgetExceededError, naming what was spent and by which steps.
@@ -154,8 +154,8 @@ class Spend:
         rows: Iterable[tuple[str, int | None, int | None, float | None]],
         reservations: tuple[int, list[tuple[str, int, int | None, float | None]]] = (0, []),
     ) -> None:
-        """Start from the run's recorded spend (``Storage.run_spend``) and its reservations
-        never settled (``Storage.run_reservations``)."""
+        """Start from the run's recorded spend (``SpendRows.run_spend``) and its reservations
+        never settled (``SpendRows.run_reservations``)."""
         with self.lock:
             self.by_key, self.tokens, self.cost = {}, 0, 0.0
             for key, inp, outp, cost in rows:

@@ -80,7 +80,7 @@ class MemoryDatabase:
         return row
 
     def run_order(self) -> int:
-        """A new run's number: its ``order``, and its key in step rows (``Storage.run_key``)."""
+        """A new run's number: its ``order``, and its key in step rows (``StepRows.run_key``)."""
         return next(self._runs)
 
     def run_id_of(self, order: int) -> str:

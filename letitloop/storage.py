@@ -9,7 +9,7 @@ its storage as the part it uses, each small enough to read on one screen:
 
 - ``storage_holding.Holding`` (and ``Hold``): which store, a run or a marker
   held by one holder at a time across processes, change notices, closing;
-- ``storage_runs.RunRows``: a run found or started, claimed, its holder, the
+- ``storage_runs.RunRows``: a run found or started, claimed, the
   goal's key check, the attempt's span; ``RunEnds``: its end and cancel request;
 - ``storage_steps.StepRows`` (and the records ``StepRow``, ``DoneRow``):
   step rows written, and read back for a replay;
@@ -20,8 +20,8 @@ its storage as the part it uses, each small enough to read on one screen:
 - ``storage_spend.SpendRows``: a run's spend and its paid calls' reservations;
 - ``storage_seals.SealRows``: a sealed run's chain.
 
-Each store implements each part in one class of its own (``sqlite_runs.SqliteRuns``,
-``memory_runs.MemoryRuns``, …), and its storage class is their list
+Each store implements each part in one class of its own (``sqlite_runs.SqliteRunRows``,
+``memory_runs.MemoryRunRows``, …), and its storage class is their list
 (tests/test_architecture.py, ``TestTheStorageBoundary``). Each operation is its
 own transaction; times are seconds since the epoch.
 """

@@ -1,7 +1,7 @@
 """``CallRows``: a step's call in flight and its failed tries (``inflight.py``, ``retry.py``).
 
-Implemented by ``sqlite_calls.SqliteCalls``, ``memory_calls.MemoryCalls`` and
-``postgres_calls.PostgresCalls``: the ``running`` row a call shows while it
+Implemented by ``sqlite_calls.SqliteCallRows``, ``memory_calls.MemoryCallRows`` and
+``postgres_calls.PostgresCallRows``: the ``running`` row a call shows while it
 runs (and the usage it reports on it, ``durable.usage``), the ``retrying`` row
 between two tries, the tries themselves (``step_tries``), and the usage a dead
 or failed call left, kept as a try before its key is called again.

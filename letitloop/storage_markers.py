@@ -1,7 +1,7 @@
 """``MarkerRows``: a marker's record, read, claimed and finished (``markers.py``), and its records.
 
-Implemented by ``sqlite_markers.SqliteMarkers``, ``memory_markers.MemoryMarkers``
-and ``postgres_markers.PostgresMarkers``; the marker's hold, across processes,
+Implemented by ``sqlite_markers.SqliteMarkerRows``, ``memory_markers.MemoryMarkerRows``
+and ``postgres_markers.PostgresMarkerRows``; the marker's hold, across processes,
 is ``Holding.marker_hold`` (``storage_holding.py``): ``MarkerStore`` is both,
 what ``markers.py`` and ``markerhold.py`` ask of a store.
 """

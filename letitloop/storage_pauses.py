@@ -1,7 +1,7 @@
 """``PauseRows``: a sleep's or a wait's row, started, read and ended (``sleeps.py``, ``waits.py``).
 
-Implemented by ``sqlite_pauses.SqlitePauses``, ``memory_pauses.MemoryPauses``
-and ``postgres_pauses.PostgresPauses``. A pause that waits for a value sent or
+Implemented by ``sqlite_pauses.SqlitePauseRows``, ``memory_pauses.MemoryPauseRows``
+and ``postgres_pauses.PostgresPauseRows``. A pause that waits for a value sent or
 a cancel watches ``Holding.changes`` (``timers.py``). ``PauseStore`` adds the
 run's seal (``SealRows``), which a wait's value sent from outside gets before
 it is handed on: what ``sleeps.py`` and ``waits.py`` ask of a store.

@@ -5,8 +5,8 @@ opener gets, its claim, the goal's key check) and the attempt's
 span (``otel.py``); ``RunEnds`` what ``closing.py`` and ``cancellation.py``
 read and write when the attempt ends. ``RecordedRuns`` is a replay-only
 opener's read, which only a journal file offers (``schemes.open_readonly_storage``).
-Implemented by ``sqlite_runs.SqliteRuns``, ``memory_runs.MemoryRuns`` and
-``postgres_runs.PostgresRuns``.
+Implemented by ``sqlite_runs.SqliteRunRows``, ``memory_runs.MemoryRunRows`` and
+``postgres_runs.PostgresRunRows``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``SealRows``: a sealed run's chain, read and begun (``opening.seal``, ``sealcheck.py``).
 
-Implemented by ``sqlite_seals.SqliteSeals``, ``memory_seals.MemorySeals`` and
-``postgres_seals.PostgresSeals``: the chain's entries read when a keyed opener
+Implemented by ``sqlite_chain.SqliteSealRows``, ``memory_seals.MemorySealRows`` and
+``postgres_chain.PostgresSealRows``: the chain's entries read when a keyed opener
 opens the run and when a replay meets a row its chain read did not hold yet, a
 row read as its seal covers it, and a run sealed from now on.
 """

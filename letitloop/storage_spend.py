@@ -1,7 +1,7 @@
 """``SpendRows``: what a run's paid calls spent and reserved (``budgets.py``, ``reservations.py``).
 
-Implemented by ``sqlite_spend.SqliteSpend``, ``memory_spend.MemorySpend`` and
-``postgres_spend.PostgresSpend``: the usage the run's rows and tries hold,
+Implemented by ``sqlite_spend.SqliteSpendRows``, ``memory_spend.MemorySpendRows`` and
+``postgres_spend.PostgresSpendRows``: the usage the run's rows and tries hold,
 summed; the reservations a paid call commits before it starts and settles
 after it (SQLite's table ``reservations``, migration 0018; PostgreSQL's
 ``ll_reservations``; the memory store's ``reservations``); and where a forked

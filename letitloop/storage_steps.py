@@ -3,8 +3,8 @@
 What ``steps.py``, ``step_rows.py`` and ``commits.py`` write (a finished step's
 row: ``StepRow``, ``DoneRow``) and what ``replay.py`` and the opener read back
 (the run's recorded steps and their results). Implemented by
-``sqlite_steps.SqliteSteps``, ``memory_steps.MemorySteps`` and
-``postgres_steps.PostgresSteps``. Step rows are positional tuples, replay handles
+``sqlite_steps.SqliteStepRows``, ``memory_steps.MemoryStepRows`` and
+``postgres_steps.PostgresStepRows``. Step rows are positional tuples, replay handles
 SQLite's rowids (architecture.md, "Adding a store").
 """
 
