@@ -40,7 +40,6 @@ from .steps import (
     unrecorded,
     watch_flight,
 )
-from .storage_holding import Holding
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
 
     from .commits import LoopCommits
     from .journal import Journal
+    from .storage_holding import Holding
     from .storage_steps import StepRow
 
 T = TypeVar("T")

@@ -36,7 +36,6 @@ from .names import check_name
 from .pragmas import Durability
 from .replay import Results, forget_replays, mismatch, replay
 from .schemes import open_readonly_storage, open_storage
-from .storage import Storage
 from .storage_steps import StepRow
 from .testing import default_clock
 from .versions import caller_version, check_version
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
     from .commits import LoopCommits
     from .otel import AttemptSpans
     from .retry import RetryPolicy
+    from .storage import Storage
     from .storage_holding import Hold
 
 __all__ = ["DEFAULT_TIMEOUT", "Journal", "current_journal"]

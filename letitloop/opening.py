@@ -38,14 +38,14 @@ from .generations import is_generation
 from .ids import HOST
 from .keys import Recorded, StepKeys
 from .replay import Results
-from .storage import ReplayStorage, Storage
-from .storage_holding import Holding
-from .storage_runs import RunDecision, RunRows, RunState
-from .storage_seals import SealRows
-from .storage_steps import StepRow
 
 if TYPE_CHECKING:
     from .journal import Journal
+    from .storage import ReplayStorage, Storage
+    from .storage_holding import Holding
+    from .storage_runs import RunDecision, RunRows, RunState
+    from .storage_seals import SealRows
+    from .storage_steps import StepRow
 
 # Runs held by journals of this process: (journal file identity, run id) -> the
 # thread that opened it. A second journal on the same run waits for it like a

@@ -34,10 +34,10 @@ from .fingerprint import differences
 from .keys import Recorded, split_key
 from .sealcheck import check_sealed, ways_out
 from .step_names import same_function
-from .storage_steps import StepRows
 
 if TYPE_CHECKING:
     from .journal import Journal
+    from .storage_steps import StepRows
 
 #: Results asked for per query when a run replays: replays mostly come in journal
 #: order, so one query serves this many of them; the store reads fewer when their

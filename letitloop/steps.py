@@ -32,12 +32,12 @@ from .ownership import require_open
 from .replay import flush_replays, mismatch, replay
 from .step_names import Named
 from .step_rows import done_fields, record_failure
-from .storage_holding import Holding
 from .storage_steps import StepRow
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
     from .journal import Journal
+    from .storage_holding import Holding
 
 T = TypeVar("T")
 
