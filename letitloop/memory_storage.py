@@ -17,7 +17,7 @@ place to keep anything: its runs live as long as the process.
 - **Parts**: one class per narrow protocol of ``storage.py``, each in a
   module of its own (``memory_runs.py``, ``memory_steps.py``,
   ``memory_markers.py``, ``memory_pauses.py``, ``memory_calls.py``,
-  ``memory_spend.py``, ``memory_seals.py``, ``memory_holding.py``), over
+  ``memory_spend.py``, ``memory_chain.py``, ``memory_holding.py``), over
   ``MemoryConnection`` (``memory_database.py``), which owns what they share.
 - **A holder that died.** A process's memory dies with the process, so the
   death of a holder that other processes would notice cannot happen here.
@@ -36,12 +36,12 @@ from typing import Any
 
 from .errors import LetItLoopError
 from .memory_calls import MemoryCallRows
+from .memory_chain import MemorySealRows
 from .memory_database import database
 from .memory_holding import MemoryHolding
 from .memory_markers import MemoryMarkerRows
 from .memory_pauses import MemoryPauseRows
 from .memory_runs import MemoryRunRows
-from .memory_seals import MemorySealRows
 from .memory_spend import MemorySpendRows
 from .memory_steps import MemoryStepRows
 from .pragmas import Durability

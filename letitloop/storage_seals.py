@@ -1,6 +1,6 @@
 """``SealRows``: a sealed run's chain, read and begun (``opening.seal``, ``sealcheck.py``).
 
-Implemented by ``sqlite_chain.SqliteSealRows``, ``memory_seals.MemorySealRows`` and
+Implemented by ``sqlite_chain.SqliteSealRows``, ``memory_chain.MemorySealRows`` and
 ``postgres_chain.PostgresSealRows``: the chain's entries read when a keyed opener
 opens the run and when a replay meets a row its chain read did not hold yet, a
 row read as its seal covers it, and a run sealed from now on.

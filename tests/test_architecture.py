@@ -28,7 +28,7 @@ STORE_PARTS = [
     f"{store}_{part}"
     for store in ("sqlite", "memory", "postgres")
     for part in ("runs", "steps", "markers", "pauses", "calls", "spend", "holding", "storage")
-] + ["sqlite_chain", "memory_seals", "postgres_chain"]
+] + ["sqlite_chain", "memory_chain", "postgres_chain"]
 
 #: Bottom up, as docs/architecture.md draws them. A module may import its own
 #: layer and the layers below it.
@@ -90,6 +90,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "sqlite_seals",
             "sqlite_keychecks",
             "memory_database",
+            "memory_seals",
             "row_rules",
             "postgres_database",
             "postgres_connection",
@@ -564,6 +565,7 @@ STORE_MODULES = {
     "sqlite_keys",
     "sqlite_reads",
     "memory_database",
+    "memory_seals",
     "row_rules",
     "postgres_database",
     "postgres_connection",
