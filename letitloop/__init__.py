@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from .control import cancel, send
     from .reservations import reserve
     from .retry import RetryPolicy
+    from .scheduler import run_schedules
+    from .schedules import Schedule, schedule
     from .supervisor import supervise
     from .waits import RunWaiting
 
@@ -57,6 +59,14 @@ def __getattr__(name: str) -> object:
         from .supervisor import supervise
 
         return supervise
+    if name in ("schedule", "Schedule"):  # programs with schedules (cronsim, the extra)
+        from . import schedules
+
+        return getattr(schedules, name)
+    if name == "run_schedules":
+        from .scheduler import run_schedules
+
+        return run_schedules
     if name in ("send", "cancel"):
         from . import control
 
@@ -74,6 +84,7 @@ __all__ = [
     "RetryPolicy",
     "RunCancelledError",
     "RunWaiting",
+    "Schedule",
     "WaitTimeoutError",
     "__version__",
     "async_deprecate_patch",
@@ -89,6 +100,8 @@ __all__ = [
     "patched",
     "register_fingerprint",
     "reserve",
+    "run_schedules",
+    "schedule",
     "send",
     "sleep",
     "step",

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .budget_refusals import refusal
 from .clock import utc_iso
 from .errors import BudgetExceededError, LetItLoopError
 from .estimates import Reservation, check_amounts
@@ -89,6 +90,12 @@ class Budget(msgspec.Struct, frozen=True):
         return ",".join(f"{k}={v}" for k, v in self.as_dict().items() if v is not None)
 
 
+def spend_for(value: Budget | Mapping[str, Any] | Spend) -> Spend:
+    """What a journal opened with ``budget=value`` counts against: a Spend of its own, or
+    ``value`` itself when it is a Spend shared by several runs (shared_budgets.py)."""
+    return value if isinstance(value, Spend) else Spend(budget_of(value))
+
+
 def budget_of(value: Budget | Mapping[str, Any]) -> Budget:
     """``value`` as a Budget: a Budget, or a dict with ``tokens`` and/or ``cost``."""
     if isinstance(value, Budget):
@@ -99,15 +106,6 @@ def budget_of(value: Budget | Mapping[str, Any]) -> Budget:
         f"budget: expected Budget(tokens=..., cost=...) or a dict with the keys 'tokens' "
         f"and/or 'cost', got {value!r}"
     )
-
-
-def _tokens(n: int) -> str:
-    return f"{n:,} tokens"
-
-
-def _money(cost: float) -> str:
-    """As ``lil`` writes money (render.money): ``$0.16``, ``$0.0012`` below a cent."""
-    return f"${cost:.4f}" if cost != 0 and abs(cost) < 0.01 else f"${cost:,.2f}"
 
 
 def _plus(a: Any, b: Any) -> Any:
@@ -253,6 +251,31 @@ class Spend:
             self.reserved_cost -= cost or 0.0
         return [call for call, _, _ in gone]
 
+    # -- what a budget shared by several runs (shared_budgets.py) does otherwise ---------
+
+    def key_of(self, j: Journal, key: str) -> str:
+        """The key under which step ``key`` of ``j``'s run is counted."""
+        return key
+
+    def opened(self, j: Journal, rows: Any, reservations: Any) -> None:
+        """``j``'s run was opened with this budget: start from its recorded spend (``load``)."""
+        self.load(rows, reservations)
+
+    def step_of(self, key: str) -> str:
+        """Step ``key`` as its error names it (``key_of`` undone)."""
+        return key
+
+    def scope(self, j: Journal) -> str:
+        """What the budget bounds, as its error names it."""
+        return f"run {j.run_id} of goal {j.goal!r}"
+
+    def row(self) -> tuple[str, dict[str, Any]]:
+        """The budget row's key after ``letitloop:budget:``, and its result."""
+        return self.budget.label(), self.budget.as_dict()
+
+    #: What its error advises.
+    advice = "Raise the budget (Journal(..., budget=Budget(...))) and run again to resume, or reset the run"  # fmt: skip  # noqa: E501
+
     def _reached(self) -> bool:
         b = self.budget
         return (b.tokens is not None and self.tokens + self.reserved_tokens >= b.tokens) or (
@@ -273,47 +296,16 @@ class Spend:
             held = [(k, t, c, "cut short by a dead process") for k, _, t, c in self.left]
             held += [(k, t, c, "in flight") for k, p in self.open.items() for _, t, c in p]
             reserved_tokens, reserved_cost = self.reserved_tokens, self.reserved_cost
-        b = self.budget
-        limits = " and ".join(
-            part
-            for part in (
-                None if b.tokens is None else _tokens(b.tokens),
-                None if b.cost is None else _money(b.cost),
-            )
-            if part
-        )
-        shown = ", ".join(f"{k} ({_tokens(t)}, {_money(c)})" for k, t, c in steps[:5]) + (
-            f", and {len(steps) - 5} more" if len(steps) > 5 else ""
-        )
-        reserved = ""
-        if held:
-            calls = ", ".join(
-                f"{k} ({_tokens(t or 0)}, {_money(c or 0.0)}, {why})" for k, t, c, why in held[:5]
-            ) + (f", and {len(held) - 5} more" if len(held) > 5 else "")
-            reserved = (
-                f", and has {_tokens(reserved_tokens)} and {_money(reserved_cost)} reserved by "
-                f"calls not settled: {calls}"
-            )
-        if wanted is None:
-            stopped = f"step {key!r} was not started"
-        else:
-            asked = [_tokens(wanted[0]) if wanted[0] is not None else None]
-            asked.append(_money(wanted[1]) if wanted[1] is not None else None)
-            ask = " and ".join(a for a in asked if a) or "all that remains"
-            stopped = f"the paid call of step {key!r} (reserving {ask}) was not made"
-        return BudgetExceededError(
-            f"run {j.run_id} of goal {j.goal!r} reached its budget of {limits}: it spent "
-            f"{_tokens(tokens)} and {_money(cost)} over all its attempts, by "
-            f"{shown or 'no step'}{reserved}; {stopped}. Raise the budget "
-            f"(Journal(..., budget=Budget(...))) and run again to resume, or reset the run",
-            run_id=j.run_id,
-            key=key,
-            tokens=tokens,
-            cost=cost,
-            budget=b.as_dict(),
-            steps=steps,
-            reserved_tokens=reserved_tokens,
-            reserved_cost=reserved_cost,
+        return refusal(
+            self.scope(j),
+            self.advice,
+            self.budget.as_dict(),
+            (j.run_id, self.step_of(key)),
+            wanted,
+            steps,
+            (tokens, cost),
+            held,
+            (reserved_tokens, reserved_cost),
         )
 
 
@@ -349,8 +341,9 @@ def opened(j: Journal) -> None:
         return
     rows, left = carried(storage, j.run_id)
     last, held = storage.run_reservations(j.run_id)
-    spend.load([*storage.run_spend(j.run_id), *rows], (last, [*held, *left]))
-    j.step(ROW_PREFIX + spend.budget.label(), record_budget, spend.budget.as_dict())
+    spend.opened(j, [*storage.run_spend(j.run_id), *rows], (last, [*held, *left]))
+    label, row = spend.row()
+    j.step(ROW_PREFIX + label, record_budget, row)
 
 
 def settled(j: Journal, key: str, spent: Usage, total: Usage) -> bool:
@@ -360,7 +353,7 @@ def settled(j: Journal, key: str, spent: Usage, total: Usage) -> bool:
     spend = j._budget
     if spend is None:
         return False
-    call = spend.add(key, spent)
+    call = spend.add(spend.key_of(j, key), spent)
     storage = j._storage
     if call is None or storage is None:
         return False
@@ -382,9 +375,9 @@ def release(j: Journal, key: str, exc: BaseException | None) -> None:
     if spend is None:
         return
     if exc is not None and not isinstance(exc, Exception):
-        spend.keep(key)
+        spend.keep(spend.key_of(j, key))
         return
-    calls = spend.release(key)
+    calls = spend.release(spend.key_of(j, key))
     storage = j._storage
     if calls and storage is not None:
         # Left unsettled in the file when this fails: counted again, never too little.
@@ -396,4 +389,4 @@ def check(j: Journal, key: str) -> None:
     """Raise BudgetExceededError before step ``key`` runs if ``j``'s run reached its budget."""
     spend = j._budget
     if spend is not None and spend.reached and not key.startswith(ROW_PREFIX):
-        raise spend.error(j, key)
+        raise spend.error(j, spend.key_of(j, key))

@@ -3,15 +3,16 @@
 ``durable.py`` holds the decorators; this module checks their arguments at
 decoration (so at import: ``goal_of``, ``checked_keys``, ``check_reuse``),
 keeps them (``Durable``, a wrapper's ``__letitloop__``; ``Options``, what each
-call's ``Journal`` is opened with), and makes one call's journal
-(``journal_for``).
+call's ``Journal`` is opened with), makes one call's journal
+(``journal_for``) and runs the call in it (``run_call``, ``run_async_call``;
+``call_as_run``, a call as the run of a given name: a schedule's tick).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .codec import CodecRegistry
 from .errors import MisuseError
@@ -19,6 +20,8 @@ from .generations import reuse_seconds
 from .journal import Journal
 from .pragmas import Durability
 from .unchecked import unwrap
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     import inspect
@@ -32,23 +35,6 @@ if TYPE_CHECKING:
 # objects (the few only named when type checking as text): the class form, in a module
 # of ``from __future__ import annotations``, has typing compile each field's annotation
 # text: 3.1 M instructions for this module against 1.8 M (storage.py, issue 30).
-
-#: What a ``@durable``/``@durable_async`` function was decorated with: its ``__letitloop__``.
-Durable = NamedTuple(  # noqa: UP014 (see above)
-    "Durable",
-    [
-        ("goal", str),
-        ("run", str | Callable[..., str] | None),
-        # The function itself (undecorated).
-        ("fn", Callable[..., Any]),
-        ("signature", "inspect.Signature"),
-        ("path", str | os.PathLike[str] | None),
-        ("registry", CodecRegistry | None),
-        # The version its attempts record (given, or its source file's hash; None: unknown).
-        ("version", str | None),
-        ("is_async", bool),
-    ],
-)
 
 #: What every call's ``Journal`` of one decorated function is opened with besides its
 #: goal, run and input: given once, at decoration, for the sync and async decorators.
@@ -67,6 +53,26 @@ Options = NamedTuple(  # noqa: UP014 (see above)
         # How long a completed named run is handed back (Journal's reuse=/fresh=).
         ("reuse", "float | timedelta | None"),
         ("fresh", bool),
+    ],
+)
+
+
+#: What a ``@durable``/``@durable_async`` function was decorated with: its ``__letitloop__``.
+Durable = NamedTuple(  # noqa: UP014 (see above)
+    "Durable",
+    [
+        ("goal", str),
+        ("run", str | Callable[..., str] | None),
+        # The function itself (undecorated).
+        ("fn", Callable[..., Any]),
+        ("signature", "inspect.Signature"),
+        ("path", str | os.PathLike[str] | None),
+        ("registry", CodecRegistry | None),
+        # The version its attempts record (given, or its source file's hash; None: unknown).
+        ("version", str | None),
+        ("is_async", bool),
+        # What each call's Journal is opened with (a schedule opens its ticks' runs so).
+        ("options", Options),
     ],
 )
 
@@ -165,3 +171,67 @@ def goal_of(goal_id: object, goal: str | None, decorator: str) -> str:
             f"{found!r}: write @{decorator}(goal_id='sync')"
         )
     return found
+
+
+def run_call(journal: Journal, fn: Callable[..., R], args: Any, kwargs: Any) -> R:
+    """One call of a ``@durable`` function inside ``journal``: a completed run's recorded
+    result, else ``fn``'s value, recorded as the run's result."""
+    with journal:
+        if journal.was_completed and not journal.replay_only:
+            result: R = journal.recorded_result()
+            return result
+        call_args, call_kwargs = unwrap(args, kwargs)
+        value = fn(*call_args, **call_kwargs)
+        journal.set_result(value)
+        return value
+
+
+async def run_async_call(
+    journal: Journal, fn: Callable[..., Awaitable[R]], args: Any, kwargs: Any
+) -> R:
+    """:func:`run_call` for a ``@durable_async`` function (its journal opened with
+    ``async with``)."""
+    async with journal:
+        if journal.was_completed and not journal.replay_only:
+            result: R = journal.recorded_result()
+            return result
+        call_args, call_kwargs = unwrap(args, kwargs)
+        value = await fn(*call_args, **call_kwargs)
+        journal.set_result(value)
+        return value
+
+
+def call_as_run(
+    fn: Callable[..., Any],
+    run_name: str,
+    path: str | os.PathLike[str] | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """Call the ``@durable``/``@durable_async`` function ``fn`` as its goal's run ``run_name``.
+
+    Whatever its ``run=``: a schedule names each tick's run so. ``path`` is
+    the journal when the decorator gave none. An async function's call
+    returns its coroutine. Raises MisuseError for a function that is not
+    durable.
+    """
+    info = durable_of(fn)
+    options = info.options
+    if path is not None and options.path is None:
+        options = options._replace(path=path)
+    journal = journal_for(info.goal, run_name, info.signature, args, kwargs, options)
+    if info.is_async:
+        return run_async_call(journal, info.fn, args, kwargs)
+    return run_call(journal, info.fn, args, kwargs)
+
+
+def durable_of(fn: object) -> Durable:
+    """What ``fn`` was decorated with by ``@durable``/``@durable_async``; MisuseError if not."""
+    info = getattr(fn, "__letitloop__", None)
+    if not isinstance(info, Durable):
+        raise MisuseError(
+            f"expected a function decorated with @durable(goal_id=...) or @durable_async, got "
+            f"{getattr(fn, '__qualname__', fn)!r}; put @durable(goal_id='…') under the "
+            f"decorator that needs it"
+        )
+    return info

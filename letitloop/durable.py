@@ -18,13 +18,21 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 from . import budgets, ownership
 from .clock import utc_iso
 from .codec import CodecRegistry
-from .decoration import Durable, Options, check_reuse, checked_keys, goal_of, journal_for
+from .decoration import (
+    Durable,
+    Options,
+    check_reuse,
+    checked_keys,
+    goal_of,
+    journal_for,
+    run_async_call,
+    run_call,
+)
 from .errors import LetItLoopError, NoJournalError
 from .journal import DEFAULT_TIMEOUT, Journal, current_journal
 from .opening import open_journals
 from .pragmas import Durability
 from .steps import parent_step
-from .unchecked import unwrap
 from .versions import check_version, source_version
 
 if TYPE_CHECKING:
@@ -257,17 +265,10 @@ def durable(
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             journal = journal_for(goal_id, run, signature, args, kwargs, options)
-            with journal:
-                if journal.was_completed and not journal.replay_only:
-                    result: R = journal.recorded_result()
-                    return result
-                call_args, call_kwargs = unwrap(args, kwargs)
-                value = fn(*call_args, **call_kwargs)
-                journal.set_result(value)
-                return value
+            return run_call(journal, fn, args, kwargs)
 
         wrapper.__letitloop__ = Durable(  # type: ignore[attr-defined]
-            goal_id, run, fn, signature, path, registry, code, False
+            goal_id, run, fn, signature, path, registry, code, False, options
         )
         return wrapper
 
@@ -353,17 +354,10 @@ def durable_async(
         @functools.wraps(fn)
         async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             journal = journal_for(goal_id, run, signature, args, kwargs, options)
-            async with journal:
-                if journal.was_completed and not journal.replay_only:
-                    result: R = journal.recorded_result()
-                    return result
-                call_args, call_kwargs = unwrap(args, kwargs)
-                value = await fn(*call_args, **call_kwargs)
-                journal.set_result(value)
-                return value
+            return await run_async_call(journal, fn, args, kwargs)
 
         wrapper.__letitloop__ = Durable(  # type: ignore[attr-defined]
-            goal_id, run, fn, signature, path, registry, code, True
+            goal_id, run, fn, signature, path, registry, code, True, options
         )
         return wrapper
 

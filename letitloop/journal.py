@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import budgets, cancellation, closing, codec, inflight, opening, ownership, steps, verbs
-from .budgets import Budget
+from .budgets import Budget, Spend
 from .encryption import env_cipher, make_cipher
 from .fingerprint import Fingerprinter
 from .generations import window
@@ -96,7 +96,7 @@ class Journal:
     without calling its function (docs/testing.md).
     ``budget=Budget(tokens=..., cost=...)`` (or a dict) stops the run with
     BudgetExceededError before a step would run once its spend, over all its
-    attempts, has reached either limit (letitloop/budgets.py).
+    attempts, has reached either limit (letitloop/budgets.py; shared_budgets.py).
     ``seal=key`` (or ``LETITLOOP_SEAL_KEY``) chains the run's rows under an
     HMAC key that ``lil verify`` checks; ``encryption_key=key`` (or
     ``LETITLOOP_ENCRYPTION_KEY``) stores results, errors and the input
@@ -128,7 +128,7 @@ class Journal:
         input: Any = _NO_INPUT,
         retry: RetryPolicy | None = None,
         replay_only: bool | None = None,
-        budget: Budget | Mapping[str, Any] | None = None,
+        budget: Budget | Mapping[str, Any] | Spend | None = None,
         seal: str | bytes | None = None,
         encryption_key: str | bytes | None = None,
         version: str | None = None,
@@ -202,7 +202,7 @@ class Journal:
         # - the run's failed tries, read once per attempt (retry.py; None: not read yet).
         self._tries: retries.Tries | None = None
         # - the run's budget and what it spent (budgets.Spend; None: no budget).
-        self._budget = None if budget is None else budgets.Spend(budgets.budget_of(budget))
+        self._budget = None if budget is None else budgets.spend_for(budget)
         # - the group commit of async steps, bound to its event loop (async_steps.py).
         self._loop_commits: LoopCommits | None = None
         # - the result recorded when the run completes (closing.py).

@@ -67,6 +67,10 @@ class MemoryDatabase:
         self.seals: dict[str, list[Entry]] = {}
         #: Each encrypted goal's key check value (encryption.Cipher.check): goal -> check.
         self.key_checks: dict[str, str] = {}
+        #: Schedules by name: the columns of SQLite's ``schedules`` (memory_schedules.py).
+        self.schedules: dict[str, tuple[Any, ...]] = {}
+        #: (schedule, tick) -> the columns of SQLite's ``schedule_ticks``, as a list.
+        self.ticks: dict[tuple[str, str], list[Any]] = {}
         #: What is held, by slot (("run", id), ("marker", name)) -> the hold that
         #: holds it, and the connection it was taken through.
         self.holds: dict[tuple[str, str], tuple[object, MemoryConnection]] = {}

@@ -17,7 +17,8 @@ place to keep anything: its runs live as long as the process.
 - **Parts**: one class per narrow protocol of ``storage.py``, each in a
   module of its own (``memory_runs.py``, ``memory_steps.py``,
   ``memory_markers.py``, ``memory_pauses.py``, ``memory_calls.py``,
-  ``memory_spend.py``, ``memory_chain.py``, ``memory_holding.py``), over
+  ``memory_spend.py``, ``memory_chain.py``, ``memory_schedules.py``,
+  ``memory_holding.py``), over
   ``MemoryConnection`` (``memory_database.py``), which owns what they share.
 - **A holder that died.** A process's memory dies with the process, so the
   death of a holder that other processes would notice cannot happen here.
@@ -42,6 +43,7 @@ from .memory_holding import MemoryHolding
 from .memory_markers import MemoryMarkerRows
 from .memory_pauses import MemoryPauseRows
 from .memory_runs import MemoryRunRows
+from .memory_schedules import MemorySchedules
 from .memory_spend import MemorySpendRows
 from .memory_steps import MemoryStepRows
 from .pragmas import Durability
@@ -57,6 +59,7 @@ class MemoryStorage(
     MemoryCallRows,
     MemorySpendRows,
     MemorySealRows,
+    MemorySchedules,
     MemoryHolding,
 ):
     """One journal's connection to a ``MemoryDatabase``: the whole ``Storage`` protocol, one

@@ -34,7 +34,8 @@ This module opens the storage; its parts, one class per narrow protocol of
 transactions, the fence, rows by name, the connection's identity and
 notices), are ``postgres_runs.py``, ``postgres_steps.py``,
 ``postgres_markers.py``, ``postgres_pauses.py``, ``postgres_calls.py``,
-``postgres_spend.py``, ``postgres_chain.py`` and ``postgres_holding.py``.
+``postgres_spend.py``, ``postgres_chain.py``, ``postgres_schedules.py`` and
+``postgres_holding.py``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from .postgres_holding import PostgresHolding
 from .postgres_markers import PostgresMarkerRows
 from .postgres_pauses import PostgresPauseRows
 from .postgres_runs import PostgresRunRows
+from .postgres_schedules import PostgresSchedules
 from .postgres_spend import PostgresSpendRows
 from .postgres_steps import PostgresStepRows
 from .pragmas import Durability
@@ -61,6 +63,7 @@ class PostgresStorage(
     PostgresCallRows,
     PostgresSpendRows,
     PostgresSealRows,
+    PostgresSchedules,
     PostgresHolding,
 ):
     """One journal's connection to a PostgreSQL database: the whole ``Storage`` protocol, one

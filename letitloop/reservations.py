@@ -65,6 +65,7 @@ def reserve(
     spend = j._budget
     if spend is None:
         return None
+    counted = spend.key_of(j, key)
     if max_tokens is not None and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0
     ):
@@ -83,9 +84,9 @@ def reserve(
                 f"budget: estimate {estimate!r} returned {type(asked).__name__} {asked!r}; "
                 f"expected Reservation(tokens=..., cost=...)"
             )
-    taken = spend.take(key, asked.tokens, asked.cost)
+    taken = spend.take(counted, asked.tokens, asked.cost)
     if taken is None:
-        raise spend.error(j, key, (asked.tokens, asked.cost))
+        raise spend.error(j, counted, (asked.tokens, asked.cost))
     call, reserved_tokens, reserved_cost = taken
     storage = j._storage
     try:
@@ -94,6 +95,6 @@ def reserve(
         at = utc_iso(j.clock())
         storage.reserve((j.run_id, call, key, j.attempt, at, reserved_tokens, reserved_cost, model))
     except BaseException:
-        spend.cancel(key, call)  # not committed: the call must not be made
+        spend.cancel(counted, call)  # not committed: the call must not be made
         raise
     return Reservation(tokens=reserved_tokens, cost=reserved_cost)

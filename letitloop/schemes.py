@@ -259,6 +259,7 @@ _SQLITE_LAYER = (
     "letitloop.storage_runs",
     "letitloop.storage_holding",
     "letitloop.storage_markers",
+    "letitloop.storage_schedules",
     "letitloop.sqlite_keychecks",
     "letitloop.sqlite_reads",
     "letitloop.sqlite_keys",
@@ -269,6 +270,7 @@ _SQLITE_LAYER = (
     "letitloop.sqlite_runs",
     "letitloop.sqlite_steps",
     "letitloop.sqlite_chain",
+    "letitloop.sqlite_schedules",
     "letitloop.sqlite_holding",
     "letitloop.sqlite_storage",
 )

@@ -12,6 +12,7 @@ keys), which owns the state they share:
 - ``SqliteCallRows`` (``sqlite_calls.py``): ``CallRows``;
 - ``SqliteSpendRows`` (``sqlite_spend.py``): ``SpendRows``;
 - ``SqliteSealRows`` (``sqlite_chain.py``): ``SealRows``;
+- ``SqliteSchedules`` (``sqlite_schedules.py``): ``ScheduleRows``;
 - ``SqliteHolding`` (``sqlite_holding.py``): ``Holding``, what is not SQL of rows.
 
 A list of parts, not composition: the per-step path calls ``write_done``, a
@@ -31,6 +32,7 @@ from .sqlite_holding import SqliteHolding
 from .sqlite_markers import SqliteMarkerRows
 from .sqlite_pauses import SqlitePauseRows
 from .sqlite_runs import SqliteRunRows
+from .sqlite_schedules import SqliteSchedules
 from .sqlite_spend import SqliteSpendRows
 from .sqlite_steps import SqliteStepRows
 from .store import Store
@@ -47,6 +49,7 @@ class SqliteStorage(
     SqliteCallRows,
     SqliteSpendRows,
     SqliteSealRows,
+    SqliteSchedules,
     SqliteHolding,
 ):
     """One goal's runs and steps in a journal file (``journal_<goal>`` and ``runs``): its parts."""

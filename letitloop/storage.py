@@ -18,7 +18,8 @@ its storage as the part it uses, each small enough to read on one screen:
 - ``storage_pauses.PauseRows``: sleeps' and waits' rows;
 - ``storage_calls.CallRows``: calls in flight, their usage and tries;
 - ``storage_spend.SpendRows``: a run's spend and its paid calls' reservations;
-- ``storage_seals.SealRows``: a sealed run's chain.
+- ``storage_seals.SealRows``: a sealed run's chain;
+- ``storage_schedules.ScheduleRows`` (and ``TickRow``): schedules and their ticks.
 
 Each store implements each part in one class of its own (``sqlite_runs.SqliteRunRows``,
 ``memory_runs.MemoryRunRows``, …), and its storage class is their list
@@ -35,6 +36,7 @@ from .storage_holding import Holding
 from .storage_markers import MarkerRows
 from .storage_pauses import PauseRows
 from .storage_runs import RecordedRuns, RunEnds, RunRows
+from .storage_schedules import ScheduleRows
 from .storage_seals import SealRows
 from .storage_spend import SpendRows
 from .storage_steps import StepRows
@@ -52,6 +54,7 @@ class Storage(
     CallRows,
     SpendRows,
     SealRows,
+    ScheduleRows,
     Protocol,
 ):
     """One goal's runs and steps, as one opener of the goal sees them: every part."""

@@ -17,6 +17,7 @@ time-skipping test environment.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -81,3 +82,44 @@ class SkippingClock:
 
     def __repr__(self) -> str:
         return f"SkippingClock(skipped={self.skipped:.3f}s)"
+
+
+#: The environment variable that gives schedulers a test's clock: the path of a file
+#: holding the time as seconds since the epoch (:class:`FileClock`). Read only by
+#: ``scheduler.py`` (never by journals), and only when set: a test sets it for the
+#: processes it starts, so that they all see the time it sets.
+TEST_CLOCK_ENV = "LETITLOOP_TEST_CLOCK"
+
+
+class FileClock:
+    """A clock that many processes share: the time written in a file, frozen until rewritten.
+
+    A test writes the time it wants (``FileClock.set(path, t)``, an atomic
+    replace) and every process reading the file sees it: schedulers started
+    with ``LETITLOOP_TEST_CLOCK=path`` tick on the test's time, not the
+    real one. Reading a missing or unreadable file raises OSError/ValueError.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self) -> float:
+        with open(self.path, encoding="ascii") as f:
+            return float(f.read())
+
+    @staticmethod
+    def set(path: str, when: float) -> None:
+        """Write ``when`` (seconds since the epoch) as the time of the clock at ``path``."""
+        fresh = f"{path}.{os.getpid()}.tmp"
+        with open(fresh, "w", encoding="ascii") as f:
+            f.write(repr(float(when)))
+        os.replace(fresh, path)  # readers see the old time or the new, never half of one
+
+    def __repr__(self) -> str:
+        return f"FileClock({self.path!r})"
+
+
+def env_clock() -> Clock | None:
+    """The clock ``LETITLOOP_TEST_CLOCK`` names (a :class:`FileClock`), or None when unset."""
+    path = os.environ.get(TEST_CLOCK_ENV)
+    return FileClock(path) if path else None

@@ -15,7 +15,7 @@ attempt but the last is killed just after the provider billed its first
 call. Prints one JSON line per trial:
 ``{"trial", "db", "goal", "bill", "calls", "budget", "outcome", "attempts",
 "kills"}`` (``calls``: the bill per call tag, ``""`` untagged; LangGraph's
-model calls are tagged ``model:N``, the budget being each call's).
+model calls are tagged ``model:N``).
 
 The fake provider is outside the journal: each call it bills appends its
 tokens (input plus output) to the trial's bill file with one ``write``
@@ -27,7 +27,10 @@ MODE: ``sync`` and ``async`` (a ``Journal`` with ``letitloop.reserve`` in
 each step), ``unreserved`` (the same steps without ``reserve``: the bill
 before reservations), ``smolagents``, ``pydantic_ai``, ``autogen``, ``dspy``,
 ``openai_agents``, ``llamaindex`` (a ``FunctionAgent`` with
-``LetItLoopRuntime``) and ``crewai`` (the real framework, its agent wrapped
+``LetItLoopRuntime``), ``langgraph`` (``create_react_agent``), ``langgraph_graph``
+(a ``StateGraph`` with ``ToolNode`` and ``tools_condition``; both one request
+bounded by ``durable_model(model, budget=...)``) and ``crewai`` (the real
+framework, its agent wrapped
 with the adapter's default arguments, an offline fake model with
 ``max_tokens``; CrewAI's, in CrewAI's own environment, is the crew's
 kickoff with the handler's ``budget=``, the others' the agent run inside
@@ -436,17 +439,22 @@ async def llamaindex_run(db: str, durability: Any) -> str:
 
 # -- LangGraph -------------------------------------------------------------------------
 
-#: Each model call's budget: ``durable_model(model, budget=...)`` bounds one node execution.
-LANGGRAPH_BUDGET = 3_500
+#: The request's budget: ``durable_model(model, budget=...)`` bounds the whole ``invoke``.
+LANGGRAPH_BUDGET = 1_500
 
 
-def langgraph_run(db: str, durability: Any) -> str:
+def langgraph_run(db: str, durability: Any, graph: str = "react") -> str:
+    """One request of a LangGraph agent, as LangGraph's docs write it: ``create_react_agent``
+    ("react"), or a ``StateGraph`` with a model node, ``ToolNode`` and ``tools_condition``
+    ("graph"); the model ``durable_model(model, budget=...)``, the tools
+    ``durable_node(ToolNode(...))``."""
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, ToolMessage
     from langchain_core.messages.ai import UsageMetadata
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import tool
-    from langgraph.prebuilt import ToolNode, create_react_agent
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
 
     from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_model, durable_node
 
@@ -459,7 +467,8 @@ def langgraph_run(db: str, durability: Any) -> str:
         def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:  # fmt: skip  # noqa: E501
             turn = sum(isinstance(m, ToolMessage) for m in messages)
             WHERE["call"] = f"model:{turn}"
-            text = " ".join(str(m.content) for m in messages)
+            # Billed as a provider bills a chat: the messages' text and their tool calls.
+            text = " ".join(f"{m.content} {json.dumps(getattr(m, 'tool_calls', None) or '')}" for m in messages)  # fmt: skip  # noqa: E501
             tokens_in, tokens_out = provider(text, self.max_tokens)
             reply = AIMessage(f"done after {turn} lookups")
             if turn < LOOKUPS:
@@ -483,10 +492,24 @@ def langgraph_run(db: str, durability: Any) -> str:
 
     model = durable_model(PaidChat(), budget=Budget(tokens=LANGGRAPH_BUDGET))
     saver = LetItLoopCheckpointSaver(db, durability=durability)
-    agent = create_react_agent(model, durable_node(ToolNode([lookup])), checkpointer=saver)
     config: Any = {"configurable": {"thread_id": WHERE["goal"]}}
-    asked = {"messages": [("user", "Look up four facts " + "please " * 40)]}
-    return str(agent.invoke(asked, config)["messages"][-1].content)
+    asked: Any = {"messages": [("user", "Look up four facts " + "please " * 40)]}
+    if graph == "react":
+        agent = create_react_agent(model, durable_node(ToolNode([lookup])), checkpointer=saver)
+        return str(agent.invoke(asked, config)["messages"][-1].content)
+    llm = model.bind_tools([lookup])
+
+    def chatbot(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [llm.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("chatbot", chatbot)
+    builder.add_node("tools", durable_node(ToolNode([lookup])))
+    builder.add_conditional_edges("chatbot", tools_condition)
+    builder.add_edge("tools", "chatbot")
+    builder.add_edge(START, "chatbot")
+    built = builder.compile(checkpointer=saver)
+    return str(built.invoke(asked, config)["messages"][-1].content)
 
 
 # -- CrewAI (in CrewAI's own environment) ----------------------------------------------
@@ -516,10 +539,12 @@ BUDGETS = {
     "openai_agents": OPENAI_AGENTS_BUDGET,
     "llamaindex": LLAMAINDEX_BUDGET,
     "langgraph": LANGGRAPH_BUDGET,
+    "langgraph_graph": LANGGRAPH_BUDGET,
 }
 #: Kill points an attempt may pass, about: the random kill is chosen among them.
 POINTS = {"sync": 18, "async": 18, "unreserved": 18, "smolagents": 14, "pydantic_ai": 14}
 POINTS.update(autogen=14, dspy=16, crewai=14, openai_agents=14, llamaindex=14, langgraph=14)
+POINTS.update(langgraph_graph=14)
 #: The framework each mode imports once, before the forks (its children share the import).
 FRAMEWORKS = {
     "smolagents": "smolagents",
@@ -530,6 +555,7 @@ FRAMEWORKS = {
     "openai_agents": "agents",
     "llamaindex": "llama_index.core.agent.workflow",
     "langgraph": "langgraph.prebuilt",
+    "langgraph_graph": "langgraph.prebuilt",
 }
 #: CrewAI's telemetry and tracing opt-outs (as tests/crewai_crew.py sets them).
 CREWAI_OPT_OUTS = {
@@ -558,8 +584,8 @@ def attempt(mode: str, durability: Any, db: str) -> str:
         return asyncio.run(openai_agents_run(db, durability))
     if mode == "llamaindex":
         return asyncio.run(llamaindex_run(db, durability))
-    if mode == "langgraph":
-        return langgraph_run(db, durability)
+    if mode in ("langgraph", "langgraph_graph"):
+        return langgraph_run(db, durability, "react" if mode == "langgraph" else "graph")
     return asyncio.run(pydantic_ai_run(db, durability))
 
 
@@ -649,7 +675,7 @@ def preload(mode: str) -> None:
     modules, warm = SDKS.get({"openai_agents": "agents"}.get(mode, mode), ((), ""))
     if mode == "smolagents":
         modules = ("smolagents", "letitloop.adapters.smolagents")
-    if mode == "langgraph":
+    if mode in ("langgraph", "langgraph_graph"):
         modules = ("letitloop.adapters.langgraph", "langgraph.prebuilt")
     if mode == "llamaindex":  # as tests/test_llamaindex_agents.py's forker
         modules = ("letitloop.adapters.llamaindex", "workflows.representation", "workflows.runtime.verbose")  # fmt: skip  # noqa: E501

@@ -70,6 +70,8 @@ SLOW_FILES = frozenset(
         "test_rekey.py", "test_cancel.py", "test_waits.py", "test_discovery.py",
         "test_readme.py", "test_seals.py", "test_versions.py", "test_fixtures.py",
         "test_costs.py",
+        # Schedulers as lil processes: six racing on a file and on PostgreSQL, killed, stopped.
+        "test_schedule_processes.py",
         # The encryption extra (cryptography), its programs and lil as processes.
         "test_encryption.py",
         # Round 4: the adapters' request trials (killed at random, twenty times a

@@ -8,6 +8,9 @@ asks its request, then ``wait_for_answers(graph, config, stop_after=0)``: the fi
 stops to wait (exit 75, one line saying how to answer), ``lil send`` answers, the
 program run again books and prints the answer. The booking writes ``start``/``end``
 lines to SIDE and ``returned`` once its step returned; ``SLOW`` makes it take a minute.
+With ``GRAPH=tool`` the graph is ``create_react_agent`` whose tool asks with
+``interrupt()`` and then books, without ``approved_step``: the durable ToolNode runs
+what follows the answer once.
 """
 
 from __future__ import annotations
@@ -18,13 +21,18 @@ import sys
 import time
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, create_react_agent
 from langgraph.types import interrupt
 
 from letitloop.adapters.langgraph import (
     LetItLoopCheckpointSaver,
     approved_step,
+    durable_model,
     durable_node,
     wait_for_answers,
 )
@@ -56,13 +64,55 @@ def approve_and_book(state: MessagesState) -> dict[str, Any]:
     return {"messages": [AIMessage(done)]}
 
 
-def main(db: str, thread: str, side: str) -> None:
-    os.environ["SIDE"] = side
+@tool
+def book_room(room: str) -> str:
+    """Book a room, once a person approved it."""
+    if interrupt({"approve": f"book room {room}"}) is not True:
+        return "not booked"
+    return book(room)  # no approved_step: the durable ToolNode runs this part once
+
+
+class Booker(BaseChatModel):
+    """Offline: asks for ``book_room`` of room 12, then answers with what the tool said
+    (logging ``returned book 12``: the tool's step had returned)."""
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        said = [m for m in messages if isinstance(m, ToolMessage)]
+        if said:
+            log("returned book 12")
+            reply = AIMessage(str(said[-1].content))
+        else:
+            call = {"name": "book_room", "args": {"room": "12"}, "id": "call-book"}
+            reply = AIMessage("", tool_calls=[call])
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    @property
+    def _llm_type(self) -> str:
+        return "booker"
+
+    def bind_tools(self, tools: Any, **kw: Any) -> Any:
+        return self.bind(tools=[t.name for t in tools])
+
+
+def build(db: str) -> Any:
+    """The graph: a durable node that asks, then books with ``approved_step``; or, with
+    ``GRAPH=tool``, ``create_react_agent`` whose tool asks with ``interrupt()`` and books."""
+    saver = LetItLoopCheckpointSaver(db)
+    if os.environ.get("GRAPH") == "tool":
+        tools = durable_node(ToolNode([book_room]))
+        return create_react_agent(durable_model(Booker()), tools, checkpointer=saver)
     builder = StateGraph(MessagesState)
     builder.add_node("approve_and_book", approve_and_book)
     builder.add_edge(START, "approve_and_book")
     builder.add_edge("approve_and_book", END)
-    graph = builder.compile(checkpointer=LetItLoopCheckpointSaver(db))
+    return builder.compile(checkpointer=saver)
+
+
+def main(db: str, thread: str, side: str) -> None:
+    os.environ["SIDE"] = side
+    graph = build(db)
     config: Any = {"configurable": {"thread_id": thread}}
     log("asking -")
     ask: Any = {"messages": [("user", "book a room")]}

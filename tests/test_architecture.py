@@ -27,7 +27,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 STORE_PARTS = [
     f"{store}_{part}"
     for store in ("sqlite", "memory", "postgres")
-    for part in ("runs", "steps", "markers", "pauses", "calls", "spend", "holding", "storage")
+    for part in (
+        "runs",
+        "steps",
+        "markers",
+        "pauses",
+        "calls",
+        "spend",
+        "schedules",
+        "holding",
+        "storage",
+    )
 ] + ["sqlite_chain", "memory_chain", "postgres_chain"]
 
 #: Bottom up, as docs/architecture.md draws them. A module may import its own
@@ -82,6 +92,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "storage_calls",
             "storage_spend",
             "storage_seals",
+            "storage_schedules",
             "schemes",
             "locks",
             *STORE_PARTS,
@@ -112,6 +123,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "inflight",
             "costs",
             "budgets",
+            "budget_refusals",
+            "shared_budgets",
             "expects",
             "estimates",
         },
@@ -137,7 +150,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "reservations",
         },
     ),
-    ("decorators", {"decoration", "durable"}),
+    ("decorators", {"decoration", "durable", "schedules"}),
     (
         "inspection, control and supervision",
         # inspection/ and maintenance/ are packages: their modules share this
@@ -154,6 +167,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "deploycheck_target",
             "deploycheck_copy",
             "deploycheck",
+            "scheduler",
         },
     ),
     (
@@ -195,6 +209,7 @@ CLI_ORDER = [
     "testing",
     "verifying",
     "checking",
+    "scheduling",
     "__init__",
 ]
 
@@ -203,7 +218,17 @@ CLI_ORDER = [
 WEB_ORDER = ["values", "timeline", "views", "pages", "app", "server", "__init__"]
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
-RUNTEXT_ORDER = ["words", "runs", "detail", "follow", "changes", "testing", "checks", "__init__"]
+RUNTEXT_ORDER = [
+    "words",
+    "runs",
+    "detail",
+    "follow",
+    "changes",
+    "testing",
+    "checks",
+    "schedules",
+    "__init__",
+]
 
 #: The read-only library's own modules, bottom up: time and results, what the
 #: queries return, the Inspector protocol, opening a file, a run's state, the
@@ -267,6 +292,7 @@ LANGGRAPH_ORDER = [
     "writing",
     "threads",
     "requests",
+    "request_budgets",
     "saver",
     "answers",
     "approvals",
@@ -627,6 +653,7 @@ WHOLE_STORAGE = {
     "ownership": "it hands the open attempt's storage out (require_storage)",
     "retry": "a step's tries write its rows and pause between tries: the journal's storage",
     "otel": "a traced step passes the journal's storage on to its tries (retry.py)",
+    "scheduler": "it opens each schedule's journal storage (schemes.open_storage)",
 }
 
 #: Most members a narrow protocol may have, and most lines its class: one screen.

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bill_trials import check, check_per_call, counted, summary, trials
+from bill_trials import check, check_request, counted, estimates, summary, trials
 
 from letitloop import (
     Budget,
@@ -86,16 +86,24 @@ class TestTheProvidersBillUnderRandomKills:
         # Both ends were reached: runs that finished within the budget, runs it stopped.
         assert {r["outcome"] for r in results} == {"done", "refused"}
 
-    def test_a_langgraph_agents_model_calls_never_bill_past_their_budget(
-        self, tmp_path: Path
+    @pytest.mark.parametrize(
+        ("mode", "goal", "seed"),
+        [("langgraph", "langgraph:agent", 29), ("langgraph_graph", "langgraph:chatbot", 31)],
+    )
+    def test_a_langgraph_request_never_bills_past_its_budget(
+        self, mode: str, goal: str, seed: int, tmp_path: Path
     ) -> None:
-        # create_react_agent(durable_model(model, budget=...), durable_node(ToolNode(...))):
-        # the budget bounds each model call's run (one node execution), across its kills.
+        # create_react_agent(durable_model(model, budget=...), durable_node(ToolNode(...))),
+        # and a StateGraph with ToolNode and tools_condition: the budget bounds the whole
+        # invoke, its model calls journaled in a run each, across the request's kills.
         pytest.importorskip("langgraph.prebuilt")
-        results = trials("langgraph", "process", tmp_path, 20, seed=29)
-        print(json.dumps({"langgraph": summary(results)}))
-        check_per_call(results, "langgraph:agent")
+        results = trials(mode, "process", tmp_path, 20, seed=seed)
+        ratios = [reserved / settled for r in results for reserved, settled in estimates(r["db"], goal)]  # fmt: skip  # noqa: E501
+        print(json.dumps({mode: summary(results), "estimate/bill": [min(ratios), max(ratios)]}))
+        check_request(results, goal)
         assert {r["outcome"] for r in results} == {"done", "refused"}
+        # The estimate tracks the bill (the prompt's text, not its messages' JSON), above it.
+        assert min(ratios) > 1 and max(ratios) < 6, ratios
 
     def test_on_postgresql_too(self, tmp_path: Path) -> None:
         import pg_server
@@ -189,6 +197,68 @@ class TestEveryAttemptKilledJustAfterTheProviderBilled:
 
         with sqlite3.connect(r["db"]) as db:
             assert db.execute("SELECT count(*) FROM reservations").fetchone() == (0,)
+
+
+class TestALangGraphRequestsSpendInLilShowAndLilUi:
+    """A LangGraph request's model calls are journaled in a run each: ``lil show`` and
+    ``lil ui`` show each run's reservations against its settled usage, and name the
+    request the budget bounds."""
+
+    def test_killed_after_each_bill_its_reservations_not_settled_are_listed(
+        self, tmp_path: Path
+    ) -> None:
+        pytest.importorskip("langgraph.prebuilt")
+        pytest.importorskip("starlette")
+        from starlette.testclient import TestClient
+
+        from letitloop.web import create_app
+
+        # Every attempt but the last killed just after the provider billed its first call.
+        (r,) = trials("langgraph", "process", tmp_path, 1, seed=1, kills="billed")
+        assert r["outcome"] == "refused" and r["bill"] <= r["budget"]
+        shown = subprocess.run(
+            [*LIL, "--db", r["db"], "show", "langgraph:agent"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        budget = next(x for x in lines if x.startswith("budget"))
+        assert budget.startswith(
+            "budget    1,500 tokens for request 1 of thread 'paid-0' (its model calls in every "
+            "durable node's run), shared with its other runs (this run's part: nothing spent, "
+        ), budget
+        assert budget.endswith("reserved and not settled by 3 calls)"), budget
+        assert "reserved  3 paid calls: 0 settled (0 tokens reserved, 0 tokens reported)" in lines
+        assert sum("not settled (cut short, counted as spent)" in x for x in lines) == 3
+        run_id = lines[0].split()[1]
+        page = TestClient(create_app(Path(r["db"])), base_url="http://127.0.0.1")
+        for route in (f"/runs/{run_id}", f"/runs/{run_id}/live"):
+            html = page.get(route).text
+            assert "for request 1 of thread &#39;paid-0&#39;" in html, route
+            assert "reserved and not settled by 3 calls" in html, route
+            assert "3 paid calls: 0 settled" in html, route
+
+    def test_a_finished_requests_last_call_shows_what_it_reserved_and_reported(
+        self, tmp_path: Path
+    ) -> None:
+        pytest.importorskip("langgraph.prebuilt")
+        (r,) = trials("langgraph", "process", tmp_path, 1, seed=3)  # one kill, then done
+        assert r["outcome"] == "done" and r["kills"] == 1
+        shown = subprocess.run(
+            [*LIL, "--db", r["db"], "show", "langgraph:agent"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        reserved, settled = estimates(r["db"], "langgraph:agent")[0]  # the newest run's
+        assert settled == r["calls"]["model:4"]  # the last call's bill, as reported
+        assert (
+            f"reserved  1 paid call: 1 settled ({reserved:,} tokens reserved, "
+            f"{settled:,} tokens reported)" in shown.stdout.splitlines()
+        )
 
 
 @pytest.fixture(params=["file", "memory", "postgres"])

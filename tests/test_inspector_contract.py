@@ -498,3 +498,50 @@ class TestOpeningAnInspector:
         finally:
             schemes.unregister("withinspect")
         assert opened == [("withinspect://two", False)]
+
+
+class TestASchedulesTicks:
+    def test_are_listed_by_schedule_newest_first_with_their_runs(
+        self, location: str, inspect: Callable[..., Inspector]
+    ) -> None:
+        pytest.importorskip("cronsim")
+        from datetime import datetime
+
+        from letitloop import Schedule, durable, step
+        from letitloop.scheduler import Scheduler
+
+        @durable(goal_id="report")
+        def report() -> str:
+            return step("build", str, "done")
+
+        now = [datetime.fromisoformat("2026-12-07T08:59:30+00:00").timestamp()]
+        scheduler = Scheduler(
+            [Schedule("*/15 * * * *", report, name="quarterly")],
+            path=location,
+            clock=lambda: now[0],
+        )
+        scheduler.keep()
+        for seen in ("2026-12-07T09:00:30+00:00", "2026-12-07T09:15:30+00:00"):
+            now[0] = datetime.fromisoformat(seen).timestamp()
+            scheduler.step()
+            while scheduler.running:
+                for thread in list(scheduler.running.values()):
+                    thread.join(30)
+        scheduler.close()
+        schedules, ticks = inspect().schedule_rows()
+        assert [(s[0], s[1], s[2], s[3]) for s in schedules] == [
+            ("quarterly", "report", "*/15 * * * *", "UTC")
+        ]
+        assert [(t[0], t[1], t[2], t[3]) for t in ticks] == [
+            (
+                "quarterly",
+                f"2026-12-07T{t}:00+00:00",
+                f"quarterly@2026-12-07T{t}:00+00:00",
+                "completed",
+            )
+            for t in ("09:15", "09:00")
+        ]
+        assert [r.name for r in list_runs(inspect()) if r.goal == "report"] == [
+            "quarterly@2026-12-07T09:15:00+00:00",
+            "quarterly@2026-12-07T09:00:00+00:00",
+        ]

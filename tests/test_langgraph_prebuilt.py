@@ -10,6 +10,7 @@ the journal, says which calls were paid.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -374,6 +375,68 @@ class TestAModelCallUnderABudget:
                 "SELECT count(*) FROM reservations WHERE settled_at IS NOT NULL"
             ).fetchone()
         assert settled == (3,)  # the three model calls, each reserved then settled
+
+
+class TestARequestUnderABudget:
+    @pytest.mark.parametrize("way", ["invoke", "ainvoke"])
+    def test_the_budget_bounds_all_its_calls_and_a_higher_one_resumes_it(
+        self, way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Three model calls, each a run of its own; the budget fits each call alone but not
+        # the three: the request is refused before the third, and asked again with a
+        # higher budget it resumes, paying only the third.
+        import langgraph_prebuilt as program
+        from langgraph.prebuilt import ToolNode, create_react_agent
+
+        from letitloop import Budget
+        from letitloop.adapters.langgraph import (
+            LetItLoopCheckpointSaver,
+            durable_model,
+            durable_node,
+        )
+        from letitloop.errors import BudgetExceededError
+
+        class Limited(program.FakeChat):
+            max_tokens: int = 10
+
+        side = tmp_path / "side"
+        monkeypatch.setenv("SIDE", str(side))
+
+        class Agent:
+            def __init__(self, budget: Budget) -> None:
+                self.graph = create_react_agent(
+                    durable_model(Limited(), budget=budget),
+                    durable_node(ToolNode(program.TOOLS)),
+                    checkpointer=LetItLoopCheckpointSaver(tmp_path / "j.db"),
+                )
+
+            def invoke(self, ask: Any, config: Any) -> Any:
+                if way == "invoke":
+                    return self.graph.invoke(ask, config)
+                return asyncio.run(self.graph.ainvoke(ask, config))
+
+        agent = Agent
+        ask: Any = {"messages": [("user", program.TASK)]}
+        agent(Budget(tokens=10_000)).invoke(ask, {"configurable": {"thread_id": "measured"}})
+        with sqlite3.connect(tmp_path / "j.db") as conn:
+            held = conn.execute(
+                "SELECT tokens, settled_tokens FROM reservations ORDER BY reserved_at"
+            ).fetchall()
+        (r1, s1), (r2, s2), (r3, _) = held
+        budget = Budget(tokens=s1 + s2 + r3 - 1)  # each call fits alone, not the request
+        assert max(r1, r2, r3) <= budget.tokens
+        config = {"configurable": {"thread_id": "t1"}}
+        side.unlink()
+        with pytest.raises(BudgetExceededError, match="request 1 of thread 't1'") as refused:
+            agent(budget).invoke(ask, config)
+        assert (refused.value.tokens, refused.value.key) == (s1 + s2, "model")
+        starts = [x for x in side.read_text().splitlines() if x.startswith("start model")]
+        assert len(starts) == 2  # the third call was not made
+        done = agent(Budget(tokens=10_000)).invoke(ask, config)
+        assert done["messages"][-1].content == "booked: booking of offer-17 and offer-17"
+        starts = [x for x in side.read_text().splitlines() if x.startswith("start")]
+        assert len(starts) == len(set(starts))  # nothing paid twice: only the third was added
+        assert sum(x.startswith("start model") for x in starts) == 3
 
 
 EXAMPLE = HERE.parent / "examples" / "langgraph_agent.py"

@@ -723,6 +723,15 @@ DOCS_AROUND[("adapters.md", "from letitloop.adapters.smolagents import Smolagent
 DOCS_AROUND[("adapters.md", "from letitloop.adapters.autogen import AutoGenStateSerializer")] = (
     AUTOGEN_AROUND
 )
+DOCS_AROUND[("schedules.md", "from datetime import datetime")] = (
+    "",
+    # The run name the page gives for the tick 09:15 Paris time.
+    "from zoneinfo import ZoneInfo\n"
+    "(_s,) = report.__letitloop_schedules__\n"
+    "_tick = datetime(2026, 12, 7, 9, 15, tzinfo=ZoneInfo('Europe/Paris'))\n"
+    "assert _s.run_name(_tick) == 'report@2026-12-07T08:15:00+00:00', _s.run_name(_tick)\n"
+    "assert (_s.catch_up, _s.overlap, _s.tz) == ('latest', 'skip', 'Europe/Paris')\n",
+)
 DOCS_AROUND[("testing.md", "from letitloop import Journal")] = ("", "")
 DOCS_AROUND[("testing.md", "import time")] = ("", "")
 DOCS_AROUND[

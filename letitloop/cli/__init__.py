@@ -6,7 +6,7 @@ never a traceback; an unexpected one is one line too, saying how to see its
 traceback (:data:`TRACEBACK_ENV`), with exit status 70. The commands are in
 one module per family: ``reading`` (runs, show, export), ``changing``
 (reset, fork, gc, upgrade), ``control`` (send, cancel), ``running``
-(watch, demo), ``serving`` (mcp), ``testing`` (fixture, diff) and ``ui``
+(watch, demo), ``scheduling`` (schedules), ``serving`` (mcp), ``testing`` (fixture, diff) and ``ui``
 (the web view); their shared
 options in ``params``, shell completion in ``completion``. Recorded text is
 printed only through
@@ -29,6 +29,7 @@ from .control import cancel, send
 from .params import DB_PATH
 from .reading import export, runs, show
 from .running import demo, watch
+from .scheduling import schedules
 from .serving import mcp_command
 from .testing import diff, fixture
 from .ui import ui
@@ -53,6 +54,7 @@ __all__ = [
     "rekey",
     "reset",
     "runs",
+    "schedules",
     "send",
     "show",
     "ui",
@@ -173,6 +175,7 @@ cli.add_command(diff)  # lil diff (cli/testing.py)
 cli.add_command(verify)  # lil verify (cli/verifying.py)
 cli.add_command(rekey)  # lil rekey (cli/verifying.py)
 cli.add_command(check)  # lil check (cli/checking.py)
+cli.add_command(schedules)  # lil schedules, lil schedules run (cli/scheduling.py)
 
 
 def main() -> None:

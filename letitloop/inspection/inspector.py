@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..storage_schedules import ScheduleRow, TickRow
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
 
 
@@ -206,6 +207,11 @@ class Inspector(Protocol):
     def waits_in_progress(self, goal: str) -> list[tuple[str, str]]:
         """``(run id, key)`` of the goal's waits still ``waiting``, newest run first, then
         in journal order."""
+        ...
+
+    def schedule_rows(self) -> tuple[list[ScheduleRow], list[TickRow]]:
+        """Every schedule's row, by name, and every tick's, by schedule then newest first
+        (``storage_schedules.py``); none in a journal no scheduler has used."""
         ...
 
     # -- changes: each one transaction ---------------------------------------------------

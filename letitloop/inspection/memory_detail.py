@@ -10,6 +10,7 @@ from ..checksums import row_damaged
 from ..encryption import encrypted
 from ..memory_database import Row
 from ..memory_seals import chain_row
+from ..storage_schedules import ScheduleRow, TickRow
 from .decrypting import Decrypting
 from .memory_runs import MemoryRuns, attempt_version
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
@@ -188,6 +189,13 @@ class MemoryDetail(MemoryRuns):
 
     def last_watcher_event(self, run_id: str) -> dict[str, Any] | None:
         return None
+
+    def schedule_rows(self) -> tuple[list[ScheduleRow], list[TickRow]]:
+        with self._reading() as db:
+            schedules = [db.schedules[name] for name in sorted(db.schedules)]
+            ticks = sorted((tuple(r) for r in db.ticks.values()), key=lambda r: r[1], reverse=True)
+        ticks.sort(key=lambda r: r[0])  # stable: newest first within each schedule
+        return schedules, ticks
 
     def waits_in_progress(self, goal: str) -> list[tuple[str, str]]:
         with self._reading() as db:

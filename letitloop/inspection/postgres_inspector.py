@@ -40,6 +40,7 @@ from ..postgres_database import (
 )
 from ..postgres_holding import PostgresHold, is_held, run_hold_text
 from ..postgres_seals import chain_of
+from ..storage_schedules import ScheduleRow, TickRow
 from .images import RunImage
 from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector
@@ -230,6 +231,22 @@ class PostgresInspector(MemoryInspector):
         alone (postgres_seals.py)."""
         self._check()
         return chain_of(self.conn, run.goal, run.id)
+
+    def schedule_rows(self) -> tuple[list[ScheduleRow], list[TickRow]]:
+        """Read where they are (migration 0011), not through the snapshot."""
+        self._check()
+        if not has_tables(self.conn):
+            return [], []
+        with server_errors(self.location):
+            schedules = self.conn.execute(
+                "SELECT name, goal, cron, tz, catch_up, window_s, overlap, cursor, updated_at "
+                "FROM ll_schedules ORDER BY name"
+            ).fetchall()
+            ticks = self.conn.execute(
+                "SELECT schedule, tick, run_name, status, claimed_at, claimed_by, finished_at "
+                "FROM ll_schedule_ticks ORDER BY schedule, tick DESC"
+            ).fetchall()
+        return [tuple(r) for r in schedules], [tuple(r) for r in ticks]
 
     # -- lil watch's records (migration 0006), read where they are ----------------------
 

@@ -14,6 +14,7 @@ from ..encryption import PREFIX, encrypted
 from ..errors import LetItLoopError
 from ..goals import rows_table
 from ..sqlite_keychecks import stored_check
+from ..storage_schedules import ScheduleRow, TickRow
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo, row_info
 from .sqlite_changes import has_table
 from .sqlite_rekey import Convert, Rekeyed, rekey_goal
@@ -245,6 +246,16 @@ class SqliteDetail(SqliteRuns):
             (run_id,),
         )
         return rows[0] if rows else None
+
+    def schedule_rows(self) -> tuple[list[ScheduleRow], list[TickRow]]:
+        if not has_table(self.store, "schedules"):  # an older file, read as it is
+            return [], []
+        schedules = self.store.query("SELECT * FROM schedules ORDER BY name")
+        ticks = self.store.query(
+            "SELECT schedule, tick, run_name, status, claimed_at, claimed_by, finished_at "
+            "FROM schedule_ticks ORDER BY schedule, tick DESC"
+        )
+        return [tuple(r) for r in schedules], [tuple(r) for r in ticks]
 
     def waits_in_progress(self, goal: str) -> list[tuple[str, str]]:
         table = self.store.goal_table(goal)

@@ -84,7 +84,10 @@ def budget_text(detail: RunDetail) -> str:
     """``300 tokens, $0.50 (reached: 330 tokens, $0.03 spent)``: the run's last recorded
     budget (its ``letitloop:budget:…`` row, letitloop/budgets.py) and how far it got; ''
     when the run has none. Reservations not settled (calls in flight, or cut short by a
-    dead process) count as spent, and are named: ``…, 300 tokens reserved and not settled``."""
+    dead process) count as spent, and are named: ``…, 300 tokens reserved and not settled``.
+    A budget shared by several runs (its row's ``shared``: LangGraph's request) is named,
+    and what follows is this run's part: ``1,500 tokens for request 1 of thread 't1' (…),
+    shared with its other runs (this run's part: 118 tokens spent)``."""
     rows = [r for r in detail.rows if r.key.startswith(ROW_PREFIX) and r.result]
     if not rows:
         return ""
@@ -107,6 +110,10 @@ def budget_text(detail: RunDetail) -> str:
     state = "reached" if reached else "within"
     said = usage_text(spent) if spent.steps else "nothing"
     text = f"{', '.join(parts)} ({state}: {said} spent"
+    shared = limit.get("shared")
+    if isinstance(shared, str):  # the runs' spend together is not this run's
+        scope = render.one_line(shared)
+        text = f"{', '.join(parts)} for {scope}, shared with its other runs (this run's part: {said} spent"  # fmt: skip  # noqa: E501
     if held:
         amount = render.tokens(held_tokens) + (f", {render.money(held_cost)}" if held_cost else "")
         text += f", {amount} reserved and not settled by {render.counted(len(held), 'call')}"

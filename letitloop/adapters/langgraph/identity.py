@@ -67,10 +67,12 @@ try:  # LangGraph's names for these keys; literals if a release moves them
     from langgraph._internal._constants import (
         CONFIG_KEY_CHECKPOINTER as CONFIG_KEY_CHECKPOINTER,
     )
+    from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD as CONFIG_KEY_SCRATCHPAD
     from langgraph._internal._constants import CONFIG_KEY_TASK_ID as CONFIG_KEY_TASK_ID
 except ImportError:  # pragma: no cover
     CONFIG_KEY_CHECKPOINT_MAP = "checkpoint_map"
     CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
+    CONFIG_KEY_SCRATCHPAD = "__pregel_scratchpad"
     CONFIG_KEY_TASK_ID = "__pregel_task_id"
 
 #: The ``config["configurable"]`` key of an invocation's explicit key: the
@@ -147,6 +149,9 @@ class NodeIdentity:
     #: The newest root checkpoint of the thread the saver held when the run
     #: started (recorded only when the journal is not the saver's own file).
     anchor: str | None = None
+    #: The request of the thread's log (its seq) the run was made for, when its node
+    #: runs with a budget in the saver's own file (request_budgets.py).
+    request: int | None = None
 
     def content_key(self) -> str:
         """A hash of what makes two executions the same: everything but task and checkpoint."""

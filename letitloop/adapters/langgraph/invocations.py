@@ -47,7 +47,7 @@ from ... import locks
 from ...clock import now
 from ...codec import default_registry
 from ...fingerprint import Fingerprinter
-from . import answers, requests
+from . import answers, request_budgets, requests
 from .configs import thread_text
 from .identity import CONFIG_KEY_TASK_ID
 from .saver import LetItLoopCheckpointSaver
@@ -248,6 +248,11 @@ class Invocation:
         conf = {**(config.get("configurable") or {}), "checkpoint_id": self.start_at}
         return {**config, "configurable": conf}
 
+    def running(self) -> contextlib.AbstractContextManager[None]:
+        """While the graph runs the request: its budgets bound it whole (request_budgets.py)."""
+        seq = None if self.request is None else self.request.seq
+        return request_budgets.running(self.saver.store, self.thread, seq)
+
     def finished(self) -> None:
         end = requests.newest_checkpoint(self.saver.store, self.thread)
         if self.request is not None:
@@ -315,7 +320,8 @@ def stream(
             )
             return
         try:
-            yield from _ORIGINAL_STREAM(self, run_with, inv.run_config(config), **kwargs)
+            with inv.running():
+                yield from _ORIGINAL_STREAM(self, run_with, inv.run_config(config), **kwargs)
         except Exception:
             inv.failed()
             raise
@@ -360,8 +366,11 @@ async def astream(
                 yield chunk
             return
         try:
-            async for chunk in _ORIGINAL_ASTREAM(self, run_with, inv.run_config(config), **kwargs):
-                yield chunk
+            with inv.running():
+                async for chunk in _ORIGINAL_ASTREAM(
+                    self, run_with, inv.run_config(config), **kwargs
+                ):
+                    yield chunk
         except Exception:
             await asyncio.to_thread(inv.failed)
             raise

@@ -36,7 +36,7 @@ from ...pragmas import Durability
 from ...store import Store
 from ...stores import close_store, open_store
 from ..agentcalls import MISMATCH_DETAILS
-from . import polled
+from . import polled, request_budgets
 from .gates import Plan, one_at_a_time, one_at_a_time_async
 from .identity import CONFIG_KEY_CHECKPOINTER, candidates, choose_run, goal_for, identify
 from .messages import fingerprint_registry, with_langchain_types
@@ -259,6 +259,8 @@ def durable_node(
                 identity = dataclasses.replace(
                     identity, anchor=_newest_checkpoint(saver, identity.thread)
                 )
+            if budget is not None and own_file:  # counted with the request's other runs
+                identity = request_budgets.tied(identity, store)
             if isinstance(saver, LetItLoopCheckpointSaver):
                 saver.wait_for_writes()
             return Plan(goal_name, name, journal_path, journal_durability, identity)
@@ -271,7 +273,7 @@ def durable_node(
                 durability=p.durability,
                 timeout=timeout,
                 registry=codec_registry,
-                budget=budget,
+                budget=request_budgets.budget_for(budget, p.identity),
                 input=p.identity.record(),
                 fingerprints=fingerprints,
             )

@@ -28,15 +28,17 @@ so nothing recorded depends on where this code lives.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableBinding
+from langgraph.config import get_config
 from langgraph.prebuilt import ToolNode
 from pydantic import ConfigDict
 
@@ -46,7 +48,9 @@ from ...journal import Journal, current_journal
 from ...step_names import named
 from ...unchecked import unchecked
 from ..agentcalls import plain
-from ..reserving import max_tokens_of, reserve_call
+from ..approved import run_once, run_once_sync
+from ..reserving import chat_prompt, max_tokens_of, reserve_call
+from .identity import CONFIG_KEY_SCRATCHPAD
 
 # -- ToolNode ----------------------------------------------------------------------------
 
@@ -73,6 +77,27 @@ def _node_journal(what: str) -> Journal:
             f"durable_node(ToolNode(...)) to the graph, not the ToolNode itself"
         )
     return journal
+
+
+def _answered() -> bool:
+    """Whether the task running now runs with an answer to an ``interrupt()`` (LangGraph's
+    scratchpad holds a resume value for it): a tool that asked is being resumed."""
+    try:
+        pad = get_config()["configurable"].get(CONFIG_KEY_SCRATCHPAD)
+    except RuntimeError:  # no LangGraph run in this context
+        return False
+    return pad is not None and (bool(pad.resume) or pad.get_null_resume(False) is not None)
+
+
+def _what(call: Any) -> str:
+    return f"{call.get('name')}({json.dumps(plain(call.get('args')), sort_keys=True)})"[:200]
+
+
+def _in_doubt(call: Any) -> Callable[[str], Any]:
+    """What the model is told of an answered tool call cut short and not run again."""
+    return lambda text: ToolMessage(
+        content=text, tool_call_id=call.get("id") or "", name=call.get("name"), status="error"
+    )
 
 
 @named("letitloop:langgraph.tool")
@@ -102,23 +127,35 @@ def durable_tool_node(node: ToolNode, make_durable: Callable[[Any], Any]) -> Too
     def wrap(request: Any, execute: Callable[[Any], Any]) -> Any:
         journal = _node_journal("a tool call")
         call = request.tool_call
+        key = tool_key(call)
 
-        def work() -> Any:
+        def run() -> Any:
             return execute(request) if user_wrap is None else user_wrap(request, execute)
 
-        return journal.step(tool_key(call), tool_call, _identity(call), unchecked(work))
+        def work() -> Any:
+            if not _answered():
+                return run()
+            # Run with an answer to its interrupt(): what follows the answer runs once.
+            return run_once_sync(journal, key, _what(call), run, _in_doubt(call), stop_after=0)
+
+        return journal.step(key, tool_call, _identity(call), unchecked(work))
 
     async def awrap(request: Any, execute: Callable[[Any], Awaitable[Any]]) -> Any:
         journal = _node_journal("a tool call")
         call = request.tool_call
+        key = tool_key(call)
 
-        async def work() -> Any:
+        async def run() -> Any:
             if user_awrap is not None:
                 return await user_awrap(request, execute)
             return await execute(request)
 
-        key, identity = tool_key(call), _identity(call)
-        return await journal.async_step(key, atool_call, identity, unchecked(work))
+        async def work() -> Any:
+            if not _answered():
+                return await run()
+            return await run_once(journal, key, _what(call), run, _in_doubt(call), stop_after=0)
+
+        return await journal.async_step(key, atool_call, _identity(call), unchecked(work))
 
     clone._wrap_tool_call = wrap
     # A sync wrapper of the user's alone: ToolNode runs it (here ``wrap``) with a sync
@@ -168,7 +205,7 @@ def model_call(identity: Any, call: Any) -> dict[str, Any]:
     """The step's function: one real call of the wrapped model, reserved and reported."""
     del identity  # the call's messages and options, for the journal's argument check only
     model, messages, stop, run_manager, kwargs = call
-    prompt = [plain(m.model_dump(mode="json")) for m in messages]
+    prompt = functools.partial(chat_prompt, messages, kwargs.get("tools"))
     reserve_call(prompt, lambda: max_tokens_of(kwargs, model), _model_name(model), None)
     result = model._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
     _report(model, result)
@@ -180,7 +217,7 @@ async def amodel_call(identity: Any, call: Any) -> dict[str, Any]:
     """The async step's function: one real call of the wrapped model, reserved and reported."""
     del identity
     model, messages, stop, run_manager, kwargs = call
-    prompt = [plain(m.model_dump(mode="json")) for m in messages]
+    prompt = functools.partial(chat_prompt, messages, kwargs.get("tools"))
     reserve_call(prompt, lambda: max_tokens_of(kwargs, model), _model_name(model), None)
     result = await model._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
     _report(model, result)

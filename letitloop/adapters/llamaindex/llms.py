@@ -34,6 +34,7 @@ journal, or in another workflow).
 from __future__ import annotations
 
 import contextvars
+import functools
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ from ...durable import usage
 from ...errors import LetItLoopError
 from ...step_names import Named
 from ..agentcalls import digest, plain
-from ..reserving import max_tokens_of, reserve_call
+from ..reserving import chat_prompt, max_tokens_of, reserve_call
 
 if TYPE_CHECKING:
     from .journaled import JournaledRun
@@ -96,7 +97,7 @@ def model_name(llm: Any) -> str | None:
 
 def reserve(llm: Any, messages: Any, kwargs: dict[str, Any]) -> None:
     """Reserve the call about to be made when the run has a budget (settled by ``report``)."""
-    prompt = [m.model_dump(mode="json") for m in messages]
+    prompt = functools.partial(chat_prompt, messages, kwargs.get("tools"))
     reserve_call(prompt, lambda: max_tokens_of(kwargs, llm), model_name(llm), None)
 
 
