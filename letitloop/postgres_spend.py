@@ -1,7 +1,7 @@
 """What a run's paid calls spent and reserved, in PostgreSQL (``PostgresSpendRows``: ``SpendRows``).
 
 The usage the run's rows and tries (``ll_tries``) hold, summed, and the
-reservations of ``ll_reservations``; PostgreSQL runs are never forks.
+reservations of ``ll_reservations``, and a fork's point (``postgres_fork.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from . import row_rules
 from .postgres_connection import PostgresConnection
+from .postgres_fork import fork_point
 
 __all__ = ["PostgresSpendRows"]
 
@@ -92,4 +93,4 @@ class PostgresSpendRows(PostgresConnection):
         ]
 
     def fork_point(self, run_id: str) -> tuple[str, list[str]] | None:
-        return None  # lil fork makes no PostgreSQL run (the store has no fork)
+        return fork_point(self._run, run_id)  # postgres_fork.py

@@ -108,6 +108,7 @@ HISTORY: dict[str, tuple[str, ...]] = {
     "letitloop:langgraph.approved_call": (),
     "letitloop:langgraph.tool": (),  # a ToolNode's call, sync or async alike
     "letitloop:langgraph.model": (),  # durable_model's call, sync or async alike
+    "letitloop:crewai.item": (),  # a kickoff_for_each item's inputs, with a run name
     "letitloop:smolagents.model": ("letitloop.adapters.smolagents.model.call_model",),
     "letitloop:smolagents.tool": ("letitloop.adapters.smolagents.agent.call_tool",),
     "letitloop:smolagents.agent": ("letitloop.adapters.smolagents.agent.call_agent",),

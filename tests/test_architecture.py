@@ -107,6 +107,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "postgres_connection",
             "postgres_seals",
             "postgres_events",
+            "postgres_fork",
         },
     ),
     (
@@ -246,6 +247,7 @@ INSPECTION_ORDER = [
     "sqlite_fixture",
     "sqlite_rekey",
     "sqlite_filters",
+    "fork_copies",
     "sqlite_changes",
     "sqlite_copy",
     "sqlite_runs",
@@ -314,7 +316,7 @@ SMOLAGENTS_ORDER = ["calls", "model", "code", "agent", "__init__"]
 AUTOGEN_ORDER = ["calls", "client", "tools", "human", "serializer", "__init__"]
 #: The CrewAI adapter's own modules, bottom up: the session and one call's step, the
 #: models' calls, the tools' calls, the handler that wraps a crew.
-CREWAI_ORDER = ["calls", "llms", "tools", "handler", "__init__"]
+CREWAI_ORDER = ["calls", "llms", "tools", "items", "handler", "__init__"]
 
 #: Adapters whose framework has an environment of its own (tests/crewai_env.py): in
 #: another, importing them is skipped (their tests run in that environment).
@@ -597,6 +599,7 @@ STORE_MODULES = {
     "postgres_connection",
     "postgres_seals",
     "postgres_events",
+    "postgres_fork",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).

@@ -575,3 +575,15 @@ class TestTheHumanExample:
         last = sdk.run(example, "--db", db)
         assert last.returncode == 0, last.stderr
         assert "approved poem:\nThe sea breathes in and out again;" in last.stdout
+        shown = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--db", db, "show", "poem"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        endings = [ln.split(" — ")[-1] for ln in shown.splitlines() if " — " in ln]
+        assert endings == [
+            "stopped to wait for 'user_proxy.input:1'",
+            "stopped to wait for 'user_proxy.input:2'",
+            "completed",
+        ], shown

@@ -1116,6 +1116,34 @@ class TestAnEncryptedRun:
         assert sorted(calls.calls) == [0, 1, 2]  # its own key still opens it
 
 
+class TestAForkedRun:
+    def test_its_copies_are_checksummed_for_it_so_an_edited_copy_is_refused(
+        self, tmp_path: Path, mode: Mode
+    ) -> None:
+        # lil fork's copies (maintenance.fork_run) carry checksums for the fork, as the
+        # rows its own attempts write: damage to a copy is never replayed as its value.
+        from letitloop.errors import DamagedRowError
+        from letitloop.inspection import find_run, open_inspector
+        from letitloop.maintenance import fork_run, reset_run
+
+        location = mode.backend.location(tmp_path)
+        calls = Calls()
+        secret_run(mode, location, calls)
+        inspector = open_inspector(location, write=True)
+        try:
+            source = find_run(inspector, "r")
+            fork_run(inspector, source, "s2")
+            reset_run(inspector, source.id)  # the source gone: only the copies hold s0, s1
+        finally:
+            inspector.close()
+        mode.backend.edit_result(location, "secret", "s1", '{"i": 1, "token": "forged"}')
+        with Journal("secret", run="r", path=location) as j:
+            assert secret_step(mode, j, "s0", calls, 0)["token"] == f"{SECRET}-0"
+            with pytest.raises(DamagedRowError, match="s1"):
+                secret_step(mode, j, "s1", calls, 1)
+        assert sorted(calls.calls) == [0, 1, 2]  # nothing called again
+
+
 def open_as(mode: Mode, j: Journal) -> None:
     """Open ``j`` as ``mode`` says (``with`` or ``async with``), closing it again."""
     if mode.kind == "sync":

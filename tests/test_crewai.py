@@ -419,6 +419,11 @@ def requests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     for kickoff in KICKOFFS:
         runs[f"{kickoff}, killed"] = partial(trials.killed_then_rerun, kickoff)
         runs[f"{kickoff}, two copies at once"] = partial(trials.two_copies, kickoff)
+    for kickoff in ("each", "each-async"):  # a batch with a run name: items by place
+        runs[f"{kickoff} named, killed"] = partial(
+            with_kickoff, NAMED, partial(trials.killed_then_rerun, kickoff)
+        )
+    runs["each named, list changed"] = partial(with_kickoff, NAMED, partial(list_changed, trials))
 
     class Found(dict[str, Any]):
         def __missing__(self, name: str) -> Any:
@@ -435,6 +440,53 @@ def requests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+#: The run name of the batches whose items are named by their place (``{run}.item{n}``).
+NAMED = {"run": "batch-7"}
+
+
+def with_kickoff(kickoff: dict[str, Any], scenario: Any) -> Any:
+    """``scenario()`` with every child's kickoff given ``kickoff`` (CREW_KICKOFF)."""
+    os.environ["CREW_KICKOFF"] = json.dumps(kickoff)
+    try:
+        return scenario()
+    finally:
+        os.environ.pop("CREW_KICKOFF", None)
+
+
+@dataclass
+class ListChanged:
+    """The trials of a named batch whose list of inputs changed: the scenario, without the
+    runs of the changed list, and those runs (each refused)."""
+
+    scenario: Any
+    refused: list[Any]
+
+    def summary(self) -> dict[str, int]:
+        return {**self.scenario.summary(), "changed lists refused": len(self.refused)}
+
+
+def list_changed(trials: Any) -> ListChanged:
+    """``kickoff_for_each([sqlite, wal], run=...)`` killed at a random point (half of the
+    trials after it returned); then the program kicks off a changed list ([wal, wal]: item
+    1 is now another input); then the list as it was, to its end."""
+    from request_trials import CHANGED, TASK, Trial, counted
+
+    refused: list[Any] = []
+
+    def trial(kill_at: str, answers: dict[str, str]) -> Any:
+        if trials.random.random() < 0.5:
+            kill_at = "after return"
+        db, side = trials.fresh()
+        first = trials.run("each", db, side, kill_at)
+        before = side.read_text()
+        refused.append(trials.run("each", db, side, task=CHANGED))
+        assert side.read_text() == before, "the changed list made a call"
+        last = trials.run("each", db, side)
+        return counted(Trial(kill_at, [first, last], [answers[TASK]] * 2), side)
+
+    return ListChanged(trials.scenario("each", trial), refused)
 
 
 @LONG
@@ -487,6 +539,66 @@ class TestTheOtherKickoffsWithTheDefaultArguments:
         # Two copies: a quarter of the first copies are not killed, and a first copy that
         # found the second holding the run replays it, never reaching its kill point.
         assert found.summary()["killed"] >= (10 if scenario == "killed" else 5)
+
+
+@LONG
+@pytest.mark.parametrize("kickoff", ["each", "each-async"])
+class TestAKickoffForEachWithARunName:
+    """Its n-th input's run is ``{run}.item{n}``: killed anywhere (after it returned
+    included), the program run again pays no finished call again."""
+
+    def test_no_finished_call_is_paid_again_and_every_answer_is_the_uninterrupted_runs(
+        self, requests: dict[str, Any], kickoff: str
+    ) -> None:
+        found = requests[f"{kickoff} named, killed"]
+        assert found.failures() == []
+        assert found.paid_again() == 0
+        assert found.never_paid() == 0
+        assert found.wrong_answers() == []
+        assert found.summary()["killed"] >= 10
+
+
+#: What the refusal of a changed list says: the item, both inputs, the ways out.
+WORDS_OF_THE_REFUSAL = (
+    "of run 'batch-7' (its run 'batch-7.item1', ",
+    'recorded for inputs {"topic": "sqlite"}',
+    'now kicked off with {"topic": "wal"}',
+    "('topic' differ)",
+    "nothing was called",
+    "the list as it was (it resumes)",
+    "fresh=True",
+    "lil reset research_crew --run ",
+    "lil fork ",
+)
+
+
+@LONG
+class TestAKickoffForEachWithARunNameWhoseListChanged:
+    """Items are named by their place, so a changed list would pair item 1 with another
+    input: it is refused before any call, naming the item, both inputs and the ways out,
+    and the list as it was then finishes the batch."""
+
+    def test_the_changed_list_is_refused_in_one_error_and_makes_no_call(
+        self, requests: dict[str, Any]
+    ) -> None:
+        found = requests["each named, list changed"]
+        assert len(found.refused) == 20
+        for run in found.refused:
+            assert run.returncode == 1, run.stderr[-2000:]
+            last = run.stderr.strip().splitlines()[-1]
+            error = "letitloop.errors.StepMismatchError: kickoff_for_each item 1 "
+            assert last.startswith(error), last
+            for words in WORDS_OF_THE_REFUSAL:
+                assert words in last, last
+
+    def test_the_list_as_it_was_then_finishes_the_batch_paying_no_call_again(
+        self, requests: dict[str, Any]
+    ) -> None:
+        found = requests["each named, list changed"].scenario
+        assert found.failures() == []
+        assert found.paid_again() == 0
+        assert found.never_paid() == 0
+        assert found.wrong_answers() == []
 
 
 @LONG

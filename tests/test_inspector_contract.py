@@ -29,8 +29,10 @@ import pytest
 from helpers import spawn_python, write_script
 
 import letitloop
-from letitloop import Journal, schemes
+from letitloop import Budget, Journal, reserve, schemes, usage
 from letitloop.errors import (
+    BudgetExceededError,
+    EncryptionKeyError,
     JournalFileError,
     LetItLoopError,
     NotWaitingError,
@@ -48,8 +50,10 @@ from letitloop.inspection import (
     resumable_run,
     show_run,
 )
+from letitloop.inspection.verify import chain_of, check_chain, verify_key
 from letitloop.maintenance import fork_run, gc_runs, reset_run
 from letitloop.memory_storage import abandon, open_memory
+from letitloop.runtext.words import ending
 from letitloop.versions import source_version
 from letitloop.waits import RunWaiting
 
@@ -132,6 +136,10 @@ def inspect(location: str) -> Iterator[Callable[..., Inspector]]:
     yield opener
     for inspector in opened:
         inspector.close()
+
+
+#: A key of 16 bytes or more: an encryption key and a seal key.
+SECRET = "k" * 16 + "-inspector-contract"
 
 
 def fail(x: int) -> int:
@@ -370,6 +378,31 @@ class TestARunThatWaits:
         assert sent.live and got == [[1, 2]]
         assert time.monotonic() - started < 5  # woken by the change, not by stop_after
 
+    def test_each_attempt_that_stopped_to_wait_is_shown_stopped_for_its_wait(
+        self, location: str, inspect: Callable[..., Inspector]
+    ) -> None:
+        def attempt() -> None:
+            with Journal("approve", path=location) as j:
+                j.step("draft", str, "text")
+                j.wait_for("approval", stop_after=0)
+                j.wait_for("publish", stop_after=0)
+
+        for answer in ("approval", "publish"):
+            for _ in range(2):  # the second run is made before the value came
+                with pytest.raises(RunWaiting):
+                    attempt()
+            letitloop.send("approve", answer, True, path=location)
+        attempt()
+        detail = show_run(inspect(), one(list_runs(inspect()), "approve").id)
+        assert [(a.outcome, a.step) for a in detail.attempts] == [
+            ("waiting", "approval"),
+            ("waiting", "approval"),  # the same wait
+            ("waiting", "publish"),
+            ("waiting", "publish"),
+            ("completed", None),
+        ]
+        assert ending(detail.attempts[2]) == "stopped to wait for 'publish'"
+
     def test_a_goal_names_its_run_waiting_for_the_name(self, location: str) -> None:
         run_id = waiting(location)
         assert letitloop.send("approve", "approval", 1, path=location).run.id == run_id
@@ -430,6 +463,68 @@ class TestAFork:
             j.step("a", str, 1)
             with pytest.raises(RunHeldError):
                 fork_run(inspect(write=True), j.run_id, "a")
+
+    def test_its_budget_counts_the_sources_spend_and_reservations_before_the_fork_point(
+        self, location: str, inspect: Callable[..., Inspector]
+    ) -> None:
+        # So forking a run that reached its budget cannot spend that budget again.
+        budget = Budget(tokens=1000)
+
+        def cut_short() -> None:
+            reserve(tokens=200)
+            raise KeyboardInterrupt  # as a cancelled call: its reservation stays counted
+
+        with pytest.raises(KeyboardInterrupt), Journal("g", path=location, budget=budget) as j:
+            j.step("a", lambda: usage(input_tokens=300))
+            j.step("b", cut_short)
+        with Journal("g", path=location, budget=budget) as j:
+            j.step("b", lambda: usage(input_tokens=100))
+            j.step("c", lambda: usage(input_tokens=250))
+            j.step("d", lambda: usage(input_tokens=50))
+        forked = fork_run(inspect(write=True), find_run(inspect(), "g"), "c")
+        assert forked.copied == ["letitloop:budget:tokens=1000", "a", "b"]
+        # Carried: a's 300, b's 100 and its call cut short (200): 600; c and d are not.
+        with Journal("g", path=location, budget=budget) as j:
+            assert j.run_id == forked.run.id
+            with pytest.raises(BudgetExceededError) as refused:
+                j.step("c", lambda: reserve(tokens=401))
+            assert (refused.value.tokens, refused.value.reserved_tokens) == (400, 200)
+            assert j.step("e", lambda: getattr(reserve(tokens=400), "tokens", None)) == 400
+
+    def test_of_an_encrypted_run_encrypts_the_copies_again_for_the_fork(
+        self, location: str, inspect: Callable[..., Inspector], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        pytest.importorskip("cryptography")
+        called: list[str] = []
+
+        def upper(k: str) -> str:
+            called.append(k)
+            return k.upper()
+
+        with Journal("g", path=location, run="r", encryption_key=SECRET) as j:
+            source = j.run_id
+            assert [j.step(k, upper, k) for k in "abc"] == ["A", "B", "C"]
+        with pytest.raises(EncryptionKeyError, match="copies must be encrypted again"):
+            fork_run(inspect(write=True), source, "c")  # no LETITLOOP_ENCRYPTION_KEY
+        assert [r.id for r in list_runs(inspect(), "g")] == [source]  # nothing was forked
+        monkeypatch.setenv("LETITLOOP_ENCRYPTION_KEY", SECRET)
+        forked = fork_run(inspect(write=True), source, "c")
+        with Journal("g", path=location, run="r", encryption_key=SECRET) as j:
+            assert j.run_id == forked.run.id
+            got = [j.step(k, upper, k) for k in "abc"]
+        assert got == ["A", "B", "C"] and called == ["a", "b", "c", "c"]  # the copies replay
+
+    def test_with_the_seal_key_seals_the_copies_as_the_new_runs_chain(
+        self, location: str, inspect: Callable[..., Inspector], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("LETITLOOP_SEAL_KEY", SECRET)
+        with Journal("g", path=location, seal=SECRET) as j:
+            for k in "abcd":
+                j.step(k, str, k)
+        journal = inspect(write=True)
+        forked = fork_run(journal, find_run(journal, "g"), "c").run
+        found = check_chain(forked.id, "g", *chain_of(inspect(), forked), verify_key())
+        assert (found.state, found.entries, found.unsealed) == ("sealed", 2, [])
 
 
 class TestGc:

@@ -162,6 +162,42 @@ class TestForkingADurableRun:
         assert '{"user_id":123}' in out
 
 
+class TestAnAttemptThatStoppedToWait:
+    """Each attempt that stopped to wait (exit 75: a durable wait, AutoGen's person, Pydantic
+    AI's approval) is shown stopped for its wait, not as one that ended without closing."""
+
+    @pytest.mark.parametrize("store", ["file", "postgres"])
+    def test_lil_show_says_what_each_one_waited_for(self, store: str, tmp_path: Path) -> None:
+        import letitloop
+
+        if store == "postgres":
+            import pg_server
+
+            db = pg_server.location()
+        else:
+            db = str(tmp_path / "j.db")
+
+        def attempt() -> None:
+            with Journal("approve", path=db, run="r") as j:
+                j.step("draft", str, "text")
+                j.wait_for("approval", stop_after=0)
+                j.wait_for("publish", stop_after=0)
+
+        for answer in ("approval", "publish"):
+            with pytest.raises(RunWaiting):
+                attempt()
+            letitloop.send("approve", answer, True, path=db)
+        attempt()
+        done = lil_forked("--db", db, "show", "r")
+        assert done.returncode == 0, done.stderr
+        endings = [ln.split(" — ")[-1] for ln in done.stdout.splitlines() if " — " in ln]
+        assert endings == [
+            "stopped to wait for 'approval'",
+            "stopped to wait for 'publish'",
+            "completed",
+        ], done.stdout
+
+
 class TestTheDemo:
     def test_its_killed_attempt_is_not_shown_as_ending_not_recorded(self, tmp_path: Path) -> None:
         out = subprocess.run(

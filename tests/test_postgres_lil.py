@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from typing import Any
 
 import pg_server
 import pytest
-from helpers import spawn_python, write_script
+from helpers import lil_forked, run_forked, spawn_python, write_script
 
 from letitloop import Journal
 
@@ -71,6 +72,81 @@ class TestLilFork:
             assert j.step("a", called, "a") == "a"  # kept
             assert j.step("b", called, "b") == "b"  # run again
         assert CALLS[before:] == ["b"]
+
+
+#: Run "r" of goal "paid" under a budget of 1,000 tokens: steps a, b, c report 300 each,
+#: step d reserves 200 first (over budget in the source); each call made is written to SIDE.
+PAID = """
+    import sys
+    from letitloop import Budget, BudgetExceededError, Journal, reserve, usage
+
+    location, side = sys.argv[1:3]
+
+    def call(key, tokens, reserved=0):
+        if reserved:
+            reserve(tokens=reserved)  # refused: the call is not made
+        with open(side, "a") as f:
+            f.write(key + "\\n")
+        usage(input_tokens=tokens)
+        return key
+
+    try:
+        with Journal("paid", run="r", path=location, budget=Budget(tokens=1000)) as j:
+            for key in "abc":
+                j.step(key, call, key, 300)
+            j.step("d", call, "d", 100, 200)
+    except BudgetExceededError as exc:
+        print("refused", exc.key, exc.tokens)
+        sys.exit(3)
+"""
+
+
+class TestLilForkOfARunThatReachedItsBudget:
+    """``lil fork`` as a subprocess on PostgreSQL, as on a journal file: the same lines, and
+    the fork resumed by a fresh process replays every step before the fork point and counts
+    what the source spent there, so it cannot spend the budget again."""
+
+    def fork_and_resume(self, location: str, tmp_path: Path) -> tuple[str, list[str], str]:
+        script = write_script(tmp_path, "paid.py", PAID)
+        side = tmp_path / f"side-{len(list(tmp_path.iterdir()))}"
+        first = run_forked(script, location, str(side))
+        assert (first.returncode, first.stdout) == (3, "refused d 900\n"), first.stderr
+        (source,) = [r["id"] for r in json.loads(lil(location, "runs", "paid", "--json"))]
+        out = lil(location, "fork", source, "--from-step", "c")
+        side.write_text("")
+        again = run_forked(script, location, str(side))  # a fresh process: the fork
+        assert again.returncode == 3, again.stderr
+        shown = out.replace(source, "SOURCE")
+        shown = re.sub(r"new run \w+", "new run NEW", shown)
+        return shown, side.read_text().split(), again.stdout
+
+    def test_its_fork_replays_the_steps_before_and_counts_their_spend(
+        self, location: str, tmp_path: Path
+    ) -> None:
+        shown, calls, refused = self.fork_and_resume(location, tmp_path)
+        assert calls == ["c"]  # a and b replayed: 0 calls before the fork point
+        # a's and b's 600 carried, c's 300 paid again: d's 200 does not fit, as in the source.
+        assert refused == "refused d 900\n"
+        assert "keeps 3 recorded results (letitloop:budget:tokens=1000, a, b)" in shown
+        # The same lines as lil fork of the same run in a journal file.
+        assert shown == self.fork_and_resume(str(tmp_path / "j.db"), tmp_path)[0]
+
+
+class TestLilOnAUrlWhoseSchemaDoesNotExist:
+    """As a journal file that is not there: one line saying so, and a non-zero exit."""
+
+    @pytest.mark.parametrize("command", [["runs"], ["show", "nightly"], ["export", "nightly"]])
+    def test_it_says_the_schema_was_not_found_and_exits_1(
+        self, command: list[str], tmp_path: Path
+    ) -> None:
+        url = pg_server.server_url() + "&options=-csearch_path%3Dno_such_schema"
+        done = lil_forked("--db", url, *command)
+        missing = lil_forked("--db", str(tmp_path / "missing.db"), *command)
+        assert done.returncode == missing.returncode == 1, done.stdout
+        assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+        for words in ("no schema 'no_such_schema'", "so no journal here", "check the URL",
+                      "CREATE SCHEMA"):  # fmt: skip
+            assert words in done.stderr, done.stderr
 
 
 class TestLilGc:

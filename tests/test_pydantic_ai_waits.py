@@ -117,3 +117,5 @@ class TestAnAgentWaitingInsideTheProgramsOwnJournal:
         # Asked once, the first model request replayed, the approved tool run once.
         assert [c.split()[0] for c in calls] == ["model", "ask", "tool", "model"]
         assert "completed" in lil("runs", "--db", str(db)).stdout
+        shown = lil("show", "desk", "--db", str(db)).stdout
+        assert "— stopped to wait for 'refund_approval'" in shown, shown

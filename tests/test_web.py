@@ -28,6 +28,7 @@ from web_journals import (
 )
 
 from letitloop import Journal
+from letitloop.waits import RunWaiting
 from letitloop.web import create_app, views
 from letitloop.web.values import PREVIEW_CHARS
 from letitloop.web.views import RUNS_PER_PAGE
@@ -106,6 +107,21 @@ class TestARunsPage:
         assert 'class="badge replayed"' in fetch.group(0)
         slow = re.search(r"<tr[^>]*>(?:(?!</tr>).)*>slow</a>.*?</tr>", html, re.DOTALL)
         assert slow is not None and "replayed" not in slow.group(0)  # ran in attempt 2
+
+    def test_an_attempt_that_stopped_to_wait_says_what_it_waited_for(self, db: Path) -> None:
+        import letitloop
+
+        def attempt() -> None:
+            with Journal("approve", path=db, run="r") as j:
+                j.wait_for("approval", stop_after=0)
+
+        with pytest.raises(RunWaiting):
+            attempt()
+        letitloop.send("approve", "approval", True, path=db)
+        attempt()
+        html = client(db).get("/runs/r").text
+        first = html[html.index('data-attempt="1"') : html.index('data-attempt="2"')]
+        assert "stopped to wait for &#39;approval&#39;" in first, first
 
     def test_each_attempt_says_which_steps_it_got_back_by_replay(self, killed: Pipeline) -> None:
         html = client(killed.db).get("/runs/resumed").text

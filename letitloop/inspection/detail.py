@@ -112,8 +112,8 @@ def _with_ending(
             ]
             culprit = next((f for f in failures if f.error == a.error), None)
             step = culprit.key if culprit is not None else None
-        elif outcome == "waiting" and last:
-            step = next((p.key for p in run.pauses if p.status == "waiting"), None)
+        elif outcome == "waiting":
+            step = _waited_for(run, rows, a, last)
         step_s = None
     elif last and run.state in ("running", "completed"):
         outcome = run.state
@@ -170,6 +170,25 @@ def _with_ending(
         a.ended_at,
         a.recorded,
     )
+
+
+def _waited_for(run: RunInfo, rows: list[RowInfo], a: AttemptInfo, last: bool) -> str | None:
+    """The wait attempt ``a`` stopped for (its outcome recorded ``waiting``): the run's wait
+    in progress for its last attempt; for an earlier one, the first wait (in journal order)
+    started before it ended and not answered by then (a run stops at its first wait with
+    no value), else the last wait it started; None when its rows tell none."""
+    if last:
+        waiting = next((p.key for p in run.pauses if p.status == "waiting"), None)
+        if waiting is not None:
+            return waiting
+    waits = [r for r in rows if r.kind == "wait"]
+    with contextlib.suppress(ValueError, OverflowError, TypeError):
+        ended = parse_utc(str(a.ended_at))
+        for r in waits:
+            began = r.started_at is not None and parse_utc(r.started_at) <= ended
+            if began and (r.finished_at is None or parse_utc(r.finished_at) >= ended):
+                return r.key
+    return next((r.key for r in reversed(waits) if r.attempt == a.attempt), None)
 
 
 def resumer(inspector: Inspector | Store, run: RunInfo) -> dict[str, Any] | None:

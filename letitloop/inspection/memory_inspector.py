@@ -26,6 +26,9 @@ from typing import Any
 from ..checksums import pause_sum
 from ..errors import JournalFileError
 from ..memory_database import existing
+from ..memory_seals import start
+from ..seals import env_seal_key
+from .fork_copies import bind_copies
 from .images import RunImage
 from .inspector import WaitAnswer
 from .memory_copy import add_images, memory_image
@@ -116,6 +119,14 @@ class MemoryInspector(MemoryDetail):
         rename_source: str | None,
     ) -> None:
         with self._changing() as db:
+            # The copies first, bound to the new run (fork_copies.py): a refusal (an
+            # encrypted value without the key) leaves the database as it was.
+            copies = [
+                {**{c: row[c] for c in _COPIED}, "key": row["key"]}
+                for row in self._rows_of(source.goal, source.id)
+                if row.rowid < before_seq and row["status"] == "done"
+            ]
+            bind_copies(copies, source, new_id)
             old = db.runs[source.id]
             if rename_source is not None:
                 old["name"] = rename_source
@@ -135,17 +146,15 @@ class MemoryInspector(MemoryDetail):
                 "order": db.run_order(),
             }
             rows = db.goals[source.goal]
-            for row in self._rows_of(source.goal, source.id):
-                if row.rowid >= before_seq or row["status"] != "done":
-                    continue
+            made = []
+            for values in copies:
                 copy = db.new_row()
-                copy.update(
-                    {c: row[c] for c in _COPIED},
-                    run=new_id,
-                    key=row["key"],
-                    attempt=0,
-                )
-                rows[(new_id, row["key"])] = copy
+                copy.update(values, run=new_id, attempt=0)
+                rows[(new_id, values["key"])] = copy
+                made.append(copy)
+            secret = env_seal_key()
+            if secret is not None:  # the copies sealed, as a file's fork seals them
+                start(db.seals, made, new_id, secret)
 
     def answer_wait(
         self, run: RunInfo, choose: Callable[[list[WaitRow]], WaitAnswer]

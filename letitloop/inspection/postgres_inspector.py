@@ -38,6 +38,7 @@ from ..postgres_database import (
     schema_version_of,
     server_errors,
 )
+from ..postgres_fork import seal_fork
 from ..postgres_holding import PostgresHold, is_held, run_hold_text
 from ..postgres_seals import chain_of
 from ..storage_schedules import ScheduleRow, TickRow
@@ -99,7 +100,9 @@ class PostgresInspector(MemoryInspector):
         try:
             with server_errors(location):
                 row = self.conn.execute("SELECT current_schema()").fetchone()
-                self.schema = str(row[0]) if row is not None else ""
+                if row is None or row[0] is None:
+                    raise self._no_schema()
+                self.schema = str(row[0])
                 if has_tables(self.conn):
                     self._upgrade(write)
             # Nothing read yet: every question reads its own snapshot (_reading).
@@ -107,6 +110,22 @@ class PostgresInspector(MemoryInspector):
         except BaseException:
             self.conn.close()
             raise
+
+    def _no_schema(self) -> JournalFileError:
+        """The error of a URL whose schema is not there (``current_schema()`` is null: no
+        schema of its ``search_path`` exists, or the role may use none), as a missing
+        journal file's: nothing to read or change there."""
+        found = self.conn.execute("SELECT current_setting('search_path'), current_database()")
+        path, database = found.fetchone()
+        return JournalFileError(
+            f"{self.path}: no schema {path!r} (the URL's search_path) in database {database!r} "
+            f"(it does not exist, or "
+            f"this role may not use it), so no journal here; expected the schema a Journal "
+            f"wrote its tables in, named by the URL's options=-csearch_path=…: check the URL, "
+            f"or create the schema (CREATE SCHEMA …, and GRANT USAGE, CREATE ON SCHEMA … to "
+            f"the role) for a program to write there",
+            path=self.path,
+        )
 
     def _upgrade(self, write: bool) -> None:
         """A newer schema refused, an older one upgraded to change it (``write``) or
@@ -194,6 +213,21 @@ class PostgresInspector(MemoryInspector):
             write_back(self.conn, before, after)
             # Wakes the journals paused in this schema (a value sent, a cancel).
             self.conn.execute("SELECT pg_notify(%s, current_schema())", (CHANNEL,))
+
+    def fork(
+        self,
+        source: RunInfo,
+        new_id: str,
+        at: str,
+        from_step: str,
+        before_seq: int,
+        rename_source: str | None,
+    ) -> None:
+        """The memory store's fork, written back, and its copies sealed in the same
+        transaction when ``LETITLOOP_SEAL_KEY`` is set (postgres_fork.py), as a file's."""
+        with server_errors(self.location), self.conn.transaction():
+            super().fork(source, new_id, at, from_step, before_seq, rename_source)
+            seal_fork(self.conn, source.goal, new_id)
 
     # -- lil copy ---------------------------------------------------------------------
 

@@ -10,11 +10,11 @@ import sqlite3
 
 from ..checksums import marker_sum, pause_sum, step_sum
 from ..encryption import PREFIX, encrypted, env_cipher
-from ..errors import EncryptionKeyError
 from ..goals import delete_run_rows, rows_table
 from ..seals import env_seal_key
 from ..sqlite_seals import adopt
 from ..store import Store
+from .fork_copies import ENCRYPTED_FIELDS, key_needed
 from .records import RunInfo
 
 #: Ids bound per statement: SQLite allows at most 999 parameters in old builds.
@@ -75,10 +75,6 @@ def bind_copied_rows(c: sqlite3.Connection, view: str, run_id: str, source: RunI
         adopt(c, table, num, run_id, secret, chained=False)
 
 
-#: The fields of a row that may be stored encrypted, in the order the statements name them.
-_ENCRYPTED_FIELDS = ("result", "error", "traceback")
-
-
 def _rebound(c: sqlite3.Connection, view: str, run_id: str, source: RunInfo) -> None:
     """Inside the fork's write transaction: the encrypted values copied from run ``source``
     into run ``run_id`` decrypted and encrypted again for the new run (each is bound to its
@@ -94,16 +90,11 @@ def _rebound(c: sqlite3.Connection, view: str, run_id: str, source: RunInfo) -> 
         return
     cipher = env_cipher()
     if cipher is None:
-        raise EncryptionKeyError(
-            f"run {source.id} of goal {source.goal!r}: its values are encrypted, each bound "
-            f"to its run, so a fork's copies must be encrypted again for the new run: "
-            f"expected the key in LETITLOOP_ENCRYPTION_KEY; nothing was forked",
-            run_id=source.id,
-        )
+        raise key_needed(source)
     for rowid, key, *values in rows:
         again = [
             cipher.seal(cipher.open(v, source.id, key, f), run_id, key, f) if encrypted(v) else v
-            for v, f in zip(values, _ENCRYPTED_FIELDS, strict=True)
+            for v, f in zip(values, ENCRYPTED_FIELDS, strict=True)
         ]
         c.execute(
             f'UPDATE "{rows_table(view)}" SET result = ?, error = ?, traceback = ? WHERE rowid = ?',

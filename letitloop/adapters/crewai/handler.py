@@ -16,6 +16,9 @@ journal run:
   once complete, for ``reuse=`` seconds or forever), ``fresh=True`` asks
   for a new answer; the handler's, or one kickoff's
   (``crew.kickoff(inputs=..., run=..., fresh=True)``);
+- ``kickoff_for_each`` (and its async twin) with a run name names its n-th
+  input's run ``{run}.item{n}``, which records its inputs first and refuses
+  other inputs (``items.py``: the list changed under a recorded batch);
 - inside a journal the program already opened (``with Journal(...)``,
   ``@durable``), the crew's steps go to that run, their names prefixed with
   the session id (``research_crew:llm:Researcher``), so several crews of one
@@ -48,6 +51,7 @@ from ...pragmas import Durability
 from ..agentcalls import DEFAULT_TIMEOUT as WAIT_FOR_HOLDER
 from ..agentcalls import plain, request_options
 from .calls import Session, active
+from .items import check_item
 from .llms import WRAPPED, wrap_llm
 from .tools import wrap_tool
 
@@ -216,10 +220,11 @@ class CrewAIDurabilityHandler:
                 finally:
                     active.reset(token)
             named = run if run is not None else handler.run
+            batch_name = None  # the run name of the batch this copy is an item of
             if item is not None:  # a copy kicked off by kickoff_for_each: its batch's options
                 n, batch = item
-                named = run if run is not None else batch.run if batch.run else handler.run
-                named = None if named is None else f"{named}.item{n}"
+                batch_name = run if run is not None else batch.run if batch.run else handler.run
+                named = None if batch_name is None else f"{batch_name}.item{n}"
                 reuse = reuse if reuse is not None else batch.reuse
                 fresh = fresh or batch.fresh
             opened = request_options(
@@ -243,6 +248,8 @@ class CrewAIDurabilityHandler:
             with journal:
                 token = active.set(Session(journal))
                 try:
+                    if item is not None and batch_name is not None:  # named by its place
+                        check_item(journal, item[0], batch_name, inputs)
                     return original(inputs, *args, **kwargs)
                 finally:
                     active.reset(token)
