@@ -40,7 +40,6 @@ from .steps import (
     unrecorded,
     watch_flight,
 )
-from .storage import Storage
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
@@ -48,7 +47,8 @@ if TYPE_CHECKING:
 
     from .commits import LoopCommits
     from .journal import Journal
-    from .storage import StepRow
+    from .storage_holding import Holding
+    from .storage_steps import StepRow
 
 T = TypeVar("T")
 
@@ -195,7 +195,7 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     return value
 
 
-def commit_from_loop(j: Journal, store: Storage, row: StepRow) -> asyncio.Future[None] | None:
+def commit_from_loop(j: Journal, store: Holding, row: StepRow) -> asyncio.Future[None] | None:
     """Commit one step row from the loop, at once (None) or in a group commit (a future).
 
     See ``letitloop/commits.py``. The future resolves once the row is
@@ -212,7 +212,7 @@ def commit_from_loop(j: Journal, store: Storage, row: StepRow) -> asyncio.Future
     return commits.commit(row)
 
 
-def loop_commits_for(j: Journal, store: Storage) -> LoopCommits:
+def loop_commits_for(j: Journal, store: Holding) -> LoopCommits:
     """The group commit of the running loop for ``store`` (made on first use)."""
     commits = j._loop_commits
     if commits is None or commits.store is not store or not commits.on_this_loop():

@@ -4,7 +4,7 @@
 same keys; ``@durable(..., budget=...)``): when the journal opens, it reads what
 the run has spent so far from the usage the storage holds (its steps' rows and
 their tries: calls that failed, and calls cut short by a process that died;
-``Storage.run_spend``), then adds each ``letitloop.usage`` report as it is
+``SpendRows.run_spend``), then adds each ``letitloop.usage`` report as it is
 made. Before a step that would run (not one that replays: a replay spends
 nothing), a run whose spend has reached either limit stops with
 BudgetExceededError, naming what was spent and by which steps.
@@ -40,7 +40,7 @@ from .step_names import named
 if TYPE_CHECKING:
     from .costs import Usage
     from .journal import Journal
-    from .storage import Storage
+    from .storage_spend import SpendRows
 
 #: The key prefix of the row recording a run's budget (``lil show`` looks for it).
 ROW_PREFIX = "letitloop:budget:"
@@ -152,8 +152,8 @@ class Spend:
         rows: Iterable[tuple[str, int | None, int | None, float | None]],
         reservations: tuple[int, list[tuple[str, int, int | None, float | None]]] = (0, []),
     ) -> None:
-        """Start from the run's recorded spend (``Storage.run_spend``) and its reservations
-        never settled (``Storage.run_reservations``)."""
+        """Start from the run's recorded spend (``SpendRows.run_spend``) and its reservations
+        never settled (``SpendRows.run_reservations``)."""
         with self.lock:
             self.by_key, self.tokens, self.cost = {}, 0, 0.0
             for key, inp, outp, cost in rows:
@@ -316,7 +316,7 @@ def record_budget(budget: dict[str, Any]) -> dict[str, Any]:
 
 
 def carried(
-    storage: Storage, run_id: str
+    storage: SpendRows, run_id: str
 ) -> tuple[list[tuple[str, int | None, int | None, float | None]], list[Any]]:
     """What a run made by ``lil fork`` carries from its source: the source's spend
     (``run_spend``) and reservations never settled (``run_reservations``) of the steps

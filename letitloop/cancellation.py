@@ -30,7 +30,7 @@ from .errors import RunCancelledError, RunReleasedError
 
 if TYPE_CHECKING:
     from .journal import Journal
-    from .storage import Storage
+    from .storage_runs import RunEnds
 
 #: The message a task is cancelled with, so that its CancelledError is known for ours.
 TASK_MESSAGE = "letitloop: the run was cancelled"
@@ -123,7 +123,7 @@ def error(j: Journal) -> RunCancelledError:
     )
 
 
-def requested(storage: Storage, run_id: str) -> str | None:
+def requested(storage: RunEnds, run_id: str) -> str | None:
     """The reason recorded with a cancel request of ``run_id``, or None if none was made."""
     found = storage.cancel_request(run_id)
     if found is None or found[0] is None:

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from .storage import StepRow, Storage
+    from .storage_holding import Holding
+    from .storage_steps import StepRow, StepRows
 
 T = TypeVar("T")
 
@@ -105,8 +106,8 @@ class LoopCommits:
 
     def __init__(
         self,
-        store: Storage,
-        storage: Storage,
+        store: Holding,
+        storage: StepRows,
         inline: bool,
     ) -> None:
         self.loop = asyncio.get_running_loop()

@@ -10,7 +10,7 @@ every open journal's every :data:`SCAN_SECONDS`. A step it has seen in flight fo
 function, start time and attempt), rewritten every :data:`HEARTBEAT_SECONDS`
 with the seconds it has run so far in ``duration_ms``. The step's own final
 row (``done`` or ``failed``) overwrites it; a ``running`` row is never
-written over a finished row (see ``sqlite_primitives.RUNNING_UPSERT``). A step that never
+written over a finished row (see ``sqlite_calls.RUNNING_UPSERT``). A step that never
 finishes (the process was killed, or a ``KeyboardInterrupt`` left it) keeps
 its ``running`` row: where and for how long at least the attempt was in it
 when it ended.
@@ -39,7 +39,7 @@ from .errors import LetItLoopError
 
 if TYPE_CHECKING:
     from .costs import Usage
-    from .storage import Storage
+    from .storage_calls import CallRows
 
 #: How often the thread looks at the steps in flight.
 SCAN_SECONDS = 0.5
@@ -63,7 +63,7 @@ class Watched:
 
     def __init__(
         self,
-        storage: Storage,
+        storage: CallRows,
         run_id: str,
         attempt: int,
         flight: dict[str, Entry],
@@ -142,7 +142,7 @@ class Flight:
     def watch(
         self,
         still_open: Callable[[], bool],
-        storage: Storage,
+        storage: CallRows,
         run_id: str,
         attempt: int,
         clock: Callable[[], float],

@@ -36,7 +36,7 @@ from .names import check_name
 from .pragmas import Durability
 from .replay import Results, forget_replays, mismatch, replay
 from .schemes import open_readonly_storage, open_storage
-from .storage import StepRow, Storage
+from .storage_steps import StepRow
 from .testing import default_clock
 from .versions import caller_version, check_version
 
@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from .commits import LoopCommits
     from .otel import AttemptSpans
     from .retry import RetryPolicy
-    from .storage import Hold
+    from .storage import Storage
+    from .storage_holding import Hold
 
 __all__ = ["DEFAULT_TIMEOUT", "Journal", "current_journal"]
 
@@ -239,15 +240,15 @@ class Journal:
         began = time.time_ns()  # the attempt span's start (otel.py)
         if self._disowned or ownership.inherited_files:  # only in a forked child
             ownership.check_open(self)
-        if self.replay_only:
-            storage = open_readonly_storage(self._path_arg)
-        else:
-            storage = open_storage(self._path_arg, self.durability)
+        replaying = open_readonly_storage(self._path_arg) if self.replay_only else None
+        storage: Storage = (
+            replaying if replaying is not None else open_storage(self._path_arg, self.durability)
+        )
         try:
             forget_replays(self)  # a journal opened again is a new attempt
             opening.check_key(self, storage)  # another encryption key refused before a write
-            if self.replay_only:
-                opening.open_recorded(self, storage)
+            if replaying is not None:
+                opening.open_recorded(self, replaying)
             else:
                 opening.open_run(self, storage)
             if self.seal_key is not None:

@@ -1,7 +1,7 @@
 """Both tiers of one marker's lock, taken and let go for one holder: :class:`MarkerHold`.
 
 The process-local lock (``markerlocks.py``) first, then the storage's hold of
-the marker (``Storage.marker_hold``: SQLite's is a lock file, ``locks.py``),
+the marker (``Holding.marker_hold``: SQLite's is a lock file, ``locks.py``),
 waited for with a timeout and an optional stop event, from a thread or, for
 ``async with``, from a worker thread; ``markers.py`` uses it.
 """
@@ -21,7 +21,8 @@ from .ids import HOST as _HOST
 from .markerlocks import local_disown, local_enter, local_holder, local_leave
 
 if TYPE_CHECKING:
-    from .storage import Hold, MarkerAt, Storage
+    from .storage_holding import Hold, Holding
+    from .storage_markers import MarkerAt, MarkerRows
 
 #: How often an async waiter's worker thread checks whether its task was
 #: cancelled: a cancelled wait frees its thread within this many seconds.
@@ -35,7 +36,7 @@ class MarkerHold:
     and name); ``what`` is how errors name the marker.
     """
 
-    def __init__(self, storage: Storage, lock_name: str, what: str) -> None:
+    def __init__(self, storage: Holding, lock_name: str, what: str) -> None:
         self._storage = storage
         self._lock_name = lock_name
         # The process-local key adds the store's identity (SQLite: the file's
@@ -157,7 +158,7 @@ class MarkerHold:
             local_leave(self._key)
 
     def held_error(
-        self, storage: Storage, at: MarkerAt, name: str, timeout: float
+        self, storage: MarkerRows, at: MarkerAt, name: str, timeout: float
     ) -> MarkerHeldError:
         """The error of a wait that timed out, naming the holder (read from ``storage``)."""
         thread = local_holder(self._key)

@@ -43,12 +43,12 @@ from .errors import (
 from .ids import HOST as _HOST
 from .markerhold import MarkerHold
 from .names import check_name
-from .storage import MarkerAt
+from .storage_markers import MarkerAt
 
 if TYPE_CHECKING:
     from .journal import Journal
     from .otel import OpenSpan
-    from .storage import Storage
+    from .storage_markers import MarkerStore
 
 Scope = Literal["run", "goal", "global"]
 SCOPES: tuple[Scope, ...] = ("run", "goal", "global")
@@ -134,7 +134,7 @@ class AtomicMarker:
         self.timeout = float(timeout)
         self._used = False
         self._hold: MarkerHold | None = None
-        self._storage: Storage | None = None
+        self._storage: MarkerStore | None = None
         self._at = MarkerAt(scope, "", self.name, "")
         self._token = ""
         self._started = 0.0

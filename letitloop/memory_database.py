@@ -1,9 +1,9 @@
 """The in-memory store's data: ``MemoryDatabase`` (what ``memory://NAME`` holds) and a connection.
 
-``MemoryConnection`` is the base of ``MemoryStorage`` (``memory_storage.py``):
-one journal's connection to a database, its transactions (one lock per
-database) and its rows; ``memory_primitives.py`` and ``memory_storage.py``
-hold the operations of the ``Storage`` protocol.
+``MemoryConnection`` is the one base of each part of ``MemoryStorage``
+(``memory_storage.py``: ``memory_runs.py``, ``memory_steps.py``, …): one
+journal's connection to a database, its transactions (one lock per database),
+the goal and run it writes, and its rows; the state the parts share, owned here.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from .chains import Chain, Entry
 from .errors import JournalFileError
 from .row_rules import ROW_COLUMNS
+from .storage_steps import RunKey
 
 
 class Row(dict[str, Any]):
@@ -83,7 +84,7 @@ class MemoryDatabase:
         return row
 
     def run_order(self) -> int:
-        """A new run's number: its ``order``, and its key in step rows (``Storage.run_key``)."""
+        """A new run's number: its ``order``, and its key in step rows (``StepRows.run_key``)."""
         return next(self._runs)
 
     def run_id_of(self, order: int) -> str:
@@ -126,6 +127,10 @@ class MemoryConnection:
         self.db = db
         #: The goal whose rows this connection reads and writes (find_or_start_run sets it).
         self.goal = ""
+        #: How messages name the goal's rows (SQLite: its journal table).
+        self.table = ""
+        #: The run the last ``find_or_start_run`` returned, as its StepRows name it.
+        self.run_key = RunKey(-1)
         #: Set by ``memory_storage.abandon`` and by ``close``: this connection is gone.
         self.gone = False
         #: Commits made through this connection (not change notices for it).
@@ -159,6 +164,12 @@ class MemoryConnection:
 
     def _rows(self) -> dict[tuple[str, str], Row]:
         return self.db.goals[self.goal]
+
+    def _row(self, run_id: str, key: str) -> Row | None:
+        """A copy of row ``key`` of run ``run_id``, read in a transaction of its own."""
+        with self._read():
+            row = self._rows().get((run_id, key))
+            return None if row is None else Row.copy_of(row)
 
     def _upsert(self, run: str, key: str) -> Row:
         rows = self._rows()

@@ -38,10 +38,14 @@ from .generations import is_generation
 from .ids import HOST
 from .keys import Recorded, StepKeys
 from .replay import Results
-from .storage import RunDecision, RunState, StepRow, Storage
 
 if TYPE_CHECKING:
     from .journal import Journal
+    from .storage import ReplayStorage, Storage
+    from .storage_holding import Holding
+    from .storage_runs import RunDecision, RunRows, RunState
+    from .storage_seals import SealRows
+    from .storage_steps import StepRow
 
 # Runs held by journals of this process: (journal file identity, run id) -> the
 # thread that opened it. A second journal on the same run waits for it like a
@@ -209,7 +213,7 @@ def open_run(j: Journal, storage: Storage) -> None:
         return
 
 
-def _generation(j: Journal, storage: Storage, asked: float | None) -> str | None:
+def _generation(j: Journal, storage: RunRows, asked: float | None) -> str | None:
     """The name of the run ``j``'s opener gets: the newest generation of its run's name, or
     the next one when that completed too long before ``asked`` (generations.py); None
     for an unnamed run. ``asked`` None: the newest, whenever it completed (replay-only)."""
@@ -220,7 +224,7 @@ def _generation(j: Journal, storage: Storage, asked: float | None) -> str | None
     return generations.current(rows, name, asked or 0.0, None if asked is None else j.reuse)
 
 
-def seal(j: Journal, storage: Storage, secret: bytes) -> None:
+def seal(j: Journal, storage: SealRows, secret: bytes) -> None:
     """Seal ``j``'s run with ``secret`` from now on (letitloop/seals.py): before any step of
     the attempt is written; and read its chain, so that every row the attempt replays is
     checked against its seal first (``sealcheck.check_sealed``). Raises SealKeyError for a
@@ -263,7 +267,7 @@ def check_key(j: Journal, storage: Storage) -> None:
         raise refused
 
 
-def open_recorded(j: Journal, storage: Storage) -> None:
+def open_recorded(j: Journal, storage: ReplayStorage) -> None:
     """Replay-only: find ``j``'s recorded run and load its steps, writing nothing, holding nothing.
 
     The named run, else the goal's newest unnamed run opened for the same
@@ -274,7 +278,7 @@ def open_recorded(j: Journal, storage: Storage) -> None:
     if j._has_input:
         input_fp = j._fingerprints.whole(j.input, strict=j.run_name is None)
     name = _generation(j, storage, None)
-    found = storage.recorded_run(j.goal, name, input_fp)  # type: ignore[attr-defined]
+    found = storage.recorded_run(j.goal, name, input_fp)
     if found is None:
         which = f"run {j.run_name!r}" if j.run_name is not None else "no unnamed run"
         if j._has_input and j.run_name is None:
@@ -332,7 +336,7 @@ def decide(j: Journal, run_id: str, name: str | None, found: RunState | None) ->
     return "replay" if status == "completed" else "resume"
 
 
-def hold(j: Journal, storage: Storage, run_id: str) -> None:
+def hold(j: Journal, storage: Holding, run_id: str) -> None:
     """Take ``run_id``'s hold for ``j`` (storage.py), waiting up to ``j.timeout`` for its holder."""
     key = (storage.identity, run_id)
     me = threading.get_ident()

@@ -13,7 +13,7 @@ spans: docs/observability.md.
   ``open`` began), as a child of the caller's current span, and ends when it
   closes, with the run's outcome; ``with``/``async with`` make it current in
   the block. Its span is recorded in the run's ``attempts`` row
-  (``Storage.trace_attempt``), and the next attempt links to the latest one
+  (``RunRows.trace_attempt``), and the next attempt links to the latest one
   recorded: a run's attempts are found together, whichever trace each ran in.
 - A step that runs gets a span, current while its function runs (a step
   inside it, and the spans of the libraries it calls, are its children);

@@ -1,8 +1,10 @@
 """``PostgresConnection``: one journal's connection to a PostgreSQL database, its
 transactions and their fence, and the journal's rows read and written by name.
 
-The base of ``PostgresStorage`` (``postgres_storage.py``), as
-``MemoryConnection`` is of the in-memory store's. One connection per journal,
+The one base of each part of ``PostgresStorage`` (``postgres_storage.py``:
+``postgres_runs.py``, ``postgres_steps.py``, …), as ``MemoryConnection`` is
+of the in-memory store's: the state they share, owned here, with the
+connection's identity and the change notices received on it. One connection per journal,
 in autocommit: a statement is its own transaction (:meth:`_run`); operations
 that read before they write run in one (:meth:`_tx`). Every write of a run's
 rows is fenced: made only while the run's ``attempts`` is still this
@@ -23,7 +25,7 @@ from .errors import JournalFileError
 from .postgres_database import psycopg, redact, server_error
 from .postgres_seals import seal_row
 from .row_rules import ROW_COLUMNS, TRY_COLUMNS
-from .storage import RunKey
+from .storage_steps import RunKey
 
 __all__ = ["COLUMNS", "PostgresConnection"]
 
@@ -48,6 +50,24 @@ class PostgresConnection:
         self.gone = False
         #: The runs this journal seals: run id -> its chain (postgres_seals.py).
         self.sealing: dict[str, Chain] = {}
+        #: Change notices received from other connections (``PostgresHolding.changes``).
+        self._notices = 0
+        info = conn.info
+        self._identity = ("postgresql", info.host, info.port, info.dbname, self._schema())
+        self._backend = info.backend_pid
+
+    def _schema(self) -> str:
+        row = self.conn.execute("SELECT current_schema()").fetchone()
+        return str(row[0]) if row is not None else ""
+
+    @property
+    def _schema_name(self) -> str:
+        return str(self._identity[4])
+
+    def _notice(self, pid: int, payload: str) -> None:
+        """A notification received (under ``_lock``): another connection's change here."""
+        if pid != self._backend and payload == self._schema_name:
+            self._notices += 1
 
     # -- transactions ------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ its copies sealed when it is made (:func:`seal_fork`).
 memory store's rules, its copies bound to it by ``inspection/fork_copies.py``).
 What the fork's journal asks of it is the point it was forked at, so its
 budget counts what the source spent and reserved before that point
-(``budgets.carried``), as on SQLite (``sqlite_primitives.py``) and the memory
-store (``memory_primitives.py``).
+(``budgets.carried``), as on SQLite (``sqlite_spend.py``) and the memory
+store (``memory_spend.py``).
 """
 
 from __future__ import annotations

@@ -7,15 +7,23 @@ connection ends, including when the holder's process dies (at once for a
 killed process on the same host; over a network, once the server notices the
 connection is gone: the TCP keepalives of ``postgres_database.KEEPALIVES``,
 about 25 s). The journal's storage and the inspector hold runs alike.
+
+``PostgresHolding`` is ``Holding`` on a journal's connection (a part of
+``PostgresStorage``): its holds, who last held a run, its identity, the
+change notices received on it (``LISTEN`` at open; every statement on
+``ll_runs`` and the inspectors notify), reading them without a round trip.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Hashable, Iterator
 from typing import Any
 
-from .postgres_database import connect, lock_key, redact, server_error
+from .postgres_connection import PostgresConnection
+from .postgres_database import connect, lock_key, psycopg, redact, server_error
 
-__all__ = ["PostgresHold", "is_held", "run_hold_text"]
+__all__ = ["PostgresHold", "PostgresHolding", "is_held", "run_hold_text"]
 
 
 def run_hold_text(schema: str, run_id: str) -> str:
@@ -93,3 +101,62 @@ class PostgresHold:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()  # the session's advisory locks go with it
+
+
+class PostgresHolding(PostgresConnection):
+    """Holds, change notices, identity and closing for one journal's connection."""
+
+    @property
+    def identity(self) -> Hashable:
+        return self._identity
+
+    def run_hold(self, run_id: str) -> PostgresHold:
+        return PostgresHold(self.location, run_hold_text(self._schema_name, run_id))
+
+    def marker_hold(self, name: str) -> PostgresHold:
+        return PostgresHold(self.location, f"marker\x1f{self._schema_name}\x1f{name}")
+
+    def is_run_held(self, run_id: str) -> bool:
+        with self._lock:
+            self._check()
+            return is_held(self.conn, run_hold_text(self._schema_name, run_id))
+
+    def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:
+        rows = self._run(
+            "SELECT holder_pid, holder_host, updated_at FROM ll_runs WHERE id = %s", (run_id,)
+        )
+        return None if not rows else (rows[0][0], rows[0][1], rows[0][2])
+
+    def changes(self, *, wait: bool = True) -> int | None:
+        """Notices of other connections' changes to this schema received so far.
+
+        The notifications that came in with other answers, and those waiting on the
+        socket, read without a round trip (``LISTEN`` at open, migration 0003).
+        """
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            self._check()
+            try:
+                for notice in self.conn.notifies(timeout=0):
+                    self._notice(notice.pid, notice.payload)
+            except psycopg.OperationalError as exc:
+                raise self._lost(exc) from exc
+            return self._notices
+        finally:
+            self._lock.release()
+
+    @contextlib.contextmanager
+    def if_free(self) -> Iterator[bool]:
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        with self._lock:
+            self.gone = True
+            self.conn.close()

@@ -1,7 +1,7 @@
-"""A PostgreSQL journal's runs (``PostgresRuns``, for ``PostgresStorage``): finding,
+"""A PostgreSQL journal's runs (``PostgresRunRows``: ``RunRows`` and ``RunEnds``): finding,
 starting and claiming a run, and ending it.
 
-The opener's rules are SQLite's (``sqlite_storage.py``): a named run is found
+The opener's rules are SQLite's (``sqlite_runs.py``): a named run is found
 by name; an unnamed one is the newest unfinished, uncancelled run for the
 same input. A run is started under a transaction-level advisory lock on its
 goal; a claim locks the run's row (``FOR UPDATE``), which the fence of every
@@ -17,18 +17,22 @@ from typing import Any
 
 from .clock import utc_iso
 from .ids import HOST, new_run_id
+from .postgres_calls import keep_left_usage_in
+from .postgres_connection import PostgresConnection
 from .postgres_database import lock_key
-from .postgres_primitives import PostgresPrimitives
-from .postgres_seals import start as start_sealing
-from .storage import RunDecision, RunKey, RunState
+from .storage_runs import RunDecision, RunState
+from .storage_steps import RunKey
 
-__all__ = ["PostgresRuns"]
+__all__ = ["PostgresRunRows"]
 
 #: A goal's encryption key check (migration 0008; opening.check_key).
 _KEY_CHECK = "SELECT key_check FROM ll_key_checks WHERE goal = %s"
+
+
 _RECORD_KEY_CHECK = (
     "INSERT INTO ll_key_checks (goal, key_check, set_at) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
 )
+
 
 #: An attempt's row, with the ``lil watch`` that started its process (migration 0006).
 _INSERT_ATTEMPT = (
@@ -43,7 +47,7 @@ def _watcher() -> tuple[str | None, int | None]:
     return os.environ.get("LETITLOOP_WATCH_ID"), int(attempt) if attempt.isdigit() else None
 
 
-class PostgresRuns(PostgresPrimitives):
+class PostgresRunRows(PostgresConnection):
     """A journal's runs in PostgreSQL: find or start one, claim it, end it."""
 
     def _key_of(self, num: int, run_id: str) -> None:
@@ -73,7 +77,7 @@ class PostgresRuns(PostgresPrimitives):
                     (goal, name),
                 ).fetchone()
             else:
-                # The opener's rule (sqlite_storage.resumable_run_id): the newest unnamed
+                # The opener's rule (sqlite_runs.resumable_run_id): the newest unnamed
                 # run for the same input that is unfinished and not cancelled.
                 row = c.execute(
                     "SELECT id, num FROM ll_runs WHERE goal = %s AND name IS NULL "
@@ -126,7 +130,7 @@ class PostgresRuns(PostgresPrimitives):
                     (stamp, stamp, run_id),
                 )
             elif claim == "resume" and found is not None:
-                self._keep_left_usage(c, run_id, stamp, None)
+                keep_left_usage_in(self, c, run_id, stamp, None)
                 attempts = found.attempts + 1
                 found = found._replace(attempts=attempts)
                 c.execute(
@@ -152,11 +156,35 @@ class PostgresRuns(PostgresPrimitives):
         )
         return [(r[0], r[1], r[2]) for r in rows]
 
-    def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:
+    def key_check(self, goal: str, check: str | None, now: float) -> str | None:
+        """The check value of the key ``goal``'s values are encrypted with (``ll_key_checks``,
+        migration 0008); ``check`` is recorded first when none is, in a transaction of its own
+        (the first opener's value wins: the read after the insert sees the one committed)."""
+        rows = self._run(_KEY_CHECK, (goal,))  # a read; a write only the first time
+        if rows or check is None:
+            return str(rows[0][0]) if rows else None
+        with self._tx(fenced=False) as c:
+            c.execute(_RECORD_KEY_CHECK, (goal, check, utc_iso(now)))
+            return str(c.execute(_KEY_CHECK, (goal,)).fetchone()[0])
+
+    def trace_attempt(self, run_id: str, attempt: int, trace: str) -> str | None:
+        with self._tx() as c:
+            c.execute(
+                "UPDATE ll_attempts SET trace = %s WHERE run = %s AND attempt = %s",
+                (trace, run_id, attempt),
+            )
+            row = c.execute(
+                "SELECT trace FROM ll_attempts WHERE run = %s AND attempt < %s "
+                "AND trace IS NOT NULL ORDER BY attempt DESC LIMIT 1",
+                (run_id, attempt),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def cancel_request(self, run_id: str) -> tuple[str | None, str | None] | None:
         rows = self._run(
-            "SELECT holder_pid, holder_host, updated_at FROM ll_runs WHERE id = %s", (run_id,)
+            "SELECT cancel_requested_at, cancel_reason FROM ll_runs WHERE id = %s", (run_id,)
         )
-        return None if not rows else (rows[0][0], rows[0][1], rows[0][2])
+        return None if not rows else (rows[0][0], rows[0][1])
 
     def _end_run(
         self, run_id: str, sets: str, values: Sequence[Any], outcome: str, error: str | None
@@ -199,40 +227,6 @@ class PostgresRuns(PostgresPrimitives):
             "cancelled",
             error,
         )
-
-    def seal_run(self, run_id: str, secret: bytes) -> None:
-        """Chain the run's final rows under ``secret`` from now on (postgres_seals.py)."""
-        with self._tx() as c:
-            self.sealing[run_id] = start_sealing(c, self.goal, run_id, secret)
-
-    def seal_entries(self, run_id: str, after: int) -> list[Any]:
-        """The entries of sealed run ``run_id``'s chain after position ``after``, in order."""
-        return self._run(
-            "SELECT n, key, kind, status, digest, seal FROM ll_seals WHERE run = %s AND n > %s "
-            "ORDER BY n",
-            (run_id, after),
-        )
-
-    def sealed_row(self, run_id: str, key: str) -> Any:
-        """Row ``key`` of run ``run_id`` as its seal entry's digest covers it (chains.Row);
-        None if none."""
-        rows = self._run(
-            "SELECT key, kind, status, fn, args_fp, result, error, wake_at FROM ll_journal "
-            "WHERE goal = %s AND run = %s AND key = %s",
-            (self.goal, run_id, key),
-        )
-        return tuple(rows[0]) if rows else None
-
-    def key_check(self, goal: str, check: str | None, now: float) -> str | None:
-        """The check value of the key ``goal``'s values are encrypted with (``ll_key_checks``,
-        migration 0008); ``check`` is recorded first when none is, in a transaction of its own
-        (the first opener's value wins: the read after the insert sees the one committed)."""
-        rows = self._run(_KEY_CHECK, (goal,))  # a read; a write only the first time
-        if rows or check is None:
-            return str(rows[0][0]) if rows else None
-        with self._tx(fenced=False) as c:
-            c.execute(_RECORD_KEY_CHECK, (goal, check, utc_iso(now)))
-            return str(c.execute(_KEY_CHECK, (goal,)).fetchone()[0])
 
     def leave_waiting(self, run_id: str, now: float) -> None:
         self._end_run(

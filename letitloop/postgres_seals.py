@@ -31,7 +31,7 @@ from typing import Any
 from .chains import Chain, Entry, Row, adopted, resume
 from .errors import JournalFileError
 from .seals import FINAL, GENESIS
-from .storage import StepRow
+from .storage_steps import StepRow
 
 __all__ = ["chain_of", "seal_row", "seal_step", "start", "write_step"]
 

@@ -18,6 +18,11 @@ before; tests/test_postgres.py writes the same rows both ways and compares them.
 Notifications that arrive with the answer stay in libpq's queue, where
 psycopg's ``notifies()`` does not look without new data on the socket: each
 is handed to ``notice`` at once.
+
+``PostgresStepRows`` is ``StepRows`` on a journal's connection (a part of
+``PostgresStorage``): the step rows written with this statement, and read
+back for a replay, with the results that fit ``PREFETCH_BYTES`` in the one
+round trip that finds the run's rows.
 """
 
 from __future__ import annotations
@@ -28,10 +33,22 @@ from typing import Any
 
 from . import row_rules
 from .clock import utc_iso
-from .row_rules import STEP_COLUMNS
-from .storage import StepRow
+from .postgres_connection import PostgresConnection
+from .postgres_database import psycopg
+from .postgres_seals import seal_step
+from .postgres_seals import write_step as write_sealed
+from .row_rules import MAX_TEXT, STEP_COLUMNS
+from .storage_steps import RESULT_BYTES, DoneRow, FunctionKey, StepRow, step_row_of
 
-__all__ = ["PLAIN_COLUMNS", "WRITE_PLAIN_STEP", "WRITE_STEP", "StepWriter", "step_statement"]
+__all__ = [
+    "PLAIN_COLUMNS",
+    "PREFETCH_BYTES",
+    "WRITE_PLAIN_STEP",
+    "WRITE_STEP",
+    "PostgresStepRows",
+    "StepWriter",
+    "step_statement",
+]
 
 #: The columns whose type is not text, for the casts of a step's INSERT … SELECT.
 _TYPES = {
@@ -188,3 +205,137 @@ class StepWriter:
         if gone or not result.error_field(pq.DiagnosticField.SQLSTATE):
             raise psycopg.OperationalError(result.get_error_message("utf-8").strip())
         raise errors.error_from_result(result)
+
+
+#: How many bytes of results ``recorded_steps`` reads with the run's rows, in the same
+#: round trip: the results of the done rows in journal order, as long as their total
+#: stays within this, so a run whose results fit replays in the one round trip that
+#: finds them (a run of 1,000 or 100,000 small results alike); the rest are read by
+#: ``results`` as replay asks for them, a chunk at a time (``replay.RESULT_CHUNK``,
+#: at most ``storage.RESULT_BYTES``), and no more than this is held in memory at once.
+PREFETCH_BYTES = 32 << 20
+
+
+class PostgresStepRows(PostgresConnection):
+    """The goal's rows of the run this journal holds: written, read back for a replay."""
+
+    def __init__(self, location: str, conn: Any) -> None:
+        super().__init__(location, conn)
+        #: Results read with ``recorded_steps``, by rowid, until ``results`` hands them out
+        #: (at most PREFETCH_BYTES of them).
+        self._prefetched: dict[int, str | None] = {}
+        #: The cursor of ``write_step``'s statements, and its usual one's faster twin.
+        self._steps = conn.cursor()
+        self._raw = StepWriter(conn, WRITE_PLAIN_STEP, self._notice)
+
+    def function_key(self, name: str) -> FunctionKey:
+        return name  # rows keep the name itself
+
+    @property
+    def max_text(self) -> int:
+        return MAX_TEXT
+
+    def _done(
+        self, run_id: str, prefix: str = ""
+    ) -> list[tuple[str, str, str | None, int, int | None]]:
+        rows = self._run(
+            "SELECT key, fn, args_fp, rowid, checksum FROM ll_journal WHERE goal = %s "
+            "AND run = %s AND starts_with(key, %s) AND kind IN ('step', 'sleep', 'wait') "
+            "AND status = 'done' ORDER BY rowid",
+            (self.goal, run_id, prefix),
+        )
+        return [(k, f, a, r, s) for k, f, a, r, s in rows]
+
+    def recorded_steps(
+        self, run_id: str
+    ) -> tuple[list[tuple[str, str, str | None, int, int | None]], set[str]]:
+        # One round trip: the done steps, sleeps and waits, the markers' keys, and the
+        # results of the done rows, in journal order, while their total size stays
+        # within PREFETCH_BYTES; replay asks for them in that order (results).
+        rows = self._run(
+            "SELECT key, kind, fn, args_fp, rowid, checksum, fits, CASE WHEN fits THEN result "
+            "END FROM (SELECT *, kind <> 'marker' AND sum(coalesce(octet_length(result), 0)) "
+            "OVER (ORDER BY kind = 'marker', rowid) <= %s AS fits FROM ll_journal "
+            "WHERE goal = %s AND run = %s AND (kind = 'marker' OR "
+            "(kind IN ('step', 'sleep', 'wait') AND status = 'done'))) AS r ORDER BY rowid",
+            (PREFETCH_BYTES, self.goal, run_id),
+        )
+        done = [(k, f, a, r, s) for k, kind, f, a, r, s, _, _ in rows if kind != "marker"]
+        with self._lock:
+            self._prefetched = {row[4]: row[7] for row in rows if row[6]}
+        return done, {k for k, kind, *_ in rows if kind == "marker"}
+
+    def recorded_under(
+        self, run_id: str, prefix: str
+    ) -> list[tuple[str, str, str | None, int, int | None]]:
+        return self._done(run_id, prefix)
+
+    def results(self, handles: Sequence[int]) -> dict[int, str | None]:
+        found: dict[int, str | None] = {}
+        with self._lock:
+            cached = self._prefetched
+            if cached:  # read with recorded_steps: handed out once, from the first up
+                for h in handles:
+                    if h not in cached:
+                        break
+                    found[h] = cached.pop(h)
+        if found:
+            return found  # the caller asks again from the first row it lacks
+        # From the first row up, while the texts before a row stay under RESULT_BYTES
+        # (octet_length reads a stored text's size, not the text).
+        return dict(
+            self._run(
+                "SELECT rowid, result FROM (SELECT rowid, result, sum(coalesce("
+                "octet_length(result), 0)) OVER (ORDER BY rowid) - coalesce("
+                "octet_length(result), 0) AS before FROM ll_journal WHERE rowid = ANY(%s)) "
+                "AS r WHERE before < %s ORDER BY rowid",
+                (list(handles), RESULT_BYTES),
+            )
+        )
+
+    def _step(self, row: StepRow) -> tuple[str, tuple[Any, ...]]:
+        return step_statement(self.goal, self._run_ids[row.run], row)
+
+    def write_step(self, row: StepRow) -> None:
+        with self._lock:
+            self._check()
+            sql, params = self._step(row)
+            try:
+                if self.sealing:  # the row and its entry in one statement (postgres_seals.py)
+                    run_id = self._run_ids[row.run]
+                    written = write_sealed(self.conn, self.sealing, run_id, row, sql, params)
+                else:
+                    # A usual step through libpq's call (postgres_steps.py); else, or for a
+                    # value it leaves to psycopg, the cursor kept for steps, prepared at once.
+                    fast = self._raw.write(params) if sql is WRITE_PLAIN_STEP else None
+                    if fast is None:
+                        fast = self._steps.execute(sql, params, prepare=True).rowcount
+                    written = fast
+            except psycopg.OperationalError as exc:
+                raise self._lost(exc) from exc
+            if written != 1:
+                raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
+
+    def write_done(self, done: DoneRow) -> None:
+        self.write_step(step_row_of(done))
+
+    def write_steps(self, rows: Sequence[StepRow]) -> None:
+        with self._tx(fenced=False) as c:
+            for row in rows:
+                if c.execute(*self._step(row), prepare=True).rowcount != 1:
+                    raise self._fenced(self._run_ids[row.run], row.attempt, f"step {row.key!r}")
+                if self.sealing:
+                    seal_step(c, self.sealing, self._run_ids[row.run], row)
+
+    def try_write_steps(self, rows: Sequence[StepRow]) -> bool:
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self.write_steps(rows)
+        finally:
+            self._lock.release()
+        return True
+
+    def record_replays(self, run_id: str, attempt: int, keys: Sequence[str]) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO ll_replays VALUES (%s, %s, %s)", (run_id, attempt, list(keys)))

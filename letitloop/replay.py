@@ -34,10 +34,10 @@ from .fingerprint import differences
 from .keys import Recorded, split_key
 from .sealcheck import check_sealed, ways_out
 from .step_names import same_function
-from .storage import Storage
 
 if TYPE_CHECKING:
     from .journal import Journal
+    from .storage_steps import StepRows
 
 #: Results asked for per query when a run replays: replays mostly come in journal
 #: order, so one query serves this many of them; the store reads fewer when their
@@ -69,7 +69,7 @@ class Results:
     ``rowids`` whole.
     """
 
-    def __init__(self, storage: Storage, rowids: list[int]) -> None:
+    def __init__(self, storage: StepRows, rowids: list[int]) -> None:
         self.storage = storage
         self.rowids = rowids  # ascending
         self.cache: dict[int, str | None] = {}

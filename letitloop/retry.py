@@ -53,6 +53,7 @@ from .errors import LetItLoopError, error_text, traceback_text
 if TYPE_CHECKING:
     from .journal import Journal
     from .storage import Storage
+    from .storage_calls import CallRows
 
 ExceptionTypes = type[BaseException] | tuple[type[BaseException], ...]
 
@@ -182,7 +183,7 @@ class _Tries:
     ) -> None:
         self.j, self.store, self.key, self.fn_name, self.fp = j, store, key, fn_name, fp
         # Refused when closed, or in a forked child's copy of its parent's journal.
-        self.storage: Storage = j._require_storage()
+        self.storage: CallRows = j._require_storage()
         self.tries = history(j)
         self.last, self.failed, self.due = self.tries.get(key, (0, 0, None))
         #: When the try in progress began: for the step's first try of this

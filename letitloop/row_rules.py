@@ -1,6 +1,6 @@
 """The rules of a journal row that the stores without SQL views share: what each write sets.
 
-The in-memory store (``memory_primitives.py``, ``memory_storage.py``) and the
+The in-memory store (``memory_storage.py``) and the
 PostgreSQL store (``postgres_storage.py``) keep a journal row as named
 columns (``ROW_COLUMNS``) and apply the same rules to it: what a marker's
 claim and finish change, when a step in flight overwrites an older row, what
@@ -18,7 +18,8 @@ from typing import Any
 
 from .checksums import damaged_marker, marker_sum
 from .clock import utc_iso
-from .storage import MarkerAt, MarkerClaim, MarkerRecord, StepRow
+from .storage_markers import MarkerAt, MarkerClaim, MarkerRecord
+from .storage_steps import StepRow
 
 __all__ = [
     "MAX_TEXT",
@@ -234,7 +235,7 @@ def _begun(
 
 
 def running_values(old: Mapping[str, Any] | None, entry: Sequence[Any]) -> dict[str, Any] | None:
-    """The columns of a step in flight (``entry`` as ``Storage.write_running`` gives it), or
+    """The columns of a step in flight (``entry`` as ``CallRows.write_running`` gives it), or
     None when ``old`` must stay: done, or written by as new an attempt that is not running."""
     _run, _key, fn, started_at, duration_ms, attempt, args_fp = entry
     if old is not None and not (
@@ -250,13 +251,13 @@ def running_values(old: Mapping[str, Any] | None, entry: Sequence[Any]) -> dict[
 
 
 def pause_values(row: Sequence[Any]) -> dict[str, Any]:
-    """The columns of a sleep or wait that begins (``row`` as ``Storage.start_pause`` gives it)."""
+    """The columns of a sleep or wait that begins (``row``: ``PauseRows.start_pause``'s)."""
     _run, _key, kind, status, fn, started_at, attempt, wake_at = row
     return _begun(kind, status, fn, started_at, attempt, "") | {"wake_at": wake_at}
 
 
 def try_values(try_row: Sequence[Any]) -> tuple[tuple[str, str, int], dict[str, Any]]:
-    """A failed try's place (run, key, try) and columns (``Storage.record_try``'s ``try_row``)."""
+    """A failed try's place (run, key, try) and columns (``CallRows.record_try``'s ``try_row``)."""
     run, key, n, attempt, started_at, failed_at, error, next_at, *usage, traceback = try_row
     return (run, key, n), dict(
         attempt=attempt,
@@ -291,7 +292,7 @@ def retrying_values(retrying_row: Sequence[Any]) -> dict[str, Any]:
 
 
 def usage_values(old: Mapping[str, Any] | None, row: Sequence[Any]) -> dict[str, Any] | None:
-    """The columns of a call's usage (``Storage.record_usage``'s ``row``) on its running step,
+    """The columns of a call's usage (``CallRows.record_usage``'s ``row``) on its running step,
     or None when the step is done already (its usage was counted with it)."""
     _run, _key, fn, started_at, attempt, args_fp, *usage = row
     if old is not None and old["status"] == "done":

@@ -36,7 +36,7 @@ from .errors import UnknownStoreError
 if TYPE_CHECKING:
     from .inspection.inspector import Inspector
     from .pragmas import Durability
-    from .storage import Storage
+    from .storage import ReplayStorage, Storage
 
 #: Makes the storage of one journal's open: ``opener(location, durability)``,
 #: ``location`` the whole text of ``path=`` (``memory://tests``).
@@ -256,13 +256,22 @@ _SQLITE_LAYER = (
     "letitloop.goals",
     "letitloop.store",
     "letitloop.stores",
-    "letitloop.sqlite_holding",
+    "letitloop.storage_runs",
+    "letitloop.storage_holding",
+    "letitloop.storage_markers",
+    "letitloop.storage_schedules",
     "letitloop.sqlite_keychecks",
+    "letitloop.sqlite_reads",
     "letitloop.sqlite_keys",
     "letitloop.sqlite_markers",
-    "letitloop.sqlite_reads",
-    "letitloop.sqlite_primitives",
+    "letitloop.sqlite_calls",
+    "letitloop.sqlite_pauses",
+    "letitloop.sqlite_spend",
+    "letitloop.sqlite_runs",
+    "letitloop.sqlite_steps",
+    "letitloop.sqlite_chain",
     "letitloop.sqlite_schedules",
+    "letitloop.sqlite_holding",
     "letitloop.sqlite_storage",
 )
 
@@ -292,12 +301,12 @@ def open_storage(path: str | os.PathLike[str] | None, durability: Durability) ->
             _check_extra(location, scheme)
             return entry.opener(location, durability)
     _load_sqlite_layer()
-    from .sqlite_holding import open_sqlite
+    from .sqlite_storage import open_sqlite
 
     return open_sqlite(path, durability)
 
 
-def open_readonly_storage(path: str | os.PathLike[str] | None) -> Storage:
+def open_readonly_storage(path: str | os.PathLike[str] | None) -> ReplayStorage:
     """The storage a replay-only journal reads: a SQLite journal file opened for reading only.
 
     Raises UnrecordedStepError for a URL (only a journal file is replayed
@@ -312,7 +321,7 @@ def open_readonly_storage(path: str | os.PathLike[str] | None) -> Storage:
             f"run into a file and replay that, or open it without replay_only"
         )
     _load_sqlite_layer()
-    from .sqlite_holding import open_sqlite_readonly
+    from .sqlite_storage import open_sqlite_readonly
 
     return open_sqlite_readonly(path)
 

@@ -27,7 +27,7 @@ from .step_names import SLEEP, WAIT, same_function
 
 if TYPE_CHECKING:
     from .journal import Journal
-    from .storage import Storage
+    from .storage_pauses import PauseStore
 
 #: The ``fn`` of a sleep's row: a step recorded at the same key by a function is a mismatch.
 SLEEP_FN = SLEEP
@@ -40,7 +40,7 @@ class PauseKey:
 
     def __init__(self, j: Journal, name: str, fn_name: str) -> None:
         self.store = j._require_open()
-        self.storage: Storage = j._require_storage()
+        self.storage: PauseStore = j._require_storage()
         if j._cancel.reason is not None:
             raise cancellation.error(j)
         self.owner = j._owner()
@@ -107,7 +107,7 @@ def parse_time(iso: object) -> float | None:
 
 
 def started(
-    j: Journal, storage: Storage, key: str, kind: str, status: str, due: float | None
+    j: Journal, storage: PauseStore, key: str, kind: str, status: str, due: float | None
 ) -> tuple[float, float | None]:
     """The row of a sleep or wait that starts (or resumes): ``(started, due)`` as recorded.
 
@@ -136,7 +136,7 @@ def started(
     return now, due
 
 
-def _finish(j: Journal, storage: Storage, key: str, began: float) -> None:
+def _finish(j: Journal, storage: PauseStore, key: str, began: float) -> None:
     now = j.clock()
     storage.finish_sleep(j.run_id, key, utc_iso(now), (now - began) * 1000.0, j.attempt)
 

@@ -1,7 +1,8 @@
 """A SQLite journal file besides its SQL: holding runs and markers, change notices, identity.
 
-``SqliteHolding`` is a base of ``SqliteStorage`` (``sqlite_storage.py``): the
-parts of the ``Storage`` protocol that are not statements.
+``SqliteHolding`` is ``Holding`` (``storage_holding.py``) on a journal file,
+one of the parts of ``SqliteStorage`` (``sqlite_storage.py``): what is not
+statements of the goal's rows.
 
 - **Holding** a run or a marker is an OS file lock on a lock file beside the
   journal (``locks.py``, named by ``Store.lock_file``): the kernel drops it
@@ -10,7 +11,8 @@ parts of the ``Storage`` protocol that are not statements.
 - **A change** by another connection, of any process, is noticed through
   ``PRAGMA data_version`` on this journal's connection: a few microseconds,
   no disk read.
-- **Identity**: the file's (device, inode), whatever path reached it.
+- **Identity**: the file's (device, inode), whatever path reached it; who last
+  held a run is its row's ``holder_pid``/``holder_host`` (``run_holder``).
 - **Closing** gives the connection back to the process's shared ones
   (``stores.close_store``).
 """
@@ -23,14 +25,12 @@ from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING
 
 from . import locks
-from .pragmas import Durability
+from .sqlite_keys import SqliteKeys
 from .store import Store
-from .stores import close_store, open_store
+from .stores import close_store
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from .sqlite_storage import SqliteStorage
 
 
 def run_lock_path(store: Store, run_id: str) -> Path:
@@ -74,10 +74,13 @@ class FileHold:
         locks.release(self._lock)
 
 
-class SqliteHolding:
+class SqliteHolding(SqliteKeys):
     """Holding, change notices, identity and closing for one journal's ``Store``."""
 
-    store: Store
+    @property
+    def path(self) -> Path:
+        """The journal file (``Store.path``: made when asked; a step never asks)."""
+        return self.store.path
 
     @property
     def identity(self) -> Hashable:
@@ -92,6 +95,12 @@ class SqliteHolding:
 
     def is_run_held(self, run_id: str) -> bool:
         return locks.is_held(self.store.lock_name("run", run_id))
+
+    def run_holder(self, run_id: str) -> tuple[int | None, str | None, str | None] | None:
+        rows = self.store.query(
+            "SELECT holder_pid, holder_host, updated_at FROM runs WHERE id = ?", (run_id,)
+        )
+        return tuple(rows[0]) if rows else None
 
     def changes(self, *, wait: bool = True) -> int | None:
         """``PRAGMA data_version`` of the journal's connection (None: the connection was busy)."""
@@ -120,21 +129,3 @@ class SqliteHolding:
     def close(self) -> None:
         """Give the connection back (kept open, idle, for the file's next journal)."""
         close_store(self.store)
-
-
-def open_sqlite(path: str | os.PathLike[str] | None, durability: Durability) -> SqliteStorage:
-    """The storage of a journal file (``files.resolve_file``: ``path``, env, default)."""
-    from .sqlite_storage import SqliteStorage  # its base is this module's
-
-    return SqliteStorage(open_store(path, durability=durability))
-
-
-def open_sqlite_readonly(path: str | os.PathLike[str] | None) -> SqliteStorage:
-    """The storage of a journal file opened for reading only (a replay-only journal).
-
-    SQLite refuses every write; nothing is created, migrated or checkpointed,
-    and no lock file is made (``Store(readonly=True)``).
-    """
-    from .sqlite_storage import SqliteStorage  # its base is this module's
-
-    return SqliteStorage(Store(path, readonly=True))

@@ -1,8 +1,11 @@
-"""A SQLite journal file's keys of runs and function names, as the rows hold them.
+"""A SQLite journal file's goal table and keys of runs and function names, as the rows hold them.
 
-``SqliteKeys`` is the base of the SQLite storage's classes (``sqlite_markers.py``,
-``sqlite_primitives.py``, ``sqlite_storage.py``): a row names its run by the
-run's key (``runs.num``) and its function by ``functions.id``.
+``SqliteKeys`` is the one base of each part of the SQLite storage
+(``sqlite_runs.py``, ``sqlite_steps.py``, ``sqlite_markers.py``, …): the state
+they share, owned here. Which goal's table the journal writes (``use_table``,
+told by the opener's ``find_or_start_run``), the run's key (``runs.num``)
+that the goal's compact rows hold instead of its id, and a function name's
+key (``functions.id``).
 """
 
 from __future__ import annotations
@@ -10,19 +13,36 @@ from __future__ import annotations
 import sqlite3
 import sys
 
-from .storage import FunctionKey
+from .goals import rows_table
+from .sqlite_reads import RecordedSteps
+from .storage_steps import FunctionKey, RunKey
 from .store import Store
 
 
 class SqliteKeys:
-    """Run ids and function names as the keys the goal's compact rows hold."""
+    """The goal's table, and run ids and function names as the keys its compact rows hold."""
 
-    store: Store
-    #: The goal's view (its readable name, in messages) and compact table (written).
-    table: str
-    rows: str
-    #: Run id -> its key (``runs.num``), for the runs this storage met.
-    run_keys: dict[str, int]
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        #: The goal's view (journal_<goal>, its readable name, in messages) and its compact
+        #: table (written), known once ``find_or_start_run`` made them (``use_table``).
+        self.table = ""
+        self.rows = ""
+        #: The key of the run the last ``find_or_start_run`` returned, for its StepRows.
+        self.run_key = RunKey(-1)
+        #: Run id -> its key (``runs.num``), for the runs this storage met.
+        self.run_keys: dict[str, int] = {}
+        #: ``(run id, recorded_steps)`` read by the claim of the run in its transaction
+        #: (``SqliteRunRows.claim_run``), handed to the opener's ``recorded_steps`` that
+        #: follows (``SqliteStepRows``), once: the same rows, without a second scan.
+        self.claimed_read: tuple[str, RecordedSteps] | None = None
+
+    def use_table(self, table: str) -> None:
+        """Write and read the goal's journal table ``table`` (its view's name) from now on.
+
+        A part that binds statements to the table extends this (``SqliteStepRows``)."""
+        self.table = table
+        self.rows = rows_table(table)
 
     def key_of_run(self, run_id: str) -> int:
         """The key (``runs.num``) of run ``run_id``; 0 for ``'*'`` (a goal-scoped marker's),
@@ -40,7 +60,7 @@ class SqliteKeys:
     def function_key(self, name: str) -> FunctionKey:
         """``functions.id`` of ``name``, made the first time the file sees it; or ``name``
         itself, which the row then holds as text until its commit adds the name (see
-        ``SqliteStorage.write_steps``), when adding it now would wait or commit on an
+        ``SqliteStepRows.write_steps``), when adding it now would wait or commit on an
         event loop.
 
         Never waits for a lock and never commits on a running event loop: a fresh

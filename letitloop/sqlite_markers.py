@@ -1,8 +1,8 @@
 """The SQL of markers on a SQLite journal file: a run's or goal's in its compact table,
 a global one in ``markers``.
 
-``SqliteMarkers`` is the part of the ``Storage`` protocol that ``markers.py``
-uses; ``SqlitePrimitives`` (``sqlite_primitives.py``) extends it.
+``SqliteMarkerRows`` is ``MarkerRows`` (``storage_markers.py``), what ``markers.py``
+uses; the marker's hold is ``SqliteHolding.marker_hold`` (``sqlite_holding.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .clock import utc_iso, utc_us
 from .errors import LetItLoopError
 from .goals import iso_sql
 from .sqlite_keys import SqliteKeys
-from .storage import MarkerAt, MarkerClaim, MarkerRecord
+from .storage_markers import MarkerAt, MarkerClaim, MarkerRecord
 
 #: The table of global markers (see migrations/0003_markers.sql); run- and
 #: goal-scoped markers are rows of the goal's journal table.
@@ -58,7 +58,7 @@ class _Place:
         )
 
 
-class SqliteMarkers(SqliteKeys):
+class SqliteMarkerRows(SqliteKeys):
     """Markers' rows: read, claimed, finished."""
 
     def _place(self, at: MarkerAt) -> _Place:
@@ -206,5 +206,3 @@ class SqliteMarkers(SqliteKeys):
                 return False, None
             row = c.execute(p.select(), p.ids).fetchone()
         return True, None if row is None else MarkerRecord(*row[:9])
-
-    # -- the run's primitives ------------------------------------------------------

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .sqlite_keys import SqliteKeys
 from .storage_schedules import TickRow
-from .store import Store
 
 _KEEP = (
     "INSERT INTO schedules (name, goal, cron, tz, catch_up, window_s, overlap, cursor, "
@@ -27,10 +27,8 @@ _CLAIM = (
 _TICK_COLUMNS = "schedule, tick, run_name, status, claimed_at, claimed_by, finished_at"
 
 
-class SqliteSchedules:
+class SqliteSchedules(SqliteKeys):
     """``ScheduleRows`` on one journal file's ``Store``."""
-
-    store: Store
 
     def keep_schedule(self, row: Sequence[Any]) -> str:
         with self.store.write() as c:

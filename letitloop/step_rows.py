@@ -3,7 +3,7 @@ row a journal's storage writes.
 
 Functions of a ``Journal`` (``j``) that ``steps.step`` and ``async_steps.async_step``
 call once their function has returned or raised: ``done_fields`` (the usual row as
-the plain tuple ``Storage.write_done`` writes), ``done_row`` and ``failure_row``
+the plain tuple ``StepRows.write_done`` writes), ``done_row`` and ``failure_row``
 (a ``StepRow``), ``record_failure`` (a failure committed).
 """
 
@@ -17,7 +17,7 @@ from . import codec, ownership
 from .checksums import done_sum, step_sum
 from .clock import utc_us
 from .errors import EncodeError, LetItLoopError, error_text, traceback_text
-from .storage import DoneRow, StepRow, Storage, step_row_of
+from .storage_steps import DoneRow, StepRow, StepRows, step_row_of
 
 if TYPE_CHECKING:
     from .journal import Journal
@@ -32,7 +32,7 @@ NO_USAGE: tuple[None, None, None, None] = (None, None, None, None)
 
 
 def done_row(
-    j: Journal, store: Storage, key: str, fn_name: str, fp: str, started: float, value: Any
+    j: Journal, store: StepRows, key: str, fn_name: str, fp: str, started: float, value: Any
 ) -> StepRow:
     """The journal row of a step that returned ``value``; raises EncodeError for a value that
     cannot be stored, before its result is written (see :func:`refused`)."""
@@ -41,9 +41,9 @@ def done_row(
 
 
 def done_fields(
-    j: Journal, store: Storage, key: str, fn_name: str, fp: str, started: float, value: Any
+    j: Journal, store: StepRows, key: str, fn_name: str, fp: str, started: float, value: Any
 ) -> StepRow | DoneRow:
-    """:func:`done_row`, as the ``DoneRow`` that ``Storage.write_done`` writes when the row
+    """:func:`done_row`, as the ``DoneRow`` that ``StepRows.write_done`` writes when the row
     has no usage and no encryption (the usual row: a plain tuple), else its ``StepRow``."""
     try:
         text = codec.encode(value, j.registry)
@@ -82,7 +82,7 @@ def done_fields(
         finished = j.clock()
         begun = utc_us(started)
         duration = utc_us(finished) - begun
-    storage: Storage = j._storage  # type: ignore[assignment]  # open: see step_row
+    storage: StepRows = j._storage  # type: ignore[assignment]  # open: see step_row
     return (
         storage.run_key,
         key,
@@ -99,7 +99,7 @@ def done_fields(
 
 def refused(
     j: Journal,
-    store: Storage,
+    store: StepRows,
     key: str,
     fn_name: str,
     fp: str,
@@ -131,7 +131,7 @@ def refused(
 
 def record_failure(
     j: Journal,
-    store: Storage,
+    store: StepRows,
     key: str,
     fn_name: str,
     fp: str,
@@ -181,7 +181,7 @@ def step_row(
     finished = j.clock()
     spent = j._flight.take_usage(key) if j._flight.usage else None
     # Only called while the journal is open (its steps hold a store): storage is set.
-    storage: Storage = j._storage  # type: ignore[assignment]
+    storage: StepRows = j._storage  # type: ignore[assignment]
     begun = utc_us(started)
     if j._cipher is not None:  # encryption at rest: the checksum is of what is stored
         result, error, traceback = j._cipher.seal_row(j.run_id, key, result, error, traceback)

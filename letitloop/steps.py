@@ -32,11 +32,12 @@ from .ownership import require_open
 from .replay import flush_replays, mismatch, replay
 from .step_names import Named
 from .step_rows import done_fields, record_failure
-from .storage import StepRow, Storage
+from .storage_steps import StepRow
 from .unchecked import unwrap
 
 if TYPE_CHECKING:
     from .journal import Journal
+    from .storage_holding import Holding
 
 T = TypeVar("T")
 
@@ -325,7 +326,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             budgets.release(j, key, sys.exc_info()[1])
 
 
-def watch_flight(j: Journal, store: Storage) -> None:
+def watch_flight(j: Journal, store: Holding) -> None:
     """Have the process's watcher make this journal's long steps visible (inflight.py)."""
     storage = j._storage
     if storage is None:

@@ -1,10 +1,9 @@
-"""The part of the storage protocol a sealed run's opener and its replays use (``chains.py``).
+"""``SealRows``: a sealed run's chain, read and begun (``opening.seal``, ``sealcheck.py``).
 
-``Storage`` (``storage.py``) includes it; each store implements it beside its
-seals (``sqlite_storage.py`` and ``sqlite_reads.py``, ``postgres_runs.py``,
-``memory_storage.py`` and ``memory_primitives.py``): the chain's entries read
-when a keyed opener opens the run and when a replay meets a row its chain read
-did not hold yet, a row read as its seal covers it, and a run sealed from now on.
+Implemented by ``sqlite_chain.SqliteSealRows``, ``memory_chain.MemorySealRows`` and
+``postgres_chain.PostgresSealRows``: the chain's entries read when a keyed opener
+opens the run and when a replay meets a row its chain read did not hold yet, a
+row read as its seal covers it, and a run sealed from now on.
 """
 
 from __future__ import annotations

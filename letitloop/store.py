@@ -110,7 +110,7 @@ class Store:
         self._untrack: Callable[[], object] = _nothing
         self._goal_tables = GoalTables()
         #: Function name -> its id in ``functions`` (never changes once made; see
-        #: ``SqlitePrimitives.function_key``).
+        #: ``SqliteKeys.function_key``).
         self.function_keys: dict[str, Any] = {}
         self.lock = threading.RLock()
         guard_fork(self)  # a fork waits while this store is in SQLite

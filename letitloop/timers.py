@@ -3,7 +3,7 @@
 A durable sleep, a wait for outside input and a retry's backoff all pause
 the same way (:func:`pause`, :func:`async_pause`): in short naps of
 :data:`POLL_SECONDS`, each ending with one look at the storage's change
-notice (``Storage.changes``: SQLite's ``PRAGMA data_version`` on the
+notice (``Holding.changes``: SQLite's ``PRAGMA data_version`` on the
 journal's connection, which changes only when another connection committed
 to the file). Only then (or every :data:`REREAD_SECONDS` anyway) is anything
 read: the run's cancel request, and what the caller waits for. So a waiting
@@ -28,7 +28,7 @@ from .errors import LetItLoopError
 
 if TYPE_CHECKING:
     from .journal import Journal
-    from .storage import Storage
+    from .storage_holding import Holding
 
 #: Seconds between two looks at the file. The wake-up latency of ``wait_for``
 #: after ``lil send`` is at most about this (benchmarks/bench_primitives.py
@@ -93,7 +93,7 @@ def _skipped(j: Journal, deadline: float | None) -> bool:
 
 def pause(
     j: Journal,
-    store: Storage,
+    store: Holding,
     deadline: float | None,
     *,
     probe: Callable[[], Any] | None = None,
@@ -124,7 +124,7 @@ def pause(
 
 async def async_pause(
     j: Journal,
-    store: Storage,
+    store: Holding,
     deadline: float | None,
     *,
     probe: Callable[[], Any] | None = None,
@@ -133,7 +133,7 @@ async def async_pause(
     """:func:`pause` on the event loop: naps with ``asyncio.sleep``; never waits for the store.
 
     A look is skipped (and taken at the next nap) while another thread of this
-    process uses the store (the journal's commit thread, say: ``Storage.if_free``),
+    process uses the store (the journal's commit thread, say: ``Holding.if_free``),
     so the loop never waits behind a commit.
     """
     import asyncio

@@ -36,7 +36,7 @@ from .step_names import WAIT, named
 if TYPE_CHECKING:
     from .expects import Expect
     from .journal import Journal
-    from .storage import Storage
+    from .storage_pauses import PauseRows, PauseStore
 
 #: The ``fn`` of a wait's row.
 WAIT_FN = WAIT
@@ -65,7 +65,7 @@ class RunWaiting(SystemExit):
         return self.message
 
 
-def _ending(j: Journal, storage: Storage, key: str) -> tuple[str | None, str | None] | None:
+def _ending(j: Journal, storage: PauseRows, key: str) -> tuple[str | None, str | None] | None:
     """``(result, error)`` of the wait's row once it is done; None while it waits."""
     row = storage.wait_ending(j.run_id, key)
     if row and row[0] == "done":
@@ -102,7 +102,7 @@ def _value(j: Journal, key: str, ending: tuple[str | None, str | None]) -> Any:
 
 
 def _received(
-    j: Journal, storage: Storage, key: str, ending: tuple[str | None, str | None]
+    j: Journal, storage: PauseStore, key: str, ending: tuple[str | None, str | None]
 ) -> tuple[str | None, str | None]:
     """A value sent while this holder waited (``ending``), sealed as received before it is
     handed on (``lil send`` holds no key), so that a later edit of it is refused on replay
@@ -120,7 +120,7 @@ def _received(
     return stored[5], stored[6]
 
 
-def _time_out(j: Journal, storage: Storage, key: str, began: float, deadline: float) -> Any:
+def _time_out(j: Journal, storage: PauseStore, key: str, began: float, deadline: float) -> Any:
     """The deadline passed: record the timeout, unless a value won the race; raise or return it."""
     now = j.clock()
     error = (

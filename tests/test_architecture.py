@@ -13,12 +13,32 @@ import ast
 import functools
 import importlib
 import importlib.util
+import inspect
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
+
+#: Each store's parts, one module each (its class implements one narrow protocol of
+#: storage.py), and the module of its storage class, their list: TestTheStorageBoundary.
+STORE_PARTS = [
+    f"{store}_{part}"
+    for store in ("sqlite", "memory", "postgres")
+    for part in (
+        "runs",
+        "steps",
+        "markers",
+        "pauses",
+        "calls",
+        "spend",
+        "schedules",
+        "holding",
+        "storage",
+    )
+] + ["sqlite_chain", "memory_chain", "postgres_chain"]
 
 #: Bottom up, as docs/architecture.md draws them. A module may import its own
 #: layer and the layers below it.
@@ -64,39 +84,32 @@ LAYERS: list[tuple[str, set[str]]] = [
             "schema_file",
             "migrate",
             "storage",
-            "storage_reservations",
+            "storage_holding",
+            "storage_steps",
+            "storage_runs",
+            "storage_markers",
+            "storage_pauses",
+            "storage_calls",
+            "storage_spend",
             "storage_seals",
             "storage_schedules",
             "schemes",
             "locks",
-            "sqlite_storage",
-            "sqlite_primitives",
-            "sqlite_markers",
+            *STORE_PARTS,
             "sqlite_keys",
             "sqlite_reads",
-            "sqlite_holding",
             "sqlite_seals",
             "sqlite_keychecks",
-            "sqlite_schedules",
             "memory_database",
-            "memory_primitives",
-            "memory_storage",
             "memory_seals",
-            "memory_schedules",
             "row_rules",
             "postgres_database",
-            "postgres_holding",
-            "postgres_steps",
             "postgres_connection",
-            "postgres_primitives",
-            "postgres_runs",
-            "postgres_storage",
             "postgres_seals",
             "postgres_events",
             "queue_records",
             "sqlite_queue",
             "postgres_queue",
-            "postgres_schedules",
             "postgres_fork",
         },
     ),
@@ -503,8 +516,6 @@ CLASS_LINES = 300
 #: to be split (and dropped from here) once those changes are merged. A new entry needs a
 #: reason; a module or class that shrank under its limit must leave the list.
 LONG_MODULES = {
-    "sqlite_storage": 406,  # the hot path: the step write and the claim's recorded read
-    "storage": 470,  # the Storage protocol and its records
     "store": 420,  # the journal file's connection, on every open
 }
 LONG_CLASSES = {
@@ -584,24 +595,14 @@ STORE_MODULES = {
     "schema_file",
     "migrate",
     "locks",
-    "sqlite_storage",
-    "sqlite_primitives",
-    "sqlite_markers",
+    *STORE_PARTS,
     "sqlite_keys",
     "sqlite_reads",
-    "sqlite_holding",
     "memory_database",
-    "memory_primitives",
-    "memory_storage",
     "memory_seals",
     "row_rules",
     "postgres_database",
-    "postgres_holding",
-    "postgres_steps",
     "postgres_connection",
-    "postgres_primitives",
-    "postgres_runs",
-    "postgres_storage",
     "postgres_seals",
     "postgres_events",
     "postgres_fork",
@@ -644,7 +645,7 @@ class TestTheStorageBoundary:
 
     def test_only_the_registry_makes_a_store(self) -> None:
         openers = {
-            "sqlite_holding": "open_sqlite",
+            "sqlite_storage": "open_sqlite",
             "memory_storage": "open_memory",
             "postgres_storage": "open_postgres",
         }
@@ -652,6 +653,140 @@ class TestTheStorageBoundary:
             for source, imported, _ in names_imported(name):
                 if openers.get(source) == imported:
                     assert name == "schemes", f"{name} makes a store itself ({imported})"
+
+
+#: Who takes the whole ``storage.Storage`` (the union), each with its reason; every other
+#: caller types its storage as the narrow protocol it uses (``storage_*.py``).
+WHOLE_STORAGE = {
+    "schemes": "it opens a store",
+    "journal": "it holds its attempt's storage",
+    "opening": "the opener: finds and claims the run, holds it, reads its steps, seals it",
+    "ownership": "it hands the open attempt's storage out (require_storage)",
+    "retry": "a step's tries write its rows and pause between tries: the journal's storage",
+    "otel": "a traced step passes the journal's storage on to its tries (retry.py)",
+    "scheduler": "it opens each schedule's journal storage (schemes.open_storage)",
+}
+
+#: Most members a narrow protocol may have, and most lines its class: one screen.
+PROTOCOL_MEMBERS = 12
+PROTOCOL_LINES = 80
+
+
+def protocols() -> list[type]:
+    """The narrow protocols ``Storage`` (and ``ReplayStorage``) is the union of."""
+    from letitloop.storage import ReplayStorage, Storage
+
+    narrow = "letitloop.storage_"
+    found = [b for b in ReplayStorage.__mro__ if b.__module__.startswith(narrow)]
+    assert set(found) >= {b for b in Storage.__mro__ if b.__module__.startswith(narrow)}
+    return found
+
+
+def protocol_members(protocol: type) -> set[str]:
+    """The members ``protocol`` declares itself (methods, properties, attributes)."""
+    own = {n for n in vars(protocol) if not n.startswith("_")}
+    return own | set(getattr(protocol, "__annotations__", {}))
+
+
+def stores() -> dict[str, type]:
+    """Each store's storage class (PostgreSQL's imports without psycopg: it is loaded lazily)."""
+    from letitloop.memory_storage import MemoryStorage
+    from letitloop.postgres_storage import PostgresStorage
+    from letitloop.sqlite_storage import SqliteStorage
+
+    return {"sqlite": SqliteStorage, "memory": MemoryStorage, "postgres": PostgresStorage}
+
+
+def defined_in(cls: type, name: str) -> list[type]:
+    """The classes of ``cls``'s MRO that define ``name``: in their body, or as ``self.name``
+    assigned in their ``__init__``."""
+    out = []
+    for klass in cls.__mro__[:-1]:
+        if name in vars(klass):
+            out.append(klass)
+            continue
+        init = vars(klass).get("__init__")
+        if init is not None:
+            for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(init)))):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.ctx, ast.Store)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "self"
+                    and node.attr == name
+                ):
+                    out.append(klass)
+                    break
+    return out
+
+
+class TestTheStorageProtocols:
+    def test_each_fits_on_one_screen(self) -> None:
+        for protocol in protocols():
+            members = protocol_members(protocol)
+            lines = len(inspect.getsource(protocol).splitlines())
+            assert 0 < len(members) <= PROTOCOL_MEMBERS and lines <= PROTOCOL_LINES, (
+                f"{protocol.__module__}.{protocol.__name__} has {len(members)} members in "
+                f"{lines} lines, past {PROTOCOL_MEMBERS} in {PROTOCOL_LINES}: split it along "
+                f"what its callers use"
+            )
+
+    @pytest.mark.parametrize("store", ["sqlite", "memory", "postgres"])
+    def test_every_store_implements_every_one(self, store: str) -> None:
+        cls = stores()[store]
+        for protocol in protocols():
+            if protocol.__name__ == "RecordedRuns" and store != "sqlite":
+                continue  # replay-only journals read a journal file (schemes.open_readonly_storage)
+            missing = sorted(m for m in protocol_members(protocol) if not defined_in(cls, m))
+            assert not missing, f"{cls.__name__} lacks {protocol.__name__}'s {missing}"
+
+    @pytest.mark.parametrize("store", ["sqlite", "memory", "postgres"])
+    def test_a_store_is_one_class_per_protocol(self, store: str) -> None:
+        # Its storage class is a list of parts and nothing of its own; each part, in a module
+        # of the store's prefix, implements the protocols of one storage_*.py module (a run's
+        # rows and ends; steps; markers; ...); state they all read is their one shared base's.
+        cls = stores()[store]
+        assert {n for n in vars(cls) if not n.startswith("__")} == set(), cls
+        parts = cls.__bases__
+        shared = {b for p in parts for b in p.__mro__[1:-1]}
+        assert len(shared) == 1, f"{cls.__name__}'s parts share {shared}: one base, owning state"
+        for part in parts:
+            assert part.__module__.startswith(f"letitloop.{store}_"), part
+        for protocol in protocols():
+            owners = set()
+            for member in protocol_members(protocol):
+                owners |= {k for k in defined_in(cls, member) if k in parts}
+            if protocol.__name__ == "RecordedRuns" and store != "sqlite":
+                continue
+            assert len(owners) == 1, (
+                f"{protocol.__name__} is split over {sorted(o.__name__ for o in owners)} in "
+                f"{cls.__name__}: one class per concept"
+            )
+            (owner,) = owners
+            family = protocol.__module__
+            for other in protocols():
+                if other.__module__ != family:
+                    assert not any(owner in defined_in(cls, m) for m in protocol_members(other)), (
+                        f"{owner.__name__} implements {other.__name__} too: one concept a part"
+                    )
+
+    @pytest.mark.parametrize("name", sorted(set(module_files()) - set(STORE_MODULES)))
+    def test_a_caller_imports_protocols_not_stores(self, name: str) -> None:
+        classes = {klass.__name__ for cls in stores().values() for klass in cls.__mro__[:-1]}
+        for source, imported, line in names_imported(name):
+            assert imported not in classes, (
+                f"{name}:{line} imports {imported} from {source}: type against the narrow "
+                f"protocol of storage_*.py it uses"
+            )
+            if source == "storage" and imported == "Storage":
+                assert name in WHOLE_STORAGE, (
+                    f"{name}:{line} takes the whole Storage: take the narrow protocol(s) of "
+                    f"storage_*.py it uses, or say in WHOLE_STORAGE why it needs them all"
+                )
+
+    def test_the_whole_storage_takers_still_take_it(self) -> None:
+        for name in WHOLE_STORAGE:
+            assert ("storage", "Storage") in {(s, i) for s, i, _ in names_imported(name)}, name
 
 
 class TestTheCodecPackage:

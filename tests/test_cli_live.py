@@ -26,7 +26,7 @@ from helpers import lil_forked, sqlite_store
 
 from letitloop import Journal
 from letitloop.clock import utc_us
-from letitloop.sqlite_primitives import RUNNING_UPSERT
+from letitloop.sqlite_calls import RUNNING_UPSERT
 
 PIPELINE = """
 import os, sys, time

@@ -406,13 +406,13 @@ class TestARunWhoseResultsDoNotFitInOneRead:
     def test_replays_every_result_reading_the_rest_as_it_goes(
         self, location: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from letitloop import postgres_storage
+        from letitloop import postgres_steps
 
         with Journal("g", run="r", path=location) as j:
             for i in range(600):
                 j.step(f"s{i}", shout, i)
         # 600 results of 3-5 bytes; the open reads about 100 of them.
-        monkeypatch.setattr(postgres_storage, "PREFETCH_BYTES", 400)
+        monkeypatch.setattr(postgres_steps, "PREFETCH_BYTES", 400)
         with Journal("g", run="r", path=location) as j:
             store: Any = j.store
             assert 80 <= len(store._prefetched) <= 134
@@ -430,13 +430,13 @@ class TestARunWhoseResultsDoNotFitInOneRead:
     def test_reads_the_rest_a_bounded_number_of_bytes_at_a_time(
         self, location: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from letitloop import postgres_storage
+        from letitloop import postgres_steps
 
         with Journal("g", run="r", path=location) as j:
             for i in range(600):
                 j.step(f"s{i}", shout, i)
-        monkeypatch.setattr(postgres_storage, "PREFETCH_BYTES", 400)
-        monkeypatch.setattr(postgres_storage, "RESULT_BYTES", 400)
+        monkeypatch.setattr(postgres_steps, "PREFETCH_BYTES", 400)
+        monkeypatch.setattr(postgres_steps, "RESULT_BYTES", 400)
         with Journal("g", run="r", path=location) as j:
             store: Any = j.store
             reads: list[int] = []
@@ -462,7 +462,7 @@ class TestAStepsStatement:
 
     @staticmethod
     def row(**changes: Any) -> Any:
-        from letitloop.storage import RunKey, StepRow
+        from letitloop.storage_steps import RunKey, StepRow
 
         values = dict(
             run=RunKey(7),

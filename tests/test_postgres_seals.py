@@ -358,7 +358,7 @@ class TestLilShowOfAnEncryptedRunOnPostgres:
         import time
 
         from letitloop.postgres_storage import open_postgres
-        from letitloop.storage import StepRow
+        from letitloop.storage_steps import StepRow
 
         writers = [open_postgres(sealed), open_postgres(sealed)]
         try:

@@ -2,7 +2,7 @@
 
 The SQLite store reads a run's done steps, sleeps and waits, and its markers'
 keys, as two JSON arrays SQLite builds in one scan of the run's rows
-(``SqliteStorage.recorded_steps``); row by row is its twin
+(``SqliteStepRows.recorded_steps``); row by row is its twin
 (``recorded_steps_by_row``), taken whenever the packed form cannot answer
 exactly. Real journal files; the resume itself is checked from a fresh process.
 """

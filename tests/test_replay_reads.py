@@ -1,7 +1,7 @@
 """A replay reads recorded results a stretch at a time, and hands back each row's own text.
 
 The SQLite store reads a stretch of a run's results as one row (rowids and
-texts joined by SQLite, split by Python: ``SqliteStorage.packed_results``);
+texts joined by SQLite, split by Python: ``SqliteStepRows.packed_results``);
 row by row is its twin, taken whenever the joined form cannot answer exactly.
 Real journal files, replayed by a fresh process.
 """
@@ -111,7 +111,7 @@ def edit(db: Path, sql: str, *params: object) -> None:
 
 
 def both_reads(db: Path) -> tuple[dict[int, str | None], dict[int, str | None], list[int]]:
-    """The run's results as ``SqliteStorage.results`` reads them, and row by row; its rowids."""
+    """The run's results as ``SqliteStepRows.results`` reads them, and row by row; its rowids."""
     with Journal("g", path=db, run="r1") as j:
         storage: Any = j._storage
         assert j._results is not None
@@ -264,7 +264,7 @@ class TestResultsLargerThanWhatAReadHolds:
         assert run() == {"ok": True, "ran": 0}  # every result replayed, none called
         # A read from any row on hands back that row and the rows after it, in order,
         # and stops once their texts reach RESULT_BYTES.
-        from letitloop.storage import RESULT_BYTES
+        from letitloop.storage_steps import RESULT_BYTES
 
         with Journal("g", path=db, run="r1") as j:
             storage: Any = j._storage

@@ -17,8 +17,9 @@ import pytest
 
 from letitloop import Journal
 from letitloop.clock import utc_us
-from letitloop.sqlite_storage import SqliteStorage, step_writer
-from letitloop.storage import DoneRow, StepRow, step_row_of
+from letitloop.sqlite_steps import step_writer
+from letitloop.sqlite_storage import SqliteStorage
+from letitloop.storage_steps import DoneRow, StepRow, step_row_of
 
 
 def row(key: str, **fields: Any) -> StepRow:

@@ -23,7 +23,7 @@ from ..errors import JournalFileError
 from ..goals import iso_sql, rows_table
 from ..sqlerrors import DRIVER_ERRORS
 from ..sqlite_holding import run_lock_path
-from ..sqlite_storage import resumable_run_id
+from ..sqlite_runs import resumable_run_id
 from ..store import Store
 from .decrypting import Decrypting
 from .inspector import RunFilter

@@ -1,9 +1,11 @@
-"""The part of the storage protocol that keeps paid calls' reservations (``reservations.py``).
+"""``SpendRows``: what a run's paid calls spent and reserved (``budgets.py``, ``reservations.py``).
 
-``Storage`` (``storage.py``) includes it; each store implements it beside
-its usage (``sqlite_primitives.py``, ``memory_primitives.py``,
-``postgres_primitives.py``): SQLite's table ``reservations`` (migration 0018),
-PostgreSQL's ``ll_reservations``, the memory store's ``reservations``.
+Implemented by ``sqlite_spend.SqliteSpendRows``, ``memory_spend.MemorySpendRows`` and
+``postgres_spend.PostgresSpendRows``: the usage the run's rows and tries hold,
+summed; the reservations a paid call commits before it starts and settles
+after it (SQLite's table ``reservations``, migration 0018; PostgreSQL's
+``ll_reservations``; the memory store's ``reservations``); and where a forked
+run's spend began.
 """
 
 from __future__ import annotations
@@ -12,8 +14,21 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 
-class ReservationRows(Protocol):
-    """A run's paid calls' reservations: committed before each call, settled after it."""
+class SpendRows(Protocol):
+    """A run's spend: what its calls reported, and reservations committed before each call."""
+
+    def run_spend(self, run_id: str) -> list[tuple[str, int | None, int | None, float | None]]:
+        """``(key, input_tokens, output_tokens, cost)`` the run's calls reported, summed per
+        step key over its rows and its tries (``step_tries``: failed and crashed calls),
+        each None where none reported any; steps that reported nothing are left out."""
+        ...
+
+    def usage_of(
+        self, run_id: str, keys: Sequence[str]
+    ) -> tuple[int | None, int | None, float | None]:
+        """``(input_tokens, output_tokens, cost)`` summed over the run's rows ``keys`` (None
+        where no row reported it): what replayed steps had cost (otel.py)."""
+        ...
 
     def reserve(self, row: Sequence[Any]) -> None:
         """Commit a paid call's reservation before the call starts: ``(run, call, key,
@@ -30,7 +45,7 @@ class ReservationRows(Protocol):
     ) -> None:
         """In one transaction: the reservations ``calls`` of the run settled at
         ``settled_at`` by ``spent`` (the tokens and cost their call reported; None where
-        none), and ``usage_row`` (as :meth:`record_usage`) written if given."""
+        none), and ``usage_row`` (as ``CallRows.record_usage``) written if given."""
         ...
 
     def run_reservations(
