@@ -50,11 +50,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
+import atexit
 import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -303,9 +304,105 @@ def _fork(target: Callable[[], None], side: str) -> int:
     return pid
 
 
-def _wait(pid: int) -> int:
+#: What the forking process imports besides this module: what an attempt imports at its
+#: first run (the journal's SQLite modules, LangGraph's prebuilt agent, LangChain's
+#: tracers), so that each attempt does not import them again.
+PRELOAD = (
+    "langchain_core.messages.block_translators.langchain_v0",
+    "langchain_core.tracers.context",
+    "langchain_core.tracers.run_collector",
+    "langchain_core.tracers.stdout",
+    "langgraph.prebuilt",
+    "letitloop.compact_migration",
+    "letitloop.migration_sql",
+    "letitloop.otel",
+    "letitloop.schema_file",
+    "letitloop.sqlite_keychecks",
+    "letitloop.sqlite_markers",
+    "letitloop.sqlite_storage",
+)
+
+#: The forking process: a fresh interpreter (``argv[1]``: the repository) that imported
+#: this module and PRELOAD and opened nothing. Per request line on stdin, ``{"wait":
+#: PID}`` replies the exit status of its child PID (negative: the signal), any other
+#: (``side``, ``env``, ``program``: program's arguments) forks a child that runs
+#: ``program`` with that environment and replies its pid.
+FORKER = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import benchmarks.langgraph_requests as lr
+for name in lr.PRELOAD:
+    __import__(name)
+for line in sys.stdin:
+    request = json.loads(line)
+    if "wait" in request:
+        reply = lr._reaped(request["wait"])
+    else:
+        os.environ.clear()
+        os.environ.update(request["env"])
+        reply = lr._fork(lambda: lr.program(*request["program"]), request["side"])
+    sys.stdout.write(f"{reply}\n")
+    sys.stdout.flush()
+"""
+
+_forker: list[subprocess.Popen[str]] = []
+_forker_lock = threading.Lock()
+
+
+def _ask(request: dict[str, Any]) -> int:
+    """One exchange with the forking process, started on first use and stopped at exit.
+
+    The attempts are forked from it, not from this process: a fork copies its parent's
+    page tables, and a test worker that imported every framework copies about three
+    times those of an interpreter that imported LangGraph (about 15 ms of system CPU an
+    attempt, over hundreds of attempts); they are real processes all the same, and
+    SIGKILL them as before.
+    """
+    with _forker_lock:
+        if not _forker or _forker[0].poll() is not None:
+            _forker[:] = [
+                subprocess.Popen(
+                    [sys.executable, "-c", FORKER, str(Path(__file__).resolve().parent.parent)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            ]
+            atexit.register(stop_forker)
+        forker = _forker[0]
+        assert forker.stdin is not None and forker.stdout is not None
+        forker.stdin.write(json.dumps(request) + "\n")
+        forker.stdin.flush()
+        reply = forker.stdout.readline()
+    if not reply:
+        raise RuntimeError(f"the forking process ended (exit {forker.wait()})")
+    return int(reply)
+
+
+def stop_forker() -> None:
+    """Stop the forking process, if it was started (its children have ended)."""
+    with _forker_lock:
+        while _forker:
+            forker = _forker.pop()
+            if forker.stdin is not None:
+                forker.stdin.close()
+            forker.wait(60)
+
+
+def _start(side: str, *program_args: Any) -> int:
+    """Fork a child of the forking process that runs ``program(*program_args)`` with this
+    process's environment and ``side`` as its side file: its pid."""
+    return _ask({"side": side, "env": dict(os.environ), "program": program_args})
+
+
+def _reaped(pid: int) -> int:
     _, status = os.waitpid(pid, 0)
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _wait(pid: int) -> int:
+    """The exit status of an attempt :func:`_start` started (negative: the signal)."""
+    return _ask({"wait": pid})
 
 
 def _lines(side: str) -> list[tuple[str, str]]:
@@ -356,9 +453,7 @@ class Trials:
         self, turns: list[str], side: str, kill_turn: int = -2, kill_in: float = 0.0
     ) -> tuple[int, Any]:
         out = f"{side}.{self.rng.random()}.out"
-        pid = _fork(
-            lambda: program(self.kind, self.db, self._thread, turns, out, kill_turn, kill_in), side
-        )
+        pid = _start(side, self.kind, self.db, self._thread, turns, out, kill_turn, kill_in)
         code = _wait(pid)
         self.seconds = json.loads(Path(out).read_text())["seconds"] if code == 0 else []
         answer = json.loads(Path(out).read_text())["answers"] if code == 0 else None
@@ -425,13 +520,7 @@ class Trials:
             side = self._new("copies")
             outs = [f"{side}.{i}.out" for i in range(2)]
             kill = n % 2 == 1
-            pids = [
-                _fork(
-                    functools.partial(program, self.kind, self.db, self._thread, turns, o, -2, 0.0),
-                    side,
-                )
-                for o in outs
-            ]
+            pids = [_start(side, self.kind, self.db, self._thread, turns, o, -2, 0.0) for o in outs]
             if kill:
                 time.sleep(self.rng.uniform(0, seconds))
                 os.kill(pids[0], signal.SIGKILL)

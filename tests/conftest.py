@@ -6,6 +6,7 @@ import ast
 import functools
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -299,6 +300,9 @@ def _nothing_left_behind() -> Iterator[None]:
     from helpers import stop_forker
 
     stop_forker()  # the forking interpreter the tests shared (helpers.run_forked)
+    requests = sys.modules.get("benchmarks.langgraph_requests")
+    if requests is not None:  # its trials' forking process (tests/test_langgraph_requests.py)
+        requests.stop_forker()
     deadline = time.monotonic() + 5  # threads that are just finishing get a moment
     while True:
         threads = [t for t in threading.enumerate() if t is not threading.main_thread()]

@@ -22,15 +22,16 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 #: The forking interpreter: imports argv[1:] (and runs the ``--warm=`` statements among
 #: them), then, for each request line on stdin
 #: (argv, cwd, env, the stdout and stderr files), forks a child, writes "pid N" to
 #: stdout, and "exit CODE" (negative: the signal) once the child ended.
 FORKER = r"""
-import atexit, io, json, os, runpy, sys, threading, traceback
+import atexit, io, json, os, runpy, select, signal, sys, threading, traceback
 
 names = sys.argv[1:]
 with_letitloop = names[:1] == ["--with-letitloop"]
@@ -100,16 +101,40 @@ def child(request):
         os._exit(code)
 
 
-for line in requests:
-    request = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        child(request)
-    replies.write(b"pid %d\n" % pid)
-    replies.flush()
-    _, status = os.waitpid(pid, 0)
-    replies.write(b"exit %d\n" % os.waitstatus_to_exitcode(status))
-    replies.flush()
+# Children run side by side: "pid N" is written as each is forked, "exit N CODE" as each
+# ends (a SIGCHLD wakes the loop).
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+signal.signal(signal.SIGCHLD, lambda *_: None)
+running, pending, reading = set(), b"", True
+while reading or running:
+    ready = select.select([0, wake_r] if reading else [wake_r], [], [])[0]
+    if 0 in ready:
+        chunk = os.read(0, 1 << 16)
+        reading = bool(chunk)
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(wake_r)
+                os.close(wake_w)
+                child(request)
+            running.add(pid)
+            replies.write(b"pid %d\n" % pid)
+            replies.flush()
+    if wake_r in ready:
+        os.read(wake_r, 1 << 16)
+    for pid in list(running):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            running.discard(pid)
+            replies.write(b"exit %d %d\n" % (pid, os.waitstatus_to_exitcode(status)))
+            replies.flush()
 """
 
 
@@ -175,7 +200,9 @@ def for_sdk(sdk: str, *more: str) -> Preloaded:
 
 class Preloaded:
     """A forking interpreter that imported ``modules``; started on first use, stopped by
-    :meth:`close`. One script runs at a time.
+    :meth:`close`. Its children may run side by side (two copies of a program at once);
+    :meth:`sibling` gives a second handle on the same interpreter (a fixture's second
+    forker, for the second copy, costs no second import of the framework).
 
     ``with_letitloop``: ``modules`` may import letitloop (an adapter), for a harness of
     hundreds of short runs whose children should cost only their run (the forker opens
@@ -191,8 +218,17 @@ class Preloaded:
         )
         if warm:
             self.modules += (f"--warm={warm}",)
-        self.forker: subprocess.Popen[bytes] | None = None
-        self.last: Child | None = None
+        self.shared = _Shared()
+        self.shared.users += 1
+        self.closed = False
+
+    def sibling(self) -> Preloaded:
+        """Another handle on this forking interpreter, closed on its own: the interpreter
+        stops when the last of them is closed."""
+        other = Preloaded.__new__(Preloaded)
+        other.modules, other.shared, other.closed = self.modules, self.shared, False
+        self.shared.users += 1
+        return other
 
     def start(
         self,
@@ -205,12 +241,8 @@ class Preloaded:
         """Fork a child that runs ``python -u script args`` (``env``: its whole environment,
         this process's by default; ``cwd``: this process's folder by default; not
         ``unbuffered``: ``python script args``, its stdout buffered as off a terminal)."""
-        if self.forker is None or self.forker.poll() is not None:
-            self.forker = subprocess.Popen(
-                [sys.executable, "-c", FORKER, *self.modules],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-            )
+        if self.shared.forker is None or self.shared.forker.popen.poll() is not None:
+            self.shared.forker = _Forker([sys.executable, "-c", FORKER, *self.modules])
         out = tempfile.NamedTemporaryFile(prefix="preloaded-", suffix=".out")  # noqa: SIM115
         err = tempfile.NamedTemporaryFile(prefix="preloaded-", suffix=".err")  # noqa: SIM115
         request = {
@@ -221,11 +253,8 @@ class Preloaded:
             "err": err.name,
             "unbuffered": unbuffered,
         }
-        assert self.forker.stdin is not None and self.forker.stdout is not None
-        self.forker.stdin.write(json.dumps(request).encode() + b"\n")
-        self.forker.stdin.flush()
-        self.last = Child(self.forker.stdout, [sys.executable, str(script), *args], out, err)
-        return self.last
+        forker = self.shared.forker
+        return Child(forker, forker.fork(request), [sys.executable, str(script), *args], out, err)
 
     def run(
         self,
@@ -246,29 +275,83 @@ class Preloaded:
         self.close()
 
     def close(self) -> None:
-        """Stop the forking interpreter; a child a failed test left running is killed."""
-        if self.forker is not None:
-            assert self.forker.stdin is not None
-            self.forker.stdin.close()
-            try:
-                self.forker.wait(10)
-            except subprocess.TimeoutExpired:
-                if self.last is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(self.last.pid, signal.SIGKILL)
-                self.forker.wait(60)
-            self.forker = None
+        """Let go of the forking interpreter; the last handle closed stops it, and kills a
+        child a failed test left running."""
+        if self.closed:
+            return
+        self.closed = True
+        self.shared.users -= 1
+        if self.shared.users == 0 and self.shared.forker is not None:
+            self.shared.forker.stop()
+            self.shared.forker = None
+
+
+class _Shared:
+    """What a :class:`Preloaded` and its siblings share: the forking interpreter."""
+
+    def __init__(self) -> None:
+        self.forker: _Forker | None = None
+        self.users = 0
+
+
+class _Forker:
+    """The forking interpreter's process and its replies: a child's pid as it is forked,
+    its exit status when it ended (kept until asked for; children end in any order)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.exits: dict[int, int] = {}
+        self.running: set[int] = set()
+        self.lock = threading.Lock()
+
+    def fork(self, request: dict[str, Any]) -> int:
+        assert self.popen.stdin is not None
+        with self.lock:
+            self.popen.stdin.write(json.dumps(request).encode() + b"\n")
+            self.popen.stdin.flush()
+            while True:
+                reply = self._reply("pid")
+                if reply[0] == "pid":
+                    self.running.add(int(reply[1]))
+                    return int(reply[1])
+
+    def wait(self, pid: int) -> int:
+        with self.lock:
+            while pid not in self.exits:
+                self._reply("exit")
+            self.running.discard(pid)
+            return self.exits.pop(pid)
+
+    def _reply(self, expected: str) -> list[str]:
+        assert self.popen.stdout is not None
+        line = self.popen.stdout.readline().decode()
+        reply = line.split()
+        if not reply or reply[0] not in ("pid", "exit"):
+            what = "fork" if expected == "pid" else "wait"
+            raise RuntimeError(f"the forking interpreter did not {what}: {line!r}")
+        if reply[0] == "exit":
+            self.exits[int(reply[1])] = int(reply[2])
+        return reply
+
+    def stop(self) -> None:
+        """Close its requests: it ends once its children have; those still running after
+        10 s (a failed test's) are killed."""
+        assert self.popen.stdin is not None
+        self.popen.stdin.close()
+        try:
+            self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            for pid in self.running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.popen.wait(60)
 
 
 class Child:
     """A child forked by :class:`Preloaded`: its pid, and its end as a CompletedProcess."""
 
-    def __init__(self, replies: IO[bytes], args: list[str], out: Any, err: Any) -> None:
-        self.replies, self.args, self.out, self.err = replies, args, out, err
-        line = replies.readline().decode()
-        if not line.startswith("pid "):
-            raise RuntimeError(f"the forking interpreter did not fork: {line!r}")
-        self.pid = int(line.split()[1])
+    def __init__(self, forker: _Forker, pid: int, args: list[str], out: Any, err: Any) -> None:
+        self.forker, self.pid, self.args, self.out, self.err = forker, pid, args, out, err
 
     def running(self) -> bool:
         """Whether the child is alive (Linux's /proc: not gone, not a zombie)."""
@@ -279,10 +362,8 @@ class Child:
         return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
     def wait(self) -> subprocess.CompletedProcess[str]:
-        line = self.replies.readline().decode()
-        if not line.startswith("exit "):
-            raise RuntimeError(f"the forking interpreter ended: {line!r}")
+        code = self.forker.wait(self.pid)
         with self.out, self.err:
             stdout = Path(self.out.name).read_text(encoding="utf-8")
             stderr = Path(self.err.name).read_text(encoding="utf-8", errors="replace")
-        return subprocess.CompletedProcess(self.args, int(line.split()[1]), stdout, stderr)
+        return subprocess.CompletedProcess(self.args, code, stdout, stderr)

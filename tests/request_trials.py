@@ -117,16 +117,14 @@ class Scenario:
 
 
 class Trials:
-    """The trials of one framework's script, run in children of two preloaded forkers
-    (two copies at once need two: a forker runs one child at a time)."""
+    """The trials of one framework's script, run in children of one preloaded forker
+    (two copies at once: one started from each of its two handles)."""
 
     def __init__(self, script: Path, folder: Path, *modules: str, seed: int = 48) -> None:
         self.script = script
         self.folder = folder
-        self.forkers = (
-            Preloaded(*modules, with_letitloop=True),
-            Preloaded(*modules, with_letitloop=True),
-        )
+        forker = Preloaded(*modules, with_letitloop=True)
+        self.forkers = (forker, forker.sibling())
         self.random = random.Random(seed)
         self.count = 0
 

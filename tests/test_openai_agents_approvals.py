@@ -16,7 +16,6 @@ import random
 import shlex
 import sqlite3
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from agent_kills import read_side
+from helpers import lil_forked
 from preloaded import Preloaded, for_sdk
 
 import letitloop
@@ -46,12 +46,10 @@ def sdk() -> Iterator[Preloaded]:
 
 
 def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """``lil --db DB ARGS`` in a child forked from the tests' interpreter that imported
+    letitloop (helpers.lil_forked): what it prints and its exit status are checked here,
+    not its process start (about 0.15 s of CPU a trial saved)."""
+    return lil_forked("--db", str(db), *args)
 
 
 def send_command(stderr: str) -> list[str]:

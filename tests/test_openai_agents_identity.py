@@ -46,8 +46,9 @@ ANSWER = "{0}: sunny in {0} / hotel booked in {0}"
 
 @pytest.fixture(scope="module")
 def forkers() -> Iterator[tuple[Preloaded, Preloaded]]:
-    """Two forking interpreters: two copies of a program run at once, one from each."""
-    with for_sdk("agents") as one, for_sdk("agents") as two:
+    """Two handles on one forking interpreter: two copies of a program run at once, one
+    started from each."""
+    with for_sdk("agents") as one, one.sibling() as two:
         yield one, two
 
 
