@@ -33,7 +33,7 @@ if __package__ in (None, ""):
 from benchmarks._report import ms, publish, table, us
 from benchmarks.overhead import SMALL, fresh_steps, plain_call, raw_floor
 from letitloop import Journal
-from letitloop.pragmas import Durability
+from letitloop.stores.sqlite.pragmas import Durability
 
 
 async def produce() -> Any:

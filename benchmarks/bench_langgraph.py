@@ -332,7 +332,7 @@ def writes_under_journal(path: Path, n: int, busy_handler: bool) -> list[float]:
     import threading
 
     from letitloop.adapters.langgraph import polled
-    from letitloop.sqlerrors import BUSY_TIMEOUT_MS
+    from letitloop.stores.sqlite.sqlerrors import BUSY_TIMEOUT_MS
 
     polled_commit = polled.commit
     with LetItLoopCheckpointSaver(path) as saver:

@@ -37,8 +37,8 @@ if __package__ in (None, ""):
 
 from benchmarks._report import environment, ms, publish, table, us
 from letitloop import Journal, RetryPolicy
-from letitloop.control import send_text
 from letitloop.inspection import open_journal_file
+from letitloop.supervision.control import send_text
 
 WAITER = """
 import sys, time

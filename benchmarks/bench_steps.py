@@ -51,7 +51,8 @@ from benchmarks.overhead import (
     replay_steps,
     use_cpu_clock,
 )
-from letitloop import Journal, connect
+from letitloop import Journal
+from letitloop.stores.sqlite import connect
 
 #: The page size of a journal's new files (a tree from before it was chosen: SQLite's).
 PAGE_SIZE: int = getattr(connect, "PAGE_SIZE", 4096)
@@ -204,9 +205,9 @@ def checksum_cost(n: int) -> float:
     """Seconds per row checksum of a small step with 2 arguments (``checksums.step_sum``),
     paid once when the step is recorded and once when it replays."""
     from letitloop import codec
-    from letitloop.checksums import step_sum
-    from letitloop.fingerprint import Fingerprinter
-    from letitloop.ids import new_run_id
+    from letitloop.identity.fingerprint import Fingerprinter
+    from letitloop.identity.ids import new_run_id
+    from letitloop.integrity.checksums import step_sum
 
     run_id, fp = new_run_id(time.time()), Fingerprinter().call(ARGS, {})
     fn, result = "benchmarks.overhead.fetch_user", codec.encode(SMALL)
@@ -219,7 +220,7 @@ def checksum_cost(n: int) -> float:
 def keyed_cost(n: int, repeats: int, option: str) -> tuple[float, float]:
     """(seconds per fresh step without a key, extra seconds per step with the key ``option``
     of ``Journal``), the two measured in alternating blocks. ``seal``: a chain entry per row
-    (letitloop/sqlite_seals.py); ``encryption_key``: the result encrypted (encryption.py)."""
+    (letitloop/stores/sqlite/seals.py); ``encryption_key``: the result encrypted (encryption.py)."""
     plain, extra = [], []
     for _ in range(repeats):
         times = []
@@ -242,7 +243,7 @@ def sealed_replay_cost(n: int, repeats: int) -> tuple[float, float]:
     step with it), the two in alternating blocks over one sealed run of ``n`` steps. Each
     block times a whole attempt (open, ``n`` replays, close), so the extra holds each row's
     check against its seal (a SHA-256) and its share of the open's read and check of the
-    chain (an HMAC-SHA256 per entry): letitloop/chains.py, ``SealedRows``."""
+    chain (an HMAC-SHA256 per entry): letitloop/integrity/chains.py, ``SealedRows``."""
     key = "bench-key-0123456789abcdef"
     plain, extra = [], []
     with tempfile.TemporaryDirectory() as d:

@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from letitloop import migrate  # noqa: E402
-from letitloop.clock import utc_iso  # noqa: E402
-from letitloop.ids import new_run_id  # noqa: E402
-from letitloop.store import Store  # noqa: E402
+from letitloop.identity.ids import new_run_id  # noqa: E402
+from letitloop.primitives.clock import utc_iso  # noqa: E402
+from letitloop.stores.sqlite import migrate  # noqa: E402
+from letitloop.stores.sqlite.store import Store  # noqa: E402
 
 #: The last migration before the compact row.
 BEFORE = "0010_every_call"
@@ -154,7 +154,7 @@ def readable_rows(path: Path) -> list[tuple[object, ...]]:
 
 
 #: The child that opens (and so migrates) the file.
-OPEN = "import sys; from letitloop.store import Store; Store(sys.argv[1]).close()"
+OPEN = "import sys; from letitloop.stores.sqlite.store import Store; Store(sys.argv[1]).close()"
 
 
 def _size(path: Path) -> int:

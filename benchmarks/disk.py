@@ -45,7 +45,8 @@ if __package__ in (None, ""):
 
 from benchmarks._report import environment, table
 from benchmarks.overhead import SMALL
-from letitloop import Journal, stores
+from letitloop import Journal
+from letitloop.stores.sqlite import pool as stores
 
 KB: dict[str, Any] = {"text": "x" * 1000}
 

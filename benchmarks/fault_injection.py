@@ -43,8 +43,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from letitloop import Journal, LetItLoopError, send
-from letitloop.stores import close_idle_stores
-from letitloop.waits import RunWaiting
+from letitloop.primitives.waits import RunWaiting
+from letitloop.stores.sqlite.pool import close_idle_stores
 
 GOAL = "faults"
 RUN = "r1"

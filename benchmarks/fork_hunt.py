@@ -12,7 +12,7 @@ was stuck (its Python stack, from ``faulthandler``) is printed once.
 
 A child forked while a thread was inside SQLite inherits SQLite's mutexes
 locked and never returns from its first SQLite call; letitloop's fork gate
-(``letitloop/connections.py``) makes a fork wait until no store is inside
+(``letitloop/stores/sqlite/connections.py``) makes a fork wait until no store is inside
 SQLite. The target is zero hung children. ``tests/test_connections.py`` runs
 this situation in small (one thread, reopening every 7th run, 100 children).
 Bias: a warm page cache, a local disk, a tiny step.
@@ -34,7 +34,7 @@ if __package__ in (None, ""):
 
 from benchmarks._report import environment
 from letitloop import Journal
-from letitloop.stores import close_idle_stores
+from letitloop.stores.sqlite.pool import close_idle_stores
 
 
 def hunt(children: int, threads: int, reopen_every: int, timeout: float) -> list[str]:

@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import median_of, ms, publish, table
-from letitloop import goals as store_module  # where ensure_goal reads both from
-from letitloop.store import Store
+from letitloop.stores.sqlite import goals as store_module  # where ensure_goal reads both from
+from letitloop.stores.sqlite.store import Store
 
 #: Up to 450: an uncapped view of 500+ goals fails (SQLite allows 500 terms per
 #: compound SELECT), which is one more reason for the cap.

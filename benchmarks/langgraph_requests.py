@@ -313,13 +313,13 @@ PRELOAD = (
     "langchain_core.tracers.run_collector",
     "langchain_core.tracers.stdout",
     "langgraph.prebuilt",
-    "letitloop.compact_migration",
-    "letitloop.migration_sql",
-    "letitloop.otel",
-    "letitloop.schema_file",
-    "letitloop.sqlite_keychecks",
-    "letitloop.sqlite_markers",
-    "letitloop.sqlite_storage",
+    "letitloop.stores.sqlite.compact_migration",
+    "letitloop.stores.sqlite.migration_sql",
+    "letitloop.run.otel",
+    "letitloop.stores.sqlite.schema_file",
+    "letitloop.stores.sqlite.keychecks",
+    "letitloop.stores.sqlite.markers",
+    "letitloop.stores.sqlite.storage",
 )
 
 #: The forking process: a fresh interpreter (``argv[1]``: the repository) that imported

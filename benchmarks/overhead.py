@@ -64,7 +64,7 @@ def raw_floor(value: Any, n: int, synchronous: str, page_size: int | None = None
     """One INSERT + COMMIT per row with sqlite3, same shape and mode as a journal.
 
     ``page_size``: the file's (None: SQLite's default, 4 KiB; a journal's new
-    files have ``letitloop.connect.PAGE_SIZE``).
+    files have ``letitloop.stores.sqlite.connect.PAGE_SIZE``).
     """
     import msgspec
 
@@ -163,7 +163,7 @@ def replay_steps(db: Path, n: int, value: Any = SMALL, args: Args = ()) -> float
 
 def fingerprint_cost(n: int, args: Args = ARGS) -> float:
     """Seconds per argument fingerprint of a call (what a fresh step adds to check its call)."""
-    from letitloop.fingerprint import Fingerprinter
+    from letitloop.identity.fingerprint import Fingerprinter
 
     call = Fingerprinter().call
     kwargs: dict[str, Any] = {}

@@ -2,7 +2,7 @@
 
     python benchmarks/page_size.py [--rounds 5] [--sizes 1024,4096]
 
-For each page size (``letitloop.connect.PAGE_SIZE``, set for the files this
+For each page size (``letitloop.stores.sqlite.connect.PAGE_SIZE``, set for the files this
 process makes): the bytes on disk after close (file + ``-wal``, as
 ``disk.py`` reads them) of an empty journal, of one run of 1,000 small steps,
 per 1,000 more small steps (1,000 to 10,000 in one run) and per 1,000 more
@@ -32,7 +32,8 @@ if __package__ in (None, ""):
 from benchmarks._report import environment, table
 from benchmarks.disk import KB, record
 from benchmarks.overhead import LARGE, SMALL
-from letitloop import Journal, connect
+from letitloop import Journal
+from letitloop.stores.sqlite import connect
 
 clock = time.process_time
 

@@ -6,7 +6,7 @@ three journal rows per event, the process-group cleanup), and side by side
 the same N+1 plain ``python child.py`` runs in a shell-like loop. The
 difference divided by N is the watcher's overhead per restart. On Linux it
 also times the same plain starts through the exec shim that arms each
-child's parent-death signal (``letitloop/_exec_shim.py``), which is part of
+child's parent-death signal (``letitloop/supervision/_exec_shim.py``), which is part of
 that overhead. Medians of several rounds; the machine is shared, so expect
 noise of a few ms.
 
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from letitloop._exec_shim import shim_argv
+from letitloop.supervision._exec_shim import shim_argv
 
 CHILD = """
 import os, signal, sys

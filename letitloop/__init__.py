@@ -2,8 +2,12 @@
 
 from typing import TYPE_CHECKING
 
-from .budgets import Budget
-from .durable import (
+from .errors import BudgetExceededError, LetItLoopError, RunCancelledError, WaitTimeoutError
+from .identity.fingerprint_hooks import register_fingerprint
+from .identity.unchecked import unchecked
+from .primitives.budgets import Budget
+from .primitives.estimates import PaidCall, Reservation
+from .run.durable import (
     async_deprecate_patch,
     async_patched,
     async_sleep,
@@ -19,22 +23,18 @@ from .durable import (
     usage,
     wait_for,
 )
-from .errors import BudgetExceededError, LetItLoopError, RunCancelledError, WaitTimeoutError
-from .estimates import PaidCall, Reservation
-from .fingerprint_hooks import register_fingerprint
-from .journal import Journal
-from .unchecked import unchecked
+from .run.journal import Journal
 
 if TYPE_CHECKING:
-    from .control import cancel, send
-    from .queue_worker import Worker
-    from .queues import Queue
-    from .reservations import reserve
-    from .retry import RetryPolicy
-    from .scheduler import run_schedules
-    from .schedules import Schedule, schedule
-    from .supervisor import supervise
-    from .waits import RunWaiting
+    from .primitives.reservations import reserve
+    from .primitives.waits import RunWaiting
+    from .queueing.queue_worker import Worker
+    from .queueing.queues import Queue
+    from .run.retry import RetryPolicy
+    from .scheduling.scheduler import run_schedules
+    from .scheduling.schedules import Schedule, schedule
+    from .supervision.control import cancel, send
+    from .supervision.supervisor import supervise
 
 __version__ = "0.1.0"
 
@@ -46,39 +46,39 @@ def __getattr__(name: str) -> object:
     # RunWaiting (waits.py) by programs that wait; `import letitloop` stays on
     # the step path.
     if name == "RunWaiting":
-        from .waits import RunWaiting
+        from .primitives.waits import RunWaiting
 
         return RunWaiting
     if name == "RetryPolicy":
-        from .retry import RetryPolicy
+        from .run.retry import RetryPolicy
 
         return RetryPolicy
     if name == "reserve":  # programs whose budget bounds paid calls (reservations.py)
-        from .reservations import reserve
+        from .primitives.reservations import reserve
 
         return reserve
     if name == "supervise":
-        from .supervisor import supervise
+        from .supervision.supervisor import supervise
 
         return supervise
     if name == "Queue":  # programs with work queues (queues.py, queue_worker.py)
-        from .queues import Queue
+        from .queueing.queues import Queue
 
         return Queue
     if name == "Worker":
-        from .queue_worker import Worker
+        from .queueing.queue_worker import Worker
 
         return Worker
     if name in ("schedule", "Schedule"):  # programs with schedules (cronsim, the extra)
-        from . import schedules
+        from .scheduling import schedules
 
         return getattr(schedules, name)
     if name == "run_schedules":
-        from .scheduler import run_schedules
+        from .scheduling.scheduler import run_schedules
 
         return run_schedules
     if name in ("send", "cancel"):
-        from . import control
+        from .supervision import control
 
         return getattr(control, name)
     raise AttributeError(f"module 'letitloop' has no attribute {name!r}")

@@ -38,7 +38,7 @@ class SchemaVersionError(JournalFileError):
 class UnknownStoreError(LetItLoopError):
     """A path looks like a URL (``scheme://…``) whose store this installation does not have.
 
-    Such a path is never taken for a file name (``letitloop/schemes.py``); nothing
+    Such a path is never taken for a file name (``letitloop/stores/schemes.py``); nothing
     was created.
     """
 
@@ -66,19 +66,19 @@ class DamagedRowError(JournalFileError):
 
 class ForgedRowError(DamagedRowError):
     """A row of a sealed run does not match its seal (edited, inserted or written without
-    the key, or its chain altered); it is not replayed (letitloop/chains.py)."""
+    the key, or its chain altered); it is not replayed (letitloop/integrity/chains.py)."""
 
 
 class SealKeyError(LetItLoopError):
     """A seal key that cannot be used: too short, or not the key the run's chain was
-    sealed with (letitloop/seals.py)."""
+    sealed with (letitloop/integrity/seals.py)."""
 
     run_id: str | None = None
 
 
 class EncryptionKeyError(LetItLoopError):
     """An encrypted value that cannot be read: no key, another key, or a ciphertext moved from
-    another row (letitloop/encryption.py); or an encryption key that cannot be used."""
+    another row (letitloop/integrity/encryption.py); or an encryption key that cannot be used."""
 
     run_id: str | None = None
     key: str | None = None

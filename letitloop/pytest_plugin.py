@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 
 from .errors import StepMismatchError, UnrecordedStepError
-from .fingerprint import same_digest
+from .identity.fingerprint import same_digest
 from .testing import SkippingClock, using_clock
 
 MARKER = "letitloop_replay"
@@ -55,7 +55,7 @@ class Replay:
 
     def journal(self, goal: str, **options: Any) -> Any:
         """A replay-only ``Journal(goal, path=<fixture>, **options)``: use it in a ``with``."""
-        from .journal import Journal
+        from .run.journal import Journal
 
         return Journal(goal, path=self.path, replay_only=True, **options)
 

@@ -3,7 +3,7 @@
 A journal reads the time from its clock (``Journal(clock=...)``; given none,
 :func:`default_clock`). Every pause of a run (a durable sleep, a wait's
 timeout, a retry's backoff) waits until a time of that clock
-(letitloop/timers.py); with a :class:`SkippingClock` it does not wait: the
+(letitloop/primitives/timers.py); with a :class:`SkippingClock` it does not wait: the
 clock jumps to the pause's end at once. So a pipeline that sleeps an hour is
 tested in milliseconds, and the journal records the hour (its ``wake_at``, its
 durations) as if it had passed. The pytest plugin's ``letitloop_clock``

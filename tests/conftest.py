@@ -270,7 +270,7 @@ def _no_ambient_journal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iter
     monkeypatch.delenv("LETITLOOP_DB", raising=False)
     monkeypatch.delenv("LETITLOOP_WATCH_ID", raising=False)
     # Nor a journal above the test's folder (a /tmp/.letitloop/ a script left, say): the
-    # search for the nearest .letitloop/journal.db stops there (letitloop/discovery.py).
+    # search for the nearest .letitloop/journal.db stops there (letitloop/stores/discovery.py).
     monkeypatch.setenv("LETITLOOP_CEILING_DIRECTORIES", str(tmp_path.parent))
     monkeypatch.chdir(tmp_path)
     yield

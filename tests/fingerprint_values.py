@@ -19,7 +19,7 @@ import pydantic
 from hypothesis import strategies as st
 
 from letitloop.codec import CodecRegistry, encode
-from letitloop.fingerprint import Fingerprinter
+from letitloop.identity.fingerprint import Fingerprinter
 
 
 @dataclasses.dataclass

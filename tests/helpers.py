@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from preloaded import Preloaded
 
     from letitloop import Journal
-    from letitloop.store import Store
+    from letitloop.stores.sqlite.store import Store
 
 
 def write_script(folder: Path, name: str, source: str) -> Path:
@@ -237,7 +237,7 @@ def _until_one_exits(pids: list[int], deadline: float) -> None:
 
 def sqlite_store(j: Journal) -> Store:
     """The SQLite connection of an open journal on a journal file (its storage's ``store``)."""
-    from letitloop.sqlite_storage import SqliteStorage
+    from letitloop.stores.sqlite.storage import SqliteStorage
 
     storage = j.store
     assert isinstance(storage, SqliteStorage), storage
@@ -258,7 +258,7 @@ def lil_in_process(
     from click.testing import CliRunner
 
     from letitloop.cli import cli
-    from letitloop.stores import close_idle_stores
+    from letitloop.stores.sqlite.pool import close_idle_stores
 
     try:
         result = CliRunner().invoke(

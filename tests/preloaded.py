@@ -142,16 +142,16 @@ while reading or running:
 #: SQLite storage, its migrations, async steps): a forker ``with_letitloop`` imports them
 #: too, so that each child does not (about 8 ms of CPU a child; a thousand children).
 JOURNAL_MODULES = (
-    "letitloop.sqlite_storage",
-    "letitloop.stores",
-    "letitloop.migrate",
-    "letitloop.compact_migration",
-    "letitloop.schema_file",
-    "letitloop.migration_sql",
-    "letitloop.async_steps",
-    "letitloop.commits",
-    "letitloop.costs",
-    "letitloop.otel",
+    "letitloop.stores.sqlite.storage",
+    "letitloop.stores.sqlite.pool",
+    "letitloop.stores.sqlite.migrate",
+    "letitloop.stores.sqlite.compact_migration",
+    "letitloop.stores.sqlite.schema_file",
+    "letitloop.stores.sqlite.migration_sql",
+    "letitloop.run.async_steps",
+    "letitloop.run.commits",
+    "letitloop.primitives.costs",
+    "letitloop.run.otel",
 )
 
 

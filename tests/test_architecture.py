@@ -47,114 +47,123 @@ LAYERS: list[tuple[str, set[str]]] = [
         "foundations",
         {
             "errors",
-            "ids",
-            "_exec_shim",
-            "_proctree",
-            "clock",
-            "names",
-            "discovery",
-            "checksums",
-            "step_names",
-            "redaction",
-            "previews",
+            "identity.ids",
+            "supervision._exec_shim",
+            "supervision._proctree",
+            "primitives.clock",
+            "identity.names",
+            "stores.discovery",
+            "integrity.checksums",
+            "identity.step_names",
+            "integrity.redaction",
+            "runtext.previews",
             "testing",
-            "seals",
-            "chains",
-            "encryption",
-            "versions",
+            "integrity.seals",
+            "integrity.chains",
+            "integrity.encryption",
+            "identity.versions",
         },
     ),
     (
         "codec, store and storage",
         {
             "codec",
-            "store",
-            "connect",
-            "stores",
-            "connections",
-            "inherited",
-            "files",
-            "pragmas",
-            "sqlerrors",
-            "goals",
-            "migration_files",
-            "migration_records",
-            "migration_sql",
-            "compact_migration",
-            "schema_file",
-            "migrate",
-            "storage",
-            "storage_holding",
-            "storage_steps",
-            "storage_runs",
-            "storage_markers",
-            "storage_pauses",
-            "storage_calls",
-            "storage_spend",
-            "storage_seals",
-            "storage_schedules",
-            "schemes",
-            "locks",
+            "stores.sqlite.store",
+            "stores.sqlite.connect",
+            "stores.sqlite.pool",
+            "stores.sqlite.connections",
+            "stores.sqlite.inherited",
+            "stores.sqlite.files",
+            "stores.sqlite.pragmas",
+            "stores.sqlite.sqlerrors",
+            "stores.sqlite.goals",
+            "stores.sqlite.migration_files",
+            "stores.sqlite.migration_records",
+            "stores.sqlite.migration_sql",
+            "stores.sqlite.compact_migration",
+            "stores.sqlite.schema_file",
+            "stores.sqlite.migrate",
+            "stores.storage",
+            "stores.storage_holding",
+            "stores.storage_steps",
+            "stores.storage_runs",
+            "stores.storage_markers",
+            "stores.storage_pauses",
+            "stores.storage_calls",
+            "stores.storage_spend",
+            "stores.storage_seals",
+            "stores.storage_schedules",
+            "stores.schemes",
+            "stores.sqlite.locks",
             *STORE_PARTS,
-            "sqlite_keys",
-            "sqlite_reads",
-            "sqlite_seals",
-            "sqlite_keychecks",
-            "memory_database",
-            "memory_seals",
-            "row_rules",
-            "postgres_database",
-            "postgres_connection",
-            "postgres_seals",
-            "postgres_events",
-            "queue_records",
-            "sqlite_queue",
-            "postgres_queue",
-            "postgres_fork",
+            "stores.sqlite.keys",
+            "stores.sqlite.reads",
+            "stores.sqlite.seals",
+            "stores.sqlite.keychecks",
+            "stores.memory.database",
+            "stores.memory.seals",
+            "stores.row_rules",
+            "stores.postgres.database",
+            "stores.postgres.connection",
+            "stores.postgres.seals",
+            "stores.postgres.events",
+            "queueing.queue_records",
+            "stores.sqlite.queue",
+            "stores.postgres.queue",
+            "stores.postgres.fork",
         },
     ),
     (
         "markers' local locks, keys, fingerprints, commits, steps in flight, costs",
         {
-            "markerlocks",
-            "markerhold",
-            "keys",
-            "fingerprint",
-            "canon",
-            "fingerprint_hooks",
-            "unchecked",
-            "commits",
-            "inflight",
-            "costs",
-            "budgets",
-            "budget_refusals",
-            "shared_budgets",
-            "expects",
-            "estimates",
+            "primitives.markerlocks",
+            "primitives.markerhold",
+            "identity.keys",
+            "identity.fingerprint",
+            "identity.canon",
+            "identity.fingerprint_hooks",
+            "identity.unchecked",
+            "run.commits",
+            "run.inflight",
+            "primitives.costs",
+            "primitives.budgets",
+            "primitives.budget_refusals",
+            "primitives.shared_budgets",
+            "primitives.expects",
+            "primitives.estimates",
         },
     ),
     (
         "markers and the run's primitives",
-        {"markers", "cancellation", "timers", "retry", "sleeps", "waits", "otel", "sealcheck"},
-    ),
-    (
-        "journal",
         {
-            "journal",
-            "verbs",
-            "generations",
-            "opening",
-            "replay",
-            "steps",
-            "step_rows",
-            "async_steps",
-            "closing",
-            "ownership",
-            "patches",
-            "reservations",
+            "primitives.markers",
+            "run.cancellation",
+            "primitives.timers",
+            "run.retry",
+            "primitives.sleeps",
+            "primitives.waits",
+            "run.otel",
+            "integrity.sealcheck",
         },
     ),
-    ("decorators", {"decoration", "durable", "schedules"}),
+    (
+        "run.journal",
+        {
+            "run.journal",
+            "run.verbs",
+            "run.generations",
+            "run.opening",
+            "run.replay",
+            "run.steps",
+            "run.step_rows",
+            "run.async_steps",
+            "run.closing",
+            "run.ownership",
+            "primitives.patches",
+            "primitives.reservations",
+        },
+    ),
+    ("decorators", {"run.decoration", "run.durable", "scheduling.schedules"}),
     (
         "inspection, control and supervision",
         # inspection/ and maintenance/ are packages: their modules share this
@@ -162,25 +171,35 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "inspection",
             "maintenance",
-            "control",
-            "policy",
-            "supervisor",
-            "childproc",
-            "recorder",
-            "relaunch",
-            "deploycheck_target",
-            "deploycheck_copy",
+            "supervision.control",
+            "supervision.policy",
+            "supervision.supervisor",
+            "supervision.childproc",
+            "supervision.recorder",
+            "supervision.relaunch",
+            "deploycheck.target",
+            "deploycheck.journalcopy",
             "deploycheck",
-            "queues",
-            "queue_worker",
-            "scheduler",
+            "queueing.queues",
+            "queueing.queue_worker",
+            "scheduling.scheduler",
         },
     ),
     (
         "command line and adapters",
         # cli/ and runtext/ are packages: their modules share this layer, and
         # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
-        {"cli", "render", "runtext", "demo", "__main__", "adapters", "mcp", "web", "pytest_plugin"},
+        {
+            "cli",
+            "runtext.render",
+            "runtext",
+            "supervision.demo",
+            "__main__",
+            "adapters",
+            "mcp",
+            "web",
+            "pytest_plugin",
+        },
     ),
     ("the public names", {"__init__"}),
 ]
@@ -366,10 +385,13 @@ DSPY_ORDER = ["lm", "tools", "program", "__init__"]
 #: Imports that point up, each with its reason; a new one needs a reason here.
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
-    ("migration_records", "__init__"): "migration_records.py reads letitloop.__version__",
+    (
+        "stores.sqlite.migration_records",
+        "__init__",
+    ): "migration_records.py reads letitloop.__version__",
     # The registry names each store's inspector beside its opener; the built-in memory
     # store's is imported when a memory:// journal is inspected, never before.
-    ("schemes", "inspection"): "schemes.py opens the memory store's inspector",
+    ("stores.schemes", "inspection"): "schemes.py opens the memory store's inspector",
 }
 
 
@@ -516,10 +538,10 @@ CLASS_LINES = 300
 #: to be split (and dropped from here) once those changes are merged. A new entry needs a
 #: reason; a module or class that shrank under its limit must leave the list.
 LONG_MODULES = {
-    "store": 420,  # the journal file's connection, on every open
+    "stores.sqlite.store": 420,  # the journal file's connection, on every open
 }
 LONG_CLASSES = {
-    "store.Store": 358,  # the journal file's connection, on every step (store.py)
+    "stores.sqlite.store.Store": 358,  # the journal file's connection, on every step (store.py)
 }
 
 
@@ -580,34 +602,34 @@ class TestModulesAndClassesAreSmall:
 #: in-memory one. The journal side reaches them only through ``storage.Storage``,
 #: made by ``schemes.open_storage`` (docs/architecture.md, "Adding a store").
 STORE_MODULES = {
-    "store",
-    "stores",
-    "connect",
-    "connections",
-    "inherited",
-    "files",
-    "goals",
-    "sqlerrors",
-    "migration_files",
-    "migration_records",
-    "migration_sql",
-    "compact_migration",
-    "schema_file",
-    "migrate",
-    "locks",
+    "stores.sqlite.store",
+    "stores.sqlite.pool",
+    "stores.sqlite.connect",
+    "stores.sqlite.connections",
+    "stores.sqlite.inherited",
+    "stores.sqlite.files",
+    "stores.sqlite.goals",
+    "stores.sqlite.sqlerrors",
+    "stores.sqlite.migration_files",
+    "stores.sqlite.migration_records",
+    "stores.sqlite.migration_sql",
+    "stores.sqlite.compact_migration",
+    "stores.sqlite.schema_file",
+    "stores.sqlite.migrate",
+    "stores.sqlite.locks",
     *STORE_PARTS,
-    "sqlite_keys",
-    "sqlite_reads",
-    "memory_database",
-    "memory_seals",
-    "row_rules",
-    "postgres_database",
-    "postgres_connection",
-    "postgres_seals",
-    "postgres_events",
-    "postgres_fork",
-    "sqlite_queue",
-    "postgres_queue",
+    "stores.sqlite.keys",
+    "stores.sqlite.reads",
+    "stores.memory.database",
+    "stores.memory.seals",
+    "stores.row_rules",
+    "stores.postgres.database",
+    "stores.postgres.connection",
+    "stores.postgres.seals",
+    "stores.postgres.events",
+    "stores.postgres.fork",
+    "stores.sqlite.queue",
+    "stores.postgres.queue",
 }
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).
@@ -619,8 +641,11 @@ JOURNAL_SIDE = sorted(
 
 #: Journal-side imports of a store's module, each with its reason.
 KNOWN_STORE_IMPORTS = {
-    ("ownership", "connections"): "a forked child's refusal names the way out (WAY_OUT)",
-    ("ownership", "files"): (
+    (
+        "run.ownership",
+        "stores.sqlite.connections",
+    ): "a forked child's refusal names the way out (WAY_OUT)",
+    ("run.ownership", "stores.sqlite.files"): (
         "a forked child refuses, before any store is made, a journal file its parent had "
         "open (its (device, inode)): SQLite's state of the file is the parent's"
     ),
@@ -645,14 +670,14 @@ class TestTheStorageBoundary:
 
     def test_only_the_registry_makes_a_store(self) -> None:
         openers = {
-            "sqlite_storage": "open_sqlite",
-            "memory_storage": "open_memory",
-            "postgres_storage": "open_postgres",
+            "stores.sqlite.storage": "open_sqlite",
+            "stores.memory.storage": "open_memory",
+            "stores.postgres.storage": "open_postgres",
         }
         for name in module_files():
             for source, imported, _ in names_imported(name):
                 if openers.get(source) == imported:
-                    assert name == "schemes", f"{name} makes a store itself ({imported})"
+                    assert name == "stores.schemes", f"{name} makes a store itself ({imported})"
 
 
 #: Who takes the whole ``storage.Storage`` (the union), each with its reason; every other
@@ -674,7 +699,7 @@ PROTOCOL_LINES = 80
 
 def protocols() -> list[type]:
     """The narrow protocols ``Storage`` (and ``ReplayStorage``) is the union of."""
-    from letitloop.storage import ReplayStorage, Storage
+    from letitloop.stores.storage import ReplayStorage, Storage
 
     narrow = "letitloop.storage_"
     found = [b for b in ReplayStorage.__mro__ if b.__module__.startswith(narrow)]
@@ -690,9 +715,9 @@ def protocol_members(protocol: type) -> set[str]:
 
 def stores() -> dict[str, type]:
     """Each store's storage class (PostgreSQL's imports without psycopg: it is loaded lazily)."""
-    from letitloop.memory_storage import MemoryStorage
-    from letitloop.postgres_storage import PostgresStorage
-    from letitloop.sqlite_storage import SqliteStorage
+    from letitloop.stores.memory.storage import MemoryStorage
+    from letitloop.stores.postgres.storage import PostgresStorage
+    from letitloop.stores.sqlite.storage import SqliteStorage
 
     return {"sqlite": SqliteStorage, "memory": MemoryStorage, "postgres": PostgresStorage}
 
@@ -850,7 +875,7 @@ class TestTheOrderedPackages:
 
 #: The modules that read and change runs from outside them (``lil`` and its library), which
 #: reach a journal through an ``Inspector`` only (docs/architecture.md, "Inspection").
-OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "control", "web.")
+OUTSIDE_READERS = ("inspection.", "maintenance.", "cli.", "supervision.control", "web.")
 
 #: The SQL implementations of the Inspector (SQLite's, PostgreSQL's): the only ones of
 #: them that speak SQL.
@@ -949,23 +974,23 @@ class TestReadersGoThroughTheInspector:
 #: Modules ``import letitloop`` leaves to the programs that use them (PEP 562
 #: in ``__init__.py``, or an import inside the function that needs them).
 LOADED_ON_USE = [
-    "letitloop.markers",  # the first atomic_marker
-    "letitloop.markerhold",  # the first atomic_marker
-    "letitloop.retry",  # the first RetryPolicy
-    "letitloop.costs",  # the first usage() report
-    "letitloop.reservations",  # letitloop.reserve, or an adapter's model call
-    "letitloop.supervisor",  # supervise
-    "letitloop.childproc",  # supervise
-    "letitloop.control",  # send, cancel
-    "letitloop.async_steps",  # the first async step
-    "letitloop.commits",  # the first async step
-    "letitloop.sleeps",  # the first sleep (or wait)
-    "letitloop.patches",  # the first patched()
-    "letitloop.waits",  # the first wait, or letitloop.RunWaiting
-    "letitloop.timers",  # the first sleep, wait or retry
+    "letitloop.primitives.markers",  # the first atomic_marker
+    "letitloop.primitives.markerhold",  # the first atomic_marker
+    "letitloop.run.retry",  # the first RetryPolicy
+    "letitloop.primitives.costs",  # the first usage() report
+    "letitloop.primitives.reservations",  # letitloop.reserve, or an adapter's model call
+    "letitloop.supervision.supervisor",  # supervise
+    "letitloop.supervision.childproc",  # supervise
+    "letitloop.supervision.control",  # send, cancel
+    "letitloop.run.async_steps",  # the first async step
+    "letitloop.run.commits",  # the first async step
+    "letitloop.primitives.sleeps",  # the first sleep (or wait)
+    "letitloop.primitives.patches",  # the first patched()
+    "letitloop.primitives.waits",  # the first wait, or letitloop.RunWaiting
+    "letitloop.primitives.timers",  # the first sleep, wait or retry
     "letitloop.mcp",  # lil mcp, or the user's import of letitloop.mcp
     "mcp",  # the MCP SDK: the same
-    "letitloop.otel",  # a journal opened in a program that set up OpenTelemetry
+    "letitloop.run.otel",  # a journal opened in a program that set up OpenTelemetry
     "opentelemetry",  # loaded by the program, never by letitloop
     # A user's dataclass result or argument (codec/entries.py): Budget and the
     # store registry's entries are msgspec Structs, so the import compiles no
@@ -977,11 +1002,11 @@ LOADED_ON_USE = [
     "pathlib",
     "urllib.parse",
     "ipaddress",
-    "letitloop.seals",  # a seal key given (or LETITLOOP_SEAL_KEY)
-    "letitloop.discovery",  # a journal that names no file, on its open
+    "letitloop.integrity.seals",  # a seal key given (or LETITLOOP_SEAL_KEY)
+    "letitloop.stores.discovery",  # a journal that names no file, on its open
     # The file layer's probe and migrations: the first journal's open (connect.py).
-    "letitloop.files",
-    "letitloop.migrate",
+    "letitloop.stores.sqlite.files",
+    "letitloop.stores.sqlite.migrate",
 ]
 
 

@@ -32,7 +32,7 @@ from letitloop.errors import (
     RunHeldError,
     StepMismatchError,
 )
-from letitloop.opening import open_journals
+from letitloop.run.opening import open_journals
 
 T = TypeVar("T")
 

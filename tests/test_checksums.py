@@ -1,7 +1,7 @@
 """Damage is detected, not replayed: every step row's checksum, checked when it replays.
 
 Real journal files, damaged with sqlite3 or by flipping bytes, replayed by a
-fresh process (letitloop/checksums.py, replay.py).
+fresh process (letitloop/integrity/checksums.py, replay.py).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from letitloop import Journal
-from letitloop.checksums import done_sum, step_sum
 from letitloop.errors import DamagedRowError
-from letitloop.memory_database import existing
+from letitloop.integrity.checksums import done_sum, step_sum
+from letitloop.stores.memory.database import existing
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -151,7 +151,7 @@ PAUSES = """
 import sys
 from letitloop import Journal, send
 from letitloop.errors import LetItLoopError
-from letitloop.waits import RunWaiting
+from letitloop.primitives.waits import RunWaiting
 
 if sys.argv[2] == "send":
     send("r1", "answer", {"yes": 1}, path=sys.argv[1])
@@ -281,10 +281,10 @@ class TestTheMemoryStore:
 
 class TestTheChecksum:
     def test_the_pauses_function_names_are_the_sleeps_and_waits(self) -> None:
-        from letitloop.checksums import PAUSE_FNS
-        from letitloop.sleeps import SLEEP_FN
-        from letitloop.step_names import HISTORY
-        from letitloop.waits import WAIT_FN
+        from letitloop.identity.step_names import HISTORY
+        from letitloop.integrity.checksums import PAUSE_FNS
+        from letitloop.primitives.sleeps import SLEEP_FN
+        from letitloop.primitives.waits import WAIT_FN
 
         assert (SLEEP_FN, WAIT_FN, *HISTORY[SLEEP_FN], *HISTORY[WAIT_FN]) == PAUSE_FNS
 

@@ -606,8 +606,8 @@ class TestCollectingOldRuns:
 
 class TestSupervisorEvents:
     def test_the_watchers_events_show_with_the_runs_it_started(self, tmp_path: Path) -> None:
-        from letitloop.clock import utc_iso
-        from letitloop.store import Store
+        from letitloop.primitives.clock import utc_iso
+        from letitloop.stores.sqlite.store import Store
 
         lab = Lab(tmp_path)
         assert lab.run("job", LETITLOOP_WATCH_ID="w-1", FAIL_AT="price").returncode == 1
@@ -708,8 +708,8 @@ class TestBadArguments:
 
 def _crashed_run_with_an_unopenable_lock(lab: Lab) -> Path:
     """A run recorded as running whose lock file is a symlink to itself: reading its state fails."""
-    from letitloop.sqlite_holding import run_lock_path
-    from letitloop.store import Store
+    from letitloop.stores.sqlite.holding import run_lock_path
+    from letitloop.stores.sqlite.store import Store
 
     assert lab.run("job").returncode == 0
     conn = sqlite3.connect(lab.db)

@@ -18,8 +18,8 @@ import pytest
 
 from letitloop import Journal, unchecked
 from letitloop.cli import cli
-from letitloop.clock import utc_iso
-from letitloop.store import Store
+from letitloop.primitives.clock import utc_iso
+from letitloop.stores.sqlite.store import Store
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

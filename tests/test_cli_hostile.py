@@ -34,8 +34,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from letitloop import Journal
-from letitloop.clock import utc_iso
-from letitloop.render import colour, json_text, safe
+from letitloop.primitives.clock import utc_iso
+from letitloop.runtext.render import colour, json_text, safe
 
 #: Every C0 control, DEL and every C1 control.
 CONTROLS = "".join(map(chr, [*range(0x00, 0x20), *range(0x7F, 0xA0)]))

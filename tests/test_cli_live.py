@@ -25,8 +25,8 @@ from typing import Any
 from helpers import lil_forked, sqlite_store
 
 from letitloop import Journal
-from letitloop.clock import utc_us
-from letitloop.sqlite_calls import RUNNING_UPSERT
+from letitloop.primitives.clock import utc_us
+from letitloop.stores.sqlite.calls import RUNNING_UPSERT
 
 PIPELINE = """
 import os, sys, time

@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.compact_migration import build_old_file, readable_rows
-from letitloop import Journal, compact_migration, migration_files, migration_records
+from letitloop import Journal
 from letitloop.errors import SchemaVersionError
-from letitloop.store import Store
-from letitloop.stores import close_idle_stores
+from letitloop.stores.sqlite import compact_migration, migration_files, migration_records
+from letitloop.stores.sqlite.pool import close_idle_stores
+from letitloop.stores.sqlite.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$")
@@ -235,7 +236,7 @@ class TestAFileFromBeforeTheCompactRow:
         copy_file(original, db)
         # The child says when its imports are done, then opens (migrates) the file.
         child_code = (
-            "import sys, time; from letitloop.store import Store; print('ready', flush=True); "
+            "import sys, time; from letitloop.stores.sqlite.store import Store; print('ready', flush=True); "
             "t = time.perf_counter(); Store(sys.argv[1]).close(); "
             "print(time.perf_counter() - t, flush=True)"
         )

@@ -34,10 +34,12 @@ from helpers import (
     write_script,
 )
 
-from letitloop import Journal, connections, deploycheck_copy
+from letitloop import Journal
+from letitloop.deploycheck import journalcopy as deploycheck_copy
 from letitloop.errors import JournalFileError
-from letitloop.store import Store
-from letitloop.stores import close_idle_stores
+from letitloop.stores.sqlite import connections
+from letitloop.stores.sqlite.pool import close_idle_stores
+from letitloop.stores.sqlite.store import Store
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/locks").exists(), reason="reads the process's locks from /proc/locks (Linux)"

@@ -11,8 +11,8 @@ process, a child killed with SIGKILL):
 - one holder at a time enters a marker, and its body runs once;
 - a run is held by one opener at a time; a pause notices another's commit.
 
-A new store (an implementation of ``letitloop.storage.Storage``, registered
-for its scheme in ``letitloop.schemes``) joins by one entry in ``BACKENDS``
+A new store (an implementation of ``letitloop.stores.storage.Storage``, registered
+for its scheme in ``letitloop.stores.schemes``) joins by one entry in ``BACKENDS``
 and nothing else: a ``Backend`` with its ``name``, its ``location`` (the
 journal's ``path=``, which selects the store), its ``done_keys`` (the keys of a
 goal's done steps, read from outside any writer with the store's own client),
@@ -57,10 +57,10 @@ import pytest
 from helpers import run_forked, spawn_python, write_script
 
 from letitloop import Journal
-from letitloop.checksums import marker_sum, pause_sum, step_sum
 from letitloop.errors import JournalFileError, RunHeldError
-from letitloop.memory_database import database
-from letitloop.memory_storage import abandon, open_memory
+from letitloop.integrity.checksums import marker_sum, pause_sum, step_sum
+from letitloop.stores.memory.database import database
+from letitloop.stores.memory.storage import abandon, open_memory
 
 
 @dataclass(frozen=True)
@@ -706,7 +706,7 @@ def _paid(n: int) -> int:
 
 
 class TestAnAttemptsSpan:
-    """What OpenTelemetry's spans keep in the store (letitloop/otel.py), called directly."""
+    """What OpenTelemetry's spans keep in the store (letitloop/run/otel.py), called directly."""
 
     def test_each_attempt_gets_back_the_span_the_one_before_recorded(
         self, tmp_path: Path, mode: Mode
@@ -979,7 +979,7 @@ class TestASealedRun:
         self, tmp_path: Path, mode: Mode
     ) -> None:
         from letitloop import send
-        from letitloop.waits import RunWaiting
+        from letitloop.primitives.waits import RunWaiting
 
         location = mode.backend.location(tmp_path)
         calls = Calls()
@@ -1003,7 +1003,7 @@ class TestASealedRun:
     ) -> None:
         from letitloop import send
         from letitloop.errors import ForgedRowError
-        from letitloop.waits import RunWaiting
+        from letitloop.primitives.waits import RunWaiting
 
         location = mode.backend.location(tmp_path)
         durability: Any = mode.durability

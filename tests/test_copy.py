@@ -24,8 +24,8 @@ import pytest
 from helpers import lil_forked, write_script
 
 from letitloop import Journal
-from letitloop.goals import VIEW_COLUMNS
 from letitloop.inspection import RunFilter, open_inspector
+from letitloop.stores.sqlite.goals import VIEW_COLUMNS
 
 KEY = "a seal key of at least sixteen bytes"
 

@@ -16,8 +16,8 @@ import pytest
 from helpers import lil_forked
 
 from letitloop import Journal, RetryPolicy, step, usage
-from letitloop.costs import Usage, reported
 from letitloop.errors import LetItLoopError, NoJournalError
+from letitloop.primitives.costs import Usage, reported
 
 
 def rows(db: Path, table: str = "journal_g") -> list[tuple[Any, ...]]:

@@ -189,7 +189,7 @@ class TestAScriptRunFromAnotherFolder:
         assert '"goal": "sync"' in runs.stdout
 
     def test_a_command_of_the_python_installation_is_not_a_script_of_the_users(self) -> None:
-        from letitloop.discovery import script_folder
+        from letitloop.stores.discovery import script_folder
 
         assert script_folder(sys.executable) is None  # under sys.prefix: pytest, uvicorn, lil
         assert script_folder(__file__) == str(Path(__file__).parent)

@@ -1,5 +1,5 @@
 """``@durable(seal=..., encryption_key=...)`` and ``@durable_async``'s: Journal's keys, given
-once at decoration (letitloop/durable.py; docs/audit.md)."""
+once at decoration (letitloop/run/durable.py; docs/audit.md)."""
 
 from __future__ import annotations
 

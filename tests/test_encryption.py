@@ -2,7 +2,7 @@
 
 Real journal files written by child processes (one SIGKILLed), their bytes
 searched for the plaintext, read back by fresh processes and by the real
-``lil`` (letitloop/encryption.py).
+``lil`` (letitloop/integrity/encryption.py).
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ class TestAnotherKeyIsCaughtWhenTheJournalOpens:
         assert self.runs(killed) == ["r1"]
 
     def test_the_key_itself_is_never_stored_only_its_check_value(self, killed: Path) -> None:
-        from letitloop.encryption import make_cipher
+        from letitloop.integrity.encryption import make_cipher
 
         conn = sqlite3.connect(killed)
         rows = conn.execute("SELECT goal, key_check FROM key_checks").fetchall()

@@ -205,8 +205,8 @@ class TestAFileFromBeforeTheRecord:
     def test_opens_resumes_and_is_read_as_before(
         self, preloaded: Preloaded, program: Path, tmp_path: Path
     ) -> None:
-        from letitloop import migrate
-        from letitloop.store import Store
+        from letitloop.stores.sqlite import migrate
+        from letitloop.stores.sqlite.store import Store
 
         db = tmp_path / "journal.db"
         store = Store(db, migrate=False)

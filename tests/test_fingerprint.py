@@ -42,8 +42,8 @@ from hypothesis import HealthCheck, given, settings
 from letitloop import Journal, LetItLoopError, register_fingerprint, unchecked
 from letitloop.codec import MAX_DEPTH
 from letitloop.errors import FingerprintError, StepMismatchError
-from letitloop.fingerprint import Fingerprinter
-from letitloop.unchecked import unwrap
+from letitloop.identity.fingerprint import Fingerprinter
+from letitloop.identity.unchecked import unwrap
 
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -280,7 +280,7 @@ class TestNumpyArrays:
     def test_numpy_is_never_imported_to_fingerprint(self, tmp_path: Path) -> None:
         code = (
             "import sys\n"
-            "from letitloop.fingerprint import Fingerprinter\n"
+            "from letitloop.identity.fingerprint import Fingerprinter\n"
             "Fingerprinter().call(({'a': (1, 2**70)}, {1, 'x'}), {})\n"
             "print('numpy' in sys.modules)\n"
         )
@@ -334,7 +334,9 @@ class TestUncheckedAtAnyDepth:
         assert "Unchecked" not in repr(received)
 
     def test_a_part_in_a_class_that_is_not_rebuilt_is_refused(self) -> None:
-        with pytest.raises(FingerprintError, match=r"at \$\[0\] a letitloop.unchecked.Unchecked"):
+        with pytest.raises(
+            FingerprintError, match=r"at \$\[0\] a letitloop.identity.unchecked.Unchecked"
+        ):
             FP.call(([Opaque(unchecked(1))],), {})
 
     def test_a_call_recorded_without_it_replays_for_a_call_that_wraps_a_part(
@@ -394,8 +396,8 @@ class TestTheFastPath:
     @PROPERTY
     @given(PLAIN)
     def test_it_gives_the_bytes_the_walk_gives(self, value: Any) -> None:
-        from letitloop import canon
         from letitloop.codec import default_registry
+        from letitloop.identity import canon
 
         fast, _ = canon.canonical(value, default_registry, True)
         walked = None
@@ -440,9 +442,9 @@ class TestTheFastPathAtTheDepthLimit:
     def test_a_value_one_level_deeper_keeps_the_fingerprint_the_walk_gives(
         self, kind: type
     ) -> None:
-        from letitloop import canon
         from letitloop.codec import default_registry
-        from letitloop.fingerprint import arg_digest
+        from letitloop.identity import canon
+        from letitloop.identity.fingerprint import arg_digest
 
         value = self.nested(MAX_DEPTH + 1, kind)
         walk = canon._Walk(default_registry, True, False)
@@ -478,9 +480,9 @@ class TestTheDigestsKeptForRepeatedArguments:
     @staticmethod
     def hashed(value: Any) -> str:
         """The digest computed afresh by the walk, kept digests left aside."""
-        from letitloop import canon
         from letitloop.codec import default_registry
-        from letitloop.fingerprint import arg_digest
+        from letitloop.identity import canon
+        from letitloop.identity.fingerprint import arg_digest
 
         data, _ = canon.canonical(value, default_registry, True)
         return arg_digest(data)
@@ -498,7 +500,7 @@ class TestTheDigestsKeptForRepeatedArguments:
         assert len(set(digests)) == len(digests)  # 1, True, 1.0, "1", b"1" stay apart
 
     def test_the_kept_digests_stay_bounded_and_long_strs_are_not_kept(self) -> None:
-        from letitloop import fingerprint
+        from letitloop.identity import fingerprint
 
         fps = Fingerprinter()
         for i in range(fingerprint.KNOWN_MAX + 100):
@@ -516,7 +518,7 @@ class TestTheDigestOfOneArgument:
     def test_it_is_blake2b_of_six_bytes(self, data: bytes) -> None:
         from hashlib import blake2b
 
-        from letitloop.fingerprint import arg_digest
+        from letitloop.identity.fingerprint import arg_digest
 
         assert arg_digest(data) == blake2b(data, digest_size=6).hexdigest()
 
@@ -578,7 +580,7 @@ class TestARegisteredFingerprintsName:
     CODE = (
         "import sys\n"
         "from letitloop import register_fingerprint\n"
-        "from letitloop.fingerprint import Fingerprinter\n"
+        "from letitloop.identity.fingerprint import Fingerprinter\n"
         "Invoice = type('Invoice', (), {'__init__': lambda s, n: setattr(s, 'n', n)})\n"
         "Invoice.__module__ = sys.argv[1]\n"
         "register_fingerprint(Invoice, lambda i: i.n, **({'name': sys.argv[2]} if sys.argv[2] "

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from letitloop import unchecked
-from letitloop.fingerprint import Fingerprinter
+from letitloop.identity.fingerprint import Fingerprinter
 
 FP = Fingerprinter()
 partial = functools.partial

@@ -21,7 +21,7 @@ from letitloop import Journal
 from letitloop.errors import LetItLoopError, StepMismatchError
 from letitloop.inspection import open_inspector
 from letitloop.inspection.fixture import make_fixture
-from letitloop.redaction import REDACTED, redact_text, redact_value
+from letitloop.integrity.redaction import REDACTED, redact_text, redact_value
 
 SECRET = "sk-live-5f3c9a0e1d"
 OTHER_SECRET = "hunter2-password"

@@ -25,11 +25,11 @@ from helpers import run_python, sqlite_store, write_script
 from test_readme import blocks
 
 from letitloop import Journal, atomic_marker, sleep, step
-from letitloop.closing import aclose
 from letitloop.errors import ForkedJournalError
 from letitloop.inspection import open_journal_file
-from letitloop.locks import is_held
-from letitloop.stores import close_idle_stores
+from letitloop.run.closing import aclose
+from letitloop.stores.sqlite.locks import is_held
+from letitloop.stores.sqlite.pool import close_idle_stores
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),

@@ -22,7 +22,7 @@ sys.path.insert(0, str(GOLDEN))
 
 import generate  # noqa: E402
 
-from letitloop.step_names import NAMES, OLD_NAMES  # noqa: E402
+from letitloop.identity.step_names import NAMES, OLD_NAMES  # noqa: E402
 
 NAMED = sorted(n for n in generate.GOLDENS if (GOLDEN / f"{n}.db").exists())
 #: Goldens whose programs make no step the library names itself: LangGraph's adapter

@@ -29,7 +29,7 @@ from letitloop.errors import (
     LetItLoopError,
     SchemaVersionError,
 )
-from letitloop.stores import close_idle_stores
+from letitloop.stores.sqlite.pool import close_idle_stores
 
 
 def make_journal(db: Path, steps: int = 20) -> None:
@@ -330,7 +330,7 @@ class TestNamesThatAreNotText:
         # (issue 30: none compiled at import); every other character still meets them.
         import re
 
-        from letitloop.names import check_name
+        from letitloop.identity.names import check_name
 
         refused = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
         wrong = []
@@ -583,7 +583,7 @@ class TestAJournalWhoseLastWriterWasKilledWhileRestartingItsLog:
         assert made.returncode == 0, made.stderr
         run_python(write_script(tmp_path, "die.py", DIE_WITH_THE_INDEX_OPEN), str(db))
         Path(f"{db}-wal").write_bytes(_restarted_log_header())
-        from letitloop.files import index_unusable_read_only
+        from letitloop.stores.sqlite.files import index_unusable_read_only
 
         # The state the read-only probe cannot read alone (it would retry inside
         # SQLite for about ten seconds, then fail with "locking protocol").
@@ -611,7 +611,7 @@ class TestAJournalWhoseLastWriterWasKilledWhileRestartingItsLog:
         every later open stalled ten seconds in the read-only probe."""
         import sqlite3
 
-        from letitloop.files import _index_kept_open, index_unusable_read_only
+        from letitloop.stores.sqlite.files import _index_kept_open, index_unusable_read_only
 
         db = tmp_path / "journal.db"
         run_python(write_script(tmp_path, "die.py", DIE_WITH_THE_INDEX_OPEN), str(db))

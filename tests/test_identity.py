@@ -41,7 +41,7 @@ from letitloop.errors import (
 )
 from letitloop.inspection import open_journal_file
 from letitloop.maintenance import reset_run
-from letitloop.sqlite_holding import run_lock_path
+from letitloop.stores.sqlite.holding import run_lock_path
 
 
 def lines(path: Path) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from letitloop.ids import new_run_id
+from letitloop.identity.ids import new_run_id
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 

@@ -16,15 +16,13 @@ import filelock
 import pytest
 from helpers import HAS_PROC_FD, descriptors_on, wait_until
 
-from letitloop import Journal, migration_files, unchecked, usage
-from letitloop.clock import utc_iso
+from letitloop import Journal, unchecked, usage
 from letitloop.errors import (
     JournalFileError,
     RunHeldError,
     RunNotFoundError,
     StepMismatchError,
 )
-from letitloop.goals import VIEW_MAX_GOALS
 from letitloop.inspection import (
     decode_result,
     find_run,
@@ -38,8 +36,11 @@ from letitloop.inspection import (
 )
 from letitloop.maintenance import fork_run, gc_runs, reset_run
 from letitloop.maintenance.reset import delete_runs
-from letitloop.sqlite_holding import run_lock_path
-from letitloop.store import Store
+from letitloop.primitives.clock import utc_iso
+from letitloop.stores.sqlite import migration_files
+from letitloop.stores.sqlite.goals import VIEW_MAX_GOALS
+from letitloop.stores.sqlite.holding import run_lock_path
+from letitloop.stores.sqlite.store import Store
 
 
 def numbered(key: str, calls: list[str]) -> str:
@@ -445,8 +446,8 @@ class TestARunsRowsReadFromItsCompactTable:
         "us", [0, 999_999, 1_764_646_323_000_000, 1_764_646_323_123_456, 2.5e15]
     )
     def test_their_times_are_the_text_the_view_makes_in_sql(self, us: float) -> None:
-        from letitloop.goals import iso_sql
         from letitloop.inspection.sqlite_runs import iso_us as _iso_us
+        from letitloop.stores.sqlite.goals import iso_sql
 
         conn = sqlite3.connect(":memory:")
         (in_sql,) = conn.execute(f"SELECT {iso_sql(':us')}", {"us": us}).fetchone()

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from letitloop import Journal, RunCancelledError
-from letitloop.control import cancel_run, send_text, wait_until_stopped
 from letitloop.errors import NotWaitingError, RunHeldError, RunNotFoundError
 from letitloop.inspection import (
     Inspector,
@@ -36,7 +35,8 @@ from letitloop.inspection import (
     show_run,
 )
 from letitloop.maintenance import fork_run, gc_runs, reset_run, reset_target
-from letitloop.waits import RunWaiting
+from letitloop.primitives.waits import RunWaiting
+from letitloop.supervision.control import cancel_run, send_text, wait_until_stopped
 
 #: The protocol's methods and properties: what a second store implements.
 PROTOCOL = {

@@ -29,7 +29,7 @@ import pytest
 from helpers import spawn_python, write_script
 
 import letitloop
-from letitloop import Budget, Journal, reserve, schemes, usage
+from letitloop import Budget, Journal, reserve, usage
 from letitloop.errors import (
     BudgetExceededError,
     EncryptionKeyError,
@@ -40,6 +40,7 @@ from letitloop.errors import (
     RunHeldError,
     UnknownStoreError,
 )
+from letitloop.identity.versions import source_version
 from letitloop.inspection import (
     Inspector,
     RunInfo,
@@ -52,10 +53,10 @@ from letitloop.inspection import (
 )
 from letitloop.inspection.verify import chain_of, check_chain, verify_key
 from letitloop.maintenance import fork_run, gc_runs, reset_run
-from letitloop.memory_storage import abandon, open_memory
+from letitloop.primitives.waits import RunWaiting
 from letitloop.runtext.words import ending
-from letitloop.versions import source_version
-from letitloop.waits import RunWaiting
+from letitloop.stores import schemes
+from letitloop.stores.memory.storage import abandon, open_memory
 
 #: A holder that opens goal ``crash``, records step ``a``, says so, and is killed.
 HOLDER = """
@@ -603,7 +604,7 @@ class TestASchedulesTicks:
         from datetime import datetime
 
         from letitloop import Schedule, durable, step
-        from letitloop.scheduler import Scheduler
+        from letitloop.scheduling.scheduler import Scheduler
 
         @durable(goal_id="report")
         def report() -> str:

@@ -408,7 +408,7 @@ class TestTheSaversRows:
 
     def test_the_core_package_never_imports_langgraph(self) -> None:
         code = (
-            "import sys, letitloop, letitloop.cli, letitloop.journal, letitloop.durable\n"
+            "import sys, letitloop, letitloop.cli, letitloop.run.journal, letitloop.durable\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('langgraph', 'langchain_core', 'letitloop.adapters'))\n"
             "print(bad)"
@@ -602,7 +602,7 @@ class TestDurableNodesShareTheFilesConnection:
     ) -> None:
         # The saver writes to the file between two nodes; a node's journal must
         # still reuse the process's connection instead of opening one per node.
-        from letitloop.durable import current
+        from letitloop.run.durable import current
 
         stores: list[int] = []
 

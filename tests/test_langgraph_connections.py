@@ -29,7 +29,7 @@ from typing_extensions import TypedDict
 
 from letitloop import Journal, step
 from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_node
-from letitloop.stores import close_idle_stores
+from letitloop.stores.sqlite.pool import close_idle_stores
 
 
 class State(TypedDict):

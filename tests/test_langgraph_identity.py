@@ -36,7 +36,7 @@ from letitloop.adapters.langgraph import (
     durable_node,
     node_run_key,
 )
-from letitloop.sqlite_holding import run_lock_path
+from letitloop.stores.sqlite.holding import run_lock_path
 
 
 class Chain(TypedDict, total=False):

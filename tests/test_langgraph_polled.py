@@ -24,7 +24,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, polled
 from letitloop.errors import LetItLoopError
-from letitloop.store import Store
+from letitloop.stores.sqlite.store import Store
 
 #: Enough rows for both paths: one statement up to the cap, a transaction past it.
 COUNTS = (1, 2, polled.MAX_STATEMENT_ROWS, polled.MAX_STATEMENT_ROWS + 1, 40)

@@ -19,7 +19,7 @@ import pytest
 from helpers import lil_forked
 
 from letitloop import Journal, RetryPolicy, durable, step, usage
-from letitloop.waits import RunWaiting
+from letitloop.primitives.waits import RunWaiting
 
 
 def lil(db: Path | None, *args: str, cwd: Path | None = None) -> str:

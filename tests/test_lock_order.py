@@ -21,10 +21,11 @@ import pytest
 from helpers import sqlite_store
 from test_locks import BACKENDS, make_lock
 
-from letitloop import Journal, RetryPolicy, locks
-from letitloop.sqlite_holding import run_lock_path
-from letitloop.sqlite_storage import SqliteStorage
-from letitloop.waits import RunWaiting
+from letitloop import Journal, RetryPolicy
+from letitloop.primitives.waits import RunWaiting
+from letitloop.stores.sqlite import locks
+from letitloop.stores.sqlite.holding import run_lock_path
+from letitloop.stores.sqlite.storage import SqliteStorage
 
 
 @pytest.fixture

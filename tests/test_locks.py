@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from helpers import run_python, spawn_python, write_script
 
-from letitloop import Journal, locks
+from letitloop import Journal
 from letitloop.errors import JournalFileError, RunHeldError
 from letitloop.inspection import open_journal_file
 from letitloop.maintenance import gc_runs
+from letitloop.stores.sqlite import locks
 
 
 def lock_files(db: Path) -> list[str]:
@@ -166,7 +167,7 @@ class TestAFilesystemWithoutFlock:
     def test_is_refused_naming_the_filesystem_never_a_soft_lock(self, tmp_path: Path) -> None:
         import errno
 
-        from letitloop import locks
+        from letitloop.stores.sqlite import locks
 
         lock = locks.new_lock(tmp_path / "x.lock")
         assert lock.fallback_to_soft is False  # a SIGKILLed soft lock would never be released
@@ -191,7 +192,7 @@ def make_lock(backend: str, path: Path) -> locks.Lock:
 FORK_THEN_DIE = """
     import os, signal, sys, time
     from pathlib import Path
-    from letitloop import locks
+    from letitloop.stores.sqlite import locks
     lock = getattr(locks, sys.argv[2])(Path(sys.argv[1]))
     assert locks.acquire(lock, 0)
     child = os.fork()

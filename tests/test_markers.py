@@ -785,10 +785,10 @@ class TestAJournalFromBeforeMarkers:
     def test_its_existing_goal_tables_gain_the_marker_columns(self, db: Path) -> None:
         from sqlite_utils import Database, Migrations
 
-        from letitloop.migrate import _migration_fn
-        from letitloop.migration_files import known_migrations
-        from letitloop.migration_records import MIGRATION_SET
-        from letitloop.store import Store
+        from letitloop.stores.sqlite.migrate import _migration_fn
+        from letitloop.stores.sqlite.migration_files import known_migrations
+        from letitloop.stores.sqlite.migration_records import MIGRATION_SET
+        from letitloop.stores.sqlite.store import Store
 
         # A file at schema version 1 with one goal, as letitloop 0.1 wrote it.
         store = Store(db, migrate=False)

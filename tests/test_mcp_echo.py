@@ -15,7 +15,7 @@ import pytest
 from mcp import StdioServerParameters
 from test_mcp_server import ask, error_line
 
-from letitloop.previews import PREVIEW_CHARS, preview
+from letitloop.runtext.previews import PREVIEW_CHARS, preview
 
 #: An argument of 2 MB (the report used 20 MB: the same echo, ten times slower to pass).
 HUGE = "x" * (2 << 20)

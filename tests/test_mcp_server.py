@@ -27,8 +27,8 @@ from test_readers import older_migrations
 import letitloop
 from letitloop import Journal
 from letitloop.mcp.server import build_server
-from letitloop.store import Store
-from letitloop.stores import close_idle_stores
+from letitloop.stores.sqlite.pool import close_idle_stores
+from letitloop.stores.sqlite.store import Store
 
 __all__ = ["older_migrations"]  # the fixture, used by name
 
@@ -262,7 +262,7 @@ class TestTheActionTools:
             assert j.run_id != run_id  # no opener resumes a cancelled run
 
     def test_send_value_answers_a_run_that_stopped_to_wait(self, db: Path) -> None:
-        from letitloop.waits import RunWaiting
+        from letitloop.primitives.waits import RunWaiting
 
         try:
             with Journal("deploy", path=db) as j:

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from helpers import run_python, spawn_python, write_script
 
-import letitloop.migrate as migrate
-from letitloop import Journal, migration_files, migration_records, schema_file
+import letitloop.stores.sqlite.migrate as migrate
+from letitloop import Journal
 from letitloop.errors import JournalFileError
-from letitloop.stores import close_idle_stores
+from letitloop.stores.sqlite import migration_files, migration_records, schema_file
+from letitloop.stores.sqlite.pool import close_idle_stores
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -178,7 +179,7 @@ class TestTheMigrationThatLoosensTwoChecks:
     def test_a_file_of_version_6_keeps_every_row_and_accepts_the_new_values(
         self, db: Path, extra_migrations: Path
     ) -> None:
-        from letitloop.store import Store
+        from letitloop.stores.sqlite.store import Store
 
         # Version 6: 0007 and every later migration held back (0010 alters 0007's table).
         later = {
@@ -364,7 +365,7 @@ class TestTheWheel:
             [
                 str(python),
                 "-c",
-                "import letitloop, letitloop.migration_files as m, sys\n"
+                "import letitloop, letitloop.stores.sqlite.migration_files as m, sys\n"
                 "from letitloop import Journal\n"
                 "with Journal('g', path=sys.argv[1]) as j:\n"
                 "    j.step('a', lambda: 1)\n"
@@ -391,7 +392,7 @@ class TestTheWheel:
 
 class TestTheDocumentedSchema:
     def test_applying_every_migration_gives_migrations_schema_sql(self, db: Path) -> None:
-        from letitloop.store import Store
+        from letitloop.stores.sqlite.store import Store
 
         store = Store(db, migrate=False)
         try:
@@ -403,11 +404,13 @@ class TestTheDocumentedSchema:
         body = "".join(
             line for line in documented.splitlines(keepends=True) if not line.startswith("-- ")
         ).lstrip("\n")
-        assert dumped == body, "regenerate: python -m letitloop.migrate > migrations/schema.sql"
+        assert dumped == body, (
+            "regenerate: python -m letitloop.stores.sqlite.migrate > migrations/schema.sql"
+        )
 
 
 def _made(db: Path, *, stepwise: bool) -> Path:
-    from letitloop.store import Store
+    from letitloop.stores.sqlite.store import Store
 
     store = Store(db, migrate=False)
     try:
@@ -459,7 +462,7 @@ class TestANewFileCreatedFromTheSchemaDump:
     def test_a_journal_opening_a_new_file_takes_the_shortcut(
         self, db: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from letitloop.store import Store
+        from letitloop.stores.sqlite.store import Store
 
         taken: list[bool] = []
         real = schema_file.create_current
@@ -477,7 +480,7 @@ class TestANewFileCreatedFromTheSchemaDump:
         ]
 
     def test_a_file_that_is_not_empty_is_migrated_step_by_step(self, db: Path) -> None:
-        from letitloop.store import Store
+        from letitloop.stores.sqlite.store import Store
 
         store = Store(db, migrate=False)
         try:

@@ -19,7 +19,7 @@ import pytest
 
 from letitloop import Budget, Journal, RetryPolicy, usage
 from letitloop.errors import BudgetExceededError
-from letitloop.seals import row_digest
+from letitloop.integrity.seals import row_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,7 +118,7 @@ class TestMarkerLocks:
     file goes with its hold."""
 
     def test_they_are_freed_once_each_holder_left(self, tmp_path: Path) -> None:
-        from letitloop import markerlocks
+        from letitloop.primitives import markerlocks
 
         db = tmp_path / "journal.db"
         with Journal("g", path=db, run="r") as j:
@@ -134,7 +134,7 @@ class TestMarkerLocks:
     def test_an_async_holder_frees_them_too(self, tmp_path: Path) -> None:
         import asyncio
 
-        from letitloop import markerlocks
+        from letitloop.primitives import markerlocks
 
         async def main() -> None:
             async with Journal("g", path=tmp_path / "journal.db", run="r") as j:

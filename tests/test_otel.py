@@ -1,4 +1,4 @@
-"""OpenTelemetry spans (letitloop/otel.py, docs/observability.md), through the SDK's exporters.
+"""OpenTelemetry spans (letitloop/run/otel.py, docs/observability.md), through the SDK's exporters.
 
 In this process: the SDK's in-memory exporter behind a tracer provider set for
 this file's tests only (and unset after them, so other files in the worker
@@ -367,7 +367,7 @@ class TestWhenTracingIsOff:
             f"with Journal('g', path={str(tmp_path / 'j.db')!r}) as j:\n"
             "    j.step('a', int)\n"
             "print(sorted(m for m in sys.modules\n"
-            "             if 'opentelemetry' in m or m == 'letitloop.otel'))\n"
+            "             if 'opentelemetry' in m or m == 'letitloop.run.otel'))\n"
         )
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

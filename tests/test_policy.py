@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 
 from letitloop.errors import LetItLoopError, SupervisorError
-from letitloop.policy import (
+from letitloop.supervision.policy import (
     DEFAULTS,
     ChildExit,
     Policy,
     RestartPolicy,
     parse_exit_status,
 )
-from letitloop.relaunch import program_argv
-from letitloop.supervisor import supervise
+from letitloop.supervision.relaunch import program_argv
+from letitloop.supervision.supervisor import supervise
 
 KILLED = ChildExit(signal=signal.SIGKILL)
 FAILED = ChildExit(code=1)
@@ -239,7 +239,7 @@ class TestBadSettings:
 
 
 class TestTheDefaults:
-    """The settings' defaults are written once, in letitloop.policy."""
+    """The settings' defaults are written once, in letitloop.supervision.policy."""
 
     def test_supervise_without_settings_takes_the_policy_defaults(self) -> None:
         params = inspect.signature(supervise).parameters

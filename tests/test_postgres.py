@@ -233,7 +233,7 @@ OLD_TIME = "2026-11-30T08:12:03.123456+00:00"
 
 
 def version_1_database(location: str) -> None:
-    from letitloop.postgres_database import migrations
+    from letitloop.stores.postgres.database import migrations
 
     number, _, sql = migrations()[0]
     assert number == 1
@@ -270,7 +270,7 @@ class TestADatabaseOfAnOlderSchema:
     def test_twenty_workers_starting_at_once_migrate_it_once(
         self, location: str, tmp_path: Path
     ) -> None:
-        from letitloop.postgres_database import migrations, schema_version
+        from letitloop.stores.postgres.database import migrations, schema_version
 
         version_1_database(location)
         script, go = write_script(tmp_path, "worker.py", WORKER), tmp_path / "go"
@@ -406,7 +406,7 @@ class TestARunWhoseResultsDoNotFitInOneRead:
     def test_replays_every_result_reading_the_rest_as_it_goes(
         self, location: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from letitloop import postgres_steps
+        from letitloop.stores.postgres import steps as postgres_steps
 
         with Journal("g", run="r", path=location) as j:
             for i in range(600):
@@ -430,7 +430,7 @@ class TestARunWhoseResultsDoNotFitInOneRead:
     def test_reads_the_rest_a_bounded_number_of_bytes_at_a_time(
         self, location: str, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from letitloop import postgres_steps
+        from letitloop.stores.postgres import steps as postgres_steps
 
         with Journal("g", run="r", path=location) as j:
             for i in range(600):
@@ -462,7 +462,7 @@ class TestAStepsStatement:
 
     @staticmethod
     def row(**changes: Any) -> Any:
-        from letitloop.storage_steps import RunKey, StepRow
+        from letitloop.stores.storage_steps import RunKey, StepRow
 
         values = dict(
             run=RunKey(7),
@@ -486,8 +486,8 @@ class TestAStepsStatement:
         return StepRow(**values)  # type: ignore[arg-type]
 
     def test_a_usual_step_binds_the_values_of_row_rules_without_the_empty_ones(self) -> None:
-        from letitloop.postgres_steps import PLAIN_COLUMNS, step_statement
-        from letitloop.row_rules import step_values
+        from letitloop.stores.postgres.steps import PLAIN_COLUMNS, step_statement
+        from letitloop.stores.row_rules import step_values
 
         row = self.row()
         sql, params = step_statement("g", "01RUN", row)
@@ -508,8 +508,8 @@ class TestAStepsStatement:
     def test_a_step_with_an_error_or_usage_binds_every_column(
         self, changes: dict[str, Any]
     ) -> None:
-        from letitloop.postgres_steps import step_statement
-        from letitloop.row_rules import step_values
+        from letitloop.stores.postgres.steps import step_statement
+        from letitloop.stores.row_rules import step_values
 
         row = self.row(**changes)
         _, params = step_statement("g", "01RUN", row)
@@ -544,7 +544,7 @@ class TestAUsualStepSentThroughLibpq:
         return rows
 
     def test_both_write_the_same_rows(self, location: str, monkeypatch: pytest.MonkeyPatch) -> None:
-        from letitloop.postgres_steps import StepWriter
+        from letitloop.stores.postgres.steps import StepWriter
 
         def steps(run: str, call: Any) -> list[Any]:
             with Journal("g", run=run, path=location) as j:
@@ -572,7 +572,7 @@ class TestAUsualStepSentThroughLibpq:
         assert called == self.VALUES * 2
 
     def test_a_value_holding_nul_is_left_to_the_cursor(self) -> None:
-        from letitloop.postgres_steps import StepWriter
+        from letitloop.stores.postgres.steps import StepWriter
 
         # libpq would cut a text parameter at its NUL; the cursor refuses it.
         writer = StepWriter(None, "SELECT %s", lambda pid, payload: None)

@@ -3,7 +3,7 @@
 Runs written by child processes on the tests' real server (tests/pg_server.py),
 one SIGKILLed; rows altered with plain psycopg (as anyone with the database
 could); checked by the real ``lil verify`` in a fresh process
-(letitloop/postgres_seals.py, inspection/verify.py). The cases every store
+(letitloop/stores/postgres/seals.py, inspection/verify.py). The cases every store
 keeps (a sealed run verifies, an encrypted value never stored in plaintext)
 are in test_contract.py; these are PostgreSQL's own: the key never reaches the
 server, and the ways of altering a run there.
@@ -314,8 +314,8 @@ class TestAKeptHeadThatIsStale:
         # journals (the run's hold and the fence), but what a kept head moved by a
         # rolled-back transaction looks like. Each entry is checked against the stored
         # head and follows it.
-        from letitloop.postgres_database import connect
-        from letitloop.postgres_seals import seal_row, start
+        from letitloop.stores.postgres.database import connect
+        from letitloop.stores.postgres.seals import seal_row, start
 
         first, second = connect(sealed), connect(sealed)
         try:
@@ -357,8 +357,8 @@ class TestLilShowOfAnEncryptedRunOnPostgres:
         # (ll_seals' key and reference), and the writer reads the head and writes again.
         import time
 
-        from letitloop.postgres_storage import open_postgres
-        from letitloop.storage_steps import StepRow
+        from letitloop.stores.postgres.storage import open_postgres
+        from letitloop.stores.storage_steps import StepRow
 
         writers = [open_postgres(sealed), open_postgres(sealed)]
         try:

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def forker() -> Iterator[Preloaded]:
-    with Preloaded("letitloop.queues", "letitloop.queue_worker", with_letitloop=True) as p:
+    with Preloaded(
+        "letitloop.queueing.queues", "letitloop.queueing.queue_worker", with_letitloop=True
+    ) as p:
         yield p
 
 

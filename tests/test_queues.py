@@ -1,4 +1,4 @@
-"""Work queues (letitloop/queues.py, sqlite_queue.py, queue_worker.py): what enqueue, claims,
+"""Work queues (letitloop/queueing/queues.py, sqlite_queue.py, queue_worker.py): what enqueue, claims,
 limits, cancel and drain promise on a journal file. Kills of real worker processes are in
 tests/test_queue_kill.py."""
 
@@ -18,7 +18,7 @@ from helpers import lil_forked, wait_until
 from letitloop import Journal, Queue, RunCancelledError, Worker, step
 from letitloop.errors import QueueError
 from letitloop.inspection import find_run, open_inspector
-from letitloop.queue_records import Claimed, Limits
+from letitloop.queueing.queue_records import Claimed, Limits
 
 NO_LIMITS = Limits(None, None)
 
@@ -286,7 +286,7 @@ class TestCancel:
             assert h.cancel("not needed") == "requested"
             # Its holder notices between steps, at its in-flight watcher's next look
             # (every inflight.SCAN_SECONDS).
-            from letitloop.inflight import SCAN_SECONDS
+            from letitloop.run.inflight import SCAN_SECONDS
 
             time.sleep(2.5 * SCAN_SECONDS)
             go.set()

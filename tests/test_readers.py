@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from helpers import lil_forked
 
-from letitloop import Journal, migration_files
-from letitloop.store import Store
-from letitloop.stores import close_idle_stores
+from letitloop import Journal
+from letitloop.stores.sqlite import migration_files
+from letitloop.stores.sqlite.pool import close_idle_stores
+from letitloop.stores.sqlite.store import Store
 
 READERS = (["runs"], ["show", "g"], ["show", "g", "--full"], ["export", "g"])
 

@@ -23,8 +23,8 @@ import pytest
 
 from letitloop import Journal
 from letitloop.errors import LetItLoopError
-from letitloop.schemes import open_storage
-from letitloop.sqlite_reads import RECORDED_PACKED
+from letitloop.stores.schemes import open_storage
+from letitloop.stores.sqlite.reads import RECORDED_PACKED
 
 #: Step names that stress the packing: quotes, backslashes, JSON's own characters,
 #: non-ASCII, a '#' that is no repeat number. (Control characters are refused in names;

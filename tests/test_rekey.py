@@ -92,7 +92,7 @@ def checks(db: Path) -> dict[str, str]:
 
 
 def check_of(key: str) -> str:
-    from letitloop.encryption import make_cipher
+    from letitloop.integrity.encryption import make_cipher
 
     cipher = make_cipher(key)
     assert cipher is not None
@@ -130,7 +130,7 @@ class TestARekeyedJournal:
         assert plaintext_in(killed.parent) == []
         shown = lil(killed, "show", "g", "--full", key=NEW)
         assert f"{SECRET}-in" in shown.stdout and f"{SECRET}-c" in shown.stdout
-        from letitloop.encryption import make_cipher
+        from letitloop.integrity.encryption import make_cipher
 
         conn = sqlite3.connect(killed)
         (run_id, error, tb), *_ = conn.execute(
@@ -166,7 +166,7 @@ class TestARekeyKilledHalfway:
 
     KILLER = f"""
 import os, signal, sys
-from letitloop.encryption import Cipher, make_cipher
+from letitloop.integrity.encryption import Cipher, make_cipher
 from letitloop.inspection import open_inspector
 from letitloop.maintenance import rekey
 

@@ -264,7 +264,7 @@ class TestResultsLargerThanWhatAReadHolds:
         assert run() == {"ok": True, "ran": 0}  # every result replayed, none called
         # A read from any row on hands back that row and the rows after it, in order,
         # and stops once their texts reach RESULT_BYTES.
-        from letitloop.storage_steps import RESULT_BYTES
+        from letitloop.stores.storage_steps import RESULT_BYTES
 
         with Journal("g", path=db, run="r1") as j:
             storage: Any = j._storage

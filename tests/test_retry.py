@@ -19,8 +19,8 @@ from helpers import lil_forked, run_forked
 from primitives_lab import Lab
 
 from letitloop import Journal, RetryPolicy, durable, step, unchecked
-from letitloop.clock import utc_iso
 from letitloop.errors import LetItLoopError
+from letitloop.primitives.clock import utc_iso
 
 #: No waiting between tries: these tests are about what is tried and recorded.
 NOW = RetryPolicy(initial_backoff=0, jitter=0)

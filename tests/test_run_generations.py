@@ -32,7 +32,7 @@ from helpers import run_forked
 
 from letitloop import Journal, durable, unchecked
 from letitloop.errors import JournalFileError, MisuseError
-from letitloop.memory_storage import abandon
+from letitloop.stores.memory.storage import abandon
 
 PROGRAM = Path(__file__).with_name("generations_program.py")
 CHECKOUT = Path(__file__).resolve().parent.parent

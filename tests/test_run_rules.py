@@ -21,7 +21,7 @@ from letitloop import Journal, codec
 from letitloop.errors import RunCancelledError, StepMismatchError
 from letitloop.inspection import open_journal_file
 from letitloop.maintenance import fork_run
-from letitloop.replay import RESULT_CHUNK
+from letitloop.run.replay import RESULT_CHUNK
 
 
 def query(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:

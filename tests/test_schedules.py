@@ -1,6 +1,6 @@
 """Schedules in one process: the ticks each policy starts, overlaps, daylight saving, bad input.
 
-The schedulers here are ``letitloop.scheduler.Scheduler`` objects stepped by
+The schedulers here are ``letitloop.scheduling.scheduler.Scheduler`` objects stepped by
 hand on a clock the test moves, over real journal files (and ``memory://``);
 tests/test_schedule_processes.py runs them as ``lil schedules run`` processes.
 """
@@ -22,7 +22,7 @@ from helpers import lil_in_process
 
 from letitloop import Schedule, async_step, durable, durable_async, schedule, step
 from letitloop.errors import MisuseError
-from letitloop.scheduler import Scheduler
+from letitloop.scheduling.scheduler import Scheduler
 
 UTC = timezone.utc
 

@@ -1,4 +1,4 @@
-"""The store is chosen from the path in one place (letitloop/schemes.py), and a URL is never a file.
+"""The store is chosen from the path in one place (letitloop/stores/schemes.py), and a URL is never a file.
 
 A path that looks like a URL (``scheme://…``) opens the store registered for
 its scheme, or is refused with UnknownStoreError naming the supported
@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from helpers import lil_forked
 
-from letitloop import Journal, durable, schemes
+from letitloop import Journal, durable
 from letitloop.errors import LetItLoopError, UnknownStoreError
-from letitloop.memory_storage import MemoryStorage, open_memory
+from letitloop.stores import schemes
+from letitloop.stores.memory.storage import MemoryStorage, open_memory
 
 POSTGRES = "postgresql://app@db.internal/jobs"
 

@@ -22,7 +22,7 @@ import pg_server
 import pytest
 from seal_programs import keyless_env, run_program
 
-from letitloop.checksums import marker_sum, pause_sum, step_sum
+from letitloop.integrity.checksums import marker_sum, pause_sum, step_sum
 
 KEY = "k" * 16 + "-test-seal-key"
 

@@ -2,7 +2,7 @@
 
 Real journal files written by child processes with ``LETITLOOP_SEAL_KEY``,
 altered with plain sqlite3 (as anyone with the file could), checked by the
-real ``lil verify`` in a fresh process (letitloop/seals.py, sqlite_seals.py,
+real ``lil verify`` in a fresh process (letitloop/integrity/seals.py, sqlite_seals.py,
 inspection/verify.py).
 """
 
@@ -268,7 +268,7 @@ class TestAForkedRun:
 ASYNC = """
 import asyncio, sys
 from letitloop import Journal
-from letitloop.waits import RunWaiting
+from letitloop.primitives.waits import RunWaiting
 
 async def main():
     async with Journal("g", path=sys.argv[1], run="r1") as j:

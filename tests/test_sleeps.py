@@ -16,8 +16,8 @@ from helpers import lil_forked
 from primitives_lab import CLOCK, Lab
 
 from letitloop import Journal, async_sleep, durable, durable_async, sleep
-from letitloop.clock import utc_iso
 from letitloop.errors import LetItLoopError, StepMismatchError
+from letitloop.primitives.clock import utc_iso
 from letitloop.testing import SkippingClock
 
 

@@ -19,14 +19,18 @@ from typing import Any
 
 import pytest
 
-from letitloop.files import file_uri
+from letitloop.stores.sqlite.files import file_uri
 
 #: Modules a step's open, its steps and a resume never load: pathlib and what it
 #: imports; the seal chain's modules, without a seal key; the default journal's
 #: discovery, for a journal that names its file.
 NO_PATHLIB = ["pathlib", "urllib.parse", "ipaddress"]
-NO_SEALS = ["letitloop.seals", "letitloop.chains", "letitloop.sqlite_seals"]
-NEVER_ON_A_RESUME = [*NO_PATHLIB, *NO_SEALS, "letitloop.discovery"]
+NO_SEALS = [
+    "letitloop.integrity.seals",
+    "letitloop.integrity.chains",
+    "letitloop.stores.sqlite.seals",
+]
+NEVER_ON_A_RESUME = [*NO_PATHLIB, *NO_SEALS, "letitloop.stores.discovery"]
 
 _KILLED = """\
 import os, signal, sys
@@ -157,7 +161,7 @@ class TestAFileURI:
 _LAYER = """\
 import sys
 import letitloop
-from letitloop import schemes
+from letitloop.stores import schemes
 for name in schemes._SQLITE_LAYER:
     have = set(sys.modules)
     __import__(name)
@@ -166,7 +170,7 @@ for name in schemes._SQLITE_LAYER:
 
 _OPENED = """\
 import sys
-from letitloop import Journal, schemes
+from letitloop import Journal; from letitloop.stores import schemes
 before = set(sys.modules)
 with Journal("g", path=sys.argv[1]) as j:
     j.step("a", str, 1)
@@ -175,7 +179,11 @@ print(sorted(m for m in set(sys.modules) - before
 """
 
 #: What a new file's first open loads beyond the file layer: its schema, made once.
-NEW_FILE_ONLY = ["letitloop.compact_migration", "letitloop.migration_sql", "letitloop.schema_file"]
+NEW_FILE_ONLY = [
+    "letitloop.stores.sqlite.compact_migration",
+    "letitloop.stores.sqlite.migration_sql",
+    "letitloop.stores.sqlite.schema_file",
+]
 
 
 class TestTheFileLayerLoadsFromOneFrame:

@@ -1,7 +1,7 @@
 """Step keys: ``name#n`` read back exactly as the pattern defines it, and the allocator's rules.
 
 ``StepKeys`` does no I/O: these tests run it on fingerprints written out,
-without SQLite or a journal (the rules of ``letitloop/keys.py``'s docstring).
+without SQLite or a journal (the rules of ``letitloop/identity/keys.py``'s docstring).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from letitloop.errors import ConcurrentStepError, InvalidNameError
-from letitloop.keys import (
+from letitloop.identity.keys import (
     REPEAT_SUFFIX,
     Recorded,
     StepKeys,
@@ -60,7 +60,7 @@ class TestReopeningAParentsChildren:
     """``StepKeys.reopen``: a parent step tried again meets its children afresh (no SQLite)."""
 
     def test_returned_children_replay_and_failed_ones_keep_their_keys(self) -> None:
-        from letitloop.keys import Recorded, StepKeys
+        from letitloop.identity.keys import Recorded, StepKeys
 
         keys = StepKeys("run")
         me = 1  # a thread id: the owner of the calls

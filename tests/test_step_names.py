@@ -1,7 +1,7 @@
 """The steps letitloop records itself have names of their own, never where their code lives.
 
 A step's row holds its function's name and a replay must find the same one
-(letitloop/step_names.py): a library step recorded as ``letitloop.budgets.
+(letitloop/identity/step_names.py): a library step recorded as ``letitloop.primitives.budgets.
 record_budget`` would make every unfinished run fail once that module moved.
 Three guards: the names themselves; a scan of the package's source for a
 function of its own handed to a step without a name (the next one added is
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from letitloop import Journal
-from letitloop.step_names import HISTORY, NAMES, OLD_NAMES, Named, named, same_function
+from letitloop.identity.step_names import HISTORY, NAMES, OLD_NAMES, Named, named, same_function
 
 PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -175,7 +175,7 @@ class TestAStepOfANamedFunction:
         assert functions_in(db) == {"letitloop:budget"}
         # Another process, with another function of that name: replayed, not called.
         program = (
-            "import sys\nfrom letitloop import Journal\nfrom letitloop.step_names import Named\n"
+            "import sys\nfrom letitloop import Journal\nfrom letitloop.identity.step_names import Named\n"
             "with Journal('g', path=sys.argv[1], run='r') as j:\n"
             "    print(j.step('a', Named('letitloop:budget', lambda x: 0), 21))\n"
         )
@@ -210,7 +210,7 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
         # What the next adapter might write: each of these would record a module path.
         source = (
             "from functools import partial\n"
-            "from letitloop.step_names import Named, named\n"
+            "from letitloop.identity.step_names import Named, named\n"
             "def call_model(identity): ...\n"
             "@named('letitloop:budget')\n"
             "def fine(identity): ...\n"

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from letitloop import Journal
-from letitloop.clock import utc_us
-from letitloop.sqlite_steps import step_writer
-from letitloop.sqlite_storage import SqliteStorage
-from letitloop.storage_steps import DoneRow, StepRow, step_row_of
+from letitloop.primitives.clock import utc_us
+from letitloop.stores.sqlite.steps import step_writer
+from letitloop.stores.sqlite.storage import SqliteStorage
+from letitloop.stores.storage_steps import DoneRow, StepRow, step_row_of
 
 
 def row(key: str, **fields: Any) -> StepRow:

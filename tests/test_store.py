@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from letitloop.errors import JournalFileError
-from letitloop.store import Store
+from letitloop.stores.sqlite.store import Store
 
 
 def count(db: Path) -> int:
@@ -93,7 +93,7 @@ class TestTimestamps:
     def test_utc_iso_is_datetimes_isoformat(self, t: float) -> None:
         from datetime import datetime, timezone
 
-        from letitloop.clock import utc_iso
+        from letitloop.primitives.clock import utc_iso
 
         expected = datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="microseconds")
         assert utc_iso(t) == expected
@@ -119,7 +119,8 @@ class TestTheFilesPageSize:
     def test_a_file_made_with_4_kib_pages_keeps_them_and_its_steps(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        from letitloop import Journal, connect
+        from letitloop import Journal
+        from letitloop.stores.sqlite import connect
 
         db = tmp_path / "old.db"
         calls: list[int] = []

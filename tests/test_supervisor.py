@@ -781,7 +781,7 @@ class TestAWatcherThatIsKilled:
     def test_a_child_whose_watcher_died_before_it_could_arm_the_signal_never_runs(
         self, tmp_path: Path
     ) -> None:
-        from letitloop._exec_shim import shim_argv
+        from letitloop.supervision._exec_shim import shim_argv
 
         # The shim is told its watcher is our parent; its real parent is us, as
         # after a watcher that died between fork and prctl and left it adopted.
@@ -794,7 +794,7 @@ class TestAWatcherThatIsKilled:
         code = textwrap.dedent(
             """
             import ctypes, errno, signal
-            from letitloop._exec_shim import (
+            from letitloop.supervision._exec_shim import (
                 PR_GET_PDEATHSIG, PR_SET_PDEATHSIG, _ctypes_prctl, _raw_prctl,
             )
             raw, portable = _raw_prctl(), _ctypes_prctl()

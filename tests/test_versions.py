@@ -17,8 +17,8 @@ from helpers import lil_forked, run_python, spawn_python
 
 from letitloop import Journal, durable
 from letitloop.errors import InvalidNameError
+from letitloop.identity.versions import source_version
 from letitloop.inspection import list_runs, open_inspector, show_run
-from letitloop.versions import source_version
 
 #: A @durable pipeline: fetch, then (under DIE=1) wait to be killed, then send.
 PIPELINE = """

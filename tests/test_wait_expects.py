@@ -16,7 +16,7 @@ from helpers import lil_forked
 import letitloop
 from letitloop import Journal, RunWaiting
 from letitloop.errors import MisuseError, NotWaitingError
-from letitloop.expects import Expect, problem
+from letitloop.primitives.expects import Expect, problem
 
 #: Approval of one tool call, as the adapters ask for it: {"call-1": true|false}.
 APPROVAL = Expect(

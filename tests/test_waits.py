@@ -28,9 +28,9 @@ from letitloop import (
     durable_async,
     wait_for,
 )
-from letitloop.control import send_text
 from letitloop.errors import JournalFileError, NotWaitingError, RunNotFoundError
 from letitloop.inspection import open_journal_file
+from letitloop.supervision.control import send_text
 
 
 def wait_rows(db: Path, table: str = "journal_g") -> list[tuple[Any, ...]]:

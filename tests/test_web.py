@@ -28,7 +28,7 @@ from web_journals import (
 )
 
 from letitloop import Journal
-from letitloop.waits import RunWaiting
+from letitloop.primitives.waits import RunWaiting
 from letitloop.web import create_app, views
 from letitloop.web.values import PREVIEW_CHARS
 from letitloop.web.views import RUNS_PER_PAGE

@@ -29,11 +29,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
-from letitloop.canon import NoFingerprint
-from letitloop.durable import current
 from letitloop.errors import NoJournalError, StepMismatchError
-from letitloop.fingerprint import Fingerprinter
-from letitloop.journal import Journal
+from letitloop.identity.canon import NoFingerprint
+from letitloop.identity.fingerprint import Fingerprinter
+from letitloop.run.durable import current
+from letitloop.run.journal import Journal
 
 #: What one model call cost, in your currency, from the model's name (None where the
 #: framework gives none) and the call's input and output tokens: letitloop keeps no

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from letitloop.expects import Expect
-from letitloop.journal import Journal
+from letitloop.primitives.expects import Expect
+from letitloop.run.journal import Journal
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 Each adapter's model-call step calls :func:`reserve_call` just before the
 framework's model call, and reports the call's usage after it: the report
-settles the reservation (letitloop/reservations.py). The prompt is measured
+settles the reservation (letitloop/primitives/reservations.py). The prompt is measured
 only when the run has a budget: without one this is one context-variable
 read and one attribute test.
 
@@ -18,9 +18,9 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from letitloop.estimates import Reservation
-from letitloop.reservations import reserve
-from letitloop.steps import parent_step
+from letitloop.primitives.estimates import Reservation
+from letitloop.primitives.reservations import reserve
+from letitloop.run.steps import parent_step
 
 #: The names frameworks give the most output a call may produce, first match wins.
 MAX_TOKENS_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "max_new_tokens")

@@ -10,7 +10,7 @@ one module per family: ``reading`` (runs, show, export), ``changing``
 (the web view); their shared
 options in ``params``, shell completion in ``completion``. Recorded text is
 printed only through
-:mod:`letitloop.render`, which makes it safe for a terminal.
+:mod:`letitloop.runtext.render`, which makes it safe for a terminal.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _one_line(exc: BaseException) -> click.ClickException:
     LetItLoopError or an OSError is a user's situation (a missing file, a
     read-only folder); anything else is a bug in lil.
     """
-    from ..render import safe
+    from ..runtext.render import safe
 
     if isinstance(exc, click.ClickException):
         # click's show() prints this attribute (typed Final only for its own code).

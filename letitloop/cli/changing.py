@@ -1,6 +1,6 @@
 """The commands that change a journal from outside a run: ``lil reset/fork/gc/upgrade/copy``.
 
-The work is in :mod:`letitloop.maintenance` (and :mod:`letitloop.migrate`),
+The work is in :mod:`letitloop.maintenance` (and :mod:`letitloop.stores.sqlite.migrate`),
 the words in :mod:`letitloop.runtext.changes`. A command that deletes asks
 first on a terminal, and wants ``--yes`` elsewhere.
 """
@@ -18,7 +18,7 @@ from .params import STATE_CHOICE, Duration, db_option, json_flags, open_journal
 
 def confirm(question: str, refusal: str, yes: bool) -> None:
     """Ask on a terminal; off one (a script, a pipe) require --yes: the same rule everywhere."""
-    from ..render import safe
+    from ..runtext.render import safe
 
     if yes:
         return
@@ -56,9 +56,9 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
       lil reset 01JD7X3K9Q --yes
       lil reset customer_sync --run 2026-11-30 --dry-run
     """
-    from .. import render
     from ..inspection import resumable_run
     from ..maintenance import reset_run, reset_target
+    from ..runtext import render
     from ..runtext.changes import reset_line, reset_target_text
 
     journal = open_journal(ctx, write=True)
@@ -103,8 +103,8 @@ def fork(ctx: click.Context, run_ref: str, from_step: str, as_json: bool) -> Non
     Example:
       lil fork 01JD7X3K9QF4ZC2M8N6P0RTVWY --from-step summarize
     """
-    from .. import render
     from ..maintenance import fork_run
+    from ..runtext import render
     from ..runtext.changes import fork_lines, fork_record
 
     journal = open_journal(ctx, write=True)
@@ -158,8 +158,8 @@ def gc(
       lil gc --older-than 30d --dry-run
       lil gc --older-than 30d --status completed --yes
     """
-    from .. import render
     from ..maintenance import gc_runs
+    from ..runtext import render
     from ..runtext.changes import gc_lines, gc_records, gc_target_text
 
     journal = open_journal(ctx, write=True)
@@ -198,8 +198,8 @@ def upgrade(ctx: click.Context) -> None:
       lil upgrade
       lil upgrade --db /data/pipeline/journal.db
     """
-    from .. import render
-    from ..migration_files import known_names
+    from ..runtext import render
+    from ..stores.sqlite.migration_files import known_names
 
     journal = open_journal(ctx, write=True)
     try:
@@ -257,8 +257,8 @@ def copy_command(
       lil copy jobs.db archive.db --only finished --skip-existing
       lil copy jobs.db postgresql://app@db/jobs --goal nightly --json
     """
-    from .. import render
     from ..maintenance import copy_runs, open_ends
+    from ..runtext import render
     from ..runtext.changes import copy_lines, copy_record
 
     reader, writer = open_ends(source, target)

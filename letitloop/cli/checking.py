@@ -50,8 +50,8 @@ def check(
       lil check app.flows:nightly --patches
       lil check flows.py --json
     """
-    from .. import render
     from ..deploycheck import check as check_runs
+    from ..runtext import render
     from ..runtext.checks import check_lines, patch_lines
 
     journal = db_path(ctx)  # else the decorator's path=, $LETITLOOP_DB, the nearest one

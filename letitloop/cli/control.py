@@ -1,6 +1,6 @@
 """The commands that act on a run from outside it: ``lil send`` and ``lil cancel``.
 
-The work is in :mod:`letitloop.control`; a live holder notices it on its
+The work is in :mod:`letitloop.supervision.control`; a live holder notices it on its
 own. The words are in :mod:`letitloop.runtext.changes`.
 """
 
@@ -21,7 +21,7 @@ def json_value(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        from ..render import clip
+        from ..runtext.render import clip
 
         # The group's error handling makes the message safe for the terminal.
         raise click.ClickException(
@@ -67,9 +67,10 @@ def send(
       lil send 01JD7X3K9Q review '{"approved": false, "note": "fix the title"}'
       lil send deploy plan --file plan.json
     """
-    from .. import codec, render
-    from ..control import send_text
+    from .. import codec
+    from ..runtext import render
     from ..runtext.changes import sent_line, sent_record
+    from ..supervision.control import send_text
 
     if (value is None) == (file is None):
         raise click.UsageError("expected a VALUE or --file PATH (one of them); see lil send --help")
@@ -118,8 +119,7 @@ def cancel(
       lil cancel 01JD7X3K9Q --reason "wrong input file"
       lil cancel nightly_report --wait 30
     """
-    from .. import render
-    from ..control import cancel_run, wait_until_stopped
+    from ..runtext import render
     from ..runtext.changes import (
         cancel_line,
         cancel_record,
@@ -127,6 +127,7 @@ def cancel(
         still_held_text,
         stopped_line,
     )
+    from ..supervision.control import cancel_run, wait_until_stopped
 
     journal = open_journal(ctx, write=True)
     try:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..discovery import found_above
 from ..errors import LetItLoopError
-from ..schemes import malformed_url, scheme_of
+from ..stores.discovery import found_above
+from ..stores.schemes import malformed_url, scheme_of
 
 if TYPE_CHECKING:
     from ..inspection import Inspector
@@ -83,7 +83,7 @@ def exit_statuses(
     ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
 ) -> frozenset[int]:
     """Exit statuses 0-255 or signal names (``SIGKILL`` means 137)."""
-    from ..policy import parse_exit_status
+    from ..supervision.policy import parse_exit_status
 
     try:
         return frozenset(parse_exit_status(v) for v in values)

@@ -1,7 +1,7 @@
 """The commands that read a journal and never write it: ``lil runs``, ``show`` and ``export``.
 
 The work is in :mod:`letitloop.inspection`, the words in
-:mod:`letitloop.runtext`, the text's safety in :mod:`letitloop.render`.
+:mod:`letitloop.runtext`, the text's safety in :mod:`letitloop.runtext.render`.
 ``lil show --follow`` is here too: it reads the run again until it ends.
 """
 
@@ -105,8 +105,8 @@ def runs(
       lil runs --status crashed --version 41c0
       lil runs --jsonl --limit 0 | jq -r 'select(.state == "crashed") | .id'
     """
-    from .. import render
     from ..inspection import list_runs
+    from ..runtext import render
     from ..runtext.runs import journal_line, more_text, no_runs_line, runs_lines
 
     journal = open_journal(ctx)
@@ -194,8 +194,8 @@ def show(
       lil show 01JD7X3K9Q --step fetch_user
       lil show customer_sync --follow
     """
-    from .. import render
     from ..inspection import export_records, export_run, find_run, show_run
+    from ..runtext import render
     from ..runtext.detail import show_lines, step_lines, step_record
 
     journal = open_journal(ctx, live=follow)
@@ -264,8 +264,8 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool, redact: tuple
       lil export customer_sync --format html > run.html
       lil export customer_sync --redact api_key --redact password > run.json
     """
-    from .. import render
     from ..inspection import export_records, export_run, find_run
+    from ..runtext import render
 
     if redact and fmt == "html" and not as_jsonl:
         raise click.UsageError(
@@ -293,8 +293,8 @@ def export(ctx: click.Context, ref: str, fmt: str, as_jsonl: bool, redact: tuple
 
 def follow_run(journal: Any, ref: str, run: Any, interval: float, as_json: bool) -> int:
     """``lil show --follow``: its exit status (0 completed, 1 failed or left crashed)."""
-    from .. import render
     from ..inspection import find_run, resumer, show_run
+    from ..runtext import render
     from ..runtext.detail import show_lines
     from ..runtext.follow import end_line, follow_line, follow_record, watcher_text
 

@@ -1,7 +1,7 @@
 """The commands that run a program: ``lil watch`` (restart it until it exits 0) and ``lil demo``.
 
-The loop is in :mod:`letitloop.supervisor`, its settings and their defaults
-in :mod:`letitloop.policy`; ``lil demo``'s workflow in :mod:`letitloop.demo`.
+The loop is in :mod:`letitloop.supervision.supervisor`, its settings and their defaults
+in :mod:`letitloop.supervision.policy`; ``lil demo``'s workflow in :mod:`letitloop.supervision.demo`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from ..policy import DEFAULTS, RESTART_MODES
+from ..supervision.policy import DEFAULTS, RESTART_MODES
 from .params import SECONDS, exit_statuses, max_restarts
 
 
@@ -24,7 +24,7 @@ def demo(keep: bool) -> None:
     Example:
       lil demo
     """
-    from ..demo import run_demo
+    from ..supervision.demo import run_demo
 
     sys.exit(run_demo(keep=keep))
 
@@ -153,9 +153,9 @@ def watch(
       lil watch agent_pipeline.py --max-restarts 10 --backoff 1.0
       lil watch --no-restart-on 2 -m mypackage.pipeline -- --date 2026-11-30
     """
-    from ..policy import Policy
-    from ..relaunch import module_argv, script_argv
-    from ..supervisor import watch as run_watch
+    from ..supervision.policy import Policy
+    from ..supervision.relaunch import module_argv, script_argv
+    from ..supervision.supervisor import watch as run_watch
 
     if module is not None:
         argv = module_argv(module, args)
@@ -181,7 +181,7 @@ def watch(
     if db is None and ctx.obj and ctx.obj.get("db") is not None:
         db = str(ctx.obj["db"])  # lil --db PATH watch …
     if db is None and module is None and not os.environ.get("LETITLOOP_DB"):
-        from ..discovery import default_path
+        from ..stores.discovery import default_path
 
         db = default_path(script=args[0])  # the journal the script finds run by itself
     sys.exit(run_watch(argv, target=target, policy=policy, db=db))

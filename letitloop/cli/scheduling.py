@@ -1,7 +1,7 @@
 """``lil schedules``: list the schedules of a journal; ``lil schedules run``: run them.
 
-The loop is :mod:`letitloop.scheduler`, the schedules' arithmetic
-:mod:`letitloop.schedules`, the words :mod:`letitloop.runtext.schedules`.
+The loop is :mod:`letitloop.scheduling.scheduler`, the schedules' arithmetic
+:mod:`letitloop.scheduling.schedules`, the words :mod:`letitloop.runtext.schedules`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def schedules(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from .. import render
+    from ..runtext import render
     from ..runtext.schedules import schedule_lines, schedule_records
 
     journal = open_journal(ctx)
@@ -85,10 +85,10 @@ def run_command(ctx: click.Context, target: str, poll: float) -> None:
       lil --db postgresql://db/jobs schedules run jobs.py
       lil watch -m letitloop schedules run app.jobs
     """
-    from ..deploycheck_target import load_target
+    from ..deploycheck.target import load_target
     from ..errors import LetItLoopError
-    from ..scheduler import run_schedules
-    from ..schedules import schedules_of
+    from ..scheduling.scheduler import run_schedules
+    from ..scheduling.schedules import schedules_of
 
     module, _, failed = load_target(target)
     if failed is not None:

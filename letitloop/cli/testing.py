@@ -52,8 +52,8 @@ def fixture(ctx: click.Context, ref: str, to: Path, redact: tuple[str, ...], for
       lil fixture customer_sync --to tests/fixtures/customer_sync.db
       lil fixture 01JD7X3K9Q --to tests/fixtures/agent.db --redact api_key
     """
-    from .. import render
     from ..inspection.fixture import make_fixture
+    from ..runtext import render
     from ..runtext.testing import fixture_lines
 
     journal = open_journal(ctx)
@@ -84,8 +84,8 @@ def diff(ctx: click.Context, ref_a: str, ref_b: str, as_json: bool) -> None:
       lil diff yesterday today
       lil diff 01JD7X3K9Q 01JD8B2M4R --json | jq '.differences[].key'
     """
-    from .. import render
     from ..inspection.diff import diff_runs
+    from ..runtext import render
     from ..runtext.testing import diff_lines
 
     journal = open_journal(ctx)

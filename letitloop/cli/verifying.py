@@ -65,10 +65,10 @@ def verify(
       lil verify --all --print-head > heads.txt
       lil verify --all --head heads.txt
     """
-    from .. import render
     from ..errors import LetItLoopError
     from ..inspection import RunFilter, find_run
     from ..inspection.verify import chain_of, check_chain, parse_heads, verify_key
+    from ..runtext import render
 
     if ref is None and not every:
         raise click.UsageError("name a RUN or GOAL, or pass --all for every run of the file")
@@ -150,10 +150,10 @@ def rekey(
     """
     import os
 
-    from .. import render
-    from ..encryption import ENCRYPTION_KEY_ENV, NEW_ENCRYPTION_KEY_ENV, make_cipher
+    from ..integrity.encryption import ENCRYPTION_KEY_ENV, NEW_ENCRYPTION_KEY_ENV, make_cipher
+    from ..integrity.seals import env_seal_key
     from ..maintenance import rekey as rekey_file
-    from ..seals import env_seal_key
+    from ..runtext import render
 
     old_text = os.environ.get(ENCRYPTION_KEY_ENV)
     new_text: str | None

@@ -1,4 +1,4 @@
-"""``lil worker``: the worker processes of a work queue (``letitloop/queue_worker.py``)."""
+"""``lil worker``: the worker processes of a work queue (``letitloop/queueing/queue_worker.py``)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def worker(module: str, queue_name: str, processes: int, threads: int) -> None:
       lil worker app.tasks --queue emails --processes 2 --threads 2
       lil watch -m letitloop worker app.tasks --queue emails
     """
-    from ..queues import declared, declared_names
+    from ..queueing.queues import declared, declared_names
 
     _import(module)
     queue = declared(queue_name)

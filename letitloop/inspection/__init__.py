@@ -1,9 +1,9 @@
 """See runs without changing them: the read-only library under ``lil runs/show/export``, and
 the :class:`Inspector` through which it, :mod:`letitloop.maintenance` and
-:mod:`letitloop.control` reach a journal.
+:mod:`letitloop.supervision.control` reach a journal.
 
 Every function takes an :class:`Inspector` (see :func:`open_inspector`; a
-journal file's :class:`~letitloop.store.Store`, from :func:`open_journal_file`,
+journal file's :class:`~letitloop.stores.sqlite.store.Store`, from :func:`open_journal_file`,
 is read through a :class:`SqliteInspector`) and deals in runs and rows; the
 ``lil`` commands only parse arguments and print. A run's steps and markers
 come in journal order: the order in which their rows were first written.

@@ -1,5 +1,5 @@
 """Encrypted values as a reader shows them: decrypted with ``LETITLOOP_ENCRYPTION_KEY``, else
-a note (letitloop/encryption.py). What the in-memory and PostgreSQL inspectors show in
+a note (letitloop/integrity/encryption.py). What the in-memory and PostgreSQL inspectors show in
 ``lil show``, ``lil export`` and ``lil ui``, as the SQLite inspector does.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..encryption import encrypted, env_cipher
 from ..errors import EncryptionKeyError
+from ..integrity.encryption import encrypted, env_cipher
 from .records import RowInfo
 
 __all__ = ["ENCRYPTED_NOTE", "Decrypting"]

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from ..store import Store
+from ..stores.sqlite.store import Store
 from .inspector import Inspector
 from .listing import get_run
 from .records import AttemptInfo, RowInfo, RunDetail, RunInfo, TryInfo, UsageTotals

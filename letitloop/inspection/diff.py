@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..fingerprint import differences, same_digest
-from ..step_names import same_function
-from ..store import Store
+from ..identity.fingerprint import differences, same_digest
+from ..identity.step_names import same_function
+from ..stores.sqlite.store import Store
 from .detail import run_rows
 from .inspector import Inspector
 from .listing import find_run

@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Any
 
 from .. import codec
-from ..redaction import redact_text
-from ..store import Store
+from ..integrity.redaction import redact_text
+from ..stores.sqlite.store import Store
 from .detail import show_run
 from .inspector import Inspector
 from .records import RunDetail, RunInfo
@@ -32,7 +32,7 @@ def export_run(
     run's ``input`` is decoded the same way (``input_json``, ``input_error``).
     The dict is JSON-ready for a strict writer (:func:`json_ready`).
     ``redact``: dict keys whose values, in the input, the result and every
-    row's result, are replaced by ``"[redacted]"`` (letitloop.redaction).
+    row's result, are replaced by ``"[redacted]"`` (letitloop.integrity.redaction).
     """
     detail = run if isinstance(run, RunDetail) else show_run(inspector, run)
     if redact:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LetItLoopError
-from ..redaction import redact_text
-from ..store import Store
+from ..integrity.redaction import redact_text
+from ..stores.sqlite.store import Store
 from .inspector import Inspector
 from .listing import find_run
 from .records import RunInfo
@@ -47,7 +47,7 @@ def make_fixture(
     """Copy the run ``ref`` names (as ``lil show`` finds it) into a new journal file ``to``.
 
     ``redact``: dict keys whose values are replaced by ``"[redacted]"`` in the
-    run's input, its result and every row's result (letitloop.redaction).
+    run's input, its result and every row's result (letitloop.integrity.redaction).
     ``replace``: an existing file at ``to`` is replaced; else it is refused
     (LetItLoopError), untouched. A store that cannot copy runs into a file
     (``scheme://`` stores today) is refused with a LetItLoopError, nothing made.

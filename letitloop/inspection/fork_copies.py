@@ -2,10 +2,10 @@
 (the memory store and PostgreSQL, through ``MemoryInspector.fork``): what
 ``sqlite_changes.bind_copied_rows`` does in SQL for a journal file.
 
-Each encrypted value is bound to its run (letitloop/encryption.py), so a copy
+Each encrypted value is bound to its run (letitloop/integrity/encryption.py), so a copy
 is decrypted and encrypted again for the new run, with
 ``LETITLOOP_ENCRYPTION_KEY``; each copy gets its checksum for the new run
-(letitloop/checksums.py), so its replay is checked as the source's was.
+(letitloop/integrity/checksums.py), so its replay is checked as the source's was.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..checksums import marker_sum, pause_sum, step_sum
-from ..encryption import encrypted, env_cipher
 from ..errors import EncryptionKeyError
+from ..integrity.checksums import marker_sum, pause_sum, step_sum
+from ..integrity.encryption import encrypted, env_cipher
 from .records import RunInfo
 
 __all__ = ["ENCRYPTED_FIELDS", "bind_copies", "checksum", "key_needed"]

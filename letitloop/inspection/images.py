@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import EncryptionKeyError
-from ..seals import row_digest
+from ..integrity.seals import row_digest
 from .records import RunInfo
 
 __all__ = [
@@ -149,7 +149,7 @@ class RunImage:
 
 
 def row_digests(rows: Sequence[Sequence[Any]]) -> dict[str, str]:
-    """Each row's :func:`~letitloop.seals.row_digest` by key, for rows as ``seal_chain``
+    """Each row's :func:`~letitloop.integrity.seals.row_digest` by key, for rows as ``seal_chain``
     reads them (key, kind, status, fn, args_fp, result, error, wake_at) of one run: what a
     sealed chain covers, so two stores whose rows give the same digests read the same to
     ``lil verify``. The run's id is left out (the same on both sides)."""

@@ -3,7 +3,7 @@ outside them — a typed ``Protocol``, so that ``lil runs/show/export/reset/fork
 work on every store. No I/O.
 
 The public functions (:mod:`letitloop.inspection`, :mod:`letitloop.maintenance`,
-:mod:`letitloop.control`) hold the rules and the words: which run a reference
+:mod:`letitloop.supervision.control`) hold the rules and the words: which run a reference
 names, which runs gc may take, when a wait takes a value, every error. An
 inspector answers plain questions about what is recorded and makes the changes
 it is asked for, each change in one transaction. The SQLite one is
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..storage_schedules import ScheduleRow, TickRow
+from ..stores.storage_schedules import ScheduleRow, TickRow
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
 
 

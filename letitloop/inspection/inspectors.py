@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import schemes
+from ..stores import schemes
 from .inspector import Inspector
 from .journalfile import open_journal_file
 from .sqlite_inspector import SqliteInspector

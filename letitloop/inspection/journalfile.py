@@ -8,11 +8,11 @@ import os
 import sqlite3
 from pathlib import Path
 
-from ..connections import opening, sqlite_entry
 from ..errors import JournalFileError
-from ..files import check_is_a_file, resolve_path
-from ..sqlerrors import DRIVER_ERRORS
-from ..store import Store
+from ..stores.sqlite.connections import opening, sqlite_entry
+from ..stores.sqlite.files import check_is_a_file, resolve_path
+from ..stores.sqlite.sqlerrors import DRIVER_ERRORS
+from ..stores.sqlite.store import Store
 
 
 def open_journal_file(
@@ -77,7 +77,7 @@ def _open(p: Path, write: bool, live: bool) -> Store:
             finally:
                 probe.close()
     except DRIVER_ERRORS as exc:
-        from ..sqlerrors import explain
+        from ..stores.sqlite.sqlerrors import explain
 
         raise explain(exc, p) from None
     if names != {"goals", "runs"}:

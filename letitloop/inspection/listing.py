@@ -3,7 +3,7 @@ names it (:func:`get_run`, :func:`find_run`; :func:`resumable_run`, the one a go
 opener resumes); whether a live process holds one (:func:`is_run_held`).
 
 Each takes an :class:`~letitloop.inspection.inspector.Inspector` (or a journal file's
-:class:`~letitloop.store.Store`, read through a ``SqliteInspector``) and asks it only.
+:class:`~letitloop.stores.sqlite.store.Store`, read through a ``SqliteInspector``) and asks it only.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import shlex
 from collections.abc import Iterable
 from datetime import datetime
 
-from ..clock import utc_iso
 from ..errors import LetItLoopError, RunNotFoundError
-from ..generations import is_generation, number_of
-from ..previews import preview
-from ..store import Store
+from ..primitives.clock import utc_iso
+from ..run.generations import is_generation, number_of
+from ..runtext.previews import preview
+from ..stores.sqlite.store import Store
 from .inspector import Inspector, RunFilter
 from .records import RunInfo
 from .sqlite_inspector import as_inspector
@@ -164,7 +164,7 @@ _GENERATIONS_READ = 200
 def _current(journal: Inspector, found: RunInfo, ref: str) -> RunInfo:
     """The newest generation of the run name ``ref`` that ``found`` (its first) has.
 
-    A run name means its newest generation (letitloop/generations.py: ``name``,
+    A run name means its newest generation (letitloop/run/generations.py: ``name``,
     then ``name~2``, ``name~3`` ...), as an opener of the name would get it;
     ``name~2`` itself names that generation only.
     """

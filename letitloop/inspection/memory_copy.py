@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..markers import GOAL_SCOPE_RUN
-from ..memory_database import MemoryDatabase, Row
-from ..row_rules import ROW_COLUMNS, TRY_COLUMNS
+from ..primitives.markers import GOAL_SCOPE_RUN
+from ..stores.memory.database import MemoryDatabase, Row
+from ..stores.row_rules import ROW_COLUMNS, TRY_COLUMNS
 from .images import RESERVATION_COLUMNS, RUN_COLUMNS, RunImage, key_mismatch
 
 

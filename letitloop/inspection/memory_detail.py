@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..checksums import row_damaged
-from ..encryption import encrypted
-from ..memory_database import Row
-from ..memory_seals import chain_row
-from ..storage_schedules import ScheduleRow, TickRow
+from ..integrity.checksums import row_damaged
+from ..integrity.encryption import encrypted
+from ..stores.memory.database import Row
+from ..stores.memory.seals import chain_row
+from ..stores.storage_schedules import ScheduleRow, TickRow
 from .decrypting import Decrypting
 from .memory_runs import MemoryRuns, attempt_version
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo

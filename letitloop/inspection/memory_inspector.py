@@ -1,6 +1,6 @@
 """``MemoryInspector``: the :class:`~letitloop.inspection.inspector.Inspector` on the in-memory
 store (``memory://NAME``, ``memory_database.py``), so that ``letitloop.inspection``,
-``letitloop.maintenance`` and ``letitloop.control`` read and change its runs as they do a
+``letitloop.maintenance`` and ``letitloop.supervision.control`` read and change its runs as they do a
 journal file's, in the process whose memory holds them.
 
 What it reads is the database the journals of this process write
@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..checksums import pause_sum
 from ..errors import JournalFileError
-from ..memory_database import existing
-from ..memory_seals import start
-from ..seals import env_seal_key
+from ..integrity.checksums import pause_sum
+from ..integrity.seals import env_seal_key
+from ..stores.memory.database import existing
+from ..stores.memory.seals import start
 from .fork_copies import bind_copies
 from .images import RunImage
 from .inspector import WaitAnswer

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import JournalFileError, LetItLoopError
-from ..memory_database import MemoryDatabase, Row
+from ..stores.memory.database import MemoryDatabase, Row
 from .decrypting import Decrypting
 from .inspector import RunFilter
 from .memory_filters import selects, starts_with

@@ -28,8 +28,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..errors import JournalFileError, SchemaVersionError
-from ..memory_database import MemoryDatabase
-from ..postgres_database import (
+from ..stores.memory.database import MemoryDatabase
+from ..stores.postgres.database import (
     CHANNEL,
     connect,
     migrate,
@@ -38,10 +38,10 @@ from ..postgres_database import (
     schema_version_of,
     server_errors,
 )
-from ..postgres_fork import seal_fork
-from ..postgres_holding import PostgresHold, is_held, run_hold_text
-from ..postgres_seals import chain_of
-from ..storage_schedules import ScheduleRow, TickRow
+from ..stores.postgres.fork import seal_fork
+from ..stores.postgres.holding import PostgresHold, is_held, run_hold_text
+from ..stores.postgres.seals import chain_of
+from ..stores.storage_schedules import ScheduleRow, TickRow
 from .images import RunImage
 from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector

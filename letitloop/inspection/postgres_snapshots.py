@@ -13,9 +13,9 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from ..memory_database import MemoryDatabase, Row
-from ..postgres_connection import COLUMNS
-from ..row_rules import TRY_COLUMNS
+from ..stores.memory.database import MemoryDatabase, Row
+from ..stores.postgres.connection import COLUMNS
+from ..stores.row_rules import TRY_COLUMNS
 from .images import ATTEMPT_COLUMNS, RESERVATION_COLUMNS, RUN_COLUMNS, RunImage, key_mismatch
 
 __all__ = ["has_tables", "image_extras", "insert_images", "load", "write_back"]

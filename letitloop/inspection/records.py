@@ -19,7 +19,7 @@ class InFlight:
     """A step with a ``running`` row: in flight now, or in flight when its attempt ended.
 
     A step running for more than about a second gets such a row (see
-    letitloop/inflight.py); its own final row replaces it when it finishes.
+    letitloop/run/inflight.py); its own final row replaces it when it finishes.
     """
 
     key: str
@@ -101,7 +101,7 @@ class RunInfo:
     output_tokens: int | None = None
     cost: float | None = None
     version: str | None = None
-    """The version of the code its latest attempt ran (letitloop/versions.py); None: unknown."""
+    """The version of the code its latest attempt ran (letitloop/identity/versions.py); None: unknown."""
 
     @property
     def error_is_earlier(self) -> bool:
@@ -170,7 +170,7 @@ class RowInfo:
     cost: float | None = None
     model: str | None = None
     damaged: bool = False
-    """The row fails its checksum (letitloop/checksums.py): the file was damaged there."""
+    """The row fails its checksum (letitloop/integrity/checksums.py): the file was damaged there."""
     args_fp: str | None = None
     """A step's arguments' fingerprint: one digest per argument (``lil diff`` compares them)."""
     claims: int | None = None
@@ -305,7 +305,7 @@ class AttemptInfo:
     """Its process's exit status as ``lil watch`` saw it (128+N for signal N)."""
     signal: str | None = None
     version: str | None = None
-    """The version of the code it ran (letitloop/versions.py); None: unknown."""
+    """The version of the code it ran (letitloop/identity/versions.py); None: unknown."""
     ended_at: str | None = None
     """When it closed the run, as it recorded (migration 0019); None: it did not (a kill)."""
     recorded: bool = False

@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 
 from .. import codec
-from ..encryption import encrypted
 from ..errors import DecodeError
+from ..integrity.encryption import encrypted
 
 #: Ints longer than this many bits are exported as ``{"!int": "0x…"}``, as the
 #: codec stores them: Python refuses to write an int of more than 4300 digits

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..checksums import marker_sum, pause_sum, step_sum
-from ..encryption import PREFIX, encrypted, env_cipher
-from ..goals import delete_run_rows, rows_table
-from ..seals import env_seal_key
-from ..sqlite_seals import adopt
-from ..store import Store
+from ..integrity.checksums import marker_sum, pause_sum, step_sum
+from ..integrity.encryption import PREFIX, encrypted, env_cipher
+from ..integrity.seals import env_seal_key
+from ..stores.sqlite.goals import delete_run_rows, rows_table
+from ..stores.sqlite.seals import adopt
+from ..stores.sqlite.store import Store
 from .fork_copies import ENCRYPTED_FIELDS, key_needed
 from .records import RunInfo
 
@@ -52,9 +52,9 @@ def has_table(db: Store | sqlite3.Connection, name: str) -> bool:
 
 def bind_copied_rows(c: sqlite3.Connection, view: str, run_id: str, source: RunInfo) -> None:
     """Inside the fork's write transaction: the rows it copied into run ``run_id`` get their
-    encrypted values bound to it (``_rebound``), their checksums (letitloop/checksums.py)
+    encrypted values bound to it (``_rebound``), their checksums (letitloop/integrity/checksums.py)
     and, with ``LETITLOOP_SEAL_KEY`` set, the new run's sealed chain
-    (letitloop/sqlite_seals.py)."""
+    (letitloop/stores/sqlite/seals.py)."""
     table = rows_table(view)
     _rebound(c, view, run_id, source)
     sums = []
@@ -78,7 +78,7 @@ def bind_copied_rows(c: sqlite3.Connection, view: str, run_id: str, source: RunI
 def _rebound(c: sqlite3.Connection, view: str, run_id: str, source: RunInfo) -> None:
     """Inside the fork's write transaction: the encrypted values copied from run ``source``
     into run ``run_id`` decrypted and encrypted again for the new run (each is bound to its
-    run: letitloop/encryption.py), with ``LETITLOOP_ENCRYPTION_KEY``. EncryptionKeyError
+    run: letitloop/integrity/encryption.py), with ``LETITLOOP_ENCRYPTION_KEY``. EncryptionKeyError
     without that key (or with another one): the fork is not made."""
     like = PREFIX + "%"
     rows = c.execute(

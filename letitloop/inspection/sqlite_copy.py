@@ -18,9 +18,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..goals import VIEW_COLUMNS
-from ..markers import GOAL_SCOPE_RUN
-from ..store import Store
+from ..primitives.markers import GOAL_SCOPE_RUN
+from ..stores.sqlite.goals import VIEW_COLUMNS
+from ..stores.sqlite.store import Store
 from .images import (
     ATTEMPT_COLUMNS,
     GLOBAL_MARKER_COLUMNS,

@@ -9,12 +9,12 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from ..checksums import row_damaged
-from ..encryption import PREFIX, encrypted
 from ..errors import LetItLoopError
-from ..goals import rows_table
-from ..sqlite_keychecks import stored_check
-from ..storage_schedules import ScheduleRow, TickRow
+from ..integrity.checksums import row_damaged
+from ..integrity.encryption import PREFIX, encrypted
+from ..stores.sqlite.goals import rows_table
+from ..stores.sqlite.keychecks import stored_check
+from ..stores.storage_schedules import ScheduleRow, TickRow
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo, row_info
 from .sqlite_changes import has_table
 from .sqlite_rekey import Convert, Rekeyed, rekey_goal

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..checksums import step_sum
-from ..goals import VIEW_COLUMNS
-from ..store import Store
+from ..integrity.checksums import step_sum
+from ..stores.sqlite.goals import VIEW_COLUMNS
+from ..stores.sqlite.store import Store
 from .records import RunInfo
 
 #: The run's columns copied as they are (``result`` and ``input`` go through the text filter).
@@ -45,7 +45,7 @@ def copy_run_to_file(
 
     ``text`` filters every stored value (the run's input and result, each
     row's result): redaction. A step row whose result it changes gets its
-    checksum again (letitloop/checksums.py), so the copy replays unflagged.
+    checksum again (letitloop/integrity/checksums.py), so the copy replays unflagged.
     The new file is written in one transaction and closed; ``to`` must not
     exist (the caller checks).
     """

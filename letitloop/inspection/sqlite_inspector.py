@@ -1,11 +1,11 @@
 """``SqliteInspector``: the :class:`~letitloop.inspection.inspector.Inspector` on a journal
-file, built on :class:`~letitloop.store.Store`. Every SQL statement of ``lil``'s reading and
-changing commands, of :mod:`letitloop.maintenance` and of :mod:`letitloop.control` is here
+file, built on :class:`~letitloop.stores.sqlite.store.Store`. Every SQL statement of ``lil``'s reading and
+changing commands, of :mod:`letitloop.maintenance` and of :mod:`letitloop.supervision.control` is here
 or in the modules it is built of.
 
 Here: changing runs (reset, fork, a value sent, a cancel) and collecting
 garbage; its bases find and read them: ``sqlite_runs.py`` (goals and runs,
-runs' locks: the lock files beside the journal, :mod:`letitloop.locks`) and
+runs' locks: the lock files beside the journal, :mod:`letitloop.stores.sqlite.locks`) and
 ``sqlite_detail.py`` (one run in detail); ``sqlite_changes.py`` holds the
 writes it makes inside a transaction, ``sqlite_filters.py`` a filter's SQL.
 """
@@ -17,10 +17,10 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import locks
-from ..checksums import pause_sum
-from ..goals import drop_goal_tables, refresh_journal_rows
-from ..store import Store
+from ..integrity.checksums import pause_sum
+from ..stores.sqlite import locks
+from ..stores.sqlite.goals import drop_goal_tables, refresh_journal_rows
+from ..stores.sqlite.store import Store
 from .images import RunImage
 from .inspector import Inspector, WaitAnswer
 from .records import RunInfo, WaitRow
@@ -205,7 +205,7 @@ class SqliteInspector(SqliteDetail):
                 store.conn.execute("VACUUM")
                 store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
-                from ..sqlerrors import explain
+                from ..stores.sqlite.sqlerrors import explain
 
                 raise explain(exc, store.path) from None
 

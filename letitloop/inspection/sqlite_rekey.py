@@ -16,13 +16,13 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..checksums import pause_sum, step_sum
-from ..clock import utc_iso
-from ..encryption import PREFIX
 from ..errors import DamagedRowError, SealKeyError
-from ..goals import rows_table
-from ..sqlite_seals import reseal
-from ..store import Store
+from ..integrity.checksums import pause_sum, step_sum
+from ..integrity.encryption import PREFIX
+from ..primitives.clock import utc_iso
+from ..stores.sqlite.goals import rows_table
+from ..stores.sqlite.seals import reseal
+from ..stores.sqlite.store import Store
 
 __all__ = ["Convert", "Rekeyed", "rekey_goal"]
 

@@ -4,7 +4,7 @@
 Which goals and runs there are (by id, name, prefix, filter, input), each as
 a :class:`RunInfo` whose state ``state.run_infos`` tells from the run's row,
 its counts and its rows in flight or paused; runs' locks (the lock files
-beside the journal, :mod:`letitloop.locks`); and the times of the compact
+beside the journal, :mod:`letitloop.stores.sqlite.locks`); and the times of the compact
 tables as text (:func:`iso_us`).
 """
 
@@ -17,14 +17,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .. import locks
-from ..encryption import encrypted
 from ..errors import JournalFileError
-from ..goals import iso_sql, rows_table
-from ..sqlerrors import DRIVER_ERRORS
-from ..sqlite_holding import run_lock_path
-from ..sqlite_runs import resumable_run_id
-from ..store import Store
+from ..integrity.encryption import encrypted
+from ..stores.sqlite import locks
+from ..stores.sqlite.goals import iso_sql, rows_table
+from ..stores.sqlite.holding import run_lock_path
+from ..stores.sqlite.runs import resumable_run_id
+from ..stores.sqlite.sqlerrors import DRIVER_ERRORS
+from ..stores.sqlite.store import Store
 from .decrypting import Decrypting
 from .inspector import RunFilter
 from .records import RunInfo, RunRef
@@ -50,7 +50,7 @@ _last_second: tuple[int, str] = (-1, "")
 
 def iso_us(us: Any) -> str | None:
     """Integer microseconds since the epoch as the text a goal's view shows
-    (:func:`letitloop.goals.iso_sql`, what ``clock.utc_iso`` writes); None stays None."""
+    (:func:`letitloop.stores.sqlite.goals.iso_sql`, what ``clock.utc_iso`` writes); None stays None."""
     global _last_second
     if us is None:
         return None

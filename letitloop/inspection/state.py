@@ -5,7 +5,7 @@ inspector returns, from what the inspector read. No I/O.
 
 Whether a run is *live* is read from its lock, not from the ``status``
 column: a process holding a run holds its lock (for SQLite a lock file,
-:func:`letitloop.sqlite_holding.run_lock_path`), and a process that died released
+:func:`letitloop.stores.sqlite.holding.run_lock_path`), and a process that died released
 it. So a run recorded as ``running`` whose lock is free has *crashed* (or,
 with no attempt yet, is a *pending* fork).
 """

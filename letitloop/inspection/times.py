@@ -10,7 +10,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..clock import utc_iso
+from ..primitives.clock import utc_iso
 
 #: The longest duration ``lil`` takes (``gc --older-than``, ``runs --since``).
 #: No journal holds runs older than that, and it keeps "now minus the

@@ -1,6 +1,6 @@
 """Checking runs' sealed chains (``lil verify``): the first broken link of each run.
 
-A run's chain (letitloop/seals.py) is checked in two passes, and the first
+A run's chain (letitloop/integrity/seals.py) is checked in two passes, and the first
 thing wrong is reported:
 
 1. the entries, in order: positions 1, 2, 3, … with no gap, each entry's seal
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LetItLoopError, SealKeyError
-from ..seals import FINAL, GENESIS, SEAL_KEY_ENV, env_seal_key, link, row_digest
+from ..integrity.seals import FINAL, GENESIS, SEAL_KEY_ENV, env_seal_key, link, row_digest
 from .inspector import Inspector
 from .records import RunInfo
 

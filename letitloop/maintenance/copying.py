@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import schemes
 from ..errors import LetItLoopError, RunHeldError
 from ..inspection import Inspector, RunFilter, open_inspector
 from ..inspection.images import Copying, RunImage, row_digests
 from ..inspection.journalfile import create_journal_file
 from ..inspection.verify import chain_of, check_chain
-from ..seals import env_seal_key
+from ..integrity.seals import env_seal_key
+from ..stores import schemes
 from .holding import holding_run
 
 #: Runs per transaction of the target: big enough that a commit is paid rarely, small

@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..clock import utc_iso
 from ..errors import RunNotFoundError
-from ..ids import new_run_id
+from ..identity.ids import new_run_id
 from ..inspection import Inspector, RunInfo, as_inspector, find_run, get_run
-from ..store import Store
+from ..primitives.clock import utc_iso
+from ..stores.sqlite.store import Store
 from .holding import holding_run
 
 

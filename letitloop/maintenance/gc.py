@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ..clock import utc_iso
 from ..errors import LetItLoopError, RunHeldError
 from ..inspection import STATES, Inspector, RunInfo, as_inspector
-from ..store import Store
+from ..primitives.clock import utc_iso
+from ..stores.sqlite.store import Store
 from .holding import holding_run
 
 #: Runs gc deletes per transaction (holding each one's lock file meanwhile).

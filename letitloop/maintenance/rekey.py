@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..encryption import Cipher, encrypted
 from ..errors import EncryptionKeyError, LetItLoopError
 from ..inspection import Inspector, as_inspector, list_runs
-from ..store import Store
+from ..integrity.encryption import Cipher, encrypted
+from ..stores.sqlite.store import Store
 from .holding import holding_run
 
 __all__ = ["GoalRekeyed", "rekey"]

@@ -13,8 +13,8 @@ from ..inspection.listing import known_goals, no_goal
 # Deleting runs inside a transaction is the SQLite inspector's: named here too for the
 # tests that call it under the name they always used.
 from ..inspection.sqlite_changes import delete_runs as delete_runs
-from ..previews import preview
-from ..store import Store
+from ..runtext.previews import preview
+from ..stores.sqlite.store import Store
 from .holding import holding_run
 
 

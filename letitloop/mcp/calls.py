@@ -45,17 +45,17 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent, Tool
 from pydantic import ValidationError
 
-from .. import closing
 from ..adapters.agentcalls import DEFAULT_TIMEOUT, agent_mismatch, request_options
 from ..errors import StepMismatchError
-from ..generations import reuse_seconds
-from ..journal import current_journal
-from ..step_names import Named
-from ..waits import RunWaiting
+from ..identity.step_names import Named
+from ..primitives.waits import RunWaiting
+from ..run import closing
+from ..run.generations import reuse_seconds
+from ..run.journal import current_journal
 from .sessions import Session, Sessions, annotations_of
 
 if TYPE_CHECKING:
-    from ..journal import Journal
+    from ..run.journal import Journal
 
 #: The value ``lil send`` gives a call in doubt to send it once more.
 RERUN = "rerun"
@@ -193,7 +193,7 @@ class DurableMCP:
                 await closing.aclose(named, exc)
 
     def _new_journal(self, options: dict[str, Any]) -> Journal:
-        from ..journal import Journal
+        from ..run.journal import Journal
 
         return Journal(self.goal, path=self.path, timeout=self.timeout, **options)
 

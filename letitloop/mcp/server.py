@@ -13,7 +13,7 @@ the annotations alone which calls need a person's confirmation:
   ``fork_run`` and ``send_value`` (add to the journal: not destructive);
   none is idempotent (a GOAL names its newest run, which a first call may
   change). They open the journal for writing, as ``lil reset/fork/cancel/send``
-  do (:mod:`letitloop.maintenance`, :mod:`letitloop.control`).
+  do (:mod:`letitloop.maintenance`, :mod:`letitloop.supervision.control`).
 
 Every tool touches only the journal file (``open_world_hint=False``). A
 refusal (an unknown run, a missing journal, a run held by a live process) is
@@ -33,7 +33,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from ..errors import LetItLoopError
-from ..previews import clip, preview
+from ..runtext.previews import clip, preview
 
 if TYPE_CHECKING:
     from ..inspection import Inspector
@@ -310,9 +310,9 @@ def build_server(db: Path | None = None) -> MCPServer:
         structured_output=True,
     )
     def cancel_run(run: str, reason: str | None = None) -> dict[str, Any]:
-        from ..control import cancel_run as cancelled
         from ..inspection import json_ready
         from ..runtext.changes import cancel_record
+        from ..supervision.control import cancel_run as cancelled
 
         with journal(db, write=True) as inspector:
             done = cancelled(inspector, run, reason=reason)
@@ -333,8 +333,8 @@ def build_server(db: Path | None = None) -> MCPServer:
     )
     def send_value(run: str, name: str, value: Any) -> dict[str, Any]:
         from .. import codec
-        from ..control import send_text
         from ..runtext.changes import sent_record
+        from ..supervision.control import send_text
 
         try:
             text = codec.encode(value)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import render
+from . import render
 from .words import quoted
 
 if TYPE_CHECKING:
-    from ..control import Cancelled, Sent
     from ..inspection import RunInfo
     from ..maintenance import CopyResult, ForkResult, GcResult
+    from ..supervision.control import Cancelled, Sent
 
 
 def reset_target_text(target: RunInfo) -> str:

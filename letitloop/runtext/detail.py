@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import render
-from ..budgets import ROW_PREFIX
-from ..encryption import encrypted
 from ..inspection import RowInfo, RunDetail, RunInfo, UsageTotals, decode_result
-from ..previews import preview
+from ..integrity.encryption import encrypted
+from ..primitives.budgets import ROW_PREFIX
+from . import render
+from .previews import preview
 from .words import (
     at_least,
     ending,
@@ -82,7 +82,7 @@ def _state_line(run: RunInfo) -> str:
 
 def budget_text(detail: RunDetail) -> str:
     """``300 tokens, $0.50 (reached: 330 tokens, $0.03 spent)``: the run's last recorded
-    budget (its ``letitloop:budget:…`` row, letitloop/budgets.py) and how far it got; ''
+    budget (its ``letitloop:budget:…`` row, letitloop/primitives/budgets.py) and how far it got; ''
     when the run has none. Reservations not settled (calls in flight, or cut short by a
     dead process) count as spent, and are named: ``…, 300 tokens reserved and not settled``.
     A budget shared by several runs (its row's ``shared``: LangGraph's request) is named,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .. import render
 from ..inspection import RunDetail, RunInfo
+from . import render
 from .words import in_flight, quoted, until
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import render
 from ..inspection import RunInfo
+from . import render
 from .words import in_flight, pause_text, stopped_in
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from ..schedules import next_tick_of, tick_time
-from ..storage_schedules import ScheduleRow, TickRow
+from ..scheduling.schedules import next_tick_of, tick_time
+from ..stores.storage_schedules import ScheduleRow, TickRow
 
 
 def schedule_records(

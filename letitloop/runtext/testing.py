@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from .. import render
+from . import render
 
 if TYPE_CHECKING:
     from ..inspection.diff import Difference, RunDiff

@@ -10,8 +10,8 @@ from __future__ import annotations
 import shlex
 from datetime import datetime, timezone
 
-from .. import render
 from ..inspection import AttemptInfo, InFlight, Pause, RunInfo, UsageTotals, parse_utc
+from . import render
 
 
 def since(iso: str | None) -> float | None:

@@ -23,7 +23,6 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from .. import render
 from ..errors import LetItLoopError, RunNotFoundError
 from ..inspection import (
     STATES,
@@ -35,6 +34,7 @@ from ..inspection import (
     parse_since,
     show_run,
 )
+from ..runtext import render
 from . import timeline, values, views
 
 HERE = Path(__file__).resolve().parent

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import render
 from ..inspection import RowInfo, RunDetail, RunInfo, TryInfo
+from ..runtext import render
 from ..runtext.words import ending, watch_label
 
 #: The timeline of an attempt draws one mark per step up to this many, then counts only.

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import render
 from ..inspection import decode_result
+from ..runtext import render
 
 #: The most characters of one value (a result, an input, a traceback) a page shows inline;
 #: the rest is one click away on the step's own page. A 5 MB result would otherwise make a
@@ -19,7 +19,7 @@ PREVIEW_CHARS = 4_000
 
 def shown(value: Any) -> str:
     """Recorded text made safe to show: control characters, lone surrogates and bidi controls
-    as visible escapes (:func:`letitloop.render.safe`), newlines kept. HTML escaping is the
+    as visible escapes (:func:`letitloop.runtext.render.safe`), newlines kept. HTML escaping is the
     templates' (autoescape); this is the other half, so every value gets both."""
     return render.safe(value if isinstance(value, str) else str(value), block=True)
 

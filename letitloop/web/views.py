@@ -17,8 +17,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .. import render
 from ..inspection import RowInfo, RunDetail, RunInfo
+from ..runtext import render
 from ..runtext.detail import budget_text, reservation_lines
 from ..runtext.words import in_flight, pause_text, quoted, usage_text
 from .timeline import label_of

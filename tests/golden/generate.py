@@ -230,7 +230,7 @@ def fingerprints() -> dict[str, Any]:
         import fingerprint_kinds as kinds  # type: ignore[import-not-found]
     finally:
         sys.path.remove(str(PROGRAMS))
-    from letitloop.fingerprint import Fingerprinter
+    from letitloop.identity.fingerprint import Fingerprinter
 
     fp = Fingerprinter(kinds.REGISTRY)
 

@@ -25,10 +25,10 @@ from letitloop.adapters.agentcalls import (
     open_journal,
 )
 from letitloop.errors import NoJournalError, StepMismatchError
-from letitloop.journal import Journal
+from letitloop.run.journal import Journal
 
 if TYPE_CHECKING:
-    from letitloop.waits import RunWaiting
+    from letitloop.primitives.waits import RunWaiting
 
 
 class AgentCalls:

@@ -32,9 +32,9 @@ from pydantic import BaseModel
 from letitloop.adapters.agentcalls import Pricing, plain
 from letitloop.adapters.autogen.calls import AgentCalls
 from letitloop.adapters.reserving import max_tokens_of, reserve_call
-from letitloop.durable import usage
-from letitloop.step_names import named
-from letitloop.unchecked import unchecked
+from letitloop.identity.step_names import named
+from letitloop.identity.unchecked import unchecked
+from letitloop.run.durable import usage
 
 
 def tool_name(tool: Tool | ToolSchema) -> str:

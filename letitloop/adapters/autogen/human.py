@@ -31,8 +31,8 @@ from autogen_agentchat.agents import UserProxyAgent
 from autogen_core import CancellationToken
 
 from letitloop.adapters.autogen.calls import AgentCalls, JournalHolder
-from letitloop.expects import Expect
-from letitloop.waits import RunWaiting
+from letitloop.primitives.expects import Expect
+from letitloop.primitives.waits import RunWaiting
 
 
 class StoppedToWait(Exception):

@@ -41,7 +41,7 @@ from letitloop.adapters.autogen.client import DurableChatCompletionClient
 from letitloop.adapters.autogen.human import wrap_user_proxy
 from letitloop.adapters.autogen.tools import wrap_workbench
 from letitloop.errors import LetItLoopError
-from letitloop.generations import reuse_seconds
+from letitloop.run.generations import reuse_seconds
 
 A = TypeVar("A", bound=ChatAgent)
 T = TypeVar("T", bound=Team)

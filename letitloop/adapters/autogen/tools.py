@@ -18,8 +18,8 @@ from autogen_core.tools import BaseTool, StaticWorkbench, ToolResult, Workbench
 
 from letitloop.adapters.agentcalls import digest, plain, plain_text
 from letitloop.adapters.autogen.calls import AgentCalls
-from letitloop.step_names import named
-from letitloop.unchecked import unchecked
+from letitloop.identity.step_names import named
+from letitloop.identity.unchecked import unchecked
 
 #: The attribute a wrapped tool or workbench carries: its AgentCalls.
 WRAPPED = "_letitloop_calls"

@@ -34,9 +34,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ...journal import Journal
-from ...steps import parent_step
-from ...unchecked import unchecked
+from ...identity.unchecked import unchecked
+from ...run.journal import Journal
+from ...run.steps import parent_step
 
 T = TypeVar("T")
 

@@ -43,11 +43,11 @@ from crewai import Crew
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import BaseTool
 
-from ...budgets import Budget, budget_of
 from ...errors import LetItLoopError
-from ...generations import reuse_seconds
-from ...journal import Journal, current_journal
-from ...pragmas import Durability
+from ...primitives.budgets import Budget, budget_of
+from ...run.generations import reuse_seconds
+from ...run.journal import Journal, current_journal
+from ...stores.sqlite.pragmas import Durability
 from ..agentcalls import DEFAULT_TIMEOUT as WAIT_FOR_HOLDER
 from ..agentcalls import plain, request_options
 from .calls import Session, active

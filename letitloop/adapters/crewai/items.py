@@ -19,9 +19,9 @@ import shlex
 from typing import Any
 
 from ...errors import StepMismatchError
-from ...journal import Journal
-from ...step_names import named
-from ...unchecked import unchecked
+from ...identity.step_names import named
+from ...identity.unchecked import unchecked
+from ...run.journal import Journal
 from ..agentcalls import excerpt, plain
 
 #: The key of an item's first step, which records its inputs.

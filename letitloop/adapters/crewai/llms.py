@@ -31,8 +31,8 @@ from crewai.types.usage_metrics import UsageMetrics
 from crewai.utilities.agent_utils import extract_tool_call_info, is_tool_call_list
 from pydantic import BaseModel
 
-from ...durable import usage
-from ...step_names import named
+from ...identity.step_names import named
+from ...run.durable import usage
 from ..reserving import max_tokens_of, reserve_call
 from .calls import active, journaled, step_name
 

@@ -23,7 +23,7 @@ from typing import Any
 from crewai.tools import BaseTool
 from crewai.tools.base_tool import Tool
 
-from ...step_names import named
+from ...identity.step_names import named
 from .calls import active, journaled, step_name
 from .llms import WRAPPED, plain
 

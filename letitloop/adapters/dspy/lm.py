@@ -25,11 +25,11 @@ from typing import Any
 from dspy.clients._deprecation import _adapter_call, adapter_message_call
 from dspy.clients.base_lm import BaseLM
 
-from ...durable import usage
 from ...errors import StepMismatchError
-from ...journal import Journal, current_journal
-from ...step_names import named
-from ...unchecked import unchecked
+from ...identity.step_names import named
+from ...identity.unchecked import unchecked
+from ...run.durable import usage
+from ...run.journal import Journal, current_journal
 from ..agentcalls import agent_mismatch
 from ..reserving import max_tokens_of, reserve_call
 

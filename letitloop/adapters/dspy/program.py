@@ -31,7 +31,7 @@ from typing import Any
 import dspy
 from pydantic import BaseModel
 
-from ...generations import reuse_seconds
+from ...run.generations import reuse_seconds
 from ..agentcalls import DEFAULT_TIMEOUT, request_options, run_journal, run_journal_async
 from .lm import current_program
 

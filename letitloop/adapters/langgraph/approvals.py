@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ...durable import current
-from ...step_names import named
-from ...steps import parent_step
-from ...unchecked import unchecked
+from ...identity.step_names import named
+from ...identity.unchecked import unchecked
+from ...run.durable import current
+from ...run.steps import parent_step
 from ..approved import run_once_sync
 
 T = TypeVar("T")

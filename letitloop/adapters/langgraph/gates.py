@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from ...errors import RunHeldError
-from ...files import resolve_path
-from ...pragmas import Durability
+from ...stores.sqlite.files import resolve_path
+from ...stores.sqlite.pragmas import Durability
 from .identity import NodeIdentity
 
 

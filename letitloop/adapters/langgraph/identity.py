@@ -56,8 +56,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...errors import LetItLoopError
-from ...fingerprint import Fingerprinter
-from ...store import Store
+from ...identity.fingerprint import Fingerprinter
+from ...stores.sqlite.store import Store
 from . import polled
 
 try:  # LangGraph's names for these keys; literals if a release moves them

@@ -43,10 +43,10 @@ from typing import Any
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from ... import locks
-from ...clock import now
 from ...codec import default_registry
-from ...fingerprint import Fingerprinter
+from ...identity.fingerprint import Fingerprinter
+from ...primitives.clock import now
+from ...stores.sqlite import locks
 from . import answers, request_budgets, requests
 from .configs import thread_text
 from .identity import CONFIG_KEY_TASK_ID

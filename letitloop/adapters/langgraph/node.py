@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from langgraph.config import get_config
 
-from ...budgets import Budget
 from ...codec import CodecRegistry
 from ...errors import LetItLoopError, StepMismatchError
-from ...files import resolve_path
-from ...fingerprint import Fingerprinter
-from ...journal import DEFAULT_TIMEOUT, Journal
-from ...pragmas import Durability
-from ...store import Store
-from ...stores import close_store, open_store
+from ...identity.fingerprint import Fingerprinter
+from ...primitives.budgets import Budget
+from ...run.journal import DEFAULT_TIMEOUT, Journal
+from ...stores.sqlite.files import resolve_path
+from ...stores.sqlite.pool import close_store, open_store
+from ...stores.sqlite.pragmas import Durability
+from ...stores.sqlite.store import Store
 from ..agentcalls import MISMATCH_DETAILS
 from . import polled, request_budgets
 from .gates import Plan, one_at_a_time, one_at_a_time_async

@@ -36,8 +36,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ...sqlerrors import BUSY_TIMEOUT_MS, is_busy
-from ...store import Store, rollback
+from ...stores.sqlite.sqlerrors import BUSY_TIMEOUT_MS, is_busy
+from ...stores.sqlite.store import Store, rollback
 
 #: First and longest sleep between two tries at a lock (seconds): a node's
 #: transactions last about 0.1 ms, so a 0.05 ms poll finds the gaps between

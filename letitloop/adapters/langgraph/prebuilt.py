@@ -42,11 +42,11 @@ from langgraph.config import get_config
 from langgraph.prebuilt import ToolNode
 from pydantic import ConfigDict
 
-from ...durable import usage
 from ...errors import LetItLoopError
-from ...journal import Journal, current_journal
-from ...step_names import named
-from ...unchecked import unchecked
+from ...identity.step_names import named
+from ...identity.unchecked import unchecked
+from ...run.durable import usage
+from ...run.journal import Journal, current_journal
 from ..agentcalls import plain
 from ..approved import run_once, run_once_sync
 from ..reserving import chat_prompt, max_tokens_of, reserve_call

@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...errors import DecodeError
-from ...store import Store
+from ...stores.sqlite.store import Store
 from . import polled
 from .configs import checkpoint_config, thread_text
 

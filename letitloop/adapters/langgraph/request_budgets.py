@@ -5,7 +5,7 @@ One request of a thread (``invoke``, ``stream``, … with an input: a row of
 one per execution of a durable node (``durable_model``'s calls outside a
 durable node each open one). ``budget=`` on ``durable_model`` or
 ``durable_node`` bounds the request: each of those runs is opened with the
-request's :class:`~letitloop.shared_budgets.SharedSpend` for that budget, so a
+request's :class:`~letitloop.primitives.shared_budgets.SharedSpend` for that budget, so a
 call reserves against what every run of the request spent and reserved,
 including the runs of a process that was killed in it.
 
@@ -32,9 +32,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...budgets import Budget, budget_of
-from ...shared_budgets import SharedSpend
-from ...store import Store
+from ...primitives.budgets import Budget, budget_of
+from ...primitives.shared_budgets import SharedSpend
+from ...stores.sqlite.store import Store
 from . import polled
 from .identity import NodeIdentity, thread_prefix
 

@@ -41,8 +41,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ...clock import utc_iso
-from ...store import Store
+from ...primitives.clock import utc_iso
+from ...stores.sqlite.store import Store
 from ..agentcalls import DEFAULT_REUSE
 from . import polled
 

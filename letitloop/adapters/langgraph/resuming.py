@@ -30,8 +30,8 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command
 
 from ...errors import LetItLoopError
-from ...expects import Expect
-from ...journal import Journal
+from ...primitives.expects import Expect
+from ...run.journal import Journal
 from ..agentcalls import excerpt
 from . import answers, requests
 from .configs import thread_text

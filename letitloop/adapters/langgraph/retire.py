@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ... import locks
-from ...goals import delete_run_rows
-from ...sqlite_holding import run_lock_path
-from ...store import Store
+from ...stores.sqlite import locks
+from ...stores.sqlite.goals import delete_run_rows
+from ...stores.sqlite.holding import run_lock_path
+from ...stores.sqlite.store import Store
 from .identity import NS_SEP, thread_prefix
 
 #: Appended to the name of a retired run that a live process still holds.

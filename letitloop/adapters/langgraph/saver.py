@@ -31,8 +31,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...pragmas import Durability
-from ...store import Store
+from ...stores.sqlite.pragmas import Durability
+from ...stores.sqlite.store import Store
 from . import polled, reading, tables, threads, writing
 from .requests import REUSE_SECONDS
 from .serde import AllowedType, strict_serde

@@ -10,8 +10,8 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from ... import migrate, migration_files
-from ...store import Store
+from ...stores.sqlite import migrate, migration_files
+from ...stores.sqlite.store import Store
 
 #: The adapter's migration set's name in ``_sqlite_migrations``.
 MIGRATION_SET = "letitloop.langgraph"

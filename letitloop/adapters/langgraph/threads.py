@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...store import Store
+from ...stores.sqlite.store import Store
 from . import polled, retire
 from .configs import thread_text
 

@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...errors import EncodeError
-from ...store import Store
+from ...stores.sqlite.store import Store
 from . import polled
 from .configs import checkpoint_config, thread_text
 

@@ -23,10 +23,10 @@ from workflows.runtime.types.ticks import (
 )
 
 from ...errors import DecodeError
+from ...identity.step_names import named
+from ...identity.unchecked import unchecked
 from ...inspection import open_inspector
-from ...journal import Journal, location_of
-from ...step_names import named
-from ...unchecked import unchecked
+from ...run.journal import Journal, location_of
 
 
 @named("letitloop:llamaindex.tick")

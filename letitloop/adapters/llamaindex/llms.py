@@ -38,9 +38,9 @@ import functools
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from ...durable import usage
 from ...errors import LetItLoopError
-from ...step_names import Named
+from ...identity.step_names import Named
+from ...run.durable import usage
 from ..agentcalls import digest, plain
 from ..reserving import chat_prompt, max_tokens_of, reserve_call
 

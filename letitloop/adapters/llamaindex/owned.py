@@ -19,8 +19,8 @@ from typing import Any
 
 from workflows.events import StartEvent, StopEvent
 
-from ...generations import reuse_seconds
-from ...journal import Journal
+from ...run.generations import reuse_seconds
+from ...run.journal import Journal
 from ..agentcalls import request_options
 
 

@@ -45,8 +45,8 @@ from workflows.runtime.types.ticks import (
 from workflows.workflow import Workflow
 
 from ...errors import StepMismatchError
-from ...journal import Journal, current_journal
-from ...sealcheck import ways_out
+from ...integrity.sealcheck import ways_out
+from ...run.journal import Journal, current_journal
 from ..agentcalls import DEFAULT_TIMEOUT
 from .agents import accept_runtime
 from .journaled import JournaledRun, final_event, label

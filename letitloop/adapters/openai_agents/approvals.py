@@ -34,9 +34,9 @@ from letitloop.adapters.openai_agents.runner import (
     session_items,
 )
 from letitloop.errors import LetItLoopError
-from letitloop.expects import Expect
-from letitloop.step_names import named
-from letitloop.unchecked import unchecked
+from letitloop.identity.step_names import named
+from letitloop.identity.unchecked import unchecked
+from letitloop.primitives.expects import Expect
 
 #: What an approval's wait takes: true, false, or {"approve": false, "message": "..."}.
 DECISION: dict[str, Any] = {

@@ -21,10 +21,10 @@ from __future__ import annotations
 import threading
 import weakref
 
-from letitloop.durable import current
 from letitloop.errors import NoJournalError
-from letitloop.journal import Journal
-from letitloop.steps import parent_step
+from letitloop.run.durable import current
+from letitloop.run.journal import Journal
+from letitloop.run.steps import parent_step
 
 #: The tool call ids a person approved (``run_durably``), per journal object: each runs
 #: once (letitloop/adapters/approved.py), and ``stop_after`` for its wait if cut short.

@@ -32,10 +32,10 @@ from pydantic import TypeAdapter
 from letitloop.adapters.agentcalls import Pricing, agent_mismatch, digest, plain
 from letitloop.adapters.openai_agents.calls import journal_for, next_number
 from letitloop.adapters.reserving import max_tokens_of, reserve_call
-from letitloop.durable import usage
 from letitloop.errors import MisuseError, StepMismatchError
-from letitloop.step_names import named
-from letitloop.unchecked import unchecked
+from letitloop.identity.step_names import named
+from letitloop.identity.unchecked import unchecked
+from letitloop.run.durable import usage
 
 #: A response as JSON data and back; ``by_alias``: a field named after a Python
 #: keyword (``async_``) is dumped under its JSON name, which validation reads.

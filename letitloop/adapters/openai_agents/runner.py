@@ -46,7 +46,7 @@ from letitloop.adapters.agentcalls import (
     plain,
     request_run,
 )
-from letitloop.journal import Journal
+from letitloop.run.journal import Journal
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from agents.memory.session import Session, SessionABC
 from letitloop.adapters.agentcalls import digest, plain
 from letitloop.adapters.agentcalls import open_journal as journal_open
 from letitloop.adapters.openai_agents.calls import next_number
-from letitloop.journal import Journal
-from letitloop.step_names import named
-from letitloop.unchecked import unchecked
+from letitloop.identity.step_names import named
+from letitloop.identity.unchecked import unchecked
+from letitloop.run.journal import Journal
 
 
 @named("letitloop:openai_agents.session.get")

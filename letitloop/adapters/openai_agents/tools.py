@@ -24,10 +24,10 @@ from agents.tool_context import ToolContext
 from letitloop.adapters.agentcalls import plain_text
 from letitloop.adapters.approved import run_once
 from letitloop.adapters.openai_agents.calls import StoppedToWait, approved, journal_for
-from letitloop.journal import Journal
-from letitloop.step_names import named
-from letitloop.unchecked import unchecked
-from letitloop.waits import RunWaiting
+from letitloop.identity.step_names import named
+from letitloop.identity.unchecked import unchecked
+from letitloop.primitives.waits import RunWaiting
+from letitloop.run.journal import Journal
 
 Invoke = Callable[[ToolContext[Any], str], Awaitable[Any]]
 

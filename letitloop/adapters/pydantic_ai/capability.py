@@ -38,9 +38,9 @@ from pydantic_ai.tools import (
     ToolDefinition,
 )
 
-from ...budgets import Budget
-from ...journal import Journal, current_journal
-from ...waits import RunWaiting
+from ...primitives.budgets import Budget
+from ...primitives.waits import RunWaiting
+from ...run.journal import Journal, current_journal
 from ..agentcalls import DEFAULT_REUSE, DEFAULT_TIMEOUT
 from .requests import check_request, request_of, run_name
 from .units import AgentRun, LetItLoopBackend, StoppedToWait, active_run, approved_call

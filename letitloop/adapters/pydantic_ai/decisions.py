@@ -3,7 +3,7 @@
 ``RequestInput`` waits for the JSON form of ``DeferredToolResults`` naming the
 pending calls by their ids. The capability sees those calls
 (``handle_deferred_tool_calls``) before ``RequestInput`` waits; the waiter
-turns them into the wait's :class:`~letitloop.expects.Expect`: the ids of the
+turns them into the wait's :class:`~letitloop.primitives.expects.Expect`: the ids of the
 calls waiting for approval (``approvals``) and for an outside result
 (``calls``), each required, no other id taken. ``lil send`` checks a value
 against it, so an approval naming another call id is refused when it is
@@ -19,7 +19,7 @@ from typing import Any
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests
 
-from ...expects import Expect
+from ...primitives.expects import Expect
 
 #: An approval's value: true/false, or ``ToolApproved``/``ToolDenied`` as JSON.
 _APPROVAL_VALUE: dict[str, Any] = {

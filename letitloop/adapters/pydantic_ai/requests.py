@@ -23,9 +23,9 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from ...errors import StepMismatchError
-from ...journal import Journal
-from ...step_names import named
-from ...unchecked import unchecked
+from ...identity.step_names import named
+from ...identity.unchecked import unchecked
+from ...run.journal import Journal
 from ..agentcalls import digest, plain, request_run
 
 #: Fields of a message or part that say when or where it was made, not what was said.

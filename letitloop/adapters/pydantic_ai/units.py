@@ -28,11 +28,11 @@ from pydantic_ai.durable_exec import (
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests
 
-from ...durable import usage
 from ...errors import NoJournalError
-from ...journal import Journal
-from ...step_names import Named
-from ...waits import RunWaiting
+from ...identity.step_names import Named
+from ...primitives.waits import RunWaiting
+from ...run.durable import usage
+from ...run.journal import Journal
 from ..approved import run_once
 from ..reserving import max_tokens_of, reserve_call
 from .decisions import call_text

@@ -17,8 +17,8 @@ from pydantic import JsonValue
 from pydantic_ai.durable_exec import ExternalEventError, ExternalEventWaiter
 
 from ...errors import WaitTimeoutError
-from ...step_names import Named
-from ...waits import RunWaiting
+from ...identity.step_names import Named
+from ...primitives.waits import RunWaiting
 from .decisions import approved_ids, expect_for, requests_in
 from .units import AgentRun, StoppedToWait
 

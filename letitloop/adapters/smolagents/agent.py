@@ -48,9 +48,9 @@ from letitloop.adapters.smolagents.calls import AgentCalls
 from letitloop.adapters.smolagents.code import JournaledExecutor
 from letitloop.adapters.smolagents.model import DurableModel
 from letitloop.errors import LetItLoopError
-from letitloop.generations import reuse_seconds
-from letitloop.step_names import named
-from letitloop.unchecked import unchecked
+from letitloop.identity.step_names import named
+from letitloop.identity.unchecked import unchecked
+from letitloop.run.generations import reuse_seconds
 
 #: The attribute a wrapped agent or tool carries: its AgentCalls.
 WRAPPED = "_letitloop_calls"

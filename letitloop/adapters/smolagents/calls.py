@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from letitloop.adapters.agentcalls import Pricing, agent_mismatch, open_journal
 from letitloop.errors import NoJournalError, StepMismatchError
-from letitloop.journal import Journal
+from letitloop.run.journal import Journal
 
 T = TypeVar("T")
 

@@ -44,8 +44,8 @@ from letitloop.adapters.agentcalls import plain_text
 from letitloop.adapters.smolagents.calls import AgentCalls
 from letitloop.codec import encode
 from letitloop.errors import EncodeError, LetItLoopError
-from letitloop.step_names import named
-from letitloop.unchecked import unchecked
+from letitloop.identity.step_names import named
+from letitloop.identity.unchecked import unchecked
 
 #: The executor's own entries of its state, rewritten by every snippet: never recorded.
 INTERNAL = frozenset({"__name__", "_print_outputs", "_operations_count"})

@@ -26,9 +26,9 @@ from smolagents.monitoring import TokenUsage
 from letitloop.adapters.agentcalls import Pricing, plain
 from letitloop.adapters.reserving import max_tokens_of, reserve_call
 from letitloop.adapters.smolagents.calls import AgentCalls
-from letitloop.durable import usage
-from letitloop.step_names import named
-from letitloop.unchecked import unchecked
+from letitloop.identity.step_names import named
+from letitloop.identity.unchecked import unchecked
+from letitloop.run.durable import usage
 
 
 def message_identity(message: Any) -> Any:

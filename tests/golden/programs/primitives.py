@@ -38,7 +38,7 @@ from letitloop import (
     unchecked,
     usage,
 )
-from letitloop.expects import Expect
+from letitloop.primitives.expects import Expect
 
 DB, SIDE, SCENARIO, KILL = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 os.environ["LETITLOOP_DB"] = DB  # @durable's journal

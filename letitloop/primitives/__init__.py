@@ -1,0 +1,3 @@
+"""The run's primitives a step builds on: sleeps, waits, markers, budgets, reservations,
+patches, the clock (private: import from ``letitloop``).
+"""

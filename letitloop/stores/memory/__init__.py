@@ -1,0 +1,1 @@
+"""The in-memory store (``memory://NAME``), for tests: ``MemoryStorage`` (private)."""

@@ -1,0 +1,336 @@
+"""A work queue on a PostgreSQL journal: its entries (``ll_queue_entries``, migration
+postgres/0012), claims and holds; what ``sqlite_queue.py`` is to a journal file.
+
+- **A claim is one transaction under the queue's lock** (``pg_advisory_xact_lock`` of
+  the queue's name): claims of one queue are made one at a time, from any host, so
+  the concurrency and the rate window are counted as SQLite's single writer counts
+  them; entries are picked by the same rules (a dead holder's first, then priority,
+  then age).
+- **A claimed entry is held by a session advisory lock** on a connection of the
+  holder's own (``postgres_holding.PostgresHold``): the server drops it when that
+  connection ends (at once for a killed process on the server's host; over a network,
+  once its TCP keepalives give up). A claimed entry whose lock is free had a holder
+  that died: the next claim takes it over.
+- **A lease for a host that vanished**: each worker renews the entries it holds
+  every ``lease / 3`` seconds (``renew``); an entry whose lease ran out is taken over
+  even while its holder's sessions live (a host that lost its network keeps them
+  until the server's keepalives give up), and the server ends those sessions
+  (``pg_terminate_backend`` of the holders of the entry's lock and of its run's:
+  the same role, or ``pg_signal_backend``), so the run's lock is free for its next
+  holder.
+- **Every write of a holder is fenced by its attempt**, as on the file; the run's
+  rows by the run's attempt (``postgres_connection.py``).
+
+One connection per process for the queue's own statements (made again in a forked
+child), used under a lock by the process's threads; one per claimed entry for its hold.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from ...identity.ids import HOST, new_run_id
+from ...primitives.clock import utc_iso
+from ...queueing.queue_records import CANDIDATES, POLL_SECONDS, Claimed, EntryState, Limits, seconds
+from .database import connect, lock_key, migrate, server_errors
+from .holding import PostgresHold, is_held, run_hold_text
+
+_FENCE = " WHERE id = %s AND attempt = %s AND status = 'claimed'"
+
+
+class PostgresQueue:
+    """The queue entries of one PostgreSQL journal, for one process (any thread)."""
+
+    def __init__(self, location: str, lease: float = 10.0) -> None:
+        self.path = location
+        #: Seconds a claim holds without renewal (``renew``) before it may be taken over.
+        self.lease = lease
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._pid = 0
+        self._schema = ""
+
+    def _connection(self) -> Any:
+        """This process's connection (under ``_lock``), made and migrated on first use."""
+        if self._conn is None or self._pid != os.getpid() or self._conn.closed:
+            conn = connect(self.path)
+            migrate(conn, self.path)
+            self._schema = str(conn.execute("SELECT current_schema()").fetchone()[0])
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def _queue_key(self, queue: str) -> int:
+        """The advisory lock a claim of ``queue`` (in this schema) takes for its transaction."""
+        return lock_key(f"letitloop\x1fqueue\x1f{self._schema}\x1f{queue}")
+
+    def _hold_text(self, entry_id: str) -> str:
+        return f"queue\x1f{self._schema}\x1f{entry_id}"
+
+    def _run(self, fn: Any) -> Any:
+        with self._lock, server_errors(self.path):
+            conn = self._connection()
+            try:
+                with conn.transaction():
+                    return fn(conn)
+            except Exception:
+                if conn.closed or conn.broken:
+                    self._conn = None  # made again at the next call
+                raise
+
+    # -- producers -------------------------------------------------------------
+
+    def enqueue(
+        self,
+        queue: str,
+        task: str,
+        run_name: str | None,
+        args: str,
+        priority: int,
+        dedup_key: str | None,
+        not_before: float,
+        now: float,
+    ) -> tuple[str, str, bool]:
+        """As ``SqliteQueue.enqueue``; a dedup key is checked under the queue's lock."""
+
+        def add(c: Any) -> tuple[str, str, bool]:
+            if dedup_key is not None:
+                c.execute("SELECT pg_advisory_xact_lock(%s)", (self._queue_key(queue),))
+                row = c.execute(
+                    "SELECT id, run_name FROM ll_queue_entries WHERE queue = %s AND "
+                    "dedup_key = %s AND status IN ('queued', 'claimed')",
+                    (queue, dedup_key),
+                ).fetchone()
+                if row is not None:
+                    return str(row[0]), str(row[1]), False
+            entry_id = new_run_id(now)
+            name = entry_id if run_name is None else run_name
+            c.execute(
+                "INSERT INTO ll_queue_entries (id, queue, task, run_name, args, priority, "
+                "dedup_key, status, not_before, enqueued_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s)",
+                (entry_id, queue, task, name, args, priority, dedup_key,
+                 utc_iso(not_before), utc_iso(now)),
+            )  # fmt: skip
+            return entry_id, name, True
+
+        result: tuple[str, str, bool] = self._run(add)
+        return result
+
+    def state(self, entry_id: str) -> EntryState | None:
+        row = self._run(
+            lambda c: c.execute(
+                "SELECT status, run_id, result, error, attempt FROM ll_queue_entries WHERE id = %s",
+                (entry_id,),
+            ).fetchone()
+        )
+        return None if row is None else EntryState(*row)
+
+    def cancel(self, entry_id: str, now: float, reason: str) -> str | None:
+        at = utc_iso(now)
+
+        def cancel(c: Any) -> str | None:
+            row = c.execute(
+                "SELECT status, run_id FROM ll_queue_entries WHERE id = %s FOR UPDATE",
+                (entry_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            status, run_id = row
+            if status == "queued":
+                c.execute(
+                    "UPDATE ll_queue_entries SET status = 'cancelled', finished_at = %s, "
+                    "error = %s WHERE id = %s",
+                    (at, f"RunCancelledError: {reason}", entry_id),
+                )
+                return "cancelled"
+            if status != "claimed":
+                return str(status)
+            c.execute(
+                "UPDATE ll_queue_entries SET cancel_requested_at = %s WHERE id = %s",
+                (at, entry_id),
+            )
+            if run_id is not None:
+                c.execute(
+                    "UPDATE ll_runs SET cancel_requested_at = %s, cancel_reason = %s "
+                    "WHERE id = %s AND status NOT IN ('completed', 'cancelled')",
+                    (at, reason, run_id),
+                )
+            return "requested"
+
+        done: str | None = self._run(cancel)
+        return done
+
+    # -- workers ---------------------------------------------------------------
+
+    def claim(self, queue: str, limits: Limits, now: float) -> Claimed | float:
+        """As ``SqliteQueue.claim``: a look without the queue's lock first."""
+        wait = self._run(lambda c: self._look(c, queue, limits, now, peek=True))
+        if not isinstance(wait, list):
+            return float(wait)
+
+        def take(c: Any) -> Claimed | float:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (self._queue_key(queue),))
+            picked = self._look(c, queue, limits, now, peek=False)
+            if not isinstance(picked, list):
+                return float(picked)
+            for entry_id in picked:
+                hold = PostgresHold(self.path, self._hold_text(entry_id))
+                if not hold.acquire(0):
+                    continue
+                try:
+                    task, run_name, args, attempt = c.execute(
+                        "UPDATE ll_queue_entries SET status = 'claimed', attempt = attempt + 1, "
+                        "holder_pid = %s, holder_host = %s, claimed_at = %s, lease_until = %s "
+                        "WHERE id = %s RETURNING task, run_name, args, attempt",
+                        (os.getpid(), HOST, utc_iso(now), utc_iso(now + self.lease), entry_id),
+                    ).fetchone()
+                    if limits.rate is not None:
+                        c.execute(
+                            "INSERT INTO ll_queue_starts (queue, at, entry) VALUES (%s, %s, %s)",
+                            (queue, utc_iso(now), entry_id),
+                        )
+                        c.execute(
+                            "DELETE FROM ll_queue_starts WHERE queue = %s AND at <= %s",
+                            (queue, utc_iso(now - limits.rate[1])),
+                        )
+                except BaseException:
+                    hold.release()
+                    raise
+                return Claimed(entry_id, queue, task, run_name, args, attempt, hold)
+            return POLL_SECONDS
+
+        got: Claimed | float = self._run(take)
+        if isinstance(got, Claimed) and self._state_of(got) != got.attempt:
+            got.hold.release()  # the commit failed after the hold was taken: not ours
+            return POLL_SECONDS
+        return got
+
+    def _state_of(self, claimed: Claimed) -> int | None:
+        found = self.state(claimed.id)
+        return None if found is None or found.status != "claimed" else found.attempt
+
+    def _look(
+        self, c: Any, queue: str, limits: Limits, now: float, peek: bool
+    ) -> list[str] | float:
+        held = c.execute(
+            "SELECT id, priority, lease_until, run_id FROM ll_queue_entries "
+            "WHERE queue = %s AND status = 'claimed'",
+            (queue,),
+        ).fetchall()
+        at = utc_iso(now)
+        expired = [(str(i), r) for i, _, lease, r in held if lease is not None and lease < at]
+        if expired and not peek:
+            self._end_holders(c, expired)
+        gone = {i for i, _ in expired}
+        dead = sorted(
+            (-int(p), str(i))
+            for i, p, _, _ in held
+            if str(i) in gone or not is_held(c, self._hold_text(str(i)))
+        )
+        if limits.concurrency is not None and len(held) - len(dead) >= limits.concurrency:
+            return POLL_SECONDS
+        if limits.rate is not None:
+            count, oldest = c.execute(
+                "SELECT count(*), min(at) FROM ll_queue_starts WHERE queue = %s AND at > %s",
+                (queue, utc_iso(now - limits.rate[1])),
+            ).fetchone()
+            if count >= limits.rate[0]:
+                return max(0.001, seconds(oldest) + limits.rate[1] - now)
+        if dead:
+            return [i for _, i in dead]
+        ready = c.execute(
+            "SELECT id FROM ll_queue_entries WHERE queue = %s AND status = 'queued' AND "
+            "not_before <= %s ORDER BY priority DESC, not_before, id LIMIT %s",
+            (queue, utc_iso(now), 1 if peek else CANDIDATES),
+        ).fetchall()
+        if not ready:
+            (due,) = c.execute(
+                "SELECT min(not_before) FROM ll_queue_entries WHERE queue = %s "
+                "AND status = 'queued'",
+                (queue,),
+            ).fetchone()
+            return POLL_SECONDS if due is None else min(POLL_SECONDS, seconds(due) - now)
+        return [str(r[0]) for r in ready]
+
+    def _end_holders(self, c: Any, expired: list[tuple[str, str | None]]) -> None:
+        """End the sessions that hold these entries (their lease ran out) and their runs."""
+        whats = [self._hold_text(i) for i, _ in expired]
+        whats += [run_hold_text(self._schema, r) for _, r in expired if r is not None]
+        for what in whats:
+            unsigned = lock_key(f"letitloop\x1f{what}") & 0xFFFFFFFFFFFFFFFF
+            c.execute(
+                "SELECT pg_terminate_backend(pid, 1000) FROM pg_locks WHERE locktype = "
+                "'advisory' AND granted AND objsubid = 1 AND pid <> pg_backend_pid() AND "
+                "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
+                (unsigned >> 32, unsigned & 0xFFFFFFFF),
+            )
+
+    def renew(self, held: list[Claimed], now: float) -> None:
+        """Renew the lease of the entries this process holds (while still its own)."""
+        if not held:
+            return
+        until = utc_iso(now + self.lease)
+
+        def renew(c: Any) -> None:
+            for e in held:
+                c.execute(
+                    "UPDATE ll_queue_entries SET lease_until = %s" + _FENCE,
+                    (until, e.id, e.attempt),
+                )
+
+        self._run(renew)
+
+    def started(self, claimed: Claimed, run_id: str, now: float) -> tuple[bool, bool]:
+        def started(c: Any) -> tuple[bool, bool]:
+            row = c.execute(
+                "UPDATE ll_queue_entries SET run_id = %s"
+                + _FENCE
+                + " RETURNING cancel_requested_at",
+                (run_id, claimed.id, claimed.attempt),
+            ).fetchone()
+            if row is None:
+                return False, False
+            if row[0] is not None:
+                c.execute(
+                    "UPDATE ll_runs SET cancel_requested_at = coalesce(cancel_requested_at, %s), "
+                    "cancel_reason = coalesce(cancel_reason, 'cancelled') WHERE id = %s",
+                    (utc_iso(now), run_id),
+                )
+            return True, row[0] is not None
+
+        got: tuple[bool, bool] = self._run(started)
+        return got
+
+    def finish(
+        self, claimed: Claimed, status: str, result: str | None, error: str | None, now: float
+    ) -> bool:
+        try:
+            n = self._run(
+                lambda c: (
+                    c.execute(
+                        "UPDATE ll_queue_entries SET status = %s, result = %s, error = %s, "
+                        "finished_at = %s" + _FENCE,
+                        (status, result, error, utc_iso(now), claimed.id, claimed.attempt),
+                    ).rowcount
+                )
+            )
+        finally:
+            claimed.hold.release()
+        return bool(n == 1)
+
+    def release(self, claimed: Claimed) -> bool:
+        try:
+            n = self._run(
+                lambda c: (
+                    c.execute(
+                        "UPDATE ll_queue_entries SET status = 'queued'" + _FENCE,
+                        (claimed.id, claimed.attempt),
+                    ).rowcount
+                )
+            )
+        finally:
+            claimed.hold.release()
+        return bool(n == 1)

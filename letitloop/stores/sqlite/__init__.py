@@ -1,0 +1,3 @@
+"""The SQLite store: the journal file, its connections, lock files, migrations, and
+``SqliteStorage`` (private).
+"""
