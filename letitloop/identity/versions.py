@@ -27,8 +27,9 @@ except ImportError:  # pragma: no cover - an interpreter without it
 #: as unlikely to collide between two versions of one module.
 HASH_DIGITS = 12
 
-#: This package's folder: frames inside it are letitloop's, not the caller's.
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: This package's folder (this file is letitloop/identity/versions.py): frames inside it
+#: are letitloop's, not the caller's.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 _hashes: dict[str, str | None] = {}
 _lock = threading.Lock()

@@ -114,7 +114,8 @@ def owner(j: Journal) -> object:
 def key_for(
     j: Journal, name: str, fp: str, owner: object
 ) -> tuple[str, str, Recorded | None, Recorded | None]:
-    """``(full name, key, replay, mismatch)`` of a call of step ``name`` (see letitloop.identity.keys).
+    """``(full name, key, replay, mismatch)`` of a call of step ``name``
+    (see letitloop.identity.keys).
 
     The name is checked before anything else happens, so a call with an
     unusable name never runs its function.
@@ -174,7 +175,7 @@ def name_missing(
 
     frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_globals.get("__name__", "").startswith("letitloop."):
-        if frame.f_globals["__name__"] == "letitloop.durable":  # the free step(), async_step()
+        if frame.f_globals["__name__"] == "letitloop.run.durable":  # the free step(), async_step()
             call = call.replace("j.", "", 1)
             break
         frame = frame.f_back

@@ -43,11 +43,12 @@ def _installed_migrations() -> str:
     # Found once per process: every open lists the folder (known_names), and
     # resolving this file's path took four lstat() calls and a stat() each time.
     # Text, not a Path: every open reads it, and pathlib is left unloaded (files.py).
-    here = os.path.dirname(os.path.realpath(__file__))
-    packaged = os.path.join(here, "migrations")
+    # This file is letitloop/stores/sqlite/migration_files.py: the package is 3 folders up.
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    packaged = os.path.join(package, "migrations")
     if os.path.isdir(packaged):
         return packaged
-    return os.path.join(os.path.dirname(here), "migrations")
+    return os.path.join(os.path.dirname(package), "migrations")
 
 
 @lru_cache(maxsize=1)
