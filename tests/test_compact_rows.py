@@ -236,7 +236,8 @@ class TestAFileFromBeforeTheCompactRow:
         copy_file(original, db)
         # The child says when its imports are done, then opens (migrates) the file.
         child_code = (
-            "import sys, time; from letitloop.stores.sqlite.store import Store; print('ready', flush=True); "
+            "import sys, time; from letitloop.stores.sqlite.store import Store; "
+            "print('ready', flush=True); "
             "t = time.perf_counter(); Store(sys.argv[1]).close(); "
             "print(time.perf_counter() - t, flush=True)"
         )

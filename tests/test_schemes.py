@@ -1,4 +1,5 @@
-"""The store is chosen from the path in one place (letitloop/stores/schemes.py), and a URL is never a file.
+"""The store is chosen from the path in one place (letitloop/stores/schemes.py), and a URL
+is never a file.
 
 A path that looks like a URL (``scheme://…``) opens the store registered for
 its scheme, or is refused with UnknownStoreError naming the supported

@@ -1,8 +1,8 @@
 """The steps letitloop records itself have names of their own, never where their code lives.
 
 A step's row holds its function's name and a replay must find the same one
-(letitloop/identity/step_names.py): a library step recorded as ``letitloop.primitives.budgets.
-record_budget`` would make every unfinished run fail once that module moved.
+(letitloop/identity/step_names.py): a library step recorded as
+``letitloop.budgets.record_budget`` would make every unfinished run fail once that module moved.
 Three guards: the names themselves; a scan of the package's source for a
 function of its own handed to a step without a name (the next one added is
 caught before it records anything); and programs using every primitive and
@@ -175,7 +175,8 @@ class TestAStepOfANamedFunction:
         assert functions_in(db) == {"letitloop:budget"}
         # Another process, with another function of that name: replayed, not called.
         program = (
-            "import sys\nfrom letitloop import Journal\nfrom letitloop.identity.step_names import Named\n"
+            "import sys\nfrom letitloop import Journal\n"
+            "from letitloop.identity.step_names import Named\n"
             "with Journal('g', path=sys.argv[1], run='r') as j:\n"
             "    print(j.step('a', Named('letitloop:budget', lambda x: 0), 21))\n"
         )

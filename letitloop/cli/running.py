@@ -1,7 +1,8 @@
 """The commands that run a program: ``lil watch`` (restart it until it exits 0) and ``lil demo``.
 
 The loop is in :mod:`letitloop.supervision.supervisor`, its settings and their defaults
-in :mod:`letitloop.supervision.policy`; ``lil demo``'s workflow in :mod:`letitloop.supervision.demo`.
+in :mod:`letitloop.supervision.policy`; ``lil demo``'s workflow in
+:mod:`letitloop.supervision.demo`.
 """
 
 from __future__ import annotations

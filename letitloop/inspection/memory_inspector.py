@@ -1,7 +1,7 @@
 """``MemoryInspector``: the :class:`~letitloop.inspection.inspector.Inspector` on the in-memory
 store (``memory://NAME``, ``memory_database.py``), so that ``letitloop.inspection``,
-``letitloop.maintenance`` and ``letitloop.supervision.control`` read and change its runs as they do a
-journal file's, in the process whose memory holds them.
+``letitloop.maintenance`` and ``letitloop.supervision.control`` read and change its runs
+as they do a journal file's, in the process whose memory holds them.
 
 What it reads is the database the journals of this process write
 (``MemoryDatabase``): each read and each change runs under the database's

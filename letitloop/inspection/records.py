@@ -101,7 +101,8 @@ class RunInfo:
     output_tokens: int | None = None
     cost: float | None = None
     version: str | None = None
-    """The version of the code its latest attempt ran (letitloop/identity/versions.py); None: unknown."""
+    """The version of the code its latest attempt ran (letitloop/identity/versions.py);
+    None: unknown."""
 
     @property
     def error_is_earlier(self) -> bool:

@@ -1,7 +1,7 @@
 """``SqliteInspector``: the :class:`~letitloop.inspection.inspector.Inspector` on a journal
-file, built on :class:`~letitloop.stores.sqlite.store.Store`. Every SQL statement of ``lil``'s reading and
-changing commands, of :mod:`letitloop.maintenance` and of :mod:`letitloop.supervision.control` is here
-or in the modules it is built of.
+file, built on :class:`~letitloop.stores.sqlite.store.Store`. Every SQL statement of
+``lil``'s reading and changing commands, of :mod:`letitloop.maintenance` and of
+:mod:`letitloop.supervision.control` is here or in the modules it is built of.
 
 Here: changing runs (reset, fork, a value sent, a cancel) and collecting
 garbage; its bases find and read them: ``sqlite_runs.py`` (goals and runs,

@@ -50,7 +50,8 @@ _last_second: tuple[int, str] = (-1, "")
 
 def iso_us(us: Any) -> str | None:
     """Integer microseconds since the epoch as the text a goal's view shows
-    (:func:`letitloop.stores.sqlite.goals.iso_sql`, what ``clock.utc_iso`` writes); None stays None."""
+    (:func:`letitloop.stores.sqlite.goals.iso_sql`, what ``clock.utc_iso`` writes); None
+    stays None."""
     global _last_second
     if us is None:
         return None

@@ -167,8 +167,8 @@ class Journal:
             from ..integrity.seals import env_seal_key, seal_key  # loaded by programs that seal
 
             self.seal_key = env_seal_key() if seal is None else seal_key(seal)
-        #: Encryption at rest (letitloop/integrity/encryption.py): results, errors, the input and the
-        #: run's result stored encrypted. None: ``LETITLOOP_ENCRYPTION_KEY``, else none.
+        #: Encryption at rest (letitloop/integrity/encryption.py): results, errors, the input
+        #: and the run's result stored encrypted. None: ``LETITLOOP_ENCRYPTION_KEY``, else none.
         self._cipher = env_cipher() if encryption_key is None else make_cipher(encryption_key)
         #: The version of the code the attempt runs, recorded with it (versions.py).
         self.version = caller_version() if version is None else check_version(version)

@@ -226,8 +226,8 @@ def _generation(j: Journal, storage: RunRows, asked: float | None) -> str | None
 
 
 def seal(j: Journal, storage: SealRows, secret: bytes) -> None:
-    """Seal ``j``'s run with ``secret`` from now on (letitloop/integrity/seals.py): before any step of
-    the attempt is written; and read its chain, so that every row the attempt replays is
+    """Seal ``j``'s run with ``secret`` from now on (letitloop/integrity/seals.py): before
+    any step of the attempt is written; and read its chain, so that every row the attempt replays is
     checked against its seal first (``sealcheck.check_sealed``). Raises SealKeyError for a
     store that keeps no seals, or a run sealed with another key.
 

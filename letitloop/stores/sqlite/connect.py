@@ -1,4 +1,5 @@
-"""Connecting a :class:`~letitloop.stores.sqlite.store.Store` to its journal file: writable, or read-only.
+"""Connecting a :class:`~letitloop.stores.sqlite.store.Store` to its journal file: writable,
+or read-only.
 
 Writable: the folder made, the file probed read-only first (unless a writable
 connection of ours to it is open: it was checked), then connected, configured
