@@ -23,9 +23,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 
 #: Each store's parts, one module each (its class implements one narrow protocol of
-#: storage.py), and the module of its storage class, their list: TestTheStorageBoundary.
+#: stores/storage.py), and the module of its storage class, their list: TestTheStorageBoundary.
 STORE_PARTS = [
-    f"{store}_{part}"
+    f"stores.{store}.{part}"
     for store in ("sqlite", "memory", "postgres")
     for part in (
         "runs",
@@ -38,148 +38,61 @@ STORE_PARTS = [
         "holding",
         "storage",
     )
-] + ["sqlite_chain", "memory_chain", "postgres_chain"]
+] + ["stores.sqlite.chain", "stores.memory.chain", "stores.postgres.chain"]
 
-#: Bottom up, as docs/architecture.md draws them. A module may import its own
-#: layer and the layers below it.
+#: Bottom up, as docs/architecture.md draws them. A module may import its own layer and the
+#: layers below it. An entry is a room (a folder: all its modules, at any depth) or one module
+#: of a room that sits in another layer than its room (``run.retry``, below the journal):
+#: a module's layer is its longest entry's.
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
         {
             "errors",
+            "testing",
+            "integrity",
             "identity.ids",
+            "identity.names",
+            "identity.step_names",
+            "identity.versions",
+            "primitives.clock",
+            "stores.discovery",
+            "runtext.previews",
             "supervision._exec_shim",
             "supervision._proctree",
-            "primitives.clock",
-            "identity.names",
-            "stores.discovery",
-            "integrity.checksums",
-            "identity.step_names",
-            "integrity.redaction",
-            "runtext.previews",
-            "testing",
-            "integrity.seals",
-            "integrity.chains",
-            "integrity.encryption",
-            "identity.versions",
         },
     ),
+    ("codec, stores and storage", {"codec", "stores", "queueing.queue_records"}),
     (
-        "codec, store and storage",
+        "identity, markers' local locks, commits, steps in flight, costs",
         {
-            "codec",
-            "stores.sqlite.store",
-            "stores.sqlite.connect",
-            "stores.sqlite.pool",
-            "stores.sqlite.connections",
-            "stores.sqlite.inherited",
-            "stores.sqlite.files",
-            "stores.sqlite.pragmas",
-            "stores.sqlite.sqlerrors",
-            "stores.sqlite.goals",
-            "stores.sqlite.migration_files",
-            "stores.sqlite.migration_records",
-            "stores.sqlite.migration_sql",
-            "stores.sqlite.compact_migration",
-            "stores.sqlite.schema_file",
-            "stores.sqlite.migrate",
-            "stores.storage",
-            "stores.storage_holding",
-            "stores.storage_steps",
-            "stores.storage_runs",
-            "stores.storage_markers",
-            "stores.storage_pauses",
-            "stores.storage_calls",
-            "stores.storage_spend",
-            "stores.storage_seals",
-            "stores.storage_schedules",
-            "stores.schemes",
-            "stores.sqlite.locks",
-            *STORE_PARTS,
-            "stores.sqlite.keys",
-            "stores.sqlite.reads",
-            "stores.sqlite.seals",
-            "stores.sqlite.keychecks",
-            "stores.memory.database",
-            "stores.memory.seals",
-            "stores.row_rules",
-            "stores.postgres.database",
-            "stores.postgres.connection",
-            "stores.postgres.seals",
-            "stores.postgres.events",
-            "queueing.queue_records",
-            "stores.sqlite.queue",
-            "stores.postgres.queue",
-            "stores.postgres.fork",
-        },
-    ),
-    (
-        "markers' local locks, keys, fingerprints, commits, steps in flight, costs",
-        {
+            "identity",
             "primitives.markerlocks",
             "primitives.markerhold",
-            "identity.keys",
-            "identity.fingerprint",
-            "identity.canon",
-            "identity.fingerprint_hooks",
-            "identity.unchecked",
-            "run.commits",
-            "run.inflight",
             "primitives.costs",
             "primitives.budgets",
             "primitives.budget_refusals",
             "primitives.shared_budgets",
             "primitives.expects",
             "primitives.estimates",
+            "run.commits",
+            "run.inflight",
         },
     ),
     (
         "markers and the run's primitives",
-        {
-            "primitives.markers",
-            "run.cancellation",
-            "primitives.timers",
-            "run.retry",
-            "primitives.sleeps",
-            "primitives.waits",
-            "run.otel",
-            "integrity.sealcheck",
-        },
+        {"primitives", "run.cancellation", "run.retry", "run.otel", "integrity.sealcheck"},
     ),
-    (
-        "run.journal",
-        {
-            "run.journal",
-            "run.verbs",
-            "run.generations",
-            "run.opening",
-            "run.replay",
-            "run.steps",
-            "run.step_rows",
-            "run.async_steps",
-            "run.closing",
-            "run.ownership",
-            "primitives.patches",
-            "primitives.reservations",
-        },
-    ),
+    ("the run", {"run", "primitives.patches", "primitives.reservations"}),
     ("decorators", {"run.decoration", "run.durable", "scheduling.schedules"}),
     (
-        "inspection, control and supervision",
-        # inspection/ and maintenance/ are packages: their modules share this
-        # layer, and their order inside is INSPECTION_ORDER and MAINTENANCE_ORDER.
+        "inspection, maintenance, the check and supervision",
+        # inspection/ and maintenance/ are ordered inside: INSPECTION_ORDER, MAINTENANCE_ORDER.
         {
             "inspection",
             "maintenance",
-            "supervision.control",
-            "supervision.policy",
-            "supervision.supervisor",
-            "supervision.childproc",
-            "supervision.recorder",
-            "supervision.relaunch",
-            "deploycheck.target",
-            "deploycheck.journalcopy",
             "deploycheck",
+            "supervision",
             "queueing.queues",
             "queueing.queue_worker",
             "scheduling.scheduler",
@@ -187,11 +100,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "command line and adapters",
-        # cli/ and runtext/ are packages: their modules share this layer, and
-        # their order inside is CLI_ORDER and RUNTEXT_ORDER below.
+        # cli/ and runtext/ are ordered inside: CLI_ORDER and RUNTEXT_ORDER below. lil demo's
+        # program (supervision/demo.py) prints its table as lil does.
         {
             "cli",
-            "runtext.render",
             "runtext",
             "supervision.demo",
             "__main__",
@@ -203,6 +115,17 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("the public names", {"__init__"}),
 ]
+
+
+def entry_of(name: str) -> str | None:
+    """The LAYERS entry that places module ``name``: itself or its nearest room listed."""
+    members = {m for _, group in LAYERS for m in group}
+    parts = name.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in members:
+            return ".".join(parts[:n])
+    return None
+
 
 #: The codec's own modules, bottom up; each imports only modules before it.
 CODEC_ORDER = [
@@ -245,6 +168,8 @@ WEB_ORDER = ["values", "timeline", "views", "pages", "app", "server", "__init__"
 
 #: The wording's own modules, bottom up: the shared words, then one per command family.
 RUNTEXT_ORDER = [
+    "previews",
+    "render",
     "words",
     "runs",
     "detail",
@@ -298,6 +223,10 @@ INSPECTION_ORDER = [
 #: What changes a journal from outside a run, bottom up: a run held while it
 #: changes, then reset (whose deletion gc shares), fork and gc.
 MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "rekey", "copying", "__init__"]
+
+#: ``lil check``'s own modules, bottom up: what it checks (the functions a target names),
+#: the copy of the journal it replays on, the check (the package's face).
+DEPLOYCHECK_ORDER = ["target", "journalcopy", "__init__"]
 
 #: MCP's own modules, bottom up: sessions renewed after a failed call, calls as
 #: steps (and a call in doubt), the server of ``lil mcp``.
@@ -382,7 +311,8 @@ LLAMAINDEX_ORDER = [
 #: The DSPy adapter's own modules, bottom up: the journaled LM, the journaled tools.
 DSPY_ORDER = ["lm", "tools", "program", "__init__"]
 
-#: Imports that point up, each with its reason; a new one needs a reason here.
+#: Imports that point up, each with its reason; a new one needs a reason here: (the importing
+#: module, the LAYERS entry of the imported one).
 KNOWN_UPWARD = {
     # The version a journal file was written with lives in __init__.py.
     (
@@ -457,10 +387,10 @@ def imports(name: str, path: Path, *, type_only_too: bool = False) -> set[str]:
 
 
 def layer_of(name: str) -> int:
-    """The index in LAYERS of a module (a package's modules share its layer)."""
-    top = name.split(".")[0]
+    """The index in LAYERS of a module (a room's modules share its layer, but those listed)."""
+    entry = entry_of(name)
     for i, (_, members) in enumerate(LAYERS):
-        if top in members:
+        if entry in members:
             return i
     raise AssertionError(
         f"letitloop/{name.replace('.', '/')}.py is in no layer: add it to LAYERS in "
@@ -480,7 +410,7 @@ def layer_table() -> dict[int, set[str]]:
             number = int(found.group(1))
             assert number not in rows, f"docs/architecture.md has two rows for layer {number}"
             names = re.findall(r"`([^`]+)`", found.group(2))
-            rows[number] = {n.rstrip("/").removesuffix(".py") for n in names}
+            rows[number] = {n.rstrip("/").removesuffix(".py").replace("/", ".") for n in names}
     return rows
 
 
@@ -492,7 +422,7 @@ class TestTheLayers:
     def test_a_module_imports_nothing_above_its_layer(self, name: str) -> None:
         mine = layer_of(name)
         for target in sorted(imports(name, module_files()[name])):
-            pair = (name.split(".")[0], target.split(".")[0])
+            pair = (name, entry_of(target))
             if layer_of(target) > mine and pair not in KNOWN_UPWARD:
                 raise AssertionError(
                     f"{name} ({LAYERS[mine][0]}) imports {target} "
@@ -523,7 +453,7 @@ class TestTheLayers:
 
     def test_the_known_upward_imports_are_still_there(self) -> None:
         for importer, imported in KNOWN_UPWARD:
-            found = {t.split(".")[0] for t in imports(importer, module_files()[importer])}
+            found = {entry_of(t) for t in imports(importer, module_files()[importer])}
             assert imported in found, f"{importer} no longer imports {imported}: drop the entry"
 
 
@@ -598,46 +528,20 @@ class TestModulesAndClassesAreSmall:
             assert name in still, f"{name} is under {CLASS_LINES} lines now: drop it"
 
 
-#: The modules of the stores: SQLite's (its connection, files, locks, SQL) and the
-#: in-memory one. The journal side reaches them only through ``storage.Storage``,
-#: made by ``schemes.open_storage`` (docs/architecture.md, "Adding a store").
-STORE_MODULES = {
-    "stores.sqlite.store",
-    "stores.sqlite.pool",
-    "stores.sqlite.connect",
-    "stores.sqlite.connections",
-    "stores.sqlite.inherited",
-    "stores.sqlite.files",
-    "stores.sqlite.goals",
-    "stores.sqlite.sqlerrors",
-    "stores.sqlite.migration_files",
-    "stores.sqlite.migration_records",
-    "stores.sqlite.migration_sql",
-    "stores.sqlite.compact_migration",
-    "stores.sqlite.schema_file",
-    "stores.sqlite.migrate",
-    "stores.sqlite.locks",
-    *STORE_PARTS,
-    "stores.sqlite.keys",
-    "stores.sqlite.reads",
-    "stores.memory.database",
-    "stores.memory.seals",
-    "stores.row_rules",
-    "stores.postgres.database",
-    "stores.postgres.connection",
-    "stores.postgres.seals",
-    "stores.postgres.events",
-    "stores.postgres.fork",
-    "stores.sqlite.queue",
-    "stores.postgres.queue",
-}
+#: The stores' rooms: SQLite's (its connection, files, locks, SQL), the in-memory one,
+#: PostgreSQL's, and the row rules the stores without SQL views share. The journal side
+#: reaches them only through ``stores.storage.Storage``, made by
+#: ``stores.schemes.open_storage`` (docs/architecture.md, "Adding a store").
+STORE_MODULES = {"stores.sqlite", "stores.memory", "stores.postgres", "stores.row_rules"}
+
+
+def in_a_store(name: str) -> bool:
+    """Whether module ``name`` is a store's (in one of STORE_MODULES)."""
+    return any(name == m or name.startswith(f"{m}.") for m in STORE_MODULES)
+
 
 #: The journal side: markers' local locks up to the decorators (LAYERS 2 to 5).
-JOURNAL_SIDE = sorted(
-    name
-    for name in module_files()
-    if any(name.split(".")[0] in members for _, members in LAYERS[2:6])
-)
+JOURNAL_SIDE = sorted(name for name in module_files() if 2 <= layer_of(name) <= 5)
 
 #: Journal-side imports of a store's module, each with its reason.
 KNOWN_STORE_IMPORTS = {
@@ -649,6 +553,13 @@ KNOWN_STORE_IMPORTS = {
         "a forked child refuses, before any store is made, a journal file its parent had "
         "open (its (device, inode)): SQLite's state of the file is the parent's"
     ),
+    # Durability ("process" or "power"), every store's setting, is a type that SQLite's
+    # pragmas module defines (its synchronous setting); the journal and the decorators
+    # take it as an argument and only name it.
+    **{
+        (name, "stores.sqlite.pragmas"): "names the Durability type SQLite's pragmas define"
+        for name in ("run.journal", "run.decoration", "run.durable")
+    },
 }
 
 
@@ -657,7 +568,7 @@ class TestTheStorageBoundary:
     def test_the_journal_side_imports_no_store_module(self, name: str) -> None:
         found = imports(name, module_files()[name], type_only_too=True)
         for target in sorted(found):
-            if target.split(".")[0] in STORE_MODULES and (name, target) not in KNOWN_STORE_IMPORTS:
+            if in_a_store(target) and (name, target) not in KNOWN_STORE_IMPORTS:
                 raise AssertionError(
                     f"{name} imports {target}: the journal side speaks to a store through "
                     f"storage.Storage only (schemes.open_storage makes it), so that a second "
@@ -683,13 +594,13 @@ class TestTheStorageBoundary:
 #: Who takes the whole ``storage.Storage`` (the union), each with its reason; every other
 #: caller types its storage as the narrow protocol it uses (``storage_*.py``).
 WHOLE_STORAGE = {
-    "schemes": "it opens a store",
-    "journal": "it holds its attempt's storage",
-    "opening": "the opener: finds and claims the run, holds it, reads its steps, seals it",
-    "ownership": "it hands the open attempt's storage out (require_storage)",
-    "retry": "a step's tries write its rows and pause between tries: the journal's storage",
-    "otel": "a traced step passes the journal's storage on to its tries (retry.py)",
-    "scheduler": "it opens each schedule's journal storage (schemes.open_storage)",
+    "stores.schemes": "it opens a store",
+    "run.journal": "it holds its attempt's storage",
+    "run.opening": "the opener: finds and claims the run, holds it, reads its steps, seals it",
+    "run.ownership": "it hands the open attempt's storage out (require_storage)",
+    "run.retry": "a step's tries write its rows and pause between tries: the journal's storage",
+    "run.otel": "a traced step passes the journal's storage on to its tries (retry.py)",
+    "scheduling.scheduler": "it opens each schedule's journal storage (schemes.open_storage)",
 }
 
 #: Most members a narrow protocol may have, and most lines its class: one screen.
@@ -701,7 +612,7 @@ def protocols() -> list[type]:
     """The narrow protocols ``Storage`` (and ``ReplayStorage``) is the union of."""
     from letitloop.stores.storage import ReplayStorage, Storage
 
-    narrow = "letitloop.storage_"
+    narrow = "letitloop.stores.storage_"
     found = [b for b in ReplayStorage.__mro__ if b.__module__.startswith(narrow)]
     assert set(found) >= {b for b in Storage.__mro__ if b.__module__.startswith(narrow)}
     return found
@@ -776,7 +687,7 @@ class TestTheStorageProtocols:
         shared = {b for p in parts for b in p.__mro__[1:-1]}
         assert len(shared) == 1, f"{cls.__name__}'s parts share {shared}: one base, owning state"
         for part in parts:
-            assert part.__module__.startswith(f"letitloop.{store}_"), part
+            assert part.__module__.startswith(f"letitloop.stores.{store}."), part
         for protocol in protocols():
             owners = set()
             for member in protocol_members(protocol):
@@ -795,7 +706,7 @@ class TestTheStorageProtocols:
                         f"{owner.__name__} implements {other.__name__} too: one concept a part"
                     )
 
-    @pytest.mark.parametrize("name", sorted(set(module_files()) - set(STORE_MODULES)))
+    @pytest.mark.parametrize("name", sorted(n for n in module_files() if not in_a_store(n)))
     def test_a_caller_imports_protocols_not_stores(self, name: str) -> None:
         classes = {klass.__name__ for cls in stores().values() for klass in cls.__mro__[:-1]}
         for source, imported, line in names_imported(name):
@@ -803,7 +714,7 @@ class TestTheStorageProtocols:
                 f"{name}:{line} imports {imported} from {source}: type against the narrow "
                 f"protocol of storage_*.py it uses"
             )
-            if source == "storage" and imported == "Storage":
+            if source == "stores.storage" and imported == "Storage":
                 assert name in WHOLE_STORAGE, (
                     f"{name}:{line} takes the whole Storage: take the narrow protocol(s) of "
                     f"storage_*.py it uses, or say in WHOLE_STORAGE why it needs them all"
@@ -811,7 +722,7 @@ class TestTheStorageProtocols:
 
     def test_the_whole_storage_takers_still_take_it(self) -> None:
         for name in WHOLE_STORAGE:
-            assert ("storage", "Storage") in {(s, i) for s, i, _ in names_imported(name)}, name
+            assert ("stores.storage", "Storage") in {(s, i) for s, i, _ in names_imported(name)}, name
 
 
 class TestTheCodecPackage:
@@ -838,6 +749,7 @@ ORDERED_PACKAGES = {
     "web": WEB_ORDER,
     "inspection": INSPECTION_ORDER,
     "maintenance": MAINTENANCE_ORDER,
+    "deploycheck": DEPLOYCHECK_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
     "adapters.pydantic_ai": PYDANTIC_AI_ORDER,
     "adapters.openai_agents": OPENAI_AGENTS_ORDER,
