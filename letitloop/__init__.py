@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 from .errors import BudgetExceededError, LetItLoopError, RunCancelledError, WaitTimeoutError
 from .identity.fingerprint_hooks import register_fingerprint
 from .identity.unchecked import unchecked
+from .identity.versions import LIBRARY_VERSION as __version__
 from .primitives.budgets import Budget
 from .primitives.estimates import PaidCall, Reservation
 from .run.durable import (
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from .scheduling.schedules import Schedule, schedule
     from .supervision.control import cancel, send
     from .supervision.supervisor import supervise
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:

@@ -312,17 +312,10 @@ LLAMAINDEX_ORDER = [
 DSPY_ORDER = ["lm", "tools", "program", "__init__"]
 
 #: Imports that point up, each with its reason; a new one needs a reason here: (the importing
-#: module, the LAYERS entry of the imported one).
-KNOWN_UPWARD = {
-    # The version a journal file was written with lives in __init__.py.
-    (
-        "stores.sqlite.migration_records",
-        "__init__",
-    ): "migration_records.py reads letitloop.__version__",
-    # The registry names each store's inspector beside its opener; the built-in memory
-    # store's is imported when a memory:// journal is inspected, never before.
-    ("stores.schemes", "inspection"): "schemes.py opens the memory store's inspector",
-}
+#: module, the LAYERS entry of the imported one). None now: the last two (the library's
+#: version read from __init__.py, the built-in inspectors named by the store registry)
+#: tied the run's modules and the stores into one import circle with the package's face.
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 
 
 @functools.cache

@@ -23,6 +23,11 @@ try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for no
 except ImportError:  # pragma: no cover - an interpreter without it
     from hashlib import blake2b
 
+#: This library's version (``letitloop.__version__``, the package's __init__.py takes it
+#: from here): what a journal file written by a newer release is refused with
+#: (stores/sqlite/migration_records.py), read without importing the package's face.
+LIBRARY_VERSION = "0.1.0"
+
 #: Hex digits of a source hash kept: 48 bits, as short as git's abbreviations and
 #: as unlikely to collide between two versions of one module.
 HASH_DIGITS = 12

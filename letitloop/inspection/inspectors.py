@@ -14,6 +14,27 @@ from .journalfile import open_journal_file
 from .sqlite_inspector import SqliteInspector
 
 
+def _inspect_memory(location: str, write: bool, live: bool) -> Inspector:
+    from .memory_inspector import open_memory_inspector
+
+    return open_memory_inspector(location, write=write)
+
+
+def _inspect_postgres(location: str, write: bool, live: bool) -> Inspector:
+    from .postgres_inspector import open_postgres_inspector
+
+    return open_postgres_inspector(location, write=write, live=live)
+
+
+#: The built-in stores' inspectors, by scheme (stores/schemes.py registers their openers),
+#: each imported when a journal of that store is first inspected.
+BUILT_IN = {
+    "memory": _inspect_memory,
+    "postgresql": _inspect_postgres,
+    "postgres": _inspect_postgres,
+}
+
+
 def open_inspector(
     path: str | Path | None = None,
     *,
@@ -43,6 +64,6 @@ def open_inspector(
         raise bad
     if isinstance(location, str) and schemes.scheme_of(location) is not None:
         return schemes.open_inspector(
-            location, write=write, live=live, separate_process=separate_process
+            location, write=write, live=live, separate_process=separate_process, built_in=BUILT_IN
         )
     return SqliteInspector(open_journal_file(path, write=write, live=live))

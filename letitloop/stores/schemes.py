@@ -16,9 +16,10 @@ durability)`` that returns a ``storage.Storage`` (no journal module changes)
 and, for ``lil`` and ``letitloop.send``/``cancel`` to reach its runs, an
 ``inspector(location, write, live)`` that returns an
 ``inspection.Inspector`` (:func:`open_inspector` opens it; no inspection or
-command-line module changes). The memory store's inspector is
-``inspection/memory_inspector.py``: the one import of this module upward,
-made only when a ``memory://`` journal is inspected.
+command-line module changes). The built-in stores' inspectors
+(``inspection/memory_inspector.py``, ``inspection/postgres_inspector.py``) are
+named by ``inspection/inspectors.py``, which hands them to :func:`open_inspector`:
+this module imports nothing above the stores.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -78,18 +79,6 @@ def _open_memory(location: str, durability: Durability) -> Storage:
     return open_memory(location, durability)
 
 
-def _inspect_memory(location: str, write: bool, live: bool) -> Inspector:
-    from ..inspection.memory_inspector import open_memory_inspector
-
-    return open_memory_inspector(location, write=write)
-
-
-def _inspect_postgres(location: str, write: bool, live: bool) -> Inspector:
-    from ..inspection.postgres_inspector import open_postgres_inspector
-
-    return open_postgres_inspector(location, write=write, live=live)
-
-
 def _open_postgres(location: str, durability: Durability) -> Storage:
     from .postgres.storage import open_postgres
 
@@ -97,11 +86,12 @@ def _open_postgres(location: str, durability: Durability) -> Storage:
 
 
 #: The registered stores, by scheme (lower case).
+#: The built-in ones' inspectors are handed to open_inspector by inspection/inspectors.py.
 _schemes: dict[str, StoreEntry] = {
-    "memory": StoreEntry(_open_memory, _inspect_memory, one_process=True)
+    "memory": StoreEntry(_open_memory, None, one_process=True)
 }  # The extra letitloop[postgres]: its driver is imported when such a URL is opened
 # (_check_extra), and the URL refused as unknown() without it.
-_schemes["postgresql"] = _schemes["postgres"] = StoreEntry(_open_postgres, _inspect_postgres)
+_schemes["postgresql"] = _schemes["postgres"] = StoreEntry(_open_postgres, None)
 
 
 def _check_extra(location: str, scheme: str) -> None:
@@ -326,14 +316,22 @@ def open_readonly_storage(path: str | os.PathLike[str] | None) -> ReplayStorage:
     return open_sqlite_readonly(path)
 
 
-def open_inspector(location: str, *, write: bool, live: bool, separate_process: bool) -> Inspector:
+def open_inspector(
+    location: str,
+    *,
+    write: bool,
+    live: bool,
+    separate_process: bool,
+    built_in: Mapping[str, InspectorOpener],
+) -> Inspector:
     """The inspector of the journal at the URL ``location`` (``inspection.open_inspector``).
 
-    ``separate_process``: the caller is a process of its own (``lil``), not
-    one of the program's, so a store that lives in one process's memory
-    reaches nothing. Raises UnknownStoreError for a scheme with no store, a
-    store with no inspector, or (``separate_process``) one that lives in one
-    process; nothing is created then.
+    ``built_in``: the built-in stores' inspectors by scheme (the memory store's,
+    PostgreSQL's), which the inspection package names. ``separate_process``: the
+    caller is a process of its own (``lil``), not one of the program's, so a store
+    that lives in one process's memory reaches nothing. Raises UnknownStoreError for
+    a scheme with no store, a store with no inspector, or (``separate_process``) one
+    that lives in one process; nothing is created then.
     """
     scheme = scheme_of(location)
     assert scheme is not None, location
@@ -343,7 +341,8 @@ def open_inspector(location: str, *, write: bool, live: bool, separate_process: 
     _check_extra(location, scheme)
     if entry.one_process and separate_process:
         raise not_a_file(location, scheme)
-    if entry.inspector is None:
+    inspector = entry.inspector or built_in.get(scheme)
+    if inspector is None:
         raise UnknownStoreError(
             f"{location}: expected a store whose runs can be read from outside them; found a "
             f"URL of the {scheme} store, which was registered without an inspector, so lil, "
@@ -352,4 +351,4 @@ def open_inspector(location: str, *, write: bool, live: bool, separate_process: 
             location=location,
             scheme=scheme,
         )
-    return entry.inspector(location, write, live)
+    return inspector(location, write, live)

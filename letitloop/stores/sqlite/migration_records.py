@@ -52,11 +52,11 @@ def check_not_newer(path: str | os.PathLike[str], applied: list[str], names: lis
         known.add(COMPACT_ROWS_MOVING)
     unknown = [name for name in applied if name not in known]
     if unknown:
-        from ... import __version__
+        from ...identity.versions import LIBRARY_VERSION
 
         raise SchemaVersionError(
             f"{path}: this journal was written by a newer letitloop (it has migration "
-            f"{unknown[-1]!r}; letitloop {__version__} knows up to "
+            f"{unknown[-1]!r}; letitloop {LIBRARY_VERSION} knows up to "
             f"{names[-1]!r}); upgrade letitloop to open it. "
             f"The file was not changed.",
             path=str(path),
