@@ -224,6 +224,79 @@ INSPECTION_ORDER = [
 #: changes, then reset (whose deletion gc shares), fork and gc.
 MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "rekey", "copying", "__init__"]
 
+#: The rooms' own modules, bottom up (run time imports; a type named under TYPE_CHECKING,
+#: such as the Journal a primitive is handed, does not count). RUN_ORDER keeps the run's
+#: modules out of any import circle (issue 51): the step's path reads top-down.
+RUN_ORDER = [
+    "cancellation",
+    "commits",
+    "generations",
+    "inflight",
+    "replay",
+    "retry",
+    "opening",
+    "otel",
+    "verbs",
+    "ownership",
+    "step_rows",
+    "steps",
+    "async_steps",
+    "closing",
+    "journal",
+    "decoration",
+    "durable",
+    "__init__",
+]
+IDENTITY_ORDER = [
+    "ids",
+    "names",
+    "step_names",
+    "unchecked",
+    "fingerprint_hooks",
+    "versions",
+    "canon",
+    "fingerprint",
+    "keys",
+    "__init__",
+]
+INTEGRITY_ORDER = [
+    "checksums",
+    "encryption",
+    "redaction",
+    "sealcheck",
+    "seals",
+    "chains",
+    "__init__",
+]
+PRIMITIVES_ORDER = [
+    "clock",
+    "costs",
+    "estimates",
+    "expects",
+    "markerlocks",
+    "patches",
+    "timers",
+    "budgets",
+    "markerhold",
+    "reservations",
+    "sleeps",
+    "markers",
+    "waits",
+    "__init__",
+]
+SUPERVISION_ORDER = [
+    "_exec_shim",
+    "_proctree",
+    "policy",
+    "relaunch",
+    "recorder",
+    "childproc",
+    "supervisor",
+    "control",
+    "demo",
+    "__init__",
+]
+
 #: ``lil check``'s own modules, bottom up: what it checks (the functions a target names),
 #: the copy of the journal it replays on, the check (the package's face).
 DEPLOYCHECK_ORDER = ["target", "journalcopy", "__init__"]
@@ -743,6 +816,11 @@ ORDERED_PACKAGES = {
     "inspection": INSPECTION_ORDER,
     "maintenance": MAINTENANCE_ORDER,
     "deploycheck": DEPLOYCHECK_ORDER,
+    "run": RUN_ORDER,
+    "identity": IDENTITY_ORDER,
+    "integrity": INTEGRITY_ORDER,
+    "primitives": PRIMITIVES_ORDER,
+    "supervision": SUPERVISION_ORDER,
     "adapters.langgraph": LANGGRAPH_ORDER,
     "adapters.pydantic_ai": PYDANTIC_AI_ORDER,
     "adapters.openai_agents": OPENAI_AGENTS_ORDER,
