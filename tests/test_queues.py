@@ -1,4 +1,4 @@
-"""Work queues (letitloop/queueing/queues.py, sqlite_queue.py, queue_worker.py): what enqueue, claims,
+"""Work queues (letitloop/queueing/, stores/sqlite/queue.py): what enqueue, claims,
 limits, cancel and drain promise on a journal file. Kills of real worker processes are in
 tests/test_queue_kill.py."""
 
