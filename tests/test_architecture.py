@@ -93,9 +93,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "maintenance",
             "deploycheck",
             "supervision",
-            "queueing.queues",
-            "queueing.queue_worker",
-            "scheduling.scheduler",
+            "queueing",
+            "scheduling",
         },
     ),
     (
@@ -276,7 +275,9 @@ PRIMITIVES_ORDER = [
     "markerlocks",
     "patches",
     "timers",
+    "budget_refusals",
     "budgets",
+    "shared_budgets",
     "markerhold",
     "reservations",
     "sleeps",
@@ -788,7 +789,8 @@ class TestTheStorageProtocols:
 
     def test_the_whole_storage_takers_still_take_it(self) -> None:
         for name in WHOLE_STORAGE:
-            assert ("stores.storage", "Storage") in {(s, i) for s, i, _ in names_imported(name)}, name
+            imported = {(s, i) for s, i, _ in names_imported(name)}
+            assert ("stores.storage", "Storage") in imported, name
 
 
 class TestTheCodecPackage:
