@@ -408,7 +408,7 @@ class TestTheSaversRows:
 
     def test_the_core_package_never_imports_langgraph(self) -> None:
         code = (
-            "import sys, letitloop, letitloop.cli, letitloop.run.journal, letitloop.durable\n"
+            "import sys, letitloop, letitloop.cli, letitloop.run.journal, letitloop.run.durable\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('langgraph', 'langchain_core', 'letitloop.adapters'))\n"
             "print(bad)"

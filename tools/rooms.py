@@ -181,6 +181,9 @@ MOVES: dict[str, str] = {
     "queues": "queueing.queues",
     "queue_records": "queueing.queue_records",
     "queue_worker": "queueing.queue_worker",
+    # lil crashtest (issue 56): the hook a program under test loads, and the runner.
+    "crashhook": "run.crashhook",
+    "crashtest": "supervision.crashtest",
     # Budgets several runs share (a LangGraph request) and the refusal's words.
     "shared_budgets": "primitives.shared_budgets",
     "budget_refusals": "primitives.budget_refusals",
