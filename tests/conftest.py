@@ -89,8 +89,15 @@ SLOW_FILES = frozenset(
         "test_langgraph_answers.py", "test_langgraph_prebuilt.py",
         # The golden journals: each adapter's program resumed in a process of its own.
         "test_golden.py",
+        # CrewAI's tests in their own environment (tests/crewai_env.py), as one test.
+        "test_crewai_env.py",
     }
 )  # fmt: skip
+
+#: The files whose units the xdist scheduler hands out before every other: CrewAI's
+#: tests in their own environment, a minute and more of processes that mostly wait on
+#: their children, so that they run beside the main suite's tests, not after them.
+FIRST_FILES = ("test_crewai_env.py",)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -114,9 +121,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(slow)
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): for the full suite, one worker more than the
+    cores this process may run on; for the quick check (``-m "not slow"`` exactly), one a
+    core. The full suite's tests spend about a third of their time waiting (on child
+    processes' start and their kill points, on fsync, on a watcher's backoff): on 2
+    cores two workers kept them 63% busy (650 s of CPU in 514 s), and a third runs
+    while the others wait. The quick check's kept them about 78% busy (72 s of CPU in
+    46 s), and a third worker cost it about 24 s more CPU (its own collection, and the
+    tests' CPU time inflated by three processes on two cores: 84 -> 108 s, paired runs
+    at load 5-8), more than it could win on an idle machine."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if config.option.markexpr == "not slow":
+        return cores or 1
+    return (cores or 1) + 1
+
+
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: absent where xdist is (CrewAI's env)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Spread the tests over pyproject's two xdist workers one by one, except those that share.
+    """Spread the tests over the xdist workers one by one, except those that share.
 
     A test in a class goes with its class; the tests that use a module-scoped
     fixture (a chain of killed processes, a served app), directly or through
@@ -135,7 +159,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     other has nothing left. (xdist alone orders the units by their number of
     tests, then in file order: a 4-test unit of 20 s of trials went before a
     100-test unit of a second, and single heavy tests of test_web_browser.py or
-    test_bills.py started last.)
+    test_bills.py started last.) The units of :data:`FIRST_FILES` go before all.
     """
     from collections import OrderedDict
 
@@ -152,6 +176,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 queue: OrderedDict[str, dict[str, bool]] = self.workqueue
                 for scope in [scope for scope in queue if not _slow(scope)]:
                     queue.move_to_end(scope)  # in their order, after the slow ones
+                for scope in [scope for scope in queue if _first(scope)]:
+                    queue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 
         def _split_scope(self, nodeid: str) -> str:
@@ -165,6 +191,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return name.rsplit("::", 1)[0] if name.count("::") > 1 else nodeid
 
     return Scheduling(config, log)
+
+
+def _first(scope: str) -> bool:
+    """Whether an xdist unit is of :data:`FIRST_FILES`."""
+    return scope.split("::", 1)[0].rsplit("/", 1)[-1] in FIRST_FILES
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """CrewAI's closing lines (tests/test_crewai_env.py, its ``crewai_env`` property),
+    after the main suite's, when it ran and passed (a failure prints its whole output)."""
+    for report in terminalreporter.stats.get("passed", []):
+        for name, value in getattr(report, "user_properties", ()):
+            if name == "crewai_env" and report.when == "call":
+                terminalreporter.write_sep("-", "CrewAI's tests, in .venvs/crewai")
+                terminalreporter.write_line(str(value))
 
 
 def _slow(scope: str) -> bool:

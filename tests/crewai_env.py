@@ -9,10 +9,11 @@ their own, ``.venvs/crewai`` in the checkout: made with ``python -m venv``,
 ``'.[crewai]'``, pytest and the plugins the suite uses (pytest-timeout,
 pytest-xdist) installed under ``.ci/crewai-constraints.txt`` (every package
 pinned; pip refuses a resolution that differs), ``pip check``ed, then
-``python -m pytest tests/test_crewai.py`` run in it on two xdist workers, as
-the main suite runs, with ``LETITLOOP_CREWAI_ENV=1`` (there a missing CrewAI
-fails instead of skipping, and the test checks the framework versions against
-the pins).
+``python -m pytest tests/test_crewai.py`` run in it on two xdist workers,
+with ``LETITLOOP_CREWAI_ENV=1`` (there a missing CrewAI fails instead of
+skipping, and the test checks the framework versions against the pins). The
+main suite runs this command as one test, beside its other tests
+(tests/test_crewai_env.py).
 
 The environment is made again when the pins or pyproject.toml changed since
 it was made (a stamp file records their digest), or always with ``--fresh``
@@ -71,7 +72,8 @@ def main(argv: list[str]) -> int:
         return 0
     env = {**os.environ, "LETITLOOP_CREWAI_ENV": "1"}
     # pyproject's addopts but Hypothesis's plugin (CrewAI's tests use none, and this
-    # environment does not install it): two xdist workers, tests/conftest.py's scheduler
+    # environment does not install it) and -n auto: two xdist workers (the main suite runs
+    # this beside its own tests: tests/test_crewai_env.py), tests/conftest.py's scheduler
     # (test_crewai.py's chains and its request trials go to different workers).
     addopts = "-ra -n 2 --dist loadscope --disable-plugin-autoload -p xdist -p timeout"
     tests = subprocess.run(

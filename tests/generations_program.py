@@ -10,7 +10,9 @@ one JSON line.
 Options: ``--reuse S`` (seconds), ``--fresh``, ``--async``, ``--kill-at I``
 (SIGKILL itself at step I's start), ``--shift S`` (the journal's clock runs
 S seconds ahead: a day later without waiting a day), ``--pause S`` (each
-step's pause), ``--timeout S`` (the journal's wait for a holder; ``inf``).
+step's pause), ``--timeout S`` (the journal's wait for a holder; ``inf``), ``--go
+PATH`` (print ``ready``, then open the journal once PATH exists: copies started
+together open it together, however long each took to start).
 """
 
 from __future__ import annotations
@@ -105,7 +107,13 @@ def main() -> None:
     parser.add_argument("--shift", type=float, default=0.0)
     parser.add_argument("--pause", type=float, default=0.0)
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--go")
     args = vars(parser.parse_args())
+    go = args.pop("go")
+    if go is not None:  # started beside another copy: open the journal together
+        print("ready", flush=True)
+        while not os.path.exists(go):
+            time.sleep(0.001)
     found = run(args.pop("location"), args.pop("name"), args.pop("side"), **args)
     print(json.dumps(found), flush=True)
 

@@ -385,9 +385,20 @@ class TestTheTestCommand:
         assert command.split(" && ") == [
             "pip install -e '.[test]' -c constraints.txt",
             "python -m pytest",
-            "python tests/crewai_env.py",
         ]
-        assert (ROOT / "tests" / "crewai_env.py").exists()
+        # The suite runs CrewAI's tests in their own environment, as one test of its own.
+        import conftest
+
+        beside = (ROOT / "tests" / "test_crewai_env.py").read_text(encoding="utf-8")
+        assert 'str(ROOT / "tests" / "crewai_env.py")' in beside
+        assert "test_crewai_env.py" in conftest.SLOW_FILES
+        assert "test_crewai_env.py" in conftest.FIRST_FILES
+
+    def test_docs_testing_md_gives_it_as_the_full_suite(self) -> None:
+        (command,) = [b.strip() for b in blocks("") if "python -m pytest" in b]
+        page = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+        section = page[page.index("### Before a merge: the full suite") :]
+        assert section.split("```")[1].strip() == command
 
 
 class TestTheLilCommands:

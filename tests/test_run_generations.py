@@ -106,9 +106,10 @@ class Program:
                 t.join(60)
             assert len(got) == 2
             return got
+        go = self.side.with_name("go")
         procs = [
             subprocess.Popen(
-                [sys.executable, str(PROGRAM), *self.args(name, kw)],
+                [sys.executable, str(PROGRAM), *self.args(name, {**kw, "go": go})],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -116,6 +117,10 @@ class Program:
             )
             for _ in range(2)
         ]
+        for p in procs:  # each has started and waits for the go: none opens alone under load
+            assert p.stdout is not None
+            assert p.stdout.readline() == "ready\n", p.communicate(timeout=60)
+        go.touch()
         outs = [p.communicate(timeout=60) for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
         return [json.loads(out.splitlines()[-1]) for out, _ in outs]

@@ -13,18 +13,51 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import os
 import sqlite3
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from preloaded import Preloaded
 
 from letitloop import Journal
 from letitloop.identity.step_names import HISTORY, NAMES, OLD_NAMES, Named, named, same_function
 
 PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 GOLDEN = Path(__file__).resolve().parent / "golden"
+
+#: What the programs of golden/programs/ import: their frameworks and letitloop's adapters.
+#: One forking interpreter imports them all once (tests/preloaded.py), and each program
+#: runs to its end in a child forked from it, a process of its own, as ``python PROGRAM``
+#: would run it; some 20 fresh interpreters each importing a framework took about 13 s
+#: of CPU, this about 8 s. A module a program imports that is not listed here its child
+#: imports itself.
+PROGRAM_IMPORTS = (
+    "agents",
+    "autogen_agentchat.agents",
+    "autogen_agentchat.teams",
+    "autogen_ext.models.replay",
+    "dspy",
+    "dspy.utils.dummies",
+    "langgraph.graph",
+    "llama_index.core.agent.workflow",
+    "llama_index.core.llms.mock",
+    "mcp.server.mcpserver",
+    "pydantic_ai",
+    "pydantic_ai.models.function",
+    "smolagents",
+    "workflows",
+    "letitloop.adapters.autogen",
+    "letitloop.adapters.dspy",
+    "letitloop.adapters.langgraph",
+    "letitloop.adapters.llamaindex",
+    "letitloop.adapters.openai_agents",
+    "letitloop.adapters.pydantic_ai",
+    "letitloop.adapters.smolagents",
+    "letitloop.mcp",
+)
 
 #: The calls that record a step with the function among their arguments: the journal's
 #: own and the adapters' helpers that pass their ``fn`` on (found by :func:`forwarders`).
@@ -51,23 +84,57 @@ def call_name(call: ast.Call) -> str | None:
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
 
 
-def forwarders(trees: dict[str, ast.Module]) -> set[str]:
-    """STEP_CALLS and the functions that pass one of their parameters to one of them."""
+class Function:
+    """A function of a module's tree: its node, and the calls and the functions inside it
+    at any depth (nested functions' included)."""
+
+    def __init__(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.node = node
+        self.params = {a.arg for a in [*node.args.posonlyargs, *node.args.args]}
+        self.calls: list[ast.Call] = []
+        self.inner: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+
+
+def functions_of(tree: ast.Module) -> list[Function]:
+    """Every function of ``tree`` with what is inside it, in one pass over the tree (the
+    scan below asks each function for its calls: one walk of each function's subtree
+    after another took seconds over the package)."""
+    found: list[Function] = []
+
+    def visit(node: ast.AST, enclosing: list[Function]) -> None:
+        if isinstance(node, ast.Call):
+            for f in enclosing:
+                f.calls.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for f in enclosing:
+                f.inner.append(node)
+            function = Function(node)
+            found.append(function)
+            enclosing = [*enclosing, function]
+        for child in ast.iter_child_nodes(node):
+            visit(child, enclosing)
+
+    visit(tree, [])
+    return found
+
+
+def names_passed(call: ast.Call) -> set[str]:
+    """The plain names ``call`` passes after its first argument."""
+    return {a.id for a in call.args[1:] if isinstance(a, ast.Name)}
+
+
+def forwarders(functions: dict[str, list[Function]]) -> set[str]:
+    """STEP_CALLS and the functions that pass one of their parameters to one of them
+    (``functions``: each module's, :func:`functions_of`)."""
+    passing = [  # each function's parameters and the calls inside it, with their plain names
+        (f.node.name, f.params, call_name(call), names_passed(call))
+        for module in functions.values()
+        for f in module
+        for call in f.calls
+    ]
     calls = set(STEP_CALLS)
     while True:
-        more = set()
-        for tree in trees.values():
-            for fn in ast.walk(tree):
-                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    continue
-                params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args]}
-                for call in ast.walk(fn):
-                    if (
-                        isinstance(call, ast.Call)
-                        and call_name(call) in calls
-                        and any(isinstance(a, ast.Name) and a.id in params for a in call.args[1:])
-                    ):
-                        more.add(fn.name)
+        more = {fn for fn, params, called, names in passing if called in calls and names & params}
         if more <= calls:
             return calls
         calls |= more
@@ -77,7 +144,8 @@ def unnamed_step_functions(trees: dict[str, ast.Module]) -> list[str]:
     """Each function of the package's own passed to a step call without a name of its own:
     a module's function or a closure not decorated ``@named``, a method (``self.m``), or
     a ``partial`` of one, not wrapped in ``Named(...)``; as ``file:line: the argument``."""
-    calls = forwarders(trees)
+    functions = {path: functions_of(tree) for path, tree in trees.items()}
+    calls = forwarders(functions)
     found = []
     for path, tree in trees.items():
         top = {
@@ -92,16 +160,8 @@ def unnamed_step_functions(trees: dict[str, ast.Module]) -> list[str]:
             for m in c.body
             if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and not decorated_named(m)
         }
-        for fn in ast.walk(tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            local = {
-                n.name
-                for n in ast.walk(fn)
-                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                and n is not fn
-                and not decorated_named(n)
-            }
+        for function in functions[path]:
+            local = {n.name for n in function.inner if not decorated_named(n)}
 
             def ours(arg: ast.expr) -> bool:
                 if isinstance(arg, ast.Name):
@@ -112,13 +172,11 @@ def unnamed_step_functions(trees: dict[str, ast.Module]) -> list[str]:
                     return ours(arg.args[0])
                 return isinstance(arg, ast.Lambda)
 
-            for call in ast.walk(fn):
+            for call in function.calls:
                 # A call given ``fn_name`` passes on a step whose name was taken already
                 # (the journal's own machinery: tracing, retries).
-                if (
-                    isinstance(call, ast.Call)
-                    and call_name(call) in calls
-                    and not any(isinstance(a, ast.Name) and a.id == "fn_name" for a in call.args)
+                if call_name(call) in calls and not any(
+                    isinstance(a, ast.Name) and a.id == "fn_name" for a in call.args
                 ):
                     found += [
                         f"{path}:{call.lineno}: {ast.unparse(a)}" for a in call.args if ours(a)
@@ -237,7 +295,7 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
         ]
 
     @pytest.mark.slow
-    @pytest.mark.timeout(900)  # some 20 programs, each importing its framework
+    @pytest.mark.timeout(900)  # some 20 programs and every framework's import
     def test_programs_using_every_primitive_and_adapter_record_no_module_path_of_it(
         self, tmp_path: Path
     ) -> None:
@@ -247,12 +305,17 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
         finally:
             sys.path.remove(str(GOLDEN))
         seen: set[str] = set()
-        for golden, spec in generate.GOLDENS.items():
-            db, side = tmp_path / f"{golden}.db", tmp_path / f"{golden}.side"
-            for program, args in spec["resumes"]:  # uninterrupted, on a new file
-                done = generate.run(program, db, side, args)
-                assert done.returncode in (0, 75), done.stderr[-2000:]
-            seen |= functions_in(db)
+        with Preloaded(*PROGRAM_IMPORTS, with_letitloop=True) as forker:
+            for golden, spec in generate.GOLDENS.items():
+                db, side = tmp_path / f"{golden}.db", tmp_path / f"{golden}.side"
+                env = {**os.environ, "LETITLOOP_DB": str(db)}
+                for i, (program, args) in enumerate(spec["resumes"]):  # uninterrupted, new file
+                    folder = tmp_path / f"{golden}-{i}"  # a scratch folder a run, as generate.run
+                    folder.mkdir()
+                    argv = [a.format(db=db, side=side) for a in args]
+                    done = forker.run(generate.PROGRAMS / program, *argv, cwd=folder, env=env)
+                    assert done.returncode in (0, 75), done.stderr[-2000:]
+                seen |= functions_in(db)
         ours = {name for name in seen if name.startswith("letitloop")}
         assert all(name.startswith("letitloop:") for name in ours), ours
         assert ours <= NAMES
