@@ -18,12 +18,13 @@ from run to run is still killed, and compared, at the same place.
 With :data:`KILL_ENV` set to ``KIND POSITION`` (tab-separated), the process
 SIGKILLs itself there: ``before`` (the step is called, nothing of it ran),
 ``start`` (its body is about to run), ``end`` (its body returned, its record
-is not committed), ``mstart``/``mend`` (a marker's body is about to run / has
-run, its record not committed; POSITION is the marker's name).
+is not committed), ``mstart`` (a marker's body is about to run; POSITION is
+the marker's name). ``Journal.async_step`` and ``async with`` markers the same.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import threading
@@ -90,7 +91,7 @@ def named_like(body: Callable[..., Any], fn: Callable[..., Any]) -> Callable[...
 
 
 def install(journal: type[Journal]) -> None:
-    """Wrap ``journal.step`` and ``journal.atomic_marker`` to write the ledger and kill."""
+    """Wrap ``journal.step``, ``journal.async_step`` and ``journal.atomic_marker``."""
     ledger = Ledger(os.environ[LEDGER_ENV], os.environ.get(KILL_ENV, ""))
     step = journal.step
     marker = journal.atomic_marker
@@ -117,10 +118,51 @@ def install(journal: type[Journal]) -> None:
             ledger.note("done", where, ran[-1])
         return value
 
+    async def watched_async_step(
+        j: Journal, name: str, fn: Callable[..., Any], /, *a: Any, **k: Any
+    ) -> Any:
+        from .async_steps import async_step  # loaded only by a program that has async steps
+
+        where = ledger.position()
+        ledger.point("before", where)
+        ran: list[str] = []
+        inner = fn.fn if type(fn) is Named else fn
+
+        def begin() -> str:
+            outer = parent_step.get()
+            key = outer[1] if outer is not None else name
+            ran.append(key)
+            ledger.note("start", where, key)
+            ledger.point("start", where)
+            return key
+
+        def returned(key: str) -> None:
+            ledger.note("end", where, key)
+            ledger.point("end", where)
+
+        async def awaited(*args: Any, **kwargs: Any) -> Any:
+            key = begin()
+            value = await inner(*args, **kwargs)
+            returned(key)
+            return value
+
+        def called(*args: Any, **kwargs: Any) -> Any:  # async_step runs it in a thread
+            key = begin()
+            value = inner(*args, **kwargs)
+            returned(key)
+            return value
+
+        body = awaited if inspect.iscoroutinefunction(inner) else called
+        value = await async_step(j, name, named_like(wraps(inner)(body), fn), *a, **k)
+        if ran:
+            ledger.note("done", where, ran[-1])
+        return value
+
     def watched_marker(j: Journal, name: str, **options: Any) -> Any:
         return WatchedMarker(marker(j, name, **options), name, ledger)
 
     journal.step = watched_step
+    journal.async_step = watched_async_step
     journal.atomic_marker = watched_marker
 
 
@@ -140,9 +182,22 @@ class WatchedMarker:
 
     def __exit__(self, *exc: Any) -> Any:
         clean = self.offered and exc[0] is None
-        if clean:
-            self.ledger.point("mend", self.name)
         result = self.marker.__exit__(*exc)
+        if clean:
+            self.ledger.note("mdone", self.name)
+        return result
+
+    async def __aenter__(self) -> Any:
+        offer = await self.marker.__aenter__()
+        if offer:
+            self.offered = True
+            self.ledger.note("mstart", self.name)
+            self.ledger.point("mstart", self.name)
+        return offer
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        clean = self.offered and exc[0] is None
+        result = await self.marker.__aexit__(*exc)
         if clean:
             self.ledger.note("mdone", self.name)
         return result

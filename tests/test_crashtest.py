@@ -40,6 +40,32 @@ print(pipeline())
 """
 )
 
+#: The same with async steps gathered on one loop and an ``async with`` marker.
+CAREFUL_ASYNC = """\
+import asyncio
+import letitloop
+
+async def double(i):
+    await asyncio.sleep(0)
+    return i * 2
+
+def triple(i):
+    return i * 3
+
+@letitloop.durable_async(goal_id="careful")
+async def pipeline():
+    first, second = await asyncio.gather(
+        letitloop.async_step("first", double, 1), letitloop.async_step("second", triple, 2)
+    )
+    async with letitloop.atomic_marker("send") as should_send:
+        if should_send:
+            with open("sent.log", "a") as log:
+                log.write(f"sent {first + second}\\n")
+    return first + second
+
+print(asyncio.run(pipeline()))
+"""
+
 #: The send happens before the steps, outside any step: every rerun sends again.
 OUTSIDE = (
     HEADER
@@ -103,6 +129,12 @@ class TestACarefulProgram:
         assert " s\n" in done.stdout.splitlines()[1] + "\n"  # its wall time
         # Its own folder was left as it was: every trial ran in a folder of its own.
         assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.py"]
+
+    def test_its_async_twin_passes_too(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, CAREFUL_ASYNC, "--effects", "sent.log")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 7 tried of 7" in done.stdout
+        assert "repeats: 0" in done.stdout
 
 
 class TestABrokenProgram:
