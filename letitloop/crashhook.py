@@ -9,8 +9,9 @@ unchanged (no check, no call).
 Each line of the ledger is one event, tab-separated, written with one
 ``write`` to a file opened ``O_APPEND`` so a SIGKILL never leaves half a
 line: ``start``/``end``/``done`` POSITION KEY (a step's body began, returned,
-its record was committed) and ``mstart``/``mdone`` NAME (an ``atomic_marker``
-body was offered, and its record committed). A step's POSITION is where it
+its record was committed), ``mstart``/``mdone`` NAME (an ``atomic_marker``
+body was offered, and its record committed) and ``kill`` KIND POSITION (the
+process is about to SIGKILL itself there). A step's POSITION is where it
 was called, not its key: the enclosing step's key (empty at the top) and the
 number of the call under it (``fetch/2``), so a program whose keys change
 from run to run is still killed, and compared, at the same place.
@@ -70,6 +71,9 @@ class Ledger:
     def point(self, kind: str, where: str) -> None:
         """SIGKILL this process when ``kind``/``where`` is the kill point."""
         if self.kill == f"{kind}\t{where}":
+            # Said first: a program that runs its work in a child process (and
+            # exits on its own when the child dies) reached the point all the same.
+            self.note("kill", kind, where)
             os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -174,6 +174,36 @@ class TestTheOrder:
         assert kills(first.stdout) == kills(second.stdout)
 
 
+#: Prints its process id (differs every run), then its result.
+TALKATIVE = (
+    HEADER
+    + """
+import os
+
+@letitloop.durable(goal_id="talkative")
+def pipeline():
+    print("process", os.getpid())
+    return letitloop.step("first", double, 1)
+
+print(pipeline())
+"""
+)
+
+
+class TestTheOutput:
+    def test_a_finished_run_that_prints_otherwise_is_reported(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "repeats: 0" in done.stdout
+        assert "killed before step 'first': the finished program's output (exact) differs" in (
+            done.stdout
+        )
+
+    def test_last_line_compares_only_the_result(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1", "--output", "last-line")
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
 class TestBadInput:
     def test_a_program_with_no_step_is_refused_in_one_line(self, tmp_path: Path) -> None:
         done = crashtest(tmp_path, "print('hello')\n")

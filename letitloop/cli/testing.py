@@ -131,6 +131,14 @@ def diff(ctx: click.Context, ref_a: str, ref_b: str, as_json: bool) -> None:
     show_default=True,
     help="Seconds one run of the program may take.",
 )
+@click.option(
+    "--output",
+    type=click.Choice(["exact", "last-line", "ignore"]),
+    default="exact",
+    show_default=True,
+    help="What of a finished run's standard output must equal the reference's: all of it, "
+    "its last line (for a program that also prints what ran in this process), or nothing.",
+)
 def crashtest(
     command: tuple[str, ...],
     max_kills: int | None,
@@ -139,6 +147,7 @@ def crashtest(
     effects: str | None,
     max_reruns: int,
     timeout: float,
+    output: str,
 ) -> None:
     """SIGKILL a program at every step and rerun it: find what ran twice.
 
@@ -167,6 +176,7 @@ def crashtest(
         effects=effects,
         max_reruns=max_reruns,
         timeout=timeout,
+        output=output,
     )
     for line in describe(report, list(command)):
         click.echo(line)
