@@ -9,7 +9,8 @@ unchanged (no check, no call).
 Each line of the ledger is one event, tab-separated, written with one
 ``write`` to a file opened ``O_APPEND`` so a SIGKILL never leaves half a
 line: ``start``/``end``/``done`` POSITION KEY (a step's body began, returned,
-its record was committed), ``mstart``/``mdone`` NAME (an ``atomic_marker``
+its record was committed; then the run's id, as keys are a run's own),
+``mstart``/``mdone`` NAME (an ``atomic_marker``
 body was offered, and its record committed) and ``kill`` KIND POSITION (the
 process is about to SIGKILL itself there). A step's POSITION is where it
 was called, not its key: the enclosing step's key (empty at the top) and the
@@ -64,9 +65,10 @@ class Ledger:
             n = self.calls[parent] = self.calls.get(parent, 0) + 1
         return f"{parent}/{n}"
 
-    def note(self, kind: str, where: str, key: str = "") -> None:
+    def note(self, kind: str, where: str, key: str = "", run: str = "") -> None:
         """Append one event."""
-        os.write(self.fd, f"{kind}\t{where}\t{key}\n".encode("utf-8", "backslashreplace"))
+        line = f"{kind}\t{where}\t{key}\t{run}\n"
+        os.write(self.fd, line.encode("utf-8", "backslashreplace"))
 
     def point(self, kind: str, where: str) -> None:
         """SIGKILL this process when ``kind``/``where`` is the kill point."""
@@ -110,16 +112,16 @@ def install(journal: type[Journal]) -> None:
             outer = parent_step.get()
             key = outer[1] if outer is not None else name
             ran.append(key)
-            ledger.note("start", where, key)
+            ledger.note("start", where, key, j.run_id)
             ledger.point("start", where)
             value = inner(*args, **kwargs)
-            ledger.note("end", where, key)
+            ledger.note("end", where, key, j.run_id)
             ledger.point("end", where)
             return value
 
         value = step(j, name, named_like(wraps(inner)(body), fn), *a, **k)
         if ran:
-            ledger.note("done", where, ran[-1])
+            ledger.note("done", where, ran[-1], j.run_id)
         return value
 
     async def watched_async_step(
@@ -136,12 +138,12 @@ def install(journal: type[Journal]) -> None:
             outer = parent_step.get()
             key = outer[1] if outer is not None else name
             ran.append(key)
-            ledger.note("start", where, key)
+            ledger.note("start", where, key, j.run_id)
             ledger.point("start", where)
             return key
 
         def returned(key: str) -> None:
-            ledger.note("end", where, key)
+            ledger.note("end", where, key, j.run_id)
             ledger.point("end", where)
 
         async def awaited(*args: Any, **kwargs: Any) -> Any:
@@ -159,7 +161,7 @@ def install(journal: type[Journal]) -> None:
         body = awaited if inspect.iscoroutinefunction(inner) else called
         value = await async_step(j, name, named_like(wraps(inner)(body), fn), *a, **k)
         if ran:
-            ledger.note("done", where, ran[-1])
+            ledger.note("done", where, ran[-1], j.run_id)
         return value
 
     def watched_marker(j: Journal, name: str, **options: Any) -> Any:
@@ -175,12 +177,14 @@ class WatchedMarker:
 
     def __init__(self, marker: Any, name: str, ledger: Ledger) -> None:
         self.marker, self.name, self.ledger, self.offered = marker, name, ledger, False
+        # A run's marker is its own (as its steps); a goal's or global one is shared.
+        self.run = marker.journal.run_id if marker.scope == "run" else ""
 
     def __enter__(self) -> Any:
         offer = self.marker.__enter__()
         if offer:
             self.offered = True
-            self.ledger.note("mstart", self.name)
+            self.ledger.note("mstart", self.name, "", self.run)
             self.ledger.point("mstart", self.name)
         return offer
 
@@ -188,14 +192,14 @@ class WatchedMarker:
         clean = self.offered and exc[0] is None
         result = self.marker.__exit__(*exc)
         if clean:
-            self.ledger.note("mdone", self.name)
+            self.ledger.note("mdone", self.name, "", self.run)
         return result
 
     async def __aenter__(self) -> Any:
         offer = await self.marker.__aenter__()
         if offer:
             self.offered = True
-            self.ledger.note("mstart", self.name)
+            self.ledger.note("mstart", self.name, "", self.run)
             self.ledger.point("mstart", self.name)
         return offer
 
@@ -203,7 +207,7 @@ class WatchedMarker:
         clean = self.offered and exc[0] is None
         result = await self.marker.__aexit__(*exc)
         if clean:
-            self.ledger.note("mdone", self.name)
+            self.ledger.note("mdone", self.name, "", self.run)
         return result
 
     def __getattr__(self, attribute: str) -> Any:

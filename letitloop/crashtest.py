@@ -39,7 +39,7 @@ class Run:
 
     status: int
     stdout: str
-    events: list[tuple[str, str, str]]
+    events: list[tuple[str, str, str, str]]
 
 
 @dataclass
@@ -62,10 +62,10 @@ class Report:
     problems: list[Repeat] = field(default_factory=list)
 
 
-def kill_points(events: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+def kill_points(events: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
     """``(kind, where, label)`` of every kill point the reference run reached, in order."""
     points = []
-    for kind, where, key in events:
+    for kind, where, key, _ in events:
         if kind == "start":
             points += [
                 ("before", where, f"before step {key!r}"),
@@ -124,8 +124,8 @@ class Program:
         events = []
         if ledger.exists():
             for line in ledger.read_text("utf-8").splitlines():
-                kind, where, key = [*line.split("\t"), "", ""][:3]
-                events.append((kind, where, key))
+                kind, where, key, run = [*line.split("\t"), "", "", ""][:4]
+                events.append((kind, where, key, run))
         return Run(done.returncode, done.stdout.decode("utf-8", "replace"), events)
 
 
@@ -156,12 +156,12 @@ def judge(runs: list[Run], known: set[str]) -> list[str]:
     its checkpoint holds, and its next steps take the places they had.)
     """
     found: list[str] = []
-    committed: dict[str, str] = {}  # key -> where it was committed
+    committed: set[tuple[str, str]] = set()  # (run id, key) of the steps committed
     at: dict[str, str] = {}  # where -> the key committed there
-    markers: set[str] = set()
+    markers: set[tuple[str, str]] = set()  # (run id, name) of the markers committed
     for number, run in enumerate(runs):
-        for kind, where, key in run.events:
-            if kind == "start" and number and key in committed:
+        for kind, where, key, run_id in run.events:
+            if kind == "start" and number and (run_id, key) in committed:
                 found.append(f"step {key!r} ran again after its record was committed")
             elif kind == "start" and number and key not in known and at.get(where, key) != key:
                 found.append(
@@ -170,11 +170,12 @@ def judge(runs: list[Run], known: set[str]) -> list[str]:
                     f"runs: build it from the step's inputs, not time or randomness)"
                 )
             elif kind == "done":
-                committed[key], at[where] = where, key
-            elif kind == "mstart" and where in markers:
+                committed.add((run_id, key))
+                at[where] = key
+            elif kind == "mstart" and (run_id, where) in markers:
                 found.append(f"marker {where!r} ran its body again after its record")
             elif kind == "mdone":
-                markers.add(where)
+                markers.add((run_id, where))
     return found
 
 
@@ -206,7 +207,7 @@ def crashtest(
         reference = program.run(root / "reference", 0)
         expected = effects_in(root / "reference", effects)
         points = kill_points(reference.events)
-        known = {key for kind, _, key in reference.events if kind == "start"}
+        known = {key for kind, _, key, _ in reference.events if kind == "start"}
         if not points:
             raise LetItLoopError(
                 f"crashtest: {' '.join(command)} ran no letitloop step (exit status "
@@ -221,7 +222,7 @@ def crashtest(
             folder.mkdir()
             runs = [program.run(folder, 0, f"{kind}\t{where}")]
             report.tried += 1
-            if not any(kind == "kill" for kind, _, _ in runs[0].events):
+            if not any(event[0] == "kill" for event in runs[0].events):
                 report.problems.append(
                     Repeat(
                         label,

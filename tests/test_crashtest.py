@@ -66,6 +66,16 @@ async def pipeline():
 print(asyncio.run(pipeline()))
 """
 
+#: Two runs of one goal in one process, each with a step named 'model'.
+TWO_RUNS = (
+    HEADER
+    + """
+for name in ("x", "y"):
+    with letitloop.Journal("agent", run=name) as j:
+        print(j.step("model", double, 1))
+"""
+)
+
 #: The send happens before the steps, outside any step: every rerun sends again.
 OUTSIDE = (
     HEADER
@@ -134,6 +144,13 @@ class TestACarefulProgram:
         done = crashtest(tmp_path, CAREFUL_ASYNC, "--effects", "sent.log")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "kill points: 7 tried of 7" in done.stdout
+        assert "repeats: 0" in done.stdout
+
+    def test_two_runs_with_the_same_step_names_are_told_apart(self, tmp_path: Path) -> None:
+        # Each run has its own keys: 'model' committed in run x is not run y's 'model'.
+        done = crashtest(tmp_path, TWO_RUNS, "--max-kills", "4")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 4 tried of 6" in done.stdout
         assert "repeats: 0" in done.stdout
 
 
