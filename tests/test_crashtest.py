@@ -76,6 +76,14 @@ for name in ("x", "y"):
 """
 )
 
+#: The work runs in a child the program waits for; the program exits 0 whatever the child did.
+PARENT = """\
+import subprocess, sys
+subprocess.run([sys.executable, "-c", "import letitloop\\n"
+                "with letitloop.Journal('kid') as j: j.step('first', abs, -1)"])
+print("done")
+"""
+
 #: The send happens before the steps, outside any step: every rerun sends again.
 OUTSIDE = (
     HEADER
@@ -152,6 +160,13 @@ class TestACarefulProgram:
         assert done.returncode == 0, done.stdout + done.stderr
         assert "kill points: 4 tried of 6" in done.stdout
         assert "repeats: 0" in done.stdout
+
+    def test_work_in_a_child_process_is_killed_there_and_rerun(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PARENT)
+        assert done.returncode == 0, done.stdout + done.stderr
+        # Reached in the child, though the command exited 0: each kill is rerun once.
+        assert "kill points: 3 tried of 3, 3 reruns" in done.stdout
+        assert "other problems" not in done.stdout
 
 
 class TestABrokenProgram:
