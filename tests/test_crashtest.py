@@ -193,6 +193,21 @@ class TestABrokenProgram:
         assert "repeats: 1\n" in done.stdout  # that one place only
 
 
+class TestTheDocs:
+    def test_the_broken_tool_of_the_docs_is_reported_as_the_docs_say(self, tmp_path: Path) -> None:
+        page = (Path(__file__).parent.parent / "docs" / "crashtest.md").read_text()
+        start = page.index("```python\n# bills.py") + len("```python\n")
+        program = page[start : page.index("```", start)]
+        console = page[page.index("$ lil crashtest --effects sent.log -- python bills.py") :]
+        shown = console[: console.index("```")].splitlines()
+        done = crashtest(tmp_path, program, "--effects", "sent.log")
+        assert done.returncode == 1, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0] == "crashtest: " + " ".join([sys.executable, "prog.py"])
+        assert lines[1].startswith("kill points: 6 tried of 6, 6 reruns, ")
+        assert lines[2:] == shown[3:]
+
+
 class TestTheOrder:
     def test_a_random_order_with_a_seed_tries_the_same_points(self, tmp_path: Path) -> None:
         options = ("--order", "random", "--seed", "3", "--max-kills", "2", "--effects", "sent.log")
