@@ -241,6 +241,7 @@ RUN_ORDER = [
     "steps",
     "async_steps",
     "closing",
+    "crashhook",
     "journal",
     "decoration",
     "durable",
@@ -294,6 +295,7 @@ SUPERVISION_ORDER = [
     "childproc",
     "supervisor",
     "control",
+    "crashtest",
     "demo",
     "__init__",
 ]

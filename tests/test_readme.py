@@ -787,6 +787,13 @@ DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] 
 )
 DOCS_AROUND[("queues.md", "# tasks.py")] = ("", "")  # a module: it declares, and runs nothing
 DOCS_AROUND[("adapters.md", "import asyncio")] = ("", "")  # LlamaIndex: a whole program
+# A whole program (tests/test_crashtest.py crash-tests it and checks the page's report).
+DOCS_AROUND[
+    (
+        "crashtest.md",
+        "# bills.py: a broken tool, its send in a step but not guarded by a marker.",
+    )
+] = ("", "")
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {

@@ -6,7 +6,8 @@ never a traceback; an unexpected one is one line too, saying how to see its
 traceback (:data:`TRACEBACK_ENV`), with exit status 70. The commands are in
 one module per family: ``reading`` (runs, show, export), ``changing``
 (reset, fork, gc, upgrade), ``control`` (send, cancel), ``running``
-(watch, demo), ``scheduling`` (schedules), ``serving`` (mcp), ``testing`` (fixture, diff) and ``ui``
+(watch, demo), ``scheduling`` (schedules), ``serving`` (mcp), ``testing`` (fixture,
+diff, crashtest) and ``ui``
 (the web view); their shared
 options in ``params``, shell completion in ``completion``. Recorded text is
 printed only through
@@ -31,7 +32,7 @@ from .reading import export, runs, show
 from .running import demo, watch
 from .scheduling import schedules
 from .serving import mcp_command
-from .testing import diff, fixture
+from .testing import crashtest, diff, fixture
 from .ui import ui
 from .verifying import rekey, verify
 from .working import worker
@@ -44,6 +45,7 @@ __all__ = [
     "cancel",
     "check",
     "cli",
+    "crashtest",
     "demo",
     "diff",
     "export",
@@ -174,6 +176,7 @@ cli.add_command(copy_command)  # lil copy (cli/changing.py)
 cli.add_command(mcp_command)  # lil mcp (cli/serving.py)
 cli.add_command(fixture)  # lil fixture (cli/testing.py)
 cli.add_command(diff)  # lil diff (cli/testing.py)
+cli.add_command(crashtest)  # lil crashtest (cli/testing.py)
 cli.add_command(verify)  # lil verify (cli/verifying.py)
 cli.add_command(rekey)  # lil rekey (cli/verifying.py)
 cli.add_command(check)  # lil check (cli/checking.py)

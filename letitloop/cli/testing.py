@@ -98,3 +98,87 @@ def diff(ctx: click.Context, ref_a: str, ref_b: str, as_json: bool) -> None:
     else:
         render.echo(diff_lines(found))
     sys.exit(1 if found.differences else 0)
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--max-kills", type=click.IntRange(min=1), help="Try at most this many kill points.")
+@click.option(
+    "--order",
+    type=click.Choice(["exhaustive", "random"]),
+    default="exhaustive",
+    show_default=True,
+    help="Kill points in the order the program reaches them, or shuffled (--seed).",
+)
+@click.option("--seed", type=int, help="Seed of --order random, to repeat a shuffle.")
+@click.option(
+    "--effects",
+    metavar="FILE",
+    help="A file the program appends one line to per side effect (a path relative to its "
+    "working folder); a line found more often than in the reference run is a repeat.",
+)
+@click.option(
+    "--max-reruns",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Reruns after each kill before the trial counts as not finishing.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds one run of the program may take.",
+)
+@click.option(
+    "--output",
+    type=click.Choice(["exact", "last-line", "ignore"]),
+    default="exact",
+    show_default=True,
+    help="What of a finished run's standard output must equal the reference's: all of it, "
+    "its last line (for a program that also prints what ran in this process), or nothing.",
+)
+def crashtest(
+    command: tuple[str, ...],
+    max_kills: int | None,
+    order: str,
+    seed: int | None,
+    effects: str | None,
+    max_reruns: int,
+    timeout: float,
+    output: str,
+) -> None:
+    """SIGKILL a program at every step and rerun it: find what ran twice.
+
+    Runs COMMAND once for reference, then once per kill point (before each
+    step, at its body's start, after its body returned but before its record
+    is committed; at each atomic_marker body's start and end), killed there,
+    then again until it finishes; each trial in a fresh empty folder with its
+    own journal ($LETITLOOP_DB). Reports a step or marker body that ran again
+    after its record was committed, a step whose key changed between runs,
+    repeated --effects lines and a finished output that differs. Exit status
+    1 on any repeat or difference. See docs/crashtest.md.
+
+    \b
+    Example:
+        lil crashtest -- python pipeline.py orders.csv
+        lil crashtest --effects sent.log --max-kills 20 --order random --seed 7 -- python app.py
+    """
+    from ..supervision.crashtest import crashtest as run_crashtest
+    from ..supervision.crashtest import describe
+
+    report = run_crashtest(
+        list(command),
+        max_kills=max_kills,
+        seed=seed,
+        order=order,
+        effects=effects,
+        max_reruns=max_reruns,
+        timeout=timeout,
+        output=output,
+    )
+    for line in describe(report, list(command)):
+        click.echo(line)
+    if report.repeats or report.problems:
+        sys.exit(1)

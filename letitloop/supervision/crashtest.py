@@ -1,0 +1,282 @@
+"""``lil crashtest``: kill a program at every step, rerun it, and find what ran twice.
+
+The program runs once for reference, with the hook of ``crashhook.py``
+writing a ledger of its step bodies; each step gives three kill points
+(before it, at its body's start, after its body returned but before its
+record), each ``atomic_marker`` body one (at its start). For each kill point the program
+runs in a fresh folder, SIGKILLs itself there, and is run again without the
+kill until it finishes. Then: a step body that ran again after its record
+was committed is a repeat; so is one that ran at a place whose committed
+step had another key (the key changed between runs: a divergence); so is a
+marker body run again after its record; so is a line of the side-effect file
+(``effects``) that appears more often than in the reference. A finished
+program's output that differs from the reference's is reported too.
+
+Every run of a trial has its own empty working folder and ``LETITLOOP_DB``
+there, so a journal and files written at relative paths start empty each
+trial; arguments that name existing files are passed as absolute paths.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import LetItLoopError
+from ..run.crashhook import KILL_ENV, LEDGER_ENV
+
+
+@dataclass
+class Run:
+    """One run of the program: its exit status, output and ledger events."""
+
+    status: int
+    stdout: str
+    events: list[tuple[str, str, str, str]]
+
+
+@dataclass
+class Repeat:
+    """Something that ran twice, and the kill point after which it did."""
+
+    kill: str
+    what: str
+
+
+@dataclass
+class Report:
+    """What the crash test tried and found."""
+
+    points: int = 0
+    tried: int = 0
+    reruns: int = 0
+    seconds: float = 0.0
+    repeats: list[Repeat] = field(default_factory=list)
+    problems: list[Repeat] = field(default_factory=list)
+
+
+def kill_points(events: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
+    """``(kind, where, label)`` of every kill point the reference run reached, in order."""
+    points = []
+    for kind, where, key, _ in events:
+        if kind == "start":
+            points += [
+                ("before", where, f"before step {key!r}"),
+                ("start", where, f"at the start of step {key!r}"),
+                ("end", where, f"after step {key!r} returned, before its record"),
+            ]
+        elif kind == "mstart":
+            # Not after its body, before its record: that window is the marker's
+            # documented limit (the next offer says crashed_before), not a repeat.
+            points.append(("mstart", where, f"at the start of marker {where!r}'s body"))
+    return points
+
+
+class Program:
+    """How to run the program under test: its command, from a fresh folder each time."""
+
+    def __init__(self, command: list[str], timeout: float) -> None:
+        here = os.getcwd()
+        self.command = [
+            os.path.abspath(a) if not a.startswith("-") and os.path.exists(a) else a
+            for a in command
+        ]
+        self.timeout = timeout
+        self.env = dict(os.environ)
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (self.env.get("PYTHONPATH", ""), here) if p
+        )
+        self.env.pop(KILL_ENV, None)
+
+    def run(self, folder: Path, n: int, kill: str = "") -> Run:
+        """Run once in ``folder`` (``n`` numbers the ledger), killed at ``kill`` if set."""
+        ledger = folder / f".crashtest-ledger-{n}"
+        env = dict(self.env, LETITLOOP_DB=str(folder / "journal.db"))
+        env[LEDGER_ENV] = str(ledger)
+        if kill:
+            env[KILL_ENV] = kill
+        try:
+            done = subprocess.run(
+                self.command,
+                cwd=folder,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=self.timeout,
+            )
+        except FileNotFoundError:
+            raise LetItLoopError(
+                f"crashtest: cannot run {self.command[0]!r}: no such program; "
+                f"give the command after --, e.g. lil crashtest -- python pipeline.py"
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise LetItLoopError(
+                f"crashtest: {' '.join(self.command)} ran over {self.timeout:g} s "
+                f"(kill point {kill.replace(chr(9), ' ') or 'none'}); raise --timeout"
+            ) from None
+        events = []
+        if ledger.exists():
+            for line in ledger.read_text("utf-8").splitlines():
+                kind, where, key, run = [*line.split("\t"), "", "", ""][:4]
+                events.append((kind, where, key, run))
+        return Run(done.returncode, done.stdout.decode("utf-8", "replace"), events)
+
+
+def effects_in(folder: Path, effects: str | None) -> Counter[str]:
+    """The lines of the side-effect file in ``folder``, counted (empty without one)."""
+    if effects is None or not (folder / effects).exists():
+        return Counter()
+    return Counter((folder / effects).read_text("utf-8", "replace").splitlines())
+
+
+def shown(stdout: str, output: str) -> str:
+    """The part of ``stdout`` that ``output`` (exact, last-line, ignore) compares."""
+    if output == "exact":
+        return stdout
+    if output == "last-line":
+        lines = stdout.rstrip().splitlines()
+        return lines[-1] if lines else ""
+    return ""
+
+
+def judge(runs: list[Run], known: set[str]) -> list[str]:
+    """What ran twice across the runs of one trial (the first was killed).
+
+    A body that ran under a key the reference run never used (``known``), at a
+    place where an earlier run of the trial committed another key, ran again
+    under a changed key. (A place alone is not enough: a resumed program may
+    skip its finished steps without calling them, as LangGraph skips the nodes
+    its checkpoint holds, and its next steps take the places they had.)
+    """
+    found: list[str] = []
+    committed: set[tuple[str, str]] = set()  # (run id, key) of the steps committed
+    at: dict[str, str] = {}  # where -> the key committed there
+    markers: set[tuple[str, str]] = set()  # (run id, name) of the markers committed
+    for number, run in enumerate(runs):
+        for kind, where, key, run_id in run.events:
+            if kind == "start" and number and (run_id, key) in committed:
+                found.append(f"step {key!r} ran again after its record was committed")
+            elif kind == "start" and number and key not in known and at.get(where, key) != key:
+                found.append(
+                    f"step at {where} ran again: its record was committed as "
+                    f"{at[where]!r}, this run called it {key!r} (the key changed between "
+                    f"runs: build it from the step's inputs, not time or randomness)"
+                )
+            elif kind == "done":
+                committed.add((run_id, key))
+                at[where] = key
+            elif kind == "mstart" and (run_id, where) in markers:
+                found.append(f"marker {where!r} ran its body again after its record")
+            elif kind == "mdone":
+                markers.add((run_id, where))
+    return found
+
+
+def crashtest(
+    command: list[str],
+    *,
+    max_kills: int | None = None,
+    seed: int | None = None,
+    order: str = "exhaustive",
+    effects: str | None = None,
+    max_reruns: int = 3,
+    timeout: float = 300.0,
+    output: str = "exact",
+) -> Report:
+    """Run the crash test of ``command``; the report says what was tried and what ran twice.
+
+    ``output`` is what of a finished run's standard output must equal the
+    reference's: ``exact``, its ``last-line`` (the result a program prints
+    last, for one that also prints what ran in this process), or ``ignore``.
+    Raises LetItLoopError when the program cannot be run, runs over ``timeout``
+    seconds, or its reference run uses no journal step at all.
+    """
+    began = time.monotonic()
+    program = Program(command, timeout)
+    report = Report()
+    root = Path(tempfile.mkdtemp(prefix="lil-crashtest-"))
+    try:
+        (root / "reference").mkdir()
+        reference = program.run(root / "reference", 0)
+        expected = effects_in(root / "reference", effects)
+        points = kill_points(reference.events)
+        known = {key for kind, _, key, _ in reference.events if kind == "start"}
+        if not points:
+            raise LetItLoopError(
+                f"crashtest: {' '.join(command)} ran no letitloop step (exit status "
+                f"{reference.status}); nothing to kill. Run a program whose work is in "
+                f"steps, with its journal at the default place (or $LETITLOOP_DB)"
+            )
+        report.points = len(points)
+        if order == "random":
+            random.Random(seed).shuffle(points)
+        for number, (kind, where, label) in enumerate(points[:max_kills]):
+            folder = root / f"kill-{number}"
+            folder.mkdir()
+            runs = [program.run(folder, 0, f"{kind}\t{where}")]
+            report.tried += 1
+            if not any(event[0] == "kill" for event in runs[0].events):
+                report.problems.append(
+                    Repeat(
+                        label,
+                        f"the program was not killed there (exit status "
+                        f"{runs[0].status}): it did not reach that place again",
+                    )
+                )
+            # A killed run never counts as the finished one, even when the
+            # command exits as the reference did (its work ran in a child it waited for).
+            while len(runs) <= max_reruns and (
+                len(runs) == 1 or runs[-1].status != reference.status
+            ):
+                runs.append(program.run(folder, len(runs)))
+                report.reruns += 1
+            found = judge(runs, known)
+            extra = effects_in(folder, effects) - expected
+            found += [
+                f"side effect {line!r} happened {extra[line] + expected[line]} times "
+                f"(reference: {expected[line]})"
+                for line in sorted(extra)
+            ]
+            report.repeats += [Repeat(label, what) for what in found]
+            last = runs[-1]
+            if last.status != reference.status:
+                report.problems.append(
+                    Repeat(
+                        label,
+                        f"did not finish in {max_reruns} reruns (exit status "
+                        f"{last.status}, reference {reference.status})",
+                    )
+                )
+            elif shown(last.stdout, output) != shown(reference.stdout, output):
+                report.problems.append(
+                    Repeat(
+                        label,
+                        f"the finished program's output ({output}) differs from the reference's",
+                    )
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    report.seconds = time.monotonic() - began
+    return report
+
+
+def describe(report: Report, command: list[str]) -> list[str]:
+    """The report's lines, as ``lil crashtest`` prints them."""
+    lines = [
+        f"crashtest: {' '.join(command)}",
+        f"kill points: {report.tried} tried of {report.points}, {report.reruns} reruns, "
+        f"{report.seconds:.1f} s",
+        f"repeats: {len(report.repeats)}",
+    ]
+    lines += [f"  killed {r.kill}: {r.what}" for r in report.repeats]
+    if report.problems:
+        lines.append(f"other problems: {len(report.problems)}")
+        lines += [f"  killed {r.kill}: {r.what}" for r in report.problems]
+    return lines

@@ -1,0 +1,267 @@
+"""``lil crashtest``: a program killed at every step and rerun shows what ran twice.
+
+Each test runs the real ``lil`` as a subprocess on a small program written to
+a temporary folder; lil runs that program in real child processes that
+SIGKILL themselves at each kill point (letitloop/run/crashhook.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HEADER = """\
+import time
+import letitloop
+
+def double(i):
+    return i * 2
+
+def send(total):
+    with open("sent.log", "a") as log:
+        log.write(f"sent {total}\\n")
+    return total
+"""
+
+#: Steps, and a send guarded by a marker: nothing runs twice.
+CAREFUL = (
+    HEADER
+    + """
+@letitloop.durable(goal_id="careful")
+def pipeline():
+    total = letitloop.step("first", double, 1) + letitloop.step("second", double, 2)
+    with letitloop.atomic_marker("send") as should_send:
+        if should_send:
+            send(total)
+    return total
+
+print(pipeline())
+"""
+)
+
+#: The same with async steps gathered on one loop and an ``async with`` marker.
+CAREFUL_ASYNC = """\
+import asyncio
+import letitloop
+
+async def double(i):
+    await asyncio.sleep(0)
+    return i * 2
+
+def triple(i):
+    return i * 3
+
+@letitloop.durable_async(goal_id="careful")
+async def pipeline():
+    first, second = await asyncio.gather(
+        letitloop.async_step("first", double, 1), letitloop.async_step("second", triple, 2)
+    )
+    async with letitloop.atomic_marker("send") as should_send:
+        if should_send:
+            with open("sent.log", "a") as log:
+                log.write(f"sent {first + second}\\n")
+    return first + second
+
+print(asyncio.run(pipeline()))
+"""
+
+#: Two runs of one goal in one process, each with a step named 'model'.
+TWO_RUNS = (
+    HEADER
+    + """
+for name in ("x", "y"):
+    with letitloop.Journal("agent", run=name) as j:
+        print(j.step("model", double, 1))
+"""
+)
+
+#: The work runs in a child the program waits for; the program exits 0 whatever the child did.
+PARENT = """\
+import subprocess, sys
+subprocess.run([sys.executable, "-c", "import letitloop\\n"
+                "with letitloop.Journal('kid') as j: j.step('first', abs, -1)"])
+print("done")
+"""
+
+#: The send happens before the steps, outside any step: every rerun sends again.
+OUTSIDE = (
+    HEADER
+    + """
+@letitloop.durable(goal_id="outside")
+def pipeline():
+    send(0)
+    return letitloop.step("first", double, 1) + letitloop.step("second", double, 2)
+
+print(pipeline())
+"""
+)
+
+#: The step's key holds the time: a rerun does not find its record, and calls it again.
+TIMED = (
+    HEADER
+    + """
+@letitloop.durable(goal_id="timed")
+def pipeline():
+    first = letitloop.step(f"first-{time.time_ns()}", double, 1)
+    return first + letitloop.step("second", double, 2)
+
+print(pipeline())
+"""
+)
+
+#: The tool appends inside a step with no marker: killed after it, before the step's
+#: record, the rerun appends again.
+UNMARKED = (
+    HEADER
+    + """
+@letitloop.durable(goal_id="unmarked")
+def pipeline():
+    total = letitloop.step("first", double, 1)
+    return letitloop.step("send", send, total)
+
+print(pipeline())
+"""
+)
+
+
+def crashtest(folder: Path, program: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """``lil crashtest [options] -- python prog.py`` in ``folder``, as a user types it."""
+    (folder / "prog.py").write_text(program)
+    return subprocess.run(
+        [sys.executable, "-m", "letitloop", "crashtest", *options, "--", sys.executable, "prog.py"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+class TestACarefulProgram:
+    def test_it_passes_with_no_repeat_and_prints_its_cost(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, CAREFUL, "--effects", "sent.log")
+        assert done.returncode == 0, done.stdout + done.stderr
+        # Two steps (three points each) and the marker's start: seven points, all tried.
+        assert "kill points: 7 tried of 7" in done.stdout
+        assert "repeats: 0" in done.stdout
+        assert " s\n" in done.stdout.splitlines()[1] + "\n"  # its wall time
+        # Its own folder was left as it was: every trial ran in a folder of its own.
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.py"]
+
+    def test_its_async_twin_passes_too(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, CAREFUL_ASYNC, "--effects", "sent.log")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 7 tried of 7" in done.stdout
+        assert "repeats: 0" in done.stdout
+
+    def test_two_runs_with_the_same_step_names_are_told_apart(self, tmp_path: Path) -> None:
+        # Each run has its own keys: 'model' committed in run x is not run y's 'model'.
+        done = crashtest(tmp_path, TWO_RUNS, "--max-kills", "4")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 4 tried of 6" in done.stdout
+        assert "repeats: 0" in done.stdout
+
+    def test_work_in_a_child_process_is_killed_there_and_rerun(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PARENT)
+        assert done.returncode == 0, done.stdout + done.stderr
+        # Reached in the child, though the command exited 0: each kill is rerun once.
+        assert "kill points: 3 tried of 3, 3 reruns" in done.stdout
+        assert "other problems" not in done.stdout
+
+
+class TestABrokenProgram:
+    def test_a_side_effect_outside_any_step_is_a_repeat(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, OUTSIDE, "--effects", "sent.log", "--max-kills", "2")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "kill points: 2 tried of 6" in done.stdout
+        assert "killed before step 'first': side effect 'sent 0' happened 2 times" in done.stdout
+
+    def test_a_step_whose_key_holds_the_time_is_a_repeat_at_its_place(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, TIMED)
+        assert done.returncode == 1, done.stdout + done.stderr
+        # Killed before the second step (the first committed): the first runs again.
+        assert "killed before step 'second': step at /1 ran again" in done.stdout
+        assert "the key changed between runs" in done.stdout
+
+    def test_a_tool_that_appends_without_a_marker_is_a_repeat(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, UNMARKED, "--effects", "sent.log")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert (
+            "killed after step 'send' returned, before its record: side effect 'sent 2' "
+            "happened 2 times (reference: 1)" in done.stdout
+        )
+        assert "repeats: 1\n" in done.stdout  # that one place only
+
+
+class TestTheDocs:
+    def test_the_broken_tool_of_the_docs_is_reported_as_the_docs_say(self, tmp_path: Path) -> None:
+        page = (Path(__file__).parent.parent / "docs" / "crashtest.md").read_text()
+        start = page.index("```python\n# bills.py") + len("```python\n")
+        program = page[start : page.index("```", start)]
+        console = page[page.index("$ lil crashtest --effects sent.log -- python bills.py") :]
+        shown = console[: console.index("```")].splitlines()
+        done = crashtest(tmp_path, program, "--effects", "sent.log")
+        assert done.returncode == 1, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0] == "crashtest: " + " ".join([sys.executable, "prog.py"])
+        assert lines[1].startswith("kill points: 6 tried of 6, 6 reruns, ")
+        assert lines[2:] == shown[3:]
+
+
+class TestTheOrder:
+    def test_a_random_order_with_a_seed_tries_the_same_points(self, tmp_path: Path) -> None:
+        options = ("--order", "random", "--seed", "3", "--max-kills", "2", "--effects", "sent.log")
+        first = crashtest(tmp_path, OUTSIDE, *options)
+        second = crashtest(tmp_path, OUTSIDE, *options)
+        assert first.returncode == second.returncode == 1
+
+        def kills(out: str) -> list[str]:
+            return [line for line in out.splitlines() if "killed" in line]
+
+        assert kills(first.stdout) == kills(second.stdout)
+
+
+#: Prints its process id (differs every run), then its result.
+TALKATIVE = (
+    HEADER
+    + """
+import os
+
+@letitloop.durable(goal_id="talkative")
+def pipeline():
+    print("process", os.getpid())
+    return letitloop.step("first", double, 1)
+
+print(pipeline())
+"""
+)
+
+
+class TestTheOutput:
+    def test_a_finished_run_that_prints_otherwise_is_reported(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "repeats: 0" in done.stdout
+        assert "killed before step 'first': the finished program's output (exact) differs" in (
+            done.stdout
+        )
+
+    def test_last_line_compares_only_the_result(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1", "--output", "last-line")
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+class TestBadInput:
+    def test_a_program_with_no_step_is_refused_in_one_line(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, "print('hello')\n")
+        assert done.returncode == 1
+        assert "ran no letitloop step" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+class TestTheCommand:
+    def test_it_is_in_lil_help(self) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "letitloop", "--help"], capture_output=True, text=True
+        )
+        assert "crashtest" in done.stdout
