@@ -16,11 +16,41 @@ import importlib.util
 import inspect
 import re
 import textwrap
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
+
+
+def each(
+    argname: str, values: Iterable[str]
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A check run over every value in one test (not one test per value: over 300 modules
+    and a dozen rules, pytest's own cost per test was most of this file's time), failing
+    with every value that fails, each with its message."""
+    values = list(values)
+
+    def wrap(check: Callable[..., None]) -> Callable[..., None]:
+        def test(self: object) -> None:
+            failures = []
+            for value in values:
+                try:
+                    check(self, **{argname: value})
+                except AssertionError as failure:
+                    failures.append(f"{value}: {failure}")
+            assert not failures, f"{len(failures)} of {len(values)} fail:\n" + "\n".join(failures)
+
+        test.__name__, test.__qualname__, test.__doc__ = (
+            check.__name__,
+            check.__qualname__,
+            check.__doc__,
+        )
+        return test
+
+    return wrap
+
 
 #: Each store's parts, one module each (its class implements one narrow protocol of
 #: stores/storage.py), and the module of its storage class, their list: TestTheStorageBoundary.
@@ -487,7 +517,7 @@ class TestTheLayers:
     def test_the_architecture_page_draws_them_as_they_are(self) -> None:
         assert layer_table() == {i: members for i, (_, members) in enumerate(LAYERS)}
 
-    @pytest.mark.parametrize("name", sorted(module_files()))
+    @each("name", sorted(module_files()))
     def test_a_module_imports_nothing_above_its_layer(self, name: str) -> None:
         mine = layer_of(name)
         for target in sorted(imports(name, module_files()[name])):
@@ -498,7 +528,7 @@ class TestTheLayers:
                     f"({LAYERS[layer_of(target)][0]}), a higher layer"
                 )
 
-    @pytest.mark.parametrize("name", sorted(module_files()))
+    @each("name", sorted(module_files()))
     def test_every_module_opens_by_saying_what_it_owns(self, name: str) -> None:
         tree = parsed(module_files()[name])
         doc = ast.get_docstring(tree)
@@ -558,7 +588,7 @@ def long_classes() -> dict[str, int]:
 
 
 class TestModulesAndClassesAreSmall:
-    @pytest.mark.parametrize("name", sorted(module_files()))
+    @each("name", sorted(module_files()))
     def test_a_module_is_under_400_lines(self, name: str) -> None:
         lines = len(module_files()[name].read_text(encoding="utf-8").splitlines())
         if name in LONG_MODULES:  # an exception may shrink, not grow
@@ -633,7 +663,7 @@ KNOWN_STORE_IMPORTS = {
 
 
 class TestTheStorageBoundary:
-    @pytest.mark.parametrize("name", JOURNAL_SIDE)
+    @each("name", JOURNAL_SIDE)
     def test_the_journal_side_imports_no_store_module(self, name: str) -> None:
         found = imports(name, module_files()[name], type_only_too=True)
         for target in sorted(found):
@@ -775,7 +805,7 @@ class TestTheStorageProtocols:
                         f"{owner.__name__} implements {other.__name__} too: one concept a part"
                     )
 
-    @pytest.mark.parametrize("name", sorted(n for n in module_files() if not in_a_store(n)))
+    @each("name", sorted(n for n in module_files() if not in_a_store(n)))
     def test_a_caller_imports_protocols_not_stores(self, name: str) -> None:
         classes = {klass.__name__ for cls in stores().values() for klass in cls.__mro__[:-1]}
         for source, imported, line in names_imported(name):
@@ -845,9 +875,7 @@ class TestTheOrderedPackages:
         }
         assert found == set(ORDERED_PACKAGES[package]), f"list letitloop/{package}/'s modules"
 
-    @pytest.mark.parametrize(
-        "dotted", [f"{p}.{n}" for p, order in sorted(ORDERED_PACKAGES.items()) for n in order]
-    )
+    @each("dotted", [f"{p}.{n}" for p, order in sorted(ORDERED_PACKAGES.items()) for n in order])
     def test_a_module_imports_only_the_ones_below_it(self, dotted: str) -> None:
         package, name = dotted.rsplit(".", 1)
         order = ORDERED_PACKAGES[package]
@@ -1096,7 +1124,7 @@ def package_of(name: str) -> str:
 
 
 class TestNamesSayWhereThingsLive:
-    @pytest.mark.parametrize("name", sorted(module_files()))
+    @each("name", sorted(module_files()))
     def test_no_underscore_name_is_imported_from_another_module(self, name: str) -> None:
         for source, imported, line in names_imported(name):
             if not imported.startswith("_") or imported.startswith("__"):
@@ -1109,7 +1137,7 @@ class TestNamesSayWhereThingsLive:
                 f"the underscore there)"
             )
 
-    @pytest.mark.parametrize("name", sorted(module_files()))
+    @each("name", sorted(module_files()))
     def test_every_name_is_imported_from_the_module_that_defines_it(self, name: str) -> None:
         files = module_files()
         for source, imported, line in names_imported(name):
@@ -1130,7 +1158,7 @@ class TestNamesSayWhereThingsLive:
                 f"{source}, which does not define it: import it from the module that does"
             )
 
-    @pytest.mark.parametrize("name", sorted(n for n in module_files() if "__init__" not in n))
+    @each("name", sorted(n for n in module_files() if "__init__" not in n))
     def test_a_module_lists_in_all_only_what_it_defines(self, name: str) -> None:
         tree = parsed(module_files()[name])
         defined = top_level_names(tree)[0]
@@ -1139,7 +1167,7 @@ class TestNamesSayWhereThingsLive:
                 listed = set(ast.literal_eval(stmt.value))
                 assert listed <= defined, f"{name} re-exports {sorted(listed - defined)}"
 
-    @pytest.mark.parametrize("name", sorted(module_files()))
+    @each("name", sorted(module_files()))
     def test_no_module_hands_out_names_on_first_use_but_the_package(self, name: str) -> None:
         tree = parsed(module_files()[name])
         if "__getattr__" in top_level_names(tree)[0]:
