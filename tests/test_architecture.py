@@ -295,6 +295,7 @@ SUPERVISION_ORDER = [
     "childproc",
     "supervisor",
     "control",
+    "crashpaid",
     "crashtest",
     "demo",
     "__init__",

@@ -125,6 +125,54 @@ print(pipeline())
 )
 
 
+PAID_HEADER = """\
+import os
+import time
+import letitloop
+
+def ask(question):  # a paid model call: it reports what it cost
+    letitloop.usage(input_tokens=100, output_tokens=20, cost=0.5, model="m")
+    return question.upper()
+"""
+
+#: A paid call in a step, its usage reported in the step's function: paid once.
+PAID = (
+    PAID_HEADER
+    + """
+@letitloop.durable(goal_id="paid")
+def pipeline():
+    answer = letitloop.step("ask", ask, "hi")
+    return letitloop.step("answer", len, answer)
+
+print(pipeline())
+"""
+)
+
+#: The paid step's key holds the time: a rerun pays for it again under another key.
+PAID_TIMED = (
+    PAID_HEADER
+    + """
+@letitloop.durable(goal_id="paid")
+def pipeline():
+    answer = letitloop.step(f"ask-{time.time_ns()}", ask, "hi")
+    return letitloop.step("answer", len, answer)
+
+print(pipeline())
+"""
+)
+
+#: A run named anew by each process: the usage goes to a record no rerun reads, and
+#: the rerun (another run, the same step names) pays again.
+PAID_ELSEWHERE = (
+    PAID_HEADER
+    + """
+with letitloop.Journal("paid", run=f"process-{os.getpid()}") as j:
+    answer = j.step("ask", ask, "hi")
+    print(j.step("answer", len, answer))
+"""
+)
+
+
 def crashtest(folder: Path, program: str, *options: str) -> subprocess.CompletedProcess[str]:
     """``lil crashtest [options] -- python prog.py`` in ``folder``, as a user types it."""
     (folder / "prog.py").write_text(program)
@@ -265,3 +313,38 @@ class TestTheCommand:
             [sys.executable, "-m", "letitloop", "--help"], capture_output=True, text=True
         )
         assert "crashtest" in done.stdout
+
+
+class TestPaidCalls:
+    def test_a_call_in_flight_at_the_kill_is_paid_again_and_allowed(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PAID)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "repeats: 0" in done.stdout
+        # Killed after 'ask' reported its call and returned, before its record: the
+        # journal kept that call as a crashed try, and the rerun paid it again.
+        assert done.stdout.count("in flight, paid again (allowed): 1\n") == 1
+        assert (
+            "  killed after step 'ask' returned, before its record: step 'ask' in flight at "
+            "the kill, paid again (allowed): 200 tokens in, 40 out, cost 1 in all"
+        ) in done.stdout
+
+    def test_a_paid_step_whose_key_changes_is_paid_again_at_its_place(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PAID_TIMED, "--max-kills", "4")
+        assert done.returncode == 1, done.stdout + done.stderr
+        lines = [line for line in done.stdout.splitlines() if "paid call" in line]
+        # Killed before 'answer' (index 3): 'ask' was committed, and paid again.
+        assert len(lines) == 1, done.stdout
+        assert lines[0].startswith("  killed before step 'answer': paid call at /1 paid again")
+        assert "(100 tokens in, 20 out, cost 0.5), then 'ask-" in lines[0]
+        assert lines[0].endswith(" recorded 100 tokens in, 20 out, cost 0.5")
+
+    def test_usage_recorded_where_no_rerun_reads_it_is_a_repeat(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PAID_ELSEWHERE)
+        assert done.returncode == 1, done.stdout + done.stderr
+        # No step body ran again in its own run: only the usage records tell.
+        assert "ran again" not in done.stdout
+        assert (
+            "  killed before step 'answer': paid call at /1 paid again: its step was committed "
+            "as 'ask' (100 tokens in, 20 out, cost 0.5), then 'ask' of another run recorded "
+            "100 tokens in, 20 out, cost 0.5"
+        ) in done.stdout

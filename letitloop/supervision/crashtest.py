@@ -8,7 +8,10 @@ runs in a fresh folder, SIGKILLs itself there, and is run again without the
 kill until it finishes. Then: a step body that ran again after its record
 was committed is a repeat; so is one that ran at a place whose committed
 step had another key (the key changed between runs: a divergence); so is a
-marker body run again after its record; so is a line of the side-effect file
+marker body run again after its record; so is a paid call recorded again at a
+place whose step was committed (``crashpaid.py``, from the journal's usage
+records; a call in flight at the kill, paid again, is reported apart, as
+allowed); so is a line of the side-effect file
 (``effects``) that appears more often than in the reference. A finished
 program's output that differs from the reference's is reported too.
 
@@ -31,6 +34,7 @@ from pathlib import Path
 
 from ..errors import LetItLoopError
 from ..run.crashhook import KILL_ENV, LEDGER_ENV
+from .crashpaid import judge_paid, paid_in
 
 
 @dataclass
@@ -60,6 +64,8 @@ class Report:
     seconds: float = 0.0
     repeats: list[Repeat] = field(default_factory=list)
     problems: list[Repeat] = field(default_factory=list)
+    #: Calls in flight at a kill and paid again: allowed by the contract, told apart.
+    allowed: list[Repeat] = field(default_factory=list)
 
 
 def kill_points(events: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
@@ -238,6 +244,12 @@ def crashtest(
                 runs.append(program.run(folder, len(runs)))
                 report.reruns += 1
             found = judge(runs, known)
+            run_ids = {event[3] for run in runs for event in run.events if event[3]}
+            paid_again, allowed = judge_paid(
+                [run.events for run in runs], paid_in(folder / "journal.db", run_ids)
+            )
+            found += paid_again
+            report.allowed += [Repeat(label, what) for what in allowed]
             extra = effects_in(folder, effects) - expected
             found += [
                 f"side effect {line!r} happened {extra[line] + expected[line]} times "
@@ -276,6 +288,9 @@ def describe(report: Report, command: list[str]) -> list[str]:
         f"repeats: {len(report.repeats)}",
     ]
     lines += [f"  killed {r.kill}: {r.what}" for r in report.repeats]
+    if report.allowed:
+        lines.append(f"in flight, paid again (allowed): {len(report.allowed)}")
+        lines += [f"  killed {r.kill}: {r.what}" for r in report.allowed]
     if report.problems:
         lines.append(f"other problems: {len(report.problems)}")
         lines += [f"  killed {r.kill}: {r.what}" for r in report.problems]
