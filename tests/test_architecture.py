@@ -295,6 +295,7 @@ SUPERVISION_ORDER = [
     "childproc",
     "supervisor",
     "control",
+    "crashdb",
     "crashpaid",
     "crashtest",
     "demo",

@@ -7,6 +7,7 @@ SIGKILL themselves at each kill point (letitloop/run/crashhook.py).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -173,12 +174,16 @@ with letitloop.Journal("paid", run=f"process-{os.getpid()}") as j:
 )
 
 
-def crashtest(folder: Path, program: str, *options: str) -> subprocess.CompletedProcess[str]:
-    """``lil crashtest [options] -- python prog.py`` in ``folder``, as a user types it."""
+def crashtest(
+    folder: Path, program: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``lil crashtest [options] -- python prog.py`` in ``folder``, as a user types it
+    (with ``env`` added to the environment)."""
     (folder / "prog.py").write_text(program)
     return subprocess.run(
         [sys.executable, "-m", "letitloop", "crashtest", *options, "--", sys.executable, "prog.py"],
         cwd=folder,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
@@ -348,3 +353,42 @@ class TestPaidCalls:
             "as 'ask' (100 tokens in, 20 out, cost 0.5), then 'ask' of another run recorded "
             "100 tokens in, 20 out, cost 0.5"
         ) in done.stdout
+
+
+class TestOnPostgreSQL:
+    def test_each_trial_has_a_fresh_schema_its_usage_read_there_and_dropped_after(
+        self, tmp_path: Path
+    ) -> None:
+        import pg_server
+        import psycopg
+
+        location = pg_server.location()
+        done = crashtest(tmp_path, PAID, env={"LETITLOOP_DB": location})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 6 tried of 6" in done.stdout
+        assert "repeats: 0" in done.stdout
+        # The call in flight at the kill was read from the trial's schema's tries.
+        assert (
+            "step 'ask' in flight at the kill, paid again (allowed): "
+            "200 tokens in, 40 out, cost 1 in all"
+        ) in done.stdout
+        with psycopg.connect(pg_server.server_url(), autocommit=True) as conn:
+            left = conn.execute(
+                "SELECT count(*) FROM information_schema.schemata "
+                "WHERE schema_name LIKE 'lil_crashtest_%'"
+            ).fetchone()
+            given = location.rsplit("search_path%3D", 1)[1]
+            tables = conn.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s", (given,)
+            ).fetchone()
+        assert left == (0,)  # each trial's schema was dropped with its tables
+        assert tables == (0,)  # and no trial wrote in the schema LETITLOOP_DB names
+
+    def test_a_paid_step_whose_key_changes_is_found_there_too(self, tmp_path: Path) -> None:
+        import pg_server
+
+        done = crashtest(
+            tmp_path, PAID_TIMED, "--max-kills", "4", env={"LETITLOOP_DB": pg_server.location()}
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "  killed before step 'answer': paid call at /1 paid again" in done.stdout

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inspection.inspectors import open_inspector
+from ..stores.schemes import scheme_of
 
 #: ``(input_tokens, output_tokens, cost)`` one record's calls reported; None where none.
 Spent = tuple[int | None, int | None, float | None]
@@ -31,12 +32,13 @@ class Paid:
     crashed: set[tuple[str, str]]
 
 
-def paid_in(journal: Path, run_ids: set[str]) -> Paid:
-    """The usage the journal file recorded for the runs ``run_ids``: per step key, its row's
-    and its tries' (failed and crashed calls), summed, as ``lil show`` reads them."""
+def paid_in(journal: str, run_ids: set[str]) -> Paid:
+    """The usage the journal (a file, or a URL) recorded for the runs ``run_ids``: per step
+    key, its row's and its tries' (failed and crashed calls), summed, as ``lil show`` reads
+    them."""
     spent: dict[tuple[str, str], Spent] = {}
     crashed: set[tuple[str, str]] = set()
-    if not journal.exists() or not run_ids:
+    if not run_ids or (scheme_of(journal) is None and not Path(journal).exists()):
         return Paid(spent, crashed)
     inspector = open_inspector(journal)
     try:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..errors import LetItLoopError
 from ..run.crashhook import KILL_ENV, LEDGER_ENV
+from .crashdb import TrialJournals
 from .crashpaid import judge_paid, paid_in
 
 
@@ -101,10 +102,11 @@ class Program:
         )
         self.env.pop(KILL_ENV, None)
 
-    def run(self, folder: Path, n: int, kill: str = "") -> Run:
-        """Run once in ``folder`` (``n`` numbers the ledger), killed at ``kill`` if set."""
+    def run(self, folder: Path, journal: str, n: int, kill: str = "") -> Run:
+        """Run once in ``folder`` on ``journal`` (``n`` numbers the ledger), killed at ``kill``
+        if set."""
         ledger = folder / f".crashtest-ledger-{n}"
-        env = dict(self.env, LETITLOOP_DB=str(folder / "journal.db"))
+        env = dict(self.env, LETITLOOP_DB=journal)
         env[LEDGER_ENV] = str(ledger)
         if kill:
             env[KILL_ENV] = kill
@@ -206,11 +208,13 @@ def crashtest(
     """
     began = time.monotonic()
     program = Program(command, timeout)
+    journals = TrialJournals(os.environ.get("LETITLOOP_DB"))
     report = Report()
     root = Path(tempfile.mkdtemp(prefix="lil-crashtest-"))
     try:
         (root / "reference").mkdir()
-        reference = program.run(root / "reference", 0)
+        with journals.journal(root / "reference") as journal:
+            reference = program.run(root / "reference", journal, 0)
         expected = effects_in(root / "reference", effects)
         points = kill_points(reference.events)
         known = {key for kind, _, key, _ in reference.events if kind == "start"}
@@ -226,36 +230,37 @@ def crashtest(
         for number, (kind, where, label) in enumerate(points[:max_kills]):
             folder = root / f"kill-{number}"
             folder.mkdir()
-            runs = [program.run(folder, 0, f"{kind}\t{where}")]
-            report.tried += 1
-            if not any(event[0] == "kill" for event in runs[0].events):
-                report.problems.append(
-                    Repeat(
-                        label,
-                        f"the program was not killed there (exit status "
-                        f"{runs[0].status}): it did not reach that place again",
+            with journals.journal(folder) as journal:
+                runs = [program.run(folder, journal, 0, f"{kind}\t{where}")]
+                report.tried += 1
+                if not any(event[0] == "kill" for event in runs[0].events):
+                    report.problems.append(
+                        Repeat(
+                            label,
+                            f"the program was not killed there (exit status "
+                            f"{runs[0].status}): it did not reach that place again",
+                        )
                     )
+                # A killed run never counts as the finished one, even when the
+                # command exits as the reference did (its work ran in a child it waited for).
+                while len(runs) <= max_reruns and (
+                    len(runs) == 1 or runs[-1].status != reference.status
+                ):
+                    runs.append(program.run(folder, journal, len(runs)))
+                    report.reruns += 1
+                found = judge(runs, known)
+                run_ids = {event[3] for run in runs for event in run.events if event[3]}
+                paid_again, allowed = judge_paid(
+                    [run.events for run in runs], paid_in(journal, run_ids)
                 )
-            # A killed run never counts as the finished one, even when the
-            # command exits as the reference did (its work ran in a child it waited for).
-            while len(runs) <= max_reruns and (
-                len(runs) == 1 or runs[-1].status != reference.status
-            ):
-                runs.append(program.run(folder, len(runs)))
-                report.reruns += 1
-            found = judge(runs, known)
-            run_ids = {event[3] for run in runs for event in run.events if event[3]}
-            paid_again, allowed = judge_paid(
-                [run.events for run in runs], paid_in(folder / "journal.db", run_ids)
-            )
-            found += paid_again
-            report.allowed += [Repeat(label, what) for what in allowed]
-            extra = effects_in(folder, effects) - expected
-            found += [
-                f"side effect {line!r} happened {extra[line] + expected[line]} times "
-                f"(reference: {expected[line]})"
-                for line in sorted(extra)
-            ]
+                found += paid_again
+                report.allowed += [Repeat(label, what) for what in allowed]
+                extra = effects_in(folder, effects) - expected
+                found += [
+                    f"side effect {line!r} happened {extra[line] + expected[line]} times "
+                    f"(reference: {expected[line]})"
+                    for line in sorted(extra)
+                ]
             report.repeats += [Repeat(label, what) for what in found]
             last = runs[-1]
             if last.status != reference.status:
