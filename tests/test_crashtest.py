@@ -342,6 +342,13 @@ class TestPaidCalls:
         assert lines[0].startswith("  killed before step 'answer': paid call at /1 paid again")
         assert "(100 tokens in, 20 out, cost 0.5), then 'ask-" in lines[0]
         assert lines[0].endswith(" recorded 100 tokens in, 20 out, cost 0.5")
+        # Killed after its call returned, before its record: in flight, paid again under
+        # its new key, as the contract allows.
+        assert "in flight, paid again (allowed): 1\n" in done.stdout
+        assert (
+            "returned, before its record: step at /1 in flight at the kill as 'ask-" in done.stdout
+        )
+        assert "(100 tokens in, 20 out, cost 0.5) (allowed)" in done.stdout
 
     def test_usage_recorded_where_no_rerun_reads_it_is_a_repeat(self, tmp_path: Path) -> None:
         done = crashtest(tmp_path, PAID_ELSEWHERE)

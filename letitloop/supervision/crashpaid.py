@@ -8,7 +8,8 @@ one run, and that recorded usage again under another record in a later run
 (another key, or another run of the goal), paid again: a repeat. A step in
 flight at the kill (its body began, its record was not committed) may call
 again, as the contract allows: its usage, kept as a crashed try and paid
-anew, is reported apart, as allowed.
+anew (under its key, or under the key that replaced it at its place), is
+reported apart, as allowed.
 """
 
 from __future__ import annotations
@@ -103,14 +104,17 @@ def judge_paid(
     repeats: list[str] = []
     allowed: list[str] = []
     committed: dict[str, tuple[str, str]] = {}  # where -> (run id, key) committed there
+    began: dict[str, tuple[str, str]] = {}  # where -> (run id, key) whose body began first
     told: set[tuple[str, str]] = set()
     for number, run in enumerate(events):
         for kind, where, key, run_id in run:
             record = (run_id, key)
             if kind == "done":
                 committed.setdefault(where, record)
-            elif kind != "start" or not number or record in told:
+            elif kind != "start" or record in told:
                 continue
+            elif not number:
+                began.setdefault(where, record)
             elif where in committed and committed[where] != record and record in paid.spent:
                 told.add(record)
                 first_run, first_key = committed[where]
@@ -127,5 +131,21 @@ def judge_paid(
                 allowed.append(
                     f"step {key!r} in flight at the kill, paid again (allowed): "
                     f"{amount(paid.spent[record])} in all"
+                )
+            elif (
+                where in began
+                and began[where] != record
+                and began[where] in paid.crashed
+                and began[where] in paid.spent
+                and record in paid.spent
+            ):
+                # In flight under one key, called again under another (the key
+                # changed): the call may be paid again all the same.
+                told.add(record)
+                cut = began[where]
+                allowed.append(
+                    f"step at {where} in flight at the kill as {cut[1]!r} "
+                    f"({amount(paid.spent[cut])}), paid again as {key!r} "
+                    f"({amount(paid.spent[record])}) (allowed)"
                 )
     return repeats, allowed
