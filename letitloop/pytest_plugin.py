@@ -23,12 +23,20 @@ takes its journal), and ``letitloop_clock``, a
 :class:`~letitloop.testing.SkippingClock` made the default clock of every
 journal the test opens, so sleeps, waits' timeouts and retries' backoffs take
 no time.
+
+A crash test: a test that asks for ``letitloop_crashtest`` calls it with the
+command of a durable program; it runs ``lil crashtest``'s test of that
+command (letitloop/supervision/crashtest.py: the program killed at every
+step and rerun) and fails the test with the report when anything ran or was
+paid twice, or returns the report. It reruns the program many times, so it
+runs only under ``pytest --letitloop-crash``; otherwise the test is skipped,
+saying so.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +69,20 @@ class Replay:
 
     def __repr__(self) -> str:
         return f"Replay({str(self.path)!r})"
+
+
+#: The option that runs the tests asking for ``letitloop_crashtest`` (skipped without it).
+CRASH_OPTION = "--letitloop-crash"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("letitloop").addoption(
+        CRASH_OPTION,
+        action="store_true",
+        default=False,
+        help="Run the tests that use the letitloop_crashtest fixture: each kills its program "
+        "at every step and reruns it (slow; skipped without this option).",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -162,6 +184,33 @@ def letitloop_clock() -> Iterator[SkippingClock]:
     clock = SkippingClock()
     with using_clock(clock):
         yield clock
+
+
+@pytest.fixture
+def letitloop_crashtest(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``letitloop_crashtest(command, **options)``: the crash test of a program's command.
+
+    ``command`` is a list (``[sys.executable, "pipeline.py"]``), run from the
+    test's current folder; ``options`` are ``lil crashtest``'s (``max_kills``,
+    ``effects``, ``output``, ...: letitloop.supervision.crashtest.crashtest).
+    Fails the test with the report when a step, marker body, paid call or
+    side effect ran twice, or a trial did not finish as the reference did;
+    returns the report (``Report``: ``tried``, ``reruns``, ``allowed``, ...)
+    otherwise. Skips the test unless pytest runs with ``--letitloop-crash``.
+    """
+    if not request.config.getoption(CRASH_OPTION):
+        pytest.skip(f"a crash test: run it with pytest {CRASH_OPTION}")
+
+    def crashtest(command: Sequence[str], **options: Any) -> Any:
+        from .supervision.crashtest import crashtest as run_crashtest
+        from .supervision.crashtest import describe
+
+        report = run_crashtest(list(command), **options)
+        if report.repeats or report.problems:
+            pytest.fail("\n".join(describe(report, list(command))), pytrace=False)
+        return report
+
+    return crashtest
 
 
 def drift_report(exc: StepMismatchError | UnrecordedStepError, path: Path) -> str:

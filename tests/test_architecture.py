@@ -325,6 +325,8 @@ SUPERVISION_ORDER = [
     "childproc",
     "supervisor",
     "control",
+    "crashdb",
+    "crashpaid",
     "crashtest",
     "demo",
     "__init__",

@@ -7,6 +7,7 @@ SIGKILL themselves at each kill point (letitloop/run/crashhook.py).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -125,12 +126,64 @@ print(pipeline())
 )
 
 
-def crashtest(folder: Path, program: str, *options: str) -> subprocess.CompletedProcess[str]:
-    """``lil crashtest [options] -- python prog.py`` in ``folder``, as a user types it."""
+PAID_HEADER = """\
+import os
+import time
+import letitloop
+
+def ask(question):  # a paid model call: it reports what it cost
+    letitloop.usage(input_tokens=100, output_tokens=20, cost=0.5, model="m")
+    return question.upper()
+"""
+
+#: A paid call in a step, its usage reported in the step's function: paid once.
+PAID = (
+    PAID_HEADER
+    + """
+@letitloop.durable(goal_id="paid")
+def pipeline():
+    answer = letitloop.step("ask", ask, "hi")
+    return letitloop.step("answer", len, answer)
+
+print(pipeline())
+"""
+)
+
+#: The paid step's key holds the time: a rerun pays for it again under another key.
+PAID_TIMED = (
+    PAID_HEADER
+    + """
+@letitloop.durable(goal_id="paid")
+def pipeline():
+    answer = letitloop.step(f"ask-{time.time_ns()}", ask, "hi")
+    return letitloop.step("answer", len, answer)
+
+print(pipeline())
+"""
+)
+
+#: A run named anew by each process: the usage goes to a record no rerun reads, and
+#: the rerun (another run, the same step names) pays again.
+PAID_ELSEWHERE = (
+    PAID_HEADER
+    + """
+with letitloop.Journal("paid", run=f"process-{os.getpid()}") as j:
+    answer = j.step("ask", ask, "hi")
+    print(j.step("answer", len, answer))
+"""
+)
+
+
+def crashtest(
+    folder: Path, program: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``lil crashtest [options] -- python prog.py`` in ``folder``, as a user types it
+    (with ``env`` added to the environment)."""
     (folder / "prog.py").write_text(program)
     return subprocess.run(
         [sys.executable, "-m", "letitloop", "crashtest", *options, "--", sys.executable, "prog.py"],
         cwd=folder,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
@@ -265,3 +318,84 @@ class TestTheCommand:
             [sys.executable, "-m", "letitloop", "--help"], capture_output=True, text=True
         )
         assert "crashtest" in done.stdout
+
+
+class TestPaidCalls:
+    def test_a_call_in_flight_at_the_kill_is_paid_again_and_allowed(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PAID)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "repeats: 0" in done.stdout
+        # Killed after 'ask' reported its call and returned, before its record: the
+        # journal kept that call as a crashed try, and the rerun paid it again.
+        assert done.stdout.count("in flight, paid again (allowed): 1\n") == 1
+        assert (
+            "  killed after step 'ask' returned, before its record: step 'ask' in flight at "
+            "the kill, paid again (allowed): 200 tokens in, 40 out, cost 1 in all"
+        ) in done.stdout
+
+    def test_a_paid_step_whose_key_changes_is_paid_again_at_its_place(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PAID_TIMED, "--max-kills", "4")
+        assert done.returncode == 1, done.stdout + done.stderr
+        lines = [line for line in done.stdout.splitlines() if "paid call" in line]
+        # Killed before 'answer' (index 3): 'ask' was committed, and paid again.
+        assert len(lines) == 1, done.stdout
+        assert lines[0].startswith("  killed before step 'answer': paid call at /1 paid again")
+        assert "(100 tokens in, 20 out, cost 0.5), then 'ask-" in lines[0]
+        assert lines[0].endswith(" recorded 100 tokens in, 20 out, cost 0.5")
+        # Killed after its call returned, before its record: in flight, paid again under
+        # its new key, as the contract allows.
+        assert "in flight, paid again (allowed): 1\n" in done.stdout
+        assert (
+            "returned, before its record: step at /1 in flight at the kill as 'ask-" in done.stdout
+        )
+        assert "(100 tokens in, 20 out, cost 0.5) (allowed)" in done.stdout
+
+    def test_usage_recorded_where_no_rerun_reads_it_is_a_repeat(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PAID_ELSEWHERE)
+        assert done.returncode == 1, done.stdout + done.stderr
+        # No step body ran again in its own run: only the usage records tell.
+        assert "ran again" not in done.stdout
+        assert (
+            "  killed before step 'answer': paid call at /1 paid again: its step was committed "
+            "as 'ask' (100 tokens in, 20 out, cost 0.5), then 'ask' of another run recorded "
+            "100 tokens in, 20 out, cost 0.5"
+        ) in done.stdout
+
+
+class TestOnPostgreSQL:
+    def test_each_trial_has_a_fresh_schema_its_usage_read_there_and_dropped_after(
+        self, tmp_path: Path
+    ) -> None:
+        import pg_server
+        import psycopg
+
+        location = pg_server.location()
+        done = crashtest(tmp_path, PAID, env={"LETITLOOP_DB": location})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 6 tried of 6" in done.stdout
+        assert "repeats: 0" in done.stdout
+        # The call in flight at the kill was read from the trial's schema's tries.
+        assert (
+            "step 'ask' in flight at the kill, paid again (allowed): "
+            "200 tokens in, 40 out, cost 1 in all"
+        ) in done.stdout
+        with psycopg.connect(pg_server.server_url(), autocommit=True) as conn:
+            left = conn.execute(
+                "SELECT count(*) FROM information_schema.schemata "
+                "WHERE schema_name LIKE 'lil_crashtest_%'"
+            ).fetchone()
+            given = location.rsplit("search_path%3D", 1)[1]
+            tables = conn.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s", (given,)
+            ).fetchone()
+        assert left == (0,)  # each trial's schema was dropped with its tables
+        assert tables == (0,)  # and no trial wrote in the schema LETITLOOP_DB names
+
+    def test_a_paid_step_whose_key_changes_is_found_there_too(self, tmp_path: Path) -> None:
+        import pg_server
+
+        done = crashtest(
+            tmp_path, PAID_TIMED, "--max-kills", "4", env={"LETITLOOP_DB": pg_server.location()}
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "  killed before step 'answer': paid call at /1 paid again" in done.stdout

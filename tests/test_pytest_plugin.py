@@ -194,3 +194,73 @@ class TestTheClockFixture:
         )
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS)
         result.assert_outcomes(passed=1)
+
+
+CRASH_TESTS = textwrap.dedent(
+    '''
+    import sys
+
+    CAREFUL = """
+    import letitloop
+
+    def ask(question):
+        letitloop.usage(input_tokens=10, cost=0.1)
+        return question.upper()
+
+    @letitloop.durable(goal_id="careful")
+    def pipeline():
+        return letitloop.step("ask", ask, "hi") + letitloop.step("again", ask, "ho")
+
+    print(pipeline())
+    """
+
+    # The send is outside any step: every rerun sends again.
+    BROKEN = """
+    import letitloop
+
+    @letitloop.durable(goal_id="broken")
+    def pipeline():
+        with open("sent.log", "a") as log:
+            log.write("sent\\\\n")
+        return letitloop.step("ask", str.upper, "hi")
+
+    print(pipeline())
+    """
+
+    def test_a_careful_pipeline(letitloop_crashtest, tmp_path):
+        (tmp_path / "careful.py").write_text(CAREFUL)
+        report = letitloop_crashtest([sys.executable, str(tmp_path / "careful.py")])
+        assert report.tried == 6 and not report.repeats
+        assert len(report.allowed) == 2  # each step killed after its paid call returned
+
+    def test_a_broken_pipeline(letitloop_crashtest, tmp_path):
+        (tmp_path / "broken.py").write_text(BROKEN)
+        letitloop_crashtest(
+            [sys.executable, str(tmp_path / "broken.py")], effects="sent.log", max_kills=1
+        )
+    '''
+)
+
+
+class TestTheCrashTestFixture:
+    def test_under_the_option_a_careful_pipeline_passes_and_a_broken_one_fails_with_the_report(
+        self, pytester: pytest.Pytester
+    ) -> None:
+        pytester.makepyfile(test_crash=CRASH_TESTS)
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS, "--letitloop-crash"
+        )
+        result.assert_outcomes(passed=1, failed=1)
+        out = result.stdout.str()
+        assert "repeats: 1" in out
+        assert "killed before step 'ask': side effect 'sent' happened 2 times (reference: 1)" in out
+
+    def test_without_the_option_its_tests_are_skipped_saying_how_to_run_them(
+        self, pytester: pytest.Pytester
+    ) -> None:
+        pytester.makepyfile(test_crash=CRASH_TESTS)
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS, "-rs"
+        )
+        result.assert_outcomes(skipped=2)
+        assert "a crash test: run it with pytest --letitloop-crash" in result.stdout.str()

@@ -834,6 +834,11 @@ ILLUSTRATIVE: dict[tuple[str, str], str] = {
         "a pytest test of the example's pipeline, run by pytest with its fixture file: "
         "tests/test_example_replay.py runs examples/replay_test/tests/test_triage.py so"
     ),
+    ("testing.md", "# tests/test_pipeline.py: run with pytest --letitloop-crash"): (
+        "a pytest test that needs pytest's fixture and a pipeline.py: "
+        "tests/test_pytest_plugin.py (TestTheCrashTestFixture) runs tests like it under "
+        "--letitloop-crash and without it"
+    ),
     ("adapters.md", "import dspy"): (
         "needs a real model (an API key); tests/test_dspy.py runs the same calls on DSPy's "
         "DummyLM, killed mid-call and resumed, and examples/dspy_resume.py is runnable"

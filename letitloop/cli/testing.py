@@ -153,12 +153,15 @@ def crashtest(
 
     Runs COMMAND once for reference, then once per kill point (before each
     step, at its body's start, after its body returned but before its record
-    is committed; at each atomic_marker body's start and end), killed there,
-    then again until it finishes; each trial in a fresh empty folder with its
-    own journal ($LETITLOOP_DB). Reports a step or marker body that ran again
+    is committed; at each atomic_marker body's start), killed there, then
+    again until it finishes; each trial in a fresh empty folder with its own
+    journal ($LETITLOOP_DB; with $LETITLOOP_DB a postgresql:// URL, a fresh
+    schema of that database, dropped after the trial). Reports a step or marker body that ran again
     after its record was committed, a step whose key changed between runs,
-    repeated --effects lines and a finished output that differs. Exit status
-    1 on any repeat or difference. See docs/crashtest.md.
+    a paid call (letitloop.usage) recorded again at a place whose step was
+    committed, repeated --effects lines and a finished output that differs;
+    a call in flight at a kill and paid again is listed apart, as allowed.
+    Exit status 1 on any repeat or difference. See docs/crashtest.md.
 
     \b
     Example:

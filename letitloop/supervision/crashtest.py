@@ -8,7 +8,10 @@ runs in a fresh folder, SIGKILLs itself there, and is run again without the
 kill until it finishes. Then: a step body that ran again after its record
 was committed is a repeat; so is one that ran at a place whose committed
 step had another key (the key changed between runs: a divergence); so is a
-marker body run again after its record; so is a line of the side-effect file
+marker body run again after its record; so is a paid call recorded again at a
+place whose step was committed (``crashpaid.py``, from the journal's usage
+records; a call in flight at the kill, paid again, is reported apart, as
+allowed); so is a line of the side-effect file
 (``effects``) that appears more often than in the reference. A finished
 program's output that differs from the reference's is reported too.
 
@@ -31,6 +34,8 @@ from pathlib import Path
 
 from ..errors import LetItLoopError
 from ..run.crashhook import KILL_ENV, LEDGER_ENV
+from .crashdb import TrialJournals
+from .crashpaid import judge_paid, paid_in
 
 
 @dataclass
@@ -60,6 +65,8 @@ class Report:
     seconds: float = 0.0
     repeats: list[Repeat] = field(default_factory=list)
     problems: list[Repeat] = field(default_factory=list)
+    #: Calls in flight at a kill and paid again: allowed by the contract, told apart.
+    allowed: list[Repeat] = field(default_factory=list)
 
 
 def kill_points(events: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
@@ -95,10 +102,11 @@ class Program:
         )
         self.env.pop(KILL_ENV, None)
 
-    def run(self, folder: Path, n: int, kill: str = "") -> Run:
-        """Run once in ``folder`` (``n`` numbers the ledger), killed at ``kill`` if set."""
+    def run(self, folder: Path, journal: str, n: int, kill: str = "") -> Run:
+        """Run once in ``folder`` on ``journal`` (``n`` numbers the ledger), killed at ``kill``
+        if set."""
         ledger = folder / f".crashtest-ledger-{n}"
-        env = dict(self.env, LETITLOOP_DB=str(folder / "journal.db"))
+        env = dict(self.env, LETITLOOP_DB=journal)
         env[LEDGER_ENV] = str(ledger)
         if kill:
             env[KILL_ENV] = kill
@@ -200,11 +208,13 @@ def crashtest(
     """
     began = time.monotonic()
     program = Program(command, timeout)
+    journals = TrialJournals(os.environ.get("LETITLOOP_DB"))
     report = Report()
     root = Path(tempfile.mkdtemp(prefix="lil-crashtest-"))
     try:
         (root / "reference").mkdir()
-        reference = program.run(root / "reference", 0)
+        with journals.journal(root / "reference") as journal:
+            reference = program.run(root / "reference", journal, 0)
         expected = effects_in(root / "reference", effects)
         points = kill_points(reference.events)
         known = {key for kind, _, key, _ in reference.events if kind == "start"}
@@ -220,30 +230,37 @@ def crashtest(
         for number, (kind, where, label) in enumerate(points[:max_kills]):
             folder = root / f"kill-{number}"
             folder.mkdir()
-            runs = [program.run(folder, 0, f"{kind}\t{where}")]
-            report.tried += 1
-            if not any(event[0] == "kill" for event in runs[0].events):
-                report.problems.append(
-                    Repeat(
-                        label,
-                        f"the program was not killed there (exit status "
-                        f"{runs[0].status}): it did not reach that place again",
+            with journals.journal(folder) as journal:
+                runs = [program.run(folder, journal, 0, f"{kind}\t{where}")]
+                report.tried += 1
+                if not any(event[0] == "kill" for event in runs[0].events):
+                    report.problems.append(
+                        Repeat(
+                            label,
+                            f"the program was not killed there (exit status "
+                            f"{runs[0].status}): it did not reach that place again",
+                        )
                     )
+                # A killed run never counts as the finished one, even when the
+                # command exits as the reference did (its work ran in a child it waited for).
+                while len(runs) <= max_reruns and (
+                    len(runs) == 1 or runs[-1].status != reference.status
+                ):
+                    runs.append(program.run(folder, journal, len(runs)))
+                    report.reruns += 1
+                found = judge(runs, known)
+                run_ids = {event[3] for run in runs for event in run.events if event[3]}
+                paid_again, allowed = judge_paid(
+                    [run.events for run in runs], paid_in(journal, run_ids)
                 )
-            # A killed run never counts as the finished one, even when the
-            # command exits as the reference did (its work ran in a child it waited for).
-            while len(runs) <= max_reruns and (
-                len(runs) == 1 or runs[-1].status != reference.status
-            ):
-                runs.append(program.run(folder, len(runs)))
-                report.reruns += 1
-            found = judge(runs, known)
-            extra = effects_in(folder, effects) - expected
-            found += [
-                f"side effect {line!r} happened {extra[line] + expected[line]} times "
-                f"(reference: {expected[line]})"
-                for line in sorted(extra)
-            ]
+                found += paid_again
+                report.allowed += [Repeat(label, what) for what in allowed]
+                extra = effects_in(folder, effects) - expected
+                found += [
+                    f"side effect {line!r} happened {extra[line] + expected[line]} times "
+                    f"(reference: {expected[line]})"
+                    for line in sorted(extra)
+                ]
             report.repeats += [Repeat(label, what) for what in found]
             last = runs[-1]
             if last.status != reference.status:
@@ -276,6 +293,9 @@ def describe(report: Report, command: list[str]) -> list[str]:
         f"repeats: {len(report.repeats)}",
     ]
     lines += [f"  killed {r.kill}: {r.what}" for r in report.repeats]
+    if report.allowed:
+        lines.append(f"in flight, paid again (allowed): {len(report.allowed)}")
+        lines += [f"  killed {r.kill}: {r.what}" for r in report.allowed]
     if report.problems:
         lines.append(f"other problems: {len(report.problems)}")
         lines += [f"  killed {r.kill}: {r.what}" for r in report.problems]
