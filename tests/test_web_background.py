@@ -37,12 +37,14 @@ PART = re.compile(r"^part (\d+) in process (\d+)$")
 class Server:
     """``uvicorn app:app --workers N`` in a folder of its own, on a free port."""
 
-    def __init__(self, folder: Path, workers: int) -> None:
+    def __init__(self, folder: Path, workers: int, db: str | None = None) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT)])}
         env.pop("LETITLOOP_DB", None)  # the example's default: .letitloop/journal.db here
+        if db is not None:
+            env["LETITLOOP_DB"] = db
         self.process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "starlette_app:app", "--workers", str(workers),
              "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
@@ -116,9 +118,19 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(params=["file", "postgres"])
+def db(request: pytest.FixtureRequest, folder: Path) -> str:
+    """Where the example's journal is: its default file, or ``LETITLOOP_DB`` on PostgreSQL."""
+    if request.param == "file":
+        return str(folder / ".letitloop" / "journal.db")
+    from pg_server import location
+
+    return location()
+
+
 @pytest.fixture
-def server(folder: Path) -> Iterator[Server]:
-    s = Server(folder, workers=2)
+def server(folder: Path, db: str) -> Iterator[Server]:
+    s = Server(folder, workers=2, db=None if db.endswith("journal.db") else db)
     yield s
     s.stop()
 
@@ -158,7 +170,7 @@ def events(server: Server, run: str, last: str | None = None, stop_after: int = 
     return got
 
 
-def outside(folder: Path, run: str) -> str:
+def outside(db: str, run: str) -> str:
     """The run's entry status, read by a fresh process (not the server's)."""
     code = (
         "import sys; from letitloop import Queue; "
@@ -166,7 +178,7 @@ def outside(folder: Path, run: str) -> str:
         "print(q.handle(q.store.named('reports', sys.argv[2])).status())"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(folder / ".letitloop" / "journal.db"), run],
+        [sys.executable, "-c", code, db, run],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
     )  # fmt: skip
     return done.stdout.strip()
@@ -174,7 +186,7 @@ def outside(folder: Path, run: str) -> str:
 
 class TestAWorkerKilledMidTask:
     def test_its_run_finishes_elsewhere_no_finished_step_runs_twice_a_retry_gets_it(
-        self, server: Server, folder: Path
+        self, server: Server, db: str
     ) -> None:
         run = server.post("order-1")
         assert run == "order-1"
@@ -208,7 +220,7 @@ class TestAWorkerKilledMidTask:
         assert server.post("order-1") == run
         assert server.status(run)["status"] == "completed"
         assert ledger(server) == started
-        assert outside(folder, run) == "completed"
+        assert outside(db, run) == "completed"
 
     def test_a_request_without_a_key_gets_a_run_of_its_own(self, server: Server) -> None:
         answers = [server.client.post("/reports").json()["id"] for _ in range(2)]
@@ -227,7 +239,7 @@ class TestShutdownDrains:
         out = first.stop()
         assert first.process.returncode == 0, out
         # Released, not failed: queued again, its finished steps kept.
-        assert outside(folder, run) == "queued"
+        assert outside(str(folder / ".letitloop" / "journal.db"), run) == "queued"
         drained = ledger(first)
         assert 2 <= len(drained) < 5
         second = Server(folder, workers=1)
