@@ -231,18 +231,19 @@ class TestAWorkerKilledMidTask:
 
 class TestShutdownDrains:
     def test_a_run_in_progress_is_released_and_the_next_start_finishes_it(
-        self, folder: Path
+        self, folder: Path, db: str
     ) -> None:
-        first = Server(folder, workers=2)
+        url = None if db.endswith("journal.db") else db
+        first = Server(folder, workers=2, db=url)
         run = first.post("order-2")
         wait_for_lines(first, 2)
         out = first.stop()
         assert first.process.returncode == 0, out
         # Released, not failed: queued again, its finished steps kept.
-        assert outside(str(folder / ".letitloop" / "journal.db"), run) == "queued"
+        assert outside(db, run) == "queued"
         drained = ledger(first)
         assert 2 <= len(drained) < 5
-        second = Server(folder, workers=1)
+        second = Server(folder, workers=1, db=url)
         try:
             found = second.wait_for(run, "completed")
         finally:
@@ -325,3 +326,13 @@ class TestTheStatusRoute:
         client = TestClient(app, raise_server_exceptions=True)  # no `with`: no lifespan
         with pytest.raises(QueueError, match=re.escape("lifespan=background.lifespan")):
             client.post("/")
+
+
+class TestTheDocs:
+    def test_the_page_s_app_is_the_example_s(self) -> None:
+        """docs/fastapi.md's Starlette app is examples/starlette_app.py's, line for line."""
+        page = (ROOT / "docs" / "fastapi.md").read_text()
+        block = page.split("```python\n", 1)[1].split("```", 1)[0]
+        example = EXAMPLE.read_text()
+        for line in block.splitlines():
+            assert line.split("  #", 1)[0].rstrip() in example, line
