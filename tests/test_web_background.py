@@ -317,6 +317,20 @@ class TestTheStatusRoute:
             assert again["run_id"] == failed["run_id"]
             assert client.get("/runs/nothing").status_code == 404
 
+    def test_a_key_that_cannot_name_a_run_is_refused_before_anything_is_queued(
+        self, tmp_path: Path
+    ) -> None:
+        from starlette.testclient import TestClient
+
+        from letitloop.errors import InvalidNameError
+
+        with TestClient(small_app(tmp_path / "j.db")) as client:
+            with pytest.raises(
+                InvalidNameError, match="idempotency key name must not contain control"
+            ):
+                client.post("/", headers={"Idempotency-Key": "a\tb"})
+            assert client.get("/runs/a%09b").status_code == 404  # nothing queued
+
     def test_start_without_the_lifespan_says_what_to_pass(self, tmp_path: Path) -> None:
         from starlette.testclient import TestClient
 

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from ..errors import QueueError
+from ..identity.names import check_name
 from ..inspection import open_inspector
 from ..inspection.results import decode_result
 from ..integrity.redaction import redact_text
@@ -130,6 +131,7 @@ class Background:
         """
         if idempotency_key is None:
             return self.queue.enqueue(fn, *args, **kwargs).id
+        idempotency_key = check_name("idempotency key", idempotency_key)  # it names the run
         entry = self.queue.store.named(self.queue.name, idempotency_key)
         if entry is not None and self.queue.handle(entry).status() == "completed":
             return idempotency_key
