@@ -256,7 +256,7 @@ class TestShutdownDrains:
 
 #: A small app in this process (Starlette's TestClient runs its lifespan): a result with a
 #: key the app redacts, a task that fails.
-def small_app(path: Path) -> Any:
+def small_app(path: Path, threads: int = 1) -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -275,7 +275,7 @@ def small_app(path: Path) -> Any:
     def broken() -> None:
         raise ValueError("no such user")
 
-    background = Background(queue, redact=["token"])
+    background = Background(queue, threads=threads, redact=["token"])
 
     async def create(request: Request) -> JSONResponse:
         task = sign if request.query_params.get("task") != "broken" else broken
@@ -330,6 +330,23 @@ class TestTheStatusRoute:
             ):
                 client.post("/", headers={"Idempotency-Key": "a\tb"})
             assert client.get("/runs/a%09b").status_code == 404  # nothing queued
+
+    def test_with_no_threads_here_a_worker_elsewhere_runs_it(self, tmp_path: Path) -> None:
+        from starlette.testclient import TestClient
+
+        from letitloop import Queue
+
+        with TestClient(small_app(tmp_path / "j.db", threads=0)) as client:
+            run = client.post("/").json()["id"]
+            time.sleep(0.3)
+            assert client.get(f"/runs/{run}").json()["status"] == "queued"
+            worker = Queue("small", path=tmp_path / "j.db").worker()
+            worker.queue.task(lambda user: {"user": user}, name="sign")
+            worker.start()
+            try:
+                assert wait_in(client, run, "completed")["result"] == {"user": "ada"}
+            finally:
+                worker.stop()
 
     def test_start_without_the_lifespan_says_what_to_pass(self, tmp_path: Path) -> None:
         from starlette.testclient import TestClient

@@ -73,7 +73,8 @@ _SAID = {"claimed": "running"}
 class Background:
     """A queue's runs as an app's durable background work; one per app.
 
-    ``threads``: runs at once in each app process. ``drain_timeout``: seconds
+    ``threads``: runs at once in each app process (0: none here, the queue is served
+    by workers elsewhere: ``lil worker MODULE --queue NAME``). ``drain_timeout``: seconds
     shutdown waits for the runs in progress to reach their next step.
     ``redact``: dict keys whose values the status route replaces by
     ``"[redacted]"`` in a run's result (as ``lil export --redact``).
@@ -87,6 +88,11 @@ class Background:
         drain_timeout: float = 30.0,
         redact: Collection[str] = (),
     ) -> None:
+        if type(threads) is not int or threads < 0:
+            raise QueueError(
+                f"Background: threads must be a whole number, 0 (workers elsewhere) or more; "
+                f"got {threads!r}"
+            )
         self.queue = queue
         self.threads = threads
         self.drain_timeout = drain_timeout
@@ -108,12 +114,14 @@ class Background:
         background.serving(app): yield``."""
         setattr(app.state, STATE_NAME, self)
         # The worker is made here, in the serving process (after any fork of the server).
-        self.worker = self.queue.worker(threads=self.threads).start()
+        if self.threads:
+            self.worker = self.queue.worker(threads=self.threads).start()
         try:
             yield self
         finally:
             worker, self.worker = self.worker, None
-            await asyncio.to_thread(worker.stop, self.drain_timeout)
+            if worker is not None:
+                await asyncio.to_thread(worker.stop, self.drain_timeout)
 
     def start(
         self,
