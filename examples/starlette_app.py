@@ -1,6 +1,6 @@
 """Durable background work in a Starlette app (FastAPI: the same lines, below).
 
-    pip install 'letitloop[web]' uvicorn
+    pip install -e '.[web]' uvicorn   # in your clone
     uvicorn starlette_app:app --workers 2
     curl -X POST -H 'Idempotency-Key: order-1' localhost:8000/reports   # {"id": "order-1"}
     curl localhost:8000/jobs/runs/order-1                                # status, steps, result

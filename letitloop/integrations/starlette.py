@@ -35,7 +35,7 @@ try:
 except ImportError as exc:  # the extra is missing: say what to install
     raise ImportError(
         "letitloop.integrations.starlette needs Starlette (FastAPI installs it): "
-        "pip install 'letitloop[web]'"
+        "pip install -e '.[web]' (in your clone)"
     ) from exc
 
 if TYPE_CHECKING:
