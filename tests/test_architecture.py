@@ -139,6 +139,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "adapters",
             "mcp",
             "web",
+            "integrations",
             "pytest_plugin",
         },
     ),
@@ -385,7 +386,7 @@ CREWAI_ORDER = ["calls", "llms", "tools", "items", "handler", "__init__"]
 OWN_ENVIRONMENT = {"adapters.crewai": "crewai"}
 
 #: The packages of letitloop that import an optional extra's package when imported.
-EXTRAS_PACKAGES = ("mcp.", "web.")
+EXTRAS_PACKAGES = ("mcp.", "web.", "integrations.")
 
 #: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
 #: backend), the durable wait, the capability that installs both.

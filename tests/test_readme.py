@@ -786,6 +786,24 @@ DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] 
     "assert asyncio.run(support('Please refund order A17')) == 'Refunded.'\n",
 )
 DOCS_AROUND[("queues.md", "# tasks.py")] = ("", "")  # a module: it declares, and runs nothing
+# The app as printed (tests/test_web_background.py serves it under uvicorn): its routes.
+DOCS_AROUND[("fastapi.md", "from starlette.applications import Starlette")] = (
+    "",
+    "assert [r.path for r in app.routes] == "
+    "['/reports', '/jobs/runs/{id}', '/jobs/runs/{id}/events']\n",
+)
+# An app's own lifespan entering the background's: its worker runs while the app does.
+DOCS_AROUND[("fastapi.md", "@contextlib.asynccontextmanager")] = (
+    "import contextlib\nfrom letitloop import Queue\n"
+    "from letitloop.integrations.starlette import Background\n"
+    "background = Background(Queue('q'))\n",
+    "from starlette.applications import Starlette\n"
+    "from starlette.testclient import TestClient\n"
+    "_app = Starlette(lifespan=lifespan)\n"
+    "with TestClient(_app):\n"
+    "    assert _app.state.letitloop_background is background and background.worker.alive\n"
+    "assert background.worker is None\n",
+)
 DOCS_AROUND[("adapters.md", "import asyncio")] = ("", "")  # LlamaIndex: a whole program
 # A whole program (tests/test_crashtest.py crash-tests it and checks the page's report).
 DOCS_AROUND[
@@ -797,6 +815,10 @@ DOCS_AROUND[
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
+    ("fastapi.md", "app = FastAPI(lifespan=background.lifespan)"): (
+        "the Starlette app's lines in FastAPI, which is not in the test environment (the "
+        "page says so); tests/test_web_background.py serves the Starlette app under uvicorn"
+    ),
     ("queues.md", "from tasks import emails, send"): (
         "a program that waits for a worker of the tasks.py above: tests/test_queues.py "
         "(TestTheQueuesPage) runs both blocks as printed, with lil worker as the page says"

@@ -307,7 +307,8 @@ def _store(
     name: str, path: str | os.PathLike[str] | None, durability: Durability, lease: float
 ) -> SqliteQueue | PostgresQueue:
     """The queue's store: the journal file, or the PostgreSQL journal of a URL."""
-    text = os.fspath(path) if path is not None else ""
+    # No path: LETITLOOP_DB's, as a Journal's (its runs are opened the same way).
+    text = os.fspath(path) if path is not None else os.environ.get("LETITLOOP_DB") or ""
     scheme = text.partition("://")[0] if "://" in text else ""
     if scheme in ("postgresql", "postgres"):
         from ..stores.postgres.queue import PostgresQueue  # the postgres extra, only for such a URL

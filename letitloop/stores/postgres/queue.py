@@ -40,6 +40,13 @@ from .holding import PostgresHold, is_held, run_hold_text
 _FENCE = " WHERE id = %s AND attempt = %s AND status = 'claimed'"
 
 
+#: A queue's entry by its run's name: one that completed first, then the newest.
+_NAMED = (
+    "SELECT id FROM ll_queue_entries WHERE queue = %s AND run_name = %s "
+    "ORDER BY status = 'completed' DESC, id DESC LIMIT 1"
+)
+
+
 class PostgresQueue:
     """The queue entries of one PostgreSQL journal, for one process (any thread)."""
 
@@ -126,6 +133,11 @@ class PostgresQueue:
             ).fetchone()
         )
         return None if row is None else EntryState(*row)
+
+    def named(self, queue: str, run_name: str) -> str | None:
+        """The id of the entry whose run is ``run_name`` (a completed one, else the newest)."""
+        row = self._run(lambda c: c.execute(_NAMED, (queue, run_name)).fetchone())
+        return None if row is None else str(row[0])
 
     def cancel(self, entry_id: str, now: float, reason: str) -> str | None:
         at = utc_iso(now)

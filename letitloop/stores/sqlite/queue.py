@@ -50,6 +50,10 @@ _ACTIVE_DEDUP = (
     "SELECT id, run_name FROM queue_entries WHERE queue = ? AND dedup_key = ? "
     "AND status IN ('queued', 'claimed')"
 )
+_NAMED = (
+    "SELECT id FROM queue_entries WHERE queue = ? AND run_name = ? "
+    "ORDER BY status = 'completed' DESC, id DESC LIMIT 1"
+)
 _HELD = "SELECT id, priority FROM queue_entries WHERE queue = ? AND status = 'claimed'"
 _READY = (
     "SELECT id FROM queue_entries WHERE queue = ? AND status = 'queued' AND not_before <= ? "
@@ -131,6 +135,16 @@ class SqliteQueue:
         finally:
             close_store(store)
         return EntryState(*rows[0]) if rows else None
+
+    def named(self, queue: str, run_name: str) -> str | None:
+        """The id of ``queue``'s entry whose run is named ``run_name`` (one that completed
+        first, then the newest); None: there is none."""
+        store = self._store()
+        try:
+            rows = store.query(_NAMED, (queue, run_name))
+        finally:
+            close_store(store)
+        return str(rows[0][0]) if rows else None
 
     def cancel(self, entry_id: str, now: float, reason: str) -> str | None:
         """Cancel an entry: a queued one at once (``'cancelled'``: it never starts); a claimed

@@ -1,0 +1,272 @@
+"""Durable background work for Starlette and FastAPI apps: a queue's runs, served in the app.
+
+``Background(queue)`` hooks a work queue (``letitloop.Queue``) into an app's
+``lifespan``: on startup it starts a worker in the app's process (its threads
+claim the queue's entries: ones queued while no worker ran, and ones whose
+worker died, taken over at once); on shutdown it drains them (each run in
+progress stops at its next step and goes back to the queue, never marked
+failed). ``start(request, fn, *args)`` enqueues a run and returns its id at
+once; a request's ``Idempotency-Key`` header is the run's name and the queue's
+``dedup_key``, so a retried request gets the same run. ``Background.routes()``
+are the opt-in status routes (a run's state, and its steps as Server-Sent
+Events). FastAPI is Starlette: the same objects serve it.
+Needs the ``web`` extra (Starlette); the core never imports this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Collection
+from typing import TYPE_CHECKING, Any
+
+from ..errors import QueueError
+from ..identity.names import check_name
+from ..inspection import open_inspector
+from ..inspection.results import decode_result
+from ..integrity.redaction import redact_text
+from ..queueing.queue_records import ENDED, POLL_SECONDS
+
+try:
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+except ImportError as exc:  # the extra is missing: say what to install
+    raise ImportError(
+        "letitloop.integrations.starlette needs Starlette (FastAPI installs it): "
+        "pip install -e '.[web]' (in your clone)"
+    ) from exc
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from ..queueing.queue_worker import Worker
+    from ..queueing.queues import Queue
+
+#: The request header whose value names a run: the same value, the same run.
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+#: Where ``Background.lifespan`` leaves itself on the app (``app.state``), for ``start``.
+STATE_NAME = "letitloop_background"
+
+#: What the status route shows of a step: no arguments and no step results.
+STEP_FIELDS = (
+    "seq",
+    "key",
+    "kind",
+    "status",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+    "attempt",
+    "error",
+)
+
+#: Seconds between two looks of an events stream at its run.
+EVENTS_POLL = 2 * POLL_SECONDS
+
+#: A handle's word for an entry's row status.
+_SAID = {"claimed": "running"}
+
+
+class Background:
+    """A queue's runs as an app's durable background work; one per app.
+
+    ``threads``: runs at once in each app process (0: none here, the queue is served
+    by workers elsewhere: ``lil worker MODULE --queue NAME``). ``drain_timeout``: seconds
+    shutdown waits for the runs in progress to reach their next step.
+    ``redact``: dict keys whose values the status route replaces by
+    ``"[redacted]"`` in a run's result (as ``lil export --redact``).
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        *,
+        threads: int = 1,
+        drain_timeout: float = 30.0,
+        redact: Collection[str] = (),
+    ) -> None:
+        if type(threads) is not int or threads < 0:
+            raise QueueError(
+                f"Background: threads must be a whole number, 0 (workers elsewhere) or more; "
+                f"got {threads!r}"
+            )
+        self.queue = queue
+        self.threads = threads
+        self.drain_timeout = drain_timeout
+        self.redact = frozenset(redact)
+        self.worker: Worker | None = None
+
+    def __repr__(self) -> str:
+        return f"Background({self.queue!r}, threads={self.threads})"
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """The app's ``lifespan=``: a worker while the app serves, drained when it stops."""
+        async with self.serving(app):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def serving(self, app: Starlette) -> AsyncIterator[Background]:
+        """What ``lifespan`` does, for an app's own lifespan to enter: ``async with
+        background.serving(app): yield``."""
+        setattr(app.state, STATE_NAME, self)
+        # The worker is made here, in the serving process (after any fork of the server).
+        if self.threads:
+            self.worker = self.queue.worker(threads=self.threads).start()
+        try:
+            yield self
+        finally:
+            worker, self.worker = self.worker, None
+            if worker is not None:
+                await asyncio.to_thread(worker.stop, self.drain_timeout)
+
+    def start(
+        self,
+        fn: Callable[..., Any] | str,
+        /,
+        *args: Any,
+        idempotency_key: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Enqueue a run of task ``fn`` with these arguments; its id (its run's name), at once.
+
+        ``idempotency_key``: the run's name and dedup key: while that run is
+        queued or running, or once it completed, no other is added and the
+        same id comes back (a failed one is queued again: it resumes).
+        """
+        if idempotency_key is None:
+            return self.queue.enqueue(fn, *args, **kwargs).id
+        idempotency_key = check_name("idempotency key", idempotency_key)  # it names the run
+        entry = self.queue.store.named(self.queue.name, idempotency_key)
+        if entry is not None and self.queue.handle(entry).status() == "completed":
+            return idempotency_key
+        handle = self.queue.enqueue(
+            fn, *args, dedup_key=idempotency_key, run=idempotency_key, **kwargs
+        )
+        return handle.run or idempotency_key
+
+    def status(self, run: str) -> dict[str, Any] | None:
+        """What the status route answers for run ``run`` (its id or name); None: no such run."""
+        queue = self.queue
+        entry = queue.store.named(queue.name, run)
+        found = None if entry is None else queue.store.state(entry)
+        if found is None:
+            return None
+        out: dict[str, Any] = {
+            "id": run,
+            "status": _SAID.get(found.status, found.status),
+            "run_id": found.run_id,
+            "steps": [],
+            "result": None,
+            "error": found.error,
+        }
+        if found.result is not None:
+            out["result"], _ = decode_result(redact_text(found.result, self.redact), queue.registry)
+        if found.run_id is not None:
+            out["steps"] = self._steps(found.run_id)
+        return out
+
+    def _steps(self, run_id: str) -> list[dict[str, Any]]:
+        path = self.queue.path
+        inspector = open_inspector(None if path is None else str(path))
+        try:
+            info = inspector.run(run_id)
+            rows = [] if info is None else inspector.rows(info)
+        finally:
+            inspector.close()
+        return [{f: getattr(r, f) for f in STEP_FIELDS} for r in rows if r.kind == "step"]
+
+    def routes(self, prefix: str = "") -> list[Route]:
+        """The status routes, opt-in: ``GET {prefix}/runs/{id}`` (its status, steps, result
+        and error as JSON; 404 for an unknown id) and ``GET {prefix}/runs/{id}/events``
+        (its steps as Server-Sent Events, resumed after ``Last-Event-ID``; ``end`` last).
+        Add them to the app's routes."""
+
+        async def run_status(request: Request) -> JSONResponse:
+            run = request.path_params["id"]
+            found = await asyncio.to_thread(self.status, run)
+            if found is None:
+                return JSONResponse({"error": f"no run {run!r}"}, status_code=404)
+            return JSONResponse(found)
+
+        async def run_events(request: Request) -> JSONResponse | StreamingResponse:
+            run = request.path_params["id"]
+            if await asyncio.to_thread(self.status, run) is None:
+                return JSONResponse({"error": f"no run {run!r}"}, status_code=404)
+            after = _event_id(request.headers.get("last-event-id"))
+            return StreamingResponse(
+                self._events(run, after),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-store"},
+            )
+
+        return [
+            Route(f"{prefix}/runs/{{id}}", run_status, methods=["GET"]),
+            Route(f"{prefix}/runs/{{id}}/events", run_events, methods=["GET"]),
+        ]
+
+    async def _events(self, run: str, after: int) -> AsyncIterator[str]:
+        """The run's steps as Server-Sent Events, in journal order from after ``after`` (a
+        step's ``seq``, its event id), then ``end`` once the run ended. A step is sent once
+        it and every step before it are done, so the events sent are always the start of
+        the run's final list: a client that reconnects with ``Last-Event-ID`` misses none
+        and gets none twice."""
+        while True:
+            found = await asyncio.to_thread(self.status, run)
+            if found is None:  # gone meanwhile (lil gc)
+                return
+            ended = found["status"] in ENDED
+            for s in found.pop("steps"):
+                if s["seq"] <= after:
+                    continue
+                if s["status"] != "done" and not ended:
+                    break
+                after = s["seq"]
+                yield f"id: {after}\nevent: step\ndata: {json.dumps(s)}\n\n"
+            if ended:
+                yield f"event: end\ndata: {json.dumps(found)}\n\n"
+                return
+            await asyncio.sleep(EVENTS_POLL)
+
+
+def _event_id(text: str | None) -> int:
+    """A ``Last-Event-ID`` header as the step ``seq`` it names; 0 (from the start) for none."""
+    try:
+        return max(0, int(text)) if text else 0
+    except ValueError:
+        return 0
+
+
+def background_of(request_or_app: Request | Starlette) -> Background:
+    """The ``Background`` whose lifespan serves this request's app (or this app)."""
+    app = request_or_app.app if isinstance(request_or_app, Request) else request_or_app
+    found = getattr(app.state, STATE_NAME, None)
+    if not isinstance(found, Background):
+        raise QueueError(
+            "start: this app has no letitloop Background running; pass "
+            "lifespan=background.lifespan to Starlette(...) or FastAPI(...) (or enter "
+            "background.serving(app) in the app's own lifespan)"
+        )
+    return found
+
+
+def start(
+    request_or_app: Request | Starlette,
+    fn: Callable[..., Any] | str,
+    /,
+    *args: Any,
+    idempotency_key: str | None = None,
+    **kwargs: Any,
+) -> str:
+    """Run task ``fn`` durably in the background; its run's id, at once.
+
+    Given a request, its ``Idempotency-Key`` header is the key unless
+    ``idempotency_key=`` is passed. A short write to the journal: an async
+    handler may call it directly.
+    """
+    if idempotency_key is None and isinstance(request_or_app, Request):
+        idempotency_key = request_or_app.headers.get(IDEMPOTENCY_HEADER)
+    return background_of(request_or_app).start(fn, *args, idempotency_key=idempotency_key, **kwargs)
