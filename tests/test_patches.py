@@ -161,7 +161,7 @@ class TestTheDecisionIsJournaled:
     def test_a_patch_inside_a_step_is_keyed_under_it(self, tmp_path: Path) -> None:
         with Journal("g", run="r", path=tmp_path / "j.db") as j:
             assert j.step("outer", lambda: j.patched("p")) is True
-            assert j._keys.used("outer/patched:p")
+            assert j._opened.keys.used("outer/patched:p")
 
 
 class TestDeprecatePatch:

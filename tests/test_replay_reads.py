@@ -113,9 +113,9 @@ def edit(db: Path, sql: str, *params: object) -> None:
 def both_reads(db: Path) -> tuple[dict[int, str | None], dict[int, str | None], list[int]]:
     """The run's results as ``SqliteStepRows.results`` reads them, and row by row; its rowids."""
     with Journal("g", path=db, run="r1") as j:
-        storage: Any = j._storage
-        assert j._results is not None
-        handles = j._results.rowids
+        storage: Any = j._opened.storage
+        assert j._opened.results is not None
+        handles = j._opened.results.rowids
         fast = storage.results(handles)
         marks = ",".join("?" * len(handles))
         slow = dict(
@@ -147,9 +147,9 @@ class TestTheStretchReadAndItsRowByRowTwin:
 
     def test_the_stretch_is_read_as_one_row(self, recorded: Path) -> None:
         with Journal("g", path=recorded, run="r1") as j:
-            storage: Any = j._storage
-            assert j._results is not None
-            handles = j._results.rowids
+            storage: Any = j._opened.storage
+            assert j._opened.results is not None
+            handles = j._opened.results.rowids
             packed = storage.packed_results(handles[0], handles[-1], 1 << 20)
         assert packed is not None and set(handles) <= set(packed)
 
@@ -161,9 +161,9 @@ class TestTheStretchReadAndItsRowByRowTwin:
             "WHERE key = 's7'",
         )
         with Journal("g", path=recorded, run="r1") as j:
-            storage: Any = j._storage
-            assert j._results is not None
-            handles = j._results.rowids
+            storage: Any = j._opened.storage
+            assert j._opened.results is not None
+            handles = j._opened.results.rowids
             assert storage.packed_results(handles[0], handles[-1], 1 << 20) is None
         fast, slow, handles = both_reads(recorded)
         assert {h: fast.get(h) for h in handles} == {h: slow[h] for h in handles}
@@ -267,9 +267,9 @@ class TestResultsLargerThanWhatAReadHolds:
         from letitloop.stores.storage_steps import RESULT_BYTES
 
         with Journal("g", path=db, run="r1") as j:
-            storage: Any = j._storage
-            assert j._results is not None
-            handles = j._results.rowids
+            storage: Any = j._opened.storage
+            assert j._opened.results is not None
+            handles = j._opened.results.rowids
             for start in range(len(handles)):
                 chunk = handles[start : start + 256]
                 got = storage.results(chunk)

@@ -193,7 +193,7 @@ class TestReplayingManySteps:
                 j.step(f"s{i}", str, i)
         most = 0
         with Journal("g", run="r", path=db) as j:
-            results = j._results
+            results = j._opened.results
             assert results is not None
             for i in range(n):
                 assert j.step(f"s{i}", str, i) == str(i)

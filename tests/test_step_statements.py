@@ -60,7 +60,7 @@ def stored(db: Path, table: str, key: str) -> tuple[Any, ...]:
 @pytest.fixture
 def storage(tmp_path: Path) -> Any:
     with Journal("statements", path=tmp_path / "j.db") as j:
-        s = j._storage
+        s = j._opened.storage
         assert isinstance(s, SqliteStorage)
         yield s
 
@@ -149,7 +149,7 @@ class TestAReturnedStepsRowWrittenByWriteDone:
     def test_a_fresh_step_of_a_journal_writes_through_it(self, tmp_path: Path) -> None:
         written: list[DoneRow] = []
         with Journal("g", path=tmp_path / "j.db") as j:
-            storage = j._storage
+            storage = j._opened.storage
             assert isinstance(storage, SqliteStorage)
             lean = storage.write_done
 
@@ -169,7 +169,7 @@ class TestAJournalsStepRows:
         db = tmp_path / "j.db"
         with Journal("g", path=db) as j:
             j.step("a", str, 1)
-            s = j._storage
+            s = j._opened.storage
             assert isinstance(s, SqliteStorage)
             table = s.rows
         conn = sqlite3.connect(db)
@@ -186,7 +186,7 @@ class TestAJournalsStepRows:
 
 def times(j: Journal, key: str) -> tuple[int, int]:
     """``key``'s started and duration columns, read through a second connection."""
-    storage = j._storage
+    storage = j._opened.storage
     assert isinstance(storage, SqliteStorage)
     conn = sqlite3.connect(j.path)
     try:

@@ -162,7 +162,7 @@ def replay_run(
         outcome, detail = "fails", error_text(exc)
     finally:
         patches.decisions.reset(token)
-    keys = journal._keys
+    keys = journal._opened.keys
     unmet = tuple(k for k in keys.recorded if k not in keys.claimed)
     # The key it stopped at may be taken (its recording found, then refused): not replayed.
     replayed = sum(1 for k in keys.claimed if k in keys.recorded and k != key)

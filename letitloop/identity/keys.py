@@ -148,7 +148,7 @@ class _Name:
 class StepKeys:
     """The key allocator of one open run: thread-safe, no I/O.
 
-    The one owner of the attempt's keys (``Journal._keys``: a new one each attempt, made
+    The one owner of the attempt's keys (``Journal._opened.keys``: a new one each attempt, made
     by ``opening.py``). Thread rules: any thread or task of the journal calls its
     methods; each takes ``lock``, and the state they share (``recorded``, ``claimed``,
     names, calls, owners, ``marker_keys``) is read and written under it, but for

@@ -47,12 +47,12 @@ def check_sealed(j: Journal, row: tuple[Any, ...]) -> None:
     A row its chain does not cover yet may have been written since the chain was read
     (a retried parent's children): the entries written since are read once more first.
     """
-    sealed = j._sealed
+    sealed = j._opened.sealed
     assert sealed is not None
     why = sealed.refusal(row)
     if why is None:
         return
-    storage = j._storage
+    storage = j._opened.storage
     if storage is not None:
         sealed.extend(storage.seal_entries(j.run_id, sealed.n))
         why = sealed.refusal(row)
@@ -72,7 +72,7 @@ def check_sealed(j: Journal, row: tuple[Any, ...]) -> None:
 def read_sealed(j: Journal, key: str) -> tuple[Any, ...] | None:
     """Row ``key`` of ``j``'s run as its seal covers it (a marker's, a sleep's or a wait's:
     a step's replay reads its own), for :func:`check_stored`; None when there is none."""
-    storage = j._storage
+    storage = j._opened.storage
     assert storage is not None
     row = storage.sealed_row(j.run_id, key)
     return None if row is None else tuple(row)

@@ -336,7 +336,7 @@ def opened(j: Journal) -> None:
     """Load the run's spend into ``j``'s budget and record the budget row (``Journal.open``);
     a fork's counts its history's (:func:`carried`): the budget bounds that bill too."""
     spend = j._budget
-    storage = j._storage
+    storage = j._opened.storage
     if spend is None or storage is None:
         return
     rows, left = carried(storage, j.run_id)
@@ -354,7 +354,7 @@ def settled(j: Journal, key: str, spent: Usage, total: Usage) -> bool:
     if spend is None:
         return False
     call = spend.add(spend.key_of(j, key), spent)
-    storage = j._storage
+    storage = j._opened.storage
     if call is None or storage is None:
         return False
     row = None
@@ -378,7 +378,7 @@ def release(j: Journal, key: str, exc: BaseException | None) -> None:
         spend.keep(spend.key_of(j, key))
         return
     calls = spend.release(spend.key_of(j, key))
-    storage = j._storage
+    storage = j._opened.storage
     if calls and storage is not None:
         # Left unsettled in the file when this fails: counted again, never too little.
         with contextlib.suppress(LetItLoopError):

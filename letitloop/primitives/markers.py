@@ -222,7 +222,7 @@ class AtomicMarker:
         row must be what its seal covers, or ForgedRowError (nothing skipped, nothing run).
         Goal and global markers are in no run's chain (docs/audit.md)."""
         j = self.journal
-        if j._sealed is not None and self.scope == "run":
+        if j._opened.sealed is not None and self.scope == "run":
             from ..integrity.sealcheck import check_stored, read_sealed
 
             check_stored(j, self.name, "marker", read_sealed(j, self.name))
@@ -331,7 +331,7 @@ class AtomicMarker:
     ) -> None:
         if self._hold is None or not self._hold.holding:
             return
-        if self.journal._disowned:
+        if self.journal._opener.disowned:
             # A child forked inside the block: the locks and the claim are its
             # parent's; it commits nothing and releases nothing (ownership.py).
             self._hold = None

@@ -54,7 +54,7 @@ def decide(j: Journal, prefix: str) -> bool:
     True unless a done row under ``prefix`` (this point's parent step) was
     recorded and not yet met this attempt. A replayed decision costs no scan.
     """
-    return not j._keys.recorded_unclaimed(prefix)
+    return not j._opened.keys.recorded_unclaimed(prefix)
 
 
 def point(j: Journal, name: str) -> tuple[str, Named[[], bool]]:

@@ -88,7 +88,7 @@ def reserve(
     if taken is None:
         raise spend.error(j, counted, (asked.tokens, asked.cost))
     call, reserved_tokens, reserved_cost = taken
-    storage = j._storage
+    storage = j._opened.storage
     try:
         if storage is None:
             raise LetItLoopError(f"reserve(): the journal of run {j.run_id} is closed")

@@ -81,7 +81,7 @@ class SharedSpend(Spend):
     ) -> None:
         """Count ``j``'s run (``rows``, ``reservations``: as ``Spend.load``'s) with the
         others, once; on the first run opened, load the members' spend first."""
-        storage = j._storage
+        storage = j._opened.storage
         with self.lock:
             if not self.loaded and storage is not None:
                 self.loaded = True

@@ -51,7 +51,7 @@ class PauseKey:
         if replay is not None and not same_function(replay.fn, fn_name):
             j._replay(self.key, fn_name, replay)  # raises StepMismatchError: another function
         if replay is None and j.replay_only:  # nothing is written: refused, not slept
-            j._keys.release(self.full, self.owner)
+            j._opened.keys.release(self.full, self.owner)
             from ..errors import unrecorded_step
 
             raise unrecorded_step(j.run_id, j.goal, j.path, self.key, fn_name)
@@ -60,7 +60,7 @@ class PauseKey:
     def release(self, j: Journal) -> None:
         """The sleep or wait is over (a replay holds nothing to release)."""
         if self.replay is None:
-            j._keys.release(self.full, self.owner)
+            j._opened.keys.release(self.full, self.owner)
 
 
 def traced(j: Journal, kind: str, name: str, key: str) -> contextlib.AbstractContextManager[object]:
@@ -93,7 +93,7 @@ def replayed_sleep(j: Journal, recorded: Recorded) -> None:
     """A sleep recorded done: its checksum, and its seal when the journal holds the key
     (ForgedRowError: docs/audit.md, "A sealed run replays only what its seal covers")."""
     check_pause(j, recorded, "sleep", None, None)
-    if j._sealed is not None:
+    if j._opened.sealed is not None:
         from ..integrity.sealcheck import check_stored, read_sealed
 
         check_stored(j, recorded.key, "sleep", read_sealed(j, recorded.key))

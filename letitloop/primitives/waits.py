@@ -109,7 +109,7 @@ def _received(
     handed on (``lil send`` holds no key), so that a later edit of it is refused on replay
     instead of sealed at the next attempt's open (sqlite_seals.adopt, chains.adopted);
     what is handed on is the row as sealed, checked. Without the key: ``ending``."""
-    sealed = j._sealed
+    sealed = j._opened.sealed
     if sealed is None or j.replay_only:
         return ending
     from ..integrity.sealcheck import check_stored, read_sealed
@@ -181,7 +181,7 @@ async def _async_recorded_expect(
 def _replayed(j: Journal, c: PauseKey) -> Any:
     """What a wait recorded as done gives back: its value, or its recorded timeout."""
     assert c.replay is not None
-    if j._sealed is not None:  # the key is set: the value must be what the seal covers
+    if j._opened.sealed is not None:  # the key is set: the value must be what the seal covers
         from ..integrity.sealcheck import check_stored, read_sealed
 
         stored = read_sealed(j, c.key)

@@ -177,7 +177,7 @@ async def async_step(
         return value
     finally:
         flight.end(key)
-        j._keys.release(full, who)
+        j._opened.keys.release(full, who)
         if j._budget is not None and j._budget.open:  # reservations left (budgets.py)
             budgets.release(j, key, sys.exc_info()[1])
 

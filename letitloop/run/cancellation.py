@@ -147,7 +147,7 @@ def poll(j: Journal) -> None:
 
     Never raises for a cancel (the holder raises at its own next step).
     """
-    storage = j._storage
+    storage = j._opened.storage
     if storage is None or j._cancel.reason is not None:
         return
     reason = requested(storage, j.run_id)

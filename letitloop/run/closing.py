@@ -62,7 +62,7 @@ def set_result(j: Journal, value: Any) -> None:
     nothing is recorded: the same result again is accepted, another one
     raises MisuseError (the recorded result stays; it would be lost silently).
     """
-    if j._disowned:
+    if j._opener.disowned:
         raise ownership.error(j, "set_result()")
     try:
         text = codec.encode(value, j.registry)
@@ -70,8 +70,8 @@ def set_result(j: Journal, value: Any) -> None:
         raise EncodeError(
             f"run {j.run_id} of goal {j.goal!r}: result: {exc}", path=exc.path
         ) from None
-    if j.was_completed and text != j._recorded_result and not _same_result(j, value):
-        shown = j._recorded_result if j._recorded_result is not None else "no result"
+    if j.was_completed and text != j._opened.recorded_result and not _same_result(j, value):
+        shown = j._opened.recorded_result if j._opened.recorded_result is not None else "no result"
         named = f" (named {j.run_name!r})" if j.run_name else ""
         raise MisuseError(
             f"run {j.run_id} of goal {j.goal!r}{named} "
@@ -101,10 +101,10 @@ def recorded_result(j: Journal) -> Any:
     Meaningful when :attr:`was_completed`: ``@durable`` returns it for a
     completed named run without running its body.
     """
-    if j._recorded_result is None:
+    if j._opened.recorded_result is None:
         return None
     try:
-        return codec.decode(j._recorded_result, j.registry)
+        return codec.decode(j._opened.recorded_result, j.registry)
     except DecodeError as exc:
         raise DecodeError(f"run {j.run_id} of goal {j.goal!r}: result: {exc}") from None
 
@@ -125,9 +125,9 @@ def close(j: Journal, exc: BaseException | None = None) -> None:
     ForkedJournalError: the child marks nothing, releases nothing of its
     parent's and closes no connection (ownership.py).
     """
-    store, storage = j.store, j._storage
+    store, storage = j.store, j._opened.storage
     if store is None or storage is None:
-        if j._disowned:
+        if j._opener.disowned:
             raise ownership.error(j, "closing it (marking the run's end)")
         return
     if isinstance(exc, SystemExit) and exc.code in (0, None):
@@ -176,7 +176,7 @@ def unreplayed(j: Journal) -> StepMismatchError | None:
     A step under a replayed parent counts as replayed (the parent's replay
     skipped it as a unit). None: every recorded step, sleep and wait replayed.
     """
-    keys = j._keys
+    keys = j._opened.keys
     with keys.lock:
         claimed = set(keys.claimed)
         recorded = list(keys.recorded.values())
@@ -224,7 +224,7 @@ async def aclose(j: Journal, exc: BaseException | None) -> None:
 
     store = j.store
     if store is None:
-        if j._disowned:
+        if j._opener.disowned:
             raise ownership.error(j, "closing it (marking the run's end)")
         return
     commits = j._loop_commits

@@ -62,7 +62,7 @@ def current(caller: str = "step()") -> Journal:
     if journal is not None:
         if journal.is_open:
             return journal
-        if journal._disowned:  # inherited from the parent this process was forked from
+        if journal._opener.disowned:  # inherited from the parent this process was forked from
             raise ownership.error(journal, caller)
     journals = open_journals()
     if len(journals) == 1:
@@ -184,7 +184,7 @@ def keep_reported(journal: Journal, key: str, spent: Usage) -> None:
     written, or the journal was closed under it): its row carries the usage then.
     """
     flight = journal._flight.calls.get(key)
-    storage = journal._storage
+    storage = journal._opened.storage
     if flight is None or storage is None:
         return
     started, fn_name, fp = flight

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from datetime import timedelta
 from types import TracebackType
@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import codec
 from ..identity.fingerprint import Fingerprinter
-from ..identity.keys import StepKeys
 from ..identity.names import check_name
 from ..identity.versions import caller_version, check_version
 from ..integrity.encryption import env_cipher, make_cipher
@@ -36,11 +35,11 @@ from ..primitives import budgets
 from ..primitives.budgets import Budget, Spend
 from ..stores.schemes import open_readonly_storage, open_storage
 from ..stores.sqlite.pragmas import Durability
-from ..stores.storage_steps import StepRow
 from ..testing import default_clock
 from . import cancellation, closing, inflight, opening, ownership, steps, verbs
+from .attempt import Attempt
 from .generations import window
-from .replay import Results, forget_replays, mismatch, replay
+from .replay import forget_replays, mismatch, replay
 
 if TYPE_CHECKING:
     # Not imported at run time by this module: markers.py by the first marker,
@@ -49,9 +48,7 @@ if TYPE_CHECKING:
     # first sleep or wait. `import letitloop` loads only what a step needs.
     from pathlib import Path
 
-    from ..integrity.chains import SealedRows
     from ..stores.storage import Storage
-    from ..stores.storage_holding import Hold
     from . import async_steps
     from . import retry as retries
     from .commits import LoopCommits
@@ -175,11 +172,11 @@ class Journal:
         # The run's state, each piece written by its one owner (the owner's docstring
         # says which thread writes it, which reads it, under which lock;
         # docs/architecture.md, "Who owns a run's state"):
-        # - the attempt (opening.py): which run, its keys and results, its lock, and the
-        #   storage it writes through (``store``: storage.py; SQLite: ``SqliteStorage``, its
-        #   connection ``.store``); None / empty while closed.
+        # - the attempt (opening.py): which run and attempt it is, public on the journal
+        #   (``store``: the storage it writes through, storage.py; SQLite: ``SqliteStorage``,
+        #   its connection ``.store``; None / empty while closed), and the rest of what the
+        #   journal opened (attempt.Attempt: the run's lock, the attempt's keys and results).
         self.store: Storage | None = None
-        self.table = ""
         self.run_id: str = ""
         #: The name of the run this attempt opened: ``run_name``, or a later generation of
         #: it (``name~2``: generations.py); None for an unnamed run.
@@ -187,14 +184,7 @@ class Journal:
         self.attempt = 0
         #: True when the run had already completed when this journal opened it.
         self.was_completed = False
-        self._created = False
-        self._recorded_result: str | None = None
-        self._keys = StepKeys("")
-        self._results: Results | None = None
-        self._lock: Hold | None = None
-        self._held_key: tuple[Hashable, str] | None = None
-        self._storage: Storage | None = None
-        self._storage_write_step: Callable[[StepRow], None] = opening.not_open
+        self._opened = Attempt()
         # - the steps in flight, their calls' usage and the watcher's view (inflight.Flight).
         self._flight = inflight.Flight()
         # - whether the run was cancelled, and the async steps to interrupt (cancellation.Cancel).
@@ -211,12 +201,9 @@ class Journal:
         self._result_text: str | None = None
         # - the process that opened the journal, and whether this process is a child
         #   forked from it, where the journal refuses everything (ownership.py).
-        self._opener_pid = 0
-        self._disowned = False
+        self._opener = ownership.Opener()
         # - the attempt's OpenTelemetry spans, None while tracing is off (otel.py).
         self._trace: AttemptSpans | None = None
-        # - a sealed run's chain as replays check it (opening.py; None: not checked).
-        self._sealed: SealedRows | None = None
         # - the context's current journal, set and reset by its ``with`` block's thread.
         self._tokens: list[Any] = []
 
@@ -232,6 +219,11 @@ class Journal:
         return Path(self._path_arg or "")
 
     @property
+    def table(self) -> str:
+        """The table of the run's goal (SQLite: ``journal_<goal>``); ``""`` while closed."""
+        return self._opened.table
+
+    @property
     def is_open(self) -> bool:
         return self.store is not None
 
@@ -240,7 +232,7 @@ class Journal:
         if self.store is not None:
             return self
         began = time.time_ns()  # the attempt span's start (otel.py)
-        if self._disowned or ownership.inherited_files:  # only in a forked child
+        if self._opener.disowned or ownership.inherited_files:  # only in a forked child
             ownership.check_open(self)
         replaying = open_readonly_storage(self._path_arg) if self.replay_only else None
         storage: Storage = (

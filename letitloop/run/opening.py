@@ -6,20 +6,19 @@ holder, claims it as a new attempt and loads its recorded steps; the
 rows and the hold are the storage's (``storage.py``: a lock file beside
 a SQLite journal).
 
-This module is the one owner of a journal's attempt: which run and attempt
-it is (``run_id``, ``attempt``, ``was_completed``, ``_recorded_result``,
-``_created``), its keys and results (``_keys``, ``_results``: a fresh
-``StepKeys`` and ``Results`` each attempt, each the owner of its own
-contents), the run's lock (``_lock``, ``_held_key``), and the store and
-storage it writes through (``store``, ``table``, ``_storage``,
-``_storage_write_step``). Thread rules: they are written by the thread that
-opens the journal (``open_run``, then :func:`opened`, which sets ``store``
-last) and by the thread that closes it (:func:`closed`, which clears
-``store`` first), never both at once (a journal is opened and closed by one
-owner: its ``with`` block, or the worker thread of ``async with``); in a
-forked child, by the at-fork hook (:func:`disown`), while the child has one
-thread. Any thread stepping in the journal reads them without a lock: a
-reader that finds ``store`` set finds the rest of the attempt set.
+This module is the one owner of a journal's attempt: its ``attempt.Attempt``
+(``Journal._opened``: the storage it writes through, the run's lock, the
+attempt's keys and results, …), whose fields no other module writes, and
+the attempt's public face on the journal (``store``, ``run_id``,
+``generation``, ``attempt``, ``was_completed``). Thread rules: they are
+written by the thread that opens the journal (``open_run``, then
+:func:`opened`, which sets ``store`` last) and by the thread that closes it
+(:func:`closed`, which clears ``store`` first), never both at once (a
+journal is opened and closed by one owner: its ``with`` block, or the
+worker thread of ``async with``); in a forked child, by the at-fork hook
+(:func:`disown`), while the child has one thread. Any thread stepping in the
+journal reads them without a lock: a reader that finds ``store`` set finds
+the rest of the attempt set.
 """
 
 from __future__ import annotations
@@ -32,11 +31,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
-from ..errors import EncodeError, LetItLoopError, RunHeldError, SealKeyError, UnrecordedStepError
+from ..errors import EncodeError, RunHeldError, SealKeyError, UnrecordedStepError
 from ..identity.ids import HOST
 from ..identity.keys import Recorded, StepKeys
 from ..integrity.encryption import key_refusal
 from . import cancellation, generations
+from .attempt import not_open
 from .generations import is_generation
 from .replay import Results
 
@@ -73,16 +73,11 @@ def open_journals() -> list[Journal]:
         return list(_open_journals)
 
 
-def not_open(row: StepRow) -> None:
-    """A closed journal's step-row writer (``Journal._storage_write_step``)."""
-    raise LetItLoopError("the journal is not open")
-
-
 def opened(j: Journal, storage: Storage) -> None:
     """``j``'s attempt is open: write through ``storage``; count it as open."""
-    j.table = storage.table
-    j._storage = storage
-    j._storage_write_step = storage.write_step
+    j._opened.table = storage.table
+    j._opened.storage = storage
+    j._opened.write_step = storage.write_step
     j._flight.reopen()
     j.store = storage  # last: a reader that finds the store finds the attempt
     with _registry_lock:
@@ -92,8 +87,8 @@ def opened(j: Journal, storage: Storage) -> None:
 def closed(j: Journal) -> None:
     """``j`` is no longer open (its run already released, its store given back)."""
     j.store = None  # first: a reader that finds the store still finds the attempt
-    j._storage = None
-    j._storage_write_step = not_open
+    j._opened.storage = None
+    j._opened.write_step = not_open
     with _registry_lock:
         if j in _open_journals:
             _open_journals.remove(j)
@@ -109,10 +104,10 @@ def disown(j: Journal, refuse: Callable[[StepRow], None]) -> None:
     lock file.
     """
     j.store = None
-    j._storage = None
-    j._storage_write_step = refuse
-    j._lock = None
-    j._held_key = None
+    j._opened.storage = None
+    j._opened.write_step = refuse
+    j._opened.lock = None
+    j._opened.held_key = None
 
 
 def forget_after_fork() -> list[Journal]:
@@ -182,11 +177,11 @@ def open_run(j: Journal, storage: Storage) -> None:
             j.run_id = run_id
             j.generation = name
             j.attempt = 1
-            j._created = True  # nothing recorded to load, no tries to read (retry.py)
-            j._keys = StepKeys(run_id)
-            j._results = Results(storage, [])
+            j._opened.created = True  # nothing recorded to load, no tries to read (retry.py)
+            j._opened.keys = StepKeys(run_id)
+            j._opened.results = Results(storage, [])
             return
-        if j._lock is None:
+        if j._opened.lock is None:
             hold(j, storage, run_id)
         claim, found = storage.claim_run(
             run_id, j.clock(), partial(decide, j, run_id, name), version=j.version
@@ -198,19 +193,7 @@ def open_run(j: Journal, storage: Storage) -> None:
             raise cancellation.error(j)  # open() releases the run
         assert found is not None
         j.was_completed = claim == "replay"
-        j._recorded_result = found.result
-        if j._cipher is not None:
-            j._recorded_result = j._cipher.open(found.result, run_id, "", "run result")
-        j._created = False
-        j.run_id = run_id
-        j.generation = name
-        j.attempt = max(found.attempts, 1)
-        rows, markers = storage.recorded_steps(run_id)
-        keys = StepKeys(run_id)
-        keys.load([Recorded(*r) for r in rows])
-        keys.marker_keys = markers
-        j._keys = keys
-        j._results = Results(storage, sorted([r[3] for r in rows]))
+        _recorded(j, storage, run_id, name, found.result, found.attempts)
         return
 
 
@@ -247,7 +230,7 @@ def seal(j: Journal, storage: SealRows, secret: bytes) -> None:
 
     sealed = SealedRows(j.run_id, secret)
     sealed.extend(storage.seal_entries(j.run_id, 0))
-    j._sealed = sealed if sealed.n or not j.replay_only else None
+    j._opened.sealed = sealed if sealed.n or not j.replay_only else None
 
 
 def check_key(j: Journal, storage: Storage) -> None:
@@ -292,19 +275,32 @@ def open_recorded(j: Journal, storage: ReplayStorage) -> None:
         )
     run_id, state = found
     j.was_completed = state.status == "completed"
-    j._recorded_result = state.result
+    _recorded(j, storage, run_id, name, state.result, state.attempts)
+
+
+def _recorded(
+    j: Journal,
+    storage: Storage,
+    run_id: str,
+    name: str | None,
+    result: str | None,
+    attempts: int,
+) -> None:
+    """``j``'s attempt of the recorded run ``run_id`` (``name``: its generation): its
+    recorded ``result`` (decrypted), its number, its steps' keys and results loaded."""
+    j._opened.recorded_result = result
     if j._cipher is not None:
-        j._recorded_result = j._cipher.open(state.result, run_id, "", "run result")
-    j._created = False
+        j._opened.recorded_result = j._cipher.open(result, run_id, "", "run result")
+    j._opened.created = False
     j.run_id = run_id
     j.generation = name
-    j.attempt = max(state.attempts, 1)
+    j.attempt = max(attempts, 1)
     rows, markers = storage.recorded_steps(run_id)
     keys = StepKeys(run_id)
     keys.load([Recorded(*r) for r in rows])
     keys.marker_keys = markers
-    j._keys = keys
-    j._results = Results(storage, sorted([r[3] for r in rows]))
+    j._opened.keys = keys
+    j._opened.results = Results(storage, sorted([r[3] for r in rows]))
 
 
 def decide(j: Journal, run_id: str, name: str | None, found: RunState | None) -> RunDecision:
@@ -382,16 +378,16 @@ def hold(j: Journal, storage: Holding, run_id: str) -> None:
         )
     with _registry_lock:
         _held[key] = me
-    j._held_key = key
-    j._lock = lock
+    j._opened.held_key = key
+    j._opened.lock = lock
 
 
 def release(j: Journal) -> None:
     """Let go of ``j``'s run: its lock, and its entry among the runs this process holds."""
-    if j._held_key is not None:
+    if j._opened.held_key is not None:
         with _registry_lock:
-            _held.pop(j._held_key, None)
-        j._held_key = None
-    if j._lock is not None:
-        lock, j._lock = j._lock, None
+            _held.pop(j._opened.held_key, None)
+        j._opened.held_key = None
+    if j._opened.lock is not None:
+        lock, j._opened.lock = j._opened.lock, None
         lock.release()

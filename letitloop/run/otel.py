@@ -168,7 +168,7 @@ class AttemptSpans:
     def __init__(self, j: Journal, tracer: trace.Tracer, began_ns: int) -> None:
         self.tracer = tracer
         self.secret = hidden(j)
-        kind = "new" if j._created else "replay" if j.was_completed else "resumed"
+        kind = "new" if j._opened.created else "replay" if j.was_completed else "resumed"
         attributes: dict[str, Any] = {
             "letitloop.goal": j.goal,
             "letitloop.run.id": j.run_id,
@@ -184,7 +184,7 @@ class AttemptSpans:
         self.tokens: list[object] = []
         self.replayed: list[str] = []
         sc = span.get_span_context()
-        storage = j._storage
+        storage = j._opened.storage
         # A completed run opened again is no new attempt (its number is the last one's):
         # nothing to record. Replay-only journals write nothing.
         if not sc.is_valid or storage is None or j.was_completed or j.replay_only:
@@ -218,7 +218,7 @@ class AttemptSpans:
         span.set_attribute("letitloop.run.outcome", outcome)
         if self.replayed:
             event: dict[str, Any] = {"letitloop.replayed.steps": len(self.replayed)}
-            storage = j._storage
+            storage = j._opened.storage
             if storage is not None:
                 try:
                     used = storage.usage_of(j.run_id, sorted(set(self.replayed)))

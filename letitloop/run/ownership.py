@@ -64,31 +64,43 @@ _inherited: list[tuple[Journal, Any, Any]] = []
 inherited_files: set[Hashable] = set()
 
 
+class Opener:
+    """The process that opened a journal (``pid``; 0 before its first open), and whether
+    this process is a child forked from it (``disowned``), where the journal refuses
+    everything. Written by this module only."""
+
+    __slots__ = ("disowned", "pid")
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.disowned = False
+
+
 def error(j: Journal, what: str) -> ForkedJournalError:
     """The refusal of ``what`` (``"step()"``, ``"closing it"``) on ``j`` in a forked child."""
     pid = os.getpid()
     run = f"run {j.run_name!r}, {j.run_id}" if j.run_name is not None else f"run {j.run_id}"
     return ForkedJournalError(
         f"journal of goal {j.goal!r} ({run}) was opened by process "
-        f"{j._opener_pid}, and this is process {pid}, a child forked from it (os.fork, "
+        f"{j._opener.pid}, and this is process {pid}, a child forked from it (os.fork, "
         f"or a multiprocessing pool started with 'fork'): a process cannot write a run "
         f"through a journal it did not open (the run's lock and the SQLite connection are "
         f"its parent's), so {what} was refused and nothing was recorded; {WAY_OUT}",
         goal=j.goal,
         run_id=j.run_id,
-        opener_pid=j._opener_pid,
+        opener_pid=j._opener.pid,
         pid=pid,
     )
 
 
 def opened(j: Journal) -> None:
     """``j`` was opened by this process: it is this process's, until a fork."""
-    j._opener_pid = os.getpid()
+    j._opener.pid = os.getpid()
 
 
 def refusal(j: Journal, what: str = "this call (a step, marker, sleep or wait)") -> LetItLoopError:
     """The error of ``what`` on a journal that is not open here: forked, or closed."""
-    if j._disowned:
+    if j._opener.disowned:
         return error(j, what)
     return LetItLoopError(
         f"journal of goal {j.goal!r} is not open; use it as "
@@ -110,7 +122,7 @@ def require_open(j: Journal) -> Storage:
 
 def require_storage(j: Journal) -> Storage:
     """What ``j``'s open attempt writes through (storage.py); the errors of :func:`require_open`."""
-    storage = j._storage
+    storage = j._opened.storage
     if storage is None:
         raise refusal(j)
     return storage
@@ -118,7 +130,7 @@ def require_storage(j: Journal) -> Storage:
 
 def check_open(j: Journal) -> None:
     """Refuse ``j``'s open in a forked child: ``j`` inherited, or its file open in the parent."""
-    if j._disowned:
+    if j._opener.disowned:
         raise error(j, "opening it again")
     if not inherited_files:
         return
@@ -155,10 +167,10 @@ def inherited_journal() -> Journal | None:
 
 def _disown(j: Journal) -> None:
     """Make ``j`` refuse everything in this child, keeping its connection open and unused."""
-    _inherited.append((j, j.store, j._storage))
+    _inherited.append((j, j.store, j._opened.storage))
     if j.store is not None:
         inherited_files.add(j.store.identity)
-    j._disowned = True
+    j._opener.disowned = True
     opening.disown(j, _refused_row(j))
     j._flight.drop()
 

@@ -59,7 +59,7 @@ class Results:
     the attempt; a result's text is read when its step replays and dropped
     once handed back, so memory does not grow with the number of steps.
 
-    The one owner of its rows and cache (``Journal._results``: a new one each
+    The one owner of its rows and cache (``Journal._opened.results``: a new one each
     attempt, made by ``opening.py``). Thread rules: any thread or task that
     replays calls :meth:`get`, with no lock; each takes its own row from the
     dict it found (a chunk read by one thread replaces ``cache`` whole, and
@@ -115,7 +115,8 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
             recorded=recorded.fn,
             called=fn_name,
         )
-    results = j._results
+    opened = j._opened  # the attempt's results, and its seal's chain (attempt.Attempt)
+    results = opened.results
     assert results is not None
     # Results.get() of a row its last read brought (the usual replay), without its call.
     text = results.cache.pop(recorded.rowid, _NOT_READ)
@@ -126,7 +127,7 @@ def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:
         j.run_id, key, recorded.fn, recorded.fp, text
     ):
         raise damaged(j, key)
-    if j._sealed is not None:  # a seal key is set: the row must be what its seal covers
+    if opened.sealed is not None:  # a seal key is set: the row must be what its seal covers
         check_sealed(j, (key, "step", "done", fn_name, recorded.fp, text, None, None))
     if text is None:
         j._replayed.append(key)
@@ -172,10 +173,10 @@ def not_readable(j: Journal, key: str) -> EncryptionKeyError:
 def check_intact(j: Journal, recorded: Recorded) -> None:
     """Raise DamagedRowError if ``recorded``'s row fails its checksum (off the step path:
     before an error that would blame the code for what is damage to the file)."""
-    if recorded.sum is None or j._results is None or recorded.fn in PAUSE_FNS:
+    if recorded.sum is None or j._opened.results is None or recorded.fn in PAUSE_FNS:
         return  # a sleep's or wait's row has its own checksum (checksums.pause_sum)
     try:
-        text = j._results.get(recorded.rowid)
+        text = j._opened.results.get(recorded.rowid)
     except DecodeError:
         return  # the row is gone: the error being raised says enough
     if recorded.sum != step_sum(
@@ -211,8 +212,8 @@ def flush_replays(j: Journal) -> None:
             keys.append(q.popleft())
         except IndexError:
             break
-    if keys and j._storage is not None:
-        j._storage.record_replays(j.run_id, j.attempt, keys)
+    if keys and j._opened.storage is not None:
+        j._opened.storage.record_replays(j.run_id, j.attempt, keys)
         if j._trace is not None:  # the attempt span's replay event (otel.py)
             j._trace.note_replays(keys)
 

@@ -160,7 +160,7 @@ def history(j: Journal) -> History:
     if known is not None and known[0] == j.run_id and known[1] == j.attempt:
         return known[2]
     out: History = {}
-    recorded = [] if j._created else j._require_storage().step_tries(j.run_id)
+    recorded = [] if j._opened.created else j._require_storage().step_tries(j.run_id)
     for key, n, next_at, ended in recorded:
         _, failed, due = out.get(key, (0, 0, None))
         if ended == "crashed":
@@ -324,9 +324,9 @@ def reopen_children(j: Journal, key: str) -> None:
     # A child that failed is called again under its key: its call's usage is kept.
     storage.keep_left_usage(j.run_id, j.clock(), key + NEST)
     rows = storage.recorded_under(j.run_id, key + NEST)
-    j._keys.reopen(key + NEST, [Recorded(*r) for r in rows])
-    assert j._results is not None  # set with the store (opening.py)
-    j._results.add([r[3] for r in rows])
+    j._opened.keys.reopen(key + NEST, [Recorded(*r) for r in rows])
+    assert j._opened.results is not None  # set with the store (opening.py)
+    j._opened.results.add([r[3] for r in rows])
 
 
 def _resumed(j: Journal, store: Storage, key: str, fn_name: str, fp: str) -> _Tries | None:

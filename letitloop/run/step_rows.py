@@ -64,7 +64,7 @@ def done_fields(
             "$",
         )
     if j.store is not store:
-        if j._disowned:  # the step began in the parent; the child forked from it returns
+        if j._opener.disowned:  # the step began in the parent; the child forked from it returns
             raise ownership.error(j, f"recording step {key!r}")
         raise LetItLoopError(
             f"step {key!r} (run {j.run_id} of goal {j.goal!r}) returned after its "
@@ -83,7 +83,7 @@ def done_fields(
         finished = j.clock()
         begun = utc_us(started)
         duration = utc_us(finished) - begun
-    storage: StepRows = j._storage  # type: ignore[assignment]  # open: see step_row
+    storage: StepRows = j._opened.storage  # type: ignore[assignment]  # open: see step_row
     return (
         storage.run_key,
         key,
@@ -151,7 +151,7 @@ def record_failure(
             from .retry import record_raised  # loaded by a step that failed
 
             record_raised(j, store, key, fn_name, fp, exc)
-        j._storage_write_step(failure_row(j, key, fn_name, fp, started, exc))
+        j._opened.write_step(failure_row(j, key, fn_name, fp, started, exc))
 
 
 def failure_row(
@@ -182,7 +182,7 @@ def step_row(
     finished = j.clock()
     spent = j._flight.take_usage(key) if j._flight.usage else None
     # Only called while the journal is open (its steps hold a store): storage is set.
-    storage: StepRows = j._storage  # type: ignore[assignment]
+    storage: StepRows = j._opened.storage  # type: ignore[assignment]
     begun = utc_us(started)
     if j._cipher is not None:  # encryption at rest: the checksum is of what is stored
         result, error, traceback = j._cipher.seal_row(j.run_id, key, result, error, traceback)

@@ -132,7 +132,7 @@ def key_for(
     parent = parent_step.get()
     if parent is not None and parent[0] is j:
         name = f"{parent[1]}{NEST}{name}"
-    key, replay, mismatch = j._keys.claim(name, fp, owner)
+    key, replay, mismatch = j._opened.keys.claim(name, fp, owner)
     return name, key, replay, mismatch
 
 
@@ -243,6 +243,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         store = require_open(j)  # raises: the journal is closed, or a forked child's copy
     if j._cancel.reason is not None:
         raise cancellation.error(j)
+    opened = j._opened  # the attempt's keys and step-row writer (attempt.Attempt)
     policy = j.retry
     if kwargs and "retry" in kwargs and retry_policy_in(kwargs):
         policy = kwargs.pop("retry")
@@ -280,7 +281,7 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
     outer = parent_step.get()
     if outer is not None and outer[0] is j:
         full = f"{outer[1]}{NEST}{name}"
-    key, recorded, differs = j._keys.claim(full, fp, who)
+    key, recorded, differs = opened.keys.claim(full, fp, who)
     if differs is not None:
         raise mismatch(j, key, fn_name, fp, differs, (args, kwargs))
     if recorded is not None:
@@ -317,20 +318,20 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             parent_step.reset(parent)
         done = done_fields(j, store, key, fn_name, fp, started, value)
         if isinstance(done, StepRow):  # usage reported, or encryption
-            j._storage_write_step(done)
+            opened.write_step(done)
         else:  # the usual row
             store.write_done(done)
         return value
     finally:
         flight.end(key)
-        j._keys.release(full, who)
+        opened.keys.release(full, who)
         if j._budget is not None and j._budget.open:  # reservations left (budgets.py)
             budgets.release(j, key, sys.exc_info()[1])
 
 
 def watch_flight(j: Journal, store: Holding) -> None:
     """Have the process's watcher make this journal's long steps visible (inflight.py)."""
-    storage = j._storage
+    storage = j._opened.storage
     if storage is None:
         return  # closed meanwhile: nothing to show
     j._flight.watch(

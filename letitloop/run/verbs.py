@@ -142,7 +142,7 @@ def atomic_marker(
     from ..primitives.markers import AtomicMarker
 
     marker = AtomicMarker(j, name, scope=scope, timeout=j.timeout if timeout is None else timeout)
-    if scope == "run" and not j._keys.claim_marker(name):
+    if scope == "run" and not j._opened.keys.claim_marker(name):
         raise InvalidNameError(
             f"marker {name!r} (run {j.run_id}): the name is already the key of "
             f"a step of this run; steps and run-scoped markers of a run share one "
