@@ -32,8 +32,8 @@ opens the file (``connections.py``). The way to use a pool is ``spawn`` or
 ``forkserver``, whose workers start without the parent's memory and open
 their own Journal (docs/processes.md).
 
-This module is the one owner of ``Journal._opener_pid`` and
-``Journal._disowned``: written by the thread that opens the journal
+This module is the one owner of ``Journal._opener`` (its ``pid`` and
+``disowned``): written by the thread that opens the journal
 (:func:`opened`) and, in a forked child, by the at-fork hook while the child
 has one thread; read by any thread. It also gives the rest of the package
 the journal's store and storage (:func:`require_open`,
