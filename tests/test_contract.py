@@ -24,10 +24,10 @@ Which cases run where:
 
 - ``TestAStepThatReturned``, ``TestAFreshJournal``, ``TestAMarkerRaceOfThreads``,
   ``TestAChangeNotice`` and ``TestAHeldRun`` run in one process: on every store.
-- ``TestAProcess…`` cases need a second process (a fresh interpreter, a
-  SIGKILL, processes racing; those killed and those racing are children
-  forked from one interpreter that imported letitloop once, each a process
-  of its own: tests/preloaded.py): only on stores other processes reach
+- ``TestAProcess…`` cases need a second process (a fresh process, a
+  SIGKILL, processes racing: each a child forked from one interpreter that
+  imported letitloop once and opened nothing, its own pid, killed for real:
+  tests/preloaded.py): only on stores other processes reach
   (``processes=True``: SQLite). The in-memory store dies with its process,
   so they cannot hold for it, and are not run there.
 - ``TestAHolderThatDied`` simulates a death inside one process: the holder's
@@ -45,8 +45,6 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -313,7 +311,7 @@ STEPS = """
 
     location, durability, kind, side, n = sys.argv[1:6]
     n = int(n)
-    pause = len(sys.argv) > 6  # wait for a line on stdin after each step returned
+    go = sys.argv[6] if len(sys.argv) > 6 else None  # after step i returned, wait for GO{i}
 
     def log(line):
         with open(side, "a") as f:
@@ -337,8 +335,8 @@ STEPS = """
                 got = j.step(f"s{i}", work, i)
                 assert got == {"i": i, "twice": i * 2}, got
                 print("returned", i, flush=True)
-                if pause:
-                    sys.stdin.readline()
+                while go and not os.path.exists(f"{go}{i}"):
+                    time.sleep(0.001)
 
     async def async_main():
         async with Journal("contract", run="r", path=location, durability=durability) as j:
@@ -346,8 +344,8 @@ STEPS = """
                 got = await j.async_step(f"s{i}", awork, i)
                 assert got == {"i": i, "twice": i * 2}, got
                 print("returned", i, flush=True)
-                if pause:
-                    sys.stdin.readline()
+                while go and not os.path.exists(f"{go}{i}"):
+                    time.sleep(0.001)
 
     if kind == "sync":
         sync_main()
@@ -379,43 +377,33 @@ def holders() -> Iterator[Preloaded]:
 
 class TestAProcessThatRanSteps:
     def test_each_step_was_committed_before_step_returned(
-        self, tmp_path: Path, process_mode: Mode
+        self, tmp_path: Path, process_mode: Mode, holders: Preloaded
     ) -> None:
         mode = process_mode
         location = mode.backend.location(tmp_path)
-        side = tmp_path / "side.log"
+        side, go = tmp_path / "side.log", tmp_path / "go"
         script = write_script(tmp_path, "steps.py", STEPS)
-        child = subprocess.Popen(
-            [
-                sys.executable,
-                "-u",
-                str(script),
-                location,
-                mode.durability,
-                mode.kind,
-                str(side),
-                "3",
-                "pause",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert child.stdin is not None and child.stdout is not None
+        args = (location, mode.durability, mode.kind, str(side), "3", str(go))
+        child = holders.start(script, *args)
         try:
             for i in range(3):
-                assert child.stdout.readline().split() == ["returned", str(i)]
+                wait_until(
+                    lambda: f"returned {i}\n" in child.printed() or not child.running(),  # noqa: B023
+                    f"step {i} returned",
+                )
+                assert child.printed().splitlines()[-1] == f"returned {i}", child.printed()
                 # The child now waits: what another process sees is what step i committed.
                 assert mode.backend.done_keys(location, "contract") == [
                     f"s{k}" for k in range(i + 1)
                 ]
-                child.stdin.write("\n")
-                child.stdin.flush()
-            child.communicate(timeout=60)
-        finally:
-            child.kill()
+                Path(f"{go}{i}").touch()
+        except BaseException:  # a failed check: do not leave the child waiting for its go
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
             child.wait()
-        assert child.returncode == 0
+            raise
+        done = child.wait()
+        assert done.returncode == 0, done.stderr
 
     def test_its_steps_are_replayed_by_a_fresh_process_without_calling_the_function(
         self, tmp_path: Path, process_mode: Mode
