@@ -361,6 +361,10 @@ class Child:
             return False
         return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
+    def printed(self) -> str:
+        """What the child wrote to its stdout so far (unbuffered: all it printed)."""
+        return Path(self.out.name).read_text(encoding="utf-8")
+
     def wait(self) -> subprocess.CompletedProcess[str]:
         code = self.forker.wait(self.pid)
         with self.out, self.err:

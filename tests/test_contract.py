@@ -24,8 +24,10 @@ Which cases run where:
 
 - ``TestAStepThatReturned``, ``TestAFreshJournal``, ``TestAMarkerRaceOfThreads``,
   ``TestAChangeNotice`` and ``TestAHeldRun`` run in one process: on every store.
-- ``TestAProcess…`` cases need a second process (a fresh interpreter, a
-  SIGKILL, processes racing): only on stores other processes reach
+- ``TestAProcess…`` cases need a second process (a fresh process, a
+  SIGKILL, processes racing: each a child forked from one interpreter that
+  imported letitloop once and opened nothing, its own pid, killed for real:
+  tests/preloaded.py): only on stores other processes reach
   (``processes=True``: SQLite). The in-memory store dies with its process,
   so they cannot hold for it, and are not run there.
 - ``TestAHolderThatDied`` simulates a death inside one process: the holder's
@@ -38,23 +40,23 @@ Which cases run where:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pg_server
 import pytest
-from helpers import run_forked, spawn_python, write_script
+from helpers import run_forked, wait_until, write_script
+from preloaded import Preloaded
 
 from letitloop import Journal
 from letitloop.errors import JournalFileError, RunHeldError
@@ -309,7 +311,7 @@ STEPS = """
 
     location, durability, kind, side, n = sys.argv[1:6]
     n = int(n)
-    pause = len(sys.argv) > 6  # wait for a line on stdin after each step returned
+    go = sys.argv[6] if len(sys.argv) > 6 else None  # after step i returned, wait for GO{i}
 
     def log(line):
         with open(side, "a") as f:
@@ -333,8 +335,8 @@ STEPS = """
                 got = j.step(f"s{i}", work, i)
                 assert got == {"i": i, "twice": i * 2}, got
                 print("returned", i, flush=True)
-                if pause:
-                    sys.stdin.readline()
+                while go and not os.path.exists(f"{go}{i}"):
+                    time.sleep(0.001)
 
     async def async_main():
         async with Journal("contract", run="r", path=location, durability=durability) as j:
@@ -342,8 +344,8 @@ STEPS = """
                 got = await j.async_step(f"s{i}", awork, i)
                 assert got == {"i": i, "twice": i * 2}, got
                 print("returned", i, flush=True)
-                if pause:
-                    sys.stdin.readline()
+                while go and not os.path.exists(f"{go}{i}"):
+                    time.sleep(0.001)
 
     if kind == "sync":
         sync_main()
@@ -364,45 +366,44 @@ def starts(side: Path) -> list[tuple[int, int]]:
     return out
 
 
+@pytest.fixture(scope="module")
+def holders() -> Iterator[Preloaded]:
+    """Forks the processes that die or race (killed at random points, racing for a marker)
+    from an interpreter that imported letitloop once: each a process of its own, its own
+    pid, SIGKILLed for real (tests/preloaded.py)."""
+    with Preloaded("letitloop", with_letitloop=True) as forker:
+        yield forker
+
+
 class TestAProcessThatRanSteps:
     def test_each_step_was_committed_before_step_returned(
-        self, tmp_path: Path, process_mode: Mode
+        self, tmp_path: Path, process_mode: Mode, holders: Preloaded
     ) -> None:
         mode = process_mode
         location = mode.backend.location(tmp_path)
-        side = tmp_path / "side.log"
+        side, go = tmp_path / "side.log", tmp_path / "go"
         script = write_script(tmp_path, "steps.py", STEPS)
-        child = subprocess.Popen(
-            [
-                sys.executable,
-                "-u",
-                str(script),
-                location,
-                mode.durability,
-                mode.kind,
-                str(side),
-                "3",
-                "pause",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert child.stdin is not None and child.stdout is not None
+        args = (location, mode.durability, mode.kind, str(side), "3", str(go))
+        child = holders.start(script, *args)
         try:
             for i in range(3):
-                assert child.stdout.readline().split() == ["returned", str(i)]
+                wait_until(
+                    lambda: f"returned {i}\n" in child.printed() or not child.running(),  # noqa: B023
+                    f"step {i} returned",
+                )
+                assert child.printed().splitlines()[-1] == f"returned {i}", child.printed()
                 # The child now waits: what another process sees is what step i committed.
                 assert mode.backend.done_keys(location, "contract") == [
                     f"s{k}" for k in range(i + 1)
                 ]
-                child.stdin.write("\n")
-                child.stdin.flush()
-            child.communicate(timeout=60)
-        finally:
-            child.kill()
+                Path(f"{go}{i}").touch()
+        except BaseException:  # a failed check: do not leave the child waiting for its go
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
             child.wait()
-        assert child.returncode == 0
+            raise
+        done = child.wait()
+        assert done.returncode == 0, done.stderr
 
     def test_its_steps_are_replayed_by_a_fresh_process_without_calling_the_function(
         self, tmp_path: Path, process_mode: Mode
@@ -422,7 +423,9 @@ class TestAProcessThatRanSteps:
 
 class TestAProcessKilledAtARandomPoint:
     @pytest.mark.slow  # children SIGKILLed at random points, over and over
-    def test_no_step_that_returned_runs_again(self, tmp_path: Path, process_mode: Mode) -> None:
+    def test_no_step_that_returned_runs_again(
+        self, tmp_path: Path, process_mode: Mode, holders: Preloaded
+    ) -> None:
         mode = process_mode
         rng = random.Random(f"{os.environ.get('LETITLOOP_TEST_SEED', '20261130')}-{mode}")
         location = mode.backend.location(tmp_path)
@@ -431,16 +434,13 @@ class TestAProcessKilledAtARandomPoint:
         args = (location, mode.durability, mode.kind, str(side), "12")
         returned: set[int] = set()
         for _ in range(6):
-            child = spawn_python(script, *args)
-            assert child.stdout is not None
+            child = holders.start(script, *args)
             deadline = time.monotonic() + rng.uniform(0.02, 0.15)
-            lines: list[str] = []
-            while time.monotonic() < deadline and child.poll() is None:
+            while time.monotonic() < deadline and child.running():
                 time.sleep(0.002)
-            if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # it may have just finished
                 os.kill(child.pid, signal.SIGKILL)
-            out, _ = child.communicate(timeout=60)
-            lines = out.splitlines()
+            lines = child.wait().stdout.splitlines()
             before = set(returned)
             returned |= {int(x.split()[1]) for x in lines if x.startswith("returned")}
             # Steps this attempt started that had returned in an earlier attempt: none.
@@ -498,23 +498,22 @@ MARKER = """
 
 class TestAProcessRaceForAMarker:
     def test_one_process_at_a_time_enters_and_the_body_runs_once(
-        self, tmp_path: Path, process_mode: Mode
+        self, tmp_path: Path, process_mode: Mode, holders: Preloaded
     ) -> None:
         mode = process_mode
         location = mode.backend.location(tmp_path)
         side, go = tmp_path / "side.log", tmp_path / "go"
         script = write_script(tmp_path, "marker.py", MARKER)
         children = [
-            spawn_python(script, location, mode.durability, mode.kind, str(side), str(go))
+            holders.start(script, location, mode.durability, mode.kind, str(side), str(go))
             for _ in range(4)
         ]
-        for c in children:  # each has imported letitloop and waits for the go: no sleep
-            assert c.stdout is not None
-            assert c.stdout.readline() == "ready\n", c.communicate(timeout=60)
+        for c in children:  # each waits for the go: they start together
+            wait_until(lambda: c.printed() != "" or not c.running(), "each child is ready")  # noqa: B023
         go.touch()
-        outs = [c.communicate(timeout=60) for c in children]
-        assert [c.returncode for c in children] == [0] * 4, outs
-        offers = sorted(out.strip() for out, _ in outs)
+        outs = [c.wait() for c in children]
+        assert [c.returncode for c in outs] == [0] * 4, outs
+        offers = sorted(out.stdout.removeprefix("ready\n").strip() for out in outs)
         assert offers == ["offer False"] * 3 + ["offer True"]
         assert len(side.read_text().splitlines()) == 1
 

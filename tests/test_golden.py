@@ -2,20 +2,23 @@
 
 Each golden journal holds runs in flight, written by the release named in its
 ``.json`` (tests/golden/generate.py says how); a copy is resumed here the way
-that release resumed it, each program in a fresh process, and must give the
-same results with the same calls: none of what the file recorded is called
-again (DESIGN.md, "The file format is a public API").
+that release resumed it, each program in a process of its own (a child forked
+from one interpreter that imported every program's framework once:
+tests/preloaded.py), and must give the same results with the same calls: none
+of what the file recorded is called again (DESIGN.md, "The file format is a public API").
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked, run_forked, write_script
+from preloaded import Preloaded
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 sys.path.insert(0, str(GOLDEN))
@@ -39,15 +42,33 @@ def functions(db: Path) -> set[str]:
         conn.close()
 
 
+#: Goldens whose programs import no framework: letitloop's primitives alone.
+NO_FRAMEWORK = {"primitives"}
+
+
+@pytest.fixture(scope="module")
+def programs() -> Iterator[dict[str, Preloaded]]:
+    """Forks each golden program's process: from an interpreter that imported letitloop
+    (``plain``) for :data:`NO_FRAMEWORK`'s, from one that imported every golden program's
+    framework (generate.PROGRAM_IMPORTS) once for the adapters'; each starts at its first
+    program. Fresh interpreters cost primitives' dozen programs about 0.1 s of CPU each."""
+    with (
+        Preloaded("letitloop", with_letitloop=True) as plain,
+        Preloaded(*generate.PROGRAM_IMPORTS, with_letitloop=True) as frameworks,
+    ):
+        yield {"plain": plain, "frameworks": frameworks}
+
+
 class TestAGoldenJournal:
     @pytest.mark.timeout(600)  # primitives.db: a dozen programs, each in a process of its own
     @pytest.mark.parametrize("golden", NAMED)
     def test_its_runs_in_flight_resume_with_nothing_called_again_and_the_same_results(
-        self, golden: str, tmp_path: Path
+        self, golden: str, tmp_path: Path, programs: dict[str, Preloaded]
     ) -> None:
         db = generate.copy(golden, tmp_path)
         expected = json.loads((GOLDEN / f"{golden}.json").read_text())["resumes"]
-        got = generate.resume(golden, db, tmp_path / "side")
+        forker = programs["plain" if golden in NO_FRAMEWORK else "frameworks"]
+        got = generate.resume(golden, db, tmp_path / "side", forker)
         for mine, theirs in zip(got, expected, strict=True):
             assert mine == theirs, f"{mine.get('stderr', '')}"
 
@@ -99,10 +120,10 @@ class TestARunOfAGoldenJournalAndOneOfToday:
             "    j.step('first', fetch, 'first')\n"
             "    j.step('second', fetch, 'second-new' if j.patched('new-path') else 'old')\n"
         )
-        subprocess.run([sys.executable, "-c", program, str(db)], check=True, timeout=60)
+        today = run_forked(write_script(tmp_path, "today.py", program), str(db))
+        assert today.returncode == 0, today.stderr
         assert "letitloop:patch" in functions(db)
-        lil = [sys.executable, "-m", "letitloop", "--db", str(db), "diff", "p", "today", "--json"]
-        done = subprocess.run(lil, capture_output=True, text=True, timeout=60)
+        done = lil_forked("--db", str(db), "diff", "p", "today", "--json")
         found = json.loads(done.stdout)["differences"]
         # Run p was killed before its second step: that is its one difference.
         assert [(d["key"], d["change"]) for d in found] == [("second", "added")], found

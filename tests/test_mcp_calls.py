@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_until, write_script
+from helpers import lil_forked, wait_until, write_script
 from mcp import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from preloaded import Preloaded
@@ -208,12 +208,8 @@ def kill_agent_in(
 
 
 def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """``lil --db DB ARGS`` (``python -m letitloop``), forked (tests/helpers.py)."""
+    return lil_forked("--db", str(db), *args)
 
 
 class TestAnAgentKilledMidCall:
@@ -657,10 +653,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 class TestTheDocsExample:
     def test_runs_as_pasted_in_the_clone_against_its_shop_server_and_replays(
-        self, tmp_path: Path, db: Path
+        self, tmp_path: Path, db: Path, mcp_sdk: Preloaded
     ) -> None:
         """docs/mcp.md's DurableMCP program, as printed, from the clone's root (where its
-        examples/shop_server.py is), run twice: the second run replays both calls."""
+        examples/shop_server.py is), run twice (``python checkout.py``, each a child forked
+        from the interpreter that imported the MCP SDK): the second run replays both calls."""
         from test_readme import blocks
 
         page = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
@@ -669,17 +666,7 @@ class TestTheDocsExample:
         script = tmp_path / "checkout.py"
         script.write_text(code, encoding="utf-8")
         env = {**os.environ, "LETITLOOP_DB": str(db)}
-        runs = [
-            subprocess.run(
-                [sys.executable, str(script)],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            for _ in range(2)
-        ]
+        runs = [mcp_sdk.run(script, cwd=ROOT, env=env) for _ in range(2)]
         for r in runs:
             assert r.returncode == 0, r.stderr
             assert r.stdout == "order 7 is open charged order 7\n"

@@ -8,10 +8,14 @@ setup that makes it run, here beside the block's first line. The ``lil``
 commands of "See, fix and replay runs" then run against the Quickstart's
 journal on a pseudo-terminal, answering the questions they ask.
 
-Every ``python`` block of ``docs/*.md`` runs too, in the same way: with the
-least setup that makes a block that continues the reader's program run as
-printed (``DOCS_AROUND``), or listed in ``ILLUSTRATIVE`` with the reason it is
-not a program on its own (a fragment, or a ten-minute sleep) and the test
+Every ``python`` block of ``docs/*.md`` runs too, in the same way (as
+``python block.py`` in a fresh folder, as pasted; each in a process of its
+own forked from one interpreter that imported letitloop and the frameworks
+of several blocks once, tests/preloaded.py, but a block about its process
+itself, ``OWN_PROCESS``, in a fresh interpreter): with the least setup that
+makes a block that continues the reader's program run as printed
+(``DOCS_AROUND``), or listed in ``ILLUSTRATIVE`` with the reason it is not
+a program on its own (a fragment, or a ten-minute sleep) and the test
 that runs its calls instead. A new block that is in neither fails.
 """
 
@@ -24,11 +28,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from preloaded import Child, Preloaded
 from test_cli_agree import terminal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,25 +159,54 @@ def section(title: str) -> str:
     return README[start : end if end > 0 else None]
 
 
-def run_python(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
+def write_block(code: str, folder: Path) -> Path:
     script = folder / "block.py"
     script.write_text(code, encoding="utf-8")
+    return script
+
+
+def run_python(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=folder
+        [sys.executable, str(write_block(code, folder))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=folder,
     )
 
 
 def run_pythons(
-    scripts: dict[int, tuple[str, Path]], at_once: int = 4
+    scripts: dict[int, tuple[str, Path]],
+    at_once: int = 4,
+    forker: Preloaded | None = None,
+    fresh: frozenset[int] = frozenset(),
 ) -> dict[int, subprocess.CompletedProcess[str]]:
     """:func:`run_python` for each (code, folder), ``at_once`` of them running together (each
     in a folder of its own; most of a block's time is spent waiting for its file): the
-    results by the same keys, in their order."""
+    results by the same keys, in their order. With ``forker``, each but those of ``fresh``
+    runs as ``python block.py`` in its folder in a child forked from it (tests/preloaded.py)
+    instead of a fresh interpreter, ``at_once`` of those running together too."""
+    results: dict[int, subprocess.CompletedProcess[str]] = {}
     with ThreadPoolExecutor(at_once) as pool:
         running = {
-            i: pool.submit(run_python, code, folder) for i, (code, folder) in scripts.items()
+            i: pool.submit(run_python, code, folder)
+            for i, (code, folder) in scripts.items()
+            if forker is None or i in fresh
         }
-        return {i: done.result() for i, done in running.items()}
+        children: deque[tuple[int, Child]] = deque()
+        for i, (code, folder) in scripts.items():
+            if i in running or forker is None:
+                continue
+            if len(children) == at_once:
+                first, child = children.popleft()
+                results[first] = child.wait()
+            children.append(
+                (i, forker.start(write_block(code, folder), cwd=folder, unbuffered=False))
+            )
+        for i, child in children:
+            results[i] = child.wait()
+        results.update({i: done.result() for i, done in running.items()})
+    return {i: results[i] for i in scripts}
 
 
 #: Put before a Quickstart program, as it is, to see its calls: each call of one of its
@@ -900,15 +936,48 @@ def docs_blocks() -> list[tuple[str, str]]:
     ]
 
 
+#: The docs' blocks about their process itself, run in a fresh interpreter of their own
+#: (the others run in children forked from one that imported their frameworks once),
+#: keyed like DOCS_AROUND, with the reason.
+OWN_PROCESS: dict[tuple[str, str], str] = {
+    ("supervision.md", "from letitloop import durable, step, supervise"): (
+        "@supervise starts the program again as its child from the command line that "
+        "started its process (sys.orig_argv): a forked child's is its forker's"
+    ),
+}
+
+#: What the docs' blocks import, once, in the interpreter their children are forked from.
+DOCS_IMPORTS = (
+    "langgraph.graph",
+    "langgraph.prebuilt",
+    "letitloop.adapters.langgraph",
+    "workflows",
+    "llama_index.core.agent.workflow",
+    "llama_index.core.llms.mock",
+    "letitloop.adapters.llamaindex",
+)
+
+
+@pytest.fixture(scope="module")
+def docs_forker() -> Iterator[Preloaded]:
+    """Forks the docs' blocks (all but :data:`OWN_PROCESS`) from an interpreter that
+    imported letitloop and :data:`DOCS_IMPORTS` once."""
+    with Preloaded(*DOCS_IMPORTS, with_letitloop=True) as forker:
+        yield forker
+
+
 def block_key(page: str, code: str) -> tuple[str, str]:
     return page, code.splitlines()[0]
 
 
 class TestTheDocsPages:
-    def test_every_python_block_runs_as_printed_or_says_why_not(self, tmp_path: Path) -> None:
+    def test_every_python_block_runs_as_printed_or_says_why_not(
+        self, tmp_path: Path, docs_forker: Preloaded
+    ) -> None:
         found = docs_blocks()
         assert len(found) >= 15
         scripts = {}
+        fresh = set()
         for i, (page, code) in enumerate(found):
             key = block_key(page, code)
             if key in ILLUSTRATIVE:
@@ -926,7 +995,9 @@ class TestTheDocsPages:
             folder = tmp_path / f"block{i}"
             folder.mkdir()
             scripts[i] = (before + code + after, folder)
-        for i, r in run_pythons(scripts).items():
+            if key in OWN_PROCESS:
+                fresh.add(i)
+        for i, r in run_pythons(scripts, forker=docs_forker, fresh=frozenset(fresh)).items():
             page, code = found[i]
             assert r.returncode == 0, f"{page}:\n{code}\n{r.stderr}"
 
@@ -935,3 +1006,4 @@ class TestTheDocsPages:
         assert set(DOCS_AROUND) <= keys, set(DOCS_AROUND) - keys
         assert set(ILLUSTRATIVE) <= keys, set(ILLUSTRATIVE) - keys
         assert not set(DOCS_AROUND) & set(ILLUSTRATIVE)
+        assert set(OWN_PROCESS) <= set(DOCS_AROUND), set(OWN_PROCESS) - set(DOCS_AROUND)

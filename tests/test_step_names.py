@@ -28,37 +28,6 @@ from letitloop.identity.step_names import HISTORY, NAMES, OLD_NAMES, Named, name
 PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
-#: What the programs of golden/programs/ import: their frameworks and letitloop's adapters.
-#: One forking interpreter imports them all once (tests/preloaded.py), and each program
-#: runs to its end in a child forked from it, a process of its own, as ``python PROGRAM``
-#: would run it; some 20 fresh interpreters each importing a framework took about 13 s
-#: of CPU, this about 8 s. A module a program imports that is not listed here its child
-#: imports itself.
-PROGRAM_IMPORTS = (
-    "agents",
-    "autogen_agentchat.agents",
-    "autogen_agentchat.teams",
-    "autogen_ext.models.replay",
-    "dspy",
-    "dspy.utils.dummies",
-    "langgraph.graph",
-    "llama_index.core.agent.workflow",
-    "llama_index.core.llms.mock",
-    "mcp.server.mcpserver",
-    "pydantic_ai",
-    "pydantic_ai.models.function",
-    "smolagents",
-    "workflows",
-    "letitloop.adapters.autogen",
-    "letitloop.adapters.dspy",
-    "letitloop.adapters.langgraph",
-    "letitloop.adapters.llamaindex",
-    "letitloop.adapters.openai_agents",
-    "letitloop.adapters.pydantic_ai",
-    "letitloop.adapters.smolagents",
-    "letitloop.mcp",
-)
-
 #: The calls that record a step with the function among their arguments: the journal's
 #: own and the adapters' helpers that pass their ``fn`` on (found by :func:`forwarders`).
 STEP_CALLS = frozenset({"step", "async_step"})
@@ -305,7 +274,7 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
         finally:
             sys.path.remove(str(GOLDEN))
         seen: set[str] = set()
-        with Preloaded(*PROGRAM_IMPORTS, with_letitloop=True) as forker:
+        with Preloaded(*generate.PROGRAM_IMPORTS, with_letitloop=True) as forker:
             for golden, spec in generate.GOLDENS.items():
                 db, side = tmp_path / f"{golden}.db", tmp_path / f"{golden}.side"
                 env = {**os.environ, "LETITLOOP_DB": str(db)}

@@ -33,7 +33,7 @@ import sys
 import tempfile
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 GOLDEN = Path(__file__).resolve().parent
 PROGRAMS = GOLDEN / "programs"
@@ -107,18 +107,50 @@ for _name, (_program, _mode, _kill, _more) in ADAPTERS.items():
     }
 
 
-#: ``python -c LAUNCH NOW PROGRAM ARGS...``: PROGRAM as ``python PROGRAM ARGS...`` runs it,
+#: ``python LAUNCHER NOW PROGRAM ARGS...``: PROGRAM as ``python PROGRAM ARGS...`` runs it,
 #: its journals' default clock (letitloop.testing) set back to NOW (seconds since the epoch),
 #: from where it runs at the real rate.
-LAUNCH = """
-import os, runpy, sys, time
-from letitloop.testing import using_clock
-behind = time.time() - float(sys.argv[1])
-sys.argv = sys.argv[2:]
-sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
-with using_clock(lambda: time.time() - behind):
-    runpy.run_path(sys.argv[0], run_name="__main__")
-"""
+LAUNCHER = GOLDEN / "launch.py"
+
+#: What the programs of programs/ import: their frameworks and letitloop's adapters. A
+#: forking interpreter that imported them once (tests/preloaded.py) runs each program in a
+#: child forked from it, a process of its own, as ``python PROGRAM`` would run it
+#: (:func:`run`'s ``forker``); some 20 fresh interpreters each importing a framework took
+#: about 13 s of CPU, this about 8 s. A module a program imports that is not listed here
+#: its child imports itself.
+PROGRAM_IMPORTS = (
+    "agents",
+    "autogen_agentchat.agents",
+    "autogen_agentchat.teams",
+    "autogen_ext.models.replay",
+    "dspy",
+    "dspy.utils.dummies",
+    "langgraph.graph",
+    "llama_index.core.agent.workflow",
+    "llama_index.core.llms.mock",
+    "mcp.server.mcpserver",
+    "pydantic_ai",
+    "pydantic_ai.models.function",
+    "smolagents",
+    "workflows",
+    "letitloop.adapters.autogen",
+    "letitloop.adapters.dspy",
+    "letitloop.adapters.langgraph",
+    "letitloop.adapters.llamaindex",
+    "letitloop.adapters.openai_agents",
+    "letitloop.adapters.pydantic_ai",
+    "letitloop.adapters.smolagents",
+    "letitloop.mcp",
+)
+
+
+class Forker(Protocol):
+    """What runs a program in a child forked from a preloaded interpreter: a
+    ``Preloaded`` of tests/preloaded.py."""
+
+    def run(
+        self, script: Path, *args: str, env: dict[str, str] | None = ..., cwd: Path | None = ...
+    ) -> subprocess.CompletedProcess[str]: ...
 
 
 def written_at(db: Path) -> float | None:
@@ -134,18 +166,28 @@ def written_at(db: Path) -> float | None:
 
 
 def run(
-    program: str, db: Path, side: Path, args: list[str], now: float | None = None
+    program: str,
+    db: Path,
+    side: Path,
+    args: list[str],
+    now: float | None = None,
+    forker: Forker | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python PROGRAM ARGS...`` in a fresh process, in a scratch folder, with the
     letitloop this process imported and LETITLOOP_DB set to ``db``; with ``now``, its
-    journals' clock starts at ``now`` (:data:`LAUNCH`)."""
+    journals' clock starts at ``now`` (:data:`LAUNCHER`). With ``forker``, the process is
+    a child forked from its preloaded interpreter (same program, arguments, folder and
+    environment), not a fresh interpreter."""
     import letitloop
 
     path = [str(Path(letitloop.__file__).resolve().parent.parent), *sys.path]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "LETITLOOP_DB": str(db)}
     argv = [a.format(db=db, side=side) for a in args]
+    launch = [] if now is None else [str(LAUNCHER), repr(now)]
     with tempfile.TemporaryDirectory() as cwd:
-        launch = [] if now is None else ["-c", LAUNCH, repr(now)]
+        if forker is not None:
+            command = [*launch, str(PROGRAMS / program), *argv]
+            return forker.run(Path(command[0]), *command[1:], env=env, cwd=Path(cwd))
         return subprocess.run(
             [sys.executable, *launch, str(PROGRAMS / program), *argv],
             capture_output=True,
@@ -166,8 +208,9 @@ def setup(db: Path, steps: list[tuple[Any, ...]]) -> None:
         send(run_ref, name, value, path=db)
 
 
-def resume(golden: str, db: Path, side: Path) -> list[dict[str, Any]]:
-    """Each resume of ``golden`` on ``db``: its exit status, last line printed, and calls.
+def resume(golden: str, db: Path, side: Path, forker: Forker | None = None) -> list[dict[str, Any]]:
+    """Each resume of ``golden`` on ``db``: its exit status, last line printed, and calls
+    (each program run by :func:`run`, in a child of ``forker`` if given).
 
     The resumes run on the clock of the file's writing (a second after its last change):
     a request answered then is answered from the journal for ``DEFAULT_REUSE`` (an hour)
@@ -180,7 +223,7 @@ def resume(golden: str, db: Path, side: Path) -> list[dict[str, Any]]:
     out = []
     for program, args in spec["resumes"]:
         side.write_text("")
-        done = run(program, db, side, args, now)
+        done = run(program, db, side, args, now, forker)
         lines = done.stdout.strip().splitlines()
         out.append(
             {
