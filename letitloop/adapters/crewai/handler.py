@@ -192,7 +192,13 @@ class CrewAIDurabilityHandler:
             self._wrap_kickoffs(copied, made)
             return copied
 
-        replaced = (kickoff, kickoff_async, kickoff_for_each, kickoff_for_each_async, copy)
+        replaced: tuple[Callable[..., Any], ...] = (
+            kickoff,
+            kickoff_async,
+            kickoff_for_each,
+            kickoff_for_each_async,
+            copy,
+        )
         for name, function in zip(KICKOFFS, replaced, strict=True):
             object.__setattr__(crew, name, function)
         object.__setattr__(crew, WRAPPED, True)
