@@ -16,7 +16,7 @@ import pytest
 from helpers import lil_forked, wait_until
 
 from letitloop import Journal, Queue, RunCancelledError, Worker, step
-from letitloop.errors import QueueError
+from letitloop.errors import QueueError, UnknownStoreError
 from letitloop.inspection import find_run, open_inspector
 from letitloop.queueing.queue_records import Claimed, Limits
 
@@ -142,6 +142,19 @@ class TestWhatAnEntryRecords:
         with pytest.raises(QueueError, match=r"rate_limit must be .*\(100, '1m'\)"):
             Queue("q", rate_limit=(10, "1 fortnight"), path=db)
         assert Queue("q", rate_limit=(100, "1m"), path=db).limits.rate == (100, 60.0)
+
+    def test_a_malformed_url_is_refused_as_a_journal_refuses_it(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # As Journal(path=...): not a folder named "postgresql:" with a file in it.
+        monkeypatch.chdir(tmp_path)
+        where = "postgresql:/app@db/jobs"
+        with pytest.raises(UnknownStoreError) as queue_refusal:
+            Queue("q", path=where)
+        with pytest.raises(UnknownStoreError) as journal_refusal, Journal("q", path=where):
+            pass
+        assert str(queue_refusal.value) == str(journal_refusal.value)
+        assert not Path("postgresql:").exists()
 
 
 class TestClaims:

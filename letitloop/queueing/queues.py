@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import codec
 from ..errors import EncodeError, QueueError, RunCancelledError
 from ..identity.names import check_name
+from ..stores.schemes import malformed_url, scheme_of
 from ..stores.sqlite.queue import SqliteQueue
 from .queue_records import ENDED, Limits
 
@@ -309,7 +310,10 @@ def _store(
     """The queue's store: the journal file, or the PostgreSQL journal of a URL."""
     # No path: LETITLOOP_DB's, as a Journal's (its runs are opened the same way).
     text = os.fspath(path) if path is not None else os.environ.get("LETITLOOP_DB") or ""
-    scheme = text.partition("://")[0] if "://" in text else ""
+    bad = malformed_url(text)  # a folder named postgresql: would be one queue per host
+    if bad is not None:
+        raise bad
+    scheme = scheme_of(text)
     if scheme in ("postgresql", "postgres"):
         from ..stores.postgres.queue import PostgresQueue  # the postgres extra, only for such a URL
 
