@@ -155,3 +155,11 @@ class TestTheApp:
         assert [p["name"] for p in events_get["parameters"]] == ["id", "last-event-id"]
         assert "text/event-stream" in events_get["responses"]["200"]["content"]
         assert "404" in paths["/jobs/runs/{id}"]["get"]["responses"]
+
+    def test_the_page_s_app_is_the_example_s(self) -> None:
+        """docs/fastapi.md's FastAPI app is examples/fastapi_app.py's, line for line."""
+        page = (ROOT / "docs" / "fastapi.md").read_text()
+        block = page.split("```python\nfrom fastapi ", 1)[1].split("```", 1)[0]
+        example = EXAMPLE.read_text()
+        for line in block.splitlines():
+            assert line.split("  #", 1)[0].rstrip() in example, line
