@@ -1,6 +1,6 @@
 """Durable background work in a FastAPI app: reports that survive a worker's death.
 
-    pip install -e '.[fastapi]' gunicorn   # in your clone (uvicorn comes with the extra)
+    pip install -e '.[fastapi]' uvicorn gunicorn   # in your clone
     gunicorn fastapi_app:app -k uvicorn.workers.UvicornWorker -w 2 --preload
     curl -X POST -H 'Idempotency-Key: order-1' localhost:8000/reports   # {"id": "order-1"}
     curl localhost:8000/jobs/runs/order-1                                # status, steps, result
