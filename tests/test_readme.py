@@ -822,6 +822,12 @@ DOCS_AROUND[("adapters.md", "from agents import Agent, Runner, SQLiteSession")] 
     "assert asyncio.run(support('Please refund order A17')) == 'Refunded.'\n",
 )
 DOCS_AROUND[("queues.md", "# tasks.py")] = ("", "")  # a module: it declares, and runs nothing
+# The FastAPI app as printed (tests/test_web_fastapi.py serves it under gunicorn): its routes.
+DOCS_AROUND[("fastapi.md", "from fastapi import FastAPI")] = (
+    "",
+    "assert set(app.openapi()['paths']) == "
+    "{'/reports', '/reports/sync', '/jobs/runs/{id}', '/jobs/runs/{id}/events'}\n",
+)
 # The app as printed (tests/test_web_background.py serves it under uvicorn): its routes.
 DOCS_AROUND[("fastapi.md", "from starlette.applications import Starlette")] = (
     "",
@@ -851,10 +857,6 @@ DOCS_AROUND[
 
 #: The docs' blocks that are not programs, keyed like DOCS_AROUND, with the reason.
 ILLUSTRATIVE: dict[tuple[str, str], str] = {
-    ("fastapi.md", "app = FastAPI(lifespan=background.lifespan)"): (
-        "the Starlette app's lines in FastAPI, which is not in the test environment (the "
-        "page says so); tests/test_web_background.py serves the Starlette app under uvicorn"
-    ),
     ("queues.md", "from tasks import emails, send"): (
         "a program that waits for a worker of the tasks.py above: tests/test_queues.py "
         "(TestTheQueuesPage) runs both blocks as printed, with lil worker as the page says"

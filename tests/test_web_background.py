@@ -6,12 +6,9 @@ tests/preloaded.py; each test starts one server (two for the drain)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -20,96 +17,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from web_server import ROOT, Server, events, free_port, ledger, outside, wait_for_lines
 
 pytestmark = pytest.mark.timeout(120)
-
-ROOT = Path(__file__).resolve().parent.parent
 
 #: The example app, run as it is: each part of a report prints its number and process
 #: (the side effect a step that ran twice would repeat) and takes 0.4 s.
 EXAMPLE = ROOT / "examples" / "starlette_app.py"
 
-PART = re.compile(r"^part (\d+) in process (\d+)$")
 
-
-class Server:
-    """``uvicorn app:app --workers N`` in a folder of its own, on a free port."""
-
-    def __init__(self, folder: Path, workers: int, db: str | None = None) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT)])}
-        env.pop("LETITLOOP_DB", None)  # the example's default: .letitloop/journal.db here
-        if db is not None:
-            env["LETITLOOP_DB"] = db
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "starlette_app:app", "--workers", str(workers),
-             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
-            cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self.read, daemon=True)
-        self.reader.start()
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if self.client.get("/jobs/runs/nothing").status_code == 404:
-                    return
-            except httpx.TransportError:
-                pass
-            assert self.process.poll() is None, self.output()
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.1)
-
-    def read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        """One request; again once if its connection was to a process killed meanwhile."""
-        try:
-            return self.client.request(method, url, **kwargs)
-        except httpx.TransportError:
-            return self.client.request(method, url, **kwargs)
-
-    def post(self, key: str) -> Any:
-        answer = self.send("POST", "/reports", headers={"Idempotency-Key": key})
-        assert answer.status_code == 202, answer.text
-        return answer.json()["id"]
-
-    def status(self, run: str) -> dict[str, Any]:
-        answer = self.send("GET", f"/jobs/runs/{run}")
-        assert answer.status_code == 200, answer.text
-        found: dict[str, Any] = answer.json()
-        return found
-
-    def wait_for(self, run: str, status: str, within: float = 30) -> dict[str, Any]:
-        deadline = time.monotonic() + within
-        while (found := self.status(run))["status"] != status:
-            assert time.monotonic() < deadline, found
-            time.sleep(0.1)
-        return found
-
-    def stop(self) -> str:
-        """SIGTERM, as a deploy stops it; what it printed."""
-        self.client.close()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.output()
-
-    def output(self) -> str:
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.reader.join(10)
-        return "\n".join(self.lines)
+def uvicorn(folder: Path, workers: int, db: str | None = None) -> Server:
+    """``uvicorn starlette_app:app --workers N`` in ``folder``, on a free port."""
+    port = free_port()
+    argv = [sys.executable, "-m", "uvicorn", "starlette_app:app", "--workers", str(workers),
+            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]  # fmt: skip
+    return Server(folder, argv, port, db)
 
 
 @pytest.fixture
@@ -130,58 +53,9 @@ def db(request: pytest.FixtureRequest, folder: Path) -> str:
 
 @pytest.fixture
 def server(folder: Path, db: str) -> Iterator[Server]:
-    s = Server(folder, workers=2, db=None if db.endswith("journal.db") else db)
+    s = uvicorn(folder, workers=2, db=None if db.endswith("journal.db") else db)
     yield s
     s.stop()
-
-
-def ledger(*servers: Server) -> list[tuple[int, int]]:
-    """Each part started, in order: (its number, the process that ran it)."""
-    found = [PART.match(line) for s in servers for line in list(s.lines)]
-    return [(int(m[1]), int(m[2])) for m in found if m]
-
-
-def wait_for_lines(server: Server, n: int, within: float = 30) -> list[tuple[int, int]]:
-    deadline = time.monotonic() + within
-    while len(found := ledger(server)) < n:
-        assert time.monotonic() < deadline, found
-        time.sleep(0.02)
-    return found
-
-
-def events(server: Server, run: str, last: str | None = None, stop_after: int = 0) -> list[Any]:
-    """The run's Server-Sent Events as (id, event, data), read until ``end`` or, with
-    ``stop_after``, until that many: then the client disconnects."""
-    headers = {} if last is None else {"Last-Event-ID": last}
-    got: list[Any] = []
-    fields: dict[str, str] = {}
-    with server.client.stream("GET", f"/jobs/runs/{run}/events", headers=headers) as answer:
-        assert answer.status_code == 200
-        assert answer.headers["content-type"].startswith("text/event-stream")
-        for line in answer.iter_lines():
-            if line:
-                name, _, value = line.partition(": ")
-                fields[name] = value
-                continue
-            got.append((fields.get("id"), fields["event"], json.loads(fields["data"])))
-            fields = {}
-            if got[-1][1] == "end" or len(got) == stop_after:
-                break
-    return got
-
-
-def outside(db: str, run: str) -> str:
-    """The run's entry status, read by a fresh process (not the server's)."""
-    code = (
-        "import sys; from letitloop import Queue; "
-        "q = Queue('reports', path=sys.argv[1]); "
-        "print(q.handle(q.store.named('reports', sys.argv[2])).status())"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, db, run],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
-    )  # fmt: skip
-    return done.stdout.strip()
 
 
 class TestAWorkerKilledMidTask:
@@ -234,7 +108,7 @@ class TestShutdownDrains:
         self, folder: Path, db: str
     ) -> None:
         url = None if db.endswith("journal.db") else db
-        first = Server(folder, workers=2, db=url)
+        first = uvicorn(folder, workers=2, db=url)
         run = first.post("order-2")
         wait_for_lines(first, 2)
         out = first.stop()
@@ -243,7 +117,7 @@ class TestShutdownDrains:
         assert outside(db, run) == "queued"
         drained = ledger(first)
         assert 2 <= len(drained) < 5
-        second = Server(folder, workers=1, db=url)
+        second = uvicorn(folder, workers=1, db=url)
         try:
             found = second.wait_for(run, "completed")
         finally:
@@ -263,7 +137,7 @@ def small_app(path: Path, threads: int = 1) -> Any:
     from starlette.routing import Route
 
     from letitloop import Queue
-    from letitloop.integrations.starlette import Background, start
+    from letitloop.integrations.starlette import Background, async_start
 
     queue = Queue("small", path=path)
 
@@ -280,7 +154,7 @@ def small_app(path: Path, threads: int = 1) -> Any:
     async def create(request: Request) -> JSONResponse:
         task = sign if request.query_params.get("task") != "broken" else broken
         args = ("ada",) if task is sign else ()
-        return JSONResponse({"id": start(request, task, *args)}, status_code=202)
+        return JSONResponse({"id": await async_start(request, task, *args)}, status_code=202)
 
     return Starlette(
         routes=[Route("/", create, methods=["POST"]), *background.routes()],
@@ -317,19 +191,25 @@ class TestTheStatusRoute:
             assert again["run_id"] == failed["run_id"]
             assert client.get("/runs/nothing").status_code == 404
 
-    def test_a_key_that_cannot_name_a_run_is_refused_before_anything_is_queued(
+    def test_a_key_that_breaks_the_rule_is_answered_400_before_anything_is_queued(
         self, tmp_path: Path
     ) -> None:
         from starlette.testclient import TestClient
 
-        from letitloop.errors import InvalidNameError
-
         with TestClient(small_app(tmp_path / "j.db")) as client:
-            with pytest.raises(
-                InvalidNameError, match="idempotency key name must not contain control"
-            ):
-                client.post("/", headers={"Idempotency-Key": "a\tb"})
+            answer = client.post("/", headers={"Idempotency-Key": "a\tb"})
+            assert answer.status_code == 400
+            assert answer.text.startswith(
+                "Idempotency-Key header: expected printable ASCII, got the byte 0x09 at "
+                "character 2 of 'a\\tb'; send 1 to 255 printable ASCII characters"
+            )
             assert client.get("/runs/a%09b").status_code == 404  # nothing queued
+            # A quoted key (the IETF draft's structured-field string) is the text inside.
+            quoted = client.post("/", headers={"Idempotency-Key": '"order-\\"7\\""'})
+            assert quoted.json()["id"] == 'order-"7"'
+            assert client.post("/", headers={"Idempotency-Key": 'order-"7"'}).json() == {
+                "id": 'order-"7"'
+            }
 
     def test_with_no_threads_here_a_worker_elsewhere_runs_it(self, tmp_path: Path) -> None:
         from starlette.testclient import TestClient
@@ -359,11 +239,85 @@ class TestTheStatusRoute:
             client.post("/")
 
 
+class TestTheIdempotencyKeyRule:
+    @pytest.mark.parametrize(
+        ("header", "key"),
+        [("order-1", "order-1"), ("k" * 255, "k" * 255), ("a b~!", "a b~!"), ('"x y"', "x y"),
+         ('"a\\\\b"', "a\\b"), ('"', '"'), ("'q'", "'q'")],
+    )  # fmt: skip
+    def test_a_key_that_keeps_it_names_the_run(self, header: str, key: str) -> None:
+        from letitloop.integrations.idempotency import check_key
+
+        assert check_key(header) == key
+
+    @pytest.mark.parametrize(
+        ("header", "why"),
+        [("k" * 256, "expected at most 255 characters, got 256"), ("", "got a blank value"),
+         ("   ", "got a blank value"), ('""', "got a blank value"), (" a", "no space at either"),
+         ("a\x7f", "got the byte 0x7F at character 2"),
+         ("caf\xc3\xa9", "the byte 0xC3 at character 4"),
+         ("a\u2028", "got U+2028"), ('"a"b"', 'with \\" for a quote inside'),
+         ('"a\\nb"', "after a backslash")],
+    )  # fmt: skip
+    def test_a_key_that_breaks_it_is_a_400_saying_why(self, header: str, why: str) -> None:
+        import pickle
+
+        from letitloop.errors import QueueError
+        from letitloop.integrations.idempotency import IdempotencyKeyError, check_key
+
+        with pytest.raises(IdempotencyKeyError) as caught:
+            check_key(header)
+        assert why in str(caught.value) and str(caught.value).startswith("Idempotency-Key header")
+        assert caught.value.status_code == 400 and isinstance(caught.value, QueueError)
+        again = pickle.loads(pickle.dumps(caught.value))
+        assert (str(again), again.status_code) == (str(caught.value), 400)
+
+
+class TestAnIdleEventsStream:
+    def test_it_sends_a_comment_line_while_a_step_runs_then_the_step_and_the_end(
+        self, tmp_path: Path
+    ) -> None:
+        import asyncio
+
+        from starlette.applications import Starlette
+
+        from letitloop import Queue, step
+        from letitloop.errors import QueueError
+        from letitloop.integrations.starlette import Background, async_start
+
+        queue = Queue("idle", path=tmp_path / "j.db")
+        gate = threading.Event()
+
+        @queue.task
+        def slow() -> bool:
+            return step("wait", gate.wait, 60)  # until the stream has sent a comment
+
+        background = Background(queue, keepalive=0.05)
+        app = Starlette(lifespan=background.lifespan)
+
+        async def read() -> list[str]:
+            got: list[str] = []
+            async with background.serving(app):
+                run = await async_start(app, slow)
+                async for chunk in background.events(run):
+                    got.append(chunk)
+                    gate.set()
+            return got
+
+        got = asyncio.run(read())
+        assert got[0] == ": keep-alive\n\n"  # nothing else can be sent while the step waits
+        sent = [line for c in got for line in c.split("\n") if line.startswith("event:")]
+        assert sent == ["event: step", "event: end"], got
+        assert '"status": "completed"' in got[-1]
+        with pytest.raises(QueueError, match="keepalive must be a number of seconds above 0"):
+            Background(queue, keepalive=0)
+
+
 class TestTheDocs:
     def test_the_page_s_app_is_the_example_s(self) -> None:
         """docs/fastapi.md's Starlette app is examples/starlette_app.py's, line for line."""
         page = (ROOT / "docs" / "fastapi.md").read_text()
-        block = page.split("```python\n", 1)[1].split("```", 1)[0]
+        block = page.split("```python\nfrom starlette.", 1)[1].split("```", 1)[0]
         example = EXAMPLE.read_text()
         for line in block.splitlines():
             assert line.split("  #", 1)[0].rstrip() in example, line

@@ -7,9 +7,12 @@ worker died, taken over at once); on shutdown it drains them (each run in
 progress stops at its next step and goes back to the queue, never marked
 failed). ``start(request, fn, *args)`` enqueues a run and returns its id at
 once; a request's ``Idempotency-Key`` header is the run's name and the queue's
-``dedup_key``, so a retried request gets the same run. ``Background.routes()``
-are the opt-in status routes (a run's state, and its steps as Server-Sent
-Events). FastAPI is Starlette: the same objects serve it.
+``dedup_key``, so a retried request gets the same run (a key that breaks the
+header's rule is answered 400); ``async_start`` is the same for an ``async def``
+handler. ``Background.routes()`` are the opt-in status routes (a run's state,
+and its steps as Server-Sent Events, with a keep-alive comment while idle).
+FastAPI's own face (a dependency, an ``APIRouter``) is
+``letitloop.integrations.fastapi``, on these same objects.
 Needs the ``web`` extra (Starlette); the core never imports this module.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +31,7 @@ from ..inspection import open_inspector
 from ..inspection.results import decode_result
 from ..integrity.redaction import redact_text
 from ..queueing.queue_records import ENDED, POLL_SECONDS
+from .idempotency import IDEMPOTENCY_HEADER, check_key
 
 try:
     from starlette.requests import Request
@@ -43,9 +48,6 @@ if TYPE_CHECKING:
 
     from ..queueing.queue_worker import Worker
     from ..queueing.queues import Queue
-
-#: The request header whose value names a run: the same value, the same run.
-IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 #: Where ``Background.lifespan`` leaves itself on the app (``app.state``), for ``start``.
 STATE_NAME = "letitloop_background"
@@ -66,6 +68,11 @@ STEP_FIELDS = (
 #: Seconds between two looks of an events stream at its run.
 EVENTS_POLL = 2 * POLL_SECONDS
 
+#: Seconds an events stream may send nothing before it sends a comment line (``: keep-alive``),
+#: so that a proxy does not close it as idle while a long step runs: nginx's
+#: proxy_read_timeout and most load balancers' idle timeouts are 60 s.
+KEEPALIVE = 15.0
+
 #: A handle's word for an entry's row status.
 _SAID = {"claimed": "running"}
 
@@ -77,7 +84,8 @@ class Background:
     by workers elsewhere: ``lil worker MODULE --queue NAME``). ``drain_timeout``: seconds
     shutdown waits for the runs in progress to reach their next step.
     ``redact``: dict keys whose values the status route replaces by
-    ``"[redacted]"`` in a run's result (as ``lil export --redact``).
+    ``"[redacted]"`` in a run's result (as ``lil export --redact``). ``keepalive``:
+    seconds an events stream stays silent before it sends a comment line (None: never).
     """
 
     def __init__(
@@ -87,6 +95,7 @@ class Background:
         threads: int = 1,
         drain_timeout: float = 30.0,
         redact: Collection[str] = (),
+        keepalive: float | None = KEEPALIVE,
     ) -> None:
         if type(threads) is not int or threads < 0:
             raise QueueError(
@@ -97,6 +106,13 @@ class Background:
         self.threads = threads
         self.drain_timeout = drain_timeout
         self.redact = frozenset(redact)
+        number = isinstance(keepalive, (int, float)) and not isinstance(keepalive, bool)
+        if keepalive is not None and not (number and keepalive > 0):
+            raise QueueError(
+                f"Background: keepalive must be a number of seconds above 0, or None for no "
+                f"keep-alive comments; got {keepalive!r}"
+            )
+        self.keepalive = keepalive
         self.worker: Worker | None = None
 
     def __repr__(self) -> str:
@@ -179,41 +195,55 @@ class Background:
             inspector.close()
         return [{f: getattr(r, f) for f in STEP_FIELDS} for r in rows if r.kind == "step"]
 
+    async def status_response(self, run: str) -> JSONResponse:
+        """The status route's answer for run ``run``: its status as JSON, or 404."""
+        found = await asyncio.to_thread(self.status, run)
+        if found is None:
+            return JSONResponse({"error": f"no run {run!r}"}, status_code=404)
+        return JSONResponse(found)
+
+    async def events_response(
+        self, run: str, last_event_id: str | None
+    ) -> JSONResponse | StreamingResponse:
+        """The events route's answer for run ``run``: its steps after ``last_event_id`` (the
+        ``Last-Event-ID`` header) as Server-Sent Events, or 404."""
+        if await asyncio.to_thread(self.status, run) is None:
+            return JSONResponse({"error": f"no run {run!r}"}, status_code=404)
+        return StreamingResponse(
+            self.events(run, _event_id(last_event_id)),
+            media_type="text/event-stream",
+            # no-store: a cache must not answer a reconnect with the old stream; X-Accel-
+            # Buffering: nginx passes each event on at once rather than buffer the stream.
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+
     def routes(self, prefix: str = "") -> list[Route]:
         """The status routes, opt-in: ``GET {prefix}/runs/{id}`` (its status, steps, result
         and error as JSON; 404 for an unknown id) and ``GET {prefix}/runs/{id}/events``
         (its steps as Server-Sent Events, resumed after ``Last-Event-ID``; ``end`` last).
-        Add them to the app's routes."""
+        Add them to the app's routes (FastAPI: ``letitloop.integrations.fastapi``'s
+        ``Background.router()``)."""
 
         async def run_status(request: Request) -> JSONResponse:
-            run = request.path_params["id"]
-            found = await asyncio.to_thread(self.status, run)
-            if found is None:
-                return JSONResponse({"error": f"no run {run!r}"}, status_code=404)
-            return JSONResponse(found)
+            return await self.status_response(request.path_params["id"])
 
         async def run_events(request: Request) -> JSONResponse | StreamingResponse:
-            run = request.path_params["id"]
-            if await asyncio.to_thread(self.status, run) is None:
-                return JSONResponse({"error": f"no run {run!r}"}, status_code=404)
-            after = _event_id(request.headers.get("last-event-id"))
-            return StreamingResponse(
-                self._events(run, after),
-                media_type="text/event-stream",
-                headers={"cache-control": "no-store"},
-            )
+            last = request.headers.get("last-event-id")
+            return await self.events_response(request.path_params["id"], last)
 
         return [
             Route(f"{prefix}/runs/{{id}}", run_status, methods=["GET"]),
             Route(f"{prefix}/runs/{{id}}/events", run_events, methods=["GET"]),
         ]
 
-    async def _events(self, run: str, after: int) -> AsyncIterator[str]:
+    async def events(self, run: str, after: int = 0) -> AsyncIterator[str]:
         """The run's steps as Server-Sent Events, in journal order from after ``after`` (a
         step's ``seq``, its event id), then ``end`` once the run ended. A step is sent once
         it and every step before it are done, so the events sent are always the start of
         the run's final list: a client that reconnects with ``Last-Event-ID`` misses none
-        and gets none twice."""
+        and gets none twice. After ``keepalive`` seconds with nothing sent, a comment line
+        (``: keep-alive``), which clients ignore."""
+        sent = time.monotonic()
         while True:
             found = await asyncio.to_thread(self.status, run)
             if found is None:  # gone meanwhile (lil gc)
@@ -225,10 +255,14 @@ class Background:
                 if s["status"] != "done" and not ended:
                     break
                 after = s["seq"]
+                sent = time.monotonic()
                 yield f"id: {after}\nevent: step\ndata: {json.dumps(s)}\n\n"
             if ended:
                 yield f"event: end\ndata: {json.dumps(found)}\n\n"
                 return
+            if self.keepalive is not None and time.monotonic() - sent >= self.keepalive:
+                sent = time.monotonic()
+                yield ": keep-alive\n\n"
             await asyncio.sleep(EVENTS_POLL)
 
 
@@ -253,6 +287,15 @@ def background_of(request_or_app: Request | Starlette) -> Background:
     return found
 
 
+def key_of(request_or_app: Request | Starlette, idempotency_key: str | None) -> str | None:
+    """The run name a call of ``start`` asks for: ``idempotency_key`` if given (the app's,
+    checked as any run name), else the request's header (the client's: ``check_key``)."""
+    if idempotency_key is not None or not isinstance(request_or_app, Request):
+        return idempotency_key
+    header = request_or_app.headers.get(IDEMPOTENCY_HEADER)
+    return None if header is None else check_key(header)
+
+
 def start(
     request_or_app: Request | Starlette,
     fn: Callable[..., Any] | str,
@@ -264,9 +307,28 @@ def start(
     """Run task ``fn`` durably in the background; its run's id, at once.
 
     Given a request, its ``Idempotency-Key`` header is the key unless
-    ``idempotency_key=`` is passed. A short write to the journal: an async
-    handler may call it directly.
+    ``idempotency_key=`` is passed; a header that breaks the rule
+    (``check_key``) raises ``IdempotencyKeyError``, a 400, before anything is
+    queued. One short write to the journal, made in the calling thread: an
+    ``async def`` handler awaits ``async_start`` instead.
     """
-    if idempotency_key is None and isinstance(request_or_app, Request):
-        idempotency_key = request_or_app.headers.get(IDEMPOTENCY_HEADER)
-    return background_of(request_or_app).start(fn, *args, idempotency_key=idempotency_key, **kwargs)
+    key = key_of(request_or_app, idempotency_key)
+    return background_of(request_or_app).start(fn, *args, idempotency_key=key, **kwargs)
+
+
+async def async_start(
+    request_or_app: Request | Starlette,
+    fn: Callable[..., Any] | str,
+    /,
+    *args: Any,
+    idempotency_key: str | None = None,
+    **kwargs: Any,
+) -> str:
+    """``start`` for an ``async def`` handler: the journal write runs in a thread, so the
+    event loop serves other requests meanwhile (a commit on a busy file, or a PostgreSQL
+    round trip, would hold it)."""
+    key = key_of(request_or_app, idempotency_key)
+    background = background_of(request_or_app)
+    return await asyncio.to_thread(
+        lambda: background.start(fn, *args, idempotency_key=key, **kwargs)
+    )
