@@ -27,6 +27,7 @@ from ..errors import EncodeError, QueueError, RunCancelledError
 from ..identity.names import check_name
 from ..stores.schemes import malformed_url, scheme_of
 from ..stores.sqlite.queue import SqliteQueue
+from . import children
 from .queue_records import ENDED, Limits
 
 if TYPE_CHECKING:
@@ -179,6 +180,10 @@ class Queue:
             text = codec.encode([list(args), kwargs], self.registry)
         except EncodeError as exc:
             raise type(exc)(f"enqueue {task!r} on queue {self.name!r}: arguments: {exc}") from None
+        j = children.parent()
+        if j is not None:  # a child of the run open here: a step of it (children.py)
+            entry, name = children.enqueue(j, self, task, run, text, priority, dedup_key, seconds)
+            return Handle(self, entry, name, task)
         now = time.time()
         entry, name, _ = self.store.enqueue(
             self.name, task, run, text, priority, dedup_key, now + seconds, now
@@ -248,8 +253,13 @@ class Handle:
         """Its result once it completed, waiting up to ``timeout`` seconds (None: forever).
 
         Raises TimeoutError when it did not end in time, RunCancelledError when it
-        was cancelled, QueueError (with the run's error) when it failed.
+        was cancelled, QueueError (with the run's error) when it failed. Inside a run
+        (its body or a step's), the wait is a step of that run, its result recorded
+        (``children.py``): a rerun replays it.
         """
+        j = children.parent()
+        if j is not None:
+            return children.result(j, self, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         nap = 0.005
         while True:
@@ -257,15 +267,21 @@ class Handle:
             if found is not None:
                 return found()
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"queue {self.queue.name!r}: entry {self.id!r} did not end within {timeout} s "
-                    f"(status {self.status()}); wait longer, or check that a worker runs: "
-                    f"lil worker MODULE --queue {self.queue.name}"
-                )
+                raise self._timed_out(timeout)
             time.sleep(nap)
             nap = min(nap * 2, 0.1)
 
+    def _timed_out(self, timeout: float | None) -> TimeoutError:
+        return TimeoutError(
+            f"queue {self.queue.name!r}: entry {self.id!r} did not end within {timeout} s "
+            f"(status {self.status()}); wait longer, or check that a worker runs: "
+            f"lil worker MODULE --queue {self.queue.name}"
+        )
+
     def __await__(self) -> Generator[Any, None, Any]:
+        j = children.parent()
+        if j is not None:
+            return children.async_result(j, self).__await__()
         return self._wait().__await__()
 
     async def _wait(self) -> Any:

@@ -98,10 +98,15 @@ class PostgresQueue:
         dedup_key: str | None,
         not_before: float,
         now: float,
+        once: bool = False,
     ) -> tuple[str, str, bool]:
         """As ``SqliteQueue.enqueue``; a dedup key is checked under the queue's lock."""
 
         def add(c: Any) -> tuple[str, str, bool]:
+            if once and run_name is not None:
+                row = c.execute(_NAMED, (queue, run_name)).fetchone()
+                if row is not None:
+                    return str(row[0]), run_name, False
             if dedup_key is not None:
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (self._queue_key(queue),))
                 row = c.execute(
@@ -333,15 +338,17 @@ class PostgresQueue:
             claimed.hold.release()
         return bool(n == 1)
 
-    def release(self, claimed: Claimed) -> bool:
+    def release(self, claimed: Claimed, due: float | None = None, why: str | None = None) -> bool:
+        """As ``SqliteQueue.release``."""
+        args: tuple[str, str | None] | tuple[()] = ()
+        if due is None:
+            sql = "UPDATE ll_queue_entries SET status = 'queued'"
+        else:
+            sql = "UPDATE ll_queue_entries SET status = 'queued', not_before = %s, error = %s"
+            args = (utc_iso(due), why)
         try:
             n = self._run(
-                lambda c: (
-                    c.execute(
-                        "UPDATE ll_queue_entries SET status = 'queued'" + _FENCE,
-                        (claimed.id, claimed.attempt),
-                    ).rowcount
-                )
+                lambda c: c.execute(sql + _FENCE, (*args, claimed.id, claimed.attempt)).rowcount
             )
         finally:
             claimed.hold.release()

@@ -98,10 +98,17 @@ class SqliteQueue:
         dedup_key: str | None,
         not_before: float,
         now: float,
+        once: bool = False,
     ) -> tuple[str, str, bool]:
         """Add an entry; (its id, its run's name, True) — or, when ``dedup_key`` names an
-        entry still queued or claimed, that entry's (id, run name, False), nothing added."""
+        entry still queued or claimed, that entry's (id, run name, False), nothing added.
+        ``once``: nor when the queue holds an entry whose run is ``run_name`` (a child
+        enqueued again by its parent's rerun: ``children.py``)."""
         with self._write() as c:
+            if once and run_name is not None:
+                row = c.execute(_NAMED, (queue, run_name)).fetchone()
+                if row is not None:
+                    return str(row[0]), run_name, False
             if dedup_key is not None:
                 row = c.execute(_ACTIVE_DEDUP, (queue, dedup_key)).fetchone()
                 if row is not None:
@@ -289,15 +296,25 @@ class SqliteQueue:
         finally:
             locks.release(claimed.hold)
 
-    def release(self, claimed: Claimed) -> bool:
-        """Give the holder's entry back to the queue unfinished (a worker draining): queued
-        again, claimable at once; False: it was no longer the holder's."""
+    def release(self, claimed: Claimed, due: float | None = None, why: str | None = None) -> bool:
+        """Give the holder's entry back to the queue unfinished: queued again, claimable at
+        once (a worker draining), or from ``due`` on (a run suspended by a rate limit; ``why``
+        kept in its ``error`` meanwhile); False: it was no longer the holder's."""
         try:
             with self._write() as c:
+                if due is None:
+                    return (
+                        c.execute(
+                            "UPDATE queue_entries SET status = 'queued'" + _FENCE,
+                            (claimed.id, claimed.attempt),
+                        ).rowcount
+                        == 1
+                    )
                 return (
                     c.execute(
-                        "UPDATE queue_entries SET status = 'queued'" + _FENCE,
-                        (claimed.id, claimed.attempt),
+                        "UPDATE queue_entries SET status = 'queued', not_before = ?, error = ?"
+                        + _FENCE,
+                        (utc_iso(due), why, claimed.id, claimed.attempt),
                     ).rowcount
                     == 1
                 )
