@@ -139,7 +139,8 @@ class TestAChildRunAndItsParent:
         pid, wait = starter(forker)(env, 1, 2)
         try:
             h = q.enqueue(task, flag)
-            until(lambda: bool(pids("P") and pids("H")), "the parent waiting, its child in its step")
+            waiting = "the parent waiting, its child in its step"
+            until(lambda: bool(pids("P") and pids("H")), waiting)
             parent, child = pids("P")[0], pids("H")[0]
             assert parent != child and {parent, child} <= set(children(pid))
             os.kill(parent, signal.SIGKILL)  # the parent, waiting for its child's result

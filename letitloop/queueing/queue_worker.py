@@ -38,6 +38,7 @@ from .. import codec
 from ..errors import LetItLoopError, RunCancelledError, RunReleasedError, error_text
 from ..run import cancellation
 from ..run.journal import Journal
+from . import rate_limits
 from .queue_records import Claimed
 
 if TYPE_CHECKING:
@@ -198,10 +199,12 @@ class Worker:
                 if j.was_completed:
                     value = j.recorded_result()
                 else:
-                    value = fn(*args, **kwargs)
-                    if inspect.iscoroutine(value):  # an async task: run on a loop of its own
-                        value = asyncio.run(value)
+                    value = _call(j, fn, args, kwargs)
                     j.set_result(value)
+        except _Suspended as suspended:
+            why = error_text(suspended.cause)
+            store.release(claimed, time.time() + suspended.seconds, why)
+            return "suspended"
         except RunReleasedError:
             store.release(claimed)
             return "released"
@@ -299,6 +302,33 @@ class _Supervisor:
             if not self.stopping:
                 self.fork()
         return 0
+
+
+class _Suspended(Exception):
+    """A run a rate limit stopped: let go of, unmarked, its entry due again in ``seconds``."""
+
+    def __init__(self, seconds: float, cause: Exception) -> None:
+        super().__init__(f"suspended for {seconds:g} s: {cause}")
+        self.seconds = seconds
+        self.cause = cause
+
+
+def _call(j: Journal, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The task's call in its run; a rate limit it met (``rate_limits.retry_after``) lets go
+    of the run, unmarked (``_Suspended``), instead of failing it."""
+    try:
+        value = fn(*args, **kwargs)
+        if inspect.iscoroutine(value):  # an async task: run on a loop of its own
+            value = asyncio.run(value)
+        return value
+    except Exception as exc:
+        seconds = rate_limits.retry_after(exc)
+        if seconds is None:
+            raise
+        j._cancel.release(f"rate limited, due again in {seconds:g} s")
+        if not j._cancel.released:  # cancelled meanwhile: the cancel wins
+            raise
+        raise _Suspended(seconds, exc) from exc
 
 
 def _version(fn: Any) -> str | None:
