@@ -1,13 +1,14 @@
 """The program of the queue tests and benchmark: a queue and its tasks, and its workers.
 
 Its journal, ledger and limits come from the environment (QUEUE_DB, QUEUE_LEDGER,
-QUEUE_CONCURRENCY), so that ``lil worker queue_app.py --queue work`` imports it as it
-is. Every step appends a line to the ledger (O_APPEND: one write, whole, whatever
-the process) when it starts (S) and when its side effect is done (E), with its pid
-and the machine's monotonic clock, so the tests count from the steps themselves how
-many ran at once and which ran twice. ``parent`` and ``aparent`` enqueue a ``hang`` as
-their child run and wait for it (tests/test_queue_kill.py kills either side).
-``python queue_app.py serve THREADS PROCESSES`` runs the workers (Worker.run) until SIGTERM.
+QUEUE_CONCURRENCY; QUEUE_LISTEN=0: no LISTEN/NOTIFY on PostgreSQL), so that
+``lil worker queue_app.py --queue work`` imports it as it is. Every step appends a
+line to the ledger (O_APPEND: one write, whole, whatever the process) when it starts
+(S) and when its side effect is done (E), with its pid and the machine's monotonic
+clock, so the tests count from the steps themselves how many ran at once and which
+ran twice. ``parent`` and ``aparent`` enqueue a ``hang`` as their child run and wait
+for it (tests/test_queue_kill.py kills either side). ``python queue_app.py serve
+THREADS PROCESSES`` runs the workers (Worker.run) until SIGTERM.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from letitloop import Queue, async_step, step
 
 concurrency = os.environ.get("QUEUE_CONCURRENCY")
 queue = Queue(
-    "work", concurrency=int(concurrency) if concurrency else None, path=os.environ["QUEUE_DB"]
+    "work",
+    concurrency=int(concurrency) if concurrency else None,
+    path=os.environ["QUEUE_DB"],
+    listen=os.environ.get("QUEUE_LISTEN", "1") == "1",
 )
 
 

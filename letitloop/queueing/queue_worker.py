@@ -12,7 +12,8 @@ instead (a small app's background worker), ``stop()`` ends them.
   ``step()`` calls are journaled; then ends the entry with the run's result,
   its error, or its cancel. An idle thread looks again every
   ``queue_records.POLL_SECONDS``: an entry whose holder died (its lock free)
-  is taken over at that look.
+  is taken over at that look. It looks at once when an entry is added (by
+  this process; on PostgreSQL by any, over LISTEN/NOTIFY: ``listening.py``).
 - **SIGTERM (or SIGINT) drains**: no new claim; each run in progress is let go
   of at its next step (``Cancel.release``: the step in flight finishes and is
   recorded, the next one raises RunReleasedError), its journal closed without
@@ -39,9 +40,10 @@ from ..errors import LetItLoopError, RunCancelledError, RunReleasedError, error_
 from ..run import cancellation
 from ..run.journal import Journal
 from . import rate_limits
-from .queue_records import Claimed
+from .queue_records import WAKEUPS, Claimed
 
 if TYPE_CHECKING:
+    from ..stores.postgres.listening import Listener
     from .queues import Queue
 
 #: Longest nap of an idle worker thread between two looks (a limit's wait is cut to it).
@@ -69,6 +71,8 @@ class Worker:
         #: The entries this worker's threads hold, by id (their leases renewed on PostgreSQL).
         self._held: dict[str, Claimed] = {}
         self._threads: list[threading.Thread] = []
+        self._listener: Listener | None = None
+        self._active = 0  # worker threads not ended yet
         #: Entries this worker ended or let go of, by outcome (what tests and lil read).
         self.counts: dict[str, int] = {}
 
@@ -81,6 +85,9 @@ class Worker:
             threading.Thread(
                 target=self._renew, args=(lease / 3,), name="letitloop-lease", daemon=True
             ).start()
+        # PostgreSQL: a session that LISTENs, to wake the idle threads (stopped by the last).
+        self._listener = self.queue.store.listener()
+        self._active = self.threads
         for i in range(self.threads):
             t = threading.Thread(
                 target=self._loop, name=f"letitloop-worker-{self.queue.name}-{i}", daemon=True
@@ -95,10 +102,13 @@ class Worker:
         deadline = None if timeout is None else time.monotonic() + timeout
         for t in self._threads:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if self._listener is not None and not self.alive:
+            self._listener.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def drain(self, reason: str) -> None:
         """Claim nothing more; each run in progress stops at its next step, unmarked."""
         self._stopping.set()
+        WAKEUPS.wake(self.queue.name)  # the idle threads stop waiting
         with self._lock:
             running = list(self._running)
         for j in running:
@@ -121,16 +131,28 @@ class Worker:
         return 0
 
     def _loop(self) -> None:
+        try:
+            self._claim_and_run()
+        finally:
+            with self._lock:
+                self._active -= 1
+                last = self._active == 0
+            if last and self._listener is not None:
+                self._listener.stop()
+
+    def _claim_and_run(self) -> None:
         store, queue = self.queue.store, self.queue
         while not self._stopping.is_set():
             try:
+                token = WAKEUPS.token(queue.name)  # taken before the look: none is missed
                 got = store.claim(queue.name, queue.limits, time.time())
             except LetItLoopError as exc:  # the file busy past its timeout, full, ...
                 print(f"letitloop worker: {exc}", file=sys.stderr, flush=True)
                 self._stopping.wait(MAX_NAP)
                 continue
             if not isinstance(got, Claimed):
-                self._stopping.wait(min(got, MAX_NAP))
+                if not self._stopping.is_set():  # woken by an entry added, else polls
+                    WAKEUPS.wait(queue.name, token, min(got, MAX_NAP))
                 continue
             if self._stopping.is_set():
                 store.release(got)

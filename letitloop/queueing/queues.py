@@ -73,6 +73,9 @@ class Queue:
     are ``Journal``'s, for the queue's entries and its runs. ``lease`` (on
     PostgreSQL): seconds after which an entry whose worker stopped renewing it
     (a host that vanished) is taken over; workers renew every ``lease / 3``.
+    ``listen`` (on PostgreSQL): entries added send NOTIFY and idle workers
+    LISTEN, so they start at once instead of at their next look; False for a
+    server reached through a pooler that does not pass notifications on.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class Queue:
         registry: codec.CodecRegistry | None = None,
         timeout: float = 60.0,
         lease: float = 10.0,
+        listen: bool = True,
     ) -> None:
         self.name = check_name("queue", name)
         if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
@@ -103,7 +107,7 @@ class Queue:
         self._names: dict[Callable[..., Any], str] = {}
         if not (isinstance(lease, (int, float)) and lease > 0):
             raise QueueError(f"Queue({name!r}): lease must be a number of seconds, got {lease!r}")
-        self.store = _store(name, path, durability, float(lease))
+        self.store = _store(name, path, durability, float(lease), bool(listen))
         with _declared_lock:
             _declared[self.name] = self
 
@@ -321,7 +325,11 @@ class Handle:
 
 
 def _store(
-    name: str, path: str | os.PathLike[str] | None, durability: Durability, lease: float
+    name: str,
+    path: str | os.PathLike[str] | None,
+    durability: Durability,
+    lease: float,
+    listen: bool,
 ) -> SqliteQueue | PostgresQueue:
     """The queue's store: the journal file, or the PostgreSQL journal of a URL."""
     # No path: LETITLOOP_DB's, as a Journal's (its runs are opened the same way).
@@ -333,7 +341,7 @@ def _store(
     if scheme in ("postgresql", "postgres"):
         from ..stores.postgres.queue import PostgresQueue  # the postgres extra, only for such a URL
 
-        return PostgresQueue(text, lease)
+        return PostgresQueue(text, lease, listen)
     if scheme:
         raise QueueError(
             f"Queue({name!r}, path={text!r}): a queue lives in a journal file or on "
