@@ -51,10 +51,10 @@ class TestAChildEnqueuedInsideARun:
         calls: list[Any] = []
         q = queue_with_child(db, calls)
         with pytest.raises(Boom), Journal("parent", run="p1", path=db):
-            first = q.enqueue("child", 4)
+            first = q.enqueue("child", 4, delay=60)
             raise Boom
         with Journal("parent", run="p1", path=db) as j:
-            again = q.enqueue("child", 4)
+            again = q.enqueue("child", 4, delay=59.5)  # computed at run time: not its identity
             other = q.enqueue("child", 5)  # a second call of the step: a second child
             assert (again.id, again.run) == (first.id, first.run)
             assert first.run == f"{j.run_id}:enqueue:child" and other.id != first.id

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..identity.names import MAX_NAME_LENGTH
 from ..identity.step_names import Named
+from ..identity.unchecked import unchecked
 from ..run import cancellation
 from ..run.journal import Journal, current_journal
 from ..run.steps import parent_step
@@ -80,7 +81,10 @@ def enqueue(
         )  # fmt: skip
         return [found[0], found[1]]
 
-    got = j.step(name, Named(ENQUEUE, add), queue.name, task, run, args, priority, dedup_key, delay)
+    # The delay is not the child's identity (computed at run time, "until 9:00", it differs
+    # on a rerun): the step that recorded the child is found whatever it is now.
+    got = j.step(name, Named(ENQUEUE, add), queue.name, task, run, args, priority, dedup_key,
+                 unchecked(delay))  # fmt: skip
     return str(got[0]), str(got[1])
 
 

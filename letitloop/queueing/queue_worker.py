@@ -102,8 +102,8 @@ class Worker:
         deadline = None if timeout is None else time.monotonic() + timeout
         for t in self._threads:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        if self._listener is not None and not self.alive:
-            self._listener.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if self._listener is not None and not self.alive:  # stopped by the last thread
+            self._listener.join(5.0 if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def drain(self, reason: str) -> None:
         """Claim nothing more; each run in progress stops at its next step, unmarked."""

@@ -315,11 +315,11 @@ class PostgresQueue:
         return self._fenced(claimed, sets, (status, result, error, utc_iso(now)), False)
 
     def release(self, claimed: Claimed, due: float | None = None, why: str | None = None) -> bool:
-        """As ``SqliteQueue.release``: queued again, and this journal's idle workers woken."""
+        """As ``SqliteQueue.release``: queued again; due now, this journal's idle workers woken."""
         if due is None:
             return self._fenced(claimed, "status = 'queued'", (), True)
-        sets = "status = 'queued', not_before = %s, error = %s"
-        return self._fenced(claimed, sets, (utc_iso(due), why), True)
+        sets = "status = 'queued', not_before = %s, error = %s"  # due later: nobody to wake
+        return self._fenced(claimed, sets, (utc_iso(due), why), False)
 
     def _fenced(self, claimed: Claimed, sets: str, args: tuple[Any, ...], queued: bool) -> bool:
         """One write of the holder on its entry, fenced by its attempt, then its hold let go

@@ -322,7 +322,8 @@ class SqliteQueue:
                 mine = c.execute(sql + _FENCE, (*args, claimed.id, claimed.attempt)).rowcount == 1
         finally:
             locks.release(claimed.hold)
-        WAKEUPS.wake(claimed.queue)  # claimable (again) by this process's idle workers
+        if due is None:  # claimable again at once by this process's idle workers
+            WAKEUPS.wake(claimed.queue)
         return mine
 
     # -- idle workers ----------------------------------------------------------
