@@ -8,11 +8,12 @@ says whether an error is such a refusal, and for how long:
 - ``letitloop.RateLimited(retry_after=...)``, raised by the user or an adapter;
 - any error that carries an HTTP status 429 the way the common clients carry
   it, read by attribute only, so that none of them is imported here: openai's
-  and anthropic's ``RateLimitError`` (``status_code``, ``response.headers``),
-  httpx's ``HTTPStatusError`` and requests' ``HTTPError`` (``response``),
-  aiohttp's ``ClientResponseError`` (``status``, ``headers``). The wait is the
-  response's ``retry-after-ms`` header, else its ``Retry-After`` (seconds or an
-  HTTP date), else :data:`DEFAULT_SECONDS`.
+  ``RateLimitError`` and any error of its shape, as anthropic's
+  (``status_code``, ``response.headers``), httpx's ``HTTPStatusError`` and
+  requests' ``HTTPError`` (``response``), aiohttp's ``ClientResponseError``
+  (``status``, ``headers``). The wait is the response's ``retry-after-ms``
+  header, else its ``Retry-After`` (seconds or an HTTP date), else
+  :data:`DEFAULT_SECONDS`.
 
 The error's causes (``raise ... from``) and context are looked at too, a few
 deep: an adapter that wraps the client's error is recognised by what it wraps.
