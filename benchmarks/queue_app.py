@@ -1,12 +1,14 @@
 """The program of the queue tests and benchmark: a queue and its tasks, and its workers.
 
 Its journal, ledger and limits come from the environment (QUEUE_DB, QUEUE_LEDGER,
-QUEUE_CONCURRENCY), so that ``lil worker queue_app.py --queue work`` imports it as it
-is. Every step appends a line to the ledger (O_APPEND: one write, whole, whatever
-the process) when it starts (S) and when its side effect is done (E), with its pid
-and the machine's monotonic clock, so the tests count from the steps themselves how
-many ran at once and which ran twice. ``python queue_app.py serve THREADS PROCESSES``
-runs the workers (Worker.run) until SIGTERM.
+QUEUE_CONCURRENCY; QUEUE_LISTEN=0: no LISTEN/NOTIFY on PostgreSQL), so that
+``lil worker queue_app.py --queue work`` imports it as it is. Every step appends a
+line to the ledger (O_APPEND: one write, whole, whatever the process) when it starts
+(S) and when its side effect is done (E), with its pid and the machine's monotonic
+clock, so the tests count from the steps themselves how many ran at once and which
+ran twice. ``parent`` and ``aparent`` enqueue a ``hang`` as their child run and wait
+for it (tests/test_queue_kill.py kills either side). ``python queue_app.py serve
+THREADS PROCESSES`` runs the workers (Worker.run) until SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ import os
 import sys
 import time
 
-from letitloop import Queue, step
+from letitloop import Queue, async_step, step
 
 concurrency = os.environ.get("QUEUE_CONCURRENCY")
 queue = Queue(
-    "work", concurrency=int(concurrency) if concurrency else None, path=os.environ["QUEUE_DB"]
+    "work",
+    concurrency=int(concurrency) if concurrency else None,
+    path=os.environ["QUEUE_DB"],
+    listen=os.environ.get("QUEUE_LISTEN", "1") == "1",
 )
 
 
@@ -46,6 +51,7 @@ def three(i: int) -> int:
 
 
 def first(flag: str) -> int:
+    note("F", flag, os.getpid(), time.monotonic())
     if not os.path.exists(flag):  # the first holder stays in this step until killed
         open(flag, "w").close()
         note("H", flag, os.getpid(), time.monotonic())
@@ -57,6 +63,29 @@ def first(flag: str) -> int:
 def hang(flag: str) -> int:
     """A run whose first holder hangs in its step (to be killed); the next finishes it."""
     return step("first", first, flag)
+
+
+def before(flag: str) -> int:
+    note("B", flag, os.getpid(), time.monotonic())
+    return 10
+
+
+@queue.task(name="parent")
+def parent(flag: str) -> int:
+    """A run that enqueues a child (``hang``) and waits for its result, both as its steps."""
+    ten = step("before", before, flag)
+    child = queue.enqueue(hang, flag)
+    note("P", flag, os.getpid(), time.monotonic())  # outside a step: again on each attempt
+    return ten + int(child.result())
+
+
+@queue.task(name="aparent")
+async def aparent(flag: str) -> int:
+    """``parent``, async: its child's result awaited."""
+    ten = await async_step("before", before, flag)
+    child = queue.enqueue(hang, flag)
+    note("P", flag, os.getpid(), time.monotonic())
+    return int(ten) + int(await child)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:

@@ -110,7 +110,7 @@ def producer(env: dict[str, str]) -> Any:
     """The queue as a producer declares it (the tasks by name only)."""
     from letitloop import Queue
 
-    q = Queue("work", path=env["QUEUE_DB"])
+    q = Queue("work", path=env["QUEUE_DB"], listen=env.get("QUEUE_LISTEN", "1") == "1")
     q.task(lambda *a: None, name="three")
     q.task(lambda *a: None, name="hang")
     return q

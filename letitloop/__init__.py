@@ -2,7 +2,13 @@
 
 from typing import TYPE_CHECKING
 
-from .errors import BudgetExceededError, LetItLoopError, RunCancelledError, WaitTimeoutError
+from .errors import (
+    BudgetExceededError,
+    LetItLoopError,
+    RateLimited,
+    RunCancelledError,
+    WaitTimeoutError,
+)
 from .identity.fingerprint_hooks import register_fingerprint
 from .identity.unchecked import unchecked
 from .identity.versions import LIBRARY_VERSION as __version__
@@ -90,6 +96,7 @@ __all__ = [
     "LetItLoopError",
     "PaidCall",
     "Queue",
+    "RateLimited",
     "Reservation",
     "RetryPolicy",
     "RunCancelledError",

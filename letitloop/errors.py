@@ -232,6 +232,34 @@ class QueueError(LetItLoopError):
     """A work queue was misused: an unknown task, bad limits, a handle's run that failed."""
 
 
+class RateLimited(LetItLoopError):
+    """A call was refused for a rate limit (an HTTP 429): it may be made again after
+    ``retry_after`` seconds.
+
+    Raise it from a step (``raise RateLimited(retry_after=30)``; an adapter may raise it
+    from the reset time its service sent). A queued run it leaves is suspended until
+    then, its queue slot freed (docs/queues.md); anywhere else it fails the run as any
+    error does.
+    """
+
+    #: Seconds from when it was raised until the call may be made again.
+    retry_after: float = 1.0
+
+    def __init__(self, message: str | None = None, *, retry_after: object = 1.0) -> None:
+        from datetime import timedelta
+
+        seconds = retry_after.total_seconds() if isinstance(retry_after, timedelta) else None
+        if seconds is None and isinstance(retry_after, (int, float)):
+            seconds = float(retry_after)
+        if seconds is None or not 0 <= seconds < float("inf"):
+            raise MisuseError(
+                f"RateLimited: retry_after must be the seconds until the call may be made "
+                f"again (a number 0 or more, or a timedelta), got {retry_after!r}"
+            )
+        super().__init__(message or f"rate limited: retry after {seconds:g} s")
+        self.retry_after = seconds
+
+
 class WaitTimeoutError(LetItLoopError, TimeoutError):
     """``wait_for`` got no value within its timeout; recorded, so a replay raises it again."""
 

@@ -5,7 +5,10 @@ interpreter that imported letitloop once (tests/preloaded.py)."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,16 @@ from typing import Any
 import pytest
 from preloaded import Preloaded
 
-from benchmarks.queue_kill import APP, kill_trial, takeover_trial
+from benchmarks.queue_kill import (
+    APP,
+    app_env,
+    children,
+    kill_trial,
+    producer,
+    stop,
+    takeover_trial,
+    until,
+)
 
 #: 200 runs under kills take 6-30 s, longer on a loaded machine.
 pytestmark = pytest.mark.timeout(300)
@@ -97,3 +109,65 @@ class TestOnPostgreSQL:
         assert got["claimed_s"]["max"] <= 1.0, got
         assert got["completed_s"]["max"] <= 1.5, got
         assert got["supervisor_exit"] == 0, got
+
+
+class TestAChildRunAndItsParent:
+    """A run enqueued by a running run (queueing/children.py): the parent, waiting for its
+    child's result, is SIGKILLed, then the worker running the child. One worker thread in
+    each of 2 processes, so parent and child are in different processes."""
+
+    @pytest.mark.parametrize("db", ["file", "postgres"])
+    @pytest.mark.parametrize("task", ["parent", "aparent"])
+    def test_neither_kill_repays_a_step_nor_enqueues_the_child_again(
+        self, forker: Preloaded, tmp_path: Path, db: str, task: str
+    ) -> None:
+        location = None
+        if db == "postgres":
+            import pg_server
+
+            location = pg_server.location()
+        env = app_env(tmp_path, None, location)
+        q = producer(env)
+        q.task(lambda *a: None, name=task)
+        ledger = Path(env["QUEUE_LEDGER"])
+        flag = str(tmp_path / "flag")
+
+        def pids(kind: str) -> list[int]:
+            lines = ledger.read_text().splitlines() if ledger.exists() else []
+            return [int(w[2]) for w in map(str.split, lines) if w[:2] == [kind, flag]]
+
+        pid, wait = starter(forker)(env, 1, 2)
+        try:
+            h = q.enqueue(task, flag)
+            waiting = "the parent waiting, its child in its step"
+            until(lambda: bool(pids("P") and pids("H")), waiting)
+            parent, child = pids("P")[0], pids("H")[0]
+            assert parent != child and {parent, child} <= set(children(pid))
+            os.kill(parent, signal.SIGKILL)  # the parent, waiting for its child's result
+            until(lambda: len(pids("P")) == 2, "the parent resumed by another process")
+            os.kill(child, signal.SIGKILL)  # the worker in the child's step
+            assert h.result(timeout=60) == 11
+        finally:
+            code = stop(pid, wait)
+        assert code == 0
+        assert len(pids("B")) == 1  # the parent's finished step: not run again
+        assert len(pids("F")) == 2  # the child's step: again only where it was killed
+        assert pids("P")[1] not in (parent, child)
+        assert entries(env["QUEUE_DB"]) == {task: [2], "hang": [2]}  # one child, taken over
+
+
+def entries(db: str) -> dict[str, list[int]]:
+    """Each task's entries' attempts, on the file or on PostgreSQL."""
+    sql = "SELECT task, attempt FROM {} ORDER BY id"
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as c:
+            rows = c.execute(sql.format("ll_queue_entries")).fetchall()
+    else:
+        with sqlite3.connect(db) as c:
+            rows = c.execute(sql.format("queue_entries")).fetchall()
+    found: dict[str, list[int]] = {}
+    for task, attempt in rows:
+        found.setdefault(task, []).append(attempt)
+    return found

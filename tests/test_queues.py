@@ -532,3 +532,62 @@ class TestARunThatCannotBeOpened:
             assert h.result(timeout=20) is None  # the block above completed the run empty
         finally:
             worker.stop(timeout=20)
+
+
+class TestAnIdleWorker:
+    """Woken by an entry added instead of its next poll: the polls are made 30 s apart here,
+    so a run that starts within the result's timeout was started by a wake-up."""
+
+    @pytest.fixture
+    def slow_polls(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import letitloop.queueing.queue_worker as worker_module
+        import letitloop.stores.sqlite.queue as sqlite_queue
+
+        monkeypatch.setattr(worker_module, "MAX_NAP", 30.0)
+        monkeypatch.setattr(sqlite_queue, "POLL_SECONDS", 30.0)
+        try:
+            import letitloop.stores.postgres.queue as postgres_queue
+        except ImportError:  # no psycopg: the PostgreSQL case is skipped
+            return
+        monkeypatch.setattr(postgres_queue, "POLL_SECONDS", 30.0)
+
+    def test_on_postgresql_wakes_at_the_notify_of_another_processs_enqueue(
+        self, slow_polls: None
+    ) -> None:
+        import pg_server
+
+        q = Queue("q", path=pg_server.location())
+        q.task(lambda x: step("s", lambda: x + 1), name="t")
+        worker = q.worker().start()
+        try:
+            listener = worker._listener
+            assert listener is not None and listener.listening.wait(20)
+            time.sleep(0.2)  # the worker's first look made: idle, waiting for a wake-up
+            pid = os.fork()
+            if pid == 0:  # another process, whose enqueue only a NOTIFY can tell the worker
+                code = 1
+                try:
+                    code = 0 if q.enqueue("t", 41, run="from-child").run == "from-child" else 1
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert status == 0
+            entry = q.store.named("q", "from-child")
+            assert entry is not None and q.handle(entry).result(timeout=20) == 42
+        finally:
+            worker.stop(timeout=40)
+        assert not worker.alive and not listener._thread.is_alive()
+
+    def test_on_a_file_wakes_at_an_enqueue_of_its_own_process(
+        self, slow_polls: None, tmp_path: Path
+    ) -> None:
+        q = Queue("q", path=tmp_path / "journal.db")
+        q.task(lambda x: step("s", lambda: x + 1), name="t")
+        worker = q.worker().start()
+        try:
+            time.sleep(0.2)  # the worker's first look made: idle, waiting for a wake-up
+            assert worker._listener is None  # a file: nothing to listen to
+            assert q.enqueue("t", 1).result(timeout=20) == 2
+        finally:
+            worker.stop(timeout=40)
+        assert not worker.alive  # a drain wakes the idle threads too

@@ -847,6 +847,18 @@ DOCS_AROUND[("fastapi.md", "@contextlib.asynccontextmanager")] = (
     "assert background.worker is None\n",
 )
 DOCS_AROUND[("adapters.md", "import asyncio")] = ("", "")  # LlamaIndex: a whole program
+# A parent task enqueueing children: served by a worker, its result the children's.
+DOCS_AROUND[("queues.md", "@emails.task")] = (
+    "from letitloop import Queue, step\nemails = Queue('emails', path='jobs.db')\n"
+    "@emails.task\ndef send(to, subject):\n"
+    "    return step('deliver', lambda: f'{subject} to {to}')\n",
+    "worker = emails.worker(threads=3).start()\n"
+    "try:\n"
+    "    _got = emails.enqueue(campaign, ['a@x', 'b@x']).result(timeout=60)\n"
+    "finally:\n"
+    "    worker.stop(timeout=30)\n"
+    "assert _got == ['news to a@x', 'news to b@x'], _got\n",
+)
 # A whole program (tests/test_crashtest.py crash-tests it and checks the page's report).
 DOCS_AROUND[
     (

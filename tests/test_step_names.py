@@ -292,7 +292,8 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
         # Agents SDK's and Pydantic AI's approvals, an async DSPy LM, the OpenAI Agents
         # session's pop and clear, DurableMCP.list_tools, lil demo; and the steps added
         # after the golden files were written (smolagents' code executions, LangGraph's
-        # ToolNode calls, durable_model and approved_step), which their own tests run.
+        # ToolNode calls, durable_model and approved_step; a queue's child runs), which
+        # their own tests run.
         assert NAMES - ours == {
             "letitloop:crewai.item",
             "letitloop:crewai.llm",
@@ -309,4 +310,6 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
             "letitloop:langgraph.tool",
             "letitloop:langgraph.model",
             "letitloop:langgraph.approved_call",
+            "letitloop:queue.enqueue",
+            "letitloop:queue.result",
         }

@@ -109,6 +109,8 @@ HISTORY: dict[str, tuple[str, ...]] = {
     "letitloop:langgraph.tool": (),  # a ToolNode's call, sync or async alike
     "letitloop:langgraph.model": (),  # durable_model's call, sync or async alike
     "letitloop:crewai.item": (),  # a kickoff_for_each item's inputs, with a run name
+    "letitloop:queue.enqueue": (),  # a child run enqueued by its parent (queueing/children.py)
+    "letitloop:queue.result": (),  # the child's result, awaited by its parent
     "letitloop:smolagents.model": ("letitloop.adapters.smolagents.model.call_model",),
     "letitloop:smolagents.tool": ("letitloop.adapters.smolagents.agent.call_tool",),
     "letitloop:smolagents.agent": ("letitloop.adapters.smolagents.agent.call_agent",),

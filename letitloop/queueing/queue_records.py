@@ -1,4 +1,5 @@
-"""What a work queue's stores hand each other: limits, a claimed entry, an entry's state. No I/O.
+"""What a work queue's stores hand each other: limits, a claimed entry, an entry's state, and
+the wake-ups of idle workers in this process. No I/O.
 
 A queue (``queues.py``) keeps its entries in the journal's own store:
 ``sqlite_queue.py`` on a journal file. These records are what its workers
@@ -7,10 +8,13 @@ A queue (``queues.py``) keeps its entries in the journal's own store:
 
 from __future__ import annotations
 
+import os
+import threading
 from typing import Any, NamedTuple
 
-#: Seconds an idle worker waits before it looks again when nothing told it when:
-#: a dead holder's entry is taken over within this much (plus the claim).
+#: Seconds an idle worker waits before it looks again when nothing woke it: a dead holder's
+#: entry is taken over within this much (plus the claim), and an entry added by another
+#: process on a journal file (or on PostgreSQL without LISTEN) is started within it.
 POLL_SECONDS = 0.1
 #: How many ready entries a claim tries, best first, before it gives up this time.
 CANDIDATES = 8
@@ -62,3 +66,39 @@ def seconds(iso: str | None) -> float:
     if iso is None:
         return 0.0
     return datetime.fromisoformat(iso).timestamp()
+
+
+class Wakeups:
+    """A count per queue name, moved by each event that may let an idle worker claim (an
+    entry added or queued again in this process, a PostgreSQL notification, a drain):
+    an idle worker takes a :meth:`token` before it looks, and :meth:`wait` returns as
+    soon as the count moved since (at once if it moved meanwhile: no wake-up is lost
+    between a look and the wait). Process-wide; made again in a forked child, whose copy
+    of the lock another thread may have held at the fork."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._counts: dict[str, int] = {}
+
+    def token(self, queue: str) -> int:
+        with self._cond:
+            return self._counts.get(queue, 0)
+
+    def wake(self, queue: str) -> None:
+        with self._cond:
+            self._counts[queue] = self._counts.get(queue, 0) + 1
+            self._cond.notify_all()
+
+    def wait(self, queue: str, token: int, seconds: float) -> bool:
+        """Wait up to ``seconds`` for ``queue``'s count to move from ``token``; whether it did."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._counts.get(queue, 0) != token, seconds)
+
+    def _after_fork(self) -> None:
+        self._cond = threading.Condition()
+
+
+#: This process's wake-ups, for every queue store.
+WAKEUPS = Wakeups()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=WAKEUPS._after_fork)

@@ -12,7 +12,8 @@ instead (a small app's background worker), ``stop()`` ends them.
   ``step()`` calls are journaled; then ends the entry with the run's result,
   its error, or its cancel. An idle thread looks again every
   ``queue_records.POLL_SECONDS``: an entry whose holder died (its lock free)
-  is taken over at that look.
+  is taken over at that look. It looks at once when an entry is added (by
+  this process; on PostgreSQL by any, over LISTEN/NOTIFY: ``listening.py``).
 - **SIGTERM (or SIGINT) drains**: no new claim; each run in progress is let go
   of at its next step (``Cancel.release``: the step in flight finishes and is
   recorded, the next one raises RunReleasedError), its journal closed without
@@ -38,9 +39,11 @@ from .. import codec
 from ..errors import LetItLoopError, RunCancelledError, RunReleasedError, error_text
 from ..run import cancellation
 from ..run.journal import Journal
-from .queue_records import Claimed
+from . import rate_limits
+from .queue_records import WAKEUPS, Claimed
 
 if TYPE_CHECKING:
+    from ..stores.postgres.listening import Listener
     from .queues import Queue
 
 #: Longest nap of an idle worker thread between two looks (a limit's wait is cut to it).
@@ -68,6 +71,8 @@ class Worker:
         #: The entries this worker's threads hold, by id (their leases renewed on PostgreSQL).
         self._held: dict[str, Claimed] = {}
         self._threads: list[threading.Thread] = []
+        self._listener: Listener | None = None
+        self._active = 0  # worker threads not ended yet
         #: Entries this worker ended or let go of, by outcome (what tests and lil read).
         self.counts: dict[str, int] = {}
 
@@ -80,6 +85,9 @@ class Worker:
             threading.Thread(
                 target=self._renew, args=(lease / 3,), name="letitloop-lease", daemon=True
             ).start()
+        # PostgreSQL: a session that LISTENs, to wake the idle threads (stopped by the last).
+        self._listener = self.queue.store.listener()
+        self._active = self.threads
         for i in range(self.threads):
             t = threading.Thread(
                 target=self._loop, name=f"letitloop-worker-{self.queue.name}-{i}", daemon=True
@@ -94,10 +102,13 @@ class Worker:
         deadline = None if timeout is None else time.monotonic() + timeout
         for t in self._threads:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if self._listener is not None and not self.alive:  # stopped by the last thread
+            self._listener.join(5.0 if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def drain(self, reason: str) -> None:
         """Claim nothing more; each run in progress stops at its next step, unmarked."""
         self._stopping.set()
+        WAKEUPS.wake(self.queue.name)  # the idle threads stop waiting
         with self._lock:
             running = list(self._running)
         for j in running:
@@ -120,16 +131,28 @@ class Worker:
         return 0
 
     def _loop(self) -> None:
+        try:
+            self._claim_and_run()
+        finally:
+            with self._lock:
+                self._active -= 1
+                last = self._active == 0
+            if last and self._listener is not None:
+                self._listener.stop()
+
+    def _claim_and_run(self) -> None:
         store, queue = self.queue.store, self.queue
         while not self._stopping.is_set():
             try:
+                token = WAKEUPS.token(queue.name)  # taken before the look: none is missed
                 got = store.claim(queue.name, queue.limits, time.time())
             except LetItLoopError as exc:  # the file busy past its timeout, full, ...
                 print(f"letitloop worker: {exc}", file=sys.stderr, flush=True)
                 self._stopping.wait(MAX_NAP)
                 continue
             if not isinstance(got, Claimed):
-                self._stopping.wait(min(got, MAX_NAP))
+                if not self._stopping.is_set():  # woken by an entry added, else polls
+                    WAKEUPS.wait(queue.name, token, min(got, MAX_NAP))
                 continue
             if self._stopping.is_set():
                 store.release(got)
@@ -198,10 +221,12 @@ class Worker:
                 if j.was_completed:
                     value = j.recorded_result()
                 else:
-                    value = fn(*args, **kwargs)
-                    if inspect.iscoroutine(value):  # an async task: run on a loop of its own
-                        value = asyncio.run(value)
+                    value = _call(j, fn, args, kwargs)
                     j.set_result(value)
+        except _Suspended as suspended:
+            why = error_text(suspended.cause)
+            store.release(claimed, time.time() + suspended.seconds, why)
+            return "suspended"
         except RunReleasedError:
             store.release(claimed)
             return "released"
@@ -299,6 +324,33 @@ class _Supervisor:
             if not self.stopping:
                 self.fork()
         return 0
+
+
+class _Suspended(Exception):
+    """A run a rate limit stopped: let go of, unmarked, its entry due again in ``seconds``."""
+
+    def __init__(self, seconds: float, cause: Exception) -> None:
+        super().__init__(f"suspended for {seconds:g} s: {cause}")
+        self.seconds = seconds
+        self.cause = cause
+
+
+def _call(j: Journal, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The task's call in its run; a rate limit it met (``rate_limits.retry_after``) lets go
+    of the run, unmarked (``_Suspended``), instead of failing it."""
+    try:
+        value = fn(*args, **kwargs)
+        if inspect.iscoroutine(value):  # an async task: run on a loop of its own
+            value = asyncio.run(value)
+        return value
+    except Exception as exc:
+        seconds = rate_limits.retry_after(exc)
+        if seconds is None:
+            raise
+        j._cancel.release(f"rate limited, due again in {seconds:g} s")
+        if not j._cancel.released:  # cancelled meanwhile: the cancel wins
+            raise
+        raise _Suspended(seconds, exc) from exc
 
 
 def _version(fn: Any) -> str | None:

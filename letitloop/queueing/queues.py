@@ -27,6 +27,7 @@ from ..errors import EncodeError, QueueError, RunCancelledError
 from ..identity.names import check_name
 from ..stores.schemes import malformed_url, scheme_of
 from ..stores.sqlite.queue import SqliteQueue
+from . import children
 from .queue_records import ENDED, Limits
 
 if TYPE_CHECKING:
@@ -72,6 +73,9 @@ class Queue:
     are ``Journal``'s, for the queue's entries and its runs. ``lease`` (on
     PostgreSQL): seconds after which an entry whose worker stopped renewing it
     (a host that vanished) is taken over; workers renew every ``lease / 3``.
+    ``listen`` (on PostgreSQL): entries added send NOTIFY and idle workers
+    LISTEN, so they start at once instead of at their next look; False for a
+    server reached through a pooler that does not pass notifications on.
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class Queue:
         registry: codec.CodecRegistry | None = None,
         timeout: float = 60.0,
         lease: float = 10.0,
+        listen: bool = True,
     ) -> None:
         self.name = check_name("queue", name)
         if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
@@ -102,7 +107,7 @@ class Queue:
         self._names: dict[Callable[..., Any], str] = {}
         if not (isinstance(lease, (int, float)) and lease > 0):
             raise QueueError(f"Queue({name!r}): lease must be a number of seconds, got {lease!r}")
-        self.store = _store(name, path, durability, float(lease))
+        self.store = _store(name, path, durability, float(lease), bool(listen))
         with _declared_lock:
             _declared[self.name] = self
 
@@ -179,6 +184,10 @@ class Queue:
             text = codec.encode([list(args), kwargs], self.registry)
         except EncodeError as exc:
             raise type(exc)(f"enqueue {task!r} on queue {self.name!r}: arguments: {exc}") from None
+        j = children.parent()
+        if j is not None:  # a child of the run open here: a step of it (children.py)
+            entry, name = children.enqueue(j, self, task, run, text, priority, dedup_key, seconds)
+            return Handle(self, entry, name, task)
         now = time.time()
         entry, name, _ = self.store.enqueue(
             self.name, task, run, text, priority, dedup_key, now + seconds, now
@@ -248,8 +257,13 @@ class Handle:
         """Its result once it completed, waiting up to ``timeout`` seconds (None: forever).
 
         Raises TimeoutError when it did not end in time, RunCancelledError when it
-        was cancelled, QueueError (with the run's error) when it failed.
+        was cancelled, QueueError (with the run's error) when it failed. Inside a run
+        (its body or a step's), the wait is a step of that run, its result recorded
+        (``children.py``): a rerun replays it.
         """
+        j = children.parent()
+        if j is not None:
+            return children.result(j, self, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         nap = 0.005
         while True:
@@ -257,15 +271,21 @@ class Handle:
             if found is not None:
                 return found()
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"queue {self.queue.name!r}: entry {self.id!r} did not end within {timeout} s "
-                    f"(status {self.status()}); wait longer, or check that a worker runs: "
-                    f"lil worker MODULE --queue {self.queue.name}"
-                )
+                raise self._timed_out(timeout)
             time.sleep(nap)
             nap = min(nap * 2, 0.1)
 
+    def _timed_out(self, timeout: float | None) -> TimeoutError:
+        return TimeoutError(
+            f"queue {self.queue.name!r}: entry {self.id!r} did not end within {timeout} s "
+            f"(status {self.status()}); wait longer, or check that a worker runs: "
+            f"lil worker MODULE --queue {self.queue.name}"
+        )
+
     def __await__(self) -> Generator[Any, None, Any]:
+        j = children.parent()
+        if j is not None:
+            return children.async_result(j, self).__await__()
         return self._wait().__await__()
 
     async def _wait(self) -> Any:
@@ -305,7 +325,11 @@ class Handle:
 
 
 def _store(
-    name: str, path: str | os.PathLike[str] | None, durability: Durability, lease: float
+    name: str,
+    path: str | os.PathLike[str] | None,
+    durability: Durability,
+    lease: float,
+    listen: bool,
 ) -> SqliteQueue | PostgresQueue:
     """The queue's store: the journal file, or the PostgreSQL journal of a URL."""
     # No path: LETITLOOP_DB's, as a Journal's (its runs are opened the same way).
@@ -317,7 +341,7 @@ def _store(
     if scheme in ("postgresql", "postgres"):
         from ..stores.postgres.queue import PostgresQueue  # the postgres extra, only for such a URL
 
-        return PostgresQueue(text, lease)
+        return PostgresQueue(text, lease, listen)
     if scheme:
         raise QueueError(
             f"Queue({name!r}, path={text!r}): a queue lives in a journal file or on "

@@ -20,6 +20,9 @@ postgres/0012), claims and holds; what ``sqlite_queue.py`` is to a journal file.
   holder.
 - **Every write of a holder is fenced by its attempt**, as on the file; the run's
   rows by the run's attempt (``postgres_connection.py``).
+- **Idle workers are woken by NOTIFY** (``listening.py``): an entry added or
+  queued again notifies the journal's channel in its transaction, and each
+  worker's listening session wakes its idle threads; they poll as well.
 
 One connection per process for the queue's own statements (made again in a forked
 child), used under a lock by the process's threads; one per claimed entry for its hold.
@@ -33,9 +36,18 @@ from typing import Any
 
 from ...identity.ids import HOST, new_run_id
 from ...primitives.clock import utc_iso
-from ...queueing.queue_records import CANDIDATES, POLL_SECONDS, Claimed, EntryState, Limits, seconds
+from ...queueing.queue_records import (
+    CANDIDATES,
+    POLL_SECONDS,
+    WAKEUPS,
+    Claimed,
+    EntryState,
+    Limits,
+    seconds,
+)
 from .database import connect, lock_key, migrate, server_errors
 from .holding import PostgresHold, is_held, run_hold_text
+from .listening import Listener, channel
 
 _FENCE = " WHERE id = %s AND attempt = %s AND status = 'claimed'"
 
@@ -50,10 +62,12 @@ _NAMED = (
 class PostgresQueue:
     """The queue entries of one PostgreSQL journal, for one process (any thread)."""
 
-    def __init__(self, location: str, lease: float = 10.0) -> None:
+    def __init__(self, location: str, lease: float = 10.0, listen: bool = True) -> None:
         self.path = location
         #: Seconds a claim holds without renewal (``renew``) before it may be taken over.
         self.lease = lease
+        #: Whether entries added send NOTIFY and idle workers LISTEN (``listening.py``).
+        self.listen = listen
         self._lock = threading.Lock()
         self._conn: Any = None
         self._pid = 0
@@ -98,10 +112,15 @@ class PostgresQueue:
         dedup_key: str | None,
         not_before: float,
         now: float,
+        once: bool = False,
     ) -> tuple[str, str, bool]:
         """As ``SqliteQueue.enqueue``; a dedup key is checked under the queue's lock."""
 
         def add(c: Any) -> tuple[str, str, bool]:
+            if once and run_name is not None:
+                row = c.execute(_NAMED, (queue, run_name)).fetchone()
+                if row is not None:
+                    return str(row[0]), run_name, False
             if dedup_key is not None:
                 c.execute("SELECT pg_advisory_xact_lock(%s)", (self._queue_key(queue),))
                 row = c.execute(
@@ -120,9 +139,12 @@ class PostgresQueue:
                 (entry_id, queue, task, name, args, priority, dedup_key,
                  utc_iso(not_before), utc_iso(now)),
             )  # fmt: skip
+            self._notify(c, queue)
             return entry_id, name, True
 
         result: tuple[str, str, bool] = self._run(add)
+        if result[2]:
+            WAKEUPS.wake(queue)  # this process's idle workers look at once
         return result
 
     def state(self, entry_id: str) -> EntryState | None:
@@ -140,38 +162,8 @@ class PostgresQueue:
         return None if row is None else str(row[0])
 
     def cancel(self, entry_id: str, now: float, reason: str) -> str | None:
-        at = utc_iso(now)
-
-        def cancel(c: Any) -> str | None:
-            row = c.execute(
-                "SELECT status, run_id FROM ll_queue_entries WHERE id = %s FOR UPDATE",
-                (entry_id,),
-            ).fetchone()
-            if row is None:
-                return None
-            status, run_id = row
-            if status == "queued":
-                c.execute(
-                    "UPDATE ll_queue_entries SET status = 'cancelled', finished_at = %s, "
-                    "error = %s WHERE id = %s",
-                    (at, f"RunCancelledError: {reason}", entry_id),
-                )
-                return "cancelled"
-            if status != "claimed":
-                return str(status)
-            c.execute(
-                "UPDATE ll_queue_entries SET cancel_requested_at = %s WHERE id = %s",
-                (at, entry_id),
-            )
-            if run_id is not None:
-                c.execute(
-                    "UPDATE ll_runs SET cancel_requested_at = %s, cancel_reason = %s "
-                    "WHERE id = %s AND status NOT IN ('completed', 'cancelled')",
-                    (at, reason, run_id),
-                )
-            return "requested"
-
-        done: str | None = self._run(cancel)
+        """As ``SqliteQueue.cancel``."""
+        done: str | None = self._run(lambda c: _cancel(c, entry_id, utc_iso(now), reason))
         return done
 
     # -- workers ---------------------------------------------------------------
@@ -319,30 +311,76 @@ class PostgresQueue:
     def finish(
         self, claimed: Claimed, status: str, result: str | None, error: str | None, now: float
     ) -> bool:
-        try:
-            n = self._run(
-                lambda c: (
-                    c.execute(
-                        "UPDATE ll_queue_entries SET status = %s, result = %s, error = %s, "
-                        "finished_at = %s" + _FENCE,
-                        (status, result, error, utc_iso(now), claimed.id, claimed.attempt),
-                    ).rowcount
-                )
-            )
-        finally:
-            claimed.hold.release()
-        return bool(n == 1)
+        sets = "status = %s, result = %s, error = %s, finished_at = %s"
+        return self._fenced(claimed, sets, (status, result, error, utc_iso(now)), False)
 
-    def release(self, claimed: Claimed) -> bool:
+    def release(self, claimed: Claimed, due: float | None = None, why: str | None = None) -> bool:
+        """As ``SqliteQueue.release``: queued again; due now, this journal's idle workers woken."""
+        if due is None:
+            return self._fenced(claimed, "status = 'queued'", (), True)
+        sets = "status = 'queued', not_before = %s, error = %s"  # due later: nobody to wake
+        return self._fenced(claimed, sets, (utc_iso(due), why), False)
+
+    def _fenced(self, claimed: Claimed, sets: str, args: tuple[Any, ...], queued: bool) -> bool:
+        """One write of the holder on its entry, fenced by its attempt, then its hold let go
+        of; ``queued``: the entry is claimable again (notified). False: not its own."""
+
+        def write(c: Any) -> bool:
+            n = c.execute(f"UPDATE ll_queue_entries SET {sets}" + _FENCE, (*args, claimed.id,
+                          claimed.attempt)).rowcount  # fmt: skip
+            if n == 1 and queued:
+                self._notify(c, claimed.queue)
+            return bool(n == 1)
+
         try:
-            n = self._run(
-                lambda c: (
-                    c.execute(
-                        "UPDATE ll_queue_entries SET status = 'queued'" + _FENCE,
-                        (claimed.id, claimed.attempt),
-                    ).rowcount
-                )
-            )
+            mine: bool = self._run(write)
         finally:
             claimed.hold.release()
-        return bool(n == 1)
+        if queued:
+            WAKEUPS.wake(claimed.queue)
+        return mine
+
+    # -- idle workers ----------------------------------------------------------
+
+    def _notify(self, c: Any, queue: str) -> None:
+        """NOTIFY the journal's listeners, at this transaction's commit, that ``queue`` has an
+        entry to claim (nothing when ``listen`` is off: a NOTIFY serialises the commits of
+        every transaction that sends one, database-wide)."""
+        if self.listen:
+            c.execute("SELECT pg_notify(%s, %s)", (channel(self._schema), queue))
+
+    def listener(self) -> Listener | None:
+        """A listening session for a worker of this process (None when ``listen`` is off): it
+        moves ``queue_records.WAKEUPS`` for each entry added; the worker stops it."""
+        if not self.listen:
+            return None
+        with self._lock:
+            self._connection()  # the schema, whose channel it is
+        return Listener(self.path, channel(self._schema))
+
+
+def _cancel(c: Any, entry_id: str, at: str, reason: str) -> str | None:
+    """``PostgresQueue.cancel`` in its transaction (see ``SqliteQueue.cancel``)."""
+    row = c.execute(
+        "SELECT status, run_id FROM ll_queue_entries WHERE id = %s FOR UPDATE", (entry_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    status, run_id = row
+    if status == "queued":
+        c.execute(
+            "UPDATE ll_queue_entries SET status = 'cancelled', finished_at = %s, error = %s "
+            "WHERE id = %s",
+            (at, f"RunCancelledError: {reason}", entry_id),
+        )
+        return "cancelled"
+    if status != "claimed":
+        return str(status)
+    c.execute("UPDATE ll_queue_entries SET cancel_requested_at = %s WHERE id = %s", (at, entry_id))
+    if run_id is not None:
+        c.execute(
+            "UPDATE ll_runs SET cancel_requested_at = %s, cancel_reason = %s "
+            "WHERE id = %s AND status NOT IN ('completed', 'cancelled')",
+            (at, reason, run_id),
+        )
+    return "requested"

@@ -17,6 +17,9 @@ connection to the file (``stores.open_store``).
 - **Every write of a holder is fenced by its attempt**: ``finish``,
   ``release`` and ``started`` change the entry only while its ``attempt`` is
   still the one claimed (and it is still ``claimed``).
+- **Idle workers poll**: an entry added (or queued again) wakes this process's
+  idle workers at once (``queue_records.WAKEUPS``); another process's are told
+  nothing and see it at their next look (``listener``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,15 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from ...identity.ids import HOST, new_run_id
 from ...primitives.clock import utc_iso
-from ...queueing.queue_records import CANDIDATES, POLL_SECONDS, Claimed, EntryState, Limits, seconds
+from ...queueing.queue_records import (
+    CANDIDATES,
+    POLL_SECONDS,
+    WAKEUPS,
+    Claimed,
+    EntryState,
+    Limits,
+    seconds,
+)
 from . import locks
 from .pool import close_store, open_store
 
@@ -98,10 +109,17 @@ class SqliteQueue:
         dedup_key: str | None,
         not_before: float,
         now: float,
+        once: bool = False,
     ) -> tuple[str, str, bool]:
         """Add an entry; (its id, its run's name, True) — or, when ``dedup_key`` names an
-        entry still queued or claimed, that entry's (id, run name, False), nothing added."""
+        entry still queued or claimed, that entry's (id, run name, False), nothing added.
+        ``once``: nor when the queue holds an entry whose run is ``run_name`` (a child
+        enqueued again by its parent's rerun: ``children.py``)."""
         with self._write() as c:
+            if once and run_name is not None:
+                row = c.execute(_NAMED, (queue, run_name)).fetchone()
+                if row is not None:
+                    return str(row[0]), run_name, False
             if dedup_key is not None:
                 row = c.execute(_ACTIVE_DEDUP, (queue, dedup_key)).fetchone()
                 if row is not None:
@@ -122,6 +140,7 @@ class SqliteQueue:
                     utc_iso(now),
                 ),
             )
+        WAKEUPS.wake(queue)  # this process's idle workers look at once
         return entry_id, name, True
 
     def state(self, entry_id: str) -> EntryState | None:
@@ -289,20 +308,31 @@ class SqliteQueue:
         finally:
             locks.release(claimed.hold)
 
-    def release(self, claimed: Claimed) -> bool:
-        """Give the holder's entry back to the queue unfinished (a worker draining): queued
-        again, claimable at once; False: it was no longer the holder's."""
+    def release(self, claimed: Claimed, due: float | None = None, why: str | None = None) -> bool:
+        """Give the holder's entry back to the queue unfinished: queued again, claimable at
+        once (a worker draining), or from ``due`` on (a run suspended by a rate limit; ``why``
+        kept in its ``error`` meanwhile); False: it was no longer the holder's."""
+        sql = "UPDATE queue_entries SET status = 'queued'"
+        args: tuple[str, str | None] | tuple[()] = ()
+        if due is not None:
+            sql += ", not_before = ?, error = ?"
+            args = (utc_iso(due), why)
         try:
             with self._write() as c:
-                return (
-                    c.execute(
-                        "UPDATE queue_entries SET status = 'queued'" + _FENCE,
-                        (claimed.id, claimed.attempt),
-                    ).rowcount
-                    == 1
-                )
+                mine = c.execute(sql + _FENCE, (*args, claimed.id, claimed.attempt)).rowcount == 1
         finally:
             locks.release(claimed.hold)
+        if due is None:  # claimable again at once by this process's idle workers
+            WAKEUPS.wake(claimed.queue)
+        return mine
+
+    # -- idle workers ----------------------------------------------------------
+
+    def listener(self) -> None:
+        """None: a journal file notifies nothing across processes, and a look without the
+        write lock costs one read (``claim``), so an idle worker of another process polls
+        (every POLL_SECONDS); one of this process is woken by ``WAKEUPS``."""
+        return None
 
 
 class _Transaction:
