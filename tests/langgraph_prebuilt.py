@@ -8,9 +8,10 @@ or ``toolnode`` (a ``StateGraph`` with a model node, ``durable_node(ToolNode(too
 tool calls), then ``book`` with what they found, then answers. Every model and tool call
 writes ``start KEY`` / ``end KEY`` to the side file SIDE (an ``O_APPEND`` write that
 outlives a SIGKILL), and a callback writes ``returned KEY`` once the call's step returned
-(a model call's ``on_llm_end``, which LangChain fires after the durable model's step; the
-tool node's ``on_chain_end``, after every tool step of the node). Nothing here reads the
-journal.
+(a model call's ``on_llm_end``, which LangChain fires after the durable model's step; for a
+tool call, the ``on_chain_end`` of the tool node execution that ran it, after its steps).
+Nothing here reads the journal. SLOW names a call that takes a minute; HOLD a tool call
+whose ``on_tool_end`` takes a minute (the call returned, its step not yet recorded).
 
 MODE ``ask`` (the default) invokes the request and prints its answer; ``resume`` is the
 rerun of a crashed program: ``resume(graph, config)`` (``letitloop.adapters.langgraph``);
@@ -133,12 +134,21 @@ TOOLS = [lookup, book]
 
 class Marks(BaseCallbackHandler):
     """``returned KEY`` once a call's step returned: LangChain fires ``on_llm_end`` after the
-    durable model's step, and the tool node's ``on_chain_end`` after all its tool steps."""
+    durable model's step, and a tool node's ``on_chain_end`` after all its tool steps.
+
+    A tool call is marked by the end of *its own* tool node execution (its ``on_tool_end``'s
+    parent run): ``create_react_agent`` sends each tool call to a node execution of its own,
+    and under ``ainvoke`` they run at once. ``on_tool_end`` fires inside the tool's step,
+    before its record: marked by the end of a sibling execution, a call still in flight
+    would count as returned (issue 48). HOLD names a call whose ``on_tool_end`` then waits a
+    minute, holding its record back: a test kills the process there.
+    """
 
     def __init__(self) -> None:
         self.models: dict[Any, str] = {}
         self.chains: dict[Any, str] = {}
-        self.tools: list[str] = []
+        #: The tool calls that ended under each tool node execution (its run id).
+        self.tools: dict[Any, list[str]] = {}
         self.lock = threading.Lock()
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kw: Any) -> Any:
@@ -149,10 +159,14 @@ class Marks(BaseCallbackHandler):
         if key is not None:
             log(f"returned {key}")
 
-    def on_tool_end(self, output: Any, *, run_id: Any, **kw: Any) -> None:
+    def on_tool_end(
+        self, output: Any, *, run_id: Any, parent_run_id: Any = None, **kw: Any
+    ) -> None:
         if isinstance(output, ToolMessage):
             with self.lock:
-                self.tools.append(output.tool_call_id)
+                self.tools.setdefault(parent_run_id, []).append(output.tool_call_id)
+            if os.environ.get("HOLD") == f"tool {output.tool_call_id}":
+                time.sleep(60)
 
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, **kw: Any) -> None:
         self.chains[run_id] = str(kw.get("name"))
@@ -161,7 +175,7 @@ class Marks(BaseCallbackHandler):
         if self.chains.pop(run_id, None) != "tools":
             return
         with self.lock:
-            done, self.tools = self.tools, []
+            done = self.tools.pop(run_id, [])
         for call_id in done:
             log(f"returned tool {call_id}")
 

@@ -222,6 +222,42 @@ class TestKilledAtRandom:
         assert got.kills >= TRIALS // 4, got
 
 
+class TestKilledAfterAToolReturnedBeforeItsRecord:
+    """The kill point of the failed random trial (issue 48): ``create_react_agent`` sends each
+    tool call to a ToolNode execution of its own, at once under ``ainvoke``; one call has
+    returned (its ``on_tool_end`` fired, inside its step) but its step is not recorded yet,
+    while the other's execution has ended."""
+
+    @pytest.mark.parametrize("mode", ["ask", "ainvoke"])
+    def test_only_the_unrecorded_call_runs_again_and_the_ledger_says_it_was_in_flight(
+        self, forker: Preloaded, tmp_path: Path, mode: str
+    ) -> None:
+        db, side = tmp_path / "j.db", tmp_path / "side"
+        held = {**os.environ, "HOLD": "tool lookup-south"}
+        child = forker.start(SCRIPT, "react", str(db), "t1", str(side), mode, env=held)
+        while not {"end tool lookup-south", "returned tool lookup-north"} <= set(
+            side.read_text().splitlines() if side.exists() else []
+        ):
+            assert child.running(), child.wait().stderr
+            time.sleep(0.001)
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait().returncode == -signal.SIGKILL
+        with sqlite3.connect(db) as conn:  # what the kill left, read from outside
+            (table,) = conn.execute(
+                "SELECT journal_table FROM goals WHERE goal = 'langgraph:tools'"
+            ).fetchone()
+            steps = conn.execute(f"SELECT key, status FROM [{table}]").fetchall()
+        assert steps == [("tool:lookup-north", "done")]  # south returned, not recorded
+        done = forker.run(SCRIPT, "react", str(db), "t1", str(side), mode)
+        assert done.returncode == 0, done.stderr
+        assert _answer(done) == "booked: booking of offer-17 and offer-17"
+        starts = [key for event, key in _lines(side) if event == "start"]
+        assert starts.count("tool lookup-north") == 1
+        assert starts.count("tool lookup-south") == 2  # in flight at the kill: runs again
+        assert starts.count("model book a room after 0 tools") == 1
+        assert _again(side, "returned") == 0  # the ledger never called south returned
+
+
 class TestResumeAfterACrash:
     @pytest.mark.parametrize(
         ("durability", "saver"),
