@@ -2,16 +2,18 @@
 
     python tests/langgraph_prebuilt.py GRAPH DB THREAD SIDE [MODE] [DURABILITY] [SAVER]
 
-GRAPH is ``react`` (``create_react_agent(durable_model(model), durable_node(ToolNode(tools)))``)
-or ``toolnode`` (a ``StateGraph`` with a model node, ``durable_node(ToolNode(tools))`` and
-``tools_condition``). The offline fake model asks for two ``lookup`` calls at once (parallel
-tool calls), then ``book`` with what they found, then answers. Every model and tool call
-writes ``start KEY`` / ``end KEY`` to the side file SIDE (an ``O_APPEND`` write that
-outlives a SIGKILL), and a callback writes ``returned KEY`` once the call's step returned
-(a model call's ``on_llm_end``, which LangChain fires after the durable model's step; for a
-tool call, the ``on_chain_end`` of the tool node execution that ran it, after its steps).
-Nothing here reads the journal. SLOW names a call that takes a minute; HOLD a tool call
-whose ``on_tool_end`` takes a minute (the call returned, its step not yet recorded).
+GRAPH is ``react`` (``create_react_agent(durable_model(model),
+durable_node(ToolNode(tools)))``), ``toolnode`` (a ``StateGraph`` with a model node,
+``durable_node(ToolNode(tools))`` and ``tools_condition``) or ``agent`` (LangChain 1.x's
+``create_agent(model, tools, middleware=[durable_middleware()])``). The offline fake model
+asks for two ``lookup`` calls at once (parallel tool calls), then ``book`` with what they
+found, then answers. Every model and tool call writes ``start KEY`` / ``end KEY`` to the
+side file SIDE (an ``O_APPEND`` write that outlives a SIGKILL), and a callback writes
+``returned KEY`` once the call's step returned (a model call's ``on_llm_end``, which
+LangChain fires after the durable model's step; for a tool call, the ``on_chain_end`` of the
+tool node execution that ran it, after its steps). Nothing here reads the journal. SLOW
+names a call that takes a minute; HOLD a tool call whose ``on_tool_end`` takes a minute (the
+call returned, its step not yet recorded).
 
 MODE ``ask`` (the default) invokes the request and prints its answer; ``resume`` is the
 rerun of a crashed program: ``resume(graph, config)`` (``letitloop.adapters.langgraph``);
@@ -190,6 +192,14 @@ def build(kind: str, db: str, saver_kind: str = "letitloop") -> Any:
         os.environ["LETITLOOP_DB"] = db
     else:
         saver = LetItLoopCheckpointSaver(db)
+    if kind == "agent":  # LangChain 1.x: the plain model and tools, and the middleware
+        from langchain.agents import create_agent
+
+        from letitloop.adapters.langgraph import durable_middleware
+
+        return create_agent(
+            FakeChat(), TOOLS, middleware=[durable_middleware()], checkpointer=saver
+        )
     model = durable_model(FakeChat())
     if kind == "react":
         return create_react_agent(model, durable_node(ToolNode(TOOLS)), checkpointer=saver)

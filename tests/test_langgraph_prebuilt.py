@@ -59,6 +59,8 @@ def forker() -> Iterator[Preloaded]:
         "langgraph.prebuilt",
         "langgraph.checkpoint.sqlite",
         "letitloop.adapters.langgraph",
+        "langchain.agents",
+        "letitloop.adapters.langgraph.agents",
         with_letitloop=True,
     ) as p:
         yield p
@@ -211,7 +213,14 @@ class TestKilledAtRandom:
     """Real SIGKILLs at random moments of the request, then the program run again."""
 
     @pytest.mark.parametrize(
-        ("graph", "mode"), [("react", "ask"), ("toolnode", "ask"), ("react", "ainvoke")]
+        ("graph", "mode"),
+        [
+            ("react", "ask"),
+            ("toolnode", "ask"),
+            ("react", "ainvoke"),
+            ("agent", "ask"),  # LangChain 1.x's create_agent with durable_middleware()
+            ("agent", "ainvoke"),
+        ],
     )
     def test_no_finished_call_is_paid_twice_and_the_answer_is_the_same(
         self, forker: Preloaded, tmp_path: Path, graph: str, mode: str
@@ -228,13 +237,14 @@ class TestKilledAfterAToolReturnedBeforeItsRecord:
     returned (its ``on_tool_end`` fired, inside its step) but its step is not recorded yet,
     while the other's execution has ended."""
 
+    @pytest.mark.parametrize("graph", ["react", "agent"])
     @pytest.mark.parametrize("mode", ["ask", "ainvoke"])
     def test_only_the_unrecorded_call_runs_again_and_the_ledger_says_it_was_in_flight(
-        self, forker: Preloaded, tmp_path: Path, mode: str
+        self, forker: Preloaded, tmp_path: Path, mode: str, graph: str
     ) -> None:
         db, side = tmp_path / "j.db", tmp_path / "side"
         held = {**os.environ, "HOLD": "tool lookup-south"}
-        child = forker.start(SCRIPT, "react", str(db), "t1", str(side), mode, env=held)
+        child = forker.start(SCRIPT, graph, str(db), "t1", str(side), mode, env=held)
         while not {"end tool lookup-south", "returned tool lookup-north"} <= set(
             side.read_text().splitlines() if side.exists() else []
         ):
@@ -248,7 +258,7 @@ class TestKilledAfterAToolReturnedBeforeItsRecord:
             ).fetchone()
             steps = conn.execute(f"SELECT key, status FROM [{table}]").fetchall()
         assert steps == [("tool:lookup-north", "done")]  # south returned, not recorded
-        done = forker.run(SCRIPT, "react", str(db), "t1", str(side), mode)
+        done = forker.run(SCRIPT, graph, str(db), "t1", str(side), mode)
         assert done.returncode == 0, done.stderr
         assert _answer(done) == "booked: booking of offer-17 and offer-17"
         starts = [key for event, key in _lines(side) if event == "start"]
