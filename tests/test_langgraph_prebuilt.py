@@ -209,6 +209,41 @@ class TestAToolNodeGivenToDurableNode:
             durable_node(program.build("react", str(tmp_path / "j.db")))
 
 
+class TestCreateAgentGivenDurableMiddleware:
+    def test_each_model_call_and_each_tool_call_is_a_step(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import langgraph_prebuilt as program
+
+        from letitloop.adapters.langgraph import durable_middleware, durable_model
+
+        monkeypatch.setenv("SIDE", str(tmp_path / "side"))
+        db = tmp_path / "j.db"
+        done = program.build("agent", str(db)).invoke(
+            {"messages": [("user", program.TASK)]}, {"configurable": {"thread_id": "t"}}
+        )
+        assert done["messages"][-1].content == "booked: booking of offer-17 and offer-17"
+        with sqlite3.connect(db) as conn:  # read from outside the writer
+            steps = [
+                (goal, run, key)
+                for goal, table in conn.execute("SELECT goal, journal_table FROM goals")
+                for run, key in conn.execute(
+                    f"SELECT run, key FROM [{table}] WHERE status = 'done'"
+                )
+            ]
+        assert sorted((goal, key) for goal, _, key in steps) == [
+            ("langgraph:model", "model"),
+            ("langgraph:model", "model"),
+            ("langgraph:model", "model"),
+            ("langgraph:tools", "tool:b"),
+            ("langgraph:tools", "tool:lookup-north"),
+            ("langgraph:tools", "tool:lookup-south"),
+        ]
+        assert len({name for _, name, _ in steps}) == 6  # a run per node execution
+        model = durable_model(program.FakeChat())
+        assert durable_middleware()._durable(model) is model  # a wrapped model is kept
+
+
 class TestKilledAtRandom:
     """Real SIGKILLs at random moments of the request, then the program run again."""
 
