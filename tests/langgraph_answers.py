@@ -98,11 +98,20 @@ class Booker(BaseChatModel):
 
 def build(db: str) -> Any:
     """The graph: a durable node that asks, then books with ``approved_step``; or, with
-    ``GRAPH=tool``, ``create_react_agent`` whose tool asks with ``interrupt()`` and books."""
+    ``GRAPH=tool``, ``create_react_agent`` whose tool asks with ``interrupt()`` and books
+    (``GRAPH=agent``: ``create_agent`` with ``durable_middleware()``, the same tool)."""
     saver = LetItLoopCheckpointSaver(db)
     if os.environ.get("GRAPH") == "tool":
         tools = durable_node(ToolNode([book_room]))
         return create_react_agent(durable_model(Booker()), tools, checkpointer=saver)
+    if os.environ.get("GRAPH") == "agent":  # LangChain 1.x's create_agent, the same tool
+        from langchain.agents import create_agent
+
+        from letitloop.adapters.langgraph import durable_middleware
+
+        return create_agent(
+            Booker(), [book_room], middleware=[durable_middleware()], checkpointer=saver
+        )
     builder = StateGraph(MessagesState)
     builder.add_node("approve_and_book", approve_and_book)
     builder.add_edge(START, "approve_and_book")

@@ -2,15 +2,18 @@
 
     python tests/langgraph_prebuilt.py GRAPH DB THREAD SIDE [MODE] [DURABILITY] [SAVER]
 
-GRAPH is ``react`` (``create_react_agent(durable_model(model), durable_node(ToolNode(tools)))``)
-or ``toolnode`` (a ``StateGraph`` with a model node, ``durable_node(ToolNode(tools))`` and
-``tools_condition``). The offline fake model asks for two ``lookup`` calls at once (parallel
-tool calls), then ``book`` with what they found, then answers. Every model and tool call
-writes ``start KEY`` / ``end KEY`` to the side file SIDE (an ``O_APPEND`` write that
-outlives a SIGKILL), and a callback writes ``returned KEY`` once the call's step returned
-(a model call's ``on_llm_end``, which LangChain fires after the durable model's step; the
-tool node's ``on_chain_end``, after every tool step of the node). Nothing here reads the
-journal.
+GRAPH is ``react`` (``create_react_agent(durable_model(model),
+durable_node(ToolNode(tools)))``), ``toolnode`` (a ``StateGraph`` with a model node,
+``durable_node(ToolNode(tools))`` and ``tools_condition``) or ``agent`` (LangChain 1.x's
+``create_agent(model, tools, middleware=[durable_middleware()])``). The offline fake model
+asks for two ``lookup`` calls at once (parallel tool calls), then ``book`` with what they
+found, then answers. Every model and tool call writes ``start KEY`` / ``end KEY`` to the
+side file SIDE (an ``O_APPEND`` write that outlives a SIGKILL), and a callback writes
+``returned KEY`` once the call's step returned (a model call's ``on_llm_end``, which
+LangChain fires after the durable model's step; for a tool call, the ``on_chain_end`` of the
+tool node execution that ran it, after its steps). Nothing here reads the journal. SLOW
+names a call that takes a minute; HOLD a tool call whose ``on_tool_end`` takes a minute (the
+call returned, its step not yet recorded).
 
 MODE ``ask`` (the default) invokes the request and prints its answer; ``resume`` is the
 rerun of a crashed program: ``resume(graph, config)`` (``letitloop.adapters.langgraph``);
@@ -133,12 +136,21 @@ TOOLS = [lookup, book]
 
 class Marks(BaseCallbackHandler):
     """``returned KEY`` once a call's step returned: LangChain fires ``on_llm_end`` after the
-    durable model's step, and the tool node's ``on_chain_end`` after all its tool steps."""
+    durable model's step, and a tool node's ``on_chain_end`` after all its tool steps.
+
+    A tool call is marked by the end of *its own* tool node execution (its ``on_tool_end``'s
+    parent run): ``create_react_agent`` sends each tool call to a node execution of its own,
+    and under ``ainvoke`` they run at once. ``on_tool_end`` fires inside the tool's step,
+    before its record: marked by the end of a sibling execution, a call still in flight
+    would count as returned (issue 48). HOLD names a call whose ``on_tool_end`` then waits a
+    minute, holding its record back: a test kills the process there.
+    """
 
     def __init__(self) -> None:
         self.models: dict[Any, str] = {}
         self.chains: dict[Any, str] = {}
-        self.tools: list[str] = []
+        #: The tool calls that ended under each tool node execution (its run id).
+        self.tools: dict[Any, list[str]] = {}
         self.lock = threading.Lock()
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, **kw: Any) -> Any:
@@ -149,10 +161,14 @@ class Marks(BaseCallbackHandler):
         if key is not None:
             log(f"returned {key}")
 
-    def on_tool_end(self, output: Any, *, run_id: Any, **kw: Any) -> None:
+    def on_tool_end(
+        self, output: Any, *, run_id: Any, parent_run_id: Any = None, **kw: Any
+    ) -> None:
         if isinstance(output, ToolMessage):
             with self.lock:
-                self.tools.append(output.tool_call_id)
+                self.tools.setdefault(parent_run_id, []).append(output.tool_call_id)
+            if os.environ.get("HOLD") == f"tool {output.tool_call_id}":
+                time.sleep(60)
 
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, **kw: Any) -> None:
         self.chains[run_id] = str(kw.get("name"))
@@ -161,7 +177,7 @@ class Marks(BaseCallbackHandler):
         if self.chains.pop(run_id, None) != "tools":
             return
         with self.lock:
-            done, self.tools = self.tools, []
+            done = self.tools.pop(run_id, [])
         for call_id in done:
             log(f"returned tool {call_id}")
 
@@ -176,6 +192,14 @@ def build(kind: str, db: str, saver_kind: str = "letitloop") -> Any:
         os.environ["LETITLOOP_DB"] = db
     else:
         saver = LetItLoopCheckpointSaver(db)
+    if kind == "agent":  # LangChain 1.x: the plain model and tools, and the middleware
+        from langchain.agents import create_agent
+
+        from letitloop.adapters.langgraph import durable_middleware
+
+        return create_agent(
+            FakeChat(), TOOLS, middleware=[durable_middleware()], checkpointer=saver
+        )
     model = durable_model(FakeChat())
     if kind == "react":
         return create_react_agent(model, durable_node(ToolNode(TOOLS)), checkpointer=saver)

@@ -43,7 +43,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 @pytest.fixture(scope="module")
 def forker() -> Iterator[Preloaded]:
-    modules = ("langgraph.graph", "langgraph.prebuilt", "letitloop.adapters.langgraph")
+    modules = (
+        "langgraph.graph",
+        "langgraph.prebuilt",
+        "letitloop.adapters.langgraph",
+        "letitloop.adapters.langgraph.agents",
+    )
     with Preloaded(*modules, with_letitloop=True) as p:
         yield p
 
@@ -129,6 +134,8 @@ class TestAnInterruptAnsweredByLilSend:
 GRAPHS = {
     "node": ({}, "book/again:book", "langgraph:approve_and_book"),
     "tool": ({"GRAPH": "tool"}, "tool:call-book/again:tool:call-book", "langgraph:tools"),
+    # create_agent with durable_middleware(): the same tool, the same steps.
+    "agent": ({"GRAPH": "agent"}, "tool:call-book/again:tool:call-book", "langgraph:tools"),
 }
 
 
@@ -173,7 +180,7 @@ class TestKilledInsideTheApprovedCall:
 
 
 class TestKilledAfterTheAnswer:
-    @pytest.mark.parametrize("graph", sorted(GRAPHS))
+    @pytest.mark.parametrize("graph", ["node", "tool"])  # agent: as tool, checked above
     def test_the_approved_call_is_not_paid_twice(
         self, forker: Preloaded, tmp_path: Path, graph: str
     ) -> None:
@@ -236,8 +243,9 @@ class TestKilledAfterTheAnswer:
 
 
 class TestAToolThatAsksResumedUnderAinvoke:
+    @pytest.mark.parametrize("graph", ["tool", "agent"])  # agent: create_agent's middleware
     def test_what_follows_the_answer_runs_inside_its_marker(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, graph: str
     ) -> None:
         # The async path of the durable ToolNode (awrap, approved.run_once), in process:
         # the kill trials above run the sync one.
@@ -246,15 +254,15 @@ class TestAToolThatAsksResumedUnderAinvoke:
         import langgraph_answers as program
         from langgraph.types import Command
 
-        monkeypatch.setenv("GRAPH", "tool")
+        monkeypatch.setenv("GRAPH", graph)
         monkeypatch.setenv("SIDE", str(tmp_path / "side"))
-        graph = program.build(str(tmp_path / "j.db"))
+        agent = program.build(str(tmp_path / "j.db"))
         config: Any = {"configurable": {"thread_id": "t1"}}
 
         async def ask() -> Any:
-            asked = await graph.ainvoke({"messages": [("user", "book a room")]}, config)
+            asked = await agent.ainvoke({"messages": [("user", "book a room")]}, config)
             assert "__interrupt__" in asked
-            return await graph.ainvoke(Command(resume=True), config)
+            return await agent.ainvoke(Command(resume=True), config)
 
         done = asyncio.run(ask())
         assert done["messages"][-1].content == "room 12 booked"

@@ -59,6 +59,8 @@ def forker() -> Iterator[Preloaded]:
         "langgraph.prebuilt",
         "langgraph.checkpoint.sqlite",
         "letitloop.adapters.langgraph",
+        "langchain.agents",
+        "letitloop.adapters.langgraph.agents",
         with_letitloop=True,
     ) as p:
         yield p
@@ -207,11 +209,53 @@ class TestAToolNodeGivenToDurableNode:
             durable_node(program.build("react", str(tmp_path / "j.db")))
 
 
+class TestCreateAgentGivenDurableMiddleware:
+    def test_each_model_call_and_each_tool_call_is_a_step(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import langgraph_prebuilt as program
+
+        from letitloop.adapters.langgraph import durable_middleware, durable_model
+
+        monkeypatch.setenv("SIDE", str(tmp_path / "side"))
+        db = tmp_path / "j.db"
+        done = program.build("agent", str(db)).invoke(
+            {"messages": [("user", program.TASK)]}, {"configurable": {"thread_id": "t"}}
+        )
+        assert done["messages"][-1].content == "booked: booking of offer-17 and offer-17"
+        with sqlite3.connect(db) as conn:  # read from outside the writer
+            steps = [
+                (goal, run, key)
+                for goal, table in conn.execute("SELECT goal, journal_table FROM goals")
+                for run, key in conn.execute(
+                    f"SELECT run, key FROM [{table}] WHERE status = 'done'"
+                )
+            ]
+        assert sorted((goal, key) for goal, _, key in steps) == [
+            ("langgraph:model", "model"),
+            ("langgraph:model", "model"),
+            ("langgraph:model", "model"),
+            ("langgraph:tools", "tool:b"),
+            ("langgraph:tools", "tool:lookup-north"),
+            ("langgraph:tools", "tool:lookup-south"),
+        ]
+        assert len({name for _, name, _ in steps}) == 6  # a run per node execution
+        model = durable_model(program.FakeChat())
+        assert durable_middleware()._durable(model) is model  # a wrapped model is kept
+
+
 class TestKilledAtRandom:
     """Real SIGKILLs at random moments of the request, then the program run again."""
 
     @pytest.mark.parametrize(
-        ("graph", "mode"), [("react", "ask"), ("toolnode", "ask"), ("react", "ainvoke")]
+        ("graph", "mode"),
+        [
+            ("react", "ask"),
+            ("toolnode", "ask"),
+            ("react", "ainvoke"),
+            ("agent", "ask"),  # LangChain 1.x's create_agent with durable_middleware()
+            ("agent", "ainvoke"),
+        ],
     )
     def test_no_finished_call_is_paid_twice_and_the_answer_is_the_same(
         self, forker: Preloaded, tmp_path: Path, graph: str, mode: str
@@ -220,6 +264,43 @@ class TestKilledAtRandom:
         assert got.errors == [] and got.differing == 0, got
         assert got.repeated == 0, got
         assert got.kills >= TRIALS // 4, got
+
+
+class TestKilledAfterAToolReturnedBeforeItsRecord:
+    """The kill point of the failed random trial (issue 48): ``create_react_agent`` sends each
+    tool call to a ToolNode execution of its own, at once under ``ainvoke``; one call has
+    returned (its ``on_tool_end`` fired, inside its step) but its step is not recorded yet,
+    while the other's execution has ended."""
+
+    @pytest.mark.parametrize("graph", ["react", "agent"])
+    @pytest.mark.parametrize("mode", ["ask", "ainvoke"])
+    def test_only_the_unrecorded_call_runs_again_and_the_ledger_says_it_was_in_flight(
+        self, forker: Preloaded, tmp_path: Path, mode: str, graph: str
+    ) -> None:
+        db, side = tmp_path / "j.db", tmp_path / "side"
+        held = {**os.environ, "HOLD": "tool lookup-south"}
+        child = forker.start(SCRIPT, graph, str(db), "t1", str(side), mode, env=held)
+        while not {"end tool lookup-south", "returned tool lookup-north"} <= set(
+            side.read_text().splitlines() if side.exists() else []
+        ):
+            assert child.running(), child.wait().stderr
+            time.sleep(0.001)
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait().returncode == -signal.SIGKILL
+        with sqlite3.connect(db) as conn:  # what the kill left, read from outside
+            (table,) = conn.execute(
+                "SELECT journal_table FROM goals WHERE goal = 'langgraph:tools'"
+            ).fetchone()
+            steps = conn.execute(f"SELECT key, status FROM [{table}]").fetchall()
+        assert steps == [("tool:lookup-north", "done")]  # south returned, not recorded
+        done = forker.run(SCRIPT, graph, str(db), "t1", str(side), mode)
+        assert done.returncode == 0, done.stderr
+        assert _answer(done) == "booked: booking of offer-17 and offer-17"
+        starts = [key for event, key in _lines(side) if event == "start"]
+        assert starts.count("tool lookup-north") == 1
+        assert starts.count("tool lookup-south") == 2  # in flight at the kill: runs again
+        assert starts.count("model book a room after 0 tools") == 1
+        assert _again(side, "returned") == 0  # the ledger never called south returned
 
 
 class TestResumeAfterACrash:

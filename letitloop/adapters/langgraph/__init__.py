@@ -19,6 +19,11 @@ imports this package.
   time, whole, and answers the same request asked again from the thread's
   checkpoints (``invocations.py``, which wraps ``Pregel.stream`` and
   ``astream``; ``requests.py`` says which request an invocation is).
+- ``durable_middleware()`` (``middleware.py``, ``agents.py``): LangChain 1.x's
+  ``create_agent`` given it as a middleware journals each model call and
+  each tool call, as ``durable_model`` and ``durable_node(ToolNode(...))`` do
+  for ``create_react_agent``; LangChain's agents package is imported when it
+  is called.
 - LangChain's message types are registered with the codec as soon as this
   package is imported (``messages.py``), so a step may return an
   ``AIMessage``.
@@ -39,6 +44,7 @@ from .approvals import approved_step
 from .identity import NODE_KEY, node_run_key
 from .invocations import FRESH, install
 from .messages import register_langchain_types
+from .middleware import durable_middleware
 from .node import durable_model, durable_node
 from .resuming import resume, wait_for_answers
 from .retire import delete_node_runs
@@ -54,6 +60,7 @@ __all__ = [
     "LetItLoopCheckpointSaver",
     "approved_step",
     "delete_node_runs",
+    "durable_middleware",
     "durable_model",
     "durable_node",
     "node_run_key",

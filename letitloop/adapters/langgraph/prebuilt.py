@@ -69,7 +69,7 @@ def _identity(call: Any) -> dict[str, Any]:
     return {"name": call.get("name"), "args": plain(call.get("args"))}
 
 
-def _node_journal(what: str) -> Journal:
+def node_journal(what: str) -> Journal:
     journal = current_journal.get()
     if journal is None or not journal.is_open:
         raise LetItLoopError(
@@ -114,6 +114,34 @@ async def atool_call(identity: Any, work: Callable[[], Awaitable[Any]]) -> Any:
     return await work()
 
 
+def tool_step(journal: Journal, call: Any, run: Callable[[], Any]) -> Any:
+    """``run()``, the tool call ``call``, as the step ``tool:<id>`` of ``journal``'s run.
+
+    Resumed with an answer to its ``interrupt()``, what follows the answer runs once
+    (``run_once_sync``): one cut short by a kill is not run again on its own.
+    """
+    key = tool_key(call)
+
+    def work() -> Any:
+        if not _answered():
+            return run()
+        return run_once_sync(journal, key, _what(call), run, _in_doubt(call), stop_after=0)
+
+    return journal.step(key, tool_call, _identity(call), unchecked(work))
+
+
+async def atool_step(journal: Journal, call: Any, run: Callable[[], Awaitable[Any]]) -> Any:
+    """:func:`tool_step` for an awaited tool call."""
+    key = tool_key(call)
+
+    async def work() -> Any:
+        if not _answered():
+            return await run()
+        return await run_once(journal, key, _what(call), run, _in_doubt(call), stop_after=0)
+
+    return await journal.async_step(key, atool_call, _identity(call), unchecked(work))
+
+
 def durable_tool_node(node: ToolNode, make_durable: Callable[[Any], Any]) -> ToolNode:
     """A copy of ``node`` whose executions are journal runs and whose tool calls are steps.
 
@@ -125,37 +153,18 @@ def durable_tool_node(node: ToolNode, make_durable: Callable[[Any], Any]) -> Too
     user_awrap = node._awrap_tool_call
 
     def wrap(request: Any, execute: Callable[[Any], Any]) -> Any:
-        journal = _node_journal("a tool call")
-        call = request.tool_call
-        key = tool_key(call)
-
         def run() -> Any:
             return execute(request) if user_wrap is None else user_wrap(request, execute)
 
-        def work() -> Any:
-            if not _answered():
-                return run()
-            # Run with an answer to its interrupt(): what follows the answer runs once.
-            return run_once_sync(journal, key, _what(call), run, _in_doubt(call), stop_after=0)
-
-        return journal.step(key, tool_call, _identity(call), unchecked(work))
+        return tool_step(node_journal("a tool call"), request.tool_call, run)
 
     async def awrap(request: Any, execute: Callable[[Any], Awaitable[Any]]) -> Any:
-        journal = _node_journal("a tool call")
-        call = request.tool_call
-        key = tool_key(call)
-
         async def run() -> Any:
             if user_awrap is not None:
                 return await user_awrap(request, execute)
             return await execute(request)
 
-        async def work() -> Any:
-            if not _answered():
-                return await run()
-            return await run_once(journal, key, _what(call), run, _in_doubt(call), stop_after=0)
-
-        return await journal.async_step(key, atool_call, _identity(call), unchecked(work))
+        return await atool_step(node_journal("a tool call"), request.tool_call, run)
 
     clone._wrap_tool_call = wrap
     # A sync wrapper of the user's alone: ToolNode runs it (here ``wrap``) with a sync
