@@ -36,8 +36,10 @@ FLUSH_EVERY = 64
 #: may cost the journal (and a reader's lag behind the stream), and a commit per
 #: 0.2 s at most, whatever the chunk rate.
 FLUSH_AFTER = 0.2
-#: Chunks between the step and a caller's loop that is slower than the stream.
-QUEUE_SIZE = 256
+#: Chunks the step reads ahead of a caller's loop that is slower than the stream: few, so
+#: that the journal holds about what the loop has seen (the provider's side, and the
+#: connection's buffers, hold the rest), and memory stays bounded.
+QUEUE_SIZE = 8
 
 
 @dataclass(frozen=True)
