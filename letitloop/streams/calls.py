@@ -146,7 +146,7 @@ class StreamCall:
             text=r.text,
             tool_calls=tuple(r.tool_calls[i] for i in sorted(r.tool_calls)),
             recoveries=tuple(r.recoveries),
-            state={k: v for k, v in r.state.items() if k != "recovery"},
+            state=dict(r.state),
             chunks=self.next_seq,
         )
 
@@ -156,12 +156,6 @@ def step_function(call: Callable[..., Any], body: Callable[..., Any]) -> Callabl
     else ``call``'s ``module.qualname`` (the code identity a replay checks)."""
     if type(call) is Named:
         return Named(call.name, body)
-    if not callable(call):
-        raise MisuseError(
-            f"stream(): expected the function that starts the call (it returns the model's "
-            f"stream), got {type(call).__name__} {call!r:.80}; pass the function and its "
-            f"arguments: stream('answer', ask, prompt), not stream('answer', ask(prompt))"
-        )
     fn: Any = call
     while hasattr(fn, "func"):  # functools.partial
         fn = fn.func
@@ -172,8 +166,15 @@ def step_function(call: Callable[..., Any], body: Callable[..., Any]) -> Callabl
     return body
 
 
-def opened(journal: Journal | None) -> Journal:
-    """``journal``, else the current one (NoJournalError when there is none)."""
+def opened(journal: Journal | None, call: object) -> Journal:
+    """``journal``, else the current one (NoJournalError when there is none); MisuseError
+    when ``call`` is not the function that starts the call (a call made already)."""
+    if not callable(call):
+        raise MisuseError(
+            f"stream(): expected the function that starts the call (it returns the model's "
+            f"stream), got {type(call).__name__} {call!r:.80}; pass the function and its "
+            f"arguments: stream('answer', ask, prompt), not stream('answer', ask(prompt))"
+        )
     return journal if journal is not None else current("stream()")
 
 

@@ -176,8 +176,8 @@ class Resume:
             call["arguments"] += delta.get("arguments", "")
         elif kind == "state":
             value = json.loads(chunk.data)
-            if "recovery" in value:
-                self.recoveries.append(value["recovery"])
+            if "recovery" in value:  # how an attempt went on (calls.StreamCall.recovered)
+                self.recoveries.append(value.pop("recovery"))
             self.state.update(value)
         elif kind == "reset":
             recoveries = [*self.recoveries, "restart"]

@@ -193,7 +193,7 @@ def stream(
     ``module.qualname`` is its code identity. Iterate the ``Stream`` for the chunks;
     its ``result`` is the answer. Raises NoJournalError with no journal to use.
     """
-    return Stream(opened(journal), name, call, recover, args, kwargs)
+    return Stream(opened(journal, call), name, call, recover, args, kwargs)
 
 
 # -- async -----------------------------------------------------------------------------
@@ -318,4 +318,4 @@ def astream(
 ) -> AsyncStream:
     """:func:`stream` for asyncio: ``call`` (and ``recover``) may be async and return an
     async iterable; the step is ``Journal.async_step``'s."""
-    return AsyncStream(opened(journal), name, call, recover, args, kwargs)
+    return AsyncStream(opened(journal, call), name, call, recover, args, kwargs)
