@@ -2,7 +2,7 @@
 
 Sources here are generators (the provider's side is tests/test_streams_killed.py's
 fake server); the journal is a real file, read back through a second connection
-(``read``, ``lil show``), or the in-memory store.
+(``read``, ``lil show``), a PostgreSQL database, or the in-memory store.
 """
 
 from __future__ import annotations
@@ -40,10 +40,14 @@ def words(calls: list[str], start: int = 0) -> Iterator[Any]:
     yield Piece.usage(input_tokens=5, output_tokens=len(WORDS) - start)
 
 
-@pytest.fixture(params=["file", "memory"])
+@pytest.fixture(params=["file", "memory", "postgres"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "file":
         return str(tmp_path / "journal.db")
+    if request.param == "postgres":
+        import pg_server
+
+        return pg_server.location()
     return f"memory://streams-{tmp_path.name}"
 
 
@@ -225,3 +229,21 @@ class TestLilShowFollow:
         assert shown.returncode == 0, shown.stderr
         assert "stream answer:" in shown.stdout
         assert "".join(WORDS) in shown.stdout
+
+
+class TestAResetRun:
+    def test_its_chunks_go_with_it(self, where: str) -> None:
+        from letitloop.inspection import open_inspector
+        from letitloop.maintenance import reset_run
+
+        with Journal("answers", path=where, run="q") as j:
+            stream("answer", words, unchecked([]), journal=j).result  # noqa: B018
+            run_id = j.run_id
+        inspector = open_inspector(where, write=True)
+        try:
+            assert len(inspector.stream_chunks(run_id, "answer")) == 32
+            reset_run(inspector, "q")
+            assert inspector.stream_keys(run_id) == []
+            assert inspector.stream_chunks(run_id, "answer") == []
+        finally:
+            inspector.close()
