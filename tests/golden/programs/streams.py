@@ -42,7 +42,7 @@ def reattach(resume, name):
 with Journal("stories", path=DB, run="golden") as j:
     intro = stream("intro", generate, "intro", recover=reattach, journal=j).result
     story = stream("story", generate, "story", recover=reattach, journal=j)
-    for n, chunk in enumerate(story, 1):
+    for n, _chunk in enumerate(story, 1):
         if MODE == "kill" and n == 12:
             os.kill(os.getpid(), signal.SIGKILL)
     result = story.result
