@@ -12,14 +12,16 @@ import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import wait_until
 
 from letitloop import Journal, unchecked
-from letitloop.errors import MisuseError
+from letitloop.errors import LetItLoopError, MisuseError
 from letitloop.streams import (
     Piece,
     Recovery,
@@ -112,6 +114,57 @@ class TestAStreamThatRunsThrough:
         assert asyncio.run(main()) == WORDS
         assert asyncio.run(main()) == WORDS
         assert calls == ["from 0"]
+
+
+class TestAStreamThatStalls:
+    """A model that pauses (thinking, a slow tool): the chunks before the pause are
+    journaled by the flusher, so a reader sees them before the stream goes on."""
+
+    @pytest.mark.parametrize("flavor", ["sync", "async"])
+    def test_a_reader_sees_the_chunks_before_the_pause(self, tmp_path: Path, flavor: str) -> None:
+        db = tmp_path / "journal.db"
+        go_on = threading.Event()
+
+        def pausing() -> Iterator[str]:
+            yield from WORDS[:3]
+            go_on.wait(timeout=60)  # until a reader has seen the three
+            yield from WORDS[3:]
+
+        async def apausing() -> AsyncIterator[str]:
+            for w in WORDS[:3]:
+                yield w
+            while not go_on.is_set():  # the event loop runs on: the flusher with it
+                await asyncio.sleep(0.01)
+            for w in WORDS[3:]:
+                yield w
+
+        def run() -> None:
+            with Journal("answers", path=db, run="q") as j:
+                if flavor == "sync":
+                    stream("answer", pausing, journal=j).result  # noqa: B018
+                else:
+
+                    async def main() -> None:
+                        await astream("answer", apausing, journal=j).answer()
+
+                    asyncio.run(main())
+
+        writer = threading.Thread(target=run)
+        writer.start()
+        try:
+
+            def journaled() -> int:
+                try:
+                    return len(read("q", path=db))
+                except LetItLoopError:  # no file, or no run yet
+                    return 0
+
+            wait_until(lambda: journaled() >= 3, "the three chunks before the pause are journaled")
+            assert [c.text for c in read("q", path=db)] == WORDS[:3]
+        finally:
+            go_on.set()
+            writer.join(timeout=60)
+        assert "".join(c.text for c in read("q", path=db)) == "".join(WORDS)
 
 
 class TestAStreamCutBeforeItsEnd:

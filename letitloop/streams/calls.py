@@ -5,16 +5,18 @@ each attempt: it reads the stream's journaled chunks (``storage_streams``),
 sums them (``chunks.Resume``), journals each new piece as a chunk in batches,
 and ends the stream. ``Recovery`` is what a provider's hook returns to go on
 from a kill. Batching: chunks are written every :data:`FLUSH_EVERY` chunks, or
-at the first chunk :data:`FLUSH_AFTER` seconds after the last write, and at
-the end; a ``state`` piece (the handle to re-attach) and a ``reset`` are
-written at once.
+:data:`FLUSH_AFTER` seconds after the last write (at the next chunk, or by the
+flusher when the stream stalls), and at the end; a ``state`` piece (the handle
+to re-attach) and a ``reset`` are written at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
@@ -70,7 +72,8 @@ class StreamAbandonedError(LetItLoopError):
 
 class StreamCall:
     """One attempt at one streamed step: what earlier attempts journaled, the batch being
-    written, the sums. Used by the step's thread (or task) alone."""
+    written, the sums. Used by the step's thread (or task) alone, but for the batch, which
+    the flusher (:func:`flushing`) also writes, under ``lock``."""
 
     def __init__(self, journal: Journal, key: str) -> None:
         storage = journal._opened.storage
@@ -86,6 +89,10 @@ class StreamCall:
         self.next_seq = self.chunks[-1].seq + 1 if self.chunks else 0
         self.batch: list[tuple[Any, ...]] = []
         self.written = time.monotonic()
+        #: The batch is written by the step's thread, or by the flusher when the stream
+        #: stalls (``stale``): one at a time. ``over``: the flusher stops.
+        self.lock = threading.Lock()
+        self.over = False
 
     def earlier(self) -> list[Chunk]:
         """The journaled chunks the caller's loop gets first (those since the last reset)."""
@@ -95,18 +102,47 @@ class StreamCall:
         """Journal one chunk (in the batch; the batch written when due, or ``now``)."""
         chunk = Chunk(self.next_seq, kind, data, mark, self.attempt, utc_iso(self.journal.clock()))
         self.next_seq += 1
-        self.batch.append((chunk.seq, chunk.attempt, kind, data, mark, chunk.at))
+        with self.lock:
+            self.batch.append((chunk.seq, chunk.attempt, kind, data, mark, chunk.at))
+            if (
+                now
+                or len(self.batch) >= FLUSH_EVERY
+                or time.monotonic() - self.written >= FLUSH_AFTER
+            ):
+                self._write()
         self.resume.add(chunk)
-        if now or len(self.batch) >= FLUSH_EVERY or time.monotonic() - self.written >= FLUSH_AFTER:
-            self.flush()
         return chunk
 
     def flush(self) -> None:
         """Write the batch (one transaction)."""
+        with self.lock:
+            self._write()
+
+    def _write(self) -> None:
         if self.batch:
             self.storage.write_chunks(self.run_id, self.key, self.batch)
             self.batch = []
         self.written = time.monotonic()
+
+    def stale(self) -> bool:
+        """The flusher's turn: write a batch that has waited :data:`FLUSH_AFTER` for its
+        next chunk (a stream that stalls: readers see its tail, a kill keeps it). False
+        once the call is over, or the journal refused the write (the step's next write
+        reports it)."""
+        with self.lock:
+            if self.over:
+                return False
+            if self.batch and time.monotonic() - self.written >= FLUSH_AFTER:
+                try:
+                    self._write()
+                except LetItLoopError:
+                    return False
+            return True
+
+    def close(self) -> None:
+        """No flush after this (the step's own end, or its failure)."""
+        with self.lock:
+            self.over = True
 
     def take(self, item: object) -> Chunk | None:
         """Journal one item of the source; the chunk made (None for usage, recorded)."""
@@ -149,6 +185,35 @@ class StreamCall:
             state=dict(r.state),
             chunks=self.next_seq,
         )
+
+
+@contextlib.contextmanager
+def flushing(call: StreamCall) -> Iterator[None]:
+    """A sync stream's flusher, for as long as the block runs: a thread that writes the
+    batch of a stream that stalled (``StreamCall.stale``) every :data:`FLUSH_AFTER`."""
+    over = threading.Event()
+
+    def flush() -> None:
+        while not over.wait(FLUSH_AFTER) and call.stale():
+            pass
+
+    flusher = threading.Thread(target=flush, name=f"stream flusher {call.key}", daemon=True)
+    flusher.start()
+    try:
+        yield
+    finally:
+        call.close()
+        over.set()
+
+
+async def aflushing(call: StreamCall) -> None:
+    """An async stream's flusher (a task, cancelled at the stream's end): as :func:`flushing`."""
+    import asyncio
+
+    while True:
+        await asyncio.sleep(FLUSH_AFTER)
+        if not call.stale():
+            return
 
 
 def step_function(call: Callable[..., Any], body: Callable[..., Any]) -> Callable[..., Any]:

@@ -46,6 +46,8 @@ from .calls import (
     Recovery,
     StreamAbandonedError,
     StreamCall,
+    aflushing,
+    flushing,
     opened,
     recorded_chunks,
     step_function,
@@ -114,17 +116,18 @@ class Stream:
                         source = r.pieces  # type: ignore[assignment]
             for chunk in s.earlier():
                 chunks.put(("chunk", chunk))
-            for item in source:
-                if stop.is_set():
-                    s.flush()
-                    raise StreamAbandonedError(
-                        f"stream {key!r}: its reader stopped before the end; the next "
-                        f"attempt goes on from the {s.next_seq} chunks journaled"
-                    )
-                got = s.take(item)
-                if got is not None and got.kind in HANDED_OUT:
-                    chunks.put(("chunk", got))
-            return s.end()
+            with flushing(s):
+                for item in source:
+                    if stop.is_set():
+                        s.flush()
+                        raise StreamAbandonedError(
+                            f"stream {key!r}: its reader stopped before the end; the next "
+                            f"attempt goes on from the {s.next_seq} chunks journaled"
+                        )
+                    got = s.take(item)
+                    if got is not None and got.kind in HANDED_OUT:
+                        chunks.put(("chunk", got))
+                return s.end()
 
         fn = step_function(call, body)
 
@@ -254,17 +257,22 @@ class AsyncStream:
                         source = r.pieces
             for chunk in s.earlier():
                 await chunks.put(("chunk", chunk))
-            if hasattr(source, "__aiter__"):
-                async for item in source:
-                    got = s.take(item)
-                    if got is not None and got.kind in HANDED_OUT:
-                        await chunks.put(("chunk", got))
-            else:
-                for item in source:
-                    got = s.take(item)
-                    if got is not None and got.kind in HANDED_OUT:
-                        await chunks.put(("chunk", got))
-            return s.end()
+            flusher = asyncio.ensure_future(aflushing(s))
+            try:
+                if hasattr(source, "__aiter__"):
+                    async for item in source:
+                        got = s.take(item)
+                        if got is not None and got.kind in HANDED_OUT:
+                            await chunks.put(("chunk", got))
+                else:
+                    for item in source:
+                        got = s.take(item)
+                        if got is not None and got.kind in HANDED_OUT:
+                            await chunks.put(("chunk", got))
+                return s.end()
+            finally:
+                s.close()
+                flusher.cancel()
 
         fn = step_function(call, body)
 
