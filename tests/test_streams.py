@@ -283,6 +283,20 @@ class TestLilShowFollow:
         assert "stream answer:" in shown.stdout
         assert "".join(WORDS) in shown.stdout
 
+    def test_with_json_it_prints_a_record_per_chunk(self, tmp_path: Path) -> None:
+        db = tmp_path / "journal.db"
+        with Journal("answers", path=db, run="q") as j:
+            stream("answer", words, unchecked([]), journal=j).result  # noqa: B018
+        argv = ["show", "q", "--follow", "--json", "--db", str(db)]
+        shown = subprocess.run(
+            [sys.executable, "-m", "letitloop", *argv], capture_output=True, text=True, timeout=60
+        )
+        assert shown.returncode == 0, shown.stderr
+        records = [json.loads(line) for line in shown.stdout.splitlines()]
+        chunks = [r for r in records if r.get("record") == "chunk"]
+        assert [c["seq"] for c in chunks] == list(range(32))
+        assert "".join(c["text"] for c in chunks) == "".join(WORDS)
+
 
 class TestAResetRun:
     def test_its_chunks_go_with_it(self, where: str) -> None:
