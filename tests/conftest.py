@@ -75,6 +75,8 @@ SLOW_FILES = frozenset(
         "test_costs.py",
         # Schedulers as lil processes: six racing on a file and on PostgreSQL, killed, stopped.
         "test_schedule_processes.py",
+        # Streamed calls: programs SIGKILLed mid-stream and run again, file and PostgreSQL.
+        "test_streams_killed.py",
         # The encryption extra (cryptography), its programs and lil as processes.
         "test_encryption.py",
         # Round 4: the adapters' request trials (killed at random, twenty times a

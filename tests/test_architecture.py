@@ -125,6 +125,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "supervision",
             "queueing",
             "scheduling",
+            "streams",
         },
     ),
     (
@@ -419,6 +420,12 @@ LLAMAINDEX_ORDER = [
     "runtime",
     "__init__",
 ]
+
+#: Streamed calls' modules, bottom up: chunks and their sums, the streamed step, the readers.
+STREAMS_ORDER = ["chunks", "calls", "stepping", "reading", "__init__"]
+
+#: The OpenAI-compatible client's streams, bottom up: chat completions, Responses.
+OPENAI_ORDER = ["chat", "responses", "__init__"]
 
 #: The DSPy adapter's own modules, bottom up: the journaled LM, the journaled tools.
 DSPY_ORDER = ["lm", "tools", "program", "__init__"]
@@ -871,6 +878,8 @@ ORDERED_PACKAGES = {
     "adapters.smolagents": SMOLAGENTS_ORDER,
     "adapters.autogen": AUTOGEN_ORDER,
     "adapters.crewai": CREWAI_ORDER,
+    "streams": STREAMS_ORDER,
+    "adapters.openai": OPENAI_ORDER,
 }
 
 

@@ -169,6 +169,7 @@ FRAMEWORKS = {
     "pydantic_ai": "[Pydantic AI]",
     "smolagents": "[smolagents]",
     "mcp": "[MCP]",
+    "openai": "[OpenAI client]",
 }
 
 

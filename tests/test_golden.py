@@ -29,8 +29,9 @@ from letitloop.identity.step_names import NAMES, OLD_NAMES  # noqa: E402
 
 NAMED = sorted(n for n in generate.GOLDENS if (GOLDEN / f"{n}.db").exists())
 #: Goldens whose programs make no step the library names itself: LangGraph's adapter
-#: records the user's steps and LangGraph's checkpoints only.
-NO_LIBRARY_STEPS = {"langgraph"}
+#: records the user's steps and LangGraph's checkpoints only; the streams golden records the
+#: user's sources.
+NO_LIBRARY_STEPS = {"langgraph", "streams"}
 
 
 def functions(db: Path) -> set[str]:
@@ -43,7 +44,7 @@ def functions(db: Path) -> set[str]:
 
 
 #: Goldens whose programs import no framework: letitloop's primitives alone.
-NO_FRAMEWORK = {"primitives"}
+NO_FRAMEWORK = {"primitives", "streams"}
 
 
 @pytest.fixture(scope="module")

@@ -600,6 +600,15 @@ assert len(db.execute(f"SELECT key FROM [{{views['langgraph:{model}']}}]").fetch
 """
 
 
+#: What docs/streams.md's OpenAI blocks run against: tests/openai_server.py's fake server.
+_FAKE_OPENAI = (
+    "import os, sys\n"
+    f"sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+    "from openai_server import FakeOpenAI\n"
+    "os.environ['OPENAI_BASE_URL'] = FakeOpenAI().start().url\n"
+    "os.environ['OPENAI_API_KEY'] = 'sk-fake'\n"
+)
+
 #: Setup (before) and checks (after) for the docs' blocks that continue the reader's own
 #: program, keyed by (page, the block's first line): the least setup that makes the block
 #: run as printed, and a check that it did what the page says.
@@ -756,6 +765,19 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "assert '0001:support__function_toolset__<agent>.call_tool:order_status' in shown\n",
     ),
     ("versioning.md", "from letitloop import Journal, patched"): ("", ""),
+    # The OpenAI client's streams, against the fake OpenAI-compatible server the streams'
+    # tests kill programs under (tests/openai_server.py), served in the block's process.
+    ("streams.md", "import openai"): (
+        _FAKE_OPENAI,
+        "from openai_server import answer\n"
+        "assert story.result.text == ''.join(answer(question[0]['content']))\n"
+        "assert summary.result.state['response_id'].startswith('resp_')\n",
+    ),
+    ("streams.md", "import asyncio"): (_FAKE_OPENAI, ""),
+    ("streams.md", "from letitloop import Journal"): (
+        "",
+        "assert [c.kind for c in chunks][-1] == 'end' and s.result.recoveries == ()\n",
+    ),
     ("types.md", "import letitloop.codec"): (
         "from dataclasses import dataclass\nfrom datetime import datetime, timezone\nLine = str\n",
         "from letitloop.codec import decode, encode\n"

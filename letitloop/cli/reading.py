@@ -296,11 +296,12 @@ def follow_run(journal: Any, ref: str, run: Any, interval: float, as_json: bool)
     from ..inspection import find_run, resumer, show_run
     from ..runtext import render
     from ..runtext.detail import show_lines
-    from ..runtext.follow import end_line, follow_line, follow_record, watcher_text
+    from ..runtext.follow import StreamText, end_line, follow_line, follow_record, watcher_text
 
     tty = sys.stdout.isatty() and not as_json
     last: Any = None
     told: Any = None
+    streams = StreamText(journal, as_json)
     try:
         while True:
             # Following a goal follows its newest run (a restart keeps the same run).
@@ -311,11 +312,13 @@ def follow_run(journal: Any, ref: str, run: Any, interval: float, as_json: bool)
             waiting = watcher_text(watcher) if watcher is not None else None
             if tty:
                 lines = show_lines(detail, False) + ([waiting] if waiting else [])
+                lines += streams.lines(r.id)
                 if lines != last:  # redraw only what changed
                     last = lines
                     click.clear()
                     render.echo(lines)
             else:
+                streams.poll(r.id)  # the streams' text as it grows, then what changed
                 live = tuple(f.key for f in r.in_flight if f.live)
                 paused = tuple((p.key, p.status) for p in r.pauses)
                 seen = (
@@ -330,6 +333,7 @@ def follow_run(journal: Any, ref: str, run: Any, interval: float, as_json: bool)
                 )
                 if seen != last:
                     last = seen
+                    streams.end_line()
                     if as_json:
                         click.echo(render.json_text(follow_record(detail, watcher), indent=None))
                     else:
@@ -343,6 +347,7 @@ def follow_run(journal: Any, ref: str, run: Any, interval: float, as_json: bool)
                 r.state in ("crashed", "pending") and watcher is None
             ):
                 if not as_json:
+                    streams.end_line()
                     render.echo(end_line(r))
                 return 1
             time.sleep(interval)

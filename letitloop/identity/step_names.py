@@ -114,6 +114,8 @@ HISTORY: dict[str, tuple[str, ...]] = {
     "letitloop:smolagents.model": ("letitloop.adapters.smolagents.model.call_model",),
     "letitloop:smolagents.tool": ("letitloop.adapters.smolagents.agent.call_tool",),
     "letitloop:smolagents.agent": ("letitloop.adapters.smolagents.agent.call_agent",),
+    "letitloop:openai.chat": (),  # a streamed chat completion (adapters/openai/chat.py)
+    "letitloop:openai.responses": (),  # a streamed response (adapters/openai/responses.py)
 }
 
 #: Every name the library records for its own steps.

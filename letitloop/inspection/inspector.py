@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..stores.storage_schedules import ScheduleRow, TickRow
+from ..stores.storage_streams import ChunkRow
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, RunRef, TryInfo, WaitRow
 
 
@@ -212,6 +213,16 @@ class Inspector(Protocol):
     def schedule_rows(self) -> tuple[list[ScheduleRow], list[TickRow]]:
         """Every schedule's row, by name, and every tick's, by schedule then newest first
         (``storage_schedules.py``); none in a journal no scheduler has used."""
+        ...
+
+    def stream_keys(self, run_id: str) -> list[str]:
+        """The keys of the run's streamed steps (``storage_streams.py``), in key order;
+        none in a journal no stream has used."""
+        ...
+
+    def stream_chunks(self, run_id: str, key: str, after: int = -1) -> list[ChunkRow]:
+        """The chunks of the run's stream ``key`` whose offset is greater than ``after``,
+        in order; none for a stream not journaled (yet)."""
         ...
 
     # -- changes: each one transaction ---------------------------------------------------

@@ -11,6 +11,7 @@ from ..integrity.encryption import encrypted
 from ..stores.memory.database import Row
 from ..stores.memory.seals import chain_row
 from ..stores.storage_schedules import ScheduleRow, TickRow
+from ..stores.storage_streams import ChunkRow
 from .decrypting import Decrypting
 from .memory_runs import MemoryRuns, attempt_version
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
@@ -196,6 +197,15 @@ class MemoryDetail(MemoryRuns):
             ticks = sorted((tuple(r) for r in db.ticks.values()), key=lambda r: r[1], reverse=True)
         ticks.sort(key=lambda r: r[0])  # stable: newest first within each schedule
         return schedules, ticks
+
+    def stream_keys(self, run_id: str) -> list[str]:
+        with self._reading() as db:
+            return sorted(key for run, key in db.chunks if run == run_id)
+
+    def stream_chunks(self, run_id: str, key: str, after: int = -1) -> list[ChunkRow]:
+        with self._reading() as db:
+            rows = list(db.chunks.get((run_id, key), ()))
+        return [r for r in rows if r[0] > after]
 
     def waits_in_progress(self, goal: str) -> list[tuple[str, str]]:
         with self._reading() as db:

@@ -107,6 +107,8 @@ class MemoryInspector(MemoryDetail):
                 del db.traces[traced]
             for ended in [t for t in db.endings if t[0] in ids]:
                 del db.endings[ended]
+            for streamed in [s for s in db.chunks if s[0] in ids]:
+                del db.chunks[streamed]
         return deleted
 
     def fork(

@@ -42,10 +42,18 @@ from ..stores.postgres.fork import seal_fork
 from ..stores.postgres.holding import PostgresHold, is_held, run_hold_text
 from ..stores.postgres.seals import chain_of
 from ..stores.storage_schedules import ScheduleRow, TickRow
+from ..stores.storage_streams import ChunkRow
 from .images import RunImage
 from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector
-from .postgres_snapshots import has_tables, image_extras, insert_images, load, write_back
+from .postgres_snapshots import (
+    has_stream_table,
+    has_tables,
+    image_extras,
+    insert_images,
+    load,
+    write_back,
+)
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
 
 #: The tables a change locks, EXCLUSIVE: journals wait to write, readers do not.
@@ -265,6 +273,23 @@ class PostgresInspector(MemoryInspector):
         alone (postgres_seals.py)."""
         self._check()
         return chain_of(self.conn, run.goal, run.id)
+
+    def stream_keys(self, run_id: str) -> list[str]:
+        """Read where they are (migration 0013), not through the snapshot."""
+        sql = "SELECT DISTINCT key FROM ll_stream_chunks WHERE run = %s ORDER BY key"
+        return [str(r[0]) for r in self._streams(sql, (run_id,))]
+
+    def stream_chunks(self, run_id: str, key: str, after: int = -1) -> list[ChunkRow]:
+        sql = (
+            "SELECT seq, attempt, kind, data, mark, at FROM ll_stream_chunks "
+            "WHERE run = %s AND key = %s AND seq > %s ORDER BY seq"
+        )
+        return [(int(r[0]), *r[1:]) for r in self._streams(sql, (run_id, key, after))]
+
+    def _streams(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        self._check()
+        with server_errors(self.location):
+            return self.conn.execute(sql, params).fetchall() if has_stream_table(self.conn) else []
 
     def schedule_rows(self) -> tuple[list[ScheduleRow], list[TickRow]]:
         """Read where they are (migration 0011), not through the snapshot."""

@@ -21,6 +21,12 @@ from .images import ATTEMPT_COLUMNS, RESERVATION_COLUMNS, RUN_COLUMNS, RunImage,
 __all__ = ["has_tables", "image_extras", "insert_images", "load", "write_back"]
 
 
+def has_stream_table(conn: Any) -> bool:
+    """Whether the schema has streamed steps' chunks (migration 0013): a reader never migrates."""
+    row = conn.execute("SELECT to_regclass('ll_stream_chunks')").fetchone()
+    return row is not None and row[0] is not None
+
+
 def has_tables(conn: Any) -> bool:
     """Whether the connection's schema holds letitloop's tables (``ll_meta``)."""
     row = conn.execute("SELECT to_regclass('ll_meta') IS NOT NULL").fetchone()
@@ -122,6 +128,8 @@ def write_back(conn: Any, before: MemoryDatabase, after: MemoryDatabase) -> None
         c.execute("INSERT INTO ll_goals VALUES (%s) ON CONFLICT DO NOTHING", (goal,))
     for run_id in before.runs.keys() - after.runs.keys():
         c.execute("DELETE FROM ll_runs WHERE id = %s", (run_id,))
+        if has_stream_table(c):  # its migration 0013
+            c.execute("DELETE FROM ll_stream_chunks WHERE run = %s", (run_id,))
     for run_id, call in before.reservations.keys() - after.reservations.keys():
         c.execute("DELETE FROM ll_reservations WHERE run = %s AND call = %s", (run_id, call))
     for run_id, run in sorted(after.runs.items(), key=lambda kv: kv[1]["order"]):

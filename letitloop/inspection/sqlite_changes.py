@@ -34,6 +34,8 @@ def delete_runs(c: sqlite3.Connection, table: str, ids: list[str]) -> int:
         c.execute(f"DELETE FROM attempts WHERE run IN ({marks})", chunk)
         if has_table(c, "reservations"):  # migration 0018
             c.execute(f"DELETE FROM reservations WHERE run IN ({marks})", chunk)
+        if has_table(c, "stream_chunks"):  # migration 0022
+            c.execute(f"DELETE FROM stream_chunks WHERE run IN ({marks})", chunk)
         if has_table(c, "seals"):
             c.execute(
                 f"DELETE FROM seals WHERE run IN (SELECT num FROM runs WHERE id IN ({marks}))",

@@ -15,6 +15,7 @@ from ..integrity.encryption import PREFIX, encrypted
 from ..stores.sqlite.goals import rows_table
 from ..stores.sqlite.keychecks import stored_check
 from ..stores.storage_schedules import ScheduleRow, TickRow
+from ..stores.storage_streams import ChunkRow
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo, row_info
 from .sqlite_changes import has_table
 from .sqlite_rekey import Convert, Rekeyed, rekey_goal
@@ -256,6 +257,24 @@ class SqliteDetail(SqliteRuns):
             "FROM schedule_ticks ORDER BY schedule, tick DESC"
         )
         return [tuple(r) for r in schedules], [tuple(r) for r in ticks]
+
+    def stream_keys(self, run_id: str) -> list[str]:
+        if not has_table(self.store, "stream_chunks"):  # an older file, read as it is
+            return []
+        rows = self.store.query(
+            "SELECT DISTINCT key FROM stream_chunks WHERE run = ? ORDER BY key", (run_id,)
+        )
+        return [str(r[0]) for r in rows]
+
+    def stream_chunks(self, run_id: str, key: str, after: int = -1) -> list[ChunkRow]:
+        if not has_table(self.store, "stream_chunks"):
+            return []
+        rows = self.store.query(
+            "SELECT seq, attempt, kind, data, mark, at FROM stream_chunks "
+            "WHERE run = ? AND key = ? AND seq > ? ORDER BY seq",
+            (run_id, key, after),
+        )
+        return [tuple(r) for r in rows]
 
     def waits_in_progress(self, goal: str) -> list[tuple[str, str]]:
         table = self.store.goal_table(goal)

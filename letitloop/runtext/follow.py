@@ -97,3 +97,72 @@ def nobody_resumes(r: RunInfo) -> str:
         f"restart it. Run the goal's code again (Journal({r.goal!r}{named}), or under lil watch) "
         f"to resume it, then: {quoted('lil', 'show', r.id, '--follow')}"
     )
+
+
+class StreamText:
+    """The text of a run's streams as ``lil show --follow`` prints it while they grow.
+
+    Off a terminal, each stream's new text is printed as it is journaled, after a
+    ``<run>  stream <key>:`` line of its own (a ``reset`` says the call restarted);
+    with ``--json``, one ``{"record": "chunk", …}`` line per chunk. ``after``: the
+    offset read so far of each stream.
+    """
+
+    def __init__(self, journal: Any, as_json: bool) -> None:
+        self.journal, self.as_json = journal, as_json
+        self.after: dict[str, int] = {}
+        self.open: str | None = None  # the stream whose text ends the output
+        self.texts: dict[str, str] = {}  # on a terminal: each stream's text since its reset
+
+    def lines(self, run_id: str, keep: int = 600) -> list[str]:
+        """On a terminal: a block per stream, its last ``keep`` characters (redrawn)."""
+        for key in self.journal.stream_keys(run_id):
+            for seq, _, kind, data, _, _ in self.journal.stream_chunks(
+                run_id, key, self.after.get(key, -1)
+            ):
+                self.after[key] = seq
+                if kind == "reset":
+                    self.texts[key] = ""
+                elif kind == "text":
+                    self.texts[key] = (self.texts.get(key, "") + data)[-keep:]
+        shown: list[str] = []
+        for key, text in self.texts.items():
+            shown += ["", f"stream {key}:", *render.block(text)]
+        return shown
+
+    def poll(self, run_id: str) -> None:
+        """Print what the run's streams journaled since the last poll."""
+        import click
+
+        for key in self.journal.stream_keys(run_id):
+            for seq, _, kind, data, _, _ in self.journal.stream_chunks(
+                run_id, key, self.after.get(key, -1)
+            ):
+                self.after[key] = seq
+                if self.as_json:
+                    text = data if kind == "text" else ""
+                    record = {"record": "chunk", "run": run_id, "key": key, "seq": seq}
+                    click.echo(
+                        render.json_text({**record, "kind": kind, "text": text}, indent=None)
+                    )
+                    continue
+                if self.open != key:
+                    self.end_line()
+                    render.echo(f"{run_id}  stream {key}:")
+                    self.open = key
+                if kind == "text":
+                    click.echo(render.safe(data), nl=False)
+                elif kind == "reset":
+                    self.end_line()
+                    render.echo(f"{run_id}  stream {key}: restarted (what came before is dropped)")
+                    self.open = key
+                elif kind == "end":
+                    self.end_line()
+
+    def end_line(self) -> None:
+        """End a stream's text that is still open, before another line is printed."""
+        if self.open is not None:
+            import click
+
+            click.echo("")
+            self.open = None

@@ -19,7 +19,8 @@ its storage as the part it uses, each small enough to read on one screen:
 - ``storage_calls.CallRows``: calls in flight, their usage and tries;
 - ``storage_spend.SpendRows``: a run's spend and its paid calls' reservations;
 - ``storage_seals.SealRows``: a sealed run's chain;
-- ``storage_schedules.ScheduleRows`` (and ``TickRow``): schedules and their ticks.
+- ``storage_schedules.ScheduleRows`` (and ``TickRow``): schedules and their ticks;
+- ``storage_streams.StreamRows`` (and ``ChunkRow``): streamed steps' chunks.
 
 Each store implements each part in one class of its own (``sqlite_runs.SqliteRunRows``,
 ``memory_runs.MemoryRunRows``, …), and its storage class is their list
@@ -40,6 +41,7 @@ from .storage_schedules import ScheduleRows
 from .storage_seals import SealRows
 from .storage_spend import SpendRows
 from .storage_steps import StepRows
+from .storage_streams import StreamRows
 
 __all__ = ["ReplayStorage", "Storage"]
 
@@ -55,6 +57,7 @@ class Storage(
     SpendRows,
     SealRows,
     ScheduleRows,
+    StreamRows,
     Protocol,
 ):
     """One goal's runs and steps, as one opener of the goal sees them: every part."""

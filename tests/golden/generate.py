@@ -99,6 +99,11 @@ GOLDENS["langgraph"] = {
     "setup": [],
     "resumes": [("langgraph_graph.py", ["{db}", "{side}", ""])],
 }
+GOLDENS["streams"] = {  # streamed steps (issue 55): one complete, one killed mid-stream
+    "writes": [("streams.py", ["{db}", "{side}", "kill"])],
+    "setup": [],
+    "resumes": [("streams.py", ["{db}", "{side}", ""])],
+}
 for _name, (_program, _mode, _kill, _more) in ADAPTERS.items():
     GOLDENS[_name] = {
         "writes": [(_program, [_mode, "{db}", "{side}", _kill, *_more])],

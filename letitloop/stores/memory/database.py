@@ -71,6 +71,8 @@ class MemoryDatabase:
         self.schedules: dict[str, tuple[Any, ...]] = {}
         #: (schedule, tick) -> the columns of SQLite's ``schedule_ticks``, as a list.
         self.ticks: dict[tuple[str, str], list[Any]] = {}
+        #: (run, step key) -> the stream's chunks (``ChunkRow``) in order (memory/streams.py).
+        self.chunks: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
         #: What is held, by slot (("run", id), ("marker", name)) -> the hold that
         #: holds it, and the connection it was taken through.
         self.holds: dict[tuple[str, str], tuple[object, MemoryConnection]] = {}

@@ -47,6 +47,7 @@ from .runs import MemoryRunRows
 from .schedules import MemorySchedules
 from .spend import MemorySpendRows
 from .steps import MemoryStepRows
+from .streams import MemoryStreamRows
 
 __all__ = ["MemoryStorage", "abandon", "open_memory"]
 
@@ -60,6 +61,7 @@ class MemoryStorage(
     MemorySpendRows,
     MemorySealRows,
     MemorySchedules,
+    MemoryStreamRows,
     MemoryHolding,
 ):
     """One journal's connection to a ``MemoryDatabase``: the whole ``Storage`` protocol, one

@@ -51,6 +51,7 @@ from .runs import PostgresRunRows
 from .schedules import PostgresSchedules
 from .spend import PostgresSpendRows
 from .steps import PostgresStepRows
+from .streams import PostgresStreamRows
 
 __all__ = ["PostgresStorage", "open_postgres"]
 
@@ -64,6 +65,7 @@ class PostgresStorage(
     PostgresSpendRows,
     PostgresSealRows,
     PostgresSchedules,
+    PostgresStreamRows,
     PostgresHolding,
 ):
     """One journal's connection to a PostgreSQL database: the whole ``Storage`` protocol, one

@@ -37,6 +37,7 @@ from .schedules import SqliteSchedules
 from .spend import SqliteSpendRows
 from .steps import SqliteStepRows
 from .store import Store
+from .streams import SqliteStreamRows
 
 __all__ = ["SqliteStorage", "open_sqlite", "open_sqlite_readonly"]
 
@@ -50,6 +51,7 @@ class SqliteStorage(
     SqliteSpendRows,
     SqliteSealRows,
     SqliteSchedules,
+    SqliteStreamRows,
     SqliteHolding,
 ):
     """One goal's runs and steps in a journal file (``journal_<goal>`` and ``runs``): its parts."""
