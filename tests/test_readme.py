@@ -668,6 +668,14 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
         "assert again == answer and len(calls) == 3, calls  # the same request: no call\n"
         + LANGGRAPH_STEPS.format(model="agent"),
     ),
+    ("langgraph.md", "from langchain.agents import create_agent"): (
+        LANGGRAPH_AGENT,
+        "assert answer['messages'][-1].content == 'done: room 12 booked', answer\n"
+        "assert calls == ['model', 'book', 'model'], calls\n"
+        "again = agent.invoke({'messages': [('user', 'book a room')]}, config)\n"
+        "assert again == answer and len(calls) == 3, calls  # the same request: no call\n"
+        + LANGGRAPH_STEPS.format(model="model"),
+    ),
     ("langgraph.md", "from langgraph.prebuilt import ToolNode, tools_condition"): (
         LANGGRAPH_AGENT,
         "assert answer['messages'][-1].content == 'done: room 12 booked', answer\n"
