@@ -1367,3 +1367,74 @@ class TestEveryPieceOfARunsStateHasOneOwner:
         # Each owner does write what it owns: the rule reads the code as it is written.
         seen = {owner_of(chain) for name in module_files() for _, chain, _ in state_writes(name)}
         assert {"opening", "retry", "async_steps", "closing", "ownership", "replay"} <= seen
+
+
+# -- a step reads top-down (docs/architecture.md, "A step's path through the rooms") ---------
+
+#: Where a step's path begins: the function whose body reads identify -> replay or run ->
+#: record -> store.
+STEP_ENTRIES = {"run.steps": "step", "run.async_steps": "async_step"}
+
+
+def function_def(name: str, function: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    """The top-level function ``function`` of module ``name`` (its last definition: the one
+    after its ``@overload`` stubs)."""
+    found = [
+        node
+        for node in parsed(module_files()[name]).body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
+    ]
+    assert found, f"letitloop/{name.replace('.', '/')}.py defines no {function}()"
+    return found[-1]
+
+
+def calls_outside_finally(node: ast.AST) -> list[ast.Call]:
+    """The calls in ``node``, in the order they are written, those of a ``finally:`` aside
+    (a step's ``finally`` undoes what it began: its key's claim, its calls' reservations)."""
+    found: list[ast.Call] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Call):
+            found.append(child)
+        if isinstance(child, ast.Try):
+            for part in (child.body, child.handlers, child.orelse):
+                for stmt in part:
+                    found.extend(calls_outside_finally(stmt))
+            continue
+        found.extend(calls_outside_finally(child))
+    return sorted(found, key=lambda c: (c.lineno, c.col_offset))
+
+
+def stage_of(call: ast.Call, sources: dict[str, str]) -> str | None:
+    """``"identify"`` for a call of identity/ (a function imported from it, the journal's
+    fingerprinter, the attempt's keys), ``"replay"`` for one of run/replay.py, else None."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        source = sources.get(func.id, "")
+        if source.startswith("identity."):
+            return "identify"
+        return "replay" if source == "run.replay" else None
+    if isinstance(func, ast.Attribute):
+        held = ast.unparse(func.value).split(".")
+        if held[-1] in ("_fingerprints", "keys"):
+            return "identify"
+    return None
+
+
+class TestAStepReadsTopDown:
+    @each("name", sorted(STEP_ENTRIES))
+    def test_a_step_is_identified_before_it_replays(self, name: str) -> None:
+        # The values its function gets (unchecked() taken off) are identity's work too:
+        # done after the replay, they were a climb back up the step's path.
+        sources = {imported: source for source, imported, _ in names_imported(name)}
+        staged = [
+            (stage, call.lineno)
+            for call in calls_outside_finally(function_def(name, STEP_ENTRIES[name]))
+            if (stage := stage_of(call, sources)) is not None
+        ]
+        replays = [line for stage, line in staged if stage == "replay"]
+        assert replays, "the rule no longer sees the step's replay"
+        late = [line for stage, line in staged if stage == "identify" and line > min(replays)]
+        assert not late, (
+            f"identity/ called at line(s) {late}, after the replay (line {min(replays)}): "
+            f"identify the call (fingerprint, unchecked() taken off, key) first"
+        )
