@@ -111,7 +111,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "markers and the run's primitives",
-        {"primitives", "run.cancellation", "run.retry", "run.otel", "integrity.sealcheck"},
+        {
+            "primitives",
+            "run.cancellation",
+            "run.replay",
+            "run.retry",
+            "run.otel",
+            "integrity.sealcheck",
+        },
     ),
     ("the run", {"run", "primitives.patches", "primitives.reservations"}),
     ("decorators", {"run.decoration", "run.durable", "scheduling.schedules"}),
@@ -1420,6 +1427,19 @@ def stage_of(call: ast.Call, sources: dict[str, str]) -> str | None:
     return None
 
 
+#: The run stage of a step's path: its tries (a retry policy's loop), handed what they need
+#: by the step (its store, key, function and fingerprint), never climbing back to it.
+RUN_STAGE = {"run.retry"}
+
+#: What the run stage may not reach, each with its reason: the step handed it down, or its
+#: owner below does it.
+RUN_STAGE_MAY_NOT_REACH = {
+    "_opened.keys": "the attempt's keys: a retried parent's children are reopened by "
+    "replay.reopen_children (replay.py owns the rows that replay)",
+    "_opened.results": "the attempt's results: replay.reopen_children adds them",
+}
+
+
 class TestAStepReadsTopDown:
     @each("name", sorted(STEP_ENTRIES))
     def test_a_step_is_identified_before_it_replays(self, name: str) -> None:
@@ -1437,4 +1457,20 @@ class TestAStepReadsTopDown:
         assert not late, (
             f"identity/ called at line(s) {late}, after the replay (line {min(replays)}): "
             f"identify the call (fingerprint, unchecked() taken off, key) first"
+        )
+
+    @each("name", sorted(RUN_STAGE))
+    def test_a_steps_tries_reach_nothing_before_them(self, name: str) -> None:
+        tree = parsed(module_files()[name])
+        reached = sorted(
+            {
+                (node.lineno, chain)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute)
+                for chain in RUN_STAGE_MAY_NOT_REACH
+                if ast.unparse(node).endswith(f".{chain}")
+            }
+        )
+        assert not reached, "\n".join(
+            f"line {line}: .{chain}: {RUN_STAGE_MAY_NOT_REACH[chain]}" for line, chain in reached
         )

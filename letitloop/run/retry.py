@@ -46,9 +46,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LetItLoopError, error_text, traceback_text
+from ..identity.keys import NEST
 from ..primitives import budgets, timers
 from ..primitives.clock import utc_iso
 from ..primitives.costs import NO_USAGE
+from . import replay
 
 if TYPE_CHECKING:
     from ..stores.storage import Storage
@@ -311,22 +313,12 @@ async def async_record_raised(
 
 
 def reopen_children(j: Journal, key: str) -> None:
-    """Before step ``key`` is tried again: its children meet the journal as after a crash.
-
-    A child that returned in an earlier try replays (a step that returned is
-    never run again for that run), and one that failed keeps its key, as
-    they would if the process had been killed between the two tries; the
-    parent's function runs again, and so does everything in it outside steps.
-    """
-    from ..identity.keys import NEST, Recorded
-
+    """Before step ``key`` is tried again: its children meet the journal as after a crash
+    (``replay.reopen_children``); a child that failed is called again under its key, and
+    its call's usage is kept (moved to its tries)."""
     storage = j._require_storage()
-    # A child that failed is called again under its key: its call's usage is kept.
     storage.keep_left_usage(j.run_id, j.clock(), key + NEST)
-    rows = storage.recorded_under(j.run_id, key + NEST)
-    j._opened.keys.reopen(key + NEST, [Recorded(*r) for r in rows])
-    assert j._opened.results is not None  # set with the store (opening.py)
-    j._opened.results.add([r[3] for r in rows])
+    replay.reopen_children(j, storage, key)
 
 
 def _resumed(j: Journal, store: Storage, key: str, fn_name: str, fp: str) -> _Tries | None:
