@@ -32,6 +32,7 @@ from .ownership import require_open, require_storage
 from .replay import flush_replays, mismatch, replay
 from .step_rows import done_row, failure_row
 from .steps import (
+    ended,
     function_name,
     key_for,
     name_missing,
@@ -141,12 +142,20 @@ async def async_step(
                     fp,
                     policy,
                     partial(_call, fn, call_args, call_kwargs),
+                    ended(j),
                 )
             elif policy is not None:
                 from . import retry as retries  # loaded with the RetryPolicy it was given
 
                 value = await retries.async_call(
-                    j, store, key, fn_name, fp, policy, partial(_call, fn, call_args, call_kwargs)
+                    j,
+                    store,
+                    key,
+                    fn_name,
+                    fp,
+                    policy,
+                    partial(_call, fn, call_args, call_kwargs),
+                    ended(j),
                 )
             elif type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
                 # An ``async def`` function (what inspect.iscoroutinefunction answers for

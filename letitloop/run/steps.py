@@ -306,14 +306,16 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         try:
             if j._trace is not None:  # OpenTelemetry spans (otel.py)
                 value = j._trace.step(
-                    j, store, name, key, fn_name, fp, policy, fn, call_args, call_kwargs
+                    j, store, name, key, fn_name, fp, policy, fn, call_args, call_kwargs, ended(j)
                 )
             elif policy is None:
                 value = fn(*call_args, **call_kwargs)
             else:
                 from . import retry as retries  # loaded with the RetryPolicy it was given
 
-                value = retries.call(j, store, key, fn_name, fp, policy, fn, call_args, call_kwargs)
+                value = retries.call(
+                    j, store, key, fn_name, fp, policy, fn, call_args, call_kwargs, ended(j)
+                )
         except Exception as exc:
             record_failure(j, store, key, fn_name, fp, started, exc, policy is not None)
             raise
@@ -330,6 +332,12 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         opened.keys.release(full, who)
         if j._budget is not None and j._budget.open:  # reservations left (budgets.py)
             budgets.release(j, key, sys.exc_info()[1])
+
+
+def ended(j: Journal) -> Callable[[Journal, str, BaseException | None], None] | None:
+    """What a step hands its retry policy to do when a try failed (retry.py): settle the
+    try's reservations (``budgets.release``); None for a run without a budget."""
+    return budgets.release if j._budget is not None else None
 
 
 def watch_flight(j: Journal, store: Holding) -> None:
