@@ -310,6 +310,7 @@ INTEGRITY_ORDER = [
 ]
 PRIMITIVES_ORDER = [
     "clock",
+    "runs",
     "costs",
     "estimates",
     "expects",
@@ -1091,6 +1092,8 @@ def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
                 if "TYPE_CHECKING" not in ast.unparse(stmt.test):
                     visit(stmt.body)
                     visit(stmt.orelse)
+                else:  # a type defined for type checkers only (a narrow Protocol) is a name too
+                    defined.update(c.name for c in stmt.body if isinstance(c, ast.ClassDef))
             elif isinstance(stmt, ast.Try):
                 visit(stmt.body)
                 for handler in stmt.handlers:
@@ -1481,4 +1484,50 @@ class TestAStepReadsTopDown:
         )
         assert not reached, "\n".join(
             f"line {line}: .{chain}: {RUN_STAGE_MAY_NOT_REACH[chain]}" for line, chain in reached
+        )
+
+
+# -- narrow protocols of the journal (docs/architecture.md, "Imports point down") ------------
+
+#: Modules outside run/ that still name ``Journal`` (run/journal.py) for annotations only,
+#: each with its reason; every other one types the journal it is handed as the narrow
+#: protocol of what it reads (primitives/runs.py; integrity/sealcheck.py's SealedRun;
+#: run/cancellation.py's CancellableRun). None may be added; one that stops leaves the list.
+JOURNAL_FOR_TYPES = {
+    "mcp.calls": "it makes journals of its own (DurableMCP) and takes the user's: the class",
+    "primitives.markers": "a marker reads a dozen of the journal's parts: not narrowed yet",
+    "primitives.patches": "it calls step and async_step (overloaded): not narrowed yet",
+    "primitives.sleeps": "a sleep keys, replays and records as a step does: not narrowed yet",
+    "primitives.waits": "a wait keys, replays and records as a step does: not narrowed yet",
+}
+
+
+def names_journal_for_types(name: str) -> bool:
+    """Whether module ``name`` imports ``Journal`` under ``if TYPE_CHECKING:``."""
+    for node in ast.walk(parsed(module_files()[name])):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for stmt in ast.walk(node):
+                if (
+                    isinstance(stmt, ast.ImportFrom)
+                    and (stmt.module or "").endswith("journal")
+                    and any(alias.name == "Journal" for alias in stmt.names)
+                ):
+                    return True
+    return False
+
+
+class TestNarrowProtocolsOfTheJournal:
+    def test_outside_run_only_the_listed_modules_name_journal_for_types(self) -> None:
+        found = {
+            name
+            for name in module_files()
+            if not name.startswith("run.") and names_journal_for_types(name)
+        }
+        assert found <= set(JOURNAL_FOR_TYPES), (
+            f"{sorted(found - set(JOURNAL_FOR_TYPES))} name Journal for its type only: type "
+            f"the journal as the narrow protocol of what the module reads (primitives/runs.py)"
+        )
+        assert found >= set(JOURNAL_FOR_TYPES), (
+            f"{sorted(set(JOURNAL_FOR_TYPES) - found)} no longer name Journal: drop them from "
+            f"JOURNAL_FOR_TYPES"
         )
