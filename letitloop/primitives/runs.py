@@ -1,7 +1,7 @@
 """The run a primitive is handed: narrow protocols of the journal, each what one primitive reads.
 
-A budget (``budgets.py``, ``shared_budgets.py``) and a pause (``timers.py``)
-are handed the journal whose run they serve, and read a few of its
+A budget (``budgets.py``, ``shared_budgets.py``), a pause (``timers.py``) and
+a patch (``patches.py``) are handed the journal whose run they serve, and read a few of its
 attributes; they name these protocols, not ``Journal`` (``run/journal.py``),
 so what each reads is written down and nothing above ``run/`` is named.
 ``Journal`` is each of them. Types only: no module imports this one at run
@@ -71,3 +71,34 @@ class PausingRun(Protocol):
     @property
     def _cancel(self) -> Cancel: ...
     def _require_storage(self) -> RunEnds: ...
+
+
+class RecordedKeys(Protocol):
+    """What a patch asks of its journal's attempt's keys (``identity/keys.py``)."""
+
+    def recorded_unclaimed(self, prefix: str) -> bool: ...
+
+
+class KeyedAttempt(Protocol):
+    """What a patch reads of its journal's attempt (``run/attempt.py``): its keys."""
+
+    @property
+    def keys(self) -> RecordedKeys: ...
+
+
+class PatchedRun(Protocol):
+    """What a patch (``patches.py``) reads and calls of its journal: the run, whether it only
+    replays, the attempt's keys, and ``step``/``async_step`` (its decision's row)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def goal(self) -> str: ...
+    @property
+    def replay_only(self) -> bool: ...
+    @property
+    def _opened(self) -> KeyedAttempt: ...
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+    async def async_step(
+        self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any: ...
