@@ -1496,8 +1496,6 @@ class TestAStepReadsTopDown:
 JOURNAL_FOR_TYPES = {
     "mcp.calls": "it makes journals of its own (DurableMCP) and takes the user's: the class",
     "primitives.markers": "a marker reads a dozen of the journal's parts: not narrowed yet",
-    "primitives.sleeps": "a sleep keys, replays and records as a step does: not narrowed yet",
-    "primitives.waits": "a wait keys, replays and records as a step does: not narrowed yet",
 }
 
 
