@@ -1495,7 +1495,6 @@ class TestAStepReadsTopDown:
 #: run/cancellation.py's CancellableRun). None may be added; one that stops leaves the list.
 JOURNAL_FOR_TYPES = {
     "mcp.calls": "it makes journals of its own (DurableMCP) and takes the user's: the class",
-    "primitives.markers": "a marker reads a dozen of the journal's parts: not narrowed yet",
 }
 
 

@@ -1,8 +1,8 @@
 """The run a primitive is handed: narrow protocols of the journal, each what one primitive reads.
 
 A budget (``budgets.py``, ``shared_budgets.py``), a pause (``timers.py``), a
-patch (``patches.py``), a sleep and a wait (``sleeps.py``, ``waits.py``) are
-handed the journal whose run they serve, and read a few of its
+patch (``patches.py``), a sleep and a wait (``sleeps.py``, ``waits.py``) and a
+marker (``markers.py``) are handed the journal whose run they serve, and read a few of its
 attributes; they name these protocols, not ``Journal`` (``run/journal.py``),
 so what each reads is written down and nothing above ``run/`` is named.
 ``Journal`` is each of them. Types only: no module imports this one at run
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..run.cancellation import Cancel
     from ..run.otel import AttemptSpans
     from ..stores.storage_holding import Holding
+    from ..stores.storage_markers import MarkerStore
     from ..stores.storage_seals import SealRows
     from ..stores.storage_spend import SpendRows
     from .budgets import Spend
@@ -186,3 +187,49 @@ class PausedRun(Protocol):
     async def async_step(
         self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
     ) -> Any: ...
+
+
+class Opened(Protocol):
+    """What a marker reads of the process that opened its journal (``run/ownership.py``)."""
+
+    @property
+    def disowned(self) -> bool: ...
+
+
+class SealedAttempt(Protocol):
+    """What a marker reads of its journal's attempt (``run/attempt.py``): a sealed run's chain
+    and the storage its entries are read from (sealcheck.py)."""
+
+    @property
+    def sealed(self) -> SealedRows | None: ...
+    @property
+    def storage(self) -> SealRows | None: ...
+
+
+class MarkedRun(Protocol):
+    """What a marker (``markers.py``) reads and calls of its journal: the run and attempt,
+    its clock and settings, its spans, whether this process opened it, its attempt's seal,
+    and its store (the marker's lock) and storage (the marker's row)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def goal(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def path(self) -> Path: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def replay_only(self) -> bool: ...
+    @property
+    def _cipher(self) -> Cipher | None: ...
+    @property
+    def _trace(self) -> AttemptSpans | None: ...
+    @property
+    def _opener(self) -> Opened: ...
+    @property
+    def _opened(self) -> SealedAttempt: ...
+    def _require_open(self) -> Holding: ...
+    def _require_storage(self) -> MarkerStore: ...
