@@ -111,7 +111,15 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "markers and the run's primitives",
-        {"primitives", "run.cancellation", "run.retry", "run.otel", "integrity.sealcheck"},
+        {
+            "primitives",
+            "run.cancellation",
+            "run.ownership",
+            "run.replay",
+            "run.retry",
+            "run.otel",
+            "integrity.sealcheck",
+        },
     ),
     ("the run", {"run", "primitives.patches", "primitives.reservations"}),
     ("decorators", {"run.decoration", "run.durable", "scheduling.schedules"}),
@@ -263,13 +271,13 @@ RUN_ORDER = [
     "commits",
     "generations",
     "inflight",
+    "ownership",
     "replay",
     "retry",
     "attempt",
     "opening",
     "otel",
     "verbs",
-    "ownership",
     "step_rows",
     "steps",
     "async_steps",
@@ -303,6 +311,7 @@ INTEGRITY_ORDER = [
 ]
 PRIMITIVES_ORDER = [
     "clock",
+    "runs",
     "costs",
     "estimates",
     "expects",
@@ -1094,6 +1103,8 @@ def top_level_names(tree: ast.Module) -> tuple[set[str], set[str]]:
                 if "TYPE_CHECKING" not in ast.unparse(stmt.test):
                     visit(stmt.body)
                     visit(stmt.orelse)
+                else:  # a type defined for type checkers only (a narrow Protocol) is a name too
+                    defined.update(c.name for c in stmt.body if isinstance(c, ast.ClassDef))
             elif isinstance(stmt, ast.Try):
                 visit(stmt.body)
                 for handler in stmt.handlers:
@@ -1378,3 +1389,152 @@ class TestEveryPieceOfARunsStateHasOneOwner:
         # Each owner does write what it owns: the rule reads the code as it is written.
         seen = {owner_of(chain) for name in module_files() for _, chain, _ in state_writes(name)}
         assert {"opening", "retry", "async_steps", "closing", "ownership", "replay"} <= seen
+
+
+# -- a step reads top-down (docs/architecture.md, "A step's path through the rooms") ---------
+
+#: Where a step's path begins: the function whose body reads identify -> replay or run ->
+#: record -> store.
+STEP_ENTRIES = {"run.steps": "step", "run.async_steps": "async_step"}
+
+
+def function_def(name: str, function: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    """The top-level function ``function`` of module ``name`` (its last definition: the one
+    after its ``@overload`` stubs)."""
+    found = [
+        node
+        for node in parsed(module_files()[name]).body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
+    ]
+    assert found, f"letitloop/{name.replace('.', '/')}.py defines no {function}()"
+    return found[-1]
+
+
+def calls_outside_finally(node: ast.AST) -> list[ast.Call]:
+    """The calls in ``node``, in the order they are written, those of a ``finally:`` aside
+    (a step's ``finally`` undoes what it began: its key's claim, its calls' reservations)."""
+    found: list[ast.Call] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Call):
+            found.append(child)
+        if isinstance(child, ast.Try):
+            for part in (child.body, child.handlers, child.orelse):
+                for stmt in part:
+                    found.extend(calls_outside_finally(stmt))
+            continue
+        found.extend(calls_outside_finally(child))
+    return sorted(found, key=lambda c: (c.lineno, c.col_offset))
+
+
+def stage_of(call: ast.Call, sources: dict[str, str]) -> str | None:
+    """``"identify"`` for a call of identity/ (a function imported from it, the journal's
+    fingerprinter, the attempt's keys), ``"replay"`` for one of run/replay.py, else None."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        source = sources.get(func.id, "")
+        if source.startswith("identity."):
+            return "identify"
+        return "replay" if source == "run.replay" else None
+    if isinstance(func, ast.Attribute):
+        held = ast.unparse(func.value).split(".")
+        if held[-1] in ("_fingerprints", "keys"):
+            return "identify"
+    return None
+
+
+#: The run stage of a step's path: its tries (a retry policy's loop), handed what they need
+#: by the step (its store, key, function and fingerprint), never climbing back to it.
+RUN_STAGE = {"run.retry"}
+
+#: What the run stage may not reach, each with its reason: the step handed it down, or its
+#: owner below does it.
+RUN_STAGE_MAY_NOT_REACH = {
+    "_opened.keys": "the attempt's keys: a retried parent's children are reopened by "
+    "replay.reopen_children (replay.py owns the rows that replay)",
+    "_opened.results": "the attempt's results: replay.reopen_children adds them",
+    "_opened.storage": "the attempt's storage: the step hands its store down",
+    "_require_storage": "the journal's accessor, asked back through the journal: the step "
+    "hands its store down, and retry.held refuses it once the journal no longer writes "
+    "through it",
+    "_require_open": "the journal's accessor: the step hands its store down",
+    "budgets.release": "a failed try's reservations: the step hands down what it does then "
+    "(steps.ended), as it releases its own at its end",
+}
+
+
+class TestAStepReadsTopDown:
+    @each("name", sorted(STEP_ENTRIES))
+    def test_a_step_is_identified_before_it_replays(self, name: str) -> None:
+        # The values its function gets (unchecked() taken off) are identity's work too:
+        # done after the replay, they were a climb back up the step's path.
+        sources = {imported: source for source, imported, _ in names_imported(name)}
+        staged = [
+            (stage, call.lineno)
+            for call in calls_outside_finally(function_def(name, STEP_ENTRIES[name]))
+            if (stage := stage_of(call, sources)) is not None
+        ]
+        replays = [line for stage, line in staged if stage == "replay"]
+        assert replays, "the rule no longer sees the step's replay"
+        late = [line for stage, line in staged if stage == "identify" and line > min(replays)]
+        assert not late, (
+            f"identity/ called at line(s) {late}, after the replay (line {min(replays)}): "
+            f"identify the call (fingerprint, unchecked() taken off, key) first"
+        )
+
+    @each("name", sorted(RUN_STAGE))
+    def test_a_steps_tries_reach_nothing_before_them(self, name: str) -> None:
+        tree = parsed(module_files()[name])
+        reached = sorted(
+            {
+                (node.lineno, chain)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute)
+                for chain in RUN_STAGE_MAY_NOT_REACH
+                if f".{ast.unparse(node)}".endswith(f".{chain}")
+            }
+        )
+        assert not reached, "\n".join(
+            f"line {line}: .{chain}: {RUN_STAGE_MAY_NOT_REACH[chain]}" for line, chain in reached
+        )
+
+
+# -- narrow protocols of the journal (docs/architecture.md, "Imports point down") ------------
+
+#: Modules outside run/ that still name ``Journal`` (run/journal.py) for annotations only,
+#: each with its reason; every other one types the journal it is handed as the narrow
+#: protocol of what it reads (primitives/runs.py; integrity/sealcheck.py's SealedRun;
+#: run/cancellation.py's CancellableRun). None may be added; one that stops leaves the list.
+JOURNAL_FOR_TYPES = {
+    "mcp.calls": "it makes journals of its own (DurableMCP) and takes the user's: the class",
+}
+
+
+def names_journal_for_types(name: str) -> bool:
+    """Whether module ``name`` imports ``Journal`` under ``if TYPE_CHECKING:``."""
+    for node in ast.walk(parsed(module_files()[name])):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for stmt in ast.walk(node):
+                if (
+                    isinstance(stmt, ast.ImportFrom)
+                    and (stmt.module or "").endswith("journal")
+                    and any(alias.name == "Journal" for alias in stmt.names)
+                ):
+                    return True
+    return False
+
+
+class TestNarrowProtocolsOfTheJournal:
+    def test_outside_run_only_the_listed_modules_name_journal_for_types(self) -> None:
+        found = {
+            name
+            for name in module_files()
+            if not name.startswith("run.") and names_journal_for_types(name)
+        }
+        assert found <= set(JOURNAL_FOR_TYPES), (
+            f"{sorted(found - set(JOURNAL_FOR_TYPES))} name Journal for its type only: type "
+            f"the journal as the narrow protocol of what the module reads (primitives/runs.py)"
+        )
+        assert found >= set(JOURNAL_FOR_TYPES), (
+            f"{sorted(set(JOURNAL_FOR_TYPES) - found)} no longer name Journal: drop them from "
+            f"JOURNAL_FOR_TYPES"
+        )

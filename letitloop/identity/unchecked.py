@@ -55,17 +55,15 @@ def unwrappable(t: type) -> bool:
 def unwrap(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``args`` and ``kwargs`` with every ``unchecked(x)`` replaced by ``x``, at any depth.
 
-    A container or object is copied only where something inside it was
-    unwrapped; the rest is passed as it is.
+    A container or object inside them is copied only where something inside
+    it was unwrapped; the rest is passed as it is. The tuple and the dict are
+    new ones (a call spreads them: ``fn(*args, **kwargs)``), so that a step
+    identifies a call that holds ``unchecked()`` at the cost of one pass.
     """
-    new_args = tuple(_unwrap(a) for a in args)
-    if any(a is not b for a, b in zip(new_args, args, strict=True)):
-        args = new_args
+    new_args = tuple([_unwrap(a) for a in args])
     if kwargs:
-        new_kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
-        if any(new_kwargs[k] is not v for k, v in kwargs.items()):
-            kwargs = new_kwargs
-    return args, kwargs
+        kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+    return new_args, kwargs
 
 
 #: Types that hold no other value (an unchecked() cannot hide in them).

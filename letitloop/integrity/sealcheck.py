@@ -16,12 +16,35 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ForgedRowError
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
+    from typing import Protocol
+
+    from ..stores.storage_seals import SealRows
+    from .chains import SealedRows
+
+    class SealedAttempt(Protocol):
+        """What the check reads of a journal's attempt (run/attempt.py): the run's chain as
+        its replays check it, and the storage its entries are read from."""
+
+        @property
+        def sealed(self) -> SealedRows | None: ...
+        @property
+        def storage(self) -> SealRows | None: ...
+
+    class SealedRun(Protocol):
+        """What the check reads of the journal whose rows it checks (``Journal`` is one)."""
+
+        @property
+        def run_id(self) -> str: ...
+        @property
+        def goal(self) -> str: ...
+        @property
+        def _opened(self) -> SealedAttempt: ...
+
 
 __all__ = ["check_sealed", "check_stored", "read_sealed", "ways_out"]
 
 
-def ways_out(j: Journal, key: str) -> str:
+def ways_out(j: SealedRun, key: str) -> str:
     """The commands that reset or fork ``j``'s run at ``key``."""
     # Shell-quoted, so each command works as pasted whatever the goal and key hold.
     import shlex  # only for an error's advice
@@ -40,7 +63,7 @@ _WITHHELD = {
 }
 
 
-def check_sealed(j: Journal, row: tuple[Any, ...]) -> None:
+def check_sealed(j: SealedRun, row: tuple[Any, ...]) -> None:
     """Raise ForgedRowError, handing nothing back, unless ``row`` (key, kind, status, function
     name, fingerprint, result, error, wake_at: as stored) is what its latest seal covers.
 
@@ -69,7 +92,7 @@ def check_sealed(j: Journal, row: tuple[Any, ...]) -> None:
     )
 
 
-def read_sealed(j: Journal, key: str) -> tuple[Any, ...] | None:
+def read_sealed(j: SealedRun, key: str) -> tuple[Any, ...] | None:
     """Row ``key`` of ``j``'s run as its seal covers it (a marker's, a sleep's or a wait's:
     a step's replay reads its own), for :func:`check_stored`; None when there is none."""
     storage = j._opened.storage
@@ -78,7 +101,7 @@ def read_sealed(j: Journal, key: str) -> tuple[Any, ...] | None:
     return None if row is None else tuple(row)
 
 
-def check_stored(j: Journal, key: str, kind: str, row: tuple[Any, ...] | None) -> None:
+def check_stored(j: SealedRun, key: str, kind: str, row: tuple[Any, ...] | None) -> None:
     """:func:`check_sealed` of ``row`` as :func:`read_sealed` read it; a row gone since it
     was found recorded is refused as one its chain does not hold."""
     check_sealed(j, row if row is not None else (key, kind, "", None, None, None, None, None))

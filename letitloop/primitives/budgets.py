@@ -38,9 +38,9 @@ from .clock import utc_iso
 from .estimates import Reservation, check_amounts
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
     from ..stores.storage_spend import SpendRows
     from .costs import Usage
+    from .runs import BudgetedRun
 
 #: The key prefix of the row recording a run's budget (``lil show`` looks for it).
 ROW_PREFIX = "letitloop:budget:"
@@ -253,11 +253,11 @@ class Spend:
 
     # -- what a budget shared by several runs (shared_budgets.py) does otherwise ---------
 
-    def key_of(self, j: Journal, key: str) -> str:
+    def key_of(self, j: BudgetedRun, key: str) -> str:
         """The key under which step ``key`` of ``j``'s run is counted."""
         return key
 
-    def opened(self, j: Journal, rows: Any, reservations: Any) -> None:
+    def opened(self, j: BudgetedRun, rows: Any, reservations: Any) -> None:
         """``j``'s run was opened with this budget: start from its recorded spend (``load``)."""
         self.load(rows, reservations)
 
@@ -265,7 +265,7 @@ class Spend:
         """Step ``key`` as its error names it (``key_of`` undone)."""
         return key
 
-    def scope(self, j: Journal) -> str:
+    def scope(self, j: BudgetedRun) -> str:
         """What the budget bounds, as its error names it."""
         return f"run {j.run_id} of goal {j.goal!r}"
 
@@ -283,7 +283,7 @@ class Spend:
         )
 
     def error(
-        self, j: Journal, key: str, wanted: tuple[int | None, float | None] | None = None
+        self, j: BudgetedRun, key: str, wanted: tuple[int | None, float | None] | None = None
     ) -> BudgetExceededError:
         """The error for step ``key``, not started because the budget is reached; with
         ``wanted`` (the tokens and cost its call asked to reserve), its call not made."""
@@ -332,7 +332,7 @@ def carried(
     return [r for r in rows if r[0] in before], [r for r in left if r[0] in before]
 
 
-def opened(j: Journal) -> None:
+def opened(j: BudgetedRun) -> None:
     """Load the run's spend into ``j``'s budget and record the budget row (``Journal.open``);
     a fork's counts its history's (:func:`carried`): the budget bounds that bill too."""
     spend = j._budget
@@ -346,7 +346,7 @@ def opened(j: Journal) -> None:
     j.step(ROW_PREFIX + label, record_budget, row)
 
 
-def settled(j: Journal, key: str, spent: Usage, total: Usage) -> bool:
+def settled(j: BudgetedRun, key: str, spent: Usage, total: Usage) -> bool:
     """Count the ``usage()`` report ``spent`` of step ``key``; when it settles one of the
     call's reservations, commit that with ``total`` (all the call reported so far) on its
     row, in one transaction, and return True. False: ``durable.keep_reported`` commits it."""
@@ -367,7 +367,7 @@ def settled(j: Journal, key: str, spent: Usage, total: Usage) -> bool:
     return True
 
 
-def release(j: Journal, key: str, exc: BaseException | None) -> None:
+def release(j: BudgetedRun, key: str, exc: BaseException | None) -> None:
     """Step ``key``'s function returned (``exc`` None) or raised ``exc``: settle what its
     calls reserved and did not report, with no usage. A call cut short by a cancellation
     (an exception that is not an ``Exception``) keeps its reservation, counted."""
@@ -385,7 +385,7 @@ def release(j: Journal, key: str, exc: BaseException | None) -> None:
             storage.settle(j.run_id, calls, utc_iso(j.clock()), (None, None), None)
 
 
-def check(j: Journal, key: str) -> None:
+def check(j: BudgetedRun, key: str) -> None:
     """Raise BudgetExceededError before step ``key`` runs if ``j``'s run reached its budget."""
     spend = j._budget
     if spend is not None and spend.reached and not key.startswith(ROW_PREFIX):

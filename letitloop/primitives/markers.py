@@ -46,9 +46,9 @@ from ..stores.storage_markers import MarkerAt
 from .markerhold import MarkerHold
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
     from ..run.otel import OpenSpan
     from ..stores.storage_markers import MarkerStore
+    from .runs import MarkedRun
 
 Scope = Literal["run", "goal", "global"]
 SCOPES: tuple[Scope, ...] = ("run", "goal", "global")
@@ -115,7 +115,7 @@ class AtomicMarker:
     """
 
     def __init__(
-        self, journal: Journal, name: str, *, scope: Scope = "run", timeout: float
+        self, journal: MarkedRun, name: str, *, scope: Scope = "run", timeout: float
     ) -> None:
         self.name = check_name("marker", name)
         if scope not in SCOPES:

@@ -35,7 +35,7 @@ from ..identity.step_names import Named
 from ..run.steps import parent_step
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
+    from .runs import PatchedRun
 
 #: The prefix of a patch decision's step key: ``patched:new-prompt``.
 PREFIX = "patched:"
@@ -48,7 +48,7 @@ decisions: ContextVar[list[tuple[str, bool]] | None] = ContextVar(
 )
 
 
-def decide(j: Journal, prefix: str) -> bool:
+def decide(j: PatchedRun, prefix: str) -> bool:
     """The patch decision's step function: run only when no decision was recorded.
 
     True unless a done row under ``prefix`` (this point's parent step) was
@@ -57,7 +57,7 @@ def decide(j: Journal, prefix: str) -> bool:
     return not j._opened.keys.recorded_unclaimed(prefix)
 
 
-def point(j: Journal, name: str) -> tuple[str, Named[[], bool]]:
+def point(j: PatchedRun, name: str) -> tuple[str, Named[[], bool]]:
     """``(step name, step function)`` of a call of ``patched(name)`` here."""
     check_name("patch", name)
     parent = parent_step.get()
@@ -65,7 +65,7 @@ def point(j: Journal, name: str) -> tuple[str, Named[[], bool]]:
     return PREFIX + name, Named("letitloop:patch", partial(decide, j, prefix))
 
 
-def patched(j: Journal, name: str) -> bool:
+def patched(j: PatchedRun, name: str) -> bool:
     """Whether this run takes the new path of patch ``name`` (see the module's docstring)."""
     step_name, fn = point(j, name)
     if not j.replay_only:
@@ -77,7 +77,7 @@ def patched(j: Journal, name: str) -> bool:
     return noted(name, decision)
 
 
-async def async_patched(j: Journal, name: str) -> bool:
+async def async_patched(j: PatchedRun, name: str) -> bool:
     """:func:`patched` for async code (the decision is written without blocking the loop)."""
     step_name, fn = point(j, name)
     if not j.replay_only:
@@ -97,7 +97,7 @@ def noted(name: str, decision: bool) -> bool:
     return decision
 
 
-def deprecated(j: Journal, name: str, took_new_path: bool) -> None:
+def deprecated(j: PatchedRun, name: str, took_new_path: bool) -> None:
     """Raise PatchDeprecatedError if the run took the old path of patch ``name``."""
     if not took_new_path:
         raise PatchDeprecatedError(
@@ -109,7 +109,7 @@ def deprecated(j: Journal, name: str, took_new_path: bool) -> None:
         )
 
 
-def deprecate_patch(j: Journal, name: str) -> None:
+def deprecate_patch(j: PatchedRun, name: str) -> None:
     """Mark patch ``name`` as always taken: its old path is gone from the code.
 
     A run that took the old path (a False decision recorded, or recorded
@@ -119,6 +119,6 @@ def deprecate_patch(j: Journal, name: str) -> None:
     deprecated(j, name, patched(j, name))
 
 
-async def async_deprecate_patch(j: Journal, name: str) -> None:
+async def async_deprecate_patch(j: PatchedRun, name: str) -> None:
     """:func:`deprecate_patch` for async code."""
     deprecated(j, name, await async_patched(j, name))

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .budgets import Budget, Spend
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
+    from .runs import BudgetedRun
 
 #: Separates a run's id from a step key in a shared Spend's keys.
 RUN_SEP = "/"
@@ -56,13 +56,13 @@ class SharedSpend(Spend):
         self.joined: set[str] = set()
         self.loaded = False
 
-    def key_of(self, j: Journal, key: str) -> str:
+    def key_of(self, j: BudgetedRun, key: str) -> str:
         return f"{j.run_id}{RUN_SEP}{key}"
 
     def step_of(self, key: str) -> str:
         return key.partition(RUN_SEP)[2] or key
 
-    def scope(self, j: Journal) -> str:
+    def scope(self, j: BudgetedRun) -> str:
         return self.scope_text
 
     def row(self) -> tuple[str, dict[str, Any]]:
@@ -75,7 +75,7 @@ class SharedSpend(Spend):
 
     def opened(
         self,
-        j: Journal,
+        j: BudgetedRun,
         rows: Iterable[tuple[str, int | None, int | None, float | None]],
         reservations: tuple[int, list[tuple[str, int, int | None, float | None]]],
     ) -> None:

@@ -27,8 +27,8 @@ from . import timers
 from .clock import utc_iso
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
     from ..stores.storage_pauses import PauseStore
+    from .runs import PausedRun
 
 #: The ``fn`` of a sleep's row: a step recorded at the same key by a function is a mismatch.
 SLEEP_FN = SLEEP
@@ -39,7 +39,7 @@ class PauseKey:
 
     __slots__ = ("full", "key", "owner", "replay", "storage", "store")
 
-    def __init__(self, j: Journal, name: str, fn_name: str) -> None:
+    def __init__(self, j: PausedRun, name: str, fn_name: str) -> None:
         self.store = j._require_open()
         self.storage: PauseStore = j._require_storage()
         if j._cancel.reason is not None:
@@ -57,20 +57,22 @@ class PauseKey:
             raise unrecorded_step(j.run_id, j.goal, j.path, self.key, fn_name)
         self.replay: Recorded | None = replay
 
-    def release(self, j: Journal) -> None:
+    def release(self, j: PausedRun) -> None:
         """The sleep or wait is over (a replay holds nothing to release)."""
         if self.replay is None:
             j._opened.keys.release(self.full, self.owner)
 
 
-def traced(j: Journal, kind: str, name: str, key: str) -> contextlib.AbstractContextManager[object]:
+def traced(
+    j: PausedRun, kind: str, name: str, key: str
+) -> contextlib.AbstractContextManager[object]:
     """The span of a sleep or wait that runs (otel.py); nothing while tracing is off."""
     spans = j._trace
     return contextlib.nullcontext() if spans is None else spans.pause(kind, name, key)
 
 
 def check_pause(
-    j: Journal, recorded: Recorded, kind: str, result: str | None, error: str | None
+    j: PausedRun, recorded: Recorded, kind: str, result: str | None, error: str | None
 ) -> None:
     """Raise DamagedRowError if a done sleep's or wait's row fails its checksum
     (checksums.pause_sum); a row without one (written before it) replays unchecked."""
@@ -89,7 +91,7 @@ def check_pause(
     )
 
 
-def replayed_sleep(j: Journal, recorded: Recorded) -> None:
+def replayed_sleep(j: PausedRun, recorded: Recorded) -> None:
     """A sleep recorded done: its checksum, and its seal when the journal holds the key
     (ForgedRowError: docs/audit.md, "A sealed run replays only what its seal covers")."""
     check_pause(j, recorded, "sleep", None, None)
@@ -108,7 +110,7 @@ def parse_time(iso: object) -> float | None:
 
 
 def started(
-    j: Journal, storage: PauseStore, key: str, kind: str, status: str, due: float | None
+    j: PausedRun, storage: PauseStore, key: str, kind: str, status: str, due: float | None
 ) -> tuple[float, float | None]:
     """The row of a sleep or wait that starts (or resumes): ``(started, due)`` as recorded.
 
@@ -137,12 +139,12 @@ def started(
     return now, due
 
 
-def _finish(j: Journal, storage: PauseStore, key: str, began: float) -> None:
+def _finish(j: PausedRun, storage: PauseStore, key: str, began: float) -> None:
     now = j.clock()
     storage.finish_sleep(j.run_id, key, utc_iso(now), (now - began) * 1000.0, j.attempt)
 
 
-def sleep(j: Journal, name: str, seconds: float) -> None:
+def sleep(j: PausedRun, name: str, seconds: float) -> None:
     """``Journal.sleep``: sleep until the wake-up time recorded when the sleep first started."""
     length = timers.check_seconds(f"sleep {name!r}: seconds", seconds, optional=False) or 0.0
     c = PauseKey(j, name, SLEEP_FN)
@@ -158,7 +160,7 @@ def sleep(j: Journal, name: str, seconds: float) -> None:
         c.release(j)
 
 
-async def async_sleep(j: Journal, name: str, seconds: float) -> None:
+async def async_sleep(j: PausedRun, name: str, seconds: float) -> None:
     """``Journal.async_sleep``: :func:`sleep` that lets the event loop run meanwhile.
 
     Its two writes run in a worker thread: the loop never waits for a write lock.

@@ -27,8 +27,8 @@ from ..errors import LetItLoopError
 from ..run import cancellation
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
     from ..stores.storage_holding import Holding
+    from .runs import PausingRun
 
 #: Seconds between two looks at the file. The wake-up latency of ``wait_for``
 #: after ``lil send`` is at most about this (benchmarks/bench_primitives.py
@@ -61,7 +61,7 @@ class _Looks:
         return False
 
 
-def _left(j: Journal, deadline: float | None, hold: float | None) -> tuple[str | None, float]:
+def _left(j: PausingRun, deadline: float | None, hold: float | None) -> tuple[str | None, float]:
     """Which bound passed (DEADLINE, HOLD or None), and the seconds until the nearest one."""
     nap = POLL_SECONDS
     if deadline is not None:
@@ -77,7 +77,7 @@ def _left(j: Journal, deadline: float | None, hold: float | None) -> tuple[str |
     return None, nap
 
 
-def _skipped(j: Journal, deadline: float | None) -> bool:
+def _skipped(j: PausingRun, deadline: float | None) -> bool:
     """Whether the journal's clock skipped to ``deadline`` instead of a nap.
 
     A test's clock that skips (``letitloop.testing.SkippingClock``: it has
@@ -92,7 +92,7 @@ def _skipped(j: Journal, deadline: float | None) -> bool:
 
 
 def pause(
-    j: Journal,
+    j: PausingRun,
     store: Holding,
     deadline: float | None,
     *,
@@ -123,7 +123,7 @@ def pause(
 
 
 async def async_pause(
-    j: Journal,
+    j: PausingRun,
     store: Holding,
     deadline: float | None,
     *,

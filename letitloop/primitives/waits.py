@@ -35,9 +35,9 @@ from .clock import utc_iso
 from .sleeps import PauseKey, check_pause, started, traced
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
     from ..stores.storage_pauses import PauseRows, PauseStore
     from .expects import Expect
+    from .runs import PausedRun
 
 #: The ``fn`` of a wait's row.
 WAIT_FN = WAIT
@@ -66,7 +66,7 @@ class RunWaiting(SystemExit):
         return self.message
 
 
-def _ending(j: Journal, storage: PauseRows, key: str) -> tuple[str | None, str | None] | None:
+def _ending(j: PausedRun, storage: PauseRows, key: str) -> tuple[str | None, str | None] | None:
     """``(result, error)`` of the wait's row once it is done; None while it waits."""
     row = storage.wait_ending(j.run_id, key)
     if row and row[0] == "done":
@@ -74,7 +74,7 @@ def _ending(j: Journal, storage: PauseRows, key: str) -> tuple[str | None, str |
     return None
 
 
-def _value(j: Journal, key: str, ending: tuple[str | None, str | None]) -> Any:
+def _value(j: PausedRun, key: str, ending: tuple[str | None, str | None]) -> Any:
     """The value a done wait holds; WaitTimeoutError for one that timed out."""
     result, error = ending
     if error is not None:
@@ -103,7 +103,7 @@ def _value(j: Journal, key: str, ending: tuple[str | None, str | None]) -> Any:
 
 
 def _received(
-    j: Journal, storage: PauseStore, key: str, ending: tuple[str | None, str | None]
+    j: PausedRun, storage: PauseStore, key: str, ending: tuple[str | None, str | None]
 ) -> tuple[str | None, str | None]:
     """A value sent while this holder waited (``ending``), sealed as received before it is
     handed on (``lil send`` holds no key), so that a later edit of it is refused on replay
@@ -121,7 +121,7 @@ def _received(
     return stored[5], stored[6]
 
 
-def _time_out(j: Journal, storage: PauseStore, key: str, began: float, deadline: float) -> Any:
+def _time_out(j: PausedRun, storage: PauseStore, key: str, began: float, deadline: float) -> Any:
     """The deadline passed: record the timeout, unless a value won the race; raise or return it."""
     now = j.clock()
     error = (
@@ -135,7 +135,7 @@ def _time_out(j: Journal, storage: PauseStore, key: str, began: float, deadline:
     return _value(j, key, ending if ending is not None else (None, error))
 
 
-def _stop(j: Journal, key: str, expected: dict[str, Any] | None) -> RunWaiting:
+def _stop(j: PausedRun, key: str, expected: dict[str, Any] | None) -> RunWaiting:
     from shlex import quote
 
     if expected is None:
@@ -158,7 +158,7 @@ def _expectation(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _recorded_expect(j: Journal, name: str, expect: Expect | None) -> dict[str, Any] | None:
+def _recorded_expect(j: PausedRun, name: str, expect: Expect | None) -> dict[str, Any] | None:
     if expect is None:
         return None
     from .expects import PREFIX
@@ -168,7 +168,7 @@ def _recorded_expect(j: Journal, name: str, expect: Expect | None) -> dict[str, 
 
 
 async def _async_recorded_expect(
-    j: Journal, name: str, expect: Expect | None
+    j: PausedRun, name: str, expect: Expect | None
 ) -> dict[str, Any] | None:
     if expect is None:
         return None
@@ -178,7 +178,7 @@ async def _async_recorded_expect(
     return recorded
 
 
-def _replayed(j: Journal, c: PauseKey) -> Any:
+def _replayed(j: PausedRun, c: PauseKey) -> Any:
     """What a wait recorded as done gives back: its value, or its recorded timeout."""
     assert c.replay is not None
     if j._opened.sealed is not None:  # the key is set: the value must be what the seal covers
@@ -196,14 +196,14 @@ def _replayed(j: Journal, c: PauseKey) -> Any:
     return _value(j, c.key, row if row else (None, None))
 
 
-def _bounds(j: Journal, timeout: float | None, stop_after: float | None) -> tuple[Any, Any]:
+def _bounds(j: PausedRun, timeout: float | None, stop_after: float | None) -> tuple[Any, Any]:
     deadline = None if timeout is None else j.clock() + timeout
     hold = None if stop_after is None else time.monotonic() + stop_after
     return deadline, hold
 
 
 def wait_for(
-    j: Journal,
+    j: PausedRun,
     name: str,
     timeout: float | None,
     stop_after: float | None,
@@ -237,7 +237,7 @@ def wait_for(
 
 
 async def async_wait_for(
-    j: Journal,
+    j: PausedRun,
     name: str,
     timeout: float | None,
     stop_after: float | None,

@@ -32,6 +32,7 @@ from .ownership import require_open, require_storage
 from .replay import flush_replays, mismatch, replay
 from .step_rows import done_row, failure_row
 from .steps import (
+    ended,
     function_name,
     key_for,
     name_missing,
@@ -105,6 +106,9 @@ async def async_step(
         fp = j._fingerprints.call(args, kwargs)
     except FingerprintError as exc:
         raise unidentifiable(j, name, exc) from None
+    call_args, call_kwargs = args, kwargs  # what the function gets, if it runs
+    if UNCHECKED in fp:  # unchecked() taken off; a mismatch shows the call as made
+        call_args, call_kwargs = unwrap(args, kwargs)
     full, key, recorded, differs = key_for(j, name, fp, who)
     if differs is not None:
         raise mismatch(j, key, fn_name, fp, differs, (args, kwargs))
@@ -120,8 +124,6 @@ async def async_step(
             await asyncio.to_thread(flush_replays, j)
         if j._budget is not None:  # a run over its budget starts no step (budgets.py)
             budgets.check(j, key)
-        if UNCHECKED in fp:
-            args, kwargs = unwrap(args, kwargs)
         started = j.clock()
         flight.begin(key, started, fn_name, fp)
         if flight.watched is None:
@@ -132,20 +134,35 @@ async def async_step(
         try:
             if j._trace is not None:  # OpenTelemetry spans (otel.py)
                 value = await j._trace.async_step(
-                    j, store, name, key, fn_name, fp, policy, partial(_call, fn, args, kwargs)
+                    j,
+                    store,
+                    name,
+                    key,
+                    fn_name,
+                    fp,
+                    policy,
+                    partial(_call, fn, call_args, call_kwargs),
+                    ended(j),
                 )
             elif policy is not None:
                 from . import retry as retries  # loaded with the RetryPolicy it was given
 
                 value = await retries.async_call(
-                    j, store, key, fn_name, fp, policy, partial(_call, fn, args, kwargs)
+                    j,
+                    store,
+                    key,
+                    fn_name,
+                    fp,
+                    policy,
+                    partial(_call, fn, call_args, call_kwargs),
+                    ended(j),
                 )
             elif type(fn) is FunctionType and fn.__code__.co_flags & CO_COROUTINE:
                 # An ``async def`` function (what inspect.iscoroutinefunction answers for
                 # it, without its unwrapping): awaited here. Anything else: _call.
-                value = await fn(*args, **kwargs)
+                value = await fn(*call_args, **call_kwargs)
             else:
-                value = await _call(fn, args, kwargs)
+                value = await _call(fn, call_args, call_kwargs)
         except Exception as exc:
             if j.store is store:
                 # The step's own exception matters more than its failed record.

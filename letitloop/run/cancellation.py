@@ -29,8 +29,23 @@ from typing import TYPE_CHECKING, Any
 from ..errors import RunCancelledError, RunReleasedError
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from ..stores.storage_runs import RunEnds
     from .journal import Journal
+
+    class CancellableRun(Protocol):
+        """What a cancel's check reads of a journal (:func:`check`, :func:`error`): its
+        run, its cancel, and its storage (a pause's journal: primitives/runs.py)."""
+
+        @property
+        def run_id(self) -> str: ...
+        @property
+        def goal(self) -> str: ...
+        @property
+        def _cancel(self) -> Cancel: ...
+        def _require_storage(self) -> RunEnds: ...
+
 
 #: The message a task is cancelled with, so that its CancelledError is known for ours.
 TASK_MESSAGE = "letitloop: the run was cancelled"
@@ -104,7 +119,7 @@ class Cancel:
                 task.get_loop().call_soon_threadsafe(task.cancel, TASK_MESSAGE)
 
 
-def error(j: Journal) -> RunCancelledError:
+def error(j: CancellableRun) -> RunCancelledError:
     """The error the holder of a cancelled run gets at its next step, marker or wait
     (RunReleasedError for a run its process lets go of)."""
     if j._cancel.released:
@@ -132,7 +147,7 @@ def requested(storage: RunEnds, run_id: str) -> str | None:
     return f"{reason or 'cancelled'}, at {at}"
 
 
-def check(j: Journal) -> None:
+def check(j: CancellableRun) -> None:
     """Read the run's cancel request (one query); raise RunCancelledError if there is one."""
     if j._cancel.reason is None:
         reason = requested(j._require_storage(), j.run_id)

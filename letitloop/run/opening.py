@@ -35,7 +35,7 @@ from ..errors import EncodeError, RunHeldError, SealKeyError, UnrecordedStepErro
 from ..identity.ids import HOST
 from ..identity.keys import Recorded, StepKeys
 from ..integrity.encryption import key_refusal
-from . import cancellation, generations
+from . import cancellation, generations, ownership
 from .attempt import not_open
 from .generations import is_generation
 from .replay import Results
@@ -57,14 +57,18 @@ _open_journals: list[Journal] = []
 _registry_lock = threading.Lock()
 
 
-def _new_lock_after_fork() -> None:
-    # Another thread of the parent may hold it at the fork: the child's would never open.
+def _after_fork_in_child() -> None:
+    # Another thread of the parent may hold the lock at the fork: the child's would never open.
     global _registry_lock
     _registry_lock = threading.Lock()
+    # Every journal open in the parent is disowned here (ownership.py says why).
+    for j in forget_after_fork():
+        disown(j, ownership.disown(j))
+        j._flight.drop()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_lock_after_fork)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def open_journals() -> list[Journal]:
@@ -115,8 +119,7 @@ def forget_after_fork() -> list[Journal]:
 
     The child holds none of its parent's runs (its copies of their lock
     descriptors are closed: locks.py), and the registry starts anew
-    (ownership.py). Its lock was remade already, by this module's own at-fork
-    hook (registered before ownership.py's, so it runs first).
+    (ownership.py). Its lock was remade already, by the same at-fork hook.
     """
     inherited = list(_open_journals)
     _open_journals.clear()

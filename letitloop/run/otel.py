@@ -4,10 +4,9 @@ Loaded only by a journal that opens in a program which loaded OpenTelemetry
 itself (``opentelemetry.trace`` in ``sys.modules``); spans are on only if it
 also set a tracer provider (:func:`begin`). A program that did not load
 OpenTelemetry never imports this module, and with spans off a step pays one
-attribute check (``j._trace is None``). letitloop configures
-no exporter: the spans go wherever the program's provider sends them.
-What each span carries, and why replayed steps are one event rather than
-spans: docs/observability.md.
+attribute check (``j._trace is None``). letitloop configures no exporter: the
+spans go wherever the program's provider sends them. What each span carries,
+and why replayed steps are one event rather than spans: docs/observability.md.
 
 - The attempt's span starts when the journal opens (its start: when
   ``open`` began), as a child of the caller's current span, and ends when it
@@ -20,15 +19,14 @@ spans: docs/observability.md.
   a step with no span around it in its context (a worker thread) is the
   attempt's child. Failed retry tries are events on it; a failure sets its
   status and records the exception; reported usage becomes GenAI attributes.
-- A replayed step gets no span: the attempt's span gets one
-  ``letitloop.replayed`` event when it ends (how many, what they had cost).
+- A replayed step gets no span: the attempt's span gets one ``letitloop.replayed``
+  event when it ends (how many, what they had cost).
 
-This module is the one owner of ``Journal._trace`` (an :class:`AttemptSpans`,
-or None while tracing is off): set by :func:`begin` in the thread that opens
-the journal, cleared by :meth:`AttemptSpans.end` in the thread that closes
-it; steps read it with no lock, as they read the rest of the attempt.
-:meth:`AttemptSpans.note_replays` is called by any thread that writes
-replays (a ``list.extend``, atomic under the GIL).
+This module is the one owner of ``Journal._trace`` (an :class:`AttemptSpans`, or None while
+tracing is off): set by :func:`begin` in the thread that opens the journal, cleared by
+:meth:`AttemptSpans.end` in the thread that closes it; steps read it with no lock, as they
+read the rest of the attempt. :meth:`AttemptSpans.note_replays` is called by any thread that
+writes replays (a ``list.extend``, atomic under the GIL).
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ if TYPE_CHECKING:
     from ..primitives.costs import Usage
     from ..stores.storage import Storage
     from .journal import Journal
-    from .retry import RetryPolicy
+    from .retry import RetryPolicy, TryEnded
 
 T = TypeVar("T")
 
@@ -255,6 +253,7 @@ class AttemptSpans:
         fn: Callable[..., T],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        ended: TryEnded | None = None,
     ) -> T:
         """``fn(*args, **kwargs)`` (tried as ``policy`` says) inside step ``key``'s span."""
         with StepSpan(self, j, name, key, fn_name) as spans:
@@ -264,7 +263,7 @@ class AttemptSpans:
 
             tries = spans.retried()
             value: T = retries.call(
-                j, store, key, fn_name, fp, policy, partial(tries.call, fn), args, kwargs
+                j, store, key, fn_name, fp, policy, partial(tries.call, fn), args, kwargs, ended
             )
             return value
 
@@ -278,6 +277,7 @@ class AttemptSpans:
         fp: str,
         policy: RetryPolicy | None,
         invoke: Callable[[], Awaitable[Any]],
+        ended: TryEnded | None = None,
     ) -> Any:
         """:meth:`step` for ``async_step``: ``invoke()`` makes one try (async_steps.py)."""
         with StepSpan(self, j, name, key, fn_name) as spans:
@@ -287,7 +287,7 @@ class AttemptSpans:
 
             tries = spans.retried()
             return await retries.async_call(
-                j, store, key, fn_name, fp, policy, partial(tries.async_call, invoke)
+                j, store, key, fn_name, fp, policy, partial(tries.async_call, invoke), ended
             )
 
     def pause(self, kind: str, name: str, key: str) -> OpenSpan:

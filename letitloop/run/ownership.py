@@ -10,9 +10,10 @@ across ``fork``: its locks stay with the parent, so two processes would
 write one run as if each held it alone (a step's row overwritten by the
 other's, every time).
 
-So, in the child, at the fork (``os.register_at_fork``), every journal open
-in the parent is disowned: its store is set to None, so the check every
-step already makes (``steps.require_open``) finds it and raises
+So, in the child, at the fork (``os.register_at_fork``: opening.py's hook
+calls :func:`disown`), every journal open in the parent is disowned: its
+store is set to None, so the check every step already makes
+(``steps.require_open``) finds it and raises
 :class:`ForkedJournalError` at no cost to a step in the parent; the same
 for async steps, markers, sleeps, waits, ``set_result``, opening it again and
 closing it. The child never writes, checkpoints or closes through the
@@ -44,12 +45,11 @@ forked child's copy, and raises the error that fits.
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ForkedJournalError, LetItLoopError, UnknownStoreError
 from ..stores.sqlite.connections import WAY_OUT
-from . import opening
 
 if TYPE_CHECKING:
     from ..stores.storage import Storage
@@ -165,27 +165,17 @@ def inherited_journal() -> Journal | None:
     return _inherited[-1][0] if _inherited else None
 
 
-def _disown(j: Journal) -> None:
-    """Make ``j`` refuse everything in this child, keeping its connection open and unused."""
+def disown(j: Journal) -> Callable[[Any], None]:
+    """In a forked child, at the fork (opening.py's hook, before it clears the attempt):
+    ``j`` is its parent's, refused from now on; its store and storage are kept, so that
+    the child never closes a connection its parent uses. Returns the step-row writer
+    that refuses, which opening.py leaves in the attempt's."""
     _inherited.append((j, j.store, j._opened.storage))
     if j.store is not None:
         inherited_files.add(j.store.identity)
     j._opener.disowned = True
-    opening.disown(j, _refused_row(j))
-    j._flight.drop()
 
-
-def _refused_row(j: Journal) -> Any:
     def refuse(row: Any) -> None:
         raise error(j, f"recording step {row[1]!r}")
 
     return refuse
-
-
-def _after_fork_in_child() -> None:
-    for j in opening.forget_after_fork():
-        _disown(j)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -29,7 +29,7 @@ from ..errors import (
     StepMismatchError,
 )
 from ..identity.fingerprint import differences
-from ..identity.keys import Recorded, split_key
+from ..identity.keys import NEST, Recorded, split_key
 from ..identity.step_names import same_function
 from ..integrity.checksums import PAUSE_FNS, done_sum, step_sum
 from ..integrity.encryption import encrypted
@@ -94,6 +94,22 @@ class Results:
                 f"while this process held it?"
             )
         return cache.pop(rowid)
+
+
+def reopen_children(j: Journal, storage: StepRows, key: str) -> None:
+    """Before step ``key`` is tried again: its children meet the journal as after a crash.
+
+    A child that returned in an earlier try replays (a step that returned is
+    never run again for that run), and one that failed keeps its key, as
+    they would if the process had been killed between the two tries; the
+    parent's function runs again, and so does everything in it outside steps
+    (retry.py calls this between two tries, with the storage its step was handed).
+    """
+    prefix = key + NEST
+    rows = storage.recorded_under(j.run_id, prefix)
+    j._opened.keys.reopen(prefix, [Recorded(*r) for r in rows])
+    assert j._opened.results is not None  # set with the store (opening.py)
+    j._opened.results.add([r[3] for r in rows])
 
 
 def replay(j: Journal, key: str, fn_name: str, recorded: Recorded) -> Any:

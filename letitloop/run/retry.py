@@ -46,9 +46,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LetItLoopError, error_text, traceback_text
-from ..primitives import budgets, timers
+from ..identity.keys import NEST
+from ..primitives import timers
 from ..primitives.clock import utc_iso
 from ..primitives.costs import NO_USAGE
+from . import replay
+from .ownership import refusal
 
 if TYPE_CHECKING:
     from ..stores.storage import Storage
@@ -154,13 +157,26 @@ def _parse(iso: str | None) -> float | None:
         return None
 
 
-def history(j: Journal) -> History:
+#: What a step does when one of its tries failed (``budgets.release``: the try's calls'
+#: reservations settled): handed down by the step, called with its journal, key and error.
+TryEnded = Callable[["Journal", str, BaseException | None], None]
+
+
+def held(j: Journal, store: Storage) -> Storage:
+    """``store``, the one the step was handed, while ``j`` still writes through it; else the
+    refusal of a journal closed meanwhile, or of a forked child's copy (ownership.py)."""
+    if j.store is not store:
+        raise refusal(j)
+    return store
+
+
+def history(j: Journal, store: Storage) -> History:
     """The run's recorded tries, read once per attempt (none to read for a run just made)."""
     known = j._tries
     if known is not None and known[0] == j.run_id and known[1] == j.attempt:
         return known[2]
     out: History = {}
-    recorded = [] if j._opened.created else j._require_storage().step_tries(j.run_id)
+    recorded = [] if j._opened.created else held(j, store).step_tries(j.run_id)
     for key, n, next_at, ended in recorded:
         _, failed, due = out.get(key, (0, 0, None))
         if ended == "crashed":
@@ -179,12 +195,20 @@ class _Tries:
     """One step's tries in this attempt: what was recorded before, and each new failure."""
 
     def __init__(
-        self, j: Journal, store: Storage, key: str, fn_name: str, fp: str, first: bool = False
+        self,
+        j: Journal,
+        store: Storage,
+        key: str,
+        fn_name: str,
+        fp: str,
+        first: bool = False,
+        ended: TryEnded | None = None,
     ) -> None:
         self.j, self.store, self.key, self.fn_name, self.fp = j, store, key, fn_name, fp
+        self.ended = ended
         # Refused when closed, or in a forked child's copy of its parent's journal.
-        self.storage: CallRows = j._require_storage()
-        self.tries = history(j)
+        self.storage: CallRows = held(j, store)
+        self.tries = history(j, store)
         self.last, self.failed, self.due = self.tries.get(key, (0, 0, None))
         #: When the try in progress began: for the step's first try of this
         #: attempt (``first``), when the step began (its in-flight entry).
@@ -208,8 +232,8 @@ class _Tries:
         due = now + policy.backoff(self.failed) if again else None
         u = j._flight.take_usage(self.key) if j._flight.usage else None
         spent = u.columns() if u is not None else NO_USAGE
-        if j._budget is not None and j._budget.open:  # the try's reservations (budgets.py)
-            budgets.release(j, self.key, exc)
+        if self.ended is not None:  # the try's reservations settled (the step's budgets.py)
+            self.ended(j, self.key, exc)
         error, tb = error_text(exc), traceback_text(exc)
         if j._cipher is not None:  # encryption at rest (letitloop/integrity/encryption.py)
             error = j._cipher.seal(error, j.run_id, self.key, "error")
@@ -259,14 +283,18 @@ def call(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    ended: TryEnded | None = None,
 ) -> Any:
     """``fn(*args, **kwargs)`` tried as ``policy`` says; the last failure propagates.
 
     A backoff left by an earlier attempt is waited out first (what remains of
     it). A cancel during a backoff raises RunCancelledError. Until a try
-    fails, this costs a dict lookup: nothing is read or written.
+    fails, this costs a dict lookup: nothing is read or written. Everything
+    a try needs is handed down by the step: its ``store`` (refused once the
+    journal no longer writes through it) and what it does when a try failed
+    (``ended``).
     """
-    t = _resumed(j, store, key, fn_name, fp)
+    t = _resumed(j, store, key, fn_name, fp, ended)
     if t is not None and t.due is not None:
         j._flight.end(key)
         timers.pause(j, store, t.due)
@@ -276,12 +304,12 @@ def call(
             return fn(*args, **kwargs)
         except Exception as exc:
             if t is None:
-                t = _Tries(j, store, key, fn_name, fp, first=True)
+                t = _Tries(j, store, key, fn_name, fp, True, ended)
             due = t.failed_try(exc, policy)
             if due is None:
                 raise
         timers.pause(j, store, due)
-        reopen_children(j, key)
+        reopen_children(j, store, key)
         t.begin()
 
 
@@ -295,8 +323,8 @@ def record_raised(
     """A step without a retry policy raised: its call is a failed try (error, traceback,
     usage), as a retry policy's last one is, so a later attempt's ``done`` row over the
     step's ``failed`` one hides nothing. Written before the ``failed`` row, which then
-    carries no usage (the try does)."""
-    _Tries(j, store, key, fn_name, fp, first=True).failed_try(exc, ONCE)
+    carries no usage (the try does). The step's end settles its reservations (steps.py)."""
+    _Tries(j, store, key, fn_name, fp, True).failed_try(exc, ONCE)
 
 
 async def async_record_raised(
@@ -306,32 +334,24 @@ async def async_record_raised(
     worker thread (the loop never waits for a write lock)."""
     import asyncio
 
-    t = _Tries(j, store, key, fn_name, fp, first=True)
+    t = _Tries(j, store, key, fn_name, fp, True)
     await asyncio.to_thread(t.failed_try, exc, ONCE)
 
 
-def reopen_children(j: Journal, key: str) -> None:
-    """Before step ``key`` is tried again: its children meet the journal as after a crash.
-
-    A child that returned in an earlier try replays (a step that returned is
-    never run again for that run), and one that failed keeps its key, as
-    they would if the process had been killed between the two tries; the
-    parent's function runs again, and so does everything in it outside steps.
-    """
-    from ..identity.keys import NEST, Recorded
-
-    storage = j._require_storage()
-    # A child that failed is called again under its key: its call's usage is kept.
+def reopen_children(j: Journal, store: Storage, key: str) -> None:
+    """Before step ``key`` is tried again: its children meet the journal as after a crash
+    (``replay.reopen_children``); a child that failed is called again under its key, and
+    its call's usage is kept (moved to its tries)."""
+    storage = held(j, store)
     storage.keep_left_usage(j.run_id, j.clock(), key + NEST)
-    rows = storage.recorded_under(j.run_id, key + NEST)
-    j._opened.keys.reopen(key + NEST, [Recorded(*r) for r in rows])
-    assert j._opened.results is not None  # set with the store (opening.py)
-    j._opened.results.add([r[3] for r in rows])
+    replay.reopen_children(j, storage, key)
 
 
-def _resumed(j: Journal, store: Storage, key: str, fn_name: str, fp: str) -> _Tries | None:
+def _resumed(
+    j: Journal, store: Storage, key: str, fn_name: str, fp: str, ended: TryEnded | None
+) -> _Tries | None:
     """The step's tries when earlier attempts recorded some; None (the common case) if not."""
-    return _Tries(j, store, key, fn_name, fp) if key in history(j) else None
+    return _Tries(j, store, key, fn_name, fp, False, ended) if key in history(j, store) else None
 
 
 async def async_call(
@@ -342,6 +362,7 @@ async def async_call(
     fp: str,
     policy: RetryPolicy,
     invoke: Callable[[], Awaitable[Any]],
+    ended: TryEnded | None = None,
 ) -> Any:
     """:func:`call` for ``async_step``: ``invoke()`` makes one try; backoffs on the loop.
 
@@ -350,7 +371,7 @@ async def async_call(
     """
     import asyncio
 
-    t = _resumed(j, store, key, fn_name, fp)
+    t = _resumed(j, store, key, fn_name, fp, ended)
     if t is not None and t.due is not None:
         j._flight.end(key)
         await timers.async_pause(j, store, t.due)
@@ -360,10 +381,10 @@ async def async_call(
             return await invoke()
         except Exception as exc:
             if t is None:
-                t = _Tries(j, store, key, fn_name, fp, first=True)
+                t = _Tries(j, store, key, fn_name, fp, True, ended)
             due = await asyncio.to_thread(t.failed_try, exc, policy)
             if due is None:
                 raise
         await timers.async_pause(j, store, due)
-        reopen_children(j, key)
+        reopen_children(j, store, key)
         t.begin()

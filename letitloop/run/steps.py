@@ -257,12 +257,15 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             fn = fn.fn
     aio = sys.modules.get("asyncio")
     who = owner(j) if aio is not None and aio._get_running_loop() is not None else get_ident()
+    call_args, call_kwargs = args, kwargs  # what the function gets, if it runs
     if args or kwargs:
         try:
             fp = j._fingerprints.call(args, kwargs)
         except FingerprintError as exc:
             missing = name_missing("j.step", name, fn, args, kwargs)  # the name forgotten?
             raise missing or unidentifiable(j, name, exc) from None
+        if UNCHECKED in fp:  # unchecked() taken off; a mismatch shows the call as made
+            call_args, call_kwargs = unwrap(args, kwargs)
     else:
         fp = ""  # Fingerprinter.call of no arguments
     # key_for(), inline: the name checked, then keyed under its parent step, then claimed.
@@ -295,8 +298,6 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             flush_replays(j)
         if j._budget is not None:  # a run over its budget starts no step (budgets.py)
             budgets.check(j, key)
-        if UNCHECKED in fp:
-            args, kwargs = unwrap(args, kwargs)
         started = j.clock()
         flight.begin(key, started, fn_name, fp)
         if flight.watched is None:
@@ -304,13 +305,17 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         parent = parent_step.set((j, key))
         try:
             if j._trace is not None:  # OpenTelemetry spans (otel.py)
-                value = j._trace.step(j, store, name, key, fn_name, fp, policy, fn, args, kwargs)
+                value = j._trace.step(
+                    j, store, name, key, fn_name, fp, policy, fn, call_args, call_kwargs, ended(j)
+                )
             elif policy is None:
-                value = fn(*args, **kwargs)
+                value = fn(*call_args, **call_kwargs)
             else:
                 from . import retry as retries  # loaded with the RetryPolicy it was given
 
-                value = retries.call(j, store, key, fn_name, fp, policy, fn, args, kwargs)
+                value = retries.call(
+                    j, store, key, fn_name, fp, policy, fn, call_args, call_kwargs, ended(j)
+                )
         except Exception as exc:
             record_failure(j, store, key, fn_name, fp, started, exc, policy is not None)
             raise
@@ -327,6 +332,12 @@ def step(j: Journal, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         opened.keys.release(full, who)
         if j._budget is not None and j._budget.open:  # reservations left (budgets.py)
             budgets.release(j, key, sys.exc_info()[1])
+
+
+def ended(j: Journal) -> Callable[[Journal, str, BaseException | None], None] | None:
+    """What a step hands its retry policy to do when a try failed (retry.py): settle the
+    try's reservations (``budgets.release``); None for a run without a budget."""
+    return budgets.release if j._budget is not None else None
 
 
 def watch_flight(j: Journal, store: Holding) -> None:
