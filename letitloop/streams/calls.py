@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import FunctionType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import LetItLoopError, MisuseError
 from ..identity.step_names import Named
@@ -28,9 +28,43 @@ from ..run.durable import current, usage
 from .chunks import Chunk, Resume, StreamResult, piece_of, since_reset
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
+    from ..stores.storage_streams import StreamRows
 
-__all__ = ["Recovery", "StreamAbandonedError", "StreamCall"]
+__all__ = ["Recovery", "StreamAbandonedError", "StreamCall", "StreamingRun"]
+
+T = TypeVar("T")
+
+
+class StreamingAttempt(Protocol):
+    """What a stream reads of its journal's attempt (``run/attempt.py``): its storage."""
+
+    @property
+    def storage(self) -> StreamRows | None: ...
+
+
+class StreamingRun(Protocol):
+    """What a stream reads and calls of the journal it is a step of (``Journal`` is one):
+    the run and attempt, its clock, its attempt's storage (the chunks), and ``step`` or
+    ``async_step`` (the stream's own row)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def _opened(self) -> StreamingAttempt: ...
+
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+
+    async def async_step(
+        self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any: ...
+
 
 #: Chunks per write: at 50 chunks a second, the time below decides first.
 FLUSH_EVERY = 64
@@ -75,7 +109,7 @@ class StreamCall:
     written, the sums. Used by the step's thread (or task) alone, but for the batch, which
     the flusher (:func:`flushing`) also writes, under ``lock``."""
 
-    def __init__(self, journal: Journal, key: str) -> None:
+    def __init__(self, journal: StreamingRun, key: str) -> None:
         storage = journal._opened.storage
         if storage is None:
             raise LetItLoopError(f"stream {key!r}: the journal was closed while it started")
@@ -231,7 +265,7 @@ def step_function(call: Callable[..., Any], body: Callable[..., Any]) -> Callabl
     return body
 
 
-def opened(journal: Journal | None, call: object) -> Journal:
+def opened(journal: StreamingRun | None, call: object) -> StreamingRun:
     """``journal``, else the current one (NoJournalError when there is none); MisuseError
     when ``call`` is not the function that starts the call (a call made already)."""
     if not callable(call):
@@ -248,7 +282,7 @@ def opened(journal: Journal | None, call: object) -> Journal:
 HANDED_OUT = ("text", "tool")
 
 
-def recorded_chunks(journal: Journal, key: str) -> list[Chunk]:
+def recorded_chunks(journal: StreamingRun, key: str) -> list[Chunk]:
     """A recorded stream's chunks since its last reset (what a replay hands out again)."""
     storage = journal._opened.storage
     if storage is None:

@@ -55,7 +55,7 @@ from .calls import (
 from .chunks import Chunk, StreamResult
 
 if TYPE_CHECKING:
-    from ..run.journal import Journal
+    from .calls import StreamingRun
 
 __all__ = ["AsyncStream", "Stream", "astream", "stream"]
 
@@ -73,7 +73,7 @@ class Stream:
 
     def __init__(
         self,
-        journal: Journal,
+        journal: StreamingRun,
         name: str,
         call: Callable[..., Iterable[Any]],
         recover: Callable[..., Recovery | None] | None,
@@ -183,7 +183,7 @@ def stream(
     /,
     *args: Any,
     recover: Callable[..., Recovery | None] | None = None,
-    journal: Journal | None = None,
+    journal: StreamingRun | None = None,
     **kwargs: Any,
 ) -> Stream:
     """A streamed call as a step named ``name`` of ``journal`` (default: the current one).
@@ -207,7 +207,7 @@ class AsyncStream:
 
     def __init__(
         self,
-        journal: Journal,
+        journal: StreamingRun,
         name: str,
         call: Callable[..., Any],
         recover: Callable[..., Any] | None,
@@ -321,7 +321,7 @@ def astream(
     /,
     *args: Any,
     recover: Callable[..., Any] | None = None,
-    journal: Journal | None = None,
+    journal: StreamingRun | None = None,
     **kwargs: Any,
 ) -> AsyncStream:
     """:func:`stream` for asyncio: ``call`` (and ``recover``) may be async and return an

@@ -22,7 +22,7 @@ from ...identity.unchecked import unchecked
 from ...streams import AsyncStream, Piece, Recovery, Resume, Stream, astream, stream
 
 if TYPE_CHECKING:
-    from ...run.journal import Journal
+    from ...streams.calls import StreamingRun
 
 __all__ = ["assistant_prefix", "astream_chat", "stream_chat"]
 
@@ -127,7 +127,7 @@ def stream_chat(
     name: str,
     /,
     *,
-    journal: Journal | None = None,
+    journal: StreamingRun | None = None,
     continuation: Continuation | None = assistant_prefix,
     **request: Any,
 ) -> Stream:
@@ -154,7 +154,7 @@ def astream_chat(
     name: str,
     /,
     *,
-    journal: Journal | None = None,
+    journal: StreamingRun | None = None,
     continuation: Continuation | None = assistant_prefix,
     **request: Any,
 ) -> AsyncStream:

@@ -25,7 +25,7 @@ from ...identity.step_names import Named
 from ...streams import AsyncStream, Piece, Recovery, Resume, Stream, astream, stream
 
 if TYPE_CHECKING:
-    from ...run.journal import Journal
+    from ...streams.calls import StreamingRun
 
 __all__ = ["astream_response", "stream_response"]
 
@@ -130,7 +130,7 @@ async def _arecover(resume: Resume, client: Any, **request: Any) -> Recovery | N
 
 
 def stream_response(
-    client: Any, name: str, /, *, journal: Journal | None = None, **request: Any
+    client: Any, name: str, /, *, journal: StreamingRun | None = None, **request: Any
 ) -> Stream:
     """``client.responses.create(**request, stream=True, background=True)`` as a streamed
     step named ``name`` of ``journal`` (default: the current one); iterate it for the
@@ -150,7 +150,7 @@ def stream_response(
 
 
 def astream_response(
-    client: Any, name: str, /, *, journal: Journal | None = None, **request: Any
+    client: Any, name: str, /, *, journal: StreamingRun | None = None, **request: Any
 ) -> AsyncStream:
     """:func:`stream_response` with an ``AsyncOpenAI`` client: ``async for chunk in …``."""
     from ...identity.unchecked import unchecked
