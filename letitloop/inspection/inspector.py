@@ -18,7 +18,7 @@ so every store tells a run's state by the same rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,6 +212,43 @@ class Inspector(Protocol):
     def schedule_rows(self) -> tuple[list[ScheduleRow], list[TickRow]]:
         """Every schedule's row, by name, and every tick's, by schedule then newest first
         (``storage_schedules.py``); none in a journal no scheduler has used."""
+        ...
+
+    # -- work queues (docs/queues.md) ----------------------------------------------------
+
+    def queue_rows(
+        self,
+        queue: str | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+        run_ids: Sequence[str] | None = None,
+        run_names: Sequence[str] | None = None,
+        unstarted: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Queue entries as recorded (:data:`~.records.QUEUE_COLUMNS`), newest first: of
+        ``queue``, with one of ``ids``, whose run is one of ``run_ids`` or is named one of
+        ``run_names``, with no run yet (``unstarted``): every condition given holds. None
+        in a journal no queue has used."""
+        ...
+
+    def queue_held(self, entry_ids: Sequence[str]) -> set[str]:
+        """Which of these entries a live worker holds now (its lock); writes nothing."""
+        ...
+
+    def delete_queue_entries(self, entry_ids: Sequence[str]) -> int:
+        """Delete these entries, the ended ones only (a queued or claimed one stays), with
+        the rate-limit claims they left; how many went."""
+        ...
+
+    def requeue_entry(self, entry_id: str, run_id: str) -> bool:
+        """The entry whose run ``run_id`` was forgotten (``lil reset``) put back in its
+        queue: ``queued``, no run, no result, claimable at once; False (nothing changed)
+        when it is not that run's any more or a live worker holds it."""
+        ...
+
+    def add_queue_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert these entries (``lil copy``) in one transaction; an entry whose id is there
+        already is left as it is. How many were inserted."""
         ...
 
     # -- changes: each one transaction ---------------------------------------------------
