@@ -212,6 +212,11 @@ def copy_lines(result: CopyResult) -> list[str]:
             f"verified: every run copied reads back from {result.target} as in the source "
             f"(its rows and sealed chain, as lil verify reads them)"
         )
+    if result.queue_entries:
+        n = result.queue_entries
+        lines.append(
+            f"copied {render.counted(n, 'work-queue entry', 'work-queue entries')} with them"
+        )
     if result.sealed:
         lines.append(f"{result.sealed} sealed run(s): chains verified with LETITLOOP_SEAL_KEY")
     if result.unchecked:
@@ -228,6 +233,7 @@ def copy_record(result: CopyResult) -> dict[str, Any]:
         "source": result.source,
         "target": result.target,
         "copied": result.copied,
+        "queue_entries": result.queue_entries,
         "skipped": result.skipped,
         "rows": result.rows,
         "sealed_verified": result.sealed,
