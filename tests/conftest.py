@@ -61,7 +61,7 @@ SLOW_FILES = frozenset(
         # Kills and forks by the hundred, processes and threads hammering one file,
         # damaged files opened by child processes; pytest processes of their own.
         "test_crash_recovery.py", "test_primitives_crash.py", "test_forked_child.py",
-        "test_queue_kill.py", "test_crashtest.py",
+        "test_queue_kill.py", "test_queue_tools.py", "test_crashtest.py",
         "test_connections.py", "test_checksums.py", "test_hostile_input.py",
         "test_pytest_plugin.py", "test_example_replay.py",
         # lil as a process in almost every test (lil watch restarting killed children,
