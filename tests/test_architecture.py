@@ -219,6 +219,7 @@ RUNTEXT_ORDER = [
 INSPECTION_ORDER = [
     "times",
     "results",
+    "entries",
     "records",
     "images",
     "decrypting",
@@ -240,6 +241,7 @@ INSPECTION_ORDER = [
     "memory_copy",
     "memory_inspector",
     "postgres_snapshots",
+    "postgres_queues",
     "postgres_inspector",
     "inspectors",
     "listing",
@@ -912,6 +914,7 @@ SQLITE_INSPECTOR = {
     "inspection.sqlite_rekey",
     "inspection.journalfile",
     "inspection.postgres_inspector",
+    "inspection.postgres_queues",
     "inspection.postgres_snapshots",
 }
 

@@ -45,9 +45,9 @@ from ..stores.storage_schedules import ScheduleRow, TickRow
 from .images import RunImage
 from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector
+from .postgres_queues import PostgresQueues
 from .postgres_snapshots import has_tables, image_extras, insert_images, load, write_back
-from .records import QUEUE_COLUMNS, AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
-from .sqlite_filters import REQUEUE, queue_conditions
+from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo
 
 #: The tables a change locks, EXCLUSIVE: journals wait to write, readers do not.
 CHANGED_TABLES = "ll_goals, ll_runs, ll_journal, ll_tries, ll_replays, ll_attempts, ll_key_checks"
@@ -92,11 +92,7 @@ def open_postgres_inspector(
     return PostgresInspector(location, write=write)
 
 
-#: ``lil reset`` of a queue's run: its entry back in its queue (as a file's).
-_REQUEUE = REQUEUE.format(table="ll_queue_entries")
-
-
-class PostgresInspector(MemoryInspector):
+class PostgresInspector(PostgresQueues, MemoryInspector):
     """The inspector of one PostgreSQL journal (see the module's docstring)."""
 
     def __init__(self, location: str, *, write: bool = False) -> None:
@@ -286,73 +282,6 @@ class PostgresInspector(MemoryInspector):
                 "FROM ll_schedule_ticks ORDER BY schedule, tick DESC"
             ).fetchall()
         return [tuple(r) for r in schedules], [tuple(r) for r in ticks]
-
-    # -- work queues (stores/postgres/queue.py, migration 0012), read where they are -----
-
-    def queue_rows(
-        self,
-        queue: str | None = None,
-        *,
-        ids: Sequence[str] | None = None,
-        run_ids: Sequence[str] | None = None,
-        run_names: Sequence[str] | None = None,
-        unstarted: bool = False,
-    ) -> list[dict[str, Any]]:
-        conditions, params = queue_conditions(queue, ids, run_ids, run_names, unstarted, "%s")
-        if conditions is None:
-            return []
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        return self._dicts(
-            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM ll_queue_entries{where} ORDER BY id DESC",
-            tuple(params),
-        )
-
-    def queue_held(self, entry_ids: Sequence[str]) -> set[str]:
-        self._check()
-        with server_errors(self.location):
-            return {i for i in entry_ids if is_held(self.conn, self._entry_hold(i))}
-
-    def _entry_hold(self, entry_id: str) -> str:
-        """What a worker's hold on an entry holds (``PostgresQueue._hold_text``)."""
-        return f"queue\x1f{self.schema}\x1f{entry_id}"
-
-    def delete_queue_entries(self, entry_ids: Sequence[str]) -> int:
-        self._check_writable()
-        if not entry_ids or not has_tables(self.conn):
-            return 0
-        with server_errors(self.location), self.conn.transaction():
-            gone = self.conn.execute(
-                "DELETE FROM ll_queue_entries WHERE id = ANY(%s) "
-                "AND status IN ('completed', 'failed', 'cancelled')",
-                (list(entry_ids),),
-            ).rowcount
-            self.conn.execute(
-                "DELETE FROM ll_queue_starts WHERE entry = ANY(%s)", (list(entry_ids),)
-            )
-        return int(gone)
-
-    def requeue_entry(self, entry_id: str, run_id: str) -> bool:
-        self._check_writable()
-        if not has_tables(self.conn) or self.queue_held([entry_id]):
-            return False
-        with server_errors(self.location), self.conn.transaction():
-            return bool(self.conn.execute(_REQUEUE, (entry_id, run_id)).rowcount)
-
-    def add_queue_rows(self, rows: Sequence[dict[str, Any]]) -> int:
-        self._check_writable()
-        if not rows:
-            return 0
-        if not has_tables(self.conn):
-            migrate(self.conn, self.location)
-        added = 0
-        with server_errors(self.location), self.conn.transaction():
-            for row in rows:
-                added += self.conn.execute(
-                    f"INSERT INTO ll_queue_entries ({', '.join(QUEUE_COLUMNS)}) VALUES "
-                    f"({', '.join(['%s'] * len(QUEUE_COLUMNS))}) ON CONFLICT (id) DO NOTHING",
-                    [row[k] for k in QUEUE_COLUMNS],
-                ).rowcount
-        return added
 
     # -- lil watch's records (migration 0006), read where they are ----------------------
 

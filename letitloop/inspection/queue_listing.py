@@ -24,9 +24,10 @@ from ..errors import RunNotFoundError
 from ..primitives.clock import utc_iso
 from ..runtext.previews import preview
 from ..stores.sqlite.store import Store
+from .entries import ENTRY_STATES, QueueEntry
 from .inspector import Inspector
 from .listing import MIN_PREFIX, list_runs
-from .records import ENTRY_STATES, QueueEntry, RunInfo
+from .records import RunInfo
 from .sqlite_inspector import as_inspector
 from .state import STATES
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
+from .entries import QueueTag
 from .results import decode_result
 from .times import parse_utc
 
@@ -53,88 +54,6 @@ class Pause:
     attempt: int
     error: str | None = None
     """For a retry: the failed try's error."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-#: A queue entry's states, told from its recorded status, its due time and its worker's
-#: lock: ``queued`` (waiting, due), ``delayed`` (waiting, not due yet), ``running`` (a live
-#: worker holds it), ``crashed`` (claimed by a worker that died: the next look of any
-#: worker takes it over), and the three endings.
-ENTRY_STATES = ("queued", "delayed", "running", "crashed", "completed", "failed", "cancelled")
-
-#: A queue entry's columns, the same in a file (``queue_entries``) and on PostgreSQL
-#: (``ll_queue_entries``, which adds its lease): what ``lil copy`` moves.
-QUEUE_COLUMNS = (
-    "id",
-    "queue",
-    "task",
-    "run_name",
-    "run_id",
-    "args",
-    "priority",
-    "dedup_key",
-    "status",
-    "not_before",
-    "attempt",
-    "holder_pid",
-    "holder_host",
-    "enqueued_at",
-    "claimed_at",
-    "finished_at",
-    "result",
-    "error",
-    "cancel_requested_at",
-)
-
-
-@dataclass(frozen=True)
-class QueueTag:
-    """What ``lil runs`` says of a run's queue entry: its queue, id, priority and state."""
-
-    queue: str
-    entry: str
-    priority: int
-    state: str
-    """One of :data:`ENTRY_STATES`."""
-    not_before: str
-    """When it is due (``delay=``), ISO-8601 UTC."""
-    attempt: int
-    """How many times a worker claimed it."""
-
-
-@dataclass(frozen=True)
-class QueueEntry:
-    """One entry of a work queue (docs/queues.md), as ``lil runs --queue`` and ``lil show``
-    see it: its recorded columns but the arguments and result, and its told ``state``."""
-
-    id: str
-    queue: str
-    task: str
-    run_name: str
-    run_id: str | None
-    priority: int
-    dedup_key: str | None
-    status: str
-    """As recorded: queued, claimed, completed, failed or cancelled."""
-    state: str
-    """One of :data:`ENTRY_STATES`."""
-    not_before: str
-    attempt: int
-    holder_pid: int | None
-    holder_host: str | None
-    enqueued_at: str
-    claimed_at: str | None
-    finished_at: str | None
-    error: str | None
-    cancel_requested_at: str | None
-
-    @property
-    def tag(self) -> QueueTag:
-        return QueueTag(
-            self.queue, self.id, self.priority, self.state, self.not_before, self.attempt
-        )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

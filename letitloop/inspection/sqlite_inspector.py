@@ -22,9 +22,10 @@ from ..integrity.checksums import pause_sum
 from ..stores.sqlite import locks
 from ..stores.sqlite.goals import drop_goal_tables, refresh_journal_rows
 from ..stores.sqlite.store import Store
+from .entries import QUEUE_COLUMNS
 from .images import RunImage
 from .inspector import Inspector, WaitAnswer
-from .records import QUEUE_COLUMNS, RunInfo, WaitRow
+from .records import RunInfo, WaitRow
 from .sqlite_changes import bind_copied_rows, delete_runs, goals_left_empty, has_table
 from .sqlite_copy import read_image, write_images
 from .sqlite_detail import SqliteDetail

@@ -41,19 +41,9 @@ if TYPE_CHECKING:
 #: The server's name, as clients show it.
 SERVER_NAME = "letitloop"
 
-#: The states ``list_runs`` filters by (as ``lil runs --status``): a run's, and ``queued``
-#: and ``delayed`` for a work queue's entry no worker started yet.
-STATES = (
-    "running",
-    "crashed",
-    "pending",
-    "waiting",
-    "completed",
-    "failed",
-    "cancelled",
-    "queued",
-    "delayed",
-)
+#: The states ``list_runs`` filters by (``lil runs --status``): a run's, and a queue entry's.
+STATES: tuple[str, ...] = ("running", "crashed", "pending", "waiting", "completed", "failed")
+STATES += ("cancelled", "queued", "delayed")
 
 #: ``show_run`` previews each result: one longer than this many characters of JSON is clipped
 #: (``export_run``, and ``show_run`` with ``step``, give results whole).
@@ -264,10 +254,9 @@ def build_server(db: Path | None = None) -> MCPServer:
     @server.tool(
         title="List work queues",
         description=(
-            "Lists the journal's work queues, by name: how many entries each has per state "
-            "(queued, delayed, running, crashed: its worker died and the next worker takes it "
-            "over, completed, failed, cancelled), when the due entry that waited longest "
-            "became due, and the pid@host of each worker holding a running entry."
+            "Lists the journal's work queues: entries per state (queued, delayed, running, "
+            "crashed: its worker died, the next takes it over; completed, failed, cancelled), "
+            "when the longest-waiting due entry became due, and the pid@host of its workers."
         ),
         annotations=READ,
         structured_output=True,

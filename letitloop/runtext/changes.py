@@ -10,7 +10,7 @@ from .words import quoted
 
 if TYPE_CHECKING:
     from ..inspection import RunInfo
-    from ..inspection.records import QueueEntry
+    from ..inspection.entries import QueueEntry
     from ..maintenance import CopyResult, ForkResult, GcResult
     from ..supervision.control import Cancelled, Sent
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..inspection.entries import ENTRY_STATES, QueueEntry
 from ..inspection.queue_listing import QueueStats
-from ..inspection.records import ENTRY_STATES, QueueEntry
 from ..inspection.times import parse_utc
 from . import render
 
