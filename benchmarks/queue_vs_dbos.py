@@ -17,9 +17,10 @@ looks every 0.1 s too; DBOS's default is 1 s).
   worker running (letitloop ``Queue.enqueue``; DBOS ``DBOSClient.enqueue``, its
   API for a producer outside the application), ``--rounds`` times: enqueues per
   second.
-- **enqueue → start**: ``--latency`` times, one task enqueued while one idle worker
-  waits; the task's first line returns ``time.time()``; the latency is that minus
-  the time just before the enqueue call (one clock: the same machine).
+- **enqueue → start**: ``--latency`` times (the two systems in turn), one task
+  enqueued while one idle worker of its system waits; the task's first line returns
+  ``time.time()``; the latency is that minus the time just before the enqueue call
+  (one clock: the same machine).
 - **recovery after SIGKILL**: ``--kills`` times per mode, a task whose step hangs
   on its first run (it writes a marker, then sleeps) and returns at once on its
   second; its worker is SIGKILLed once the marker is there, and the time from the
@@ -270,18 +271,22 @@ def enqueue_rate(store: Store, system: str, n: int) -> float:
     return n / (time.perf_counter() - t)
 
 
-def latencies(store: Store, system: str, n: int) -> list[float]:
-    worker, _ = store.start(system)
+def latencies(store: Store, systems: tuple[str, ...], n: int) -> dict[str, list[float]]:
+    """``n`` enqueue → start latencies of each system, interleaved, one idle worker each."""
+    workers = [store.start(s)[0] for s in systems]
     try:
-        store.result(system, store.enqueue(system, "stamp"))  # the first one warms up
-        out = []
+        out: dict[str, list[float]] = {s: [] for s in systems}
+        for s in systems:  # the first one warms up
+            store.result(s, store.enqueue(s, "stamp"))
         for _ in range(n):
-            t = time.time()
-            started = store.result(system, store.enqueue(system, "stamp"))
-            out.append(float(started) - t)
+            for s in systems:
+                t = time.time()
+                started = store.result(s, store.enqueue(s, "stamp"))
+                out[s].append(float(started) - t)
         return out
     finally:
-        kill(worker)
+        for w in workers:
+            kill(w)
 
 
 def recovery(
@@ -344,9 +349,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     rates[s] += app_rates(store, s, args.enqueues, 1)
             client = [enqueue_rate(store, "dbos", args.enqueues) for _ in range(args.rounds)]
             found["dbos"]["client_enqueues_per_s"] = median(client)
+            waits = latencies(store, systems, args.latency)
             for s in systems:
                 found[s]["enqueues_per_s"] = median(rates[s])
-                found[s]["enqueue_to_start_s"] = median(latencies(store, s, args.latency))
+                found[s]["enqueue_to_start_s"] = median(waits[s])
             for mode in ("other", "restart"):
                 times: dict[str, list[Any]] = {s: [] for s in systems}
                 for i in range(args.kills):
