@@ -81,10 +81,17 @@ def hang_step(marks: str, key: str) -> int:
     return 1
 
 
+def durability() -> Any:
+    """The journal file's durability (``--durability``, passed to the workers by the
+    environment): ``process`` (letitloop's default: a commit survives a killed process,
+    fsync at checkpoints) or ``power`` (fsync at every commit, as DBOS's SQLite does)."""
+    return os.environ.get("QBENCH_DURABILITY", "process")
+
+
 def lil_queue(location: str, marks: str) -> Any:
     from letitloop import Queue, step
 
-    q = Queue("bench", path=location)
+    q = Queue("bench", path=location, durability=durability())
     q.task(lambda: time.time(), name="stamp")
     q.task(lambda key: step("hang", hang_step, marks, key), name="hang")
     return q
@@ -134,7 +141,7 @@ def produce(system: str, location: str, marks: str, n: str, rounds: str) -> None
     if system == "lil":
         from letitloop import Queue
 
-        q = Queue("tput", path=location)
+        q = Queue("tput", path=location, durability=durability())
         q.task(lambda *a: None, name="nothing")
         enqueue = q.enqueue
     else:
@@ -179,7 +186,7 @@ class Store:
         self.queue = lil_queue(self.lil, self.marks)
         from letitloop import Queue
 
-        self.tput = Queue("tput", path=self.lil)  # no worker takes its entries
+        self.tput = Queue("tput", path=self.lil, durability=durability())  # no worker takes it
         self.tput.task(lambda *a: None, name="nothing")
         self.client: Any = None
 
@@ -377,6 +384,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def shown(measure: str, found: dict[str, Any]) -> str:
+    """A figure as the table shows it: per second whole, seconds in ms, none as "-"."""
+    value = found.get(measure)
+    if value is None:
+        return "not recovered" if measure.startswith("recovery_") else "-"
+    if measure.endswith("_per_s"):
+        return f"{value:,.0f}"
+    if measure.endswith("_s"):
+        return f"{value * 1000:,.0f} ms"
+    return str(value)
+
+
 def lines(found: dict[str, Any]) -> list[list[str]]:
     rows = []
     for kind in ("postgres", "file"):
@@ -387,15 +406,15 @@ def lines(found: dict[str, Any]) -> list[list[str]]:
         for measure, label in (
             ("enqueues_per_s", "enqueues per second (one thread, the app's own API)"),
             ("client_enqueues_per_s", "  by DBOSClient (a producer outside the app)"),
-            ("enqueue_to_start_s", "enqueue → start, s"),
-            ("recovery_other_s", "SIGKILL → step again, another worker idle, s"),
+            ("enqueue_to_start_s", "enqueue → start"),
+            ("recovery_other_s", "SIGKILL → step again, another worker idle"),
             ("recovery_other_recovered", "  recovered"),
             ("ran_again_while_holder_lived", "  step started again while its worker lived"),
-            ("recovery_restart_s", "SIGKILL → step again, worker restarted, s"),
+            ("recovery_restart_s", "SIGKILL → step again, worker restarted"),
             ("recovery_restart_recovered", "  recovered"),
-            ("worker_ready_s", "  a restarted worker ready after, s"),
+            ("worker_ready_s", "  a restarted worker ready after"),
         ):
-            rows.append([store, label, str(f["lil"].get(measure)), str(f["dbos"].get(measure))])
+            rows.append([store, label, shown(measure, f["lil"]), shown(measure, f["dbos"])])
     return rows
 
 
@@ -421,9 +440,21 @@ def main() -> None:
         action="store_true",
         help="every DBOS worker as executor 'local' (DBOS's default) instead of one ID each",
     )
+    parser.add_argument(
+        "--durability",
+        choices=["process", "power"],
+        default="process",
+        help="the journal file's Queue(durability=...) (PostgreSQL's is the server's)",
+    )
+    parser.add_argument("--name", default="queue_vs_dbos", help="benchmarks/results/NAME.md")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
+    os.environ["QBENCH_DURABILITY"] = args.durability
     found = run(args)
+    found["durability"] = args.durability
+    from benchmarks._report import environment
+
+    print(f"{environment()}, DBOS {found['dbos']}, journal file durability={args.durability}")
     header = ["store", "measure", f"letitloop {found['letitloop']}", f"DBOS {found['dbos']}"]
     rows = lines(found)
     width = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
@@ -433,7 +464,7 @@ def main() -> None:
         from benchmarks._report import publish, table
 
         publish(
-            "queue_vs_dbos",
+            args.name,
             "letitloop's Queue and DBOS's queue, side by side",
             "python -m benchmarks.queue_vs_dbos " + " ".join(sys.argv[1:]),
             table(header, rows),

@@ -55,6 +55,7 @@ SLOW_FILES = frozenset(
         # The benchmarks' smoke runs.
         "test_codec_benchmark.py", "test_crash_benchmark.py", "test_disk_benchmark.py",
         "test_resume_benchmark.py", "test_row_options_benchmark.py", "test_web_benchmark.py",
+        "test_queue_vs_dbos_benchmark.py",
         "test_replay_memory.py",
         # Round 5: failures kept in the history (processes, lil, PostgreSQL).
         "test_failure_history.py", "test_mutants.py",

@@ -224,10 +224,12 @@ class Inspector(Protocol):
         run_ids: Sequence[str] | None = None,
         run_names: Sequence[str] | None = None,
         unstarted: bool = False,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
         """Queue entries as recorded (:data:`~.records.QUEUE_COLUMNS`), newest first: of
         ``queue``, with one of ``ids``, whose run is one of ``run_ids`` or is named one of
-        ``run_names``, with no run yet (``unstarted``): every condition given holds. None
+        ``run_names``, with no run yet (``unstarted``): every condition given holds; at
+        most ``limit`` (None: all). None
         in a journal no queue has used."""
         ...
 

@@ -223,6 +223,7 @@ class MemoryInspector(MemoryDetail):
         run_ids: Sequence[str] | None = None,
         run_names: Sequence[str] | None = None,
         unstarted: bool = False,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
         return []
 

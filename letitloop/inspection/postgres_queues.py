@@ -41,13 +41,15 @@ class PostgresQueues:
         run_ids: Sequence[str] | None = None,
         run_names: Sequence[str] | None = None,
         unstarted: bool = False,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
         conditions, params = queue_conditions(queue, ids, run_ids, run_names, unstarted, "%s")
         if conditions is None:
             return []
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         return self._dicts(
-            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM ll_queue_entries{where} ORDER BY id DESC",
+            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM ll_queue_entries{where} ORDER BY id DESC"
+            + ("" if limit is None else f" LIMIT {int(limit)}"),
             tuple(params),
         )
 

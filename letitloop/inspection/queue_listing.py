@@ -89,6 +89,7 @@ def queue_entries(
     run_ids: Sequence[str] | None = None,
     run_names: Sequence[str] | None = None,
     unstarted: bool = False,
+    limit: int | None = None,
 ) -> list[QueueEntry]:
     """The entries every condition given selects (``Inspector.queue_rows``), newest first."""
     journal = as_inspector(inspector)
@@ -102,8 +103,9 @@ def queue_entries(
         rows.sort(key=lambda r: str(r["id"]), reverse=True)
     else:
         rows = journal.queue_rows(
-            queue, ids=ids, run_ids=run_ids, run_names=run_names, unstarted=unstarted
-        )
+            queue, ids=ids, run_ids=run_ids, run_names=run_names, unstarted=unstarted,
+            limit=limit,
+        )  # fmt: skip
     return entries_of(journal, rows)
 
 
@@ -209,9 +211,11 @@ def list_runs_and_entries(
         found = tagged(journal, found)
     waiting: list[RunInfo] = []
     if not inputs and version is None:
+        # The newest ``want`` are enough unless a condition is checked here, after reading.
+        plain = goal is None and wanted is None and since is None and until is None and not name
         waiting = [
             entry_run(e)
-            for e in queue_entries(journal, unstarted=True)
+            for e in queue_entries(journal, unstarted=True, limit=want if plain else None)
             if _selects(e, goal, wanted, since_at, until_at, name)
         ]
     if unknown_goal is not None and not waiting:

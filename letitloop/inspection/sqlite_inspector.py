@@ -154,6 +154,7 @@ class SqliteInspector(SqliteDetail):
         run_ids: Sequence[str] | None = None,
         run_names: Sequence[str] | None = None,
         unstarted: bool = False,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
         if not has_table(self.store, "queue_entries"):  # an older file, read as it is
             return []
@@ -162,7 +163,8 @@ class SqliteInspector(SqliteDetail):
             return []
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = self.store.query(
-            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM queue_entries{where} ORDER BY id DESC",
+            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM queue_entries{where} ORDER BY id DESC"
+            + ("" if limit is None else f" LIMIT {int(limit)}"),
             params,
         )
         return [dict(zip(QUEUE_COLUMNS, r, strict=True)) for r in rows]
