@@ -257,3 +257,31 @@ class TestTheMcpToolsAndTheWebView:
         assert f'<span class="entry">{s.queued.id}</span>' in html
         assert "queue emails (priority 1)" in html  # the completed run's
         assert s.running.id not in html
+
+
+class TestPagingRunsAndEntries:
+    def test_pages_hold_every_run_and_waiting_entry_once_newest_first(
+        self, tmp_path: Path
+    ) -> None:
+        from letitloop import Journal
+        from letitloop.inspection.queue_listing import list_runs_and_entries
+
+        db = str(tmp_path / "journal.db")
+        q = Queue("emails", path=db)
+        q.task(lambda x: x, name="echo")
+        made = []
+        for i in range(7):  # runs and entries made in turn: the merge interleaves them
+            if i % 3 == 0:
+                with Journal("plain", run=f"r{i}", path=db) as j:
+                    made.append(j.run_id)
+            else:
+                made.append(q.enqueue("echo", i, delay=3600 * (i % 2)).id)
+        journal = open_inspector(db)
+        pages = [
+            [r.id for r in list_runs_and_entries(journal, limit=3, offset=at)]
+            for at in (0, 3, 6)
+        ]
+        assert [i for page in pages for i in page] == made[::-1]
+        waiting = list_runs_and_entries(journal, status=["delayed"], limit=1)
+        assert [r.id for r in waiting] == [made[5]] and waiting[0].state == "delayed"
+        journal.close()
