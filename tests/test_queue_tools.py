@@ -260,9 +260,7 @@ class TestTheMcpToolsAndTheWebView:
 
 
 class TestPagingRunsAndEntries:
-    def test_pages_hold_every_run_and_waiting_entry_once_newest_first(
-        self, tmp_path: Path
-    ) -> None:
+    def test_pages_hold_every_run_and_waiting_entry_once_newest_first(self, tmp_path: Path) -> None:
         from letitloop import Journal
         from letitloop.inspection.queue_listing import list_runs_and_entries
 
@@ -278,8 +276,7 @@ class TestPagingRunsAndEntries:
                 made.append(q.enqueue("echo", i, delay=3600 * (i % 2)).id)
         journal = open_inspector(db)
         pages = [
-            [r.id for r in list_runs_and_entries(journal, limit=3, offset=at)]
-            for at in (0, 3, 6)
+            [r.id for r in list_runs_and_entries(journal, limit=3, offset=at)] for at in (0, 3, 6)
         ]
         assert [i for page in pages for i in page] == made[::-1]
         waiting = list_runs_and_entries(journal, status=["delayed"], limit=1)
