@@ -256,7 +256,7 @@ INSPECTION_ORDER = [
 
 #: What changes a journal from outside a run, bottom up: a run held while it
 #: changes, then reset (whose deletion gc shares), fork and gc.
-MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "rekey", "copying", "__init__"]
+MAINTENANCE_ORDER = ["holding", "entries", "reset", "fork", "gc", "rekey", "copying", "__init__"]
 
 #: The rooms' own modules, bottom up (run time imports; a type named under TYPE_CHECKING,
 #: such as the Journal a primitive is handed, does not count). RUN_ORDER keeps the run's

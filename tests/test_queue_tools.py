@@ -183,6 +183,7 @@ class TestManagingAQueue:
         # reset of a waiting entry: nothing to forget, said so, nothing changed
         code, _, err = lil(db, "reset", s.queued.id, "--yes")
         assert code == 1 and "no worker started its run yet" in err, err
+        assert f"lil cancel {s.queued.id}" in err
         assert s.queued.status() == "queued"
         # reset of the failed run: the run forgotten, its entry queued again, its error gone
         failed_run = s.failed.run_id
@@ -194,18 +195,24 @@ class TestManagingAQueue:
         assert not fresh.has_run(failed_run or "")
         fresh.close()
 
+        # lil cancel of a waiting entry: cancelled at once, it never starts
+        code, text, err = lil(db, "cancel", s.delayed.id)
+        assert code == 0 and f"entry {s.delayed.id}: it never starts" in text, err
+        assert s.delayed.status() == "cancelled"
+
         completed_run = s.completed.run_id
         code, gone, err = lil(db, "gc", "--older-than", "0s", "--yes", "--json")
         assert code == 0, err
         assert [r["id"] for r in gone["removed"]] == [completed_run]
-        assert sorted(gone["queue_entries_removed"]) == sorted([s.completed.id, s.cancelled.id])
+        assert sorted(gone["queue_entries_removed"]) == sorted(
+            [s.completed.id, s.cancelled.id, s.delayed.id]
+        )
         assert [r["id"] for r in gone["skipped_queued"]] == [s.crashed_entry.run_id]
         fresh = open_inspector(db)
         left = {e.id: e.state for e in queue_entries(fresh)}
         assert left == {
             s.failed.id: "queued",
             s.queued.id: "queued",
-            s.delayed.id: "delayed",
             s.crashed_entry.id: "crashed",
             s.running.id: "running",
         }
@@ -216,7 +223,7 @@ class TestManagingAQueue:
         assert s.running.result(timeout=30) is True
         target = str(tmp_path / "copy.db")
         code, copied, err = lil(db, "copy", db, target, "--json")
-        assert code == 0 and copied["queue_entries"] == 5, err
+        assert code == 0 and copied["queue_entries"] == 4, err
         there = open_inspector(target)
         moved = {e.id: (e.status, e.run_id) for e in queue_entries(there)}
         source = {e.id: (e.status, e.run_id) for e in queue_entries(open_inspector(db))}

@@ -51,7 +51,7 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
     elsewhere --yes is required. Refuses a run held by a live process.
     A work queue's run is forgotten and its entry put back in its queue: a
     worker runs it again from its first step. An entry no worker started
-    yet has nothing to reset: lil reset says so (cancel it to drop it).
+    yet has nothing to reset: lil reset says so (lil cancel drops it).
 
     \b
     Examples:

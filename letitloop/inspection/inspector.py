@@ -242,6 +242,11 @@ class Inspector(Protocol):
         the rate-limit claims they left; how many went."""
         ...
 
+    def cancel_entry(self, entry_id: str, at: str, error: str) -> bool:
+        """Cancel an entry no worker took yet (``queued``, no run): ``cancelled`` at ``at``
+        with ``error``; False (nothing changed) when it is not such an entry any more."""
+        ...
+
     def requeue_entry(self, entry_id: str, run_id: str) -> bool:
         """The entry whose run ``run_id`` was forgotten (``lil reset``) put back in its
         queue: ``queued``, no run, no result, claimable at once; False (nothing changed)

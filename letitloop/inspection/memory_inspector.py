@@ -233,6 +233,9 @@ class MemoryInspector(MemoryDetail):
     def delete_queue_entries(self, entry_ids: Sequence[str]) -> int:
         return 0
 
+    def cancel_entry(self, entry_id: str, at: str, error: str) -> bool:
+        return False
+
     def requeue_entry(self, entry_id: str, run_id: str) -> bool:
         return False
 

@@ -12,10 +12,11 @@ from ..stores.postgres.database import migrate, server_errors
 from ..stores.postgres.holding import is_held
 from .entries import QUEUE_COLUMNS
 from .postgres_snapshots import has_tables
-from .sqlite_filters import REQUEUE, queue_conditions
+from .sqlite_filters import CANCEL_ENTRY, REQUEUE, queue_conditions
 
 #: ``lil reset`` of a queue's run: its entry back in its queue (as a file's).
 _REQUEUE = REQUEUE.format(table="ll_queue_entries")
+_CANCEL_ENTRY = CANCEL_ENTRY.format(table="ll_queue_entries")
 
 
 class PostgresQueues:
@@ -76,6 +77,13 @@ class PostgresQueues:
                 "DELETE FROM ll_queue_starts WHERE entry = ANY(%s)", (list(entry_ids),)
             )
         return int(gone)
+
+    def cancel_entry(self, entry_id: str, at: str, error: str) -> bool:
+        self._check_writable()
+        if not has_tables(self.conn):
+            return False
+        with server_errors(self.location), self.conn.transaction():
+            return bool(self.conn.execute(_CANCEL_ENTRY, (at, error, entry_id)).rowcount)
 
     def requeue_entry(self, entry_id: str, run_id: str) -> bool:
         self._check_writable()

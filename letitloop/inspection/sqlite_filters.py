@@ -117,3 +117,10 @@ def queue_conditions(
     if unstarted:
         conditions.append("run_id IS NULL")
     return conditions, params
+
+
+#: ``lil cancel`` of an entry no worker took: (finished_at, error, entry id), ``%s`` marks.
+CANCEL_ENTRY = (
+    "UPDATE {table} SET status = 'cancelled', finished_at = %s, error = %s "
+    "WHERE id = %s AND status = 'queued' AND run_id IS NULL"
+)

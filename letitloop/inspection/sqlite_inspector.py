@@ -29,10 +29,11 @@ from .records import RunInfo, WaitRow
 from .sqlite_changes import bind_copied_rows, delete_runs, goals_left_empty, has_table
 from .sqlite_copy import read_image, write_images
 from .sqlite_detail import SqliteDetail
-from .sqlite_filters import REQUEUE, queue_conditions
+from .sqlite_filters import CANCEL_ENTRY, REQUEUE, queue_conditions
 from .sqlite_fixture import copy_run_to_file
 
 _REQUEUE = REQUEUE.format(table="queue_entries").replace("%s", "?")
+_CANCEL_ENTRY = CANCEL_ENTRY.format(table="queue_entries").replace("%s", "?")
 
 
 class SqliteInspector(SqliteDetail):
@@ -187,6 +188,12 @@ class SqliteInspector(SqliteDetail):
                 ).rowcount
                 c.execute(f"DELETE FROM queue_starts WHERE entry IN ({marks})", part)
         return gone
+
+    def cancel_entry(self, entry_id: str, at: str, error: str) -> bool:
+        if not has_table(self.store, "queue_entries"):
+            return False
+        with self.store.write() as c:
+            return bool(c.execute(_CANCEL_ENTRY, (at, error, entry_id)).rowcount)
 
     def requeue_entry(self, entry_id: str, run_id: str) -> bool:
         if not has_table(self.store, "queue_entries"):

@@ -112,5 +112,5 @@ def _refuse_waiting_entry(journal: Inspector, ref: str) -> None:
         raise LetItLoopError(
             f"{preview(ref)} is queue {entry.queue!r}'s entry {entry.id}, {entry.state}: no "
             f"worker started its run yet, so there is nothing to reset; to keep it from "
-            f"starting, cancel it (Handle.cancel(), or queue.handle({entry.id!r}).cancel())"
+            f"starting, cancel it: lil cancel {entry.id}"
         )

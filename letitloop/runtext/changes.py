@@ -170,6 +170,8 @@ def cancel_record(done: Cancelled, run: RunInfo) -> dict[str, Any]:
 
 def cancel_line(done: Cancelled, run: RunInfo) -> str:
     """``lil cancel``: cancelled at once, or its holder asked to stop."""
+    if done.at_once and run.queue is not None and not run.attempts:
+        return f"cancelled queue {run.queue.queue!r}'s entry {run.id}: it never starts"
     if done.at_once:
         return f"cancelled run {run.id} of goal {run.goal!r}; no process held it"
     asked = "was asked to stop already" if done.already else "is asked to stop"
