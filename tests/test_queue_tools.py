@@ -289,3 +289,27 @@ class TestPagingRunsAndEntries:
         waiting = list_runs_and_entries(journal, status=["delayed"], limit=1)
         assert [r.id for r in waiting] == [made[5]] and waiting[0].state == "delayed"
         journal.close()
+
+    def test_a_run_given_back_to_its_queue_says_so(self, tmp_path: Path) -> None:
+        import time
+
+        from letitloop import Journal
+        from letitloop.inspection.queue_listing import list_runs_and_entries
+        from letitloop.queueing.queue_records import Claimed
+        from letitloop.runtext.runs import run_note
+
+        db = str(tmp_path / "journal.db")
+        q = Queue("emails", path=db)
+        q.task(lambda x: x, name="echo")
+        h = q.enqueue("echo", 1)
+        claimed = q.store.claim("emails", q.limits, time.time())
+        assert isinstance(claimed, Claimed)
+        try:
+            with Journal("echo", run=claimed.run_name, path=db) as j:
+                run_id = j.run_id
+        finally:
+            assert q.store.started(claimed, run_id, time.time()) == (True, False)
+            assert q.store.release(claimed)  # as a draining worker gives it back
+        (shown,) = list_runs_and_entries(open_inspector(db))
+        assert shown.id == run_id and shown.queue is not None and shown.queue.entry == h.id
+        assert "back in queue emails" in (run_note(shown) or "")

@@ -62,6 +62,10 @@ def queue_text(r: RunInfo) -> str:
         return f"{on}: its worker died before it started; the next worker takes it over"
     if r.attempts == 0:
         return f"{on}: a worker took it, starting"
+    if q.state == "delayed":  # given back to its queue until then (a rate limit's reset)
+        return f"back in {on}: due {render.local_time(q.not_before)}"
+    if q.state == "queued":  # given back by a draining worker: the next one resumes it
+        return f"back in {on}: the next worker resumes it"
     return f"from {on}"
 
 
