@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: What each environment installs (as .ci/run and tests/crewai_env.py do), and its file.
 ENVIRONMENTS = {
-    "main": (ROOT / "constraints.txt", ["-e", ".[dev]"]),
+    # bench: DBOS and what it needs, pinned for benchmarks/queue_vs_dbos.py (not installed by CI).
+    "main": (ROOT / "constraints.txt", ["-e", ".[dev,bench]"]),
     "crewai": (
         ROOT / ".ci" / "crewai-constraints.txt",
         ["-e", ".[crewai]", "pytest", "pytest-timeout", "pytest-xdist"],

@@ -18,7 +18,7 @@ Without ``--url`` it starts a throwaway server as the tests do
   after a floor INSERT (the two interleaved, so that the machine's load falls
   on both alike; each row is the median of its single timings);
 - **replayed step**: the same steps in a new journal of the same run;
-- **DBOS step** (when ``dbos`` is installed: ``pip install -e '.[postgres-bench]'``):
+- **DBOS step** (when ``dbos`` is installed: ``pip install -e '.[bench]'``):
   a ``@DBOS.step`` called from a ``@DBOS.workflow`` of ``--steps`` steps, its
   system database on the same server (a database of its own).
 

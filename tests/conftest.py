@@ -56,13 +56,14 @@ SLOW_FILES = frozenset(
         # The benchmarks' smoke runs.
         "test_codec_benchmark.py", "test_crash_benchmark.py", "test_disk_benchmark.py",
         "test_resume_benchmark.py", "test_row_options_benchmark.py", "test_web_benchmark.py",
+        "test_queue_vs_dbos_benchmark.py",
         "test_replay_memory.py",
         # Round 5: failures kept in the history (processes, lil, PostgreSQL).
         "test_failure_history.py", "test_mutants.py",
         # Kills and forks by the hundred, processes and threads hammering one file,
         # damaged files opened by child processes; pytest processes of their own.
         "test_crash_recovery.py", "test_primitives_crash.py", "test_forked_child.py",
-        "test_queue_kill.py", "test_crashtest.py",
+        "test_queue_kill.py", "test_queue_tools.py", "test_crashtest.py",
         "test_connections.py", "test_checksums.py", "test_hostile_input.py",
         "test_pytest_plugin.py", "test_example_replay.py",
         # lil as a process in almost every test (lil watch restarting killed children,

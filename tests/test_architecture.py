@@ -211,6 +211,7 @@ RUNTEXT_ORDER = [
     "render",
     "words",
     "runs",
+    "queues",
     "detail",
     "follow",
     "changes",
@@ -227,6 +228,7 @@ RUNTEXT_ORDER = [
 INSPECTION_ORDER = [
     "times",
     "results",
+    "entries",
     "records",
     "images",
     "decrypting",
@@ -248,9 +250,11 @@ INSPECTION_ORDER = [
     "memory_copy",
     "memory_inspector",
     "postgres_snapshots",
+    "postgres_queues",
     "postgres_inspector",
     "inspectors",
     "listing",
+    "queue_listing",
     "detail",
     "export",
     "fixture",
@@ -261,7 +265,7 @@ INSPECTION_ORDER = [
 
 #: What changes a journal from outside a run, bottom up: a run held while it
 #: changes, then reset (whose deletion gc shares), fork and gc.
-MAINTENANCE_ORDER = ["holding", "reset", "fork", "gc", "rekey", "copying", "__init__"]
+MAINTENANCE_ORDER = ["holding", "entries", "reset", "fork", "gc", "rekey", "copying", "__init__"]
 
 #: The rooms' own modules, bottom up (run time imports; a type named under TYPE_CHECKING,
 #: such as the Journal a primitive is handed, does not count). RUN_ORDER keeps the run's
@@ -930,6 +934,7 @@ SQLITE_INSPECTOR = {
     "inspection.sqlite_rekey",
     "inspection.journalfile",
     "inspection.postgres_inspector",
+    "inspection.postgres_queues",
     "inspection.postgres_snapshots",
 }
 

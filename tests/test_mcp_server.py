@@ -32,7 +32,7 @@ from letitloop.stores.sqlite.store import Store
 
 __all__ = ["older_migrations"]  # the fixture, used by name
 
-READ_TOOLS = {"list_runs", "show_run", "export_run"}
+READ_TOOLS = {"list_runs", "show_run", "export_run", "list_queues"}
 ACTION_TOOLS = {"reset_run", "fork_run", "cancel_run", "send_value"}
 
 

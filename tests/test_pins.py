@@ -25,8 +25,6 @@ CREWAI_CONSTRAINTS = ROOT / ".ci" / "crewai-constraints.txt"
 ELSEWHERE = {
     # CrewAI pins openai<3 and mcp<2: an environment of its own (tests/crewai_env.py).
     "crewai": CREWAI_CONSTRAINTS,
-    # benchmarks/bench_postgres.py's comparison with DBOS, run by hand: CI never installs it.
-    "postgres-bench": None,
 }
 
 

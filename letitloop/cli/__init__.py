@@ -35,7 +35,7 @@ from .serving import mcp_command
 from .testing import crashtest, diff, fixture
 from .ui import ui
 from .verifying import rekey, verify
-from .working import worker
+from .working import queues, worker
 
 __all__ = [
     "INTERNAL_ERROR_STATUS",
@@ -54,6 +54,7 @@ __all__ = [
     "gc",
     "main",
     "mcp_command",
+    "queues",
     "rekey",
     "reset",
     "runs",
@@ -181,6 +182,7 @@ cli.add_command(verify)  # lil verify (cli/verifying.py)
 cli.add_command(rekey)  # lil rekey (cli/verifying.py)
 cli.add_command(check)  # lil check (cli/checking.py)
 cli.add_command(worker)  # lil worker (cli/working.py)
+cli.add_command(queues)  # lil queues (cli/working.py)
 cli.add_command(schedules)  # lil schedules, lil schedules run (cli/scheduling.py)
 
 

@@ -49,6 +49,9 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
     was opened without arguments or input=; a @durable call's run is reset by
     its id), or with --run that run of the goal. Asks first on a terminal;
     elsewhere --yes is required. Refuses a run held by a live process.
+    A work queue's run is forgotten and its entry put back in its queue: a
+    worker runs it again from its first step. An entry no worker started
+    yet has nothing to reset: lil reset says so (lil cancel drops it).
 
     \b
     Examples:
@@ -57,6 +60,7 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
       lil reset customer_sync --run 2026-11-30 --dry-run
     """
     from ..inspection import resumable_run
+    from ..inspection.queue_listing import queue_entries
     from ..maintenance import reset_run, reset_target
     from ..runtext import render
     from ..runtext.changes import reset_line, reset_target_text
@@ -71,9 +75,11 @@ def reset(ctx: click.Context, ref: str, run_ref: str | None, yes: bool, dry_run:
         confirm(f"Forget {what}?", f"reset would forget {what}", yes)
         gone = reset_run(journal, target.id)
         nxt = resumable_run(journal, gone.goal)
+        entry = queue_entries(journal, run_names=[gone.name]) if gone.name else []
+        back = next((e for e in entry if e.run_id is None), None)
     finally:
         journal.close()
-    render.echo(reset_line(gone, nxt))
+    render.echo(reset_line(gone, nxt, back))
 
 
 @click.command()
@@ -150,8 +156,11 @@ def gc(
 
     A run is old when its last activity is older than --older-than. Runs
     held by a live process are never removed. A goal left with no run (and
-    no goal-scoped marker) goes too, with its journal table. Asks first on a
-    terminal; elsewhere --yes is required (--dry-run only lists).
+    no goal-scoped marker) goes too, with its journal table. A work queue's
+    run goes with its entry once that ended; one whose entry is still queued
+    or claimed stays (a worker runs it), and an entry cancelled before it
+    started goes when it is as old. Asks first on a terminal; elsewhere
+    --yes is required (--dry-run only lists).
 
     \b
     Examples:
@@ -165,7 +174,7 @@ def gc(
     journal = open_journal(ctx, write=True)
     try:
         result = gc_runs(journal, older_than, status=status or None, dry_run=True)
-        if not dry_run and (result.removed or result.goals_removed):
+        if not dry_run and (result.removed or result.goals_removed or result.queue_entries_removed):
             what = gc_target_text(result)
             confirm(f"Remove {what}?", f"gc would remove {what}", yes)
         if not dry_run:

@@ -112,7 +112,8 @@ def cancel(
     in flight is interrupted where it awaits), and the run's status becomes
     cancelled. lil watch does not restart it. To run it again from a step:
     lil fork RUN --from-step KEY. RUN is a run id, prefix or name; a GOAL
-    means its newest run.
+    means its newest run. A work queue's entry no worker started yet (its
+    id or run name) is cancelled at once: it never starts.
 
     \b
     Examples:
@@ -145,5 +146,6 @@ def cancel(
             if run.state == "running":
                 raise click.ClickException(render.safe(still_held_text(run, wait_s)))
             render.echo(stopped_line(run))
-    if not as_json and run.state in ("cancelled", "running"):
+    waited = run.queue is not None and not run.attempts  # an entry that never started
+    if not as_json and run.state in ("cancelled", "running") and not waited:
         render.echo(rerun_hint(run))

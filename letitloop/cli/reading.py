@@ -14,14 +14,24 @@ from typing import Any
 
 import click
 
+from ..errors import RunNotFoundError
 from .completion import complete_goals, complete_keys, complete_runs
 from .params import STATE_CHOICE, Since, db_option, json_flags, key_values, open_journal
+
+#: ``lil runs --status``: a run's states, and a queue's entry's that has no run yet.
+RUNS_STATE_CHOICE = click.Choice([*STATE_CHOICE.choices, "queued", "delayed"])
 
 
 @click.command()
 @click.argument("goal", required=False, shell_complete=complete_goals)
 @click.option(
-    "--status", type=STATE_CHOICE, multiple=True, help="Only runs in this state (repeatable)."
+    "--status", type=RUNS_STATE_CHOICE, multiple=True, help="Only runs in this state (repeatable)."
+)
+@click.option(
+    "--queue",
+    "queue_name",
+    metavar="NAME",
+    help="Only the runs and waiting entries of this work queue (docs/queues.md).",
 )
 @click.option(
     "--since",
@@ -82,6 +92,7 @@ def runs(
     offset: int,
     as_json: bool,
     as_jsonl: bool,
+    queue_name: str | None = None,
 ) -> None:
     """List runs, newest first: state, name, steps done, cost, what each is doing.
 
@@ -91,7 +102,11 @@ def runs(
     fork nobody opened yet as "pending"; a run that stopped to wait for
     outside input as "waiting"; a cancelled one as "cancelled". COST sums
     what its steps reported (letitloop.usage). VERSION is the version of
-    the code the run's latest attempt ran (docs/versioning.md). Off a terminal every value is
+    the code the run's latest attempt ran (docs/versioning.md). A work queue's
+    entry that no worker started yet is listed too, under its entry id, as
+    "queued" (or "delayed": not due yet; "cancelled": cancelled before it
+    started); each queue's run says its queue, priority and entry on the line
+    under it, and --queue NAME lists one queue's. Off a terminal every value is
     printed whole. When more runs match than --limit, the output says so (on
     stderr with --json/--jsonl). The last line names the journal file read:
     with no --db or $LETITLOOP_DB, the nearest .letitloop/journal.db here or
@@ -104,14 +119,15 @@ def runs(
       lil runs --name 'user-*' --input user_id=7
       lil runs --status crashed --version 41c0
       lil runs --jsonl --limit 0 | jq -r 'select(.state == "crashed") | .id'
+      lil runs --queue emails --status queued --status delayed
     """
-    from ..inspection import list_runs
+    from ..inspection.queue_listing import list_runs_and_entries
     from ..runtext import render
     from ..runtext.runs import journal_line, more_text, no_runs_line, runs_lines
 
     journal = open_journal(ctx)
     try:
-        found = list_runs(
+        found = list_runs_and_entries(
             journal,
             goal,
             status=status or None,
@@ -122,6 +138,7 @@ def runs(
             limit=limit + 1 if limit else None,
             offset=offset,
             version=code_version,
+            queue=queue_name,
         )
     finally:
         journal.close()
@@ -186,6 +203,9 @@ def show(
     one-line preview of its result; a step running for more than a second
     shows as running, and one its attempt left unfinished as interrupted.
     Each attempt says how it ended (and which `lil watch` started it).
+    A run of a work queue's entry says its queue on its second line; an
+    entry no worker started yet (its id or run name) shows as the entry:
+    its queue, state, priority and when it is due.
     --json and --jsonl give what `lil export` gives: decoded results.
 
     \b
@@ -195,12 +215,23 @@ def show(
       lil show customer_sync --follow
     """
     from ..inspection import export_records, export_run, find_run, show_run
+    from ..inspection.queue_listing import queue_entries
     from ..runtext import render
     from ..runtext.detail import show_lines, step_lines, step_record
+    from ..runtext.queues import entry_line, entry_lines
 
     journal = open_journal(ctx, live=follow)
     try:
-        run = find_run(journal, ref)
+        try:
+            run = find_run(journal, ref)
+        except RunNotFoundError:
+            entry = queued_entry(journal, ref)  # a queue's entry no worker started yet
+            if as_json or as_jsonl:
+                record = entry.as_dict()
+                render.echo_jsonl([record]) if as_jsonl else render.echo_json(record)
+            else:
+                render.echo(entry_lines(entry))
+            return
         if follow:
             sys.exit(follow_run(journal, ref, run, interval, as_json or as_jsonl))
         detail = show_run(journal, run)
@@ -214,9 +245,25 @@ def show(
         elif step_key is not None:
             render.echo(step_lines(detail, step_key))
         else:
-            render.echo(show_lines(detail, full))
+            lines = show_lines(detail, full)
+            for entry in queue_entries(journal, run_ids=[run.id])[:1]:
+                lines.insert(1, entry_line(entry))
+            render.echo(lines)
     finally:
         journal.close()
+
+
+def queued_entry(journal: Any, ref: str) -> Any:
+    """The queue entry ``ref`` names when no run is (RunNotFoundError, the run's words, when
+    no entry is either)."""
+    from ..inspection import find_run
+    from ..inspection.queue_listing import find_entry
+
+    try:
+        return find_entry(journal, ref)
+    except RunNotFoundError:
+        find_run(journal, ref)  # the error a run's reference gets
+        raise
 
 
 @click.command()

@@ -215,6 +215,42 @@ class MemoryInspector(MemoryDetail):
 
     # -- gc ---------------------------------------------------------------------------
 
+    # -- work queues: a queue lives in a journal file or on PostgreSQL, never here --------
+
+    def queue_rows(
+        self,
+        queue: str | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+        run_ids: Sequence[str] | None = None,
+        run_names: Sequence[str] | None = None,
+        unstarted: bool = False,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        return []
+
+    def queue_held(self, entry_ids: Sequence[str]) -> set[str]:
+        return set()
+
+    def delete_queue_entries(self, entry_ids: Sequence[str]) -> int:
+        return 0
+
+    def cancel_entry(self, entry_id: str, at: str, error: str) -> bool:
+        return False
+
+    def requeue_entry(self, entry_id: str, run_id: str) -> bool:
+        return False
+
+    def add_queue_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+        if rows:
+            raise JournalFileError(
+                f"{self.path}: a memory:// store holds no work queue (a Queue lives in a "
+                f"journal file or on PostgreSQL); copy the queue's runs to a file or a "
+                f"PostgreSQL database instead",
+                path=str(self.path),
+            )
+        return 0
+
     def supervisor_events_before(self, at: str, going: set[str]) -> int:
         return 0  # it has none (see supervisor_events)
 

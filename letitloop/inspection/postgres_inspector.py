@@ -46,6 +46,7 @@ from ..stores.storage_streams import ChunkRow
 from .images import RunImage
 from .memory_copy import memory_image
 from .memory_inspector import MemoryInspector
+from .postgres_queues import PostgresQueues
 from .postgres_snapshots import (
     has_stream_table,
     has_tables,
@@ -99,7 +100,7 @@ def open_postgres_inspector(
     return PostgresInspector(location, write=write)
 
 
-class PostgresInspector(MemoryInspector):
+class PostgresInspector(PostgresQueues, MemoryInspector):
     """The inspector of one PostgreSQL journal (see the module's docstring)."""
 
     def __init__(self, location: str, *, write: bool = False) -> None:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
 
+from .entries import QueueTag
 from .results import decode_result
 from .times import parse_utc
 
@@ -103,6 +104,8 @@ class RunInfo:
     version: str | None = None
     """The version of the code its latest attempt ran (letitloop/identity/versions.py);
     None: unknown."""
+    queue: QueueTag | None = None
+    """The queue entry the run is (or will be) the run of (docs/queues.md); None: no queue's."""
 
     @property
     def error_is_earlier(self) -> bool:

@@ -5,6 +5,7 @@ conditions on ``runs r`` (:func:`run_conditions`, the recorded input's keys read
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import LetItLoopError
@@ -75,3 +76,51 @@ def _input_condition(parts: tuple[str, ...], value: str) -> tuple[str, list[Any]
         )
         params += [path, bound, path, path, bound]
     return f"(CASE WHEN json_valid(r.input) THEN ({' OR '.join(arms)}) ELSE 0 END)", params
+
+
+#: ``lil reset`` of a queue's run: its entry put back in its queue (its attempt kept, so a
+#: holder of an earlier claim still writes nothing). ``%s`` marks the parameters (entry id,
+#: run id); a file's statement has ``?`` instead.
+REQUEUE = (
+    "UPDATE {table} SET status = 'queued', run_id = NULL, result = NULL, error = NULL, "
+    "finished_at = NULL, cancel_requested_at = NULL WHERE id = %s AND run_id = %s "
+    # a dedup key admits one active entry: another one active keeps this one ended
+    "AND (dedup_key IS NULL OR NOT EXISTS (SELECT 1 FROM {table} o WHERE o.queue = "
+    "{table}.queue AND o.dedup_key = {table}.dedup_key AND o.id <> {table}.id AND "
+    "o.status IN ('queued', 'claimed')))"
+)
+
+
+def queue_conditions(
+    queue: str | None,
+    ids: Sequence[str] | None,
+    run_ids: Sequence[str] | None,
+    run_names: Sequence[str] | None,
+    unstarted: bool,
+    mark: str,
+) -> tuple[list[str] | None, list[Any]]:
+    """Which queue entries (``Inspector.queue_rows``) as SQL conditions and their parameters,
+    ``mark`` the placeholder (``?`` for a file, ``%s`` for PostgreSQL); (None, []) when a
+    list given is empty: no entry can match."""
+    conditions: list[str] = []
+    params: list[Any] = []
+    if queue is not None:
+        conditions.append(f"queue = {mark}")
+        params.append(queue)
+    for column, values in (("id", ids), ("run_id", run_ids), ("run_name", run_names)):
+        if values is None:
+            continue
+        if not values:
+            return None, []
+        conditions.append(f"{column} IN ({', '.join([mark] * len(values))})")
+        params.extend(values)
+    if unstarted:
+        conditions.append("run_id IS NULL")
+    return conditions, params
+
+
+#: ``lil cancel`` of an entry no worker took: (finished_at, error, entry id), ``%s`` marks.
+CANCEL_ENTRY = (
+    "UPDATE {table} SET status = 'cancelled', finished_at = %s, error = %s "
+    "WHERE id = %s AND status = 'queued' AND run_id IS NULL"
+)

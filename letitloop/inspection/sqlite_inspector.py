@@ -16,18 +16,24 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..integrity.checksums import pause_sum
 from ..stores.sqlite import locks
 from ..stores.sqlite.goals import drop_goal_tables, refresh_journal_rows
 from ..stores.sqlite.store import Store
+from .entries import QUEUE_COLUMNS
 from .images import RunImage
 from .inspector import Inspector, WaitAnswer
 from .records import RunInfo, WaitRow
 from .sqlite_changes import bind_copied_rows, delete_runs, goals_left_empty, has_table
 from .sqlite_copy import read_image, write_images
 from .sqlite_detail import SqliteDetail
+from .sqlite_filters import CANCEL_ENTRY, REQUEUE, queue_conditions
 from .sqlite_fixture import copy_run_to_file
+
+_REQUEUE = REQUEUE.format(table="queue_entries").replace("%s", "?")
+_CANCEL_ENTRY = CANCEL_ENTRY.format(table="queue_entries").replace("%s", "?")
 
 
 class SqliteInspector(SqliteDetail):
@@ -138,6 +144,77 @@ class SqliteInspector(SqliteDetail):
                 "AND status NOT IN ('completed', 'cancelled')",
                 (at, reason, at, run_id),
             )
+
+    # -- work queues (stores/sqlite/queue.py, migration 0021) ------------------------------
+
+    def queue_rows(
+        self,
+        queue: str | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+        run_ids: Sequence[str] | None = None,
+        run_names: Sequence[str] | None = None,
+        unstarted: bool = False,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        if not has_table(self.store, "queue_entries"):  # an older file, read as it is
+            return []
+        conditions, params = queue_conditions(queue, ids, run_ids, run_names, unstarted, "?")
+        if conditions is None:
+            return []
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        rows = self.store.query(
+            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM queue_entries{where} ORDER BY id DESC"
+            + ("" if limit is None else f" LIMIT {int(limit)}"),
+            params,
+        )
+        return [dict(zip(QUEUE_COLUMNS, r, strict=True)) for r in rows]
+
+    def queue_held(self, entry_ids: Sequence[str]) -> set[str]:
+        return {i for i in entry_ids if locks.is_held(self.store.lock_name("queue", i))}
+
+    def delete_queue_entries(self, entry_ids: Sequence[str]) -> int:
+        if not entry_ids or not has_table(self.store, "queue_entries"):
+            return 0
+        gone = 0
+        with self.store.write() as c:
+            for i in range(0, len(entry_ids), 500):
+                part = list(entry_ids[i : i + 500])
+                marks = ",".join("?" * len(part))
+                gone += c.execute(
+                    f"DELETE FROM queue_entries WHERE id IN ({marks}) "
+                    "AND status IN ('completed', 'failed', 'cancelled')",
+                    part,
+                ).rowcount
+                c.execute(f"DELETE FROM queue_starts WHERE entry IN ({marks})", part)
+        return gone
+
+    def cancel_entry(self, entry_id: str, at: str, error: str) -> bool:
+        if not has_table(self.store, "queue_entries"):
+            return False
+        with self.store.write() as c:
+            return bool(c.execute(_CANCEL_ENTRY, (at, error, entry_id)).rowcount)
+
+    def requeue_entry(self, entry_id: str, run_id: str) -> bool:
+        if not has_table(self.store, "queue_entries"):
+            return False
+        if locks.is_held(self.store.lock_name("queue", entry_id)):
+            return False
+        with self.store.write() as c:
+            return bool(c.execute(_REQUEUE, (entry_id, run_id)).rowcount)
+
+    def add_queue_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+        if not rows:
+            return 0
+        added = 0
+        with self.store.write() as c:
+            for row in rows:
+                added += c.execute(
+                    f"INSERT OR IGNORE INTO queue_entries ({', '.join(QUEUE_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(QUEUE_COLUMNS))})",
+                    [row[k] for k in QUEUE_COLUMNS],
+                ).rowcount
+        return added
 
     # -- gc ------------------------------------------------------------------------------
 

@@ -18,6 +18,9 @@ The rules and the words; the reading and writing are the inspectors'
   :data:`BATCH_ROWS` rows), each batch one
   transaction of the target: a copy stopped half-way (a kill, a full disk)
   leaves whole runs, and the same copy with ``skip_existing`` finishes it;
+- a work queue's entries go with their runs (and those no worker started a
+  run for yet: they wait in the target's queue); an entry the target has is
+  left as it is;
 - afterwards each copied run is read back from the target as ``lil verify``
   reads it: its chain's entries and its rows' digests must be the source's,
   and with ``LETITLOOP_SEAL_KEY`` set its chain is checked with the key, as
@@ -73,6 +76,9 @@ class CopyResult:
     unchecked: int = 0
     """Copied runs with a chain that was not checked with the key (none was set); their
     entries and rows were compared with the source's all the same."""
+    queue_entries: int = 0
+    """Work-queue entries copied: those of the runs copied (or the target had), and those
+    no worker started a run for yet."""
 
 
 def same_journal(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
@@ -183,7 +189,32 @@ def copy_runs(
                 result.copied.append(image.id)
                 result.rows += len(image.rows)
             images = []
+    result.queue_entries = _copy_entries(source, target, goal, only, ids | set(result.copied))
     return result
+
+
+#: Which entries ``only`` selects, by their recorded status.
+_ONLY_ENTRIES = {
+    "finished": ("completed", "cancelled"),
+    "unfinished": ("queued", "claimed", "failed"),
+}
+
+
+def _copy_entries(
+    source: Inspector, target: Inspector, goal: str | None, only: str | None, there: set[str]
+) -> int:
+    """Copy the source's work-queue entries whose run the target has now (or that have no
+    run yet), of ``goal``'s task and the statuses ``only`` selects; an entry the target has
+    already is left as it is. A claimed entry keeps its claim: its holder's lock is not
+    copied, so the target's first worker takes it over."""
+    rows = [
+        r
+        for r in source.queue_rows()
+        if (r["run_id"] is None or r["run_id"] in there)
+        and (goal is None or r["task"] == goal)
+        and (only is None or r["status"] in _ONLY_ENTRIES[only])
+    ]
+    return target.add_queue_rows(rows[::-1]) if rows else 0
 
 
 def _chain_rows(rows: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:

@@ -1,5 +1,10 @@
 """``lil gc``: runs idle for longer than a duration deleted with their rows, goals left
 empty dropped, dead lock files swept and the file vacuumed (:func:`gc_runs`).
+
+A work queue's run goes by the same rules, with its entry once the entry ended; a run
+whose entry is still queued or claimed is never removed (a worker runs it, or takes it
+over), and an entry that ended with no run (cancelled while queued) goes when it is
+as old.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from typing import Any
 
 from ..errors import LetItLoopError, RunHeldError
 from ..inspection import STATES, Inspector, RunInfo, as_inspector
+from ..inspection.queue_listing import queue_entries
 from ..primitives.clock import utc_iso
+from ..queueing.queue_records import ENDED
 from ..stores.sqlite.store import Store
 from .holding import holding_run
 
@@ -35,6 +42,12 @@ class GcResult:
     dry_run: bool
     goals_removed: list[str] = field(default_factory=list)
     """Goals left with no run and no row, removed with their journal tables."""
+    queue_entries_removed: list[str] = field(default_factory=list)
+    """Ended work-queue entries removed: those of the runs removed, and those that ended
+    before a worker started a run (cancelled while queued) as long ago."""
+    skipped_queued: list[RunInfo] = field(default_factory=list)
+    """Old runs left alone because their queue entry is still queued or claimed: a worker
+    runs them again (a crashed one is taken over)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +56,8 @@ class GcResult:
             "rows_deleted": self.rows_deleted,
             "supervisor_events_deleted": self.supervisor_events_deleted,
             "goals_removed": self.goals_removed,
+            "queue_entries_removed": self.queue_entries_removed,
+            "skipped_queued": [r.as_dict() for r in self.skipped_queued],
             "bytes_before": self.bytes_before,
             "bytes_after": self.bytes_after,
             "dry_run": self.dry_run,
@@ -83,6 +98,33 @@ def gc_candidates(
     return removable, live
 
 
+def _queued_runs(journal: Inspector, runs: list[RunInfo]) -> set[str]:
+    """The ids of ``runs`` whose queue entry is still queued or claimed: never gc's."""
+    return {
+        e.run_id
+        for e in queue_entries(journal, run_ids=[r.id for r in runs])
+        if e.run_id is not None and e.status in ("queued", "claimed")
+    }
+
+
+def _ended_entries(
+    journal: Inspector, removed: list[RunInfo], cutoff: str, wanted: set[str] | None
+) -> list[str]:
+    """The queue entries gc removes: the ended ones of the runs it removes, and the ones that
+    ended with no run (cancelled while queued) before ``cutoff``, of a state ``wanted``."""
+    ids = [
+        e.id for e in queue_entries(journal, run_ids=[r.id for r in removed]) if e.status in ENDED
+    ]
+    ids += [
+        e.id
+        for e in queue_entries(journal, unstarted=True)
+        if e.status in ENDED
+        and (e.finished_at or e.enqueued_at) < cutoff
+        and (wanted is None or e.state in wanted)
+    ]
+    return ids
+
+
 def gc_runs(
     inspector: Inspector | Store,
     older_than: timedelta,
@@ -103,6 +145,10 @@ def gc_runs(
     """
     journal = as_inspector(inspector)
     removable, live = gc_candidates(journal, older_than, status=status, now=now)
+    queued = _queued_runs(journal, removable)
+    kept = [r for r in removable if r.id in queued]
+    removable = [r for r in removable if r.id not in queued]
+    wanted = None if status is None else ({status} if isinstance(status, str) else set(status))
     before = journal.size()
     cutoff = _cutoff(older_than, now)
     if dry_run:
@@ -118,6 +164,8 @@ def gc_runs(
             before,
             True,
             journal.empty_goals({r.id for r in removable}),
+            _ended_entries(journal, removable, cutoff, wanted),
+            kept,
         )
     rows_deleted = events_deleted = 0
     removed: list[RunInfo] = []
@@ -135,6 +183,8 @@ def gc_runs(
                 batch.append(run)
             rows_deleted += journal.delete_runs(batch)
             removed.extend(batch)
+    entries = _ended_entries(journal, removed, cutoff, wanted)
+    journal.delete_queue_entries(entries)
     goals_removed = journal.drop_empty_goals()
     if status is None:
         events_deleted = journal.delete_supervisor_events(cutoff)
@@ -142,7 +192,7 @@ def gc_runs(
     # Locks of holders that died (a run or marker whose process was killed inside
     # it) are not removed by anyone else: reclaim every one not held now.
     journal.sweep_locks()
-    if vacuum and (removable or events_deleted or goals_removed):
+    if vacuum and (removable or events_deleted or goals_removed or entries):
         journal.compact()
     return GcResult(
         removable,
@@ -153,4 +203,6 @@ def gc_runs(
         journal.size(),
         False,
         goals_removed,
+        entries,
+        kept,
     )

@@ -9,6 +9,7 @@ import shlex
 from ..errors import LetItLoopError, RunNotFoundError
 from ..inspection import Inspector, RunInfo, as_inspector, find_run, resumable_run
 from ..inspection.listing import known_goals, no_goal
+from ..inspection.queue_listing import find_entry, queue_entries
 
 # Deleting runs inside a transaction is the SQLite inspector's: named here too for the
 # tests that call it under the name they always used.
@@ -41,6 +42,7 @@ def reset_target(inspector: Inspector | Store, ref: str, run: str | None = None)
         except RunNotFoundError as exc:
             if "several" in str(exc):
                 raise  # an ambiguous prefix or name says so itself
+            _refuse_waiting_entry(journal, ref)
             raise RunNotFoundError(
                 f"no goal, run id, run id prefix or run name {preview(ref)} in {journal.path}; "
                 f"{known_goals(journal)}; 'lil runs' lists the runs",
@@ -84,11 +86,31 @@ def reset_run(inspector: Inspector | Store, ref: str, run: str | None = None) ->
     prefix or name, or a goal (the run ``Journal(goal)`` would resume, or its
     run ``run``). The next ``Journal(goal)`` then resumes an older unfinished
     run if there is one, else starts a new run; a named run's name starts a
-    new run. Returns the run as it was. Raises RunHeldError (nothing changed)
-    for a run a live process holds.
+    new run. A work queue's run has its entry put back in its queue
+    (``queued``, its result forgotten): a worker runs it again from its first
+    step (unless another entry with its dedup key is active: then the entry
+    keeps its ending). Returns the run as it was. Raises RunHeldError
+    (nothing changed) for a run a live process holds.
     """
     journal = as_inspector(inspector)
     target = reset_target(journal, ref, run)
     with holding_run(journal, target, "reset"):
         journal.delete_runs([target])
+    for entry in queue_entries(journal, run_ids=[target.id]):
+        # A queue's run: its entry goes back to its queue, and a worker runs it afresh.
+        journal.requeue_entry(entry.id, target.id)
     return target
+
+
+def _refuse_waiting_entry(journal: Inspector, ref: str) -> None:
+    """A queue entry no worker started a run for has nothing to forget: say so."""
+    try:
+        entry = find_entry(journal, ref)
+    except RunNotFoundError:
+        return
+    if entry.run_id is None:
+        raise LetItLoopError(
+            f"{preview(ref)} is queue {entry.queue!r}'s entry {entry.id}, {entry.state}: no "
+            f"worker started its run yet, so there is nothing to reset; to keep it from "
+            f"starting, cancel it: lil cancel {entry.id}"
+        )

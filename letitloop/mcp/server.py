@@ -1,11 +1,11 @@
 """``lil mcp``: the journal served to MCP clients over stdio (:func:`build_server`, :func:`serve`).
 
-Seven tools, each a plain statement of what it does, each with structured
+Eight tools, each a plain statement of what it does, each with structured
 output (a JSON object) and honest annotations, so a client can tell from
 the annotations alone which calls need a person's confirmation:
 
 - read-only (``read_only_hint=True``): ``list_runs``, ``show_run``,
-  ``export_run``. They open the journal read-only for each call (no
+  ``export_run``, ``list_queues``. They open the journal read-only for each call (no
   migration, no lock file, no checkpoint: :mod:`letitloop.inspection`), so
   the server never changes the file unless an action tool is called.
 - actions (``read_only_hint=False``): ``reset_run`` (deletes a run:
@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 #: The server's name, as clients show it.
 SERVER_NAME = "letitloop"
 
-#: The states ``list_runs`` filters by (as ``lil runs --status``).
-STATES = ("running", "crashed", "pending", "waiting", "completed", "failed", "cancelled")
+#: The states ``list_runs`` filters by (``lil runs --status``): a run's, and a queue entry's.
+STATES: tuple[str, ...] = ("running", "crashed", "pending", "waiting", "completed", "failed")
+STATES += ("cancelled", "queued", "delayed")
 
 #: ``show_run`` previews each result: one longer than this many characters of JSON is clipped
 #: (``export_run``, and ``show_run`` with ``step``, give results whole).
@@ -144,7 +145,9 @@ def build_server(db: Path | None = None) -> MCPServer:
             "crashed, pending, waiting, completed, failed, cancelled), steps done, error, "
             "usage and cost, and the step it is in. Filters: goal, states, start time "
             "(since/until: a duration ago such as 2h or 7d, or an ISO date/time), a glob on "
-            "the run's name, and values of its recorded input."
+            "the run's name, values of its recorded input, and a work queue's name. A work "
+            "queue's entry no worker started yet is listed too (state queued or delayed), and "
+            "each queue's run has its queue, entry, priority and entry state in 'queue'."
         ),
         annotations=READ,
         structured_output=True,
@@ -158,9 +161,10 @@ def build_server(db: Path | None = None) -> MCPServer:
         inputs: dict[str, str] | None = None,
         limit: int = 50,
         offset: int = 0,
+        queue: str | None = None,
     ) -> dict[str, Any]:
         from ..inspection import json_ready
-        from ..inspection import list_runs as listed
+        from ..inspection.queue_listing import list_runs_and_entries as listed
 
         for state in states or ():
             if state not in STATES:
@@ -183,6 +187,7 @@ def build_server(db: Path | None = None) -> MCPServer:
                 inputs=sorted((inputs or {}).items()),
                 limit=limit + 1 if limit else None,
                 offset=offset,
+                queue=queue,
             )
             path = str(inspector.path)
         more = bool(limit) and len(found) > limit
@@ -200,16 +205,29 @@ def build_server(db: Path | None = None) -> MCPServer:
             "how each ended, the step it is in or died in, and its steps in journal order "
             "with their status, duration, error and result (long results clipped; pass "
             "step for one step whole, with its traceback). run is a run id, a unique id "
-            "prefix, a run name, or a goal (its newest run)."
+            "prefix, a run name, or a goal (its newest run). A work queue's entry no "
+            "worker started yet (its id or run name) is returned as 'queue_entry' alone."
         ),
         annotations=READ,
         structured_output=True,
     )
     def show_run(run: str, step: str | None = None) -> dict[str, Any]:
+        from ..errors import RunNotFoundError
         from ..inspection import export_run, find_run
+        from ..inspection.queue_listing import find_entry, queue_entries
 
         with journal(db) as inspector:
-            doc = export_run(inspector, find_run(inspector, run))
+            try:
+                found = find_run(inspector, run)
+            except RunNotFoundError:
+                try:
+                    return {"queue_entry": find_entry(inspector, run).as_dict()}
+                except RunNotFoundError:
+                    pass
+                raise
+            doc = export_run(inspector, found)
+            entry = queue_entries(inspector, run_ids=[found.id])[:1]
+        doc["queue_entry"] = entry[0].as_dict() if entry else None
         info = doc["run"]
         info.pop("input_json", None)
         info.pop("result_json", None)
@@ -232,6 +250,24 @@ def build_server(db: Path | None = None) -> MCPServer:
         info["input"] = clipped(info.get("input"))
         doc["run"] = info
         return doc
+
+    @server.tool(
+        title="List work queues",
+        description=(
+            "Lists the journal's work queues: entries per state (queued, delayed, running, "
+            "crashed: its worker died, the next takes it over; completed, failed, cancelled), "
+            "when the longest-waiting due entry became due, and the pid@host of its workers."
+        ),
+        annotations=READ,
+        structured_output=True,
+    )
+    def list_queues(queue: str | None = None) -> dict[str, Any]:
+        from ..inspection.queue_listing import queue_stats
+
+        with journal(db) as inspector:
+            stats = queue_stats(inspector, queue)
+            path = str(inspector.path)
+        return {"journal": path, "queues": [q.as_dict() for q in stats]}
 
     @server.tool(
         title="Export a run",

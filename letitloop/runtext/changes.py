@@ -10,6 +10,7 @@ from .words import quoted
 
 if TYPE_CHECKING:
     from ..inspection import RunInfo
+    from ..inspection.entries import QueueEntry
     from ..maintenance import CopyResult, ForkResult, GcResult
     from ..supervision.control import Cancelled, Sent
 
@@ -23,16 +24,21 @@ def reset_target_text(target: RunInfo) -> str:
     )
 
 
-def reset_line(gone: RunInfo, nxt: RunInfo | None) -> str:
-    """``lil reset``: the run it forgot, and what the goal's next Journal does."""
+def reset_line(gone: RunInfo, nxt: RunInfo | None, entry: QueueEntry | None = None) -> str:
+    """``lil reset``: the run it forgot, and what the goal's next Journal does (for a work
+    queue's run, ``entry`` put back in its queue: what its next worker does)."""
     goal = gone.goal
-    then = f"resumes run {nxt.id}" if nxt else "starts a new run"
+    then = f"the next Journal({goal!r}) " + (f"resumes run {nxt.id}" if nxt else "starts a new run")
     if gone.name:
-        then = f"with run={gone.name!r} starts a new run"
+        then = f"the next Journal({goal!r}) with run={gone.name!r} starts a new run"
+    if entry is not None:
+        then = (
+            f"its entry {entry.id} is back in queue {entry.queue!r} ({entry.state}): a worker "
+            f"runs it again from its first step"
+        )
     return (
         f"forgot run {gone.id} of goal {goal!r} ({render.counted(gone.steps_done, 'step')}, "
-        f"{render.counted(gone.markers, 'marker')}); "
-        f"the next Journal({goal!r}) {then}"
+        f"{render.counted(gone.markers, 'marker')}); {then}"
     )
 
 
@@ -89,14 +95,19 @@ def gc_target_text(result: GcResult) -> str:
     what = f"{render.counted(len(result.removed), 'run')} ({rows})"
     if result.goals_removed:
         what += f" and {render.counted(len(result.goals_removed), 'goal')} left empty"
+    if result.queue_entries_removed:
+        n = len(result.queue_entries_removed)
+        what += f" and {render.counted(n, 'ended queue entry', 'ended queue entries')}"
     return what
 
 
 def gc_records(result: GcResult) -> list[dict[str, Any]]:
     """``lil gc --jsonl``: a record per run removed, then one per goal removed."""
-    return [{"record": "run", **r.as_dict()} for r in result.removed] + [
-        {"record": "goal", "goal": g} for g in result.goals_removed
-    ]
+    return (
+        [{"record": "run", **r.as_dict()} for r in result.removed]
+        + [{"record": "goal", "goal": g} for g in result.goals_removed]
+        + [{"record": "queue_entry", "id": e} for e in result.queue_entries_removed]
+    )
 
 
 def gc_lines(result: GcResult, dry_run: bool) -> list[str]:
@@ -111,6 +122,11 @@ def gc_lines(result: GcResult, dry_run: bool) -> list[str]:
         out.extend(render.table(["RUN", "GOAL", "STATE", "STEPS", "LAST SEEN"], rows, right=(3,)))
     for r in result.skipped_live:
         out.append(f"kept run {r.id} of goal {r.goal!r}: a live process holds it")
+    for r in result.skipped_queued:
+        out.append(
+            f"kept run {r.id} of goal {r.goal!r}: its queue entry {r.name} is still "
+            f"queued or claimed"
+        )
     for g in result.goals_removed:
         out.append(f"{verb} goal {g!r} (no run left) and its journal table")
     deleted = render.counted(result.rows_deleted, "step and marker", "steps and markers")
@@ -119,7 +135,11 @@ def gc_lines(result: GcResult, dry_run: bool) -> list[str]:
         summary += f" and {render.counted(result.supervisor_events_deleted, 'supervisor event')}"
     if result.goals_removed:
         summary += f"; {render.counted(len(result.goals_removed), 'goal')}"
-    if not dry_run and (result.removed or result.goals_removed):
+    if result.queue_entries_removed:
+        summary += (
+            f"; {render.counted(len(result.queue_entries_removed), 'queue entry', 'queue entries')}"
+        )
+    if not dry_run and (result.removed or result.goals_removed or result.queue_entries_removed):
         summary += f"; file {result.bytes_before:,} → {result.bytes_after:,} bytes"
     out.append(summary)
     return out
@@ -150,6 +170,8 @@ def cancel_record(done: Cancelled, run: RunInfo) -> dict[str, Any]:
 
 def cancel_line(done: Cancelled, run: RunInfo) -> str:
     """``lil cancel``: cancelled at once, or its holder asked to stop."""
+    if done.at_once and run.queue is not None and not run.attempts:
+        return f"cancelled queue {run.queue.queue!r}'s entry {run.id}: it never starts"
     if done.at_once:
         return f"cancelled run {run.id} of goal {run.goal!r}; no process held it"
     asked = "was asked to stop already" if done.already else "is asked to stop"
@@ -192,6 +214,11 @@ def copy_lines(result: CopyResult) -> list[str]:
             f"verified: every run copied reads back from {result.target} as in the source "
             f"(its rows and sealed chain, as lil verify reads them)"
         )
+    if result.queue_entries:
+        n = result.queue_entries
+        lines.append(
+            f"copied {render.counted(n, 'work-queue entry', 'work-queue entries')} with them"
+        )
     if result.sealed:
         lines.append(f"{result.sealed} sealed run(s): chains verified with LETITLOOP_SEAL_KEY")
     if result.unchecked:
@@ -208,6 +235,7 @@ def copy_record(result: CopyResult) -> dict[str, Any]:
         "source": result.source,
         "target": result.target,
         "copied": result.copied,
+        "queue_entries": result.queue_entries,
         "skipped": result.skipped,
         "rows": result.rows,
         "sealed_verified": result.sealed,

@@ -14,7 +14,9 @@ def run_note(r: RunInfo) -> str | None:
     """The line under a run in ``lil runs``: what it is doing, how it stopped, where from."""
     bits: list[str] = []
     live = [f for f in r.in_flight if f.live]
-    if r.state == "running" and live:
+    if r.queue is not None and r.attempts == 0:
+        pass  # a queue's entry no run was opened for yet: queue_text says all
+    elif r.state == "running" and live:
         bits.append(", ".join(in_flight(f) for f in live))
     elif r.state in ("running", "waiting") and r.pauses:
         bits.append(", ".join(pause_text(p, r) for p in r.pauses))
@@ -32,6 +34,8 @@ def run_note(r: RunInfo) -> str | None:
             bits.append(f"attempt {r.attempts} died")
     elif r.state == "pending":
         bits.append("no process has opened it yet")
+    if r.queue is not None:
+        bits.insert(0, queue_text(r))
     if r.forked_from and r.state in ("pending", "running", "crashed"):
         bits.append(f"forked from {r.forked_from} at step {r.forked_at!r}")
     text = "; ".join(bits)
@@ -43,10 +47,32 @@ def run_note(r: RunInfo) -> str | None:
     return "  └ " + text if text else None
 
 
+def queue_text(r: RunInfo) -> str:
+    """What ``lil runs`` says of a run's queue entry (``r.queue``)."""
+    q = r.queue
+    assert q is not None
+    on = f"queue {q.queue}, priority {q.priority}, entry {q.entry}"
+    if r.state == "queued":
+        return f"queued on {on}: no worker took it yet"
+    if r.state == "delayed":
+        return f"delayed on {on}: due {render.local_time(q.not_before)}"
+    if r.attempts == 0 and r.state == "cancelled":
+        return f"cancelled on {on} before a worker took it"
+    if r.attempts == 0 and r.state == "crashed":
+        return f"{on}: its worker died before it started; the next worker takes it over"
+    if r.attempts == 0:
+        return f"{on}: a worker took it, starting"
+    if q.state == "delayed":  # given back to its queue until then (a rate limit's reset)
+        return f"back in {on}: due {render.local_time(q.not_before)}"
+    if q.state == "queued":  # given back by a draining worker: the next one resumes it
+        return f"back in {on}: the next worker resumes it"
+    return f"from {on}"
+
+
 def _took(r: RunInfo) -> str:
     """The TOOK cell: ``-`` before any attempt; for a crashed run, a lower bound (``≥2ms``):
     the file tells when its process was last seen, not when it died."""
-    if r.state == "pending":
+    if r.state in ("pending", "queued", "delayed") or (r.queue and r.attempts == 0):
         return "-"
     if r.state == "crashed":
         return "≥" + render.duration(r.duration_s)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import codec
-from ..errors import LetItLoopError, NotWaitingError, RunHeldError
+from ..errors import LetItLoopError, NotWaitingError, RunHeldError, RunNotFoundError
 from ..identity.ids import HOST
 from ..identity.keys import split_key
 from ..inspection import (
@@ -41,6 +41,7 @@ from ..inspection import (
     parse_utc,
 )
 from ..integrity.encryption import Cipher, env_cipher, key_refusal, make_cipher
+from ..maintenance.entries import cancel_waiting
 from ..maintenance.holding import holding_run
 from ..primitives.clock import utc_iso
 from ..runtext.previews import preview
@@ -327,7 +328,14 @@ def cancel_run(
     run that completed or was cancelled already.
     """
     journal = as_inspector(inspector)
-    run = find_run(journal, ref)
+    now, why = utc_iso(clock()), _who(reason)
+    try:
+        run = find_run(journal, ref)
+    except RunNotFoundError:  # a queue's entry that waits is cancelled before it starts
+        entry = cancel_waiting(journal, ref, now, f"RunCancelledError: cancelled by {why}")
+        if entry is None:
+            raise
+        return Cancelled(entry, at_once=True)
     where = f"run {run.id} of goal {run.goal!r}"
     if run.state == "completed":
         raise LetItLoopError(
@@ -335,8 +343,6 @@ def cancel_run(
         )
     if run.status == "cancelled":
         raise LetItLoopError(f"{where} was cancelled already, at {run.finished_at}")
-    now = utc_iso(clock())
-    why = _who(reason)
     try:
         with holding_run(journal, run, "cancel"):
             journal.cancel_now(run.id, now, why, f"RunCancelledError: cancelled by {why}")

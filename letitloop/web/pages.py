@@ -30,10 +30,10 @@ from ..inspection import (
     RunDetail,
     RunInfo,
     find_run,
-    list_runs,
     parse_since,
     show_run,
 )
+from ..inspection.queue_listing import WAITING, list_runs_and_entries
 from ..runtext import render
 from . import timeline, values, views
 
@@ -80,8 +80,15 @@ def runs_page(journal: Inspector, query: Mapping[str, Sequence[str]]) -> tuple[i
     ``since``, ``offset``), newest first, :data:`views.RUNS_PER_PAGE` at a time: its HTTP
     status (400 for a filter it cannot read, with the reason on the page) and HTML."""
     goal, name, since_text = _one(query, "goal"), _one(query, "name"), _one(query, "since")
+    queue = _one(query, "queue")
     statuses = [s for s in query.get("status", []) if s]
-    form: dict[str, Any] = {"goal": goal, "status": statuses, "name": name, "since": since_text}
+    form: dict[str, Any] = {
+        "goal": goal,
+        "status": statuses,
+        "name": name,
+        "since": since_text,
+        "queue": queue,
+    }
     try:
         offset = int(_one(query, "offset") or 0)
     except ValueError:
@@ -98,7 +105,7 @@ def runs_page(journal: Inspector, query: Mapping[str, Sequence[str]]) -> tuple[i
                 since = parse_since(since_text)
             except ValueError as exc:
                 raise LetItLoopError(str(exc)) from None
-        found = list_runs(
+        found = list_runs_and_entries(
             journal,
             goal or None,
             status=statuses or None,
@@ -106,6 +113,7 @@ def runs_page(journal: Inspector, query: Mapping[str, Sequence[str]]) -> tuple[i
             name=name or None,
             limit=views.RUNS_PER_PAGE + 1,
             offset=offset,
+            queue=queue or None,
         )
     except LetItLoopError as exc:  # a filter it cannot read, an unknown goal
         status, error = 400, str(exc)
@@ -124,7 +132,7 @@ def runs_page(journal: Inspector, query: Mapping[str, Sequence[str]]) -> tuple[i
         journal=str(journal.path),
         form=form,
         goals=journal.goal_names(limit=200),
-        states=STATES,
+        states=(*STATES, *WAITING),
         runs=[(r, views.run_cells(r)) for r in found],
         error=error,
         first=offset + 1 if found else 0,

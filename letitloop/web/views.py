@@ -20,6 +20,7 @@ from typing import Any
 from ..inspection import RowInfo, RunDetail, RunInfo
 from ..runtext import render
 from ..runtext.detail import budget_text, reservation_lines
+from ..runtext.runs import queue_text
 from ..runtext.words import in_flight, pause_text, quoted, usage_text
 from .timeline import label_of
 from .values import Value, clipped, pretty
@@ -189,7 +190,9 @@ def run_cells(run: RunInfo) -> dict[str, str]:
         tokens = (run.input_tokens or 0) + (run.output_tokens or 0)
     doing = ""
     died = run.died_in
-    if died is not None:
+    if run.queue is not None and run.attempts == 0:
+        doing = queue_text(run)  # a queue's entry no worker started yet
+    elif died is not None:
         doing = f"attempt {run.attempts} died {in_flight(died)}"
     elif run.state == "running":
         doing = next((in_flight(f) for f in run.in_flight if f.live), "")
@@ -198,11 +201,14 @@ def run_cells(run: RunInfo) -> dict[str, str]:
     return {
         "steps": f"{run.steps_done:,}"
         + (f" ({run.steps_failed:,} failed)" if run.steps_failed else ""),
-        "took": render.duration(run.duration_s),
         "tokens": "-" if tokens is None else f"{tokens:,}",
         "cost": render.money(run.cost),
         "started": render.local_time(run.started_at),
         "doing": doing,
+        "queue": "" if run.queue is None else f"{run.queue.queue} (priority {run.queue.priority})",
+        "took": "-"
+        if run.queue is not None and run.attempts == 0
+        else render.duration(run.duration_s),
     }
 
 
