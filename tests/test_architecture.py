@@ -188,6 +188,7 @@ CLI_ORDER = [
     "params",
     "completion",
     "ui",
+    "following",
     "reading",
     "changing",
     "control",
