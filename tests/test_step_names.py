@@ -307,6 +307,7 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
             "letitloop:openai_agents.session.clear",
             "letitloop:openai_agents.session.pop",
             "letitloop:pydantic_ai.ask",
+            "letitloop:pydantic_ai.stream",  # tests/test_framework_streams*.py
             "letitloop:smolagents.code",
             "letitloop:langgraph.tool",
             "letitloop:langgraph.model",

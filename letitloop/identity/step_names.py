@@ -114,6 +114,7 @@ HISTORY: dict[str, tuple[str, ...]] = {
     "letitloop:smolagents.agent": ("letitloop.adapters.smolagents.agent.call_agent",),
     "letitloop:openai.chat": (),  # a streamed chat completion (adapters/openai/chat.py)
     "letitloop:openai.responses": (),  # a streamed response (adapters/openai/responses.py)
+    "letitloop:pydantic_ai.stream": (),  # a durable agent's streamed model request's chunks
 }
 
 #: Every name the library records for its own steps.

@@ -1,0 +1,183 @@
+"""A durable Pydantic AI agent's streamed model requests journaled token by token.
+
+The agent (``run_stream``) streams a tool call, runs the tool, then streams its
+answer word by word; the answer's stream holds after five words. The test reads
+the run's stream from outside the child (``letitloop.streams.read``, another
+process than the writer) until the five words are journaled, SIGKILLs the child,
+and runs it again. The model function and the tool write what they did to a side
+file, so what ran (and which words were generated) is counted outside the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import wait_until, write_script
+from preloaded import Child, Preloaded, for_sdk
+
+pytest.importorskip("pydantic_ai.durable_exec")
+
+AGENT = """
+    import asyncio, json, os, sys, time
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolReturnPart
+    from pydantic_ai.models.function import DeltaToolCall, FunctionModel
+
+    from letitloop import Journal
+    from letitloop.adapters.pydantic_ai import LetItLoopDurability
+
+    LOG, RELEASED = os.environ["AGENT_LOG"], os.environ["AGENT_RELEASED"]
+    DB, RECOVERY = sys.argv[1], sys.argv[2]
+    WORDS = [f"w{i}" for i in range(10)]
+
+
+    def note(line):
+        with open(LOG, "a") as f:
+            f.write(line + "\\n")
+
+
+    async def stream(messages, info):
+        done = [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not done:
+            note("start model 0")
+            yield {0: DeltaToolCall(name="weather", json_args='{"city": ')}
+            yield {0: DeltaToolCall(json_args='"Oslo"}')}
+            note("end model 0")
+            return
+        last = messages[-1]  # the journaled prefix to continue, after a kill
+        prefix = "".join(p.content for p in last.parts) if isinstance(last, ModelResponse) else ""
+        start = sum(w in WORDS for w in prefix.split(" "))
+        note(f"start model 1 from {start}")
+        yield done[0] + ": " if not prefix else ""
+        for i in range(start, len(WORDS)):
+            while i == 5 and not os.path.exists(RELEASED):
+                await asyncio.sleep(0.02)  # killed here by the test
+            note(f"word {i}")
+            yield WORDS[i] + " "
+        note("end model 1")
+
+
+    def respond(messages, info):
+        raise AssertionError("run_stream streams")
+
+
+    durable = LetItLoopDurability(stream_recovery=RECOVERY)
+    agent = Agent(FunctionModel(respond, stream_function=stream), name="trip", capabilities=[durable])
+
+
+    @agent.tool_plain
+    def weather(city: str) -> str:
+        note("start tool weather")
+        note("end tool weather")
+        return f"snow in {city}"
+
+
+    async def main():
+        async with Journal("trip", run="oslo", path=DB):
+            async with agent.run_stream("What is Oslo like now?") as result:
+                output = await result.get_output()
+        print(json.dumps({"output": output}))
+
+
+    asyncio.run(main())
+"""
+
+ANSWER = "snow in Oslo: " + "".join(f"w{i} " for i in range(10))
+
+
+def lines(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def run_agent(framework: Preloaded, folder: Path, recovery: str) -> Child:
+    script = write_script(folder, "agent.py", AGENT)
+    env = {"AGENT_LOG": str(folder / "calls.log"), "AGENT_RELEASED": str(folder / "go")}
+    return framework.start(script, str(folder / "journal.db"), recovery, env={**os.environ, **env})
+
+
+def answer_chunks(folder: Path) -> list[Any]:
+    """The answer's stream as journaled, read from outside the writer."""
+    from letitloop.errors import LetItLoopError
+    from letitloop.streams import read, stream_keys
+
+    try:  # the child may not have made the file, its tables, or the run yet
+        keys = [k for k in stream_keys("oslo", path=folder / "journal.db") if k.startswith("0002:")]
+    except LetItLoopError:
+        return []
+    db = folder / "journal.db"
+    return read("oslo", keys[0], path=db) if keys else []
+
+
+@pytest.fixture(scope="module")
+def framework() -> Iterator[Preloaded]:
+    with for_sdk("pydantic_ai") as preloaded:
+        yield preloaded
+
+
+@dataclass
+class Resumed:
+    recovery: str
+    output: str
+    log: list[str]
+    chunks: list[Any]  # the answer's stream, read after both attempts
+
+
+@pytest.fixture(scope="module", params=["continue", "auto"])
+def resumed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, framework: Preloaded
+) -> Resumed:
+    """The run killed while the answer streams, five words journaled; then run again."""
+    folder = tmp_path_factory.mktemp("killed")
+    child = run_agent(framework, folder, request.param)
+    wait_until(
+        lambda: sum(c.kind == "text" for c in answer_chunks(folder)) >= 6,
+        "the answer's first words journaled",
+    )
+    os.kill(child.pid, signal.SIGKILL)
+    assert child.wait().returncode == -signal.SIGKILL
+    (folder / "go").touch()
+    done = run_agent(framework, folder, request.param).wait()
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout.splitlines()[-1])["output"]
+    return Resumed(request.param, output, lines(folder / "calls.log"), answer_chunks(folder))
+
+
+class TestRunStreamKilledMidAnswer:
+    def test_finished_calls_ran_once_and_the_output_is_whole(self, resumed: Resumed) -> None:
+        calls = Counter(x for x in resumed.log if not x.startswith("word"))
+        assert calls["start model 0"] == calls["end model 0"] == 1
+        assert calls["start tool weather"] == calls["end tool weather"] == 1
+        assert calls["end model 1"] == 1
+        assert resumed.output == ANSWER
+
+    def test_the_answer_continues_from_the_journaled_prefix_or_restarts(
+        self, resumed: Resumed
+    ) -> None:
+        words = Counter(x for x in resumed.log if x.startswith("word"))
+        kinds = [c.kind for c in resumed.chunks]
+        if resumed.recovery == "continue":
+            # The rerun generated only the words after the prefix: each word once.
+            assert "start model 1 from 5" in resumed.log
+            assert words == Counter(f"word {i}" for i in range(10))
+            assert "reset" not in kinds
+            assert any(c.kind == "state" and c.value == {"recovery": "continue"} for c in resumed.chunks)
+        else:  # a FunctionModel is not OpenAI-compatible: "auto" restarts it
+            assert resumed.log.count("start model 1 from 0") == 2
+            assert words == Counter(f"word {i}" for i in range(10)) + Counter(
+                f"word {i}" for i in range(5)
+            )
+            assert kinds.count("reset") == 1
+        # Readers: the text since the last reset is the answer; the stream ended once.
+        after = kinds[len(kinds) - kinds[::-1].index("reset") :] if "reset" in kinds else kinds
+        text = "".join(c.text for c in resumed.chunks[len(kinds) - len(after) :])
+        assert text == ANSWER
+        assert kinds.count("end") == 1
