@@ -312,5 +312,6 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
             "letitloop:smolagents.code",
             "letitloop:langgraph.tool",
             "letitloop:langgraph.model",
+            "letitloop:langgraph.stream",  # tests/test_langgraph_streams.py
             "letitloop:langgraph.approved_call",
         }

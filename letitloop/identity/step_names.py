@@ -116,6 +116,7 @@ HISTORY: dict[str, tuple[str, ...]] = {
     "letitloop:openai.responses": (),  # a streamed response (adapters/openai/responses.py)
     "letitloop:pydantic_ai.stream": (),  # a durable agent's streamed model request's chunks
     "letitloop:openai_agents.stream": (),  # a streamed model turn (openai_agents/streaming.py)
+    "letitloop:langgraph.stream": (),  # durable_model's streamed call (langgraph/streaming.py)
 }
 
 #: Every name the library records for its own steps.

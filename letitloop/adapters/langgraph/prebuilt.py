@@ -296,8 +296,13 @@ class DurableChatModel(BaseChatModel):
         return _result(await self.anode(messages, identity, call))
 
 
-def make_durable_model(model: BaseChatModel, make_durable: Callable[[Any], Any]) -> Any:
-    """``model`` as a :class:`DurableChatModel`; ``make_durable`` is ``durable_node(...)``."""
+def make_durable_model(
+    model: BaseChatModel, make_durable: Callable[[Any], Any], stream_recovery: str = "auto"
+) -> Any:
+    """``model`` as a :class:`DurableChatModel` (its streamed calls journaled as streams:
+    streaming.py); ``make_durable`` is ``durable_node(...)``."""
+    from .streaming import StreamingChatModel, recovery_of
+
     if isinstance(model, DurableChatModel):
         return model
 
@@ -309,7 +314,12 @@ def make_durable_model(model: BaseChatModel, make_durable: Callable[[Any], Any])
             "model", amodel_call, identity, call
         )
 
-    return DurableChatModel(model=model, node=make_durable(one_call), anode=make_durable(one_acall))
+    return StreamingChatModel(
+        model=model,
+        node=make_durable(one_call),
+        anode=make_durable(one_acall),
+        stream_recovery=recovery_of(stream_recovery),
+    )
 
 
 def refuse_non_function(node: Any) -> None:
