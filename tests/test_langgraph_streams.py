@@ -1,4 +1,4 @@
-"""LangGraph ``stream_mode="messages"``: a durable node's model streams, journaled, killed mid-answer.
+"""LangGraph ``stream_mode="messages"``: a durable node's model streams, killed mid-answer.
 
 The graph: ``plan`` (a durable node whose step writes ``plan`` to a side file),
 then ``answer`` (a durable node calling ``durable_model(model).invoke``), with
@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,7 +93,8 @@ PROGRAM = """
     app = graph.compile(checkpointer=LetItLoopCheckpointSaver(DB))
     config = {"configurable": {"thread_id": "t"}}
     tokens = []
-    for message, meta in app.stream({"messages": [HumanMessage("hi")]}, config, stream_mode="messages"):
+    asked = {"messages": [HumanMessage("hi")]}
+    for message, meta in app.stream(asked, config, stream_mode="messages"):
         if meta.get("langgraph_node") == "answer" and message.content:
             tokens.append(message.content)
             if len(tokens) == KILL_AT:

@@ -312,8 +312,12 @@ class TestTheModelWrapper:
             conversation_id=None,
             prompt=None,
         )
+
+        async def first() -> Any:
+            return await events.__anext__()
+
         with pytest.raises(NoJournalError, match=r"with Journal\(goal\)"):
-            asyncio.run(events.__anext__())
+            asyncio.run(first())
 
 
 class TestTheCookbook:

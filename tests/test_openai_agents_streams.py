@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,7 +60,7 @@ PROGRAM = """
             result = Runner.run_streamed(agent, "TOOL What is Paris like?")
             n = 0
             async for event in result.stream_events():
-                if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
+                if isinstance(getattr(event, "data", None), ResponseTextDeltaEvent):
                     n += 1
                     if j.attempt == 1 and n == KILL_AT:
                         os.kill(os.getpid(), signal.SIGKILL)

@@ -71,7 +71,8 @@ AGENT = """
 
 
     durable = LetItLoopDurability(stream_recovery=RECOVERY)
-    agent = Agent(FunctionModel(respond, stream_function=stream), name="trip", capabilities=[durable])
+    model = FunctionModel(respond, stream_function=stream)
+    agent = Agent(model, name="trip", capabilities=[durable])
 
 
     @agent.tool_plain
@@ -169,7 +170,9 @@ class TestRunStreamKilledMidAnswer:
             assert "start model 1 from 5" in resumed.log
             assert words == Counter(f"word {i}" for i in range(10))
             assert "reset" not in kinds
-            assert any(c.kind == "state" and c.value == {"recovery": "continue"} for c in resumed.chunks)
+            assert any(
+                c.kind == "state" and c.value == {"recovery": "continue"} for c in resumed.chunks
+            )
         else:  # a FunctionModel is not OpenAI-compatible: "auto" restarts it
             assert resumed.log.count("start model 1 from 0") == 2
             assert words == Counter(f"word {i}" for i in range(10)) + Counter(

@@ -372,7 +372,7 @@ def durable_model(
     """
     from langchain_core.language_models.chat_models import BaseChatModel
 
-    from .prebuilt import make_durable_model
+    from .streaming import streaming_model
 
     if not isinstance(model, BaseChatModel):
         raise LetItLoopError(
@@ -380,7 +380,7 @@ def durable_model(
             f"{type(model).__name__}; pass the model itself, before bind_tools()"
         )
     wrap = durable_node(goal=goal, path=path, durability=durability, timeout=timeout, budget=budget)
-    return cast(BaseChatModel, make_durable_model(model, wrap, stream_recovery))
+    return cast(BaseChatModel, streaming_model(model, wrap, stream_recovery))
 
 
 def _with_config(signature: inspect.Signature) -> inspect.Signature:

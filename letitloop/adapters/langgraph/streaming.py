@@ -28,12 +28,14 @@ handed to LangChain as one chunk: no token-by-token stream there.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
 from ...errors import MisuseError
@@ -41,9 +43,9 @@ from ...identity.step_names import Named
 from ...run.journal import current_journal
 from ...streams import Piece, Recovery, Resume, StreamResult, astream, stream
 from ..reserving import chat_prompt, max_tokens_of, reserve_call
-from .prebuilt import DurableChatModel, _call_identity, _model_name
+from .prebuilt import DurableChatModel, call_identity, make_durable_model, model_name
 
-__all__ = ["RECOVERIES", "StreamingChatModel"]
+__all__ = ["RECOVERIES", "StreamingChatModel", "streaming_model"]
 
 #: What a durable model's streamed call cut by a kill does on the next attempt.
 RECOVERIES = ("auto", "continue", "restart")
@@ -64,10 +66,10 @@ def _continues(model: BaseChatModel, recovery: str) -> bool:
     if recovery != "auto":
         return recovery == "continue"
     try:
-        from langchain_openai.chat_models.base import BaseChatOpenAI
+        openai_chat = importlib.import_module("langchain_openai.chat_models.base")
     except ImportError:  # langchain-openai not installed: no such model
         return False
-    return isinstance(model, BaseChatOpenAI)
+    return isinstance(model, openai_chat.BaseChatOpenAI)
 
 
 class _Pieces:
@@ -102,7 +104,7 @@ class _Pieces:
             yield Piece.usage(
                 input_tokens=spent.get("input_tokens"),
                 output_tokens=spent.get("output_tokens"),
-                model=_model_name(self.model),
+                model=model_name(self.model),
             )
 
     def last(self) -> Piece:
@@ -113,7 +115,7 @@ class _Pieces:
 def _reserve(model: BaseChatModel, messages: list[BaseMessage], kwargs: dict[str, Any]) -> None:
     """Reserve the call in its run's budget, if any, before it is made (as ``model_call``)."""
     prompt = functools.partial(chat_prompt, messages, kwargs.get("tools"))
-    reserve_call(prompt, lambda: max_tokens_of(kwargs, model), _model_name(model), None)
+    reserve_call(prompt, lambda: max_tokens_of(kwargs, model), model_name(model), None)
 
 
 def _source(
@@ -149,13 +151,12 @@ def _chunk(chunk: Any) -> ChatGenerationChunk:
     if chunk.kind == "text":
         return ChatGenerationChunk(message=AIMessageChunk(content=chunk.text))
     delta = chunk.value
-    call = {
-        "type": "tool_call_chunk",
-        "index": delta["index"],
-        "id": delta.get("id"),
-        "name": delta.get("name"),
-        "args": delta.get("arguments") or "",
-    }
+    call = tool_call_chunk(
+        index=delta["index"],
+        id=delta.get("id"),
+        name=delta.get("name"),
+        args=delta.get("arguments") or "",
+    )
     return ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=[call]))
 
 
@@ -177,19 +178,31 @@ def _whole(result: ChatResult) -> Iterator[ChatGenerationChunk]:
         chunk = AIMessageChunk(
             content=message.content,
             tool_call_chunks=[
-                {
-                    "type": "tool_call_chunk",
-                    "index": i,
-                    "id": c.get("id"),
-                    "name": c.get("name"),
-                    "args": json.dumps(c.get("args")),
-                }
+                tool_call_chunk(
+                    index=i, id=c.get("id"), name=c.get("name"), args=json.dumps(c.get("args"))
+                )
                 for i, c in enumerate(getattr(message, "tool_calls", None) or ())
             ],
             response_metadata=message.response_metadata,
             usage_metadata=getattr(message, "usage_metadata", None),
         )
         yield ChatGenerationChunk(message=chunk)
+
+
+def streaming_model(
+    model: BaseChatModel, make_durable: Callable[[Any], Any], stream_recovery: str
+) -> Any:
+    """``model`` as a :class:`StreamingChatModel` (``make_durable_model``'s, with its
+    streamed calls journaled as streams); a durable model given is kept as it is."""
+    durable = make_durable_model(model, make_durable)
+    if type(durable) is not DurableChatModel:
+        return durable
+    return StreamingChatModel(
+        model=durable.model,
+        node=durable.node,
+        anode=durable.anode,
+        stream_recovery=recovery_of(stream_recovery),
+    )
 
 
 class StreamingChatModel(DurableChatModel):
@@ -213,12 +226,17 @@ class StreamingChatModel(DurableChatModel):
 
         def recover(resume: Resume, identity: Any) -> Recovery | None:
             asked = _continued(resume, messages) if continues else None
-            return None if asked is None else Recovery("continue", _source(model, asked, stop, kwargs))
+            return (
+                None if asked is None else Recovery("continue", _source(model, asked, stop, kwargs))
+            )
 
         s = stream(
             "model",
-            Named("letitloop:langgraph.stream", lambda identity: _source(model, messages, stop, kwargs)),
-            _call_identity(messages, stop, kwargs),
+            Named(
+                "letitloop:langgraph.stream",
+                lambda identity: _source(model, messages, stop, kwargs),
+            ),
+            call_identity(messages, stop, kwargs),
             recover=recover,
             journal=journal,
         )
@@ -249,9 +267,10 @@ class StreamingChatModel(DurableChatModel):
         s = astream(
             "model",
             Named(
-                "letitloop:langgraph.stream", lambda identity: _asource(model, messages, stop, kwargs)
+                "letitloop:langgraph.stream",
+                lambda identity: _asource(model, messages, stop, kwargs),
             ),
-            _call_identity(messages, stop, kwargs),
+            call_identity(messages, stop, kwargs),
             recover=recover,
             journal=journal,
         )

@@ -1,4 +1,4 @@
-"""``Runner.run_streamed`` with a durable agent: each streamed model turn a ``letitloop.streams`` step.
+"""``Runner.run_streamed`` with a durable agent: each streamed model turn a streamed step.
 
 ``DurableModel.stream_response`` (model.py) hands the turn to :func:`turn_events`:
 a streamed step keyed ``{label}.model:{n}`` (the count ``get_response`` uses)
@@ -114,7 +114,9 @@ def turn_stream(
     """The streamed step of one model turn (its identity: the turn's digest)."""
     return astream(
         key,
-        Named("letitloop:openai_agents.stream", lambda identity: _source(model, args, kwargs, cost)),
+        Named(
+            "letitloop:openai_agents.stream", lambda identity: _source(model, args, kwargs, cost)
+        ),
         identity,
         recover=_recoverer(model, args, kwargs, cost),
         journal=journal,

@@ -101,8 +101,8 @@ def _pieces(event: ModelResponseStreamEvent) -> list[Piece | str]:
         if isinstance(delta, TextPartDelta):
             return [delta.content_delta] if delta.content_delta else []
         if isinstance(delta, ToolCallPartDelta):
-            args = delta.args_delta
-            text = args if isinstance(args, str) else json.dumps(args) if args else ""
+            more = delta.args_delta
+            text = more if isinstance(more, str) else json.dumps(more) if more else ""
             return [
                 Piece.tool(event.index, text, id=delta.tool_call_id, name=delta.tool_name_delta)
             ]
