@@ -23,6 +23,7 @@ from helpers import wait_until
 from letitloop import Journal, unchecked
 from letitloop.errors import LetItLoopError, MisuseError
 from letitloop.streams import (
+    Chunk,
     Piece,
     Recovery,
     Resume,
@@ -230,8 +231,6 @@ class TestAStreamCutBeforeItsEnd:
         assert calls == ["from 0", "from 0"]
 
     def test_a_tool_call_cut_in_its_json_is_told_apart_from_a_whole_one(self) -> None:
-        from letitloop.streams.chunks import Chunk
-
         def tool(seq: int, delta: dict[str, Any]) -> Chunk:
             return Chunk(seq, "tool", json.dumps(delta))
 
@@ -243,6 +242,30 @@ class TestAStreamCutBeforeItsEnd:
         )
         assert resume.tool_calls == {0: {"id": "a", "name": "f", "arguments": '{"x": 1}'}}
         assert resume.partial_tools == {1}
+
+
+class TestTheOpenAIHooks:
+    """A kill after the provider's last event but before the stream's end: no call."""
+
+    def test_a_chat_whose_finish_was_journaled_is_not_asked_again(self) -> None:
+        from letitloop.adapters.openai import chat
+
+        resume = Resume.of([Chunk(0, "text", "Hi"), Chunk(1, "state", '{"finish_reason":"stop"}')])
+        found = chat._recover(resume, None, chat.assistant_prefix, model="m", messages=[])
+        assert found is not None and found.how == "continue" and found.pieces == ()
+
+    def test_a_response_journaled_to_completed_is_not_reattached(self) -> None:
+        from letitloop.adapters.openai import responses
+
+        resume = Resume.of(
+            [
+                Chunk(0, "state", '{"response_id":"resp_1"}', "0"),
+                Chunk(1, "text", "Hi", "3"),
+                Chunk(2, "state", '{"status":"completed"}', "5"),
+            ]
+        )
+        found = responses._recover(resume, None, model="m", input="x")
+        assert found is not None and found.how == "reattach" and found.pieces == ()
 
 
 class TestBadInput:

@@ -6,6 +6,11 @@ stream from any offset while it runs and after. After a kill mid-stream the
 next attempt re-attaches, continues from the journaled prefix, or restarts
 (a ``Recovery`` from the provider's hook, or none). The OpenAI-compatible
 client's streams are ``letitloop.adapters.openai``'s.
+
+A public room (users import it by path). Its modules, bottom up: ``chunks``
+(pieces, chunks, what they add up to), ``calls`` (one attempt: the batch, the
+flusher, ``Recovery``), ``stepping`` (the step, sync and async), ``reading``
+(the readers, through a read-only inspector).
 """
 
 from .calls import Recovery, StreamAbandonedError

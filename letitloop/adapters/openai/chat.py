@@ -96,6 +96,8 @@ def _call(client: Any, continuation: Continuation | None, **request: Any) -> Ite
 def _recover(
     resume: Resume, client: Any, continuation: Continuation | None, **request: Any
 ) -> Recovery | None:
+    if resume.state.get("finish_reason"):  # the answer was whole: killed before its end
+        return Recovery("continue", ())
     asked = continuation(resume, request) if continuation is not None else None
     if asked is None:
         return None
@@ -111,6 +113,8 @@ async def _acall(client: Any, continuation: Continuation | None, **request: Any)
 async def _arecover(
     resume: Resume, client: Any, continuation: Continuation | None, **request: Any
 ) -> Recovery | None:
+    if resume.state.get("finish_reason"):  # the answer was whole: killed before its end
+        return Recovery("continue", ())
     asked = continuation(resume, request) if continuation is not None else None
     if asked is None:
         return None

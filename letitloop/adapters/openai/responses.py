@@ -98,6 +98,8 @@ def _call(client: Any, **request: Any) -> Iterator[Piece]:
 
 
 def _recover(resume: Resume, client: Any, **request: Any) -> Recovery | None:
+    if resume.state.get("status") == "completed":  # killed after the last event
+        return Recovery("reattach", ())
     found = _reattach(resume, request)
     if found is None:
         return None
@@ -114,6 +116,8 @@ async def _acall(client: Any, **request: Any) -> AsyncIterator[Piece]:
 
 
 async def _arecover(resume: Resume, client: Any, **request: Any) -> Recovery | None:
+    if resume.state.get("status") == "completed":  # killed after the last event
+        return Recovery("reattach", ())
     found = _reattach(resume, request)
     if found is None:
         return None
