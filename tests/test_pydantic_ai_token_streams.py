@@ -6,6 +6,11 @@ the run's stream from outside the child (``letitloop.streams.read``, another
 process than the writer) until the five words are journaled, SIGKILLs the child,
 and runs it again. The model function and the tool write what they did to a side
 file, so what ran (and which words were generated) is counted outside the journal.
+
+Then an ``OpenAIChatModel`` pointed at the fake OpenAI-compatible server
+(tests/openai_server.py, which bills each output token as it sends it), killed by
+its own event stream handler mid-answer: ``"auto"`` continues it, and the rerun
+pays only the rest of the answer.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 import pytest
 from helpers import wait_until, write_script
+from openai_server import LENGTH, FakeOpenAI, answer
 from preloaded import Child, Preloaded, for_sdk
 
 pytest.importorskip("pydantic_ai.durable_exec")
@@ -92,6 +98,50 @@ AGENT = """
     asyncio.run(main())
 """
 
+OPENAI_AGENT = """
+    import asyncio, json, os, signal, sys
+
+    from openai import AsyncOpenAI
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import PartDeltaEvent, TextPartDelta
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from letitloop import Journal
+    from letitloop.adapters.pydantic_ai import LetItLoopDurability
+    from letitloop.streams import calls
+
+    DB, URL = sys.argv[1:]
+    KILL_AT = int(os.environ.get("KILL_AT", "0"))
+    calls.FLUSH_EVERY = 4  # a batch every 4 chunks: a kill mid-answer leaves some journaled
+    seen = 0
+
+
+    async def handler(ctx, events):  # gets the tokens as they arrive
+        global seen
+        async for event in events:
+            if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                seen += 1
+                if seen == KILL_AT:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+
+    client = AsyncOpenAI(base_url=URL, api_key="k", max_retries=0)
+    model = OpenAIChatModel("fake", provider=OpenAIProvider(openai_client=client))
+    durable = LetItLoopDurability(event_stream_handler=handler)
+    agent = Agent(model, name="story", capabilities=[durable])
+
+
+    async def main():
+        async with Journal("story", run="s", path=DB):
+            async with agent.run_stream("Tell me a story") as result:
+                output = await result.get_output()
+        print(json.dumps({"output": output}))
+
+
+    asyncio.run(main())
+"""
+
 ANSWER = "snow in Oslo: " + "".join(f"w{i} " for i in range(10))
 
 
@@ -120,7 +170,7 @@ def answer_chunks(folder: Path) -> list[Any]:
 
 @pytest.fixture(scope="module")
 def framework() -> Iterator[Preloaded]:
-    with for_sdk("pydantic_ai") as preloaded:
+    with for_sdk("pydantic_ai", "pydantic_ai.models.openai") as preloaded:
         yield preloaded
 
 
@@ -184,3 +234,29 @@ class TestRunStreamKilledMidAnswer:
         text = "".join(c.text for c in resumed.chunks[len(kinds) - len(after) :])
         assert text == ANSWER
         assert kinds.count("end") == 1
+
+
+class TestAnOpenAIChatModelKilledMidAnswer:
+    def test_auto_continues_it_and_the_rerun_pays_only_the_rest(
+        self, framework: Preloaded, tmp_path: Path
+    ) -> None:
+        pytest.importorskip("uvicorn")
+        server = FakeOpenAI().start()
+        try:
+            script = write_script(tmp_path, "agent.py", OPENAI_AGENT)
+            args = (str(tmp_path / "journal.db"), server.url)
+            first = framework.run(script, *args, env={**os.environ, "KILL_AT": "15"})
+            assert first.returncode == -signal.SIGKILL, first.stderr
+            second = framework.run(script, *args)
+            assert second.returncode == 0, second.stderr
+        finally:
+            server.stop()
+        assert json.loads(second.stdout.splitlines()[-1])["output"] == "".join(
+            answer("Tell me a story")
+        )
+        assert len(server.bills) == 2  # the killed call and its continuation
+        prefix = server.requests[-1]["messages"][-1]
+        assert prefix["role"] == "assistant"  # the journaled text, to be completed
+        journaled = len(prefix["content"].split())
+        assert 0 < journaled < LENGTH  # mid-answer (the unit reads a few chunks ahead)
+        assert server.bills[1]["output"] == LENGTH - journaled
