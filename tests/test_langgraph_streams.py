@@ -7,8 +7,9 @@ twenty words, writing to the side file where it starts (after a kill it may be
 given the journaled prefix to go on from). The program (a real child, forked
 from an interpreter that imported LangGraph) runs ``graph.stream(...,
 stream_mode="messages")`` and SIGKILLs itself after ten of the answer's tokens;
-it then runs again. The test reads the node's journaled stream from its own
-process (another than the writer's).
+it then runs again (also with ``graph.astream`` and an async node). The test
+reads the node's journaled stream from its own process (another than the
+writer's).
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ PROGRAM = """
     from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_model, durable_node
     from letitloop.streams import calls
 
-    DB, SIDE, RECOVERY = sys.argv[1:]
+    import asyncio
+
+    DB, SIDE, RECOVERY, FLAVOR = sys.argv[1:]
     KILL_AT = int(os.environ.get("KILL_AT", "0"))
     calls.FLUSH_EVERY = 4  # a batch every 4 chunks: a kill mid-answer leaves some journaled
     WORDS = [f"w{i}" for i in range(20)]
@@ -80,9 +83,17 @@ PROGRAM = """
         return {"messages": [step("plan", planned)]}
 
 
-    @durable_node
-    def answer(state):
-        return {"messages": [model.invoke(state["messages"])]}
+    if FLAVOR == "sync":
+
+        @durable_node
+        def answer(state):
+            return {"messages": [model.invoke(state["messages"])]}
+
+    else:
+
+        @durable_node
+        async def answer(state):
+            return {"messages": [await model.ainvoke(state["messages"])]}
 
 
     graph = StateGraph(MessagesState)
@@ -94,11 +105,25 @@ PROGRAM = """
     config = {"configurable": {"thread_id": "t"}}
     tokens = []
     asked = {"messages": [HumanMessage("hi")]}
-    for message, meta in app.stream(asked, config, stream_mode="messages"):
+
+
+    def received(message, meta):
         if meta.get("langgraph_node") == "answer" and message.content:
             tokens.append(message.content)
             if len(tokens) == KILL_AT:
                 os.kill(os.getpid(), signal.SIGKILL)
+
+
+    async def astreamed():
+        async for message, meta in app.astream(asked, config, stream_mode="messages"):
+            received(message, meta)
+
+
+    if FLAVOR == "sync":
+        for message, meta in app.stream(asked, config, stream_mode="messages"):
+            received(message, meta)
+    else:
+        asyncio.run(astreamed())
     last = app.get_state(config).values["messages"][-1]
     print(json.dumps({"streamed": tokens, "answer": last.content}))
 """
@@ -115,14 +140,18 @@ def forker() -> Iterator[Preloaded]:
         yield p
 
 
-@pytest.fixture(scope="module", params=["continue", "auto"])
+@pytest.fixture(
+    scope="module",
+    params=[("continue", "sync"), ("auto", "sync"), ("continue", "async")],
+    ids=lambda p: f"{p[0]}, {p[1]}",
+)
 def killed(
     request: pytest.FixtureRequest, forker: Preloaded, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     """The graph killed while ``answer`` streams, then run again."""
     folder = tmp_path_factory.mktemp("killed")
     script = write_script(folder, "program.py", PROGRAM)
-    args = (str(folder / "journal.db"), str(folder / "side.log"), request.param)
+    args = (str(folder / "journal.db"), str(folder / "side.log"), *request.param)
     first = forker.run(script, *args, env={"KILL_AT": str(KILL_AT)})
     assert first.returncode == -signal.SIGKILL, first.stderr
     second = forker.run(script, *args)
@@ -130,7 +159,7 @@ def killed(
     from letitloop.streams import read
 
     return {
-        "recovery": request.param,
+        "recovery": request.param[0],
         **json.loads(second.stdout.splitlines()[-1]),
         "side": (folder / "side.log").read_text().splitlines(),
         "chunks": read("langgraph:answer", path=folder / "journal.db"),
