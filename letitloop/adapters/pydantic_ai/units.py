@@ -180,9 +180,11 @@ class LetItLoopBackend(JournalCallableOperationBackend[None]):
                     )
                 except RunWaiting as stop:  # no SystemExit inside the graph's tasks
                     raise StoppedToWait(stop) from None
-            if streamed:  # the model wrapper journals its stream (streaming.py)
-                in_stream_unit.set(True)
-            payload = await body()
+            token = in_stream_unit.set(streamed)  # its model journals its stream (streaming.py)
+            try:
+                payload = await body()
+            finally:
+                in_stream_unit.reset(token)
             if is_model_request:
                 report_usage(payload)
             return payload
