@@ -194,3 +194,13 @@ class TestAStreamingNodeKilledMidAnswer:
         since = kinds[::-1].index("reset") if "reset" in kinds else len(kinds)
         assert "".join(c.text for c in chunks[len(kinds) - since :]) == WHOLE
         assert kinds.count("end") == 1
+
+
+def test_an_unknown_stream_recovery_is_refused_with_the_choices() -> None:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from letitloop.adapters.langgraph import durable_model
+    from letitloop.errors import MisuseError
+
+    with pytest.raises(MisuseError, match=r"'auto', 'continue', 'restart'"):
+        durable_model(FakeListChatModel(responses=["hi"]), stream_recovery="again")

@@ -260,3 +260,11 @@ class TestAnOpenAIChatModelKilledMidAnswer:
         journaled = len(prefix["content"].split())
         assert 0 < journaled < LENGTH  # mid-answer (the unit reads a few chunks ahead)
         assert server.bills[1]["output"] == LENGTH - journaled
+
+
+def test_an_unknown_stream_recovery_is_refused_with_the_choices() -> None:
+    from letitloop.adapters.pydantic_ai import LetItLoopDurability
+    from letitloop.errors import MisuseError
+
+    with pytest.raises(MisuseError, match=r"'auto', 'continue', 'restart'"):
+        LetItLoopDurability(stream_recovery="again")
