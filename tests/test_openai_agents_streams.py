@@ -7,7 +7,8 @@ call; the tool runs; turn 2 streams the answer. The program (a real child,
 forked from an interpreter that imported the SDK) SIGKILLs itself in the middle
 of turn 2, then runs again. The server's bills and a side file the tool writes
 count what was paid and what ran, outside the journal; the test reads the turn's
-journaled stream from its own process (another than the writer's).
+journaled stream from its own process (another than the writer's). The journal is
+a file, then a PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -88,14 +89,24 @@ def sdk() -> Iterator[Preloaded]:
         yield p
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["file", "postgres"])
 def killed(
-    sdk: Preloaded, server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    sdk: Preloaded,
+    server: FakeOpenAI,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
-    """The streamed run killed in the middle of turn 2, then run again to its end."""
+    """The streamed run killed in the middle of turn 2, then run again to its end; its
+    journal a file, or on PostgreSQL."""
     folder = tmp_path_factory.mktemp("killed")
     script = write_script(folder, "program.py", PROGRAM)
-    args = (str(folder / "journal.db"), server.url, str(folder / "tools.log"))
+    if request.param == "file":
+        db = str(folder / "journal.db")
+    else:
+        import pg_server
+
+        db = pg_server.location()
+    args = (db, server.url, str(folder / "tools.log"))
     before = len(server.bills)
     first = sdk.run(script, *args, env={"KILL_AT": str(KILL_AT)})
     assert first.returncode == -signal.SIGKILL, first.stderr
@@ -103,7 +114,6 @@ def killed(
     assert second.returncode == 0, second.stderr
     from letitloop.streams import read, stream_keys
 
-    db = folder / "journal.db"
     keys = stream_keys("paris", path=db)
     return {
         "output": json.loads(second.stdout.splitlines()[-1])["output"],
