@@ -8,7 +8,8 @@ forked from an interpreter that imported the SDK) SIGKILLs itself in the middle
 of turn 2, then runs again. The server's bills and a side file the tool writes
 count what was paid and what ran, outside the journal; the test reads the turn's
 journaled stream from its own process (another than the writer's). The journal is
-a file, then a PostgreSQL database.
+a file, then a PostgreSQL database. Last, a Responses API model's turn killed
+mid-answer restarts (the SDK asks for no background response to re-attach to).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +33,7 @@ PROGRAM = """
 
     from agents import Agent, Runner, function_tool, set_tracing_disabled
     from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
+    from agents.models.openai_responses import OpenAIResponsesModel
     from openai import AsyncOpenAI
     from openai.types.responses import ResponseTextDeltaEvent
 
@@ -38,7 +41,7 @@ PROGRAM = """
     from letitloop.adapters.openai_agents import durable_agent
     from letitloop.streams import calls
 
-    DB, URL, LOG = sys.argv[1:]
+    DB, URL, LOG, API = sys.argv[1:]
     calls.FLUSH_EVERY = 4  # a batch every 4 chunks: a kill mid-turn leaves some journaled
     KILL_AT = int(os.environ.get("KILL_AT", "0"))
     set_tracing_disabled(True)
@@ -52,8 +55,11 @@ PROGRAM = """
 
 
     client = AsyncOpenAI(base_url=URL, api_key="k", max_retries=0)
-    model = OpenAIChatCompletionsModel("fake", client)
-    agent = durable_agent(Agent(name="trip", model=model, tools=[get_weather]))
+    if API == "chat":
+        model = OpenAIChatCompletionsModel("fake", client)
+        agent = durable_agent(Agent(name="trip", model=model, tools=[get_weather]))
+    else:  # the Responses API, text only
+        agent = durable_agent(Agent(name="trip", model=OpenAIResponsesModel("fake", client)))
 
 
     async def main():
@@ -106,7 +112,7 @@ def killed(
         import pg_server
 
         db = pg_server.location()
-    args = (db, server.url, str(folder / "tools.log"))
+    args = (db, server.url, str(folder / "tools.log"), "chat")
     before = len(server.bills)
     first = sdk.run(script, *args, env={"KILL_AT": str(KILL_AT)})
     assert first.returncode == -signal.SIGKILL, first.stderr
@@ -154,3 +160,29 @@ class TestARunStreamedKilledMidTurn:
         assert {"recovery": "continue"} in [c.value for c in chunks if c.kind == "state"]
         assert "".join(c.text for c in chunks) == "".join(answer(PROMPT))
         assert [c.seq for c in chunks] == list(range(len(chunks)))
+
+
+class TestAResponsesModelTurnKilledMidAnswer:
+    def test_it_restarts_and_readers_are_told(
+        self, sdk: Preloaded, server: FakeOpenAI, tmp_path: Path
+    ) -> None:
+        # The SDK asks for no background response: nothing to re-attach to, so a restart.
+        from letitloop.streams import read
+
+        script = write_script(tmp_path, "program.py", PROGRAM)
+        args = (str(tmp_path / "journal.db"), server.url, str(tmp_path / "tools.log"), "responses")
+        before = len(server.bills)
+        first = sdk.run(script, *args, env={"KILL_AT": str(LENGTH // 2)})
+        assert first.returncode == -signal.SIGKILL, first.stderr
+        second = sdk.run(script, *args)
+        assert second.returncode == 0, second.stderr
+        output = json.loads(second.stdout.splitlines()[-1])["output"]
+        bills = server.bills[before:]
+        assert [b["kind"] for b in bills] == ["response", "response"]
+        assert bills[1]["output"] == LENGTH  # the whole answer again
+        chunks = read("paris", "trip.model:1", path=tmp_path / "journal.db")
+        kinds = [c.kind for c in chunks]
+        assert kinds.count("reset") == 1 and kinds[-1] == "end"
+        after = chunks[kinds.index("reset") + 1 :]
+        assert "".join(c.text for c in after) == output
+        assert len(output.split()) == LENGTH

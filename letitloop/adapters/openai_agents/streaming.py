@@ -84,7 +84,7 @@ async def _source(
                 yield Piece.usage(
                     input_tokens=tokens_in, output_tokens=tokens_out, model=name, cost=price
                 )
-            yield Piece.state(response=response.model_dump(mode="json", exclude_none=True))
+            yield Piece.state(response=response.model_dump(mode="json"))
 
 
 def _recoverer(
@@ -125,10 +125,14 @@ def turn_stream(
 
 def response_of(result: StreamResult) -> Response:
     """The turn's final response: the provider's own when the turn was not cut, else
-    rebuilt from the journal (the whole text, the tool calls, the last call's usage)."""
+    rebuilt from the journal (the whole text, the tool calls, the last call's usage);
+    rebuilt too when the provider's holds no output (servers that send their items in
+    ``output_item.done`` events only, which the SDK would have collected)."""
     last = dict(result.state.get("response") or {})
-    if last and not result.recoveries:
-        return Response.model_validate(last)
+    if last.get("output") and not result.recoveries:
+        # Built as the openai client builds what a server sent (``construct``: nested
+        # models, no validation): an OpenAI-compatible server may leave fields out.
+        return Response.construct(**last)
     output: list[Any] = []
     if result.text:
         text = ResponseOutputText(type="output_text", text=result.text, annotations=[])
@@ -159,7 +163,7 @@ def response_of(result: StreamResult) -> Response:
         "tool_choice": "auto",
         "tools": [],
     }
-    return Response.model_validate({**base, **last, "output": [o.model_dump() for o in output]})
+    return Response.construct(**{**base, **last, "output": [o.model_dump() for o in output]})
 
 
 async def turn_events(stream: AsyncStream) -> AsyncIterator[TResponseStreamEvent]:
