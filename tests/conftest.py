@@ -78,6 +78,9 @@ SLOW_FILES = frozenset(
         "test_schedule_processes.py",
         # Streamed calls: programs SIGKILLed mid-stream and run again, file and PostgreSQL.
         "test_streams_killed.py",
+        # The frameworks' streams (Pydantic AI, OpenAI Agents, LangGraph) killed mid-answer.
+        "test_pydantic_ai_token_streams.py", "test_openai_agents_streams.py",
+        "test_langgraph_streams.py",
         # The encryption extra (cryptography), its programs and lil as processes.
         "test_encryption.py",
         # Round 4: the adapters' request trials (killed at random, twenty times a

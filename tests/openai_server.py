@@ -7,7 +7,7 @@ A real HTTP server (Starlette on uvicorn, in a thread of the test's process:
   user message, one token per chunk, then the usage. A last message of the
   assistant whose content is a prefix of the answer is continued: only the rest
   is generated. A prompt with ``TOOL`` in it ends with a tool call whose
-  arguments come in pieces.
+  arguments come in pieces (until a ``tool`` message brings its result).
 - ``POST /v1/responses`` with ``stream: true`` (``background: true``: the
   response is generated on the server whoever listens, and kept), and
   ``GET /v1/responses/{id}?stream=true&starting_after=N`` re-attaches to it:
@@ -79,7 +79,8 @@ class FakeOpenAI:
                     if not prefix.startswith("".join(tokens[: start + 1])):
                         break
                     start += 1
-            tool = "TOOL" in prompt
+            # A tool call until its result is in (an agent's next turn answers in text).
+            tool = "TOOL" in prompt and not any(m["role"] == "tool" for m in messages)
             bill: dict[str, Any] = {"kind": "chat", "input": words(messages), "output": 0}
             self.bills.append(bill)
             cid = f"chatcmpl-{uuid.uuid4().hex[:8]}"

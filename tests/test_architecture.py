@@ -379,6 +379,7 @@ LANGGRAPH_ORDER = [
     "approvals",
     "prebuilt",
     "agents",
+    "streaming",
     "node",
     "middleware",
     "invocations",
@@ -408,12 +409,21 @@ EXTRAS_PACKAGES = ("mcp.", "web.", "integrations.")
 
 #: The Pydantic AI adapter's own modules, bottom up: the journaled units (the
 #: backend), the durable wait, the capability that installs both.
-PYDANTIC_AI_ORDER = ["decisions", "requests", "units", "waiter", "capability", "__init__"]
+PYDANTIC_AI_ORDER = [
+    "decisions",
+    "requests",
+    "streaming",
+    "units",
+    "waiter",
+    "capability",
+    "__init__",
+]
 
 #: The OpenAI Agents adapter's own modules, bottom up: the journal and keys, the
 #: journaled model, tools, session and approvals, the agent wrapper.
 OPENAI_AGENTS_ORDER = [
     "calls",
+    "streaming",
     "model",
     "tools",
     "session",

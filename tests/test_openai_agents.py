@@ -38,7 +38,7 @@ from preloaded import Preloaded, for_sdk
 from letitloop import Journal
 from letitloop.adapters.openai_agents import DurableModel, durable_agent
 from letitloop.adapters.openai_agents.model import RESPONSE
-from letitloop.errors import MisuseError, NoJournalError, StepMismatchError
+from letitloop.errors import NoJournalError, StepMismatchError
 
 LIL = [sys.executable, "-m", "letitloop"]
 REJECTED = '{"approve": false, "message": "no refunds today"}'
@@ -297,21 +297,27 @@ class TestTheModelWrapper:
         assert "its prompt, tools or options differ" in said and "new run" in said
         assert "lil reset ask --run " in said and "lil fork " in said
 
-    def test_a_streamed_run_is_refused_with_the_way_out(self) -> None:
+    def test_a_streamed_turn_with_no_journal_open_is_refused(self) -> None:
+        # Streamed turns are journaled (tests/test_openai_agents_streams.py): not without one.
         model = DurableModel(oat.FakeModel("helper"))
-        with pytest.raises(MisuseError, match=r"Runner\.run"):
-            model.stream_response(
-                None,
-                "x",
-                ModelSettings(),
-                [],
-                None,
-                [],
-                ModelTracing.DISABLED,
-                previous_response_id=None,
-                conversation_id=None,
-                prompt=None,
-            )
+        events = model.stream_response(
+            None,
+            "x",
+            ModelSettings(),
+            [],
+            None,
+            [],
+            ModelTracing.DISABLED,
+            previous_response_id=None,
+            conversation_id=None,
+            prompt=None,
+        )
+
+        async def first() -> Any:
+            return await events.__anext__()
+
+        with pytest.raises(NoJournalError, match=r"with Journal\(goal\)"):
+            asyncio.run(first())
 
 
 class TestTheCookbook:

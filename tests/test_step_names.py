@@ -304,13 +304,16 @@ class TestNoStepTheLibraryRecordsIsNamedByWhereItsCodeLives:
             "letitloop:openai.chat",  # streams (tests/test_streams_killed.py)
             "letitloop:openai.responses",
             "letitloop:openai_agents.approved_tool",
+            "letitloop:openai_agents.stream",  # tests/test_openai_agents_streams.py
             "letitloop:openai_agents.approvals",
             "letitloop:openai_agents.session.clear",
             "letitloop:openai_agents.session.pop",
             "letitloop:pydantic_ai.ask",
+            "letitloop:pydantic_ai.stream",  # tests/test_pydantic_ai_token_streams.py
             "letitloop:smolagents.code",
             "letitloop:langgraph.tool",
             "letitloop:langgraph.model",
+            "letitloop:langgraph.stream",  # tests/test_langgraph_streams.py
             "letitloop:langgraph.approved_call",
             "letitloop:queue.enqueue",
             "letitloop:queue.result",

@@ -116,6 +116,9 @@ HISTORY: dict[str, tuple[str, ...]] = {
     "letitloop:smolagents.agent": ("letitloop.adapters.smolagents.agent.call_agent",),
     "letitloop:openai.chat": (),  # a streamed chat completion (adapters/openai/chat.py)
     "letitloop:openai.responses": (),  # a streamed response (adapters/openai/responses.py)
+    "letitloop:pydantic_ai.stream": (),  # a durable agent's streamed model request's chunks
+    "letitloop:openai_agents.stream": (),  # a streamed model turn (openai_agents/streaming.py)
+    "letitloop:langgraph.stream": (),  # durable_model's streamed call (langgraph/streaming.py)
 }
 
 #: Every name the library records for its own steps.

@@ -355,6 +355,7 @@ def durable_model(
     durability: Durability | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     budget: Budget | Mapping[str, Any] | None = None,
+    stream_recovery: str = "auto",
 ) -> BaseChatModel:
     """``model`` with each call journaled as a step (``prebuilt.py``): pass it to
     ``create_react_agent`` or call it in any node of a graph that has a checkpointer.
@@ -365,11 +366,13 @@ def durable_model(
     budget (``max_tokens`` from the call's options or the model's settings,
     else all that remains), and its reported usage settles it. Raises
     LetItLoopError when ``model`` is not a LangChain chat model, or when a call
-    is made outside a graph run with a ``thread_id``.
+    is made outside a graph run with a ``thread_id``. ``stream_recovery``: what a streamed
+    call (``stream_mode="messages"``) cut by a kill does (streaming.py): ``"continue"``
+    from the journaled text, ``"restart"``, or ``"auto"``.
     """
     from langchain_core.language_models.chat_models import BaseChatModel
 
-    from .prebuilt import make_durable_model
+    from .streaming import streaming_model
 
     if not isinstance(model, BaseChatModel):
         raise LetItLoopError(
@@ -377,7 +380,7 @@ def durable_model(
             f"{type(model).__name__}; pass the model itself, before bind_tools()"
         )
     wrap = durable_node(goal=goal, path=path, durability=durability, timeout=timeout, budget=budget)
-    return cast(BaseChatModel, make_durable_model(model, wrap))
+    return cast(BaseChatModel, streaming_model(model, wrap, stream_recovery))
 
 
 def _with_config(signature: inspect.Signature) -> inspect.Signature:

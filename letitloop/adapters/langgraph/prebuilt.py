@@ -178,7 +178,7 @@ def durable_tool_node(node: ToolNode, make_durable: Callable[[Any], Any]) -> Too
 # -- chat models ------------------------------------------------------------------------
 
 
-def _model_name(model: Any) -> str | None:
+def model_name(model: Any) -> str | None:
     for attr in ("model_name", "model", "model_id"):
         name = getattr(model, attr, None)
         if isinstance(name, str) and name:
@@ -206,7 +206,7 @@ def _result(row: dict[str, Any]) -> ChatResult:
 def _report(model: Any, result: ChatResult) -> None:
     for g in result.generations:
         if getattr(g.message, "usage_metadata", None):
-            usage(g.message, model=_model_name(model))
+            usage(g.message, model=model_name(model))
 
 
 @named("letitloop:langgraph.model")
@@ -215,7 +215,7 @@ def model_call(identity: Any, call: Any) -> dict[str, Any]:
     del identity  # the call's messages and options, for the journal's argument check only
     model, messages, stop, run_manager, kwargs = call
     prompt = functools.partial(chat_prompt, messages, kwargs.get("tools"))
-    reserve_call(prompt, lambda: max_tokens_of(kwargs, model), _model_name(model), None)
+    reserve_call(prompt, lambda: max_tokens_of(kwargs, model), model_name(model), None)
     result = model._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
     _report(model, result)
     return _record(result)
@@ -227,13 +227,13 @@ async def amodel_call(identity: Any, call: Any) -> dict[str, Any]:
     del identity
     model, messages, stop, run_manager, kwargs = call
     prompt = functools.partial(chat_prompt, messages, kwargs.get("tools"))
-    reserve_call(prompt, lambda: max_tokens_of(kwargs, model), _model_name(model), None)
+    reserve_call(prompt, lambda: max_tokens_of(kwargs, model), model_name(model), None)
     result = await model._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
     _report(model, result)
     return _record(result)
 
 
-def _call_identity(messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any]) -> Any:
+def call_identity(messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any]) -> Any:
     """A model call as the journal checks it: the messages (ids left out), stop, options."""
     return {
         "messages": [
@@ -283,7 +283,7 @@ class DurableChatModel(BaseChatModel):
         run_manager: Any = None,
         **kwargs: Any,
     ) -> ChatResult:
-        identity = _call_identity(messages, stop, kwargs)
+        identity = call_identity(messages, stop, kwargs)
         call = unchecked((self.model, messages, stop, run_manager, kwargs))
         journal = current_journal.get()
         if journal is not None and journal.is_open:
@@ -297,7 +297,7 @@ class DurableChatModel(BaseChatModel):
         run_manager: Any = None,
         **kwargs: Any,
     ) -> ChatResult:
-        identity = _call_identity(messages, stop, kwargs)
+        identity = call_identity(messages, stop, kwargs)
         call = unchecked((self.model, messages, stop, run_manager, kwargs))
         journal = current_journal.get()
         if journal is not None and journal.is_open:

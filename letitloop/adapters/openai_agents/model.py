@@ -10,8 +10,9 @@ digest of the instructions, the input items, the names of the tools and
 handoffs offered, the output schema and the conversation ids: a replay for a
 different prompt is refused (StepMismatchError), never handed back.
 
-Streaming (``Runner.run_streamed``) is refused with MisuseError: the journal
-records whole responses.
+Streaming (``Runner.run_streamed``): each streamed turn is a streamed step whose
+chunks are journaled as they arrive (streaming.py): continued from the journaled
+text after a kill (chat completions models), else restarted.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from pydantic import TypeAdapter
 
 from letitloop.adapters.agentcalls import Pricing, agent_mismatch, digest, plain
 from letitloop.adapters.openai_agents.calls import journal_for, next_number
+from letitloop.adapters.openai_agents.streaming import turn_events, turn_stream
 from letitloop.adapters.reserving import max_tokens_of, reserve_call
-from letitloop.errors import MisuseError, StepMismatchError
+from letitloop.errors import StepMismatchError
 from letitloop.identity.step_names import named
 from letitloop.identity.unchecked import unchecked
 from letitloop.run.durable import usage
@@ -135,7 +137,7 @@ class DurableModel(Model):
             raise agent_mismatch(exc, self.label, key, said) from None
         return RESPONSE.validate_python(record)
 
-    def stream_response(
+    async def stream_response(
         self,
         system_instructions: str | None,
         input: str | list[TResponseInputItem],
@@ -149,10 +151,32 @@ class DurableModel(Model):
         conversation_id: str | None,
         prompt: ResponsePromptParam | None,
     ) -> AsyncIterator[TResponseStreamEvent]:
-        raise MisuseError(
-            f"model {self.label!r}: a streamed response (Runner.run_streamed) is not journaled: "
-            f"the journal records whole responses; use Runner.run(...) in a durable run"
+        journal = journal_for(f"streamed model call of {self.label!r}")
+        identity = digest(
+            {
+                "instructions": system_instructions,
+                "input": input,
+                "tools": [tool.name for tool in tools],
+                "handoffs": [h.tool_name for h in handoffs],
+                "output_schema": None if output_schema is None else output_schema.name(),
+                "previous_response_id": previous_response_id,
+                "conversation_id": conversation_id,
+            }
         )
+        args = (system_instructions, input, model_settings, tools, output_schema, handoffs, tracing)
+        kwargs = {
+            "previous_response_id": previous_response_id,
+            "conversation_id": conversation_id,
+            "prompt": prompt,
+        }
+        key = f"{self.label}.model:{next_number(journal, self.label)}"
+        stream = turn_stream(journal, key, identity, self.model, args, kwargs, self.cost)
+        try:
+            async for event in turn_events(stream):
+                yield event
+        except StepMismatchError as exc:
+            said = {"messages": [input] if isinstance(input, str) else plain(input)}
+            raise agent_mismatch(exc, self.label, key, said) from None
 
     async def close(self) -> None:
         await self.model.close()

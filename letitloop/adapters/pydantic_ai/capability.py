@@ -43,6 +43,7 @@ from ...primitives.waits import RunWaiting
 from ...run.journal import Journal, current_journal
 from ..agentcalls import DEFAULT_REUSE, DEFAULT_TIMEOUT
 from .requests import check_request, request_of, run_name
+from .streaming import JournaledStreamModel, recovery_of
 from .units import AgentRun, LetItLoopBackend, StoppedToWait, active_run, approved_call
 from .waiter import JournalWaiter
 
@@ -94,6 +95,10 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
     a journal is not durable. ``stop_after``: seconds a
     wait for outside input (``RequestInput``) keeps the process before it stops
     with ``RunWaiting`` (exit status 75); None waits in the process.
+    ``stream_recovery``: what a streamed model request cut by a kill does on the
+    next attempt (streaming.py): ``"continue"`` from the journaled text,
+    ``"restart"``, or ``"auto"`` (continue an OpenAI-compatible chat model's,
+    restart any other's).
     ``models``, ``event_stream_handler``, ``name``: as for every Pydantic AI
     durability capability (the agent's name names its units).
     """
@@ -127,6 +132,7 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
         path: str | os.PathLike[str] | None = None,
         budget: Budget | Mapping[str, Any] | None = None,
         stop_after: float | None = None,
+        stream_recovery: str = "auto",
         models: Mapping[str, Model] | None = None,
         event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
         name: str | None = None,
@@ -139,10 +145,15 @@ class LetItLoopDurability(BaseDurabilityCapability[AgentDepsT]):
         self.path = path
         self.budget = budget
         self.stop_after = stop_after
+        self.stream_recovery = recovery_of(stream_recovery)
 
     @property
     def in_durable_context(self) -> bool:
         return active_run.get() is not None
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        # Streamed requests inside a durable unit journal their chunks (streaming.py).
+        return JournaledStreamModel(model, self.stream_recovery)
 
     def get_durable_operation_backend(self) -> LetItLoopBackend:
         return LetItLoopBackend(agent_name=self.name, default_model_id=self.default_model_id)

@@ -36,6 +36,7 @@ from ...run.journal import Journal
 from ..approved import run_once
 from ..reserving import max_tokens_of, reserve_call
 from .decisions import call_text
+from .streaming import in_stream_unit
 
 
 @dataclass
@@ -157,6 +158,7 @@ class LetItLoopBackend(JournalCallableOperationBackend[None]):
             )
         ran = False
         is_model_request = isinstance(operation_id, ModelRequestId)
+        streamed = is_model_request and getattr(operation_id, "streaming", False)
         approved = approved_call.get() if isinstance(operation_id, ToolsetCallToolId) else None
 
         async def unit() -> Any:
@@ -178,7 +180,11 @@ class LetItLoopBackend(JournalCallableOperationBackend[None]):
                     )
                 except RunWaiting as stop:  # no SystemExit inside the graph's tasks
                     raise StoppedToWait(stop) from None
-            payload = await body()
+            token = in_stream_unit.set(streamed)  # its model journals its stream (streaming.py)
+            try:
+                payload = await body()
+            finally:
+                in_stream_unit.reset(token)
             if is_model_request:
                 report_usage(payload)
             return payload
