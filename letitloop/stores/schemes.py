@@ -250,6 +250,7 @@ _SQLITE_LAYER = (
     "letitloop.stores.storage_holding",
     "letitloop.stores.storage_markers",
     "letitloop.stores.storage_schedules",
+    "letitloop.stores.storage_streams",
     "letitloop.stores.sqlite.keychecks",
     "letitloop.stores.sqlite.reads",
     "letitloop.stores.sqlite.keys",
@@ -262,6 +263,7 @@ _SQLITE_LAYER = (
     "letitloop.stores.sqlite.chain",
     "letitloop.stores.sqlite.schedules",
     "letitloop.stores.sqlite.holding",
+    "letitloop.stores.sqlite.streams",
     "letitloop.stores.sqlite.storage",
 )
 
