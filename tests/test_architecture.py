@@ -18,6 +18,7 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -233,6 +234,10 @@ INSPECTION_ORDER = [
     "records",
     "images",
     "decrypting",
+    "inspector_runs",
+    "inspector_detail",
+    "inspector_queues",
+    "inspector_changes",
     "inspector",
     "journalfile",
     "state",
@@ -851,6 +856,130 @@ class TestTheStorageProtocols:
         for name in WHOLE_STORAGE:
             imported = {(s, i) for s, i, _ in names_imported(name)}
             assert ("stores.storage", "Storage") in imported, name
+
+
+#: The narrow protocols ``inspection.inspector.Inspector`` is the union of, by module (each
+#: in the inspection room); ``FILE_PARTS`` a journal file's inspector adds (``FileInspector``).
+INSPECTOR_PARTS = {
+    "inspection.inspector_runs": ["JournalHolds", "RunListing", "RunFinding"],
+    "inspection.inspector_detail": ["RunHistory", "SealReads", "ScheduleReads", "StreamReads"],
+    "inspection.inspector_queues": ["QueueEntries"],
+    "inspection.inspector_changes": ["RunControl", "RunChanges", "Collecting"],
+    "inspection.images": ["Copying"],
+}
+FILE_PARTS = {"inspection.images": ["FixtureCopies"], "inspection.inspector_changes": ["Rekeying"]}
+
+
+def inspector_parts(table: dict[str, list[str]]) -> list[type]:
+    """The protocols a parts table names."""
+    return [
+        getattr(importlib.import_module(f"letitloop.{module}"), name)
+        for module, names in table.items()
+        for name in names
+    ]
+
+
+def inspectors() -> dict[str, type]:
+    """Each store's inspector class (PostgreSQL's imports without psycopg, as its storage)."""
+    from letitloop.inspection.memory_inspector import MemoryInspector
+    from letitloop.inspection.postgres_inspector import PostgresInspector
+    from letitloop.inspection.sqlite_inspector import SqliteInspector
+
+    return {"sqlite": SqliteInspector, "memory": MemoryInspector, "postgres": PostgresInspector}
+
+
+if TYPE_CHECKING:  # mypy's half of "every inspector implements every part"
+    from letitloop.inspection.inspector import FileInspector, Inspector
+    from letitloop.inspection.memory_inspector import MemoryInspector
+    from letitloop.inspection.postgres_inspector import PostgresInspector
+    from letitloop.inspection.sqlite_inspector import SqliteInspector
+
+    def _each_is_the_union(
+        sqlite: SqliteInspector, memory: MemoryInspector, postgres: PostgresInspector
+    ) -> tuple[FileInspector, Inspector, Inspector]:
+        return sqlite, memory, postgres
+
+
+class TestTheInspectorProtocols:
+    def test_the_union_is_its_parts_and_nothing_else(self) -> None:
+        # A member added to Inspector itself fails here: put it on the part of its concept
+        # (or a new part, listed in INSPECTOR_PARTS), so each caller can name what it uses.
+        from typing import Protocol
+
+        from letitloop.inspection.inspector import FileInspector, Inspector
+
+        for union, table, base in (
+            (Inspector, INSPECTOR_PARTS, Protocol),
+            (FileInspector, FILE_PARTS, Inspector),
+        ):
+            assert protocol_members(union) == set(), (
+                f"{union.__name__} declares {sorted(protocol_members(union))} itself: put each "
+                f"on the narrow protocol of its concept (inspection/inspector_*.py)"
+            )
+            parts = set(union.__mro__) - set(base.__mro__) - {union}
+            assert parts == set(inspector_parts(table)), (
+                f"{union.__name__} is the union of {sorted(p.__name__ for p in parts)}: list "
+                f"each part in the table of tests/test_architecture.py"
+            )
+
+    def test_every_member_is_in_exactly_one_part(self) -> None:
+        seen: dict[str, str] = {}
+        for part in inspector_parts(INSPECTOR_PARTS) + inspector_parts(FILE_PARTS):
+            for member in protocol_members(part):
+                assert member not in seen, f"{member} is in {seen[member]} and {part.__name__}"
+                seen[member] = part.__name__
+
+    def test_each_part_fits_on_one_screen(self) -> None:
+        for part in inspector_parts(INSPECTOR_PARTS) + inspector_parts(FILE_PARTS):
+            members = protocol_members(part)
+            lines = len(inspect.getsource(part).splitlines())
+            assert 0 < len(members) <= PROTOCOL_MEMBERS and lines <= PROTOCOL_LINES, (
+                f"{part.__name__} has {len(members)} members in {lines} lines: split it"
+            )
+
+    @pytest.mark.parametrize("store", ["sqlite", "memory", "postgres"])
+    def test_every_inspector_implements_every_part_and_nothing_else(self, store: str) -> None:
+        # Each part's members, with its parameters; and no public member outside the parts,
+        # which a caller could only reach with getattr or a type: ignore.
+        cls = inspectors()[store]
+        parts = inspector_parts(INSPECTOR_PARTS) + (
+            inspector_parts(FILE_PARTS) if store == "sqlite" else []
+        )
+        for part in parts:
+            for member in protocol_members(part):
+                assert hasattr(cls, member), f"{cls.__name__} lacks {part.__name__}.{member}"
+                want, got = getattr(part, member), getattr(cls, member)
+                if callable(want):
+                    assert list(inspect.signature(got).parameters) == list(
+                        inspect.signature(want).parameters
+                    ), f"{cls.__name__}.{member}'s parameters are not {part.__name__}'s"
+        declared = {m for p in parts for m in protocol_members(p)}
+        public = {n for k in cls.__mro__[:-1] for n in vars(k) if not n.startswith("_")}
+        assert public <= declared, (
+            f"{cls.__name__} has {sorted(public - declared)}, on no part of Inspector: put "
+            f"each on the part of its concept (or a file-only part, FILE_PARTS)"
+        )
+        for part in inspector_parts(FILE_PARTS):
+            if store != "sqlite":
+                assert not any(hasattr(cls, m) for m in protocol_members(part)), (
+                    f"{cls.__name__} has {part.__name__}'s members: it is not file-only now"
+                )
+
+    def test_the_file_only_parts_tell_an_inspector_at_run_time(self, tmp_path: Path) -> None:
+        from letitloop import Journal
+        from letitloop.inspection import open_inspector
+
+        db = tmp_path / "j.db"
+        for location in (db, "memory://inspector-parts"):
+            with Journal("g", path=location) as j:
+                j.step("a", str, 1)
+        for location, file in ((db, True), ("memory://inspector-parts", False)):
+            inspector = open_inspector(location)
+            try:
+                for part in inspector_parts(FILE_PARTS):
+                    assert isinstance(inspector, part) is file, (location, part)
+            finally:
+                inspector.close()
 
 
 class TestTheCodecPackage:

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from .detail import resumer, run_rows, show_run
 from .export import export_records, export_run
-from .inspector import Inspector, RunFilter, WaitAnswer
+from .inspector import FileInspector, Inspector
+from .inspector_changes import WaitAnswer
+from .inspector_runs import RunFilter
 from .inspectors import open_inspector
 from .journalfile import open_journal_file
 from .listing import MIN_PREFIX, find_run, get_run, is_run_held, list_runs, resumable_run
@@ -56,6 +58,7 @@ __all__ = [
     "PAUSED",
     "STATES",
     "AttemptInfo",
+    "FileInspector",
     "InFlight",
     "Inspector",
     "Pause",

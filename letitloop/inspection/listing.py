@@ -17,7 +17,8 @@ from ..primitives.clock import utc_iso
 from ..run.generations import is_generation, number_of
 from ..runtext.previews import preview
 from ..stores.sqlite.store import Store
-from .inspector import Inspector, RunFilter
+from .inspector import Inspector
+from .inspector_runs import RunFilter
 from .records import RunInfo
 from .sqlite_inspector import as_inspector
 from .state import STATES

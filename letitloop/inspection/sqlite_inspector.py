@@ -24,7 +24,8 @@ from ..stores.sqlite.goals import drop_goal_tables, refresh_journal_rows
 from ..stores.sqlite.store import Store
 from .entries import QUEUE_COLUMNS
 from .images import RunImage
-from .inspector import Inspector, WaitAnswer
+from .inspector import Inspector
+from .inspector_changes import WaitAnswer
 from .records import RunInfo, WaitRow
 from .sqlite_changes import bind_copied_rows, delete_runs, goals_left_empty, has_table
 from .sqlite_copy import read_image, write_images

@@ -88,14 +88,7 @@ class RunSeal:
 def chain_of(inspector: Inspector, run: RunInfo) -> tuple[list[Entry], list[Row]]:
     """The run's chain entries in order and its rows; no entries from a store that keeps no
     seals (its runs are unsealed)."""
-    read = getattr(inspector, "seal_chain", None)
-    if read is None:
-        rows = [
-            (r.key, r.kind, r.status, r.fn, None, r.result, r.error, r.wake_at)
-            for r in inspector.rows(run)
-        ]
-        return [], rows
-    entries, rows = read(run)
+    entries, rows = inspector.seal_chain(run)
     return list(entries), list(rows)
 
 
