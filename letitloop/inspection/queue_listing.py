@@ -26,6 +26,7 @@ from ..runtext.previews import preview
 from ..stores.sqlite.store import Store
 from .entries import ENTRY_STATES, QueueEntry
 from .inspector import Inspector
+from .inspector_queues import QueueEntries
 from .listing import MIN_PREFIX, list_runs
 from .records import RunInfo
 from .sqlite_inspector import as_inspector
@@ -50,7 +51,7 @@ def entry_state(row: dict[str, Any], held: bool, now: str) -> str:
 
 
 def entries_of(
-    journal: Inspector, rows: list[dict[str, Any]], now: float | None = None
+    journal: QueueEntries, rows: list[dict[str, Any]], now: float | None = None
 ) -> list[QueueEntry]:
     """The :class:`QueueEntry` of each recorded row, in order, its state told."""
     claimed = [str(r["id"]) for r in rows if r["status"] == "claimed"]
@@ -82,7 +83,7 @@ def entries_of(
 
 
 def queue_entries(
-    inspector: Inspector | Store,
+    inspector: QueueEntries | Store,
     queue: str | None = None,
     *,
     ids: Sequence[str] | None = None,

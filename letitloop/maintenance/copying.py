@@ -38,6 +38,7 @@ from typing import Any
 from ..errors import LetItLoopError, RunHeldError
 from ..inspection import Inspector, RunFilter, open_inspector
 from ..inspection.images import RunImage, row_digests
+from ..inspection.inspector_queues import QueueEntries
 from ..inspection.journalfile import create_journal_file
 from ..inspection.verify import chain_of, check_chain
 from ..integrity.seals import env_seal_key
@@ -191,7 +192,7 @@ _ONLY_ENTRIES = {
 
 
 def _copy_entries(
-    source: Inspector, target: Inspector, goal: str | None, only: str | None, there: set[str]
+    source: QueueEntries, target: QueueEntries, goal: str | None, only: str | None, there: set[str]
 ) -> int:
     """Copy the source's work-queue entries whose run the target has now (or that have no
     run yet), of ``goal``'s task and the statuses ``only`` selects; an entry the target has
