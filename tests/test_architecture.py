@@ -900,6 +900,26 @@ if TYPE_CHECKING:  # mypy's half of "every inspector implements every part"
         return sqlite, memory, postgres
 
 
+#: Who outside the inspection room takes the whole ``Inspector`` (the union), each with its
+#: reason; every other caller names the narrow part it uses (``inspection/inspector_*.py``).
+WHOLE_INSPECTOR = {
+    "stores.schemes": "its registry's openers make inspectors (InspectorOpener)",
+    "cli.params": "it opens the journal of lil's commands (open_journal)",
+    "cli.completion": "it opens the journal the shell completes from",
+    "web.app": "it opens the journal each page is read from",
+    "web.pages": "its pages list and show runs through the public functions, which take it",
+    "mcp.server": "it opens the journal its tools read and change",
+    "streams.reading": "it opens the journal a stream is read from and finds the run",
+    "supervision.control": "send and cancel find a run, read its waits and answer or cancel it",
+    "maintenance.reset": "it finds a run, deletes it and puts its queue entry back",
+    "maintenance.fork": "it finds, holds, reads and forks a run",
+    "maintenance.gc": "it lists, holds, deletes and collects: most parts",
+    "maintenance.entries": "it finds a queue entry (find_entry) and cancels it",
+    "maintenance.copying": "it opens both ends of lil copy, and reads and writes runs whole",
+    "maintenance.rekey": "it lists a file's goals and runs and holds them, then asks Rekeying",
+}
+
+
 class TestTheInspectorProtocols:
     def test_the_union_is_its_parts_and_nothing_else(self) -> None:
         # A member added to Inspector itself fails here: put it on the part of its concept
@@ -964,6 +984,21 @@ class TestTheInspectorProtocols:
                 assert not any(hasattr(cls, m) for m in protocol_members(part)), (
                     f"{cls.__name__} has {part.__name__}'s members: it is not file-only now"
                 )
+
+    @each("name", sorted(n for n in module_files() if not n.startswith("inspection.")))
+    def test_a_caller_names_the_part_it_uses(self, name: str) -> None:
+        for source, imported, line in names_imported(name):
+            if imported == "Inspector" and source.startswith("inspection"):
+                assert name in WHOLE_INSPECTOR, (
+                    f"{name}:{line} takes the whole Inspector: take the narrow part(s) of "
+                    f"inspection/inspector_*.py it uses, or say in WHOLE_INSPECTOR why it "
+                    f"needs them all"
+                )
+
+    def test_the_whole_inspector_takers_still_take_it(self) -> None:
+        for name in WHOLE_INSPECTOR:
+            imported = {(s.split(".")[0], i) for s, i, _ in names_imported(name)}
+            assert ("inspection", "Inspector") in imported, name
 
     def test_the_file_only_parts_tell_an_inspector_at_run_time(self, tmp_path: Path) -> None:
         from letitloop import Journal

@@ -310,7 +310,7 @@ class QueueStats:
         }
 
 
-def queue_stats(inspector: Inspector | Store, queue: str | None = None) -> list[QueueStats]:
+def queue_stats(inspector: QueueEntries | Store, queue: str | None = None) -> list[QueueStats]:
     """Each queue of the journal (or ``queue`` alone), by name."""
     journal = as_inspector(inspector)
     by_queue: dict[str, list[QueueEntry]] = {}
