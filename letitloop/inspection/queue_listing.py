@@ -92,7 +92,7 @@ def queue_entries(
     unstarted: bool = False,
     limit: int | None = None,
 ) -> list[QueueEntry]:
-    """The entries every condition given selects (``Inspector.queue_rows``), newest first."""
+    """The entries every condition given selects (``QueueEntries.queue_rows``), newest first."""
     journal = as_inspector(inspector)
     if run_ids is not None and len(run_ids) > _CHUNK:
         rows: list[dict[str, Any]] = []
