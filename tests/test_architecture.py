@@ -18,6 +18,7 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -233,6 +234,10 @@ INSPECTION_ORDER = [
     "records",
     "images",
     "decrypting",
+    "inspector_runs",
+    "inspector_detail",
+    "inspector_queues",
+    "inspector_changes",
     "inspector",
     "journalfile",
     "state",
@@ -861,6 +866,165 @@ class TestTheStorageProtocols:
         for name in WHOLE_STORAGE:
             imported = {(s, i) for s, i, _ in names_imported(name)}
             assert ("stores.storage", "Storage") in imported, name
+
+
+#: The narrow protocols ``inspection.inspector.Inspector`` is the union of, by module (each
+#: in the inspection room); ``FILE_PARTS`` a journal file's inspector adds (``FileInspector``).
+INSPECTOR_PARTS = {
+    "inspection.inspector_runs": ["JournalHolds", "RunListing", "RunFinding"],
+    "inspection.inspector_detail": ["RunHistory", "SealReads", "ScheduleReads", "StreamReads"],
+    "inspection.inspector_queues": ["QueueEntries"],
+    "inspection.inspector_changes": ["RunControl", "RunChanges", "Collecting"],
+    "inspection.images": ["Copying"],
+}
+FILE_PARTS = {"inspection.images": ["FixtureCopies"], "inspection.inspector_changes": ["Rekeying"]}
+
+
+def inspector_parts(table: dict[str, list[str]]) -> list[type]:
+    """The protocols a parts table names."""
+    return [
+        getattr(importlib.import_module(f"letitloop.{module}"), name)
+        for module, names in table.items()
+        for name in names
+    ]
+
+
+def inspectors() -> dict[str, type]:
+    """Each store's inspector class (PostgreSQL's imports without psycopg, as its storage)."""
+    from letitloop.inspection.memory_inspector import MemoryInspector
+    from letitloop.inspection.postgres_inspector import PostgresInspector
+    from letitloop.inspection.sqlite_inspector import SqliteInspector
+
+    return {"sqlite": SqliteInspector, "memory": MemoryInspector, "postgres": PostgresInspector}
+
+
+if TYPE_CHECKING:  # mypy's half of "every inspector implements every part"
+    from letitloop.inspection.inspector import FileInspector, Inspector
+    from letitloop.inspection.memory_inspector import MemoryInspector
+    from letitloop.inspection.postgres_inspector import PostgresInspector
+    from letitloop.inspection.sqlite_inspector import SqliteInspector
+
+    def _each_is_the_union(
+        sqlite: SqliteInspector, memory: MemoryInspector, postgres: PostgresInspector
+    ) -> tuple[FileInspector, Inspector, Inspector]:
+        return sqlite, memory, postgres
+
+
+#: Who outside the inspection room takes the whole ``Inspector`` (the union), each with its
+#: reason; every other caller names the narrow part it uses (``inspection/inspector_*.py``).
+WHOLE_INSPECTOR = {
+    "stores.schemes": "its registry's openers make inspectors (InspectorOpener)",
+    "cli.params": "it opens the journal of lil's commands (open_journal)",
+    "cli.completion": "it opens the journal the shell completes from",
+    "web.app": "it opens the journal each page is read from",
+    "web.pages": "its pages list and show runs through the public functions, which take it",
+    "mcp.server": "it opens the journal its tools read and change",
+    "streams.reading": "it opens the journal a stream is read from and finds the run",
+    "supervision.control": "send and cancel find a run, read its waits and answer or cancel it",
+    "maintenance.reset": "it finds a run, deletes it and puts its queue entry back",
+    "maintenance.fork": "it finds, holds, reads and forks a run",
+    "maintenance.gc": "it lists, holds, deletes and collects: most parts",
+    "maintenance.entries": "it finds a queue entry (find_entry) and cancels it",
+    "maintenance.copying": "it opens both ends of lil copy, and reads and writes runs whole",
+    "maintenance.rekey": "it lists a file's goals and runs and holds them, then asks Rekeying",
+}
+
+
+class TestTheInspectorProtocols:
+    def test_the_union_is_its_parts_and_nothing_else(self) -> None:
+        # A member added to Inspector itself fails here: put it on the part of its concept
+        # (or a new part, listed in INSPECTOR_PARTS), so each caller can name what it uses.
+        from typing import Protocol
+
+        from letitloop.inspection.inspector import FileInspector, Inspector
+
+        for union, table, base in (
+            (Inspector, INSPECTOR_PARTS, Protocol),
+            (FileInspector, FILE_PARTS, Inspector),
+        ):
+            assert protocol_members(union) == set(), (
+                f"{union.__name__} declares {sorted(protocol_members(union))} itself: put each "
+                f"on the narrow protocol of its concept (inspection/inspector_*.py)"
+            )
+            parts = set(union.__mro__) - set(base.__mro__) - {union}
+            assert parts == set(inspector_parts(table)), (
+                f"{union.__name__} is the union of {sorted(p.__name__ for p in parts)}: list "
+                f"each part in the table of tests/test_architecture.py"
+            )
+
+    def test_every_member_is_in_exactly_one_part(self) -> None:
+        seen: dict[str, str] = {}
+        for part in inspector_parts(INSPECTOR_PARTS) + inspector_parts(FILE_PARTS):
+            for member in protocol_members(part):
+                assert member not in seen, f"{member} is in {seen[member]} and {part.__name__}"
+                seen[member] = part.__name__
+
+    def test_each_part_fits_on_one_screen(self) -> None:
+        for part in inspector_parts(INSPECTOR_PARTS) + inspector_parts(FILE_PARTS):
+            members = protocol_members(part)
+            lines = len(inspect.getsource(part).splitlines())
+            assert 0 < len(members) <= PROTOCOL_MEMBERS and lines <= PROTOCOL_LINES, (
+                f"{part.__name__} has {len(members)} members in {lines} lines: split it"
+            )
+
+    @pytest.mark.parametrize("store", ["sqlite", "memory", "postgres"])
+    def test_every_inspector_implements_every_part_and_nothing_else(self, store: str) -> None:
+        # Each part's members, with its parameters; and no public member outside the parts,
+        # which a caller could only reach with getattr or a type: ignore.
+        cls = inspectors()[store]
+        parts = inspector_parts(INSPECTOR_PARTS) + (
+            inspector_parts(FILE_PARTS) if store == "sqlite" else []
+        )
+        for part in parts:
+            for member in protocol_members(part):
+                assert hasattr(cls, member), f"{cls.__name__} lacks {part.__name__}.{member}"
+                want, got = getattr(part, member), getattr(cls, member)
+                if callable(want):
+                    assert list(inspect.signature(got).parameters) == list(
+                        inspect.signature(want).parameters
+                    ), f"{cls.__name__}.{member}'s parameters are not {part.__name__}'s"
+        declared = {m for p in parts for m in protocol_members(p)}
+        public = {n for k in cls.__mro__[:-1] for n in vars(k) if not n.startswith("_")}
+        assert public <= declared, (
+            f"{cls.__name__} has {sorted(public - declared)}, on no part of Inspector: put "
+            f"each on the part of its concept (or a file-only part, FILE_PARTS)"
+        )
+        for part in inspector_parts(FILE_PARTS):
+            if store != "sqlite":
+                assert not any(hasattr(cls, m) for m in protocol_members(part)), (
+                    f"{cls.__name__} has {part.__name__}'s members: it is not file-only now"
+                )
+
+    @each("name", sorted(n for n in module_files() if not n.startswith("inspection.")))
+    def test_a_caller_names_the_part_it_uses(self, name: str) -> None:
+        for source, imported, line in names_imported(name):
+            if imported == "Inspector" and source.startswith("inspection"):
+                assert name in WHOLE_INSPECTOR, (
+                    f"{name}:{line} takes the whole Inspector: take the narrow part(s) of "
+                    f"inspection/inspector_*.py it uses, or say in WHOLE_INSPECTOR why it "
+                    f"needs them all"
+                )
+
+    def test_the_whole_inspector_takers_still_take_it(self) -> None:
+        for name in WHOLE_INSPECTOR:
+            imported = {(s.split(".")[0], i) for s, i, _ in names_imported(name)}
+            assert ("inspection", "Inspector") in imported, name
+
+    def test_the_file_only_parts_tell_an_inspector_at_run_time(self, tmp_path: Path) -> None:
+        from letitloop import Journal
+        from letitloop.inspection import open_inspector
+
+        db = tmp_path / "j.db"
+        for location in (db, "memory://inspector-parts"):
+            with Journal("g", path=location) as j:
+                j.step("a", str, 1)
+        for location, file in ((db, True), ("memory://inspector-parts", False)):
+            inspector = open_inspector(location)
+            try:
+                for part in inspector_parts(FILE_PARTS):
+                    assert isinstance(inspector, part) is file, (location, part)
+            finally:
+                inspector.close()
 
 
 class TestTheCodecPackage:

@@ -126,7 +126,7 @@ def image(location: str | Path) -> Any:
     inspector = open_inspector(location)
     try:
         (run,) = inspector.runs(RunFilter(), limit=None)
-        got = inspector.run_image(run)  # type: ignore[attr-defined]
+        got = inspector.run_image(run)
     finally:
         inspector.close()
 

@@ -11,9 +11,11 @@ What changes a journal (reset, fork, gc) is :mod:`letitloop.maintenance`.
 
 Its modules, bottom up (each imports only the ones before it): ``times``
 (timestamps, durations), ``results`` (a stored result as JSON-ready values),
-``records`` (what the queries return), ``inspector`` (the :class:`Inspector`
-protocol), ``journalfile`` (:func:`open_journal_file`), ``state`` (what an
-inspector read made into a :class:`RunInfo`, live or not from its lock),
+``records`` (what the queries return), ``inspector_runs``, ``inspector_detail``,
+``inspector_queues`` and ``inspector_changes`` (the narrow protocols a caller names),
+``inspector`` (the :class:`Inspector`, their union), ``journalfile``
+(:func:`open_journal_file`), ``state`` (what an inspector read made into a
+:class:`RunInfo`, live or not from its lock),
 ``sqlite_filters``, ``sqlite_changes``, ``sqlite_runs``, ``sqlite_detail``
 and ``sqlite_inspector`` (the SQLite one: every statement), ``memory_filters``,
 ``memory_runs``, ``memory_detail`` and ``memory_inspector`` (the in-memory
@@ -27,7 +29,9 @@ from __future__ import annotations
 
 from .detail import resumer, run_rows, show_run
 from .export import export_records, export_run
-from .inspector import Inspector, RunFilter, WaitAnswer
+from .inspector import FileInspector, Inspector
+from .inspector_changes import WaitAnswer
+from .inspector_runs import RunFilter
 from .inspectors import open_inspector
 from .journalfile import open_journal_file
 from .listing import MIN_PREFIX, find_run, get_run, is_run_held, list_runs, resumable_run
@@ -56,6 +60,7 @@ __all__ = [
     "PAUSED",
     "STATES",
     "AttemptInfo",
+    "FileInspector",
     "InFlight",
     "Inspector",
     "Pause",

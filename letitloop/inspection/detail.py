@@ -14,6 +14,7 @@ from typing import Any
 
 from ..stores.sqlite.store import Store
 from .inspector import Inspector
+from .inspector_detail import RunHistory
 from .listing import get_run
 from .records import AttemptInfo, RowInfo, RunDetail, RunInfo, TryInfo, UsageTotals
 from .sqlite_inspector import as_inspector
@@ -21,7 +22,7 @@ from .state import plus
 from .times import parse_utc
 
 
-def run_rows(inspector: Inspector | Store, run: RunInfo) -> list[RowInfo]:
+def run_rows(inspector: RunHistory | Store, run: RunInfo) -> list[RowInfo]:
     """The run's steps and markers in journal order."""
     return as_inspector(inspector).rows(run)
 
@@ -191,7 +192,7 @@ def _waited_for(run: RunInfo, rows: list[RowInfo], a: AttemptInfo, last: bool) -
     return next((r.key for r in reversed(waits) if r.attempt == a.attempt), None)
 
 
-def resumer(inspector: Inspector | Store, run: RunInfo) -> dict[str, Any] | None:
+def resumer(inspector: RunHistory | Store, run: RunInfo) -> dict[str, Any] | None:
     """The ``lil watch`` that will restart a crashed run, or None when nothing will.
 
     A watcher session that started one of the run's attempts, whose last

@@ -1,6 +1,6 @@
 """``lil fixture``: one recorded run copied into a small standalone journal file for tests.
 
-The rules and the words; the copy itself is the inspector's (``copy_run``:
+The rules and the words; the copy itself is the inspector's (``FixtureCopies.copy_run``:
 SQLite's is :mod:`letitloop.inspection.sqlite_fixture`). The new file holds
 the run's goal, its ``runs`` row (input and result), its steps, markers,
 sleeps and waits with their usage, and nothing else, so a test replays it
@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import LetItLoopError
 from ..integrity.redaction import redact_text
 from ..stores.sqlite.store import Store
+from .images import FixtureCopies
 from .inspector import Inspector
 from .listing import find_run
 from .records import RunInfo
@@ -54,8 +55,7 @@ def make_fixture(
     """
     journal = as_inspector(inspector)
     run = find_run(journal, ref)
-    copy = getattr(journal, "copy_run", None)
-    if copy is None:
+    if not isinstance(journal, FixtureCopies):
         raise LetItLoopError(
             f"lil fixture copies runs out of a journal file, and {journal.path} is not one; "
             f"record the run into a file (LETITLOOP_DB=run.db) and make the fixture from that"
@@ -78,5 +78,5 @@ def make_fixture(
             f"the folder of {target} does not exist; create it first (mkdir -p {target.parent})"
         )
     keys = tuple(dict.fromkeys(redact))
-    rows: int = copy(run, target, lambda text: redact_text(text, keys))
+    rows = journal.copy_run(run, target, lambda text: redact_text(text, keys))
     return FixtureResult(run, target, rows, keys)

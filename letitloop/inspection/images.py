@@ -18,9 +18,10 @@ its ``watch_id``), and the locks of holders (a copy is not held).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import EncryptionKeyError
 from ..integrity.seals import row_digest
@@ -32,6 +33,7 @@ __all__ = [
     "RESERVATION_COLUMNS",
     "RUN_COLUMNS",
     "Copying",
+    "FixtureCopies",
     "RunImage",
     "key_mismatch",
     "row_digests",
@@ -167,8 +169,8 @@ def key_mismatch(image: RunImage) -> EncryptionKeyError:
 
 
 class Copying(Protocol):
-    """What an inspector does for ``lil copy`` (not part of ``Inspector``: SQLite's, the
-    memory store's and PostgreSQL's have it)."""
+    """What an inspector does for ``lil copy`` (a part of
+    :class:`~letitloop.inspection.inspector.Inspector`): a run read whole, runs written."""
 
     def run_image(self, run: RunInfo) -> RunImage:
         """Everything ``run`` owns, read in one snapshot."""
@@ -179,6 +181,13 @@ class Copying(Protocol):
         may be in the journal yet (the caller checks)."""
         ...
 
-    def seal_chain(self, run: RunInfo) -> tuple[list[Any], list[Any]]:
-        """The run's chain entries and its rows as ``lil verify`` reads them."""
+
+@runtime_checkable
+class FixtureCopies(Protocol):
+    """What an inspector does for ``lil fixture``: a journal file's only
+    (:class:`~letitloop.inspection.inspector.FileInspector`; ``sqlite_fixture.py``)."""
+
+    def copy_run(self, run: RunInfo, to: Path, text: Callable[[str | None], str | None]) -> int:
+        """``run`` copied into a new journal file ``to``, each recorded text passed through
+        ``text`` (redaction); the rows copied."""
         ...

@@ -17,7 +17,8 @@ from ..primitives.clock import utc_iso
 from ..run.generations import is_generation, number_of
 from ..runtext.previews import preview
 from ..stores.sqlite.store import Store
-from .inspector import Inspector, RunFilter
+from .inspector import Inspector
+from .inspector_runs import JournalHolds, RunFilter, RunFinding, RunListing
 from .records import RunInfo
 from .sqlite_inspector import as_inspector
 from .state import STATES
@@ -38,7 +39,7 @@ def _input_path(key: str) -> tuple[str, ...]:
     return parts
 
 
-def is_run_held(inspector: Inspector | Store, run_id: str) -> bool:
+def is_run_held(inspector: JournalHolds | Store, run_id: str) -> bool:
     """True when a live process (this one included) holds ``run_id`` right now; writes nothing."""
     return as_inspector(inspector).is_held(run_id)
 
@@ -142,7 +143,7 @@ def get_run(inspector: Inspector | Store, run_id: str) -> RunInfo:
     return run
 
 
-def _by_prefix(journal: Inspector, ref: str, goal: str | None) -> list[RunInfo]:
+def _by_prefix(journal: RunFinding, ref: str, goal: str | None) -> list[RunInfo]:
     """The runs (of ``goal``, if given) whose id starts with ``ref``: at most one, or
     RunNotFoundError naming two of them."""
     runs = journal.runs_with_prefix(ref, goal, 3)
@@ -161,7 +162,7 @@ def _by_prefix(journal: Inspector, ref: str, goal: str | None) -> list[RunInfo]:
 _GENERATIONS_READ = 200
 
 
-def _current(journal: Inspector, found: RunInfo, ref: str) -> RunInfo:
+def _current(journal: RunListing, found: RunInfo, ref: str) -> RunInfo:
     """The newest generation of the run name ``ref`` that ``found`` (its first) has.
 
     A run name means its newest generation (letitloop/run/generations.py: ``name``,

@@ -9,7 +9,7 @@ import fnmatch
 import json
 from typing import Any
 
-from .inspector import RunFilter
+from .inspector_runs import RunFilter
 
 
 def starts_with(text: str, prefix: str) -> bool:

@@ -30,7 +30,7 @@ from ..stores.memory.database import existing
 from ..stores.memory.seals import start
 from .fork_copies import bind_copies
 from .images import RunImage
-from .inspector import WaitAnswer
+from .inspector_changes import WaitAnswer
 from .memory_copy import add_images, memory_image
 from .memory_detail import MemoryDetail
 from .records import RunInfo, WaitRow

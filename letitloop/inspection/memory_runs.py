@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import JournalFileError, LetItLoopError
 from ..stores.memory.database import MemoryDatabase, Row
 from .decrypting import Decrypting
-from .inspector import RunFilter
+from .inspector_runs import RunFilter
 from .memory_filters import selects, starts_with
 from .records import RunInfo, RunRef
 from .state import OpenRow, RunCounts, RunRow, plus, run_infos

@@ -26,6 +26,7 @@ from ..runtext.previews import preview
 from ..stores.sqlite.store import Store
 from .entries import ENTRY_STATES, QueueEntry
 from .inspector import Inspector
+from .inspector_queues import QueueEntries
 from .listing import MIN_PREFIX, list_runs
 from .records import RunInfo
 from .sqlite_inspector import as_inspector
@@ -50,7 +51,7 @@ def entry_state(row: dict[str, Any], held: bool, now: str) -> str:
 
 
 def entries_of(
-    journal: Inspector, rows: list[dict[str, Any]], now: float | None = None
+    journal: QueueEntries, rows: list[dict[str, Any]], now: float | None = None
 ) -> list[QueueEntry]:
     """The :class:`QueueEntry` of each recorded row, in order, its state told."""
     claimed = [str(r["id"]) for r in rows if r["status"] == "claimed"]
@@ -82,7 +83,7 @@ def entries_of(
 
 
 def queue_entries(
-    inspector: Inspector | Store,
+    inspector: QueueEntries | Store,
     queue: str | None = None,
     *,
     ids: Sequence[str] | None = None,
@@ -91,7 +92,7 @@ def queue_entries(
     unstarted: bool = False,
     limit: int | None = None,
 ) -> list[QueueEntry]:
-    """The entries every condition given selects (``Inspector.queue_rows``), newest first."""
+    """The entries every condition given selects (``QueueEntries.queue_rows``), newest first."""
     journal = as_inspector(inspector)
     if run_ids is not None and len(run_ids) > _CHUNK:
         rows: list[dict[str, Any]] = []
@@ -309,7 +310,7 @@ class QueueStats:
         }
 
 
-def queue_stats(inspector: Inspector | Store, queue: str | None = None) -> list[QueueStats]:
+def queue_stats(inspector: QueueEntries | Store, queue: str | None = None) -> list[QueueStats]:
     """Each queue of the journal (or ``queue`` alone), by name."""
     journal = as_inspector(inspector)
     by_queue: dict[str, list[QueueEntry]] = {}

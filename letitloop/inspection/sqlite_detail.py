@@ -16,9 +16,10 @@ from ..stores.sqlite.goals import rows_table
 from ..stores.sqlite.keychecks import stored_check
 from ..stores.storage_schedules import ScheduleRow, TickRow
 from ..stores.storage_streams import ChunkRow
+from .inspector_changes import Convert, Rekeyed
 from .records import AttemptInfo, ReservationInfo, RowInfo, RunInfo, TryInfo, row_info
 from .sqlite_changes import has_table
-from .sqlite_rekey import Convert, Rekeyed, rekey_goal
+from .sqlite_rekey import rekey_goal
 from .sqlite_runs import SqliteRuns, iso_us
 from .state import RunCounts
 

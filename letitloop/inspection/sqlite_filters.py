@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import LetItLoopError
-from .inspector import RunFilter
+from .inspector_runs import RunFilter
 
 
 def glob_prefix(text: str) -> str:

@@ -16,7 +16,7 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..integrity.checksums import pause_sum
 from ..stores.sqlite import locks
@@ -24,13 +24,16 @@ from ..stores.sqlite.goals import drop_goal_tables, refresh_journal_rows
 from ..stores.sqlite.store import Store
 from .entries import QUEUE_COLUMNS
 from .images import RunImage
-from .inspector import Inspector, WaitAnswer
+from .inspector_changes import WaitAnswer
 from .records import RunInfo, WaitRow
 from .sqlite_changes import bind_copied_rows, delete_runs, goals_left_empty, has_table
 from .sqlite_copy import read_image, write_images
 from .sqlite_detail import SqliteDetail
 from .sqlite_filters import CANCEL_ENTRY, REQUEUE, queue_conditions
 from .sqlite_fixture import copy_run_to_file
+
+#: Whatever part of the Inspector a caller of :func:`as_inspector` names.
+_Part = TypeVar("_Part")
 
 _REQUEUE = REQUEUE.format(table="queue_entries").replace("%s", "?")
 _CANCEL_ENTRY = CANCEL_ENTRY.format(table="queue_entries").replace("%s", "?")
@@ -52,8 +55,8 @@ class SqliteInspector(SqliteDetail):
     def copy_run(self, run: RunInfo, to: Path, text: Callable[[str | None], str | None]) -> int:
         """``lil fixture``: ``run`` copied into a new journal file ``to``; the rows copied.
 
-        Not part of :class:`Inspector`: only a journal file's runs are copied
-        (:mod:`letitloop.inspection.sqlite_fixture`)."""
+        A journal file's own (:class:`~letitloop.inspection.images.FixtureCopies`): only a
+        journal file's runs are copied (:mod:`letitloop.inspection.sqlite_fixture`)."""
         return copy_run_to_file(self.store, run, to, text)
 
     def run_image(self, run: RunInfo) -> RunImage:
@@ -287,8 +290,8 @@ class SqliteInspector(SqliteDetail):
                 raise explain(exc, store.path) from None
 
 
-def as_inspector(journal: Inspector | Store) -> Inspector:
-    """``journal`` as an :class:`Inspector`: a :class:`Store` (what
-    :func:`~letitloop.inspection.open_journal_file` returns) is read through a
-    :class:`SqliteInspector` that does not own it; an inspector is itself."""
+def as_inspector(journal: _Part | Store) -> _Part | SqliteInspector:
+    """``journal`` as an :class:`Inspector` (or as the part of it the caller names): a
+    :class:`Store` (what :func:`~letitloop.inspection.open_journal_file` returns) is read
+    through a :class:`SqliteInspector` that does not own it; an inspector is itself."""
     return SqliteInspector(journal) if isinstance(journal, Store) else journal

@@ -13,8 +13,7 @@ leaves the goal as it was before or as it is after, never half of it.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from ..errors import DamagedRowError, SealKeyError
 from ..integrity.checksums import pause_sum, step_sum
@@ -23,25 +22,11 @@ from ..primitives.clock import utc_iso
 from ..stores.sqlite.goals import rows_table
 from ..stores.sqlite.seals import reseal
 from ..stores.sqlite.store import Store
+from .inspector_changes import Convert, Rekeyed
 
-__all__ = ["Convert", "Rekeyed", "rekey_goal"]
-
-#: ``(text, run_id, key, field)`` -> the text re-encrypted, or None: leave it as it is.
-Convert = Callable[[str | None, str, str, str], "str | None"]
+__all__ = ["rekey_goal"]
 
 _LIKE = PREFIX + "%"
-
-
-@dataclass(frozen=True)
-class Rekeyed:
-    """What :func:`rekey_goal` did to one goal."""
-
-    values: int
-    """Encrypted values re-encrypted."""
-    seen: int
-    """Encrypted values found (those already under the new key too)."""
-    resealed: int
-    """Entries added to sealed runs' chains."""
 
 
 def _has_table(c: sqlite3.Connection, name: str) -> bool:

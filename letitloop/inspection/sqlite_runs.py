@@ -26,7 +26,7 @@ from ..stores.sqlite.runs import resumable_run_id
 from ..stores.sqlite.sqlerrors import DRIVER_ERRORS
 from ..stores.sqlite.store import Store
 from .decrypting import Decrypting
-from .inspector import RunFilter
+from .inspector_runs import RunFilter
 from .records import RunInfo, RunRef
 from .sqlite_changes import CHUNK
 from .sqlite_filters import like_prefix, run_conditions

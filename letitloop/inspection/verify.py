@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import LetItLoopError, SealKeyError
 from ..integrity.seals import FINAL, GENESIS, SEAL_KEY_ENV, env_seal_key, link, row_digest
-from .inspector import Inspector
+from .inspector_detail import SealReads
 from .records import RunInfo
 
 __all__ = ["Head", "RunSeal", "chain_of", "check_chain", "parse_heads"]
@@ -85,17 +85,10 @@ class RunSeal:
         }
 
 
-def chain_of(inspector: Inspector, run: RunInfo) -> tuple[list[Entry], list[Row]]:
+def chain_of(inspector: SealReads, run: RunInfo) -> tuple[list[Entry], list[Row]]:
     """The run's chain entries in order and its rows; no entries from a store that keeps no
     seals (its runs are unsealed)."""
-    read = getattr(inspector, "seal_chain", None)
-    if read is None:
-        rows = [
-            (r.key, r.kind, r.status, r.fn, None, r.result, r.error, r.wake_at)
-            for r in inspector.rows(run)
-        ]
-        return [], rows
-    entries, rows = read(run)
+    entries, rows = inspector.seal_chain(run)
     return list(entries), list(rows)
 
 

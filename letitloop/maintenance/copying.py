@@ -37,7 +37,8 @@ from typing import Any
 
 from ..errors import LetItLoopError, RunHeldError
 from ..inspection import Inspector, RunFilter, open_inspector
-from ..inspection.images import Copying, RunImage, row_digests
+from ..inspection.images import RunImage, row_digests
+from ..inspection.inspector_queues import QueueEntries
 from ..inspection.journalfile import create_journal_file
 from ..inspection.verify import chain_of, check_chain
 from ..integrity.seals import env_seal_key
@@ -117,15 +118,6 @@ def open_ends(
     return reader, writer
 
 
-def _copying(inspector: Inspector, side: str) -> Copying:
-    if not all(hasattr(inspector, m) for m in ("run_image", "add_runs", "seal_chain")):
-        raise LetItLoopError(
-            f"{inspector.path}: lil copy moves runs between journal files, PostgreSQL and "
-            f"memory:// stores, and this {side} is none of them; nothing was copied"
-        )
-    return inspector  # type: ignore[return-value]
-
-
 def copy_runs(
     source: Inspector,
     target: Inspector,
@@ -142,7 +134,6 @@ def copy_runs(
     LetItLoopError for a copy that does not read back as its source (the
     runs written stay written).
     """
-    reader, writer = _copying(source, "source"), _copying(target, "target")
     if goal is not None and not source.has_goal(goal):
         raise LetItLoopError(f"{source.path} has no goal {goal!r}; nothing was copied")
     if only is not None and only not in ONLY:
@@ -181,9 +172,9 @@ def copy_runs(
     images: list[RunImage] = []
     for n, run in enumerate(todo, 1):
         with holding_run(source, run, "copy"):
-            images.append(reader.run_image(run))
+            images.append(source.run_image(run))
         if len(images) == BATCH or sum(len(i.rows) for i in images) >= BATCH_ROWS or n == len(todo):
-            writer.add_runs(images)
+            target.add_runs(images)
             for image in images:
                 _verify(target, image, secret, result)
                 result.copied.append(image.id)
@@ -201,7 +192,7 @@ _ONLY_ENTRIES = {
 
 
 def _copy_entries(
-    source: Inspector, target: Inspector, goal: str | None, only: str | None, there: set[str]
+    source: QueueEntries, target: QueueEntries, goal: str | None, only: str | None, there: set[str]
 ) -> int:
     """Copy the source's work-queue entries whose run the target has now (or that have no
     run yet), of ``goal``'s task and the statuses ``only`` selects; an entry the target has

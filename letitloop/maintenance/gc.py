@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import LetItLoopError, RunHeldError
 from ..inspection import STATES, Inspector, RunInfo, as_inspector
+from ..inspection.inspector_queues import QueueEntries
 from ..inspection.queue_listing import queue_entries
 from ..primitives.clock import utc_iso
 from ..queueing.queue_records import ENDED
@@ -98,7 +99,7 @@ def gc_candidates(
     return removable, live
 
 
-def _queued_runs(journal: Inspector, runs: list[RunInfo]) -> set[str]:
+def _queued_runs(journal: QueueEntries, runs: list[RunInfo]) -> set[str]:
     """The ids of ``runs`` whose queue entry is still queued or claimed: never gc's."""
     return {
         e.run_id
@@ -108,7 +109,7 @@ def _queued_runs(journal: Inspector, runs: list[RunInfo]) -> set[str]:
 
 
 def _ended_entries(
-    journal: Inspector, removed: list[RunInfo], cutoff: str, wanted: set[str] | None
+    journal: QueueEntries, removed: list[RunInfo], cutoff: str, wanted: set[str] | None
 ) -> list[str]:
     """The queue entries gc removes: the ended ones of the runs it removes, and the ones that
     ended with no run (cancelled while queued) before ``cutoff``, of a state ``wanted``."""

@@ -8,11 +8,12 @@ import contextlib
 from collections.abc import Iterator
 
 from ..errors import RunHeldError
-from ..inspection import Inspector, RunInfo
+from ..inspection import RunInfo
+from ..inspection.inspector_runs import JournalHolds
 
 
 @contextlib.contextmanager
-def holding_run(inspector: Inspector, run: RunInfo, doing: str) -> Iterator[None]:
+def holding_run(inspector: JournalHolds, run: RunInfo, doing: str) -> Iterator[None]:
     """Hold ``run`` (so no process opens it meanwhile); RunHeldError if a live one has it."""
     with inspector.hold(run.id) as held:
         if not held:

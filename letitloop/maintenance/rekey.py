@@ -1,6 +1,6 @@
 """Changing a journal's encryption key in place (``lil rekey``): :func:`rekey`.
 
-Each goal is re-encrypted in one transaction (``SqliteInspector.rekey_goal``):
+Each goal is re-encrypted in one transaction (``Rekeying.rekey_goal``, a journal file's):
 every encrypted value of it decrypted with the old key and encrypted with the
 new one, bound to the same row, and the goal's key check changed with them.
 So a SIGKILL leaves each goal wholly under one key, and running it again
@@ -17,10 +17,10 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import EncryptionKeyError, LetItLoopError
 from ..inspection import Inspector, as_inspector, list_runs
+from ..inspection.inspector_changes import Rekeying
 from ..integrity.encryption import Cipher, encrypted
 from ..stores.sqlite.store import Store
 from .holding import holding_run
@@ -76,8 +76,7 @@ def rekey(
     a sealed run without ``seal_secret``; DamagedRowError for a damaged row.
     """
     journal = as_inspector(inspector)
-    rekey_goal: Any = getattr(journal, "rekey_goal", None)
-    if rekey_goal is None:
+    if not isinstance(journal, Rekeying):
         raise LetItLoopError(
             f"{journal.path}: lil rekey changes the key of a SQLite journal file; this store "
             f"has no rekey"
@@ -94,7 +93,7 @@ def rekey(
     convert = _converter(old, new)
     done = []
     for goal in names:
-        stored = journal.goal_key_check(goal)  # type: ignore[attr-defined]
+        stored = journal.goal_key_check(goal)
         if stored == new.check:
             done.append(GoalRekeyed(goal, "already"))
             continue
@@ -108,7 +107,7 @@ def rekey(
         with contextlib.ExitStack() as held:
             for run in list_runs(journal, goal):
                 held.enter_context(holding_run(journal, run, "re-encrypt"))
-            made = rekey_goal(goal, convert, new.check, clock(), seal_secret)
+            made = journal.rekey_goal(goal, convert, new.check, clock(), seal_secret)
         state = "rekeyed" if made.seen else "plain"
         done.append(GoalRekeyed(goal, state, made.values, made.resealed))
     return done

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from ..inspection import RunDetail, RunInfo
+from ..inspection.inspector_detail import StreamReads
 from . import render
 from .words import in_flight, quoted, until
 
@@ -108,7 +109,7 @@ class StreamText:
     offset read so far of each stream.
     """
 
-    def __init__(self, journal: Any, as_json: bool) -> None:
+    def __init__(self, journal: StreamReads, as_json: bool) -> None:
         self.journal, self.as_json = journal, as_json
         self.after: dict[str, int] = {}
         self.open: str | None = None  # the stream whose text ends the output

@@ -23,6 +23,7 @@ from .chunks import Chunk
 
 if TYPE_CHECKING:
     from ..inspection import Inspector
+    from ..inspection.inspector_detail import StreamReads
 
 __all__ = ["afollow", "follow", "read", "stream_keys"]
 
@@ -53,7 +54,7 @@ def stream_keys(run: str, *, path: Where = None) -> list[str]:
         return inspector.stream_keys(find_run(inspector, run).id)
 
 
-def _key(inspector: Inspector, run_id: str, key: str | None) -> str | None:
+def _key(inspector: StreamReads, run_id: str, key: str | None) -> str | None:
     """The stream to read: ``key``, or the run's one stream (None while it has none)."""
     if key is not None:
         return key

@@ -40,6 +40,8 @@ from ..inspection import (
     open_inspector,
     parse_utc,
 )
+from ..inspection.inspector_changes import RunControl
+from ..inspection.inspector_detail import RunHistory
 from ..integrity.encryption import Cipher, env_cipher, key_refusal, make_cipher
 from ..maintenance.entries import cancel_waiting
 from ..maintenance.holding import holding_run
@@ -162,7 +164,7 @@ _ANY: dict[str, Any] = {}
 
 
 def _expectations(
-    journal: Inspector, run: RunInfo, cipher: Cipher | None
+    journal: RunHistory, run: RunInfo, cipher: Cipher | None
 ) -> dict[str, dict[str, Any]]:
     """What each wait of ``run`` takes, by the wait's key (letitloop/primitives/expects.py): the
     recorded ``expects:`` rows, and each wait row present now (``_ANY`` when it has none)."""
@@ -213,7 +215,7 @@ def _check_value(
 
 
 def _sending_cipher(
-    journal: Inspector, run: RunInfo, where: str, encryption_key: str | bytes | None
+    journal: RunControl, run: RunInfo, where: str, encryption_key: str | bytes | None
 ) -> Cipher | None:
     """The cipher a value sent to ``run`` is encrypted with: the key given (or
     ``LETITLOOP_ENCRYPTION_KEY``) when the run's goal is encrypted; None (the value stored as
