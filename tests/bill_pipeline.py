@@ -40,6 +40,7 @@ kickoff with the handler's ``budget=``, the others' the agent run inside
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import json
 import os
@@ -691,9 +692,15 @@ def main() -> None:
     location = sys.argv[7] if len(sys.argv) > 7 else None
     if mode == "crewai":
         os.environ.update(CREWAI_OPT_OUTS)
+    gc.disable()  # the imports' objects live as long as this process: no collection meanwhile
     if mode in FRAMEWORKS:  # import the framework once, before the forks
         __import__(FRAMEWORKS[mode])
     preload(mode)
+    # Out of the collector's sight before the first fork (as tests/preloaded.py's forker):
+    # an attempt's collections skip them and do not copy every page that holds them.
+    gc.collect()
+    gc.freeze()
+    gc.enable()
     rng = random.Random(int(seed))
     for n in range(int(trials)):
         done = trial(mode, durability, Path(folder), n, rng, kills_at, location)

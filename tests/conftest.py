@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
 import os
 import re
 import sys
@@ -22,6 +23,8 @@ def pytest_configure(config: pytest.Config) -> None:
     environment sets PYTHONDONTWRITEBYTECODE (as this machine's does) no child writes
     the bytecode it compiles, so each one compiled letitloop again (about 50 ms of CPU
     a child; a user's install has the bytecode). py_compile writes it whatever the flag."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        gc.disable()  # a process that collects: see pytest_collection_finish
     if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
         return
     import compileall
@@ -29,6 +32,51 @@ def pytest_configure(config: pytest.Config) -> None:
     root = Path(__file__).resolve().parent.parent
     for folder in ("letitloop", "tests", "examples", "benchmarks"):
         compileall.compile_dir(root / folder, quiet=1, workers=0)
+    _rewrite_test_modules(config, root / "tests")
+
+
+def _rewrite_test_modules(config: pytest.Config, tests: Path) -> None:
+    """Write pytest's cached test modules (their asserts rewritten) once, before the workers
+    start, as pytest writes them where bytecode may be written: the workers then read them.
+
+    Under PYTHONDONTWRITEBYTECODE pytest rewrites every test module it imports and keeps
+    none: each worker rewrote the whole suite's again (about 3.4 s of CPU a worker, a
+    third of its collection). The quick check's leave out :data:`SLOW_FILES`, which it
+    does not import. A pytest whose internals moved gets no cache (and loses nothing)."""
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        tail, read, write, make = (
+            rewrite.PYC_TAIL, rewrite._read_pyc, rewrite._write_pyc, rewrite._rewrite_test
+        )  # fmt: skip
+    except (ImportError, AttributeError, KeyError):
+        return
+    quick = config.option.markexpr == "not slow"
+    for source in [*sorted(tests.glob("test_*.py")), tests / "conftest.py"]:
+        if quick and source.name in SLOW_FILES:
+            continue
+        pyc = rewrite.get_cache_dir(source) / (source.name[:-3] + tail)
+        if read(source, pyc) is not None:
+            continue
+        if not rewrite.try_makedirs(pyc.parent):
+            return
+        source_hash, code = make(source, config)
+        write(state, code, source_hash, pyc)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Collected (every test module imported, and with them the frameworks: about 10 s of
+    CPU a worker), freeze what the imports made (``gc.freeze``) and turn the collector back
+    on. The collector was off meanwhile (pytest_configure): a full collection walked every
+    object the imports had made so far, again and again as they grew (a fifth of an
+    import's CPU). Frozen, they are out of the collector's sight for the session: each
+    full collection while the tests run, and pytest's own at the session's end, walks
+    only what the tests made, and a child forked from the worker copies no page for it."""
+    gc.collect()
+    gc.freeze()
+    gc.enable()
 
 
 #: The files of the full suite that the quick check (``python -m pytest -m "not slow"``,
