@@ -173,6 +173,11 @@ with letitloop.Journal("paid", run=f"process-{os.getpid()}") as j:
 """
 )
 
+#: The same, its journal at a path of its own (``path=``), not ``$LETITLOOP_DB``.
+PAID_ELSEWHERE_AT_A_PATH = PAID_ELSEWHERE.replace(
+    'Journal("paid", ', 'Journal("paid", path=".letitloop/kept.db", '
+)
+
 
 def crashtest(
     folder: Path, program: str, *options: str, env: dict[str, str] | None = None
@@ -303,6 +308,19 @@ class TestTheOutput:
         done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1", "--output", "last-line")
         assert done.returncode == 0, done.stdout + done.stderr
 
+    def test_match_compares_only_the_lines_it_matches(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1", "--output", "match:^[0-9]+$")
+        assert done.returncode == 0, done.stdout + done.stderr
+        done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1", "--output", "match:^process")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "the finished program's output (match:^process) differs" in done.stdout
+
+    def test_an_output_it_does_not_know_is_refused_in_one_line(self, tmp_path: Path) -> None:
+        for output, said in (("match:(", "does not compile"), ("all", "expected exact")):
+            done = crashtest(tmp_path, TALKATIVE, "--output", output)
+            assert done.returncode == 1
+            assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
 
 class TestBadInput:
     def test_a_program_with_no_step_is_refused_in_one_line(self, tmp_path: Path) -> None:
@@ -355,6 +373,16 @@ class TestPaidCalls:
         assert done.returncode == 1, done.stdout + done.stderr
         # No step body ran again in its own run: only the usage records tell.
         assert "ran again" not in done.stdout
+        assert (
+            "  killed before step 'answer': paid call at /1 paid again: its step was committed "
+            "as 'ask' (100 tokens in, 20 out, cost 0.5), then 'ask' of another run recorded "
+            "100 tokens in, 20 out, cost 0.5"
+        ) in done.stdout
+
+    def test_usage_is_read_from_the_journal_the_program_named(self, tmp_path: Path) -> None:
+        # path= in the program: each run's usage is read where its journal was kept.
+        done = crashtest(tmp_path, PAID_ELSEWHERE_AT_A_PATH, "--max-kills", "4")
+        assert done.returncode == 1, done.stdout + done.stderr
         assert (
             "  killed before step 'answer': paid call at /1 paid again: its step was committed "
             "as 'ask' (100 tokens in, 20 out, cost 0.5), then 'ask' of another run recorded "

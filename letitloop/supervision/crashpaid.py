@@ -45,7 +45,7 @@ def paid_in(journal: str, run_ids: set[str]) -> Paid:
     try:
         for run_id in sorted(run_ids):
             run = inspector.run(run_id)
-            if run is None:  # a run of a journal elsewhere (path= in the program)
+            if run is None:  # a run that recorded nothing here
                 continue
             usage: list[tuple[str, Spent]] = [
                 (row.key, (row.input_tokens, row.output_tokens, row.cost))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,7 +36,7 @@ from pathlib import Path
 from ..errors import LetItLoopError
 from ..run.crashhook import KILL_ENV, LEDGER_ENV
 from .crashdb import TrialJournals
-from .crashpaid import judge_paid, paid_in
+from .crashpaid import Paid, judge_paid, paid_in
 
 
 @dataclass
@@ -145,13 +146,35 @@ def effects_in(folder: Path, effects: str | None) -> Counter[str]:
 
 
 def shown(stdout: str, output: str) -> str:
-    """The part of ``stdout`` that ``output`` (exact, last-line, ignore) compares."""
+    """The part of ``stdout`` that ``output`` (exact, last-line, ignore, match:REGEX) compares."""
     if output == "exact":
         return stdout
     if output == "last-line":
         lines = stdout.rstrip().splitlines()
         return lines[-1] if lines else ""
+    if output.startswith("match:"):
+        pattern = re.compile(output.removeprefix("match:"))
+        return "\n".join(line for line in stdout.splitlines() if pattern.search(line))
     return ""
+
+
+def output_mode(output: str) -> str:
+    """``output`` checked: exact, last-line, ignore, or match: and a regular expression."""
+    if output in ("exact", "last-line", "ignore"):
+        return output
+    if output.startswith("match:"):
+        try:
+            re.compile(output.removeprefix("match:"))
+        except re.error as bad:
+            raise LetItLoopError(
+                f"crashtest: --output {output!r}: the regular expression after 'match:' "
+                f"does not compile ({bad}); e.g. --output 'match:^answer: '"
+            ) from None
+        return output
+    raise LetItLoopError(
+        f"crashtest: --output {output!r}: expected exact, last-line, ignore or "
+        f"match:REGEX (the lines matching REGEX, e.g. 'match:^answer: ')"
+    )
 
 
 def judge(runs: list[Run], known: set[str]) -> list[str]:
@@ -187,6 +210,27 @@ def judge(runs: list[Run], known: set[str]) -> list[str]:
     return found
 
 
+def paid_in_journals(runs: list[Run], journal: str) -> Paid:
+    """The usage the trial's runs recorded, each run's read from the journal it was kept in
+    (its ``journal`` event: ``path=`` in the program, else ``journal``, the trial's)."""
+    kept: dict[str, str] = {}  # run id -> its journal's location
+    for run in runs:
+        for kind, where, _, run_id in run.events:
+            if kind == "journal":
+                kept[run_id] = where
+    by_journal: dict[str, set[str]] = {}
+    for run in runs:
+        for _, _, _, run_id in run.events:
+            if run_id:
+                by_journal.setdefault(kept.get(run_id, journal), set()).add(run_id)
+    paid = Paid({}, set())
+    for location, run_ids in sorted(by_journal.items()):
+        found = paid_in(location, run_ids)
+        paid.spent.update(found.spent)
+        paid.crashed.update(found.crashed)
+    return paid
+
+
 def crashtest(
     command: list[str],
     *,
@@ -202,11 +246,14 @@ def crashtest(
 
     ``output`` is what of a finished run's standard output must equal the
     reference's: ``exact``, its ``last-line`` (the result a program prints
-    last, for one that also prints what ran in this process), or ``ignore``.
+    last, for one that also prints what ran in this process), ``match:REGEX``
+    (the lines that match REGEX, ``re.search``: ``match:^answer: ``), or
+    ``ignore``.
     Raises LetItLoopError when the program cannot be run, runs over ``timeout``
     seconds, or its reference run uses no journal step at all.
     """
     began = time.monotonic()
+    output = output_mode(output)
     program = Program(command, timeout)
     journals = TrialJournals(os.environ.get("LETITLOOP_DB"))
     report = Report()
@@ -249,9 +296,8 @@ def crashtest(
                     runs.append(program.run(folder, journal, len(runs)))
                     report.reruns += 1
                 found = judge(runs, known)
-                run_ids = {event[3] for run in runs for event in run.events if event[3]}
                 paid_again, allowed = judge_paid(
-                    [run.events for run in runs], paid_in(journal, run_ids)
+                    [run.events for run in runs], paid_in_journals(runs, journal)
                 )
                 found += paid_again
                 report.allowed += [Repeat(label, what) for what in allowed]
