@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crashtest_examples import crashtest_example
 from helpers import run_python, spawn_python, wait_until, write_script
 
 pytest.importorskip("workflows")
@@ -439,3 +440,15 @@ class TestAWorkflowRunOnEveryStore:
         assert ran == ["a"]
         assert asyncio.run(once(fresh=True)) == "A"
         assert ran == ["a", "a"]
+
+
+class TestTheCrashTest:
+    def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
+        self,
+    ) -> None:
+        """lil crashtest's machinery on examples/llamaindex_resume.py (LlamaIndex's agents):
+        killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
+        finishes: no recorded call ran or was paid again, and each finished run answered as
+        the uninterrupted one."""
+        report = crashtest_example("llamaindex_resume")
+        assert report.expected == "result: AgentOutput: Oslo has 700000 people; 2 + 3 = 5"

@@ -68,6 +68,8 @@ class Report:
     problems: list[Repeat] = field(default_factory=list)
     #: Calls in flight at a kill and paid again: allowed by the contract, told apart.
     allowed: list[Repeat] = field(default_factory=list)
+    #: What of the reference run's output every finished trial's had to equal (``output``).
+    expected: str = ""
 
 
 def kill_points(events: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
@@ -263,6 +265,7 @@ def crashtest(
         with journals.journal(root / "reference") as journal:
             reference = program.run(root / "reference", journal, 0)
         expected = effects_in(root / "reference", effects)
+        report.expected = shown(reference.stdout, output)
         points = kill_points(reference.events)
         known = {key for kind, _, key, _ in reference.events if kind == "start"}
         if not points:
