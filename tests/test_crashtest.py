@@ -111,6 +111,18 @@ print(pipeline())
 """
 )
 
+#: A run named anew by each process: a rerun does not resume the killed run, it starts
+#: one of its own and runs every step again (no body ran twice in its own run).
+RESTARTING = (
+    HEADER
+    + """
+import os
+
+with letitloop.Journal("restarting", run=f"process-{os.getpid()}") as j:
+    print(j.step("first", double, 1) + j.step("second", double, 2))
+"""
+)
+
 #: The tool appends inside a step with no marker: killed after it, before the step's
 #: record, the rerun appends again.
 UNMARKED = (
@@ -178,6 +190,27 @@ PAID_ELSEWHERE_AT_A_PATH = PAID_ELSEWHERE.replace(
     'Journal("paid", ', 'Journal("paid", path=".letitloop/kept.db", '
 )
 
+#: Each node a run of its own, and a checkpoint file of the finished nodes, as LangGraph
+#: keeps them: a rerun skips a finished node without calling it, so the next node's paid
+#: step takes the place the skipped one had (another run's 'model'): not paid again.
+PAID_SKIPPING = (
+    PAID_HEADER
+    + """
+import json
+
+done = json.load(open("checkpoint.json")) if os.path.exists("checkpoint.json") else {}
+for node in ("a", "b", "c"):
+    if node in done:
+        continue  # its checkpoint holds it: not called again
+    with letitloop.Journal("node", run=f"node-{node}") as j:
+        done[node] = j.step("model", ask, node)
+    with open("checkpoint.tmp", "w") as f:
+        json.dump(done, f)
+    os.replace("checkpoint.tmp", "checkpoint.json")
+print(done)
+"""
+)
+
 
 def crashtest(
     folder: Path, program: str, *options: str, env: dict[str, str] | None = None
@@ -240,6 +273,17 @@ class TestABrokenProgram:
         # Killed before the second step (the first committed): the first runs again.
         assert "killed before step 'second': step at /1 ran again" in done.stdout
         assert "the key changed between runs" in done.stdout
+
+    def test_a_rerun_that_starts_a_run_of_its_own_is_a_repeat(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, RESTARTING, "--max-kills", "4")
+        assert done.returncode == 1, done.stdout + done.stderr
+        # Killed before 'second' (its 'first' committed): the rerun ran 'first' again.
+        assert (
+            "  killed before step 'second': step 'first' ran and was committed 2 times "
+            "(reference: 1): a rerun ran it again in another run instead of resuming the "
+            "one that recorded it"
+        ) in done.stdout
+        assert "repeats: 1\n" in done.stdout  # killed earlier, nothing was committed
 
     def test_a_tool_that_appends_without_a_marker_is_a_repeat(self, tmp_path: Path) -> None:
         done = crashtest(tmp_path, UNMARKED, "--effects", "sent.log")
@@ -388,6 +432,12 @@ class TestPaidCalls:
             "as 'ask' (100 tokens in, 20 out, cost 0.5), then 'ask' of another run recorded "
             "100 tokens in, 20 out, cost 0.5"
         ) in done.stdout
+
+    def test_a_rerun_that_skips_finished_work_pays_nothing_again(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PAID_SKIPPING)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 9 tried of 9" in done.stdout
+        assert "repeats: 0" in done.stdout
 
 
 class TestOnPostgreSQL:

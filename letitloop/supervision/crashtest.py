@@ -36,7 +36,7 @@ from pathlib import Path
 from ..errors import LetItLoopError
 from ..run.crashhook import KILL_ENV, LEDGER_ENV
 from .crashdb import TrialJournals
-from .crashpaid import Paid, judge_paid, paid_in
+from .crashpaid import Paid, judge_paid, paid_in, paid_records
 
 
 @dataclass
@@ -179,14 +179,22 @@ def output_mode(output: str) -> str:
     )
 
 
-def judge(runs: list[Run], known: set[str]) -> list[str]:
+def committed_steps(runs: list[Run]) -> Counter[str]:
+    """The step bodies that ran and were committed in ``runs``, counted by key."""
+    return Counter(key for run in runs for kind, _, key, _ in run.events if kind == "done")
+
+
+def judge(runs: list[Run], known: set[str], reference: Counter[str] | None = None) -> list[str]:
     """What ran twice across the runs of one trial (the first was killed).
 
     A body that ran under a key the reference run never used (``known``), at a
     place where an earlier run of the trial committed another key, ran again
     under a changed key. (A place alone is not enough: a resumed program may
     skip its finished steps without calling them, as LangGraph skips the nodes
-    its checkpoint holds, and its next steps take the places they had.)
+    its checkpoint holds, and its next steps take the places they had.) When
+    nothing else was found, a key whose bodies were committed more often than
+    in the ``reference`` run ran again in another run of the program's (a
+    rerun that starts its work anew, in a run of its own, instead of resuming).
     """
     found: list[str] = []
     committed: set[tuple[str, str]] = set()  # (run id, key) of the steps committed
@@ -209,6 +217,14 @@ def judge(runs: list[Run], known: set[str]) -> list[str]:
                 found.append(f"marker {where!r} ran its body again after its record")
             elif kind == "mdone":
                 markers.add((run_id, where))
+    if reference is not None and not found:
+        extra = committed_steps(runs) - reference
+        found += [
+            f"step {key!r} ran and was committed {extra[key] + reference[key]} times "
+            f"(reference: {reference[key]}): a rerun ran it again in another run "
+            f"instead of resuming the one that recorded it"
+            for key in sorted(extra)
+        ]
     return found
 
 
@@ -264,10 +280,12 @@ def crashtest(
         (root / "reference").mkdir()
         with journals.journal(root / "reference") as journal:
             reference = program.run(root / "reference", journal, 0)
+            paid = paid_records([reference.events], paid_in_journals([reference], journal))
         expected = effects_in(root / "reference", effects)
         report.expected = shown(reference.stdout, output)
         points = kill_points(reference.events)
         known = {key for kind, _, key, _ in reference.events if kind == "start"}
+        once = committed_steps([reference])
         if not points:
             raise LetItLoopError(
                 f"crashtest: {' '.join(command)} ran no letitloop step (exit status "
@@ -298,9 +316,9 @@ def crashtest(
                 ):
                     runs.append(program.run(folder, journal, len(runs)))
                     report.reruns += 1
-                found = judge(runs, known)
+                found = judge(runs, known, once)
                 paid_again, allowed = judge_paid(
-                    [run.events for run in runs], paid_in_journals(runs, journal)
+                    [run.events for run in runs], paid_in_journals(runs, journal), paid
                 )
                 found += paid_again
                 report.allowed += [Repeat(label, what) for what in allowed]
