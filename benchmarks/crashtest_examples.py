@@ -37,6 +37,7 @@ from crashtest_examples import ALL, Example  # noqa: E402
 
 from letitloop.supervision.crashtest import crashtest, describe  # noqa: E402
 
+#: CrewAI's environment's interpreter (--crewai-python: another checkout's, say).
 CREWAI_PYTHON = ROOT / ".venvs" / "crewai" / "bin" / "python"
 
 
@@ -78,7 +79,7 @@ def one(example: Example, max_kills: int | None) -> dict[str, object]:
     if example.env == "crewai":
         return in_crewai_env(example, max_kills)
     command = example.command()
-    report = crashtest(command, output=example.output, max_kills=max_kills, timeout=180)
+    report = crashtest(command, output=example.output, max_kills=max_kills, timeout=300)
     return {
         "tried": report.tried,
         "points": report.points,
@@ -96,7 +97,12 @@ def main() -> None:
     parser.add_argument("--only", help="the examples to run, by name (comma-separated)")
     parser.add_argument("--max-kills", type=int, help="kill points per example (default: all)")
     parser.add_argument("--no-write", action="store_true", help="do not write results/")
+    parser.add_argument("--crewai-python", help="CrewAI's environment's python (default: "
+                        ".venvs/crewai's, made by tests/crewai_env.py --make)")  # fmt: skip
     args = parser.parse_args()
+    global CREWAI_PYTHON
+    if args.crewai_python:
+        CREWAI_PYTHON = Path(args.crewai_python)
     chosen = [e for e in ALL if not args.only or e.name in args.only.split(",")]
     rows = []
     results = {}

@@ -599,4 +599,6 @@ class TestTheCrashTest:
         finishes: no recorded call ran or was paid again, and each finished run answered as
         the uninterrupted one."""
         report = crashtest_example("autogen_resume")
-        assert report.expected == "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD"
+        assert report.expected == (
+            "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD TERMINATE"
+        )

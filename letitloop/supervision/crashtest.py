@@ -180,8 +180,23 @@ def output_mode(output: str) -> str:
 
 
 def committed_steps(runs: list[Run]) -> Counter[str]:
-    """The step bodies that ran and were committed in ``runs``, counted by key."""
-    return Counter(key for run in runs for kind, _, key, _ in run.events if kind == "done")
+    """The step bodies that ran and were committed in ``runs``, counted by key; but those
+    called inside a step in flight at the kill (begun in the killed run, not committed
+    there), at any depth: its rerun may call them anew, as the contract allows (an MCP
+    call in doubt is sent again under a new key)."""
+    first = runs[0].events if runs else []
+    excused = {key for kind, _, key, _ in first if kind == "start"}
+    excused -= {key for kind, _, key, _ in first if kind == "done"}
+    counted: Counter[str] = Counter()
+    for run in runs:
+        for kind, where, key, _ in run.events:
+            if kind != "start" and kind != "done":
+                continue
+            if where.rsplit("/", 1)[0] in excused and run is not runs[0]:
+                excused.add(key)  # called inside a step in flight: its steps are too
+            elif kind == "done":
+                counted[key] += 1
+    return counted
 
 
 def judge(runs: list[Run], known: set[str], reference: Counter[str] | None = None) -> list[str]:
@@ -194,7 +209,8 @@ def judge(runs: list[Run], known: set[str], reference: Counter[str] | None = Non
     its checkpoint holds, and its next steps take the places they had.) When
     nothing else was found, a key whose bodies were committed more often than
     in the ``reference`` run ran again in another run of the program's (a
-    rerun that starts its work anew, in a run of its own, instead of resuming).
+    rerun that starts its work anew, in a run of its own, instead of resuming);
+    what ran inside a step in flight at the kill is not counted.
     """
     found: list[str] = []
     committed: set[tuple[str, str]] = set()  # (run id, key) of the steps committed
