@@ -123,6 +123,31 @@ with letitloop.Journal("restarting", run=f"process-{os.getpid()}") as j:
 """
 )
 
+#: Numbered ticks, as LlamaIndex's workflow keys its steps: a rerun restores the ticks
+#: before its snapshot without calling them, replays the last, and records that it
+#: resumed under the next number, so its later ticks are numbered one more and take
+#: other places: nothing ran again.
+SHIFTING = (
+    HEADER
+    + """
+import os
+
+with letitloop.Journal("ticks", run="one") as j:
+    done = int(open("snapshot").read()) if os.path.exists("snapshot") else 0
+    shift = 0
+    if done:
+        j.step(f"{done - 1:05}:tick", double, done - 1)  # replayed
+        j.step(f"{done:05}:resumed", double, -1)
+        shift = 1
+    for i in range(done, 3):
+        j.step(f"{i + shift:05}:tick", double, i)
+        with open("snapshot.tmp", "w") as f:
+            f.write(str(i + 1))
+        os.replace("snapshot.tmp", "snapshot")
+print("three ticks")
+"""
+)
+
 #: The tool appends inside a step with no marker: killed after it, before the step's
 #: record, the rerun appends again.
 UNMARKED = (
@@ -273,6 +298,12 @@ class TestABrokenProgram:
         # Killed before the second step (the first committed): the first runs again.
         assert "killed before step 'second': step at /1 ran again" in done.stdout
         assert "the key changed between runs" in done.stdout
+
+    def test_a_rerun_whose_steps_take_other_places_runs_nothing_again(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, SHIFTING)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 9 tried of 9" in done.stdout
+        assert "repeats: 0" in done.stdout
 
     def test_a_rerun_that_starts_a_run_of_its_own_is_a_repeat(self, tmp_path: Path) -> None:
         done = crashtest(tmp_path, RESTARTING, "--max-kills", "4")

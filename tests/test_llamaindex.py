@@ -451,4 +451,6 @@ class TestTheCrashTest:
         finishes: no recorded call ran or was paid again, and each finished run answered as
         the uninterrupted one."""
         report = crashtest_example("llamaindex_resume")
-        assert report.expected == "result: AgentOutput: Oslo has 700000 people; 2 + 3 = 5"
+        assert report.expected == (
+            "result: AgentOutput: Oslo has 700000 people; 2 + 3 = 5 {'city': 'Oslo', 'total': 5}"
+        )

@@ -346,7 +346,7 @@ class TestTheCrashTest:
         finishes: no recorded call ran or was paid again, and each finished run answered as
         the uninterrupted one."""
         report = crashtest_example("openai_agents_resume")
-        assert (
-            report.expected
-            == "history: 8 items\nanswer: order A17: a kettle, 39.90 EUR / refunded 39.90 EUR"
+        assert report.expected == (
+            "history: 8 items\n"
+            "answer: order A17: a kettle, 39.90 EUR / refunded 39.90 EUR for order A17"
         )

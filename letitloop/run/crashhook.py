@@ -10,6 +10,8 @@ Each line of the ledger is one event, tab-separated, written with one
 ``write`` to a file opened ``O_APPEND`` so a SIGKILL never leaves half a
 line: ``start``/``end``/``done`` POSITION KEY (a step's body began, returned,
 its record was committed; then the run's id, as keys are a run's own),
+``replay`` POSITION NAME (a step was called and its record replayed, its
+body not run),
 ``mstart``/``mdone`` NAME (an ``atomic_marker``
 body was offered, and its record committed), ``kill`` KIND POSITION (the
 process is about to SIGKILL itself there) and ``journal`` LOCATION (once per
@@ -140,6 +142,8 @@ def install(journal: type[Journal]) -> None:
         value = step(j, name, named_like(wraps(inner)(body), fn), *a, **k)
         if ran:
             ledger.note("done", where, ran[-1], j.run_id)
+        else:
+            ledger.note("replay", where, name, j.run_id)
         return value
 
     async def watched_async_step(
@@ -181,6 +185,8 @@ def install(journal: type[Journal]) -> None:
         value = await async_step(j, name, named_like(wraps(inner)(body), fn), *a, **k)
         if ran:
             ledger.note("done", where, ran[-1], j.run_id)
+        else:
+            ledger.note("replay", where, name, j.run_id)
         return value
 
     def watched_marker(j: Journal, name: str, **options: Any) -> Any:

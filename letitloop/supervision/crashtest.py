@@ -179,6 +179,10 @@ def output_mode(output: str) -> str:
     )
 
 
+#: The ledger's events of a step called: its body ran, or its record was replayed.
+CALLED = ("start", "replay")
+
+
 def committed_steps(runs: list[Run]) -> Counter[str]:
     """The step bodies that ran and were committed in ``runs``, counted by key; but those
     called inside a step in flight at the kill (begun in the killed run, not committed
@@ -203,36 +207,48 @@ def judge(runs: list[Run], known: set[str], reference: Counter[str] | None = Non
     """What ran twice across the runs of one trial (the first was killed).
 
     A body that ran under a key the reference run never used (``known``), at a
-    place where an earlier run of the trial committed another key, ran again
-    under a changed key. (A place alone is not enough: a resumed program may
-    skip its finished steps without calling them, as LangGraph skips the nodes
-    its checkpoint holds, and its next steps take the places they had.) When
-    nothing else was found, a key whose bodies were committed more often than
-    in the ``reference`` run ran again in another run of the program's (a
-    rerun that starts its work anew, in a run of its own, instead of resuming);
-    what ran inside a step in flight at the kill is not counted.
+    place where an earlier run of the trial committed another key that no
+    later run called again (ran or replayed), ran again under a changed key.
+    (A place alone is not enough: a resumed program may skip its finished
+    steps without calling them, as LangGraph skips the nodes its checkpoint
+    holds, or call fewer of them, as LlamaIndex's workflow does, and its next
+    steps take the places they had.) When nothing else was found, a key of the
+    reference whose bodies were committed more often than in the ``reference``
+    run ran again in another run of the program's (a rerun that starts its
+    work anew, in a run of its own, instead of resuming); what ran inside a
+    step in flight at the kill is not counted.
     """
     found: list[str] = []
     committed: set[tuple[str, str]] = set()  # (run id, key) of the steps committed
-    at: dict[str, str] = {}  # where -> the key committed there
+    at: dict[str, tuple[int, str]] = {}  # where -> the run (its number) and key committed there
     markers: set[tuple[str, str]] = set()  # (run id, name) of the markers committed
+    changed: list[tuple[str, str, int, str]] = []  # (where, new key, run, the key committed)
     for number, run in enumerate(runs):
         for kind, where, key, run_id in run.events:
             if kind == "start" and number and (run_id, key) in committed:
                 found.append(f"step {key!r} ran again after its record was committed")
-            elif kind == "start" and number and key not in known and at.get(where, key) != key:
-                found.append(
-                    f"step at {where} ran again: its record was committed as "
-                    f"{at[where]!r}, this run called it {key!r} (the key changed between "
-                    f"runs: build it from the step's inputs, not time or randomness)"
-                )
+            elif (
+                kind == "start"
+                and number
+                and key not in known
+                and at.get(where, (0, key))[1] != key
+            ):
+                changed.append((where, key, *at[where]))
             elif kind == "done":
                 committed.add((run_id, key))
-                at[where] = key
+                at[where] = (number, key)
             elif kind == "mstart" and (run_id, where) in markers:
                 found.append(f"marker {where!r} ran its body again after its record")
             elif kind == "mdone":
                 markers.add((run_id, where))
+    for where, key, number, before in changed:
+        called = {k for run in runs[number + 1 :] for kind, _, k, _ in run.events if kind in CALLED}
+        if before not in called:  # not shifted to another place: called under another key
+            found.append(
+                f"step at {where} ran again: its record was committed as {before!r}, "
+                f"this run called it {key!r} (the key changed between runs: build it "
+                f"from the step's inputs, not time or randomness)"
+            )
     if reference is not None and not found:
         extra = committed_steps(runs) - reference
         found += [
@@ -240,6 +256,7 @@ def judge(runs: list[Run], known: set[str], reference: Counter[str] | None = Non
             f"(reference: {reference[key]}): a rerun ran it again in another run "
             f"instead of resuming the one that recorded it"
             for key in sorted(extra)
+            if key in known
         ]
     return found
 
