@@ -25,6 +25,7 @@ import resource
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -33,7 +34,7 @@ if __package__ in (None, ""):
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from crashtest_examples import ALL, Example  # noqa: E402
+from crashtest_examples import ALL, BY_NAME, Example  # noqa: E402
 
 from letitloop.supervision.crashtest import crashtest, describe  # noqa: E402
 
@@ -92,43 +93,54 @@ def one(example: Example, max_kills: int | None) -> dict[str, object]:
     }
 
 
+def timed(example: Example, max_kills: int | None, crewai: str) -> dict[str, object]:
+    """The example's crash test, with its wall time and its processes' CPU time (measured in
+    the process that runs it: a worker of ``--jobs``, whose children are its own)."""
+    global CREWAI_PYTHON
+    CREWAI_PYTHON = Path(crewai)
+    cpu = children_cpu()
+    began = time.monotonic()
+    found = one(example, max_kills)
+    return {**found, "wall": time.monotonic() - began, "cpu": children_cpu() - cpu}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", help="the examples to run, by name (comma-separated)")
+    parser.add_argument("--only", help="the examples to run, by name (comma-separated), in order")
     parser.add_argument("--max-kills", type=int, help="kill points per example (default: all)")
+    parser.add_argument("--jobs", type=int, default=1, help="examples crash-tested at once")
     parser.add_argument("--no-write", action="store_true", help="do not write results/")
-    parser.add_argument("--crewai-python", help="CrewAI's environment's python (default: "
-                        ".venvs/crewai's, made by tests/crewai_env.py --make)")  # fmt: skip
+    parser.add_argument("--crewai-python", default=str(CREWAI_PYTHON),
+                        help="CrewAI's environment's python (default: .venvs/crewai's, made "
+                        "by tests/crewai_env.py --make)")  # fmt: skip
     args = parser.parse_args()
-    global CREWAI_PYTHON
-    if args.crewai_python:
-        CREWAI_PYTHON = Path(args.crewai_python)
-    chosen = [e for e in ALL if not args.only or e.name in args.only.split(",")]
+    # In --only's order (the longest first keeps --jobs' workers busy to the end).
+    chosen = [BY_NAME[name] for name in args.only.split(",")] if args.only else list(ALL)
+    for example in [e for e in chosen if e.env == "crewai"]:
+        if not Path(args.crewai_python).exists():
+            print(f"{example.file}: skipped: run python tests/crewai_env.py --make first")
+            chosen.remove(example)
+    began = time.monotonic()
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(timed, e, args.max_kills, args.crewai_python) for e in chosen]
+        done = [future.result() for future in futures]
+    wall = time.monotonic() - began
     rows = []
     results = {}
-    total_cpu = total_wall = 0.0
-    total_kills = total_repeats = 0
-    for example in chosen:
-        if example.env == "crewai" and not CREWAI_PYTHON.exists():
-            print(f"{example.file}: skipped: run python tests/crewai_env.py --make first")
-            continue
-        cpu = children_cpu()
-        began = time.monotonic()
-        found = one(example, args.max_kills)
-        wall, used = time.monotonic() - began, children_cpu() - cpu
+    for example, found in zip(chosen, done, strict=True):
         print("\n".join(str(line) for line in found["report"]), flush=True)  # type: ignore[attr-defined]
         results[example.name] = {k: v for k, v in found.items() if k != "report"}
-        total_cpu += used
-        total_wall += wall
-        total_kills += int(found["tried"])  # type: ignore[call-overload]
-        total_repeats += int(found["repeats"])  # type: ignore[call-overload]
         rows.append([
             example.file, f"{found['tried']} of {found['points']}", found["reruns"],
-            found["repeats"], found["problems"], found["allowed"], f"{wall:.1f} s",
-            f"{used:.1f} s",
+            found["repeats"], found["problems"], found["allowed"], f"{found['wall']:.0f} s",
+            f"{found['cpu']:.1f} s",
         ])  # fmt: skip
-    rows.append(["all", total_kills, "", total_repeats, "", "", f"{total_wall:.1f} s",
-                 f"{total_cpu:.1f} s"])  # fmt: skip
+    rows.append([
+        "all", sum(int(f["tried"]) for f in done), sum(int(f["reruns"]) for f in done),  # type: ignore[call-overload]
+        sum(int(f["repeats"]) for f in done), sum(int(f["problems"]) for f in done),  # type: ignore[call-overload]
+        sum(int(f["allowed"]) for f in done), f"{wall:.0f} s ({args.jobs} at once)",  # type: ignore[call-overload]
+        f"{sum(float(f['cpu']) for f in done):.1f} s",  # type: ignore[arg-type]
+    ])  # fmt: skip
     if not args.no_write:
         from benchmarks._report import publish, table
 
@@ -136,7 +148,8 @@ def main() -> None:
             "crashtest_examples",
             "lil crashtest over every example",
             "python -m benchmarks.crashtest_examples"
-            + (f" --max-kills {args.max_kills}" if args.max_kills else ""),
+            + (f" --max-kills {args.max_kills}" if args.max_kills else "")
+            + (f" --jobs {args.jobs}" if args.jobs > 1 else ""),
             table(
                 ["example", "kill points", "reruns", "repeats", "problems",
                  "in flight, paid again (allowed)", "wall", "CPU (user+sys)"],
