@@ -590,6 +590,8 @@ class TestTheHumanExample:
         ], shown
 
 
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
 class TestTheCrashTest:
     def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
         self,

@@ -42,6 +42,8 @@ def needs(name: str) -> None:
         pytest.skip(f"{BY_NAME[name].file} needs {BY_NAME[name].needs}")
 
 
+#: Each test runs its program a few times over: minutes on a loaded machine.
+@pytest.mark.timeout(900)
 class TestTheExamplesOfNoAdapter:
     def test_the_replay_tests_triage_pipeline(self) -> None:
         report = crashtest_example("replay_test_triage", max_kills=2)

@@ -9,6 +9,8 @@ from crashtest_examples import crashtest_example
 pytest.importorskip("langgraph.prebuilt")
 
 
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
 class TestTheCrashTest:
     def test_the_prebuilt_agent_killed_at_three_seeded_points_books_once(self) -> None:
         """Killed with SIGKILL at three of its kill points, rerun until it finishes (its

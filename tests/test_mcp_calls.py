@@ -685,6 +685,8 @@ class TestTheDocsExample:
         assert run == [("order-7", "completed", 1)]  # the second run only replayed it
 
 
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
 class TestTheCrashTest:
     def test_the_docs_program_killed_at_three_seeded_points_sends_nothing_twice(self) -> None:
         """lil crashtest's machinery on docs/mcp.md's DurableMCP program against

@@ -337,6 +337,8 @@ class TestTheCookbook:
         assert "answer: order A17: a kettle, 39.90 EUR / refunded 39.90 EUR" in resumed.stdout
 
 
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
 class TestTheCrashTest:
     def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
         self,

@@ -446,6 +446,8 @@ class TestAVariableTheJournalCannotKeep:
         assert scripted(tmp_path / "j.db", codes).run("Iterate") == "ok"
 
 
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
 class TestTheCrashTest:
     def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
         self,
