@@ -25,7 +25,7 @@ import resource
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from crashtest_examples import ALL, BY_NAME, Example  # noqa: E402
 
+from letitloop.errors import LetItLoopError  # noqa: E402
 from letitloop.supervision.crashtest import crashtest, describe  # noqa: E402
 
 #: CrewAI's environment's interpreter (--crewai-python: another checkout's, say).
@@ -121,14 +122,25 @@ def main() -> None:
             print(f"{example.file}: skipped: run python tests/crewai_env.py --make first")
             chosen.remove(example)
     began = time.monotonic()
+    finished: dict[str, dict[str, object]] = {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(timed, e, args.max_kills, args.crewai_python) for e in chosen]
-        done = [future.result() for future in futures]
+        futures = {pool.submit(timed, e, args.max_kills, args.crewai_python): e for e in chosen}
+        for future in as_completed(futures):
+            example = futures[future]
+            try:
+                finished[example.name] = future.result()
+            except LetItLoopError as failed:  # it hung past --timeout, say: a finding
+                finished[example.name] = {
+                    "tried": 0, "points": 0, "reruns": 0, "repeats": 0, "problems": 1,
+                    "allowed": 0, "wall": 0.0, "cpu": 0.0, "report": [str(failed)],
+                }  # fmt: skip
+            lines = finished[example.name]["report"]
+            print("\n".join(str(line) for line in lines), flush=True)  # type: ignore[attr-defined]
     wall = time.monotonic() - began
     rows = []
     results = {}
+    done = [finished[e.name] for e in chosen]
     for example, found in zip(chosen, done, strict=True):
-        print("\n".join(str(line) for line in found["report"]), flush=True)  # type: ignore[attr-defined]
         results[example.name] = {k: v for k, v in found.items() if k != "report"}
         rows.append([
             example.file, f"{found['tried']} of {found['points']}", found["reruns"],
