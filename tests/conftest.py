@@ -112,6 +112,7 @@ SLOW_FILES = frozenset(
         # damaged files opened by child processes; pytest processes of their own.
         "test_crash_recovery.py", "test_primitives_crash.py", "test_forked_child.py",
         "test_queue_kill.py", "test_queue_tools.py", "test_crashtest.py",
+        "test_crashtest_examples.py",
         "test_connections.py", "test_checksums.py", "test_hostile_input.py",
         "test_pytest_plugin.py", "test_example_replay.py",
         # lil as a process in almost every test (lil watch restarting killed children,
@@ -141,7 +142,7 @@ SLOW_FILES = frozenset(
         "test_pydantic_ai_approvals.py", "test_pydantic_ai_identity.py", "test_web_hosts.py",
         # LangGraph's prebuilt agent, resume() and lil send answers, killed at random
         # (issues 48 and 49).
-        "test_langgraph_answers.py", "test_langgraph_prebuilt.py",
+        "test_langgraph_answers.py", "test_langgraph_prebuilt.py", "test_langgraph_crashtest.py",
         # The golden journals: each adapter's program resumed in a process of its own.
         "test_golden.py",
         # CrewAI's tests in their own environment (tests/crewai_env.py), as one test.

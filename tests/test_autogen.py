@@ -41,6 +41,7 @@ from autogen_core.models import CreateResult, RequestUsage, UserMessage
 from autogen_core.tools import TextResultContent, ToolResult, ToolSchema, Workbench
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
 from autogen_ext.models.replay import ReplayChatCompletionClient
+from crashtest_examples import crashtest_example
 from preloaded import Preloaded
 
 import letitloop
@@ -587,3 +588,19 @@ class TestTheHumanExample:
             "stopped to wait for 'user_proxy.input:2'",
             "completed",
         ], shown
+
+
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
+class TestTheCrashTest:
+    def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
+        self,
+    ) -> None:
+        """lil crashtest's machinery on examples/autogen_resume.py (AutoGen's Swarm):
+        killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
+        finishes: no recorded call ran or was paid again, and each finished run answered as
+        the uninterrupted one."""
+        report = crashtest_example("autogen_resume")
+        assert report.expected == (
+            "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD TERMINATE"
+        )

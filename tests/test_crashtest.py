@@ -111,6 +111,43 @@ print(pipeline())
 """
 )
 
+#: A run named anew by each process: a rerun does not resume the killed run, it starts
+#: one of its own and runs every step again (no body ran twice in its own run).
+RESTARTING = (
+    HEADER
+    + """
+import os
+
+with letitloop.Journal("restarting", run=f"process-{os.getpid()}") as j:
+    print(j.step("first", double, 1) + j.step("second", double, 2))
+"""
+)
+
+#: Numbered ticks, as LlamaIndex's workflow keys its steps: a rerun restores the ticks
+#: before its snapshot without calling them, replays the last, and records that it
+#: resumed under the next number, so its later ticks are numbered one more and take
+#: other places: nothing ran again.
+SHIFTING = (
+    HEADER
+    + """
+import os
+
+with letitloop.Journal("ticks", run="one") as j:
+    done = int(open("snapshot").read()) if os.path.exists("snapshot") else 0
+    shift = 0
+    if done:
+        j.step(f"{done - 1:05}:tick", double, done - 1)  # replayed
+        j.step(f"{done:05}:resumed", double, -1)
+        shift = 1
+    for i in range(done, 3):
+        j.step(f"{i + shift:05}:tick", double, i)
+        with open("snapshot.tmp", "w") as f:
+            f.write(str(i + 1))
+        os.replace("snapshot.tmp", "snapshot")
+print("three ticks")
+"""
+)
+
 #: The tool appends inside a step with no marker: killed after it, before the step's
 #: record, the rerun appends again.
 UNMARKED = (
@@ -170,6 +207,32 @@ PAID_ELSEWHERE = (
 with letitloop.Journal("paid", run=f"process-{os.getpid()}") as j:
     answer = j.step("ask", ask, "hi")
     print(j.step("answer", len, answer))
+"""
+)
+
+#: The same, its journal at a path of its own (``path=``), not ``$LETITLOOP_DB``.
+PAID_ELSEWHERE_AT_A_PATH = PAID_ELSEWHERE.replace(
+    'Journal("paid", ', 'Journal("paid", path=".letitloop/kept.db", '
+)
+
+#: Each node a run of its own, and a checkpoint file of the finished nodes, as LangGraph
+#: keeps them: a rerun skips a finished node without calling it, so the next node's paid
+#: step takes the place the skipped one had (another run's 'model'): not paid again.
+PAID_SKIPPING = (
+    PAID_HEADER
+    + """
+import json
+
+done = json.load(open("checkpoint.json")) if os.path.exists("checkpoint.json") else {}
+for node in ("a", "b", "c"):
+    if node in done:
+        continue  # its checkpoint holds it: not called again
+    with letitloop.Journal("node", run=f"node-{node}") as j:
+        done[node] = j.step("model", ask, node)
+    with open("checkpoint.tmp", "w") as f:
+        json.dump(done, f)
+    os.replace("checkpoint.tmp", "checkpoint.json")
+print(done)
 """
 )
 
@@ -235,6 +298,23 @@ class TestABrokenProgram:
         # Killed before the second step (the first committed): the first runs again.
         assert "killed before step 'second': step at /1 ran again" in done.stdout
         assert "the key changed between runs" in done.stdout
+
+    def test_a_rerun_whose_steps_take_other_places_runs_nothing_again(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, SHIFTING)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 9 tried of 9" in done.stdout
+        assert "repeats: 0" in done.stdout
+
+    def test_a_rerun_that_starts_a_run_of_its_own_is_a_repeat(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, RESTARTING, "--max-kills", "4")
+        assert done.returncode == 1, done.stdout + done.stderr
+        # Killed before 'second' (its 'first' committed): the rerun ran 'first' again.
+        assert (
+            "  killed before step 'second': step 'first' ran and was committed 2 times "
+            "(reference: 1): a rerun ran it again in another run instead of resuming the "
+            "one that recorded it"
+        ) in done.stdout
+        assert "repeats: 1\n" in done.stdout  # killed earlier, nothing was committed
 
     def test_a_tool_that_appends_without_a_marker_is_a_repeat(self, tmp_path: Path) -> None:
         done = crashtest(tmp_path, UNMARKED, "--effects", "sent.log")
@@ -303,6 +383,19 @@ class TestTheOutput:
         done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1", "--output", "last-line")
         assert done.returncode == 0, done.stdout + done.stderr
 
+    def test_match_compares_only_the_lines_it_matches(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1", "--output", "match:^[0-9]+$")
+        assert done.returncode == 0, done.stdout + done.stderr
+        done = crashtest(tmp_path, TALKATIVE, "--max-kills", "1", "--output", "match:^process")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "the finished program's output (match:^process) differs" in done.stdout
+
+    def test_an_output_it_does_not_know_is_refused_in_one_line(self, tmp_path: Path) -> None:
+        for output, said in (("match:(", "does not compile"), ("all", "expected exact")):
+            done = crashtest(tmp_path, TALKATIVE, "--output", output)
+            assert done.returncode == 1
+            assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
 
 class TestBadInput:
     def test_a_program_with_no_step_is_refused_in_one_line(self, tmp_path: Path) -> None:
@@ -360,6 +453,22 @@ class TestPaidCalls:
             "as 'ask' (100 tokens in, 20 out, cost 0.5), then 'ask' of another run recorded "
             "100 tokens in, 20 out, cost 0.5"
         ) in done.stdout
+
+    def test_usage_is_read_from_the_journal_the_program_named(self, tmp_path: Path) -> None:
+        # path= in the program: each run's usage is read where its journal was kept.
+        done = crashtest(tmp_path, PAID_ELSEWHERE_AT_A_PATH, "--max-kills", "4")
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert (
+            "  killed before step 'answer': paid call at /1 paid again: its step was committed "
+            "as 'ask' (100 tokens in, 20 out, cost 0.5), then 'ask' of another run recorded "
+            "100 tokens in, 20 out, cost 0.5"
+        ) in done.stdout
+
+    def test_a_rerun_that_skips_finished_work_pays_nothing_again(self, tmp_path: Path) -> None:
+        done = crashtest(tmp_path, PAID_SKIPPING)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "kill points: 9 tried of 9" in done.stdout
+        assert "repeats: 0" in done.stdout
 
 
 class TestOnPostgreSQL:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crashtest_examples import crashtest_example
 
 # Not imported here: the children import it (with its telemetry opted out).
 if importlib.util.find_spec("crewai") is None and not os.environ.get("LETITLOOP_CREWAI_ENV"):
@@ -638,3 +639,18 @@ class TestABudgetUnderRandomKills:
         assert re.search(r"tokens reserved and not settled by \d+ calls?\)", budget), budget
         assert re.search(r"^reserved\s+\d+ paid calls: \d+ settled", shown.stdout, re.M)
         assert "not settled (cut short, counted as spent)" in shown.stdout
+
+
+@LONG
+class TestTheCrashTest:
+    def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """lil crashtest's machinery on examples/crewai_resume.py, in CrewAI's environment:
+        killed with SIGKILL at three of its kill points, rerun until it finishes: no recorded
+        call ran or was paid again, and each finished run reported what the uninterrupted
+        one did."""
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # CrewAI's own files
+        monkeypatch.setenv("CREWAI_STORAGE_DIR", "letitloop-tests")
+        report = crashtest_example("crewai_resume")
+        assert report.expected == "report: Report: WAL keeps readers and a writer apart (8 words)."

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crashtest_examples import crashtest_example
 from helpers import run_python, wait_until, write_script
 from preloaded import Child, Preloaded
 
@@ -439,3 +440,17 @@ class TestAProgramCallOnEveryStore:
         assert made == ["Oslo?"]
         durable_program(counting_program(made), path=store, fresh=True)(question="Oslo?")
         assert made == ["Oslo?", "Oslo?"]
+
+
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
+class TestTheCrashTest:
+    def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
+        self,
+    ) -> None:
+        """lil crashtest's machinery on examples/dspy_resume.py (the DSPy program):
+        killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
+        finishes: no recorded call ran or was paid again, and each finished run answered as
+        the uninterrupted one."""
+        report = crashtest_example("dspy_resume")
+        assert report.expected == "answer: Go to Oslo: snow in Oslo"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crashtest_examples import crashtest_example
 from helpers import run_python, spawn_python, wait_until, write_script
 
 pytest.importorskip("workflows")
@@ -178,8 +179,23 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"result": result, "log": lines(folder / "steps.log")}
 
 
+#: Where a "between" kill dies: once this tick is recorded.
+BETWEEN = {
+    "between fetch and split": "step_result:fetch",
+    # Its session's start recorded, not its start event (lil crashtest found a rerun
+    # that waited forever for the start event it took for recorded).
+    "between the session's start and the start event": "session_start",
+}
+
+
 @pytest.fixture(
-    scope="module", params=["inside fetch", "between fetch and split", "inside count 1"]
+    scope="module",
+    params=[
+        "inside fetch",
+        "between fetch and split",
+        "inside count 1",
+        "between the session's start and the start event",
+    ],
 )
 def resumed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Resumed:
     """The workflow killed at ``request.param``, then run again."""
@@ -187,7 +203,7 @@ def resumed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     folder = tmp_path_factory.mktemp("killed")
     log, db = folder / "steps.log", folder / "journal.db"
     if kill.startswith("between"):
-        child = run_workflow(folder, WF_KILL_AFTER="step_result:fetch")
+        child = run_workflow(folder, WF_KILL_AFTER=BETWEEN[kill])
         child.wait(timeout=90)
     else:
         held = kill.removeprefix("inside ")
@@ -439,3 +455,19 @@ class TestAWorkflowRunOnEveryStore:
         assert ran == ["a"]
         assert asyncio.run(once(fresh=True)) == "A"
         assert ran == ["a", "a"]
+
+
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
+class TestTheCrashTest:
+    def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
+        self,
+    ) -> None:
+        """lil crashtest's machinery on examples/llamaindex_resume.py (LlamaIndex's agents):
+        killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
+        finishes: no recorded call ran or was paid again, and each finished run answered as
+        the uninterrupted one."""
+        report = crashtest_example("llamaindex_resume")
+        assert report.expected == (
+            "result: AgentOutput: Oslo has 700000 people; 2 + 3 = 5 {'city': 'Oslo', 'total': 5}"
+        )

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crashtest_examples import crashtest_example
 from helpers import lil_forked, wait_until, write_script
 from mcp import StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -682,3 +683,15 @@ class TestTheDocsExample:
             ("mcp:lookup/sent", "done", 1),
         ]
         assert run == [("order-7", "completed", 1)]  # the second run only replayed it
+
+
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
+class TestTheCrashTest:
+    def test_the_docs_program_killed_at_three_seeded_points_sends_nothing_twice(self) -> None:
+        """lil crashtest's machinery on docs/mcp.md's DurableMCP program against
+        examples/shop_server.py (tests/crashtest_examples.py drives it): killed with SIGKILL
+        at three of its kill points, rerun until it finishes: no recorded call was sent
+        again, and each finished run printed what the uninterrupted one did."""
+        report = crashtest_example("shop_server")
+        assert report.expected == "order 7 is open charged order 7\n"

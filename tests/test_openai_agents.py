@@ -32,6 +32,7 @@ from agents.items import ModelResponse
 from agents.model_settings import ModelSettings
 from agents.models.interface import ModelTracing
 from agents.usage import Usage
+from crashtest_examples import crashtest_example
 from openai.types.responses import ResponseFunctionToolCall
 from preloaded import Preloaded, for_sdk
 
@@ -340,3 +341,20 @@ class TestTheCookbook:
         assert ran(resumed.stdout) == ["refund('A17', 39.9)", "refunds model call 2"]
         assert "history: 8 items" in resumed.stdout
         assert "answer: order A17: a kettle, 39.90 EUR / refunded 39.90 EUR" in resumed.stdout
+
+
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
+class TestTheCrashTest:
+    def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
+        self,
+    ) -> None:
+        """lil crashtest's machinery on examples/openai_agents_resume.py (an Agents SDK handoff):
+        killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
+        finishes: no recorded call ran or was paid again, and each finished run answered as
+        the uninterrupted one."""
+        report = crashtest_example("openai_agents_resume")
+        assert report.expected == (
+            "history: 8 items\n"
+            "answer: order A17: a kettle, 39.90 EUR / refunded 39.90 EUR for order A17"
+        )

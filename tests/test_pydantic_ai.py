@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crashtest_examples import crashtest_example
 from helpers import wait_until, write_script
 from preloaded import Child, Preloaded, for_sdk
 
@@ -397,3 +398,17 @@ class TestTwoAgentRunsInOneJournal:
             "run2.0001:two__function_toolset__<agent>.call_tool:lookup",
             "run2.0002:two__model.request",
         ]
+
+
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
+class TestTheCrashTest:
+    def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
+        self,
+    ) -> None:
+        """lil crashtest's machinery on examples/pydantic_ai_resume.py (the Pydantic AI agent):
+        killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
+        finishes: no recorded call ran or was paid again, and each finished run answered as
+        the uninterrupted one."""
+        report = crashtest_example("pydantic_ai_resume")
+        assert report.expected == "answer: Oslo: snow in Oslo, 09:00"

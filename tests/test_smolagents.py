@@ -22,6 +22,7 @@ from agent_kills import (
     lil_show,
     reference_and_killed,
 )
+from crashtest_examples import crashtest_example
 from preloaded import Preloaded
 from smolagents import CodeAgent, Tool, tool
 from smolagents.models import ChatMessage, MessageRole, Model
@@ -443,3 +444,17 @@ class TestAVariableTheJournalCannotKeep:
         with pytest.raises(Exception, match="provider is down"):
             scripted(tmp_path / "j.db", codes, fail_at=1).run("Iterate")
         assert scripted(tmp_path / "j.db", codes).run("Iterate") == "ok"
+
+
+#: Its trials are a dozen programs run one after another: minutes on a loaded machine.
+@pytest.mark.timeout(900)
+class TestTheCrashTest:
+    def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
+        self,
+    ) -> None:
+        """lil crashtest's machinery on examples/smolagents_resume.py (smolagents' CodeAgent):
+        killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
+        finishes: no recorded call ran or was paid again, and each finished run answered as
+        the uninterrupted one."""
+        report = crashtest_example("smolagents_resume")
+        assert report.expected == "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD"

@@ -133,11 +133,12 @@ def diff(ctx: click.Context, ref_a: str, ref_b: str, as_json: bool) -> None:
 )
 @click.option(
     "--output",
-    type=click.Choice(["exact", "last-line", "ignore"]),
+    metavar="exact|last-line|match:REGEX|ignore",
     default="exact",
     show_default=True,
     help="What of a finished run's standard output must equal the reference's: all of it, "
-    "its last line (for a program that also prints what ran in this process), or nothing.",
+    "its last line (for a program that also prints what ran in this process), the lines "
+    "that match REGEX (match:^answer: ), or nothing.",
 )
 def crashtest(
     command: tuple[str, ...],

@@ -10,9 +10,14 @@ Each line of the ledger is one event, tab-separated, written with one
 ``write`` to a file opened ``O_APPEND`` so a SIGKILL never leaves half a
 line: ``start``/``end``/``done`` POSITION KEY (a step's body began, returned,
 its record was committed; then the run's id, as keys are a run's own),
+``replay`` POSITION NAME (a step was called and its record replayed, its
+body not run),
 ``mstart``/``mdone`` NAME (an ``atomic_marker``
-body was offered, and its record committed) and ``kill`` KIND POSITION (the
-process is about to SIGKILL itself there). A step's POSITION is where it
+body was offered, and its record committed), ``kill`` KIND POSITION (the
+process is about to SIGKILL itself there) and ``journal`` LOCATION (once per
+run and process, before its first event: where that run's journal is kept,
+an absolute path or a store's URL, so the crash test reads each run's usage
+where it was recorded, ``path=`` or not). A step's POSITION is where it
 was called, not its key: the enclosing step's key (empty at the top) and the
 number of the call under it (``fetch/2``), so a program whose keys change
 from run to run is still killed, and compared, at the same place.
@@ -56,6 +61,20 @@ class Ledger:
         self.kill = kill
         self.lock = threading.Lock()
         self.calls: dict[str, int] = {}  # the enclosing step's key -> calls under it
+        self.told: set[str] = set()  # the runs whose journal's location was noted
+
+    def journal(self, j: Journal) -> None:
+        """Note where ``j``'s run is kept, once per run: its file's absolute path, or its URL."""
+        if j.run_id in self.told:
+            return
+        self.told.add(j.run_id)
+        from .journal import location_of
+
+        asked = location_of(j)
+        given = os.environ.get("LETITLOOP_DB") if asked is None else os.fspath(asked)
+        # A URL as given (a store's path is its redacted form); a file, absolute.
+        kept = given if given and "://" in given else os.path.abspath(os.fspath(j.path))
+        self.note("journal", kept, "", j.run_id)
 
     def position(self) -> str:
         """Where the step being called is: ``PARENT/N`` (``/1`` for the first at the top)."""
@@ -112,6 +131,7 @@ def install(journal: type[Journal]) -> None:
             outer = parent_step.get()
             key = outer[1] if outer is not None else name
             ran.append(key)
+            ledger.journal(j)
             ledger.note("start", where, key, j.run_id)
             ledger.point("start", where)
             value = inner(*args, **kwargs)
@@ -122,6 +142,8 @@ def install(journal: type[Journal]) -> None:
         value = step(j, name, named_like(wraps(inner)(body), fn), *a, **k)
         if ran:
             ledger.note("done", where, ran[-1], j.run_id)
+        else:
+            ledger.note("replay", where, name, j.run_id)
         return value
 
     async def watched_async_step(
@@ -138,6 +160,7 @@ def install(journal: type[Journal]) -> None:
             outer = parent_step.get()
             key = outer[1] if outer is not None else name
             ran.append(key)
+            ledger.journal(j)
             ledger.note("start", where, key, j.run_id)
             ledger.point("start", where)
             return key
@@ -162,6 +185,8 @@ def install(journal: type[Journal]) -> None:
         value = await async_step(j, name, named_like(wraps(inner)(body), fn), *a, **k)
         if ran:
             ledger.note("done", where, ran[-1], j.run_id)
+        else:
+            ledger.note("replay", where, name, j.run_id)
         return value
 
     def watched_marker(j: Journal, name: str, **options: Any) -> Any:

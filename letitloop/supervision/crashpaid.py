@@ -5,7 +5,8 @@ the journal keeps them on the step's row and, for a call its process did not
 survive, on a ``crashed`` try (``step_tries``). After a trial, a place (where
 a step is called: ``crashhook.Ledger.position``) whose step was committed in
 one run, and that recorded usage again under another record in a later run
-(another key, or another run of the goal), paid again: a repeat. A step in
+(another key, or another run of the goal), paid again: a repeat, when the
+trial committed more paid steps than the reference run did. A step in
 flight at the kill (its body began, its record was not committed) may call
 again, as the contract allows: its usage, kept as a crashed try and paid
 anew (under its key, or under the key that replaced it at its place), is
@@ -45,7 +46,7 @@ def paid_in(journal: str, run_ids: set[str]) -> Paid:
     try:
         for run_id in sorted(run_ids):
             run = inspector.run(run_id)
-            if run is None:  # a run of a journal elsewhere (path= in the program)
+            if run is None:  # a run that recorded nothing here
                 continue
             usage: list[tuple[str, Spent]] = [
                 (row.key, (row.input_tokens, row.output_tokens, row.cost))
@@ -92,15 +93,44 @@ def amount(spent: Spent) -> str:
     return ", ".join(words)
 
 
+def paid_records(events: list[list[tuple[str, str, str, str]]], paid: Paid) -> int:
+    """How many committed steps of these runs (``events``: their ledgers) recorded usage:
+    the paid calls the program made, each counted once whatever its tries."""
+    done = {(run_id, key) for run in events for kind, _, key, run_id in run if kind == "done"}
+    return len(done & set(paid.spent))
+
+
 def judge_paid(
-    events: list[list[tuple[str, str, str, str]]], paid: Paid
+    events: list[list[tuple[str, str, str, str]]], paid: Paid, reference: int
 ) -> tuple[list[str], list[str]]:
     """The paid calls of one trial's runs (``events``: each run's ledger, the first killed).
 
     Returns the repeats (a place committed in one run paid again in a later
     one) and the allowed (a step in flight at the kill whose call was paid
-    again: its crashed try and its new call), each in words.
+    again: its crashed try and its new call), each in words. A place paid
+    again counts only when the trial committed more paid steps than the
+    reference run did (``reference``): a resumed program may skip finished
+    work without calling it (LangGraph skips the nodes its checkpoint holds,
+    each node a run of its own), so its next paid steps, of other runs, take
+    the places the skipped ones had.
     """
+    repeats, allowed = places_paid_again(events, paid)
+    committed = paid_records(events, paid)
+    if committed <= reference:
+        return [], allowed
+    if not repeats:
+        repeats = [
+            f"{committed} paid steps committed, the reference run {reference}: "
+            f"{committed - reference} paid again"
+        ]
+    return repeats, allowed
+
+
+def places_paid_again(
+    events: list[list[tuple[str, str, str, str]]], paid: Paid
+) -> tuple[list[str], list[str]]:
+    """The places whose step was committed and paid again in a later run, and the steps in
+    flight at the kill paid again (allowed), each in words."""
     repeats: list[str] = []
     allowed: list[str] = []
     committed: dict[str, tuple[str, str]] = {}  # where -> (run id, key) committed there

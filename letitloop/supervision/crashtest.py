@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,7 +36,7 @@ from pathlib import Path
 from ..errors import LetItLoopError
 from ..run.crashhook import KILL_ENV, LEDGER_ENV
 from .crashdb import TrialJournals
-from .crashpaid import judge_paid, paid_in
+from .crashpaid import Paid, judge_paid, paid_in, paid_records
 
 
 @dataclass
@@ -67,6 +68,8 @@ class Report:
     problems: list[Repeat] = field(default_factory=list)
     #: Calls in flight at a kill and paid again: allowed by the contract, told apart.
     allowed: list[Repeat] = field(default_factory=list)
+    #: What of the reference run's output every finished trial's had to equal (``output``).
+    expected: str = ""
 
 
 def kill_points(events: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
@@ -145,46 +148,138 @@ def effects_in(folder: Path, effects: str | None) -> Counter[str]:
 
 
 def shown(stdout: str, output: str) -> str:
-    """The part of ``stdout`` that ``output`` (exact, last-line, ignore) compares."""
+    """The part of ``stdout`` that ``output`` (exact, last-line, ignore, match:REGEX) compares."""
     if output == "exact":
         return stdout
     if output == "last-line":
         lines = stdout.rstrip().splitlines()
         return lines[-1] if lines else ""
+    if output.startswith("match:"):
+        pattern = re.compile(output.removeprefix("match:"))
+        return "\n".join(line for line in stdout.splitlines() if pattern.search(line))
     return ""
 
 
-def judge(runs: list[Run], known: set[str]) -> list[str]:
+def output_mode(output: str) -> str:
+    """``output`` checked: exact, last-line, ignore, or match: and a regular expression."""
+    if output in ("exact", "last-line", "ignore"):
+        return output
+    if output.startswith("match:"):
+        try:
+            re.compile(output.removeprefix("match:"))
+        except re.error as bad:
+            raise LetItLoopError(
+                f"crashtest: --output {output!r}: the regular expression after 'match:' "
+                f"does not compile ({bad}); e.g. --output 'match:^answer: '"
+            ) from None
+        return output
+    raise LetItLoopError(
+        f"crashtest: --output {output!r}: expected exact, last-line, ignore or "
+        f"match:REGEX (the lines matching REGEX, e.g. 'match:^answer: ')"
+    )
+
+
+#: The ledger's events of a step called: its body ran, or its record was replayed.
+CALLED = ("start", "replay")
+
+
+def committed_steps(runs: list[Run]) -> Counter[str]:
+    """The step bodies that ran and were committed in ``runs``, counted by key; but those
+    called inside a step in flight at the kill (begun in the killed run, not committed
+    there), at any depth: its rerun may call them anew, as the contract allows (an MCP
+    call in doubt is sent again under a new key)."""
+    first = runs[0].events if runs else []
+    excused = {key for kind, _, key, _ in first if kind == "start"}
+    excused -= {key for kind, _, key, _ in first if kind == "done"}
+    counted: Counter[str] = Counter()
+    for run in runs:
+        for kind, where, key, _ in run.events:
+            if kind != "start" and kind != "done":
+                continue
+            if where.rsplit("/", 1)[0] in excused and run is not runs[0]:
+                excused.add(key)  # called inside a step in flight: its steps are too
+            elif kind == "done":
+                counted[key] += 1
+    return counted
+
+
+def judge(runs: list[Run], known: set[str], reference: Counter[str] | None = None) -> list[str]:
     """What ran twice across the runs of one trial (the first was killed).
 
     A body that ran under a key the reference run never used (``known``), at a
-    place where an earlier run of the trial committed another key, ran again
-    under a changed key. (A place alone is not enough: a resumed program may
-    skip its finished steps without calling them, as LangGraph skips the nodes
-    its checkpoint holds, and its next steps take the places they had.)
+    place where an earlier run of the trial committed another key that no
+    later run called again (ran or replayed), ran again under a changed key.
+    (A place alone is not enough: a resumed program may skip its finished
+    steps without calling them, as LangGraph skips the nodes its checkpoint
+    holds, or call fewer of them, as LlamaIndex's workflow does, and its next
+    steps take the places they had.) When nothing else was found, a key of the
+    reference whose bodies were committed more often than in the ``reference``
+    run ran again in another run of the program's (a rerun that starts its
+    work anew, in a run of its own, instead of resuming); what ran inside a
+    step in flight at the kill is not counted.
     """
     found: list[str] = []
     committed: set[tuple[str, str]] = set()  # (run id, key) of the steps committed
-    at: dict[str, str] = {}  # where -> the key committed there
+    at: dict[str, tuple[int, str]] = {}  # where -> the run (its number) and key committed there
     markers: set[tuple[str, str]] = set()  # (run id, name) of the markers committed
+    changed: list[tuple[str, str, int, str]] = []  # (where, new key, run, the key committed)
     for number, run in enumerate(runs):
         for kind, where, key, run_id in run.events:
             if kind == "start" and number and (run_id, key) in committed:
                 found.append(f"step {key!r} ran again after its record was committed")
-            elif kind == "start" and number and key not in known and at.get(where, key) != key:
-                found.append(
-                    f"step at {where} ran again: its record was committed as "
-                    f"{at[where]!r}, this run called it {key!r} (the key changed between "
-                    f"runs: build it from the step's inputs, not time or randomness)"
-                )
+            elif (
+                kind == "start"
+                and number
+                and key not in known
+                and at.get(where, (0, key))[1] != key
+            ):
+                changed.append((where, key, *at[where]))
             elif kind == "done":
                 committed.add((run_id, key))
-                at[where] = key
+                at[where] = (number, key)
             elif kind == "mstart" and (run_id, where) in markers:
                 found.append(f"marker {where!r} ran its body again after its record")
             elif kind == "mdone":
                 markers.add((run_id, where))
+    for where, key, number, before in changed:
+        called = {k for run in runs[number + 1 :] for kind, _, k, _ in run.events if kind in CALLED}
+        if before not in called:  # not shifted to another place: called under another key
+            found.append(
+                f"step at {where} ran again: its record was committed as {before!r}, "
+                f"this run called it {key!r} (the key changed between runs: build it "
+                f"from the step's inputs, not time or randomness)"
+            )
+    if reference is not None and not found:
+        extra = committed_steps(runs) - reference
+        found += [
+            f"step {key!r} ran and was committed {extra[key] + reference[key]} times "
+            f"(reference: {reference[key]}): a rerun ran it again in another run "
+            f"instead of resuming the one that recorded it"
+            for key in sorted(extra)
+            if key in known
+        ]
     return found
+
+
+def paid_in_journals(runs: list[Run], journal: str) -> Paid:
+    """The usage the trial's runs recorded, each run's read from the journal it was kept in
+    (its ``journal`` event: ``path=`` in the program, else ``journal``, the trial's)."""
+    kept: dict[str, str] = {}  # run id -> its journal's location
+    for run in runs:
+        for kind, where, _, run_id in run.events:
+            if kind == "journal":
+                kept[run_id] = where
+    by_journal: dict[str, set[str]] = {}
+    for run in runs:
+        for _, _, _, run_id in run.events:
+            if run_id:
+                by_journal.setdefault(kept.get(run_id, journal), set()).add(run_id)
+    paid = Paid({}, set())
+    for location, run_ids in sorted(by_journal.items()):
+        found = paid_in(location, run_ids)
+        paid.spent.update(found.spent)
+        paid.crashed.update(found.crashed)
+    return paid
 
 
 def crashtest(
@@ -202,11 +297,14 @@ def crashtest(
 
     ``output`` is what of a finished run's standard output must equal the
     reference's: ``exact``, its ``last-line`` (the result a program prints
-    last, for one that also prints what ran in this process), or ``ignore``.
+    last, for one that also prints what ran in this process), ``match:REGEX``
+    (the lines that match REGEX, ``re.search``: ``match:^answer: ``), or
+    ``ignore``.
     Raises LetItLoopError when the program cannot be run, runs over ``timeout``
     seconds, or its reference run uses no journal step at all.
     """
     began = time.monotonic()
+    output = output_mode(output)
     program = Program(command, timeout)
     journals = TrialJournals(os.environ.get("LETITLOOP_DB"))
     report = Report()
@@ -215,9 +313,12 @@ def crashtest(
         (root / "reference").mkdir()
         with journals.journal(root / "reference") as journal:
             reference = program.run(root / "reference", journal, 0)
+            paid = paid_records([reference.events], paid_in_journals([reference], journal))
         expected = effects_in(root / "reference", effects)
+        report.expected = shown(reference.stdout, output)
         points = kill_points(reference.events)
         known = {key for kind, _, key, _ in reference.events if kind == "start"}
+        once = committed_steps([reference])
         if not points:
             raise LetItLoopError(
                 f"crashtest: {' '.join(command)} ran no letitloop step (exit status "
@@ -248,10 +349,9 @@ def crashtest(
                 ):
                     runs.append(program.run(folder, journal, len(runs)))
                     report.reruns += 1
-                found = judge(runs, known)
-                run_ids = {event[3] for run in runs for event in run.events if event[3]}
+                found = judge(runs, known, once)
                 paid_again, allowed = judge_paid(
-                    [run.events for run in runs], paid_in(journal, run_ids)
+                    [run.events for run in runs], paid_in_journals(runs, journal), paid
                 )
                 found += paid_again
                 report.allowed += [Repeat(label, what) for what in allowed]

@@ -275,7 +275,10 @@ class LetItLoopRuntime(BasicRuntime):
             except (ValueError, TypeError, KeyError) as exc:
                 raise run.unreadable(f"{run.prefix}*", exc) from exc
             run.routed = routed_sends(init_state)
-            start_event = None  # the recorded one was added already
+            if any(isinstance(t, TickAddEvent) and isinstance(t.event, StartEvent) for t in ticks):
+                start_event = None  # the recorded one was added already
+            # Else the run was killed before its start event's tick was recorded (only its
+            # session's start was): the start event is added now, or the run waits forever.
             if state is not None:  # else the state it started from (a turn's, continued)
                 serialized_state = state
         self._journaled[run_id] = run

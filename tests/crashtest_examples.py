@@ -1,0 +1,214 @@
+"""Every program of ``examples/`` as ``lil crashtest`` runs it, and the drivers of those that
+need one (tests/test_crashtest_examples.py, the adapters' tests, and
+benchmarks/crashtest_examples.py, which kills each at every point).
+
+An example that runs on its own is its own command, with a journal at a
+relative path (``--db journal.db``) where its default is a new temporary
+folder (each rerun would start afresh). The others are driven by this file
+as a script, ``python tests/crashtest_examples.py NAME``, in the trial's
+folder, each as a reader uses it:
+
+- ``autogen_human``: the example, then ``lil send`` of the person's answer
+  to the wait it stopped at, again, until the poem is approved;
+- ``shop_server``: docs/mcp.md's ``DurableMCP`` program (its ``checkout.py``)
+  against the example's MCP server;
+- ``starlette_app``: the app under Starlette's ``TestClient`` (its lifespan
+  runs the queue's worker): a POST with an ``Idempotency-Key``, then the run
+  polled until it completed.
+
+A driver that sees the example killed exits 1, so the crash test reruns it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from letitloop.supervision.crashtest import Report
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+HERE = Path(__file__).resolve()
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example program and how the crash test runs it."""
+
+    #: The example's file under examples/.
+    file: str
+    #: The command after the interpreter: the example's file and arguments, or this driver.
+    argv: tuple[str, ...]
+    #: What of its output must equal the reference's (crashtest's ``output``).
+    output: str
+    #: The module it needs (a test skips without it).
+    needs: str
+    #: The virtual environment it runs in: the main one, or CrewAI's (tests/crewai_env.py).
+    env: str = "main"
+
+    @property
+    def name(self) -> str:
+        return self.file.removesuffix(".py").replace("/", "_")
+
+    def command(self, python: str = sys.executable) -> list[str]:
+        """The command the crash test runs (paths absolute: it runs in a fresh folder)."""
+        head = self.argv[0]
+        script = str(HERE) if head == "driver" else str(EXAMPLES / head)
+        return [python, script, *self.argv[1:]]
+
+
+#: Every example program, in the order of examples/ (tests/test_crashtest_examples.py
+#: checks that none is left out).
+ALL = [
+    Example(
+        "autogen_human.py", ("driver", "autogen_human"), "match:^approved", "autogen_agentchat"
+    ),
+    Example("autogen_resume.py", ("autogen_resume.py",), "match:^answer: ", "autogen_agentchat"),
+    Example("crewai_resume.py", ("crewai_resume.py",), "match:^report: ", "crewai", env="crewai"),
+    Example("dspy_resume.py", ("dspy_resume.py", "--db", "journal.db"), "match:^answer: ", "dspy"),
+    Example("langgraph_agent.py", ("langgraph_agent.py",), "match:^answer: ", "langgraph"),
+    Example(
+        "langgraph_resume.py",
+        ("langgraph_resume.py", "--db", "journal.db"),
+        "ignore",  # it prints process ids and what ran in each; its exit status is compared
+        "langgraph",
+    ),
+    Example(
+        "llamaindex_resume.py",
+        ("llamaindex_resume.py", "--db", "journal.db"),
+        "match:^result: ",
+        "llama_index.core",
+    ),
+    Example(
+        "openai_agents_resume.py",
+        ("openai_agents_resume.py",),
+        "match:^(answer|history): ",
+        "agents",
+    ),
+    Example(
+        "pydantic_ai_resume.py",
+        ("pydantic_ai_resume.py", "--db", "journal.db"),
+        "match:^answer: ",
+        "pydantic_ai",
+    ),
+    Example("replay_test/triage.py", ("replay_test/triage.py",), "exact", "letitloop"),
+    Example("shop_server.py", ("driver", "shop_server"), "exact", "mcp"),
+    Example("smolagents_resume.py", ("smolagents_resume.py",), "match:^answer: ", "smolagents"),
+    Example("starlette_app.py", ("driver", "starlette_app"), "match:^{.id.: ", "httpx"),
+]  # fmt: skip
+
+BY_NAME = {example.name: example for example in ALL}
+
+
+def crashtest_example(name: str, *, max_kills: int = 3, seed: int = 56) -> Report:
+    """The crash test of example ``name`` at ``max_kills`` of its kill points, drawn at
+    random with ``seed``, run with this interpreter from the current folder; fails
+    (AssertionError, with the report) when anything ran or was paid twice, a trial did not
+    finish, or its compared output differs from the reference's. Returns the report."""
+    from letitloop.supervision.crashtest import crashtest, describe
+
+    example = BY_NAME[name]
+    command = example.command()
+    report = crashtest(
+        command, max_kills=max_kills, seed=seed, order="random", output=example.output,
+        timeout=240,
+    )  # fmt: skip
+    said = "\n".join(describe(report, command))
+    assert report.tried == min(max_kills, report.points), said
+    assert report.repeats == [] and report.problems == [], said
+    return report
+
+
+def run_example(*argv: str) -> subprocess.CompletedProcess[str]:
+    """An example in a child (the crash test's variables inherited: it is killed there)."""
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / argv[0]), *argv[1:]], capture_output=True, text=True
+    )
+
+
+def drive_autogen_human() -> int:
+    """The poem team, answered as its docstring says: shorter, then approved."""
+    answers = {"user_proxy.input:1": '"Shorter, please."', "user_proxy.input:2": '"APPROVE"'}
+    for _ in range(len(answers) + 1):
+        done = run_example("autogen_human.py")
+        if done.returncode == 0:
+            print(done.stdout, end="")
+            return 0
+        waiting = re.search(r"stopped to wait for '([^']+)'", done.stderr)
+        if done.returncode != 75 or waiting is None:
+            return 1  # killed: the crash test runs this driver again
+        sent = subprocess.run(
+            [sys.executable, "-m", "letitloop", "send", "poem", waiting[1],
+             answers[waiting[1]], "--db", ".letitloop/journal.db"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if sent.returncode != 0:
+            print(sent.stderr, file=sys.stderr)
+            return 1
+    return 1
+
+
+#: docs/mcp.md's checkout.py, its server's path made absolute.
+CHECKOUT = """\
+import asyncio
+import sys
+
+from mcp import StdioServerParameters
+
+from letitloop.mcp import DurableMCP
+
+shop = StdioServerParameters(command=sys.executable, args=[SERVER])
+
+
+async def main():
+    async with DurableMCP(shop, goal="checkout", run="order-7") as tools:
+        found = await tools.call_tool("lookup", {"order": 7})  # step mcp:lookup
+        charged = await tools.call_tool("charge", {"order": 7})  # step mcp:charge
+        print(found.content[0].text, charged.content[0].text)
+
+
+asyncio.run(main())
+"""
+
+
+def drive_shop_server() -> int:
+    """docs/mcp.md's program (as tests/test_mcp_calls.py checks it is printed there)."""
+    exec(compile(CHECKOUT, "checkout.py", "exec"), {"SERVER": str(EXAMPLES / "shop_server.py")})
+    return 0
+
+
+def drive_starlette_app() -> int:
+    """A report requested once (its Idempotency-Key names it) and awaited, in the app."""
+    import importlib
+    import time
+
+    from starlette.testclient import TestClient
+
+    sys.path.insert(0, str(EXAMPLES))
+    app = importlib.import_module("starlette_app").app
+
+    with TestClient(app) as client:
+        made = client.post("/reports", headers={"Idempotency-Key": "order-1"})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            run = client.get("/jobs/runs/order-1").json()
+            if run.get("status") == "completed":
+                print(made.json(), run["result"])
+                return 0
+            time.sleep(0.05)
+    return 1
+
+
+DRIVERS = {
+    "autogen_human": drive_autogen_human,
+    "shop_server": drive_shop_server,
+    "starlette_app": drive_starlette_app,
+}
+
+if __name__ == "__main__":
+    sys.exit(DRIVERS[sys.argv[1]]())
