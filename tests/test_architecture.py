@@ -349,6 +349,7 @@ SUPERVISION_ORDER = [
     "control",
     "crashdb",
     "crashpaid",
+    "crashoutput",
     "crashtest",
     "demo",
     "__init__",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 import subprocess
 import tempfile
@@ -36,6 +35,7 @@ from pathlib import Path
 from ..errors import LetItLoopError
 from ..run.crashhook import KILL_ENV, LEDGER_ENV
 from .crashdb import TrialJournals
+from .crashoutput import effects_in, output_mode, shown
 from .crashpaid import Paid, judge_paid, paid_in, paid_records
 
 
@@ -138,45 +138,6 @@ class Program:
                 kind, where, key, run = [*line.split("\t"), "", "", ""][:4]
                 events.append((kind, where, key, run))
         return Run(done.returncode, done.stdout.decode("utf-8", "replace"), events)
-
-
-def effects_in(folder: Path, effects: str | None) -> Counter[str]:
-    """The lines of the side-effect file in ``folder``, counted (empty without one)."""
-    if effects is None or not (folder / effects).exists():
-        return Counter()
-    return Counter((folder / effects).read_text("utf-8", "replace").splitlines())
-
-
-def shown(stdout: str, output: str) -> str:
-    """The part of ``stdout`` that ``output`` (exact, last-line, ignore, match:REGEX) compares."""
-    if output == "exact":
-        return stdout
-    if output == "last-line":
-        lines = stdout.rstrip().splitlines()
-        return lines[-1] if lines else ""
-    if output.startswith("match:"):
-        pattern = re.compile(output.removeprefix("match:"))
-        return "\n".join(line for line in stdout.splitlines() if pattern.search(line))
-    return ""
-
-
-def output_mode(output: str) -> str:
-    """``output`` checked: exact, last-line, ignore, or match: and a regular expression."""
-    if output in ("exact", "last-line", "ignore"):
-        return output
-    if output.startswith("match:"):
-        try:
-            re.compile(output.removeprefix("match:"))
-        except re.error as bad:
-            raise LetItLoopError(
-                f"crashtest: --output {output!r}: the regular expression after 'match:' "
-                f"does not compile ({bad}); e.g. --output 'match:^answer: '"
-            ) from None
-        return output
-    raise LetItLoopError(
-        f"crashtest: --output {output!r}: expected exact, last-line, ignore or "
-        f"match:REGEX (the lines matching REGEX, e.g. 'match:^answer: ')"
-    )
 
 
 #: The ledger's events of a step called: its body ran, or its record was replayed.
