@@ -19,7 +19,7 @@ from web_server import ROOT, Server, events, free_port
 
 pytestmark = pytest.mark.timeout(120)
 
-APP = '''
+APP = """
 import os
 import time
 
@@ -59,7 +59,7 @@ app = Starlette(
     routes=[Route("/reports", create, methods=["POST"]), *background.routes("/jobs")],
     lifespan=background.lifespan,
 )
-'''
+"""
 
 STREAMING = re.compile(r"^streaming in process (\d+)$")
 
