@@ -49,7 +49,7 @@ SLOW_FILES = frozenset(
         "test_openai_agents.py", "test_otel.py", "test_pydantic_ai.py",
         "test_pydantic_ai_mcp.py", "test_pydantic_ai_streams.py", "test_pydantic_ai_waits.py",
         "test_smolagents.py", "test_web.py", "test_web_browser.py", "test_web_background.py",
-        "test_web_fastapi.py", "test_web_streams.py",
+        "test_web_fastapi.py", "test_web_streams.py", "test_streams_copied.py",
         # PostgreSQL: a server of their own.
         "test_postgres.py", "test_postgres_lil.py", "test_postgres_seals.py", "test_gc_race.py",
         "test_sealed_replay.py",
