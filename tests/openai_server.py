@@ -6,8 +6,10 @@ A real HTTP server (Starlette on uvicorn, in a thread of the test's process:
 - ``POST /v1/chat/completions`` with ``stream: true``: the answer to the last
   user message, one token per chunk, then the usage. A last message of the
   assistant whose content is a prefix of the answer is continued: only the rest
-  is generated. A prompt with ``TOOL`` in it ends with a tool call whose
-  arguments come in pieces.
+  is generated (and the tool calls after those it has). A prompt with ``TOOL``
+  in it ends with a tool call whose arguments come in pieces, ``TOOLS`` with two;
+  ``stall=N`` in it makes the first answer to it stall after N pieces (text
+  tokens and tool call pieces), until the client goes away.
 - ``POST /v1/responses`` with ``stream: true`` (``background: true``: the
   response is generated on the server whoever listens, and kept), and
   ``GET /v1/responses/{id}?stream=true&starting_after=N`` re-attaches to it:
@@ -45,6 +47,16 @@ def words(messages: list[dict[str, Any]]) -> int:
 
 
 TOOL_ARGS = ['{"ci', 'ty": "Pa', 'ris", "da', 'ys": 3}']
+#: The tool calls an answer ends with: (id, name, its arguments in pieces).
+TOOL_CALLS = [
+    ("call_1", "get_weather", TOOL_ARGS),
+    ("call_2", "get_time", ['{"zo', 'ne": "Europe/', 'Paris"', "}"]),
+]
+
+
+def tool_calls(prompt: str) -> list[tuple[str, str, list[str]]]:
+    """The tool calls the answer to ``prompt`` ends with."""
+    return TOOL_CALLS if "TOOLS" in prompt else TOOL_CALLS[:1] if "TOOL" in prompt else []
 
 
 class FakeOpenAI:
@@ -55,6 +67,7 @@ class FakeOpenAI:
         self.bills: list[dict[str, Any]] = []
         self.responses: dict[str, dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []
+        self.stalled: set[str] = set()
         self.url = ""
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -73,13 +86,19 @@ class FakeOpenAI:
             prompt = next(m["content"] for m in reversed(messages) if m["role"] == "user")
             tokens = answer(prompt)
             start = 0
+            calls = tool_calls(prompt)
             if messages[-1]["role"] == "assistant":
                 prefix = messages[-1]["content"]
                 while start < len(tokens) and "".join(tokens[: start + 1]) <= prefix:
                     if not prefix.startswith("".join(tokens[: start + 1])):
                         break
                     start += 1
+                calls = calls[len(messages[-1].get("tool_calls") or ()) :]  # after those made
             tool = "TOOL" in prompt
+            stall = None
+            if "stall=" in prompt and prompt not in self.stalled:
+                self.stalled.add(prompt)
+                stall = int(prompt.split("stall=", 1)[1].split()[0])
             bill: dict[str, Any] = {"kind": "chat", "input": words(messages), "output": 0}
             self.bills.append(bill)
             cid = f"chatcmpl-{uuid.uuid4().hex[:8]}"
@@ -94,20 +113,24 @@ class FakeOpenAI:
                 }
                 return f"data: {json.dumps(event)}\n\n"
 
+            async def paced() -> None:
+                if stall is not None and bill["output"] == stall:
+                    await asyncio.sleep(600)  # until the client goes away
+                await asyncio.sleep(self.pace)
+                bill["output"] += 1
+
             async def events() -> Any:
                 yield chunk({"role": "assistant", "content": ""})
                 for token in tokens[start:]:
-                    await asyncio.sleep(self.pace)
-                    bill["output"] += 1
+                    await paced()
                     yield chunk({"content": token})
-                if tool:
-                    for i, part in enumerate(TOOL_ARGS):
-                        await asyncio.sleep(self.pace)
-                        bill["output"] += 1
-                        call: dict[str, Any] = {"index": 0, "function": {"arguments": part}}
+                for index, (call_id, name, parts) in enumerate(calls):
+                    for i, part in enumerate(parts):
+                        await paced()
+                        call: dict[str, Any] = {"index": index, "function": {"arguments": part}}
                         if i == 0:
-                            call.update(id="call_1", type="function")
-                            call["function"]["name"] = "get_weather"
+                            call.update(id=call_id, type="function")
+                            call["function"]["name"] = name
                         yield chunk({"tool_calls": [call]})
                 yield chunk({}, "tool_calls" if tool else "stop")
                 usage = {
