@@ -1,8 +1,9 @@
 """A run's streamed step on the events route (letitloop.integrations.starlette) under a real
-uvicorn with 2 worker processes: each chunk sent as it is journaled, a client that
-disconnects mid-stream and reconnects with ``Last-Event-ID`` missing none and getting none
-twice, and the worker streaming it SIGKILLed: the other restarts the call, and the client
-gets a ``reset`` event, then the new answer."""
+uvicorn with 2 worker processes, on a journal file and on PostgreSQL: each chunk sent as
+it is journaled, a client that disconnects mid-stream and reconnects with
+``Last-Event-ID`` missing none and getting none twice, and the worker streaming it
+SIGKILLed: the other restarts the call, and the client gets a ``reset`` event, then the
+new answer."""
 
 from __future__ import annotations
 
@@ -68,27 +69,37 @@ def streamers(server: Server) -> list[int]:
     return [int(m[1]) for line in list(server.lines) if (m := STREAMING.match(line))]
 
 
-def journaled(db: Path, run: str) -> list[tuple[int, str, str]]:
+@pytest.fixture(params=["file", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the app's journal is: its default file, or ``LETITLOOP_DB`` on PostgreSQL."""
+    if request.param == "file":
+        return str(tmp_path / ".letitloop" / "journal.db")
+    from pg_server import location
+
+    return location()
+
+
+def journaled(db: str, run: str) -> list[tuple[int, str, str]]:
     """The run's chunks as a fresh process reads them (``letitloop.streams.read``)."""
     code = (
         "import sys, json; from letitloop.streams import read; "
         "print(json.dumps([(c.seq, c.kind, c.text) for c in read(sys.argv[2], path=sys.argv[1])]))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(db), run],
+        [sys.executable, "-c", code, db, run],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
     )  # fmt: skip
     return [tuple(c) for c in json.loads(done.stdout)]
 
 
 def test_a_client_resumes_a_stream_exactly_across_a_disconnect_and_a_killed_worker(
-    tmp_path: Path,
+    tmp_path: Path, db: str
 ) -> None:
     (tmp_path / "stories_app.py").write_text(APP)
     port = free_port()
     argv = [sys.executable, "-m", "uvicorn", "stories_app:app", "--workers", "2",
             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]  # fmt: skip
-    server = Server(tmp_path, argv, port)
+    server = Server(tmp_path, argv, port, None if db.endswith("journal.db") else db)
     try:
         run = server.post("tale")
         # A client reads the first chunks as they are journaled, then disconnects.
@@ -104,7 +115,7 @@ def test_a_client_resumes_a_stream_exactly_across_a_disconnect_and_a_killed_work
         assert rest[-2][1] == "step" and rest[-2][2]["key"] == "story"
         got = [d for _, e, d in first + rest if e in ("chunk", "reset")]
         # Every chunk journaled reached the client once, in order, the reset included.
-        chunks = journaled(tmp_path / ".letitloop" / "journal.db", run)
+        chunks = journaled(db, run)
         assert [(d["seq"], d["kind"], d["text"]) for d in got] == chunks
         kinds = [c[1] for c in chunks]
         assert kinds.count("reset") == 1 and kinds[-1] == "end", kinds
