@@ -6,7 +6,8 @@ file to another file, PostgreSQL to another schema); a fresh process resumes the
 ``told`` replays its chunks without a call, ``cut`` continues from its 10 journaled
 chunks. ``lil fork --from-step b`` forks the source: the fork keeps ``told``'s chunks
 (it replays them) and streams ``cut`` again from its start, nothing of the source's
-cut stream carried (the fork runs ``b`` again, and what follows it).
+cut stream carried (the fork runs ``b`` again, and what follows it). The memory store
+keeps the same rules, in process.
 """
 
 from __future__ import annotations
@@ -119,3 +120,35 @@ def test_a_copy_and_a_fork_carry_the_streams_chunks(tmp_path: Path, ends: tuple[
     assert "told: once upon a time" in again and f"cut: {WHOLE} ()" in again
     fresh = read(source, fork, "cut")
     assert [c[1] for c in fresh].count("reset") == 0 and fresh[0][:2] == [0, "text"]
+
+
+def test_on_the_memory_store_a_copy_and_a_fork_carry_them_too() -> None:
+    """The memory store (``memory://``, this process's): the same rules, in process."""
+    import uuid
+
+    from letitloop import Journal, step
+    from letitloop.inspection import open_inspector
+    from letitloop.maintenance import copy_runs, fork_run
+    from letitloop.streams import read, stream
+
+    source, target = f"memory://tales-{uuid.uuid4().hex}", f"memory://copy-{uuid.uuid4().hex}"
+    with Journal("tales", run="tale", path=source) as j:
+        step("a", int, "1")
+        assert stream("told", iter, ["once ", "upon"], journal=j).result.text == "once upon"
+        step("b", int, "2")
+        assert stream("after", iter, ["the ", "end"], journal=j).result.text == "the end"
+    told, after = read("tale", "told", path=source), read("tale", "after", path=source)
+    assert [c.kind for c in told] == ["text", "text", "end"]
+    with Journal("others", path=target) as other:  # the target store, made in this process
+        other.step("x", int, "0")
+    reader, writer = open_inspector(source, write=True), open_inspector(target, write=True)
+    try:
+        assert copy_runs(reader, writer).copied
+        assert read("tale", "told", path=target) == told
+        assert read("tale", "after", path=target) == after
+        fork = fork_run(reader, "tale", "b").run.id
+    finally:
+        reader.close()
+        writer.close()
+    assert read(fork, "told", path=source) == told  # before the cut: carried
+    assert read(fork, "after", path=source) == []  # after it: runs again
