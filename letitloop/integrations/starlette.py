@@ -10,7 +10,8 @@ once; a request's ``Idempotency-Key`` header is the run's name and the queue's
 ``dedup_key``, so a retried request gets the same run (a key that breaks the
 header's rule is answered 400); ``async_start`` is the same for an ``async def``
 handler. ``Background.routes()`` are the opt-in status routes (a run's state,
-and its steps as Server-Sent Events, with a keep-alive comment while idle).
+and its steps and streams' chunks as Server-Sent Events, with a keep-alive
+comment while idle: ``events.py``).
 FastAPI's own face (a dependency, an ``APIRouter``) is
 ``letitloop.integrations.fastapi``, on these same objects.
 Needs the ``web`` extra (Starlette); the core never imports this module.
@@ -207,8 +208,8 @@ class Background:
     async def events_response(
         self, run: str, last_event_id: str | None
     ) -> JSONResponse | StreamingResponse:
-        """The events route's answer for run ``run``: its steps after ``last_event_id`` (the
-        ``Last-Event-ID`` header) as Server-Sent Events, or 404."""
+        """The events route's answer for run ``run``: its steps and chunks after
+        ``last_event_id`` (the ``Last-Event-ID`` header) as Server-Sent Events, or 404."""
         if await asyncio.to_thread(self.status, run) is None:
             return JSONResponse({"error": f"no run {run!r}"}, status_code=404)
         return StreamingResponse(
@@ -222,7 +223,8 @@ class Background:
     def routes(self, prefix: str = "") -> list[Route]:
         """The status routes, opt-in: ``GET {prefix}/runs/{id}`` (its status, steps, result
         and error as JSON; 404 for an unknown id) and ``GET {prefix}/runs/{id}/events``
-        (its steps as Server-Sent Events, resumed after ``Last-Event-ID``; ``end`` last).
+        (its steps and its streams' chunks as Server-Sent Events, resumed after
+        ``Last-Event-ID``; ``end`` last).
         Add them to the app's routes (FastAPI: ``letitloop.integrations.fastapi``'s
         ``Background.router()``)."""
 
