@@ -6,14 +6,17 @@ A real HTTP server (Starlette on uvicorn, in a thread of the test's process:
 - ``POST /v1/chat/completions`` with ``stream: true``: the answer to the last
   user message, one token per chunk, then the usage. A last message of the
   assistant whose content is a prefix of the answer is continued: only the rest
-  is generated (and the tool calls after those it has). A prompt with ``TOOL``
-  in it ends with a tool call whose arguments come in pieces, ``TOOLS`` with two;
-  ``stall=N`` in it makes the first answer to it stall after N pieces (text
-  tokens and tool call pieces), until the client goes away.
+  is generated. A prompt with ``TOOL`` in it ends with a tool call whose
+  arguments come in pieces (until a ``tool`` message brings its result).
 - ``POST /v1/responses`` with ``stream: true`` (``background: true``: the
   response is generated on the server whoever listens, and kept), and
   ``GET /v1/responses/{id}?stream=true&starting_after=N`` re-attaches to it:
   the events after sequence number N.
+
+A prompt with ``TOOLS`` ends with two tool calls; a continued assistant message
+that has tool calls gets the ones after them. ``stall=N`` in a prompt makes the
+first answer to it stall after N pieces (text tokens and tool call pieces), until
+the client goes away.
 
 The answer to a prompt is always the same (:func:`answer`). Billing: a chat
 completion bills its input tokens (a word each) when asked and each output token
@@ -86,22 +89,25 @@ class FakeOpenAI:
             prompt = next(m["content"] for m in reversed(messages) if m["role"] == "user")
             tokens = answer(prompt)
             start = 0
-            calls = tool_calls(prompt)
             if messages[-1]["role"] == "assistant":
                 prefix = messages[-1]["content"]
                 while start < len(tokens) and "".join(tokens[: start + 1]) <= prefix:
                     if not prefix.startswith("".join(tokens[: start + 1])):
                         break
                     start += 1
-                calls = calls[len(messages[-1].get("tool_calls") or ()) :]  # after those made
-            tool = "TOOL" in prompt
+            # A tool call until its result is in (an agent's next turn answers in text).
+            tool = "TOOL" in prompt and not any(m["role"] == "tool" for m in messages)
+            bill: dict[str, Any] = {"kind": "chat", "input": words(messages), "output": 0}
+            self.bills.append(bill)
+            cid = f"chatcmpl-{uuid.uuid4().hex[:8]}"
+
+            calls = tool_calls(prompt) if tool else []
+            if messages[-1]["role"] == "assistant":  # after the tool calls it made
+                calls = calls[len(messages[-1].get("tool_calls") or ()) :]
             stall = None
             if "stall=" in prompt and prompt not in self.stalled:
                 self.stalled.add(prompt)
                 stall = int(prompt.split("stall=", 1)[1].split()[0])
-            bill: dict[str, Any] = {"kind": "chat", "input": words(messages), "output": 0}
-            self.bills.append(bill)
-            cid = f"chatcmpl-{uuid.uuid4().hex[:8]}"
 
             def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
                 event = {
