@@ -97,7 +97,7 @@ SLOW_FILES = frozenset(
         "test_openai_agents.py", "test_otel.py", "test_pydantic_ai.py",
         "test_pydantic_ai_mcp.py", "test_pydantic_ai_streams.py", "test_pydantic_ai_waits.py",
         "test_smolagents.py", "test_web.py", "test_web_browser.py", "test_web_background.py",
-        "test_web_fastapi.py",
+        "test_web_fastapi.py", "test_web_streams.py",
         # PostgreSQL: a server of their own.
         "test_postgres.py", "test_postgres_lil.py", "test_postgres_seals.py", "test_gc_race.py",
         "test_sealed_replay.py",
@@ -135,7 +135,7 @@ SLOW_FILES = frozenset(
         # Round 4: the adapters' request trials (killed at random, twenty times a
         # scenario), the provider's bill under kills, lil copy to and from PostgreSQL,
         # every lil command on a FIFO, PostgreSQL's edges, lil ui's Host checks.
-        "test_agent_requests.py", "test_bills.py", "test_copy.py",
+        "test_agent_requests.py", "test_bills.py", "test_copy.py", "test_streams_copied.py",
         "test_langgraph_requests.py", "test_llamaindex_agents.py", "test_mcp_echo.py",
         "test_newer_file_refused.py", "test_not_a_file.py", "test_openai_agents_approvals.py",
         "test_openai_agents_identity.py", "test_otel_secrets.py", "test_postgres_edges.py",

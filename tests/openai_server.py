@@ -13,6 +13,11 @@ A real HTTP server (Starlette on uvicorn, in a thread of the test's process:
   ``GET /v1/responses/{id}?stream=true&starting_after=N`` re-attaches to it:
   the events after sequence number N.
 
+A prompt with ``TOOLS`` ends with two tool calls; a continued assistant message
+that has tool calls gets the ones after them. ``stall=N`` in a prompt makes the
+first answer to it stall after N pieces (text tokens and tool call pieces), until
+the client goes away.
+
 The answer to a prompt is always the same (:func:`answer`). Billing: a chat
 completion bills its input tokens (a word each) when asked and each output token
 as it is sent, so a client that goes away stops its bill; a background response
@@ -45,6 +50,16 @@ def words(messages: list[dict[str, Any]]) -> int:
 
 
 TOOL_ARGS = ['{"ci', 'ty": "Pa', 'ris", "da', 'ys": 3}']
+#: The tool calls an answer ends with: (id, name, its arguments in pieces).
+TOOL_CALLS = [
+    ("call_1", "get_weather", TOOL_ARGS),
+    ("call_2", "get_time", ['{"zo', 'ne": "Europe/', 'Paris"', "}"]),
+]
+
+
+def tool_calls(prompt: str) -> list[tuple[str, str, list[str]]]:
+    """The tool calls the answer to ``prompt`` ends with."""
+    return TOOL_CALLS if "TOOLS" in prompt else TOOL_CALLS[:1] if "TOOL" in prompt else []
 
 
 class FakeOpenAI:
@@ -55,6 +70,7 @@ class FakeOpenAI:
         self.bills: list[dict[str, Any]] = []
         self.responses: dict[str, dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []
+        self.stalled: set[str] = set()
         self.url = ""
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -85,6 +101,14 @@ class FakeOpenAI:
             self.bills.append(bill)
             cid = f"chatcmpl-{uuid.uuid4().hex[:8]}"
 
+            calls = tool_calls(prompt) if tool else []
+            if messages[-1]["role"] == "assistant":  # after the tool calls it made
+                calls = calls[len(messages[-1].get("tool_calls") or ()) :]
+            stall = None
+            if "stall=" in prompt and prompt not in self.stalled:
+                self.stalled.add(prompt)
+                stall = int(prompt.split("stall=", 1)[1].split()[0])
+
             def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
                 event = {
                     "id": cid,
@@ -95,20 +119,24 @@ class FakeOpenAI:
                 }
                 return f"data: {json.dumps(event)}\n\n"
 
+            async def paced() -> None:
+                if stall is not None and bill["output"] == stall:
+                    await asyncio.sleep(600)  # until the client goes away
+                await asyncio.sleep(self.pace)
+                bill["output"] += 1
+
             async def events() -> Any:
                 yield chunk({"role": "assistant", "content": ""})
                 for token in tokens[start:]:
-                    await asyncio.sleep(self.pace)
-                    bill["output"] += 1
+                    await paced()
                     yield chunk({"content": token})
-                if tool:
-                    for i, part in enumerate(TOOL_ARGS):
-                        await asyncio.sleep(self.pace)
-                        bill["output"] += 1
-                        call: dict[str, Any] = {"index": 0, "function": {"arguments": part}}
+                for index, (call_id, name, parts) in enumerate(calls):
+                    for i, part in enumerate(parts):
+                        await paced()
+                        call: dict[str, Any] = {"index": index, "function": {"arguments": part}}
                         if i == 0:
-                            call.update(id="call_1", type="function")
-                            call["function"]["name"] = "get_weather"
+                            call.update(id=call_id, type="function")
+                            call["function"]["name"] = name
                         yield chunk({"tool_calls": [call]})
                 yield chunk({}, "tool_calls" if tool else "stop")
                 usage = {

@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 from helpers import write_script
-from openai_server import LENGTH, FakeOpenAI, answer
+from openai_server import LENGTH, TOOL_CALLS, FakeOpenAI, answer
 from preloaded import Preloaded
 
 pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
 
 PROGRAM = """
-    import asyncio, json, os, signal, sys
+    import asyncio, hashlib, json, os, signal, sys, threading, time
 
     import openai
 
@@ -43,6 +43,8 @@ PROGRAM = """
     KILL = int(KILL)
     calls.FLUSH_EVERY = 4  # a batch every 4 chunks: a kill after k chunks leaves some unwritten
     PROMPT = "Tell me a story"
+    if MODE == "tools":  # the server stalls after KILL pieces, the first time (its tag: DB's)
+        PROMPT = f"Call TOOLS stall={KILL} {hashlib.sha256(DB.encode()).hexdigest()[:8]}"
     MESSAGES = [{"role": "user", "content": PROMPT}]
 
 
@@ -53,9 +55,27 @@ PROGRAM = """
         return chat(client, "answer", journal=j, model="fake", messages=MESSAGES, **options)
 
 
+    def killed_when_journaled():
+        from letitloop.streams import read
+
+        while len(read("q", path=DB)) < KILL:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
     def received(j, n):
         if j.attempt == 1 and n == KILL:
-            os.kill(os.getpid(), signal.SIGKILL)
+            if MODE == "tools":  # killed once the journal has the KILL chunks the server sent
+                threading.Thread(target=killed_when_journaled).start()
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+    def said(result):
+        out = {"text": result.text, "recoveries": result.recoveries}
+        if MODE == "tools":
+            out["tool_calls"] = [[c["name"], c["arguments"]] for c in result.tool_calls]
+        return json.dumps(out)
 
 
     def main():
@@ -66,7 +86,7 @@ PROGRAM = """
             for chunk in s:
                 n += 1
                 received(j, n)
-            print(json.dumps({"text": s.result.text, "recoveries": s.result.recoveries}))
+            print(said(s.result))
 
 
     async def amain():
@@ -77,8 +97,7 @@ PROGRAM = """
             async for chunk in s:
                 n += 1
                 received(j, n)
-            result = await s.answer()
-            print(json.dumps({"text": result.text, "recoveries": result.recoveries}))
+            print(said(await s.answer()))
 
 
     main() if FLAVOR == "sync" else asyncio.run(amain())
@@ -123,10 +142,10 @@ class Trial:
         self.followed: list[Any] = []
         self.reader_error: list[BaseException] = []
 
-    def run(self, mode: str, flavor: str) -> dict[str, Any]:
+    def run(self, mode: str, flavor: str, kill: int = KILL_AFTER) -> dict[str, Any]:
         from letitloop.streams import follow
 
-        args = (self.where, mode, flavor, str(KILL_AFTER), self.server.url)
+        args = (self.where, mode, flavor, str(kill), self.server.url)
         first = self.preloaded.run(self.script, *args)
         assert first.returncode == -signal.SIGKILL, first.stderr
         # The reader starts after the kill (the run exists) and follows across the rerun.
@@ -244,4 +263,37 @@ class TestAChatCompletion:
         assert [c.kind for c in everything].count("reset") == 1
         assert len(trial.bills) == 2 and trial.bills[1]["output"] == LENGTH
         assert text_after_last_reset(everything) == WHOLE
+        assert_read_once_in_order(trial)
+
+
+class TestAChatCompletionEndingWithToolCalls:
+    """Text, then two tool calls (4 pieces each): the server stalls after ``cut`` pieces, the
+    program is killed once the journal has them all, and runs again."""
+
+    @pytest.mark.parametrize(
+        ("cut", "flavor", "how"),
+        [
+            (20, "sync", "continue"),  # mid-text: both calls to come, at indexes 0 and 1
+            (44, "sync", "continue"),  # the first call whole: kept, only the second to come
+            (44, "async", "continue"),
+            (46, "sync", "restart"),  # the second call cut in its JSON: restarted
+        ],
+    )
+    def test_each_tool_call_comes_once_in_order_and_only_the_rest_is_paid(
+        self, trial: Trial, cut: int, flavor: str, how: str
+    ) -> None:
+        import hashlib
+
+        result = trial.run("tools", flavor, kill=cut)
+        tag = hashlib.sha256(trial.where.encode()).hexdigest()[:8]
+        calls = [[name, "".join(parts)] for _, name, parts in TOOL_CALLS]
+        whole = "".join(answer(f"Call TOOLS stall={cut} {tag}"))
+        assert result == {"text": whole, "recoveries": [how], "tool_calls": calls}
+        everything = trial.chunks()
+        assert [c.kind for c in everything].count("reset") == (how == "restart")
+        assert [c.seq for c in everything if c.attempt == 1] == list(range(cut))
+        killed, rest = trial.bills
+        assert killed["output"] == cut
+        pieces = LENGTH + sum(len(parts) for _, _, parts in TOOL_CALLS)
+        assert rest["output"] == (pieces if how == "restart" else pieces - cut)
         assert_read_once_in_order(trial)

@@ -8,6 +8,7 @@ import hashlib
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -310,6 +311,59 @@ class TestALiveRunsPage:
         finally:
             p.open("slow2")
             child.communicate(timeout=30)
+
+
+class TestARunThatStreams:
+    def test_its_page_shows_each_stream_s_text_and_follows_it_while_it_grows(
+        self, tmp_path: Path
+    ) -> None:
+        import threading
+
+        from letitloop.errors import LetItLoopError
+        from letitloop.streams import read, stream
+
+        db = tmp_path / "journal.db"
+        gate = threading.Event()
+
+        def tell() -> Iterator[str]:
+            yield from ["Once ", "<b>upon</b> ", "a "]
+            gate.wait(30)  # the stream stalls: the page shows what was journaled
+            yield from ["time", "."]
+
+        def program() -> None:
+            with Journal("tales", run="tale", path=db) as j:
+                assert stream("story", tell, journal=j).result.text == "Once <b>upon</b> a time."
+
+        def journaled(n: int) -> bool:
+            try:
+                return len(read("tale", path=db)) >= n
+            except LetItLoopError:  # no file, or no run, yet
+                return False
+
+        writer = threading.Thread(target=program)
+        writer.start()
+        try:
+            while not journaled(3):  # the stalled stream's first batch
+                time.sleep(0.02)
+            c = client(db)
+            page = c.get("/runs/tale").text
+            stamp = re.search(r'data-stamp="(\w+)"', page)
+            assert stamp is not None and stamp.group(1).endswith("_2")  # its last chunk: 2
+            assert "<h2>streams</h2>" in page and "3 chunks, not ended" in page
+            assert "Once &lt;b&gt;upon&lt;/b&gt; a </pre>" in page  # escaped, as journaled
+            same = c.get("/runs/tale/live", params={"page": "1", "stamp": stamp.group(1)})
+            assert same.status_code == 204
+        finally:
+            gate.set()
+            writer.join(30)
+        changed = c.get("/runs/tale/live", params={"page": "1", "stamp": stamp.group(1)})
+        assert changed.status_code == 200 and "6 chunks, ended" in changed.text
+        assert "Once &lt;b&gt;upon&lt;/b&gt; a time.</pre>" in changed.text
+        assert changed.headers["x-lil-stamp"].endswith("_5")
+        again = c.get(
+            "/runs/tale/live", params={"page": "1", "stamp": changed.headers["x-lil-stamp"]}
+        )
+        assert again.status_code == 204
 
 
 class TestExportingARunAsOnePage:

@@ -247,8 +247,8 @@ def copy_command(
     FROM and TO are each a journal file's path or a postgresql:// URL. Each
     run goes with everything it owns: its steps, markers, sleeps and waits,
     input and result, attempts, failed tries, usage, replays, paid calls'
-    reservations and sealed chain (lil watch's restart records and LangGraph's checkpoints stay
-    behind). TO is made if it is a file that does not exist. Runs are
+    reservations, streams' chunks and sealed chain (lil watch's restart records and LangGraph's
+    checkpoints stay behind). TO is made if it is a file that does not exist. Runs are
     copied oldest first, in batches of 200 runs or 50,000 rows, each batch
     one transaction; each copied run is then read back from TO as lil
     verify reads it (with LETITLOOP_SEAL_KEY set, its chain is checked with

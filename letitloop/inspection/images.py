@@ -140,6 +140,9 @@ class RunImage:
     """Its sealed chain's entries in order: n, key, kind, status, digest, seal."""
     key_check: str | None = None
     """The check value of the key its goal is encrypted with, None if none is recorded."""
+    chunks: list[tuple[Any, ...]] = field(default_factory=list)
+    """Its streamed steps' chunks (``letitloop.streams``), by key then offset: key, seq,
+    attempt, kind, data, mark, at."""
 
     @property
     def id(self) -> str:

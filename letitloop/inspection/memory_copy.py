@@ -63,6 +63,12 @@ def memory_image(db: MemoryDatabase, run_id: str, chain: bool = True) -> RunImag
         ],
         seals=list(db.seals.get(run_id, [])) if chain else [],
         key_check=db.key_checks.get(goal),
+        chunks=[
+            (key, *chunk)
+            for (r, key), chunks in sorted(db.chunks.items())
+            if r == run_id
+            for chunk in chunks
+        ],
     )
 
 
@@ -112,3 +118,5 @@ def add_images(db: MemoryDatabase, images: Sequence[RunImage]) -> None:
                 db.endings[image.id, a["attempt"]] = (a["ended_at"], a["outcome"], a.get("error"))
         if image.seals:
             db.seals[image.id] = list(image.seals)
+        for key, *chunk in image.chunks:
+            db.chunks.setdefault((image.id, key), []).append(tuple(chunk))

@@ -154,6 +154,12 @@ class MemoryInspector(MemoryDetail):
                 copy.update(values, run=new_id, attempt=0)
                 rows[(new_id, values["key"])] = copy
                 made.append(copy)
+            before = {
+                r["key"] for r in self._rows_of(source.goal, source.id) if r.rowid < before_seq
+            }
+            for (run, key), chunks in list(db.chunks.items()):
+                if run == source.id and key in before:  # the streams of the steps kept
+                    db.chunks[(new_id, key)] = list(chunks)
             secret = env_seal_key()
             if secret is not None:  # the copies sealed, as a file's fork seals them
                 start(db.seals, made, new_id, secret)

@@ -38,7 +38,7 @@ from ..stores.postgres.database import (
     schema_version_of,
     server_errors,
 )
-from ..stores.postgres.fork import seal_fork
+from ..stores.postgres.fork import finish_fork
 from ..stores.postgres.holding import PostgresHold, is_held, run_hold_text
 from ..stores.postgres.seals import chain_of
 from ..stores.storage_schedules import ScheduleRow, TickRow
@@ -236,7 +236,7 @@ class PostgresInspector(PostgresQueues, MemoryInspector):
         transaction when ``LETITLOOP_SEAL_KEY`` is set (postgres_fork.py), as a file's."""
         with server_errors(self.location), self.conn.transaction():
             super().fork(source, new_id, at, from_step, before_seq, rename_source)
-            seal_fork(self.conn, source.goal, new_id)
+            finish_fork(self.conn, source.goal, source.id, new_id, before_seq)
 
     # -- lil copy ---------------------------------------------------------------------
 

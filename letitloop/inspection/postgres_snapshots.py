@@ -18,6 +18,9 @@ from ..stores.postgres.connection import COLUMNS
 from ..stores.row_rules import TRY_COLUMNS
 from .images import ATTEMPT_COLUMNS, RESERVATION_COLUMNS, RUN_COLUMNS, RunImage, key_mismatch
 
+#: A stream chunk's columns, as a ``RunImage`` holds them.
+_CHUNKS = "key, seq, attempt, kind, data, mark, at"
+
 __all__ = ["has_tables", "image_extras", "insert_images", "load", "write_back"]
 
 
@@ -250,8 +253,15 @@ def image_extras(conn: Any, image: RunImage) -> RunImage:
         {**a, **dict(zip(named, extras.get(a["attempt"], ()), strict=False))}
         for a in image.attempts
     ]
+    chunks = []
+    if has_stream_table(conn):  # its migration 0013
+        chunks = conn.execute(
+            f"SELECT {_CHUNKS} FROM ll_stream_chunks WHERE run = %s ORDER BY key, seq",
+            (image.id,),
+        ).fetchall()
     return dataclasses.replace(
         image,
+        chunks=[(key, int(seq), *rest) for key, seq, *rest in chunks],
         seals=[tuple(e) for e in seals],
         attempts=attempts,
         goal_markers=goal_markers,
@@ -322,4 +332,9 @@ def insert_images(conn: Any, images: Sequence[RunImage]) -> None:
                 "INSERT INTO ll_seals (run, n, key, kind, status, digest, seal, prev) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                 [(run, *e, prev) for e, prev in zip(image.seals, prevs, strict=True)],
+            )
+            cur.executemany(
+                f"INSERT INTO ll_stream_chunks (run, {_CHUNKS}) VALUES "
+                "(%s, %s, %s, %s, %s, %s, %s, %s)",
+                [(run, *chunk) for chunk in image.chunks],
             )

@@ -36,6 +36,7 @@ _RUNS = ", ".join(RUN_COLUMNS)
 _ROWS = ", ".join(VIEW_COLUMNS)
 _ATTEMPTS = ", ".join(ATTEMPT_COLUMNS)
 _GLOBALS = ", ".join(GLOBAL_MARKER_COLUMNS)
+_CHUNKS = "key, seq, attempt, kind, data, mark, at"
 _TRIES = (
     "key, try, attempt, started_at, failed_at, error, next_at, ended, input_tokens, "
     "output_tokens, cost, model, traceback"
@@ -99,6 +100,11 @@ def read_image(store: Store, run: RunInfo) -> RunImage:
                 "WHERE run = (SELECT num FROM runs WHERE id = ?) ORDER BY n",
                 (run.id,),
             ).fetchall()
+        chunks = []
+        if has_table(c, "stream_chunks"):  # migration 0022
+            chunks = c.execute(
+                f"SELECT {_CHUNKS} FROM stream_chunks WHERE run = ? ORDER BY key, seq", (run.id,)
+            ).fetchall()
         check = None
         if has_table(c, "key_checks"):
             got = c.execute("SELECT key_check FROM key_checks WHERE goal = ?", (run.goal,))
@@ -114,6 +120,7 @@ def read_image(store: Store, run: RunInfo) -> RunImage:
         reservations=_named(("call", *RESERVATION_COLUMNS), reservations),
         seals=[tuple(e) for e in seals],
         key_check=check,
+        chunks=[tuple(r) for r in chunks],
     )
 
 
@@ -177,6 +184,10 @@ def write_images(store: Store, images: Sequence[RunImage]) -> None:
                 "INSERT INTO seals (run, n, key, kind, status, digest, seal) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(num, *e) for e in image.seals],
+            )
+            c.executemany(
+                f"INSERT INTO stream_chunks (run, {_CHUNKS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(image.id, *chunk) for chunk in image.chunks],
             )
 
 

@@ -101,6 +101,14 @@ class SqliteInspector(SqliteDetail):
                 f"AND status = 'done' ORDER BY rowid",
                 (new_id, source.id, before_seq),
             )
+            if has_table(c, "stream_chunks"):  # the streams of the steps before the cut
+                c.execute(
+                    "INSERT INTO stream_chunks (run, key, seq, attempt, kind, data, mark, at) "
+                    "SELECT ?, key, seq, attempt, kind, data, mark, at FROM stream_chunks "
+                    f'WHERE run = ? AND key IN (SELECT key FROM "{table}" WHERE run = ? '
+                    "AND rowid < ?)",
+                    (new_id, source.id, source.id, before_seq),
+                )
             bind_copied_rows(c, table, new_id, source)
 
     def answer_wait(

@@ -47,8 +47,9 @@ class Background(StarletteBackground):
         async def run_events(
             id: str, last_event_id: Annotated[str | None, Header()] = None
         ) -> JSONResponse | StreamingResponse:
-            """A run's finished steps as Server-Sent Events (after ``Last-Event-ID``), then
-            ``end``; a ``: keep-alive`` comment while nothing happens."""
+            """A run's finished steps, and its streams' chunks as they are journaled, as
+            Server-Sent Events (after ``Last-Event-ID``), then ``end``; a ``: keep-alive``
+            comment while nothing happens."""
             return await self.events_response(id, last_event_id)
 
         router.add_api_route(

@@ -10,7 +10,8 @@ once; a request's ``Idempotency-Key`` header is the run's name and the queue's
 ``dedup_key``, so a retried request gets the same run (a key that breaks the
 header's rule is answered 400); ``async_start`` is the same for an ``async def``
 handler. ``Background.routes()`` are the opt-in status routes (a run's state,
-and its steps as Server-Sent Events, with a keep-alive comment while idle).
+and its steps and streams' chunks as Server-Sent Events, with a keep-alive
+comment while idle: ``events.py``).
 FastAPI's own face (a dependency, an ``APIRouter``) is
 ``letitloop.integrations.fastapi``, on these same objects.
 Needs the ``web`` extra (Starlette); the core never imports this module.
@@ -31,6 +32,8 @@ from ..inspection import open_inspector
 from ..inspection.results import decode_result
 from ..integrity.redaction import redact_text
 from ..queueing.queue_records import ENDED, POLL_SECONDS
+from ..streams.chunks import Chunk
+from .events import chunk_events, cursor, event_id
 from .idempotency import IDEMPOTENCY_HEADER, check_key
 
 try:
@@ -205,12 +208,12 @@ class Background:
     async def events_response(
         self, run: str, last_event_id: str | None
     ) -> JSONResponse | StreamingResponse:
-        """The events route's answer for run ``run``: its steps after ``last_event_id`` (the
-        ``Last-Event-ID`` header) as Server-Sent Events, or 404."""
+        """The events route's answer for run ``run``: its steps and chunks after
+        ``last_event_id`` (the ``Last-Event-ID`` header) as Server-Sent Events, or 404."""
         if await asyncio.to_thread(self.status, run) is None:
             return JSONResponse({"error": f"no run {run!r}"}, status_code=404)
         return StreamingResponse(
-            self.events(run, _event_id(last_event_id)),
+            self.events(run, last_event_id or ""),
             media_type="text/event-stream",
             # no-store: a cache must not answer a reconnect with the old stream; X-Accel-
             # Buffering: nginx passes each event on at once rather than buffer the stream.
@@ -220,7 +223,8 @@ class Background:
     def routes(self, prefix: str = "") -> list[Route]:
         """The status routes, opt-in: ``GET {prefix}/runs/{id}`` (its status, steps, result
         and error as JSON; 404 for an unknown id) and ``GET {prefix}/runs/{id}/events``
-        (its steps as Server-Sent Events, resumed after ``Last-Event-ID``; ``end`` last).
+        (its steps and its streams' chunks as Server-Sent Events, resumed after
+        ``Last-Event-ID``; ``end`` last).
         Add them to the app's routes (FastAPI: ``letitloop.integrations.fastapi``'s
         ``Background.router()``)."""
 
@@ -236,27 +240,46 @@ class Background:
             Route(f"{prefix}/runs/{{id}}/events", run_events, methods=["GET"]),
         ]
 
-    async def events(self, run: str, after: int = 0) -> AsyncIterator[str]:
-        """The run's steps as Server-Sent Events, in journal order from after ``after`` (a
-        step's ``seq``, its event id), then ``end`` once the run ended. A step is sent once
-        it and every step before it are done, so the events sent are always the start of
-        the run's final list: a client that reconnects with ``Last-Event-ID`` misses none
-        and gets none twice. After ``keepalive`` seconds with nothing sent, a comment line
-        (``: keep-alive``), which clients ignore."""
+    async def events(self, run: str, after: int | str = 0) -> AsyncIterator[str]:
+        """The run's steps, and its streams' chunks, as Server-Sent Events, in journal order
+        from after ``after`` (a step's ``seq``, or an event's id as a ``Last-Event-ID``
+        header carries it), then ``end`` once the run ended. A step is sent once it and
+        every step before it are done, so the steps sent are always the start of the run's
+        final list. Each chunk of a stream (``letitloop.streams``) is sent as it is
+        journaled (``event: chunk``; ``event: reset`` when the call restarted), every chunk
+        of a streamed step before the step itself. Each event's id says what was sent up to
+        it: a client that reconnects with ``Last-Event-ID`` misses none and gets none twice.
+        After ``keepalive`` seconds with nothing sent, a comment line (``: keep-alive``),
+        which clients ignore."""
+        done, sent_of = event_id(after) if isinstance(after, str) else (after, {})
         sent = time.monotonic()
         while True:
             found = await asyncio.to_thread(self.status, run)
             if found is None:  # gone meanwhile (lil gc)
                 return
             ended = found["status"] in ENDED
-            for s in found.pop("steps"):
-                if s["seq"] <= after:
+            steps = found.pop("steps")
+            closed = {s["key"] for s in steps if s["seq"] <= done}
+            chunks: dict[str, list[Chunk]] = {}
+            if found["run_id"] is not None:  # read after the steps: a done step's are whole
+                chunks = await asyncio.to_thread(self._chunks, found["run_id"], closed, sent_of)
+            events: list[str] = []
+            for s in steps:
+                if s["seq"] <= done:
                     continue
                 if s["status"] != "done" and not ended:
                     break
-                after = s["seq"]
+                events += chunk_events(s["key"], chunks.pop(s["key"], []), done, sent_of)
+                sent_of.pop(s["key"], None)  # closed by its step: its chunks all precede it
+                done = s["seq"]
+                data = json.dumps(s)
+                events.append(f"id: {cursor(done, sent_of)}\nevent: step\ndata: {data}\n\n")
+            for key in sorted(chunks):  # the streams whose step is not done (yet)
+                events += chunk_events(key, chunks[key], done, sent_of)
+            for event in events:
+                yield event
+            if events:
                 sent = time.monotonic()
-                yield f"id: {after}\nevent: step\ndata: {json.dumps(s)}\n\n"
             if ended:
                 yield f"event: end\ndata: {json.dumps(found)}\n\n"
                 return
@@ -265,13 +288,23 @@ class Background:
                 yield ": keep-alive\n\n"
             await asyncio.sleep(EVENTS_POLL)
 
-
-def _event_id(text: str | None) -> int:
-    """A ``Last-Event-ID`` header as the step ``seq`` it names; 0 (from the start) for none."""
-    try:
-        return max(0, int(text)) if text else 0
-    except ValueError:
-        return 0
+    def _chunks(
+        self, run_id: str, closed: Collection[str], sent_of: dict[str, int]
+    ) -> dict[str, list[Chunk]]:
+        """The chunks of the run's streams not closed by a step sent, after those sent."""
+        path = self.queue.path
+        inspector = open_inspector(None if path is None else str(path))
+        try:
+            return {
+                key: [
+                    Chunk.of_row(r)
+                    for r in inspector.stream_chunks(run_id, key, sent_of.get(key, -1))
+                ]
+                for key in inspector.stream_keys(run_id)
+                if key not in closed
+            }
+        finally:
+            inspector.close()
 
 
 def background_of(request_or_app: Request | Starlette) -> Background:

@@ -18,6 +18,8 @@ The rules and the words; the reading and writing are the inspectors'
   :data:`BATCH_ROWS` rows), each batch one
   transaction of the target: a copy stopped half-way (a kill, a full disk)
   leaves whole runs, and the same copy with ``skip_existing`` finishes it;
+- a run's streamed steps' chunks (``letitloop.streams``) go with it: a stream
+  journaled to its end replays them, one cut by a kill is recovered from them;
 - a work queue's entries go with their runs (and those no worker started a
   run for yet: they wait in the target's queue); an entry the target has is
   left as it is;
@@ -30,6 +32,7 @@ The rules and the words; the reading and writing are the inspectors'
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,6 +245,10 @@ def _verify(target: Inspector, image: RunImage, secret: bytes | None, result: Co
             if want.get(key) != got.get(key):
                 differs = f"row {key!r}"
                 break
+    streams = Counter(str(c[0]) for c in image.chunks)
+    for key, n in sorted(streams.items()):
+        if differs is None and len(target.stream_chunks(image.id, key)) != n:
+            differs = f"the chunks of stream {key!r}"
     if differs is not None:
         raise LetItLoopError(
             f"run {image.id} of goal {image.goal!r} does not read back from {target.path} as "

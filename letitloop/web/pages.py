@@ -35,6 +35,7 @@ from ..inspection import (
 )
 from ..inspection.queue_listing import WAITING, list_runs_and_entries
 from ..runtext import render
+from ..streams.chunks import Chunk
 from . import timeline, values, views
 
 HERE = Path(__file__).resolve().parent
@@ -174,6 +175,10 @@ def run_context(
             else "no next try: the step raised"
         )
         tries.append((t, label, render.local_time(t.failed_at), then))
+    streams = [
+        views.stream_view(key, [Chunk.of_row(r) for r in journal.stream_chunks(run.id, key)], whole)
+        for key in journal.stream_keys(run.id)
+    ]
     return {
         "journal": str(journal.path),
         "run": run,
@@ -186,7 +191,8 @@ def run_context(
         "page_links": views.page_links(page, pages),
         "tries": tries,
         "events": [views.event_cells(e) for e in detail.supervisor_events],
-        "stamp": views.stamp(run),
+        "streams": streams,
+        "stamp": views.stamp(run, [st.last for st in streams]),
     }
 
 
@@ -210,12 +216,26 @@ def run_update(
     """For a live page: the run's stamp now, and the part of its page to swap in (None when
     the page's ``stamp`` is still the run's: nothing changed)."""
     run = find_run(journal, ref)
-    now = views.stamp(run)
-    if now == _one(query, "stamp"):
-        return now, None
+    then = _one(query, "stamp")
+    if _unchanged(journal, run, then):
+        return then, None
     detail = show_run(journal, run)
     context = run_context(journal, detail, _page_number(query))
-    return now, _render("run_body.html", **context)
+    return context["stamp"], _render("run_body.html", **context)
+
+
+def _unchanged(journal: Inspector, run: RunInfo, then: str) -> bool:
+    """Whether the page stamped ``then`` shows the run as it is: the same state, and no chunk
+    journaled after the last one of each stream it shows (one short read per stream)."""
+    head, *marks = then.split("_")
+    if head != views.stamp(run):
+        return False
+    keys = journal.stream_keys(run.id)
+    if len(keys) != len(marks) or not all(m.lstrip("-").isdigit() for m in marks):
+        return False
+    return not any(
+        journal.stream_chunks(run.id, k, int(m)) for k, m in zip(keys, marks, strict=True)
+    )
 
 
 def row_page(journal: Inspector, ref: str, seq: int) -> str:

@@ -22,6 +22,7 @@ from ..runtext import render
 from ..runtext.detail import budget_text, reservation_lines
 from ..runtext.runs import queue_text
 from ..runtext.words import in_flight, pause_text, quoted, usage_text
+from ..streams.chunks import Chunk, Resume
 from .timeline import label_of
 from .values import Value, clipped, pretty
 
@@ -33,6 +34,13 @@ PAGE_LINKS_AROUND = 3
 
 #: The most runs one runs page lists; more are paged (``?offset=``).
 RUNS_PER_PAGE = 50
+
+#: The most characters of a stream's answer a run page shows: its tail, as it grows (a
+#: page made by ``lil export`` shows it whole).
+STREAM_TAIL = 4_000
+
+#: What a stream's recoveries after a kill are called on its page.
+RECOVERED = {"reattach": "re-attached", "continue": "continued", "restart": "restarted"}
 
 
 @dataclass
@@ -228,7 +236,38 @@ def event_cells(e: dict[str, Any]) -> list[str]:
     ]
 
 
-def stamp(run: RunInfo) -> str:
-    """What changes whenever the run's page would: its recorded state and signs of life."""
+@dataclass
+class StreamView:
+    """A streamed step of a run (``letitloop.streams``) as its page shows it."""
+
+    key: str
+    text: str
+    """The answer so far (what came after the last ``reset``), or its tail."""
+    cut: int
+    """How many characters before ``text`` are not shown (0: it is whole)."""
+    last: int
+    """The offset of its last chunk journaled (-1: none)."""
+    state: str
+    tool_calls: list[str]
+    """Its tool calls whose JSON is whole: ``name(arguments)``."""
+
+
+def stream_view(key: str, chunks: list[Chunk], whole: bool = False) -> StreamView:
+    """Stream ``key`` of a run from its chunks (all of them, in order)."""
+    resume = Resume.of(chunks)
+    text = resume.text
+    cut = 0 if whole else max(0, len(text) - STREAM_TAIL)
+    said = [f"{len(chunks):,} chunk{'' if len(chunks) == 1 else 's'}"]
+    said.append("ended" if resume.ended else "not ended")
+    said += [f"{RECOVERED.get(how, how)} after a kill" for how in resume.recoveries]
+    calls = [f"{c['name']}({c['arguments']})" for c in resume.tool_calls.values()]
+    last = chunks[-1].seq if chunks else -1
+    return StreamView(key, text[cut:], cut, last, ", ".join(said), calls)
+
+
+def stamp(run: RunInfo, streams: list[int] | None = None) -> str:
+    """What changes whenever the run's page would: its recorded state and signs of life,
+    then the offset of each stream's last chunk (``_41_7``; ``streams``, in key order)."""
     # repr escapes what UTF-8 cannot hold (a lone surrogate in an error), so it encodes.
-    return hashlib.sha1(repr(run).encode()).hexdigest()[:16]
+    head = hashlib.sha1(repr(run).encode()).hexdigest()[:16]
+    return head + "".join(f"_{n}" for n in streams or ())

@@ -8,8 +8,9 @@ the next attempt **continues from the journaled prefix**: the same request
 with the answer so far appended as the assistant's message, whose content the
 model goes on from (what OpenAI-compatible servers that complete a final
 assistant message do; ``continuation=`` changes the request, or is None to
-restart). Tool calls whose argument JSON was journaled whole are kept; one
-cut in its JSON makes the call restart (after a ``reset``).
+restart). Tool calls whose argument JSON was journaled whole are kept (sent
+back in that message's ``tool_calls``; the continuation's own come after
+them); one cut in its JSON makes the call restart (after a ``reset``).
 """
 
 from __future__ import annotations
@@ -31,12 +32,23 @@ Continuation = Callable[[Resume, dict[str, Any]], "dict[str, Any] | None"]
 
 def assistant_prefix(resume: Resume, request: dict[str, Any]) -> dict[str, Any] | None:
     """The request that asks for the rest of ``resume``'s answer: ``request`` with the
-    answer so far as the last message, the assistant's, to be continued. None (restart)
-    when no text was journaled, or a tool call was cut in its JSON."""
-    if not resume.text or resume.partial_tools:
+    answer so far as the last message, the assistant's, to be continued: its text, and
+    its tool calls whose JSON is whole (``tool_calls``), so that the model goes on after
+    them rather than making them again. None (restart) when nothing was journaled, or a
+    tool call was cut in its JSON."""
+    if not (resume.text or resume.tool_calls) or resume.partial_tools:
         return None
-    messages = [*request["messages"], {"role": "assistant", "content": resume.text}]
-    return {**request, "messages": messages}
+    said: dict[str, Any] = {"role": "assistant", "content": resume.text}
+    if resume.tool_calls:
+        said["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for _, c in sorted(resume.tool_calls.items())
+        ]
+    return {**request, "messages": [*request["messages"], said]}
 
 
 def _request(request: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """A run made by ``lil fork`` on PostgreSQL: where it was forked (:func:`fork_point`), and
-its copies sealed when it is made (:func:`seal_fork`).
+its copies sealed and its streams' chunks copied when it is made (:func:`finish_fork`).
 
 ``lil fork`` makes the run (``inspection/postgres_inspector.py``, through the
 memory store's rules, its copies bound to it by ``inspection/fork_copies.py``).
@@ -17,7 +17,7 @@ from typing import Any
 from ...integrity.seals import env_seal_key
 from .seals import start
 
-__all__ = ["fork_point", "seal_fork"]
+__all__ = ["finish_fork", "fork_point"]
 
 #: The run's lineage and, in journal order, the keys of its source's rows (one round trip).
 _POINT = (
@@ -42,11 +42,22 @@ def fork_point(
     return source, keys[: keys.index(at)] if at in keys else keys
 
 
-def seal_fork(conn: Any, goal: str, run_id: str) -> None:
-    """Inside the transaction that made fork ``run_id``: with ``LETITLOOP_SEAL_KEY`` set, its
-    copied rows sealed as the new run's chain (``postgres_seals.start`` adopts them), as
-    ``lil fork`` seals a journal file's (``sqlite_changes.bind_copied_rows``); nothing
-    without the key (the first journal that opens it with one seals them then)."""
+def finish_fork(conn: Any, goal: str, source: str, run_id: str, before: int) -> None:
+    """Inside the transaction that made fork ``run_id`` of run ``source`` (of ``goal``):
+    the chunks of the source's streams whose step has a row before rowid ``before`` copied
+    to it (a step the fork keeps replays its chunks; one cut by a kill is recovered); with
+    ``LETITLOOP_SEAL_KEY`` set, its copied rows sealed as the new run's chain
+    (``postgres_seals.start`` adopts them), as ``lil fork`` seals a journal file's
+    (``sqlite_changes.bind_copied_rows``); nothing without the key (the first journal that
+    opens it with one seals them then)."""
+    if conn.execute("SELECT to_regclass('ll_stream_chunks')").fetchone()[0] is not None:
+        conn.execute(
+            "INSERT INTO ll_stream_chunks (run, key, seq, attempt, kind, data, mark, at) "
+            "SELECT %s, key, seq, attempt, kind, data, mark, at FROM ll_stream_chunks "
+            "WHERE run = %s AND key IN (SELECT key FROM ll_journal WHERE goal = %s "
+            "AND run = %s AND rowid < %s)",
+            (run_id, source, goal, source, before),
+        )
     secret = env_seal_key()
     if secret is not None:
         start(conn, goal, run_id, secret)
