@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -106,26 +106,52 @@ class TestAChildEnqueuedInsideARun:
             worker.stop(timeout=20)
         assert calls == [20, 21]
 
-    def test_a_queued_parent_waiting_for_its_child_is_let_go_of_by_a_drain(self, db: Any) -> None:
+    def test_a_parent_and_its_child_share_one_slot_the_parent_suspended_while_it_waits(
+        self, db: Any
+    ) -> None:
         calls: list[Any] = []
         q = queue_with_child(db, calls)
-        waiting = threading.Event()
+        q.limits = q.limits._replace(concurrency=1)  # one slot, one thread: both runs in it
+
+        def before(x: int) -> int:
+            calls.append(("before", x))
+            return x
 
         @q.task
         def parent(x: int) -> int:
-            h = q.enqueue("child", x)
-            waiting.set()
+            h = q.enqueue("child", step("before", before, x))
             return int(h.result()) + 1
 
         h = q.enqueue(parent, 3)
-        first = q.worker(threads=1).start()  # its one thread: the parent; the child waits
-        assert waiting.wait(20)
-        first.stop(timeout=20)
-        assert not first.alive and first.counts == {"released": 1}
-        assert h.status() == "queued" and calls == []
-        second = q.worker(threads=2).start()
+        worker = q.worker(threads=1).start()
         try:
             assert h.result(timeout=20) == 7
         finally:
-            second.stop(timeout=20)
-        assert calls == [3]
+            worker.stop(timeout=20)
+        # The parent was let go of while its child ran in the one slot, then resumed once
+        # the child ended: its step replayed, the child's result read.
+        assert calls == [("before", 3), 3]
+        assert worker.counts["waiting"] >= 1 and worker.counts["completed"] == 2
+        state = q.store.state(h.id)
+        assert state is not None and state.error is None and state.attempt >= 2
+        run = find_run(open_inspector(db), h.run_id or "")
+        assert run.status == "completed"
+
+    def test_a_suspended_parent_says_it_waits_for_its_child(self, db: Any) -> None:
+        calls: list[Any] = []
+        q = queue_with_child(db, calls)
+
+        @q.task
+        def parent(x: int) -> int:
+            return int(q.enqueue("child", x, delay=60).result()) + 1  # the child not due
+
+        h = q.enqueue(parent, 3)
+        worker = q.worker(threads=1).start()
+        try:
+            deadline = time.monotonic() + 20
+            while h.status() != "delayed" and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            worker.stop(timeout=20)
+        assert h.status() == "delayed" and calls == []
+        assert "waiting for its child entry" in (h.reason() or "")

@@ -39,7 +39,7 @@ from .. import codec
 from ..errors import LetItLoopError, RunCancelledError, RunReleasedError, error_text
 from ..run import cancellation
 from ..run.journal import Journal
-from . import rate_limits
+from . import children, rate_limits
 from .queue_records import WAKEUPS, Claimed
 
 if TYPE_CHECKING:
@@ -53,6 +53,10 @@ MAX_NAP = 0.1
 #: does not spin; one killed by a signal is started again at once.
 QUICK_DEATH = 1.0
 RESTART_CEILING = 10.0
+#: The longest a parent suspended for its child waits before it looks at the child again,
+#: if the child's end did not make it due first (``children.py``): 0.5 s after its first
+#: claim, doubling with each claim.
+CHILD_RECHECK = 5.0
 
 
 class Worker:
@@ -221,8 +225,17 @@ class Worker:
                 if j.was_completed:
                     value = j.recorded_result()
                 else:
-                    value = _call(j, fn, args, kwargs)
+                    token = children.worker_run.set(j)  # a wait for a child suspends it
+                    try:
+                        value = _call(j, fn, args, kwargs)
+                    finally:
+                        children.worker_run.reset(token)
                     j.set_result(value)
+        except children.ChildPending as pending:
+            due = time.time() + min(CHILD_RECHECK, 0.25 * 2 ** min(claimed.attempt, 5))
+            store.release(claimed, due, f"waiting for its child entry {pending.child}",
+                          child=pending.child)  # fmt: skip
+            return "waiting"
         except _Suspended as suspended:
             why = error_text(suspended.cause)
             store.release(claimed, time.time() + suspended.seconds, why)

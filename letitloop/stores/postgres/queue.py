@@ -50,6 +50,11 @@ from .holding import PostgresHold, is_held, run_hold_text
 from .listening import Listener, channel
 
 _FENCE = " WHERE id = %s AND attempt = %s AND status = 'claimed'"
+#: A child's end makes its suspended parent due at once (as ``sqlite_queue._WAKE_PARENT``).
+_WAKE_PARENT = (
+    "UPDATE ll_queue_entries SET not_before = %s WHERE status = 'queued' AND not_before > %s "
+    "AND run_id = (SELECT parent_run FROM ll_queue_entries WHERE id = %s) RETURNING queue"
+)
 
 
 #: A queue's entry by its run's name: one that completed first, then the newest.
@@ -113,6 +118,7 @@ class PostgresQueue:
         not_before: float,
         now: float,
         once: bool = False,
+        parent_run: str | None = None,
     ) -> tuple[str, str, bool]:
         """As ``SqliteQueue.enqueue``; a dedup key is checked under the queue's lock."""
 
@@ -134,10 +140,10 @@ class PostgresQueue:
             name = entry_id if run_name is None else run_name
             c.execute(
                 "INSERT INTO ll_queue_entries (id, queue, task, run_name, args, priority, "
-                "dedup_key, status, not_before, enqueued_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s)",
+                "dedup_key, status, not_before, enqueued_at, parent_run) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s, %s)",
                 (entry_id, queue, task, name, args, priority, dedup_key,
-                 utc_iso(not_before), utc_iso(now)),
+                 utc_iso(not_before), utc_iso(now), parent_run),
             )  # fmt: skip
             self._notify(c, queue)
             return entry_id, name, True
@@ -150,7 +156,8 @@ class PostgresQueue:
     def state(self, entry_id: str) -> EntryState | None:
         row = self._run(
             lambda c: c.execute(
-                "SELECT status, run_id, result, error, attempt FROM ll_queue_entries WHERE id = %s",
+                "SELECT status, run_id, result, error, attempt, not_before "
+                "FROM ll_queue_entries WHERE id = %s",
                 (entry_id,),
             ).fetchone()
         )
@@ -312,24 +319,55 @@ class PostgresQueue:
         self, claimed: Claimed, status: str, result: str | None, error: str | None, now: float
     ) -> bool:
         sets = "status = %s, result = %s, error = %s, finished_at = %s"
-        return self._fenced(claimed, sets, (status, result, error, utc_iso(now)), False)
+        at = utc_iso(now)
+        return self._fenced(claimed, sets, (status, result, error, at), False, wake_parent=at)
 
-    def release(self, claimed: Claimed, due: float | None = None, why: str | None = None) -> bool:
+    def release(
+        self,
+        claimed: Claimed,
+        due: float | None = None,
+        why: str | None = None,
+        child: str | None = None,
+    ) -> bool:
         """As ``SqliteQueue.release``: queued again; due now, this journal's idle workers woken."""
+        if child is not None and due is not None:  # due at once if the child ended meanwhile
+            sets = (
+                "status = 'queued', error = %s, not_before = CASE WHEN coalesce((SELECT "
+                "status FROM ll_queue_entries WHERE id = %s), 'completed') IN ('completed', "
+                "'failed', 'cancelled') THEN %s ELSE %s END"
+            )
+            return self._fenced(claimed, sets, (why, child, utc_iso(0), utc_iso(due)), True)
         if due is None:
             return self._fenced(claimed, "status = 'queued'", (), True)
         sets = "status = 'queued', not_before = %s, error = %s"  # due later: nobody to wake
         return self._fenced(claimed, sets, (utc_iso(due), why), False)
 
-    def _fenced(self, claimed: Claimed, sets: str, args: tuple[Any, ...], queued: bool) -> bool:
+    def _fenced(
+        self,
+        claimed: Claimed,
+        sets: str,
+        args: tuple[Any, ...],
+        queued: bool,
+        wake_parent: str | None = None,
+    ) -> bool:
         """One write of the holder on its entry, fenced by its attempt, then its hold let go
-        of; ``queued``: the entry is claimable again (notified). False: not its own."""
+        of; ``queued``: the entry is claimable again (notified). ``wake_parent`` (now): the
+        entry ended, and a parent run suspended waiting for it is due at once (notified).
+        False: not its own."""
+        woken: list[str] = []
 
         def write(c: Any) -> bool:
             n = c.execute(f"UPDATE ll_queue_entries SET {sets}" + _FENCE, (*args, claimed.id,
                           claimed.attempt)).rowcount  # fmt: skip
             if n == 1 and queued:
                 self._notify(c, claimed.queue)
+            if n == 1 and wake_parent is not None:
+                woken.extend(
+                    str(r[0])
+                    for r in c.execute(_WAKE_PARENT, (wake_parent, wake_parent, claimed.id))
+                )
+                for queue in set(woken):
+                    self._notify(c, queue)
             return bool(n == 1)
 
         try:
@@ -338,6 +376,8 @@ class PostgresQueue:
             claimed.hold.release()
         if queued:
             WAKEUPS.wake(claimed.queue)
+        for queue in set(woken):
+            WAKEUPS.wake(queue)
         return mine
 
     # -- idle workers ----------------------------------------------------------
