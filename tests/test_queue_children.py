@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,34 @@ def queue_with_child(db: Any, calls: list[Any]) -> Queue:
         return int(step("work", work, x))
 
     return q
+
+
+class TestGcAndAChildRun:
+    def test_gc_keeps_a_child_whose_parent_has_not_ended_then_removes_it(self, db: Any) -> None:
+        from letitloop.maintenance.gc import gc_runs
+
+        calls: list[Any] = []
+        q = queue_with_child(db, calls)
+        later = time.time() + 3600  # every run older than the cutoff
+        worker = q.worker(threads=2).start()
+        try:
+            with Journal("parent", run="p1", path=db):
+                named = q.enqueue("child", 4)  # its run named after the parent
+                mine = q.enqueue("child", 5, run="mine")  # named here: linked by the entry
+                for h in (named, mine):
+                    until_ended = time.monotonic() + 20
+                    while not h.done() and time.monotonic() < until_ended:
+                        time.sleep(0.01)
+                got = gc_runs(open_inspector(db, write=True), timedelta(0), now=later, vacuum=False)
+                runs = {named.run_id, mine.run_id}
+                assert None not in runs and runs <= {r.id for r in got.skipped_queued}
+                assert not got.removed
+                assert [h.result(timeout=5) for h in (named, mine)] == [8, 10]  # still there
+        finally:
+            worker.stop(timeout=20)
+        got = gc_runs(open_inspector(db, write=True), timedelta(0), now=later, vacuum=False)
+        assert runs <= {r.id for r in got.removed}  # the parent ended: they go
+        assert {named.id, mine.id} <= set(got.queue_entries_removed)
 
 
 class TestAChildEnqueuedInsideARun:

@@ -310,20 +310,30 @@ class QueueStats:
 
 
 def queue_stats(inspector: Inspector | Store, queue: str | None = None) -> list[QueueStats]:
-    """Each queue of the journal (or ``queue`` alone), by name."""
+    """Each queue of the journal (or ``queue`` alone), by name: counted by the store
+    (``GROUP BY``, from the entries' index), the claimed entries alone read one by one
+    (whether a live worker holds each)."""
     journal = as_inspector(inspector)
-    by_queue: dict[str, list[QueueEntry]] = {}
-    for entry in queue_entries(journal, queue):
-        by_queue.setdefault(entry.queue, []).append(entry)
-    out = []
-    for name in sorted(by_queue):
-        entries = by_queue[name]
-        counts = dict.fromkeys(ENTRY_STATES, 0)
-        for e in entries:
-            counts[e.state] = counts.get(e.state, 0) + 1
-        due = [max(e.enqueued_at, e.not_before) for e in entries if e.state == "queued"]
-        workers = sorted(
-            {f"{e.holder_pid}@{e.holder_host}" for e in entries if e.state == "running"}
-        )
-        out.append(QueueStats(name, counts, min(due) if due else None, workers))
-    return out
+    now = utc_iso(time.time())
+    counts: dict[str, dict[str, int]] = {}
+    due: dict[str, str] = {}
+    claimed: set[str] = set()
+    for name, status, delayed, n, earliest in journal.queue_counts(queue, now):
+        of = counts.setdefault(name, dict.fromkeys(ENTRY_STATES, 0))
+        if status == "claimed":
+            claimed.add(name)
+            continue
+        state = "delayed" if delayed else status
+        of[state] = of.get(state, 0) + n
+        if state == "queued":  # not_before: never before it was enqueued
+            due[name] = min(due.get(name, earliest), earliest)
+    workers: dict[str, set[str]] = {}
+    for name in sorted(claimed):
+        for e in entries_of(journal, journal.queue_rows(name, status="claimed")):
+            counts[name][e.state] = counts[name].get(e.state, 0) + 1
+            if e.state == "running":
+                workers.setdefault(name, set()).add(f"{e.holder_pid}@{e.holder_host}")
+    return [
+        QueueStats(name, counts[name], due.get(name), sorted(workers.get(name, ())))
+        for name in sorted(counts)
+    ]

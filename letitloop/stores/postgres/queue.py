@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 from ...identity.ids import HOST, new_run_id
@@ -336,7 +337,8 @@ class PostgresQueue:
                 "status FROM ll_queue_entries WHERE id = %s), 'completed') IN ('completed', "
                 "'failed', 'cancelled') THEN %s ELSE %s END"
             )
-            return self._fenced(claimed, sets, (why, child, utc_iso(0), utc_iso(due)), True)
+            now = utc_iso(time.time())
+            return self._fenced(claimed, sets, (why, child, now, utc_iso(due)), True)
         if due is None:
             return self._fenced(claimed, "status = 'queued'", (), True)
         sets = "status = 'queued', not_before = %s, error = %s"  # due later: nobody to wake
