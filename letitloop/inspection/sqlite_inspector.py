@@ -184,9 +184,6 @@ class SqliteInspector(SqliteDetail):
     def queue_parents(self, run_ids: Sequence[str]) -> dict[str, str]:
         if not run_ids or not has_table(self.store, "queue_entries"):
             return {}
-        columns = {r[1] for r in self.store.query("PRAGMA table_info(queue_entries)")}
-        if "parent_run" not in columns:  # a file older than migration 0023, read as it is
-            return {}
         found: dict[str, str] = {}
         for i in range(0, len(run_ids), 500):
             part = list(run_ids[i : i + 500])
