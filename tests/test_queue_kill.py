@@ -19,7 +19,6 @@ from preloaded import Preloaded
 from benchmarks.queue_kill import (
     APP,
     app_env,
-    children,
     kill_trial,
     producer,
     stop,
