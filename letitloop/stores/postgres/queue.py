@@ -38,17 +38,16 @@ from typing import Any
 from ...identity.ids import HOST, new_run_id
 from ...primitives.clock import utc_iso
 from ...queueing.queue_records import (
-    CANDIDATES,
     POLL_SECONDS,
     WAKEUPS,
     Claimed,
     EntryState,
     Limits,
-    seconds,
 )
 from .database import connect, lock_key, migrate, server_errors
-from .holding import PostgresHold, is_held, run_hold_text
+from .holding import PostgresHold
 from .listening import Listener, channel
+from .queue_looks import look
 
 _FENCE = " WHERE id = %s AND attempt = %s AND status = 'claimed'"
 #: A child's end makes its suspended parent due at once (as ``sqlite_queue._WAKE_PARENT``).
@@ -178,13 +177,13 @@ class PostgresQueue:
 
     def claim(self, queue: str, limits: Limits, now: float) -> Claimed | float:
         """As ``SqliteQueue.claim``: a look without the queue's lock first."""
-        wait = self._run(lambda c: self._look(c, queue, limits, now, peek=True))
+        wait = self._run(lambda c: look(self, c, queue, limits, now, peek=True))
         if not isinstance(wait, list):
             return float(wait)
 
         def take(c: Any) -> Claimed | float:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (self._queue_key(queue),))
-            picked = self._look(c, queue, limits, now, peek=False)
+            picked = look(self, c, queue, limits, now, peek=False)
             if not isinstance(picked, list):
                 return float(picked)
             for entry_id in picked:
@@ -222,63 +221,6 @@ class PostgresQueue:
     def _state_of(self, claimed: Claimed) -> int | None:
         found = self.state(claimed.id)
         return None if found is None or found.status != "claimed" else found.attempt
-
-    def _look(
-        self, c: Any, queue: str, limits: Limits, now: float, peek: bool
-    ) -> list[str] | float:
-        held = c.execute(
-            "SELECT id, priority, lease_until, run_id FROM ll_queue_entries "
-            "WHERE queue = %s AND status = 'claimed'",
-            (queue,),
-        ).fetchall()
-        at = utc_iso(now)
-        expired = [(str(i), r) for i, _, lease, r in held if lease is not None and lease < at]
-        if expired and not peek:
-            self._end_holders(c, expired)
-        gone = {i for i, _ in expired}
-        dead = sorted(
-            (-int(p), str(i))
-            for i, p, _, _ in held
-            if str(i) in gone or not is_held(c, self._hold_text(str(i)))
-        )
-        if limits.concurrency is not None and len(held) - len(dead) >= limits.concurrency:
-            return POLL_SECONDS
-        if limits.rate is not None:
-            count, oldest = c.execute(
-                "SELECT count(*), min(at) FROM ll_queue_starts WHERE queue = %s AND at > %s",
-                (queue, utc_iso(now - limits.rate[1])),
-            ).fetchone()
-            if count >= limits.rate[0]:
-                return max(0.001, seconds(oldest) + limits.rate[1] - now)
-        if dead:
-            return [i for _, i in dead]
-        ready = c.execute(
-            "SELECT id FROM ll_queue_entries WHERE queue = %s AND status = 'queued' AND "
-            "not_before <= %s ORDER BY priority DESC, not_before, id LIMIT %s",
-            (queue, utc_iso(now), 1 if peek else CANDIDATES),
-        ).fetchall()
-        if not ready:
-            (due,) = c.execute(
-                "SELECT min(not_before) FROM ll_queue_entries WHERE queue = %s "
-                "AND status = 'queued'",
-                (queue,),
-            ).fetchone()
-            return POLL_SECONDS if due is None else min(POLL_SECONDS, seconds(due) - now)
-        return [str(r[0]) for r in ready]
-
-    def _end_holders(self, c: Any, expired: list[tuple[str, str | None]]) -> None:
-        """End the sessions that hold these entries (their lease ran out) and their runs."""
-        whats = [self._hold_text(i) for i, _ in expired]
-        whats += [run_hold_text(self._schema, r) for _, r in expired if r is not None]
-        for what in whats:
-            unsigned = lock_key(f"letitloop\x1f{what}") & 0xFFFFFFFFFFFFFFFF
-            c.execute(
-                "SELECT pg_terminate_backend(pid, 1000) FROM pg_locks WHERE locktype = "
-                "'advisory' AND granted AND objsubid = 1 AND pid <> pg_backend_pid() AND "
-                "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
-                (unsigned >> 32, unsigned & 0xFFFFFFFF),
-            )
 
     def renew(self, held: list[Claimed], now: float) -> None:
         """Renew the lease of the entries this process holds (while still its own)."""

@@ -24,7 +24,6 @@ connection to the file (``stores.open_store``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -41,6 +40,7 @@ from ...queueing.queue_records import (
 )
 from . import locks
 from .pool import close_store, open_store
+from .shared_writes import SharedWrite
 
 if TYPE_CHECKING:
     import sqlite3
@@ -97,8 +97,8 @@ class SqliteQueue:
     def _store(self) -> Store:
         return open_store(self.path, durability=self.durability)
 
-    def _write(self) -> _Transaction:
-        return _Transaction(self._store())
+    def _write(self) -> SharedWrite:
+        return SharedWrite(self._store())
 
     def lock_path(self, store: Store, entry_id: str) -> str:
         """The lock file that holds ``entry_id`` while a worker runs it."""
@@ -233,7 +233,7 @@ class SqliteQueue:
             wait = self._look(store, store.conn.execute, queue, limits, now, peek=True)
             if not isinstance(wait, list):
                 return wait
-            with _Transaction(store, keep=True) as c:
+            with SharedWrite(store, keep=True) as c:
                 picked = self._look(store, c.execute, queue, limits, now, peek=False)
                 if not isinstance(picked, list):
                     return picked
@@ -367,32 +367,6 @@ def _ended(execute: Callable[..., Any], table: str, mark: str, entry_id: str) ->
     """Whether entry ``entry_id`` ended (completed, failed, cancelled; gone counts too)."""
     row = execute(f"SELECT status FROM {table} WHERE id = {mark}", (entry_id,)).fetchone()
     return row is None or row[0] in ("completed", "failed", "cancelled")
-
-
-class _Transaction:
-    """``Store.write()`` on a shared connection, given back at the end (unless ``keep``)."""
-
-    def __init__(self, store: Store, keep: bool = False) -> None:
-        self.store = store
-        self.keep = keep
-        self._cm: contextlib.AbstractContextManager[sqlite3.Connection] | None = None
-
-    def __enter__(self) -> sqlite3.Connection:
-        self._cm = self.store.write()
-        try:
-            return self._cm.__enter__()
-        except BaseException:
-            if not self.keep:
-                close_store(self.store)
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._cm is not None
-        try:
-            self._cm.__exit__(*exc)  # type: ignore[arg-type]
-        finally:
-            if not self.keep:
-                close_store(self.store)
 
 
 def _window(
