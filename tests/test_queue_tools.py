@@ -314,6 +314,35 @@ class TestPagingRunsAndEntries:
         assert shown.id == run_id and shown.queue is not None and shown.queue.entry == h.id
         assert "back in queue emails" in (run_note(shown) or "")
 
+    def test_a_suspended_run_is_delayed_with_its_reason_in_every_view(self, db: str) -> None:
+        from letitloop import RateLimited
+        from letitloop.inspection.queue_listing import list_runs_and_entries, queue_stats
+        from letitloop.runtext.runs import run_note
+
+        q = Queue("limited", path=db)
+
+        @q.task
+        def call() -> None:
+            step("before", lambda: 1)
+            raise RateLimited(retry_after=3600)
+
+        h = q.enqueue(call)
+        worker = q.worker().start()
+        try:
+            wait_until(lambda: h.status() == "delayed", "the run suspended")
+        finally:
+            worker.stop(timeout=20)
+        reason = "RateLimited: rate limited: retry after 3600 s"
+        assert h.reason() == reason
+        journal = open_inspector(db)
+        # Not "crashed": nobody holds it, by design; --status delayed finds it.
+        (shown,) = list_runs_and_entries(journal, status=["delayed"], queue=None)
+        assert shown.id == h.run_id and shown.state == "delayed"
+        assert reason in (run_note(shown) or "")
+        assert not list_runs_and_entries(journal, status=["crashed"])
+        (stats,) = [s for s in queue_stats(journal) if s.queue == "limited"]
+        assert stats.counts["delayed"] == 1 and stats.counts["crashed"] == 0
+
 
 class TestTheListingsQueries:
     def test_an_older_file_gains_the_link_and_indexes_and_the_listings_use_them(

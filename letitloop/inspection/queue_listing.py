@@ -139,7 +139,16 @@ def tagged(inspector: Inspector | Store, runs: list[RunInfo]) -> list[RunInfo]:
         return runs
     journal = as_inspector(inspector)
     by_run = {e.run_id: e for e in queue_entries(journal, run_ids=[r.id for r in runs]) if e.run_id}
-    return [replace(r, queue=by_run[r.id].tag) if r.id in by_run else r for r in runs]
+    return [with_entry(r, by_run[r.id]) if r.id in by_run else r for r in runs]
+
+
+def with_entry(run: RunInfo, entry: QueueEntry) -> RunInfo:
+    """``run`` told with its queue ``entry``: a run its worker gave back to the queue
+    (suspended by a rate limit or for its child, or let go of by a drain) is in the
+    entry's state, ``queued`` or ``delayed``, not ``crashed``: nobody holds it, by design."""
+    if run.state == "crashed" and entry.state in WAITING:
+        return replace(run, queue=entry.tag, state=entry.state)
+    return replace(run, queue=entry.tag)
 
 
 def _selects(
@@ -200,6 +209,8 @@ def list_runs_and_entries(
     found: list[RunInfo] = []
     unknown_goal: RunNotFoundError | None = None
     run_states = None if wanted is None else wanted - set(WAITING)
+    if run_states is not None and wanted is not None and wanted & set(WAITING):
+        run_states.add("crashed")  # a run given back to its queue: told as its entry
     if run_states is None or run_states:
         try:
             found = list_runs(
@@ -209,6 +220,8 @@ def list_runs_and_entries(
         except RunNotFoundError as exc:
             unknown_goal = exc  # unless the goal is a task whose entries wait: no run yet
         found = tagged(journal, found)
+        if wanted is not None:
+            found = [r for r in found if r.state in wanted]
     waiting: list[RunInfo] = []
     if not inputs and version is None:
         # The newest ``want`` are enough unless a condition is checked here, after reading.
@@ -256,7 +269,7 @@ def _of_queue(
         else:
             if allowed is not None and run.id not in allowed:
                 continue
-            shown = replace(run, queue=entry.tag)
+            shown = with_entry(run, entry)
         if wanted is not None and shown.state not in wanted:
             continue
         out.append(shown)
