@@ -342,6 +342,9 @@ class TestPagingRunsAndEntries:
         assert not list_runs_and_entries(journal, status=["crashed"])
         (stats,) = [s for s in queue_stats(journal) if s.queue == "limited"]
         assert stats.counts["delayed"] == 1 and stats.counts["crashed"] == 0
+        code, shown_text, _ = lil(db, "show", h.run_id or "")  # the real entry point
+        assert code == 0 and "state     delayed — back in its queue" in shown_text
+        assert reason in shown_text
 
 
 class TestTheListingsQueries:
