@@ -166,6 +166,27 @@ class TestAChildEnqueuedInsideARun:
         run = find_run(open_inspector(db), h.run_id or "")
         assert run.status == "completed"
 
+    def test_a_parent_that_catches_its_wait_is_suspended_all_the_same(self, db: Any) -> None:
+        calls: list[Any] = []
+        q = queue_with_child(db, calls)
+        q.limits = q.limits._replace(concurrency=1)
+
+        @q.task
+        def parent(x: int) -> int:
+            h = q.enqueue("child", x)
+            try:
+                return int(h.result()) + 1
+            except Exception:  # a broad handler: the suspension is not the task's to keep
+                return -1
+
+        h = q.enqueue(parent, 3)
+        worker = q.worker(threads=1).start()
+        try:
+            assert h.result(timeout=20) == 7  # never -1: the run was let go of, resumed
+        finally:
+            worker.stop(timeout=20)
+        assert worker.counts["waiting"] >= 1 and calls == [3]
+
     def test_a_suspended_parent_says_it_waits_for_its_child(self, db: Any) -> None:
         calls: list[Any] = []
         q = queue_with_child(db, calls)

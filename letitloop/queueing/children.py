@@ -58,6 +58,17 @@ MAX_NAP = 0.1
 worker_run: ContextVar[Journal | None] = ContextVar("letitloop_queue_worker_run", default=None)
 
 
+#: The child entry each suspended parent waits for, by ``id()`` of its journal: set when
+#: it is let go of, taken by its worker (``waited_child``) however the task then ended
+#: (a task that caught ChildPending and went on ends released all the same).
+waiting: dict[int, str] = {}
+
+
+def waited_child(j: Journal) -> str | None:
+    """The child entry run ``j`` was let go of to wait for (forgotten here), if any."""
+    return waiting.pop(id(j), None)
+
+
 class ChildPending(RunReleasedError):
     """A queued parent let go of while its child runs: its worker queues it again, due when
     the child ends (``child`` is the child's entry id)."""
@@ -73,6 +84,7 @@ def _suspend(j: Journal, handle: Handle) -> BaseException:
     reason = f"waiting for its child, entry {handle.id} of queue {handle.queue.name!r}"
     if not j._cancel.release(reason):
         return cancellation.error(j)
+    waiting[id(j)] = handle.id  # read by its worker however the task ends (``let_go``)
     return ChildPending(
         f"run {j.run_id} of goal {j.goal!r}: {reason}; it is queued again, due when the "
         f"child ends, and its recorded steps replay then",

@@ -231,18 +231,12 @@ class Worker:
                     finally:
                         children.worker_run.reset(token)
                     j.set_result(value)
-        except children.ChildPending as pending:
-            due = time.time() + min(CHILD_RECHECK, 0.25 * 2 ** min(claimed.attempt, 5))
-            store.release(claimed, due, f"waiting for its child entry {pending.child}",
-                          child=pending.child)  # fmt: skip
-            return "waiting"
         except _Suspended as suspended:
             why = error_text(suspended.cause)
             store.release(claimed, time.time() + suspended.seconds, why)
             return "suspended"
         except RunReleasedError:
-            store.release(claimed)
-            return "released"
+            return _let_go(store, claimed, j)
         except RunCancelledError as exc:
             store.finish(claimed, "cancelled", None, error_text(exc), time.time())
             return "cancelled"
@@ -252,6 +246,8 @@ class Worker:
                 store.release(claimed)
                 self._stopping.wait(MAX_NAP)
                 return "released"
+            if j._cancel.released:  # let go of, then another error (it caught the first)
+                return _let_go(store, claimed, j)
             store.finish(claimed, "failed", None, error_text(exc), time.time())
             return "failed"
         except BaseException:
@@ -260,6 +256,8 @@ class Worker:
         finally:
             with self._lock:
                 self._running.discard(j)
+        if j._cancel.released:  # let go of, though the task returned (it caught the error)
+            return _let_go(store, claimed, j)
         store.finish(claimed, "completed", codec.encode(value, queue.registry), None, time.time())
         return "completed"
 
@@ -337,6 +335,18 @@ class _Supervisor:
             if not self.stopping:
                 self.fork()
         return 0
+
+
+def _let_go(store: Any, claimed: Claimed, j: Journal) -> str:
+    """Give back the entry of run ``j``, which was let go of: due when the child it waits
+    for ends (``children.py``), else at once (a drain)."""
+    child = children.waited_child(j)
+    if child is None:
+        store.release(claimed)
+        return "released"
+    due = time.time() + min(CHILD_RECHECK, 0.25 * 2 ** min(claimed.attempt, 5))
+    store.release(claimed, due, f"waiting for its child entry {child}", child=child)
+    return "waiting"
 
 
 class _Suspended(Exception):
