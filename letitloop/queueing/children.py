@@ -84,7 +84,7 @@ def _suspend(j: Journal, handle: Handle) -> BaseException:
     reason = f"waiting for its child, entry {handle.id} of queue {handle.queue.name!r}"
     if not j._cancel.release(reason):
         return cancellation.error(j)
-    waiting[id(j)] = handle.id  # read by its worker however the task ends (``let_go``)
+    waiting[id(j)] = handle.id  # read by queue_worker._let_go, however the task ends
     return ChildPending(
         f"run {j.run_id} of goal {j.goal!r}: {reason}; it is queued again, due when the "
         f"child ends, and its recorded steps replay then",
