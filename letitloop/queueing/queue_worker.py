@@ -246,8 +246,8 @@ class Worker:
                 store.release(claimed)
                 self._stopping.wait(MAX_NAP)
                 return "released"
-            if j._cancel.released:  # let go of, then another error (it caught the first)
-                return _let_go(store, claimed, j)
+            if j._cancel.released and children.waiting.get(id(j)):  # it caught its wait's
+                return _let_go(store, claimed, j)  # error, then raised another
             store.finish(claimed, "failed", None, error_text(exc), time.time())
             return "failed"
         except BaseException:
@@ -256,7 +256,7 @@ class Worker:
         finally:
             with self._lock:
                 self._running.discard(j)
-        if j._cancel.released:  # let go of, though the task returned (it caught the error)
+        if j._cancel.released and children.waiting.get(id(j)):  # it caught its wait's error
             return _let_go(store, claimed, j)
         store.finish(claimed, "completed", codec.encode(value, queue.registry), None, time.time())
         return "completed"
