@@ -7,8 +7,9 @@ line to the ledger (O_APPEND: one write, whole, whatever the process) when it st
 (S) and when its side effect is done (E), with its pid and the machine's monotonic
 clock, so the tests count from the steps themselves how many ran at once and which
 ran twice. ``parent`` and ``aparent`` enqueue a ``hang`` as their child run and wait
-for it (tests/test_queue_kill.py kills either side). ``python queue_app.py serve
-THREADS PROCESSES`` runs the workers (Worker.run) until SIGTERM.
+for it (suspended meanwhile; tests/test_queue_kill.py kills the child's worker).
+``python queue_app.py serve THREADS PROCESSES`` runs the workers (Worker.run) until
+SIGTERM.
 """
 
 from __future__ import annotations

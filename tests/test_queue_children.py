@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
+import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,34 @@ def queue_with_child(db: Any, calls: list[Any]) -> Queue:
         return int(step("work", work, x))
 
     return q
+
+
+class TestGcAndAChildRun:
+    def test_gc_keeps_a_child_whose_parent_has_not_ended_then_removes_it(self, db: Any) -> None:
+        from letitloop.maintenance.gc import gc_runs
+
+        calls: list[Any] = []
+        q = queue_with_child(db, calls)
+        later = time.time() + 3600  # every run older than the cutoff
+        worker = q.worker(threads=2).start()
+        try:
+            with Journal("parent", run="p1", path=db):
+                named = q.enqueue("child", 4)  # its run named after the parent
+                mine = q.enqueue("child", 5, run="mine")  # named here: linked by the entry
+                for h in (named, mine):
+                    until_ended = time.monotonic() + 20
+                    while not h.done() and time.monotonic() < until_ended:
+                        time.sleep(0.01)
+                got = gc_runs(open_inspector(db, write=True), timedelta(0), now=later, vacuum=False)
+                runs = {named.run_id, mine.run_id}
+                assert None not in runs and runs <= {r.id for r in got.skipped_queued}
+                assert not got.removed
+                assert [h.result(timeout=5) for h in (named, mine)] == [8, 10]  # still there
+        finally:
+            worker.stop(timeout=20)
+        got = gc_runs(open_inspector(db, write=True), timedelta(0), now=later, vacuum=False)
+        assert runs <= {r.id for r in got.removed}  # the parent ended: they go
+        assert {named.id, mine.id} <= set(got.queue_entries_removed)
 
 
 class TestAChildEnqueuedInsideARun:
@@ -106,26 +135,73 @@ class TestAChildEnqueuedInsideARun:
             worker.stop(timeout=20)
         assert calls == [20, 21]
 
-    def test_a_queued_parent_waiting_for_its_child_is_let_go_of_by_a_drain(self, db: Any) -> None:
+    def test_a_parent_and_its_child_share_one_slot_the_parent_suspended_while_it_waits(
+        self, db: Any
+    ) -> None:
         calls: list[Any] = []
         q = queue_with_child(db, calls)
-        waiting = threading.Event()
+        q.limits = q.limits._replace(concurrency=1)  # one slot, one thread: both runs in it
+
+        def before(x: int) -> int:
+            calls.append(("before", x))
+            return x
+
+        @q.task
+        def parent(x: int) -> int:
+            h = q.enqueue("child", step("before", before, x))
+            return int(h.result()) + 1
+
+        h = q.enqueue(parent, 3)
+        worker = q.worker(threads=1).start()
+        try:
+            assert h.result(timeout=20) == 7
+        finally:
+            worker.stop(timeout=20)
+        # The parent was let go of while its child ran in the one slot, then resumed once
+        # the child ended: its step replayed, the child's result read.
+        assert calls == [("before", 3), 3]
+        assert worker.counts["waiting"] >= 1 and worker.counts["completed"] == 2
+        state = q.store.state(h.id)
+        assert state is not None and state.error is None and state.attempt >= 2
+        run = find_run(open_inspector(db), h.run_id or "")
+        assert run.status == "completed"
+
+    def test_a_parent_that_catches_its_wait_is_suspended_all_the_same(self, db: Any) -> None:
+        calls: list[Any] = []
+        q = queue_with_child(db, calls)
+        q.limits = q.limits._replace(concurrency=1)
 
         @q.task
         def parent(x: int) -> int:
             h = q.enqueue("child", x)
-            waiting.set()
-            return int(h.result()) + 1
+            try:
+                return int(h.result()) + 1
+            except Exception:  # a broad handler: the suspension is not the task's to keep
+                return -1
 
         h = q.enqueue(parent, 3)
-        first = q.worker(threads=1).start()  # its one thread: the parent; the child waits
-        assert waiting.wait(20)
-        first.stop(timeout=20)
-        assert not first.alive and first.counts == {"released": 1}
-        assert h.status() == "queued" and calls == []
-        second = q.worker(threads=2).start()
+        worker = q.worker(threads=1).start()
         try:
-            assert h.result(timeout=20) == 7
+            assert h.result(timeout=20) == 7  # never -1: the run was let go of, resumed
         finally:
-            second.stop(timeout=20)
-        assert calls == [3]
+            worker.stop(timeout=20)
+        assert worker.counts["waiting"] >= 1 and calls == [3]
+
+    def test_a_suspended_parent_says_it_waits_for_its_child(self, db: Any) -> None:
+        calls: list[Any] = []
+        q = queue_with_child(db, calls)
+
+        @q.task
+        def parent(x: int) -> int:
+            return int(q.enqueue("child", x, delay=60).result()) + 1  # the child not due
+
+        h = q.enqueue(parent, 3)
+        worker = q.worker(threads=1).start()
+        try:
+            deadline = time.monotonic() + 20
+            while h.status() != "delayed" and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            worker.stop(timeout=20)
+        assert h.status() == "delayed" and calls == []
+        assert "waiting for its child entry" in (h.reason() or "")

@@ -19,7 +19,6 @@ from preloaded import Preloaded
 from benchmarks.queue_kill import (
     APP,
     app_env,
-    children,
     kill_trial,
     producer,
     stop,
@@ -112,13 +111,13 @@ class TestOnPostgreSQL:
 
 
 class TestAChildRunAndItsParent:
-    """A run enqueued by a running run (queueing/children.py): the parent, waiting for its
-    child's result, is SIGKILLed, then the worker running the child. One worker thread in
-    each of 2 processes, so parent and child are in different processes."""
+    """A run enqueued by a running run (queueing/children.py), on the same queue as its
+    parent with ``concurrency=1`` (one worker thread in each of 2 processes): the parent is
+    suspended while it waits (the one slot free for the child), and the worker is
+    SIGKILLed in the child's step."""
 
-    @pytest.mark.parametrize("db", ["file", "postgres"])
-    @pytest.mark.parametrize("task", ["parent", "aparent"])
-    def test_neither_kill_repays_a_step_nor_enqueues_the_child_again(
+    @pytest.mark.parametrize(("db", "task"), [("file", "parent"), ("postgres", "aparent")])
+    def test_one_slot_holds_both_and_a_kill_repays_no_step_nor_enqueues_the_child_again(
         self, forker: Preloaded, tmp_path: Path, db: str, task: str
     ) -> None:
         location = None
@@ -126,7 +125,7 @@ class TestAChildRunAndItsParent:
             import pg_server
 
             location = pg_server.location()
-        env = app_env(tmp_path, None, location)
+        env = app_env(tmp_path, 1, location)
         q = producer(env)
         q.task(lambda *a: None, name=task)
         ledger = Path(env["QUEUE_LEDGER"])
@@ -139,20 +138,17 @@ class TestAChildRunAndItsParent:
         pid, wait = starter(forker)(env, 1, 2)
         try:
             h = q.enqueue(task, flag)
-            waiting = "the parent waiting, its child in its step"
-            until(lambda: bool(pids("P") and pids("H")), waiting)
-            parent, child = pids("P")[0], pids("H")[0]
-            assert parent != child and {parent, child} <= set(children(pid))
-            os.kill(parent, signal.SIGKILL)  # the parent, waiting for its child's result
-            until(lambda: len(pids("P")) == 2, "the parent resumed by another process")
-            os.kill(child, signal.SIGKILL)  # the worker in the child's step
+            until(lambda: bool(pids("H")), "the child in its step, in the parent's one slot")
+            assert h.status() == "delayed" and "waiting for its child" in (h.reason() or "")
+            (child,) = pids("H")
+            os.kill(child, signal.SIGKILL)  # the worker in the child's step, the parent queued
             assert h.result(timeout=60) == 11
         finally:
             code = stop(pid, wait)
         assert code == 0
         assert len(pids("B")) == 1  # the parent's finished step: not run again
         assert len(pids("F")) == 2  # the child's step: again only where it was killed
-        assert pids("P")[1] not in (parent, child)
+        assert len(pids("P")) == 2 and pids("P")[1] != child  # resumed by the new process
         assert entries(env["QUEUE_DB"]) == {task: [2], "hang": [2]}  # one child, taken over
 
 

@@ -313,3 +313,81 @@ class TestPagingRunsAndEntries:
         (shown,) = list_runs_and_entries(open_inspector(db))
         assert shown.id == run_id and shown.queue is not None and shown.queue.entry == h.id
         assert "back in queue emails" in (run_note(shown) or "")
+
+    def test_a_suspended_run_is_delayed_with_its_reason_in_every_view(self, db: str) -> None:
+        from letitloop import RateLimited
+        from letitloop.inspection.queue_listing import list_runs_and_entries, queue_stats
+        from letitloop.runtext.runs import run_note
+
+        q = Queue("limited", path=db)
+
+        @q.task
+        def call() -> None:
+            step("before", lambda: 1)
+            raise RateLimited(retry_after=3600)
+
+        h = q.enqueue(call)
+        worker = q.worker().start()
+        try:
+            wait_until(lambda: h.status() == "delayed", "the run suspended")
+        finally:
+            worker.stop(timeout=20)
+        reason = "RateLimited: rate limited: retry after 3600 s"
+        assert h.reason() == reason
+        journal = open_inspector(db)
+        # Not "crashed": nobody holds it, by design; --status delayed finds it.
+        (shown,) = list_runs_and_entries(journal, status=["delayed"], queue=None)
+        assert shown.id == h.run_id and shown.state == "delayed"
+        assert reason in (run_note(shown) or "")
+        assert not list_runs_and_entries(journal, status=["crashed"])
+        (stats,) = [s for s in queue_stats(journal) if s.queue == "limited"]
+        assert stats.counts["delayed"] == 1 and stats.counts["crashed"] == 0
+        code, shown_text, _ = lil(db, "show", h.run_id or "")  # the real entry point
+        assert code == 0 and "state     delayed — back in its queue" in shown_text
+        assert reason in shown_text
+
+
+class TestTheListingsQueries:
+    def test_an_older_file_gains_the_link_and_indexes_and_the_listings_use_them(
+        self, tmp_path: Path
+    ) -> None:
+        import shutil
+        import sqlite3
+
+        from letitloop import Journal
+        from letitloop.inspection.queue_listing import queue_stats
+
+        db = tmp_path / "journal.db"
+        shutil.copy(Path(__file__).parent / "golden" / "streams.db", db)  # schema 22
+        with sqlite3.connect(db) as c:  # an entry of that version, its columns as they were
+            c.execute(
+                "INSERT INTO queue_entries (id, queue, task, run_name, args, status, "
+                "not_before, enqueued_at) VALUES ('01OLD', 'q', 't', 'old', '[[], {}]', "
+                "'queued', '2000-01-01T00:00:00.000000+00:00', "
+                "'2000-01-01T00:00:00.000000+00:00')"
+            )
+        with Journal("opener", path=db):  # a writer upgrades it
+            pass
+        with sqlite3.connect(db) as c:
+            columns = {r[1] for r in c.execute("PRAGMA table_info(queue_entries)")}
+            assert "parent_run" in columns
+            assert c.execute("SELECT parent_run FROM queue_entries").fetchall() == [(None,)]
+
+            def plan(sql: str, *args: Any) -> str:
+                return " ".join(str(r[-1]) for r in c.execute(f"EXPLAIN QUERY PLAN {sql}", args))
+
+            # lil runs: a page's runs looked up by run id, not a scan of every entry.
+            tag = plan("SELECT id FROM queue_entries WHERE run_id IN (?, ?)", "a", "b")
+            assert "USING INDEX queue_entries_run" in tag, tag
+            # lil queues: counted from the index alone, never reading the rows.
+            counts = plan(
+                "SELECT queue, status, status = 'queued' AND not_before > ? AS delayed, "
+                "count(*), min(not_before) FROM queue_entries GROUP BY queue, status, delayed",
+                "2000",
+            )
+            assert "COVERING INDEX queue_entries_ready" in counts, counts
+        (stats,) = queue_stats(open_inspector(db))
+        assert (
+            stats.counts["queued"] == 1
+            and stats.oldest_waiting == "2000-01-01T00:00:00.000000+00:00"
+        )

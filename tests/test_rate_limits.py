@@ -115,6 +115,7 @@ class TestARateLimitedQueuedRun:
         @q.task
         def other() -> str:
             seen["limited"] = (a.status(), q.store.state(a.id))
+            seen["reason"] = a.reason()
             return step("other", note, "other")
 
         a = q.enqueue(limited)
@@ -126,9 +127,10 @@ class TestARateLimitedQueuedRun:
             worker.stop(timeout=20)
         # The one slot and the one thread went to the other run while it waited.
         assert calls == ["before", "call", "other", "call"]
-        status, state = seen["limited"]
-        assert status == "queued" and state.attempt == 1
+        status, state = seen["limited"]  # told apart from a queued run: not due yet
+        assert status == "delayed" and state.attempt == 1
         assert state.error == "RateLimited: rate limited: retry after 0.3 s"
+        assert seen["reason"] == state.error and a.reason() is None  # said while it waited
         assert worker.counts == {"suspended": 1, "completed": 2}
         run = find_run(open_inspector(db), a.run_id or "")
         assert run.status == "completed"

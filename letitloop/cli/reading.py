@@ -214,8 +214,10 @@ def show(
       lil show 01JD7X3K9Q --step fetch_user
       lil show customer_sync --follow
     """
+    from dataclasses import replace
+
     from ..inspection import export_records, export_run, find_run, show_run
-    from ..inspection.queue_listing import queue_entries
+    from ..inspection.queue_listing import queue_entries, with_entry
     from ..runtext import render
     from ..runtext.detail import show_lines, step_lines, step_record
     from ..runtext.queues import entry_line, entry_lines
@@ -245,8 +247,11 @@ def show(
         elif step_key is not None:
             render.echo(step_lines(detail, step_key))
         else:
+            entries = queue_entries(journal, run_ids=[run.id])[:1]
+            if entries:  # a run given back to its queue is told in its entry's state
+                detail = replace(detail, run=with_entry(detail.run, entries[0]))
             lines = show_lines(detail, full)
-            for entry in queue_entries(journal, run_ids=[run.id])[:1]:
+            for entry in entries:
                 lines.insert(1, entry_line(entry))
             render.echo(lines)
     finally:

@@ -51,6 +51,8 @@ class QueueTag:
     """When it is due (``delay=``), ISO-8601 UTC."""
     attempt: int
     """How many times a worker claimed it."""
+    reason: str | None = None
+    """Why a run given back to its queue waits (a rate limit, a child it waits for)."""
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,11 @@ class QueueEntry:
 
     @property
     def tag(self) -> QueueTag:
+        waits = self.state in ("queued", "delayed")
         return QueueTag(
-            self.queue, self.id, self.priority, self.state, self.not_before, self.attempt
-        )
+            self.queue, self.id, self.priority, self.state, self.not_before, self.attempt,
+            self.error if waits else None,
+        )  # fmt: skip
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -21,12 +21,25 @@ class QueueEntries(Protocol):
         run_names: Sequence[str] | None = None,
         unstarted: bool = False,
         limit: int | None = None,
+        status: str | None = None,
     ) -> list[dict[str, Any]]:
         """Queue entries as recorded (:data:`~.records.QUEUE_COLUMNS`), newest first: of
         ``queue``, with one of ``ids``, whose run is one of ``run_ids`` or is named one of
-        ``run_names``, with no run yet (``unstarted``): every condition given holds; at
-        most ``limit`` (None: all). None
+        ``run_names``, with no run yet (``unstarted``), recorded as ``status``: every
+        condition given holds; at most ``limit`` (None: all). None
         in a journal no queue has used."""
+        ...
+
+    def queue_counts(self, queue: str | None, now: str) -> list[tuple[str, str, bool, int, str]]:
+        """``(queue, recorded status, queued but not due at ``now``, how many, the earliest
+        due)`` of each group of entries (of ``queue`` alone, if given), counted by the
+        store (``lil queues``)."""
+        ...
+
+    def queue_parents(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """The run that enqueued the entry of each of these runs (a child's parent run id,
+        ``parent_run``), by run id; none for an entry enqueued outside a run, or recorded
+        before the link was (migration 0023)."""
         ...
 
     def queue_held(self, entry_ids: Sequence[str]) -> set[str]:

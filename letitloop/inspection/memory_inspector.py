@@ -232,8 +232,15 @@ class MemoryInspector(MemoryDetail):
         run_names: Sequence[str] | None = None,
         unstarted: bool = False,
         limit: int | None = None,
+        status: str | None = None,
     ) -> list[dict[str, Any]]:
         return []
+
+    def queue_counts(self, queue: str | None, now: str) -> list[tuple[str, str, bool, int, str]]:
+        return []
+
+    def queue_parents(self, run_ids: Sequence[str]) -> dict[str, str]:
+        return {}
 
     def queue_held(self, entry_ids: Sequence[str]) -> set[str]:
         return set()

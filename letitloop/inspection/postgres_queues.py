@@ -12,7 +12,7 @@ from ..stores.postgres.database import migrate, server_errors
 from ..stores.postgres.holding import is_held
 from .entries import QUEUE_COLUMNS
 from .postgres_snapshots import has_tables
-from .sqlite_filters import CANCEL_ENTRY, REQUEUE, queue_conditions
+from .sqlite_filters import CANCEL_ENTRY, QUEUE_COUNTS, REQUEUE, queue_conditions
 
 #: ``lil reset`` of a queue's run: its entry back in its queue (as a file's).
 _REQUEUE = REQUEUE.format(table="ll_queue_entries")
@@ -43,8 +43,11 @@ class PostgresQueues:
         run_names: Sequence[str] | None = None,
         unstarted: bool = False,
         limit: int | None = None,
+        status: str | None = None,
     ) -> list[dict[str, Any]]:
-        conditions, params = queue_conditions(queue, ids, run_ids, run_names, unstarted, "%s")
+        conditions, params = queue_conditions(
+            queue, ids, run_ids, run_names, unstarted, "%s", status
+        )
         if conditions is None:
             return []
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
@@ -53,6 +56,27 @@ class PostgresQueues:
             + ("" if limit is None else f" LIMIT {int(limit)}"),
             tuple(params),
         )
+
+    def queue_counts(self, queue: str | None, now: str) -> list[tuple[str, str, bool, int, str]]:
+        where = "" if queue is None else " WHERE queue = %s"
+        rows = self._dicts(
+            QUEUE_COUNTS.format(table="ll_queue_entries", where=where),
+            (now,) if queue is None else (now, queue),
+        )
+        return [
+            (str(r["queue"]), str(r["status"]), bool(r["delayed"]), int(r["count"]), str(r["min"]))
+            for r in rows
+        ]
+
+    def queue_parents(self, run_ids: Sequence[str]) -> dict[str, str]:
+        if not run_ids:
+            return {}
+        rows = self._dicts(
+            "SELECT run_id, parent_run FROM ll_queue_entries WHERE run_id = ANY(%s) "
+            "AND parent_run IS NOT NULL",
+            (list(run_ids),),
+        )
+        return {str(r["run_id"]): str(r["parent_run"]) for r in rows}
 
     def queue_held(self, entry_ids: Sequence[str]) -> set[str]:
         self._check()

@@ -140,7 +140,16 @@ def tagged(inspector: Inspector | Store, runs: list[RunInfo]) -> list[RunInfo]:
         return runs
     journal = as_inspector(inspector)
     by_run = {e.run_id: e for e in queue_entries(journal, run_ids=[r.id for r in runs]) if e.run_id}
-    return [replace(r, queue=by_run[r.id].tag) if r.id in by_run else r for r in runs]
+    return [with_entry(r, by_run[r.id]) if r.id in by_run else r for r in runs]
+
+
+def with_entry(run: RunInfo, entry: QueueEntry) -> RunInfo:
+    """``run`` told with its queue ``entry``: a run its worker gave back to the queue
+    (suspended by a rate limit or for its child, or let go of by a drain) is in the
+    entry's state, ``queued`` or ``delayed``, not ``crashed``: nobody holds it, by design."""
+    if run.state == "crashed" and entry.state in WAITING:
+        return replace(run, queue=entry.tag, state=entry.state)
+    return replace(run, queue=entry.tag)
 
 
 def _selects(
@@ -201,6 +210,8 @@ def list_runs_and_entries(
     found: list[RunInfo] = []
     unknown_goal: RunNotFoundError | None = None
     run_states = None if wanted is None else wanted - set(WAITING)
+    if run_states is not None and wanted is not None and wanted & set(WAITING):
+        run_states.add("crashed")  # a run given back to its queue: told as its entry
     if run_states is None or run_states:
         try:
             found = list_runs(
@@ -210,6 +221,8 @@ def list_runs_and_entries(
         except RunNotFoundError as exc:
             unknown_goal = exc  # unless the goal is a task whose entries wait: no run yet
         found = tagged(journal, found)
+        if wanted is not None:
+            found = [r for r in found if r.state in wanted]
     waiting: list[RunInfo] = []
     if not inputs and version is None:
         # The newest ``want`` are enough unless a condition is checked here, after reading.
@@ -257,7 +270,7 @@ def _of_queue(
         else:
             if allowed is not None and run.id not in allowed:
                 continue
-            shown = replace(run, queue=entry.tag)
+            shown = with_entry(run, entry)
         if wanted is not None and shown.state not in wanted:
             continue
         out.append(shown)
@@ -311,20 +324,30 @@ class QueueStats:
 
 
 def queue_stats(inspector: QueueEntries | Store, queue: str | None = None) -> list[QueueStats]:
-    """Each queue of the journal (or ``queue`` alone), by name."""
+    """Each queue of the journal (or ``queue`` alone), by name: counted by the store
+    (``GROUP BY``, from the entries' index), the claimed entries alone read one by one
+    (whether a live worker holds each)."""
     journal = as_inspector(inspector)
-    by_queue: dict[str, list[QueueEntry]] = {}
-    for entry in queue_entries(journal, queue):
-        by_queue.setdefault(entry.queue, []).append(entry)
-    out = []
-    for name in sorted(by_queue):
-        entries = by_queue[name]
-        counts = dict.fromkeys(ENTRY_STATES, 0)
-        for e in entries:
-            counts[e.state] = counts.get(e.state, 0) + 1
-        due = [max(e.enqueued_at, e.not_before) for e in entries if e.state == "queued"]
-        workers = sorted(
-            {f"{e.holder_pid}@{e.holder_host}" for e in entries if e.state == "running"}
-        )
-        out.append(QueueStats(name, counts, min(due) if due else None, workers))
-    return out
+    now = utc_iso(time.time())
+    counts: dict[str, dict[str, int]] = {}
+    due: dict[str, str] = {}
+    claimed: set[str] = set()
+    for name, status, delayed, n, earliest in journal.queue_counts(queue, now):
+        of = counts.setdefault(name, dict.fromkeys(ENTRY_STATES, 0))
+        if status == "claimed":
+            claimed.add(name)
+            continue
+        state = "delayed" if delayed else status
+        of[state] = of.get(state, 0) + n
+        if state == "queued":  # not_before: never before it was enqueued
+            due[name] = min(due.get(name, earliest), earliest)
+    workers: dict[str, set[str]] = {}
+    for name in sorted(claimed):
+        for e in entries_of(journal, journal.queue_rows(name, status="claimed")):
+            counts[name][e.state] = counts[name].get(e.state, 0) + 1
+            if e.state == "running":
+                workers.setdefault(name, set()).add(f"{e.holder_pid}@{e.holder_host}")
+    return [
+        QueueStats(name, counts[name], due.get(name), sorted(workers.get(name, ())))
+        for name in sorted(counts)
+    ]

@@ -98,6 +98,7 @@ def queue_conditions(
     run_names: Sequence[str] | None,
     unstarted: bool,
     mark: str,
+    status: str | None = None,
 ) -> tuple[list[str] | None, list[Any]]:
     """Which queue entries (``Inspector.queue_rows``) as SQL conditions and their parameters,
     ``mark`` the placeholder (``?`` for a file, ``%s`` for PostgreSQL); (None, []) when a
@@ -116,7 +117,19 @@ def queue_conditions(
         params.extend(values)
     if unstarted:
         conditions.append("run_id IS NULL")
+    if status is not None:
+        conditions.append(f"status = {mark}")
+        params.append(status)
     return conditions, params
+
+
+#: ``lil queues``: each queue's entries counted per recorded status, those queued and not
+#: due yet apart (``delayed``), and the earliest due of each group: (now, [queue]), ``%s``
+#: marks. Read from the ``queue_entries_ready`` index alone (queue, status, ..., not_before).
+QUEUE_COUNTS = (
+    "SELECT queue, status, status = 'queued' AND not_before > %s AS delayed, count(*), "
+    "min(not_before) FROM {table}{where} GROUP BY queue, status, delayed"
+)
 
 
 #: ``lil cancel`` of an entry no worker took: (finished_at, error, entry id), ``%s`` marks.

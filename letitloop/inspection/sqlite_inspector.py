@@ -29,7 +29,7 @@ from .records import RunInfo, WaitRow
 from .sqlite_changes import bind_copied_rows, delete_runs, goals_left_empty, has_table
 from .sqlite_copy import read_image, write_images
 from .sqlite_detail import SqliteDetail
-from .sqlite_filters import CANCEL_ENTRY, REQUEUE, queue_conditions
+from .sqlite_filters import CANCEL_ENTRY, QUEUE_COUNTS, REQUEUE, queue_conditions
 from .sqlite_fixture import copy_run_to_file
 
 #: Whatever part of the Inspector a caller of :func:`as_inspector` names.
@@ -167,10 +167,13 @@ class SqliteInspector(SqliteDetail):
         run_names: Sequence[str] | None = None,
         unstarted: bool = False,
         limit: int | None = None,
+        status: str | None = None,
     ) -> list[dict[str, Any]]:
         if not has_table(self.store, "queue_entries"):  # an older file, read as it is
             return []
-        conditions, params = queue_conditions(queue, ids, run_ids, run_names, unstarted, "?")
+        conditions, params = queue_conditions(
+            queue, ids, run_ids, run_names, unstarted, "?", status
+        )
         if conditions is None:
             return []
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
@@ -180,6 +183,29 @@ class SqliteInspector(SqliteDetail):
             params,
         )
         return [dict(zip(QUEUE_COLUMNS, r, strict=True)) for r in rows]
+
+    def queue_counts(self, queue: str | None, now: str) -> list[tuple[str, str, bool, int, str]]:
+        if not has_table(self.store, "queue_entries"):
+            return []
+        where = "" if queue is None else " WHERE queue = %s"
+        sql = QUEUE_COUNTS.format(table="queue_entries", where=where).replace("%s", "?")
+        rows = self.store.query(sql, (now,) if queue is None else (now, queue))
+        return [(str(q), str(s), bool(d), int(n), str(due)) for q, s, d, n, due in rows]
+
+    def queue_parents(self, run_ids: Sequence[str]) -> dict[str, str]:
+        if not run_ids or not has_table(self.store, "queue_entries"):
+            return {}
+        found: dict[str, str] = {}
+        for i in range(0, len(run_ids), 500):
+            part = list(run_ids[i : i + 500])
+            found.update(
+                self.store.query(
+                    f"SELECT run_id, parent_run FROM queue_entries WHERE run_id IN "
+                    f"({','.join('?' * len(part))}) AND parent_run IS NOT NULL",
+                    part,
+                )
+            )
+        return found
 
     def queue_held(self, entry_ids: Sequence[str]) -> set[str]:
         return {i for i in entry_ids if locks.is_held(self.store.lock_name("queue", i))}

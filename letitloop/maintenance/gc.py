@@ -3,7 +3,8 @@ empty dropped, dead lock files swept and the file vacuumed (:func:`gc_runs`).
 
 A work queue's run goes by the same rules, with its entry once the entry ended; a run
 whose entry is still queued or claimed is never removed (a worker runs it, or takes it
-over), and an entry that ended with no run (cancelled while queued) goes when it is
+over), nor a child run whose parent run has not ended (the parent reads its result
+later), and an entry that ended with no run (cancelled while queued) goes when it is
 as old.
 """
 
@@ -47,8 +48,9 @@ class GcResult:
     """Ended work-queue entries removed: those of the runs removed, and those that ended
     before a worker started a run (cancelled while queued) as long ago."""
     skipped_queued: list[RunInfo] = field(default_factory=list)
-    """Old runs left alone because their queue entry is still queued or claimed: a worker
-    runs them again (a crashed one is taken over)."""
+    """Old runs left alone because their queue entry is still queued or claimed (a worker
+    runs them again; a crashed one is taken over), or because they are a queue's child
+    runs whose parent run has not ended (it has still to read their result)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -108,6 +110,35 @@ def _queued_runs(journal: QueueEntries, runs: list[RunInfo]) -> set[str]:
     }
 
 
+def _waited_children(journal: Inspector, runs: list[RunInfo]) -> set[str]:
+    """The ids of ``runs`` that are a queue's child runs whose parent run has not ended (it
+    runs, or is suspended waiting for them): never gc's, so the parent still reads the
+    result. The parent is the entry's ``parent_run``, else the child's run name's prefix
+    (``<parent run id>:<step key>``: a file recorded before the link was)."""
+    entries = queue_entries(journal, run_ids=[r.id for r in runs])
+    if not entries:
+        return set()
+    linked = journal.queue_parents([e.run_id for e in entries if e.run_id is not None])
+    parents: dict[str, str] = {}
+    for e in entries:
+        if e.run_id is None:
+            continue
+        parent = linked.get(e.run_id)
+        if parent is None and ":" in e.run_name:
+            parent = e.run_name.split(":", 1)[0]
+        if parent is not None:
+            parents[e.run_id] = parent
+    kept = set()
+    states: dict[str, str | None] = {}
+    for child, parent in parents.items():
+        if parent not in states:
+            found = journal.run(parent)
+            states[parent] = None if found is None else found.state
+        if states[parent] not in (None, "completed", "failed", "cancelled"):
+            kept.add(child)
+    return kept
+
+
 def _ended_entries(
     journal: QueueEntries, removed: list[RunInfo], cutoff: str, wanted: set[str] | None
 ) -> list[str]:
@@ -147,6 +178,7 @@ def gc_runs(
     journal = as_inspector(inspector)
     removable, live = gc_candidates(journal, older_than, status=status, now=now)
     queued = _queued_runs(journal, removable)
+    queued |= _waited_children(journal, [r for r in removable if r.id not in queued])
     kept = [r for r in removable if r.id in queued]
     removable = [r for r in removable if r.id not in queued]
     wanted = None if status is None else ({status} if isinstance(status, str) else set(status))

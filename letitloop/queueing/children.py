@@ -19,14 +19,23 @@ and gets the same child: nothing is enqueued twice.
   running meanwhile (a kill of that worker is the queue's take-over).
 - The wait stops at the parent's cancel or release (a draining worker lets
   go of the parent at once, instead of waiting for the child).
+- A parent that a queue's worker runs does not wait in its worker thread: a
+  child not ended yet suspends it (:class:`ChildPending`, a release of the
+  run), its entry back in its queue, due when the child ends (the child's
+  ``finish`` makes it due at once: ``parent_run`` on the child's entry) or
+  after a short recheck; its slot and thread are free meanwhile, so a parent
+  and its child fit one slot. Resumed, its recorded steps replay and the
+  ``result:`` step runs again, this time finding the child ended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from ..errors import RunReleasedError
 from ..identity.names import MAX_NAME_LENGTH
 from ..identity.step_names import Named
 from ..identity.unchecked import unchecked
@@ -43,6 +52,46 @@ RESULT = "letitloop:queue.result"
 
 #: The longest a waiting parent naps between two looks at its child's entry.
 MAX_NAP = 0.1
+
+#: The queued run a worker runs in this context (``queue_worker.py``): a wait of it for a
+#: child that has not ended suspends it instead of holding the worker's thread.
+worker_run: ContextVar[Journal | None] = ContextVar("letitloop_queue_worker_run", default=None)
+
+
+#: The child entry each suspended parent waits for, by ``id()`` of its journal: set when
+#: it is let go of, taken by its worker (``waited_child``) however the task then ended
+#: (a task that caught ChildPending and went on ends released all the same).
+waiting: dict[int, str] = {}
+
+
+def waited_child(j: Journal) -> str | None:
+    """The child entry run ``j`` was let go of to wait for (forgotten here), if any."""
+    return waiting.pop(id(j), None)
+
+
+class ChildPending(RunReleasedError):
+    """A queued parent let go of while its child runs: its worker queues it again, due when
+    the child ends (``child`` is the child's entry id)."""
+
+    def __init__(self, message: str, *, run_id: str, reason: str, child: str) -> None:
+        super().__init__(message, run_id=run_id, reason=reason)
+        self.child = child
+
+
+def _suspend(j: Journal, handle: Handle) -> BaseException:
+    """What a worker's parent raises when its child ``handle`` has not ended: ChildPending
+    (the run released), or the cancel or release noted before."""
+    reason = f"waiting for its child, entry {handle.id} of queue {handle.queue.name!r}"
+    if not j._cancel.release(reason):
+        return cancellation.error(j)
+    waiting[id(j)] = handle.id  # read by queue_worker._let_go, however the task ends
+    return ChildPending(
+        f"run {j.run_id} of goal {j.goal!r}: {reason}; it is queued again, due when the "
+        f"child ends, and its recorded steps replay then",
+        run_id=j.run_id,
+        reason=reason,
+        child=handle.id,
+    )
 
 
 def parent() -> Journal | None:
@@ -77,7 +126,7 @@ def enqueue(
         now = time.time()
         found = queue.store.enqueue(
             queue_name, task, run or child_name(here[0].run_id, here[1]), args, priority,
-            dedup_key, now + delay, now, once=True,
+            dedup_key, now + delay, now, once=True, parent_run=here[0].run_id,
         )  # fmt: skip
         return [found[0], found[1]]
 
@@ -108,6 +157,8 @@ def result(j: Journal, handle: Handle, timeout: float | None) -> Any:
             found = handle._ended()
             if found is not None:
                 return found()
+            if worker_run.get() is j:  # a queued parent: suspended, its thread freed
+                raise _suspend(j, handle)
             if j._cancel.reason is not None:
                 raise cancellation.error(j)
             if deadline is not None and time.monotonic() >= deadline:
@@ -127,6 +178,8 @@ async def async_result(j: Journal, handle: Handle) -> Any:
             found = await asyncio.to_thread(handle._ended)
             if found is not None:
                 return found()
+            if worker_run.get() is j:  # a queued parent: suspended, its thread freed
+                raise _suspend(j, handle)
             if j._cancel.reason is not None:
                 raise cancellation.error(j)
             await asyncio.sleep(nap)

@@ -57,6 +57,8 @@ class EntryState(NamedTuple):
     result: str | None
     error: str | None
     attempt: int
+    #: When it is due (ISO-8601 UTC): a queued entry not due yet is ``delayed``.
+    not_before: str = ""
 
 
 def seconds(iso: str | None) -> float:

@@ -39,7 +39,7 @@ from .. import codec
 from ..errors import LetItLoopError, RunCancelledError, RunReleasedError, error_text
 from ..run import cancellation
 from ..run.journal import Journal
-from . import rate_limits
+from . import children, rate_limits
 from .queue_records import WAKEUPS, Claimed
 
 if TYPE_CHECKING:
@@ -53,6 +53,10 @@ MAX_NAP = 0.1
 #: does not spin; one killed by a signal is started again at once.
 QUICK_DEATH = 1.0
 RESTART_CEILING = 10.0
+#: The longest a parent suspended for its child waits before it looks at the child again,
+#: if the child's end did not make it due first (``children.py``): 0.5 s after its first
+#: claim, doubling with each claim.
+CHILD_RECHECK = 5.0
 
 
 class Worker:
@@ -221,15 +225,18 @@ class Worker:
                 if j.was_completed:
                     value = j.recorded_result()
                 else:
-                    value = _call(j, fn, args, kwargs)
+                    token = children.worker_run.set(j)  # a wait for a child suspends it
+                    try:
+                        value = _call(j, fn, args, kwargs)
+                    finally:
+                        children.worker_run.reset(token)
                     j.set_result(value)
         except _Suspended as suspended:
             why = error_text(suspended.cause)
             store.release(claimed, time.time() + suspended.seconds, why)
             return "suspended"
         except RunReleasedError:
-            store.release(claimed)
-            return "released"
+            return _let_go(store, claimed, j)
         except RunCancelledError as exc:
             store.finish(claimed, "cancelled", None, error_text(exc), time.time())
             return "cancelled"
@@ -239,6 +246,8 @@ class Worker:
                 store.release(claimed)
                 self._stopping.wait(MAX_NAP)
                 return "released"
+            if j._cancel.released and children.waiting.get(id(j)):  # it caught its wait's
+                return _let_go(store, claimed, j)  # error, then raised another
             store.finish(claimed, "failed", None, error_text(exc), time.time())
             return "failed"
         except BaseException:
@@ -247,6 +256,8 @@ class Worker:
         finally:
             with self._lock:
                 self._running.discard(j)
+        if j._cancel.released and children.waiting.get(id(j)):  # it caught its wait's error
+            return _let_go(store, claimed, j)
         store.finish(claimed, "completed", codec.encode(value, queue.registry), None, time.time())
         return "completed"
 
@@ -324,6 +335,18 @@ class _Supervisor:
             if not self.stopping:
                 self.fork()
         return 0
+
+
+def _let_go(store: Any, claimed: Claimed, j: Journal) -> str:
+    """Give back the entry of run ``j``, which was let go of: due when the child it waits
+    for ends (``children.py``), else at once (a drain)."""
+    child = children.waited_child(j)
+    if child is None:
+        store.release(claimed)
+        return "released"
+    due = time.time() + min(CHILD_RECHECK, 0.25 * 2 ** min(claimed.attempt, 5))
+    store.release(claimed, due, f"waiting for its child entry {child}", child=child)
+    return "waiting"
 
 
 class _Suspended(Exception):

@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import codec
 from ..errors import EncodeError, QueueError, RunCancelledError
 from ..identity.names import check_name
+from ..primitives.clock import utc_iso
 from ..stores.schemes import malformed_url, scheme_of
 from ..stores.sqlite.queue import SqliteQueue
 from . import children
-from .queue_records import ENDED, Limits
+from .queue_records import ENDED, EntryState, Limits
 
 if TYPE_CHECKING:
     from ..stores.postgres.queue import PostgresQueue
@@ -235,11 +236,24 @@ class Handle:
         return None if found is None else found.run_id
 
     def status(self) -> str:
-        """``queued``, ``running``, ``completed``, ``failed`` or ``cancelled``."""
+        """``queued``, ``delayed`` (queued, not due yet: a ``delay=``, a rate limit's reset,
+        a parent waiting for its child; :meth:`reason` says why), ``running``,
+        ``completed``, ``failed`` or ``cancelled``: the states ``lil runs`` shows."""
+        found = self._state()
+        if found.status == "queued" and found.not_before > utc_iso(time.time()):
+            return "delayed"
+        return _SAID.get(found.status, found.status)
+
+    def reason(self) -> str | None:
+        """Why it waits (a run given back to its queue: a rate limit, a child it waits
+        for), or why it failed or was cancelled; None when nothing was said."""
+        return self._state().error
+
+    def _state(self) -> EntryState:
         found = self.queue.store.state(self.id)
         if found is None:
             raise QueueError(f"queue {self.queue.name!r}: entry {self.id!r} is gone")
-        return _SAID.get(found.status, found.status)
+        return found
 
     def cancel(self, reason: str = "cancelled") -> str:
         """Cancel it: a queued run never starts (``'cancelled'``); a running one stops at its

@@ -68,6 +68,9 @@ def _state_line(run: RunInfo) -> str:
         if not died and run.pauses:
             where = f" {paused_in(run.pauses[0])}"
         state += f" — its last process (pid {run.holder_pid} on {run.holder_host}) died{where}"
+    elif run.state in ("queued", "delayed") and run.queue is not None:  # given back
+        why = f" ({run.queue.reason})" if run.queue.reason else ""
+        state += f" — back in its queue, due {render.local_time(run.queue.not_before)}{why}"
     elif run.state == "pending":
         state += " — no process has opened it yet"  # a fresh fork
     elif run.state == "waiting":

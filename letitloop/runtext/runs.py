@@ -52,6 +52,11 @@ def queue_text(r: RunInfo) -> str:
     q = r.queue
     assert q is not None
     on = f"queue {q.queue}, priority {q.priority}, entry {q.entry}"
+    if r.attempts > 0 and q.state in ("queued", "delayed"):  # given back to its queue
+        why = f": {q.reason}" if q.reason else ""
+        if q.state == "delayed":  # until then (a rate limit's reset, its child's end)
+            return f"back in {on}: due {render.local_time(q.not_before)}{why}"
+        return f"back in {on}: the next worker resumes it{why}"  # a drain, a child's end
     if r.state == "queued":
         return f"queued on {on}: no worker took it yet"
     if r.state == "delayed":
@@ -62,10 +67,6 @@ def queue_text(r: RunInfo) -> str:
         return f"{on}: its worker died before it started; the next worker takes it over"
     if r.attempts == 0:
         return f"{on}: a worker took it, starting"
-    if q.state == "delayed":  # given back to its queue until then (a rate limit's reset)
-        return f"back in {on}: due {render.local_time(q.not_before)}"
-    if q.state == "queued":  # given back by a draining worker: the next one resumes it
-        return f"back in {on}: the next worker resumes it"
     return f"from {on}"
 
 

@@ -32,24 +32,29 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 from ...identity.ids import HOST, new_run_id
 from ...primitives.clock import utc_iso
 from ...queueing.queue_records import (
-    CANDIDATES,
     POLL_SECONDS,
     WAKEUPS,
     Claimed,
     EntryState,
     Limits,
-    seconds,
 )
 from .database import connect, lock_key, migrate, server_errors
-from .holding import PostgresHold, is_held, run_hold_text
+from .holding import PostgresHold
 from .listening import Listener, channel
+from .queue_looks import look
 
 _FENCE = " WHERE id = %s AND attempt = %s AND status = 'claimed'"
+#: A child's end makes its suspended parent due at once (as ``sqlite_queue._WAKE_PARENT``).
+_WAKE_PARENT = (
+    "UPDATE ll_queue_entries SET not_before = %s WHERE status = 'queued' AND not_before > %s "
+    "AND run_id = (SELECT parent_run FROM ll_queue_entries WHERE id = %s) RETURNING queue"
+)
 
 
 #: A queue's entry by its run's name: one that completed first, then the newest.
@@ -113,6 +118,7 @@ class PostgresQueue:
         not_before: float,
         now: float,
         once: bool = False,
+        parent_run: str | None = None,
     ) -> tuple[str, str, bool]:
         """As ``SqliteQueue.enqueue``; a dedup key is checked under the queue's lock."""
 
@@ -134,10 +140,10 @@ class PostgresQueue:
             name = entry_id if run_name is None else run_name
             c.execute(
                 "INSERT INTO ll_queue_entries (id, queue, task, run_name, args, priority, "
-                "dedup_key, status, not_before, enqueued_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s)",
+                "dedup_key, status, not_before, enqueued_at, parent_run) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, 'queued', %s, %s, %s)",
                 (entry_id, queue, task, name, args, priority, dedup_key,
-                 utc_iso(not_before), utc_iso(now)),
+                 utc_iso(not_before), utc_iso(now), parent_run),
             )  # fmt: skip
             self._notify(c, queue)
             return entry_id, name, True
@@ -150,7 +156,8 @@ class PostgresQueue:
     def state(self, entry_id: str) -> EntryState | None:
         row = self._run(
             lambda c: c.execute(
-                "SELECT status, run_id, result, error, attempt FROM ll_queue_entries WHERE id = %s",
+                "SELECT status, run_id, result, error, attempt, not_before "
+                "FROM ll_queue_entries WHERE id = %s",
                 (entry_id,),
             ).fetchone()
         )
@@ -170,13 +177,13 @@ class PostgresQueue:
 
     def claim(self, queue: str, limits: Limits, now: float) -> Claimed | float:
         """As ``SqliteQueue.claim``: a look without the queue's lock first."""
-        wait = self._run(lambda c: self._look(c, queue, limits, now, peek=True))
+        wait = self._run(lambda c: look(self, c, queue, limits, now, peek=True))
         if not isinstance(wait, list):
             return float(wait)
 
         def take(c: Any) -> Claimed | float:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (self._queue_key(queue),))
-            picked = self._look(c, queue, limits, now, peek=False)
+            picked = look(self, c, queue, limits, now, peek=False)
             if not isinstance(picked, list):
                 return float(picked)
             for entry_id in picked:
@@ -214,63 +221,6 @@ class PostgresQueue:
     def _state_of(self, claimed: Claimed) -> int | None:
         found = self.state(claimed.id)
         return None if found is None or found.status != "claimed" else found.attempt
-
-    def _look(
-        self, c: Any, queue: str, limits: Limits, now: float, peek: bool
-    ) -> list[str] | float:
-        held = c.execute(
-            "SELECT id, priority, lease_until, run_id FROM ll_queue_entries "
-            "WHERE queue = %s AND status = 'claimed'",
-            (queue,),
-        ).fetchall()
-        at = utc_iso(now)
-        expired = [(str(i), r) for i, _, lease, r in held if lease is not None and lease < at]
-        if expired and not peek:
-            self._end_holders(c, expired)
-        gone = {i for i, _ in expired}
-        dead = sorted(
-            (-int(p), str(i))
-            for i, p, _, _ in held
-            if str(i) in gone or not is_held(c, self._hold_text(str(i)))
-        )
-        if limits.concurrency is not None and len(held) - len(dead) >= limits.concurrency:
-            return POLL_SECONDS
-        if limits.rate is not None:
-            count, oldest = c.execute(
-                "SELECT count(*), min(at) FROM ll_queue_starts WHERE queue = %s AND at > %s",
-                (queue, utc_iso(now - limits.rate[1])),
-            ).fetchone()
-            if count >= limits.rate[0]:
-                return max(0.001, seconds(oldest) + limits.rate[1] - now)
-        if dead:
-            return [i for _, i in dead]
-        ready = c.execute(
-            "SELECT id FROM ll_queue_entries WHERE queue = %s AND status = 'queued' AND "
-            "not_before <= %s ORDER BY priority DESC, not_before, id LIMIT %s",
-            (queue, utc_iso(now), 1 if peek else CANDIDATES),
-        ).fetchall()
-        if not ready:
-            (due,) = c.execute(
-                "SELECT min(not_before) FROM ll_queue_entries WHERE queue = %s "
-                "AND status = 'queued'",
-                (queue,),
-            ).fetchone()
-            return POLL_SECONDS if due is None else min(POLL_SECONDS, seconds(due) - now)
-        return [str(r[0]) for r in ready]
-
-    def _end_holders(self, c: Any, expired: list[tuple[str, str | None]]) -> None:
-        """End the sessions that hold these entries (their lease ran out) and their runs."""
-        whats = [self._hold_text(i) for i, _ in expired]
-        whats += [run_hold_text(self._schema, r) for _, r in expired if r is not None]
-        for what in whats:
-            unsigned = lock_key(f"letitloop\x1f{what}") & 0xFFFFFFFFFFFFFFFF
-            c.execute(
-                "SELECT pg_terminate_backend(pid, 1000) FROM pg_locks WHERE locktype = "
-                "'advisory' AND granted AND objsubid = 1 AND pid <> pg_backend_pid() AND "
-                "database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
-                (unsigned >> 32, unsigned & 0xFFFFFFFF),
-            )
 
     def renew(self, held: list[Claimed], now: float) -> None:
         """Renew the lease of the entries this process holds (while still its own)."""
@@ -312,24 +262,56 @@ class PostgresQueue:
         self, claimed: Claimed, status: str, result: str | None, error: str | None, now: float
     ) -> bool:
         sets = "status = %s, result = %s, error = %s, finished_at = %s"
-        return self._fenced(claimed, sets, (status, result, error, utc_iso(now)), False)
+        at = utc_iso(now)
+        return self._fenced(claimed, sets, (status, result, error, at), False, wake_parent=at)
 
-    def release(self, claimed: Claimed, due: float | None = None, why: str | None = None) -> bool:
+    def release(
+        self,
+        claimed: Claimed,
+        due: float | None = None,
+        why: str | None = None,
+        child: str | None = None,
+    ) -> bool:
         """As ``SqliteQueue.release``: queued again; due now, this journal's idle workers woken."""
+        if child is not None and due is not None:  # due at once if the child ended meanwhile
+            sets = (
+                "status = 'queued', error = %s, not_before = CASE WHEN coalesce((SELECT "
+                "status FROM ll_queue_entries WHERE id = %s), 'completed') IN ('completed', "
+                "'failed', 'cancelled') THEN %s ELSE %s END"
+            )
+            now = utc_iso(time.time())
+            return self._fenced(claimed, sets, (why, child, now, utc_iso(due)), True)
         if due is None:
             return self._fenced(claimed, "status = 'queued'", (), True)
         sets = "status = 'queued', not_before = %s, error = %s"  # due later: nobody to wake
         return self._fenced(claimed, sets, (utc_iso(due), why), False)
 
-    def _fenced(self, claimed: Claimed, sets: str, args: tuple[Any, ...], queued: bool) -> bool:
+    def _fenced(
+        self,
+        claimed: Claimed,
+        sets: str,
+        args: tuple[Any, ...],
+        queued: bool,
+        wake_parent: str | None = None,
+    ) -> bool:
         """One write of the holder on its entry, fenced by its attempt, then its hold let go
-        of; ``queued``: the entry is claimable again (notified). False: not its own."""
+        of; ``queued``: the entry is claimable again (notified). ``wake_parent`` (now): the
+        entry ended, and a parent run suspended waiting for it is due at once (notified).
+        False: not its own."""
+        woken: list[str] = []
 
         def write(c: Any) -> bool:
             n = c.execute(f"UPDATE ll_queue_entries SET {sets}" + _FENCE, (*args, claimed.id,
                           claimed.attempt)).rowcount  # fmt: skip
             if n == 1 and queued:
                 self._notify(c, claimed.queue)
+            if n == 1 and wake_parent is not None:
+                woken.extend(
+                    str(r[0])
+                    for r in c.execute(_WAKE_PARENT, (wake_parent, wake_parent, claimed.id))
+                )
+                for queue in set(woken):
+                    self._notify(c, queue)
             return bool(n == 1)
 
         try:
@@ -338,6 +320,8 @@ class PostgresQueue:
             claimed.hold.release()
         if queued:
             WAKEUPS.wake(claimed.queue)
+        for queue in set(woken):
+            WAKEUPS.wake(queue)
         return mine
 
     # -- idle workers ----------------------------------------------------------

@@ -24,7 +24,6 @@ connection to the file (``stores.open_store``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -41,11 +40,13 @@ from ...queueing.queue_records import (
 )
 from . import locks
 from .pool import close_store, open_store
+from .shared_writes import SharedWrite
 
 if TYPE_CHECKING:
     import sqlite3
     import threading
     from collections.abc import Callable
+    from typing import Any
 
     from .pragmas import Durability
     from .store import Store
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 
 _ENQUEUE = (
     "INSERT INTO queue_entries (id, queue, task, run_name, args, priority, dedup_key, status, "
-    "not_before, enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)"
+    "not_before, enqueued_at, parent_run) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)"
 )
 _ACTIVE_DEDUP = (
     "SELECT id, run_name FROM queue_entries WHERE queue = ? AND dedup_key = ? "
@@ -78,6 +79,12 @@ _CLAIM = (
     "RETURNING task, run_name, args, attempt"
 )
 _FENCE = " WHERE id = ? AND attempt = ? AND status = 'claimed'"
+#: A child's end makes its parent due at once, if the parent is suspended waiting for it
+#: (``children.py``): (now, now, child entry id); the parent's queue comes back.
+_WAKE_PARENT = (
+    "UPDATE queue_entries SET not_before = ? WHERE status = 'queued' AND not_before > ? "
+    "AND run_id = (SELECT parent_run FROM queue_entries WHERE id = ?) RETURNING queue"
+)
 
 
 class SqliteQueue:
@@ -90,8 +97,8 @@ class SqliteQueue:
     def _store(self) -> Store:
         return open_store(self.path, durability=self.durability)
 
-    def _write(self) -> _Transaction:
-        return _Transaction(self._store())
+    def _write(self) -> SharedWrite:
+        return SharedWrite(self._store())
 
     def lock_path(self, store: Store, entry_id: str) -> str:
         """The lock file that holds ``entry_id`` while a worker runs it."""
@@ -110,11 +117,13 @@ class SqliteQueue:
         not_before: float,
         now: float,
         once: bool = False,
+        parent_run: str | None = None,
     ) -> tuple[str, str, bool]:
         """Add an entry; (its id, its run's name, True) — or, when ``dedup_key`` names an
         entry still queued or claimed, that entry's (id, run name, False), nothing added.
         ``once``: nor when the queue holds an entry whose run is ``run_name`` (a child
-        enqueued again by its parent's rerun: ``children.py``)."""
+        enqueued again by its parent's rerun: ``children.py``). ``parent_run``: the id of
+        the run that enqueues it (a child's parent)."""
         with self._write() as c:
             if once and run_name is not None:
                 row = c.execute(_NAMED, (queue, run_name)).fetchone()
@@ -138,6 +147,7 @@ class SqliteQueue:
                     dedup_key,
                     utc_iso(not_before),
                     utc_iso(now),
+                    parent_run,
                 ),
             )
         WAKEUPS.wake(queue)  # this process's idle workers look at once
@@ -148,7 +158,8 @@ class SqliteQueue:
         store = self._store()
         try:
             rows = store.query(
-                "SELECT status, run_id, result, error, attempt FROM queue_entries WHERE id = ?",
+                "SELECT status, run_id, result, error, attempt, not_before "
+                "FROM queue_entries WHERE id = ?",
                 (entry_id,),
             )
         finally:
@@ -222,7 +233,7 @@ class SqliteQueue:
             wait = self._look(store, store.conn.execute, queue, limits, now, peek=True)
             if not isinstance(wait, list):
                 return wait
-            with _Transaction(store, keep=True) as c:
+            with SharedWrite(store, keep=True) as c:
                 picked = self._look(store, c.execute, queue, limits, now, peek=False)
                 if not isinstance(picked, list):
                     return picked
@@ -294,31 +305,48 @@ class SqliteQueue:
         self, claimed: Claimed, status: str, result: str | None, error: str | None, now: float
     ) -> bool:
         """End the holder's entry (completed, failed, cancelled) and let go of it; False: the
-        entry was no longer its own (taken over), and nothing was written."""
+        entry was no longer its own (taken over), and nothing was written. A parent run
+        suspended waiting for it is made due at once (and this process's workers woken)."""
+        at = utc_iso(now)
+        woken: list[str] = []
         try:
             with self._write() as c:
-                return (
+                mine = (
                     c.execute(
                         "UPDATE queue_entries SET status = ?, result = ?, error = ?, "
                         "finished_at = ?" + _FENCE,
-                        (status, result, error, utc_iso(now), claimed.id, claimed.attempt),
+                        (status, result, error, at, claimed.id, claimed.attempt),
                     ).rowcount
                     == 1
                 )
+                if mine:
+                    woken = [str(r[0]) for r in c.execute(_WAKE_PARENT, (at, at, claimed.id))]
         finally:
             locks.release(claimed.hold)
+        for queue in woken:
+            WAKEUPS.wake(queue)
+        return mine
 
-    def release(self, claimed: Claimed, due: float | None = None, why: str | None = None) -> bool:
+    def release(
+        self,
+        claimed: Claimed,
+        due: float | None = None,
+        why: str | None = None,
+        child: str | None = None,
+    ) -> bool:
         """Give the holder's entry back to the queue unfinished: queued again, claimable at
-        once (a worker draining), or from ``due`` on (a run suspended by a rate limit; ``why``
-        kept in its ``error`` meanwhile); False: it was no longer the holder's."""
+        once (a worker draining), or from ``due`` on (a run suspended by a rate limit, or
+        waiting for its ``child`` entry: due at once if that ended meanwhile; ``why`` kept in
+        its ``error`` meanwhile); False: it was no longer the holder's."""
         sql = "UPDATE queue_entries SET status = 'queued'"
         args: tuple[str, str | None] | tuple[()] = ()
-        if due is not None:
-            sql += ", not_before = ?, error = ?"
-            args = (utc_iso(due), why)
         try:
             with self._write() as c:
+                if child is not None and _ended(c.execute, "queue_entries", "?", child):
+                    due = None  # the child's end came first: nothing will wake the parent
+                if due is not None:
+                    sql += ", not_before = ?, error = ?"
+                    args = (utc_iso(due), why)
                 mine = c.execute(sql + _FENCE, (*args, claimed.id, claimed.attempt)).rowcount == 1
         finally:
             locks.release(claimed.hold)
@@ -335,30 +363,10 @@ class SqliteQueue:
         return None
 
 
-class _Transaction:
-    """``Store.write()`` on a shared connection, given back at the end (unless ``keep``)."""
-
-    def __init__(self, store: Store, keep: bool = False) -> None:
-        self.store = store
-        self.keep = keep
-        self._cm: contextlib.AbstractContextManager[sqlite3.Connection] | None = None
-
-    def __enter__(self) -> sqlite3.Connection:
-        self._cm = self.store.write()
-        try:
-            return self._cm.__enter__()
-        except BaseException:
-            if not self.keep:
-                close_store(self.store)
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._cm is not None
-        try:
-            self._cm.__exit__(*exc)  # type: ignore[arg-type]
-        finally:
-            if not self.keep:
-                close_store(self.store)
+def _ended(execute: Callable[..., Any], table: str, mark: str, entry_id: str) -> bool:
+    """Whether entry ``entry_id`` ended (completed, failed, cancelled; gone counts too)."""
+    row = execute(f"SELECT status FROM {table} WHERE id = {mark}", (entry_id,)).fetchone()
+    return row is None or row[0] in ("completed", "failed", "cancelled")
 
 
 def _window(
