@@ -96,7 +96,7 @@ gc.freeze()
 
 @pytest.fixture(scope="session")
 def forker(opted_out: None) -> Iterator[Any]:
-    """CrewAI's scripts run in children of one interpreter (per xdist worker) that imported
+    """CrewAI's scripts run in children of one interpreter (one per xdist worker) that imported
     CrewAI and the adapter once (tests/preloaded.py): each a process of its own, SIGKILLed
     for real. The chains, the example, the docs block, the request trials and the budget's
     trials share it: each import of CrewAI costs about 2.5 s of CPU."""
@@ -425,11 +425,11 @@ KICKOFFS = ("async", "each", "each-async")
 def requests(tmp_path_factory: pytest.TempPathFactory, forker: Any) -> Iterator[dict[str, Any]]:
     """The request scenarios of the research crew, each run when a test first asks for it.
 
-    Session-scoped, not module-scoped: tests/conftest.py's scheduler sends each class of
-    them to whichever xdist worker is free, apart from the chains (each worker forks its
-    trials' children from its own forker), where a module-scoped fixture's tests would all
-    go to one worker. Its trials' children are forked by ``forker``: Trials' own forker
-    (a second import of CrewAI) is let go before it started."""
+    Session-scoped, not module-scoped: on xdist workers (``crewai_env.py -n 2``),
+    tests/conftest.py's scheduler sends each class of them to whichever worker is free,
+    apart from the chains, where a module-scoped fixture's tests would all go to one
+    worker. Its trials' children are forked by ``forker`` (each worker's own): Trials' own
+    forker (a second import of CrewAI) is let go before it started."""
     from request_trials import Trials
 
     trials = Trials(
