@@ -9,7 +9,8 @@ their own, ``.venvs/crewai`` in the checkout: made with ``python -m venv``,
 ``'.[crewai]'``, pytest and the plugins the suite uses (pytest-timeout,
 pytest-xdist) installed under ``.ci/crewai-constraints.txt`` (every package
 pinned; pip refuses a resolution that differs), ``pip check``ed, then
-``python -m pytest tests/test_crewai.py`` run in it on two xdist workers,
+``python -m pytest tests/test_crewai.py`` run in it in one process (``-n 2``
+after the command: on two xdist workers),
 with ``LETITLOOP_CREWAI_ENV=1`` (there a missing CrewAI fails instead of
 skipping, and the test checks the framework versions against the pins). The
 main suite runs this command as one test, beside its other tests
@@ -72,10 +73,13 @@ def main(argv: list[str]) -> int:
         return 0
     env = {**os.environ, "LETITLOOP_CREWAI_ENV": "1"}
     # pyproject's addopts but Hypothesis's plugin (CrewAI's tests use none, and this
-    # environment does not install it) and -n auto: two xdist workers (the main suite runs
-    # this beside its own tests: tests/test_crewai_env.py), tests/conftest.py's scheduler
-    # (test_crewai.py's chains and its request trials go to different workers).
-    addopts = "-ra -n 2 --dist loadscope --disable-plugin-autoload -p xdist -p timeout"
+    # environment does not install it) and -n auto: one process, no xdist worker. The main
+    # suite runs this beside its own three workers (tests/test_crewai_env.py), on a machine
+    # their tests keep busy, so CPU saved is time saved: one process forks every child from
+    # one import of CrewAI, and costs no second worker's start and import (about 86 s of CPU
+    # against 93 s on two workers, run side by side; its wall time, about 1.5 times two
+    # workers', stays well within the main suite's). ``-n 2`` after the command: two workers.
+    addopts = "-ra -n 0 --dist loadscope --disable-plugin-autoload -p xdist -p timeout"
     tests = subprocess.run(
         [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", f"addopts={addopts}",
          "tests/test_crewai.py", *args],

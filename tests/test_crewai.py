@@ -55,9 +55,10 @@ OPT_OUTS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def opted_out() -> Iterator[None]:
-    """OPT_OUTS in this process's environment while the module's forkers start."""
+    """OPT_OUTS in this process's environment while the forker starts (and its children,
+    the request trials', inherit them)."""
     saved = {k: os.environ.get(k) for k in OPT_OUTS}
     os.environ.update(OPT_OUTS)
     try:
@@ -70,14 +71,40 @@ def opted_out() -> Iterator[None]:
                 os.environ[k] = v
 
 
-@pytest.fixture(scope="module")
+#: What the forker loads besides CrewAI and the adapter, once for its few hundred children
+#: (about 0.13 s of CPU a child without them, 0.10 s with them): the modules and the
+#: Pydantic models CrewAI loads and builds at a crew's first kickoff, and the scripts'
+#: helper modules (what tests/crewai_crew.py reads of the environment at its import is
+#: the forker's: crewai_requests.py sets its kill point itself, and a chain's child runs
+#: crewai_crew.py as ``__main__``, afresh).
+#: Then its objects are frozen out of the garbage collector's reach, so that a child's
+#: collections do not copy the pages of the forker's memory they would touch.
+WARM = f"""
+import gc, sys
+import crewai.hooks.contexts, crewai.llms.cache, crewai.skills.tool
+from crewai.events.types.agent_events import (
+    AgentExecutionCompletedEvent, AgentExecutionStartedEvent,
+)
+AgentExecutionStartedEvent.model_rebuild()
+AgentExecutionCompletedEvent.model_rebuild()
+sys.path.insert(0, {str(CREW.parent)!r})
+import crewai_bills, crewai_crew, request_trials
+sys.path.remove({str(CREW.parent)!r})
+gc.collect()
+gc.freeze()
+"""
+
+
+@pytest.fixture(scope="session")
 def forker(opted_out: None) -> Iterator[Any]:
-    """The module's scripts run in children of one interpreter that imported CrewAI and the
-    adapter once (tests/preloaded.py): each a process of its own, SIGKILLed for real."""
+    """CrewAI's scripts run in children of one interpreter (one per xdist worker) that imported
+    CrewAI and the adapter once (tests/preloaded.py): each a process of its own, SIGKILLed
+    for real. The chains, the example, the docs block, the request trials and the budget's
+    trials share it: each import of CrewAI costs about 2.5 s of CPU."""
     from preloaded import Preloaded
 
-    with Preloaded("crewai", "letitloop.adapters.crewai", with_letitloop=True) as preloaded:
-        yield preloaded
+    with Preloaded("crewai", "letitloop.adapters.crewai", with_letitloop=True, warm=WARM) as pre:
+        yield pre
 
 
 @dataclass
@@ -316,7 +343,7 @@ EXAMPLE = ROOT / "examples" / "crewai_resume.py"
 
 
 def python(forker: Any, args: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
-    """``python ARGS`` in ``folder``, forked from the module's forker."""
+    """``python ARGS`` in ``folder``, forked from the session's forker."""
     folder.mkdir(parents=True, exist_ok=True)
     script, *rest = args
     done: subprocess.CompletedProcess[str] = forker.run(
@@ -396,22 +423,21 @@ KICKOFFS = ("async", "each", "each-async")
 
 
 @pytest.fixture(scope="session")
-def requests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def requests(tmp_path_factory: pytest.TempPathFactory, forker: Any) -> Iterator[dict[str, Any]]:
     """The request scenarios of the research crew, each run when a test first asks for it.
 
-    Session-scoped, not module-scoped: tests/conftest.py's scheduler sends each class of
-    them to whichever xdist worker is free, apart from the chains (each worker that runs
-    one makes its own trials' forkers), where a module-scoped fixture's tests would all
-    go to one worker. OPT_OUTS are set here for the same reason (``opted_out`` is the
-    module's)."""
+    Session-scoped, not module-scoped: on xdist workers (``crewai_env.py -n 2``),
+    tests/conftest.py's scheduler sends each class of them to whichever worker is free,
+    apart from the chains, where a module-scoped fixture's tests would all go to one
+    worker. Its trials' children are forked by ``forker`` (each worker's own): Trials' own
+    forker (a second import of CrewAI) is let go before it started."""
     from request_trials import Trials
-
-    saved = {k: os.environ.get(k) for k in OPT_OUTS}
-    os.environ.update(OPT_OUTS)
 
     trials = Trials(
         REQUESTS, tmp_path_factory.mktemp("crew_requests"), "crewai", "letitloop.adapters.crewai"
     )
+    trials.close()
+    trials.forkers = (forker.sibling(), forker.sibling())
     runs = {
         "killed after return": lambda: trials.killed_then_rerun("ask"),
         "two copies at once": trials.two_copies,
@@ -436,11 +462,6 @@ def requests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         yield Found()
     finally:
         trials.close()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 #: The run name of the batches whose items are named by their place (``{run}.item{n}``).
@@ -619,12 +640,12 @@ class TestAKickoffsRunArguments:
 @LONG
 class TestABudgetUnderRandomKills:
     def test_the_bill_never_passes_it_and_lil_show_shows_reserved_and_settled_spend(
-        self, tmp_path: Path
+        self, tmp_path: Path, forker: Any
     ) -> None:
-        from bill_trials import check, summary, trials
+        from bill_trials import check, summary
 
         env = {**os.environ, **OPT_OUTS, "XDG_DATA_HOME": str(tmp_path / "xdg")}
-        results = trials("crewai", "process", tmp_path, 20, seed=48, env=env)
+        results = bill_trials(forker, tmp_path, 20, seed=48, env=env)
         print(json.dumps({"crewai": summary(results)}))
         check(results)
         assert {r["outcome"] for r in results} == {"done", "refused"}
@@ -639,6 +660,25 @@ class TestABudgetUnderRandomKills:
         assert re.search(r"tokens reserved and not settled by \d+ calls?\)", budget), budget
         assert re.search(r"^reserved\s+\d+ paid calls: \d+ settled", shown.stdout, re.M)
         assert "not settled (cut short, counted as spent)" in shown.stdout
+
+
+def bill_trials(
+    forker: Any, folder: Path, n: int, seed: int, env: dict[str, str]
+) -> list[dict[str, Any]]:
+    """tests/bill_trials.py's ``trials("crewai", "process", ...)``, its pipeline forked from
+    ``forker`` (which imported CrewAI: bill_pipeline.py's own import of it costs about
+    2.5 s of CPU) instead of started afresh; its attempts are forked from it as before."""
+    from bill_trials import PIPELINE
+
+    args = ["crewai", "process", str(folder), str(n), str(seed), "random"]
+    done = forker.run(PIPELINE, *args, env=env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    # An attempt that ended otherwise printed its traceback: show it with the trial.
+    odd = [r for r in results if r["outcome"] not in ("done", "refused")]
+    assert not odd, (odd, done.stderr[-4000:])
+    assert len(results) == n, done.stderr[-4000:]
+    return results
 
 
 @LONG

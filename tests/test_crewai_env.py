@@ -2,7 +2,7 @@
 
 CrewAI pins ``openai<3`` and ``mcp<2``, so its tests (tests/test_crewai.py) run in an
 environment of their own, ``.venvs/crewai`` (``python tests/crewai_env.py`` makes it
-when it is missing or its pins changed, then runs them there on two xdist workers).
+when it is missing or its pins changed, then runs them there in one process).
 The main suite runs that command here, as one test: tests/conftest.py's scheduler
 starts it first, so that CrewAI's processes, which wait on their own children most of
 the time, run beside the main suite's tests instead of after them. It passes when every
