@@ -12,15 +12,16 @@ folder, each as a reader uses it:
   to the wait it stopped at, again, until the poem is approved;
 - ``shop_server``: docs/mcp.md's ``DurableMCP`` program (its ``checkout.py``)
   against the example's MCP server;
-- ``starlette_app``: the app under Starlette's ``TestClient`` (its lifespan
-  runs the queue's worker): a POST with an ``Idempotency-Key``, then the run
-  polled until it completed.
+- ``starlette_app`` and ``fastapi_app``: the app under Starlette's
+  ``TestClient`` (its lifespan runs the queue's worker): a POST with an
+  ``Idempotency-Key``, then the run polled until it completed.
 
 A driver that sees the example killed exits 1, so the crash test reruns it.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from letitloop.supervision.crashtest import Report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,6 +74,7 @@ ALL = [
     Example("autogen_resume.py", ("autogen_resume.py",), "match:^answer: ", "autogen_agentchat"),
     Example("crewai_resume.py", ("crewai_resume.py",), "match:^report: ", "crewai", env="crewai"),
     Example("dspy_resume.py", ("dspy_resume.py", "--db", "journal.db"), "match:^answer: ", "dspy"),
+    Example("fastapi_app.py", ("driver", "fastapi_app"), "match:^{.id.: ", "fastapi"),
     Example("langgraph_agent.py", ("langgraph_agent.py",), "match:^answer: ", "langgraph"),
     Example(
         "langgraph_resume.py",
@@ -182,15 +186,16 @@ def drive_shop_server() -> int:
     return 0
 
 
-def drive_starlette_app() -> int:
-    """A report requested once (its Idempotency-Key names it) and awaited, in the app."""
+def drive_web_app(module: str) -> int:
+    """A report requested once (its Idempotency-Key names it) and awaited, in the app of
+    ``examples/{module}.py`` (Starlette's or FastAPI's: the same routes)."""
     import importlib
     import time
 
     from starlette.testclient import TestClient
 
     sys.path.insert(0, str(EXAMPLES))
-    app = importlib.import_module("starlette_app").app
+    app = importlib.import_module(module).app
 
     with TestClient(app) as client:
         made = client.post("/reports", headers={"Idempotency-Key": "order-1"})
@@ -204,10 +209,11 @@ def drive_starlette_app() -> int:
     return 1
 
 
-DRIVERS = {
+DRIVERS: dict[str, Callable[[], int]] = {
     "autogen_human": drive_autogen_human,
     "shop_server": drive_shop_server,
-    "starlette_app": drive_starlette_app,
+    "starlette_app": functools.partial(drive_web_app, "starlette_app"),
+    "fastapi_app": functools.partial(drive_web_app, "fastapi_app"),
 }
 
 if __name__ == "__main__":

@@ -54,6 +54,11 @@ class TestTheExamplesOfNoAdapter:
         report = crashtest_example("starlette_app", max_kills=2)
         assert report.expected == "{'id': 'order-1'} {'total': 30}"
 
+    def test_the_fastapi_apps_report_under_its_own_worker(self) -> None:
+        needs("fastapi_app")
+        report = crashtest_example("fastapi_app", max_kills=2)
+        assert report.expected == "{'id': 'order-1'} {'total': 30}"
+
     def test_the_langgraph_graph_killed_in_a_node_and_run_again(self) -> None:
         needs("langgraph_resume")
         crashtest_example("langgraph_resume", max_kills=2)
