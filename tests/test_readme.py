@@ -588,6 +588,15 @@ def book(room: str) -> str:
 model, tools = Model(), [book]
 """
 
+#: A check of docs/langgraph.md's agents (``create_react_agent``'s and ``create_agent``'s):
+#: the booking answered, each call made once, and the same request again answered without one.
+LANGGRAPH_ANSWERED = (
+    "assert answer['messages'][-1].content == 'done: room 12 booked', answer\n"
+    "assert calls == ['model', 'book', 'model'], calls\n"
+    "again = agent.invoke({'messages': [('user', 'book a room')]}, config)\n"
+    "assert again == answer and len(calls) == 3, calls  # the same request: no call\n"
+)
+
 #: A check that the prebuilt agent's calls are steps: the tool's by its call id.
 LANGGRAPH_STEPS = """\
 import sqlite3
@@ -662,19 +671,11 @@ DOCS_AROUND: dict[tuple[str, str], tuple[str, str]] = {
     ),
     ("langgraph.md", "from langgraph.prebuilt import ToolNode, create_react_agent"): (
         LANGGRAPH_AGENT,
-        "assert answer['messages'][-1].content == 'done: room 12 booked', answer\n"
-        "assert calls == ['model', 'book', 'model'], calls\n"
-        "again = agent.invoke({'messages': [('user', 'book a room')]}, config)\n"
-        "assert again == answer and len(calls) == 3, calls  # the same request: no call\n"
-        + LANGGRAPH_STEPS.format(model="agent"),
+        LANGGRAPH_ANSWERED + LANGGRAPH_STEPS.format(model="agent"),
     ),
     ("langgraph.md", "from langchain.agents import create_agent"): (
         LANGGRAPH_AGENT,
-        "assert answer['messages'][-1].content == 'done: room 12 booked', answer\n"
-        "assert calls == ['model', 'book', 'model'], calls\n"
-        "again = agent.invoke({'messages': [('user', 'book a room')]}, config)\n"
-        "assert again == answer and len(calls) == 3, calls  # the same request: no call\n"
-        + LANGGRAPH_STEPS.format(model="model"),
+        LANGGRAPH_ANSWERED + LANGGRAPH_STEPS.format(model="model"),
     ),
     ("langgraph.md", "from langgraph.prebuilt import ToolNode, tools_condition"): (
         LANGGRAPH_AGENT,
