@@ -51,6 +51,7 @@ def children_cpu() -> float:
 def in_crewai_env(example: Example, max_kills: int | None) -> dict[str, object]:
     """``lil crashtest`` of the example with CrewAI's environment's interpreter."""
     options = ["--output", example.output] + (["--max-kills", str(max_kills)] if max_kills else [])
+    options += ["--effects", example.effects] if example.effects else []
     command = example.command(str(CREWAI_PYTHON))
     done = subprocess.run(
         [str(CREWAI_PYTHON), "-m", "letitloop", "crashtest", *options, "--", *command],
@@ -81,7 +82,9 @@ def one(example: Example, max_kills: int | None) -> dict[str, object]:
     if example.env == "crewai":
         return in_crewai_env(example, max_kills)
     command = example.command()
-    report = crashtest(command, output=example.output, max_kills=max_kills, timeout=300)
+    report = crashtest(
+        command, output=example.output, effects=example.effects, max_kills=max_kills, timeout=300
+    )
     return {
         "tried": report.tried,
         "points": report.points,

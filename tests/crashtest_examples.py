@@ -11,7 +11,9 @@ folder, each as a reader uses it:
 - ``autogen_human``: the example, then ``lil send`` of the person's answer
   to the wait it stopped at, again, until the poem is approved;
 - ``shop_server``: docs/mcp.md's ``DurableMCP`` program (its ``checkout.py``)
-  against the example's MCP server;
+  against the example's MCP server, which keeps its record of charges in
+  ``charges.log`` (the side effects the crash test counts), again after
+  deciding about a call of ``charge`` in doubt from that record;
 - ``starlette_app`` and ``fastapi_app``: the app under Starlette's
   ``TestClient`` (its lifespan runs the queue's worker): a POST with an
   ``Idempotency-Key``, then the run polled until it completed.
@@ -22,6 +24,7 @@ A driver that sees the example killed exits 1, so the crash test reruns it.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import subprocess
 import sys
@@ -53,6 +56,8 @@ class Example:
     needs: str
     #: The virtual environment it runs in: the main one, or CrewAI's (tests/crewai_env.py).
     env: str = "main"
+    #: The side-effect file the crash test compares with the reference's (its ``effects``).
+    effects: str | None = None
 
     @property
     def name(self) -> str:
@@ -101,7 +106,7 @@ ALL = [
         "pydantic_ai",
     ),
     Example("replay_test/triage.py", ("replay_test/triage.py",), "exact", "letitloop"),
-    Example("shop_server.py", ("driver", "shop_server"), "exact", "mcp"),
+    Example("shop_server.py", ("driver", "shop_server"), "exact", "mcp", effects="charges.log"),
     Example("smolagents_resume.py", ("smolagents_resume.py",), "match:^answer: ", "smolagents"),
     Example("starlette_app.py", ("driver", "starlette_app"), "match:^{.id.: ", "httpx"),
 ]  # fmt: skip
@@ -120,7 +125,7 @@ def crashtest_example(name: str, *, max_kills: int = 3, seed: int = 56) -> Repor
     command = example.command()
     report = crashtest(
         command, max_kills=max_kills, seed=seed, order="random", output=example.output,
-        timeout=240,
+        effects=example.effects, timeout=240,
     )  # fmt: skip
     said = "\n".join(describe(report, command))
     assert report.tried == min(max_kills, report.points), said
@@ -157,7 +162,8 @@ def drive_autogen_human() -> int:
     return 1
 
 
-#: docs/mcp.md's checkout.py, its server's path made absolute.
+#: docs/mcp.md's checkout.py, its server's path made absolute and the shop keeping its record
+#: of charges (``--charges``) in the program's folder.
 CHECKOUT = """\
 import asyncio
 import sys
@@ -166,7 +172,7 @@ from mcp import StdioServerParameters
 
 from letitloop.mcp import DurableMCP
 
-shop = StdioServerParameters(command=sys.executable, args=[SERVER])
+shop = StdioServerParameters(command=sys.executable, args=[SERVER, "--charges", "charges.log"])
 
 
 async def main():
@@ -181,9 +187,34 @@ asyncio.run(main())
 
 
 def drive_shop_server() -> int:
-    """docs/mcp.md's program (as tests/test_mcp_calls.py checks it is printed there)."""
-    exec(compile(CHECKOUT, "checkout.py", "exec"), {"SERVER": str(EXAMPLES / "shop_server.py")})
-    return 0
+    """docs/mcp.md's program (as tests/test_mcp_calls.py checks it is printed there), run
+    until it finishes. A call of ``charge`` in doubt (the program stopped to wait, exit
+    status 75) is decided as docs/mcp.md tells a person to, after checking the shop's
+    record of charges: a charge of the order recorded there is what the call did (its line
+    sent as the call's result: nothing is sent again); none, and the call is sent once more
+    (``"rerun"``)."""
+    program = CHECKOUT.replace("[SERVER,", f"[{str(EXAMPLES / 'shop_server.py')!r},")
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+        if done.returncode == 0:
+            print(done.stdout, end="")
+            return 0
+        # "... the call of MCP tool 'charge' ... either send it once more: lil send RUN KEY ..."
+        waiting = re.search(r"MCP tool 'charge' .*? lil send (\S+) (\S+) ", done.stderr)
+        if done.returncode != 75 or waiting is None:
+            return 1  # killed: the crash test runs this driver again
+        record = Path("charges.log")
+        charged = record.read_text("utf-8").splitlines() if record.exists() else []
+        decision = {"result": "charged order 7"} if "charged order 7" in charged else "rerun"
+        sent = subprocess.run(
+            [sys.executable, "-m", "letitloop", "send", waiting[1], waiting[2],
+             json.dumps(decision)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if sent.returncode != 0:
+            print(sent.stderr, file=sys.stderr)
+            return 1
+    return 1
 
 
 def drive_web_app(module: str) -> int:

@@ -695,3 +695,39 @@ class TestTheCrashTest:
         again, and each finished run printed what the uninterrupted one did."""
         report = crashtest_example("shop_server")
         assert report.expected == "order 7 is open charged order 7\n"
+
+    def test_killed_after_charge_returned_the_driver_decides_from_the_shops_record(
+        self, tmp_path: Path
+    ) -> None:
+        """Killed after ``charge`` returned and before its record (the crash test's kill
+        point ``end`` at ``/2``, the second step at the top), the driver's rerun finds the
+        call in doubt (exit status 75), finds the charge in the shop's record, sends what it
+        returned as the call's result and runs the program again: it finishes as the
+        uninterrupted run did, and the shop charged once."""
+        import sqlite3
+
+        from crashtest_examples import BY_NAME
+
+        from letitloop.supervision.crashtest import Program
+
+        program = Program(BY_NAME["shop_server"].command(), timeout=240)
+        journal = str(tmp_path / "journal.db")
+        killed = program.run(tmp_path, journal, 0, kill="end\t/2")
+        assert (killed.status, killed.events[-1]) == (1, ("kill", "end", "/2", ""))
+        assert (tmp_path / "charges.log").read_text("utf-8") == "charged order 7\n"
+        rerun = program.run(tmp_path, journal, 1)
+        assert (rerun.status, rerun.stdout) == (0, "order 7 is open charged order 7\n")
+        assert (tmp_path / "charges.log").read_text("utf-8") == "charged order 7\n"
+        with sqlite3.connect(journal) as conn:
+            rows = conn.execute(
+                "SELECT key, status, result FROM journal_checkout WHERE key LIKE 'mcp:charge%'"
+            ).fetchall()
+            run = conn.execute("SELECT name, status FROM runs").fetchall()
+        assert sorted((key, status) for key, status, _ in rows) == [
+            ("mcp:charge", "done"),
+            ("mcp:charge/decision", "done"),
+            ("mcp:charge/sent", "done"),  # recorded once: it was not sent again
+        ]
+        decision = next(json.loads(r) for k, _, r in rows if k == "mcp:charge/decision")
+        assert decision == {"result": "charged order 7"}
+        assert run == [("order-7", "completed")]
