@@ -82,7 +82,14 @@ class Scenario:
         done = run_forked(write_script(folder, "doomed.py", DOOMED), db)
         assert done.returncode == -9, done.stderr
         doomed = Queue("doomed", path=db)
-        (self.crashed_entry,) = queue_entries(open_inspector(db), "doomed")
+        inspector = open_inspector(db)
+        # PostgreSQL frees a killed client's locks when its server process sees the socket
+        # close, a moment after the kill: until then the entry is still held (running).
+        wait_until(
+            lambda: queue_entries(inspector, "doomed")[0].state == "crashed",
+            "the killed worker's entry is crashed",
+        )
+        (self.crashed_entry,) = queue_entries(inspector, "doomed")
         assert self.crashed_entry.state == "crashed" and self.crashed_entry.run_id
 
         self.release = threading.Event()
