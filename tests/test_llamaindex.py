@@ -605,7 +605,8 @@ class TestTheExampleKilledWhereTheCrashTestFoundReruns:
     def test_nothing_ran_twice_by_its_notes_or_the_crash_tests_judge(
         self, example_killed: ExampleTrial, example_reference: ExampleTrial
     ) -> None:
-        # Killed between steps or after a body that calls nothing: nothing was in flight.
+        # Killed between steps, or as a step returned with only the handoff's tool (which
+        # notes nothing) in flight: no noted call was in flight, none may run again.
         assert Counter(example_killed.calls) == Counter(example_reference.calls)
         reference = example_reference.runs[0].events
         known = {key for event, _, key, _ in reference if event == "start"}
