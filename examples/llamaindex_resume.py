@@ -169,7 +169,9 @@ def main() -> None:
     out, _ = last.communicate()
     print(out.strip())
     print("what really ran, process by process:")
-    print(ledger.read_text().rstrip())
+    # No ledger: this run's every model call and tool came back from the journal (a run
+    # killed after its last one, say).
+    print(ledger.read_text().rstrip() if ledger.exists() else "nothing: all of it was recorded")
     print(f"journal: {db}  (lil show llama-demo --db {db})")
 
 

@@ -23,13 +23,18 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from crashtest_examples import crashtest_example
+from crashtest_examples import EXAMPLES, crashtest_example
 from helpers import run_python, spawn_python, wait_until, write_script
+from preloaded import Preloaded
+
+from letitloop.run.crashhook import KILL_ENV, LEDGER_ENV
+from letitloop.supervision.crashtest import Run, committed_steps, judge
 
 pytest.importorskip("workflows")
 
@@ -41,7 +46,7 @@ WORKFLOW = """
     from workflows.events import Event, StartEvent, StopEvent
 
     from letitloop import Journal
-    from letitloop.adapters.llamaindex import LetItLoopRuntime, runtime
+    from letitloop.adapters.llamaindex import LetItLoopRuntime, journaled
 
     LOG = os.environ["WF_LOG"]
     HOLD = os.environ.get("WF_HOLD", "")  # the step that blocks (to be killed in)
@@ -61,16 +66,16 @@ WORKFLOW = """
         note(f"end {label}")
 
 
-    record = runtime.JournaledRun.record
+    record = journaled.JournaledRun.record
 
 
     async def record_then_maybe_die(self, t, state):
         await record(self, t, state)  # committed: the step's result is in the journal
-        if KILL_AFTER and runtime.label(t) == KILL_AFTER and not os.path.exists(RELEASED):
+        if KILL_AFTER and journaled.label(t) == KILL_AFTER and not os.path.exists(RELEASED):
             os.kill(os.getpid(), signal.SIGKILL)  # between this step and the next
 
 
-    runtime.JournaledRun.record = record_then_maybe_die
+    journaled.JournaledRun.record = record_then_maybe_die
 
 
     class Fetched(Event):
@@ -471,3 +476,144 @@ class TestTheCrashTest:
         assert report.expected == (
             "result: AgentOutput: Oslo has 700000 people; 2 + 3 = 5 {'city': 'Oslo', 'total': 5}"
         )
+
+
+#: Where lil crashtest killed examples/llamaindex_resume.py and its rerun went wrong
+#: (issue 56), by the step's key: its kind of kill point, and whether the example runs
+#: whole (its parent prints what ran) or only its agents (``--agents``, its child).
+#: Around the tick after a model call's step, the rerun recorded its session's start
+#: under that tick's number (every later key one further), where the killed run had
+#: committed the model call; in flight with the tool call it sent, a step's result was
+#: recorded after the tool's; killed after the last step's body, the rerun, whose every
+#: call was recorded, left the example no ledger to print.
+EXAMPLE_KILLS = {
+    "before the tick after the second model call": ("before", "00017:add_event", False),
+    "after the tick after the third model call": ("end", "00028:add_event", False),
+    "as the handoff's step returned, its tool in flight": (
+        "start", "00019:step_result:parse_agent_output", False,
+    ),
+    "after the last step's body, the whole example": (
+        "end", "00038:step_result:parse_agent_output", True,
+    ),
+}  # fmt: skip
+
+
+@dataclass
+class ExampleTrial:
+    """The example's runs in one folder (the first killed), what they called, the keys."""
+
+    runs: list[Run]
+    #: The model and tool calls that really ran, in every process (the example's notes).
+    calls: list[str]
+    #: The journal's step keys, read back by ``lil show`` in a process of its own.
+    keys: list[str]
+
+
+def example_run(sdk: Preloaded, folder: Path, n: int, kill: str = "", whole: bool = False) -> Run:
+    """The example run once in ``folder`` under the crash test's hook (ledger ``n``),
+    SIGKILLed at ``kill`` (``KIND<TAB>POSITION``) if given."""
+    ledger = folder / f"ledger{n}"
+    env = {**os.environ, "LETITLOOP_DB": str(folder / "default.db"), LEDGER_ENV: str(ledger)}
+    env.pop(KILL_ENV, None)
+    if kill:
+        env[KILL_ENV] = kill
+    args = ["--db", "journal.db"]
+    if not whole:
+        args += ["--agents", "--ledger", str(folder / "notes.txt")]
+    done = sdk.run(EXAMPLES / "llamaindex_resume.py", *args, env=env, cwd=folder)
+    events = []
+    for line in ledger.read_text().splitlines() if ledger.exists() else []:
+        kind, where, key, run = [*line.split("\t"), "", "", ""][:4]
+        events.append((kind, where, key, run))
+    return Run(done.returncode, done.stdout, events)
+
+
+def calls_of(trial_runs: list[Run], notes: Path) -> list[str]:
+    """The model and tool calls that ran: the example's notes, from its file (``--agents``)
+    or as the whole example printed them, without the process ids."""
+    lines = notes.read_text().splitlines() if notes.exists() else []
+    lines += [line for run in trial_runs for line in run.stdout.splitlines()]
+    return [line.split(": ", 1)[1] for line in lines if line.startswith("pid ")]
+
+
+def example_keys(folder: Path) -> list[str]:
+    shown = lil_show(folder / "journal.db")
+    return sorted(row["key"] for row in shown["rows"])
+
+
+@pytest.fixture(scope="module")
+def agents_sdk() -> Iterator[Preloaded]:
+    """Forks the example's processes from an interpreter that imported llama-index-core's
+    agents (letitloop is imported by each child: the crash test's hook is installed then)."""
+    pytest.importorskip("llama_index.core.agent.workflow")
+    with Preloaded("llama_index.core.agent.workflow") as preloaded:
+        yield preloaded
+
+
+@pytest.fixture(scope="module")
+def example_reference(
+    agents_sdk: Preloaded, tmp_path_factory: pytest.TempPathFactory
+) -> ExampleTrial:
+    folder = tmp_path_factory.mktemp("example-reference")
+    run = example_run(agents_sdk, folder, 0)
+    assert run.status == 0, run.stdout
+    return ExampleTrial([run], calls_of([run], folder / "notes.txt"), example_keys(folder))
+
+
+@pytest.fixture(scope="module", params=list(EXAMPLE_KILLS))
+def example_killed(
+    request: pytest.FixtureRequest,
+    agents_sdk: Preloaded,
+    example_reference: ExampleTrial,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> ExampleTrial:
+    """The example SIGKILLed at one of EXAMPLE_KILLS, then run again until it finishes."""
+    kind, key, whole = EXAMPLE_KILLS[request.param]
+    where = next(
+        w for event, w, k, _ in example_reference.runs[0].events
+        if event == "start" and k == f"AgentWorkflow.{key}"
+    )  # fmt: skip
+    folder = tmp_path_factory.mktemp("example-killed")
+    runs = [example_run(agents_sdk, folder, 0, f"{kind}\t{where}", whole)]
+    assert ("kill", kind, where, "") in runs[0].events  # killed there, by the hook
+    while len(runs) <= 3 and (len(runs) == 1 or runs[-1].status != 0):
+        runs.append(example_run(agents_sdk, folder, len(runs), whole=whole))
+    return ExampleTrial(runs, calls_of(runs, folder / "notes.txt"), example_keys(folder))
+
+
+def answer(run: Run) -> list[str]:
+    return [line for line in run.stdout.splitlines() if line.startswith("result: ")]
+
+
+#: Its trials are a dozen processes run one after another: a minute on a loaded machine.
+@pytest.mark.timeout(900)
+class TestTheExampleKilledWhereTheCrashTestFoundReruns:
+    def test_it_finishes_with_the_uninterrupted_runs_answer(
+        self, example_killed: ExampleTrial, example_reference: ExampleTrial
+    ) -> None:
+        last = example_killed.runs[-1]
+        assert last.status == 0, last.stdout
+        assert (
+            answer(last)
+            == answer(example_reference.runs[0])
+            == [
+                "result: AgentOutput: Oslo has 700000 people; 2 + 3 = 5 "
+                "{'city': 'Oslo', 'total': 5}"
+            ]
+        )
+
+    def test_nothing_ran_twice_by_its_notes_or_the_crash_tests_judge(
+        self, example_killed: ExampleTrial, example_reference: ExampleTrial
+    ) -> None:
+        # Killed between steps, or as a step returned with only the handoff's tool (which
+        # notes nothing) in flight: no noted call was in flight, none may run again.
+        assert Counter(example_killed.calls) == Counter(example_reference.calls)
+        reference = example_reference.runs[0].events
+        known = {key for event, _, key, _ in reference if event == "start"}
+        once = committed_steps(example_reference.runs)
+        assert judge(example_killed.runs, known, once) == []
+
+    def test_its_steps_keys_are_the_uninterrupted_runs(
+        self, example_killed: ExampleTrial, example_reference: ExampleTrial
+    ) -> None:
+        assert example_killed.keys == example_reference.keys

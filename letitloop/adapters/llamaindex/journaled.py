@@ -5,10 +5,18 @@ run and what it is (``Pipeline.00004:step_result:count``), with the context
 state beside a step's result when it changed, and the StopEvent with its
 result's type; ``replay`` reads them back through the journal (replayed steps:
 nothing is called). ``final_event`` finds a finished run's StopEvent.
+
+The engine starts every session of a run (its first, and each resume) with a
+``session_start`` tick. The first is tick 0; a resume's takes no number of its
+own: it is kept in the row of the tick after it (``session``) and read back
+before that tick, so a resumed run's ticks keep the numbers (and keys) of the
+run the kill interrupted, whatever the tick it resumed after.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import os
 from typing import Any, cast
@@ -17,6 +25,7 @@ from workflows.context.serializers import BaseSerializer
 from workflows.events import StopEvent
 from workflows.runtime.types.results import StepWorkerResult
 from workflows.runtime.types.ticks import (
+    TickSessionStart,
     TickStepResult,
     WorkflowTick,
     WorkflowTickAdapter,
@@ -27,6 +36,7 @@ from ...identity.step_names import named
 from ...identity.unchecked import unchecked
 from ...inspection import open_inspector
 from ...run.journal import Journal, location_of
+from .restore import Rewound
 
 
 @named("letitloop:llamaindex.tick")
@@ -63,6 +73,15 @@ class JournaledRun:
         self.dropped: dict[str, set[int]] = {}
         #: The context state last recorded (JSON text), to record it only when it changed.
         self.state_text: str | None = None
+        #: A resume's session start, recorded in the row of the next tick (``hold``).
+        self.session: WorkflowTick | None = None
+        #: The key each replayed tick was read from (a session start: its next tick's).
+        self.keys: list[str] = []
+        #: The worker tasks started, numbered in order (``JournalingAdapter.rank``).
+        self.dispatched: dict[asyncio.Task[Any], int] = {}
+        self.dispatches = itertools.count()
+        #: The steps in flight at the kill, restarted by this resume (restore.py).
+        self.rewound = Rewound(None, serializer)
 
     def recorded_keys(self) -> dict[int, str]:
         """This run's recorded tick keys by number (read-only, from the journal file)."""
@@ -95,24 +114,27 @@ class JournaledRun:
         keys = self.recorded_keys()
         ticks: list[WorkflowTick] = []
         state: dict[str, Any] | None = None
-        while len(ticks) in keys:
+        while self.seq in keys:
             # Replayed, never called (the key is recorded): the recorded row comes back.
-            key = keys[len(ticks)]
+            key = keys[self.seq]
             row = cast("dict[str, Any]", self.journal.step(key, tick, unchecked(None)))
             try:
                 with self.serializer.validation_context():
-                    ticks.append(
-                        WorkflowTickAdapter.validate_python(
-                            self.serializer.deserialize(json.dumps(row["tick"]))
-                        )
-                    )
+                    for data in (row.get("session"), row["tick"]):
+                        if data is not None:  # a resume's session start, then the tick
+                            ticks.append(
+                                WorkflowTickAdapter.validate_python(
+                                    self.serializer.deserialize(json.dumps(data))
+                                )
+                            )
+                            self.keys.append(key)
                     if "stop" in row:
                         self.stop = self.serializer.deserialize(json.dumps(row["stop"]))
             except (ValueError, TypeError, KeyError) as exc:
                 raise self.unreadable(key, exc) from exc
             if row.get("state") is not None:
                 state = row["state"]
-        self.seq = len(ticks)
+            self.seq += 1
         if state is not None:
             self.state_text = json.dumps(state, sort_keys=True)
         return ticks, state
@@ -127,15 +149,35 @@ class JournaledRun:
             f"recorded it, or reset it with 'lil reset {journal.goal} --run {journal.run_id}'"
         )
 
+    def hold(self, t: WorkflowTick) -> bool:
+        """Keep ``t`` for the row of the next tick if it is a resume's session start.
+
+        The first session's start is tick 0; a resume's would take the number
+        of the tick the interrupted run recorded next and push every later
+        tick's key one further than in a run not interrupted (a key of the
+        uninterrupted run made under another number). Held, it is recorded
+        with the next tick and read back before it (``replay``); a kill before
+        that tick is recorded loses it with the rest of the session, as if the
+        session had not started.
+        """
+        if isinstance(t, TickSessionStart) and self.seq > 0:
+            self.session = t
+            return True
+        return False
+
     async def record(self, t: WorkflowTick, state: dict[str, Any] | None) -> None:
         """Record tick ``t`` as the run's next step (committed when this returns).
 
         A step result that returned a StopEvent also keeps that event in the
         row (``stop``) as this serializer writes it, so its result comes back
         with its type (an agent's ``AgentOutput``), where the tick's own JSON
-        form holds it as a dict.
+        form holds it as a dict. A session start held (``hold``) goes in the
+        row too (``session``).
         """
         row: dict[str, Any] = {"tick": json.loads(self.serializer.serialize(t))}
+        if self.session is not None:
+            row["session"] = json.loads(self.serializer.serialize(self.session))
+            self.session = None
         final = final_event([t])
         if final is not None:
             row["stop"] = json.loads(self.serializer.serialize(final))

@@ -2,6 +2,9 @@
 
 - ``routed_sends``: the sends a step run in flight at the kill had routed
   already (an agent's tool calls), so that its rerun does not route them again;
+- ``Rewound``: the step runs in flight at the kill, in the order they were
+  dispatched, so that their reruns' results, done together, are taken in
+  that order (``JournalingAdapter.wait_for_next_task``);
 - ``memory_lost``: an agent's state recorded without its memory (an earlier
   letitloop left it out), which the agents cannot go on without;
 - ``refuse_skipped_memory``: the engine leaves a memory it cannot serialize out
@@ -10,10 +13,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from workflows.context.serializers import BaseSerializer
 from workflows.runtime.types.internal_state import BrokerState
+from workflows.runtime.types.ticks import TickStepResult
 
 from ...errors import EncodeError
 from .serializer import RunSerializer, memory_record
@@ -37,6 +42,66 @@ def routed_sends(state: BrokerState) -> dict[tuple[str, str | None], set[int]]:
                 if execution.received:
                     routed[(str(step_id), execution.work_item_id)] = set(execution.received)
     return routed
+
+
+class Rewound:
+    """The step runs in flight when the process died, in the order they were dispatched.
+
+    The engine restarts them at a resume by step name; a rerun done at the
+    same time as another is ranked by the order of the runs the kill
+    interrupted (their invocation numbers), known by step and event.
+    """
+
+    def __init__(self, state: BrokerState | None, serializer: BaseSerializer) -> None:
+        found: list[tuple[int, str, str]] = []
+        brokers = [state] if state is not None else []
+        while brokers:
+            broker = brokers.pop()
+            brokers.extend(broker.children.values())
+            for step_id, worker in broker.workers.items():
+                for execution in worker.in_progress:
+                    number = (execution.invocation_id or "").rsplit("_", 1)[-1]
+                    found.append(
+                        (
+                            int(number) if number.isdigit() else 0,
+                            str(step_id),
+                            serializer.serialize(execution.event),
+                        )
+                    )
+        found.sort()
+        #: (step, event as recorded) -> the ranks of its runs in flight, first first.
+        self.ranks: dict[tuple[str, str], list[int]] = {}
+        for rank, (_, step, event) in enumerate(found):
+            self.ranks.setdefault((step, event), []).append(rank)
+
+    def __bool__(self) -> bool:
+        return bool(self.ranks)
+
+    def _key(self, task: asyncio.Task[Any], serializer: BaseSerializer) -> tuple[str, str] | None:
+        """The step and event of a done worker task's result, if it is a restarted run's."""
+        if not self.ranks or task.cancelled() or task.exception() is not None:
+            return None
+        result = task.result()
+        if not isinstance(result, TickStepResult):
+            return None
+        try:
+            key = (str(result.step_id), serializer.serialize(result.event))
+        except (ValueError, TypeError):  # not the rerun of a recorded one: unranked
+            return None
+        return key if key in self.ranks else None
+
+    def rank(self, task: asyncio.Task[Any], serializer: BaseSerializer) -> int | None:
+        """The rank of the run a done worker task restarted, None for another task."""
+        key = self._key(task, serializer)
+        return None if key is None else self.ranks[key][0]
+
+    def take(self, task: asyncio.Task[Any], serializer: BaseSerializer) -> None:
+        """Forget the run ``task`` restarted, once the loop took its result."""
+        key = self._key(task, serializer)
+        if key is not None:
+            self.ranks[key].pop(0)
+            if not self.ranks[key]:
+                del self.ranks[key]
 
 
 def memory_lost(state: dict[str, Any] | None) -> bool:

@@ -35,7 +35,18 @@ from workflows.plugins.basic import (
     get_current_run_id,
 )
 from workflows.runtime.types.internal_state import BrokerState
-from workflows.runtime.types.plugin import ExternalRunAdapter, InternalRunAdapter
+from workflows.runtime.types.named_task import (
+    NamedTask,
+    PendingStart,
+    PullTask,
+    WorkerTask,
+    all_tasks,
+)
+from workflows.runtime.types.plugin import (
+    ExternalRunAdapter,
+    InternalRunAdapter,
+    WaitForNextTaskResult,
+)
 from workflows.runtime.types.results import StepWorkerStateContextVar
 from workflows.runtime.types.ticks import (
     TickAddEvent,
@@ -49,10 +60,10 @@ from ...integrity.sealcheck import ways_out
 from ...run.journal import Journal, current_journal
 from ..agentcalls import DEFAULT_TIMEOUT
 from .agents import accept_runtime
-from .journaled import JournaledRun, final_event, label
+from .journaled import JournaledRun, final_event
 from .llms import agents_of, current_run, journal_llms
 from .owned import RunOptions, closed_with
-from .restore import memory_lost, refuse_skipped_memory, routed_sends
+from .restore import Rewound, memory_lost, refuse_skipped_memory, routed_sends
 from .serializer import RunSerializer
 
 #: Workflow runs started so far in each open journal (their keys' prefix).
@@ -84,7 +95,7 @@ def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent)
             called = json.loads(run.serializer.serialize(start))
             if recorded != called:
                 journal = run.journal
-                key = f"{run.prefix}{n:05d}:{label(t)}"
+                key = run.keys[n]
                 name = journal.generation or journal.run_name or journal.run_id
                 raise StepMismatchError(
                     f"workflow {run.prefix.rstrip('.')!r}: run {name!r} of goal "
@@ -129,6 +140,54 @@ class JournalingAdapter(InternalAsyncioAdapter):
                     return
         await super().send_event(t)
 
+    async def wait_for_next_task(
+        self,
+        running: list[NamedTask],
+        pending: list[PendingStart],
+        timeout: float | None = None,
+    ) -> WaitForNextTaskResult:
+        """The next task done; of those done together, the first in one order, whatever
+        their age: the pull, then the workers in the order their steps were dispatched.
+
+        The engine's own choice takes the tasks of earlier passes of its loop
+        first (workers in no set order), then workers before its mailbox's pull.
+        A resumed run's first pass has a new pull where the interrupted run's
+        was waiting already, and restarts the steps in flight at the kill by
+        name, not in the order they were dispatched: the same tasks done
+        together were taken in another order, a tick recorded before another
+        instead of after it, and every later tick's key changed. Here the pull
+        comes first (a step's sends reached it before the step returned), then
+        the steps restarted by the resume in the order the interrupted run had
+        dispatched them, then the others in the order they were started.
+        """
+        run = self.run
+        started = [p.start(asyncio.create_task(p.coro)) for p in pending]
+        for nt in started:
+            if isinstance(nt, WorkerTask):
+                run.dispatched[nt.task] = next(run.dispatches)
+        named = running + started
+        tasks = all_tasks(named)
+        if not tasks:
+            return WaitForNextTaskResult(None, started)
+        done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finished = [nt for nt in named if nt.task in done]
+        if not finished:
+            return WaitForNextTaskResult(None, started)
+        first = min(finished, key=self.rank) if len(finished) > 1 else finished[0]
+        run.dispatched.pop(first.task, None)
+        if run.rewound:
+            run.rewound.take(first.task, run.serializer)
+        return WaitForNextTaskResult(first.task, started)
+
+    def rank(self, task: NamedTask) -> tuple[int, int]:
+        """A done task's place among those done together (``wait_for_next_task``)."""
+        if isinstance(task, PullTask):
+            return (0, task.sequence)
+        restarted = self.run.rewound.rank(task.task, self.run.serializer)
+        if restarted is not None:
+            return (1, restarted)
+        return (2, self.run.dispatched.get(task.task, 0))
+
     async def on_tick(self, t: WorkflowTick) -> None:
         recorded = t
         if isinstance(t, TickStepResult) and t.invocation_id in self.run.dropped:
@@ -143,7 +202,8 @@ class JournalingAdapter(InternalAsyncioAdapter):
             if store is not None:
                 state = store.to_dict(self.run.serializer)
                 await refuse_skipped_memory(store, state, self.run.serializer)
-        await self.run.record(recorded, state)
+        if not self.run.hold(t):
+            await self.run.record(recorded, state)
         await super().on_tick(t)
 
 
@@ -275,6 +335,7 @@ class LetItLoopRuntime(BasicRuntime):
             except (ValueError, TypeError, KeyError) as exc:
                 raise run.unreadable(f"{run.prefix}*", exc) from exc
             run.routed = routed_sends(init_state)
+            run.rewound = Rewound(init_state, active)
             if any(isinstance(t, TickAddEvent) and isinstance(t.event, StartEvent) for t in ticks):
                 start_event = None  # the recorded one was added already
             # Else the run was killed before its start event's tick was recorded (only its
