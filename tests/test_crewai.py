@@ -114,7 +114,7 @@ LIL_ENTRY = Path(__file__).with_name("lil_entry.py")
 
 def lil(forker: Any, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m letitloop ARGS`` forked from ``forker`` (these tests check what ``lil``
-    prints, not its process's start: a fresh interpreter would cost about 0.4 s of CPU)."""
+    prints, not its process's start: a fork costs a fraction of a fresh interpreter's CPU)."""
     done: subprocess.CompletedProcess[str] = forker.run(LIL_ENTRY, *args, cwd=cwd)
     return done
 
