@@ -22,7 +22,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -87,6 +86,8 @@ from crewai.events.types.agent_events import (
 )
 AgentExecutionStartedEvent.model_rebuild()
 AgentExecutionCompletedEvent.model_rebuild()
+from crewai.agents.agent_executor import AgentExecutor
+AgentExecutor.flow_definition()  # the executor's Flow, built at its first kickoff
 sys.path.insert(0, {str(CREW.parent)!r})
 import crewai_bills, crewai_crew, request_trials
 sys.path.remove({str(CREW.parent)!r})
@@ -105,6 +106,17 @@ def forker(opted_out: None) -> Iterator[Any]:
 
     with Preloaded("crewai", "letitloop.adapters.crewai", with_letitloop=True, warm=WARM) as pre:
         yield pre
+
+
+#: ``python -m letitloop`` as a script (tests/lil_entry.py), for :func:`lil`.
+LIL_ENTRY = Path(__file__).with_name("lil_entry.py")
+
+
+def lil(forker: Any, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m letitloop ARGS`` forked from ``forker`` (these tests check what ``lil``
+    prints, not its process's start: a fork costs a fraction of a fresh interpreter's CPU)."""
+    done: subprocess.CompletedProcess[str] = forker.run(LIL_ENTRY, *args, cwd=cwd)
+    return done
 
 
 @dataclass
@@ -289,10 +301,7 @@ class TestACrewKilledAndResumed:
 class TestWhatTheJournalShows:
     def test_lil_show_lists_the_model_and_tool_calls_with_their_usage(self, chains: Chains) -> None:
         db = chains["research-killed"].folder / "journal.db"
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "show", "research_crew", "--db", str(db)],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        shown = lil(chains.forker, "show", "research_crew", "--db", str(db))
         assert shown.returncode == 0, shown.stderr
         text = shown.stdout
         assert "state     completed; 7 attempts" in text
@@ -311,10 +320,7 @@ class TestWhatTheJournalShows:
 
     def test_two_crews_share_one_run_of_the_programs_journal(self, chains: Chains) -> None:
         db = chains["two-killed"].folder / "journal.db"
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "show", "two_crews", "--db", str(db)],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        shown = lil(chains.forker, "show", "two_crews", "--db", str(db))
         assert shown.returncode == 0, shown.stderr
         assert "state     completed; 3 attempts" in shown.stdout
         keys = re.findall(r"^\s*\d+\s+(\S+)\s+step\s+done\s", shown.stdout, re.M)
@@ -407,10 +413,7 @@ class TestTheDocsBlock:
         )
         done = python(forker, [str(program)], tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "show", "research_crew"],
-            capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        )  # fmt: skip
+        shown = lil(forker, "show", "research_crew", cwd=tmp_path)
         assert "state     completed; 1 attempt" in shown.stdout, shown.stdout + shown.stderr
 
 
@@ -651,10 +654,7 @@ class TestABudgetUnderRandomKills:
         assert {r["outcome"] for r in results} == {"done", "refused"}
         # A trial whose kills cut calls short: lil show lists them, reserved and not settled.
         cut = max(results, key=lambda r: r["kills"])
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", cut["db"], "show", cut["goal"]],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        shown = lil(forker, "--db", cut["db"], "show", cut["goal"])
         assert shown.returncode == 0, shown.stderr
         budget = next(ln for ln in shown.stdout.splitlines() if ln.startswith("budget"))
         assert re.search(r"tokens reserved and not settled by \d+ calls?\)", budget), budget
@@ -681,16 +681,46 @@ def bill_trials(
     return results
 
 
+class Forked:
+    """What the crash test's ``Program.run`` uses of the ``subprocess`` module, its
+    ``python SCRIPT ARGS`` forked from ``forker`` (an interpreter that imported CrewAI and
+    nothing of letitloop: the child imports letitloop with the crash test's variables set,
+    as a fresh interpreter would, and its hook kills it there) instead of started afresh
+    (about 2.5 s of CPU each: the import of CrewAI)."""
+
+    DEVNULL = subprocess.DEVNULL
+    TimeoutExpired = subprocess.TimeoutExpired
+
+    def __init__(self, forker: Any) -> None:
+        self.forker = forker
+
+    def run(
+        self, command: list[str], *, cwd: Path, env: dict[str, str], **_: Any
+    ) -> subprocess.CompletedProcess[bytes]:
+        _python, script, *args = command
+        done = self.forker.run(Path(script), *args, cwd=cwd, env=env)
+        return subprocess.CompletedProcess(
+            command, done.returncode, done.stdout.encode(), done.stderr.encode()
+        )
+
+
 @LONG
 class TestTheCrashTest:
     def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opted_out: None
     ) -> None:
         """lil crashtest's machinery on examples/crewai_resume.py, in CrewAI's environment:
         killed with SIGKILL at three of its kill points, rerun until it finishes: no recorded
         call ran or was paid again, and each finished run reported what the uninterrupted
-        one did."""
+        one did. Its processes are forked (Forked) from an interpreter that imported CrewAI."""
+        from preloaded import Preloaded
+
+        from letitloop.supervision import crashtest
+
         monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # CrewAI's own files
         monkeypatch.setenv("CREWAI_STORAGE_DIR", "letitloop-tests")
-        report = crashtest_example("crewai_resume")
+        with Preloaded("crewai") as crewai_only:
+            monkeypatch.setattr(crashtest, "subprocess", Forked(crewai_only))
+            report = crashtest_example("crewai_resume")
         assert report.expected == "report: Report: WAL keeps readers and a writer apart (8 words)."
+        assert report.tried == 3 and report.reruns >= 3  # each killed run, then its rerun
