@@ -119,7 +119,8 @@ def build(db: str) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-def main(db: str, thread: str, side: str) -> None:
+def main(argv: list[str]) -> None:
+    db, thread, side = argv[:3]
     os.environ["SIDE"] = side
     graph = build(db)
     config: Any = {"configurable": {"thread_id": thread}}
@@ -131,4 +132,4 @@ def main(db: str, thread: str, side: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(sys.argv[1:])

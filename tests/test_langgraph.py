@@ -27,6 +27,7 @@ from helpers import sqlite_store
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
+from preloaded import Preloaded
 
 from letitloop import LetItLoopError, async_step, step
 from letitloop.adapters.langgraph import (
@@ -247,27 +248,28 @@ class TestFourProcessesSharingOneJournalFile:
         LetItLoopCheckpointSaver(db).close()  # migrate once, so the children only write rows
         script = tmp_path / "child.py"
         script.write_text(CHILD, encoding="utf-8")
-        children = [
-            subprocess.Popen(
-                [sys.executable, str(script), str(db), str(n), str(go)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=_env(),
-            )
-            for n in range(4)
-        ]
-        deadline = time.monotonic() + 90
-        while not all(Path(f"{go}-ready-{n}").exists() for n in range(4)):
-            assert time.monotonic() < deadline, "children did not start"
-            assert all(c.poll() is None for c in children), "a child died before starting"
-            time.sleep(0.01)
-        go.touch()
-        results = [c.communicate(timeout=120) for c in children]
+        # Four processes of their own (pids, connections, locks), forked from one
+        # interpreter that imported LangGraph and the adapter once (tests/preloaded.py).
+        with Preloaded(
+            "langgraph.graph",
+            "langgraph.checkpoint.base.id",
+            "letitloop.adapters.langgraph",
+            with_letitloop=True,
+        ) as forker:
+            children = [
+                forker.start(script, str(db), str(n), str(go), env=_env()) for n in range(4)
+            ]
+            deadline = time.monotonic() + 90
+            while not all(Path(f"{go}-ready-{n}").exists() for n in range(4)):
+                assert time.monotonic() < deadline, "children did not start"
+                assert all(c.running() for c in children), "a child died before starting"
+                time.sleep(0.01)
+            go.touch()
+            results = [c.wait() for c in children]
 
-        for child, (_out, err) in zip(children, results, strict=True):
-            assert child.returncode == 0, err
-            assert "locked" not in err.lower()
+        for done in results:
+            assert done.returncode == 0, done.stderr
+            assert "locked" not in done.stderr.lower()
         with LetItLoopCheckpointSaver(db) as saver:
             for n in range(4):
                 tuples = list(saver.list({"configurable": {"thread_id": f"proc-{n}"}}))

@@ -32,34 +32,47 @@ if not hasattr(os, "fork"):  # pragma: no cover
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from helpers import LIL_ENTRY  # noqa: E402
 from preloaded import Preloaded  # noqa: E402
 
 import letitloop  # noqa: E402
 
-SCRIPT = HERE / "langgraph_answers.py"
+#: ``python tests/langgraph_answers.py ARGS`` (the program) as a child of the forker runs
+#: it (tests/preloaded_main.py): ``forker.run(*PROGRAM, ARGS)``.
+PROGRAM = (HERE / "preloaded_main.py", "langgraph_answers")
 TRIALS = 20
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 @pytest.fixture(scope="module")
 def forker() -> Iterator[Preloaded]:
+    """Forks the program's runs and ``lil``'s: LangGraph, the adapter, what a run imports
+    at its first call (LangChain's tracers, the durable model's streaming), ``lil``'s
+    commands, and the program's module (its definitions made once, not in each child)."""
     modules = (
         "langgraph.graph",
         "langgraph.prebuilt",
         "letitloop.adapters.langgraph",
         "letitloop.adapters.langgraph.agents",
+        "letitloop.adapters.langgraph.streaming",
+        "langchain_core.messages.block_translators.langchain_v0",
+        "langchain_core.tracers.context",
+        "langchain_core.tracers.run_collector",
+        "langchain_core.tracers.stdout",
+        "letitloop.primitives.waits",
+        "letitloop.run.retry",
+        "letitloop.cli",
+        "pkgutil",
     )
-    with Preloaded(*modules, with_letitloop=True) as p:
+    warm = f"import sys\nsys.path.append({str(HERE)!r})\nimport langgraph_answers\n"
+    with Preloaded(*modules, with_letitloop=True, warm=warm) as p:
         yield p
 
 
-def _lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def _lil(forker: Preloaded, db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``lil --db DB ARGS`` (``python -m letitloop``) in a child of the forker: what it
+    prints and writes is what these tests check, not the entry point's start."""
+    return forker.run(LIL_ENTRY, "--db", str(db), *args)
 
 
 def _asked(stderr: str) -> str:
@@ -93,7 +106,7 @@ class TestAnInterruptAnsweredByLilSend:
         self, forker: Preloaded, tmp_path: Path
     ) -> None:
         db, side = tmp_path / "j.db", tmp_path / "side"
-        stopped = forker.run(SCRIPT, str(db), "t1", str(side))
+        stopped = forker.run(*PROGRAM, str(db), "t1", str(side))
         assert stopped.returncode == 75, stopped.stderr
         lines = stopped.stderr.strip().splitlines()
         assert len(lines) == 1, stopped.stderr
@@ -108,22 +121,22 @@ class TestAnInterruptAnsweredByLilSend:
         self, forker: Preloaded, tmp_path: Path
     ) -> None:
         db, side = tmp_path / "j.db", tmp_path / "side"
-        asked = _asked(forker.run(SCRIPT, str(db), "t1", str(side)).stderr)
+        asked = _asked(forker.run(*PROGRAM, str(db), "t1", str(side)).stderr)
         other = "0" * 32
-        refused = _lil(db, "send", "langgraph:answers", f"interrupt:{other}", "true")
+        refused = _lil(forker, db, "send", "langgraph:answers", f"interrupt:{other}", "true")
         assert refused.returncode != 0
         assert f"interrupt:{asked}" in refused.stderr and "not waiting for" in refused.stderr
         assert _waiting(db) == [("langgraph:answers", "waiting")]
-        sent = _lil(db, "send", "langgraph:answers", f"interrupt:{asked}", "true")
+        sent = _lil(forker, db, "send", "langgraph:answers", f"interrupt:{asked}", "true")
         assert sent.returncode == 0, sent.stderr
-        again = _lil(db, "send", "langgraph:answers", f"interrupt:{asked}", "false")
+        again = _lil(forker, db, "send", "langgraph:answers", f"interrupt:{asked}", "false")
         assert again.returncode != 0  # one answer per interrupt
-        done = forker.run(SCRIPT, str(db), "t1", str(side))
+        done = forker.run(*PROGRAM, str(db), "t1", str(side))
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["answer"] == "room 12 booked"
         assert _starts(side, "book 12") == 1
         # Run again: the same request and the same answer, nothing paid.
-        rerun = forker.run(SCRIPT, str(db), "t1", str(side))
+        rerun = forker.run(*PROGRAM, str(db), "t1", str(side))
         assert rerun.returncode == 0 and json.loads(rerun.stdout) == json.loads(done.stdout)
         assert _starts(side, "book 12") == 1
 
@@ -148,16 +161,17 @@ class TestKilledInsideTheApprovedCall:
         extra, wait, goal = GRAPHS[graph]
         env = {**os.environ, **extra}
         db, side = tmp_path / "j.db", tmp_path / "side"
-        asked = _asked(forker.run(SCRIPT, str(db), "t1", str(side), env=env).stderr)
-        assert _lil(db, "send", "langgraph:answers", f"interrupt:{asked}", "true").returncode == 0
+        asked = _asked(forker.run(*PROGRAM, str(db), "t1", str(side), env=env).stderr)
+        first = _lil(forker, db, "send", "langgraph:answers", f"interrupt:{asked}", "true")
+        assert first.returncode == 0, first.stderr
         slow = {**env, "SLOW": "1"}
-        child = forker.start(SCRIPT, str(db), "t1", str(side), env=slow)
+        child = forker.start(*PROGRAM, str(db), "t1", str(side), env=slow)
         while _starts(side, "book 12") == 0:
             assert child.running(), child.wait().stderr
             time.sleep(0.001)
         os.kill(child.pid, signal.SIGKILL)  # inside the booking
         assert child.wait().returncode == -signal.SIGKILL
-        stopped = forker.run(SCRIPT, str(db), "t1", str(side), env=env)
+        stopped = forker.run(*PROGRAM, str(db), "t1", str(side), env=env)
         assert stopped.returncode == 75, stopped.stderr
         (line,) = _said(stopped.stderr)
         assert f"'{wait}'" in line and "cut short" in line and "lil send " in line, line
@@ -166,9 +180,9 @@ class TestKilledInsideTheApprovedCall:
             (run,) = conn.execute(
                 "SELECT id FROM runs WHERE goal = ? AND status = 'waiting'", (goal,)
             ).fetchone()
-        sent = _lil(db, "send", run, wait, "true" if again else "false")
+        sent = _lil(forker, db, "send", run, wait, "true" if again else "false")
         assert sent.returncode == 0, sent.stderr
-        done = forker.run(SCRIPT, str(db), "t1", str(side), env=env)
+        done = forker.run(*PROGRAM, str(db), "t1", str(side), env=env)
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)["answer"]
         if again:
@@ -190,23 +204,23 @@ class TestKilledAfterTheAnswer:
         db = tmp_path / "j.db"
         rng = random.Random("answers")
         ref_side = tmp_path / "reference.side"
-        asked = _asked(forker.run(SCRIPT, str(db), "reference", str(ref_side), env=env).stderr)
+        asked = _asked(forker.run(*PROGRAM, str(db), "reference", str(ref_side), env=env).stderr)
         letitloop.send("langgraph:answers", f"interrupt:{asked}", True, path=str(db))
         began = time.monotonic()
-        assert forker.run(SCRIPT, str(db), "reference", str(ref_side), env=env).returncode == 0
+        assert forker.run(*PROGRAM, str(db), "reference", str(ref_side), env=env).returncode == 0
         seconds = time.monotonic() - began
         kills = repeated = in_flight = errors = differing = asked_again = in_doubt = 0
         for i in range(TRIALS):
             side, thread = tmp_path / f"{i}.side", f"trial-{i}"
             ended = False
-            asked = _asked(forker.run(SCRIPT, str(db), thread, str(side), env=env).stderr)
+            asked = _asked(forker.run(*PROGRAM, str(db), thread, str(side), env=env).stderr)
             letitloop.send("langgraph:answers", f"interrupt:{asked}", True, path=str(db))
-            child = forker.start(SCRIPT, str(db), thread, str(side), env=env)
+            child = forker.start(*PROGRAM, str(db), thread, str(side), env=env)
             time.sleep(rng.uniform(0, seconds))
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child.pid, signal.SIGKILL)
             kills += child.wait().returncode == -signal.SIGKILL
-            done = forker.run(SCRIPT, str(db), thread, str(side), env=env)
+            done = forker.run(*PROGRAM, str(db), thread, str(side), env=env)
             if done.returncode == 75 and wait in done.stderr:
                 # Killed inside the booking: the person checks (the side file says whether
                 # it ended) and answers; the program run again.
@@ -214,7 +228,7 @@ class TestKilledAfterTheAnswer:
                 ended = "end book 12" in side.read_text().splitlines()
                 run = re.search(r"lil send (\S+) ", done.stderr).group(1)  # type: ignore[union-attr]
                 letitloop.send(run, wait, not ended, path=str(db))
-                done = forker.run(SCRIPT, str(db), thread, str(side), env=env)
+                done = forker.run(*PROGRAM, str(db), thread, str(side), env=env)
                 in_doubt += ended
             lines = side.read_text().splitlines()
             starts = lines.count("start book 12")

@@ -63,8 +63,14 @@ print(json.dumps({"pid": os.getpid(), "answer": out["answer"]}))
 
 @pytest.fixture(scope="module")
 def langgraph() -> Iterator[Preloaded]:
-    """Forks the processes from an interpreter that imported LangGraph once."""
-    with Preloaded("langgraph.graph", "langgraph.checkpoint.memory") as preloaded:
+    """Forks the processes from an interpreter that imported LangGraph and the adapter once
+    (and opened no journal: to letitloop each child is a fresh process)."""
+    with Preloaded(
+        "langgraph.graph",
+        "langgraph.checkpoint.memory",
+        "letitloop.adapters.langgraph",
+        with_letitloop=True,
+    ) as preloaded:
         yield preloaded
 
 

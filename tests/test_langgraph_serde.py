@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, TypedDict, cast
 
@@ -27,6 +27,7 @@ from langgraph.checkpoint.serde.jsonplus import (
     JsonPlusSerializer,
 )
 from langgraph.graph import END, START, StateGraph
+from preloaded import Preloaded
 
 from letitloop.adapters.langgraph import LetItLoopCheckpointSaver
 
@@ -218,8 +219,8 @@ def _json_row(db: Path, values: dict[str, Any]) -> None:
         )
 
 
-#: Run in a fresh interpreter: reads thread "t" with the default saver and
-#: prints which of the named modules were loaded before and after, and what
+#: Run in a process of its own that has read nothing: reads thread "t" with the default
+#: saver and prints which of the named modules were loaded before and after, and what
 #: came back, as JSON.
 _READER = """
 import json, sys
@@ -239,13 +240,22 @@ print(json.dumps({
 """
 
 
-def _read_in_a_fresh_process(db: Path, modules: list[str]) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", _READER, str(db), *modules],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Preloaded, Path]]:
+    """``_READER``'s processes, forked from one interpreter that imported only what the
+    reader imports first (the adapter) and opened no journal (tests/preloaded.py): each
+    is a process that never decoded a row, as a fresh interpreter would be."""
+    script = tmp_path_factory.mktemp("reader") / "reader.py"
+    script.write_text(_READER, encoding="utf-8")
+    with Preloaded("letitloop.adapters.langgraph", with_letitloop=True) as forker:
+        yield forker, script
+
+
+def _read_in_a_fresh_process(
+    reader: tuple[Preloaded, Path], db: Path, modules: list[str]
+) -> dict[str, Any]:
+    forker, script = reader
+    done = forker.run(script, str(db), *modules)
     assert done.returncode == 0, done.stderr
     return cast(dict[str, Any], json.loads(done.stdout))
 
@@ -254,7 +264,7 @@ class TestAJsonRow:
     """LangGraph's older ``json`` rows obey the same allow-list as msgpack rows."""
 
     def test_a_langchain_class_off_the_list_is_neither_built_nor_imported(
-        self, tmp_path: Path
+        self, tmp_path: Path, reader: tuple[Preloaded, Path]
     ) -> None:
         db = tmp_path / "journal.db"
         values = {
@@ -263,14 +273,14 @@ class TestAJsonRow:
         }
         _json_row(db, values)
         modules = [module for _, module, _ in _LANGCHAIN_OFF_LIST.values()]
-        got = _read_in_a_fresh_process(db, modules)
+        got = _read_in_a_fresh_process(reader, db, modules)
         assert got["before"] == []
         assert got["after"] == []
         assert set(got["types"].values()) == {"builtins.dict"}
         assert got["values"]["prompt"] == _LANGCHAIN_OFF_LIST["prompt"][2]
 
     def test_an_lc2_constructor_off_the_list_is_neither_built_nor_imported(
-        self, tmp_path: Path
+        self, tmp_path: Path, reader: tuple[Preloaded, Path]
     ) -> None:
         db = tmp_path / "journal.db"
         kwargs = {"template": "say {x}", "input_variables": ["x"]}
@@ -285,11 +295,13 @@ class TestAJsonRow:
                 }
             },
         )
-        got = _read_in_a_fresh_process(db, ["langchain_core.prompts.prompt"])
+        got = _read_in_a_fresh_process(reader, db, ["langchain_core.prompts.prompt"])
         assert got["after"] == []
         assert got["types"] == {"v": "builtins.dict"} and got["values"]["v"] == kwargs
 
-    def test_a_message_on_the_list_still_comes_back_as_itself(self, tmp_path: Path) -> None:
+    def test_a_message_on_the_list_still_comes_back_as_itself(
+        self, tmp_path: Path, reader: tuple[Preloaded, Path]
+    ) -> None:
         db = tmp_path / "journal.db"
         _json_row(
             db,
@@ -302,7 +314,7 @@ class TestAJsonRow:
                 }
             },
         )
-        got = _read_in_a_fresh_process(db, [])
+        got = _read_in_a_fresh_process(reader, db, [])
         assert got["types"] == {"v": "langchain_core.messages.ai.AIMessage"}
 
     def test_a_class_you_allowed_is_built_and_another_is_not(self, tmp_path: Path) -> None:

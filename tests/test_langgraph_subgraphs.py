@@ -73,8 +73,11 @@ with LetItLoopCheckpointSaver(journal) as saver:
 
 @pytest.fixture(scope="module")
 def langgraph() -> Iterator[Preloaded]:
-    """Forks the processes from an interpreter that imported LangGraph once."""
-    with Preloaded("langgraph.graph") as preloaded:
+    """Forks the processes from an interpreter that imported LangGraph and the adapter once
+    (and opened no journal: to letitloop each child is a fresh process)."""
+    with Preloaded(
+        "langgraph.graph", "letitloop.adapters.langgraph", with_letitloop=True
+    ) as preloaded:
         yield preloaded
 
 
