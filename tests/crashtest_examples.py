@@ -75,16 +75,22 @@ class Example:
     #: the crash test's hook is installed then), imported once by the tests' forking
     #: interpreter; none: each run a fresh interpreter.
     preload: tuple[str, ...] = ()
+    #: For an example whose command runs its steps in a child of its own (the process the
+    #: crash test kills and reruns), the arguments that run that child alone: the tests
+    #: crash-test it, forked (its whole command's parent is tested apart); none: the command.
+    steps_only: tuple[str, ...] = ()
+    #: Statements the forking interpreter runs after its imports (tests/preloaded.py).
+    warm: str = ""
 
     @property
     def name(self) -> str:
         return self.file.removesuffix(".py").replace("/", "_")
 
-    def command(self, python: str = sys.executable) -> list[str]:
+    def command(self, python: str = sys.executable, argv: tuple[str, ...] = ()) -> list[str]:
         """The command the crash test runs (paths absolute: it runs in a fresh folder)."""
-        head = self.argv[0]
+        head, *rest = argv or self.argv
         script = str(HERE) if head == "driver" else str(EXAMPLES / head)
-        return [python, script, *self.argv[1:]]
+        return [python, script, *rest]
 
 
 #: Every example program, in the order of examples/ (tests/test_crashtest_examples.py
@@ -114,6 +120,10 @@ ALL = [
         ("llamaindex_resume.py", "--db", "journal.db"),
         "match:^result: ",
         "llama_index.core",
+        preload=("llama_index.core.agent.workflow",),
+        steps_only=("llamaindex_resume.py", "--agents", "--db", "journal.db",
+                    "--ledger", "ledger.txt"),
+        warm="from llama_index.core.utils import get_tokenizer; get_tokenizer()",
     ),
     Example(
         "openai_agents_resume.py",
@@ -152,8 +162,8 @@ def crashtest_example(name: str, *, max_kills: int = 3, seed: int = 56) -> Repor
     from letitloop.supervision.crashtest import crashtest, describe
 
     example = BY_NAME[name]
-    command = example.command()
-    with Preloaded(*example.preload) as preloaded:
+    command = example.command(argv=example.steps_only)
+    with Preloaded(*example.preload, warm=example.warm) as preloaded:
         report = crashtest(
             command, max_kills=max_kills, seed=seed, order="random", output=example.output,
             effects=example.effects, timeout=240, program=example_program(name, preloaded),
@@ -177,9 +187,10 @@ def example_program(name: str, preloaded: Preloaded) -> Program:
             done = preloaded.run(Path(script), *args, env=env, cwd=folder)
             return done.returncode, done.stdout.encode("utf-8")
 
+    command = example.command(argv=example.steps_only)
     if not example.preload:
-        return Program(example.command(), timeout=240)
-    return Forked(example.command(), timeout=240)
+        return Program(command, timeout=240)
+    return Forked(command, timeout=240)
 
 
 def run_here(argv: list[str], main: Callable[[], object]) -> subprocess.CompletedProcess[str]:

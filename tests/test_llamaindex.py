@@ -467,10 +467,13 @@ class TestTheCrashTest:
     def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
         self,
     ) -> None:
-        """lil crashtest's machinery on examples/llamaindex_resume.py (LlamaIndex's agents):
-        killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
-        finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
+        """lil crashtest's machinery on examples/llamaindex_resume.py's agents (its process
+        ``--agents``, where every kill point is; forked): killed with SIGKILL at three of its
+        kill points drawn with a seed, rerun until it finishes: no recorded call ran or was
+        paid again, and each finished run answered as the uninterrupted one. The whole
+        example (its parent printing the ledger) is killed and rerun by
+        TestTheExampleKilledWhereTheCrashTestFoundReruns, and by the benchmark at every
+        point."""
         report = crashtest_example("llamaindex_resume")
         assert report.expected == (
             "result: AgentOutput: Oslo has 700000 people; 2 + 3 = 5 {'city': 'Oslo', 'total': 5}"
