@@ -19,15 +19,26 @@ folder, each as a reader uses it:
   ``Idempotency-Key``, then the run polled until it completed.
 
 A driver that sees the example killed exits 1, so the crash test reruns it.
+
+The tests run an example or driver that imports a heavy framework (``preload``) in
+children forked from an interpreter that imported it once (tests/preloaded.py), and
+a driver runs the example and ``lil`` in children forked from itself: each a process
+of its own, SIGKILLed by the crash test's hook as a fresh one is, for a tenth of the
+CPU. The benchmark runs every example as ``lil crashtest`` does, each run fresh.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import json
+import os
 import re
+import runpy
 import subprocess
 import sys
+import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +46,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from letitloop.supervision.crashtest import Report
+    from preloaded import Preloaded
+
+    from letitloop.supervision.crashtest import Program, Report
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -58,28 +71,43 @@ class Example:
     env: str = "main"
     #: The side-effect file the crash test compares with the reference's (its ``effects``).
     effects: str | None = None
+    #: The heavy modules its command imports (never letitloop: each run imports it, and
+    #: the crash test's hook is installed then), imported once by the tests' forking
+    #: interpreter; none: each run a fresh interpreter.
+    preload: tuple[str, ...] = ()
+    #: For an example whose command runs its steps in a child of its own (the process the
+    #: crash test kills and reruns), the arguments that run that child alone: the tests
+    #: crash-test it, forked (its whole command's parent is tested apart); none: the command.
+    steps_only: tuple[str, ...] = ()
+    #: Statements the forking interpreter runs after its imports (tests/preloaded.py).
+    warm: str = ""
 
     @property
     def name(self) -> str:
         return self.file.removesuffix(".py").replace("/", "_")
 
-    def command(self, python: str = sys.executable) -> list[str]:
+    def command(self, python: str = sys.executable, argv: tuple[str, ...] = ()) -> list[str]:
         """The command the crash test runs (paths absolute: it runs in a fresh folder)."""
-        head = self.argv[0]
+        head, *rest = argv or self.argv
         script = str(HERE) if head == "driver" else str(EXAMPLES / head)
-        return [python, script, *self.argv[1:]]
+        return [python, script, *rest]
 
 
 #: Every example program, in the order of examples/ (tests/test_crashtest_examples.py
 #: checks that none is left out).
 ALL = [
     Example(
-        "autogen_human.py", ("driver", "autogen_human"), "match:^approved", "autogen_agentchat"
+        "autogen_human.py", ("driver", "autogen_human"), "match:^approved", "autogen_agentchat",
+        preload=("autogen_agentchat.agents", "autogen_agentchat.conditions",
+                 "autogen_agentchat.teams", "autogen_ext.models.replay"),
     ),
     Example("autogen_resume.py", ("autogen_resume.py",), "match:^answer: ", "autogen_agentchat"),
     Example("crewai_resume.py", ("crewai_resume.py",), "match:^report: ", "crewai", env="crewai"),
     Example("dspy_resume.py", ("dspy_resume.py", "--db", "journal.db"), "match:^answer: ", "dspy"),
-    Example("fastapi_app.py", ("driver", "fastapi_app"), "match:^{.id.: ", "fastapi"),
+    Example(
+        "fastapi_app.py", ("driver", "fastapi_app"), "match:^{.id.: ", "fastapi",
+        preload=("fastapi", "starlette.testclient"),
+    ),
     Example("langgraph_agent.py", ("langgraph_agent.py",), "match:^answer: ", "langgraph"),
     Example(
         "langgraph_resume.py",
@@ -92,6 +120,10 @@ ALL = [
         ("llamaindex_resume.py", "--db", "journal.db"),
         "match:^result: ",
         "llama_index.core",
+        preload=("llama_index.core.agent.workflow",),
+        steps_only=("llamaindex_resume.py", "--agents", "--db", "journal.db",
+                    "--ledger", "ledger.txt"),
+        warm="from llama_index.core.utils import get_tokenizer; get_tokenizer()",
     ),
     Example(
         "openai_agents_resume.py",
@@ -106,9 +138,15 @@ ALL = [
         "pydantic_ai",
     ),
     Example("replay_test/triage.py", ("replay_test/triage.py",), "exact", "letitloop"),
-    Example("shop_server.py", ("driver", "shop_server"), "exact", "mcp", effects="charges.log"),
+    Example(
+        "shop_server.py", ("driver", "shop_server"), "exact", "mcp", effects="charges.log",
+        preload=("mcp", "mcp.client.stdio", "mcp.client.session", "jsonschema.validators"),
+    ),
     Example("smolagents_resume.py", ("smolagents_resume.py",), "match:^answer: ", "smolagents"),
-    Example("starlette_app.py", ("driver", "starlette_app"), "match:^{.id.: ", "httpx"),
+    Example(
+        "starlette_app.py", ("driver", "starlette_app"), "match:^{.id.: ", "httpx",
+        preload=("starlette.applications", "starlette.testclient"),
+    ),
 ]  # fmt: skip
 
 BY_NAME = {example.name: example for example in ALL}
@@ -119,24 +157,107 @@ def crashtest_example(name: str, *, max_kills: int = 3, seed: int = 56) -> Repor
     random with ``seed``, run with this interpreter from the current folder; fails
     (AssertionError, with the report) when anything ran or was paid twice, a trial did not
     finish, or its compared output differs from the reference's. Returns the report."""
+    from preloaded import Preloaded
+
     from letitloop.supervision.crashtest import crashtest, describe
 
     example = BY_NAME[name]
-    command = example.command()
-    report = crashtest(
-        command, max_kills=max_kills, seed=seed, order="random", output=example.output,
-        effects=example.effects, timeout=240,
-    )  # fmt: skip
+    command = example.command(argv=example.steps_only)
+    with Preloaded(*example.preload, warm=example.warm) as preloaded:
+        report = crashtest(
+            command, max_kills=max_kills, seed=seed, order="random", output=example.output,
+            effects=example.effects, timeout=240, program=example_program(name, preloaded),
+        )  # fmt: skip
     said = "\n".join(describe(report, command))
     assert report.tried == min(max_kills, report.points), said
     assert report.repeats == [] and report.problems == [], said
     return report
 
 
+def example_program(name: str, preloaded: Preloaded) -> Program:
+    """How the tests run example ``name``'s command: each run a child forked from
+    ``preloaded`` (which imported its ``preload``), or a fresh process (none)."""
+    from letitloop.supervision.crashtest import Program
+
+    example = BY_NAME[name]
+
+    class Forked(Program):
+        def execute(self, folder: Path, env: dict[str, str], kill: str) -> tuple[int, bytes]:
+            script, *args = self.command[1:]
+            done = preloaded.run(Path(script), *args, env=env, cwd=folder)
+            return done.returncode, done.stdout.encode("utf-8")
+
+    command = example.command(argv=example.steps_only)
+    if not example.preload:
+        return Program(command, timeout=240)
+    return Forked(command, timeout=240)
+
+
+def run_here(argv: list[str], main: Callable[[], object]) -> subprocess.CompletedProcess[str]:
+    """``main()`` run to its end in a child forked from this driver, as ``python ARGV``
+    would run it (``sys.argv`` ARGV, stdin empty, stdout and stderr captured, atexit
+    handlers at its end): a process of its own, killed for real by the crash test's hook
+    (this driver never imports letitloop: the child imports it, the hook installed then).
+    Its exit status is negative when a signal ended it, as ``subprocess.run`` says."""
+    assert "letitloop" not in sys.modules, "the driver must not import letitloop"
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                null = os.open(os.devnull, os.O_RDONLY)
+                for fd, target in ((null, 0), (out.fileno(), 1), (err.fileno(), 2)):
+                    os.dup2(fd, target)
+                sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), "utf-8")
+                sys.stderr = io.TextIOWrapper(
+                    io.FileIO(2, "w", closefd=False), "utf-8", "backslashreplace",
+                    line_buffering=True,
+                )  # fmt: skip
+                sys.argv = list(argv)
+                try:
+                    main()
+                    code = 0
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+                threading._shutdown()  # type: ignore[attr-defined]
+                import atexit
+
+                atexit._run_exitfuncs()
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(
+            argv,
+            os.waitstatus_to_exitcode(status),
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+        )
+
+
 def run_example(*argv: str) -> subprocess.CompletedProcess[str]:
-    """An example in a child (the crash test's variables inherited: it is killed there)."""
-    return subprocess.run(
-        [sys.executable, str(EXAMPLES / argv[0]), *argv[1:]], capture_output=True, text=True
+    """An example in a child forked from this driver (the crash test's variables
+    inherited: it is killed there)."""
+    script = str(EXAMPLES / argv[0])
+
+    def main() -> None:
+        sys.path[0] = str(EXAMPLES)  # as python puts the script's folder first
+        runpy.run_path(script, run_name="__main__")
+
+    return run_here([script, *argv[1:]], main)
+
+
+def lil(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m letitloop ARGS`` (``lil``) in a child forked from this driver."""
+    return run_here(
+        ["lil", *args], lambda: runpy.run_module("letitloop", run_name="__main__", alter_sys=True)
     )
 
 
@@ -151,11 +272,7 @@ def drive_autogen_human() -> int:
         waiting = re.search(r"stopped to wait for '([^']+)'", done.stderr)
         if done.returncode != 75 or waiting is None:
             return 1  # killed: the crash test runs this driver again
-        sent = subprocess.run(
-            [sys.executable, "-m", "letitloop", "send", "poem", waiting[1],
-             answers[waiting[1]], "--db", ".letitloop/journal.db"],
-            capture_output=True, text=True,
-        )  # fmt: skip
+        sent = lil("send", "poem", waiting[1], answers[waiting[1]], "--db", ".letitloop/journal.db")
         if sent.returncode != 0:
             print(sent.stderr, file=sys.stderr)
             return 1
@@ -195,7 +312,7 @@ def drive_shop_server() -> int:
     (``"rerun"``)."""
     program = CHECKOUT.replace("[SERVER,", f"[{str(EXAMPLES / 'shop_server.py')!r},")
     for _ in range(3):
-        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+        done = run_here(["-c"], lambda: exec(program, {"__name__": "__main__"}))
         if done.returncode == 0:
             print(done.stdout, end="")
             return 0
@@ -206,11 +323,7 @@ def drive_shop_server() -> int:
         record = Path("charges.log")
         charged = record.read_text("utf-8").splitlines() if record.exists() else []
         decision = {"result": "charged order 7"} if "charged order 7" in charged else "rerun"
-        sent = subprocess.run(
-            [sys.executable, "-m", "letitloop", "send", waiting[1], waiting[2],
-             json.dumps(decision)],
-            capture_output=True, text=True,
-        )  # fmt: skip
+        sent = lil("send", waiting[1], waiting[2], json.dumps(decision))
         if sent.returncode != 0:
             print(sent.stderr, file=sys.stderr)
             return 1

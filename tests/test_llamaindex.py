@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 from crashtest_examples import EXAMPLES, crashtest_example
-from helpers import run_python, spawn_python, wait_until, write_script
-from preloaded import Preloaded
+from helpers import lil_forked, wait_until, write_script
+from preloaded import Child, Preloaded
 
 from letitloop.run.crashhook import KILL_ENV, LEDGER_ENV
 from letitloop.supervision.crashtest import Run, committed_steps, judge
@@ -140,25 +140,29 @@ def lines(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-def run_workflow(folder: Path, **env: str) -> subprocess.Popen[str]:
+@pytest.fixture(scope="module")
+def workflows_sdk() -> Iterator[Preloaded]:
+    """Forks the workflows' processes from an interpreter that imported llama-index-workflows
+    and the adapter once (each child a process of its own, SIGKILLed for real)."""
+    with Preloaded("workflows", "letitloop.adapters.llamaindex", with_letitloop=True) as sdk:
+        yield sdk
+
+
+def run_workflow(sdk: Preloaded, folder: Path, **env: str) -> Child:
     script = write_script(folder, "pipeline.py", WORKFLOW)
     base = {"WF_LOG": str(folder / "steps.log"), "WF_RELEASED": str(folder / "go")}
-    return spawn_python(script, str(folder / "journal.db"), env={**base, **env})
+    return sdk.start(script, str(folder / "journal.db"), env={**os.environ, **base, **env})
 
 
-def finish(child: subprocess.Popen[str]) -> Any:
-    out, err = child.communicate(timeout=90)
-    assert child.returncode == 0, err
-    return json.loads(out.splitlines()[-1])["result"]
+def finish(child: Child) -> Any:
+    done = child.wait()
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])["result"]
 
 
 def lil_show(db: Path) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "letitloop", "show", "oslo", "--json", "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """``lil show oslo --json --db DB``, in a process of its own (forked: tests/helpers.py)."""
+    done = lil_forked("show", "oslo", "--json", "--db", str(db))
     shown: dict[str, Any] = json.loads(done.stdout) if done.returncode == 0 else {"rows": []}
     return shown
 
@@ -178,9 +182,11 @@ class Resumed:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def uninterrupted(
+    tmp_path_factory: pytest.TempPathFactory, workflows_sdk: Preloaded
+) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("uninterrupted")
-    result = finish(run_workflow(folder))
+    result = finish(run_workflow(workflows_sdk, folder))
     return {"result": result, "log": lines(folder / "steps.log")}
 
 
@@ -202,28 +208,30 @@ BETWEEN = {
         "between the session's start and the start event",
     ],
 )
-def resumed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Resumed:
+def resumed(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    workflows_sdk: Preloaded,
+) -> Resumed:
     """The workflow killed at ``request.param``, then run again."""
     kill: str = request.param
     folder = tmp_path_factory.mktemp("killed")
     log, db = folder / "steps.log", folder / "journal.db"
     if kill.startswith("between"):
-        child = run_workflow(folder, WF_KILL_AFTER=BETWEEN[kill])
-        child.wait(timeout=90)
+        child = run_workflow(workflows_sdk, folder, WF_KILL_AFTER=BETWEEN[kill])
     else:
         held = kill.removeprefix("inside ")
-        child = run_workflow(folder, WF_HOLD=held)
+        child = run_workflow(workflows_sdk, folder, WF_HOLD=held)
         wait_until(lambda: f"start {held}" in lines(log), f"the workflow inside {held}")
         if held == "count 1":
             # count 0 runs beside it: wait until its result is committed, so that
             # the kill cannot land between its side effect and its record.
             wait_until(lambda: recorded(db, "step_result:count") == 1, "count 0 recorded")
         os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    assert child.wait().returncode == -signal.SIGKILL
     first = lines(log)
     (folder / "go").touch()
-    result = finish(run_workflow(folder))
+    result = finish(run_workflow(workflows_sdk, folder))
     return Resumed(kill, result, first, lines(log), db)
 
 
@@ -249,16 +257,18 @@ class TestAWorkflowKilledAndRunAgain:
         # The topic came back from the context state recorded by fetch.
         assert resumed.result == {"topic": "Oslo", "parts": [[0, 4], [1, 5]]}
 
-    def test_a_rerun_of_the_finished_run_runs_nothing(self, resumed: Resumed) -> None:
+    def test_a_rerun_of_the_finished_run_runs_nothing(
+        self, resumed: Resumed, workflows_sdk: Preloaded
+    ) -> None:
         folder = resumed.db.parent
         before = lines(folder / "steps.log")
-        assert finish(run_workflow(folder)) == resumed.result
+        assert finish(run_workflow(workflows_sdk, folder)) == resumed.result
         assert lines(folder / "steps.log") == before
 
 
 class TestAWorkflowRunOutsideAJournal:
     def test_each_request_is_a_run_of_its_own_and_the_same_request_replays(
-        self, tmp_path: Path
+        self, tmp_path: Path, workflows_sdk: Preloaded
     ) -> None:
         script = write_script(
             tmp_path,
@@ -288,22 +298,17 @@ class TestAWorkflowRunOutsideAJournal:
             """,
         )
         db = tmp_path / "journal.db"
-        first = run_python(script, env={"LETITLOOP_DB": str(db)})
+        env = {**os.environ, "LETITLOOP_DB": str(db)}
+        first = workflows_sdk.run(script, env=env)
         assert first.returncode == 0, first.stderr
         assert json.loads(first.stdout) == ["A", "B", "A"]
         assert first.stderr.split() == ["ran", "a", "ran", "b"]  # the third: replayed
-        again = run_python(script, env={"LETITLOOP_DB": str(db)})
+        again = workflows_sdk.run(script, env=env)
         assert json.loads(again.stdout) == ["A", "B", "A"]
         assert again.stderr == ""  # every request replayed: no step ran
-        runs = json.loads(
-            subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", str(db), "runs", "--json"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=True,
-            ).stdout
-        )
+        listed = lil_forked("--db", str(db), "runs", "--json")
+        assert listed.returncode == 0, listed.stderr
+        runs = json.loads(listed.stdout)
         assert sorted((r["goal"], r["state"]) for r in runs) == [("Echo", "completed")] * 2
 
 
@@ -401,15 +406,9 @@ class TestTheRuntimesRunOptions:
         assert ran == ["a", "b"]
         assert asyncio.run(twice(fresh=True)) == ["A", "B"]  # no name, a fresh answer
         assert ran == ["a", "b", "a", "b"]
-        runs = json.loads(
-            subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", db, "runs", "--json"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=True,
-            ).stdout
-        )
+        listed = lil_forked("--db", db, "runs", "--json")
+        assert listed.returncode == 0, listed.stderr
+        runs = json.loads(listed.stdout)
         names = sorted(r["name"] for r in runs)
         assert names[2:] == ["echo", "echo.turn2"]  # sorted after upper case
         assert all(n.startswith("Echo.request:") for n in names[:2]) and len(names) == 4
@@ -468,10 +467,13 @@ class TestTheCrashTest:
     def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
         self,
     ) -> None:
-        """lil crashtest's machinery on examples/llamaindex_resume.py (LlamaIndex's agents):
-        killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
-        finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
+        """lil crashtest's machinery on examples/llamaindex_resume.py's agents (its process
+        ``--agents``, where every kill point is; forked): killed with SIGKILL at three of its
+        kill points drawn with a seed, rerun until it finishes: no recorded call ran or was
+        paid again, and each finished run answered as the uninterrupted one. The whole
+        example (its parent printing the ledger) is killed and rerun by
+        TestTheExampleKilledWhereTheCrashTestFoundReruns, and by the benchmark at every
+        point."""
         report = crashtest_example("llamaindex_resume")
         assert report.expected == (
             "result: AgentOutput: Oslo has 700000 people; 2 + 3 = 5 {'city': 'Oslo', 'total': 5}"

@@ -33,14 +33,15 @@ from letitloop.mcp import DurableMCP, may_send_again
 SHOP = """
     import json, os, sys, time
 
+    if os.path.exists(os.environ["SHOP_REFUSE"]):
+        sys.exit(3)  # a server that cannot start: the client cannot connect
+
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
     LOG = os.environ["SHOP_LOG"]
     GATE = os.environ["SHOP_GATE"]  # the slow tools wait until this file exists
-    if os.path.exists(os.environ["SHOP_REFUSE"]):
-        sys.exit(3)  # a server that cannot start: the client cannot connect
     PARENT = os.getppid()
 
 
@@ -706,16 +707,15 @@ class TestTheCrashTest:
         uninterrupted run did, and the shop charged once."""
         import sqlite3
 
-        from crashtest_examples import BY_NAME
+        from crashtest_examples import BY_NAME, example_program
 
-        from letitloop.supervision.crashtest import Program
-
-        program = Program(BY_NAME["shop_server"].command(), timeout=240)
         journal = str(tmp_path / "journal.db")
-        killed = program.run(tmp_path, journal, 0, kill="end\t/2")
-        assert (killed.status, killed.events[-1]) == (1, ("kill", "end", "/2", ""))
-        assert (tmp_path / "charges.log").read_text("utf-8") == "charged order 7\n"
-        rerun = program.run(tmp_path, journal, 1)
+        with Preloaded(*BY_NAME["shop_server"].preload) as preloaded:
+            program = example_program("shop_server", preloaded)
+            killed = program.run(tmp_path, journal, 0, kill="end\t/2")
+            assert (killed.status, killed.events[-1]) == (1, ("kill", "end", "/2", ""))
+            assert (tmp_path / "charges.log").read_text("utf-8") == "charged order 7\n"
+            rerun = program.run(tmp_path, journal, 1)
         assert (rerun.status, rerun.stdout) == (0, "order 7 is open charged order 7\n")
         assert (tmp_path / "charges.log").read_text("utf-8") == "charged order 7\n"
         with sqlite3.connect(journal) as conn:

@@ -113,6 +113,18 @@ class Program:
         env[LEDGER_ENV] = str(ledger)
         if kill:
             env[KILL_ENV] = kill
+        status, stdout = self.execute(folder, env, kill)
+        events = []
+        if ledger.exists():
+            for line in ledger.read_text("utf-8").splitlines():
+                kind, where, key, run = [*line.split("\t"), "", "", ""][:4]
+                events.append((kind, where, key, run))
+        return Run(status, stdout.decode("utf-8", "replace"), events)
+
+    def execute(self, folder: Path, env: dict[str, str], kill: str) -> tuple[int, bytes]:
+        """Run the command to its end in ``folder`` with the environment ``env`` (its kill
+        point ``kill``, for the message of a run over the timeout): its exit status
+        (negative: the signal that ended it) and standard output."""
         try:
             done = subprocess.run(
                 self.command,
@@ -132,12 +144,7 @@ class Program:
                 f"crashtest: {' '.join(self.command)} ran over {self.timeout:g} s "
                 f"(kill point {kill.replace(chr(9), ' ') or 'none'}); raise --timeout"
             ) from None
-        events = []
-        if ledger.exists():
-            for line in ledger.read_text("utf-8").splitlines():
-                kind, where, key, run = [*line.split("\t"), "", "", ""][:4]
-                events.append((kind, where, key, run))
-        return Run(done.returncode, done.stdout.decode("utf-8", "replace"), events)
+        return done.returncode, done.stdout
 
 
 #: The ledger's events of a step called: its body ran, or its record was replayed.
@@ -253,6 +260,7 @@ def crashtest(
     max_reruns: int = 3,
     timeout: float = 300.0,
     output: str = "exact",
+    program: Program | None = None,
 ) -> Report:
     """Run the crash test of ``command``; the report says what was tried and what ran twice.
 
@@ -261,12 +269,14 @@ def crashtest(
     last, for one that also prints what ran in this process), ``match:REGEX``
     (the lines that match REGEX, ``re.search``: ``match:^answer: ``), or
     ``ignore``.
+    ``program`` runs each run of ``command`` (by default a :class:`Program`: a fresh
+    process of the command); a harness's own may start them otherwise.
     Raises LetItLoopError when the program cannot be run, runs over ``timeout``
     seconds, or its reference run uses no journal step at all.
     """
     began = time.monotonic()
     output = output_mode(output)
-    program = Program(command, timeout)
+    program = program or Program(command, timeout)
     journals = TrialJournals(os.environ.get("LETITLOOP_DB"))
     report = Report()
     root = Path(tempfile.mkdtemp(prefix="lil-crashtest-"))
