@@ -55,7 +55,7 @@ from typing import Any
 
 import pg_server
 import pytest
-from helpers import run_forked, wait_until, write_script
+from helpers import wait_until, write_script
 from preloaded import Preloaded
 
 from letitloop import Journal
@@ -369,9 +369,12 @@ def starts(side: Path) -> list[tuple[int, int]]:
 @pytest.fixture(scope="module")
 def holders() -> Iterator[Preloaded]:
     """Forks the processes that die or race (killed at random points, racing for a marker)
-    from an interpreter that imported letitloop once: each a process of its own, its own
-    pid, SIGKILLed for real (tests/preloaded.py)."""
-    with Preloaded("letitloop", with_letitloop=True) as forker:
+    and those that run to their end, from an interpreter that imported letitloop and
+    PostgreSQL's driver and store once: each a process of its own, its own pid, SIGKILLed
+    for real (tests/preloaded.py)."""
+    with Preloaded(
+        "letitloop", "psycopg", "letitloop.stores.postgres.storage", with_letitloop=True
+    ) as forker:
         yield forker
 
 
@@ -406,16 +409,16 @@ class TestAProcessThatRanSteps:
         assert done.returncode == 0, done.stderr
 
     def test_its_steps_are_replayed_by_a_fresh_process_without_calling_the_function(
-        self, tmp_path: Path, process_mode: Mode
+        self, tmp_path: Path, process_mode: Mode, holders: Preloaded
     ) -> None:
         mode = process_mode
         location = mode.backend.location(tmp_path)
         side = tmp_path / "side.log"
         script = write_script(tmp_path, "steps.py", STEPS)
         args = (location, mode.durability, mode.kind, str(side), "5")
-        first = run_forked(script, *args)
+        first = holders.run(script, *args)
         assert first.returncode == 0, first.stderr
-        again = run_forked(script, *args)
+        again = holders.run(script, *args)
         assert again.returncode == 0, again.stderr
         assert [i for i, _ in starts(side)] == [0, 1, 2, 3, 4]  # the second run called nothing
         assert again.stdout.split().count("returned") == 5
@@ -448,7 +451,7 @@ class TestAProcessKilledAtARandomPoint:
             assert not pid_starts & before, (pid_starts, before)
             if "finished" in lines:
                 break
-        final = run_forked(script, *args)
+        final = holders.run(script, *args)
         assert final.returncode == 0 and "finished" in final.stdout, final.stderr
         runs_of = [i for i, _ in starts(side)]
         for i in returned:

@@ -11,7 +11,9 @@ On PostgreSQL the opens held, but gc itself died with a raw ``DeadlockDetected``
 (three runs of three): it locked its tables one by one while a journal's
 transaction held one of them and asked for another.
 
-The gc process runs ``letitloop.maintenance.gc_runs``, the function ``lil gc``
+Each is a real process, a child forked from one interpreter that imported
+letitloop once (tests/preloaded.py). The gc process runs
+``letitloop.maintenance.gc_runs``, the function ``lil gc``
 calls, without its VACUUM: VACUUM holds the file for most of a ``lil gc`` (a
 loop of them drops the goal twice in 6 s on this machine, this one about 150
 times), and it is not where the race is. One real ``lil gc`` at the end checks
@@ -22,12 +24,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pg_server
-from helpers import write_script
+import pytest
+from helpers import LIL_ENTRY, write_script
+from preloaded import Preloaded
 
 #: How long the program opens runs while gc runs (seconds): CI-sized.
 SECONDS = 5.0
@@ -73,53 +77,55 @@ print(json.dumps({"runs": runs, "dropped": dropped}))
 """
 
 
-def race(tmp_path: Path, location: str) -> tuple[dict[str, Any], dict[str, int]]:
+@pytest.fixture(scope="module")
+def forker() -> Iterator[Preloaded]:
+    """The program's, the gc loop's and ``lil gc``'s processes: children forked from one
+    interpreter that imported letitloop (and PostgreSQL's driver and store) once."""
+    with Preloaded(
+        "letitloop.maintenance",
+        "letitloop.inspection",
+        "psycopg",
+        "letitloop.stores.postgres.storage",
+        with_letitloop=True,
+    ) as p:
+        yield p
+
+
+def race(forker: Preloaded, tmp_path: Path, location: str) -> tuple[dict[str, Any], dict[str, int]]:
     """The program's report and the gc loop's (both real processes, run side by side)."""
     opener = write_script(tmp_path, "opener.py", OPENER)
     gc = write_script(tmp_path, "gc.py", GC)
     # The program first: the gc loop needs the journal to exist.
-    subprocess.run([sys.executable, str(opener), location, "0"], check=True, capture_output=True)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), location, str(SECONDS)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for script in (opener, gc)
-    ]
+    first = forker.run(opener, location, "0")
+    assert first.returncode == 0, first.stderr
+    children = [forker.start(script, location, str(SECONDS)) for script in (opener, gc)]
     reports = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        reports.append(json.loads(out))
+    for child in children:
+        done = child.wait()
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(done.stdout))
     return reports[0], reports[1]
 
 
-def lil_gc(location: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", location, "gc", "--older-than", "0s", "--yes"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def lil_gc(forker: Preloaded, location: str) -> subprocess.CompletedProcess[str]:
+    return forker.run(LIL_ENTRY, "--db", location, "gc", "--older-than", "0s", "--yes")
 
 
 class TestGcRacingAProgramThatOpensRuns:
-    def test_no_open_fails_on_a_journal_file(self, tmp_path: Path) -> None:
+    def test_no_open_fails_on_a_journal_file(self, forker: Preloaded, tmp_path: Path) -> None:
         db = str(tmp_path / "journal.db")
-        program, gc = race(tmp_path, db)
+        program, gc = race(forker, tmp_path, db)
         assert program["failed"] == [], (program["failed"][:3], program["opened"], gc)
         assert program["opened"] > 100, program
         assert gc["dropped"] > 3, gc  # the goal really was dropped under the program
-        done = lil_gc(db)
+        done = lil_gc(forker, db)
         assert done.returncode == 0, done.stderr
 
-    def test_no_open_fails_on_postgresql(self, tmp_path: Path) -> None:
+    def test_no_open_fails_on_postgresql(self, forker: Preloaded, tmp_path: Path) -> None:
         location = pg_server.location()
-        program, gc = race(tmp_path, location)
+        program, gc = race(forker, tmp_path, location)
         assert program["failed"] == [], (program["failed"][:3], program["opened"], gc)
         assert program["opened"] > 5, (program, gc)
         assert gc["runs"] > 2, gc  # each a change under the tables' locks
-        done = lil_gc(location)
+        done = lil_gc(forker, location)
         assert done.returncode == 0, done.stderr

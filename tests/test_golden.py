@@ -11,6 +11,7 @@ of what the file recorded is called again (DESIGN.md, "The file format is a publ
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -79,6 +80,65 @@ class TestAGoldenJournal:
         held = functions(GOLDEN / f"{golden}.db")
         assert held & set(OLD_NAMES), held
         assert not held & NAMES
+
+
+class TestTheGoldenProgramsRunToday:
+    """A guard of tests/test_step_names.py, here to share :func:`programs`' forkers."""
+
+    @pytest.mark.slow
+    @pytest.mark.timeout(900)  # some 20 programs
+    def test_programs_using_every_primitive_and_adapter_record_no_module_path_of_it(
+        self, tmp_path: Path, programs: dict[str, Preloaded]
+    ) -> None:
+        seen: set[str] = set()
+        for golden, spec in generate.GOLDENS.items():
+            forker = programs["plain" if golden in NO_FRAMEWORK else "frameworks"]
+            db, side = tmp_path / f"{golden}.db", tmp_path / f"{golden}.side"
+            env = {**os.environ, "LETITLOOP_DB": str(db)}
+            for i, (program, args) in enumerate(spec["resumes"]):  # uninterrupted, new file
+                folder = tmp_path / f"{golden}-{i}"  # a scratch folder a run, as generate.run
+                folder.mkdir()
+                argv = [a.format(db=db, side=side) for a in args]
+                done = forker.run(generate.PROGRAMS / program, *argv, cwd=folder, env=env)
+                assert done.returncode in (0, 75), done.stderr[-2000:]
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)  # its WAL read too
+            try:
+                seen |= {name for (name,) in conn.execute("SELECT name FROM functions")}
+            finally:
+                conn.close()
+        ours = {name for name in seen if name.startswith("letitloop")}
+        assert all(name.startswith("letitloop:") for name in ours), ours
+        assert ours <= NAMES
+        # What these programs do not run: CrewAI (an environment of its own), the OpenAI
+        # Agents SDK's and Pydantic AI's approvals, an async DSPy LM, the OpenAI Agents
+        # session's pop and clear, DurableMCP.list_tools, lil demo; and the steps added
+        # after the golden files were written (smolagents' code executions, LangGraph's
+        # ToolNode calls, durable_model and approved_step; a queue's child runs), which
+        # their own tests run.
+        assert NAMES - ours == {
+            "letitloop:crewai.item",
+            "letitloop:crewai.llm",
+            "letitloop:crewai.tool",
+            "letitloop:demo.work",
+            "letitloop:dspy.lm_async",
+            "letitloop:mcp.tools",
+            "letitloop:openai.chat",  # streams (tests/test_streams_killed.py)
+            "letitloop:openai.responses",
+            "letitloop:openai_agents.approved_tool",
+            "letitloop:openai_agents.stream",  # tests/test_openai_agents_streams.py
+            "letitloop:openai_agents.approvals",
+            "letitloop:openai_agents.session.clear",
+            "letitloop:openai_agents.session.pop",
+            "letitloop:pydantic_ai.ask",
+            "letitloop:pydantic_ai.stream",  # tests/test_pydantic_ai_token_streams.py
+            "letitloop:smolagents.code",
+            "letitloop:langgraph.tool",
+            "letitloop:langgraph.model",
+            "letitloop:langgraph.stream",  # tests/test_langgraph_streams.py
+            "letitloop:langgraph.approved_call",
+            "letitloop:queue.enqueue",
+            "letitloop:queue.result",
+        }
 
 
 GOLDEN_FINGERPRINTS: dict[str, dict[str, str]] = json.loads(

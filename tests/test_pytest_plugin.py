@@ -10,10 +10,12 @@ package's entry point, nothing else registers it.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 from helpers import UNUSED_PYTEST_PLUGINS
@@ -75,21 +77,24 @@ TEST_FILE = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A project with the agent, a recording of it turned into tests/fixtures/agent.db."""
-    pytester.makepyfile(agent=AGENT)
+@pytest.fixture(scope="module")
+def recorded_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder tests/fixtures/ holding the agent's recording turned into agent.db by
+    ``lil fixture``, each in a fresh interpreter, in a project folder of its own: made once
+    for the module."""
+    folder = tmp_path_factory.mktemp("recorded")
+    (folder / "agent.py").write_text(textwrap.dedent(AGENT), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LETITLOOP_")}
     recorded = subprocess.run(
         [sys.executable, "-c", "import agent; print(agent.agent('why?'))"],
-        cwd=pytester.path,
+        cwd=folder,
         env={**env, "LETITLOOP_DB": "recordings.db"},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert recorded.returncode == 0, recorded.stderr
-    (pytester.path / "tests" / "fixtures").mkdir(parents=True)
+    (folder / "tests" / "fixtures").mkdir(parents=True)
     made = subprocess.run(
         [
             sys.executable,
@@ -102,14 +107,22 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
             "--to",
             "tests/fixtures/agent.db",
         ],
-        cwd=pytester.path,
+        cwd=folder,
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert made.returncode == 0, made.stderr
-    (pytester.path / "recordings.db").unlink()  # the test must read the fixture, nothing else
+    return folder / "tests" / "fixtures"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, recorded_fixture: Path) -> pytest.Pytester:
+    """A project with the agent and :func:`recorded_fixture`'s tests/fixtures/agent.db (no
+    recordings.db: the test must read the fixture, nothing else)."""
+    pytester.makepyfile(agent=AGENT)
+    shutil.copytree(recorded_fixture, pytester.path / "tests" / "fixtures")
     pytester.makepyfile(test_agent=TEST_FILE)
     return pytester
 

@@ -1,7 +1,9 @@
 """README's code runs as printed, and its links work in a clone.
 
-Each ``python`` block runs in a fresh interpreter in a fresh folder (so its
-journal is ``.letitloop/journal.db`` there, as for a reader). The Quickstart
+Each ``python`` block runs as ``python block.py`` in a fresh folder (so its
+journal is ``.letitloop/journal.db`` there, as for a reader), in a process of its
+own forked from the interpreter the docs' blocks are forked from (below); the
+Quickstart's programs, run as the reader types them, in fresh interpreters. The Quickstart
 must run exactly as pasted; a block that continues a program the reader
 already has (a journal ``j``, a LangGraph ``workflow``) gets the least
 setup that makes it run, here beside the block's first line. The ``lil``
@@ -238,13 +240,22 @@ def quickstart_programs() -> list[str]:
 QUICKSTART_OUT = ("fetch_crm_record(123) called\nAda placed 12 orders\n", "Ada placed 12 orders\n")
 
 
-@pytest.fixture
-def quickstart(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def quickstart_ran(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder where both Quickstart programs ran as pasted (their journal in .letitloop/)."""
+    folder = tmp_path_factory.mktemp("quickstart")
     for code, out in zip(quickstart_programs(), QUICKSTART_OUT, strict=True):
-        r = run_python(code, tmp_path)
+        r = run_python(code, folder)
         assert r.returncode == 0, r.stderr
         assert r.stdout == out
+    return folder
+
+
+@pytest.fixture
+def quickstart(quickstart_ran: Path, tmp_path: Path) -> Path:
+    """A copy of :func:`quickstart_ran`'s folder, for a test that runs more in it (the two
+    programs ran once for the module, their processes ended)."""
+    shutil.copytree(quickstart_ran, tmp_path, dirs_exist_ok=True)
     return tmp_path
 
 
@@ -384,7 +395,7 @@ class TestThePythonBlocks:
         runs = terminal(["runs", "--json", "--limit", "0"], cwd=quickstart)[1]
         assert runs.count('"goal": "customer_sync"') == 4  # each run completed: a new one each time
 
-    def test_every_block_runs(self, tmp_path: Path) -> None:
+    def test_every_block_runs(self, tmp_path: Path, docs_forker: Preloaded) -> None:
         found = blocks("python")
         assert len(found) >= 5
         scripts = {}
@@ -397,7 +408,7 @@ class TestThePythonBlocks:
             folder = tmp_path / f"block{i}"
             folder.mkdir()
             scripts[i] = (before + code + after, folder)
-        for i, r in run_pythons(scripts).items():
+        for i, r in run_pythons(scripts, forker=docs_forker).items():
             assert r.returncode == 0, f"block {i}:\n{found[i]}\n{r.stderr}"
 
     def test_every_setup_above_is_for_a_block_that_exists(self) -> None:
@@ -991,7 +1002,9 @@ OWN_PROCESS: dict[tuple[str, str], str] = {
     ),
 }
 
-#: What the docs' blocks import, once, in the interpreter their children are forked from.
+#: What the docs' and README's blocks import, once, in the interpreter their children are
+#: forked from: each framework that two blocks or more import (smolagents' and AutoGen's
+#: blocks are in README and docs/adapters.md; openai in three blocks of the docs).
 DOCS_IMPORTS = (
     "langgraph.graph",
     "langgraph.prebuilt",
@@ -1000,12 +1013,18 @@ DOCS_IMPORTS = (
     "llama_index.core.agent.workflow",
     "llama_index.core.llms.mock",
     "letitloop.adapters.llamaindex",
+    "smolagents",
+    "letitloop.adapters.smolagents",
+    "autogen_agentchat.agents",
+    "autogen_ext.models.replay",
+    "letitloop.adapters.autogen",
+    "openai",
 )
 
 
 @pytest.fixture(scope="module")
 def docs_forker() -> Iterator[Preloaded]:
-    """Forks the docs' blocks (all but :data:`OWN_PROCESS`) from an interpreter that
+    """Forks the docs' blocks (all but :data:`OWN_PROCESS`) and README's from an interpreter that
     imported letitloop and :data:`DOCS_IMPORTS` once."""
     with Preloaded(*DOCS_IMPORTS, with_letitloop=True) as forker:
         yield forker

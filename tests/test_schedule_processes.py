@@ -1,23 +1,23 @@
 """Schedules run by ``lil schedules run`` processes on a clock the test moves.
 
-Every scheduler here is a real process: ``lil`` as installed for the six
-that race on one journal (a file, or a PostgreSQL database), and children
-forked by tests/preloaded.py for the ones killed with SIGKILL or suspended
-with SIGSTOP. They read the time from a file the test rewrites
-(``LETITLOOP_TEST_CLOCK``, ``letitloop.testing.FileClock``). What they did is
-read from outside them: the tick rows, the runs, and the lines each step
-function appends to a side file when it is called (tests/schedule_jobs.py).
+Every scheduler here is a real process running ``lil schedules run``
+(``python -m letitloop``), a child forked by tests/preloaded.py from one
+interpreter that imported letitloop, click and PostgreSQL's driver once: the
+six that race on one journal (a file, or a PostgreSQL database), the ones
+killed with SIGKILL and those suspended with SIGSTOP. They read the time
+from a file the test rewrites (``LETITLOOP_TEST_CLOCK``,
+``letitloop.testing.FileClock``). What they did is read from outside them:
+the tick rows, the runs, and the lines each step function appends to a side
+file when it is called (tests/schedule_jobs.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -105,36 +105,21 @@ def completed(journal: Journal, tick: str) -> bool:
     return journal.ticks().get(tick) == "completed"
 
 
-def lil() -> list[str]:
-    found = shutil.which("lil")
-    return [found] if found else [sys.executable, "-m", "letitloop"]
-
-
 class TestSixSchedulersOnOneJournal:
     """Six ``lil schedules run`` processes, a tick every minute for 100 minutes."""
 
     @pytest.mark.parametrize("store", ["file", "postgresql"])
-    def test_each_tick_starts_its_run_once(self, world: dict[str, Any], store: str) -> None:
+    def test_each_tick_starts_its_run_once(
+        self, forker: Preloaded, world: dict[str, Any], store: str
+    ) -> None:
         location = location_of(store, world)
         journal = Journal(location)
         start = at("2026-12-07T00:00:30+00:00")
         set_clock(world, start)
-        logs = [world["tmp"] / f"scheduler-{i}.err" for i in range(6)]
-        procs = []
-        for log in logs:
-            with open(log, "w") as err:
-                procs.append(
-                    subprocess.Popen(
-                        [*lil(), "--db", location, "schedules", "run", str(JOBS), "--poll", POLL],
-                        env=world["env"],
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.DEVNULL,
-                        stderr=err,
-                    )
-                )
+        procs = [scheduler(forker, world, location) for _ in range(6)]
         try:
             wait_until(
-                lambda: all("scheduling goal report" in log.read_text() for log in logs),
+                lambda: all("scheduling goal report" in stderr_of(p) for p in procs),
                 "six schedulers started",
                 60,
             )
@@ -144,9 +129,9 @@ class TestSixSchedulersOnOneJournal:
                 wait_until(partial(completed, journal, tick.isoformat()), f"tick {tick}", 30)
         finally:
             for p in procs:
-                p.send_signal(signal.SIGTERM)
-            codes = [p.wait(30) for p in procs]
-        assert codes == [0] * 6, [log.read_text()[-500:] for log in logs]
+                os.kill(p.pid, signal.SIGTERM)
+            ended = [p.wait() for p in procs]
+        assert [e.returncode for e in ended] == [0] * 6, [e.stderr[-500:] for e in ended]
         ticks = journal.ticks()
         assert len(ticks) == 100 and set(ticks.values()) == {"completed"}
         runs = journal.runs()
@@ -154,16 +139,10 @@ class TestSixSchedulersOnOneJournal:
         assert {(r[1], r[2]) for r in runs} == {("completed", 1)}
         done = calls(world)
         assert len(done) == 200 and set(done.values()) == {1}, done.most_common(3)
-        started = [
-            line for log in logs for line in log.read_text().splitlines() if "started run" in line
-        ]
+        started = [line for e in ended for line in e.stderr.splitlines() if "started run" in line]
         assert len(started) == 100
-        listed = subprocess.run(
-            [*lil(), "--db", location, "schedules", "--all", "--json"],
-            capture_output=True,
-            text=True,
-            env=world["env"],
-            timeout=60,
+        listed = forker.run(
+            LIL_ENTRY, "--db", location, "schedules", "--all", "--json", env=world["env"]
         )
         assert listed.returncode == 0, listed.stderr
         (record,) = json.loads(listed.stdout)
@@ -173,8 +152,10 @@ class TestSixSchedulersOnOneJournal:
 
 @pytest.fixture(scope="module")
 def forker() -> Iterator[Preloaded]:
-    """One forking interpreter for the file's schedulers that are killed or suspended."""
-    with Preloaded("click", with_letitloop=True) as p:
+    """One forking interpreter for the file's schedulers (half of the six's on PostgreSQL)."""
+    with Preloaded(
+        "click", "psycopg", "letitloop.stores.postgres.storage", with_letitloop=True
+    ) as p:
         yield p
 
 

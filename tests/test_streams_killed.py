@@ -114,11 +114,49 @@ def server() -> Iterator[FakeOpenAI]:
     fake.stop()
 
 
+#: Run once by the forking interpreter before its first fork: what a program's first client,
+#: and its first streamed answer of each kind, load on first use (httpx's transport, the SSE
+#: decoder, the response types), so that each child does not load it again.
+WARM = """
+import asyncio, openai
+client = openai.OpenAI(base_url=URL, api_key="k", max_retries=0)
+for chunk in client.chat.completions.create(
+    model="fake", messages=[{"role": "user", "content": "warm"}], stream=True
+):
+    pass
+for event in client.responses.create(model="fake", input="warm", stream=True):
+    pass
+client.close()
+
+
+async def main():
+    async with openai.AsyncOpenAI(base_url=URL, api_key="k", max_retries=0) as aclient:
+        async for chunk in await aclient.chat.completions.create(
+            model="fake", messages=[{"role": "user", "content": "warm"}], stream=True
+        ):
+            pass
+
+
+asyncio.run(main())
+"""
+
+
 @pytest.fixture(scope="module")
-def preloaded() -> Iterator[Preloaded]:
+def preloaded(server: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Preloaded]:
+    """The programs' forker: openai, the adapter, and PostgreSQL's driver and store (half
+    the runs are on PostgreSQL) imported once, and :data:`WARM` run against the server."""
     with Preloaded(
-        "openai", "letitloop.adapters.openai", "letitloop.streams", with_letitloop=True
+        "openai",
+        "letitloop.adapters.openai",
+        "letitloop.streams",
+        "psycopg",
+        "letitloop.stores.postgres.storage",
+        with_letitloop=True,
+        warm=f"URL = {server.url!r}\n" + WARM,
     ) as p:
+        # Warmed before a trial counts the server's bills: a first child once it has.
+        nothing = write_script(tmp_path_factory.mktemp("warm"), "nothing.py", "")
+        assert p.run(nothing).returncode == 0
         yield p
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 from primitives_lab import CLOCK, Lab
 
 import letitloop
@@ -227,14 +228,10 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     made.close()
 
 
-def lil(db: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-    )
+def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``lil --db DB ARGS`` as a process of its own, forked (helpers.lil_forked): what it
+    prints and writes is what these tests check, not the entry point's start."""
+    return lil_forked("--db", str(db), *args)
 
 
 def error_line(r: subprocess.CompletedProcess[str]) -> str:
@@ -311,7 +308,7 @@ class TestLilSend:
             assert j.wait_for("approval") == {"n": 1}
 
     def test_json_output_names_the_run_and_key(self, waiting: Path) -> None:
-        out = lil(waiting, "send", "g", "approval", "1", "--json", stdin=None)
+        out = lil(waiting, "send", "g", "approval", "1", "--json")
         assert json.loads(out.stdout) == {
             "run": json.loads(lil(waiting, "runs", "--json").stdout)[0]["id"],
             "goal": "g",
