@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from forked_commands import ForkedCommands
+
     from letitloop.supervision.crashtest import Report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,15 +116,20 @@ ALL = [
 BY_NAME = {example.name: example for example in ALL}
 
 
-def crashtest_example(name: str, *, max_kills: int = 3, seed: int = 56) -> Report:
+def crashtest_example(
+    name: str, *, max_kills: int = 3, seed: int = 56, forked: ForkedCommands | None = None
+) -> Report:
     """The crash test of example ``name`` at ``max_kills`` of its kill points, drawn at
-    random with ``seed``, run with this interpreter from the current folder; fails
+    random with ``seed``, run with this interpreter from the current folder (``forked``:
+    each run in a child forked from its preloaded interpreter); fails
     (AssertionError, with the report) when anything ran or was paid twice, a trial did not
     finish, or its compared output differs from the reference's. Returns the report."""
     from letitloop.supervision.crashtest import crashtest, describe
 
     example = BY_NAME[name]
     command = example.command()
+    if forked is not None:
+        command = forked.command(command[1:])
     report = crashtest(
         command, max_kills=max_kills, seed=seed, order="random", output=example.output,
         effects=example.effects, timeout=240,

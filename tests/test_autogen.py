@@ -42,6 +42,7 @@ from autogen_core.tools import TextResultContent, ToolResult, ToolSchema, Workbe
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from crashtest_examples import crashtest_example
+from forked_commands import ForkedCommands
 from preloaded import Preloaded
 
 import letitloop
@@ -599,8 +600,15 @@ class TestTheCrashTest:
         """lil crashtest's machinery on examples/autogen_resume.py (AutoGen's Swarm):
         killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
         finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
-        report = crashtest_example("autogen_resume")
+        the uninterrupted one. Each run is a child forked from an interpreter that imported
+        the framework, not letitloop (tests/forked_commands.py)."""
+        modules = (
+            "autogen_agentchat.teams",
+            "autogen_agentchat.conditions",
+            "autogen_ext.models.replay",
+        )
+        with Preloaded(*modules) as autogen, ForkedCommands(autogen) as forked:
+            report = crashtest_example("autogen_resume", forked=forked)
         assert report.expected == (
             "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD TERMINATE"
         )

@@ -33,8 +33,9 @@ from agents.model_settings import ModelSettings
 from agents.models.interface import ModelTracing
 from agents.usage import Usage
 from crashtest_examples import crashtest_example
+from forked_commands import ForkedCommands
 from openai.types.responses import ResponseFunctionToolCall
-from preloaded import Preloaded, for_sdk
+from preloaded import SDKS, Preloaded, for_sdk
 
 from letitloop import Journal
 from letitloop.adapters.openai_agents import DurableModel, durable_agent
@@ -352,8 +353,11 @@ class TestTheCrashTest:
         """lil crashtest's machinery on examples/openai_agents_resume.py (an Agents SDK handoff):
         killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
         finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
-        report = crashtest_example("openai_agents_resume")
+        the uninterrupted one. Each run is a child forked from an interpreter that imported
+        the framework, not letitloop (tests/forked_commands.py)."""
+        sdk = (m for m in SDKS["agents"][0] if not m.startswith("letitloop"))
+        with Preloaded(*sdk) as agents, ForkedCommands(agents) as forked:
+            report = crashtest_example("openai_agents_resume", forked=forked)
         assert report.expected == (
             "history: 8 items\n"
             "answer: order A17: a kettle, 39.90 EUR / refunded 39.90 EUR for order A17"

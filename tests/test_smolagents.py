@@ -23,6 +23,7 @@ from agent_kills import (
     reference_and_killed,
 )
 from crashtest_examples import crashtest_example
+from forked_commands import ForkedCommands
 from preloaded import Preloaded
 from smolagents import CodeAgent, Tool, tool
 from smolagents.models import ChatMessage, MessageRole, Model
@@ -455,6 +456,8 @@ class TestTheCrashTest:
         """lil crashtest's machinery on examples/smolagents_resume.py (smolagents' CodeAgent):
         killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
         finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
-        report = crashtest_example("smolagents_resume")
+        the uninterrupted one. Each run is a child forked from an interpreter that imported
+        the framework, not letitloop (tests/forked_commands.py)."""
+        with Preloaded("smolagents") as smolagents, ForkedCommands(smolagents) as forked:
+            report = crashtest_example("smolagents_resume", forked=forked)
         assert report.expected == "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD"
