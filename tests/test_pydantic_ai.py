@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from crashtest_examples import crashtest_example
-from helpers import wait_until, write_script
+from helpers import lil_forked, wait_until, write_script
 from preloaded import Child, Preloaded, for_sdk
 
 pytest.importorskip("pydantic_ai.durable_exec")
@@ -120,9 +120,9 @@ def finish(child: Child) -> dict[str, Any]:
 
 
 def lil(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", *args], capture_output=True, text=True, timeout=60
-    )
+    """``lil ARGS`` forked from the tests' interpreter that imported letitloop
+    (helpers.lil_forked): what it prints is checked here, not its process start."""
+    return lil_forked(*args)
 
 
 @pytest.fixture(scope="module")
