@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from crashtest_examples import crashtest_example
+from forked_commands import ForkedCommands
 from helpers import lil_forked, wait_until, write_script
 from preloaded import Child, Preloaded
 
@@ -439,6 +440,12 @@ class TestTheCrashTest:
         """lil crashtest's machinery on examples/dspy_resume.py (the DSPy program):
         killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
         finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
-        report = crashtest_example("dspy_resume")
+        the uninterrupted one. Each run, and the child that runs its program, is a child
+        forked from an interpreter that imported DSPy, not letitloop
+        (tests/forked_commands.py)."""
+        with (
+            Preloaded("dspy", "dspy.utils.dummies", "dspy.clients.engines.dummy_engine") as dspy,
+            ForkedCommands(dspy, children=True) as forked,
+        ):
+            report = crashtest_example("dspy_resume", forked=forked)
         assert report.expected == "answer: Go to Oslo: snow in Oslo"
