@@ -17,10 +17,22 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from preloaded import Preloaded
+from helpers import lil_forked
+from preloaded import SDKS, Preloaded
+
+#: What an Agents SDK program builds at its first run, built once in the forker of
+#: :func:`for_agents` instead of in each child: the global trace provider (its exporter's
+#: HTTP client loads the CA certificates: about 20 ms of CPU a child; no thread started,
+#: no socket opened; a script's ``set_tracing_disabled(True)`` then only sets its flag).
+AGENTS_WARM = "from agents.tracing.setup import get_trace_provider\nget_trace_provider()\n"
+
+
+def for_agents(*more: str) -> Preloaded:
+    """preloaded.for_sdk("agents", *more), its forker also running :data:`AGENTS_WARM`."""
+    modules, warm = SDKS["agents"]
+    return Preloaded(*modules, *more, with_letitloop=True, warm=warm + AGENTS_WARM)
 
 
 @dataclass
@@ -122,14 +134,10 @@ def reran_without_being_in_flight(attempts: Attempts) -> list[str]:
 
 
 def lil_show(db: Path, goal: str) -> dict[str, Any]:
-    """``lil show GOAL --json`` run as a command, its output parsed."""
-    done = subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), "show", goal, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    """``lil show GOAL --json`` run as a command (forked: helpers.lil_forked), its output
+    parsed."""
+    done = lil_forked("--db", str(db), "show", goal, "--json")
+    assert done.returncode == 0, done.stderr
     shown: dict[str, Any] = json.loads(done.stdout)
     return shown
 
@@ -146,14 +154,18 @@ def ran(stdout: str) -> list[str]:
     return [line.split("ran  ", 1)[1] for line in stdout.splitlines() if "  ran  " in line]
 
 
-def example_crashed_then_resumed(example: str, db: Path) -> tuple[list[str], list[str], str]:
+def example_crashed_then_resumed(
+    example: str, db: Path, preloaded: Preloaded | None = None
+) -> tuple[list[str], list[str], str]:
     """``examples/EXAMPLE --crash`` (it must die of SIGKILL), then run again to the end,
-    both on journal ``db``: the calls each of the two processes printed that it ran, and
-    what the second printed."""
+    both on journal ``db`` (each in a fresh interpreter or, given ``preloaded``, in a child
+    it forks): the calls each of the two processes printed that it ran, and what the
+    second printed."""
     path = Path(__file__).resolve().parent.parent / "examples" / example
-    crashed = run_python_file(path, "--crash", "--db", str(db))
+    run = run_python_file if preloaded is None else preloaded.run
+    crashed = run(path, "--crash", "--db", str(db))
     assert crashed.returncode == -9, crashed.stderr
-    resumed = run_python_file(path, "--db", str(db))
+    resumed = run(path, "--db", str(db))
     assert resumed.returncode == 0, resumed.stderr
     return ran(crashed.stdout), ran(resumed.stdout), resumed.stdout
 

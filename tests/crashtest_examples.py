@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from forked_commands import ForkedCommands
     from preloaded import Preloaded
 
     from letitloop.supervision.crashtest import Program, Report
@@ -152,21 +153,29 @@ ALL = [
 BY_NAME = {example.name: example for example in ALL}
 
 
-def crashtest_example(name: str, *, max_kills: int = 3, seed: int = 56) -> Report:
+def crashtest_example(
+    name: str, *, max_kills: int = 3, seed: int = 56, forked: ForkedCommands | None = None
+) -> Report:
     """The crash test of example ``name`` at ``max_kills`` of its kill points, drawn at
-    random with ``seed``, run with this interpreter from the current folder; fails
+    random with ``seed``, run with this interpreter from the current folder (an example with
+    ``preload``: each run forked from an interpreter that imported it; ``forked``: each
+    run relayed to a child forked from its preloaded interpreter); fails
     (AssertionError, with the report) when anything ran or was paid twice, a trial did not
     finish, or its compared output differs from the reference's. Returns the report."""
     from preloaded import Preloaded
 
-    from letitloop.supervision.crashtest import crashtest, describe
+    from letitloop.supervision.crashtest import Program, crashtest, describe
 
     example = BY_NAME[name]
     command = example.command(argv=example.steps_only)
     with Preloaded(*example.preload, warm=example.warm) as preloaded:
+        program = example_program(name, preloaded)
+        if forked is not None:  # each run relayed to the test's own forking interpreter
+            command = forked.command(command[1:])
+            program = Program(command, timeout=240)
         report = crashtest(
             command, max_kills=max_kills, seed=seed, order="random", output=example.output,
-            effects=example.effects, timeout=240, program=example_program(name, preloaded),
+            effects=example.effects, timeout=240, program=program,
         )  # fmt: skip
     said = "\n".join(describe(report, command))
     assert report.tried == min(max_kills, report.points), said

@@ -11,8 +11,6 @@ import random
 import re
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -42,6 +40,8 @@ from autogen_core.tools import TextResultContent, ToolResult, ToolSchema, Workbe
 from autogen_ext.code_executors.local import LocalCommandLineCodeExecutor
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from crashtest_examples import crashtest_example
+from forked_commands import ForkedCommands
+from helpers import lil_forked
 from preloaded import Preloaded
 
 import letitloop
@@ -221,10 +221,10 @@ class TestAnAgentRunThroughTheSerializer:
 
 class TestTheExample:
     def test_killed_inside_a_model_call_after_a_handoff_it_resumes_running_only_that_call(
-        self, tmp_path: Path
+        self, sdk: Preloaded, tmp_path: Path
     ) -> None:
         crashed, resumed, printed = example_crashed_then_resumed(
-            "autogen_resume.py", tmp_path / "j.db"
+            "autogen_resume.py", tmp_path / "j.db", sdk
         )
         assert crashed == [
             "planner model call 1",
@@ -418,13 +418,8 @@ def human_trial(sdk: Preloaded, folder: Path, kills: list[str], by_lil: bool) ->
             name = re.findall(r"stopped to wait for '([^']+)'", done.stderr)[0]
             value = autogen_human.ANSWERS[name]
             if by_lil:
-                lil = [sys.executable, "-m", "letitloop", "--db", str(db)]
-                subprocess.run(
-                    [*lil, "send", "autogen", name, json.dumps(value)],
-                    check=True,
-                    capture_output=True,
-                    timeout=60,
-                )
+                sent = lil_forked("--db", str(db), "send", "autogen", name, json.dumps(value))
+                assert sent.returncode == 0, sent.stderr
             else:
                 letitloop.send("autogen", name, value, path=db)
             trial.sent.append(name)
@@ -568,20 +563,15 @@ class TestTheHumanExample:
         first = sdk.run(example, "--db", db)
         assert first.returncode == 75, first.stderr
         assert first.stderr.count("\n") == 1 and "lil send" in first.stderr
-        lil = [sys.executable, "-m", "letitloop", "--db", db, "send", "poem"]
-        subprocess.run([*lil, "user_proxy.input:1", '"Shorter, please."'], check=True, timeout=60)
+        sent = lil_forked("--db", db, "send", "poem", "user_proxy.input:1", '"Shorter, please."')
+        assert sent.returncode == 0, sent.stderr
         second = sdk.run(example, "--db", db)
         assert second.returncode == 75 and "'user_proxy.input:2'" in second.stderr
         letitloop.send("poem", "user_proxy.input:2", "APPROVE", path=db)
         last = sdk.run(example, "--db", db)
         assert last.returncode == 0, last.stderr
         assert "approved poem:\nThe sea breathes in and out again;" in last.stdout
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", db, "show", "poem"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stdout
+        shown = lil_forked("--db", db, "show", "poem").stdout
         endings = [ln.split(" — ")[-1] for ln in shown.splitlines() if " — " in ln]
         assert endings == [
             "stopped to wait for 'user_proxy.input:1'",
@@ -599,8 +589,15 @@ class TestTheCrashTest:
         """lil crashtest's machinery on examples/autogen_resume.py (AutoGen's Swarm):
         killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
         finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
-        report = crashtest_example("autogen_resume")
+        the uninterrupted one. Each run is a child forked from an interpreter that imported
+        the framework, not letitloop (tests/forked_commands.py)."""
+        modules = (
+            "autogen_agentchat.teams",
+            "autogen_agentchat.conditions",
+            "autogen_ext.models.replay",
+        )
+        with Preloaded(*modules) as autogen, ForkedCommands(autogen) as forked:
+            report = crashtest_example("autogen_resume", forked=forked)
         assert report.expected == (
             "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD TERMINATE"
         )

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 from crashtest_examples import crashtest_example
-from helpers import run_python, wait_until, write_script
+from forked_commands import ForkedCommands
+from helpers import lil_forked, wait_until, write_script
 from preloaded import Child, Preloaded
 
 pytest.importorskip("dspy")
@@ -137,12 +138,8 @@ def finish(child: Child) -> str:
 
 
 def lil_show(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "show", "oslo", *args, "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """``lil show oslo ARGS`` forked (helpers.lil_forked): what it prints is checked."""
+    return lil_forked("show", "oslo", *args, "--db", str(db))
 
 
 @dataclass
@@ -218,7 +215,9 @@ class TestTheCookbook:
 
 
 class TestAProgramOutsideAJournal:
-    def test_it_runs_as_usual_and_journals_nothing(self, tmp_path: Path) -> None:
+    def test_it_runs_as_usual_and_journals_nothing(
+        self, framework: Preloaded, tmp_path: Path
+    ) -> None:
         script = write_script(
             tmp_path,
             "plain.py",
@@ -245,7 +244,7 @@ class TestAProgramOutsideAJournal:
             """,
         )
         db = tmp_path / "journal.db"
-        done = run_python(script, env={"LETITLOOP_DB": str(db)})
+        done = framework.run(script, env={**os.environ, "LETITLOOP_DB": str(db)})
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == ["snow", "snow", 42]
         assert not db.exists()
@@ -328,15 +327,9 @@ class TestADurableProgramsRun:
         again = durable_program(counting_program(made), "weather", path=db, fresh=True)
         assert again(question="Oslo?").answer == "snow"
         assert made == ["Oslo?", "Rome?", "Oslo?"]  # fresh=True: asked again
-        runs = json.loads(
-            subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", db, "runs", "--json"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=True,
-            ).stdout
-        )
+        listed = lil_forked("--db", db, "runs", "--json")
+        assert listed.returncode == 0, listed.stderr
+        runs = json.loads(listed.stdout)
         names = sorted(r["name"] for r in runs)
         assert len(names) == 3 and names[0].startswith("weather.request:")
         assert names[2] == names[1] + "~2"  # Oslo's second generation
@@ -381,13 +374,9 @@ class TestADurableProgramsRun:
         again = durable_program(counting_program(made), "weather", run="trip", path=db)
         assert [again(question="Oslo?").answer, again(question="Rome?").answer] == ["snow", "sun"]
         assert made == ["Oslo?", "Rome?"]
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", db, "runs"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
+        listed = lil_forked("--db", db, "runs")
+        assert listed.returncode == 0, listed.stderr
+        shown = listed.stdout
         assert " trip " in shown and " trip.turn2 " in shown
 
     def test_an_edited_program_is_a_new_run_and_a_named_one_is_refused_with_the_ways_out(
@@ -451,6 +440,12 @@ class TestTheCrashTest:
         """lil crashtest's machinery on examples/dspy_resume.py (the DSPy program):
         killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
         finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
-        report = crashtest_example("dspy_resume")
+        the uninterrupted one. Each run, and the child that runs its program, is a child
+        forked from an interpreter that imported DSPy, not letitloop
+        (tests/forked_commands.py)."""
+        with (
+            Preloaded("dspy", "dspy.utils.dummies", "dspy.clients.engines.dummy_engine") as dspy,
+            ForkedCommands(dspy, children=True) as forked,
+        ):
+            report = crashtest_example("dspy_resume", forked=forked)
         assert report.expected == "answer: Go to Oslo: snow in Oslo"

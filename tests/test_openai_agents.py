@@ -20,6 +20,7 @@ import openai_agents_team as oat
 import pytest
 from agent_kills import (
     Attempts,
+    for_agents,
     lil_show,
     ran,
     read_side,
@@ -33,8 +34,10 @@ from agents.model_settings import ModelSettings
 from agents.models.interface import ModelTracing
 from agents.usage import Usage
 from crashtest_examples import crashtest_example
+from forked_commands import ForkedCommands
+from helpers import lil_forked
 from openai.types.responses import ResponseFunctionToolCall
-from preloaded import Preloaded, for_sdk
+from preloaded import SDKS, Preloaded
 
 from letitloop import Journal
 from letitloop.adapters.openai_agents import DurableModel, durable_agent
@@ -54,7 +57,7 @@ TEAM_KILLS = ["tool add 2 3", "handoff", "model analyst 1"]
 def sdk() -> Iterator[Preloaded]:
     """Forks the processes from an interpreter that imported the OpenAI Agents SDK and the
     adapter once."""
-    with for_sdk("agents") as preloaded:
+    with for_agents() as preloaded:
         yield preloaded
 
 
@@ -227,12 +230,7 @@ class TestAToolApprovalWaitedForDurably:
             ended = waiting.wait()
         assert ended.returncode == -signal.SIGKILL
         assert lil_show(db, "refunds")["run"]["state"] in ("waiting", "crashed")
-        sent = subprocess.run(
-            [*LIL, "--db", str(db), "send", "refunds", "approve:refund:clerk_0_0", "true"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        sent = lil_forked("--db", str(db), "send", "refunds", "approve:refund:clerk_0_0", "true")
         assert sent.returncode == 0, sent.stderr
         done = run_mode(sdk, "approve", db, side)
         assert done.returncode == 0, done.stderr
@@ -249,12 +247,8 @@ class TestAToolApprovalWaitedForDurably:
     ) -> None:
         db, side = tmp_path / "j.db", tmp_path / "side.txt"
         assert run_mode(sdk, "approve", db, side, "stop:0.1").returncode == 75
-        subprocess.run(
-            [*LIL, "--db", str(db), "send", "refunds", "approve:refund:clerk_0_0", REJECTED],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        sent = lil_forked("--db", str(db), "send", "refunds", "approve:refund:clerk_0_0", REJECTED)
+        assert sent.returncode == 0, sent.stderr
         done = run_mode(sdk, "approve", db, side)
         assert json.loads(done.stdout.splitlines()[-1])["answer"] == "clerk: no refunds today"
         assert "start tool refund 30" not in side.read_text()
@@ -352,8 +346,11 @@ class TestTheCrashTest:
         """lil crashtest's machinery on examples/openai_agents_resume.py (an Agents SDK handoff):
         killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
         finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
-        report = crashtest_example("openai_agents_resume")
+        the uninterrupted one. Each run is a child forked from an interpreter that imported
+        the framework, not letitloop (tests/forked_commands.py)."""
+        sdk = (m for m in SDKS["agents"][0] if not m.startswith("letitloop"))
+        with Preloaded(*sdk) as agents, ForkedCommands(agents) as forked:
+            report = crashtest_example("openai_agents_resume", forked=forked)
         assert report.expected == (
             "history: 8 items\n"
             "answer: order A17: a kettle, 39.90 EUR / refunded 39.90 EUR for order A17"

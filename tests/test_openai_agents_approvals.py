@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from agent_kills import read_side
+from agent_kills import for_agents, read_side
 from helpers import lil_forked
-from preloaded import Preloaded, for_sdk
+from preloaded import Preloaded
 
 import letitloop
 
@@ -41,7 +41,7 @@ AFTER = ["", "resume", "tool refund 30", "paid", "model clerk 1"]
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[Preloaded]:
-    with for_sdk("agents") as preloaded:
+    with for_agents() as preloaded:
         yield preloaded
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_kills import read_side
-from preloaded import Preloaded, for_sdk
+from agent_kills import for_agents, read_side
+from preloaded import Preloaded
 
 SCRIPT = Path(__file__).resolve().parent / "openai_agents_trip.py"
 #: Trials a scenario (IDENTITY_TRIALS to run more, as a benchmark would).
@@ -48,7 +48,7 @@ ANSWER = "{0}: sunny in {0} / hotel booked in {0}"
 def forkers() -> Iterator[tuple[Preloaded, Preloaded]]:
     """Two handles on one forking interpreter: two copies of a program run at once, one
     started from each."""
-    with for_sdk("agents") as one, one.sibling() as two:
+    with for_agents() as one, one.sibling() as two:
         yield one, two
 
 

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_kills import for_agents
 from helpers import write_script
 from openai_server import LENGTH, TOOL_ARGS, FakeOpenAI, answer
-from preloaded import Preloaded, for_sdk
+from preloaded import Preloaded
 
 pytest.importorskip("agents")
 pytest.importorskip("uvicorn")
@@ -91,7 +92,7 @@ def server() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture(scope="module")
 def sdk() -> Iterator[Preloaded]:
-    with for_sdk("agents", "letitloop.streams", "agents.models.openai_chatcompletions") as p:
+    with for_agents("letitloop.streams", "agents.models.openai_chatcompletions") as p:
         yield p
 
 

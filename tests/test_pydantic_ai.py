@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 from crashtest_examples import crashtest_example
-from helpers import wait_until, write_script
-from preloaded import Child, Preloaded, for_sdk
+from forked_commands import ForkedCommands
+from helpers import lil_forked, wait_until, write_script
+from preloaded import SDKS, Child, Preloaded, for_sdk
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
@@ -120,9 +121,9 @@ def finish(child: Child) -> dict[str, Any]:
 
 
 def lil(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", *args], capture_output=True, text=True, timeout=60
-    )
+    """``lil ARGS`` forked from the tests' interpreter that imported letitloop
+    (helpers.lil_forked): what it prints is checked here, not its process start."""
+    return lil_forked(*args)
 
 
 @pytest.fixture(scope="module")
@@ -409,6 +410,14 @@ class TestTheCrashTest:
         """lil crashtest's machinery on examples/pydantic_ai_resume.py (the Pydantic AI agent):
         killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
         finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
-        report = crashtest_example("pydantic_ai_resume")
+        the uninterrupted one. Each run, and the child that runs its agent, is a child
+        forked from an interpreter that imported Pydantic AI, not letitloop
+        (tests/forked_commands.py)."""
+        modules, warm = SDKS["pydantic_ai"]
+        sdk = (m for m in modules if not m.startswith("letitloop"))
+        with (
+            Preloaded(*sdk, warm=warm) as pydantic_ai,
+            ForkedCommands(pydantic_ai, children=True) as forked,
+        ):
+            report = crashtest_example("pydantic_ai_resume", forked=forked)
         assert report.expected == "answer: Oslo: snow in Oslo, 09:00"

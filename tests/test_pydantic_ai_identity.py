@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from agent_kills import read_side
+from helpers import lil_forked
 from preloaded import Preloaded, for_sdk
 
 pytest.importorskip("pydantic_ai.durable_exec")
@@ -155,10 +156,12 @@ class TestTheSameRequestIsNeverPaidTwice:
 
 
 class TestTheFirstExampleOfTheDocs:
-    def test_run_twice_it_prints_the_same_answer_and_records_one_run(self, tmp_path: Path) -> None:
+    def test_run_twice_it_prints_the_same_answer_and_records_one_run(
+        self, forkers: tuple[Preloaded, Preloaded], tmp_path: Path
+    ) -> None:
+        """The example run twice as a program (each a child forked from the interpreter
+        that imported Pydantic AI), and ``lil`` (forked too) reading its journal."""
         import re
-        import subprocess
-        import sys
 
         text = (SCRIPT.parent.parent / "docs" / "pydantic_ai.md").read_text(encoding="utf-8")
         first = re.search(r"```python\n(.*?)```", text, re.S)
@@ -167,34 +170,17 @@ class TestTheFirstExampleOfTheDocs:
         env = {**os.environ, "LETITLOOP_DB": str(tmp_path / "j.db")}
         outputs = []
         for _ in range(2):
-            done = subprocess.run(
-                [sys.executable, "example.py"],
-                cwd=tmp_path,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            done = forkers[0].run(tmp_path / "example.py", env=env, cwd=tmp_path)
             assert done.returncode == 0, done.stderr
             outputs.append(done.stdout)
         assert outputs[0] == outputs[1] and "order_status" in outputs[0]
-        runs = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(tmp_path / "j.db"), "runs", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        db = str(tmp_path / "j.db")
+        runs = lil_forked("--db", db, "runs", "--json")
+        assert runs.returncode == 0, runs.stderr
         (run,) = json.loads(runs.stdout)
         assert run["name"].startswith("support.request:") and run["state"] == "completed"
-        db = str(tmp_path / "j.db")
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", db, "show", "support", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        shown = lil_forked("--db", db, "show", "support", "--json")
+        assert shown.returncode == 0, shown.stderr
         keys = [r["key"] for r in json.loads(shown.stdout)["rows"]]
         assert keys == [
             "support.request",

@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import write_script
+from helpers import lil_forked, write_script
 from preloaded import Preloaded, for_sdk
 
 pytest.importorskip("pydantic_ai.durable_exec")
@@ -89,9 +88,9 @@ AGENT = """
 
 
 def lil(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", *args], capture_output=True, text=True, timeout=60
-    )
+    """``lil ARGS`` forked from the tests' interpreter that imported letitloop
+    (helpers.lil_forked): what it prints is checked here, not its process start."""
+    return lil_forked(*args)
 
 
 @pytest.fixture(scope="module")

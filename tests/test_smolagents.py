@@ -23,6 +23,7 @@ from agent_kills import (
     reference_and_killed,
 )
 from crashtest_examples import crashtest_example
+from forked_commands import ForkedCommands
 from preloaded import Preloaded
 from smolagents import CodeAgent, Tool, tool
 from smolagents.models import ChatMessage, MessageRole, Model
@@ -201,10 +202,10 @@ class TestAStepCallbackAlone:
 
 class TestTheExample:
     def test_killed_inside_a_tool_call_it_resumes_running_only_that_call_and_the_rest(
-        self, tmp_path: Path
+        self, sdk: Preloaded, tmp_path: Path
     ) -> None:
         crashed, resumed, printed = example_crashed_then_resumed(
-            "smolagents_resume.py", tmp_path / "j.db"
+            "smolagents_resume.py", tmp_path / "j.db", sdk
         )
         assert crashed == [
             "model call 1",
@@ -450,11 +451,13 @@ class TestAVariableTheJournalCannotKeep:
 @pytest.mark.timeout(900)
 class TestTheCrashTest:
     def test_the_example_killed_at_three_seeded_points_runs_and_pays_nothing_twice(
-        self,
+        self, sdk: Preloaded
     ) -> None:
         """lil crashtest's machinery on examples/smolagents_resume.py (smolagents' CodeAgent):
         killed with SIGKILL at three of its kill points drawn with a seed, rerun until it
         finishes: no recorded call ran or was paid again, and each finished run answered as
-        the uninterrupted one."""
-        report = crashtest_example("smolagents_resume")
+        the uninterrupted one. Each run is a child forked from an interpreter that imported
+        the framework, not letitloop (tests/forked_commands.py)."""
+        with ForkedCommands(sdk) as forked:
+            report = crashtest_example("smolagents_resume", forked=forked)
         assert report.expected == "answer: Pack sunglasses. 22°C and sunny in Lisbon / 129.60 USD"
