@@ -683,6 +683,19 @@ def preload(mode: str) -> None:
     if mode == "llamaindex":  # as tests/test_llamaindex_agents.py's forker
         modules = ("letitloop.adapters.llamaindex", "workflows.representation", "workflows.runtime.verbose")  # fmt: skip  # noqa: E501
         warm = "from llama_index.core.utils import get_tokenizer; get_tokenizer()"
+    if mode == "openai_agents":
+        # What an attempt's first call builds, about 60 ms of CPU: the trace provider
+        # (set_tracing_disabled makes it: its exporter's HTTP client loads the system's
+        # certificates; it starts no thread), and the fake model's response type's
+        # validator (pydantic builds it at its first instance).
+        warm = (
+            "from agents import set_tracing_disabled\n"
+            "from openai.types.responses import ResponseFunctionToolCall\n"
+            "set_tracing_disabled(True)\n"
+            "ResponseFunctionToolCall(\n"
+            "    call_id='c', name='n', arguments='{}', type='function_call'\n"
+            ")\n"
+        )
     for name in (*modules, *JOURNAL_MODULES):
         importlib.import_module(name)
     exec(warm, {})
