@@ -40,6 +40,7 @@ kickoff with the handler's ``budget=``, the others' the agent run inside
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib
 import json
@@ -47,6 +48,7 @@ import os
 import random
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -681,9 +683,52 @@ def preload(mode: str) -> None:
     if mode == "llamaindex":  # as tests/test_llamaindex_agents.py's forker
         modules = ("letitloop.adapters.llamaindex", "workflows.representation", "workflows.runtime.verbose")  # fmt: skip  # noqa: E501
         warm = "from llama_index.core.utils import get_tokenizer; get_tokenizer()"
+    if mode == "openai_agents":
+        # What an attempt's first call builds, about 60 ms of CPU: the trace provider
+        # (set_tracing_disabled makes it: its exporter's HTTP client loads the system's
+        # certificates; it starts no thread), and the fake model's response type's
+        # validator (pydantic builds it at its first instance).
+        warm = (
+            "from agents import set_tracing_disabled\n"
+            "from openai.types.responses import ResponseFunctionToolCall\n"
+            "set_tracing_disabled(True)\n"
+            "ResponseFunctionToolCall(\n"
+            "    call_id='c', name='n', arguments='{}', type='function_call'\n"
+            ")\n"
+        )
     for name in (*modules, *JOURNAL_MODULES):
         importlib.import_module(name)
     exec(warm, {})
+
+
+def discover(mode: str) -> None:
+    """Import here, before the forks, what an attempt of ``mode`` imports at its first run
+    (an adapter's modules, letitloop's streams and inspection for LangGraph's: about 50 ms
+    of CPU an attempt): found by one unkilled attempt in a scratch journal, in a child (this
+    process opens no journal), which writes the names of the modules it imported."""
+    found, names = os.pipe()
+    with tempfile.TemporaryDirectory() as scratch:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(found)
+                before = set(sys.modules)
+                WHERE.update(kill_at=0, passed=0, goal="discovery")
+                WHERE["bill"] = os.open(os.devnull, os.O_WRONLY)
+                with contextlib.suppress(BudgetExceededError):
+                    attempt(mode, "process", os.path.join(scratch, "discovery.db"))
+                os.write(names, "\n".join(sorted(set(sys.modules) - before)).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(names)
+        with os.fdopen(found, "rb") as reading:
+            imported = reading.read().decode().split()
+        _, status = os.waitpid(pid, 0)
+    assert status == 0, f"the discovery attempt of {mode} failed: {status}"
+    for name in imported:
+        importlib.import_module(name)
 
 
 def main() -> None:
@@ -696,6 +741,8 @@ def main() -> None:
     if mode in FRAMEWORKS:  # import the framework once, before the forks
         __import__(FRAMEWORKS[mode])
     preload(mode)
+    if mode in FRAMEWORKS and mode != "crewai":  # (CrewAI's: tests/test_crewai.py's forker)
+        discover(mode)
     # Out of the collector's sight before the first fork (as tests/preloaded.py's forker):
     # an attempt's collections skip them and do not copy every page that holds them.
     gc.collect()

@@ -123,10 +123,13 @@ class Trials:
     def __init__(self, script: Path, folder: Path, *modules: str, seed: int = 48) -> None:
         self.script = script
         self.folder = folder
-        forker = Preloaded(*modules, with_letitloop=True)
+        # runpy (each child runs the script with it) imports pkgutil at its first call.
+        forker = Preloaded(*modules, "pkgutil", with_letitloop=True)
         self.forkers = (forker, forker.sibling())
         self.random = random.Random(seed)
         self.count = 0
+        #: The uninterrupted runs, by mode and task: each run once, shared by the scenarios.
+        self.references: dict[tuple[str, str], tuple[Counter[str], str, list[str]]] = {}
 
     def close(self) -> None:
         for forker in self.forkers:
@@ -146,7 +149,13 @@ class Trials:
         return trial / "journal.db", trial / "side.txt"
 
     def reference(self, mode: str, task: str = TASK) -> tuple[Counter[str], str, list[str]]:
-        """The uninterrupted run: its finished calls, its answer, and its kill points."""
+        """The uninterrupted run: its finished calls, its answer, and its kill points (run
+        once per mode and task: the scenarios that ask the same share it)."""
+        if (mode, task) not in self.references:
+            self.references[mode, task] = self.uninterrupted(mode, task)
+        return self.references[mode, task]
+
+    def uninterrupted(self, mode: str, task: str) -> tuple[Counter[str], str, list[str]]:
         db, side = self.fresh()
         done = self.run(mode, db, side, task=task)
         assert done.returncode == 0 and done.answer is not None, done.stderr

@@ -64,6 +64,7 @@ TRIALS_ONLY: dict[str, tuple[Path, tuple[str, ...]]] = {
             "workflows",
             "workflows.representation",
             "workflows.runtime.verbose",
+            "workflows.representation.validate",
             "letitloop.adapters.llamaindex",
         ),
     ),

@@ -10,14 +10,15 @@ reply, between steps), the provider's bill kept in a file outside the journal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bill_trials import check, check_request, counted, estimates, summary, trials
+from helpers import lil_forked, run_forked
 
 from letitloop import (
     Budget,
@@ -47,7 +48,25 @@ try:
 except BudgetExceededError:
     sys.exit(3)
 """
-LIL = [sys.executable, "-m", "letitloop"]
+
+
+@pytest.fixture(scope="module")
+def billed_once(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A plain journal's trial (sync, seed 1) whose every attempt but the last was killed
+    just after the provider billed its first call: run once for the tests that read it."""
+    (r,) = trials("sync", "process", tmp_path_factory.mktemp("billed"), 1, seed=1, kills="billed")
+    return r
+
+
+@pytest.fixture
+def billed(billed_once: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """:func:`billed_once`'s trial, its journal copied into this test's folder (SQLite's
+    backup, from outside the pipeline, which ended): a test may change its copy."""
+    copy = tmp_path / "billed.db"
+    source, target = sqlite3.connect(billed_once["db"]), sqlite3.connect(copy)
+    with contextlib.closing(source), contextlib.closing(target):
+        source.backup(target)
+    return {**billed_once, "db": str(copy)}
 
 
 class TestTheProvidersBillUnderRandomKills:
@@ -128,38 +147,34 @@ class TestEveryAttemptKilledJustAfterTheProviderBilled:
 
     @pytest.mark.parametrize("mode", ["sync", "async"])
     def test_with_them_it_stops_within_it_and_lil_shows_why(
-        self, mode: str, tmp_path: Path
+        self, mode: str, tmp_path: Path, request: pytest.FixtureRequest
     ) -> None:
-        (r,) = trials(mode, "process", tmp_path, 1, seed=1, kills="billed")
+        if mode == "sync":
+            r = request.getfixturevalue("billed")
+        else:
+            (r,) = trials(mode, "process", tmp_path, 1, seed=1, kills="billed")
         assert r["outcome"] == "refused" and r["bill"] <= r["budget"]
-        shown = subprocess.run(
-            [*LIL, "--db", r["db"], "show", r["goal"]], capture_output=True, text=True, timeout=60
-        )
+        shown = lil_forked("--db", r["db"], "show", r["goal"])
         assert shown.returncode == 0, shown.stderr
         budget = next(x for x in shown.stdout.splitlines() if x.startswith("budget"))
         assert "reserved and not settled by 4 calls" in budget
         assert "not settled (cut short, counted as spent)" in shown.stdout
 
-    def test_lil_ui_shows_reserved_versus_settled_spend(self, tmp_path: Path) -> None:
+    def test_lil_ui_shows_reserved_versus_settled_spend(self, billed: dict[str, Any]) -> None:
         pytest.importorskip("starlette")
         from starlette.testclient import TestClient
 
         from letitloop.web import create_app
 
-        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        r = billed
         page = TestClient(create_app(Path(r["db"])), base_url="http://127.0.0.1")
         html = page.get(f"/runs/{r['goal']}").text
         assert "reserved and not settled by 4 calls" in html
         assert "4 paid calls: 0 settled" in html
 
-    def test_lil_export_has_a_record_per_reservation(self, tmp_path: Path) -> None:
-        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
-        exported = subprocess.run(
-            [*LIL, "--db", r["db"], "export", r["goal"], "--format", "jsonl"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    def test_lil_export_has_a_record_per_reservation(self, billed: dict[str, Any]) -> None:
+        r = billed
+        exported = lil_forked("--db", r["db"], "export", r["goal"], "--format", "jsonl")
         assert exported.returncode == 0, exported.stderr
         records = [json.loads(line) for line in exported.stdout.splitlines()]
         held = [x for x in records if x["record"] == "reservation"]
@@ -169,37 +184,27 @@ class TestEveryAttemptKilledJustAfterTheProviderBilled:
 
     @pytest.mark.parametrize("target", ["file", "postgres"])
     def test_lil_copy_takes_the_reservations_and_the_copy_stays_within_the_budget(
-        self, target: str, tmp_path: Path
+        self, target: str, tmp_path: Path, billed: dict[str, Any]
     ) -> None:
-        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
+        r = billed
         if target == "file":
             to = str(tmp_path / "copy.db")
         else:
             import pg_server
 
             to = pg_server.location()
-        copied = subprocess.run(
-            [*LIL, "copy", r["db"], to], capture_output=True, text=True, timeout=120
-        )
+        copied = lil_forked("copy", r["db"], to)
         assert copied.returncode == 0, copied.stderr
         assert counted(to, r["goal"]) == counted(r["db"], r["goal"]) == (0, 768)
         # Resumed from the copy: the killed calls' reservations still count, nothing is paid.
-        refused = subprocess.run(
-            [sys.executable, "-c", RESUME, to, r["goal"]],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        resume = tmp_path / "resume.py"
+        resume.write_text(RESUME)
+        refused = run_forked(resume, to, r["goal"])
         assert refused.returncode == 3, refused.stderr
 
-    def test_lil_reset_deletes_the_runs_reservations(self, tmp_path: Path) -> None:
-        (r,) = trials("sync", "process", tmp_path, 1, seed=1, kills="billed")
-        reset = subprocess.run(
-            [*LIL, "--db", r["db"], "reset", r["goal"], "--yes"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    def test_lil_reset_deletes_the_runs_reservations(self, billed: dict[str, Any]) -> None:
+        r = billed
+        reset = lil_forked("--db", r["db"], "reset", r["goal"], "--yes")
         assert reset.returncode == 0, reset.stderr
         import sqlite3
 
@@ -224,12 +229,7 @@ class TestALangGraphRequestsSpendInLilShowAndLilUi:
         # Every attempt but the last killed just after the provider billed its first call.
         (r,) = trials("langgraph", "process", tmp_path, 1, seed=1, kills="billed")
         assert r["outcome"] == "refused" and r["bill"] <= r["budget"]
-        shown = subprocess.run(
-            [*LIL, "--db", r["db"], "show", "langgraph:agent"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        shown = lil_forked("--db", r["db"], "show", "langgraph:agent")
         assert shown.returncode == 0, shown.stderr
         lines = shown.stdout.splitlines()
         budget = next(x for x in lines if x.startswith("budget"))
@@ -254,12 +254,7 @@ class TestALangGraphRequestsSpendInLilShowAndLilUi:
         pytest.importorskip("langgraph.prebuilt")
         (r,) = trials("langgraph", "process", tmp_path, 1, seed=3)  # one kill, then done
         assert r["outcome"] == "done" and r["kills"] == 1
-        shown = subprocess.run(
-            [*LIL, "--db", r["db"], "show", "langgraph:agent"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        shown = lil_forked("--db", r["db"], "show", "langgraph:agent")
         assert shown.returncode == 0, shown.stderr
         reserved, settled = estimates(r["db"], "langgraph:agent")[0]  # the newest run's
         assert settled == r["calls"]["model:4"]  # the last call's bill, as reported
