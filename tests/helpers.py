@@ -330,6 +330,9 @@ def lil_forked(
 
 
 def stop_forker() -> None:
-    """Stop :func:`run_forked`'s forking interpreter, if it was started."""
+    """Stop :func:`run_forked`'s forking interpreter, if it was started, and every other
+    forking interpreter of this process kept idle (tests/preloaded.py)."""
     while _forker:
         _forker.pop().close()
+    if "preloaded" in sys.modules:
+        sys.modules["preloaded"].stop_idle()
