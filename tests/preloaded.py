@@ -36,7 +36,7 @@ from typing import Any
 #: (argv, cwd, env, the stdout and stderr files), forks a child, writes "pid N" to
 #: stdout, and "exit CODE" (negative: the signal) once the child ended.
 FORKER = r"""
-import atexit, gc, io, json, os, runpy, select, signal, sys, threading, traceback
+import atexit, gc, io, json, os, pkgutil, runpy, select, signal, sys, threading, traceback
 
 gc.disable()  # the imports' objects live as long as the forker: no collection meanwhile
 names = sys.argv[1:]
