@@ -77,8 +77,12 @@ def child(request):
         for fd, target in ((null, 0), (out, 1), (err, 2)):
             os.dup2(fd, target)
             os.close(fd)
-        os.environ.clear()
-        os.environ.update(request["env"])
+        env = request["env"]  # the forker's own, but for a few variables
+        for name in [name for name in os.environ if name not in env]:
+            del os.environ[name]
+        for name, value in env.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
         os.chdir(request["cwd"])
         unbuffered = request["unbuffered"] or bool(os.environ.get("PYTHONUNBUFFERED"))
         sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
