@@ -37,6 +37,7 @@ from typing import Any
 #: stdout, and "exit CODE" (negative: the signal) once the child ended.
 FORKER = r"""
 import atexit, gc, io, json, os, pkgutil, runpy, select, signal, sys, threading, traceback
+import concurrent.futures.thread  # asyncio's default executor: a child's to_thread
 
 gc.disable()  # the imports' objects live as long as the forker: no collection meanwhile
 names = sys.argv[1:]
@@ -154,8 +155,10 @@ while reading or running:
 
 
 #: What a child that opens a journal file imports of letitloop besides its package (the
-#: SQLite storage, its migrations, async steps): a forker ``with_letitloop`` imports them
-#: too, so that each child does not (about 8 ms of CPU a child; a thousand children).
+#: SQLite storage, its migrations, async steps, the search for a journal, the inspector
+#: that streams and ``lil`` read with): a forker ``with_letitloop`` imports them too, so
+#: that each child does not (about 8 ms of CPU a child; a thousand children; the
+#: inspector's 40 modules about 20 ms more in a child of LangGraph's or of ``lil``).
 JOURNAL_MODULES = (
     "letitloop.stores.sqlite.storage",
     "letitloop.stores.sqlite.pool",
@@ -167,6 +170,8 @@ JOURNAL_MODULES = (
     "letitloop.run.commits",
     "letitloop.primitives.costs",
     "letitloop.run.otel",
+    "letitloop.stores.discovery",
+    "letitloop.inspection",
 )
 
 
