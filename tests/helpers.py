@@ -284,7 +284,8 @@ def run_forked(
     script: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``python script args`` run to its end in a child forked from this test process's
-    one interpreter that imported letitloop and opened nothing (tests/preloaded.py): a
+    one interpreter that imported letitloop (and ``lil``'s commands, for
+    :func:`lil_forked`: about 20 ms of CPU a child) and opened nothing (tests/preloaded.py): a
     process of its own to letitloop (its own pid, its own connections, killable by
     SIGKILL, its exit status as its parent sees it), in the folder ``cwd`` (this one's
     by default) with the environment ``env`` (this one's by default), stdin empty.
@@ -311,7 +312,7 @@ def run_forked(
         if not _forker:
             from preloaded import Preloaded
 
-            _forker.append(Preloaded("letitloop", with_letitloop=True))
+            _forker.append(Preloaded("letitloop", "letitloop.cli", with_letitloop=True))
         return _forker[0].run(script, *args, cwd=cwd, env=env)
     except BaseException:  # a timeout inside the wait: the next call gets a new forker
         stop_forker()
@@ -330,6 +331,9 @@ def lil_forked(
 
 
 def stop_forker() -> None:
-    """Stop :func:`run_forked`'s forking interpreter, if it was started."""
+    """Stop :func:`run_forked`'s forking interpreter, if it was started, and every other
+    forking interpreter of this process kept idle (tests/preloaded.py)."""
     while _forker:
         _forker.pop().close()
+    if "preloaded" in sys.modules:
+        sys.modules["preloaded"].stop_idle()

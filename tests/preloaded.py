@@ -18,6 +18,7 @@ of writing to, and so copying, every page that holds it (CrewAI's children: abou
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,8 @@ from typing import Any
 #: (argv, cwd, env, the stdout and stderr files), forks a child, writes "pid N" to
 #: stdout, and "exit CODE" (negative: the signal) once the child ended.
 FORKER = r"""
-import atexit, gc, io, json, os, runpy, select, signal, sys, threading, traceback
+import atexit, gc, io, json, os, pkgutil, runpy, select, signal, sys, threading, traceback
+import concurrent.futures.thread  # asyncio's default executor: a child's to_thread
 
 gc.disable()  # the imports' objects live as long as the forker: no collection meanwhile
 names = sys.argv[1:]
@@ -75,8 +78,12 @@ def child(request):
         for fd, target in ((null, 0), (out, 1), (err, 2)):
             os.dup2(fd, target)
             os.close(fd)
-        os.environ.clear()
-        os.environ.update(request["env"])
+        env = request["env"]  # the forker's own, but for a few variables
+        for name in [name for name in os.environ if name not in env]:
+            del os.environ[name]
+        for name, value in env.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
         os.chdir(request["cwd"])
         unbuffered = request["unbuffered"] or bool(os.environ.get("PYTHONUNBUFFERED"))
         sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
@@ -148,8 +155,10 @@ while reading or running:
 
 
 #: What a child that opens a journal file imports of letitloop besides its package (the
-#: SQLite storage, its migrations, async steps): a forker ``with_letitloop`` imports them
-#: too, so that each child does not (about 8 ms of CPU a child; a thousand children).
+#: SQLite storage, its migrations, async steps, the search for a journal, the inspector
+#: that streams and ``lil`` read with): a forker ``with_letitloop`` imports them too, so
+#: that each child does not (about 8 ms of CPU a child; a thousand children; the
+#: inspector's 40 modules about 20 ms more in a child of LangGraph's or of ``lil``).
 JOURNAL_MODULES = (
     "letitloop.stores.sqlite.storage",
     "letitloop.stores.sqlite.pool",
@@ -161,6 +170,8 @@ JOURNAL_MODULES = (
     "letitloop.run.commits",
     "letitloop.primitives.costs",
     "letitloop.run.otel",
+    "letitloop.stores.discovery",
+    "letitloop.inspection",
 )
 
 
@@ -208,7 +219,8 @@ def for_sdk(sdk: str, *more: str) -> Preloaded:
 
 
 class Preloaded:
-    """A forking interpreter that imported ``modules``; started on first use, stopped by
+    """A forking interpreter that imported ``modules``; started on first use (or taken from
+    those a closed :class:`Preloaded` of the same modules left idle), let go by
     :meth:`close`. Its children may run side by side (two copies of a program at once);
     :meth:`sibling` gives a second handle on the same interpreter (a fixture's second
     forker, for the second copy, costs no second import of the framework).
@@ -251,7 +263,9 @@ class Preloaded:
         this process's by default; ``cwd``: this process's folder by default; not
         ``unbuffered``: ``python script args``, its stdout buffered as off a terminal)."""
         if self.shared.forker is None or self.shared.forker.popen.poll() is not None:
-            self.shared.forker = _Forker([sys.executable, "-c", FORKER, *self.modules])
+            self.shared.forker = _idle.pop(_start_key(self.modules), None) or _Forker(
+                [sys.executable, "-c", FORKER, *self.modules], self.modules
+            )
         out = tempfile.NamedTemporaryFile(prefix="preloaded-", suffix=".out")  # noqa: SIM115
         err = tempfile.NamedTemporaryFile(prefix="preloaded-", suffix=".err")  # noqa: SIM115
         request = {
@@ -284,15 +298,58 @@ class Preloaded:
         self.close()
 
     def close(self) -> None:
-        """Let go of the forking interpreter; the last handle closed stops it, and kills a
-        child a failed test left running."""
+        """Let go of the forking interpreter; the last handle closed keeps it idle for the
+        next :class:`Preloaded` of the same modules (:func:`_keep_idle`), or stops it and
+        kills a child a failed test left running."""
         if self.closed:
             return
         self.closed = True
         self.shared.users -= 1
         if self.shared.users == 0 and self.shared.forker is not None:
-            self.shared.forker.stop()
+            _keep_idle(self.shared.forker)
             self.shared.forker = None
+
+
+#: Forking interpreters whose last handle was closed with none of their children left,
+#: kept for the next :class:`Preloaded` of the same modules in this process (the next test
+#: module's fixture), at most :data:`IDLE_KEPT` of them, the least recently used stopped
+#: first; :func:`stop_idle` stops them (tests/conftest.py, at the session's end, through
+#: helpers.stop_forker). A forker for a framework costs 0.2-2 s of CPU to start (its
+#: imports); the suite's files start the same ones again and again (Pydantic AI's in six
+#: files, the OpenAI Agents SDK's in four).
+_idle: OrderedDict[tuple[str, ...], _Forker] = OrderedDict()
+IDLE_KEPT = 4
+
+
+def _start_key(modules: tuple[str, ...]) -> tuple[str, ...]:
+    """What a forker's children inherit from its start besides its imports: this process,
+    and the ``PYTHON…`` variables its interpreter read (the hash seed, the path)."""
+    python_vars = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("PYTHON"))
+    return (str(os.getpid()), *modules, *python_vars)
+
+
+def _keep_idle(forker: _Forker) -> None:
+    """Keep ``forker`` for the next :class:`Preloaded` of its modules, or stop it when a
+    child of its is still running or unwaited (a failed test's), or it ended."""
+    key = forker.key
+    if forker.running or forker.popen.poll() is not None or key[0] != str(os.getpid()):
+        forker.stop()
+        return
+    displaced = _idle.pop(key, None)
+    if displaced is not None:
+        displaced.stop()
+    _idle[key] = forker
+    while len(_idle) > IDLE_KEPT:
+        _idle.popitem(last=False)[1].stop()
+
+
+def stop_idle() -> None:
+    """Stop the forking interpreters kept idle (:func:`_keep_idle`)."""
+    while _idle:
+        _idle.popitem()[1].stop()
+
+
+atexit.register(stop_idle)
 
 
 class _Shared:
@@ -307,8 +364,9 @@ class _Forker:
     """The forking interpreter's process and its replies: a child's pid as it is forked,
     its exit status when it ended (kept until asked for; children end in any order)."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], modules: tuple[str, ...]) -> None:
         self.popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.key = _start_key(modules)
         self.exits: dict[int, int] = {}
         self.running: set[int] = set()
         self.lock = threading.Lock()
