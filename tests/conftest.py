@@ -23,6 +23,7 @@ def pytest_configure(config: pytest.Config) -> None:
     environment sets PYTHONDONTWRITEBYTECODE (as this machine's does) no child writes
     the bytecode it compiles, so each one compiled letitloop again (about 50 ms of CPU
     a child; a user's install has the bytecode). py_compile writes it whatever the flag."""
+    _hear_ctrl_c()
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         gc.disable()  # a process that collects: see pytest_collection_finish
     if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
@@ -33,6 +34,34 @@ def pytest_configure(config: pytest.Config) -> None:
     for folder in ("letitloop", "tests", "examples", "benchmarks"):
         compileall.compile_dir(root / folder, quiet=1, workers=0)
     _rewrite_test_modules(config, root / "tests")
+
+
+def _hear_ctrl_c() -> None:
+    """Give this process, and so every child it starts, the default Ctrl-C (SIGINT).
+
+    A suite started in the background of a shell without job control (``pytest &`` in a
+    script) inherits SIGINT ignored, and so does every child it starts: a child Python
+    then never raises KeyboardInterrupt. Tests that send a child SIGINT, as a user's
+    Ctrl-C, saw it run on (a step waiting forever; ``lil show --follow`` following a run
+    to its end), but only in a worker where no earlier test had put a handler back."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Fail a test that left SIGINT ignored or blocked here: every child started after it
+    would ignore a Ctrl-C too (see :func:`_hear_ctrl_c`), failing tests far from it."""
+    import signal
+
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    if ignored or blocked:
+        _hear_ctrl_c()
+        pytest.fail(f"the test left SIGINT {'ignored' if ignored else 'blocked'} in this process")
 
 
 def _rewrite_test_modules(config: pytest.Config, tests: Path) -> None:

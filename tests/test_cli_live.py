@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import lil_forked, sqlite_store
 
 from letitloop import Journal
@@ -136,6 +137,35 @@ class Live:
             conn.close()
 
 
+def ended(proc: subprocess.Popen[Any], timeout: float, after: str) -> tuple[Any, Any]:
+    """``proc``'s output once it has ended, within ``timeout`` seconds of ``after``.
+
+    One still running then is SIGKILLed and reaped (the session's check of leftover
+    children would fail too, and say less), and the test fails saying whether it had
+    SIGINT ignored or blocked: a child that inherited either ignores a Ctrl-C.
+    """
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        how = sigint_state(proc.pid)
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"pid {proc.pid} still ran {timeout} s after {after} ({how}): {out!r} {err!r}")
+
+
+def sigint_state(pid: int) -> str:
+    """Whether process ``pid`` has SIGINT ignored or blocked (either: a Ctrl-C does nothing)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "its state unknown"
+    masks = dict(ln.split(":\t", 1) for ln in status.splitlines() if ln.startswith("Sig"))
+    bit = 1 << (signal.SIGINT - 1)
+    kinds = (("ignored", "SigIgn"), ("blocked", "SigBlk"))
+    found = [w for w, k in kinds if int(masks[k], 16) & bit]
+    return "SIGINT " + (" and ".join(found) or "neither ignored nor blocked")
+
+
 def read_line(proc: subprocess.Popen[str]) -> str:
     assert proc.stdout is not None
     return proc.stdout.readline().strip()
@@ -162,7 +192,8 @@ class TestAStepInFlightForMoreThanASecond:
             assert "status    running, attempt 1" in step and "not yet: running for" in step
         finally:
             live.gate.touch()
-            assert child.wait(timeout=30) == 0, child.communicate()
+            _, err = ended(child, 30, "its gate opened")
+            assert child.returncode == 0, err
         assert [r[:3] for r in live.rows()] == [("fetch", "done", 1), ("slow", "done", 1)]
 
     def test_a_run_that_is_followed_shows_the_step_once_it_is_visible(self, tmp_path: Path) -> None:
@@ -181,8 +212,9 @@ class TestAStepInFlightForMoreThanASecond:
             assert "running" in first and "now: slow (since " in first
         finally:
             live.gate.touch()
-        out, err = follow.communicate(timeout=60)
-        assert child.wait(timeout=30) == 0
+        out, err = ended(follow, 60, "the gate opened")
+        ended(child, 30, "the gate opened")
+        assert child.returncode == 0
         assert follow.returncode == 0, err
         last = out.strip().splitlines()[-1]
         assert "completed" in last and "now:" not in last and "last: after" in last
@@ -244,7 +276,7 @@ class TestAStepInFlightForMoreThanASecond:
         child = live.spawn("slow", FAIL_AT="slow")
         live.wait_until_running("slow", child)
         live.gate.touch()
-        child.wait(timeout=30)
+        ended(child, 30, "its gate opened")
         (row,) = live.rows()
         assert row[:3] == ("slow", "failed", 1)
         assert "failed" in live.ok("show", "live")
@@ -338,7 +370,8 @@ class TestARunThatCrashed:
         # the next attempt runs it again and its row replaces the interrupted one
         live.gate.touch()
         again = live.spawn("fetch,slow,after")
-        assert again.wait(timeout=30) == 0
+        ended(again, 30, "it started with the gate open")
+        assert again.returncode == 0
         assert [r[:3] for r in live.rows()] == [
             ("fetch", "done", 1),
             ("slow", "done", 2),
@@ -355,7 +388,7 @@ class TestARunThatCrashed:
         first = live.spawn("fetch,slow")
         live.wait_until_running("slow", first)
         first.send_signal(signal.SIGINT)  # KeyboardInterrupt: attempt 1 fails with it
-        first.communicate(timeout=30)
+        ended(first, 30, "SIGINT")
         second = live.spawn("fetch,slow")
         live.wait_until_running("slow", second)
         os.kill(second.pid, signal.SIGKILL)  # attempt 2 dies
@@ -412,7 +445,8 @@ class TestFollowingARunNobodyResumes:
 def on_a_terminal_for(argv: list[str], seconds: float) -> str:
     """What ``lil ARGV`` writes to a pseudo-terminal until ``seconds`` after it first wrote
     (then Ctrl-C; after 60 s if it writes nothing), as text. Counted from its first
-    output, not its start: a loaded machine may take seconds to start it."""
+    output, not its start: a loaded machine may take seconds to start it. One that does
+    not stop at the Ctrl-C fails the test (killed if it runs on 30 s after it)."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "letitloop", *argv],
@@ -423,12 +457,15 @@ def on_a_terminal_for(argv: list[str], seconds: float) -> str:
     )
     os.close(follower)
     chunks: list[bytes] = []
-    stop_at, sent = time.monotonic() + 60, False
+    stop_at, ctrl_c = time.monotonic() + 60, ""  # once sent: how it took SIGINT then
     try:
         while True:
-            if not sent and time.monotonic() > stop_at:
+            if not ctrl_c and time.monotonic() > stop_at:
+                ctrl_c = sigint_state(proc.pid)
                 proc.send_signal(signal.SIGINT)
-                sent = True
+            elif ctrl_c and time.monotonic() > stop_at + 30:
+                proc.kill()
+                break
             ready, _, _ = select.select([leader], [], [], 0.1)
             if ready:
                 try:
@@ -444,8 +481,12 @@ def on_a_terminal_for(argv: list[str], seconds: float) -> str:
                 break
     finally:
         os.close(leader)
-        proc.wait(timeout=60)
-    return b"".join(chunks).decode("utf-8")
+        ended(proc, 60, "its terminal closed")
+    text = b"".join(chunks).decode("utf-8")
+    # Sent a Ctrl-C, it ends by it (130, or click's 1): not killed, nor run on to its own end.
+    stopped = not ctrl_c or proc.returncode not in (0, -signal.SIGKILL)
+    assert stopped, f"lil {argv[0]} did not stop at Ctrl-C ({ctrl_c}): {text!r}"
+    return text
 
 
 class TestOnATerminal:
@@ -461,7 +502,8 @@ class TestOnATerminal:
             assert "└ in step 'slow' for " in runs
         finally:
             live.gate.touch()
-            assert child.wait(timeout=30) == 0
+            ended(child, 30, "its gate opened")
+        assert child.returncode == 0
 
     def test_follow_redraws_only_when_what_it_shows_changed(self, tmp_path: Path) -> None:
         # A crashed run whose watcher waits 30 s to restart it: nothing moves meanwhile.
@@ -497,7 +539,7 @@ class TestOnATerminal:
             )
         finally:
             watch.send_signal(signal.SIGTERM)
-            watch.communicate(timeout=60)
+            ended(watch, 60, "SIGTERM")
         assert out.count("\x1b[2J") == 1  # about 15 refreshes, one drawing
         assert "crashed" in out and "waiting for lil watch " in out
 
