@@ -58,7 +58,9 @@ PRICES = {"Lisbon": 140, "Porto": 95}
 @tool
 def lookup(city: str) -> str:
     """Tonight's cheapest free hotel in a city, with its price."""
-    print(f"  ran  lookup({city!r})", flush=True)
+    # One write per line: the two lookups run side by side, and print() writes the text
+    # and its newline apart (two threads' lines could interleave).
+    print(f"  ran  lookup({city!r})\n", end="", flush=True)
     return f"Hotel Central {city}: {PRICES[city]} EUR"
 
 

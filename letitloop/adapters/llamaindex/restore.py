@@ -8,20 +8,28 @@
 - ``memory_lost``: an agent's state recorded without its memory (an earlier
   letitloop left it out), which the agents cannot go on without;
 - ``refuse_skipped_memory``: the engine leaves a memory it cannot serialize out
-  of the state, with a warning; this refuses it instead, before it is lost.
+  of the state, with a warning; this refuses it instead, before it is lost;
+- ``check_start``: a run recorded with another start event than the one it is
+  resumed with is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 from workflows.context.serializers import BaseSerializer
+from workflows.events import StartEvent
 from workflows.runtime.types.internal_state import BrokerState
-from workflows.runtime.types.ticks import TickStepResult
+from workflows.runtime.types.ticks import TickAddEvent, TickStepResult, WorkflowTick
 
-from ...errors import EncodeError
+from ...errors import EncodeError, StepMismatchError
+from ...integrity.sealcheck import ways_out
 from .serializer import RunSerializer, memory_record
+
+if TYPE_CHECKING:
+    from .journaled import JournaledRun
 
 
 def routed_sends(state: BrokerState) -> dict[tuple[str, str | None], set[int]]:
@@ -134,3 +142,39 @@ async def refuse_skipped_memory(
         f"it; leave the workflow's serializer= out (LetItLoopRuntime records the agents' "
         f"default ChatMemoryBuffer), or run it without the runtime"
     )
+
+
+def shown(event: StartEvent) -> str:
+    """A start event for an error: its type's name and its fields, cut short."""
+    text = f"{type(event).__name__}({json.dumps(event.model_dump(mode='json'), sort_keys=True)})"
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent) -> None:
+    """Refuse to resume a run recorded with another start event than ``start``.
+
+    Raises StepMismatchError naming the run, the key and both events: the run's
+    recorded steps were made for the recorded start and are never handed to
+    another (nothing is run, nothing written).
+    """
+    for n, t in enumerate(ticks):
+        if isinstance(t, TickAddEvent) and isinstance(t.event, StartEvent):
+            recorded = json.loads(run.serializer.serialize(t.event))
+            called = json.loads(run.serializer.serialize(start))
+            if recorded != called:
+                journal = run.journal
+                key = run.keys[n]
+                name = journal.generation or journal.run_name or journal.run_id
+                raise StepMismatchError(
+                    f"workflow {run.prefix.rstrip('.')!r}: run {name!r} of goal "
+                    f"{journal.goal!r} was started with {shown(t.event)} (step {key!r}), "
+                    f"and this wf.run starts it with {shown(start)}: its recorded steps "
+                    f"belong to the first start event; nothing was run. Ways out: give this "
+                    f"request a run of its own (LetItLoopRuntime(run='...') or "
+                    f"Journal(goal, run='...'); with neither, each start event is a run of "
+                    f"its own), {ways_out(journal, key)}",
+                    run_id=journal.run_id,
+                    key=key,
+                    differences="the start event",
+                )
+            return

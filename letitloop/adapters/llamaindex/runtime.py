@@ -18,7 +18,6 @@ returns it and runs nothing.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import weakref
 from datetime import timedelta
@@ -55,15 +54,13 @@ from workflows.runtime.types.ticks import (
 )
 from workflows.workflow import Workflow
 
-from ...errors import StepMismatchError
-from ...integrity.sealcheck import ways_out
 from ...run.journal import Journal, current_journal
 from ..agentcalls import DEFAULT_TIMEOUT
 from .agents import accept_runtime
 from .journaled import JournaledRun, final_event
 from .llms import agents_of, current_run, journal_llms
 from .owned import RunOptions, closed_with
-from .restore import Rewound, memory_lost, refuse_skipped_memory, routed_sends
+from .restore import Rewound, check_start, memory_lost, refuse_skipped_memory, routed_sends
 from .serializer import RunSerializer
 
 #: Workflow runs started so far in each open journal (their keys' prefix).
@@ -74,42 +71,6 @@ def open_journal() -> Journal | None:
     """The journal open in this context, or None."""
     journal = current_journal.get()
     return journal if journal is not None and journal.is_open else None
-
-
-def shown(event: StartEvent) -> str:
-    """A start event for an error: its type's name and its fields, cut short."""
-    text = f"{type(event).__name__}({json.dumps(event.model_dump(mode='json'), sort_keys=True)})"
-    return text if len(text) <= 200 else text[:199] + "…"
-
-
-def check_start(run: JournaledRun, ticks: list[WorkflowTick], start: StartEvent) -> None:
-    """Refuse to resume a run recorded with another start event than ``start``.
-
-    Raises StepMismatchError naming the run, the key and both events: the run's
-    recorded steps were made for the recorded start and are never handed to
-    another (nothing is run, nothing written).
-    """
-    for n, t in enumerate(ticks):
-        if isinstance(t, TickAddEvent) and isinstance(t.event, StartEvent):
-            recorded = json.loads(run.serializer.serialize(t.event))
-            called = json.loads(run.serializer.serialize(start))
-            if recorded != called:
-                journal = run.journal
-                key = run.keys[n]
-                name = journal.generation or journal.run_name or journal.run_id
-                raise StepMismatchError(
-                    f"workflow {run.prefix.rstrip('.')!r}: run {name!r} of goal "
-                    f"{journal.goal!r} was started with {shown(t.event)} (step {key!r}), "
-                    f"and this wf.run starts it with {shown(start)}: its recorded steps "
-                    f"belong to the first start event; nothing was run. Ways out: give this "
-                    f"request a run of its own (LetItLoopRuntime(run='...') or "
-                    f"Journal(goal, run='...'); with neither, each start event is a run of "
-                    f"its own), {ways_out(journal, key)}",
-                    run_id=journal.run_id,
-                    key=key,
-                    differences="the start event",
-                )
-            return
 
 
 class JournalingAdapter(InternalAsyncioAdapter):
