@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.timeout(1800)  # the environment made (pip) when missing, then 36 tests
+@pytest.mark.timeout(1800)  # the environment made (pip) when missing, then 41 tests
 def test_crewais_tests_pass_in_their_own_environment(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
