@@ -87,6 +87,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "identity.step_names",
             "identity.versions",
             "primitives.clock",
+            "primitives.forksafe",
             "stores.discovery",
             "runtext.previews",
             "supervision._exec_shim",
@@ -321,6 +322,7 @@ INTEGRITY_ORDER = [
 ]
 PRIMITIVES_ORDER = [
     "clock",
+    "forksafe",
     "runs",
     "costs",
     "estimates",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from types import FrameType
 
+from ..primitives import forksafe
 from .names import check_name
 
 try:  # the builtin module: hashlib would load OpenSSL's bindings (~3 ms) for nothing
@@ -37,7 +37,7 @@ HASH_DIGITS = 12
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 _hashes: dict[str, str | None] = {}
-_lock = threading.Lock()
+_lock = forksafe.lock()
 
 
 def source_version(filename: str) -> str | None:

@@ -8,9 +8,9 @@ A queue (``queues.py``) keeps its entries in the journal's own store:
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any, NamedTuple
+
+from ..primitives import forksafe
 
 #: Seconds an idle worker waits before it looks again when nothing woke it: a dead holder's
 #: entry is taken over within this much (plus the claim), and an entry added by another
@@ -75,11 +75,11 @@ class Wakeups:
     entry added or queued again in this process, a PostgreSQL notification, a drain):
     an idle worker takes a :meth:`token` before it looks, and :meth:`wait` returns as
     soon as the count moved since (at once if it moved meanwhile: no wake-up is lost
-    between a look and the wait). Process-wide; made again in a forked child, whose copy
-    of the lock another thread may have held at the fork."""
+    between a look and the wait). Process-wide; its lock is free in a forked child
+    (``forksafe``)."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._cond = forksafe.condition()
         self._counts: dict[str, int] = {}
 
     def token(self, queue: str) -> int:
@@ -96,11 +96,6 @@ class Wakeups:
         with self._cond:
             return self._cond.wait_for(lambda: self._counts.get(queue, 0) != token, seconds)
 
-    def _after_fork(self) -> None:
-        self._cond = threading.Condition()
-
 
 #: This process's wake-ups, for every queue store.
 WAKEUPS = Wakeups()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=WAKEUPS._after_fork)

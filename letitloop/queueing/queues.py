@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from collections.abc import Callable, Generator
 from datetime import timedelta
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import codec
 from ..errors import EncodeError, QueueError, RunCancelledError
 from ..identity.names import check_name
+from ..primitives import forksafe
 from ..primitives.clock import utc_iso
 from ..stores.schemes import malformed_url, scheme_of
 from ..stores.sqlite.queue import SqliteQueue
@@ -41,7 +41,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: The queues this process declared, by name: ``lil worker MODULE --queue NAME`` finds
 #: its queue here once MODULE is imported.
 _declared: dict[str, Queue] = {}
-_declared_lock = threading.Lock()
+_declared_lock = forksafe.lock()
 
 #: A rate limit's window as text: a number and its unit.
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

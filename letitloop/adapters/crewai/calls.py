@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ...identity.unchecked import unchecked
+from ...primitives import forksafe
 from ...run.journal import Journal
 from ...run.steps import parent_step
 
@@ -57,7 +58,7 @@ active: ContextVar[Session | None] = ContextVar("letitloop_crewai_session", defa
 _locks: weakref.WeakKeyDictionary[Journal, dict[tuple[str, str], threading.Lock]] = (
     weakref.WeakKeyDictionary()
 )
-_locks_guard = threading.Lock()
+_locks_guard = forksafe.lock()
 
 
 def _lock_for(journal: Journal, name: str) -> threading.Lock:
@@ -67,7 +68,7 @@ def _lock_for(journal: Journal, name: str) -> threading.Lock:
         table = _locks.setdefault(journal, {})
         lock = table.get((where, name))
         if lock is None:
-            lock = table[(where, name)] = threading.Lock()
+            lock = table[(where, name)] = forksafe.lock()
         return lock
 
 

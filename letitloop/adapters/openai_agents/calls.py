@@ -18,10 +18,10 @@ its children) leaves the counts of the steps after it unchanged.
 
 from __future__ import annotations
 
-import threading
 import weakref
 
 from letitloop.errors import NoJournalError
+from letitloop.primitives import forksafe
 from letitloop.run.durable import current
 from letitloop.run.journal import Journal
 from letitloop.run.steps import parent_step
@@ -48,7 +48,7 @@ class StoppedToWait(Exception):
 _counts: weakref.WeakKeyDictionary[Journal, dict[tuple[str, str], int]] = (
     weakref.WeakKeyDictionary()
 )
-_lock = threading.Lock()
+_lock = forksafe.lock()
 
 
 def journal_for(what: str) -> Journal:

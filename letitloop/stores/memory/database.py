@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 from ...errors import JournalFileError
 from ...integrity.chains import Chain, Entry
+from ...primitives import forksafe
 from ..row_rules import ROW_COLUMNS
 from ..storage_steps import RunKey
 
@@ -43,8 +43,8 @@ class MemoryDatabase:
     def __init__(self, location: str) -> None:
         self.location = location
         #: One transaction at a time; holds wait on ``changed``.
-        self.lock = threading.RLock()
-        self.changed = threading.Condition(self.lock)
+        self.lock = forksafe.rlock()
+        self.changed = forksafe.condition(self.lock)
         #: Commits so far (what ``changes`` counts, less a connection's own).
         self.commits = 0
         self.runs: dict[str, dict[str, Any]] = {}
@@ -104,7 +104,7 @@ class MemoryDatabase:
 
 
 _databases: dict[str, MemoryDatabase] = {}
-_databases_lock = threading.Lock()
+_databases_lock = forksafe.lock()
 
 
 def database(location: str) -> MemoryDatabase:

@@ -31,11 +31,11 @@ child), used under a lock by the process's threads; one per claimed entry for it
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Any
 
 from ...identity.ids import HOST, new_run_id
+from ...primitives import forksafe
 from ...primitives.clock import utc_iso
 from ...queueing.queue_records import (
     POLL_SECONDS,
@@ -73,7 +73,7 @@ class PostgresQueue:
         self.lease = lease
         #: Whether entries added send NOTIFY and idle workers LISTEN (``listening.py``).
         self.listen = listen
-        self._lock = threading.Lock()
+        self._lock = forksafe.lock()
         self._conn: Any = None
         self._pid = 0
         self._schema = ""
