@@ -11,6 +11,7 @@ one of them; the child must use each of those objects and end.
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import threading
@@ -136,3 +137,25 @@ def test_every_lock_a_child_may_need_is_free_in_it() -> None:
 
     status = forked_while_held(child)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def test_no_module_makes_a_process_wide_lock_a_child_could_find_held() -> None:
+    """Every lock made at a module's top level (one per process) is a ``forksafe`` one, or
+    its module frees it in its own at-fork hook (``os.register_at_fork``)."""
+    package = Path(__file__).resolve().parent.parent / "letitloop"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        if "os.register_at_fork" in source:
+            continue
+        for node in ast.parse(source).body:
+            call = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "threading"
+                and call.func.attr in ("Lock", "RLock", "Condition", "Semaphore")
+            ):
+                found.append(f"{path.relative_to(package.parent)}:{node.lineno}")
+    assert not found, f"use letitloop.primitives.forksafe at {', '.join(found)}"

@@ -36,13 +36,14 @@ import importlib
 import json
 import logging
 import sys
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from langgraph.checkpoint.serde import _msgpack as _lg_msgpack
 from langgraph.checkpoint.serde import jsonplus as _jsonplus
 from langgraph.checkpoint.serde.jsonplus import LC_REVIVER, JsonPlusSerializer
+
+from ...primitives import forksafe
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def _keys(allowed: Iterable[AllowedType]) -> set[tuple[str, ...]]:
 
 #: Kinds of blocked class already warned about (bounded, like LangGraph's own).
 _warned: set[tuple[str, str]] = set()
-_warned_lock = threading.Lock()
+_warned_lock = forksafe.lock()
 
 
 def _warn_blocked(key: tuple[str, str]) -> None:
