@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import crewai_beside
 import pytest
 
 
@@ -34,6 +35,12 @@ def pytest_configure(config: pytest.Config) -> None:
     for folder in ("letitloop", "tests", "examples", "benchmarks"):
         compileall.compile_dir(root / folder, quiet=1, workers=0)
     _rewrite_test_modules(config, root / "tests")
+    crewai_beside.start_if_whole(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        crewai_beside.stop_if_running()
 
 
 def _hear_ctrl_c() -> None:
@@ -179,10 +186,10 @@ SLOW_FILES = frozenset(
     }
 )  # fmt: skip
 
-#: The files whose units the xdist scheduler hands out before every other: CrewAI's
-#: tests in their own environment, a minute and more of processes that mostly wait on
-#: their children, so that they run beside the main suite's tests, not after them.
-FIRST_FILES = ("test_crewai_env.py",)
+#: The files whose units the xdist scheduler hands out after every other: CrewAI's test,
+#: which waits for CrewAI's tests that the suite's first process started beside the
+#: whole run (tests/crewai_beside.py), so that no worker waits before it has to.
+LAST_FILES = ("test_crewai_env.py",)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -244,7 +251,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     other has nothing left. (xdist alone orders the units by their number of
     tests, then in file order: a 4-test unit of 20 s of trials went before a
     100-test unit of a second, and single heavy tests of test_web_browser.py or
-    test_bills.py started last.) The units of :data:`FIRST_FILES` go before all.
+    test_bills.py started last.) The units of :data:`LAST_FILES` go after all.
     """
     from collections import OrderedDict
 
@@ -261,8 +268,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                 queue: OrderedDict[str, dict[str, bool]] = self.workqueue
                 for scope in [scope for scope in queue if not _slow(scope)]:
                     queue.move_to_end(scope)  # in their order, after the slow ones
-                for scope in [scope for scope in queue if _first(scope)]:
-                    queue.move_to_end(scope, last=False)
+                for scope in [scope for scope in queue if _last(scope)]:
+                    queue.move_to_end(scope)
             super()._assign_work_unit(node)
 
         def _split_scope(self, nodeid: str) -> str:
@@ -278,9 +285,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return Scheduling(config, log)
 
 
-def _first(scope: str) -> bool:
-    """Whether an xdist unit is of :data:`FIRST_FILES`."""
-    return scope.split("::", 1)[0].rsplit("/", 1)[-1] in FIRST_FILES
+def _last(scope: str) -> bool:
+    """Whether an xdist unit is of :data:`LAST_FILES`."""
+    return scope.split("::", 1)[0].rsplit("/", 1)[-1] in LAST_FILES
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -3,9 +3,11 @@
 CrewAI pins ``openai<3`` and ``mcp<2``, so its tests (tests/test_crewai.py) run in an
 environment of their own, ``.venvs/crewai`` (``python tests/crewai_env.py`` makes it
 when it is missing or its pins changed, then runs them there in one process).
-The main suite runs that command here, as one test: tests/conftest.py's scheduler
-starts it first, so that CrewAI's processes, which wait on their own children most of
-the time, run beside the main suite's tests instead of after them. It passes when every
+The main suite runs that command as one test: when the whole suite runs, its first
+process starts the command at once (tests/crewai_beside.py), so that CrewAI's processes,
+which wait on their own children most of the time, run beside the main suite's tests
+without holding a worker, and this test, handed out last, waits for its end; run
+otherwise, this test runs the command itself. It passes when every
 CrewAI test passed; its output is printed when it fails, and its closing line at the
 end of the main suite's report when it passes.
 """
@@ -15,8 +17,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import crewai_beside
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,20 +30,25 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_crewais_tests_pass_in_their_own_environment(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    log = tmp_path / "crewai_env.log"
-    # Its own pytest session: none of this one's variables (an xdist worker's name).
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    with log.open("w", encoding="utf-8") as out:
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "tests" / "crewai_env.py")],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    beside = os.environ.get(crewai_beside.FOLDER)
+    if beside:  # started by the suite's first process (tests/crewai_beside.py): its end
+        log, status = Path(beside) / "log", Path(beside) / "status"
+        while not status.exists():
+            time.sleep(0.5)
+        returncode = int(status.read_text())
+    else:
+        log = tmp_path / "crewai_env.log"
+        with log.open("w", encoding="utf-8") as out:
+            returncode = subprocess.run(
+                [sys.executable, str(ROOT / "tests" / "crewai_env.py")],
+                cwd=ROOT,
+                env=crewai_beside.command_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            ).returncode
     printed = log.read_text(encoding="utf-8", errors="replace")
-    assert done.returncode == 0, f"python tests/crewai_env.py failed:\n{printed}"
+    assert returncode == 0, f"python tests/crewai_env.py failed:\n{printed}"
     # Its pytest's closing line, without the rule around it (the main suite's is the last).
     closing = [
         ln.strip("= ") for ln in printed.splitlines() if " passed" in ln or "crewai_env:" in ln

@@ -439,7 +439,7 @@ class TestTheTestCommand:
         beside = (ROOT / "tests" / "test_crewai_env.py").read_text(encoding="utf-8")
         assert 'str(ROOT / "tests" / "crewai_env.py")' in beside
         assert "test_crewai_env.py" in conftest.SLOW_FILES
-        assert "test_crewai_env.py" in conftest.FIRST_FILES
+        assert "test_crewai_env.py" in conftest.LAST_FILES  # it waits for the run started beside
 
     def test_docs_testing_md_gives_it_as_the_full_suite(self) -> None:
         (command,) = [b.strip() for b in blocks("") if "python -m pytest" in b]
