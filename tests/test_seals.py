@@ -12,7 +12,6 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -112,9 +111,7 @@ class TestARunWrittenWithAKey:
             "except ValueError:\n    pass\n"
         )
         for how in ("fail", "pass"):
-            subprocess.run(
-                [sys.executable, "-c", program, str(db), how], cwd=ROOT, env=env(), check=True
-            )
+            assert run_program(program, db, how, env=env()).returncode == 0
         found = verdict(db)
         assert found["state"] == "sealed" and found["entries"] == 3  # a, flaky failed, done
 
@@ -240,24 +237,7 @@ class TestTheKey:
 
 class TestAForkedRun:
     def test_lil_fork_with_the_key_seals_the_copy(self, sealed: Path) -> None:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "letitloop",
-                "--db",
-                str(sealed),
-                "fork",
-                "r1",
-                "--from-step",
-                "f",
-            ],
-            cwd=ROOT,
-            env=env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        out = run_lil(sealed, "fork", "r1", "--from-step", "f", env=env())
         assert out.returncode == 0, out.stderr
         code, text = lil(sealed, "g", "--all", "--json")
         found = json.loads(text)
