@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked, write_script
+from helpers import POSTGRES, lil_forked, preload_for, run_forked, write_script
 
 from letitloop import Journal
 from letitloop.inspection import RunFilter, open_inspector
@@ -86,14 +86,8 @@ def run_program(
         env["LETITLOOP_SEAL_KEY"] = KEY
     if kill:
         env["KILL"] = "1"
-    return subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=folder,
-    )
+    # A process of its own, forked from an interpreter that imported letitloop.
+    return run_forked(script, env=env, cwd=folder, preload=preload_for(db or ""))
 
 
 def lil(*args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
@@ -104,7 +98,8 @@ def lil(*args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
     }
     if key is not None:
         env["LETITLOOP_SEAL_KEY"] = key
-    return lil_forked(*args, env=env)
+    on_postgresql = any(a.startswith("postgresql") for a in args)
+    return lil_forked(*args, env=env, preload=POSTGRES if on_postgresql else ())
 
 
 def ledger(folder: Path) -> list[str]:
