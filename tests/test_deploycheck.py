@@ -14,11 +14,10 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import lil_forked, run_benchmark, run_python
+from helpers import lil_forked, run_benchmark, run_forked
 
 from letitloop.deploycheck import check
 
@@ -78,7 +77,8 @@ def lil(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def record(folder: Path, user: str, **env: str) -> None:
     """Run ``flows.py`` for ``user`` under its current code, to its end or its death."""
-    done = run_python(folder / "flows.py", user, env={"LETITLOOP_DB": "", **env})
+    env = {**os.environ, "LETITLOOP_DB": "", **env}
+    done = run_forked(folder / "flows.py", user, env=env)
     assert done.returncode in (0, 1, -signal.SIGKILL), done.stderr
     (folder / "calls.txt").unlink(missing_ok=True)  # what the check calls, if anything, shows
 
@@ -303,9 +303,7 @@ class TestTheReadmeExample:
         (tmp_path / ".git").mkdir()
         (tmp_path / "sync_workflow.py").write_text(self.readme_block())
         (tmp_path / "killer.py").write_text(KILL_IN_CALL_LLM)
-        died = subprocess.run(
-            [sys.executable, "killer.py", "sync_workflow.py"], cwd=tmp_path, timeout=60
-        )
+        died = run_forked(tmp_path / "killer.py", "sync_workflow.py", cwd=tmp_path)
         assert died.returncode == -signal.SIGKILL
         done = lil(tmp_path, "check", "sync_workflow.py")
         assert done.returncode == 0, done.stdout + done.stderr
