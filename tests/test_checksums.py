@@ -7,6 +7,7 @@ fresh process (letitloop/integrity/checksums.py, replay.py).
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -47,13 +48,25 @@ def run_program(db: Path) -> list[str]:
     return out.stdout.splitlines()
 
 
-@pytest.fixture
-def recorded(tmp_path: Path) -> tuple[Path, str]:
-    """A journal file holding run r1 (steps a and b) as a first process wrote it; its run id."""
-    db = tmp_path / "journal.db"
+@pytest.fixture(scope="module")
+def recorded_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A journal file holding run r1 (steps a and b) as a first process wrote it; its run id:
+    written once for the module (:func:`recorded` copies it)."""
+    db = tmp_path_factory.mktemp("recorded") / "journal.db"
     first = run_program(db)
     assert first[:2] == ["called 1", "called 2"]
     return db, first[2].split()[-1]
+
+
+@pytest.fixture
+def recorded(tmp_path: Path, recorded_once: tuple[Path, str]) -> tuple[Path, str]:
+    """A copy of :func:`recorded_once`'s file (its writer ended) for one test to damage."""
+    once, run_id = recorded_once
+    db = tmp_path / "journal.db"
+    for suffix in ("", "-wal"):
+        if Path(f"{once}{suffix}").exists():
+            shutil.copyfile(f"{once}{suffix}", f"{db}{suffix}")
+    return db, run_id
 
 
 def edit(db: Path, sql: str, *params: object) -> None:

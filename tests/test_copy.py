@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -106,14 +107,26 @@ def ledger(folder: Path) -> list[str]:
     return (folder / "ledger.txt").read_text().splitlines()
 
 
-@pytest.fixture
-def killed(tmp_path: Path) -> tuple[Path, Path]:
-    """A journal file holding a sealed run SIGKILLed in its last step; and its folder."""
-    source = tmp_path / "source.db"
-    died = run_program(tmp_path, str(source), kill=True)
+@pytest.fixture(scope="module")
+def killed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose journal file source.db holds a sealed run SIGKILLed in its last step
+    (and ledger.txt, the steps' calls): written once for the module."""
+    folder = tmp_path_factory.mktemp("killed")
+    died = run_program(folder, str(folder / "source.db"), kill=True)
     assert died.returncode == -signal.SIGKILL, died.stderr
-    assert ledger(tmp_path) == ["fetch", "rank", "rank", "notify", "summarize"]
-    return source, tmp_path
+    assert ledger(folder) == ["fetch", "rank", "rank", "notify", "summarize"]
+    return folder
+
+
+@pytest.fixture
+def killed(tmp_path: Path, killed_once: Path) -> tuple[Path, Path]:
+    """A journal file holding a sealed run SIGKILLed in its last step; and its folder: a
+    copy of :func:`killed_once`'s (the file, its -wal as the killed writer left it, the
+    ledger)."""
+    for name in ("source.db", "source.db-wal", "ledger.txt"):
+        if (killed_once / name).exists():
+            shutil.copyfile(killed_once / name, tmp_path / name)
+    return tmp_path / "source.db", tmp_path
 
 
 def image(location: str | Path) -> Any:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -96,18 +97,26 @@ def file_digest(folder: Path) -> str:
     return found.hexdigest()
 
 
-@pytest.fixture
-def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project folder with ``flows.py`` (the old code) and its journal, runs in flight:
     ``clean`` killed in draft, ``early`` killed in info, ``failed`` failed in send,
-    ``done`` completed."""
+    ``done`` completed. Recorded once for the module; :func:`folder` copies it."""
+    folder = tmp_path_factory.mktemp("recorded")
+    (folder / ".git").mkdir()  # the journal is found here, not above
+    (folder / "flows.py").write_text(OLD, encoding="utf-8")
+    record(folder, "clean", DIE_IN="draft")
+    record(folder, "early", DIE_IN="lookup")
+    record(folder, "failed", FAIL_IN="send")
+    record(folder, "done")
+    return folder
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded: Path) -> Path:
+    """A copy of :func:`recorded`'s folder (no process has its journal open) for one test."""
     monkeypatch.delenv("LETITLOOP_DB", raising=False)
-    (tmp_path / ".git").mkdir()  # the journal is found here, not above
-    (tmp_path / "flows.py").write_text(OLD, encoding="utf-8")
-    record(tmp_path, "clean", DIE_IN="draft")
-    record(tmp_path, "early", DIE_IN="lookup")
-    record(tmp_path, "failed", FAIL_IN="send")
-    record(tmp_path, "done")
+    shutil.copytree(recorded, tmp_path, dirs_exist_ok=True)
     return tmp_path
 
 

@@ -8,6 +8,7 @@ file's bytes searched (letitloop/maintenance/rekey.py).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -95,13 +96,25 @@ def plaintext_in(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if p.is_file() and SECRET.encode() in p.read_bytes()]
 
 
-@pytest.fixture
-def killed(tmp_path: Path) -> Path:
-    """Goals g and h, each with run r1 SIGKILLed after steps a and t and marker m."""
-    db = tmp_path / "journal.db"
+@pytest.fixture(scope="module")
+def killed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Goals g and h, each with run r1 SIGKILLed after steps a and t and marker m: written
+    once for the module (:func:`killed` copies it)."""
+    db = tmp_path_factory.mktemp("killed") / "journal.db"
     for goal in ("g", "h"):
         out = run(db, goal, "kill")
         assert out.returncode == -signal.SIGKILL, out.stderr
+    return db
+
+
+@pytest.fixture
+def killed(tmp_path: Path, killed_once: Path) -> Path:
+    """A copy of :func:`killed_once`'s file and its -wal, as the killed writers left them
+    (SQLite rebuilds the -wal's index at the first open)."""
+    db = tmp_path / "journal.db"
+    for suffix in ("", "-wal"):
+        if Path(f"{killed_once}{suffix}").exists():
+            shutil.copyfile(f"{killed_once}{suffix}", f"{db}{suffix}")
     return db
 
 

@@ -9,6 +9,7 @@ inspection/verify.py).
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -53,11 +54,22 @@ def sql(db: Path, statement: str, *params: object) -> int:
     return changed
 
 
-@pytest.fixture
-def sealed(tmp_path: Path) -> Path:
-    db = tmp_path / "journal.db"
+@pytest.fixture(scope="module")
+def sealed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run r1 written with the key by a child process: once for the module."""
+    db = tmp_path_factory.mktemp("sealed") / "journal.db"
     out = write(db)
     assert out.returncode == 0, out.stderr
+    return db
+
+
+@pytest.fixture
+def sealed(tmp_path: Path, sealed_once: Path) -> Path:
+    """A copy of :func:`sealed_once`'s file (its writer ended) for one test to alter."""
+    db = tmp_path / "journal.db"
+    for suffix in ("", "-wal"):
+        if Path(f"{sealed_once}{suffix}").exists():
+            shutil.copyfile(f"{sealed_once}{suffix}", f"{db}{suffix}")
     return db
 
 
