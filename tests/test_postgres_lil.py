@@ -1,7 +1,8 @@
 """``lil`` on a PostgreSQL journal, and runs of processes on different hosts.
 
-Every command runs as a subprocess (``python -m letitloop --db postgresql://…``),
-against programs running in other processes, on the tests' throwaway server
+Every command runs in a process of its own (``python -m letitloop --db postgresql://…``,
+forked by helpers.lil_forked; one ``lil watch`` in a fresh interpreter), against
+programs running in other processes, on the tests' throwaway server
 (tests/pg_server.py, a schema per test). ``runs``, ``show``, ``export`` and
 ``reset`` are in tests/test_postgres.py.
 """
