@@ -33,7 +33,9 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -94,8 +96,25 @@ WORKER = textwrap.dedent(
 )
 
 
-def one_run(procs: int, threads: int, opens: int, code: Path) -> dict[str, object]:
-    """One new file hammered once; what went wrong."""
+def start_worker(argv: list[str], env: dict[str, str]) -> Any:
+    """A worker process running ``argv`` (``python worker.py ARGS``) with ``env``: a
+    ``Popen`` with its stdout and stderr pipes (what :func:`one_run` uses of it: a
+    ``readline`` of its stdout, ``communicate``, ``kill`` and ``returncode``)."""
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def one_run(
+    procs: int,
+    threads: int,
+    opens: int,
+    code: Path,
+    start: Callable[[list[str], dict[str, str]], Any] = start_worker,
+) -> dict[str, object]:
+    """One new file hammered once; what went wrong. ``start``: how a worker process is
+    started (:func:`start_worker`; the tests fork theirs from an interpreter that
+    imported letitloop)."""
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
         db, go, ran = folder / "journal.db", folder / "go", folder / "ran"
@@ -103,7 +122,7 @@ def one_run(procs: int, threads: int, opens: int, code: Path) -> dict[str, objec
         script.write_text(WORKER, encoding="utf-8")
         env = {**os.environ, "PYTHONPATH": str(code)}
         children = [
-            subprocess.Popen(
+            start(
                 [
                     sys.executable,
                     str(script),
@@ -114,10 +133,7 @@ def one_run(procs: int, threads: int, opens: int, code: Path) -> dict[str, objec
                     str(threads),
                     str(opens),
                 ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
+                env,
             )
             for p in range(procs)
         ]

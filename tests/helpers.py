@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from preloaded import Preloaded
+    from preloaded import Child, Preloaded
 
     from letitloop import Journal
     from letitloop.stores.sqlite.store import Store
@@ -40,6 +42,25 @@ UNUSED_PYTEST_PLUGINS = ("-p", "no:langsmith_plugin", "-p", "no:anyio", "-p", "n
 
 #: The checkout: benchmark scripts run from here, as their docs say.
 CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+#: The programs :func:`program_file` wrote, by their text, and the folder they are in.
+_PROGRAMS: dict[str, Path] = {}
+_PROGRAMS_FOLDER: list[Path] = []
+
+
+def program_file(source: str) -> Path:
+    """``source`` (a program a test would run with ``python -c``) as a script file, written
+    once per test process (removed at its exit), for :func:`run_forked` and
+    :func:`start_forked`, which run a file."""
+    if source not in _PROGRAMS:
+        if not _PROGRAMS_FOLDER:
+            _PROGRAMS_FOLDER.append(Path(tempfile.mkdtemp(prefix="letitloop-programs-")))
+            atexit.register(shutil.rmtree, _PROGRAMS_FOLDER[0], True)
+        path = _PROGRAMS_FOLDER[0] / f"program{len(_PROGRAMS)}.py"
+        path.write_text(source, encoding="utf-8")
+        _PROGRAMS[source] = path
+    return _PROGRAMS[source]
 
 
 def run_benchmark(script: str, *args: str, header_words: tuple[str, ...] = ()) -> str:
@@ -271,17 +292,42 @@ def lil_in_process(
     )
 
 
-#: This process's forking interpreter that imported letitloop (:func:`run_forked`),
-#: started on first use, stopped by :func:`stop_forker` (conftest, at the session's end).
-_forker: list[Preloaded] = []
+#: This process's forking interpreters that imported letitloop (:func:`run_forked`), by
+#: the modules they imported besides (``preload``), each started on first use, stopped by
+#: :func:`stop_forker` (conftest, at the session's end).
+_forkers: dict[tuple[str, ...], Preloaded] = {}
 _forker_free = threading.Lock()
+
+#: What a child that opens a journal on PostgreSQL imports besides (about 80 ms of CPU a
+#: child): a ``preload`` for :func:`run_forked` and the others.
+POSTGRES = ("psycopg", "letitloop.stores.postgres.storage")
+
+
+def preload_for(location: str | Path) -> tuple[str, ...]:
+    """The ``preload`` of a child that opens the journal at ``location`` (a file or a URL)."""
+    return POSTGRES if str(location).startswith("postgresql") else ()
+
+
+def _forker(preload: tuple[str, ...]) -> Preloaded:
+    """The forking interpreter that imported letitloop, ``lil``'s commands and ``preload``
+    (the caller holds ``_forker_free``)."""
+    if preload not in _forkers:
+        from preloaded import Preloaded
+
+        _forkers[preload] = Preloaded("letitloop", "letitloop.cli", *preload, with_letitloop=True)
+    return _forkers[preload]
+
 
 #: ``python -m letitloop`` as a script, for :func:`lil_forked`.
 LIL_ENTRY = Path(__file__).with_name("lil_entry.py")
 
 
 def run_forked(
-    script: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    script: Path,
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    preload: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     """``python script args`` run to its end in a child forked from this test process's
     one interpreter that imported letitloop (and ``lil``'s commands, for
@@ -294,6 +340,8 @@ def run_forked(
     a tenth of that. A fresh interpreter is started instead while another thread's
     child runs (children meant to run together still do), and when ``env`` changes a
     ``PYTHON…`` variable (read when an interpreter starts: the hash seed, the path).
+    ``preload``: modules the forking interpreter imports besides (:data:`POSTGRES`), so
+    that each child does not.
     """
     env = dict(os.environ if env is None else env)
     python_vars = {k: v for k, v in env.items() if k.startswith("PYTHON")}
@@ -309,11 +357,7 @@ def run_forked(
             stdin=subprocess.DEVNULL,
         )
     try:
-        if not _forker:
-            from preloaded import Preloaded
-
-            _forker.append(Preloaded("letitloop", "letitloop.cli", with_letitloop=True))
-        return _forker[0].run(script, *args, cwd=cwd, env=env)
+        return _forker(preload).run(script, *args, cwd=cwd, env=env)
     except BaseException:  # a timeout inside the wait: the next call gets a new forker
         stop_forker()
         raise
@@ -321,19 +365,46 @@ def run_forked(
         _forker_free.release()
 
 
+def start_forked(
+    script: Path,
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    preload: tuple[str, ...] = (),
+) -> Child:
+    """``python -u script args`` started as :func:`run_forked` runs it (forked from this
+    test process's interpreter that imported letitloop) and left running: its pid (to
+    signal or SIGKILL), what it printed so far (``printed()``), and its end (``wait()``,
+    the ``CompletedProcess``). The test waits for it or kills it before it ends.
+
+    For a child that runs beside the test (a holder, a waiter), where its being a fresh
+    interpreter is not what the test checks: about a tenth of a fresh one's CPU.
+    """
+    env = dict(os.environ if env is None else env)
+    python_vars = {k: v for k, v in env.items() if k.startswith("PYTHON")}
+    assert python_vars == {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}, (
+        "a PYTHON... variable changed: a forked child would not read it"
+    )
+    with _forker_free:
+        return _forker(preload).start(script, *args, cwd=cwd, env=env)
+
+
 def lil_forked(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    preload: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
     """``python -m letitloop ARGS`` (``lil``) run as :func:`run_forked` runs a script: for
     a test of what ``lil`` prints and writes, where the entry point's process start is
     not what it checks (tests that run the installed ``lil`` keep that proven)."""
-    return run_forked(LIL_ENTRY, *args, cwd=cwd, env=env)
+    return run_forked(LIL_ENTRY, *args, cwd=cwd, env=env, preload=preload)
 
 
 def stop_forker() -> None:
-    """Stop :func:`run_forked`'s forking interpreter, if it was started, and every other
-    forking interpreter of this process kept idle (tests/preloaded.py)."""
-    while _forker:
-        _forker.pop().close()
+    """Stop :func:`run_forked`'s forking interpreters, those that were started, and every
+    other forking interpreter of this process kept idle (tests/preloaded.py)."""
+    while _forkers:
+        _forkers.popitem()[1].close()
     if "preloaded" in sys.modules:
         sys.modules["preloaded"].stop_idle()

@@ -153,9 +153,9 @@ def crash_and_restart(between: Callable[[], None]) -> None:
 def lil(location: str, *args: str) -> str:
     """``lil --db location ARGS…`` run in a child process (helpers.lil_forked); its output
     (it must succeed)."""
-    from helpers import lil_forked
+    from helpers import POSTGRES, lil_forked
 
-    done = lil_forked("--db", location, *args)
+    done = lil_forked("--db", location, *args, preload=POSTGRES)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

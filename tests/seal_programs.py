@@ -102,15 +102,13 @@ def keyless_env(**extra: str) -> dict[str, str]:
 def run_program(
     program: str, location: str | Path, *args: str, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
-    """``program`` run by a fresh interpreter with the journal's location as argv[1]."""
-    return subprocess.run(
-        [sys.executable, "-c", program, str(location), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``program`` run to its end in a process of its own (helpers.run_forked: forked from
+    an interpreter that imported letitloop and opened nothing) with the journal's location
+    as argv[1], in the checkout's folder."""
+    from helpers import preload_for, program_file, run_forked
+
+    script, preload = program_file(program), preload_for(location)
+    return run_forked(script, str(location), *args, cwd=ROOT, env=env, preload=preload)
 
 
 def run_lil(
@@ -119,9 +117,11 @@ def run_lil(
     """``lil --db location ARGS`` in a process of its own: forked (helpers.lil_forked)
     unless it reads ``stdin``, then a fresh interpreter."""
     if stdin is None:
-        from helpers import lil_forked
+        from helpers import lil_forked, preload_for
 
-        return lil_forked("--db", str(location), *args, cwd=ROOT, env=env)
+        return lil_forked(
+            "--db", str(location), *args, cwd=ROOT, env=env, preload=preload_for(location)
+        )
     return subprocess.run(
         [sys.executable, "-m", "letitloop", "--db", str(location), *args],
         cwd=ROOT,

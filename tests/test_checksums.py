@@ -7,13 +7,12 @@ fresh process (letitloop/integrity/checksums.py, replay.py).
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import lil_forked
+from helpers import lil_forked, program_file, run_forked
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,24 +43,30 @@ except LetItLoopError as exc:
 
 
 def run_program(db: Path) -> list[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", PROGRAM, str(db)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = run_forked(program_file(PROGRAM), str(db), cwd=ROOT)
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
 
 
-@pytest.fixture
-def recorded(tmp_path: Path) -> tuple[Path, str]:
-    """A journal file holding run r1 (steps a and b) as a first process wrote it; its run id."""
-    db = tmp_path / "journal.db"
+@pytest.fixture(scope="module")
+def recorded_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A journal file holding run r1 (steps a and b) as a first process wrote it; its run id:
+    written once for the module (:func:`recorded` copies it)."""
+    db = tmp_path_factory.mktemp("recorded") / "journal.db"
     first = run_program(db)
     assert first[:2] == ["called 1", "called 2"]
     return db, first[2].split()[-1]
+
+
+@pytest.fixture
+def recorded(tmp_path: Path, recorded_once: tuple[Path, str]) -> tuple[Path, str]:
+    """A copy of :func:`recorded_once`'s file (its writer ended) for one test to damage."""
+    once, run_id = recorded_once
+    db = tmp_path / "journal.db"
+    for suffix in ("", "-wal"):
+        if Path(f"{once}{suffix}").exists():
+            shutil.copyfile(f"{once}{suffix}", f"{db}{suffix}")
+    return db, run_id
 
 
 def edit(db: Path, sql: str, *params: object) -> None:
@@ -122,13 +127,7 @@ except LetItLoopError as exc:
 
 
 def run_marker(db: Path, scope: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-c", MARKER_PROGRAM, str(db), scope],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = run_forked(program_file(MARKER_PROGRAM), str(db), scope, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -167,13 +166,7 @@ except LetItLoopError as exc:
 
 
 def run_pauses(db: Path, how: str = "") -> list[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", PAUSES, str(db), how],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = run_forked(program_file(PAUSES), str(db), how, cwd=ROOT)
     return out.stdout.splitlines()
 
 
@@ -199,13 +192,7 @@ class TestASleepOrWaitRowDamagedInTheFile:
     ) -> None:
         edit(answered, "UPDATE _journal_g SET checksum = checksum + 1 WHERE key = 'nap'")
         assert run_pauses(answered) == ["DamagedRowError nap"]
-        show = subprocess.run(
-            [sys.executable, "-m", "letitloop", "show", "--db", str(answered), "r1"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stdout
+        show = lil_forked("show", "--db", str(answered), "r1", cwd=ROOT).stdout
         table = [line.split() for line in show.splitlines()]
         assert [row[3] for row in table if row[1:3] == ["nap", "sleep"]] == ["damaged"]
 
@@ -215,13 +202,7 @@ class TestARowCopiedByAFork:
         self, recorded: tuple[Path, str]
     ) -> None:
         db, _ = recorded
-        fork = subprocess.run(
-            [sys.executable, "-m", "letitloop", "fork", "--db", str(db), "r1", "--from-step", "b"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        fork = lil_forked("fork", "--db", str(db), "r1", "--from-step", "b", cwd=ROOT)
         assert fork.returncode == 0, fork.stderr
         conn = sqlite3.connect(db)
         ((new_id, checksum),) = conn.execute(
@@ -319,21 +300,8 @@ class TestRandomByteFlipsInJournalFiles:
         # Half the flips land in a recorded result's bytes (each one a wrong value
         # before checksums), half anywhere in the file.
         seal = ["--seal"] if sealed else []
-        out = subprocess.run(
-            [
-                sys.executable,
-                "benchmarks/fault_injection.py",
-                "--files",
-                "40",
-                "--seed",
-                "7",
-                *seal,
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        script = ROOT / "benchmarks" / "fault_injection.py"
+        out = run_forked(script, "--files", "40", "--seed", "7", *seal, cwd=ROOT)
         assert out.returncode == 0, out.stderr
         counts = json.loads(out.stdout)
         assert counts["wrong"] == 0, counts

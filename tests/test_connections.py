@@ -23,14 +23,17 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from helpers import (
     forked_exit_codes,
     in_fresh_interpreter,
-    spawn_python,
+    program_file,
+    run_forked,
     sqlite_store,
+    start_forked,
+    wait_until,
     write_script,
 )
 
@@ -40,6 +43,9 @@ from letitloop.errors import JournalFileError
 from letitloop.stores.sqlite import connections
 from letitloop.stores.sqlite.pool import close_idle_stores
 from letitloop.stores.sqlite.store import Store
+
+if TYPE_CHECKING:
+    from preloaded import Child
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/locks").exists(), reason="reads the process's locks from /proc/locks (Linux)"
@@ -103,19 +109,20 @@ def write_from_another_process(db: Path) -> None:
     )
 
 
+#: Writes a journal with one run at argv[1].
+MADE_ELSEWHERE = """
+import sys
+from letitloop import Journal
+with Journal('g', run='made', path=sys.argv[1]) as j:
+    j.step('a', str, 1)
+"""
+
+
 def journal_made_elsewhere(db: Path) -> None:
-    """A journal with one run, written and closed by another process."""
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from letitloop import Journal\n"
-            "with Journal('g', run='made', path=sys.argv[1]) as j: j.step('a', str, 1)",
-            str(db),
-        ],
-        check=True,
-        timeout=60,
-    )
+    """A journal with one run, written and closed by another process (forked from an
+    interpreter that imported letitloop and opened nothing: helpers.run_forked)."""
+    done = run_forked(program_file(MADE_ELSEWHERE), str(db))
+    assert done.returncode == 0, done.stderr
 
 
 def _threads_opening_at_once(db: Path, n: int) -> tuple[list[BaseException], list[bool]]:
@@ -259,13 +266,13 @@ OPENERS = """
 class TestALongLivedProcessAmongShortLivedOpeners:
     def test_it_keeps_its_dms_lock_and_never_dies_of_sigbus(self, tmp_path: Path) -> None:
         db, stop = tmp_path / "journal.db", tmp_path / "stop"
-        long_lived = spawn_python(
+        long_lived = start_forked(
             write_script(tmp_path, "long.py", with_dms_held(LONG_LIVED)), str(db), str(stop)
         )
         try:
-            assert long_lived.stdout is not None
-            assert long_lived.stdout.readline().strip() == "ready"
+            wait_until(lambda: long_lived.printed() == "ready\n", "the long-lived one is ready")
             openers = write_script(tmp_path, "openers.py", with_dms_held(OPENERS))
+            # A fresh interpreter that imports no more than sqlite3: it starts in milliseconds.
             done = subprocess.run(
                 [sys.executable, str(openers), str(db), str(long_lived.pid)],
                 capture_output=True,
@@ -273,17 +280,17 @@ class TestALongLivedProcessAmongShortLivedOpeners:
                 timeout=120,
             )
             stop.touch()
-            out, err = long_lived.communicate(timeout=60)
+        except BaseException:
+            os.kill(long_lived.pid, signal.SIGKILL)
+            raise
         finally:
-            if long_lived.poll() is None:
-                long_lived.kill()
-                long_lived.wait()
-        assert long_lived.returncode != -signal.SIGBUS, "the long-lived process died of SIGBUS"
-        assert done.stdout.strip() == "ok", (done.stdout, done.stderr, long_lived.returncode)
-        assert long_lived.returncode == 0, (long_lived.returncode, err)
-        fields = out.split()
-        assert fields[0] == "steps" and int(fields[1]) > 0
-        assert fields[2:] == ["lost", "0"], out
+            ended = long_lived.wait()
+        assert ended.returncode != -signal.SIGBUS, "the long-lived process died of SIGBUS"
+        assert done.stdout.strip() == "ok", (done.stdout, done.stderr, ended.returncode)
+        assert ended.returncode == 0, (ended.returncode, ended.stderr)
+        fields = ended.stdout.split()
+        assert fields[0] == "ready" and fields[1] == "steps" and int(fields[2]) > 0
+        assert fields[3:] == ["lost", "0"], ended.stdout
 
 
 OPEN_AT_ONCE = """
@@ -321,28 +328,31 @@ OPEN_AT_ONCE = """
 """
 
 
+def printed_ready(child: Child) -> bool:
+    return child.printed() == "ready\n"
+
+
 class TestProcessesAndThreadsOpeningOneFileAtOnce:
     def test_four_processes_of_eight_threads_never_fail_to_open(self, tmp_path: Path) -> None:
         rounds = 4
         for r in range(rounds):  # files with content: every first open in a process probes
             journal_made_elsewhere(tmp_path / f"journal{r}.db")
         script = write_script(tmp_path, "at_once.py", OPEN_AT_ONCE)
-        children = [spawn_python(script, str(tmp_path), str(rounds), f"p{p}") for p in range(4)]
+        children = [start_forked(script, str(tmp_path), str(rounds), f"p{p}") for p in range(4)]
         try:
             for c in children:
-                assert c.stdout is not None
-                assert c.stdout.readline().strip() == "ready"
+                wait_until(functools.partial(printed_ready, c), "each process is ready")
             for r in range(rounds):
                 (tmp_path / f"go{r}").touch()
                 time.sleep(0.2)
-            outs = [c.communicate(timeout=120) for c in children]
-        finally:
+        except BaseException:
             for c in children:
-                if c.poll() is None:
-                    c.kill()
-                    c.wait()
-        assert [c.returncode for c in children] == [0] * 4, outs
-        assert [out.split() for out, _ in outs] == [["errors", "0"]] * 4, outs
+                os.kill(c.pid, signal.SIGKILL)
+            raise
+        finally:
+            outs = [c.wait() for c in children]
+        assert [o.returncode for o in outs] == [0] * 4, outs
+        assert [o.stdout.split()[1:] for o in outs] == [["errors", "0"]] * 4, outs
         for r in range(rounds):
             conn = sqlite3.connect(tmp_path / f"journal{r}.db")
             runs = conn.execute("SELECT count(*) FROM runs WHERE status = 'completed'").fetchone()
@@ -367,12 +377,47 @@ class TestConnectionsLeftBehind:
         close_idle_stores()
 
 
+class ForkedWorker:
+    """A hammer worker forked from an interpreter that imported letitloop (helpers.start_forked)
+    instead of a fresh interpreter (about 0.1 s of CPU each), with what hammer.one_run uses
+    of a ``Popen``."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        import letitloop
+
+        # The benchmark's PYTHONPATH names the code its workers run: the checkout the
+        # forking interpreter imported, as the tests' own.
+        assert Path(env["PYTHONPATH"]).resolve() == Path(letitloop.__file__).parents[1]
+        env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        if "PYTHONPATH" in os.environ:
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        assert argv[0] == sys.executable
+        self.child = start_forked(Path(argv[1]), *argv[2:], env=env)
+        self.stdout = self
+        self.returncode: int | None = None
+
+    def readline(self) -> str:
+        """Its first line ("ready"), once it printed it, or "" if it ended first."""
+        wait_until(
+            lambda: "\n" in self.child.printed() or not self.child.running(), "a worker is ready"
+        )
+        return (self.child.printed().splitlines(keepends=True) or [""])[0]
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        done = self.child.wait()
+        self.returncode = done.returncode
+        return done.stdout, done.stderr
+
+    def kill(self) -> None:
+        os.kill(self.child.pid, signal.SIGKILL)
+
+
 class TestTheHammerSmokeRun:
     def test_eight_processes_of_four_threads_on_a_new_file_lose_nothing(self) -> None:
         from benchmarks import hammer
 
         for _ in range(2):
-            got = hammer.one_run(procs=8, threads=4, opens=2, code=hammer.ROOT)
+            got = hammer.one_run(procs=8, threads=4, opens=2, code=hammer.ROOT, start=ForkedWorker)
             assert (got["errors"], got["lost"], got["duplicates"]) == (0, 0, 0), got
             assert got["steps"] == 8 * 4 * 2 * 3
 

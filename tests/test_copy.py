@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked, write_script
+from helpers import POSTGRES, lil_forked, preload_for, run_forked, write_script
 
 from letitloop import Journal
 from letitloop.inspection import RunFilter, open_inspector
@@ -86,14 +87,8 @@ def run_program(
         env["LETITLOOP_SEAL_KEY"] = KEY
     if kill:
         env["KILL"] = "1"
-    return subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=folder,
-    )
+    # A process of its own, forked from an interpreter that imported letitloop.
+    return run_forked(script, env=env, cwd=folder, preload=preload_for(db or ""))
 
 
 def lil(*args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
@@ -104,21 +99,34 @@ def lil(*args: str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
     }
     if key is not None:
         env["LETITLOOP_SEAL_KEY"] = key
-    return lil_forked(*args, env=env)
+    on_postgresql = any(a.startswith("postgresql") for a in args)
+    return lil_forked(*args, env=env, preload=POSTGRES if on_postgresql else ())
 
 
 def ledger(folder: Path) -> list[str]:
     return (folder / "ledger.txt").read_text().splitlines()
 
 
-@pytest.fixture
-def killed(tmp_path: Path) -> tuple[Path, Path]:
-    """A journal file holding a sealed run SIGKILLed in its last step; and its folder."""
-    source = tmp_path / "source.db"
-    died = run_program(tmp_path, str(source), kill=True)
+@pytest.fixture(scope="module")
+def killed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose journal file source.db holds a sealed run SIGKILLed in its last step
+    (and ledger.txt, the steps' calls): written once for the module."""
+    folder = tmp_path_factory.mktemp("killed")
+    died = run_program(folder, str(folder / "source.db"), kill=True)
     assert died.returncode == -signal.SIGKILL, died.stderr
-    assert ledger(tmp_path) == ["fetch", "rank", "rank", "notify", "summarize"]
-    return source, tmp_path
+    assert ledger(folder) == ["fetch", "rank", "rank", "notify", "summarize"]
+    return folder
+
+
+@pytest.fixture
+def killed(tmp_path: Path, killed_once: Path) -> tuple[Path, Path]:
+    """A journal file holding a sealed run SIGKILLed in its last step; and its folder: a
+    copy of :func:`killed_once`'s (the file, its -wal as the killed writer left it, the
+    ledger)."""
+    for name in ("source.db", "source.db-wal", "ledger.txt"):
+        if (killed_once / name).exists():
+            shutil.copyfile(killed_once / name, tmp_path / name)
+    return tmp_path / "source.db", tmp_path
 
 
 def image(location: str | Path) -> Any:

@@ -10,12 +10,16 @@ import sqlite3
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from helpers import run_python, spawn_python, write_script
+from helpers import run_forked, start_forked, wait_until, write_script
 
 from letitloop import Journal
 from letitloop.errors import RunHeldError
+
+if TYPE_CHECKING:
+    from preloaded import Child
 
 FIFTY_STEPS = """
     import os, sys, time
@@ -50,6 +54,17 @@ FIFTY_STEPS = """
 """
 
 
+def first_line(child: Child) -> str:
+    """The first line ``child`` printed, once it has (it is killed if it never does)."""
+    try:
+        wait_until(lambda: "\n" in child.printed(), "the child prints a line")
+    except BaseException:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        raise
+    return child.printed().splitlines(keepends=True)[0]
+
+
 def _starts(log: Path) -> list[tuple[int, int]]:
     """(step, pid) of every 'start' line, in order."""
     if not log.exists():
@@ -79,25 +94,25 @@ class TestAFiftyStepWorkflowKilledAtRandomPoints:
             new_starts = rng.choice([0, 1, 1, 2, 3])
             target = min(progress + new_starts, 48)
             gate.write_text(str(target))  # step target may return; target + 1 may not
-            child = spawn_python(script, str(db), str(log), str(gate))
+            # A process of its own, forked from an interpreter that imported letitloop.
+            child = start_forked(script, str(db), str(log), str(gate))
             deadline = time.monotonic() + 30
             if new_starts == 0:
                 time.sleep(rng.uniform(0, 0.15))  # during start-up or replay
             else:
                 while not any(i >= target for i, pid in _starts(log) if pid == child.pid):
-                    assert child.poll() is None, child.communicate()
+                    assert child.running(), child.wait()
                     assert time.monotonic() < deadline, "child made no progress"
                     time.sleep(0.0005)
                 time.sleep(rng.uniform(0, 0.004))  # mid-step or between steps
-            assert child.poll() is None, "the gate should have held the child"
+            assert child.running(), "the gate should have held the child"
             os.kill(child.pid, signal.SIGKILL)
-            child.communicate()
+            child.wait()
             killed_pids.append(child.pid)
         gate.write_text("50")
-        child = spawn_python(script, str(db), str(log), str(gate))
-        out, err = child.communicate(timeout=60)
-        assert child.returncode == 0, err
-        assert out.strip() == f"result {sum(i * 2 for i in range(50))}"
+        done = start_forked(script, str(db), str(log), str(gate)).wait()
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"result {sum(i * 2 for i in range(50))}"
         assert len(killed_pids) == kills
 
         starts = _starts(log)
@@ -140,9 +155,8 @@ class TestAStepThatReturnedBeforeTheKill:
     def test_its_row_is_in_the_file_when_read_by_a_fresh_connection(self, tmp_path: Path) -> None:
         script = write_script(tmp_path, "wait.py", STEP_THEN_WAIT)
         db = tmp_path / "journal.db"
-        child = spawn_python(script, str(db))
-        assert child.stdout is not None
-        line = child.stdout.readline().split()
+        child = start_forked(script, str(db))
+        line = first_line(child).split()
         assert line[0] == "returned"
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
@@ -155,12 +169,11 @@ class TestAStepThatReturnedBeforeTheKill:
     def test_a_fresh_process_replays_it_without_calling_the_function(self, tmp_path: Path) -> None:
         script = write_script(tmp_path, "wait.py", STEP_THEN_WAIT)
         db = tmp_path / "journal.db"
-        child = spawn_python(script, str(db))
-        assert child.stdout is not None
-        run_id = child.stdout.readline().split()[1]
+        child = start_forked(script, str(db))
+        run_id = first_line(child).split()[1]
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
-        done = run_python(
+        done = run_forked(
             write_script(
                 tmp_path,
                 "replay.py",
@@ -194,9 +207,9 @@ class TestARunHeldByAnotherProcess:
         self, tmp_path: Path
     ) -> None:
         db = tmp_path / "journal.db"
-        holder = spawn_python(write_script(tmp_path, "hold.py", HOLD), str(db))
+        holder = start_forked(write_script(tmp_path, "hold.py", HOLD), str(db))
         try:
-            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            assert first_line(holder) == "held\n"
             t0 = time.monotonic()
             with pytest.raises(RunHeldError) as info:
                 Journal("g", run="r", path=db, timeout=0.5).open()
@@ -205,13 +218,13 @@ class TestARunHeldByAnotherProcess:
             assert f"process {holder.pid} on {socket.gethostname()}" in message
             assert info.value.pid == holder.pid
         finally:
-            holder.kill()
+            os.kill(holder.pid, signal.SIGKILL)
             holder.wait()
 
     def test_a_holder_killed_with_sigkill_releases_the_run_at_once(self, tmp_path: Path) -> None:
         db = tmp_path / "journal.db"
-        holder = spawn_python(write_script(tmp_path, "hold.py", HOLD), str(db))
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        holder = start_forked(write_script(tmp_path, "hold.py", HOLD), str(db))
+        assert first_line(holder) == "held\n"
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
         reopen = write_script(
@@ -225,7 +238,7 @@ class TestARunHeldByAnotherProcess:
                 print(os.getpid(), j.attempt, j.step("a", lambda: calls.append(1) or 2), len(calls))
             """,
         )
-        done = run_python(reopen, str(db))
+        done = run_forked(reopen, str(db))
         assert done.returncode == 0, done.stderr
         pid, attempt, value, calls = done.stdout.split()
         assert (attempt, value, calls) == ("2", "1", "0")

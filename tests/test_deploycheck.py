@@ -12,13 +12,13 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import lil_forked, run_benchmark, run_python
+from helpers import lil_forked, run_benchmark, run_forked
 
 from letitloop.deploycheck import check
 
@@ -78,7 +78,8 @@ def lil(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def record(folder: Path, user: str, **env: str) -> None:
     """Run ``flows.py`` for ``user`` under its current code, to its end or its death."""
-    done = run_python(folder / "flows.py", user, env={"LETITLOOP_DB": "", **env})
+    env = {**os.environ, "LETITLOOP_DB": "", **env}
+    done = run_forked(folder / "flows.py", user, env=env)
     assert done.returncode in (0, 1, -signal.SIGKILL), done.stderr
     (folder / "calls.txt").unlink(missing_ok=True)  # what the check calls, if anything, shows
 
@@ -96,18 +97,26 @@ def file_digest(folder: Path) -> str:
     return found.hexdigest()
 
 
-@pytest.fixture
-def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project folder with ``flows.py`` (the old code) and its journal, runs in flight:
     ``clean`` killed in draft, ``early`` killed in info, ``failed`` failed in send,
-    ``done`` completed."""
+    ``done`` completed. Recorded once for the module; :func:`folder` copies it."""
+    folder = tmp_path_factory.mktemp("recorded")
+    (folder / ".git").mkdir()  # the journal is found here, not above
+    (folder / "flows.py").write_text(OLD, encoding="utf-8")
+    record(folder, "clean", DIE_IN="draft")
+    record(folder, "early", DIE_IN="lookup")
+    record(folder, "failed", FAIL_IN="send")
+    record(folder, "done")
+    return folder
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded: Path) -> Path:
+    """A copy of :func:`recorded`'s folder (no process has its journal open) for one test."""
     monkeypatch.delenv("LETITLOOP_DB", raising=False)
-    (tmp_path / ".git").mkdir()  # the journal is found here, not above
-    (tmp_path / "flows.py").write_text(OLD, encoding="utf-8")
-    record(tmp_path, "clean", DIE_IN="draft")
-    record(tmp_path, "early", DIE_IN="lookup")
-    record(tmp_path, "failed", FAIL_IN="send")
-    record(tmp_path, "done")
+    shutil.copytree(recorded, tmp_path, dirs_exist_ok=True)
     return tmp_path
 
 
@@ -303,9 +312,7 @@ class TestTheReadmeExample:
         (tmp_path / ".git").mkdir()
         (tmp_path / "sync_workflow.py").write_text(self.readme_block())
         (tmp_path / "killer.py").write_text(KILL_IN_CALL_LLM)
-        died = subprocess.run(
-            [sys.executable, "killer.py", "sync_workflow.py"], cwd=tmp_path, timeout=60
-        )
+        died = run_forked(tmp_path / "killer.py", "sync_workflow.py", cwd=tmp_path)
         assert died.returncode == -signal.SIGKILL
         done = lil(tmp_path, "check", "sync_workflow.py")
         assert done.returncode == 0, done.stdout + done.stderr

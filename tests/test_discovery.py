@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked, run_forked, start_forked
 
 PROGRAM = """
 import os, sys, time
@@ -55,6 +56,20 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run(folder: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` run from ``folder``: a script (``sync.py``) or ``-m letitloop`` (lil)
+    in a child forked from an interpreter that imported letitloop (helpers.run_forked: the
+    program's own process, folder and ``__main__``; about a tenth of a fresh interpreter's
+    CPU), anything else (``-c``) in a fresh interpreter (:func:`run_fresh`)."""
+    whole_env = {**os.environ, "CALLS": str(folder / "calls.log"), **env}
+    if argv[:2] == ("-m", "letitloop"):
+        return lil_forked(*argv[2:], cwd=folder, env=whole_env)
+    if argv[0].endswith(".py"):
+        return run_forked(Path(argv[0]), *argv[1:], cwd=folder, env=whole_env)
+    return run_fresh(folder, *argv, **env)
+
+
+def run_fresh(folder: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` run from ``folder`` by a fresh interpreter."""
     return subprocess.run(
         [sys.executable, *argv],
         cwd=folder,
@@ -87,19 +102,16 @@ class TestAProgramRunFromASubfolder:
 def killed_inside_summarize(folder: Path, script: Path, calls: Path) -> None:
     """``python SCRIPT`` run from ``folder``, SIGKILLed from outside inside its step 'summarize'."""
     inside = folder / "inside.flag"
-    child = subprocess.Popen(
-        [sys.executable, str(script)],
-        cwd=folder,
-        env={**os.environ, "CALLS": str(calls), "WAIT_TO_BE_KILLED": str(inside)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    env = {**os.environ, "CALLS": str(calls), "WAIT_TO_BE_KILLED": str(inside)}
+    child = start_forked(script, cwd=folder, env=env)
     deadline = time.monotonic() + 60
     while not inside.exists():
-        assert child.poll() is None and time.monotonic() < deadline
+        if not child.running() or time.monotonic() > deadline:
+            os.kill(child.pid, signal.SIGKILL)
+            raise AssertionError(child.wait())
         time.sleep(0.01)
-    child.kill()
-    assert child.wait(timeout=30) == -signal.SIGKILL
+    os.kill(child.pid, signal.SIGKILL)
+    assert child.wait().returncode == -signal.SIGKILL
 
 
 class TestAScriptRunFromAnotherFolder:
@@ -199,7 +211,8 @@ class TestAScriptRunFromAnotherFolder:
 class TestLilFromAnotherFolder:
     def test_it_finds_the_journal_above_and_names_it(self, project: Path) -> None:
         assert run(project, "sync.py").returncode == 0
-        r = run(project / "src" / "jobs", "-m", "letitloop", "runs")
+        # The real entry point, in a fresh interpreter, as a user in a subfolder runs it.
+        r = run_fresh(project / "src" / "jobs", "-m", "letitloop", "runs")
         assert r.returncode == 0, r.stderr
         journal = project / ".letitloop" / "journal.db"
         assert "sync" in r.stdout and "completed" in r.stdout

@@ -7,13 +7,14 @@ searched for the plaintext, read back by fresh processes and by the real
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import program_file, start_forked, wait_until
 from seal_programs import (
     ENCRYPTED,
     SECRET,
@@ -169,27 +170,21 @@ class TestAValueSentIntoAnEncryptedRun:
         self, tmp_path: Path
     ) -> None:
         db = tmp_path / "journal.db"
-        child = subprocess.Popen(
-            [sys.executable, "-c", WAITER, str(db), "live"],
-            cwd=ROOT,
-            env=env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        child = start_forked(program_file(WAITER), str(db), "live", cwd=ROOT, env=env())
         try:
-            assert child.stdout is not None
-            assert child.stdout.readline() == "waiting\n"
+            wait_until(lambda: child.printed() == "waiting\n", "the run waits")
             for _ in range(600):  # the wait's row is written just after the line
                 sent = lil_run(db, "send", "r1", "approval", SENT)
                 if sent.returncode == 0 or "not waiting" not in sent.stderr:
                     break
             assert sent.returncode == 0, sent.stderr
             assert holds_plaintext(tmp_path, SECRET) == []  # the file and its -wal
-            out, err = child.communicate(timeout=60)
+        except BaseException:
+            os.kill(child.pid, signal.SIGKILL)
+            raise
         finally:
-            child.kill()
-        assert out == f"got {SECRET}-sent\n", err
+            done = child.wait()
+        assert done.stdout == f"waiting\ngot {SECRET}-sent\n", done.stderr
         assert holds_plaintext(tmp_path, SECRET) == []
         again = waiter(db, "live")  # the completed run replays the value
         assert again.stdout == f"waiting\ngot {SECRET}-sent\n", again.stderr

@@ -8,14 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-import sys
+import signal
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pg_server
 import pytest
-from helpers import spawn_python, write_script
+from helpers import POSTGRES, lil_forked, start_forked, wait_until, write_script
 
 from letitloop import Journal
 from letitloop.errors import JournalFileError, RunHeldError, SchemaVersionError
@@ -104,10 +103,10 @@ class TestAConnectionCutWhileHoldingARun:
     ) -> None:
         import psycopg
 
-        child = spawn_python(write_script(tmp_path, "holder.py", HOLDER), location)
+        holder = write_script(tmp_path, "holder.py", HOLDER)
+        child = start_forked(holder, location, preload=POSTGRES)
         try:
-            assert child.stdout is not None
-            assert child.stdout.readline().strip() == "ready"
+            wait_until(lambda: child.printed() == "ready\n", "the holder holds the run")
             with pytest.raises(RunHeldError):  # held while its connection lives
                 Journal("cut", run="r", path=location, timeout=0.2).open()
             with psycopg.connect(location, autocommit=True) as conn:
@@ -121,8 +120,8 @@ class TestAConnectionCutWhileHoldingARun:
                 assert j.step("b", shout, 2) == "2"
             assert CALLS[calls:] == [2]
         finally:
-            child.kill()
-            child.wait(30)
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
 
 
 class TestLil:
@@ -274,11 +273,15 @@ class TestADatabaseOfAnOlderSchema:
 
         version_1_database(location)
         script, go = write_script(tmp_path, "worker.py", WORKER), tmp_path / "go"
-        workers = [spawn_python(script, location, f"w{i}", str(go)) for i in range(20)]
+        # Processes of their own, forked (helpers.start_forked): twenty fresh interpreters
+        # would cost about 4 s of CPU importing letitloop and psycopg.
+        workers = [
+            start_forked(script, location, f"w{i}", str(go), preload=POSTGRES) for i in range(20)
+        ]
         go.touch()
-        outs = [w.communicate(timeout=120) for w in workers]
-        assert [w.returncode for w in workers] == [0] * 20, [e for _, e in outs if e]
-        assert sorted(o.strip() for o, _ in outs) == sorted(f"w{i}" for i in range(20))
+        outs = [w.wait() for w in workers]
+        assert [o.returncode for o in outs] == [0] * 20, [o.stderr for o in outs if o.stderr]
+        assert sorted(o.stdout.strip() for o in outs) == sorted(f"w{i}" for i in range(20))
         with psycopg_connect(location) as conn:
             applied = conn.execute(
                 "SELECT version, name FROM ll_migrations ORDER BY version"
@@ -302,24 +305,14 @@ class TestADatabaseOfAnOlderSchema:
                 (OLD_TIME,),
             ).fetchone()
         assert old == ("timestamp with time zone", True, '"1"', None)  # replays unchecked
-        done = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", location, "show", "01OLD"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = lil_forked("--db", location, "show", "01OLD", preload=POSTGRES)
         assert done.returncode == 0, done.stderr
         assert "2026-11-30" in done.stdout
 
     def test_a_reader_refuses_it_and_changes_nothing(self, location: str) -> None:
         version_1_database(location)
         before = tables(location)
-        done = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", location, "runs"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = lil_forked("--db", location, "runs", preload=POSTGRES)
         assert done.returncode != 0
         assert "older letitloop" in done.stderr and "Traceback" not in done.stderr
         assert tables(location) == before

@@ -17,7 +17,15 @@ from urllib.parse import quote
 
 import pg_server
 import pytest
-from helpers import lil_forked, spawn_python, write_script
+from helpers import (
+    POSTGRES,
+    lil_forked,
+    preload_for,
+    run_forked,
+    start_forked,
+    wait_until,
+    write_script,
+)
 
 from letitloop import Journal
 from letitloop.errors import JournalFileError, LetItLoopError
@@ -38,7 +46,7 @@ def with_role(location: str, role: str, extra: str = "") -> str:
 
 
 def lil(location: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return lil_forked("--db", location, *args, cwd=cwd)
+    return lil_forked("--db", location, *args, cwd=cwd, preload=preload_for(location))
 
 
 def admin(sql: str) -> None:
@@ -79,12 +87,18 @@ EXITING_CHILD = """
 
 class TestAKilledHolderWhoseForkedChildLives:
     def test_its_run_and_marker_are_free_at_once(self, location: str, tmp_path: Path) -> None:
-        holder = spawn_python(write_script(tmp_path, "holder.py", FORKING_HOLDER), location)
-        assert holder.stdout is not None
-        child = int(holder.stdout.readline())
+        script = write_script(tmp_path, "holder.py", FORKING_HOLDER)
+        holder = start_forked(script, location, preload=POSTGRES)
         try:
-            holder.kill()
-            holder.wait(30)
+            wait_until(lambda: "\n" in holder.printed(), "the holder forked its child")
+        except BaseException:
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait()
+            raise
+        child = int(holder.printed())
+        try:
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait()
             os.kill(child, 0)  # the child lives on
             started = time.monotonic()
             with Journal("held", run="r", path=location, timeout=10) as j:
@@ -100,6 +114,8 @@ class TestAKilledHolderWhoseForkedChildLives:
     def test_a_child_that_exits_leaves_its_parent_s_session_alone(
         self, location: str, tmp_path: Path
     ) -> None:
+        # A fresh interpreter: the child its program forks must exit as an interpreter
+        # exits, freeing its objects (a program run by helpers.run_forked ends in os._exit).
         done = subprocess.run(
             [sys.executable, str(write_script(tmp_path, "p.py", EXITING_CHILD)), location],
             capture_output=True,
@@ -154,7 +170,7 @@ class TestTheServersRefusals:
             psycopg.connect(location, autocommit=True) as conn,
         ):
             held.step("a", str, 1)
-            waiter = spawn_python(
+            waiter = start_forked(
                 write_script(
                     tmp_path,
                     "waiter.py",
@@ -169,6 +185,7 @@ class TestTheServersRefusals:
                     """,
                 ),
                 location,
+                preload=POSTGRES,
             )
             deadline = time.monotonic() + 30
             ended = 0
@@ -180,11 +197,11 @@ class TestTheServersRefusals:
                     ).fetchall()
                 )
                 time.sleep(0.05)
-            out, err = waiter.communicate(timeout=60)
+            done = waiter.wait()
         assert ended == 1
         # Before: a raw psycopg.errors.AdminShutdown and its traceback.
-        assert waiter.returncode == 0, err
-        assert "AdminShutdown" in out and "once it is back" in out
+        assert done.returncode == 0, done.stderr
+        assert "AdminShutdown" in done.stdout and "once it is back" in done.stdout
 
 
 class TestAPasswordInTheUrl:
@@ -233,9 +250,7 @@ class TestAMistypedScheme:
                 j.step("a", str, 1)
             """,
         )
-        done = subprocess.run(
-            [sys.executable, str(program), url], cwd=tmp_path, capture_output=True, text=True
-        )
+        done = run_forked(program, url, cwd=tmp_path)
         assert done.returncode == 1
         assert "UnknownStoreError" in done.stderr and "malformed" in done.stderr
         assert "Start it" not in done.stderr

@@ -1,7 +1,8 @@
 """``lil`` on a PostgreSQL journal, and runs of processes on different hosts.
 
-Every command runs as a subprocess (``python -m letitloop --db postgresql://…``),
-against programs running in other processes, on the tests' throwaway server
+Every command runs in a process of its own (``python -m letitloop --db postgresql://…``,
+forked by helpers.lil_forked; one ``lil watch`` in a fresh interpreter), against
+programs running in other processes, on the tests' throwaway server
 (tests/pg_server.py, a schema per test). ``runs``, ``show``, ``export`` and
 ``reset`` are in tests/test_postgres.py.
 """
@@ -12,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,7 +22,16 @@ from typing import Any
 
 import pg_server
 import pytest
-from helpers import lil_forked, run_forked, spawn_python, write_script
+from helpers import (
+    LIL_ENTRY,
+    POSTGRES,
+    lil_forked,
+    preload_for,
+    run_forked,
+    start_forked,
+    wait_until,
+    write_script,
+)
 
 from letitloop import Journal
 
@@ -109,12 +120,13 @@ class TestLilForkOfARunThatReachedItsBudget:
     def fork_and_resume(self, location: str, tmp_path: Path) -> tuple[str, list[str], str]:
         script = write_script(tmp_path, "paid.py", PAID)
         side = tmp_path / f"side-{len(list(tmp_path.iterdir()))}"
-        first = run_forked(script, location, str(side))
+        first = run_forked(script, location, str(side), preload=preload_for(location))
         assert (first.returncode, first.stdout) == (3, "refused d 900\n"), first.stderr
         (source,) = [r["id"] for r in json.loads(lil(location, "runs", "paid", "--json"))]
         out = lil(location, "fork", source, "--from-step", "c")
         side.write_text("")
-        again = run_forked(script, location, str(side))  # a fresh process: the fork
+        # A fresh process: the fork.
+        again = run_forked(script, location, str(side), preload=preload_for(location))
         assert again.returncode == 3, again.stderr
         shown = out.replace(source, "SOURCE")
         shown = re.sub(r"new run \w+", "new run NEW", shown)
@@ -140,7 +152,7 @@ class TestLilOnAUrlWhoseSchemaDoesNotExist:
         self, command: list[str], tmp_path: Path
     ) -> None:
         url = pg_server.server_url() + "&options=-csearch_path%3Dno_such_schema"
-        done = lil_forked("--db", url, *command)
+        done = lil_forked("--db", url, *command, preload=POSTGRES)
         missing = lil_forked("--db", str(tmp_path / "missing.db"), *command)
         assert done.returncode == missing.returncode == 1, done.stdout
         assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
@@ -193,17 +205,20 @@ class TestLilSend:
     def test_wakes_a_run_waiting_in_another_process_with_the_value(
         self, location: str, tmp_path: Path
     ) -> None:
-        child = spawn_python(write_script(tmp_path, "waiter.py", WAITER), location)
+        script = write_script(tmp_path, "waiter.py", WAITER)
+        child = start_forked(script, location, preload=POSTGRES)
         try:
             wait_for_row(location, "SELECT 1 FROM ll_journal WHERE status = 'waiting'")
             lil(location, "send", "w", "answer", '{"approved": true}')
             sent = time.monotonic()
-            out, err = child.communicate(timeout=60)
-            woke = time.monotonic() - sent
+        except BaseException:
+            os.kill(child.pid, signal.SIGKILL)
+            raise
         finally:
-            child.kill()
-        assert child.returncode == 0, err
-        assert out.strip() == "{'approved': True}"
+            done = child.wait()
+        woke = time.monotonic() - sent
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "{'approved': True}"
         # Not asserted (no timing in tests): printed for a reader of -s output.
         print(f"waiter woke {woke * 1000:.0f} ms after lil send returned")
         assert query(location, "SELECT status FROM ll_runs") == [("completed",)]
@@ -211,15 +226,18 @@ class TestLilSend:
 
 class TestLilCancel:
     def test_stops_a_run_sleeping_in_another_process(self, location: str, tmp_path: Path) -> None:
-        child = spawn_python(write_script(tmp_path, "sleeper.py", SLEEPER), location)
+        script = write_script(tmp_path, "sleeper.py", SLEEPER)
+        child = start_forked(script, location, preload=POSTGRES)
         try:
             wait_for_row(location, "SELECT 1 FROM ll_journal WHERE kind = 'sleep'")
             lil(location, "cancel", "s", "--reason", "wrong input")
-            out, err = child.communicate(timeout=60)
+        except BaseException:
+            os.kill(child.pid, signal.SIGKILL)
+            raise
         finally:
-            child.kill()
-        assert child.returncode == 0, err
-        assert out.strip() == "cancelled"
+            done = child.wait()
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "cancelled"
         [(status, reason)] = query(location, "SELECT status, cancel_reason FROM ll_runs")
         assert status == "cancelled" and reason.endswith(": wrong input")
         assert "cancelled" in lil(location, "runs")
@@ -312,12 +330,10 @@ BACKOFF_0 = ("--backoff", "0", "--jitter", "0")
 
 
 def watch(location: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", location, "watch", *BACKOFF_0, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``lil --db location watch ARGS`` (a forked watcher; its children are fresh processes,
+    as the watcher starts them; test_records_in_the_database_letitloop_db_names runs the
+    real entry point)."""
+    return lil_forked("--db", location, "watch", *BACKOFF_0, *args, preload=POSTGRES)
 
 
 def watched_run(location: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -393,22 +409,19 @@ class TestLilWatch:
         self, location: str, tmp_path: Path
     ) -> None:
         script = write_script(tmp_path, "sleeper.py", CANCELLED_SLEEPER)
-        watcher = subprocess.Popen(
-            [sys.executable, "-m", "letitloop", "--db", location, "watch", *BACKOFF_0, str(script)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        argv = ("--db", location, "watch", *BACKOFF_0, str(script))
+        watcher = start_forked(LIL_ENTRY, *argv, preload=POSTGRES)
         try:
             wait_for_row(location, "SELECT 1 FROM ll_journal WHERE kind = 'sleep'")
             lil(location, "cancel", "s", "--reason", "wrong input")
-            _, err = watcher.communicate(timeout=60)
+        except BaseException:
+            os.kill(watcher.pid, signal.SIGKILL)
+            raise
         finally:
-            if watcher.poll() is None:
-                watcher.kill()
-                watcher.communicate()
+            done = watcher.wait()
+        err = done.stderr
         [(run,)] = query(location, "SELECT id FROM ll_runs")
-        assert watcher.returncode == 1, err
+        assert done.returncode == 1, err
         assert f"not restarting: run {run} was cancelled; exit 1" in err
         events = query(location, "SELECT event FROM ll_supervisor_events ORDER BY id")
         assert events == [("start",), ("exit",), ("stop",)], err
@@ -423,15 +436,10 @@ class TestLilUi:
 
         watched_run(location, tmp_path)
         [(run,)] = query(location, "SELECT id FROM ll_runs")
-        server = subprocess.Popen(
-            [sys.executable, "-m", "letitloop", "--db", location, "ui", "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        server = start_forked(LIL_ENTRY, "--db", location, "ui", "--port", "0", preload=POSTGRES)
         try:
-            assert server.stdout is not None
-            line = server.stdout.readline()
+            wait_until(lambda: "\n" in server.printed(), "lil ui prints its address")
+            line = server.printed().splitlines()[0]
             found = re.search(r"http://127\.0\.0\.1:\d+/", line)
             assert found is not None, line
             with urllib.request.urlopen(found.group(0), timeout=30) as answer:
@@ -439,8 +447,8 @@ class TestLilUi:
             with urllib.request.urlopen(f"{found.group(0)}runs/{run}", timeout=30) as answer:
                 page = answer.read().decode()
         finally:
-            server.terminate()
-            server.communicate(timeout=30)
+            os.kill(server.pid, signal.SIGTERM)
+            server.wait()
         assert f"/runs/{run}" in runs and "watched" in runs
         assert "completed" in runs
         restarts = page[page.index("<h2>supervisor restarts</h2>") :]

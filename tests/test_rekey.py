@@ -8,14 +8,14 @@ file's bytes searched (letitloop/maintenance/rekey.py).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import lil_forked
+from helpers import lil_forked, program_file, run_forked, start_forked, wait_until
 
 pytest.importorskip("cryptography")
 
@@ -68,14 +68,7 @@ def env(key: str | None, new: str | None = None, seal: str | None = None) -> dic
 def run(
     db: Path, goal: str = "g", how: str = "", key: str = OLD, seal: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", PROGRAM, str(db), goal, how],
-        cwd=ROOT,
-        env=env(key, seal=seal),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_forked(program_file(PROGRAM), str(db), goal, how, cwd=ROOT, env=env(key, seal=seal))
 
 
 def lil(db: Path, *args: str, **keys: str | None) -> subprocess.CompletedProcess[str]:
@@ -103,13 +96,25 @@ def plaintext_in(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if p.is_file() and SECRET.encode() in p.read_bytes()]
 
 
-@pytest.fixture
-def killed(tmp_path: Path) -> Path:
-    """Goals g and h, each with run r1 SIGKILLed after steps a and t and marker m."""
-    db = tmp_path / "journal.db"
+@pytest.fixture(scope="module")
+def killed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Goals g and h, each with run r1 SIGKILLed after steps a and t and marker m: written
+    once for the module (:func:`killed` copies it)."""
+    db = tmp_path_factory.mktemp("killed") / "journal.db"
     for goal in ("g", "h"):
         out = run(db, goal, "kill")
         assert out.returncode == -signal.SIGKILL, out.stderr
+    return db
+
+
+@pytest.fixture
+def killed(tmp_path: Path, killed_once: Path) -> Path:
+    """A copy of :func:`killed_once`'s file and its -wal, as the killed writers left them
+    (SQLite rebuilds the -wal's index at the first open)."""
+    db = tmp_path / "journal.db"
+    for suffix in ("", "-wal"):
+        if Path(f"{killed_once}{suffix}").exists():
+            shutil.copyfile(f"{killed_once}{suffix}", f"{db}{suffix}")
     return db
 
 
@@ -185,14 +190,7 @@ rekey(journal, make_cipher("{OLD}"), make_cipher("{NEW}"))
     def test_the_rerun_finishes_it_and_every_value_reads_with_the_new_key(
         self, killed: Path
     ) -> None:
-        child = subprocess.run(
-            [sys.executable, "-c", self.KILLER, str(killed)],
-            cwd=ROOT,
-            env=env(None),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        child = run_forked(program_file(self.KILLER), str(killed), cwd=ROOT, env=env(None))
         assert child.returncode == -signal.SIGKILL, child.stderr
         assert checks(killed) == {"g": check_of(NEW), "h": check_of(OLD)}
         half = run(killed, "h")  # goal h is wholly under the old key still
@@ -212,25 +210,17 @@ class TestARekeyThatCannotProceed:
     def test_a_run_held_by_a_live_process_is_refused_and_nothing_changes(
         self, killed: Path
     ) -> None:
-        holder = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "import sys, time\nfrom letitloop import Journal\n"
-                "with Journal('h', path=sys.argv[1], run='r1'):\n"
-                "    print('held', flush=True)\n    time.sleep(60)\n",
-                str(killed),
-            ],
-            cwd=ROOT,
-            env=env(OLD),
-            stdout=subprocess.PIPE,
-            text=True,
+        holding = program_file(
+            "import sys, time\nfrom letitloop import Journal\n"
+            "with Journal('h', path=sys.argv[1], run='r1'):\n"
+            "    print('held', flush=True)\n    time.sleep(60)\n"
         )
+        holder = start_forked(holding, str(killed), cwd=ROOT, env=env(OLD))
         try:
-            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            wait_until(lambda: holder.printed() == "held\n", "the run is held")
             out = lil(killed, "rekey", "h")
         finally:
-            holder.kill()
+            os.kill(holder.pid, signal.SIGKILL)
             holder.wait()
         assert out.returncode == 1
         assert "held by a live process" in out.stderr and out.stderr.count("\n") == 1

@@ -13,8 +13,9 @@ outside, replayed by fresh processes.
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -292,26 +293,23 @@ class TestASealedRunsMarkersAndWaits:
             assert "got v" not in out.stdout and "charged" not in out.stdout
 
     def test_a_value_received_while_waiting_is_sealed_as_received(self, tmp_path: Path) -> None:
-        import subprocess
-        import sys
-
+        from helpers import program_file, start_forked, wait_until
         from seal_programs import ROOT
 
         db = tmp_path / "journal.db"
-        waiting = subprocess.Popen(
-            [sys.executable, "-c", PAUSES, str(db), "stay"],
-            cwd=ROOT,
-            env=keyless_env(LETITLOOP_SEAL_KEY=KEY),
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert waiting.stdout is not None
-        assert waiting.stdout.readline() == "waiting\n"
-        while not waits_for_v(db):  # its row written: lil send finds it
-            time.sleep(0.01)
-        send_v(db, "yes")
-        out, _ = waiting.communicate(timeout=60)
-        assert waiting.returncode == 3 and "got v yes" in out, out
+        env = keyless_env(LETITLOOP_SEAL_KEY=KEY)
+        waiting = start_forked(program_file(PAUSES), str(db), "stay", cwd=ROOT, env=env)
+        try:
+            wait_until(lambda: waiting.printed() == "waiting\n", "it waits")
+            # Its row written: lil send finds it.
+            wait_until(lambda: waits_for_v(db), "the wait's row is written")
+            send_v(db, "yes")
+        except BaseException:
+            os.kill(waiting.pid, signal.SIGKILL)
+            raise
+        finally:
+            out = waiting.wait()
+        assert out.returncode == 3 and "got v yes" in out.stdout, out
         forge_pause(
             db, "v", "result = ?", ('"no"',), pause_sum(run_id_of(db), "v", "wait", '"no"', None)
         )

@@ -9,10 +9,10 @@ inspection/verify.py).
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -54,11 +54,22 @@ def sql(db: Path, statement: str, *params: object) -> int:
     return changed
 
 
-@pytest.fixture
-def sealed(tmp_path: Path) -> Path:
-    db = tmp_path / "journal.db"
+@pytest.fixture(scope="module")
+def sealed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run r1 written with the key by a child process: once for the module."""
+    db = tmp_path_factory.mktemp("sealed") / "journal.db"
     out = write(db)
     assert out.returncode == 0, out.stderr
+    return db
+
+
+@pytest.fixture
+def sealed(tmp_path: Path, sealed_once: Path) -> Path:
+    """A copy of :func:`sealed_once`'s file (its writer ended) for one test to alter."""
+    db = tmp_path / "journal.db"
+    for suffix in ("", "-wal"):
+        if Path(f"{sealed_once}{suffix}").exists():
+            shutil.copyfile(f"{sealed_once}{suffix}", f"{db}{suffix}")
     return db
 
 
@@ -112,9 +123,7 @@ class TestARunWrittenWithAKey:
             "except ValueError:\n    pass\n"
         )
         for how in ("fail", "pass"):
-            subprocess.run(
-                [sys.executable, "-c", program, str(db), how], cwd=ROOT, env=env(), check=True
-            )
+            assert run_program(program, db, how, env=env()).returncode == 0
         found = verdict(db)
         assert found["state"] == "sealed" and found["entries"] == 3  # a, flaky failed, done
 
@@ -240,24 +249,7 @@ class TestTheKey:
 
 class TestAForkedRun:
     def test_lil_fork_with_the_key_seals_the_copy(self, sealed: Path) -> None:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "letitloop",
-                "--db",
-                str(sealed),
-                "fork",
-                "r1",
-                "--from-step",
-                "f",
-            ],
-            cwd=ROOT,
-            env=env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        out = run_lil(sealed, "fork", "r1", "--from-step", "f", env=env())
         assert out.returncode == 0, out.stderr
         code, text = lil(sealed, "g", "--all", "--json")
         found = json.loads(text)

@@ -1,7 +1,9 @@
 """``lil watch`` and ``@supervise`` with real child processes, real signals, nothing mocked.
 
-Each test runs the real ``lil`` entry point (or a script using @supervise) as
-a subprocess and reads the outcome from outside: the exit status, the stderr
+Each test runs ``lil watch`` (forked from an interpreter that imported letitloop,
+helpers.lil_forked; the installed ``lil`` in a fresh process where said) or a script
+using @supervise as a process of its own, whose children are the fresh interpreters
+the watcher starts, and reads the outcome from outside: the exit status, the stderr
 lines, the journal file through a separate sqlite3 connection, and side files
 the children append to.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import LIL_ENTRY, lil_forked, start_forked
 
 LIL = str(Path(sys.executable).with_name("lil"))
 #: Keeps process tests fast: restarts wait 50 ms instead of a second.
@@ -46,7 +49,15 @@ def write(folder: Path, name: str, source: str) -> Path:
     return path
 
 
-def run(argv: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: list[str], cwd: Path, timeout: float = 60, fresh: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` run from ``cwd`` to its end. ``lil ...`` (``LIL`` first) runs forked from an
+    interpreter that imported letitloop (helpers.lil_forked: a watcher of its own, whose
+    children are the fresh interpreters it starts), unless ``fresh``: then the installed
+    ``lil`` itself, as anything else, in a fresh process."""
+    if argv[0] == LIL and not fresh:
+        return lil_forked(*argv[1:], cwd=cwd)
     return subprocess.run(
         argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ)
     )
@@ -166,8 +177,11 @@ class TestAScriptThatKillsItselfTwiceUnderLilWatch:
     ) -> None:
         write(tmp_path, "pipe.py", PIPELINE.format(extra_import="", decorator=""))
         db = tmp_path / "j.db"
+        # The installed lil, in a fresh process (the other tests fork it: helpers.lil_forked).
         result = run(
-            [LIL, "watch", "--db", str(db), *FAST, "pipe.py", "a", "--date", "x"], tmp_path
+            [LIL, "watch", "--db", str(db), *FAST, "pipe.py", "a", "--date", "x"],
+            tmp_path,
+            fresh=True,
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.count("pipeline finished") == 1
@@ -433,7 +447,45 @@ SLEEPER = """
 """
 
 
-def spawn_watch(folder: Path, *args: str) -> subprocess.Popen[str]:
+class ForkedWatcher:
+    """``lil watch`` forked from an interpreter that imported letitloop (helpers.start_forked),
+    with what the tests use of a ``Popen``: its pid, signals, and its end."""
+
+    def __init__(self, folder: Path, *args: str) -> None:
+        self.child = start_forked(LIL_ENTRY, "watch", *args, cwd=folder)
+        self.pid = self.child.pid
+        self.returncode: int | None = None
+        self.ended: subprocess.CompletedProcess[str] | None = None
+
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def poll(self) -> int | None:
+        return None if self.child.running() else self.wait()
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.ended is None:
+            self.ended = self.child.wait()  # (pytest-timeout bounds a watcher that hangs)
+            self.returncode = self.ended.returncode
+        return self.ended.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        self.wait()
+        assert self.ended is not None
+        return self.ended.stdout, self.ended.stderr
+
+
+def spawn_watch(folder: Path, *args: str) -> Any:
+    """``lil watch ARGS`` started from ``folder`` (:class:`ForkedWatcher`)."""
+    return ForkedWatcher(folder, *args)
+
+
+def spawn_fresh_watch(folder: Path, *args: str) -> subprocess.Popen[str]:
+    """The installed ``lil watch ARGS`` started from ``folder`` in a fresh process, its
+    stdout and stderr pipes read as it writes."""
     return subprocess.Popen(
         [LIL, "watch", *args],
         cwd=folder,
@@ -499,7 +551,7 @@ class TestStoppingTheWatcher:
             time.sleep(60)
             """,
         )
-        watcher = spawn_watch(tmp_path, "--grace", "50", *FAST, "deaf.py")
+        watcher = spawn_fresh_watch(tmp_path, "--grace", "50", *FAST, "deaf.py")
         (child,) = map(int, wait_for(tmp_path / "pids.txt"))
         t0 = time.monotonic()
         watcher.send_signal(signal.SIGINT)
