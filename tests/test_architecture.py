@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from package_trees import package_files, parsed, walked
 
 PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 
@@ -473,23 +474,10 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 def module_files() -> dict[str, Path]:
     """``codec.tags`` -> its file, for every module of the package (read once; not mutated)."""
     out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in package_files():
         parts = path.relative_to(PACKAGE).with_suffix("").parts
         out[".".join(parts)] = path
     return out
-
-
-@functools.cache
-def parsed(path: Path) -> ast.Module:
-    """The syntax tree of one file, read once for the whole test module (never mutated)."""
-    return ast.parse(path.read_text(encoding="utf-8"))
-
-
-@functools.cache
-def walked(path: Path) -> tuple[ast.AST, ...]:
-    """Every node of one file's tree, in ``ast.walk``'s order, walked once for the whole test
-    module (a dozen rules read every module: each walk of the package cost 0.2 s of CPU)."""
-    return tuple(ast.walk(parsed(path)))
 
 
 def module(dotted: list[str]) -> str | None:
