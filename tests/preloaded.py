@@ -211,6 +211,19 @@ SDKS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+#: What a forker of LangGraph's graphs imports, the same in each file that forks them
+#: (tests/test_langgraph.py, _forgetful.py, _streams.py, _subgraphs.py: the checkpointer's
+#: ids, the in-memory saver, the adapter's streams besides the graph and the adapter), so
+#: that one forker kept idle (:data:`IDLE_KEPT`) serves them all in a worker.
+LANGGRAPH = (
+    "langgraph.graph",
+    "langgraph.checkpoint.base.id",
+    "langgraph.checkpoint.memory",
+    "letitloop.adapters.langgraph",
+    "letitloop.streams",
+)
+
+
 def for_sdk(sdk: str, *more: str) -> Preloaded:
     """A :class:`Preloaded` for the scripts of ``sdk`` (a key of :data:`SDKS`) and letitloop,
     which also imports ``more``."""
