@@ -211,6 +211,19 @@ SDKS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+#: What a forker of LangGraph's graphs imports, the same in each file that forks them
+#: (tests/test_langgraph.py, _forgetful.py, _streams.py, _subgraphs.py: the checkpointer's
+#: ids, the in-memory saver, the adapter's streams besides the graph and the adapter), so
+#: that one forker kept idle (:data:`IDLE_KEPT`) serves them all in a worker.
+LANGGRAPH = (
+    "langgraph.graph",
+    "langgraph.checkpoint.base.id",
+    "langgraph.checkpoint.memory",
+    "letitloop.adapters.langgraph",
+    "letitloop.streams",
+)
+
+
 def for_sdk(sdk: str, *more: str) -> Preloaded:
     """A :class:`Preloaded` for the scripts of ``sdk`` (a key of :data:`SDKS`) and letitloop,
     which also imports ``more``."""
@@ -312,13 +325,16 @@ class Preloaded:
 
 #: Forking interpreters whose last handle was closed with none of their children left,
 #: kept for the next :class:`Preloaded` of the same modules in this process (the next test
-#: module's fixture), at most :data:`IDLE_KEPT` of them, the least recently used stopped
-#: first; :func:`stop_idle` stops them (tests/conftest.py, at the session's end, through
-#: helpers.stop_forker). A forker for a framework costs 0.2-2 s of CPU to start (its
-#: imports); the suite's files start the same ones again and again (Pydantic AI's in six
-#: files, the OpenAI Agents SDK's in four).
+#: module's fixture), at most :data:`IDLE_KEPT` of them and :data:`IDLE_MEMORY` bytes of
+#: their resident memory, the least recently used stopped first; :func:`stop_idle` stops
+#: them (tests/conftest.py, at the session's end, through helpers.stop_forker). A forker
+#: for a framework costs 0.2-2 s of CPU to start (its imports) and holds 30-90 MB (every
+#: golden program's frameworks: 270 MB); the suite's files start the same ones again and
+#: again (Pydantic AI's in six files, the OpenAI Agents SDK's in four), a worker running
+#: a few dozen files with forkers between two of the same: four kept were too few.
 _idle: OrderedDict[tuple[str, ...], _Forker] = OrderedDict()
-IDLE_KEPT = 4
+IDLE_KEPT = 16
+IDLE_MEMORY = 1 << 30
 
 
 def _start_key(modules: tuple[str, ...]) -> tuple[str, ...]:
@@ -339,7 +355,9 @@ def _keep_idle(forker: _Forker) -> None:
     if displaced is not None:
         displaced.stop()
     _idle[key] = forker
-    while len(_idle) > IDLE_KEPT:
+    while len(_idle) > IDLE_KEPT or (
+        len(_idle) > 1 and sum(f.resident() for f in _idle.values()) > IDLE_MEMORY
+    ):
         _idle.popitem(last=False)[1].stop()
 
 
@@ -399,6 +417,17 @@ class _Forker:
         if reply[0] == "exit":
             self.exits[int(reply[1])] = int(reply[2])
         return reply
+
+    def resident(self) -> int:
+        """Its resident memory in bytes (Linux's /proc; 0 elsewhere, or once it ended)."""
+        try:
+            status = Path(f"/proc/{self.popen.pid}/status").read_text()
+        except OSError:
+            return 0
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
 
     def stop(self) -> None:
         """Close its requests: it ends once its children have; those still running after

@@ -123,8 +123,8 @@ class Trials:
     def __init__(self, script: Path, folder: Path, *modules: str, seed: int = 48) -> None:
         self.script = script
         self.folder = folder
-        # runpy (each child runs the script with it) imports pkgutil at its first call.
-        forker = Preloaded(*modules, "pkgutil", with_letitloop=True)
+        # (runpy's pkgutil, which each child's run would import, the forker imports itself.)
+        forker = Preloaded(*modules, with_letitloop=True)
         self.forkers = (forker, forker.sibling())
         self.random = random.Random(seed)
         self.count = 0

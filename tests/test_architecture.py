@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from package_trees import package_files, parsed, walked
 
 PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 
@@ -473,16 +474,10 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 def module_files() -> dict[str, Path]:
     """``codec.tags`` -> its file, for every module of the package (read once; not mutated)."""
     out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in package_files():
         parts = path.relative_to(PACKAGE).with_suffix("").parts
         out[".".join(parts)] = path
     return out
-
-
-@functools.cache
-def parsed(path: Path) -> ast.Module:
-    """The syntax tree of one file, read once for the whole test module (never mutated)."""
-    return ast.parse(path.read_text(encoding="utf-8"))
 
 
 def module(dotted: list[str]) -> str | None:
@@ -499,16 +494,15 @@ def module(dotted: list[str]) -> str | None:
 def imports(name: str, path: Path, *, type_only_too: bool = False) -> set[str]:
     """The package modules ``name`` imports (``codec.tags``, ``journal``), type-only aside
     (unless ``type_only_too``)."""
-    tree = parsed(path)
     type_only: set[int] = set()
-    for node in ast.walk(tree):
+    for node in walked(path):
         if type_only_too:
             break
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             type_only.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     package = name.split(".")[:-1]
     found: set[str | None] = set()
-    for node in ast.walk(tree):
+    for node in walked(path):
         if id(node) in type_only:
             continue
         if isinstance(node, ast.ImportFrom):
@@ -558,6 +552,33 @@ def layer_table() -> dict[int, set[str]]:
     return rows
 
 
+def import_each(names: list[str]) -> None:
+    """Import each package module of ``names`` (``codec.tags``), failing with every one
+    that does not import, each with its error."""
+    failures = []
+    for name in names:
+        try:
+            importlib.import_module(("letitloop." + name.removesuffix("__init__")).rstrip("."))
+        except Exception as error:
+            failures.append(f"{name}: {error!r}")
+    assert not failures, f"{len(failures)} of {len(names)} fail to import:\n" + "\n".join(failures)
+
+
+def import_group(name: str) -> str:
+    """Which import test imports module ``name`` (a key of :data:`IMPORTED`)."""
+    if name.startswith(tuple(f"{p}." for p in OWN_ENVIRONMENT)):
+        return "own environment"
+    if name.startswith(EXTRAS_PACKAGES) or "adapters." in name or "postgres" in name:
+        return "extra"
+    return "core"
+
+
+#: The package's modules (``__main__`` aside: it runs lil) by the test that imports them.
+IMPORTED: dict[str, list[str]] = {"core": [], "extra": [], "own environment": []}
+for _name in sorted(set(module_files()) - {"__main__"}):
+    IMPORTED[import_group(_name)].append(_name)
+
+
 class TestTheLayers:
     def test_the_architecture_page_draws_them_as_they_are(self) -> None:
         assert layer_table() == {i: members for i, (_, members) in enumerate(LAYERS)}
@@ -579,21 +600,24 @@ class TestTheLayers:
         doc = ast.get_docstring(tree)
         assert doc and doc.strip(), f"letitloop/{name.replace('.', '/')}.py has no docstring"
 
-    @pytest.mark.parametrize(
-        "name",
-        [
-            # The MCP SDK and Starlette load in about 1.3 s and 0.2 s of CPU: the quick
-            # check (core only) leaves them to the full suite, as it does the adapters'
-            # frameworks and psycopg (tests/conftest.py marks those by their names).
-            pytest.param(n, marks=pytest.mark.slow) if n.startswith(EXTRAS_PACKAGES) else n
-            for n in sorted(set(module_files()) - {"__main__"})  # (__main__ runs lil)
-        ],
-    )
+    # One test a group, not one a module (pytest's own cost per test): the package's core;
+    # then what the quick check (core only) leaves to the full suite, as tests/conftest.py
+    # marks it by its name: the modules of an optional extra (the MCP SDK and Starlette load
+    # in about 1.3 s and 0.2 s of CPU), the adapters' (their frameworks) and PostgreSQL's
+    # (psycopg); then those of a framework tested in its own environment, one test each.
+    def test_every_core_module_imports(self) -> None:
+        import_each(IMPORTED["core"])
+
+    @pytest.mark.slow
+    def test_every_module_of_an_extra_imports(self) -> None:
+        import_each(IMPORTED["extra"])
+
+    @pytest.mark.parametrize("name", IMPORTED["own environment"])
     def test_every_module_imports(self, name: str) -> None:
         for package, framework in OWN_ENVIRONMENT.items():
             if name.startswith(f"{package}.") and importlib.util.find_spec(framework) is None:
                 pytest.skip(f"{framework} is tested in its own environment")
-        importlib.import_module(("letitloop." + name.removesuffix("__init__")).rstrip("."))
+        import_each([name])
 
     def test_the_known_upward_imports_are_still_there(self) -> None:
         for importer, imported in KNOWN_UPWARD:
@@ -624,7 +648,7 @@ def long_classes() -> dict[str, int]:
     """``module.Class`` -> its lines, for every class of the package past CLASS_LINES."""
     out = {}
     for name, path in module_files().items():
-        for node in ast.walk(parsed(path)):
+        for node in walked(path):
             if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
                 lines = node.end_lineno - node.lineno + 1
                 if lines > CLASS_LINES:
@@ -781,24 +805,23 @@ def stores() -> dict[str, type]:
 def defined_in(cls: type, name: str) -> list[type]:
     """The classes of ``cls``'s MRO that define ``name``: in their body, or as ``self.name``
     assigned in their ``__init__``."""
-    out = []
-    for klass in cls.__mro__[:-1]:
-        if name in vars(klass):
-            out.append(klass)
-            continue
-        init = vars(klass).get("__init__")
-        if init is not None:
-            for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(init)))):
-                if (
-                    isinstance(node, ast.Attribute)
-                    and isinstance(node.ctx, ast.Store)
-                    and isinstance(node.value, ast.Name)
-                    and node.value.id == "self"
-                    and node.attr == name
-                ):
-                    out.append(klass)
-                    break
-    return out
+    return [k for k in cls.__mro__[:-1] if name in vars(k) or name in init_assigns(k)]
+
+
+@functools.cache  # asked for every member of every protocol: each __init__ read once
+def init_assigns(klass: type) -> frozenset[str]:
+    """The names ``klass``'s own ``__init__`` assigns as ``self.name`` (none without one)."""
+    init = vars(klass).get("__init__")
+    if init is None:
+        return frozenset()
+    return frozenset(
+        node.attr
+        for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(init))))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
 
 
 class TestTheStorageProtocols:
@@ -1140,17 +1163,17 @@ SQL_TEXT = re.compile(
 def speaks_sql(name: str) -> list[str]:
     """What in module ``name`` runs SQL: an sqlite3 import, a call that runs a statement,
     a connection used, or a string that is a statement (docstrings aside)."""
-    tree = parsed(module_files()[name])
+    nodes = walked(module_files()[name])
     docstrings = {
         id(node.body[0].value)
-        for node in ast.walk(tree)
+        for node in nodes
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
         and node.body
         and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
     found = []
-    for node in ast.walk(tree):
+    for node in nodes:
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Import) and any(a.name == "sqlite3" for a in node.names):
             found.append(f"{line}: imports sqlite3")
@@ -1175,7 +1198,7 @@ def speaks_sql(name: str) -> list[str]:
 
 
 class TestReadersGoThroughTheInspector:
-    @pytest.mark.parametrize(
+    @each(
         "name",
         sorted(
             n for n in module_files() if n.startswith(OUTSIDE_READERS) and n not in SQLITE_INSPECTOR
@@ -1309,7 +1332,7 @@ def names_imported(name: str) -> list[tuple[str, str, int]]:
 
     package = name.split(".")[:-1]
     out = []
-    for node in ast.walk(parsed(files[name])):
+    for node in walked(files[name]):
         if not isinstance(node, ast.ImportFrom):
             continue
         parts = [p for p in (node.module or "").split(".") if p]
@@ -1485,6 +1508,7 @@ def journal_chain(node: ast.expr, in_journal_class: bool) -> list[str] | None:
     return chain[::-1] or None
 
 
+@functools.cache  # read by two tests, never mutated
 def state_writes(name: str) -> list[tuple[int, list[str], str]]:
     """Every write to a journal's owned state in module ``name``: (line, chain, how)."""
     tree = parsed(module_files()[name])
@@ -1542,7 +1566,7 @@ def owner_of(chain: list[str]) -> str:
 
 
 class TestEveryPieceOfARunsStateHasOneOwner:
-    @pytest.mark.parametrize("name", sorted(module_files()))
+    @each("name", sorted(module_files()))
     def test_only_its_owner_writes_a_journals_state(self, name: str) -> None:
         wrong = [
             f"letitloop/{name.replace('.', '/')}.py:{line} {how} j.{'.'.join(chain)}, "
@@ -1555,12 +1579,11 @@ class TestEveryPieceOfARunsStateHasOneOwner:
             "a run's state'); call the owner's function or method instead:\n" + "\n".join(wrong)
         )
 
-    @pytest.mark.parametrize("name", sorted(module_files()))
+    @each("name", sorted(module_files()))
     def test_a_journal_goes_by_the_names_the_rule_reads(self, name: str) -> None:
-        tree = parsed(module_files()[name])
         odd = [
             f"{node.arg} (line {node.lineno})"
-            for node in ast.walk(tree)
+            for node in walked(module_files()[name])
             if isinstance(node, ast.arg)
             and node.annotation is not None
             and ast.unparse(node.annotation).strip("'\"") in ("Journal", "Journal | None")
@@ -1666,11 +1689,10 @@ class TestAStepReadsTopDown:
 
     @each("name", sorted(RUN_STAGE))
     def test_a_steps_tries_reach_nothing_before_them(self, name: str) -> None:
-        tree = parsed(module_files()[name])
         reached = sorted(
             {
                 (node.lineno, chain)
-                for node in ast.walk(tree)
+                for node in walked(module_files()[name])
                 if isinstance(node, ast.Attribute)
                 for chain in RUN_STAGE_MAY_NOT_REACH
                 if f".{ast.unparse(node)}".endswith(f".{chain}")
@@ -1694,7 +1716,7 @@ JOURNAL_FOR_TYPES = {
 
 def names_journal_for_types(name: str) -> bool:
     """Whether module ``name`` imports ``Journal`` under ``if TYPE_CHECKING:``."""
-    for node in ast.walk(parsed(module_files()[name])):
+    for node in walked(module_files()[name]):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for stmt in ast.walk(node):
                 if (

@@ -221,7 +221,7 @@ json_values = st.recursive(
     max_leaves=20,
 )
 FEW = settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 
 
@@ -1028,10 +1028,11 @@ class TestInARealJournal:
     @given(values)
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     def test_a_recorded_value_replays_with_its_types(self, tmp_path: Path, value: Any) -> None:
-        db = tmp_path / f"{uuid.uuid4().hex}.db"
-        with Journal("g", run="r", path=db) as j:
+        # A run of its own for each value, in one file (made once, not once a value).
+        db, run = tmp_path / "j.db", uuid.uuid4().hex
+        with Journal("g", run=run, path=db) as j:
             j.step("v", returns, value)
-        with Journal("g", run="r", path=db) as j:
+        with Journal("g", run=run, path=db) as j:
             back = j.step("v", returns, unchecked("not called"))
         assert_same(value, back)
 
@@ -1780,9 +1781,9 @@ class TestThePlainJSONCheckAndItsPortableTwin:
         if sys.implementation.name == "cpython":
             assert codec._plain_scan is codec._plain_referents
 
-    @pytest.mark.slow  # 400 generated values, each checked four ways
+    @pytest.mark.slow  # 150 generated values, each checked four ways
     @given(almost_plain, st.sampled_from([0, 0, 0, 1, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH]))
-    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     def test_both_agree_on_every_value_and_so_does_the_small_check(
         self, value: Any, levels: int
     ) -> None:

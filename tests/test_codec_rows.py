@@ -9,6 +9,7 @@ written by earlier versions, and under hypothesis at every level of nesting.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import json
@@ -64,8 +65,13 @@ def returns(value: Any) -> Any:
     return value
 
 
-def query(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Read as any SQLite browser would: a separate connection, the file's own SQL."""
+def query(
+    db: Path | sqlite3.Connection, sql: str, args: tuple[Any, ...] = ()
+) -> list[tuple[Any, ...]]:
+    """Read as any SQLite browser would: a separate connection (``db``'s own, or one the
+    caller opened on the file for many queries), the file's own SQL."""
+    if isinstance(db, sqlite3.Connection):
+        return db.execute(sql, args).fetchall()
     con = sqlite3.connect(db)
     try:
         return con.execute(sql, args).fetchall()
@@ -746,6 +752,13 @@ class TestAnyNestingOfDictsAndLists:
     ) -> None:
         db = tmp_path / f"{uuid.uuid4().hex}.db"
         table = record(db, {"v": value}, goal="a goal with spaces")
+        with contextlib.closing(sqlite3.connect(db)) as reader:  # one for every path's query
+            self._each_path_finds_its_value(reader, table, value)
+
+    @staticmethod
+    def _each_path_finds_its_value(
+        db: sqlite3.Connection, table: str, value: dict[str, Any]
+    ) -> None:
         tagged = tagged_document(value)
         for path, v in paths(value, "$", tagged):
             [(kind, got)] = query(

@@ -45,7 +45,7 @@ from letitloop.errors import FingerprintError, StepMismatchError
 from letitloop.identity.fingerprint import Fingerprinter
 from letitloop.identity.unchecked import unwrap
 
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class TestTheFingerprintOfValuesTheCodecEncodes:

@@ -572,12 +572,14 @@ def undeclared_error_details() -> list[str]:
     declare, in every module of the package."""
     import ast
 
+    from package_trees import PACKAGE as package
+    from package_trees import package_files, walked
+
     import letitloop.errors as errors
 
-    package = Path(errors.__file__).parent
     undeclared = []
-    for source in sorted(package.rglob("*.py")):
-        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+    for source in package_files():
+        for node in walked(source):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue
             cls = getattr(errors, node.func.id, None)

@@ -27,7 +27,7 @@ from helpers import sqlite_store
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
-from preloaded import Preloaded
+from preloaded import LANGGRAPH, Preloaded
 
 from letitloop import LetItLoopError, async_step, step
 from letitloop.adapters.langgraph import (
@@ -250,12 +250,7 @@ class TestFourProcessesSharingOneJournalFile:
         script.write_text(CHILD, encoding="utf-8")
         # Four processes of their own (pids, connections, locks), forked from one
         # interpreter that imported LangGraph and the adapter once (tests/preloaded.py).
-        with Preloaded(
-            "langgraph.graph",
-            "langgraph.checkpoint.base.id",
-            "letitloop.adapters.langgraph",
-            with_letitloop=True,
-        ) as forker:
+        with Preloaded(*LANGGRAPH, with_letitloop=True) as forker:
             children = [
                 forker.start(script, str(db), str(n), str(go), env=_env()) for n in range(4)
             ]

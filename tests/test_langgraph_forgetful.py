@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import write_script
-from preloaded import Preloaded
+from preloaded import LANGGRAPH, Preloaded
 
 pytest.importorskip("langgraph.graph", reason="LangGraph is not installed (letitloop[langgraph])")
 
@@ -65,12 +65,7 @@ print(json.dumps({"pid": os.getpid(), "answer": out["answer"]}))
 def langgraph() -> Iterator[Preloaded]:
     """Forks the processes from an interpreter that imported LangGraph and the adapter once
     (and opened no journal: to letitloop each child is a fresh process)."""
-    with Preloaded(
-        "langgraph.graph",
-        "langgraph.checkpoint.memory",
-        "letitloop.adapters.langgraph",
-        with_letitloop=True,
-    ) as preloaded:
+    with Preloaded(*LANGGRAPH, with_letitloop=True) as preloaded:
         yield preloaded
 
 

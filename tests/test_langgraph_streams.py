@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from helpers import write_script
-from preloaded import Preloaded
+from preloaded import LANGGRAPH, Preloaded
 
 pytest.importorskip("langgraph")
 
@@ -134,9 +134,7 @@ KILL_AT = 10
 
 @pytest.fixture(scope="module")
 def forker() -> Iterator[Preloaded]:
-    with Preloaded(
-        "langgraph.graph", "letitloop.adapters.langgraph", "letitloop.streams", with_letitloop=True
-    ) as p:
+    with Preloaded(*LANGGRAPH, with_letitloop=True) as p:
         yield p
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers import write_script
-from preloaded import Preloaded
+from preloaded import LANGGRAPH, Preloaded
 
 pytest.importorskip("langgraph.graph", reason="LangGraph is not installed (letitloop[langgraph])")
 
@@ -75,9 +75,7 @@ with LetItLoopCheckpointSaver(journal) as saver:
 def langgraph() -> Iterator[Preloaded]:
     """Forks the processes from an interpreter that imported LangGraph and the adapter once
     (and opened no journal: to letitloop each child is a fresh process)."""
-    with Preloaded(
-        "langgraph.graph", "letitloop.adapters.langgraph", with_letitloop=True
-    ) as preloaded:
+    with Preloaded(*LANGGRAPH, with_letitloop=True) as preloaded:
         yield preloaded
 
 

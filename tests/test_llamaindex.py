@@ -144,7 +144,16 @@ def lines(log: Path) -> list[str]:
 def workflows_sdk() -> Iterator[Preloaded]:
     """Forks the workflows' processes from an interpreter that imported llama-index-workflows
     and the adapter once (each child a process of its own, SIGKILLed for real)."""
-    with Preloaded("workflows", "letitloop.adapters.llamaindex", with_letitloop=True) as sdk:
+    # The modules of tests/test_agent_requests.py's LlamaIndex forker (with what its runs
+    # import at their first call): one forker kept idle serves both files in a worker.
+    modules = (
+        "workflows",
+        "workflows.representation",
+        "workflows.runtime.verbose",
+        "workflows.representation.validate",
+        "letitloop.adapters.llamaindex",
+    )
+    with Preloaded(*modules, with_letitloop=True) as sdk:
         yield sdk
 
 

@@ -290,7 +290,10 @@ class CodeTrial:
 def code_trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[CodeTrial]]:
     """The trials' processes fork from an interpreter that imported smolagents and the
     adapter once (each child is a fresh process to letitloop all the same)."""
-    with Preloaded("smolagents", "letitloop.adapters.smolagents", with_letitloop=True) as sdk:
+    # The modules of tests/test_agent_requests.py's smolagents forker (with the pygments
+    # style its runs import at their first call): one forker kept idle serves both files.
+    modules = ("smolagents", "letitloop.adapters.smolagents", "pygments.styles.gh_dark")
+    with Preloaded(*modules, with_letitloop=True) as sdk:
         yield code_trials_run(tmp_path_factory, sdk)
 
 

@@ -20,11 +20,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from package_trees import PACKAGE, package_files, parsed
 
 from letitloop import Journal
 from letitloop.identity.step_names import HISTORY, NAMES, OLD_NAMES, Named, named, same_function
-
-PACKAGE = Path(__file__).resolve().parent.parent / "letitloop"
 
 #: The calls that record a step with the function among their arguments: the journal's
 #: own and the adapters' helpers that pass their ``fn`` on (found by :func:`forwarders`).
@@ -152,10 +151,7 @@ def unnamed_step_functions(trees: dict[str, ast.Module]) -> list[str]:
 
 
 def package_trees() -> dict[str, ast.Module]:
-    return {
-        str(p.relative_to(PACKAGE.parent)): ast.parse(p.read_text(encoding="utf-8"))
-        for p in sorted(PACKAGE.rglob("*.py"))
-    }
+    return {str(p.relative_to(PACKAGE.parent)): parsed(p) for p in package_files()}
 
 
 class TestTheNamesOfTheLibrarysOwnSteps:
