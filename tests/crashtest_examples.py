@@ -13,7 +13,9 @@ folder, each as a reader uses it:
 - ``shop_server``: docs/mcp.md's ``DurableMCP`` program (its ``checkout.py``)
   against the example's MCP server, which keeps its record of charges in
   ``charges.log`` (the side effects the crash test counts), again after
-  deciding about a call of ``charge`` in doubt from that record;
+  deciding about a call of ``charge`` in doubt from that record (``SHOP_SERVER_PYTHON``
+  set, a JSON list: the command that stands for ``python`` when it starts the server, a
+  forking interpreter's in tests/test_mcp_calls.py, tests/stdio_servers.py);
 - ``starlette_app`` and ``fastapi_app``: the app under Starlette's
   ``TestClient`` (its lifespan runs the queue's worker): a POST with an
   ``Idempotency-Key``, then the run polled until it completed.
@@ -320,6 +322,11 @@ def drive_shop_server() -> int:
     sent as the call's result: nothing is sent again); none, and the call is sent once more
     (``"rerun"``)."""
     program = CHECKOUT.replace("[SERVER,", f"[{str(EXAMPLES / 'shop_server.py')!r},")
+    if os.environ.get("SHOP_SERVER_PYTHON"):
+        python, *options = json.loads(os.environ["SHOP_SERVER_PYTHON"])
+        program = program.replace(
+            "command=sys.executable, args=[", f"command={python!r}, args=[*{options!r}, "
+        )
     for _ in range(3):
         done = run_here(["-c"], lambda: exec(program, {"__name__": "__main__"}))
         if done.returncode == 0:
