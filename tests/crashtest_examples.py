@@ -82,6 +82,8 @@ class Example:
     #: crash test kills and reruns), the arguments that run that child alone: the tests
     #: crash-test it, forked (its whole command's parent is tested apart); none: the command.
     steps_only: tuple[str, ...] = ()
+    #: The environment variables the command's parent gives that child (with ``steps_only``).
+    steps_env: tuple[tuple[str, str], ...] = ()
     #: Statements the forking interpreter runs after its imports (tests/preloaded.py).
     warm: str = ""
 
@@ -117,6 +119,10 @@ ALL = [
         ("langgraph_resume.py", "--db", "journal.db"),
         "ignore",  # it prints process ids and what ran in each; its exit status is compared
         "langgraph",
+        preload=("langgraph.graph", "langgraph.checkpoint.base", "langgraph.pregel",
+                 "langgraph.types", "langchain_core.runnables"),
+        steps_only=("langgraph_resume.py", "--db", "journal.db", "--phase", "once"),
+        steps_env=(("EXAMPLE_PHASE", "once"), ("EXAMPLE_LEDGER", "ledger.jsonl")),
     ),
     Example(
         "llamaindex_resume.py",
@@ -195,6 +201,8 @@ def example_program(name: str, preloaded: Preloaded) -> Program:
     class Forked(Program):
         def execute(self, folder: Path, env: dict[str, str], kill: str) -> tuple[int, bytes]:
             script, *args = self.command[1:]
+            if example.steps_only:
+                env = {**env, **dict(example.steps_env)}
             done = preloaded.run(Path(script), *args, env=env, cwd=folder)
             return done.returncode, done.stdout.encode("utf-8")
 
