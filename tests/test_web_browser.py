@@ -11,6 +11,7 @@ run in children forked from an interpreter that imported letitloop and the web v
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -102,7 +103,8 @@ class Server:
         self.url = found.group(0)
 
     def stop(self) -> None:
-        os.kill(self.proc.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it ended already
+            os.kill(self.proc.pid, signal.SIGTERM)
         self.proc.wait()
 
 
