@@ -13,7 +13,9 @@ folder, each as a reader uses it:
 - ``shop_server``: docs/mcp.md's ``DurableMCP`` program (its ``checkout.py``)
   against the example's MCP server, which keeps its record of charges in
   ``charges.log`` (the side effects the crash test counts), again after
-  deciding about a call of ``charge`` in doubt from that record;
+  deciding about a call of ``charge`` in doubt from that record (``SHOP_SERVER_PYTHON``
+  set, a JSON list: the command that stands for ``python`` when it starts the server, a
+  forking interpreter's in tests/test_mcp_calls.py, tests/stdio_servers.py);
 - ``starlette_app`` and ``fastapi_app``: the app under Starlette's
   ``TestClient`` (its lifespan runs the queue's worker): a POST with an
   ``Idempotency-Key``, then the run polled until it completed.
@@ -80,6 +82,8 @@ class Example:
     #: crash test kills and reruns), the arguments that run that child alone: the tests
     #: crash-test it, forked (its whole command's parent is tested apart); none: the command.
     steps_only: tuple[str, ...] = ()
+    #: The environment variables the command's parent gives that child (with ``steps_only``).
+    steps_env: tuple[tuple[str, str], ...] = ()
     #: Statements the forking interpreter runs after its imports (tests/preloaded.py).
     warm: str = ""
 
@@ -115,6 +119,10 @@ ALL = [
         ("langgraph_resume.py", "--db", "journal.db"),
         "ignore",  # it prints process ids and what ran in each; its exit status is compared
         "langgraph",
+        preload=("langgraph.graph", "langgraph.checkpoint.base", "langgraph.pregel",
+                 "langgraph.types", "langchain_core.runnables"),
+        steps_only=("langgraph_resume.py", "--db", "journal.db", "--phase", "once"),
+        steps_env=(("EXAMPLE_PHASE", "once"), ("EXAMPLE_LEDGER", "ledger.jsonl")),
     ),
     Example(
         "llamaindex_resume.py",
@@ -193,6 +201,8 @@ def example_program(name: str, preloaded: Preloaded) -> Program:
     class Forked(Program):
         def execute(self, folder: Path, env: dict[str, str], kill: str) -> tuple[int, bytes]:
             script, *args = self.command[1:]
+            if example.steps_only:
+                env = {**env, **dict(example.steps_env)}
             done = preloaded.run(Path(script), *args, env=env, cwd=folder)
             return done.returncode, done.stdout.encode("utf-8")
 
@@ -320,6 +330,11 @@ def drive_shop_server() -> int:
     sent as the call's result: nothing is sent again); none, and the call is sent once more
     (``"rerun"``)."""
     program = CHECKOUT.replace("[SERVER,", f"[{str(EXAMPLES / 'shop_server.py')!r},")
+    if os.environ.get("SHOP_SERVER_PYTHON"):
+        python, *options = json.loads(os.environ["SHOP_SERVER_PYTHON"])
+        program = program.replace(
+            "command=sys.executable, args=[", f"command={python!r}, args=[*{options!r}, "
+        )
     for _ in range(3):
         done = run_here(["-c"], lambda: exec(program, {"__name__": "__main__"}))
         if done.returncode == 0:

@@ -4,7 +4,10 @@ A real MCP server, written here with the SDK, runs as a stdio child
 process; it writes a line to a side file when it starts and for every
 execution of a tool, so the tests count what ran on the server, across
 processes. The agent is a real program SIGKILLed mid-call and run again;
-the server is SIGKILLed mid-call under a live client.
+the server is SIGKILLed mid-call under a live client. Each server is forked
+from an interpreter that imported the SDK's server once, on the client's
+pipes (tests/stdio_servers.py); docs/mcp.md's program starts its server
+fresh, as printed.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from helpers import lil_forked, wait_until, write_script
 from mcp import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from preloaded import Preloaded
+from stdio_servers import StdioServers
 
 from letitloop import Journal
 from letitloop.mcp import DurableMCP, may_send_again
@@ -106,9 +109,8 @@ AGENT = """
     from letitloop import Journal
     from letitloop.mcp import DurableMCP
 
-    SHOP = StdioServerParameters(
-        command=sys.executable, args=[os.environ["SHOP"]], env=json.loads(os.environ["SHOP_ENV"])
-    )
+    COMMAND, *ARGS = json.loads(os.environ["SHOP"])
+    SHOP = StdioServerParameters(command=COMMAND, args=ARGS, env=json.loads(os.environ["SHOP_ENV"]))
 
 
     async def main():
@@ -135,9 +137,11 @@ AGENT = """
 class Shop:
     """The server's script, its side file and its switches."""
 
-    def __init__(self, folder: Path, agents: Preloaded) -> None:
+    def __init__(self, folder: Path, agents: Preloaded, servers: StdioServers) -> None:
         #: Forks the agents' processes (from an interpreter that imported the MCP SDK once).
         self.agents = agents
+        #: Forks the server's processes (from an interpreter that imported its SDK once).
+        self.servers = servers
         self.script = write_script(folder, "shop.py", SHOP)
         self.log = folder / "shop.log"
         self.gate = folder / "gate"
@@ -148,8 +152,13 @@ class Shop:
             "SHOP_REFUSE": str(self.refuse),
         }
 
+    def command(self) -> list[str]:
+        """The client's command that starts the server (``python shop.py``, forked)."""
+        return self.servers.command(str(self.script))
+
     def params(self) -> StdioServerParameters:
-        return StdioServerParameters(command=sys.executable, args=[str(self.script)], env=self.env)
+        command, *args = self.command()
+        return StdioServerParameters(command=command, args=args, env=self.env)
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         if not self.log.exists():
@@ -174,9 +183,27 @@ def mcp_sdk() -> Iterator[Preloaded]:
         yield preloaded
 
 
+@pytest.fixture(scope="module")
+def shop_servers() -> Iterator[StdioServers]:
+    """Forks the shop's server processes from an interpreter that imported the SDK's server
+    and what it imports at its first request once."""
+    with StdioServers(*SERVER_MODULES) as servers:
+        yield servers
+
+
+#: What a stdio server of the MCP SDK imports before it answers its first request.
+SERVER_MODULES = (
+    "mcp.server.mcpserver",
+    "mcp.server.mcpserver.exceptions",
+    "mcp.server.stdio",
+    "mcp.types",
+    "anyio._backends._asyncio",
+)
+
+
 @pytest.fixture
-def shop(tmp_path: Path, mcp_sdk: Preloaded) -> Iterator[Shop]:
-    made = Shop(tmp_path, mcp_sdk)
+def shop(tmp_path: Path, mcp_sdk: Preloaded, shop_servers: StdioServers) -> Iterator[Shop]:
+    made = Shop(tmp_path, mcp_sdk, shop_servers)
     yield made
     for pid in made.pids():  # a server a test left behind
         with contextlib.suppress(ProcessLookupError):
@@ -185,7 +212,7 @@ def shop(tmp_path: Path, mcp_sdk: Preloaded) -> Iterator[Shop]:
 
 def agent(folder: Path, shop: Shop, db: Path, marker: bool = False) -> tuple[Path, dict[str, str]]:
     script = write_script(folder, "agent.py", AGENT)
-    env = {"SHOP": str(shop.script), "SHOP_ENV": json.dumps(shop.env), "DB": str(db)}
+    env = {"SHOP": json.dumps(shop.command()), "SHOP_ENV": json.dumps(shop.env), "DB": str(db)}
     return script, {**env, "MARKER": "1"} if marker else env
 
 
@@ -686,10 +713,20 @@ class TestTheDocsExample:
         assert run == [("order-7", "completed", 1)]  # the second run only replayed it
 
 
+@pytest.fixture
+def example_servers(shop_servers: StdioServers, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The crash test's runs of docs/mcp.md's program start examples/shop_server.py forked
+    from :func:`shop_servers`'s interpreter (tests/crashtest_examples.py's driver)."""
+    python = shop_servers.command()
+    monkeypatch.setenv("SHOP_SERVER_PYTHON", json.dumps(python))
+
+
 #: Its trials are a dozen programs run one after another: minutes on a loaded machine.
 @pytest.mark.timeout(900)
 class TestTheCrashTest:
-    def test_the_docs_program_killed_at_three_seeded_points_sends_nothing_twice(self) -> None:
+    def test_the_docs_program_killed_at_three_seeded_points_sends_nothing_twice(
+        self, example_servers: None
+    ) -> None:
         """lil crashtest's machinery on docs/mcp.md's DurableMCP program against
         examples/shop_server.py (tests/crashtest_examples.py drives it): killed with SIGKILL
         at three of its kill points, rerun until it finishes: no recorded call was sent
@@ -698,7 +735,7 @@ class TestTheCrashTest:
         assert report.expected == "order 7 is open charged order 7\n"
 
     def test_killed_after_charge_returned_the_driver_decides_from_the_shops_record(
-        self, tmp_path: Path
+        self, tmp_path: Path, example_servers: None
     ) -> None:
         """Killed after ``charge`` returned and before its record (the crash test's kill
         point ``end`` at ``/2``, the second step at the top), the driver's rerun finds the

@@ -1,7 +1,8 @@
 """``lil mcp``: the journal served over MCP, tested with the SDK's own client.
 
 In process (``mcp.Client(build_server(db))``) and over stdio (the client
-starts the real ``lil mcp`` as a child process), on real journal files:
+starts the real ``lil mcp`` as a child process: fresh, or forked from an
+interpreter that imported it, tests/stdio_servers.py), on real journal files:
 annotations a client can act on, answers an agent can use, a read side
 that never writes, the actions, and refusals that are one line and leave
 the server serving.
@@ -16,12 +17,16 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from helpers import spawn_python, wait_until, write_script
+import pytest
+from helpers import lil_forked, spawn_python, wait_until, write_script
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
+from preloaded import JOURNAL_MODULES
+from stdio_servers import StdioServers
 from test_readers import older_migrations
 
 import letitloop
@@ -46,11 +51,23 @@ def ask(server: Any, *calls: tuple[str, dict[str, Any]]) -> list[CallToolResult]
     return asyncio.run(main())
 
 
-def lil_mcp(db: Path) -> StdioServerParameters:
-    """The real ``lil mcp --db DB``, as a client's configuration starts it."""
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "letitloop", "mcp", "--db", str(db)]
-    )
+def lil_mcp(db: Path, servers: StdioServers | None = None) -> StdioServerParameters:
+    """The real ``lil mcp --db DB``, as a client's configuration starts it (``servers``:
+    forked from their interpreter, which imported it; else a fresh interpreter)."""
+    argv = ["-m", "letitloop", "mcp", "--db", str(db)]
+    command, *args = [sys.executable, *argv] if servers is None else servers.command(*argv)
+    return StdioServerParameters(command=command, args=args)
+
+
+@pytest.fixture(scope="module")
+def lil_mcps() -> Iterator[StdioServers]:
+    """Forks ``lil mcp`` processes from an interpreter that imported letitloop, ``lil`` and
+    the MCP SDK's server once (a fresh one spends about 1 s of CPU on them)."""
+    with StdioServers(
+        "letitloop", "letitloop.cli", "letitloop.mcp.server", *JOURNAL_MODULES,
+        "mcp.server.stdio", "anyio._backends._asyncio",
+    ) as servers:  # fmt: skip
+        yield servers
 
 
 def data(result: CallToolResult) -> Any:
@@ -180,12 +197,8 @@ class TestAnAgentAskingWhyARunFailedAndWhatItCost:
     def test_export_run_gives_the_document_lil_export_prints(self, db: Path) -> None:
         run_id = paid_then_failed(db)
         (exported,) = ask(build_server(db), ("export_run", {"run": run_id}))
-        printed = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "export", run_id],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        printed = lil_forked("--db", str(db), "export", run_id)
+        assert printed.returncode == 0, printed.stderr
         assert data(exported) == json.loads(printed.stdout)
 
     def test_show_run_gives_one_step_whole_with_its_traceback(self, db: Path) -> None:
@@ -214,13 +227,13 @@ class TestTheReadToolsNeverWrite:
         assert snapshot(tmp_path) == before
 
     def test_a_journal_from_an_older_letitloop_is_refused_not_migrated(
-        self, tmp_path: Path, older_migrations: Path
+        self, tmp_path: Path, older_migrations: Path, lil_mcps: StdioServers
     ) -> None:
         db = tmp_path / "old" / "journal.db"
         db.parent.mkdir()
         Store(db).close()  # the schema an older letitloop leaves (see test_readers.py)
         before = snapshot(db.parent)
-        listed, shown = ask(lil_mcp(db), ("list_runs", {}), ("show_run", {"run": "g"}))
+        listed, shown = ask(lil_mcp(db, lil_mcps), ("list_runs", {}), ("show_run", {"run": "g"}))
         assert "lil upgrade" in error_line(listed)
         assert "lil upgrade" in error_line(shown)
         assert snapshot(db.parent) == before
@@ -326,10 +339,12 @@ class TestLilMcpOverStdio:
         assert data(shown)["usage"]["cost"] == 0.25
 
     def test_a_journal_that_does_not_exist_is_a_tool_error_not_a_dead_server(
-        self, tmp_path: Path
+        self, tmp_path: Path, lil_mcps: StdioServers
     ) -> None:
         missing = tmp_path / "journal.db"
-        first, second = ask(lil_mcp(missing), ("list_runs", {}), ("export_run", {"run": "x"}))
+        first, second = ask(
+            lil_mcp(missing, lil_mcps), ("list_runs", {}), ("export_run", {"run": "x"})
+        )
         assert "no journal file here" in error_line(first)
         assert "no journal file here" in error_line(second)
         assert not missing.exists()

@@ -1,26 +1,62 @@
 """The pytest plugin (``pytest11`` entry point): a test marked ``letitloop_replay(path)`` replays
 a fixture made by ``lil fixture``, calling no step, and fails naming the step that drifted.
 
-Each case is a small project of its own run by a fresh pytest process (``pytester``): the
-pipeline is recorded by a child process, turned into a fixture by the real ``lil``, and
-tested by a test file that only uses the marker; the plugin comes from the installed
-package's entry point, nothing else registers it.
+Each case is a small project of its own run by a pytest process of its own (``pytester``'s
+``runpytest_subprocess``, its pytest forked from an interpreter that imported pytest, the
+plugins it loads and letitloop once: :func:`runpytest`): the pipeline is recorded by a
+child process, turned into a fixture by ``lil``, and tested by a test file that only uses
+the marker; the plugin comes from the installed package's entry point, nothing else
+registers it (an import registers no plugin).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import subprocess
-import sys
 import textwrap
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from helpers import UNUSED_PYTEST_PLUGINS
+from helpers import UNUSED_PYTEST_PLUGINS, lil_forked, run_forked
+from preloaded import Preloaded
 
 pytest_plugins = ["pytester"]
+
+#: ``python -m pytest`` as a script, for a pytest forked from :func:`pytests`.
+PYTEST_MAIN = Path(__file__).with_name("pytest_main.py")
+
+
+@pytest.fixture(scope="module")
+def pytests() -> Iterator[Preloaded]:
+    """Forks the pytest processes from an interpreter that imported pytest, the plugins
+    pytest loads here through their entry points, and letitloop once (about 0.5 s of CPU a
+    fresh pytest spends on them). Each child loads its plugins as a fresh pytest does."""
+    plugins = ("xdist.plugin", "xdist.looponfail", "pytest_timeout", "platformdirs.pytest_plugin")
+    with Preloaded("pytest", *plugins, "letitloop.pytest_plugin", with_letitloop=True) as forker:
+        yield forker
+
+
+def runpytest(pytester: pytest.Pytester, pytests: Preloaded, *args: str) -> pytest.RunResult:
+    """``pytester.runpytest_subprocess(*args)``: ``python -m pytest --basetemp=... ARGS`` in
+    the project's folder, with pytester's environment and the folder first on PYTHONPATH,
+    its pytest a child forked from ``pytests``."""
+    path = os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    basetemp = pytester.path / "runpytest-0"
+    done = pytests.run(
+        PYTEST_MAIN,
+        f"--basetemp={basetemp}",
+        *args,
+        env={**os.environ, "PYTHONPATH": path},
+        cwd=pytester.path,
+    )
+    ret: int | pytest.ExitCode = done.returncode
+    with contextlib.suppress(ValueError):
+        ret = pytest.ExitCode(ret)
+    return pytest.RunResult(ret, done.stdout.splitlines(), done.stderr.splitlines(), 0.0)
+
 
 # The pipeline under test: DRIFT (read when it runs) changes it after the recording.
 AGENT = textwrap.dedent(
@@ -80,39 +116,21 @@ TEST_FILE = textwrap.dedent(
 @pytest.fixture(scope="module")
 def recorded_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder tests/fixtures/ holding the agent's recording turned into agent.db by
-    ``lil fixture``, each in a fresh interpreter, in a project folder of its own: made once
-    for the module."""
+    ``lil fixture``, each in a process of its own (forked: tests/helpers.py), in a project
+    folder of its own: made once for the module."""
     folder = tmp_path_factory.mktemp("recorded")
     (folder / "agent.py").write_text(textwrap.dedent(AGENT), encoding="utf-8")
+    (folder / "record.py").write_text("import agent\nprint(agent.agent('why?'))\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LETITLOOP_")}
-    recorded = subprocess.run(
-        [sys.executable, "-c", "import agent; print(agent.agent('why?'))"],
-        cwd=folder,
-        env={**env, "LETITLOOP_DB": "recordings.db"},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    recorded = run_forked(
+        folder / "record.py", cwd=folder, env={**env, "LETITLOOP_DB": "recordings.db"}
     )
     assert recorded.returncode == 0, recorded.stderr
     (folder / "tests" / "fixtures").mkdir(parents=True)
-    made = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "letitloop",
-            "--db",
-            "recordings.db",
-            "fixture",
-            "agent",
-            "--to",
-            "tests/fixtures/agent.db",
-        ],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    made = lil_forked(
+        "--db", "recordings.db", "fixture", "agent", "--to", "tests/fixtures/agent.db",
+        cwd=folder, env=env,
+    )  # fmt: skip
     assert made.returncode == 0, made.stderr
     return folder / "tests" / "fixtures"
 
@@ -128,10 +146,10 @@ def project(pytester: pytest.Pytester, recorded_fixture: Path) -> pytest.Pyteste
 
 
 def run(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, drift: str = ""
+    project: pytest.Pytester, pytests: Preloaded, monkeypatch: pytest.MonkeyPatch, drift: str = ""
 ) -> pytest.RunResult:
     monkeypatch.setenv("DRIFT", drift)  # the pytest process inherits it
-    return project.runpytest_subprocess("-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS, "-v")
+    return runpytest(project, pytests, "-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS, "-v")
 
 
 class TestTheEntryPoint:
@@ -142,15 +160,15 @@ class TestTheEntryPoint:
 
 class TestAMarkedTestReplaysTheFixture:
     def test_it_passes_calling_no_step_and_leaves_unmarked_tests_alone(
-        self, project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+        self, project: pytest.Pytester, pytests: Preloaded, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        result = run(project, monkeypatch)
+        result = run(project, pytests, monkeypatch)
         result.assert_outcomes(passed=3)
 
     def test_changed_arguments_fail_naming_the_step_with_both_arguments_side_by_side(
-        self, project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+        self, project: pytest.Pytester, pytests: Preloaded, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        result = run(project, monkeypatch, "args")
+        result = run(project, pytests, monkeypatch, "args")
         result.assert_outcomes(failed=1, passed=2)
         out = result.stdout.str()
         assert "step 'search' drifted from the recording" in out
@@ -159,16 +177,16 @@ class TestAMarkedTestReplaysTheFixture:
         assert "keyword argument 'limit' differs" in out
 
     def test_an_added_step_fails_naming_it_uncalled(
-        self, project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+        self, project: pytest.Pytester, pytests: Preloaded, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        result = run(project, monkeypatch, "added")
+        result = run(project, pytests, monkeypatch, "added")
         result.assert_outcomes(failed=1, passed=2)
         out = result.stdout.str()
         assert "step 'rerank' drifted from the recording" in out
         assert "the recording has no step 'rerank'" in out and "was not run" in out
 
     def test_a_fixture_file_that_does_not_exist_is_an_error_saying_how_to_make_one(
-        self, pytester: pytest.Pytester
+        self, pytester: pytest.Pytester, pytests: Preloaded
     ) -> None:
         pytester.makepyfile(
             test_missing="""
@@ -179,7 +197,7 @@ class TestAMarkedTestReplaysTheFixture:
                 raise AssertionError("the test body must not run")
             """
         )
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS)
+        result = runpytest(pytester, pytests, "-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS)
         result.assert_outcomes(errors=1)
         out = result.stdout.str()
         assert "the fixture file tests/fixtures/nowhere.db does not exist" in out
@@ -189,7 +207,7 @@ class TestAMarkedTestReplaysTheFixture:
 
 class TestTheClockFixture:
     def test_an_hour_long_durable_sleep_passes_at_once_and_is_recorded_as_an_hour(
-        self, pytester: pytest.Pytester
+        self, pytester: pytest.Pytester, pytests: Preloaded
     ) -> None:
         pytester.makepyfile(
             test_sleep="""
@@ -205,7 +223,7 @@ class TestTheClockFixture:
                 assert time.monotonic() - began < 60  # the test's did not
             """
         )
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS)
+        result = runpytest(pytester, pytests, "-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS)
         result.assert_outcomes(passed=1)
 
 
@@ -257,11 +275,11 @@ CRASH_TESTS = textwrap.dedent(
 
 class TestTheCrashTestFixture:
     def test_under_the_option_a_careful_pipeline_passes_and_a_broken_one_fails_with_the_report(
-        self, pytester: pytest.Pytester
+        self, pytester: pytest.Pytester, pytests: Preloaded
     ) -> None:
         pytester.makepyfile(test_crash=CRASH_TESTS)
-        result = pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS, "--letitloop-crash"
+        result = runpytest(
+            pytester, pytests, "-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS, "--letitloop-crash"
         )
         result.assert_outcomes(passed=1, failed=1)
         out = result.stdout.str()
@@ -269,11 +287,11 @@ class TestTheCrashTestFixture:
         assert "killed before step 'ask': side effect 'sent' happened 2 times (reference: 1)" in out
 
     def test_without_the_option_its_tests_are_skipped_saying_how_to_run_them(
-        self, pytester: pytest.Pytester
+        self, pytester: pytest.Pytester, pytests: Preloaded
     ) -> None:
         pytester.makepyfile(test_crash=CRASH_TESTS)
-        result = pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS, "-rs"
+        result = runpytest(
+            pytester, pytests, "-p", "no:cacheprovider", *UNUSED_PYTEST_PLUGINS, "-rs"
         )
         result.assert_outcomes(skipped=2)
         assert "a crash test: run it with pytest --letitloop-crash" in result.stdout.str()

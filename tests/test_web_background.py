@@ -2,7 +2,8 @@
 uvicorn: 2 worker processes on one journal file, the one running a 5-step task SIGKILLed
 mid-task, the server stopped mid-task and started again. uvicorn spawns its worker
 processes itself (multiprocessing's spawn), so they are fresh interpreters, not forks of
-tests/preloaded.py; each test starts one server (two for the drain)."""
+tests/preloaded.py; the killed worker's test and the one after it share a server (per
+journal), the drain starts two."""
 
 from __future__ import annotations
 
@@ -41,27 +42,41 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture(params=["file", "postgres"])
-def db(request: pytest.FixtureRequest, folder: Path) -> str:
+def journal(store: str, folder: Path) -> str:
     """Where the example's journal is: its default file, or ``LETITLOOP_DB`` on PostgreSQL."""
-    if request.param == "file":
+    if store == "file":
         return str(folder / ".letitloop" / "journal.db")
     from pg_server import location
 
     return location()
 
 
-@pytest.fixture
-def server(folder: Path, db: str) -> Iterator[Server]:
+@pytest.fixture(params=["file", "postgres"])
+def db(request: pytest.FixtureRequest, folder: Path) -> str:
+    """:func:`journal`, for a test's own servers."""
+    return journal(request.param, folder)
+
+
+@pytest.fixture(scope="class", params=["file", "postgres"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Server, str]]:
+    """One server (2 workers) and its journal for a class's tests, in their order: the first
+    kills a worker mid-task and waits until its run completed; what follows only needs a
+    server that answers."""
+    folder = tmp_path_factory.mktemp("starlette")
+    (folder / "starlette_app.py").write_text(EXAMPLE.read_text())
+    db = journal(request.param, folder)
     s = uvicorn(folder, workers=2, db=None if db.endswith("journal.db") else db)
-    yield s
+    yield s, db
     s.stop()
 
 
 class TestAWorkerKilledMidTask:
     def test_its_run_finishes_elsewhere_no_finished_step_runs_twice_a_retry_gets_it(
-        self, server: Server, db: str
+        self, served: tuple[Server, str]
     ) -> None:
+        server, db = served
         run = server.post("order-1")
         assert run == "order-1"
         # An events client that reads the first step, then disconnects.
@@ -96,7 +111,10 @@ class TestAWorkerKilledMidTask:
         assert ledger(server) == started
         assert outside(db, run) == "completed"
 
-    def test_a_request_without_a_key_gets_a_run_of_its_own(self, server: Server) -> None:
+    def test_a_request_without_a_key_gets_a_run_of_its_own(
+        self, served: tuple[Server, str]
+    ) -> None:
+        server, _ = served
         answers = [server.client.post("/reports").json()["id"] for _ in range(2)]
         assert answers[0] != answers[1]
         assert server.status(answers[0])["status"] in {"queued", "running", "completed"}

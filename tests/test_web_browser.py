@@ -4,23 +4,27 @@ pages the real ``lil ui`` serves from a real journal, one a SIGKILLed child left
 Skipped (one line) when there is no Chromium here; never in CI (``CI`` or
 ``LETITLOOP_BROWSER_TESTS`` set), where a missing browser fails the test. Each page is
 saved as a screenshot under ``$LETITLOOP_SCREENSHOTS`` (``.ci/run`` sets it and prints it),
-else under the test's temporary folder.
+else under the test's temporary folder. ``lil ui`` and the pipelines that make the journals
+run in children forked from an interpreter that imported letitloop and the web view once
+(tests/preloaded.py; tests/test_web_hosts.py starts ``lil ui`` fresh).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-import subprocess
-import sys
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from web_journals import BIG, SCRIPT, Pipeline, crashed_and_resumed, hostile
+from helpers import LIL_ENTRY, wait_until
+from preloaded import Preloaded
+from web_journals import BIG, SCRIPT, WEB_MODULES, Pipeline, crashed_and_resumed, hostile
 
 from letitloop import Journal
 
@@ -79,33 +83,37 @@ def shots(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def forker() -> Iterator[Preloaded]:
+    """Forks ``lil ui`` and the pipelines from an interpreter that imported letitloop, ``lil``
+    and the web view once."""
+    with Preloaded("letitloop", *WEB_MODULES, with_letitloop=True) as preloaded:
+        yield preloaded
+
+
 class Server:
     """``lil ui --port 0`` on a journal, in a child process; its address from its first line."""
 
-    def __init__(self, db: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "ui", "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
+    def __init__(self, db: Path, forker: Preloaded) -> None:
+        self.proc = forker.start(LIL_ENTRY, "--db", str(db), "ui", "--port", "0")
+        wait_until(lambda: "\n" in self.proc.printed() or not self.proc.running(), "lil ui")
+        line = self.proc.printed()
         found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        assert found is not None, (line, self.proc.stderr and self.proc.stderr.read())
+        assert found is not None, (line, self.proc.running() or self.proc.wait().stderr)
         self.url = found.group(0)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.communicate(timeout=30)
+        with contextlib.suppress(ProcessLookupError):  # it ended already
+            os.kill(self.proc.pid, signal.SIGTERM)
+        self.proc.wait()
 
 
 @pytest.fixture
-def serve() -> Iterator[Any]:
+def serve(forker: Preloaded) -> Iterator[Any]:
     started: list[Server] = []
 
     def start(db: Path) -> Server:
-        started.append(Server(db))
+        started.append(Server(db, forker))
         return started[-1]
 
     yield start
@@ -115,9 +123,9 @@ def serve() -> Iterator[Any]:
 
 class TestAJournalWithAKilledAndResumedRun:
     def test_the_crashed_attempt_and_the_replayed_steps_are_shown_as_such(
-        self, tmp_path: Path, page: Any, serve: Any, shots: Path
+        self, tmp_path: Path, page: Any, serve: Any, shots: Path, forker: Preloaded
     ) -> None:
-        p = crashed_and_resumed(tmp_path)
+        p = crashed_and_resumed(tmp_path, forker)
         server = serve(p.db)
         page.goto(server.url)
         crashed = page.locator("tr.state-crashed")
@@ -143,9 +151,9 @@ class TestAJournalWithAKilledAndResumedRun:
 
 class TestALiveRunsPage:
     def test_it_shows_each_step_as_it_lands_without_a_reload(
-        self, tmp_path: Path, page: Any, serve: Any, shots: Path
+        self, tmp_path: Path, page: Any, serve: Any, shots: Path, forker: Preloaded
     ) -> None:
-        p = Pipeline(tmp_path)
+        p = Pipeline(tmp_path, forker)
         child = p.spawn("live", "first,slow1,slow2")
         try:
             p.wait_in_flight("live", "slow1", child)

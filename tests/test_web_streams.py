@@ -11,12 +11,12 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from web_server import ROOT, Server, events, free_port
+from helpers import run_forked, write_script
+from web_server import Server, events, free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -79,16 +79,20 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return location()
 
 
-def journaled(db: str, run: str) -> list[tuple[int, str, str]]:
-    """The run's chunks as a fresh process reads them (``letitloop.streams.read``)."""
-    code = (
-        "import sys, json; from letitloop.streams import read; "
-        "print(json.dumps([(c.seq, c.kind, c.text) for c in read(sys.argv[2], path=sys.argv[1])]))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, db, run],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
-    )  # fmt: skip
+#: :func:`journaled`'s program: the chunks of run ARGV[2] on ARGV[1], as JSON.
+CHUNKS = """
+import sys, json
+from letitloop.streams import read
+print(json.dumps([(c.seq, c.kind, c.text) for c in read(sys.argv[2], path=sys.argv[1])]))
+"""
+
+
+def journaled(db: str, run: str, folder: Path) -> list[tuple[int, str, str]]:
+    """The run's chunks as another process than the server's reads them
+    (``letitloop.streams.read``; forked from the tests' interpreter that imported letitloop
+    and opened nothing: helpers.py)."""
+    done = run_forked(write_script(folder, "chunks.py", CHUNKS), db, run)
+    assert done.returncode == 0, done.stderr
     return [tuple(c) for c in json.loads(done.stdout)]
 
 
@@ -115,7 +119,7 @@ def test_a_client_resumes_a_stream_exactly_across_a_disconnect_and_a_killed_work
         assert rest[-2][1] == "step" and rest[-2][2]["key"] == "story"
         got = [d for _, e, d in first + rest if e in ("chunk", "reset")]
         # Every chunk journaled reached the client once, in order, the reset included.
-        chunks = journaled(db, run)
+        chunks = journaled(db, run, tmp_path)
         assert [(d["seq"], d["kind"], d["text"]) for d in got] == chunks
         kinds = [c[1] for c in chunks]
         assert kinds.count("reset") == 1 and kinds[-1] == "end", kinds

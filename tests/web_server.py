@@ -13,13 +13,14 @@ import re
 import signal
 import socket
 import subprocess
-import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+from helpers import run_forked, write_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -143,15 +144,19 @@ def events(server: Server, run: str, last: str | None = None, stop_after: int = 
     return got
 
 
+#: :func:`outside`'s program: the status of the queue's entry named ARGV[2], on ARGV[1].
+STATUS = """
+import sys
+from letitloop import Queue
+q = Queue("reports", path=sys.argv[1])
+print(q.handle(q.store.named("reports", sys.argv[2])).status())
+"""
+
+
 def outside(db: str, run: str) -> str:
-    """The run's entry status, read by a fresh process (not the server's)."""
-    code = (
-        "import sys; from letitloop import Queue; "
-        "q = Queue('reports', path=sys.argv[1]); "
-        "print(q.handle(q.store.named('reports', sys.argv[2])).status())"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code, db, run],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
-    )  # fmt: skip
+    """The run's entry status, read by another process than the server's (a child forked
+    from the tests' interpreter that imported letitloop and opened nothing: helpers.py)."""
+    with tempfile.TemporaryDirectory() as folder:
+        done = run_forked(write_script(Path(folder), "status.py", STATUS), db, run)
+    assert done.returncode == 0, done.stderr
     return done.stdout.strip()
