@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import UNUSED_PYTEST_PLUGINS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "replay_test"
@@ -64,13 +63,10 @@ def in_place() -> Iterator[Path]:
 
 def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``command`` in a shell, as a reader with letitloop installed types it: this Python's
-    ``python``, ``pytest`` and ``lil`` first on PATH, no LETITLOOP_ or MODEL_ variables;
-    pytest without the plugins installed here that the example does not use
-    (helpers.UNUSED_PYTEST_PLUGINS, in PYTEST_ADDOPTS: LangSmith's alone cost each pytest
-    about 2.5 s of CPU), every other plugin loaded from its entry point."""
+    ``python``, ``pytest`` and ``lil`` first on PATH, no LETITLOOP_ or MODEL_ variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LETITLOOP_", "MODEL_"))}
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env["PYTEST_ADDOPTS"] = " ".join(UNUSED_PYTEST_PLUGINS)
+    env.pop("PYTEST_ADDOPTS", None)
     env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
     return subprocess.run(
         ["bash", "-c", command],
