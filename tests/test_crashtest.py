@@ -3,6 +3,12 @@
 Each test runs the real ``lil`` as a subprocess on a small program written to
 a temporary folder; lil runs that program in real child processes that
 SIGKILL themselves at each kill point (letitloop/run/crashhook.py).
+
+Each run of the program lil starts is a relay (tests/forked_commands.py) whose
+program runs in a child forked from an interpreter that imported letitloop once
+(:data:`HOOKED`): a fresh one spends about 80 ms of CPU on the import, and a test's
+crash test runs the program a dozen times. TestTheDocs runs the docs' command as
+typed: the real entry point, each run of the program a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -10,9 +16,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+from forked_commands import ForkedCommands
 from helpers import lil_forked
+from preloaded import Preloaded
 
 HEADER = """\
 import time
@@ -239,16 +249,48 @@ print(done)
 )
 
 
+#: ``HOOKED PROGRAM ARGS`` runs PROGRAM as ``python PROGRAM ARGS`` would, in a child forked
+#: from an interpreter that imported letitloop before the crash test's variables were
+#: set: first what letitloop's import does with them in a fresh interpreter
+#: (letitloop/run/journal.py: with a ledger, the hook installed, killing where told).
+HOOKED = """
+import os, runpy, sys
+from letitloop.run import crashhook, journal
+
+if os.environ.get(crashhook.LEDGER_ENV):
+    crashhook.install(journal.Journal)
+sys.argv = sys.argv[1:]
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+#: The command lil crashtest runs for ``python`` (:func:`relayed`).
+PYTHON: list[str] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def relayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """:data:`PYTHON`: a relay whose program runs forked (:data:`HOOKED`)."""
+    hooked = tmp_path_factory.mktemp("hooked") / "hooked.py"
+    hooked.write_text(HOOKED)
+    with Preloaded("letitloop", with_letitloop=True) as forker, ForkedCommands(forker) as forked:
+        PYTHON[:] = forked.command([str(hooked)])
+        yield
+    PYTHON.clear()
+
+
 def crashtest(
     folder: Path, program: str, *options: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``lil crashtest [options] -- python prog.py`` in ``folder`` (with ``env`` added to
     the environment): ``lil`` in a child forked from an interpreter that imported letitloop
     (tests/helpers.py; the docs' test runs the real entry point), and each run of the
-    program, as ``lil crashtest`` starts it, a fresh ``python prog.py``."""
+    program, as ``lil crashtest`` starts it, ``python prog.py`` relayed to a forked child
+    (:data:`PYTHON`)."""
     (folder / "prog.py").write_text(program)
     return lil_forked(
-        "crashtest", *options, "--", sys.executable, "prog.py",
+        "crashtest", *options, "--", *PYTHON, "prog.py",
         cwd=folder, env={**os.environ, **(env or {})},
     )  # fmt: skip
 
