@@ -6,7 +6,7 @@ SIGKILL themselves at each kill point (letitloop/run/crashhook.py).
 
 Each run of the program lil starts is a relay (tests/forked_commands.py) whose
 program runs in a child forked from an interpreter that imported letitloop once
-(:data:`HOOKED`): a fresh one spends about 80 ms of CPU on the import, and a test's
+(its ``hooked``): a fresh one spends about 80 ms of CPU on the import, and a test's
 crash test runs the program a dozen times. TestTheDocs runs the docs' command as
 typed: the real entry point, each run of the program a fresh interpreter.
 """
@@ -249,33 +249,19 @@ print(done)
 )
 
 
-#: ``HOOKED PROGRAM ARGS`` runs PROGRAM as ``python PROGRAM ARGS`` would, in a child forked
-#: from an interpreter that imported letitloop before the crash test's variables were
-#: set: first what letitloop's import does with them in a fresh interpreter
-#: (letitloop/run/journal.py: with a ledger, the hook installed, killing where told).
-HOOKED = """
-import os, runpy, sys
-from letitloop.run import crashhook, journal
-
-if os.environ.get(crashhook.LEDGER_ENV):
-    crashhook.install(journal.Journal)
-sys.argv = sys.argv[1:]
-sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
 #: The command lil crashtest runs for ``python`` (:func:`relayed`).
 PYTHON: list[str] = []
 
 
 @pytest.fixture(scope="module", autouse=True)
-def relayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """:data:`PYTHON`: a relay whose program runs forked (:data:`HOOKED`)."""
-    hooked = tmp_path_factory.mktemp("hooked") / "hooked.py"
-    hooked.write_text(HOOKED)
-    with Preloaded("letitloop", with_letitloop=True) as forker, ForkedCommands(forker) as forked:
-        PYTHON[:] = forked.command([str(hooked)])
+def relayed() -> Iterator[None]:
+    """:data:`PYTHON`: a relay whose program runs in a child forked from an interpreter that
+    imported letitloop (tests/forked_commands.py's ``hooked``)."""
+    with (
+        Preloaded("letitloop", with_letitloop=True) as forker,
+        ForkedCommands(forker, hooked=True) as forked,
+    ):
+        PYTHON[:] = forked.command([])
         yield
     PYTHON.clear()
 
