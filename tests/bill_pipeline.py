@@ -14,8 +14,11 @@ is back, after a step), or not at all; with KILLS ``billed``, every
 attempt but the last is killed just after the provider billed its first
 call. Prints one JSON line per trial:
 ``{"trial", "db", "goal", "bill", "calls", "budget", "outcome", "attempts",
-"kills"}`` (``calls``: the bill per call tag, ``""`` untagged; LangGraph's
-model calls are tagged ``model:N``).
+"kills", "job"}`` (``calls``: the bill per call tag, ``""`` untagged; LangGraph's
+model calls are tagged ``model:N``). Several jobs, each ``MODE DURABILITY FOLDER
+TRIALS SEED [KILLS] [DB]``, separated by ``+``, run one after another in one
+process (their modes' frameworks imported once; ``job``: the job's number, from 0):
+each job's folder its own.
 
 The fake provider is outside the journal: each call it bills appends its
 tokens (input plus output) to the trial's bill file with one ``write``
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import importlib
 import json
@@ -129,8 +133,10 @@ async def plain_async(db: str, durability: Any) -> str:
 SMOL_BUDGET, LOOKUPS = 10_000, 4
 
 
-def smolagents_run(db: str, durability: Any) -> str:
-    from smolagents import ToolCallingAgent, tool
+@functools.cache
+def smolagents_parts() -> tuple[Any, Any]:
+    """The fake model's class and the tool, built once before the forks (as :data:`PARTS`)."""
+    from smolagents import tool
     from smolagents.models import (
         ChatMessage,
         ChatMessageToolCall,
@@ -138,9 +144,7 @@ def smolagents_run(db: str, durability: Any) -> str:
         MessageRole,
         Model,
     )
-    from smolagents.monitoring import LogLevel, TokenUsage
-
-    from letitloop.adapters.smolagents import durable_agent
+    from smolagents.monitoring import TokenUsage
 
     @tool
     def lookup(n: int) -> str:
@@ -168,6 +172,16 @@ def smolagents_run(db: str, durability: Any) -> str:
                 token_usage=TokenUsage(input_tokens=tokens_in, output_tokens=tokens_out),
             )
 
+    return PaidModel, lookup
+
+
+def smolagents_run(db: str, durability: Any) -> str:
+    from smolagents import ToolCallingAgent
+    from smolagents.monitoring import LogLevel
+
+    from letitloop.adapters.smolagents import durable_agent
+
+    PaidModel, lookup = smolagents_parts()
     model = PaidModel(model_id="paid", max_tokens=MAX_TOKENS)
     agent = ToolCallingAgent(
         tools=[lookup], model=model, verbosity_level=LogLevel.OFF, max_steps=LOOKUPS + 2
@@ -229,13 +243,12 @@ async def pydantic_ai_run(db: str, durability: Any) -> str:
 AUTOGEN_BUDGET = 4_000
 
 
-async def autogen_run(db: str, durability: Any) -> str:
-    from autogen_agentchat.agents import AssistantAgent
+@functools.cache
+def autogen_client() -> Any:
+    """The fake client's class, built once before the forks (as :data:`PARTS`)."""
     from autogen_core import FunctionCall
     from autogen_core.models import CreateResult, FunctionExecutionResultMessage, RequestUsage
     from autogen_ext.models.replay import ReplayChatCompletionClient
-
-    from letitloop.adapters.autogen import AutoGenStateSerializer
 
     class PaidClient(ReplayChatCompletionClient):
         """Looks a number up per turn, then answers; billed by ``provider`` before it replies.
@@ -255,6 +268,16 @@ async def autogen_run(db: str, durability: Any) -> str:
             if turn < LOOKUPS:
                 content = [FunctionCall(id=f"call_{turn}", name="lookup", arguments=f'{{"n": {turn}}}')]  # fmt: skip  # noqa: E501
             return CreateResult(finish_reason="stop", content=content, usage=spent, cached=False)
+
+    return PaidClient
+
+
+async def autogen_run(db: str, durability: Any) -> str:
+    from autogen_agentchat.agents import AssistantAgent
+
+    from letitloop.adapters.autogen import AutoGenStateSerializer
+
+    PaidClient = autogen_client()
 
     async def lookup(n: int) -> str:
         """Look a number up."""
@@ -276,11 +299,10 @@ async def autogen_run(db: str, durability: Any) -> str:
 DSPY_BUDGET = 11_000
 
 
-def dspy_run(db: str, durability: Any) -> str:
-    import dspy
+@functools.cache
+def dspy_lm() -> Any:
+    """The fake LM's class, built once before the forks (as :data:`PARTS`)."""
     from dspy.utils.dummies import DummyLM
-
-    from letitloop.adapters.dspy import JournaledLM, durable_program, journaled_tool
 
     class PaidLM(DummyLM):
         """A ReAct agent's LM: a lookup per turn, then finish, then the answer; billed by
@@ -304,6 +326,16 @@ def dspy_run(db: str, durability: Any) -> str:
             self.history.append({"usage": {"prompt_tokens": tokens_in, "completion_tokens": tokens_out}})  # fmt: skip  # noqa: E501
             return [self._format_answer_fields(reply)]
 
+    return PaidLM
+
+
+def dspy_run(db: str, durability: Any) -> str:
+    import dspy
+
+    from letitloop.adapters.dspy import JournaledLM, durable_program, journaled_tool
+
+    PaidLM = dspy_lm()
+
     def lookup(n: int) -> str:
         """Look a number up."""
         point()
@@ -321,8 +353,10 @@ def dspy_run(db: str, durability: Any) -> str:
 OPENAI_AGENTS_BUDGET = 4_000
 
 
-async def openai_agents_run(db: str, durability: Any) -> str:
-    from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
+@functools.cache
+def openai_agents_parts() -> tuple[Any, Any]:
+    """The fake model's class and the tool, built once before the forks (as :data:`PARTS`)."""
+    from agents import function_tool
     from agents.items import ModelResponse
     from agents.models.interface import Model
     from agents.usage import Usage
@@ -331,10 +365,6 @@ async def openai_agents_run(db: str, durability: Any) -> str:
         ResponseOutputMessage,
         ResponseOutputText,
     )
-
-    from letitloop.adapters.openai_agents import durable_agent
-
-    set_tracing_disabled(True)
 
     class PaidModel(Model):
         """A lookup per turn, then the answer; billed by ``provider`` before it replies,
@@ -375,6 +405,16 @@ async def openai_agents_run(db: str, durability: Any) -> str:
         point()
         return f"fact {n}"
 
+    return PaidModel, lookup
+
+
+async def openai_agents_run(db: str, durability: Any) -> str:
+    from agents import Agent, ModelSettings, Runner, set_tracing_disabled
+
+    from letitloop.adapters.openai_agents import durable_agent
+
+    set_tracing_disabled(True)
+    PaidModel, lookup = openai_agents_parts()
     agent = Agent(
         name="facts",
         instructions="Look facts up.",
@@ -394,13 +434,12 @@ async def openai_agents_run(db: str, durability: Any) -> str:
 LLAMAINDEX_BUDGET = 4_500
 
 
-async def llamaindex_run(db: str, durability: Any) -> str:
-    from llama_index.core.agent.workflow import FunctionAgent
+@functools.cache
+def llamaindex_llm() -> Any:
+    """The fake LLM's class, built once before the forks (as :data:`PARTS`)."""
     from llama_index.core.base.llms.types import ChatMessage, ChatResponse
     from llama_index.core.llms.mock import MockFunctionCallingLLM
     from llama_index.core.tools import ToolSelection
-
-    from letitloop.adapters.llamaindex import LetItLoopRuntime
 
     class PaidLLM(MockFunctionCallingLLM):
         """A lookup per turn, then the answer; billed by ``provider`` before it replies,
@@ -422,6 +461,16 @@ async def llamaindex_run(db: str, durability: Any) -> str:
                 yield ChatResponse(message=reply, delta=reply.content, additional_kwargs=spent)
 
             return chunks()
+
+    return PaidLLM
+
+
+async def llamaindex_run(db: str, durability: Any) -> str:
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    from letitloop.adapters.llamaindex import LetItLoopRuntime
+
+    PaidLLM = llamaindex_llm()
 
     def lookup(n: int) -> str:
         """Look a number up."""
@@ -446,20 +495,15 @@ async def llamaindex_run(db: str, durability: Any) -> str:
 LANGGRAPH_BUDGET = 1_500
 
 
-def langgraph_run(db: str, durability: Any, graph: str = "react") -> str:
-    """One request of a LangGraph agent, as LangGraph's docs write it: ``create_react_agent``
-    ("react"), or a ``StateGraph`` with a model node, ``ToolNode`` and ``tools_condition``
-    ("graph"); the model ``durable_model(model, budget=...)``, the tools
-    ``durable_node(ToolNode(...))``."""
+@functools.cache
+def langgraph_parts() -> tuple[Any, Any]:
+    """The fake chat model's class and the tool, built once before the forks (as
+    :data:`PARTS`)."""
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, ToolMessage
     from langchain_core.messages.ai import UsageMetadata
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import tool
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
-
-    from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_model, durable_node
 
     class PaidChat(BaseChatModel):
         """A lookup per turn, then the answer; billed by ``provider`` (its bill tagged with
@@ -493,6 +537,20 @@ def langgraph_run(db: str, durability: Any, graph: str = "react") -> str:
         point()
         return f"fact {n}"
 
+    return PaidChat, lookup
+
+
+def langgraph_run(db: str, durability: Any, graph: str = "react") -> str:
+    """One request of a LangGraph agent, as LangGraph's docs write it: ``create_react_agent``
+    ("react"), or a ``StateGraph`` with a model node, ``ToolNode`` and ``tools_condition``
+    ("graph"); the model ``durable_model(model, budget=...)``, the tools
+    ``durable_node(ToolNode(...))``."""
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
+
+    from letitloop.adapters.langgraph import LetItLoopCheckpointSaver, durable_model, durable_node
+
+    PaidChat, lookup = langgraph_parts()
     model = durable_model(PaidChat(), budget=Budget(tokens=LANGGRAPH_BUDGET))
     saver = LetItLoopCheckpointSaver(db, durability=durability)
     config: Any = {"configurable": {"thread_id": WHERE["goal"]}}
@@ -559,6 +617,18 @@ FRAMEWORKS = {
     "llamaindex": "llama_index.core.agent.workflow",
     "langgraph": "langgraph.prebuilt",
     "langgraph_graph": "langgraph.prebuilt",
+}
+#: What each attempt of a mode would build again, built once before the forks (about 5-10
+#: ms of CPU an attempt: a pydantic model class, a tool's schema): its fake model's class,
+#: its tool. The agent itself is made by each attempt, as a program makes it.
+PARTS: dict[str, Any] = {
+    "smolagents": smolagents_parts,
+    "autogen": autogen_client,
+    "dspy": dspy_lm,
+    "openai_agents": openai_agents_parts,
+    "llamaindex": llamaindex_llm,
+    "langgraph": langgraph_parts,
+    "langgraph_graph": langgraph_parts,
 }
 #: CrewAI's telemetry and tracing opt-outs (as tests/crewai_crew.py sets them).
 CREWAI_OPT_OUTS = {
@@ -732,26 +802,36 @@ def discover(mode: str) -> None:
 
 
 def main() -> None:
-    mode, durability, folder, trials, seed = sys.argv[1:6]
-    kills_at = sys.argv[6] if len(sys.argv) > 6 else "random"
-    location = sys.argv[7] if len(sys.argv) > 7 else None
-    if mode == "crewai":
+    # Jobs separated by "+": one after another, their imports made once (one framework's).
+    args, jobs = sys.argv[1:], []
+    while "+" in args:
+        jobs.append(args[: args.index("+")])
+        args = args[args.index("+") + 1 :]
+    jobs.append(args)
+    modes = list(dict.fromkeys(job[0] for job in jobs))
+    if "crewai" in modes:
         os.environ.update(CREWAI_OPT_OUTS)
     gc.disable()  # the imports' objects live as long as this process: no collection meanwhile
-    if mode in FRAMEWORKS:  # import the framework once, before the forks
-        __import__(FRAMEWORKS[mode])
-    preload(mode)
-    if mode in FRAMEWORKS and mode != "crewai":  # (CrewAI's: tests/test_crewai.py's forker)
-        discover(mode)
+    for mode in modes:
+        if mode in FRAMEWORKS:  # import the framework once, before the forks
+            __import__(FRAMEWORKS[mode])
+        preload(mode)
+        if mode in FRAMEWORKS and mode != "crewai":  # (CrewAI's: tests/test_crewai.py's forker)
+            discover(mode)
+        # What every attempt of the mode would build again: its fake model's class, its tool.
+        PARTS.get(mode, lambda: None)()
     # Out of the collector's sight before the first fork (as tests/preloaded.py's forker):
     # an attempt's collections skip them and do not copy every page that holds them.
     gc.collect()
     gc.freeze()
     gc.enable()
-    rng = random.Random(int(seed))
-    for n in range(int(trials)):
-        done = trial(mode, durability, Path(folder), n, rng, kills_at, location)
-        print(json.dumps(done), flush=True)
+    for number, (mode, durability, folder, trials, seed, *rest) in enumerate(jobs):
+        kills_at = rest[0] if rest else "random"
+        location = rest[1] if len(rest) > 1 else None
+        rng = random.Random(int(seed))
+        for n in range(int(trials)):
+            done = trial(mode, durability, Path(folder), n, rng, kills_at, location)
+            print(json.dumps({**done, "job": number}), flush=True)
 
 
 if __name__ == "__main__":

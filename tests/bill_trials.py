@@ -30,14 +30,37 @@ def trials(
     the forking process's whole environment, this one's by default). The pipeline runs in
     a child forked from the tests' interpreter that imported letitloop (tests/helpers.py's
     ``run_forked``; a fresh one costs about 0.1 s of CPU more) and forks its attempts."""
-    args = [mode, durability, str(folder), str(n), str(seed), kills]
-    done = run_forked(PIPELINE, *args, *([location] if location else []), env=env)
-    assert done.returncode == 0, done.stderr
-    results = [json.loads(line) for line in done.stdout.splitlines()]
-    # An attempt that ended otherwise printed its traceback: show it with the trial.
-    odd = [r for r in results if r["outcome"] not in ("done", "refused")]
-    assert not odd, (odd, done.stderr[-4000:])
+    (results,) = together([job(mode, durability, folder, n, seed, kills, location)], env=env)
     return results
+
+
+def job(
+    mode: str,
+    durability: str,
+    folder: Path,
+    n: int,
+    seed: int,
+    kills: str = "random",
+    location: str | None = None,
+) -> list[str]:
+    """The pipeline's arguments for :func:`trials`' arguments."""
+    return [mode, durability, str(folder), str(n), str(seed), kills, *([location] if location else [])]  # fmt: skip  # noqa: E501
+
+
+def together(
+    jobs: list[list[str]], env: dict[str, str] | None = None
+) -> list[list[dict[str, Any]]]:
+    """:func:`trials` of each of ``jobs`` (:func:`job`'s, each its folder its own), run one
+    after another by one pipeline: their framework imported once. One list of results per
+    job."""
+    args = [arg for number, given in enumerate(jobs) for arg in ["+"] * bool(number) + given]
+    done = run_forked(PIPELINE, *args, env=env)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    # An attempt that ended otherwise printed its traceback: show it with the trial.
+    odd = [r for r in lines if r["outcome"] not in ("done", "refused")]
+    assert not odd, (odd, done.stderr[-4000:])
+    return [[r for r in lines if r["job"] == number] for number in range(len(jobs))]
 
 
 def counted(location: str, goal: str) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bill_trials import check, check_request, counted, estimates, summary, trials
+from bill_trials import check, check_request, counted, estimates, job, summary, together, trials
 from helpers import lil_forked, run_forked
 
 from letitloop import (
@@ -56,6 +56,27 @@ def billed_once(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     just after the provider billed its first call: run once for the tests that read it."""
     (r,) = trials("sync", "process", tmp_path_factory.mktemp("billed"), 1, seed=1, kills="billed")
     return r
+
+
+@pytest.fixture(scope="module")
+def langgraph_trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """This file's trials of LangGraph's requests, each named, run by one pipeline (LangGraph
+    imported once, not once per test): 20 of the prebuilt agent and 20 of the graph with
+    random kills; one with every attempt but the last killed just after the provider
+    billed its first call; one whose seed kills it once."""
+    pytest.importorskip("langgraph.prebuilt")
+    folder = tmp_path_factory.mktemp("langgraph")
+    named = {
+        "langgraph": ("langgraph", 20, 29, "random"),
+        "langgraph_graph": ("langgraph_graph", 20, 31, "random"),
+        "billed": ("langgraph", 1, 1, "billed"),
+        "killed once": ("langgraph", 1, 3, "random"),
+    }
+    jobs = []
+    for name, (mode, n, seed, kills) in named.items():
+        (folder / name).mkdir()
+        jobs.append(job(mode, "process", folder / name, n, seed, kills))
+    return dict(zip(named, together(jobs), strict=True))
 
 
 @pytest.fixture
@@ -114,17 +135,17 @@ class TestTheProvidersBillUnderRandomKills:
         assert {r["outcome"] for r in results} == {"done", "refused"}
 
     @pytest.mark.parametrize(
-        ("mode", "goal", "seed"),
-        [("langgraph", "langgraph:agent", 29), ("langgraph_graph", "langgraph:chatbot", 31)],
+        ("mode", "goal"),
+        [("langgraph", "langgraph:agent"), ("langgraph_graph", "langgraph:chatbot")],
     )
     def test_a_langgraph_request_never_bills_past_its_budget(
-        self, mode: str, goal: str, seed: int, tmp_path: Path
+        self, mode: str, goal: str, langgraph_trials: dict[str, list[dict[str, Any]]]
     ) -> None:
         # create_react_agent(durable_model(model, budget=...), durable_node(ToolNode(...))),
         # and a StateGraph with ToolNode and tools_condition: the budget bounds the whole
         # invoke, its model calls journaled in a run each, across the request's kills.
-        pytest.importorskip("langgraph.prebuilt")
-        results = trials(mode, "process", tmp_path, 20, seed=seed)
+        results = langgraph_trials[mode]
+        assert len(results) == 20
         ratios = [reserved / settled for r in results for reserved, settled in estimates(r["db"], goal)]  # fmt: skip  # noqa: E501
         print(json.dumps({mode: summary(results), "estimate/bill": [min(ratios), max(ratios)]}))
         check_request(results, goal)
@@ -218,16 +239,15 @@ class TestALangGraphRequestsSpendInLilShowAndLilUi:
     request the budget bounds."""
 
     def test_killed_after_each_bill_its_reservations_not_settled_are_listed(
-        self, tmp_path: Path
+        self, langgraph_trials: dict[str, list[dict[str, Any]]]
     ) -> None:
-        pytest.importorskip("langgraph.prebuilt")
         pytest.importorskip("starlette")
         from starlette.testclient import TestClient
 
         from letitloop.web import create_app
 
         # Every attempt but the last killed just after the provider billed its first call.
-        (r,) = trials("langgraph", "process", tmp_path, 1, seed=1, kills="billed")
+        (r,) = langgraph_trials["billed"]
         assert r["outcome"] == "refused" and r["bill"] <= r["budget"]
         shown = lil_forked("--db", r["db"], "show", "langgraph:agent")
         assert shown.returncode == 0, shown.stderr
@@ -249,10 +269,9 @@ class TestALangGraphRequestsSpendInLilShowAndLilUi:
             assert "3 paid calls: 0 settled" in html, route
 
     def test_a_finished_requests_last_call_shows_what_it_reserved_and_reported(
-        self, tmp_path: Path
+        self, langgraph_trials: dict[str, list[dict[str, Any]]]
     ) -> None:
-        pytest.importorskip("langgraph.prebuilt")
-        (r,) = trials("langgraph", "process", tmp_path, 1, seed=3)  # one kill, then done
+        (r,) = langgraph_trials["killed once"]  # one kill, then done
         assert r["outcome"] == "done" and r["kills"] == 1
         shown = lil_forked("--db", r["db"], "show", "langgraph:agent")
         assert shown.returncode == 0, shown.stderr

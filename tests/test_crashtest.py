@@ -3,6 +3,12 @@
 Each test runs the real ``lil`` as a subprocess on a small program written to
 a temporary folder; lil runs that program in real child processes that
 SIGKILL themselves at each kill point (letitloop/run/crashhook.py).
+
+Each run of the program lil starts is a relay (tests/forked_commands.py) whose
+program runs in a child forked from an interpreter that imported letitloop once
+(its ``hooked``): a fresh one spends about 80 ms of CPU on the import, and a test's
+crash test runs the program a dozen times. TestTheDocs runs the docs' command as
+typed: the real entry point, each run of the program a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -10,9 +16,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+from forked_commands import ForkedCommands
 from helpers import lil_forked
+from preloaded import Preloaded
 
 HEADER = """\
 import time
@@ -239,16 +249,34 @@ print(done)
 )
 
 
+#: The command lil crashtest runs for ``python`` (:func:`relayed`).
+PYTHON: list[str] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def relayed() -> Iterator[None]:
+    """:data:`PYTHON`: a relay whose program runs in a child forked from an interpreter that
+    imported letitloop (tests/forked_commands.py's ``hooked``)."""
+    with (
+        Preloaded("letitloop", with_letitloop=True) as forker,
+        ForkedCommands(forker, hooked=True) as forked,
+    ):
+        PYTHON[:] = forked.command([])
+        yield
+    PYTHON.clear()
+
+
 def crashtest(
     folder: Path, program: str, *options: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``lil crashtest [options] -- python prog.py`` in ``folder`` (with ``env`` added to
     the environment): ``lil`` in a child forked from an interpreter that imported letitloop
     (tests/helpers.py; the docs' test runs the real entry point), and each run of the
-    program, as ``lil crashtest`` starts it, a fresh ``python prog.py``."""
+    program, as ``lil crashtest`` starts it, ``python prog.py`` relayed to a forked child
+    (:data:`PYTHON`)."""
     (folder / "prog.py").write_text(program)
     return lil_forked(
-        "crashtest", *options, "--", sys.executable, "prog.py",
+        "crashtest", *options, "--", *PYTHON, "prog.py",
         cwd=folder, env={**os.environ, **(env or {})},
     )  # fmt: skip
 

@@ -33,14 +33,18 @@ import pytest
 from helpers import LIL_ENTRY, write_script
 from preloaded import Preloaded
 
-#: How long the program opens runs while gc runs (seconds): CI-sized.
+#: How long the program opens runs while gc runs (seconds) at most: CI-sized.
 SECONDS = 5.0
+#: The opens after which the program stops sooner, and the gc loop with it: three times
+#: the 100 the file's test asks for (issue 50 saw 3 to 7 in 100 opens fail, 420 to 650
+#: opens in its 5 s on a quiet machine).
+OPENS = 300
 
 OPENER = """
 import json, sys, time
 from letitloop import Journal
 
-path, seconds = sys.argv[1], float(sys.argv[2])
+path, seconds, opens, stop = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 opened, failed = 0, []
 end = time.monotonic() + seconds
 while True:  # at least once: a run of 0 seconds makes the journal the gc loop opens
@@ -50,9 +54,10 @@ while True:  # at least once: a run of 0 seconds makes the journal the gc loop o
         opened += 1
     except Exception as exc:
         failed.append(f"{type(exc).__name__}: {exc}")
-    if time.monotonic() >= end:
+    if time.monotonic() >= end or opened + len(failed) >= opens:
         break
     time.sleep(0.002)  # between runs, as a service between requests: the goal is empty
+open(stop, "w").close()  # the gc loop stops too
 print(json.dumps({"opened": opened, "failed": failed}))
 """
 
@@ -62,10 +67,12 @@ from datetime import timedelta
 from letitloop.inspection import open_inspector
 from letitloop.maintenance import gc_runs
 
-path, seconds = sys.argv[1], float(sys.argv[2])
+import os
+
+path, seconds, stop = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 runs = dropped = 0
 end = time.monotonic() + seconds
-while time.monotonic() < end:
+while time.monotonic() < end and not os.path.exists(stop):  # until the program ended
     journal = open_inspector(path, write=True)
     try:
         result = gc_runs(journal, timedelta(0), vacuum=False)
@@ -92,13 +99,18 @@ def forker() -> Iterator[Preloaded]:
 
 
 def race(forker: Preloaded, tmp_path: Path, location: str) -> tuple[dict[str, Any], dict[str, int]]:
-    """The program's report and the gc loop's (both real processes, run side by side)."""
+    """The program's report and the gc loop's (both real processes, run side by side: for
+    :data:`SECONDS`, or until the program opened :data:`OPENS` runs)."""
     opener = write_script(tmp_path, "opener.py", OPENER)
     gc = write_script(tmp_path, "gc.py", GC)
+    stop = str(tmp_path / "stop")
     # The program first: the gc loop needs the journal to exist.
-    first = forker.run(opener, location, "0")
+    first = forker.run(opener, location, "0", "1", str(tmp_path / "first"))
     assert first.returncode == 0, first.stderr
-    children = [forker.start(script, location, str(SECONDS)) for script in (opener, gc)]
+    children = [
+        forker.start(opener, location, str(SECONDS), str(OPENS), stop),
+        forker.start(gc, location, str(SECONDS), stop),
+    ]
     reports = []
     for child in children:
         done = child.wait()
