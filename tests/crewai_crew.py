@@ -297,6 +297,62 @@ def outcome(crew: Crew, result: Any) -> dict[str, Any]:
     }
 
 
+def warm_kickoff() -> None:
+    """One plain kickoff of the research crew (no journal, no hook), for tests/test_crewai.py's
+    forker before its first fork: what CrewAI builds and caches at a process's first kickoff
+    (compiled patterns, typing's and Pydantic's caches, ...) is then built once, not in
+    each of its few hundred children (about 10 ms of CPU a child). It leaves nothing
+    behind that a child would see: its side file is /dev/null, its files (CrewAI's task
+    outputs) a scratch folder removed after, what it prints goes nowhere, its warnings'
+    registry and context variables are restored, and the event bus's threads (started at
+    the first event) are stopped: a child's first event starts them again, as in a fresh
+    process. It opens no connection (CrewAI's telemetry and tracing are off)."""
+    import contextlib
+    import contextvars
+    import shutil
+    import tempfile
+    import warnings
+
+    from crewai.events.event_bus import crewai_event_bus as bus
+
+    global LOG
+    scratch = tempfile.mkdtemp(prefix="crewai-warm-")
+    kept = {k: os.environ.get(k) for k in ("XDG_DATA_HOME", "CREWAI_STORAGE_DIR")}
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.environ.update(XDG_DATA_HOME=scratch, CREWAI_STORAGE_DIR="warm")
+        for fd in (1, 2):
+            os.dup2(null, fd)
+        LOG = os.devnull
+        with warnings.catch_warnings():
+            crew = research_crew(native=True)
+            contextvars.copy_context().run(crew.kickoff, inputs={"topic": "sqlite"})
+            bus.flush()
+    finally:
+        LOG = ""
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(null)
+        for k, v in kept.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(scratch, ignore_errors=True)
+    if bus._executor_initialized:  # its handlers' pool and its loop's thread
+        bus._loop.call_soon_threadsafe(bus._loop.stop)
+        bus._loop_thread.join()
+        bus._loop.close()
+        bus._sync_executor.shutdown(wait=True)
+        bus._executor_initialized = False
+    assert threading.active_count() == 1, f"the warm kickoff left threads: {threading.enumerate()}"
+
+
 def main() -> None:
     global LOG
     parser = argparse.ArgumentParser()
