@@ -143,8 +143,12 @@ def lines(log: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def workflows_sdk() -> Iterator[Preloaded]:
     """Forks the workflows' processes from an interpreter that imported llama-index-workflows
-    and the adapter once (each child a process of its own, SIGKILLed for real)."""
-    with Preloaded("workflows", "letitloop.adapters.llamaindex", with_letitloop=True) as sdk:
+    and the adapter once, and what a run imports at its first call (the workflow's checks;
+    each child a process of its own, SIGKILLed for real)."""
+    first_call = ("workflows.representation", "workflows.runtime.verbose")
+    with Preloaded(
+        "workflows", "letitloop.adapters.llamaindex", *first_call, with_letitloop=True
+    ) as sdk:
         yield sdk
 
 
