@@ -26,7 +26,36 @@ from preloaded import SDKS, Preloaded
 #: :func:`for_agents` instead of in each child: the global trace provider (its exporter's
 #: HTTP client loads the CA certificates: about 20 ms of CPU a child; no thread started,
 #: no socket opened; a script's ``set_tracing_disabled(True)`` then only sets its flag).
-AGENTS_WARM = "from agents.tracing.setup import get_trace_provider\nget_trace_provider()\n"
+AGENTS_WARM = """
+from agents.tracing.setup import get_trace_provider
+get_trace_provider()
+# What a child built at its first run (about 20 ms of CPU each): the OpenAI response types
+# its model returns (pydantic models built at their first use), and a tool's schema from its
+# signature and docstring (the docstring styles' and the schema's regular expressions).
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+for model in (
+    InputTokensDetails,
+    OutputTokensDetails,
+    ResponseFunctionToolCall,
+    ResponseOutputText,
+    ResponseOutputMessage,
+):
+    model.model_rebuild()
+from agents import function_tool
+def warm(city: str) -> str:
+    \"\"\"The weather in a city.
+
+    Args:
+        city: The city.
+    \"\"\"
+    return city
+function_tool(warm)
+"""
 
 
 def for_agents(*more: str) -> Preloaded:

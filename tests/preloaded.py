@@ -231,7 +231,19 @@ SDKS: dict[str, tuple[tuple[str, ...], str]] = {
         "from pydantic_ai.durable_exec import JSON_CODEC, CallToolResult\n"
         "from pydantic_ai.messages import ModelResponse\n"
         "JSON_CODEC.dump(ModelResponse, ModelResponse(parts=[]))\n"
-        "JSON_CODEC.load(CallToolResult, {'kind': 'model_retry', 'message': 'warm'})\n",
+        "JSON_CODEC.load(CallToolResult, {'kind': 'model_retry', 'message': 'warm'})\n"
+        # The regular expressions a run compiles at its first use (held in re's cache):
+        # genai-prices' providers' patterns, matched against each response's model name
+        # (not found: a function model); a graph's node names; a capability's name.
+        "import genai_prices\n"
+        "from pydantic.alias_generators import to_snake\n"
+        "from pydantic_graph.id_types import replace_placeholder_id\n"
+        "try:\n"
+        "    genai_prices.calc_price(genai_prices.Usage(), 'function:model:')\n"
+        "except LookupError:\n"
+        "    pass\n"
+        "to_snake('WarmName1')\n"
+        "replace_placeholder_id('__placeholder__:warm:0')\n",
     ),
 }
 

@@ -441,7 +441,12 @@ def human_trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Huma
     and the adapter once (each child is a fresh process to letitloop all the same)."""
     draw = random.Random(4949)
     trials = []
-    modules = ("autogen_agentchat.teams", "autogen_agentchat.ui", "autogen_ext.models.replay")
+    modules = (
+        "autogen_agentchat.teams",
+        "autogen_agentchat.ui",
+        "autogen_agentchat.conditions",
+        "autogen_ext.models.replay",
+    )
     with Preloaded(*modules, "letitloop.adapters.autogen", with_letitloop=True) as forker:
         for n in range(HUMAN_TRIALS):
             kills = sorted(draw.sample(HUMAN_KILLS, draw.choice((1, 2))), key=HUMAN_KILLS.index)

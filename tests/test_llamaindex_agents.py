@@ -64,6 +64,7 @@ def sdk() -> Iterator[Preloaded]:
         "llama_index.core.agent.workflow",
         "letitloop.adapters.llamaindex",
         "workflows.representation",
+        "workflows.representation.validate",
         "workflows.runtime.verbose",
         with_letitloop=True,
         warm="from llama_index.core.utils import get_tokenizer; get_tokenizer()",

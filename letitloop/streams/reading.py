@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MisuseError
-from ..inspection import find_run, open_inspector
 from .chunks import Chunk
 
 if TYPE_CHECKING:
@@ -40,6 +39,10 @@ Where = str | Path | None
 
 @contextmanager
 def _opened(path: Where, live: bool) -> Iterator[Inspector]:
+    # The inspector's ~40 modules load on a first read, not with the room: a program that
+    # only streams (LangGraph's durable_model) does not pay them at its start (~20 ms).
+    from ..inspection import open_inspector
+
     inspector = open_inspector(path, live=live)
     try:
         yield inspector
@@ -47,11 +50,18 @@ def _opened(path: Where, live: bool) -> Iterator[Inspector]:
         inspector.close()
 
 
+def _run_id(inspector: Inspector, run: str) -> str:
+    """The id of ``run`` (an id, name or goal, as ``lil show`` takes it)."""
+    from ..inspection import find_run
+
+    return find_run(inspector, run).id
+
+
 def stream_keys(run: str, *, path: Where = None) -> list[str]:
     """The keys of the streamed steps of ``run`` (a run id, name or goal, as ``lil show``
     takes it) in the journal at ``path`` (default: as for ``Journal``)."""
     with _opened(path, live=False) as inspector:
-        return inspector.stream_keys(find_run(inspector, run).id)
+        return inspector.stream_keys(_run_id(inspector, run))
 
 
 def _key(inspector: StreamReads, run_id: str, key: str | None) -> str | None:
@@ -75,7 +85,7 @@ def read(run: str, key: str | None = None, *, offset: int = 0, path: Where = Non
     MisuseError when the run has several streams and no key was given.
     """
     with _opened(path, live=False) as inspector:
-        run_id = find_run(inspector, run).id
+        run_id = _run_id(inspector, run)
         found = _key(inspector, run_id, key)
         if found is None:
             return []
@@ -89,7 +99,7 @@ class _Follower:
         self, inspector: Inspector, run: str, key: str | None, offset: int, timeout: float | None
     ) -> None:
         self.inspector = inspector
-        self.run_id = find_run(inspector, run).id
+        self.run_id = _run_id(inspector, run)
         self.key = key
         self.after = offset - 1
         self.deadline = None if timeout is None else time.monotonic() + timeout

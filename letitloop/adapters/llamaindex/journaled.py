@@ -34,7 +34,6 @@ from workflows.runtime.types.ticks import (
 from ...errors import DecodeError
 from ...identity.step_names import named
 from ...identity.unchecked import unchecked
-from ...inspection import open_inspector
 from ...run.journal import Journal, location_of
 from .restore import Rewound
 
@@ -85,6 +84,9 @@ class JournaledRun:
 
     def recorded_keys(self) -> dict[int, str]:
         """This run's recorded tick keys by number (read-only, from the journal file)."""
+        # Only a resume reads them: a first run does not load the inspector (~20 ms).
+        from ...inspection import open_inspector
+
         journal = self.journal
         # As given (a URL stays a URL; journal.path is a file's path), else the file found.
         where = location_of(journal)
