@@ -312,13 +312,27 @@ def run_forked(
         if not _forker:
             from preloaded import Preloaded
 
-            _forker.append(Preloaded("letitloop", "letitloop.cli", with_letitloop=True))
+            _forker.append(Preloaded(*FORKER_MODULES, with_letitloop=True))
         return _forker[0].run(script, *args, cwd=cwd, env=env)
     except BaseException:  # a timeout inside the wait: the next call gets a new forker
         stop_forker()
         raise
     finally:
         _forker_free.release()
+
+
+def forker() -> Preloaded:
+    """A :class:`Preloaded` of the interpreter :func:`run_forked` forks from (letitloop and
+    ``lil``'s commands imported), for a test that starts its children and watches them
+    (reads what they print, SIGKILLs them): close it (``with``) and the next one, or
+    :func:`run_forked`'s, takes its interpreter instead of starting one."""
+    from preloaded import Preloaded
+
+    return Preloaded(*FORKER_MODULES, with_letitloop=True)
+
+
+#: What :func:`run_forked`'s and :func:`forker`'s interpreter imports.
+FORKER_MODULES = ("letitloop", "letitloop.cli")
 
 
 def lil_forked(
