@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from helpers import forker, wait_until
+from helpers import first_line, forker
 
 from benchmarks.compact_migration import build_old_file, readable_rows
 from letitloop import Journal
@@ -256,8 +256,7 @@ class TestAFileFromBeforeTheCompactRow:
                 db = tmp_path / f"journal{i}.db"
                 copy_file(original, db)
                 child = children.start(child_script, str(db), cwd=ROOT)
-                ready = child.printed
-                wait_until(lambda: ready().startswith("ready"), "the child is ready")  # noqa: B023
+                assert first_line(child) == "ready", child.wait()
                 time.sleep(whole * 1.2 * i / kills)
                 with contextlib.suppress(ProcessLookupError):  # it ended first: "done"
                     os.kill(child.pid, signal.SIGKILL)

@@ -12,7 +12,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from helpers import forker, run_python, wait_until, write_script
+from helpers import first_line, forker, run_python, write_script
 
 import letitloop.stores.sqlite.migrate as migrate
 from letitloop import Journal
@@ -84,8 +84,7 @@ class TestOpeningAJournal:
                 go.unlink(missing_ok=True)
                 children = [forks.start(script, str(db), f"goal{i}", str(go)) for i in range(4)]
                 for c in children:
-                    wait_until(lambda c=c: c.printed() != "" or not c.running(), "ready")
-                    assert c.printed().strip() == "ready", c.wait()
+                    assert first_line(c) == "ready", c.wait()
                 go.touch()
                 outs = [c.wait() for c in children]
                 assert [c.returncode for c in outs] == [0, 0, 0, 0], (trial, outs)

@@ -27,7 +27,7 @@ import pg_server
 import pytest
 from generations_program import paid
 from generations_program import run as run_here
-from helpers import forker, lil_forked, run_forked, wait_until
+from helpers import first_line, forker, lil_forked, run_forked
 
 from letitloop import Journal, durable, unchecked
 from letitloop.errors import JournalFileError, MisuseError
@@ -112,8 +112,7 @@ class Program:
                 for _ in range(2)
             ]
             for p in procs:  # each has started and waits for the go: none opens alone
-                wait_until(lambda p=p: p.printed() == "ready\n" or not p.running(), "ready")
-                assert p.printed() == "ready\n", p.wait()
+                assert first_line(p) == "ready", p.wait()
             go.touch()
             done = [p.wait() for p in procs]
         assert [d.returncode for d in done] == [0, 0], done
