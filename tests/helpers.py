@@ -445,24 +445,17 @@ _spawner: list[Preloaded] = []
 
 def spawn_forked(
     script: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> ForkedProcess | subprocess.Popen[str]:
-    """``python -u script args`` started as :func:`spawn_python` starts it (its stdout and
-    stderr piped, read as it writes them), in a child forked from an interpreter that
-    imported letitloop and ``lil``'s commands, as :func:`run_forked`'s: for a test that
-    watches a program run (reads its lines, signals it, SIGKILLs it) where a fresh
-    interpreter's start is not what it checks. A fresh interpreter when ``env`` changes a
-    ``PYTHON…`` variable."""
+) -> ForkedProcess:
+    """``python -u script args`` started as :func:`spawn_python` starts it (``env``: variables
+    added to this process's; its stdout and stderr read as it writes them), in a child
+    forked from an interpreter that imported letitloop and ``lil``'s commands, as
+    :func:`run_forked`'s: for a test that watches a program run (reads its lines, signals
+    it, SIGKILLs it) where a fresh interpreter's start is not what it checks. A
+    ``PYTHON…`` variable (read as an interpreter starts) needs :func:`spawn_python`."""
     env = {**os.environ, **(env or {})}
     python_vars = {k: v for k, v in env.items() if k.startswith("PYTHON")}
     if python_vars != {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}:
-        return subprocess.Popen(
-            [sys.executable, "-u", str(script), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=cwd,
-            env=env,
-        )
+        raise ValueError("a PYTHON… variable changes at an interpreter's start: spawn_python")
     if not _spawner:
         _spawner.append(forker())
     return ForkedProcess(_spawner[0].start(script, *args, cwd=cwd, env=env))
