@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
+
+from helpers import ForkedProcess, spawn_forked
 
 from letitloop import Journal
 from letitloop.errors import JournalFileError
@@ -48,18 +48,14 @@ class Pipeline:
         self.script = folder / "pipeline.py"
         self.script.write_text(textwrap.dedent(PIPELINE), encoding="utf-8")
 
-    def spawn(self, goal: str, steps: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-u", str(self.script), str(self.db), str(self.gates), goal, steps],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    def spawn(self, goal: str, steps: str) -> ForkedProcess:
+        """The pipeline run as ``python -u pipeline.py ...``, in a forked child."""
+        return spawn_forked(self.script, str(self.db), str(self.gates), goal, steps)
 
     def open(self, key: str) -> None:
         (self.gates / key).touch()
 
-    def wait_in_flight(self, goal: str, key: str, proc: subprocess.Popen[str]) -> None:
+    def wait_in_flight(self, goal: str, key: str, proc: ForkedProcess) -> None:
         """Until a reader sees ``key`` in flight (its ``running`` row, after about 1 s)."""
         deadline = time.monotonic() + 30
         while True:
