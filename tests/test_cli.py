@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked, lil_in_process, run_forked, write_script
+from helpers import (
+    LIL_ENTRY,
+    ForkedProcess,
+    lil_forked,
+    lil_in_process,
+    run_forked,
+    spawn_forked,
+    write_script,
+)
 
 from letitloop import Journal, unchecked
 from letitloop.errors import StepMismatchError
@@ -84,13 +92,9 @@ class Lab:
             self.script, goal, str(self.db), str(self.log), steps, env=self.env(**env)
         )
 
-    def spawn(self, goal: str, steps: str = STEPS, **env: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, str(self.script), goal, str(self.db), str(self.log), steps],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=self.env(**env),
+    def spawn(self, goal: str, steps: str = STEPS, **env: str) -> ForkedProcess:
+        return spawn_forked(
+            self.script, goal, str(self.db), str(self.log), steps, env=self.env(**env)
         )
 
     def events(self) -> list[tuple[int, str, str]]:
@@ -106,7 +110,7 @@ class Lab:
         """Keys whose function started (in process ``pid``, or any), in order."""
         return [k for p, w, k in self.events() if w == "start" and (pid is None or p == pid)]
 
-    def wait_for(self, what: str, key: str, proc: subprocess.Popen[str]) -> None:
+    def wait_for(self, what: str, key: str, proc: ForkedProcess) -> None:
         deadline = time.monotonic() + 30
         while (proc.pid, what, key) not in self.events():
             assert proc.poll() is None, proc.communicate()
@@ -295,12 +299,8 @@ class TestFollowingARun:
         gate = tmp_path / "gate"
         child = lab.spawn("live", STEP_DELAY="0.4", GATE_AT="enrich", GATE=str(gate))
         lab.wait_for("start", "fetch", child)
-        follow = subprocess.Popen(
-            [*LIL, "--db", str(lab.db), "show", "live", "--follow", "--interval", "0.1"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=lab.env(),
+        follow = spawn_forked(
+            LIL_ENTRY, "--db", str(lab.db), "show", "live", "--follow", "--interval", "0.1"
         )
         # The run waits at enrich until lil has printed its first line, however long
         # lil takes to start on a busy machine; then its last three steps take 1.2 s.
