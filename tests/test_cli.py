@@ -70,7 +70,6 @@ print("pipeline finished")
 """
 
 STEPS = "fetch,enrich,price,summarize,notify"
-LIL = [sys.executable, "-m", "letitloop"]
 
 
 class Lab:

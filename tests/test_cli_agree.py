@@ -32,7 +32,6 @@ from helpers import LIL_ENTRY, lil_forked, lil_in_process, run_forked, spawn_for
 
 from letitloop import Journal, durable, step
 
-LIL = [sys.executable, "-m", "letitloop"]
 LONG_GOAL = "agent pipeline for the quarterly customer report of every region"
 KEY_1 = "fetch:https://example.com/articles/2026/11/30/the-first-article-of-the-day"
 KEY_2 = "fetch:https://example.com/articles/2026/11/30/the-second-article-of-the-day"
