@@ -226,17 +226,23 @@ def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return lil_forked("--db", str(db), *args)
 
 
+@pytest.fixture(scope="module")
+def costly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A journal of PIPELINE's run, crashed then finished: one for the module's tests that
+    only read it."""
+    tmp_path = tmp_path_factory.mktemp("costly")
+    db = tmp_path / "journal.db"
+    script = tmp_path / "costly.py"
+    script.write_text(PIPELINE, encoding="utf-8")
+    for how in ("crash", "finish"):  # attempt 2 replays all three steps
+        run_forked(script, str(db), how)
+    return db
+
+
 class TestWhatLilSaysARunCost:
-    @pytest.fixture(scope="class")
-    def journal(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
-        """One run for the class's tests, which only read it."""
-        tmp_path = tmp_path_factory.mktemp("costly")
-        db = tmp_path / "journal.db"
-        script = tmp_path / "costly.py"
-        script.write_text(PIPELINE, encoding="utf-8")
-        for how in ("crash", "finish"):  # attempt 2 replays all three steps
-            run_forked(script, str(db), how)
-        return db
+    @pytest.fixture
+    def journal(self, costly: Path) -> Path:
+        return costly
 
     def test_lil_show_totals_the_run_and_what_the_last_attempt_replayed(
         self, journal: Path
