@@ -144,7 +144,9 @@ FORKING_HOLDER = """
 class TestAForkedWorkerOfTheHolder:
     def test_it_does_not_keep_the_run_held_once_the_holder_died(self, tmp_path: Path) -> None:
         db = tmp_path / "journal.db"
-        holder = spawn_forked(write_script(tmp_path, "fork.py", FORKING_HOLDER), str(db))
+        # A fresh interpreter, its stdout a pipe: read to its end, once the worker closed its
+        # copy, which it does after its fork's handlers ran (a forked child's file has no end).
+        holder = spawn_python(write_script(tmp_path, "fork.py", FORKING_HOLDER), str(db))
         out, _ = holder.communicate(timeout=60)
         worker = int(out.split()[0])
         try:
