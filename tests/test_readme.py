@@ -2,8 +2,9 @@
 
 Each ``python`` block runs as ``python block.py`` in a fresh folder (so its
 journal is ``.letitloop/journal.db`` there, as for a reader), in a process of its
-own forked from the interpreter the docs' blocks are forked from (below); the
-Quickstart's programs, run as the reader types them, in fresh interpreters. The Quickstart
+own forked from the interpreter the docs' blocks are forked from (below), as
+the Quickstart's programs are (as ``python sync.py``, killed and run again); its
+console session runs in a shell as the reader types it. The Quickstart
 must run exactly as pasted; a block that continues a program the reader
 already has (a journal ``j``, a LangGraph ``workflow``) gets the least
 setup that makes it run, here beside the block's first line. The ``lil``
