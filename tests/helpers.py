@@ -311,11 +311,7 @@ def run_forked(
             stdin=subprocess.DEVNULL,
         )
     try:
-        if not _forker:
-            from preloaded import Preloaded
-
-            _forker.append(Preloaded(*FORKER_MODULES, with_letitloop=True))
-        return _forker[0].run(script, *args, cwd=cwd, env=env)
+        return _the_forker().run(script, *args, cwd=cwd, env=env)
     except BaseException:  # a timeout inside the wait: the next call gets a new forker
         stop_forker()
         raise
@@ -323,14 +319,20 @@ def run_forked(
         _forker_free.release()
 
 
-def forker() -> Preloaded:
-    """A :class:`Preloaded` of the interpreter :func:`run_forked` forks from (letitloop and
-    ``lil``'s commands imported), for a test that starts its children and watches them
-    (reads what they print, SIGKILLs them): close it (``with``) and the next one, or
-    :func:`run_forked`'s, takes its interpreter instead of starting one."""
-    from preloaded import Preloaded
+def _the_forker() -> Preloaded:
+    """:func:`run_forked`'s forking interpreter (made on first use)."""
+    if not _forker:
+        from preloaded import Preloaded
 
-    return Preloaded(*FORKER_MODULES, with_letitloop=True)
+        _forker.append(Preloaded(*FORKER_MODULES, with_letitloop=True))
+    return _forker[0]
+
+
+def forker() -> Preloaded:
+    """A handle (``with``: closed) on the interpreter :func:`run_forked` forks from (letitloop
+    and ``lil``'s commands imported), for a test that starts its children and watches them
+    (reads what they print, SIGKILLs them): no interpreter of its own to start."""
+    return _the_forker().sibling()
 
 
 #: What :func:`run_forked`'s and :func:`forker`'s interpreter imports.
@@ -439,26 +441,21 @@ def first_line(child: Child, timeout: float = 30.0) -> str:
     return child.printed().split("\n", 1)[0]
 
 
-#: :func:`spawn_forked`'s forking interpreter (one for the process, started on first use).
-_spawner: list[Preloaded] = []
-
-
 def spawn_forked(
     script: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> ForkedProcess:
     """``python -u script args`` started as :func:`spawn_python` starts it (``env``: variables
     added to this process's; its stdout and stderr read as it writes them), in a child
-    forked from an interpreter that imported letitloop and ``lil``'s commands, as
-    :func:`run_forked`'s: for a test that watches a program run (reads its lines, signals
-    it, SIGKILLs it) where a fresh interpreter's start is not what it checks. A
-    ``PYTHON…`` variable (read as an interpreter starts) needs :func:`spawn_python`."""
+    forked from :func:`run_forked`'s interpreter: for a test that watches a program run
+    (reads its lines, signals it, SIGKILLs it) where a fresh interpreter's start is not
+    what it checks. A ``PYTHON…`` variable (read as an interpreter starts) needs
+    :func:`spawn_python`; so does a program whose forked worker must close a pipe of its
+    output (its files here have no end to wait for)."""
     env = {**os.environ, **(env or {})}
     python_vars = {k: v for k, v in env.items() if k.startswith("PYTHON")}
     if python_vars != {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}:
         raise ValueError("a PYTHON… variable changes at an interpreter's start: spawn_python")
-    if not _spawner:
-        _spawner.append(forker())
-    return ForkedProcess(_spawner[0].start(script, *args, cwd=cwd, env=env))
+    return ForkedProcess(_the_forker().start(script, *args, cwd=cwd, env=env))
 
 
 def stop_forker() -> None:
@@ -466,7 +463,5 @@ def stop_forker() -> None:
     forking interpreter of this process kept idle (tests/preloaded.py)."""
     while _forker:
         _forker.pop().close()
-    while _spawner:
-        _spawner.pop().close()
     if "preloaded" in sys.modules:
         sys.modules["preloaded"].stop_idle()
