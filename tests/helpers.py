@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -13,9 +15,9 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pytest
 
@@ -389,6 +391,14 @@ def start_forked(
         return _forker(preload).start(script, *args, cwd=cwd, env=env)
 
 
+def forker() -> Preloaded:
+    """A handle (``with``: closed) on the interpreter :func:`run_forked` forks from (letitloop
+    and ``lil``'s commands imported), for a test that starts its children and watches them
+    (reads what they print, SIGKILLs them): no interpreter of its own to start."""
+    with _forker_free:
+        return _forker(()).sibling()
+
+
 def lil_forked(
     *args: str,
     cwd: Path | None = None,
@@ -399,6 +409,117 @@ def lil_forked(
     a test of what ``lil`` prints and writes, where the entry point's process start is
     not what it checks (tests that run the installed ``lil`` keep that proven)."""
     return run_forked(LIL_ENTRY, *args, cwd=cwd, env=env, preload=preload)
+
+
+class ForkedProcess:
+    """A child started by :func:`spawn_forked`, used as the ``subprocess.Popen`` (text mode,
+    stdout and stderr piped) it stands for: ``pid``, ``args``, ``returncode``, ``poll``,
+    ``wait``, ``communicate``, ``kill``, ``terminate``, ``send_signal``, and ``stdout`` and
+    ``stderr`` read line by line as it writes them (``readline``, iteration, ``read``)."""
+
+    def __init__(self, child: Child) -> None:
+        self.child, self.pid, self.args = child, child.pid, child.args
+        self.returncode: int | None = None
+        # Read handles of their own: the files' text outlives the child's wait.
+        self.stdout = _Output(open(child.out.name, "rb"), self)  # noqa: SIM115
+        self.stderr = _Output(open(child.err.name, "rb"), self)  # noqa: SIM115
+
+    def poll(self) -> int | None:
+        if self.returncode is None and not self.child.running():
+            self.returncode = self.child.wait().returncode
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            _until_one_exits([self.pid], min(deadline or math.inf, time.monotonic() + 1))
+        return self.returncode  # type: ignore[return-value]
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        self.wait(timeout)
+        return self.stdout.read(), self.stderr.read()
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def __enter__(self) -> ForkedProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.poll() is None:
+            self.kill()
+        self.wait()
+        self.stdout.close()
+        self.stderr.close()
+
+
+class _Output:
+    """What a :class:`ForkedProcess` writes to one of its files, read as a pipe reads: a line
+    once it is whole (or the child ended), everything once the child ended."""
+
+    def __init__(self, file: BinaryIO, process: ForkedProcess) -> None:
+        self.file, self.process, self.pending = file, process, b""
+
+    def readline(self) -> str:
+        while b"\n" not in self.pending:
+            chunk = self.file.read()
+            if chunk:
+                self.pending += chunk
+                continue
+            if self.process.poll() is not None:
+                self.pending += self.file.read()
+                break
+            time.sleep(0.005)
+        line, sep, self.pending = self.pending.partition(b"\n")
+        return str((line + sep).decode("utf-8", errors="replace"))
+
+    def __iter__(self) -> Iterator[str]:
+        while line := self.readline():
+            yield line
+
+    def read(self) -> str:
+        self.process.wait()
+        rest: bytes = self.pending + self.file.read()
+        self.pending = b""
+        return rest.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def first_line(child: Child, timeout: float = 30.0) -> str:
+    """The first line a child of a :class:`Preloaded` printed (unbuffered), without its end,
+    once it printed it; what it printed when it ended first."""
+    wait_until(lambda: "\n" in child.printed() or not child.running(), "a line", timeout)
+    return child.printed().split("\n", 1)[0]
+
+
+def spawn_forked(
+    script: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> ForkedProcess:
+    """``python -u script args`` started as :func:`spawn_python` starts it (``env``: variables
+    added to this process's; its stdout and stderr read as it writes them), in a child
+    forked from :func:`run_forked`'s interpreter: for a test that watches a program run
+    (reads its lines, signals it, SIGKILLs it) where a fresh interpreter's start is not
+    what it checks. A ``PYTHON…`` variable (read as an interpreter starts) needs
+    :func:`spawn_python`; so does a program whose forked worker must close a pipe of its
+    output (its files here have no end to wait for)."""
+    env = {**os.environ, **(env or {})}
+    python_vars = {k: v for k, v in env.items() if k.startswith("PYTHON")}
+    if python_vars != {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}:
+        raise ValueError("a PYTHON… variable changes at an interpreter's start: spawn_python")
+    with _forker_free:
+        return ForkedProcess(_forker(()).start(script, *args, cwd=cwd, env=env))
 
 
 def stop_forker() -> None:

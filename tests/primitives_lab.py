@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from helpers import spawn_python, write_script
+from helpers import ForkedProcess, spawn_forked, write_script
 
 #: Read the time from the clock file (a line of the child script's own).
 CLOCK = """
@@ -32,7 +31,7 @@ class Lab:
     def __init__(self, folder: Path, script: str) -> None:
         self.db, self.log, self.clock = folder / "j.db", folder / "log", folder / "clock"
         self.script = write_script(folder, "child.py", script)
-        self.children: list[subprocess.Popen[str]] = []
+        self.children: list[ForkedProcess] = []
         self.set_clock(1000)
 
     def close(self) -> None:
@@ -47,9 +46,10 @@ class Lab:
         tmp.write_text(str(t))
         os.replace(tmp, self.clock)  # a reader never sees a half-written time
 
-    def spawn(self, mode: str, *more: str) -> subprocess.Popen[str]:
-        """Start the script with: journal, side log, clock file, ``mode``, ``more``."""
-        child = spawn_python(self.script, str(self.db), str(self.log), str(self.clock), mode, *more)
+    def spawn(self, mode: str, *more: str) -> ForkedProcess:
+        """Start the script with: journal, side log, clock file, ``mode``, ``more`` (a process
+        of its own, forked: helpers.spawn_forked)."""
+        child = spawn_forked(self.script, str(self.db), str(self.log), str(self.clock), mode, *more)
         self.children.append(child)
         return child
 
@@ -58,7 +58,7 @@ class Lab:
             return []
         return [ln.split() for ln in self.log.read_text().splitlines() if ln.startswith(word)]
 
-    def until(self, what: str, check: Any, proc: subprocess.Popen[str] | None = None) -> Any:
+    def until(self, what: str, check: Any, proc: ForkedProcess | None = None) -> Any:
         deadline = time.monotonic() + 30
         while True:
             got = check()

@@ -8,11 +8,11 @@ import asyncio
 import json
 import pickle
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked, run_forked
 
 from letitloop import (
     Budget,
@@ -25,16 +25,10 @@ from letitloop import (
 )
 
 PIPELINE = Path(__file__).resolve().parent / "budget_pipeline.py"
-LIL = [sys.executable, "-m", "letitloop"]
 
 
 def attempt(db: Path, side: Path, kill_at: str, tokens: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(PIPELINE), str(db), str(side), kill_at, str(tokens)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_forked(PIPELINE, str(db), str(side), kill_at, str(tokens))
 
 
 def ran(side: Path) -> list[str]:
@@ -83,9 +77,7 @@ class TestLilShow:
         db, side = tmp_path / "j.db", tmp_path / "side.txt"
         attempt(db, side, "in b", 250)
         attempt(db, side, "", 250)
-        shown = subprocess.run(
-            [*LIL, "--db", str(db), "show", "paid"], capture_output=True, text=True, timeout=60
-        )
+        shown = lil_forked("--db", str(db), "show", "paid")
         assert shown.returncode == 0, shown.stderr
         line = next(x for x in shown.stdout.splitlines() if x.startswith("budget"))
         assert "250 tokens (reached: 300 tokens" in line

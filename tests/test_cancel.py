@@ -8,7 +8,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked, spawn_python, write_script
+from helpers import LIL_ENTRY, ForkedProcess, lil_forked, spawn_forked, write_script
 
 import letitloop
 from letitloop import Journal, RunCancelledError
@@ -76,10 +75,10 @@ class Lab:
     def __init__(self, folder: Path) -> None:
         self.db, self.log = folder / "j.db", folder / "log"
         self.script = write_script(folder, "child.py", CHILD)
-        self.children: list[subprocess.Popen[str]] = []
+        self.children: list[ForkedProcess] = []
 
-    def spawn(self, mode: str, name: str | None = None) -> subprocess.Popen[str]:
-        child = spawn_python(
+    def spawn(self, mode: str, name: str | None = None) -> ForkedProcess:
+        child = spawn_forked(
             self.script, str(self.db), str(self.log), mode, *([name] if name else [])
         )
         self.children.append(child)
@@ -96,7 +95,7 @@ class Lab:
             return []
         return [ln.split() for ln in self.log.read_text().splitlines() if ln.startswith(word)]
 
-    def opened(self, child: subprocess.Popen[str]) -> str:
+    def opened(self, child: ForkedProcess) -> str:
         """The run id ``child`` opened, once it has run a step (or begun to sleep or wait)."""
         deadline = time.monotonic() + 30
         while not any(int(ln[2]) == child.pid for ln in self.lines("open")):
@@ -106,7 +105,7 @@ class Lab:
         time.sleep(0.1)  # into its first step, sleep or wait
         return next(ln[1] for ln in self.lines("open") if int(ln[2]) == child.pid)
 
-    def started(self, child: subprocess.Popen[str], step: int) -> None:
+    def started(self, child: ForkedProcess, step: int) -> None:
         """Wait until ``child`` has begun step ``s{step}`` (so every step before it is recorded:
         a step's row is committed before the step returns)."""
         deadline = time.monotonic() + 30
@@ -291,23 +290,8 @@ class TestLilWatch:
     def test_it_does_not_restart_a_child_whose_run_was_cancelled(self, tmp_path: Path) -> None:
         db = tmp_path / "j.db"
         script = write_script(tmp_path, "watched.py", WATCHED)
-        watcher = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "letitloop",
-                "watch",
-                "--db",
-                str(db),
-                "--backoff",
-                "0.01",
-                str(script),
-                str(db),
-                "steps",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        watcher = spawn_forked(
+            LIL_ENTRY, "watch", "--db", str(db), "--backoff", "0.01", str(script), str(db), "steps"
         )
         try:
             assert watcher.stdout is not None
@@ -330,23 +314,8 @@ class TestLilWatch:
     def test_it_does_not_restart_a_child_that_stopped_to_wait(self, tmp_path: Path) -> None:
         db = tmp_path / "j.db"
         script = write_script(tmp_path, "watched.py", WATCHED)
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "letitloop",
-                "watch",
-                "--db",
-                str(db),
-                "--backoff",
-                "0.01",
-                str(script),
-                str(db),
-                "park",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
+        done = lil_forked(
+            "watch", "--db", str(db), "--backoff", "0.01", str(script), str(db), "park"
         )
         assert done.returncode == 75, done.stderr
         assert "stopped to wait for outside input" in done.stderr

@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked, lil_in_process, run_forked
+from helpers import (
+    LIL_ENTRY,
+    ForkedProcess,
+    lil_forked,
+    lil_in_process,
+    run_forked,
+    spawn_forked,
+    write_script,
+)
 
 from letitloop import Journal, unchecked
 from letitloop.errors import StepMismatchError
@@ -62,7 +70,6 @@ print("pipeline finished")
 """
 
 STEPS = "fetch,enrich,price,summarize,notify"
-LIL = [sys.executable, "-m", "letitloop"]
 
 
 class Lab:
@@ -84,13 +91,9 @@ class Lab:
             self.script, goal, str(self.db), str(self.log), steps, env=self.env(**env)
         )
 
-    def spawn(self, goal: str, steps: str = STEPS, **env: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, str(self.script), goal, str(self.db), str(self.log), steps],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=self.env(**env),
+    def spawn(self, goal: str, steps: str = STEPS, **env: str) -> ForkedProcess:
+        return spawn_forked(
+            self.script, goal, str(self.db), str(self.log), steps, env=self.env(**env)
         )
 
     def events(self) -> list[tuple[int, str, str]]:
@@ -106,7 +109,7 @@ class Lab:
         """Keys whose function started (in process ``pid``, or any), in order."""
         return [k for p, w, k in self.events() if w == "start" and (pid is None or p == pid)]
 
-    def wait_for(self, what: str, key: str, proc: subprocess.Popen[str]) -> None:
+    def wait_for(self, what: str, key: str, proc: ForkedProcess) -> None:
         deadline = time.monotonic() + 30
         while (proc.pid, what, key) not in self.events():
             assert proc.poll() is None, proc.communicate()
@@ -295,12 +298,8 @@ class TestFollowingARun:
         gate = tmp_path / "gate"
         child = lab.spawn("live", STEP_DELAY="0.4", GATE_AT="enrich", GATE=str(gate))
         lab.wait_for("start", "fetch", child)
-        follow = subprocess.Popen(
-            [*LIL, "--db", str(lab.db), "show", "live", "--follow", "--interval", "0.1"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=lab.env(),
+        follow = spawn_forked(
+            LIL_ENTRY, "--db", str(lab.db), "show", "live", "--follow", "--interval", "0.1"
         )
         # The run waits at enrich until lil has printed its first line, however long
         # lil takes to start on a busy machine; then its last three steps take 1.2 s.
@@ -389,22 +388,14 @@ class TestResettingARun:
         )
         script = tmp_path / "wf.py"
         script.write_text(program, encoding="utf-8")
-        plain = subprocess.run(
-            [sys.executable, str(script), str(db), "plain"], capture_output=True, text=True
-        )
+        plain = run_forked(script, str(db), "plain")
         assert plain.returncode == 1 and "plain failed" in plain.stderr
         first = plain.stdout.split()[0]
-        durable_call = subprocess.run(
-            [sys.executable, str(script), str(db), "durable"], capture_output=True, text=True
-        )
+        durable_call = run_forked(script, str(db), "durable")
         assert durable_call.returncode == 1 and "wf failed" in durable_call.stderr
 
         def lil(*args: str) -> str:
-            done = subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-                capture_output=True,
-                text=True,
-            )
+            done = lil_forked("--db", str(db), *args)
             assert done.returncode == 0, done.stderr
             return done.stdout
 
@@ -413,11 +404,7 @@ class TestResettingARun:
             assert j.run_id == first
         # Now that the first is completed, Journal("g") starts a new run: reset
         # has no run to name, whatever wf(7)'s run is.
-        done = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "reset", "g", "--dry-run"],
-            capture_output=True,
-            text=True,
-        )
+        done = lil_forked("--db", str(db), "reset", "g", "--dry-run")
         assert done.returncode == 1
         conn = sqlite3.connect(db)
         try:
@@ -448,18 +435,14 @@ class TestForkingARun:
             ),
             encoding="utf-8",
         )
-        failed = subprocess.run([sys.executable, str(script), str(db)], capture_output=True)
+        failed = run_forked(script, str(db))
         assert failed.returncode == 1
         conn = sqlite3.connect(db)
         try:
             (run,) = conn.execute("SELECT id FROM runs").fetchone()
         finally:
             conn.close()
-        done = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "fork", run, "--from-step", "a"],
-            capture_output=True,
-            text=True,
-        )
+        done = lil_forked("--db", str(db), "fork", run, "--from-step", "a")
         assert done.returncode == 0, done.stderr
         assert "the call with the same arguments" in done.stdout
         assert "Journal('g') resumes" not in done.stdout
@@ -654,31 +637,15 @@ class TestBadArguments:
         conn.close()
         before = other.read_bytes()
         for path, expected in ((text, "SQLite cannot read"), (other, "without letitloop's")):
-            r = subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", str(path), "runs"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
+            r = lil_forked("--db", str(path), "runs")
             assert expected in one_error_line(r)
         assert other.read_bytes() == before
-        missing = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(tmp_path / "none.db"), "runs"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        missing = lil_forked("--db", str(tmp_path / "none.db"), "runs")
         assert "no journal file here" in one_error_line(missing)
         assert not (tmp_path / "none.db").exists()
 
     def test_the_default_journal_comes_from_letitloop_db(self, history: Lab) -> None:
-        r = subprocess.run(
-            [sys.executable, "-m", "letitloop", "runs", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "LETITLOOP_DB": str(history.db)},
-        )
+        r = lil_forked("runs", "--json", env={**os.environ, "LETITLOOP_DB": str(history.db)})
         assert r.returncode == 0, r.stderr
         assert len(json.loads(r.stdout)) == 3
 
@@ -754,8 +721,8 @@ class TestNothingEndsInATraceback:
     ) -> None:
         lab = Lab(tmp_path)
         assert lab.run("job").returncode == 0
-        args = [sys.executable, "-c", BUGGY_LIL, "--db", str(lab.db), "show", "job"]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=60, env=lab.env())
+        buggy = write_script(tmp_path, "buggy_lil.py", BUGGY_LIL)
+        r = run_forked(buggy, "--db", str(lab.db), "show", "job", env=lab.env())
         assert r.returncode == 70
         line = one_error_line(r)
         assert line.startswith(
@@ -766,36 +733,24 @@ class TestNothingEndsInATraceback:
     def test_the_traceback_variable_gives_the_traceback(self, tmp_path: Path) -> None:
         lab = Lab(tmp_path)
         assert lab.run("job").returncode == 0
-        args = [sys.executable, "-c", BUGGY_LIL, "--db", str(lab.db), "show", "job"]
+        buggy = write_script(tmp_path, "buggy_lil.py", BUGGY_LIL)
         env = {**lab.env(), "LETITLOOP_TRACEBACK": "1"}
-        r = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
+        r = run_forked(buggy, "--db", str(lab.db), "show", "job", env=env)
         assert r.returncode == 1
         assert "Traceback (most recent call last)" in r.stderr
         assert r.stderr.rstrip().splitlines()[-1].startswith("ZeroDivisionError")
         (tmp_path / "os").mkdir()
         _crashed_run_with_an_unopenable_lock(Lab(tmp_path / "os"))
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "letitloop",
-                "--db",
-                str(tmp_path / "os" / "journal.db"),
-                "runs",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-        )
+        r = lil_forked("--db", str(tmp_path / "os" / "journal.db"), "runs", env=env)
         assert "Traceback (most recent call last)" in r.stderr and "JournalFileError" in r.stderr
 
     def test_a_user_mistake_stays_one_line_with_the_traceback_variable(self, history: Lab) -> None:
-        r = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(history.db), "gc", "--older-than", "x"],
-            capture_output=True,
-            text=True,
-            timeout=60,
+        r = lil_forked(
+            "--db",
+            str(history.db),
+            "gc",
+            "--older-than",
+            "x",
             env={**history.env(), "LETITLOOP_TRACEBACK": "1"},
         )
         assert "expected a duration" in one_error_line(r)

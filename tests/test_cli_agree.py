@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked, lil_in_process
+from helpers import LIL_ENTRY, lil_forked, lil_in_process, run_forked, spawn_forked
 
 from letitloop import Journal, durable, step
 
-LIL = [sys.executable, "-m", "letitloop"]
 LONG_GOAL = "agent pipeline for the quarterly customer report of every region"
 KEY_1 = "fetch:https://example.com/articles/2026/11/30/the-first-article-of-the-day"
 KEY_2 = "fetch:https://example.com/articles/2026/11/30/the-second-article-of-the-day"
@@ -284,8 +283,7 @@ class TestAFork:
             encoding="utf-8",
         )
         env = {**os.environ, "LETITLOOP_DB": str(db)}
-        run = [sys.executable, str(script)]
-        assert subprocess.run([*run, "7"], env=env, capture_output=True).returncode == 0
+        assert run_forked(script, "7", env=env).returncode == 0
         (source,) = json.loads(ok(db, "runs", "--json"))
         fork = json.loads(ok(db, "fork", source["id"], "--from-step", "b", "--json"))["run"]
         assert fork["forked_from"] == source["id"] and fork["forked_at"] == "b"
@@ -295,7 +293,7 @@ class TestAFork:
         assert "no process has opened it yet; forked from" in ok(db, "runs")
         # the same call resumes the fork: 'a' replays from its copy, 'b' runs again
         log.write_text("")
-        assert subprocess.run([*run, "7"], env=env, capture_output=True).returncode == 0
+        assert run_forked(script, "7", env=env).returncode == 0
         assert log.read_text().split() == ["b"]
         assert json.loads(ok(db, "show", fork["id"], "--json"))["run"]["state"] == "completed"
 
@@ -498,12 +496,7 @@ class TestAttemptsStartedByLilWatch:
             encoding="utf-8",
         )
         flag = tmp_path / "flag"
-        r = subprocess.run(
-            [*LIL, "watch", "--db", str(db), "--backoff", "0", str(script), str(db), str(flag)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        r = lil_forked("watch", "--db", str(db), "--backoff", "0", str(script), str(db), str(flag))
         assert r.returncode == 0, r.stderr
         data = json.loads(ok(db, "show", "job", "--json"))
         (watch,) = {a["watch_id"] for a in data["attempts"]}
@@ -539,22 +532,22 @@ class TestAttemptsStartedByLilWatch:
             ),
             encoding="utf-8",
         )
-        watch = subprocess.Popen(
-            [*LIL, "watch", "--db", str(db), "--backoff", "4", *map(str, (script, db, flag, gate))],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        watch = spawn_forked(
+            LIL_ENTRY,
+            "watch",
+            "--db",
+            str(db),
+            "--backoff",
+            "4",
+            *map(str, (script, db, flag, gate)),
         )
         try:
             deadline = time.monotonic() + 30
             while not (flag.exists() and b"restart" in _events(db)):
                 assert time.monotonic() < deadline and watch.poll() is None
                 time.sleep(0.05)
-            follow = subprocess.Popen(
-                [*LIL, "show", "job", "--follow", "--interval", "0.1", "--db", str(db)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+            follow = spawn_forked(
+                LIL_ENTRY, "show", "job", "--follow", "--interval", "0.1", "--db", str(db)
             )
             assert follow.stdout is not None
             first = follow.stdout.readline()

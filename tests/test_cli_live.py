@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked, sqlite_store
+from helpers import LIL_ENTRY, ForkedProcess, lil_forked, spawn_forked, sqlite_store
 
 from letitloop import Journal
 from letitloop.primitives.clock import utc_us
@@ -60,14 +60,8 @@ class Live:
         self.script = folder / "pipeline.py"
         self.script.write_text(textwrap.dedent(PIPELINE), encoding="utf-8")
 
-    def spawn(self, steps: str, **env: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-u", str(self.script), str(self.db), str(self.gate), steps],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **env},
-        )
+    def spawn(self, steps: str, **env: str) -> ForkedProcess:
+        return spawn_forked(self.script, str(self.db), str(self.gate), steps, env=env)
 
     def lil(
         self, *args: str, env: dict[str, str] | None = None
@@ -92,7 +86,7 @@ class Live:
         finally:
             conn.close()
 
-    def wait_until_running(self, key: str, proc: subprocess.Popen[str]) -> dict[str, Any]:
+    def wait_until_running(self, key: str, proc: ForkedProcess) -> dict[str, Any]:
         """Wait until another process (lil) sees ``key`` in flight; return ``lil runs``'s run.
 
         The file is read here (sqlite3) until a row says ``key`` is running, and only then
@@ -137,7 +131,9 @@ class Live:
             conn.close()
 
 
-def ended(proc: subprocess.Popen[Any], timeout: float, after: str) -> tuple[Any, Any]:
+def ended(
+    proc: ForkedProcess | subprocess.Popen[Any], timeout: float, after: str
+) -> tuple[Any, Any]:
     """``proc``'s output once it has ended, within ``timeout`` seconds of ``after``.
 
     One still running then is SIGKILLed and reaped (the session's check of leftover
@@ -166,7 +162,7 @@ def sigint_state(pid: int) -> str:
     return "SIGINT " + (" and ".join(found) or "neither ignored nor blocked")
 
 
-def read_line(proc: subprocess.Popen[str]) -> str:
+def read_line(proc: ForkedProcess) -> str:
     assert proc.stdout is not None
     return proc.stdout.readline().strip()
 
@@ -202,12 +198,7 @@ class TestAStepInFlightForMoreThanASecond:
         try:
             live.wait_until_running("slow", child)
             argv = ["show", "live", "--follow", "--interval", "0.1", "--db", str(live.db)]
-            follow = subprocess.Popen(
-                [sys.executable, "-m", "letitloop", *argv],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            follow = spawn_forked(LIL_ENTRY, *argv)
             first = read_line(follow)
             assert "running" in first and "now: slow (since " in first
         finally:
@@ -523,11 +514,8 @@ class TestOnATerminal:
             ),
             encoding="utf-8",
         )
-        watch = subprocess.Popen(
-            [sys.executable, "-m", "letitloop", "watch", "--db", str(db), "--backoff", "30"]
-            + [str(p) for p in (script, db, flag)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+        watch = spawn_forked(
+            LIL_ENTRY, "watch", "--db", str(db), "--backoff", "30", str(script), str(db), str(flag)
         )
         try:
             deadline = time.monotonic() + 30

@@ -7,18 +7,19 @@ open finishes; an older letitloop refuses a file the migration has begun.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from helpers import first_line, forker
 
 from benchmarks.compact_migration import build_old_file, readable_rows
 from letitloop import Journal
@@ -234,52 +235,44 @@ class TestAFileFromBeforeTheCompactRow:
         expected = readable_rows(migrated_copy(original, tmp_path))
         db = tmp_path / "journal.db"
         copy_file(original, db)
-        # The child says when its imports are done, then opens (migrates) the file.
-        child_code = (
+        # The child says when its imports are done, then opens (migrates) the file: a
+        # process of its own, forked from an interpreter that imported letitloop.
+        child_script = tmp_path / "child.py"
+        child_script.write_text(
             "import sys, time; from letitloop.stores.sqlite.store import Store; "
             "print('ready', flush=True); "
             "t = time.perf_counter(); Store(sys.argv[1]).close(); "
-            "print(time.perf_counter() - t, flush=True)"
+            "print(time.perf_counter() - t, flush=True)\n"
         )
-        timed = subprocess.run(
-            [sys.executable, "-c", child_code, str(db)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        whole = float(timed.stdout.split()[-1])  # the open that migrates, alone
-        states: Counter[str] = Counter()
-        kills = 14
-        for i in range(kills):
-            # A path of its own each time: the open that finishes (in this process,
-            # which starts no interpreter for it) finds a file it never saw.
-            db = tmp_path / f"journal{i}.db"
-            copy_file(original, db)
-            child = subprocess.Popen(
-                [sys.executable, "-c", child_code, str(db)],
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            assert child.stdout is not None
-            assert child.stdout.readline().strip() == "ready"
-            time.sleep(whole * 1.2 * i / kills)
-            child.kill()  # SIGKILL
-            child.wait()
-            child.stdout.close()
-            names = applied(db)
-            states[
-                "done"
-                if migration_records.COMPACT_ROWS in names
-                else "moving rows"
-                if names[-1] == migration_records.COMPACT_ROWS_MOVING
-                else "not begun"
-            ] += 1
-            Store(db).close()  # the next open: it finishes the migration
-            assert migration_records.COMPACT_ROWS in applied(db), (i, states)
-            assert migration_records.COMPACT_ROWS_MOVING not in applied(db)
-            assert readable_rows(db) == expected, (i, states)
+        with forker() as children:
+            timed = children.run(child_script, str(db), cwd=ROOT)
+            assert timed.returncode == 0, timed.stderr
+            whole = float(timed.stdout.split()[-1])  # the open that migrates, alone
+            states: Counter[str] = Counter()
+            kills = 14
+            for i in range(kills):
+                # A path of its own each time: the open that finishes (in this process,
+                # which starts no interpreter for it) finds a file it never saw.
+                db = tmp_path / f"journal{i}.db"
+                copy_file(original, db)
+                child = children.start(child_script, str(db), cwd=ROOT)
+                assert first_line(child) == "ready", child.wait()
+                time.sleep(whole * 1.2 * i / kills)
+                with contextlib.suppress(ProcessLookupError):  # it ended first: "done"
+                    os.kill(child.pid, signal.SIGKILL)
+                child.wait()
+                names = applied(db)
+                states[
+                    "done"
+                    if migration_records.COMPACT_ROWS in names
+                    else "moving rows"
+                    if names[-1] == migration_records.COMPACT_ROWS_MOVING
+                    else "not begun"
+                ] += 1
+                Store(db).close()  # the next open: it finishes the migration
+                assert migration_records.COMPACT_ROWS in applied(db), (i, states)
+                assert migration_records.COMPACT_ROWS_MOVING not in applied(db)
+                assert readable_rows(db) == expected, (i, states)
         # Some kills must have landed between the migration's transactions.
         assert states["moving rows"] >= 1, states
 

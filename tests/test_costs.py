@@ -7,13 +7,12 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked
+from helpers import lil_forked, run_forked
 
 from letitloop import Journal, RetryPolicy, step, usage
 from letitloop.errors import LetItLoopError, NoJournalError
@@ -227,15 +226,23 @@ def lil(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return lil_forked("--db", str(db), *args)
 
 
+@pytest.fixture(scope="module")
+def costly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A journal of PIPELINE's run, crashed then finished: one for the module's tests that
+    only read it."""
+    tmp_path = tmp_path_factory.mktemp("costly")
+    db = tmp_path / "journal.db"
+    script = tmp_path / "costly.py"
+    script.write_text(PIPELINE, encoding="utf-8")
+    for how in ("crash", "finish"):  # attempt 2 replays all three steps
+        run_forked(script, str(db), how)
+    return db
+
+
 class TestWhatLilSaysARunCost:
     @pytest.fixture
-    def journal(self, tmp_path: Path) -> Path:
-        db = tmp_path / "journal.db"
-        script = tmp_path / "costly.py"
-        script.write_text(PIPELINE, encoding="utf-8")
-        for how in ("crash", "finish"):  # attempt 2 replays all three steps
-            subprocess.run([sys.executable, str(script), str(db), how], timeout=60, check=False)
-        return db
+    def journal(self, costly: Path) -> Path:
+        return costly
 
     def test_lil_show_totals_the_run_and_what_the_last_attempt_replayed(
         self, journal: Path
@@ -306,13 +313,7 @@ class TestEveryPaidCallIsCountedOnce:
 
     def attempt(self, lab: tuple[Path, Path, Path], modes: str, *flags: str) -> int:
         db, log, script = lab
-        done = subprocess.run(
-            [sys.executable, str(script), str(db), str(log), modes, *flags],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        return done.returncode
+        return run_forked(script, str(db), str(log), modes, *flags).returncode
 
     def calls(self, lab: tuple[Path, Path, Path]) -> int:
         log = lab[1]

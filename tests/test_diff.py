@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked
+from helpers import lil_forked, run_forked
 
 PIPELINE = textwrap.dedent(
     """
@@ -59,14 +58,7 @@ PIPELINE = textwrap.dedent(
 
 def record(folder: Path, run: str, drift: str = "") -> None:
     (folder / "pipeline.py").write_text(PIPELINE)
-    done = subprocess.run(
-        [sys.executable, "pipeline.py", run],
-        cwd=folder,
-        env={**os.environ, "DRIFT": drift},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_forked(folder / "pipeline.py", run, cwd=folder, env={**os.environ, "DRIFT": drift})
     assert done.returncode == 0, done.stderr
 
 

@@ -17,12 +17,12 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 from preloaded import Preloaded
 
 from letitloop import Budget, Journal, usage
@@ -83,12 +83,7 @@ def run(preloaded: Preloaded, program: Path, db: str, mode: str) -> int:
 
 
 def lil(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", db, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return lil_forked("--db", db, *args)
 
 
 def exported(db: str) -> dict[str, Any]:

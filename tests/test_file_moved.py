@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import write_script
+from helpers import run_forked, write_script
 
 PROGRAM = """
 import sys
@@ -89,7 +89,7 @@ def run_to_end_elsewhere(tmp_path: Path, path: Path) -> subprocess.CompletedProc
         f"from letitloop import Journal\n"
         f"with Journal('other', path={str(path)!r}) as j: j.step('x', int)"
     )
-    return subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True)
+    return run_forked(write_script(folder, "other.py", code), cwd=folder)
 
 
 @pytest.mark.parametrize("change", ["rm", "mv other.db journal.db"])

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import lil_forked
+from helpers import lil_forked, run_forked
 
 from letitloop import Journal
 from letitloop.errors import LetItLoopError, StepMismatchError
@@ -68,14 +67,8 @@ def run_pipeline(
     script.write_text(PIPELINE)
     calls = folder / f"calls-{mode}.txt"
     calls.write_text("")
-    done = subprocess.run(
-        [sys.executable, str(script), str(calls), mode, str(db)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=folder,
-        env={**__import__("os").environ, "SECRET": SECRET, "OTHER": OTHER_SECRET},
-    )
+    env = {**__import__("os").environ, "SECRET": SECRET, "OTHER": OTHER_SECRET}
+    done = run_forked(script, str(calls), mode, str(db), cwd=folder, env=env)
     return done, calls.read_text().splitlines()
 
 

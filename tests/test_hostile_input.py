@@ -11,13 +11,20 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import in_mount_namespace, run_python, sqlite_store, write_script
+from helpers import (
+    in_mount_namespace,
+    lil_forked,
+    run_forked,
+    run_python,
+    sqlite_store,
+    write_script,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -46,18 +53,14 @@ def value(i: int) -> dict[str, Any]:
 
 def done_steps(db: Path) -> int:
     """Done steps of goal g, read by a fresh process (what any later attempt would see)."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("
-            "\"SELECT count(*) FROM journal_g WHERE status = 'done'\").fetchone()[0])",
-            str(db),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+    script = write_script(
+        Path(tempfile.gettempdir()),
+        f"letitloop-done-steps-{os.getpid()}.py",
+        "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("
+        "\"SELECT count(*) FROM journal_g WHERE status = 'done'\").fetchone()[0])",
     )
+    out = run_forked(script, str(db))  # a process of its own, forked: no interpreter to start
+    assert out.returncode == 0, out.stderr
     return int(out.stdout)
 
 
@@ -236,11 +239,7 @@ class TestADamagedSchema:
         assert "not valid UTF-8" in str(info.value)
         assert done_steps(db) == 20
         for command in (["runs"], ["show", "g"]):
-            done = subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", str(db), *command],
-                capture_output=True,
-                text=True,
-            )
+            done = lil_forked("--db", str(db), *command)
             assert "Traceback" not in done.stderr, done.stderr
 
     @pytest.mark.parametrize("table", ["runs", "_journal_template"])
@@ -258,11 +257,7 @@ class TestADamagedSchema:
         with pytest.raises(JournalFileError, match="not valid UTF-8"), Journal("g", path=db):
             pass
         for command in (["runs"], ["show", "g"]):
-            done = subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", str(db), *command],
-                capture_output=True,
-                text=True,
-            )
+            done = lil_forked("--db", str(db), *command)
             assert done.returncode == 1, done.stderr
             assert "not valid UTF-8" in done.stderr and "internal error" not in done.stderr
             assert len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -277,11 +272,7 @@ class TestADamagedSchema:
         with pytest.raises(JournalFileError, match="schema is damaged") as info:
             Journal("g", path=db).open()
         assert "holder_pid" in str(info.value) and "restore it from a backup" in str(info.value)
-        done = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "runs"],
-            capture_output=True,
-            text=True,
-        )
+        done = lil_forked("--db", str(db), "runs")
         assert done.returncode == 1
         assert "schema is damaged" in done.stderr and "Traceback" not in done.stderr
         assert done_steps(db) == 20

@@ -26,8 +26,9 @@ import pytest
 from helpers import (
     HAS_PROC_FD,
     descriptors_on,
+    run_forked,
     run_python,
-    spawn_python,
+    spawn_forked,
     wait_until,
     write_script,
 )
@@ -84,7 +85,7 @@ WELCOME = """
 class TestDurableResumesOnlyARunOfTheSameArguments:
     def _killed_inside_send(self, tmp_path: Path, script: Path, uid: int) -> None:
         db, side = tmp_path / "journal.db", tmp_path / "side.log"
-        child = spawn_python(script, str(db), str(side), str(uid), "hang")
+        child = spawn_forked(script, str(db), str(side), str(uid), "hang")
         assert child.stdout is not None and child.stdout.readline().strip() == "inside"
         os.kill(child.pid, signal.SIGKILL)
         child.communicate()
@@ -93,7 +94,7 @@ class TestDurableResumesOnlyARunOfTheSameArguments:
         script = write_script(tmp_path, "welcome.py", WELCOME)
         db, side = tmp_path / "journal.db", tmp_path / "side.log"
         self._killed_inside_send(tmp_path, script, 1)
-        done = run_python(script, str(db), str(side), "2", "ok")
+        done = run_forked(script, str(db), str(side), "2", "ok")
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "emailed user-2"  # not user 1's run replayed
         runs = query(db, "SELECT input, status FROM runs ORDER BY rowid")
@@ -101,7 +102,7 @@ class TestDurableResumesOnlyARunOfTheSameArguments:
             ({"uid": 1}, "running"),  # uid 1's crashed run stays resumable
             ({"uid": 2}, "completed"),
         ]
-        again = run_python(script, str(db), str(side), "1", "ok")
+        again = run_forked(script, str(db), str(side), "1", "ok")
         assert again.stdout.strip() == "emailed user-1"
         assert query(db, "SELECT count(*), min(status), max(attempts) FROM runs") == [
             (2, "completed", 2)
@@ -111,9 +112,9 @@ class TestDurableResumesOnlyARunOfTheSameArguments:
     def test_other_arguments_start_their_own_run_after_an_exception(self, tmp_path: Path) -> None:
         script = write_script(tmp_path, "welcome.py", WELCOME)
         db, side = tmp_path / "journal.db", tmp_path / "side.log"
-        failed = run_python(script, str(db), str(side), "1", "raise")
+        failed = run_forked(script, str(db), str(side), "1", "raise")
         assert failed.returncode != 0 and "smtp down" in failed.stderr
-        done = run_python(script, str(db), str(side), "2", "ok")
+        done = run_forked(script, str(db), str(side), "2", "ok")
         assert done.stdout.strip() == "emailed user-2"
         assert query(db, "SELECT status FROM runs ORDER BY rowid") == [("failed",), ("completed",)]
 
@@ -141,7 +142,7 @@ class TestDurableResumesOnlyARunOfTheSameArguments:
     ) -> None:
         script = write_script(tmp_path, "welcome.py", WELCOME)
         db, side = tmp_path / "journal.db", tmp_path / "side.log"
-        holder = spawn_python(script, str(db), str(side), "1", "hang")
+        holder = spawn_forked(script, str(db), str(side), "1", "hang")
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "inside"
 
@@ -435,7 +436,7 @@ class TestOneJournalFileReachedByTwoPathsHasOneSetOfLocks:
         link_dir.mkdir()
         link = link_dir / "journal.db"
         link.symlink_to(real)
-        holder = spawn_python(write_script(tmp_path, "hold.py", HOLD_VIA), str(real))
+        holder = spawn_forked(write_script(tmp_path, "hold.py", HOLD_VIA), str(real))
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
             with pytest.raises(RunHeldError, match=f"process {holder.pid}"):
@@ -452,16 +453,15 @@ class TestOneJournalFileReachedByTwoPathsHasOneSetOfLocks:
         real_dir.mkdir()
         (tmp_path / "alias").mkdir()
         (tmp_path / "alias" / "journal.db").symlink_to(real_dir / "journal.db")
-        holder = spawn_python(
+        holder = spawn_forked(
             write_script(tmp_path, "marker.py", MARKER_VIA), str(real_dir / "journal.db"), "one"
         )
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "entered"
-            second = run_python(
+            second = run_forked(
                 write_script(tmp_path, "marker2.py", MARKER_VIA),
                 str(tmp_path / "alias" / "journal.db"),
                 "two",
-                timeout=30,
             )
             assert "MarkerHeldError" in second.stderr, second.stdout + second.stderr
             assert "entered" not in second.stdout
@@ -480,7 +480,7 @@ class TestOneJournalFileReachedByTwoPathsHasOneSetOfLocks:
         real_dir, mount = tmp_path / "volume", tmp_path / "container"
         real_dir.mkdir()
         mount.mkdir()
-        holder = spawn_python(
+        holder = spawn_forked(
             write_script(tmp_path, "hold.py", HOLD_VIA), str(real_dir / "journal.db")
         )
         try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_python, spawn_python, write_script
+from helpers import run_forked, spawn_forked, spawn_python, write_script
 
 from letitloop import Journal
 from letitloop.errors import JournalFileError, RunHeldError
@@ -74,7 +74,7 @@ class TestRemovingLockFilesWhileOthersWaitForThem:
         with Journal("g", run="r", path=db):
             pass
         script = write_script(tmp_path, "hammer.py", HAMMER)
-        children = [spawn_python(script, str(db), str(inside), str(go), "60") for _ in range(4)]
+        children = [spawn_forked(script, str(db), str(inside), str(go), "60") for _ in range(4)]
         go.touch()
         outs = [c.communicate(timeout=120) for c in children]
         assert [c.returncode for c in children] == [0] * 4, outs
@@ -94,7 +94,7 @@ DIE_HOLDING = """
 class TestLockFilesLeftByAHolderThatDied:
     def test_the_next_holder_reuses_and_removes_them(self, tmp_path: Path) -> None:
         db = tmp_path / "journal.db"
-        run_python(write_script(tmp_path, "die.py", DIE_HOLDING), str(db))
+        run_forked(write_script(tmp_path, "die.py", DIE_HOLDING), str(db))
         assert len(lock_files(db)) == 2  # its run's and its marker's
         with Journal("g", run="r", path=db) as j, j.atomic_marker("m") as go:
             assert go and go.crashed_before
@@ -102,7 +102,7 @@ class TestLockFilesLeftByAHolderThatDied:
 
     def test_lil_gc_reclaims_them(self, tmp_path: Path) -> None:
         db = tmp_path / "journal.db"
-        run_python(write_script(tmp_path, "die.py", DIE_HOLDING), str(db))
+        run_forked(write_script(tmp_path, "die.py", DIE_HOLDING), str(db))
         assert len(lock_files(db)) == 2
         store = open_journal_file(db, write=True)
         try:
@@ -144,6 +144,8 @@ FORKING_HOLDER = """
 class TestAForkedWorkerOfTheHolder:
     def test_it_does_not_keep_the_run_held_once_the_holder_died(self, tmp_path: Path) -> None:
         db = tmp_path / "journal.db"
+        # A fresh interpreter, its stdout a pipe: read to its end, once the worker closed its
+        # copy, which it does after its fork's handlers ran (a forked child's file has no end).
         holder = spawn_python(write_script(tmp_path, "fork.py", FORKING_HOLDER), str(db))
         out, _ = holder.communicate(timeout=60)
         worker = int(out.split()[0])

@@ -15,8 +15,6 @@ import pickle
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ from typing import Any
 
 import filelock
 import pytest
+from helpers import ForkedProcess, spawn_forked
 
 from letitloop import Journal, LetItLoopError, atomic_marker, durable
 from letitloop.errors import (
@@ -143,16 +142,11 @@ def marker_row(db: Path, goal: str, name: str, run: str) -> dict[str, Any]:
     return found[0]
 
 
-def spawn(script: Path, mode: str, **args: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(script), mode, json.dumps(args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def spawn(script: Path, mode: str, **args: Any) -> ForkedProcess:
+    return spawn_forked(script, mode, json.dumps(args))
 
 
-def finish(proc: subprocess.Popen[str], expect_rc: int = 0) -> str:
+def finish(proc: ForkedProcess, expect_rc: int = 0) -> str:
     out, err = proc.communicate(timeout=WAIT_S)
     assert proc.returncode == expect_rc, err
     return out
@@ -164,7 +158,7 @@ def run_child(script: Path, mode: str, expect_rc: int = 0, **args: Any) -> dict[
     return result
 
 
-def wait_for(path: Path, proc: subprocess.Popen[str] | None = None) -> None:
+def wait_for(path: Path, proc: ForkedProcess | None = None) -> None:
     deadline = time.monotonic() + WAIT_S
     while not path.exists():
         if proc is not None and proc.poll() is not None:
@@ -176,9 +170,9 @@ def wait_for(path: Path, proc: subprocess.Popen[str] | None = None) -> None:
 @pytest.fixture
 def holder(child_script: Path, tmp_path: Path) -> Iterator[Any]:
     """Start a child that holds a marker inside its block; killed at teardown."""
-    procs: list[subprocess.Popen[str]] = []
+    procs: list[ForkedProcess] = []
 
-    def start(**args: Any) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    def start(**args: Any) -> tuple[ForkedProcess, dict[str, Any]]:
         inside = tmp_path / f"inside-{len(procs)}.json"
         proc = spawn(child_script, "hold", inside=str(inside), **args)
         procs.append(proc)

@@ -12,7 +12,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from helpers import run_python, spawn_python, write_script
+from helpers import first_line, forker, run_python, write_script
 
 import letitloop.stores.sqlite.migrate as migrate
 from letitloop import Journal
@@ -58,7 +58,7 @@ class TestOpeningAJournal:
     def test_four_processes_opening_a_fresh_file_at_once_all_succeed(self, tmp_path: Path) -> None:
         """Started on a barrier, so their first opens really race.
 
-        Without the barrier, interpreter start-up jitter (tens of ms) spreads
+        Without the barrier, process start-up jitter (tens of ms) spreads
         the opens apart and the WAL switch never collides; with it, two
         switchers meet and one is refused at once by SQLite (see
         pragmas.switch_to_wal), which must retry, not fail.
@@ -78,16 +78,17 @@ class TestOpeningAJournal:
             print("ok")
             """,
         )
-        for trial in range(3):
-            db.unlink(missing_ok=True)
-            go.unlink(missing_ok=True)
-            children = [spawn_python(script, str(db), f"goal{i}", str(go)) for i in range(4)]
-            for c in children:
-                assert c.stdout is not None and c.stdout.readline().strip() == "ready"
-            go.touch()
-            outs = [c.communicate(timeout=60) for c in children]
-            assert [c.returncode for c in children] == [0, 0, 0, 0], (trial, outs)
-            assert applied(db) == [name for name, _ in migration_files.known_migrations()]
+        with forker() as forks:  # processes of their own, forked: ready together at once
+            for trial in range(3):
+                db.unlink(missing_ok=True)
+                go.unlink(missing_ok=True)
+                children = [forks.start(script, str(db), f"goal{i}", str(go)) for i in range(4)]
+                for c in children:
+                    assert first_line(c) == "ready", c.wait()
+                go.touch()
+                outs = [c.wait() for c in children]
+                assert [c.returncode for c in outs] == [0, 0, 0, 0], (trial, outs)
+                assert applied(db) == [name for name, _ in migration_files.known_migrations()]
 
 
 class TestTheBookkeeping:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import Budget, Journal, RetryPolicy, usage
 from letitloop.errors import BudgetExceededError
@@ -25,12 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def lil(db: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return lil_forked("--db", str(db), *args)
 
 
 class TestACompletedRunWithAStaleCancelRequest:

@@ -11,16 +11,16 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked
 
 from letitloop import Journal
 from letitloop.errors import JournalFileError
 
-#: Far longer than a refusal takes (a fresh lil: about a second on a loaded machine).
+#: Far longer than a refusal takes (a lil: about a second on a loaded machine).
 TIMEOUT = 20
 
 #: A key long enough for the commands that ask for one (verify, rekey).
@@ -56,15 +56,9 @@ def lil(db: Path, args: list[str], cwd: Path) -> tuple[subprocess.CompletedProce
         "LETITLOOP_NEW_ENCRYPTION_KEY": KEY[::-1],
     }
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "letitloop", "--db", str(db), *(a.format(db=db) for a in args)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,  # a hang fails here (TimeoutExpired) rather than blocking the suite
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
+    # A child forked from an interpreter that imported lil (about a fifth of a fresh one's
+    # CPU); a hang fails the test at pytest's timeout rather than blocking the suite.
+    done = lil_forked("--db", str(db), *(a.format(db=db) for a in args), cwd=cwd, env=env)
     return done, time.monotonic() - started
 
 

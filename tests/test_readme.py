@@ -2,8 +2,9 @@
 
 Each ``python`` block runs as ``python block.py`` in a fresh folder (so its
 journal is ``.letitloop/journal.db`` there, as for a reader), in a process of its
-own forked from the interpreter the docs' blocks are forked from (below); the
-Quickstart's programs, run as the reader types them, in fresh interpreters. The Quickstart
+own forked from the interpreter the docs' blocks are forked from (below), as
+the Quickstart's programs are (as ``python sync.py``, killed and run again); its
+console session runs in a shell as the reader types it. The Quickstart
 must run exactly as pasted; a block that continues a program the reader
 already has (a journal ``j``, a LangGraph ``workflow``) gets the least
 setup that makes it run, here beside the block's first line. The ``lil``
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import lil_forked
 from preloaded import Child, Preloaded
 from test_cli_agree import terminal
 
@@ -241,11 +243,11 @@ QUICKSTART_OUT = ("fetch_crm_record(123) called\nAda placed 12 orders\n", "Ada p
 
 
 @pytest.fixture(scope="module")
-def quickstart_ran(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def quickstart_ran(tmp_path_factory: pytest.TempPathFactory, docs_forker: Preloaded) -> Path:
     """A folder where both Quickstart programs ran as pasted (their journal in .letitloop/)."""
     folder = tmp_path_factory.mktemp("quickstart")
     for code, out in zip(quickstart_programs(), QUICKSTART_OUT, strict=True):
-        r = run_python(code, folder)
+        r = docs_forker.run(write_block(code, folder), cwd=folder)
         assert r.returncode == 0, r.stderr
         assert r.stdout == out
     return folder
@@ -284,6 +286,18 @@ def shell_line(command: str, folder: Path, **kw: Any) -> subprocess.Popen[str]:
         text=True,
         **kw,
     )
+
+
+def killed_in_summarize(forker: Preloaded, script: Path) -> None:
+    """``python script`` in its folder (a process of its own, forked from ``forker``), SIGKILLed
+    in ``call_llm`` (summarize) once :data:`SPY` says it is there."""
+    child = forker.start(script, cwd=script.parent, env={**os.environ, "KILL_IN": "call_llm"})
+    deadline = time.monotonic() + 60
+    while not (script.parent / "killed.flag").exists():
+        assert child.running() and time.monotonic() < deadline, child.wait()
+        time.sleep(0.01)
+    os.kill(child.pid, signal.SIGKILL)  # inside summarize
+    assert child.wait().returncode == -signal.SIGKILL
 
 
 class TestTheQuickstart:
@@ -326,40 +340,29 @@ class TestTheQuickstart:
 
     @pytest.mark.parametrize("which", [0, 1], ids=["with_journal", "durable"])
     def test_killed_in_summarize_it_resumes_without_fetching_again(
-        self, tmp_path: Path, which: int
+        self, tmp_path: Path, which: int, docs_forker: Preloaded
     ) -> None:
         """README: "Kill it with kill -9 in the middle of summarize and run it again:
         fetch_crm_record is not called again ... and summarize runs"."""
         script = tmp_path / "sync.py"
         script.write_text(SPY + quickstart_programs()[which], encoding="utf-8")
-        child = subprocess.Popen(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            env={**os.environ, "KILL_IN": "call_llm"},
-            stdout=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "killed.flag").exists():
-            assert child.poll() is None and time.monotonic() < deadline
-            time.sleep(0.01)
-        child.kill()  # SIGKILL, inside summarize
-        assert child.wait() == -signal.SIGKILL
+        killed_in_summarize(docs_forker, script)
         log = tmp_path / "calls.log"
         assert log.read_text().split() == ["fetch_crm_record", "call_llm"]
         log.unlink()
-        again = subprocess.run(
-            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True
-        )
+        again = docs_forker.run(script, cwd=tmp_path)
         assert again.returncode == 0, again.stderr
         assert again.stdout == "Ada placed 12 orders\n"
         assert log.read_text().split() == ["call_llm"]  # fetch_crm_record replayed
         log.unlink()
         # "Run it after it completed and a new run starts."
-        third = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True)
-        assert third.returncode == 0
+        third = docs_forker.run(script, cwd=tmp_path)
+        assert third.returncode == 0, third.stderr
         assert log.read_text().split() == ["fetch_crm_record", "call_llm"]
 
-    def test_the_two_programs_do_not_take_each_others_runs(self, tmp_path: Path) -> None:
+    def test_the_two_programs_do_not_take_each_others_runs(
+        self, tmp_path: Path, docs_forker: Preloaded
+    ) -> None:
         """Killed in summarize, each is resumed by itself even when the other ran between."""
         first, second = quickstart_programs()
         for killed, other in ((first, second), (second, first)):
@@ -367,18 +370,11 @@ class TestTheQuickstart:
             folder.mkdir()
             (folder / "a.py").write_text(SPY + killed, encoding="utf-8")
             (folder / "b.py").write_text(SPY + other, encoding="utf-8")
-            child = subprocess.Popen(
-                [sys.executable, "a.py"], cwd=folder, env={**os.environ, "KILL_IN": "call_llm"}
-            )
-            while not (folder / "killed.flag").exists():
-                assert child.poll() is None
-                time.sleep(0.01)
-            child.kill()
-            child.wait()
+            killed_in_summarize(docs_forker, folder / "a.py")
             for name in ("b.py", "a.py"):
                 (folder / "calls.log").unlink()
-                r = subprocess.run([sys.executable, name], cwd=folder, capture_output=True)
-                assert r.returncode == 0
+                r = docs_forker.run(folder / name, cwd=folder)
+                assert r.returncode == 0, r.stderr
                 calls = (folder / "calls.log").read_text().split()
                 assert calls == (
                     ["fetch_crm_record", "call_llm"] if name == "b.py" else ["call_llm"]
@@ -387,12 +383,12 @@ class TestTheQuickstart:
 
 class TestThePythonBlocks:
     def test_the_quickstart_runs_as_pasted_and_replays_when_run_again(
-        self, quickstart: Path
+        self, quickstart: Path, docs_forker: Preloaded
     ) -> None:
         for which, code in enumerate(quickstart_programs()):
-            again = run_python(code, quickstart)
+            again = docs_forker.run(write_block(code, quickstart), cwd=quickstart)
             assert again.returncode == 0 and again.stdout == QUICKSTART_OUT[which], again.stderr
-        runs = terminal(["runs", "--json", "--limit", "0"], cwd=quickstart)[1]
+        runs = lil_forked("runs", "--json", "--limit", "0", cwd=quickstart).stdout
         assert runs.count('"goal": "customer_sync"') == 4  # each run completed: a new one each time
 
     def test_every_block_runs(self, tmp_path: Path, docs_forker: Preloaded) -> None:
@@ -462,7 +458,7 @@ class TestTheLilCommands:
             "export",
             "upgrade",
         ]
-        newest = terminal(["runs", "--jsonl", "--limit", "1"], cwd=quickstart)[1]
+        newest = lil_forked("runs", "--jsonl", "--limit", "1", cwd=quickstart).stdout
         run_id = re.search(r'"id": "(\w+)"', newest)
         assert run_id is not None
         seen = {}

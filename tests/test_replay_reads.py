@@ -11,13 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_forked, write_script
 
 from letitloop import Journal
 
@@ -79,13 +78,8 @@ except LetItLoopError as exc:
 
 
 def run_program(db: Path, mode: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-c", PROGRAM, str(db), mode, json.dumps(RESULTS)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    program = write_script(db.parent, "program.py", PROGRAM)
+    out = run_forked(program, str(db), mode, json.dumps(RESULTS), cwd=ROOT)
     assert out.returncode == 0, out.stderr
     answer: dict[str, Any] = json.loads(out.stdout)
     return answer
@@ -249,13 +243,7 @@ class TestResultsLargerThanWhatAReadHolds:
         db = tmp_path / "journal.db"
 
         def run() -> dict[str, Any]:
-            out = subprocess.run(
-                [sys.executable, "-c", SIZED, str(db)],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            out = run_forked(write_script(tmp_path, "sized.py", SIZED), str(db), cwd=ROOT)
             assert out.returncode == 0, out.stderr
             answer: dict[str, Any] = json.loads(out.stdout)
             return answer

@@ -16,7 +16,6 @@ import json
 import math
 import shutil
 import subprocess
-import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ import pg_server
 import pytest
 from generations_program import paid
 from generations_program import run as run_here
-from helpers import run_forked
+from helpers import first_line, forker, lil_forked, run_forked
 
 from letitloop import Journal, durable, unchecked
 from letitloop.errors import JournalFileError, MisuseError
@@ -107,23 +106,17 @@ class Program:
             assert len(got) == 2
             return got
         go = self.side.with_name("go")
-        procs = [
-            subprocess.Popen(
-                [sys.executable, str(PROGRAM), *self.args(name, {**kw, "go": go})],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                cwd=CHECKOUT,
-            )
-            for _ in range(2)
-        ]
-        for p in procs:  # each has started and waits for the go: none opens alone under load
-            assert p.stdout is not None
-            assert p.stdout.readline() == "ready\n", p.communicate(timeout=60)
-        go.touch()
-        outs = [p.communicate(timeout=60) for p in procs]
-        assert [p.returncode for p in procs] == [0, 0], outs
-        return [json.loads(out.splitlines()[-1]) for out, _ in outs]
+        with forker() as children:  # each a process of its own, forked
+            procs = [
+                children.start(PROGRAM, *self.args(name, {**kw, "go": go}), cwd=CHECKOUT)
+                for _ in range(2)
+            ]
+            for p in procs:  # each has started and waits for the go: none opens alone
+                assert first_line(p) == "ready", p.wait()
+            go.touch()
+            done = [p.wait() for p in procs]
+        assert [d.returncode for d in done] == [0, 0], done
+        return [json.loads(d.stdout.splitlines()[-1]) for d in done]
 
     def starts(self) -> list[str]:
         """The step calls begun, in order (``start i`` lines)."""
@@ -241,20 +234,10 @@ class TestLil:
         program = Program("sqlite", "sync", str(db), tmp_path / "side.txt")
         program.run()
         program.run(fresh=True)
-        shown = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "show", "report"],
-            capture_output=True,
-            text=True,
-            cwd=CHECKOUT,
-        )
+        shown = lil_forked("--db", str(db), "show", "report", cwd=CHECKOUT)
         assert shown.returncode == 0, shown.stderr
         assert "(name report~2)" in shown.stdout.splitlines()[0]
-        first = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), "show", "report"],
-            capture_output=True,
-            text=True,
-            cwd=CHECKOUT,
-        )
+        first = lil_forked("--db", str(db), "show", "report", cwd=CHECKOUT)
         assert first.returncode == 0
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import lil_forked, run_python, spawn_python
+from helpers import lil_forked, run_forked, spawn_forked
 
 from letitloop import Journal, durable
 from letitloop.errors import InvalidNameError
@@ -62,7 +62,7 @@ class TestARunResumedUnderChangedCode:
         """A run killed under PIPELINE, resumed (and completed) under a changed PIPELINE."""
         db, script = tmp_path / "journal.db", tmp_path / "pipeline.py"
         script.write_text(PIPELINE, encoding="utf-8")
-        child = spawn_python(script, str(db), env={"DIE": "1"})
+        child = spawn_forked(script, str(db), env={"DIE": "1"})
         try:
             assert child.stdout is not None
             assert child.stdout.readline().strip() == "ready"
@@ -71,7 +71,7 @@ class TestARunResumedUnderChangedCode:
             child.wait(30)
         changed = PIPELINE.replace("digest()\n", "digest()  # v2\n")
         script.write_text(changed, encoding="utf-8")
-        done = run_python(script, str(db))
+        done = run_forked(script, str(db))
         assert done.returncode == 0, done.stderr
         return db, blake(PIPELINE), blake(changed)
 
@@ -128,7 +128,7 @@ class TestTheDefaultVersion:
     def test_of_a_plain_journal_is_the_hash_of_the_file_that_made_it(self, tmp_path: Path) -> None:
         db, script = tmp_path / "journal.db", tmp_path / "plain.py"
         script.write_text(PLAIN, encoding="utf-8")
-        assert run_python(script, str(db)).returncode == 0
+        assert run_forked(script, str(db)).returncode == 0
         found = lil(db, "runs", "--json")
         assert [r["version"] for r in json.loads(found.stdout)] == [blake(PLAIN)]
 

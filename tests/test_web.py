@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import lil_forked, run_forked
 
 pytest.importorskip("starlette")
 pytest.importorskip("jinja2")
@@ -184,10 +183,10 @@ class TestARunsMarkers:
             "            os.kill(os.getpid(), signal.SIGKILL)\n",
             encoding="utf-8",
         )
-        died = subprocess.run([sys.executable, str(script), str(db), "die"], timeout=60)
-        assert died.returncode == -9
-        done = subprocess.run([sys.executable, str(script), str(db)], timeout=60)
-        assert done.returncode == 0
+        died = run_forked(script, str(db), "die")
+        assert died.returncode == -9, died.stderr
+        done = run_forked(script, str(db))
+        assert done.returncode == 0, done.stderr
         c = client(db)
         html = c.get("/runs/r").text
         marker = re.search(r"<tr[^>]*>(?:(?!</tr>).)*>send</a>.*?</tr>", html, re.DOTALL)
@@ -371,23 +370,9 @@ class TestExportingARunAsOnePage:
         self, hostile_db: tuple[Path, str]
     ) -> None:
         db, run_id = hostile_db
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "letitloop",
-                "--db",
-                str(db),
-                "export",
-                run_id,
-                "--format",
-                "html",
-            ],
-            capture_output=True,
-            timeout=60,
-        )
+        done = lil_forked("--db", str(db), "export", run_id, "--format", "html")
         assert done.returncode == 0, done.stderr
-        html = done.stdout.decode("utf-8")
+        html = done.stdout
         assert (
             "<script" not in html
             and "<link" not in html
@@ -411,12 +396,7 @@ class TestARunWaitingForOutsideInput:
         assert command is not None
         argv = command.group(1).split()
         assert argv[:2] == ["lil", "send"] and argv[3:] == ["approval", "VALUE"]
-        sent = subprocess.run(
-            [sys.executable, "-m", "letitloop", "--db", str(db), *argv[1:-1], "true"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        sent = lil_forked("--db", str(db), *argv[1:-1], "true")
         assert sent.returncode == 0, sent.stderr
 
 
@@ -437,24 +417,8 @@ class TestARunRestartedByLilWatch:
         db = tmp_path / "journal.db"
         script = tmp_path / "watched.py"
         script.write_text(WATCHED, encoding="utf-8")
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "letitloop",
-                "--db",
-                str(db),
-                "watch",
-                "--backoff",
-                "0",
-                "--jitter",
-                "0",
-                str(script),
-                str(db),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        done = lil_forked(
+            "--db", str(db), "watch", "--backoff", "0", "--jitter", "0", str(script), str(db)
         )
         assert done.returncode == 0, done.stderr
         html = client(db).get("/runs/watched").text
@@ -499,12 +463,7 @@ class TestAPortThatCannotBeListenedOn:
             taken.bind(("127.0.0.1", 0))
             taken.listen()
             port = taken.getsockname()[1]
-            done = subprocess.run(
-                [sys.executable, "-m", "letitloop", "--db", str(db), "ui", "--port", str(port)],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
+            done = lil_forked("--db", str(db), "ui", "--port", str(port))
         assert done.returncode == 1 and done.stdout == ""
         (line,) = done.stderr.splitlines()
         assert line.startswith(f"Error: port {port} is taken on 127.0.0.1"), line
@@ -514,15 +473,7 @@ class TestAPortThatCannotBeListenedOn:
     def test_an_address_not_of_this_machine_says_so(self, db: Path) -> None:
         with Journal("g", path=db):
             pass
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "letitloop", "--db", str(db), "ui"),
-                *("--host", "192.0.2.1", "--allow-remote"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = lil_forked("--db", str(db), "ui", "--host", "192.0.2.1", "--allow-remote")
         assert done.returncode == 1
         (line,) = done.stderr.splitlines()
         assert "192.0.2.1 is not an address of this machine" in line, line

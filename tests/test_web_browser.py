@@ -85,7 +85,7 @@ def shots(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def forker() -> Iterator[Preloaded]:
-    """Forks ``lil ui`` and the pipelines from an interpreter that imported letitloop, ``lil``
+    """Forks ``lil ui`` from an interpreter that imported letitloop, ``lil``
     and the web view once."""
     with Preloaded("letitloop", *WEB_MODULES, with_letitloop=True) as preloaded:
         yield preloaded
@@ -125,7 +125,7 @@ class TestAJournalWithAKilledAndResumedRun:
     def test_the_crashed_attempt_and_the_replayed_steps_are_shown_as_such(
         self, tmp_path: Path, page: Any, serve: Any, shots: Path, forker: Preloaded
     ) -> None:
-        p = crashed_and_resumed(tmp_path, forker)
+        p = crashed_and_resumed(tmp_path)
         server = serve(p.db)
         page.goto(server.url)
         crashed = page.locator("tr.state-crashed")
@@ -153,7 +153,7 @@ class TestALiveRunsPage:
     def test_it_shows_each_step_as_it_lands_without_a_reload(
         self, tmp_path: Path, page: Any, serve: Any, shots: Path, forker: Preloaded
     ) -> None:
-        p = Pipeline(tmp_path, forker)
+        p = Pipeline(tmp_path)
         child = p.spawn("live", "first,slow1,slow2")
         try:
             p.wait_in_flight("live", "slow1", child)

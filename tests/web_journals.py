@@ -1,31 +1,22 @@
-"""Journals for the web view's tests, made the way users make them: real child processes
-(one SIGKILLed in a step, then resumed), and a run whose recorded text is hostile.
-
-A :class:`Pipeline` given a forking interpreter that imported letitloop (tests/preloaded.py)
-runs its children forked from it (each a process of its own, SIGKILLed for real), else
-each in a fresh interpreter; :data:`WEB_MODULES` are what such an interpreter imports for
-``lil ui`` too (tests/test_web_browser.py)."""
+"""Journals for the web view's tests, made the way users make them: real child interpreters
+(one SIGKILLed in a step, then resumed), and a run whose recorded text is hostile."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from helpers import ForkedProcess, spawn_forked
 
 from letitloop import Journal
 from letitloop.errors import JournalFileError
 from letitloop.inspection import list_runs, open_inspector
 
-if TYPE_CHECKING:
-    from preloaded import Child, Preloaded
-
-#: What a forking interpreter for the pipeline's children and ``lil ui`` imports (with
-#: letitloop): ``lil``'s commands and the web view's modules.
+#: What a forking interpreter for ``lil ui`` imports (with letitloop): ``lil``'s commands
+#: and the web view's modules (tests/test_web_browser.py).
 WEB_MODULES = (
     "letitloop.cli",
     "letitloop.web.app",
@@ -35,31 +26,6 @@ WEB_MODULES = (
     "letitloop.web.values",
     "letitloop.web.views",
 )
-
-
-class Forked:
-    """A child forked by a :class:`Preloaded` as the tests use a ``Popen``: its ``pid``,
-    ``poll()``, ``communicate()`` (to its end; its stdout and stderr)."""
-
-    def __init__(self, child: Child) -> None:
-        self.child = child
-        self.pid = child.pid
-        self.returncode: int | None = None
-        self._done: subprocess.CompletedProcess[str] | None = None
-
-    def _end(self) -> subprocess.CompletedProcess[str]:
-        if self._done is None:
-            self._done = self.child.wait()
-            self.returncode = self._done.returncode
-        return self._done
-
-    def poll(self) -> int | None:
-        return None if self._done is None and self.child.running() else self._end().returncode
-
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
-        done = self._end()
-        return done.stdout, done.stderr
-
 
 #: A pipeline whose ``slow*`` steps wait for a gate file named after them (so a test
 #: decides when each ends, or kills the process in it).
@@ -87,30 +53,21 @@ print("finished", flush=True)
 class Pipeline:
     """The pipeline script beside a journal, and its gates."""
 
-    def __init__(self, folder: Path, forker: Preloaded | None = None) -> None:
-        #: Forks the children (from an interpreter that imported letitloop), or none: fresh.
-        self.forker = forker
+    def __init__(self, folder: Path) -> None:
         self.db = folder / "journal.db"
         self.gates = folder / "gates"
         self.gates.mkdir(exist_ok=True)
         self.script = folder / "pipeline.py"
         self.script.write_text(textwrap.dedent(PIPELINE), encoding="utf-8")
 
-    def spawn(self, goal: str, steps: str) -> subprocess.Popen[str] | Forked:
-        if self.forker is not None:
-            args = (str(self.db), str(self.gates), goal, steps)
-            return Forked(self.forker.start(self.script, *args))
-        return subprocess.Popen(
-            [sys.executable, "-u", str(self.script), str(self.db), str(self.gates), goal, steps],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    def spawn(self, goal: str, steps: str) -> ForkedProcess:
+        """The pipeline run as ``python -u pipeline.py ...``, in a forked child."""
+        return spawn_forked(self.script, str(self.db), str(self.gates), goal, steps)
 
     def open(self, key: str) -> None:
         (self.gates / key).touch()
 
-    def wait_in_flight(self, goal: str, key: str, proc: subprocess.Popen[str] | Forked) -> None:
+    def wait_in_flight(self, goal: str, key: str, proc: ForkedProcess) -> None:
         """Until a reader sees ``key`` in flight (its ``running`` row, after about 1 s)."""
         deadline = time.monotonic() + 30
         while True:
@@ -148,11 +105,10 @@ class Pipeline:
         return out
 
 
-def crashed_and_resumed(folder: Path, forker: Preloaded | None = None) -> Pipeline:
+def crashed_and_resumed(folder: Path) -> Pipeline:
     """Goal ``resumed``: attempt 1 SIGKILLed in ``slow``, attempt 2 replays ``fetch`` and
-    finishes. Goal ``crashed``: killed in ``slow_left`` and left so. (``forker``: see
-    :class:`Pipeline`.)"""
-    p = Pipeline(folder, forker)
+    finishes. Goal ``crashed``: killed in ``slow_left`` and left so."""
+    p = Pipeline(folder)
     p.kill_in("resumed", "fetch,slow,after", "slow")
     out = p.finish("resumed", "fetch,slow,after")
     assert "start fetch" not in out  # attempt 2 got fetch back from the journal
