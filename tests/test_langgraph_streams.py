@@ -6,10 +6,12 @@ the journal's checkpointer. The model is an offline chat model that streams
 twenty words, writing to the side file where it starts (after a kill it may be
 given the journaled prefix to go on from). The program (a real child, forked
 from an interpreter that imported LangGraph) runs ``graph.stream(...,
-stream_mode="messages")`` and SIGKILLs itself after ten of the answer's tokens;
-it then runs again (also with ``graph.astream`` and an async node). The test
-reads the node's journaled stream from its own process (another than the
-writer's).
+stream_mode="messages")``; its model SIGKILLs the process as it is about to stream
+the answer's eleventh word (in the model, not where the program receives the tokens:
+LangGraph hands them over from the node's thread, which on a busy machine may run
+ahead of the receiver and journal the whole answer before a receiver's kill); it
+then runs again (also with ``graph.astream`` and an async node). The test reads the
+node's journaled stream from its own process (another than the writer's).
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ PROGRAM = """
             done = last.content.split() if isinstance(last, AIMessage) else []
             start = sum(w in WORDS for w in done)
             note(f"model from {start}")
-            for word in WORDS[start:]:
+            for i, word in enumerate(WORDS[start:], start):
+                if KILL_AT and i == KILL_AT:  # mid-answer: words 1-10 streamed
+                    os.kill(os.getpid(), signal.SIGKILL)
                 time.sleep(0.002)
                 yield ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
             spent = {"input_tokens": 3, "output_tokens": 20 - start, "total_tokens": 23 - start}
@@ -110,8 +114,6 @@ PROGRAM = """
     def received(message, meta):
         if meta.get("langgraph_node") == "answer" and message.content:
             tokens.append(message.content)
-            if len(tokens) == KILL_AT:
-                os.kill(os.getpid(), signal.SIGKILL)
 
 
     async def astreamed():
