@@ -54,6 +54,29 @@ assert with_letitloop or "letitloop" not in sys.modules, "the forker must not im
 gc.collect()
 gc.freeze()
 gc.enable()
+# Its memory moved onto huge pages, where Linux has them (MADV_COLLAPSE, 6.1 and later;
+# elsewhere nothing happens): a fork, and a child's end, then copy and drop one entry per
+# 2 MiB of it instead of 512 (CrewAI's forker, 190 MB, 110 MB of it moved: about 3 ms of
+# CPU less a fork and 3 ms less a child's end). A first write to one of them, in a child
+# or in the forker while a child shares it, splits it and copies only its 4 KiB page.
+def collapse():
+    import ctypes
+
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    with open("/proc/self/maps") as maps:
+        for line in maps.read().splitlines():
+            fields = line.split()
+            if fields[1] != "rw-p" or (len(fields) > 5 and fields[5] != "[heap]"):
+                continue  # the anonymous memory (the heap and the allocator's arenas) only
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            start, end = -(-start // (2 << 20)) * (2 << 20), end // (2 << 20) * (2 << 20)
+            if end > start:
+                madvise(start, end - start, 25)  # MADV_COLLAPSE
+
+
+if sys.platform == "linux":
+    collapse()
 requests, replies = sys.stdin.buffer, sys.stdout.buffer
 
 
@@ -151,31 +174,6 @@ while reading or running:
             running.discard(pid)
             replies.write(b"exit %d %d\n" % (pid, os.waitstatus_to_exitcode(status)))
             replies.flush()
-"""
-
-
-#: ``warm`` statements (the last of them) that move a forker's memory onto huge pages, where
-#: Linux has them (``MADV_COLLAPSE``, 6.1 and later; elsewhere nothing happens): a fork,
-#: and a child's end, then copy and drop one entry per 2 MiB of it instead of 512 (CrewAI's
-#: forker, 190 MB, 110 MB of it moved: about 3 ms of CPU less a fork, and 3 ms less a
-#: child's end). A first write to one of them, in a child or in the forker while a child
-#: shares it, splits it and copies only its 4 KiB page, as before.
-HUGE_PAGES = """
-import ctypes, gc, sys
-gc.collect()
-if sys.platform == "linux":
-    _madvise = ctypes.CDLL(None, use_errno=True).madvise
-    _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    with open("/proc/self/maps") as _maps:
-        _lines = _maps.read().splitlines()
-    for _line in _lines:
-        _fields = _line.split()
-        if _fields[1] != "rw-p" or (len(_fields) > 5 and _fields[5] != "[heap]"):
-            continue  # the anonymous memory (the heap and the allocator's arenas) only
-        _start, _end = (int(_x, 16) for _x in _fields[0].split("-"))
-        _start, _end = -(-_start // (2 << 20)) * (2 << 20), _end // (2 << 20) * (2 << 20)
-        if _end > _start:
-            _madvise(_start, _end - _start, 25)  # MADV_COLLAPSE
 """
 
 

@@ -104,12 +104,10 @@ def forker(opted_out: None) -> Iterator[Any]:
     """CrewAI's scripts run in children of one interpreter (one per xdist worker) that imported
     CrewAI and the adapter once (tests/preloaded.py): each a process of its own, SIGKILLed
     for real. The chains, the example, the docs block, the request trials and the budget's
-    trials share it: each import of CrewAI costs about 2.5 s of CPU. Its memory is then moved
-    onto huge pages (preloaded.HUGE_PAGES): each fork, and each child's end, cost less."""
-    from preloaded import HUGE_PAGES, Preloaded
+    trials share it: each import of CrewAI costs about 2.5 s of CPU."""
+    from preloaded import Preloaded
 
-    warm = WARM + HUGE_PAGES
-    with Preloaded("crewai", "letitloop.adapters.crewai", with_letitloop=True, warm=warm) as pre:
+    with Preloaded("crewai", "letitloop.adapters.crewai", with_letitloop=True, warm=WARM) as pre:
         yield pre
 
 
