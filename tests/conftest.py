@@ -215,19 +215,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto`` (pyproject's addopts): for the full suite, one worker more than the
+    """``-n auto`` (pyproject's addopts): for the full suite, two workers more than the
     cores this process may run on; for the quick check (``-m "not slow"`` exactly), one a
-    core. The full suite's tests spend about a third of their time waiting (on child
-    processes' start and their kill points, on fsync, on a watcher's backoff): on 2
-    cores two workers kept them 63% busy (650 s of CPU in 514 s), and a third runs
-    while the others wait. The quick check's kept them about 78% busy (72 s of CPU in
+    core. The full suite's tests spend much of their time waiting (on child processes'
+    start and their kill points, on fsync, on a watcher's backoff), and CrewAI's tests run
+    beside them without a worker (tests/crewai_beside.py): on 2 cores, three workers kept
+    them 161% busy (563 s of CPU in 350 s of wall), four 174% (542 s in 312 s, with the
+    forkers on huge pages; 576 s in 330 s without; one run each, quiet machine, 20:00 on
+    2026-12-07). The quick check's kept them about 78% busy (72 s of CPU in
     46 s), and a third worker cost it about 24 s more CPU (its own collection, and the
     tests' CPU time inflated by three processes on two cores: 84 -> 108 s, paired runs
     at load 5-8), more than it could win on an idle machine."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if config.option.markexpr == "not slow":
         return cores or 1
-    return (cores or 1) + 1
+    return (cores or 1) + 2
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: absent where xdist is (CrewAI's env)

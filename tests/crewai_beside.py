@@ -2,7 +2,7 @@
 
 ``python tests/crewai_env.py`` (CrewAI's tests in their own environment) takes about three
 minutes, most of it waiting on its own children. Run as a test, it held an xdist worker
-for all of them: on 2 cores one of the three workers ran nothing else for a third of
+for all of them: on 2 cores one of the three workers then ran nothing else for a third of
 the run. Now the suite's first process (the controller under xdist) starts it at
 configure when the whole suite runs (README's command: no ``-k``, no ``-m``, the file
 selected), writes its exit status when it ends, and tests/test_crewai_env.py, handed

@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     env = {**os.environ, "LETITLOOP_CREWAI_ENV": "1"}
     # pyproject's addopts but Hypothesis's plugin (CrewAI's tests use none, and this
     # environment does not install it) and -n auto: one process, no xdist worker. The main
-    # suite runs this beside its own three workers (tests/test_crewai_env.py), on a machine
+    # suite runs this beside its own workers (tests/test_crewai_env.py), on a machine
     # their tests keep busy, so CPU saved is time saved: one process forks every child from
     # one import of CrewAI, and costs no second worker's start and import (about 86 s of CPU
     # against 93 s on two workers, run side by side; its wall time, about 1.5 times two
