@@ -54,7 +54,9 @@ class Session:
 active: ContextVar[Session | None] = ContextVar("letitloop_crewai_session", default=None)
 
 #: One lock per (parent step, name) of each open journal: calls of one name
-#: take turns. Weak on the journal, so a closed one's locks go with it.
+#: take turns. Weak on the journal, so a closed one's locks go with it. Plain
+#: locks, not ``forksafe``'s: each is held across the call (the user's code, which
+#: may fork), and a forked child never uses its parent's journal.
 _locks: weakref.WeakKeyDictionary[Journal, dict[tuple[str, str], threading.Lock]] = (
     weakref.WeakKeyDictionary()
 )
@@ -68,7 +70,7 @@ def _lock_for(journal: Journal, name: str) -> threading.Lock:
         table = _locks.setdefault(journal, {})
         lock = table.get((where, name))
         if lock is None:
-            lock = table[(where, name)] = forksafe.lock()
+            lock = table[(where, name)] = threading.Lock()
         return lock
 
 
