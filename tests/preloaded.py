@@ -259,6 +259,23 @@ LANGGRAPH = (
 )
 
 
+#: What a forker of LangGraph's prebuilt agents imports: LangGraph, the adapter and its
+#: agents, and what an agent's run imports at its first call (LangChain's tracers and
+#: message translators, the durable model's streaming): tests/test_langgraph_prebuilt.py's
+#: and tests/test_langgraph_answers.py's forkers, each with its own program's module.
+LANGGRAPH_AGENTS = (
+    "langgraph.graph",
+    "langgraph.prebuilt",
+    "letitloop.adapters.langgraph",
+    "letitloop.adapters.langgraph.agents",
+    "letitloop.adapters.langgraph.streaming",
+    "langchain_core.messages.block_translators.langchain_v0",
+    "langchain_core.tracers.context",
+    "langchain_core.tracers.run_collector",
+    "langchain_core.tracers.stdout",
+)
+
+
 def for_sdk(sdk: str, *more: str) -> Preloaded:
     """A :class:`Preloaded` for the scripts of ``sdk`` (a key of :data:`SDKS`) and letitloop,
     which also imports ``more``."""

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from helpers import LIL_ENTRY  # noqa: E402
-from preloaded import Preloaded  # noqa: E402
+from preloaded import LANGGRAPH_AGENTS, Preloaded  # noqa: E402
 
 import letitloop  # noqa: E402
 
@@ -50,15 +50,7 @@ def forker() -> Iterator[Preloaded]:
     at its first call (LangChain's tracers, the durable model's streaming), ``lil``'s
     commands, and the program's module (its definitions made once, not in each child)."""
     modules = (
-        "langgraph.graph",
-        "langgraph.prebuilt",
-        "letitloop.adapters.langgraph",
-        "letitloop.adapters.langgraph.agents",
-        "letitloop.adapters.langgraph.streaming",
-        "langchain_core.messages.block_translators.langchain_v0",
-        "langchain_core.tracers.context",
-        "langchain_core.tracers.run_collector",
-        "langchain_core.tracers.stdout",
+        *LANGGRAPH_AGENTS,  # LangGraph's agents and what their run imports at its first call
         "letitloop.primitives.waits",
         "letitloop.run.retry",
         "letitloop.cli",

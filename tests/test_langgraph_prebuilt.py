@@ -41,7 +41,7 @@ from typing import Annotated  # noqa: E402
 from langchain_core.messages import ToolMessage  # noqa: E402
 from langchain_core.tools import InjectedToolCallId  # noqa: E402
 from langgraph.types import Command  # noqa: E402
-from preloaded import Preloaded  # noqa: E402
+from preloaded import LANGGRAPH_AGENTS, Preloaded  # noqa: E402
 
 #: Trials per scenario: the issue's CI-sized form.
 TRIALS = 20
@@ -50,24 +50,11 @@ DEBUG = bool(os.environ.get("LG_DEBUG"))
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-#: What the forker imports: LangGraph, the adapter, and what a run imports at its first
-#: call (LangChain's tracers and message translators, the durable model's streaming); then
-#: the program's module (``WARM``), so that a child (``PROGRAM``) runs only its ``main``, not
-#: its class and tool definitions again (together about 25 ms of CPU a child, of ~400).
-PRELOAD = (
-    "langgraph.graph",
-    "langgraph.prebuilt",
-    "langgraph.checkpoint.sqlite",
-    "letitloop.adapters.langgraph",
-    "langchain.agents",
-    "letitloop.adapters.langgraph.agents",
-    "letitloop.adapters.langgraph.streaming",
-    "langchain_core.messages.block_translators.langchain_v0",
-    "langchain_core.tracers.context",
-    "langchain_core.tracers.run_collector",
-    "langchain_core.tracers.stdout",
-    "pkgutil",
-)
+#: What the forker imports: LangGraph's agents and what their run imports at its first call
+#: (preloaded.LANGGRAPH_AGENTS), the SQLite saver and LangChain's agents; then the program's
+#: module (``WARM``), so that a child (``PROGRAM``) runs only its ``main``, not its class and
+#: tool definitions again (together about 25 ms of CPU a child, of ~400).
+PRELOAD = (*LANGGRAPH_AGENTS, "langgraph.checkpoint.sqlite", "langchain.agents", "pkgutil")
 WARM = f"import sys\nsys.path.append({str(HERE)!r})\nimport langgraph_prebuilt\n"
 #: ``python tests/langgraph_prebuilt.py ARGS`` (the program) as a child of the forker
 #: runs it: ``forker.start(*PROGRAM, ARGS)``.
