@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import faulthandler
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 import pytest
 
@@ -120,6 +121,7 @@ def in_fresh_interpreter(module: str, function: str, *args: str, timeout: float 
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert done.returncode == 0, done.stderr
+    sys.stderr.write(done.stderr)  # shown by pytest if the test fails (a hung child's stack)
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -210,29 +212,43 @@ def forked_exit_codes(
     codes: list[int | None] = [None] * len(children)
     running: dict[int, tuple[int, float]] = {}  # pid: (its index, its deadline)
     waiting = list(enumerate(children))[::-1]
-    while waiting or running:
-        while waiting and len(running) < at_once:
-            i, child = waiting.pop()
-            pid = os.fork()
-            if pid == 0:  # the child
-                status = 1
-                try:
-                    status = child()
-                finally:
-                    os._exit(status)
-            running[pid] = (i, time.monotonic() + timeout)
-        for pid, (i, deadline) in list(running.items()):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                codes[i] = os.waitstatus_to_exitcode(status)
-                del running[pid]
-            elif time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                del running[pid]
-        if running and not (waiting and len(running) < at_once):
-            _until_one_exits(list(running), min(d for _, d in running.values()))
+    dumps = tempfile.mkdtemp(prefix="letitloop-hung-")  # where each child would say it waits
+    try:
+        while waiting or running:
+            while waiting and len(running) < at_once:
+                i, child = waiting.pop()
+                pid = os.fork()
+                if pid == 0:  # the child
+                    _run_child(child, Path(dumps, str(i)), timeout)
+                running[pid] = (i, time.monotonic() + timeout)
+            for pid, (i, deadline) in list(running.items()):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    codes[i] = os.waitstatus_to_exitcode(status)
+                    del running[pid]
+                elif time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    del running[pid]
+                    stacks = Path(dumps, str(i)).read_text()
+                    print(f"child {i} hung; where it waited:\n{stacks}", file=sys.stderr)
+            if running and not (waiting and len(running) < at_once):
+                _until_one_exits(list(running), min(d for _, d in running.values()))
+    finally:
+        shutil.rmtree(dumps, ignore_errors=True)
     return codes
+
+
+def _run_child(child: Callable[[], int], stacks: Path, timeout: float) -> NoReturn:
+    """In a forked child: ``child()``, then out with its exit code (1 if it raised). Should
+    it hang, ``faulthandler`` writes its stack to ``stacks`` before the parent kills it."""
+    status = 1
+    try:
+        with stacks.open("w") as out:
+            faulthandler.dump_traceback_later(timeout * 0.8, file=out)
+            status = child()
+    finally:
+        os._exit(status)
 
 
 def _until_one_exits(pids: list[int], deadline: float) -> None:
