@@ -71,9 +71,12 @@ def _temporary_files_in_memory(config: pytest.Config) -> None:
         return
     folder = shm / f"letitloop-tests-{os.getuid()}"
     try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        if folder.stat().st_uid != os.getuid() or not os.access(folder, os.W_OK | os.X_OK):
+        folder.mkdir(exist_ok=True)
+        if folder.stat().st_uid != os.getuid():
             return
+        # Others may pass through, not list: the PostgreSQL server's user reaches its own
+        # folder in it (tests/pg_server.py); what is in it is made private (mkdtemp, pytest's).
+        folder.chmod(0o711)
     except OSError:
         return
     for earlier in folder.glob("pytest-of-*/pytest-*"):

@@ -83,7 +83,12 @@ def _start() -> str:
         check=True,
         capture_output=True,
     )
-    options = f"-p {port} -k {home} -c listen_addresses= -c fsync=off -c max_connections=200"
+    # Its dynamic shared memory in its data folder (removed with it), not in /dev/shm,
+    # where an immediate stop (a crash, as the tests stop it) leaves its segments behind.
+    options = (
+        f"-p {port} -k {home} -c listen_addresses= -c fsync=off -c max_connections=200"
+        " -c dynamic_shared_memory_type=mmap"
+    )
     subprocess.run(
         _as_server_user(
             [pg_ctl, "-D", str(data), "-o", options, "-l", str(home / "log"), "-w", "start"]
