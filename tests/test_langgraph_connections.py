@@ -14,6 +14,7 @@ import functools
 import os
 import shutil
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import pytest
 
 pytest.importorskip("langgraph.graph", reason="LangGraph is not installed (letitloop[langgraph])")
 
-from helpers import forked_exit_codes, in_fresh_interpreter
+from helpers import forked_exit_code, forked_exit_codes, in_fresh_interpreter
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
@@ -188,6 +189,49 @@ class TestForkWhileAnotherThreadOpens:
         assert [i for i, code in enumerate(codes) if code is None] == []  # none hung
         assert codes == [CHILD_OK] * FORK_CHILDREN
         assert errors == []
+
+
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12), reason="Python 3.12 dropped cached_property's lock"
+)
+class TestAChildForkedWhileAnotherThreadStartsAGraph:
+    def test_runs_its_own_graph_though_that_thread_held_a_nodes_first_use_lock(
+        self, tmp_path: Path
+    ) -> None:
+        # A new graph's first run computes each node's ``node`` (a cached_property) under
+        # one lock that the class PregelNode shares: here another thread holds it at the
+        # fork, as TestForkWhileAnotherThreadOpens's opener thread once did (a child of
+        # 1,500 hung there). The child must not inherit it held.
+        from langgraph.pregel._read import PregelNode
+
+        @durable_node(path=tmp_path / "child.db")
+        def work(state: State) -> dict[str, str]:
+            return {"text": step("upper", str.upper, state["text"])}
+
+        app = _graph(InMemorySaver(), work)
+        held, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with PregelNode.__dict__["node"].lock:
+                held.set()
+                done.wait(60)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            assert held.wait(10)
+
+            def child() -> int:
+                out = app.invoke({"text": "c"}, {"configurable": {"thread_id": "c"}})
+                return CHILD_OK if out == {"text": "C"} else 2
+
+            code = forked_exit_code(child, timeout=15)
+        finally:
+            done.set()
+            holder.join(10)
+        assert code == CHILD_OK  # None: it hung
+        with sqlite3.connect(tmp_path / "child.db") as conn:  # the child's node, recorded
+            assert conn.execute("SELECT status FROM runs").fetchall() == [("completed",)]
 
 
 def forks_while_opening(into: str) -> tuple[list[int | None], list[str]]:

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from ...errors import RunHeldError
+from ...primitives import forksafe
 from ...stores.sqlite.files import resolve_path
 from ...stores.sqlite.pragmas import Durability
 from .identity import NodeIdentity
@@ -84,6 +85,11 @@ def _forget_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
+
+# LangGraph's nodes and LangChain's runnables compute attributes on their first use under
+# a lock their class shares (Python 3.11's cached_property): a child forked while another
+# thread runs a new graph must not inherit it held.
+forksafe.free_cached_property_locks("langgraph", "langchain_core")
 
 
 @contextlib.contextmanager
