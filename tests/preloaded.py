@@ -31,13 +31,69 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+#: What a forked child does around its program, in FORKER's and in tests/stdio_servers.py's
+#: FORK_SERVER (which import ``atexit, os, runpy, sys, threading, traceback`` first): it takes
+#: the environment and the folder it was asked for, runs ``python ARGV`` (a script, or
+#: ``-m MODULE``) as ``__main__`` and ends as the interpreter would (its threads joined, its
+#: exit functions run), its output flushed.
+RUN_AS_MAIN = r"""
+def take_environment(env, cwd):
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+    os.chdir(cwd)
+
+
+def run_as_main(argv):
+    try:
+        if argv[0] == "-m":  # python -m MODULE ARGS: the folder first on the path
+            sys.argv = [argv[1], *argv[2:]]
+            sys.path[0] = os.getcwd()
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = list(argv)
+            sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+            runpy.run_path(argv[0], run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    return code
+
+
+def exit_now(code):
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except BaseException:
+            pass
+    os._exit(code)
+"""
+
+
 #: The forking interpreter: imports argv[1:] (and runs the ``--warm=`` statements among
 #: them), then, for each request line on stdin
 #: (argv, cwd, env, the stdout and stderr files), forks a child, writes "pid N" to
 #: stdout, and "exit CODE" (negative: the signal) once the child ended.
-FORKER = r"""
+FORKER = (
+    r"""
 import atexit, gc, io, json, os, pkgutil, runpy, select, signal, sys, threading, traceback
 import concurrent.futures.thread  # asyncio's default executor: a child's to_thread
+"""
+    + RUN_AS_MAIN
+    + r"""
 
 gc.disable()  # the imports' objects live as long as the forker: no collection meanwhile
 names = sys.argv[1:]
@@ -101,43 +157,14 @@ def child(request):
         for fd, target in ((null, 0), (out, 1), (err, 2)):
             os.dup2(fd, target)
             os.close(fd)
-        env = request["env"]  # the forker's own, but for a few variables
-        for name in [name for name in os.environ if name not in env]:
-            del os.environ[name]
-        for name, value in env.items():
-            if os.environ.get(name) != value:
-                os.environ[name] = value
-        os.chdir(request["cwd"])
+        take_environment(request["env"], request["cwd"])  # the forker's, but for a few
         unbuffered = request["unbuffered"] or bool(os.environ.get("PYTHONUNBUFFERED"))
         sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
         sys.stdout = sys.__stdout__ = stream(1, unbuffered)
         sys.stderr = sys.__stderr__ = stream(2, unbuffered)
-        script = request["argv"][0]
-        sys.argv = list(request["argv"])
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
-        try:
-            runpy.run_path(script, run_name="__main__")
-            code = 0
-        except SystemExit as exc:
-            if exc.code is None:
-                code = 0
-            elif isinstance(exc.code, int):
-                code = exc.code
-            else:
-                print(exc.code, file=sys.stderr)
-                code = 1
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        threading._shutdown()
-        atexit._run_exitfuncs()
+        code = run_as_main(request["argv"])
     finally:
-        for s in (sys.stdout, sys.stderr):
-            try:
-                s.flush()
-            except BaseException:
-                pass
-        os._exit(code)
+        exit_now(code)
 
 
 # Children run side by side: "pid N" is written as each is forked, "exit N CODE" as each
@@ -175,6 +202,7 @@ while reading or running:
             replies.write(b"exit %d %d\n" % (pid, os.waitstatus_to_exitcode(status)))
             replies.flush()
 """
+)
 
 
 #: What a child that opens a journal file imports of letitloop besides its package (the

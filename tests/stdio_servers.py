@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from preloaded import RUN_AS_MAIN
+
 #: The client's command for a forked server: the launcher, in an interpreter without site.
 LAUNCHER = Path(__file__).with_name("stdio_launcher.py")
 
@@ -32,9 +34,13 @@ LAUNCHER = Path(__file__).with_name("stdio_launcher.py")
 #: for each launcher that connects (its request and its three descriptors in one message),
 #: forks a server, answers "pid N", and "exit CODE" once the server ended. It stops when its
 #: stdin closes, killing the servers still running.
-FORK_SERVER = r"""
+FORK_SERVER = (
+    r"""
 import atexit, gc, io, json, os, runpy, select, signal, socket, sys, threading, traceback
 import concurrent.futures.thread  # asyncio's default executor (a server's to_thread)
+"""
+    + RUN_AS_MAIN
+    + r"""
 
 gc.disable()  # the imports' objects live as long as this interpreter: no collection meanwhile
 path, names = sys.argv[1], sys.argv[2:]
@@ -66,13 +72,7 @@ def serve(request, fds, conn):
         for fd, target in zip(fds, (0, 1, 2)):
             os.dup2(fd, target)
             os.close(fd)
-        env = request["env"]
-        for name in [name for name in os.environ if name not in env]:
-            del os.environ[name]
-        for name, value in env.items():
-            if os.environ.get(name) != value:
-                os.environ[name] = value
-        os.chdir(request["cwd"])
+        take_environment(request["env"], request["cwd"])
         # As the interpreter makes them off a terminal: stdin and stdout buffered, stderr
         # line-buffered.
         sys.stdin = sys.__stdin__ = io.TextIOWrapper(
@@ -85,37 +85,9 @@ def serve(request, fds, conn):
             io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
             encoding="utf-8", errors="backslashreplace", line_buffering=True,
         )
-        argv = request["argv"]
-        try:
-            if argv[0] == "-m":  # python -m MODULE ARGS: the folder first on the path
-                sys.argv = [argv[1], *argv[2:]]
-                sys.path[0] = os.getcwd()
-                runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-            else:
-                sys.argv = list(argv)
-                sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-                runpy.run_path(argv[0], run_name="__main__")
-            code = 0
-        except SystemExit as exc:
-            if exc.code is None:
-                code = 0
-            elif isinstance(exc.code, int):
-                code = exc.code
-            else:
-                print(exc.code, file=sys.stderr)
-                code = 1
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        threading._shutdown()
-        atexit._run_exitfuncs()
+        code = run_as_main(request["argv"])
     finally:
-        for s in (sys.stdout, sys.stderr):
-            try:
-                s.flush()
-            except BaseException:
-                pass
-        os._exit(code)
+        exit_now(code)
 
 
 def ended(pid, status):
@@ -160,6 +132,7 @@ for pid in list(launchers):  # a server a test left running
         pass
     ended(pid, os.waitpid(pid, 0)[1])
 """
+)
 
 
 class StdioServers:
