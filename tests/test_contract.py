@@ -334,7 +334,7 @@ STEPS = """
             for i in range(n):
                 got = j.step(f"s{i}", work, i)
                 assert got == {"i": i, "twice": i * 2}, got
-                print("returned", i, flush=True)
+                print(f"returned {i}", flush=True)  # one write: a kill cuts no line in two
                 while go and not os.path.exists(f"{go}{i}"):
                     time.sleep(0.001)
 
@@ -343,7 +343,7 @@ STEPS = """
             for i in range(n):
                 got = await j.async_step(f"s{i}", awork, i)
                 assert got == {"i": i, "twice": i * 2}, got
-                print("returned", i, flush=True)
+                print(f"returned {i}", flush=True)  # one write: a kill cuts no line in two
                 while go and not os.path.exists(f"{go}{i}"):
                     time.sleep(0.001)
 
