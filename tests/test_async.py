@@ -1121,13 +1121,20 @@ class TestTheCommitThread:
         async def value(i: int) -> int:
             return i
 
+        # Only this journal's thread: another test's journal closed without ``async with``
+        # leaves its own idling for commits.IDLE_SECONDS, under the same name.
+        earlier = set(threading.enumerate())
+
         async def attempt() -> list[str]:
             async with Journal("g", path=db, durability="power") as j:
                 await asyncio.gather(*(j.async_step(f"s:{i}", value, i) for i in range(10)))
-                during = [t.name for t in threading.enumerate()]
-            after = [t.name for t in threading.enumerate() if t.name.startswith("letitloop-commit")]
-            assert any(name.startswith("letitloop-commit") for name in during)
-            return after
+                during = [
+                    t
+                    for t in threading.enumerate()
+                    if t not in earlier and t.name.startswith("letitloop-commit")
+                ]
+            assert during
+            return [t.name for t in during if t.is_alive()]
 
         assert run(attempt) == []
 
