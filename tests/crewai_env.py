@@ -1,6 +1,6 @@
 """CrewAI's own test environment: made from its pins, then tests/test_crewai.py run in it.
 
-    python tests/crewai_env.py [--fresh] [--make] [PYTEST ARGS...]
+    python tests/crewai_env.py [-h] [--fresh] [--make] [PYTEST ARGS...]
 
 CrewAI 1.15 pins ``openai<3`` and ``mcp<2``, which the main environment's
 other frameworks outgrew; in one environment pip silently picks far older
@@ -19,8 +19,9 @@ main suite runs this command as one test, beside its other tests
 The environment is made again when the pins or pyproject.toml changed since
 it was made (a stamp file records their digest), or always with ``--fresh``
 (CI). ``--make`` makes (or keeps) the environment and runs no test
-(.ci/run type-checks the CrewAI files against it first). Exits with
-pytest's status.
+(.ci/run type-checks the CrewAI files against it first); ``-h`` or ``--help`` first
+prints this and makes nothing (pytest's help: ``--help`` after another argument).
+Exits with pytest's status.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def make(python: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):  # this command's help; pytest's: after another flag
+        print(__doc__)
+        return 0
     fresh, make_only = "--fresh" in argv, "--make" in argv
     args = [a for a in argv if a not in ("--fresh", "--make")]
     python = VENV / "bin" / "python"

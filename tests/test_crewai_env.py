@@ -56,3 +56,21 @@ def test_crewais_tests_pass_in_their_own_environment(
     assert any(" passed" in ln for ln in closing), f"no test ran:\n{printed}"
     # Carried to the controller's report (tests/conftest.py's pytest_terminal_summary).
     request.node.user_properties.append(("crewai_env", "\n".join(closing)))
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_its_help_says_how_to_run_it_and_makes_nothing(flag: str) -> None:
+    stamp = ROOT / ".venvs" / "crewai" / "letitloop-pins.sha256"
+    before = stamp.stat().st_mtime_ns if stamp.exists() else None
+    got = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "crewai_env.py"), flag],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert got.returncode == 0, got.stderr
+    assert "python tests/crewai_env.py [-h] [--fresh] [--make] [PYTEST ARGS...]" in got.stdout
+    assert "making" not in got.stdout and got.stderr == ""
+    assert (stamp.stat().st_mtime_ns if stamp.exists() else None) == before
