@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -173,6 +174,8 @@ def main() -> None:
     # killed after its last one, say).
     print(ledger.read_text().rstrip() if ledger.exists() else "nothing: all of it was recorded")
     print(f"journal: {db}  (lil show llama-demo --db {db})")
+    if args.db:  # the journal lives elsewhere: the ledger's folder is not kept
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

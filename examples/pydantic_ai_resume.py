@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,6 +123,8 @@ def main() -> None:
     print("what really ran, process by process:")
     print(ledger.read_text().rstrip())
     print(f"journal: {db}  (lil show trip --db {db})")
+    if args.db:  # the journal lives elsewhere: the ledger's folder is not kept
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

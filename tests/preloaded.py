@@ -44,6 +44,8 @@ def take_environment(env, cwd):
         if os.environ.get(name) != value:
             os.environ[name] = value
     os.chdir(cwd)
+    if "tempfile" in sys.modules:  # its temporary folder found anew, from its own TMPDIR
+        sys.modules["tempfile"].tempdir = None
 
 
 def run_as_main(argv):

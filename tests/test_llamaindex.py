@@ -524,14 +524,19 @@ def example_run(sdk: Preloaded, folder: Path, n: int, kill: str = "", whole: boo
     """The example run once in ``folder`` under the crash test's hook (ledger ``n``),
     SIGKILLed at ``kill`` (``KIND<TAB>POSITION``) if given."""
     ledger = folder / f"ledger{n}"
+    tmp = folder / f"tmp{n}"  # its TMPDIR: given --db, a run that finished leaves it empty
+    tmp.mkdir()
     env = {**os.environ, "LETITLOOP_DB": str(folder / "default.db"), LEDGER_ENV: str(ledger)}
     env.pop(KILL_ENV, None)
+    env["TMPDIR"] = str(tmp)
     if kill:
         env[KILL_ENV] = kill
     args = ["--db", "journal.db"]
     if not whole:
         args += ["--agents", "--ledger", str(folder / "notes.txt")]
     done = sdk.run(EXAMPLES / "llamaindex_resume.py", *args, env=env, cwd=folder)
+    if done.returncode == 0:
+        assert list(tmp.iterdir()) == [], "the example left files in its TMPDIR"
     events = []
     for line in ledger.read_text().splitlines() if ledger.exists() else []:
         kind, where, key, run = [*line.split("\t"), "", "", ""][:4]
