@@ -12,7 +12,6 @@ import hashlib
 import os
 import sqlite3
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +53,8 @@ def value(i: int) -> dict[str, Any]:
 def done_steps(db: Path) -> int:
     """Done steps of goal g, read by a fresh process (what any later attempt would see)."""
     script = write_script(
-        Path(tempfile.gettempdir()),
-        f"letitloop-done-steps-{os.getpid()}.py",
+        db.parent,  # the test's folder, removed with it
+        "done_steps.py",
         "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("
         "\"SELECT count(*) FROM journal_g WHERE status = 'done'\").fetchone()[0])",
     )
