@@ -98,9 +98,21 @@ class PostgresHold:
         return True
 
     def release(self) -> None:
+        """Free the lock on the server, then close its connection. Closing alone frees it
+        only once the server's session has ended, a moment after ``close`` returned: a hold
+        taken at once by another connection (``lil reset`` after a run's ``with`` block, the
+        next claim of an entry) could still find it held."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()  # the session's advisory locks go with it
+        if conn is None:
+            return
+        import psycopg  # acquire() had it
+
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+        except psycopg.Error:
+            pass  # a broken session: the lock ends with it, as it closes
+        finally:
+            conn.close()
 
 
 class PostgresHolding(PostgresConnection):
