@@ -59,8 +59,9 @@ class Sent:
     run: RunInfo
     key: str
     live: bool
-    """True when a live process holds the run: it wakes within about a tenth of a second.
-    False: the run waits for no process; running its program again resumes it."""
+    """True when a live process held the run as the value was sent: it wakes within about a
+    tenth of a second. False: the run waits for no process; running its program again
+    resumes it."""
 
 
 def _waiting_run(journal: Inspector, ref: str, name: str) -> RunInfo:
@@ -147,12 +148,15 @@ def send_text(
             return WaitAnswer(key, cipher.seal(text, run.id, key, "result"), utc_iso(now), took)
         return WaitAnswer(key, text, utc_iso(now), took)
 
+    # Looked at before the answer too: a waiter woken at once (a thread of this process)
+    # may take the value and end its run before a look after it.
+    held = journal.is_held(run.id)
     try:
         answered = journal.answer_wait(run, choose)
     except _Unread:  # the wait started after its expectation was read: read it again
         expected.update(_expectations(journal, run, cipher))
         answered = journal.answer_wait(run, choose)
-    return Sent(run, answered.key, journal.is_held(run.id))
+    return Sent(run, answered.key, held or journal.is_held(run.id))
 
 
 class _Unread(Exception):
