@@ -174,6 +174,8 @@ def malformed_url(location: str) -> UnknownStoreError | None:
     in it: a team that believed its hosts shared one journal would get one per
     host. A drive letter (``C:``) is no store's name.
     """
+    if ":" not in location and "//" not in location:
+        return None  # a plain path: no pattern compiled (a forked child's first open)
     match = re.match(_SCHEME_COLON, location) or re.match(_SCHEME_SLASHES, location)
     if match is None or match.group(1).lower() not in _schemes:
         return None
