@@ -43,6 +43,7 @@ from crashtest_examples import crashtest_example
 from forked_commands import ForkedCommands
 from helpers import lil_forked
 from preloaded import Preloaded
+from trial_count import TRIALS
 
 import letitloop
 from letitloop import Journal, LetItLoopError
@@ -357,9 +358,10 @@ class TestATeamWithAnAgentWhoseCallsCannotBeJournaled:
 
 HUMAN = Path(__file__).resolve().parent / "autogen_human.py"
 
-#: Trials (the issue asks for 20), each killed once or twice at points drawn at random:
-#: inside the writer's model calls, while a process waits for the person, after return.
-HUMAN_TRIALS = 20
+#: Trials (the issue asks for 20: tests/trial_count.py), each killed once or twice at points
+#: drawn at random: inside the writer's model calls, while a process waits for the person,
+#: after return.
+HUMAN_TRIALS = TRIALS
 HUMAN_KILLS = ["model writer 0", "waiting", "model writer 1", "after return"]
 
 

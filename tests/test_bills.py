@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from bill_trials import check, check_request, counted, estimates, job, summary, together, trials
 from helpers import lil_forked, run_forked
+from trial_count import TRIALS
 
 from letitloop import (
     Budget,
@@ -61,14 +62,14 @@ def billed_once(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def langgraph_trials(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     """This file's trials of LangGraph's requests, each named, run by one pipeline (LangGraph
-    imported once, not once per test): 20 of the prebuilt agent and 20 of the graph with
+    imported once, not once per test): TRIALS of the prebuilt agent and TRIALS of the graph with
     random kills; one with every attempt but the last killed just after the provider
     billed its first call; one whose seed kills it once."""
     pytest.importorskip("langgraph.prebuilt")
     folder = tmp_path_factory.mktemp("langgraph")
     named = {
-        "langgraph": ("langgraph", 20, 29, "random"),
-        "langgraph_graph": ("langgraph_graph", 20, 31, "random"),
+        "langgraph": ("langgraph", TRIALS, 29, "random"),
+        "langgraph_graph": ("langgraph_graph", TRIALS, 31, "random"),
         "billed": ("langgraph", 1, 1, "billed"),
         "killed once": ("langgraph", 1, 3, "random"),
     }
@@ -102,11 +103,11 @@ class TestTheProvidersBillUnderRandomKills:
 
     def test_a_smolagents_agent_never_bills_past_the_budget(self, tmp_path: Path) -> None:
         pytest.importorskip("smolagents")
-        check(trials("smolagents", "process", tmp_path, 20, seed=7))
+        check(trials("smolagents", "process", tmp_path, TRIALS, seed=7))
 
     def test_a_pydantic_ai_agent_never_bills_past_the_budget(self, tmp_path: Path) -> None:
         pytest.importorskip("pydantic_ai.durable_exec")
-        check(trials("pydantic_ai", "process", tmp_path, 20, seed=11))
+        check(trials("pydantic_ai", "process", tmp_path, TRIALS, seed=11))
 
     @pytest.mark.parametrize(
         ("mode", "framework", "seed"),
@@ -121,7 +122,7 @@ class TestTheProvidersBillUnderRandomKills:
         self, mode: str, framework: str, seed: int, tmp_path: Path
     ) -> None:
         pytest.importorskip(framework)
-        results = trials(mode, "process", tmp_path, 20, seed=seed)
+        results = trials(mode, "process", tmp_path, TRIALS, seed=seed)
         print(json.dumps({mode: summary(results)}))
         check(results)
         # Each call's reservation was an upper bound of what it then reported.
@@ -145,7 +146,7 @@ class TestTheProvidersBillUnderRandomKills:
         # and a StateGraph with ToolNode and tools_condition: the budget bounds the whole
         # invoke, its model calls journaled in a run each, across the request's kills.
         results = langgraph_trials[mode]
-        assert len(results) == 20
+        assert len(results) == TRIALS
         ratios = [reserved / settled for r in results for reserved, settled in estimates(r["db"], goal)]  # fmt: skip  # noqa: E501
         print(json.dumps({mode: summary(results), "estimate/bill": [min(ratios), max(ratios)]}))
         check_request(results, goal)

@@ -34,13 +34,13 @@ sys.path.insert(0, str(HERE))
 
 from helpers import LIL_ENTRY  # noqa: E402
 from preloaded import LANGGRAPH_AGENTS, Preloaded  # noqa: E402
+from trial_count import TRIALS  # noqa: E402
 
 import letitloop  # noqa: E402
 
 #: ``python tests/langgraph_answers.py ARGS`` (the program) as a child of the forker runs
 #: it (tests/preloaded_main.py): ``forker.run(*PROGRAM, ARGS)``.
 PROGRAM = (HERE / "preloaded_main.py", "langgraph_answers")
-TRIALS = 20
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 

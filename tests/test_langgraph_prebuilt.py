@@ -42,9 +42,8 @@ from langchain_core.messages import ToolMessage  # noqa: E402
 from langchain_core.tools import InjectedToolCallId  # noqa: E402
 from langgraph.types import Command  # noqa: E402
 from preloaded import LANGGRAPH_AGENTS, Preloaded  # noqa: E402
+from trial_count import TRIALS  # noqa: E402
 
-#: Trials per scenario: the issue's CI-sized form.
-TRIALS = 20
 DEBUG = bool(os.environ.get("LG_DEBUG"))
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

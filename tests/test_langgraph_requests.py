@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
+from trial_count import TRIALS  # noqa: E402
 
 import benchmarks.langgraph_requests as lr  # noqa: E402
 from letitloop import step  # noqa: E402
@@ -40,9 +41,6 @@ from letitloop.adapters.langgraph import (  # noqa: E402
     durable_node,
 )
 from letitloop.errors import LetItLoopError, StepMismatchError  # noqa: E402
-
-#: Trials per scenario: the issue's CI-sized form (the benchmark runs more).
-TRIALS = 20
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

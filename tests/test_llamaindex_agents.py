@@ -33,9 +33,9 @@ from agent_kills import (
     run_here,
 )
 from preloaded import Preloaded
+from trial_count import TRIALS
 
 SCRIPT = Path(__file__).resolve().parent / "llamaindex_agents.py"
-TRIALS = 20
 #: A shape's 20 trials (about 50 processes) take a minute or two of a shared 2-core
 #: machine, counted in its first test's setup: more than the suite's 120 s default,
 #: which would stop them half-way through a forked child's run.

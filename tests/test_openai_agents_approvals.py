@@ -25,12 +25,11 @@ import pytest
 from agent_kills import for_agents, read_side
 from helpers import lil_forked
 from preloaded import Preloaded
+from trial_count import TRIALS
 
 import letitloop
 
 SCRIPT = Path(__file__).resolve().parent / "openai_agents_team.py"
-#: Trials of the scenario (APPROVAL_TRIALS to run more, as a benchmark would).
-TRIALS = int(os.environ.get("APPROVAL_TRIALS", "20"))
 CALL = "approve:refund:clerk_0_0"
 #: Before the wait: nowhere, inside the first model call.
 BEFORE = ["", "model clerk 0"]

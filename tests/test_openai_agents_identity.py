@@ -13,7 +13,6 @@ answer is the uninterrupted run's.
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -23,10 +22,9 @@ from typing import Any
 import pytest
 from agent_kills import for_agents, read_side
 from preloaded import Preloaded
+from trial_count import TRIALS
 
 SCRIPT = Path(__file__).resolve().parent / "openai_agents_trip.py"
-#: Trials a scenario (IDENTITY_TRIALS to run more, as a benchmark would).
-TRIALS = int(os.environ.get("IDENTITY_TRIALS", "20"))
 MODES = ["plain", "session"]
 
 

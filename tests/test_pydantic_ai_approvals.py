@@ -27,14 +27,13 @@ import pytest
 from agent_kills import read_side
 from helpers import lil_forked
 from preloaded import Preloaded, for_sdk
+from trial_count import TRIALS
 
 import letitloop
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
 SCRIPT = Path(__file__).resolve().parent / "pydantic_ai_desk.py"
-#: Trials of the scenario (APPROVAL_TRIALS to run more, as a benchmark would).
-TRIALS = int(os.environ.get("APPROVAL_TRIALS", "20"))
 #: How the program runs the agent: asyncio.run(agent.run(...)), agent.run_sync(...).
 MODES = ["async", "sync"]
 RIGHT = '{"approvals": {"call-1": true}}'

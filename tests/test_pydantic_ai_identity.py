@@ -25,12 +25,11 @@ import pytest
 from agent_kills import read_side
 from helpers import lil_forked
 from preloaded import Preloaded, for_sdk
+from trial_count import TRIALS
 
 pytest.importorskip("pydantic_ai.durable_exec")
 
 SCRIPT = Path(__file__).resolve().parent / "pydantic_ai_trip.py"
-#: Trials a scenario (IDENTITY_TRIALS to run more, as a benchmark would).
-TRIALS = int(os.environ.get("IDENTITY_TRIALS", "20"))
 MODES = ["async", "sync"]
 
 

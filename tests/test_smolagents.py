@@ -28,6 +28,7 @@ from preloaded import Preloaded
 from smolagents import CodeAgent, Tool, tool
 from smolagents.models import ChatMessage, MessageRole, Model
 from smolagents.monitoring import LogLevel, TokenUsage
+from trial_count import TRIALS
 
 from letitloop import Journal, LetItLoopError
 from letitloop.adapters.smolagents import AgentCalls, SmolagentsWALCallback, durable_agent
@@ -250,8 +251,9 @@ class TestToolCallsWhoseArgumentsJsonCannotHold:
 # killed at random points: its code's output is the next prompt, so a finished snippet
 # must never run again (it would print another time) and its variables must come back.
 
-#: Trials (the issue asks for 20), each killed once or twice at points drawn at random.
-CODE_TRIALS = 20
+#: Trials (the issue asks for 20: tests/trial_count.py), each killed once or twice at points
+#: drawn at random.
+CODE_TRIALS = TRIALS
 
 
 @dataclass
