@@ -179,6 +179,25 @@ def descriptors_on(path: Path, pid: int | str = "self") -> int:
     return count
 
 
+def left_on_terminal(leader: int) -> list[bytes]:
+    """What a pseudo-terminal's ``leader`` still holds, read without waiting: for a loop
+    that stops reading once its child ended (``poll()``), which the child may have done
+    after writing its last output and before the loop looked, between a ``select`` that
+    found nothing and the ``poll``."""
+    import select
+
+    chunks = []
+    while select.select([leader], [], [], 0)[0]:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: every writer closed the terminal, nothing is left
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return chunks
+
+
 def wait_until(done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     """Poll ``done()`` every 10 ms until it is true; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

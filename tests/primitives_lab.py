@@ -65,6 +65,10 @@ class Lab:
             if got:
                 return got
             if proc is not None and proc.poll() is not None:
+                # It may have done it, then ended, after the look above: look once more.
+                got = check()
+                if got:
+                    return got
                 raise AssertionError(f"the child ended before {what}: {proc.communicate()}")
             assert time.monotonic() < deadline, f"never: {what}"
             time.sleep(0.02)

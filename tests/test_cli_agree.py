@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import LIL_ENTRY, lil_forked, lil_in_process, run_forked, spawn_forked
+from helpers import (
+    LIL_ENTRY,
+    left_on_terminal,
+    lil_forked,
+    lil_in_process,
+    run_forked,
+    spawn_forked,
+)
 
 from letitloop import Journal, durable, step
 
@@ -95,6 +102,7 @@ def terminal(
                     os.write(leader, (answer or "").encode() + b"\n")
                     typed = True
             elif proc.poll() is not None:
+                chunks += left_on_terminal(leader)
                 break
     finally:
         os.close(leader)

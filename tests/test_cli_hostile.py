@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import lil_forked
+from helpers import left_on_terminal, lil_forked
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -326,6 +326,7 @@ def on_a_terminal(db: Path, *args: str) -> bytes:
                     break
                 chunks.append(chunk)
             elif proc.poll() is not None:
+                chunks += left_on_terminal(leader)
                 break
     finally:
         os.close(leader)

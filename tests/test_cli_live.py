@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import LIL_ENTRY, ForkedProcess, lil_forked, spawn_forked, sqlite_store
+from helpers import (
+    LIL_ENTRY,
+    ForkedProcess,
+    left_on_terminal,
+    lil_forked,
+    spawn_forked,
+    sqlite_store,
+)
 
 from letitloop import Journal
 from letitloop.primitives.clock import utc_us
@@ -469,6 +476,7 @@ def on_a_terminal_for(argv: list[str], seconds: float) -> str:
                     stop_at = min(stop_at, time.monotonic() + seconds)
                 chunks.append(chunk)
             elif proc.poll() is not None:
+                chunks += left_on_terminal(leader)
                 break
     finally:
         os.close(leader)

@@ -161,7 +161,8 @@ def run_child(script: Path, mode: str, expect_rc: int = 0, **args: Any) -> dict[
 def wait_for(path: Path, proc: ForkedProcess | None = None) -> None:
     deadline = time.monotonic() + WAIT_S
     while not path.exists():
-        if proc is not None and proc.poll() is not None:
+        # Looked at again once it ended: it may have made the file, then ended, meanwhile.
+        if proc is not None and proc.poll() is not None and not path.exists():
             raise AssertionError(f"child exited early: {proc.communicate()[1]}")
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.01)
