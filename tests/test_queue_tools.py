@@ -15,6 +15,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +297,43 @@ class TestPagingRunsAndEntries:
         waiting = list_runs_and_entries(journal, status=["delayed"], limit=1)
         assert [r.id for r in waiting] == [made[5]] and waiting[0].state == "delayed"
         journal.close()
+
+    def test_entries_of_one_millisecond_come_by_when_they_were_enqueued_on_every_page(
+        self, db: str
+    ) -> None:
+        # Ids of one millisecond sort in no particular order (their random part): four
+        # entries whose ids sort the other way round from when they were enqueued, as
+        # `lil copy` adds them. A page used to take the entries with the highest ids, so
+        # the first page held the oldest, and a later page one already shown.
+        from letitloop.identity.ids import new_run_id
+        from letitloop.inspection.queue_listing import list_runs_and_entries
+        from letitloop.primitives.clock import utc_iso
+
+        q = Queue("emails", path=db)
+        q.task(lambda x: x, name="echo")
+        first = q.enqueue("echo", 0)
+        journal = open_inspector(db, write=True)
+        try:
+            (row,) = journal.queue_rows(ids=[first.id])
+            # Two milliseconds after the first entry's: its id's time, then their enqueue times.
+            ms = int(datetime.fromisoformat(str(row["enqueued_at"])).timestamp() * 1000) + 2
+            prefix = new_run_id((ms + 0.5) / 1000)[:10]
+            made = [
+                {**row, "id": prefix + "ZYXW"[n] * 16, "run_name": f"same-ms-{n}",
+                 "enqueued_at": utc_iso(ms / 1000 + (100 + n) / 1e6)}
+                for n in range(4)
+            ]  # fmt: skip
+            assert journal.add_queue_rows(made) == 4
+            whole = [r.id for r in list_runs_and_entries(journal)]
+            pages = [
+                [r.id for r in list_runs_and_entries(journal, limit=2, offset=at)]
+                for at in (0, 2, 4)
+            ]
+        finally:
+            journal.close()
+        newest_first = [m["id"] for m in made[::-1]]
+        assert whole[:4] == newest_first and whole[4:] == [first.id]
+        assert [i for page in pages for i in page] == whole
 
     def test_a_run_given_back_to_its_queue_says_so(self, tmp_path: Path) -> None:
         import time

@@ -23,7 +23,8 @@ class QueueEntries(Protocol):
         limit: int | None = None,
         status: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Queue entries as recorded (:data:`~.records.QUEUE_COLUMNS`), newest first: of
+        """Queue entries as recorded (:data:`~.records.QUEUE_COLUMNS`), newest first (by
+        ``enqueued_at``, then ``id``: ids of one millisecond sort in no particular order): of
         ``queue``, with one of ``ids``, whose run is one of ``run_ids`` or is named one of
         ``run_names``, with no run yet (``unstarted``), recorded as ``status``: every
         condition given holds; at most ``limit`` (None: all). None

@@ -12,7 +12,13 @@ from ..stores.postgres.database import migrate, server_errors
 from ..stores.postgres.holding import is_held
 from .entries import QUEUE_COLUMNS
 from .postgres_snapshots import has_tables
-from .sqlite_filters import CANCEL_ENTRY, QUEUE_COUNTS, REQUEUE, queue_conditions
+from .sqlite_filters import (
+    CANCEL_ENTRY,
+    NEWEST_ENTRIES,
+    QUEUE_COUNTS,
+    REQUEUE,
+    queue_conditions,
+)
 
 #: ``lil reset`` of a queue's run: its entry back in its queue (as a file's).
 _REQUEUE = REQUEUE.format(table="ll_queue_entries")
@@ -52,8 +58,8 @@ class PostgresQueues:
             return []
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         return self._dicts(
-            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM ll_queue_entries{where} ORDER BY id DESC"
-            + ("" if limit is None else f" LIMIT {int(limit)}"),
+            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM ll_queue_entries{where} "
+            f"ORDER BY {NEWEST_ENTRIES}" + ("" if limit is None else f" LIMIT {int(limit)}"),
             tuple(params),
         )
 

@@ -14,6 +14,7 @@ before it started), and says of each run that has an entry which queue it came f
 from __future__ import annotations
 
 import fnmatch
+import heapq
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -101,7 +102,7 @@ def queue_entries(
                 queue, ids=ids, run_ids=run_ids[i : i + _CHUNK], run_names=run_names,
                 unstarted=unstarted,
             )  # fmt: skip
-        rows.sort(key=lambda r: str(r["id"]), reverse=True)
+        rows.sort(key=lambda r: (str(r["enqueued_at"]), str(r["id"])), reverse=True)
     else:
         rows = journal.queue_rows(
             queue, ids=ids, run_ids=run_ids, run_names=run_names, unstarted=unstarted,
@@ -235,7 +236,10 @@ def list_runs_and_entries(
     if unknown_goal is not None and not waiting:
         raise unknown_goal
     if waiting:
-        found = sorted(found + waiting, key=lambda r: r.started_at, reverse=True)
+        # Merged, not sorted: each list keeps its own order (the runs by when they were made,
+        # the entries by when they were enqueued), and the first n merged depend only on
+        # the first n of each, so the pages of one listing (limit, offset) hold each row once.
+        found = list(heapq.merge(found, waiting, key=lambda r: r.started_at, reverse=True))
     return found[offset : None if want is None else want]
 
 

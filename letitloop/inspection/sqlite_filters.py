@@ -132,6 +132,10 @@ QUEUE_COUNTS = (
 )
 
 
+#: The order of a queue's entries, newest first, both stores: when each was enqueued, then
+#: its id (ids of one millisecond sort in no particular order, their enqueue times do).
+NEWEST_ENTRIES = "enqueued_at DESC, id DESC"
+
 #: ``lil cancel`` of an entry no worker took: (finished_at, error, entry id), ``%s`` marks.
 CANCEL_ENTRY = (
     "UPDATE {table} SET status = 'cancelled', finished_at = %s, error = %s "

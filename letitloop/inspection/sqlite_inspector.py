@@ -29,7 +29,13 @@ from .records import RunInfo, WaitRow
 from .sqlite_changes import bind_copied_rows, delete_runs, goals_left_empty, has_table
 from .sqlite_copy import read_image, write_images
 from .sqlite_detail import SqliteDetail
-from .sqlite_filters import CANCEL_ENTRY, QUEUE_COUNTS, REQUEUE, queue_conditions
+from .sqlite_filters import (
+    CANCEL_ENTRY,
+    NEWEST_ENTRIES,
+    QUEUE_COUNTS,
+    REQUEUE,
+    queue_conditions,
+)
 from .sqlite_fixture import copy_run_to_file
 
 #: Whatever part of the Inspector a caller of :func:`as_inspector` names.
@@ -178,7 +184,7 @@ class SqliteInspector(SqliteDetail):
             return []
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         rows = self.store.query(
-            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM queue_entries{where} ORDER BY id DESC"
+            f"SELECT {', '.join(QUEUE_COLUMNS)} FROM queue_entries{where} ORDER BY {NEWEST_ENTRIES}"
             + ("" if limit is None else f" LIMIT {int(limit)}"),
             params,
         )
