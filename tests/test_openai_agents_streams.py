@@ -79,8 +79,11 @@ PROGRAM = """
 """
 
 PROMPT = "TOOL What is Paris like?"
-#: Text deltas the program gets before it kills itself: turn 1's, then half of turn 2's.
-KILL_AT = LENGTH + LENGTH // 2
+#: Text deltas the program gets before it kills itself: turn 1's, then a quarter of turn 2's.
+#: The SDK's task that reads the model's stream (and journals it, a batch every 4 chunks)
+#: runs ahead of the program's loop that counts them, by up to a dozen chunks on a loaded
+#: machine: the kill then finds more of turn 2 journaled, never all of it.
+KILL_AT = LENGTH + LENGTH // 4
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +151,7 @@ class TestARunStreamedKilledMidTurn:
         continued = killed["requests"][-1]["messages"][-1]
         assert continued["role"] == "assistant"  # the journaled prefix, to be completed
         prefix = len(continued["content"].split())
-        assert 0 < prefix <= LENGTH // 2
+        assert LENGTH // 4 - 4 < prefix < LENGTH  # what the model had sent when it was killed
         assert bills[2]["output"] == LENGTH - prefix
 
     def test_readers_see_the_turns_streams_and_the_continuation(
